@@ -1,0 +1,138 @@
+// The block-device interface: the one seam every device in Strata implements.
+//
+// Files and disks (io_uring), memory, HDD/SSD timing models, fault
+// decorators, and later RAID groups and the read cache's SSD are all
+// `block_device`s, the way every leveldb backend implements `Env` and every
+// SPDK module implements the bdev function table. Everything above sees this
+// interface and nothing else.
+//
+// The contract
+// ------------
+// Threads: a device lives on one event loop (its executor()). submit() is
+//   called on that loop's thread only, and every completion is delivered on
+//   that thread. Devices are not thread-safe; other threads reach a device by
+//   posting to its loop.
+// Asynchrony: submit() starts a request and returns. The request's
+//   on_complete is called exactly once, later -- never inside submit(), even
+//   for a request rejected on sight. The caller may submit more requests from
+//   inside a completion.
+// Ownership: the caller owns the request and its buffers. Both must stay
+//   valid, and the buffers untouched, from submit() until on_complete is
+//   called; the device does not copy them. A device allocates nothing per
+//   request on its hot path.
+// Ordering: requests in flight at the same time may execute in any order. A
+//   flush completes only after every write that completed before the flush
+//   was submitted is durable; writes still in flight when it is submitted may
+//   or may not be covered.
+// Lifetime: a device must not be destroyed while requests are in flight.
+//
+// Errors are values: request::result holds a strata::errc (status.h) --
+// out_of_range, misaligned, invalid_argument for requests that break the
+// preconditions below; media_error, device_failed, ... for what the device
+// could not do.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <cstdint>
+#include <span>
+#include <system_error>
+
+#include "raid/device/status.h"
+
+namespace strata::device {
+
+enum class op : std::uint8_t {
+  read,     // fill buffers from [lba, lba + block_count)
+  write,    // store buffers at [lba, lba + block_count)
+  flush,    // make completed writes durable; lba, block_count and buffers unused (0, empty)
+  discard,  // the range's contents are no longer needed; reads of it return zeros; no buffers
+};
+
+// Whose I/O this is. Devices that schedule (models today, RAID and the
+// migrator later) may favour foreground work; the rest ignore it.
+enum class io_class : std::uint8_t { foreground, background };
+
+// What a device is; constant for its life.
+struct block_geometry {
+  std::uint32_t logical_block_size_bytes = 4096;  // 512 or 4096
+  std::uint64_t block_count = 0;
+  // Each buffer segment must start at a multiple of this. Strata devices use
+  // the logical block size, so code that works on a memory device also works
+  // on a file opened with O_DIRECT.
+  std::uint32_t buffer_alignment_bytes = 4096;
+  // Most buffer segments one request may carry.
+  std::uint32_t max_segments = 64;
+
+  std::uint64_t size_bytes() const noexcept {
+    return block_count * logical_block_size_bytes;
+  }
+};
+
+struct request;
+using completion_fn = void (*)(request&) noexcept;
+
+// One I/O: the request type that every layer from the targets down speaks.
+// Caller-owned and reusable: fill it in, submit it, read `result` in the
+// completion, submit it again.
+struct request {
+  op operation = op::read;
+  io_class priority = io_class::foreground;
+  std::uint64_t lba = 0;
+  std::uint64_t block_count = 0;
+  // Scatter-gather list: each segment aligned to buffer_alignment_bytes and a
+  // whole number of logical blocks long; together exactly block_count blocks.
+  std::span<const iovec> buffers;
+
+  // Called once when the device is done with the request and its buffers;
+  // `result` is set by then (empty on success).
+  completion_fn on_complete = nullptr;
+  void* context = nullptr;  // the caller's; the device never touches it
+  std::error_code result;
+
+  // Link for the device that currently holds the request (its queues). The
+  // caller leaves it alone.
+  request* next_in_device = nullptr;
+
+  // Binds the completion to a member function: req.bind<&T::on_done>(this)
+  // calls this->on_done(req).
+  template <auto Method, class T>
+  void bind(T* object) noexcept {
+    context = object;
+    on_complete = [](request& r) noexcept { (static_cast<T*>(r.context)->*Method)(r); };
+  }
+};
+
+class block_device {
+ public:
+  virtual ~block_device() = default;
+
+  virtual const block_geometry& geometry() const noexcept = 0;
+
+  // The loop this device lives on: submit from its thread; completions arrive on it.
+  virtual boost::asio::any_io_executor executor() const noexcept = 0;
+
+  // Starts `req`.
+  // REQUIRES: on executor()'s thread; req.on_complete set; req not in flight.
+  // ENSURES: req.on_complete(req) is called exactly once, after submit returns.
+  virtual void submit(request& req) noexcept = 0;
+};
+
+// Checks a request against a geometry: the preconditions every device
+// enforces before doing anything. Returns empty when the request is well formed.
+std::error_code validate(const block_geometry& geometry, const request& req) noexcept;
+
+// Bytes a request moves: block_count * logical_block_size_bytes.
+inline std::uint64_t transfer_bytes(const block_geometry& g, const request& req) noexcept {
+  return req.block_count * g.logical_block_size_bytes;
+}
+
+// Sets the result and calls the completion. For devices, from a context that
+// is not inside submit().
+inline void complete(request& req, std::error_code result) noexcept {
+  req.result = result;
+  req.on_complete(req);
+}
+
+}  // namespace strata::device

@@ -1,0 +1,63 @@
+// A set of block numbers kept as disjoint, non-adjacent ranges.
+#pragma once
+
+#include <cstdint>
+#include <iterator>
+#include <map>
+
+namespace strata::device {
+
+class block_range_set {
+ public:
+  // Adds [lba, lba + count).
+  void insert(std::uint64_t lba, std::uint64_t count) {
+    if (count == 0) return;
+    std::uint64_t start = lba;
+    std::uint64_t end = lba + count;
+    // Merge with every range that overlaps or touches [start, end).
+    auto it = ranges_.upper_bound(start);
+    if (it != ranges_.begin() && std::prev(it)->second >= start) --it;
+    while (it != ranges_.end() && it->first <= end) {
+      start = std::min(start, it->first);
+      end = std::max(end, it->second);
+      it = ranges_.erase(it);
+    }
+    ranges_.emplace(start, end);
+  }
+
+  // Removes [lba, lba + count).
+  void erase(std::uint64_t lba, std::uint64_t count) {
+    if (count == 0) return;
+    const std::uint64_t end = lba + count;
+    auto it = ranges_.upper_bound(lba);
+    if (it != ranges_.begin() && std::prev(it)->second > lba) --it;
+    while (it != ranges_.end() && it->first < end) {
+      const std::uint64_t range_start = it->first;
+      const std::uint64_t range_end = it->second;
+      it = ranges_.erase(it);
+      if (range_start < lba) ranges_.emplace(range_start, lba);
+      if (range_end > end) ranges_.emplace(end, range_end);
+    }
+  }
+
+  // Whether any block of [lba, lba + count) is in the set.
+  bool intersects(std::uint64_t lba, std::uint64_t count) const {
+    if (count == 0) return false;
+    auto it = ranges_.upper_bound(lba);
+    if (it != ranges_.begin() && std::prev(it)->second > lba) return true;
+    return it != ranges_.end() && it->first < lba + count;
+  }
+
+  bool empty() const noexcept { return ranges_.empty(); }
+  void clear() noexcept { ranges_.clear(); }
+  std::uint64_t block_count() const noexcept {
+    std::uint64_t n = 0;
+    for (const auto& [start, end] : ranges_) n += end - start;
+    return n;
+  }
+
+ private:
+  std::map<std::uint64_t, std::uint64_t> ranges_;  // start -> end (exclusive)
+};
+
+}  // namespace strata::device

@@ -1,0 +1,355 @@
+#include "raid/device/fault_device.h"
+
+#include <boost/asio/post.hpp>
+#include <cassert>
+#include <cstring>
+
+namespace strata::device {
+namespace {
+
+// Longest write the destage issues, in blocks.
+constexpr std::uint64_t max_destage_run_blocks = 256;
+
+// The address of block `index` of a request's scatter-gather list. Segments
+// are whole blocks (validate() checks), so a block never straddles two.
+std::byte* block_in(std::span<const iovec> buffers, std::uint64_t index,
+                    std::uint32_t block_size) {
+  std::uint64_t offset_bytes = index * block_size;
+  for (const iovec& segment : buffers) {
+    if (offset_bytes < segment.iov_len) return static_cast<std::byte*>(segment.iov_base) + offset_bytes;
+    offset_bytes -= segment.iov_len;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+fault_device::fault_device(block_device& backing, clock& c, const fault_options& options)
+    : backing_(backing),
+      clock_(c),
+      options_(options),
+      random_(options.seed),
+      delayed_(c, backing.executor(), [this](slot& s) { deliver(s); }),
+      answers_(backing.executor()) {}
+
+fault_device::~fault_device() {
+  assert(backing_in_flight_ == 0 && "fault_device destroyed with I/O in flight");
+}
+
+void fault_device::submit(request& req) noexcept {
+  if (auto ec = validate(geometry(), req)) {
+    answers_.complete_later(req, ec);
+    return;
+  }
+  if (failed_ || !powered()) {
+    ++counters_.requests_failed_device_gone;
+    answers_.complete_later(req, errc::device_failed);
+    return;
+  }
+  if (hung_) {
+    held_.push_back(req);
+    return;
+  }
+  start(req);
+}
+
+void fault_device::start(request& req) {
+  switch (req.operation) {
+    case op::read:
+      if (latent_errors_.intersects(req.lba, req.block_count)) {
+        ++counters_.read_errors_injected;
+        finish(req, errc::media_error);
+        return;
+      }
+      forward(req);
+      return;
+    case op::write:
+      if (failing_writes_.intersects(req.lba, req.block_count)) {
+        ++counters_.write_errors_injected;
+        finish(req, errc::media_error);
+        return;
+      }
+      [[fallthrough]];
+    case op::discard:
+      if (options_.volatile_write_cache) {
+        write_to_cache(req);
+        latent_errors_.erase(req.lba, req.block_count);
+        finish(req, {});
+        return;
+      }
+      forward(req);
+      return;
+    case op::flush:
+      if (!options_.volatile_write_cache) {
+        forward(req);
+      } else if (destaging_) {
+        flushes_waiting_.push_back(req);  // needs writes the running destage did not take
+      } else {
+        destaging_ = std::make_unique<destage>();
+        destaging_->flushes.push_back(req);
+        start_destage();
+      }
+      return;
+  }
+}
+
+void fault_device::forward(request& req) {
+  slot& s = slots_.acquire();
+  s.owner = this;
+  s.outer = &req;
+  s.inner.operation = req.operation;
+  s.inner.priority = req.priority;
+  s.inner.lba = req.lba;
+  s.inner.block_count = req.block_count;
+  s.inner.buffers = req.buffers;
+  s.inner.context = &s;
+  s.inner.on_complete = &fault_device::on_forwarded;
+  ++backing_in_flight_;
+  backing_.submit(s.inner);
+}
+
+void fault_device::on_forwarded(request& inner) noexcept {
+  slot& s = *static_cast<slot*>(inner.context);
+  fault_device& self = *s.owner;
+  request& outer = *s.outer;
+  std::error_code result = inner.result;
+  self.slots_.release(s);
+  --self.backing_in_flight_;
+
+  if (self.failed_ || !self.powered()) {
+    ++self.counters_.requests_failed_device_gone;
+    result = errc::device_failed;
+  } else if (!result && outer.operation == op::read && self.options_.volatile_write_cache) {
+    self.overlay_cache(outer);
+  } else if (!result && (outer.operation == op::write || outer.operation == op::discard)) {
+    self.latent_errors_.erase(outer.lba, outer.block_count);  // rewritten: readable again
+  }
+  self.finish(outer, result);
+  self.backing_done();
+}
+
+void fault_device::finish(request& req, std::error_code result) {
+  if (delay_probability_ > 0 && std::bernoulli_distribution(delay_probability_)(random_)) {
+    ++counters_.requests_delayed;
+    slot& s = slots_.acquire();
+    s.outer = &req;
+    s.result = result;
+    delayed_.push(clock_.now() + delay_, s);
+    return;
+  }
+  answers_.complete_later(req, result);
+}
+
+void fault_device::deliver(slot& s) {
+  request& req = *s.outer;
+  const std::error_code result = s.result;
+  slots_.release(s);
+  complete(req, result);
+}
+
+void fault_device::write_to_cache(request& req) {
+  const std::uint32_t block_size = geometry().logical_block_size_bytes;
+  for (std::uint64_t i = 0; i < req.block_count; ++i) {
+    cached_block& block = dirty_[req.lba + i];
+    if (block.data.size() == 0) block.data = aligned_buffer(block_size);
+    if (req.operation == op::discard) {
+      std::memset(block.data.data(), 0, block_size);
+    } else {
+      std::memcpy(block.data.data(), block_in(req.buffers, i, block_size), block_size);
+    }
+    block.version = next_version_++;
+  }
+}
+
+void fault_device::overlay_cache(const request& req) {
+  const std::uint32_t block_size = geometry().logical_block_size_bytes;
+  const std::uint64_t end = req.lba + req.block_count;
+  for (auto it = dirty_.lower_bound(req.lba); it != dirty_.end() && it->first < end; ++it) {
+    std::memcpy(block_in(req.buffers, it->first - req.lba, block_size), it->second.data.data(),
+                block_size);
+  }
+}
+
+void fault_device::start_destage() {
+  destage& d = *destaging_;
+  const std::uint32_t block_size = geometry().logical_block_size_bytes;
+  // Runs of consecutive dirty blocks, each one write.
+  for (auto it = dirty_.begin(); it != dirty_.end();) {
+    const std::uint64_t first = it->first;
+    std::uint64_t count = 0;
+    auto run_end = it;
+    while (run_end != dirty_.end() && run_end->first == first + count &&
+           count < max_destage_run_blocks) {
+      ++count;
+      ++run_end;
+    }
+    auto w = std::make_unique<destage_write>();
+    w->owner = this;
+    w->data = aligned_buffer(count * block_size);
+    for (std::uint64_t i = 0; it != run_end; ++it, ++i) {
+      std::memcpy(w->data.data() + i * block_size, it->second.data.data(), block_size);
+      d.covered.emplace_back(it->first, it->second.version);
+    }
+    w->segment = w->data.segment();
+    w->req.operation = op::write;
+    w->req.lba = first;
+    w->req.block_count = count;
+    w->req.buffers = {&w->segment, 1};
+    w->req.context = w.get();
+    w->req.on_complete = &fault_device::on_destage_write;
+    d.writes.push_back(std::move(w));
+  }
+  d.outstanding = d.writes.size();
+  backing_in_flight_ += d.writes.size();
+  d.backing_flush.operation = op::flush;
+  d.backing_flush.context = this;
+  d.backing_flush.on_complete = &fault_device::on_destage_flush;
+  if (d.writes.empty()) {
+    ++backing_in_flight_;
+    backing_.submit(d.backing_flush);
+    return;
+  }
+  for (auto& w : d.writes) backing_.submit(w->req);
+}
+
+void fault_device::on_destage_write(request& req) noexcept {
+  fault_device& self = *static_cast<destage_write*>(req.context)->owner;
+  destage& d = *self.destaging_;
+  --self.backing_in_flight_;
+  if (req.result && !d.error) d.error = req.result;
+  if (--d.outstanding > 0) return;
+  if (d.error || self.failed_ || !self.powered()) {
+    self.end_destage();
+    return;
+  }
+  // Ordered after the writes it makes durable: only now do they all exist.
+  ++self.backing_in_flight_;
+  self.backing_.submit(d.backing_flush);
+}
+
+void fault_device::on_destage_flush(request& req) noexcept {
+  fault_device& self = *static_cast<fault_device*>(req.context);
+  --self.backing_in_flight_;
+  if (req.result && !self.destaging_->error) self.destaging_->error = req.result;
+  self.end_destage();
+}
+
+void fault_device::end_destage() {
+  std::unique_ptr<destage> d = std::move(destaging_);
+  std::error_code result = d->error;
+  if (failed_ || !powered()) result = errc::device_failed;
+  if (!result) {
+    // Durable now, unless rewritten while the destage ran (newer version).
+    for (const auto& [lba, version] : d->covered) {
+      auto it = dirty_.find(lba);
+      if (it != dirty_.end() && it->second.version == version) dirty_.erase(it);
+    }
+  }
+  while (request* flush = d->flushes.pop_front()) finish(*flush, result);
+  if (!flushes_waiting_.empty() && powered() && !failed_) {
+    destaging_ = std::make_unique<destage>();
+    destaging_->flushes = flushes_waiting_.take_all();
+    start_destage();
+  }
+  backing_done();
+}
+
+void fault_device::backing_done() {
+  if (power_cut_pending_ && backing_in_flight_ == 0) apply_power_cut();
+}
+
+void fault_device::fail() {
+  failed_ = true;
+  fail_waiting();
+}
+
+void fault_device::fail_waiting() {
+  for (request_list* list : {&held_, &flushes_waiting_}) {
+    while (request* req = list->pop_front()) {
+      ++counters_.requests_failed_device_gone;
+      answers_.complete_later(*req, errc::device_failed);
+    }
+  }
+}
+
+void fault_device::add_latent_error(std::uint64_t lba, std::uint64_t block_count) {
+  latent_errors_.insert(lba, block_count);
+}
+
+void fault_device::fail_writes(std::uint64_t lba, std::uint64_t block_count) {
+  failing_writes_.insert(lba, block_count);
+}
+
+void fault_device::clear_write_failures() { failing_writes_.clear(); }
+
+void fault_device::set_delay(duration extra, double probability) {
+  delay_ = extra;
+  delay_probability_ = probability;
+}
+
+void fault_device::hang() { hung_ = true; }
+
+void fault_device::resume() {
+  hung_ = false;
+  request_list held = held_.take_all();
+  while (request* req = held.pop_front()) start(*req);
+}
+
+void fault_device::power_cut(power_loss mode, std::function<void()> settled) {
+  power_off_ = true;
+  power_loss_mode_ = mode;
+  on_power_settled_ = std::move(settled);
+  fail_waiting();
+  power_cut_pending_ = true;
+  backing_done();
+}
+
+void fault_device::apply_power_cut() {
+  power_cut_pending_ = false;
+  const std::uint32_t block_size = geometry().logical_block_size_bytes;
+  // Each block still only in the cache reaches the medium or does not; a
+  // write of several blocks may therefore land in part.
+  for (auto& [lba, block] : dirty_) {
+    const bool kept = power_loss_mode_ == power_loss::tear &&
+                      std::bernoulli_distribution(0.5)(random_);
+    if (!kept) {
+      ++counters_.blocks_lost_at_power_cut;
+      continue;
+    }
+    ++counters_.blocks_kept_at_power_cut;
+    auto w = std::make_unique<destage_write>();
+    w->owner = this;
+    w->data = std::move(block.data);
+    w->segment = w->data.segment(0, block_size);
+    w->req.operation = op::write;
+    w->req.lba = lba;
+    w->req.block_count = 1;
+    w->req.buffers = {&w->segment, 1};
+    w->req.context = w.get();
+    w->req.on_complete = [](request& r) noexcept {
+      fault_device& self = *static_cast<destage_write*>(r.context)->owner;
+      if (--self.crash_writes_outstanding_ > 0) return;
+      self.crash_writes_.clear();
+      auto settled = std::move(self.on_power_settled_);
+      if (settled) settled();
+    };
+    crash_writes_.push_back(std::move(w));
+  }
+  dirty_.clear();
+  crash_writes_outstanding_ = crash_writes_.size();
+  if (crash_writes_.empty()) {
+    boost::asio::post(executor(), [this] {
+      auto settled = std::move(on_power_settled_);
+      if (settled) settled();
+    });
+    return;
+  }
+  for (auto& w : crash_writes_) backing_.submit(w->req);
+}
+
+void fault_device::power_on() {
+  assert(!power_cut_pending_ && crash_writes_outstanding_ == 0);
+  power_off_ = false;
+}
+
+}  // namespace strata::device

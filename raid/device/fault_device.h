@@ -1,0 +1,171 @@
+// A decorator that injects faults into any block device, through the same
+// interface, so that tests of RAID, tiering and crash recovery need no
+// test-only paths in the code they test.
+//
+// Faults, each switchable at any moment:
+//   fail()               the device is gone: every request from now on, and
+//                        every one still in flight, fails with device_failed
+//   add_latent_error()   reads touching these blocks fail with media_error
+//                        until the blocks are written again
+//   fail_writes()        writes touching these blocks fail with media_error
+//   set_delay()          slow I/O: a seeded fraction of requests completes
+//                        `extra` later
+//   hang()/resume()      the device stops answering: requests are held, not
+//                        lost, until resume() (or fail())
+//   power_cut()          with volatile_write_cache: the power goes; each
+//                        block written since the last completed flush is
+//                        lost (drop) or, at random, kept or lost (tear: a
+//                        multi-block write can land in part)
+//
+// With volatile_write_cache the device behaves like a drive with a write
+// cache: writes (and discards, as writes of zeros) complete into memory, reads
+// see them, and only a flush puts them on the backing device. Without it,
+// writes pass straight through and power_cut() only switches the device off.
+//
+// Random choices come from `seed`, so a failing test reproduces; tests print
+// it. Threads and lifetime: as block_device; backing device and clock outlive
+// this one.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "raid/device/aligned_buffer.h"
+#include "raid/device/block_device.h"
+#include "raid/device/block_range_set.h"
+#include "raid/device/clock.h"
+#include "raid/device/request_queue.h"
+#include "raid/device/timing.h"
+
+namespace strata::device {
+
+struct fault_options {
+  std::uint64_t seed = 1;
+  bool volatile_write_cache = false;
+};
+
+enum class power_loss { drop, tear };
+
+struct fault_counters {
+  std::uint64_t read_errors_injected = 0;
+  std::uint64_t write_errors_injected = 0;
+  std::uint64_t requests_failed_device_gone = 0;
+  std::uint64_t requests_delayed = 0;
+  std::uint64_t blocks_lost_at_power_cut = 0;
+  std::uint64_t blocks_kept_at_power_cut = 0;
+};
+
+class fault_device final : public block_device {
+ public:
+  fault_device(block_device& backing, clock& c, const fault_options& options);
+  ~fault_device() override;
+
+  const block_geometry& geometry() const noexcept override { return backing_.geometry(); }
+  boost::asio::any_io_executor executor() const noexcept override { return backing_.executor(); }
+  void submit(request& req) noexcept override;
+
+  void fail();
+  bool failed() const noexcept { return failed_; }
+  void add_latent_error(std::uint64_t lba, std::uint64_t block_count);
+  std::uint64_t latent_error_blocks() const { return latent_errors_.block_count(); }
+  void fail_writes(std::uint64_t lba, std::uint64_t block_count);
+  void clear_write_failures();
+  // probability 0 turns delays off.
+  void set_delay(duration extra, double probability);
+  void hang();
+  void resume();
+
+  // Cuts the power (see above). `settled` is called, on the executor, once
+  // in-flight backing I/O has finished and what survives is on the backing
+  // device; from then on the backing device holds the crash image. Requests
+  // fail with device_failed until power_on().
+  void power_cut(power_loss mode, std::function<void()> settled);
+  void power_on();
+
+  // Blocks written but not yet flushed (volatile_write_cache only).
+  std::size_t dirty_blocks() const noexcept { return dirty_.size(); }
+  const fault_counters& counters() const noexcept { return counters_; }
+  std::uint64_t seed() const noexcept { return options_.seed; }
+
+ private:
+  // A request passed on to the backing device.
+  struct slot {
+    fault_device* owner = nullptr;
+    request* outer = nullptr;
+    request inner;
+    std::error_code result;  // final, once known
+  };
+  struct cached_block {
+    aligned_buffer data;
+    std::uint64_t version = 0;
+  };
+  struct destage_write {
+    fault_device* owner = nullptr;
+    request req;
+    iovec segment{};
+    aligned_buffer data;
+  };
+  // One flush's work: write the dirty blocks out, then flush the backing device.
+  struct destage {
+    std::vector<std::unique_ptr<destage_write>> writes;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> covered;  // lba, version written
+    request_list flushes;  // the flush requests it answers
+    std::size_t outstanding = 0;
+    std::error_code error;
+    request backing_flush;
+  };
+
+  bool powered() const noexcept { return !power_off_; }
+  void start(request& req);
+  void forward(request& req);
+  static void on_forwarded(request& inner) noexcept;
+  void finish(request& req, std::error_code result);
+  void deliver(slot& s);
+  void write_to_cache(request& req);
+  void overlay_cache(const request& req);
+  void start_destage();
+  static void on_destage_write(request& req) noexcept;
+  static void on_destage_flush(request& req) noexcept;
+  void end_destage();
+  void backing_done();
+  void fail_waiting();  // held and queued requests complete with device_failed
+  void apply_power_cut();
+
+  block_device& backing_;
+  clock& clock_;
+  fault_options options_;
+  std::mt19937_64 random_;
+  fault_counters counters_;
+
+  bool failed_ = false;
+  bool hung_ = false;
+  bool power_off_ = false;
+  block_range_set latent_errors_;
+  block_range_set failing_writes_;
+  duration delay_{};
+  double delay_probability_ = 0;
+
+  slot_pool<slot> slots_;
+  deadline_queue<slot> delayed_;
+  completion_queue answers_;
+  request_list held_;  // while hung
+  std::uint64_t backing_in_flight_ = 0;
+
+  // volatile_write_cache
+  std::map<std::uint64_t, cached_block> dirty_;  // lba -> newest unflushed data
+  std::uint64_t next_version_ = 1;
+  std::unique_ptr<destage> destaging_;
+  request_list flushes_waiting_;  // arrived while a destage was running
+
+  std::function<void()> on_power_settled_;
+  power_loss power_loss_mode_ = power_loss::drop;
+  bool power_cut_pending_ = false;
+  std::vector<std::unique_ptr<destage_write>> crash_writes_;
+  std::size_t crash_writes_outstanding_ = 0;
+};
+
+}  // namespace strata::device

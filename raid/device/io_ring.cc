@@ -1,0 +1,141 @@
+#include "raid/device/io_ring.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <array>
+#include <boost/asio/post.hpp>
+#include <cstring>
+#include <string>
+
+namespace strata::device {
+
+std::expected<std::unique_ptr<io_ring>, error> io_ring::create(boost::asio::io_context& context,
+                                                               unsigned entries) {
+  const int event_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (event_fd < 0) {
+    const int e = errno;
+    return std::unexpected(make_error(errc_from_errno(e), std::string("eventfd: ") + std::strerror(e)));
+  }
+  std::unique_ptr<io_ring> ring(new io_ring(context, event_fd));
+
+  io_uring_params params{};
+  params.flags = IORING_SETUP_CQSIZE;
+  params.cq_entries = entries * 2;
+  // Cooperative task running: completions are posted when this thread next
+  // enters the kernel (it sleeps in epoll_wait when idle) rather than by an
+  // interrupt that preempts it mid-work. Older kernels refuse the flag.
+  params.flags |= IORING_SETUP_COOP_TASKRUN;
+  int rc = io_uring_queue_init_params(entries, &ring->ring_, &params);
+  if (rc == -EINVAL) {
+    params = io_uring_params{};
+    params.flags = IORING_SETUP_CQSIZE;
+    params.cq_entries = entries * 2;
+    rc = io_uring_queue_init_params(entries, &ring->ring_, &params);
+  }
+  if (rc < 0) {
+    ring->ring_.ring_fd = -1;
+    return std::unexpected(make_error(
+        errc_from_errno(-rc), std::string("io_uring_queue_init: ") + std::strerror(-rc) +
+                                  " (is io_uring disabled by kernel.io_uring_disabled?)"));
+  }
+  rc = io_uring_register_eventfd(&ring->ring_, event_fd);
+  if (rc < 0) {
+    return std::unexpected(make_error(
+        errc_from_errno(-rc), std::string("io_uring_register_eventfd: ") + std::strerror(-rc)));
+  }
+  ring->wait_for_completions();
+  return ring;
+}
+
+io_ring::io_ring(boost::asio::io_context& context, int event_fd)
+    : context_(context), event_fd_(context, event_fd), self_(std::make_shared<io_ring*>(this)) {
+  ring_.ring_fd = -1;
+}
+
+io_ring::~io_ring() {
+  self_.reset();
+  boost::system::error_code ignored;
+  event_fd_.close(ignored);
+  if (ring_.ring_fd >= 0) io_uring_queue_exit(&ring_);
+}
+
+io_uring_sqe* io_ring::prepare(operation& op) noexcept {
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  if (sqe == nullptr) {
+    submit_now();  // make room
+    sqe = io_uring_get_sqe(&ring_);
+    if (sqe == nullptr) return nullptr;
+  }
+  io_uring_sqe_set_data(sqe, &op);
+  ++unsubmitted_;
+  ++in_flight_;
+  schedule_submit();
+  return sqe;
+}
+
+void io_ring::schedule_submit() noexcept {
+  // Inside reap() the submission happens when the batch is done; otherwise
+  // once per loop turn, however many entries were prepared in it.
+  if (reaping_ || submit_posted_) return;
+  submit_posted_ = true;
+  boost::asio::post(context_, [weak = std::weak_ptr<io_ring*>(self_)] {
+    if (auto self = weak.lock()) {
+      (*self)->submit_posted_ = false;
+      (*self)->submit_now();
+    }
+  });
+}
+
+void io_ring::submit_now() noexcept {
+  if (unsubmitted_ == 0) return;
+  const int rc = io_uring_submit(&ring_);
+  if (rc >= 0) {
+    unsubmitted_ -= std::min<unsigned>(unsubmitted_, static_cast<unsigned>(rc));
+  }
+  // -EAGAIN/-EBUSY: the kernel is short of resources or the completion
+  // queue is overflowing; the entries stay queued and go with the next
+  // submission, which the next completion triggers.
+}
+
+void io_ring::wait_for_completions() {
+  event_fd_.async_wait(boost::asio::posix::descriptor_base::wait_read,
+                       [weak = std::weak_ptr<io_ring*>(self_)](boost::system::error_code ec) {
+                         auto self = weak.lock();
+                         if (!self || ec == boost::asio::error::operation_aborted) return;
+                         io_ring& ring = **self;
+                         std::uint64_t count = 0;
+                         // Reset the counter before reaping: a completion that
+                         // lands after the read signals again.
+                         [[maybe_unused]] auto n = ::read(ring.event_fd_.native_handle(), &count,
+                                                          sizeof count);
+                         ring.reap();
+                         ring.wait_for_completions();
+                       });
+}
+
+void io_ring::reap() noexcept {
+  reaping_ = true;
+  struct completion {
+    operation* op;
+    int result;
+  };
+  std::array<io_uring_cqe*, 64> cqes;
+  std::array<completion, 64> batch;
+  for (;;) {
+    const unsigned n = io_uring_peek_batch_cqe(&ring_, cqes.data(), cqes.size());
+    if (n == 0) break;
+    // Copy out and free the slots first, so completion callbacks that
+    // prepare new work have the whole queue.
+    for (unsigned i = 0; i < n; ++i) {
+      batch[i] = {static_cast<operation*>(io_uring_cqe_get_data(cqes[i])), cqes[i]->res};
+    }
+    io_uring_cq_advance(&ring_, n);
+    in_flight_ -= n;
+    for (unsigned i = 0; i < n; ++i) batch[i].op->on_cqe(batch[i].result);
+  }
+  reaping_ = false;
+  submit_now();
+}
+
+}  // namespace strata::device

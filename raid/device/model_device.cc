@@ -1,0 +1,59 @@
+#include "raid/device/model_device.h"
+
+namespace strata::device {
+
+model_device::model_device(block_device& backing, clock& c)
+    : clock_(c),
+      backing_(backing),
+      due_(c, backing.executor(), [this](slot& s) { on_due(s); }),
+      rejected_(backing.executor()) {}
+
+void model_device::submit(request& req) noexcept {
+  if (auto ec = validate(geometry(), req)) {
+    rejected_.complete_later(req, ec);
+    return;
+  }
+  slot& s = slots_.acquire();
+  s.owner = this;
+  s.outer = &req;
+  s.arrival = clock_.now();
+  s.backing_done = false;
+  s.modelled_done = false;
+  admit(s);
+}
+
+void model_device::begin(slot& s, time_point finish) {
+  s.finish = finish;
+  const request& outer = *s.outer;
+  s.inner.operation = outer.operation;
+  s.inner.priority = outer.priority;
+  s.inner.lba = outer.lba;
+  s.inner.block_count = outer.block_count;
+  s.inner.buffers = outer.buffers;
+  s.inner.context = &s;
+  s.inner.on_complete = &model_device::on_backing_done;
+  due_.push(finish, s);
+  backing_.submit(s.inner);
+}
+
+void model_device::on_backing_done(request& inner) noexcept {
+  slot& s = *static_cast<slot*>(inner.context);
+  s.backing_done = true;
+  s.owner->finish_if_done(s);
+}
+
+void model_device::on_due(slot& s) {
+  s.modelled_done = true;
+  on_modelled_done(s);
+  finish_if_done(s);
+}
+
+void model_device::finish_if_done(slot& s) {
+  if (!s.backing_done || !s.modelled_done) return;
+  request& outer = *s.outer;
+  const std::error_code result = s.inner.result;
+  slots_.release(s);
+  complete(outer, result);
+}
+
+}  // namespace strata::device

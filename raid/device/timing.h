@@ -1,0 +1,83 @@
+// Building blocks for decorator devices that hold requests for a while:
+// a pool of per-request slots and a queue of deadlines on one timer.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <queue>
+#include <vector>
+
+#include "raid/device/clock.h"
+
+namespace strata::device {
+
+// Per-request state for a decorator. Grows to the largest number of requests
+// ever in flight at once and stays there, so a steady load allocates nothing.
+// Slots never move.
+template <class Slot>
+class slot_pool {
+ public:
+  Slot& acquire() {
+    if (free_.empty()) {
+      all_.emplace_back();
+      return all_.back();
+    }
+    Slot* s = free_.back();
+    free_.pop_back();
+    return *s;
+  }
+  void release(Slot& s) { free_.push_back(&s); }
+  std::size_t in_use() const noexcept { return all_.size() - free_.size(); }
+
+ private:
+  std::deque<Slot> all_;
+  std::vector<Slot*> free_;
+};
+
+// Items that fall due at given times, handed back in deadline order (equal
+// deadlines in push order) through one timer of the injected clock.
+template <class Item>
+class deadline_queue {
+ public:
+  deadline_queue(clock& c, boost::asio::any_io_executor executor, std::function<void(Item&)> on_due)
+      : clock_(c),
+        on_due_(std::move(on_due)),
+        timer_(c.make_timer(std::move(executor), [this] { deliver_due(); })) {}
+
+  void push(time_point deadline, Item& item) {
+    const bool new_earliest = heap_.empty() || deadline < heap_.top().deadline;
+    heap_.push(entry{deadline, sequence_++, &item});
+    if (new_earliest) timer_->arm(deadline);
+  }
+
+  bool empty() const noexcept { return heap_.empty(); }
+  std::size_t size() const noexcept { return heap_.size(); }
+
+ private:
+  struct entry {
+    time_point deadline;
+    std::uint64_t sequence;
+    Item* item;
+    bool operator>(const entry& other) const {
+      return deadline != other.deadline ? deadline > other.deadline : sequence > other.sequence;
+    }
+  };
+
+  void deliver_due() {
+    const time_point now = clock_.now();
+    while (!heap_.empty() && heap_.top().deadline <= now) {
+      Item* item = heap_.top().item;
+      heap_.pop();
+      on_due_(*item);
+    }
+    if (!heap_.empty()) timer_->arm(heap_.top().deadline);
+  }
+
+  clock& clock_;
+  std::function<void(Item&)> on_due_;
+  std::priority_queue<entry, std::vector<entry>, std::greater<>> heap_;
+  std::uint64_t sequence_ = 0;
+  std::unique_ptr<timer> timer_;
+};
+
+}  // namespace strata::device
