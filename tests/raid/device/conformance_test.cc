@@ -1,0 +1,404 @@
+// One conformance suite, run unchanged against every block-device
+// implementation (and some stacks of them), at 512- and 4096-byte blocks:
+// ranges, alignment, write-then-read, discard, flush and restart, one
+// completion per request and none inside submit, queue depths beyond a
+// device's own, clear errors for malformed requests.
+#include <cstring>
+#include <functional>
+#include <map>
+
+#include "raid/device/fault_device.h"
+#include "raid/device/file_device.h"
+#include "raid/device/hdd_model.h"
+#include "raid/device/memory_device.h"
+#include "raid/device/ssd_model.h"
+#include "tests/raid/device/harness.h"
+
+namespace strata::device::testing {
+namespace {
+
+constexpr std::uint64_t device_blocks = 2048;
+
+// A device under test, with what survives a crash below it.
+struct stack {
+  std::vector<std::unique_ptr<block_device>> layers;  // bottom first
+  // Loses power and starts again; afterwards top() is a fresh device over
+  // what survived: everything flushed, maybe more.
+  std::function<void(stack&, test_loop&)> restart;
+  block_device& top() { return *layers.back(); }
+};
+
+struct implementation {
+  std::string name;
+  std::function<stack(test_loop&, std::uint32_t block_size, const temp_dir& dir)> make;
+};
+
+std::unique_ptr<memory_device> memory(test_loop& loop, std::uint32_t block_size) {
+  auto m = memory_device::create(loop.context.get_executor(), {block_size, device_blocks});
+  REQUIRE(m);
+  return std::move(*m);
+}
+
+std::unique_ptr<file_device> file(test_loop& loop, const std::filesystem::path& path,
+                                  std::uint32_t block_size, direct_io direct,
+                                  std::uint32_t queue_depth = 128) {
+  file_options options;
+  options.logical_block_size_bytes = block_size;
+  options.block_count = device_blocks;
+  options.create = true;
+  options.direct = direct;
+  options.queue_depth = queue_depth;
+  auto f = file_device::open(*loop.ring, path.string(), options);
+  INFO((f ? "" : f.error().message));
+  REQUIRE(f);
+  return std::move(*f);
+}
+
+// Replaces every layer above the bottom one (the persistent store) with
+// fresh ones built by `rebuild`.
+template <class Rebuild>
+std::function<void(stack&, test_loop&)> rebuild_above_bottom(Rebuild rebuild) {
+  return [rebuild](stack& s, test_loop& loop) {
+    s.layers.resize(1);
+    rebuild(s, loop);
+  };
+}
+
+std::vector<implementation> implementations() {
+  std::vector<implementation> all;
+  all.push_back({"memory", [](test_loop& loop, std::uint32_t bs, const temp_dir&) {
+                   stack s;
+                   s.layers.push_back(memory(loop, bs));
+                   s.restart = [](stack&, test_loop&) {};
+                   return s;
+                 }});
+  auto file_kind = [](std::string name, std::filesystem::path parent, direct_io direct,
+                      std::uint32_t queue_depth) {
+    return implementation{
+        name, [=](test_loop& loop, std::uint32_t bs, const temp_dir& dir) {
+          const auto path = (parent.empty() ? dir.path() : parent) /
+                            ("conformance-" + std::to_string(::getpid()) + ".img");
+          std::filesystem::remove(path);
+          stack s;
+          s.layers.push_back(file(loop, path, bs, direct, queue_depth));
+          s.restart = [=](stack& st, test_loop& l) {
+            st.layers.clear();
+            st.layers.push_back(file(l, path, bs, direct, queue_depth));
+          };
+          return s;
+        }};
+  };
+  all.push_back(file_kind("file on /tmp, O_DIRECT", {}, direct_io::when_possible, 128));
+  all.push_back(file_kind("file on /tmp, buffered", {}, direct_io::never, 128));
+  all.push_back(file_kind("file on /dev/shm, queue depth 4", "/dev/shm", direct_io::when_possible, 4));
+  all.push_back({"hdd model (10K) over memory", [](test_loop& loop, std::uint32_t bs, const temp_dir&) {
+                   auto add = [](stack& st, test_loop& l) {
+                     st.layers.push_back(std::make_unique<hdd_model>(*st.layers[0], l.clock,
+                                                                     hdd_profile::sas_10k()));
+                   };
+                   stack s;
+                   s.layers.push_back(memory(loop, bs));
+                   add(s, loop);
+                   s.restart = rebuild_above_bottom(add);
+                   return s;
+                 }});
+  all.push_back({"ssd model over memory", [](test_loop& loop, std::uint32_t bs, const temp_dir&) {
+                   auto add = [](stack& st, test_loop& l) {
+                     st.layers.push_back(std::make_unique<ssd_model>(*st.layers[0], l.clock,
+                                                                     ssd_profile::sas_12g()));
+                   };
+                   stack s;
+                   s.layers.push_back(memory(loop, bs));
+                   add(s, loop);
+                   s.restart = rebuild_above_bottom(add);
+                   return s;
+                 }});
+  all.push_back({"fault device (pass-through) over memory",
+                 [](test_loop& loop, std::uint32_t bs, const temp_dir&) {
+                   auto add = [](stack& st, test_loop& l) {
+                     st.layers.push_back(
+                         std::make_unique<fault_device>(*st.layers[0], l.clock, fault_options{}));
+                   };
+                   stack s;
+                   s.layers.push_back(memory(loop, bs));
+                   add(s, loop);
+                   s.restart = rebuild_above_bottom(add);
+                   return s;
+                 }});
+  // The deepest stack: a drive model over a volatile-cache drive over a
+  // file; a restart is a real power cut (unflushed writes dropped).
+  all.push_back({"hdd model over fault device (volatile cache) over file",
+                 [](test_loop& loop, std::uint32_t bs, const temp_dir& dir) {
+                   auto add = [](stack& st, test_loop& l) {
+                     fault_options options;
+                     options.seed = test_seed();
+                     options.volatile_write_cache = true;
+                     st.layers.push_back(
+                         std::make_unique<fault_device>(*st.layers[0], l.clock, options));
+                     st.layers.push_back(std::make_unique<hdd_model>(*st.layers[1], l.clock,
+                                                                     hdd_profile::nl_sas_7k2()));
+                   };
+                   stack s;
+                   s.layers.push_back(file(loop, dir.path() / "deep.img", bs, direct_io::when_possible));
+                   add(s, loop);
+                   s.restart = [add](stack& st, test_loop& l) {
+                     auto& fault = static_cast<fault_device&>(*st.layers[1]);
+                     bool settled = false;
+                     fault.power_cut(power_loss::drop, [&] { settled = true; });
+                     l.run_until([&] { return settled; });
+                     st.layers.resize(1);
+                     add(st, l);
+                   };
+                   return s;
+                 }});
+  return all;
+}
+
+// Runs `body` once per implementation and block size, each in its own section.
+template <class Body>
+void for_each_device(Body body) {
+  for (const implementation& impl : implementations()) {
+    for (std::uint32_t block_size : {512u, 4096u}) {
+      DYNAMIC_SECTION(impl.name << ", " << block_size << "-byte blocks") {
+        temp_dir dir;
+        test_loop loop;
+        stack s = impl.make(loop, block_size, dir);
+        body(loop, s, block_size);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("conformance: geometry is what was asked for", "[device][conformance]") {
+  for_each_device([](test_loop&, stack& s, std::uint32_t block_size) {
+    const block_geometry& g = s.top().geometry();
+    CHECK(g.logical_block_size_bytes == block_size);
+    CHECK(g.block_count == device_blocks);
+    CHECK(g.buffer_alignment_bytes == block_size);
+    CHECK(g.max_segments >= 1);
+    CHECK(g.size_bytes() == device_blocks * block_size);
+  });
+}
+
+TEST_CASE("conformance: never-written blocks read as zeros", "[device][conformance]") {
+  for_each_device([](test_loop& loop, stack& s, std::uint32_t) {
+    for (std::uint64_t lba : {std::uint64_t{0}, device_blocks / 2, device_blocks - 8}) {
+      const auto data = read_blocks(loop, s.top(), lba, 8);
+      CHECK(std::all_of(data.begin(), data.end(), [](std::byte b) { return b == std::byte{0}; }));
+    }
+  });
+}
+
+TEST_CASE("conformance: what is written reads back, at the edges and across segments",
+          "[device][conformance]") {
+  const std::uint64_t seed = test_seed();
+  INFO("seed " << seed);
+  for_each_device([seed](test_loop& loop, stack& s, std::uint32_t block_size) {
+    block_device& d = s.top();
+    const auto first = pattern(3 * block_size, seed);
+    const auto last = pattern(5 * block_size, seed + 1);
+    write_blocks(loop, d, 0, first);
+    write_blocks(loop, d, device_blocks - 5, last);
+    CHECK(read_blocks(loop, d, 0, 3) == first);
+    CHECK(read_blocks(loop, d, device_blocks - 5, 5) == last);
+
+    // A four-segment write read back by a three-segment read over a wider range.
+    const auto middle = pattern(8 * block_size, seed + 2);
+    aligned_buffer out(8 * block_size);
+    std::memcpy(out.data(), middle.data(), middle.size());
+    const iovec out_segments[] = {out.segment(0, block_size), out.segment(block_size, 3 * block_size),
+                                  out.segment(4 * block_size, block_size),
+                                  out.segment(5 * block_size, 3 * block_size)};
+    io w;
+    w.req.operation = op::write;
+    w.req.lba = 100;
+    w.req.block_count = 8;
+    w.req.buffers = out_segments;
+    REQUIRE(!run(loop, d, w));
+
+    aligned_buffer in(10 * block_size);
+    const iovec in_segments[] = {in.segment(0, 2 * block_size), in.segment(2 * block_size, 7 * block_size),
+                                 in.segment(9 * block_size, block_size)};
+    io r;
+    r.req.operation = op::read;
+    r.req.lba = 99;
+    r.req.block_count = 10;
+    r.req.buffers = in_segments;
+    REQUIRE(!run(loop, d, r));
+    CHECK(std::memcmp(in.data() + block_size, middle.data(), middle.size()) == 0);
+    CHECK(std::all_of(in.data(), in.data() + block_size, [](std::byte b) { return b == std::byte{0}; }));
+  });
+}
+
+TEST_CASE("conformance: discard makes a range read as zeros", "[device][conformance]") {
+  const std::uint64_t seed = test_seed();
+  INFO("seed " << seed);
+  for_each_device([seed](test_loop& loop, stack& s, std::uint32_t block_size) {
+    block_device& d = s.top();
+    const auto data = pattern(16 * block_size, seed);
+    write_blocks(loop, d, 32, data);
+    auto x = io::discard(36, 8);
+    REQUIRE(!run(loop, d, *x));
+    const auto after = read_blocks(loop, d, 32, 16);
+    CHECK(std::memcmp(after.data(), data.data(), 4 * block_size) == 0);
+    CHECK(std::all_of(after.begin() + 4 * block_size, after.begin() + 12 * block_size,
+                      [](std::byte b) { return b == std::byte{0}; }));
+    CHECK(std::memcmp(after.data() + 12 * block_size, data.data() + 12 * block_size,
+                      4 * block_size) == 0);
+  });
+}
+
+TEST_CASE("conformance: flushed writes survive a restart", "[device][conformance]") {
+  const std::uint64_t seed = test_seed();
+  INFO("seed " << seed);
+  for_each_device([seed](test_loop& loop, stack& s, std::uint32_t block_size) {
+    const auto a = pattern(4 * block_size, seed);
+    write_blocks(loop, s.top(), 10, a);
+    flush(loop, s.top());
+    s.restart(s, loop);
+    CHECK(read_blocks(loop, s.top(), 10, 4) == a);
+  });
+}
+
+TEST_CASE("conformance: malformed requests get clear errors, later, once",
+          "[device][conformance]") {
+  for_each_device([](test_loop& loop, stack& s, std::uint32_t block_size) {
+    block_device& d = s.top();
+    auto expect = [&](io& x, errc expected) {
+      const std::error_code ec = run(loop, d, x);
+      CHECK(ec == make_error_code(expected));
+      CHECK(ec.category() == strata_category());
+    };
+    {
+      auto x = io::make(op::read, device_blocks, 1, block_size);  // one past the end
+      expect(*x, errc::out_of_range);
+    }
+    {
+      auto x = io::make(op::write, device_blocks - 2, 4, block_size);  // runs off the end
+      expect(*x, errc::out_of_range);
+    }
+    {
+      auto x = io::make(op::read, UINT64_MAX - 1, 4, block_size);  // would overflow
+      expect(*x, errc::out_of_range);
+    }
+    {
+      auto x = io::discard(device_blocks - 1, 2);
+      expect(*x, errc::out_of_range);
+    }
+    {
+      auto x = io::make(op::read, 0, 2, block_size);
+      x->segment.iov_base = x->buffer.data() + 1;  // misaligned address
+      x->segment.iov_len = block_size;
+      x->req.block_count = 1;
+      expect(*x, errc::misaligned);
+    }
+    {
+      auto x = io::make(op::write, 0, 2, block_size);
+      x->segment.iov_len = block_size + block_size / 2;  // not whole blocks
+      expect(*x, errc::misaligned);
+    }
+    {
+      auto x = io::make(op::read, 0, 2, block_size);
+      x->req.block_count = 3;  // buffers hold 2 blocks
+      expect(*x, errc::invalid_argument);
+    }
+    {
+      auto x = io::make(op::read, 0, 1, block_size);
+      x->req.block_count = 0;
+      expect(*x, errc::invalid_argument);
+    }
+    {
+      auto x = io::flush();
+      x->req.lba = 5;
+      expect(*x, errc::invalid_argument);
+    }
+    {
+      auto x = io::make(op::read, 0, 1, block_size);
+      std::vector<iovec> too_many(d.geometry().max_segments + 1, x->segment);
+      x->req.buffers = too_many;
+      expect(*x, errc::invalid_argument);
+    }
+    {
+      auto x = io::make(op::read, 0, 1, block_size);
+      x->req.operation = static_cast<op>(42);
+      expect(*x, errc::invalid_argument);
+    }
+  });
+}
+
+TEST_CASE("conformance: many requests in flight each complete once, with the right data",
+          "[device][conformance]") {
+  const std::uint64_t seed = test_seed();
+  INFO("seed " << seed);
+  for_each_device([seed](test_loop& loop, stack& s, std::uint32_t block_size) {
+    block_device& d = s.top();
+    std::mt19937_64 random(seed);
+    // 300 writes of 1..8 blocks to disjoint places (more than any queue
+    // depth under test), all in flight at once, then all read back at once.
+    constexpr int count = 300;
+    std::vector<std::unique_ptr<io>> writes;
+    std::vector<std::unique_ptr<io>> reads;
+    std::vector<std::vector<std::byte>> expected;
+    for (int i = 0; i < count; ++i) {
+      const std::uint64_t blocks = 1 + random() % 6;
+      const std::uint64_t lba = static_cast<std::uint64_t>(i) * 6 + random() % (6 - blocks + 1);
+      auto w = io::make(op::write, lba, blocks, block_size);
+      expected.push_back(pattern(blocks * block_size, seed + static_cast<std::uint64_t>(i)));
+      std::memcpy(w->buffer.data(), expected.back().data(), expected.back().size());
+      writes.push_back(std::move(w));
+      reads.push_back(io::make(op::read, lba, blocks, block_size));
+    }
+    auto submit_all = [&](std::vector<std::unique_ptr<io>>& batch) {
+      for (auto& x : batch) d.submit(x->req);
+      for (auto& x : batch) REQUIRE(x->completions == 0);
+      loop.run_until([&] {
+        return std::all_of(batch.begin(), batch.end(), [](auto& x) { return x->completions > 0; });
+      });
+      loop.settle();
+      for (auto& x : batch) {
+        REQUIRE(x->completions == 1);
+        REQUIRE(!x->req.result);
+      }
+    };
+    submit_all(writes);
+    submit_all(reads);
+    for (int i = 0; i < count; ++i) {
+      INFO("request " << i);
+      CHECK(std::memcmp(reads[static_cast<std::size_t>(i)]->buffer.data(),
+                        expected[static_cast<std::size_t>(i)].data(),
+                        expected[static_cast<std::size_t>(i)].size()) == 0);
+    }
+  });
+}
+
+TEST_CASE("conformance: a completion may submit the next request", "[device][conformance]") {
+  for_each_device([](test_loop& loop, stack& s, std::uint32_t block_size) {
+    block_device& d = s.top();
+    // A chain of 20 writes, each submitted from the previous one's completion.
+    struct chain {
+      block_device* device;
+      std::unique_ptr<io> x;
+      int remaining = 20;
+      int inside_submit = 0;
+      bool submitting = false;
+      void on_done(request& r) noexcept {
+        if (submitting) ++inside_submit;
+        if (r.result || --remaining == 0) return;
+        r.lba += 1;
+        submitting = true;
+        device->submit(r);
+        submitting = false;
+      }
+    } c{&d, io::make(op::write, 0, 1, block_size)};
+    c.x->req.bind<&chain::on_done>(&c);
+    d.submit(c.x->req);
+    loop.run_until([&] { return c.remaining == 0 || c.x->req.result; });
+    CHECK(!c.x->req.result);
+    CHECK(c.remaining == 0);
+    CHECK(c.inside_submit == 0);
+  });
+}
+
+}  // namespace strata::device::testing

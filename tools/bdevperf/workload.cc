@@ -1,0 +1,104 @@
+#include "tools/bdevperf/workload.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace strata::tools {
+
+double workload_result::iops() const {
+  const double seconds = std::chrono::duration<double>(elapsed).count();
+  return seconds > 0 ? static_cast<double>(completed) / seconds : 0.0;
+}
+
+double workload_result::mb_per_s(std::uint64_t bytes_per_io) const {
+  return iops() * static_cast<double>(bytes_per_io) / 1e6;
+}
+
+device::duration workload_result::percentile(double p) const {
+  if (latencies.empty()) return {};
+  const auto rank = static_cast<std::size_t>(p / 100.0 * static_cast<double>(latencies.size() - 1) + 0.5);
+  return latencies[std::min(rank, latencies.size() - 1)];
+}
+
+device::duration workload_result::mean() const {
+  if (latencies.empty()) return {};
+  const auto total = std::accumulate(latencies.begin(), latencies.end(), device::duration::zero());
+  return total / static_cast<std::int64_t>(latencies.size());
+}
+
+workload::workload(device::block_device& target, device::clock& clock, const workload_spec& spec)
+    : target_(target),
+      clock_(clock),
+      spec_(spec),
+      random_(spec.seed),
+      span_ios_(target.geometry().block_count / std::max<std::uint32_t>(spec.io_blocks, 1)) {
+  const std::uint32_t block_size = target.geometry().logical_block_size_bytes;
+  for (std::uint32_t i = 0; i < spec.queue_depth; ++i) {
+    auto s = std::make_unique<slot>();
+    s->owner = this;
+    s->buffer = device::aligned_buffer(std::uint64_t{spec.io_blocks} * block_size);
+    s->segment = s->buffer.segment();
+    s->req.operation = spec.operation;
+    s->req.block_count = spec.io_blocks;
+    s->req.buffers = {&s->segment, 1};
+    s->req.context = s.get();
+    s->req.on_complete = &workload::on_done;
+    slots_.push_back(std::move(s));
+  }
+  if (spec.io_count > 0) result_.latencies.reserve(spec.io_count);
+}
+
+void workload::start() {
+  started_ = true;
+  start_time_ = clock_.now();
+  last_completion_ = start_time_;
+  for (auto& s : slots_) {
+    if (!more_to_issue()) break;
+    issue(*s);
+  }
+}
+
+bool workload::more_to_issue() const noexcept {
+  if (spec_.io_count > 0 && issued_ >= spec_.io_count) return false;
+  if (spec_.run_time > device::duration::zero() && clock_.now() - start_time_ >= spec_.run_time) {
+    return false;
+  }
+  return true;
+}
+
+void workload::issue(slot& s) {
+  std::uint64_t index;
+  if (spec_.random) {
+    index = std::uniform_int_distribution<std::uint64_t>(0, span_ios_ - 1)(random_);
+  } else {
+    index = next_sequential_++ % span_ios_;
+  }
+  s.req.lba = index * spec_.io_blocks;
+  s.issued = clock_.now();
+  ++issued_;
+  ++in_flight_;
+  target_.submit(s.req);
+}
+
+void workload::on_done(device::request& req) noexcept {
+  slot& s = *static_cast<slot*>(req.context);
+  workload& self = *s.owner;
+  --self.in_flight_;
+  const device::time_point now = self.clock_.now();
+  self.last_completion_ = now;
+  if (req.result) {
+    if (self.result_.errors++ == 0) self.result_.first_error = req.result;
+  } else {
+    ++self.result_.completed;
+    self.result_.latencies.push_back(now - s.issued);
+  }
+  if (self.more_to_issue()) self.issue(s);
+}
+
+workload_result workload::finish() {
+  result_.elapsed = last_completion_ - start_time_;
+  std::sort(result_.latencies.begin(), result_.latencies.end());
+  return std::move(result_);
+}
+
+}  // namespace strata::tools
