@@ -15,6 +15,7 @@ packages=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libisal-dev        # RAID-6 P+Q
   libfmt-dev
+  nlohmann-json3-dev # reading fio's JSON in the benchmark
   catch2             # 2.13, header-only
   # benchmark peer and test clients
   fio
