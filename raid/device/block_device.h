@@ -128,6 +128,17 @@ inline std::uint64_t transfer_bytes(const block_geometry& g, const request& req)
   return req.block_count * g.logical_block_size_bytes;
 }
 
+// Copies the I/O itself (operation, priority, range, buffers) into a request
+// of one's own, leaving its completion alone: how a decorator passes a
+// caller's request on to the device below.
+inline void copy_io(const request& from, request& to) noexcept {
+  to.operation = from.operation;
+  to.priority = from.priority;
+  to.lba = from.lba;
+  to.block_count = from.block_count;
+  to.buffers = from.buffers;
+}
+
 // Sets the result and calls the completion. For devices, from a context that
 // is not inside submit().
 inline void complete(request& req, std::error_code result) noexcept {

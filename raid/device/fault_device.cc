@@ -97,11 +97,7 @@ void fault_device::forward(request& req) {
   slot& s = slots_.acquire();
   s.owner = this;
   s.outer = &req;
-  s.inner.operation = req.operation;
-  s.inner.priority = req.priority;
-  s.inner.lba = req.lba;
-  s.inner.block_count = req.block_count;
-  s.inner.buffers = req.buffers;
+  copy_io(req, s.inner);
   s.inner.context = &s;
   s.inner.on_complete = &fault_device::on_forwarded;
   ++backing_in_flight_;

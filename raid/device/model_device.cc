@@ -24,12 +24,7 @@ void model_device::submit(request& req) noexcept {
 
 void model_device::begin(slot& s, time_point finish) {
   s.finish = finish;
-  const request& outer = *s.outer;
-  s.inner.operation = outer.operation;
-  s.inner.priority = outer.priority;
-  s.inner.lba = outer.lba;
-  s.inner.block_count = outer.block_count;
-  s.inner.buffers = outer.buffers;
+  copy_io(*s.outer, s.inner);
   s.inner.context = &s;
   s.inner.on_complete = &model_device::on_backing_done;
   due_.push(finish, s);
