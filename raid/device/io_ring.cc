@@ -92,10 +92,13 @@ void io_ring::submit_now() noexcept {
   const int rc = io_uring_submit(&ring_);
   if (rc >= 0) {
     unsubmitted_ -= std::min<unsigned>(unsubmitted_, static_cast<unsigned>(rc));
+    return;
   }
   // -EAGAIN/-EBUSY: the kernel is short of resources or the completion
-  // queue is overflowing; the entries stay queued and go with the next
-  // submission, which the next completion triggers.
+  // queue is overflowing. The entries stay queued and go with the next
+  // submission: the next completion's, or, if none is coming, a retry from
+  // the loop.
+  if (in_flight_ == unsubmitted_) schedule_submit();
 }
 
 void io_ring::wait_for_completions() {
