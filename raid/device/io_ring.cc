@@ -19,19 +19,22 @@ std::expected<std::unique_ptr<io_ring>, error> io_ring::create(boost::asio::io_c
   }
   std::unique_ptr<io_ring> ring(new io_ring(context, event_fd));
 
-  io_uring_params params{};
-  params.flags = IORING_SETUP_CQSIZE;
-  params.cq_entries = entries * 2;
-  // Cooperative task running: completions are posted when this thread next
-  // enters the kernel (it sleeps in epoll_wait when idle) rather than by an
-  // interrupt that preempts it mid-work. Older kernels refuse the flag.
-  params.flags |= IORING_SETUP_COOP_TASKRUN;
-  int rc = io_uring_queue_init_params(entries, &ring->ring_, &params);
-  if (rc == -EINVAL) {
-    params = io_uring_params{};
-    params.flags = IORING_SETUP_CQSIZE;
+  // Completions run when this thread asks for them (DEFER_TASKRUN, which
+  // needs SINGLE_ISSUER: the ring is used only by the thread that made it)
+  // rather than by interrupting it, and are then reaped in batches. Older
+  // kernels refuse the flags: fall back to cooperative task running, then
+  // to none.
+  int rc = -EINVAL;
+  for (unsigned flags : {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+                         unsigned{IORING_SETUP_COOP_TASKRUN}, 0u}) {
+    io_uring_params params{};
+    params.flags = flags | IORING_SETUP_CQSIZE;
     params.cq_entries = entries * 2;
     rc = io_uring_queue_init_params(entries, &ring->ring_, &params);
+    if (rc != -EINVAL) {
+      ring->deferred_task_run_ = (flags & IORING_SETUP_DEFER_TASKRUN) != 0;
+      break;
+    }
   }
   if (rc < 0) {
     ring->ring_.ring_fd = -1;
@@ -126,6 +129,11 @@ void io_ring::reap() noexcept {
   std::array<io_uring_cqe*, 64> cqes;
   std::array<completion, 64> batch;
   for (;;) {
+    // With deferred task running, completions are posted only when asked
+    // for; one io_uring_enter also submits what the last batch prepared.
+    if (deferred_task_run_) {
+      if (io_uring_submit_and_get_events(&ring_) >= 0) unsubmitted_ = 0;
+    }
     const unsigned n = io_uring_peek_batch_cqe(&ring_, cqes.data(), cqes.size());
     if (n == 0) break;
     // Copy out and free the slots first, so completion callbacks that

@@ -6,7 +6,9 @@
 // the end of a batch of completions, or from one posted handler), and calls
 // each operation's on_cqe() from the loop when its completion arrives.
 //
-// Threads: everything here runs on the io_context's one thread. The ring
+// Threads: everything here runs on the io_context's one thread, which must
+// also be the thread that creates the ring (the kernel binds a
+// single-issuer ring to its creator). The ring
 // must outlive every device that uses it, and the io_context must outlive
 // the ring.
 #pragma once
@@ -65,6 +67,7 @@ class io_ring {
   std::uint64_t in_flight_ = 0;
   unsigned unsubmitted_ = 0;
   bool reaping_ = false;
+  bool deferred_task_run_ = false;  // IORING_SETUP_DEFER_TASKRUN in force
   bool submit_posted_ = false;
   // Handlers queued in the io_context hold a weak reference, so one that
   // runs after the ring is gone does nothing.

@@ -255,17 +255,29 @@ int file_part(const options& o) {
     for (std::uint32_t qd : {1u, 32u}) {
       std::vector<double> s_iops, s_cpu, s_lat, f_iops, f_cpu, f_lat;
       bool direct = false;
-      for (int i = 0; i < o.repeat; ++i) {
-        // Alternate, so that a noisy neighbour hurts both alike.
+      auto strata_run = [&] {
         if (auto m = run_strata(path, qd, o.seconds, direct)) {
           s_iops.push_back(m->iops);
           s_cpu.push_back(m->cpu_us_per_io);
           s_lat.push_back(m->mean_latency_us);
         }
+      };
+      auto fio_run = [&] {
         if (auto m = run_fio(path, size_bytes, qd, o.seconds)) {
           f_iops.push_back(m->iops);
           f_cpu.push_back(m->cpu_us_per_io);
           f_lat.push_back(m->mean_latency_us);
+        }
+      };
+      // Interleaved, and each goes first in turn, so that a noisy neighbour
+      // or caches warming over the run favour neither.
+      for (int i = 0; i < o.repeat; ++i) {
+        if (i % 2 == 0) {
+          strata_run();
+          fio_run();
+        } else {
+          fio_run();
+          strata_run();
         }
       }
       if (s_iops.empty() || f_iops.empty()) {
