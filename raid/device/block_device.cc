@@ -29,6 +29,7 @@ std::error_code validate(const block_geometry& geometry, const request& req) noe
   if (req.buffers.empty() || req.buffers.size() > geometry.max_segments) {
     return errc::invalid_argument;
   }
+  const std::uint64_t expected_bytes = transfer_bytes(geometry, req);
   std::uint64_t total_bytes = 0;
   for (const iovec& segment : req.buffers) {
     const auto address = reinterpret_cast<std::uintptr_t>(segment.iov_base);
@@ -37,9 +38,11 @@ std::error_code validate(const block_geometry& geometry, const request& req) noe
         segment.iov_len % geometry.logical_block_size_bytes != 0) {
       return errc::misaligned;
     }
+    // Compared before adding, so that huge segments cannot wrap the sum.
+    if (segment.iov_len > expected_bytes - total_bytes) return errc::invalid_argument;
     total_bytes += segment.iov_len;
   }
-  if (total_bytes != transfer_bytes(geometry, req)) return errc::invalid_argument;
+  if (total_bytes != expected_bytes) return errc::invalid_argument;
   return {};
 }
 

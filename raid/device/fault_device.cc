@@ -100,6 +100,7 @@ void fault_device::forward(request& req) {
   copy_io(req, s.inner);
   s.inner.context = &s;
   s.inner.on_complete = &fault_device::on_forwarded;
+  if (req.operation == op::read && options_.volatile_write_cache) ++cache_reads_in_flight_;
   ++backing_in_flight_;
   backing_.submit(s.inner);
 }
@@ -120,6 +121,12 @@ void fault_device::on_forwarded(request& inner) noexcept {
   } else if (!result && (outer.operation == op::write || outer.operation == op::discard)) {
     self.latent_errors_.erase(outer.lba, outer.block_count);  // rewritten: readable again
   }
+  if (outer.operation == op::read && self.options_.volatile_write_cache &&
+      --self.cache_reads_in_flight_ == 0 && !self.written_out_.empty()) {
+    std::vector<block_version> blocks;
+    blocks.swap(self.written_out_);
+    self.mark_written_out(blocks);
+  }
   self.finish(outer, result);
   self.backing_done();
 }
@@ -138,8 +145,13 @@ void fault_device::finish(request& req, std::error_code result) {
 
 void fault_device::deliver(slot& s) {
   request& req = *s.outer;
-  const std::error_code result = s.result;
+  std::error_code result = s.result;
   slots_.release(s);
+  if (failed_ || !powered()) {
+    // Still in flight as far as the caller knows, so it fails with the device.
+    ++counters_.requests_failed_device_gone;
+    result = errc::device_failed;
+  }
   complete(req, result);
 }
 
@@ -166,6 +178,17 @@ void fault_device::overlay_cache(const request& req) {
   }
 }
 
+void fault_device::mark_written_out(const std::vector<block_version>& blocks) {
+  if (cache_reads_in_flight_ > 0) {
+    written_out_.insert(written_out_.end(), blocks.begin(), blocks.end());
+    return;
+  }
+  for (const auto& [lba, version] : blocks) {
+    auto it = dirty_.find(lba);
+    if (it != dirty_.end() && it->second.version == version) dirty_.erase(it);
+  }
+}
+
 void fault_device::start_destage() {
   destage& d = *destaging_;
   const std::uint32_t block_size = geometry().logical_block_size_bytes;
@@ -184,7 +207,7 @@ void fault_device::start_destage() {
     w->data = aligned_buffer(count * block_size);
     for (std::uint64_t i = 0; it != run_end; ++it, ++i) {
       std::memcpy(w->data.data() + i * block_size, it->second.data.data(), block_size);
-      d.covered.emplace_back(it->first, it->second.version);
+      w->covered.emplace_back(it->first, it->second.version);
     }
     w->segment = w->data.segment();
     w->req.operation = op::write;
@@ -209,10 +232,14 @@ void fault_device::start_destage() {
 }
 
 void fault_device::on_destage_write(request& req) noexcept {
-  fault_device& self = *static_cast<destage_write*>(req.context)->owner;
+  destage_write& w = *static_cast<destage_write*>(req.context);
+  fault_device& self = *w.owner;
   destage& d = *self.destaging_;
   --self.backing_in_flight_;
   if (req.result && !d.error) d.error = req.result;
+  // On the backing device now, whatever becomes of the flush: a power cut
+  // from here on finds these blocks there.
+  if (!req.result) self.mark_written_out(w.covered);
   if (--d.outstanding > 0) return;
   if (d.error || self.failed_ || !self.powered()) {
     self.end_destage();
@@ -234,13 +261,6 @@ void fault_device::end_destage() {
   std::unique_ptr<destage> d = std::move(destaging_);
   std::error_code result = d->error;
   if (failed_ || !powered()) result = errc::device_failed;
-  if (!result) {
-    // Durable now, unless rewritten while the destage ran (newer version).
-    for (const auto& [lba, version] : d->covered) {
-      auto it = dirty_.find(lba);
-      if (it != dirty_.end() && it->second.version == version) dirty_.erase(it);
-    }
-  }
   while (request* flush = d->flushes.pop_front()) finish(*flush, result);
   if (!flushes_waiting_.empty() && powered() && !failed_) {
     destaging_ = std::make_unique<destage>();

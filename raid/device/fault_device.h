@@ -103,16 +103,17 @@ class fault_device final : public block_device {
     aligned_buffer data;
     std::uint64_t version = 0;
   };
+  using block_version = std::pair<std::uint64_t, std::uint64_t>;  // lba, version
   struct destage_write {
     fault_device* owner = nullptr;
     request req;
     iovec segment{};
     aligned_buffer data;
+    std::vector<block_version> covered;  // the cached blocks it writes out
   };
   // One flush's work: write the dirty blocks out, then flush the backing device.
   struct destage {
     std::vector<std::unique_ptr<destage_write>> writes;
-    std::vector<std::pair<std::uint64_t, std::uint64_t>> covered;  // lba, version written
     request_list flushes;  // the flush requests it answers
     std::size_t outstanding = 0;
     std::error_code error;
@@ -127,6 +128,10 @@ class fault_device final : public block_device {
   void deliver(slot& s);
   void write_to_cache(request& req);
   void overlay_cache(const request& req);
+  // These cached blocks are on the backing device now: drop them from the
+  // cache (unless rewritten since), or later, once no read that may have
+  // fetched the older contents beneath them is still in flight.
+  void mark_written_out(const std::vector<block_version>& blocks);
   void start_destage();
   static void on_destage_write(request& req) noexcept;
   static void on_destage_flush(request& req) noexcept;
@@ -158,6 +163,8 @@ class fault_device final : public block_device {
   // volatile_write_cache
   std::map<std::uint64_t, cached_block> dirty_;  // lba -> newest unflushed data
   std::uint64_t next_version_ = 1;
+  std::uint64_t cache_reads_in_flight_ = 0;   // reads that will overlay the cache
+  std::vector<block_version> written_out_;   // to drop once those reads are done
   std::unique_ptr<destage> destaging_;
   request_list flushes_waiting_;  // arrived while a destage was running
 

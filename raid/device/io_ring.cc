@@ -91,17 +91,19 @@ void io_ring::schedule_submit() noexcept {
 }
 
 void io_ring::submit_now() noexcept {
+  if (unsubmitted_ == 0 && !deferred_task_run_) return;
+  // With deferred task running, completions are posted only when asked
+  // for, so every enter also collects them.
+  const int rc = deferred_task_run_ ? io_uring_submit_and_get_events(&ring_)
+                                    : io_uring_submit(&ring_);
+  if (rc >= 0) unsubmitted_ -= std::min<unsigned>(unsubmitted_, static_cast<unsigned>(rc));
   if (unsubmitted_ == 0) return;
-  const int rc = io_uring_submit(&ring_);
-  if (rc >= 0) {
-    unsubmitted_ -= std::min<unsigned>(unsubmitted_, static_cast<unsigned>(rc));
-    return;
-  }
-  // -EAGAIN/-EBUSY: the kernel is short of resources or the completion
-  // queue is overflowing. The entries stay queued and go with the next
-  // submission: the next completion's, or, if none is coming, a retry from
-  // the loop.
-  if (in_flight_ == unsubmitted_) schedule_submit();
+  // A short or refused submission (-EAGAIN, -EBUSY: the kernel is short of
+  // resources or the completion queue is overflowing). The kernel then skips
+  // running deferred completions, so collect them now, or they would wait
+  // for a wake-up that does not come; the rest goes from the loop's next turn.
+  if (deferred_task_run_) io_uring_get_events(&ring_);
+  schedule_submit();
 }
 
 void io_ring::wait_for_completions() {
@@ -129,11 +131,9 @@ void io_ring::reap() noexcept {
   std::array<io_uring_cqe*, 64> cqes;
   std::array<completion, 64> batch;
   for (;;) {
-    // With deferred task running, completions are posted only when asked
-    // for; one io_uring_enter also submits what the last batch prepared.
-    if (deferred_task_run_) {
-      if (io_uring_submit_and_get_events(&ring_) >= 0) unsubmitted_ = 0;
-    }
+    // One io_uring_enter submits what the last batch prepared and, with
+    // deferred task running, collects the completions waiting to be posted.
+    if (deferred_task_run_) submit_now();
     const unsigned n = io_uring_peek_batch_cqe(&ring_, cqes.data(), cqes.size());
     if (n == 0) break;
     // Copy out and free the slots first, so completion callbacks that
@@ -146,7 +146,7 @@ void io_ring::reap() noexcept {
     for (unsigned i = 0; i < n; ++i) batch[i].op->on_cqe(batch[i].result);
   }
   reaping_ = false;
-  submit_now();
+  if (unsubmitted_ > 0) submit_now();  // with deferred task running, the loop above has entered
 }
 
 }  // namespace strata::device

@@ -2,6 +2,7 @@
 // a pool of per-request slots and a queue of deadlines on one timer.
 #pragma once
 
+#include <array>
 #include <deque>
 #include <functional>
 #include <queue>
@@ -63,14 +64,22 @@ class deadline_queue {
     }
   };
 
+  // Takes up to a batch of due items, re-arms for what remains, then hands
+  // the batch out, touching nothing of the queue after that: an item's
+  // callback may complete the last request in flight, whose owner may then
+  // destroy the device that owns this queue. More due items than a batch
+  // leave the timer armed in the past, so the rest follow at once.
   void deliver_due() {
+    std::array<Item*, 64> due;
+    std::size_t count = 0;
     const time_point now = clock_.now();
-    while (!heap_.empty() && heap_.top().deadline <= now) {
-      Item* item = heap_.top().item;
+    while (count < due.size() && !heap_.empty() && heap_.top().deadline <= now) {
+      due[count++] = heap_.top().item;
       heap_.pop();
-      on_due_(*item);
     }
     if (!heap_.empty()) timer_->arm(heap_.top().deadline);
+    const std::function<void(Item&)> on_due = on_due_;
+    for (std::size_t i = 0; i < count; ++i) on_due(*due[i]);
   }
 
   clock& clock_;

@@ -31,7 +31,10 @@ workload::workload(device::block_device& target, device::clock& clock, const wor
       clock_(clock),
       spec_(spec),
       random_(spec.seed),
-      span_ios_(target.geometry().block_count / std::max<std::uint32_t>(spec.io_blocks, 1)) {
+      // At least one: a request larger than the device is then out of range
+      // and reported as an error, rather than dividing by zero.
+      span_ios_(std::max<std::uint64_t>(
+          1, target.geometry().block_count / std::max<std::uint32_t>(spec.io_blocks, 1))) {
   const std::uint32_t block_size = target.geometry().logical_block_size_bytes;
   for (std::uint32_t i = 0; i < spec.queue_depth; ++i) {
     auto s = std::make_unique<slot>();

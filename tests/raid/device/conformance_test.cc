@@ -325,6 +325,15 @@ TEST_CASE("conformance: malformed requests get clear errors, later, once",
       x->req.operation = static_cast<op>(42);
       expect(*x, errc::invalid_argument);
     }
+    {
+      // Segment lengths whose sum wraps to exactly one block.
+      auto x = io::make(op::read, 0, 1, block_size);
+      const iovec wrapping[] = {{x->buffer.data(), std::size_t{1} << 63},
+                                {x->buffer.data(), std::size_t{1} << 63},
+                                {x->buffer.data(), block_size}};
+      x->req.buffers = wrapping;
+      expect(*x, errc::invalid_argument);
+    }
   });
 }
 

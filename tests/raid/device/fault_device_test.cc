@@ -5,6 +5,7 @@
 
 #include "raid/device/fault_device.h"
 #include "raid/device/memory_device.h"
+#include "raid/device/ssd_model.h"
 #include "tests/raid/device/harness.h"
 
 namespace strata::device::testing {
@@ -153,6 +154,73 @@ TEST_CASE("fault device: while the power is off every request fails", "[device][
   f.loop.run_until([&] { return settled; });
   f.device->power_on();
   CHECK_FALSE(f.read(0, 1));
+}
+
+TEST_CASE("fault device: a delayed request fails if the device fails before it is answered",
+          "[device][fault]") {
+  faulty f;
+  f.device->set_delay(milliseconds(10), 1.0);
+  auto x = io::make(op::write, 0, 1, block_size);
+  f.device->submit(x->req);
+  f.loop.settle();  // the write is done below; its answer waits out the delay
+  f.device->fail();
+  f.loop.run_until([&] { return x->completions == 1; });
+  CHECK(x->req.result == device_failed);
+}
+
+// A write cache over a device with real latency: a read and a flush in
+// flight together, the flush finishing first.
+struct cached_over_ssd {
+  test_loop loop;
+  std::unique_ptr<memory_device> memory;
+  std::unique_ptr<ssd_model> ssd;
+  std::unique_ptr<fault_device> device;
+  cached_over_ssd() {
+    auto m = memory_device::create(loop.context.get_executor(), {block_size, device_blocks});
+    REQUIRE(m);
+    memory = std::move(*m);
+    ssd = std::make_unique<ssd_model>(*memory, loop.clock, ssd_profile::sas_12g());
+    fault_options options;
+    options.volatile_write_cache = true;
+    device = std::make_unique<fault_device>(*ssd, loop.clock, options);
+  }
+};
+
+TEST_CASE("fault device: a read in flight across a flush still sees the cached write",
+          "[device][fault][power]") {
+  cached_over_ssd c;
+  const auto data = pattern(block_size, 7);
+  write_blocks(c.loop, *c.device, 5, data);  // in the cache only
+  // The read fetches the old block below (90 us); the flush writes the new
+  // one out and completes first (30 + 20 us), dropping it from the cache.
+  auto r = io::make(op::read, 5, 1, block_size);
+  auto f = io::flush();
+  c.device->submit(r->req);
+  c.device->submit(f->req);
+  c.loop.run_until([&] { return r->completions == 1 && f->completions == 1; });
+  REQUIRE_FALSE(f->req.result);
+  REQUIRE_FALSE(r->req.result);
+  CHECK(std::memcmp(r->buffer.data(), data.data(), block_size) == 0);
+  CHECK(c.device->dirty_blocks() == 0);  // dropped once the read was done
+}
+
+TEST_CASE("fault device: a power cut during a flush keeps what already reached the medium",
+          "[device][fault][power]") {
+  cached_over_ssd c;
+  const auto data = pattern(4 * block_size, 9);
+  write_blocks(c.loop, *c.device, 20, data);
+  auto f = io::flush();
+  c.device->submit(f->req);
+  // The flush's write lands; its flush of the medium is still in flight.
+  c.loop.run_until([&] { return c.device->dirty_blocks() == 0; });
+  REQUIRE(f->completions == 0);
+  bool settled = false;
+  c.device->power_cut(power_loss::drop, [&] { settled = true; });
+  c.loop.run_until([&] { return settled && f->completions == 1; });
+  CHECK(f->req.result == device_failed);  // its outcome is unknown to the caller
+  CHECK(c.device->counters().blocks_lost_at_power_cut == 0);
+  c.device->power_on();
+  CHECK(read_blocks(c.loop, *c.device, 20, 4) == data);
 }
 
 TEST_CASE("fault device: randomized writes, flushes and a torn power cut against a reference",

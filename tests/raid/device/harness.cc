@@ -1,5 +1,6 @@
 #include "tests/raid/device/harness.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -8,8 +9,11 @@ namespace strata::device::testing {
 
 std::uint64_t test_seed() {
   static const std::uint64_t seed = []() -> std::uint64_t {
-    if (const char* s = std::getenv("STRATA_TEST_SEED")) return std::strtoull(s, nullptr, 0);
-    return std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32);
+    std::uint64_t s = std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32);
+    if (const char* fixed = std::getenv("STRATA_TEST_SEED")) s = std::strtoull(fixed, nullptr, 0);
+    std::fprintf(stderr, "test seed %llu (replay with STRATA_TEST_SEED=%llu)\n",
+                 static_cast<unsigned long long>(s), static_cast<unsigned long long>(s));
+    return s;
   }();
   return seed;
 }

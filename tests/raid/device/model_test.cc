@@ -165,4 +165,34 @@ TEST_CASE("ssd model: latency at QD1 and parallelism at depth", "[device][model]
   CHECK(s.mb_per_s(1 << 20) < 1.01 * profile.read_mb_per_s);
 }
 
+TEST_CASE("models: the last completion may destroy the model", "[device][model]") {
+  // The contract allows destroying a device once nothing is in flight, even
+  // from inside the last completion (ASan checks nothing is touched after).
+  test_loop loop;
+  auto backing = memory_device::create(loop.context.get_executor(), {4096, 1 << 16});
+  REQUIRE(backing);
+  for (bool hdd : {true, false}) {
+    std::unique_ptr<block_device> model;
+    if (hdd) {
+      model = std::make_unique<hdd_model>(**backing, loop.clock, hdd_profile::sas_10k());
+    } else {
+      model = std::make_unique<ssd_model>(**backing, loop.clock, ssd_profile::sas_12g());
+    }
+    struct last {
+      std::unique_ptr<block_device>* device;
+      bool done = false;
+      void on_done(request&) noexcept {
+        device->reset();
+        done = true;
+      }
+    } l{&model};
+    auto x = io::make(op::read, 7, 1, 4096);
+    x->req.bind<&last::on_done>(&l);
+    model->submit(x->req);
+    loop.run_until([&] { return l.done; });
+    CHECK(model == nullptr);
+    loop.settle();
+  }
+}
+
 }  // namespace strata::device::testing
