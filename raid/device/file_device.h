@@ -42,6 +42,8 @@ class file_device final : public block_device {
   // Opens `path` on `ring`'s loop. A clear error, naming the path, for a
   // missing or unreadable path, a directory, a file smaller than the
   // geometry needs, or options that make no sense.
+  // Blocks (open, statx, ftruncate, ioctl): a set-up call, made before the
+  // device serves I/O or from a control thread, never on a busy loop.
   static std::expected<std::unique_ptr<file_device>, error> open(io_ring& ring,
                                                                  const std::string& path,
                                                                  const file_options& options);
