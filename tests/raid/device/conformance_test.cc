@@ -12,6 +12,7 @@
 #include "raid/device/hdd_model.h"
 #include "raid/device/memory_device.h"
 #include "raid/device/ssd_model.h"
+#include "raid/raid6_group.h"
 #include "tests/raid/device/harness.h"
 
 namespace strata::device::testing {
@@ -123,6 +124,35 @@ std::vector<implementation> implementations() {
                    s.layers.push_back(memory(loop, bs));
                    add(s, loop);
                    s.restart = rebuild_above_bottom(add);
+                   return s;
+                 }});
+  // A RAID-6 group of 6 memory members with 4-block strips: 128 stripes of
+  // 16 data blocks make the suite's 2048 blocks. A restart builds the group
+  // again over the same members.
+  all.push_back({"raid6 (4+2) over memory", [](test_loop& loop, std::uint32_t bs, const temp_dir&) {
+                   auto add = [bs](stack& st, test_loop&) {
+                     std::vector<block_device*> members;
+                     for (std::size_t i = 0; i + 1 < st.layers.size() && i < 6; ++i) {
+                       members.push_back(st.layers[i].get());
+                     }
+                     raid::raid6_options options;
+                     options.strip_size_bytes = 4 * bs;
+                     auto g = raid::raid6_group::create(members, options);
+                     INFO((g ? "" : g.error().message));
+                     REQUIRE(g);
+                     st.layers.back() = std::move(*g);
+                   };
+                   stack s;
+                   const std::uint64_t reserved_blocks = (1 << 20) / bs;
+                   for (int i = 0; i < 6; ++i) {
+                     auto m = memory_device::create(loop.context.get_executor(),
+                                                    {bs, reserved_blocks + device_blocks / 4});
+                     REQUIRE(m);
+                     s.layers.push_back(std::move(*m));
+                   }
+                   s.layers.emplace_back();  // the group, on top
+                   add(s, loop);
+                   s.restart = add;
                    return s;
                  }});
   // The deepest stack: a drive model over a volatile-cache drive over a

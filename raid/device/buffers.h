@@ -1,0 +1,48 @@
+// Copying between a request's scatter-gather list and flat memory.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+namespace strata::device {
+
+// Copies `length_bytes` from the list, starting `offset_bytes` into it, to `destination`.
+inline void copy_from_buffers(std::span<const iovec> buffers, std::uint64_t offset_bytes,
+                              std::byte* destination, std::uint64_t length_bytes) noexcept {
+  for (const iovec& segment : buffers) {
+    if (length_bytes == 0) return;
+    if (offset_bytes >= segment.iov_len) {
+      offset_bytes -= segment.iov_len;
+      continue;
+    }
+    const std::uint64_t n = std::min<std::uint64_t>(segment.iov_len - offset_bytes, length_bytes);
+    std::memcpy(destination, static_cast<const std::byte*>(segment.iov_base) + offset_bytes, n);
+    destination += n;
+    length_bytes -= n;
+    offset_bytes = 0;
+  }
+}
+
+// Copies `length_bytes` from `source` into the list, starting `offset_bytes` into it.
+inline void copy_to_buffers(std::span<const iovec> buffers, std::uint64_t offset_bytes,
+                            const std::byte* source, std::uint64_t length_bytes) noexcept {
+  for (const iovec& segment : buffers) {
+    if (length_bytes == 0) return;
+    if (offset_bytes >= segment.iov_len) {
+      offset_bytes -= segment.iov_len;
+      continue;
+    }
+    const std::uint64_t n = std::min<std::uint64_t>(segment.iov_len - offset_bytes, length_bytes);
+    std::memcpy(static_cast<std::byte*>(segment.iov_base) + offset_bytes, source, n);
+    source += n;
+    length_bytes -= n;
+    offset_bytes = 0;
+  }
+}
+
+}  // namespace strata::device

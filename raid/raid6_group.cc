@@ -1,0 +1,413 @@
+#include "raid/raid6_group.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <string>
+
+#include "raid/device/buffers.h"
+
+namespace strata::raid {
+
+using device::block_device;
+using device::op;
+using device::request;
+
+std::expected<std::unique_ptr<raid6_group>, error> raid6_group::create(
+    std::vector<block_device*> members, const raid6_options& options) {
+  const std::size_t m = members.size();
+  if (m < 4 || m > pq_codec::max_data_strips + 2) {
+    return std::unexpected(make_error(
+        errc::invalid_argument, "RAID-6 needs 4 to 255 members, not " + std::to_string(m)));
+  }
+  for (std::size_t i = 0; i < m; ++i) {
+    if (members[i] == nullptr) {
+      return std::unexpected(make_error(errc::invalid_argument, "member " + std::to_string(i) + " is missing"));
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (members[j] == members[i]) {
+        return std::unexpected(make_error(errc::invalid_argument, "member " + std::to_string(i) +
+                                                                      " is member " + std::to_string(j) +
+                                                                      " again"));
+      }
+    }
+  }
+  const device::block_geometry& first = members[0]->geometry();
+  for (std::size_t i = 1; i < m; ++i) {
+    const device::block_geometry& g = members[i]->geometry();
+    if (g.logical_block_size_bytes != first.logical_block_size_bytes) {
+      return std::unexpected(make_error(
+          errc::invalid_argument,
+          "member " + std::to_string(i) + " has " + std::to_string(g.logical_block_size_bytes) +
+              "-byte blocks, member 0 has " + std::to_string(first.logical_block_size_bytes)));
+    }
+    if (g.block_count != first.block_count) {
+      return std::unexpected(make_error(
+          errc::invalid_argument,
+          "member " + std::to_string(i) + " has " + std::to_string(g.block_count) +
+              " blocks, member 0 has " + std::to_string(first.block_count) +
+              ": members must be the same size"));
+    }
+    if (members[i]->executor() != members[0]->executor()) {
+      return std::unexpected(make_error(errc::invalid_argument,
+                                        "member " + std::to_string(i) + " lives on another loop"));
+    }
+  }
+  const std::uint32_t block_size = first.logical_block_size_bytes;
+  if (!std::has_single_bit(options.strip_size_bytes) || options.strip_size_bytes < block_size) {
+    return std::unexpected(make_error(
+        errc::invalid_argument, "strip size " + std::to_string(options.strip_size_bytes) +
+                                    " is not a power of two of at least one block (" +
+                                    std::to_string(block_size) + " bytes)"));
+  }
+  raid6_layout layout;
+  layout.members = static_cast<unsigned>(m);
+  layout.strip_blocks = options.strip_size_bytes / block_size;
+  layout.data_offset_blocks = (options.reserved_bytes + block_size - 1) / block_size;
+  if (first.block_count <= layout.data_offset_blocks ||
+      (first.block_count - layout.data_offset_blocks) / layout.strip_blocks == 0) {
+    return std::unexpected(make_error(
+        errc::too_small, "members of " + std::to_string(first.size_bytes()) +
+                             " bytes cannot hold the reserved area and one strip"));
+  }
+  layout.stripes = (first.block_count - layout.data_offset_blocks) / layout.strip_blocks;
+  auto codec = pq_codec::create(layout.data_strips());
+  if (!codec) return std::unexpected(codec.error());
+  return std::unique_ptr<raid6_group>(new raid6_group(std::move(members), layout, std::move(*codec)));
+}
+
+raid6_group::raid6_group(std::vector<block_device*> members, const raid6_layout& layout,
+                         pq_codec codec)
+    : members_(std::move(members)),
+      layout_(layout),
+      codec_(std::move(codec)),
+      failed_(members_.size(), false),
+      rejected_(members_[0]->executor()) {
+  const device::block_geometry& member = members_[0]->geometry();
+  geometry_.logical_block_size_bytes = member.logical_block_size_bytes;
+  geometry_.buffer_alignment_bytes = member.logical_block_size_bytes;
+  geometry_.block_count = layout_.block_count();
+  geometry_.max_segments = 64;
+}
+
+unsigned raid6_group::failed_members() const noexcept {
+  return static_cast<unsigned>(std::count(failed_.begin(), failed_.end(), true));
+}
+
+void raid6_group::fail_member(unsigned member) {
+  if (member < failed_.size()) failed_[member] = true;
+}
+
+void raid6_group::submit(request& req) noexcept {
+  if (auto ec = device::validate(geometry_, req)) {
+    rejected_.complete_later(req, ec);
+    return;
+  }
+  if (group_failed()) {
+    rejected_.complete_later(req, errc::device_failed);
+    return;
+  }
+  if (req.operation == op::flush) {
+    flush_op& f = flushes_.acquire();
+    f.group = this;
+    f.outer = &req;
+    f.result = {};
+    f.reqs.resize(members_.size());
+    f.pending = 1;  // held until every member's flush is submitted
+    for (unsigned i = 0; i < members_.size(); ++i) {
+      if (failed_[i]) continue;
+      request& r = f.reqs[i];
+      r = request{};
+      r.operation = op::flush;
+      r.context = &f;
+      r.on_complete = &raid6_group::on_flush_done;
+      ++f.pending;
+      members_[i]->submit(r);
+    }
+    if (--f.pending == 0) rejected_.complete_later(req, {});  // cannot happen: a member works
+    return;
+  }
+  start_request(req);
+}
+
+void raid6_group::on_flush_done(request& r) noexcept {
+  flush_op& f = *static_cast<flush_op*>(r.context);
+  raid6_group& g = *f.group;
+  if (r.result) {
+    // The member may have lost what it acknowledged: it cannot be trusted.
+    g.failed_[static_cast<std::size_t>(&r - f.reqs.data())] = true;
+  }
+  if (--f.pending > 0) return;
+  request& outer = *f.outer;
+  g.flushes_.release(f);
+  device::complete(outer, g.group_failed() ? make_error_code(errc::device_failed) : std::error_code{});
+}
+
+void raid6_group::start_request(request& req) {
+  parent& p = parents_.acquire();
+  p.outer = &req;
+  p.result = {};
+  const std::uint64_t per_stripe = layout_.stripe_data_blocks();
+  const std::uint64_t first_stripe = req.lba / per_stripe;
+  const std::uint64_t last_stripe = (req.lba + req.block_count - 1) / per_stripe;
+  // Count first, so that no stripe can finish the request before all start.
+  p.pending = static_cast<unsigned>(last_stripe - first_stripe + 1) + 1;
+  const std::uint32_t block_size = geometry_.logical_block_size_bytes;
+  const std::uint64_t strip_bytes = layout_.strip_blocks * block_size;
+  for (std::uint64_t stripe = first_stripe; stripe <= last_stripe; ++stripe) {
+    stripe_op& o = ops_.acquire();
+    o.group = this;
+    o.owner = &p;
+    o.stripe = stripe;
+    const std::uint64_t stripe_start = stripe * per_stripe;
+    o.begin = std::max(req.lba, stripe_start) - stripe_start;
+    o.end = std::min(req.lba + req.block_count, stripe_start + per_stripe) - stripe_start;
+    o.caller_offset_bytes = (stripe_start + o.begin - req.lba) * block_size;
+    o.zeros = req.operation == op::discard;
+    if (o.strips.size() != (layout_.data_strips() + 2) * strip_bytes) {
+      o.strips = device::aligned_buffer((layout_.data_strips() + 2) * strip_bytes);
+    }
+    o.ios.resize(members_.size());
+    lock_and_run(o);
+  }
+  // Drop the hold; if every stripe already finished (they cannot have: their
+  // members complete later), complete from the loop, not inside submit.
+  if (--p.pending == 0) {
+    request& outer = *p.outer;
+    const std::error_code result = p.result;
+    parents_.release(p);
+    rejected_.complete_later(outer, result);
+  }
+}
+
+void raid6_group::lock_and_run(stripe_op& o) {
+  std::deque<stripe_op*>& holders = locks_[o.stripe];
+  holders.push_back(&o);
+  if (holders.size() == 1) run(o);
+}
+
+std::byte* raid6_group::strip_data(stripe_op& o, unsigned strip, std::uint64_t row) const noexcept {
+  const std::uint64_t block_size = geometry_.logical_block_size_bytes;
+  return o.strips.data() + (strip * layout_.strip_blocks + row) * block_size;
+}
+
+bool raid6_group::touches(const stripe_op& o, unsigned data_strip) const noexcept {
+  const std::uint64_t start = data_strip * layout_.strip_blocks;
+  return o.begin < start + layout_.strip_blocks && o.end > start;
+}
+
+std::pair<std::uint64_t, std::uint64_t> raid6_group::rows_of(const stripe_op& o,
+                                                             unsigned data_strip) const noexcept {
+  const std::uint64_t start = data_strip * layout_.strip_blocks;
+  return {std::max(o.begin, start) - start, std::min(o.end, start + layout_.strip_blocks) - start};
+}
+
+std::pair<std::uint64_t, std::uint64_t> raid6_group::touched_rows(const stripe_op& o) const noexcept {
+  const unsigned first = static_cast<unsigned>(o.begin / layout_.strip_blocks);
+  const unsigned last = static_cast<unsigned>((o.end - 1) / layout_.strip_blocks);
+  if (first == last) return rows_of(o, first);
+  return {0, layout_.strip_blocks};  // rows [a, end) of one strip and [0, b) of the next cover every row
+}
+
+void raid6_group::run(stripe_op& o) {
+  const unsigned n = layout_.data_strips();
+  o.lost.assign(n + 2, false);
+  unsigned lost = 0;
+  for (unsigned s = 0; s < n + 2; ++s) {
+    if (failed_[layout_.member_of(o.stripe, s)]) {
+      o.lost[s] = true;
+      ++lost;
+    }
+  }
+  if (lost > 2) {
+    finish(o, errc::device_failed);
+    return;
+  }
+  const request& outer = *o.owner->outer;
+  o.reconstructing = false;
+  if (outer.operation == op::read) {
+    for (unsigned s = 0; s < n; ++s) o.reconstructing |= o.lost[s] && touches(o, s);
+    start_reads(o);
+    return;
+  }
+  if (o.begin == 0 && o.end == layout_.stripe_data_blocks()) {
+    // A full stripe: parity from the new data alone.
+    const std::uint64_t bytes = layout_.stripe_data_blocks() * geometry_.logical_block_size_bytes;
+    if (o.zeros) {
+      std::memset(o.strips.data(), 0, bytes);
+    } else {
+      device::copy_from_buffers(outer.buffers, o.caller_offset_bytes, o.strips.data(), bytes);
+    }
+    std::vector<std::byte*> pointers;
+    for (unsigned s = 0; s < n + 2; ++s) pointers.push_back(strip_data(o, s, 0));
+    (void)codec_.encode(pointers, layout_.strip_blocks * geometry_.logical_block_size_bytes);
+    start_writes(o);
+    return;
+  }
+  o.reconstructing = true;  // reconstruct-write
+  start_reads(o);
+}
+
+void raid6_group::issue(stripe_op& o, unsigned strip, op operation, std::uint64_t row_begin,
+                        std::uint64_t row_end) {
+  const unsigned member = layout_.member_of(o.stripe, strip);
+  member_io& io = o.ios[member];
+  io.op = &o;
+  io.member = member;
+  io.segment = {strip_data(o, strip, row_begin), (row_end - row_begin) * geometry_.logical_block_size_bytes};
+  io.req = request{};
+  io.req.operation = operation;
+  io.req.priority = o.owner->outer->priority;
+  io.req.lba = layout_.member_lba(o.stripe, row_begin);
+  io.req.block_count = row_end - row_begin;
+  io.req.buffers = {&io.segment, 1};
+  io.req.context = &io;
+  io.req.on_complete = &raid6_group::on_member_done;
+  ++o.pending;
+  members_[member]->submit(io.req);
+}
+
+void raid6_group::start_reads(stripe_op& o) {
+  const unsigned n = layout_.data_strips();
+  o.pending = 1;  // held while issuing
+  o.wide = false;
+  if (!o.reconstructing) {
+    for (unsigned s = 0; s < n; ++s) {
+      if (!touches(o, s)) continue;
+      const auto [first, last] = rows_of(o, s);
+      issue(o, s, op::read, first, last);
+    }
+  } else {
+    // The touched rows of every surviving strip. Parity is needed only to
+    // rebuild lost data; a reconstruct-write recomputes it.
+    bool data_lost = false;
+    for (unsigned s = 0; s < n; ++s) data_lost |= o.lost[s];
+    const auto [first, last] = touched_rows(o);
+    o.wide = data_lost;
+    for (unsigned s = 0; s < n + 2; ++s) {
+      if (o.lost[s] || (s >= n && !data_lost)) continue;
+      issue(o, s, op::read, first, last);
+    }
+  }
+  if (--o.pending == 0) after_reads(o);
+}
+
+void raid6_group::note_member_error(unsigned member, op operation, std::error_code ec) {
+  // A member that is gone, or cannot write, leaves the group. A read error
+  // costs only this operation a strip, which it reconstructs.
+  if (ec == errc::device_failed || operation == op::write) failed_[member] = true;
+}
+
+void raid6_group::on_member_done(request& r) noexcept {
+  member_io& io = *static_cast<member_io*>(r.context);
+  stripe_op& o = *io.op;
+  raid6_group& g = *o.group;
+  if (r.result) {
+    g.note_member_error(io.member, r.operation, r.result);
+    for (unsigned s = 0; s < g.layout_.data_strips() + 2; ++s) {
+      if (g.layout_.member_of(o.stripe, s) == io.member) o.lost[s] = true;
+    }
+  }
+  if (--o.pending > 0) return;
+  if (r.operation == op::read) {
+    g.after_reads(o);
+  } else {
+    const auto lost = std::count(o.lost.begin(), o.lost.end(), true);
+    g.finish(o, lost > 2 ? make_error_code(errc::device_failed) : std::error_code{});
+  }
+}
+
+void raid6_group::after_reads(stripe_op& o) {
+  const unsigned n = layout_.data_strips();
+  std::vector<unsigned> lost;
+  for (unsigned s = 0; s < n + 2; ++s) {
+    if (o.lost[s]) lost.push_back(s);
+  }
+  if (lost.size() > 2) {
+    finish(o, errc::device_failed);
+    return;
+  }
+  const request& outer = *o.owner->outer;
+  const std::uint32_t block_size = geometry_.logical_block_size_bytes;
+  const auto [first, last] = touched_rows(o);
+  std::vector<std::byte*> pointers;  // every strip, from the first touched row
+  for (unsigned s = 0; s < n + 2; ++s) pointers.push_back(strip_data(o, s, first));
+  const std::uint64_t row_bytes = (last - first) * block_size;
+
+  bool data_lost = false;
+  for (unsigned s : lost) data_lost |= s < n;
+  if (data_lost) {
+    if (!o.wide) {
+      // A read that lost a strip only now (a member's read error) read
+      // less than a rebuild needs: read every survivor's touched rows.
+      o.reconstructing = true;
+      start_reads(o);
+      return;
+    }
+    (void)codec_.rebuild(pointers, lost, row_bytes);
+  }
+
+  if (outer.operation == op::read) {
+    for (unsigned s = 0; s < n; ++s) {
+      if (!touches(o, s)) continue;
+      const auto [a, b] = rows_of(o, s);
+      device::copy_to_buffers(outer.buffers,
+                              o.caller_offset_bytes + (s * layout_.strip_blocks + a - o.begin) * block_size,
+                              strip_data(o, s, a), (b - a) * block_size);
+    }
+    finish(o, {});
+    return;
+  }
+  // A reconstruct-write: the new data over the old, then parity over the rows.
+  for (unsigned s = 0; s < n; ++s) {
+    if (!touches(o, s)) continue;
+    const auto [a, b] = rows_of(o, s);
+    if (o.zeros) {
+      std::memset(strip_data(o, s, a), 0, (b - a) * block_size);
+    } else {
+      device::copy_from_buffers(outer.buffers,
+                                o.caller_offset_bytes + (s * layout_.strip_blocks + a - o.begin) * block_size,
+                                strip_data(o, s, a), (b - a) * block_size);
+    }
+  }
+  (void)codec_.encode(pointers, row_bytes);
+  start_writes(o);
+}
+
+void raid6_group::start_writes(stripe_op& o) {
+  const unsigned n = layout_.data_strips();
+  const auto [first, last] = touched_rows(o);
+  o.pending = 1;
+  for (unsigned s = 0; s < n; ++s) {
+    if (o.lost[s] || !touches(o, s)) continue;
+    const auto [a, b] = rows_of(o, s);
+    issue(o, s, op::write, a, b);
+  }
+  for (unsigned s = n; s < n + 2; ++s) {
+    if (!o.lost[s]) issue(o, s, op::write, first, last);
+  }
+  if (--o.pending == 0) finish(o, {});
+}
+
+void raid6_group::finish(stripe_op& o, std::error_code result) {
+  parent& p = *o.owner;
+  if (result && !p.result) p.result = result;
+  // Hand the stripe to the next operation waiting for it.
+  stripe_op* next = nullptr;
+  auto it = locks_.find(o.stripe);
+  it->second.pop_front();
+  if (it->second.empty()) {
+    locks_.erase(it);
+  } else {
+    next = it->second.front();
+  }
+  ops_.release(o);
+  if (next != nullptr) run(*next);
+  if (--p.pending > 0) return;
+  request& outer = *p.outer;
+  const std::error_code final_result = p.result;
+  parents_.release(p);
+  device::complete(outer, final_result);
+}
+
+}  // namespace strata::raid

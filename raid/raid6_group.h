@@ -1,0 +1,142 @@
+// A RAID-6 group: n data + 2 parity members, itself a block_device.
+//
+// Each request is cut at stripe boundaries; each piece runs as a stripe
+// operation under that stripe's lock, so concurrent writes to one stripe
+// never interleave their parity updates:
+//   read        the touched data ranges; if a member holding one has failed
+//               or fails the read, the same rows of every surviving strip,
+//               and the lost strips are rebuilt (pq_codec)
+//   full-stripe write
+//               P and Q from the new data, no reads
+//   partial write
+//               reconstruct-write: read the touched rows of the surviving
+//               strips, rebuild what a failed member held, lay the new data
+//               over them, recompute P and Q, write the changed strips back
+//   flush       every working member
+//   discard     a write of zeros (members need not zero what they discard)
+// Up to two failed members: reads reconstruct and writes go on, and no error
+// reaches the caller. A member that fails an I/O with device_failed, or a
+// write at all, is failed out of the group. A third failure fails the
+// group: every request then gets device_failed, never wrong data.
+//
+// Not yet (the rest of the RAID engine's issue): superblocks and assembly,
+// read-modify-write for small writes, repair of latent read errors,
+// timeouts, rebuild onto spares, scrub, and the write-hole journal.
+//
+// Threads and lifetime: as block_device; the members live on the same loop
+// and outlive the group.
+#pragma once
+
+#include <deque>
+#include <expected>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "raid/device/aligned_buffer.h"
+#include "raid/device/block_device.h"
+#include "raid/device/request_queue.h"
+#include "raid/device/timing.h"
+#include "raid/pq.h"
+#include "raid/raid6_layout.h"
+
+namespace strata::raid {
+
+struct raid6_options {
+  std::uint64_t strip_size_bytes = 64 * 1024;  // a power of two, at least one block
+  // Reserved at the start of every member for the superblock and journal.
+  std::uint64_t reserved_bytes = 1 << 20;
+};
+
+class raid6_group final : public device::block_device {
+ public:
+  // Clear errors, and nothing touched on any member, for: fewer than 4 or
+  // more than 255 members, members of different block sizes or on
+  // different loops, a strip size that is not a power of two or not whole
+  // blocks, members too small to hold one stripe.
+  static std::expected<std::unique_ptr<raid6_group>, error> create(
+      std::vector<device::block_device*> members, const raid6_options& options);
+
+  const device::block_geometry& geometry() const noexcept override { return geometry_; }
+  boost::asio::any_io_executor executor() const noexcept override { return members_[0]->executor(); }
+  void submit(device::request& req) noexcept override;
+
+  const raid6_layout& layout() const noexcept { return layout_; }
+  // Takes a member out of the group (an administrator's "fail disk").
+  void fail_member(unsigned member);
+  bool member_failed(unsigned member) const noexcept { return failed_[member]; }
+  unsigned failed_members() const noexcept;
+  // More members failed than the group survives.
+  bool group_failed() const noexcept { return failed_members() > 2; }
+
+ private:
+  struct stripe_op;
+  struct member_io {
+    stripe_op* op = nullptr;
+    unsigned member = 0;
+    device::request req;
+    iovec segment{};
+  };
+  // One request's progress over its stripes.
+  struct parent {
+    device::request* outer = nullptr;
+    unsigned pending = 0;
+    std::error_code result;
+  };
+  struct stripe_op {
+    raid6_group* group = nullptr;
+    parent* owner = nullptr;
+    std::uint64_t stripe = 0;
+    std::uint64_t begin = 0;  // stripe-data blocks [begin, end) this op covers
+    std::uint64_t end = 0;
+    std::uint64_t caller_offset_bytes = 0;  // where the op's data sits in the caller's buffers
+    bool zeros = false;                     // a discard: write zeros
+    bool reconstructing = false;  // reading the touched rows of the surviving strips
+    bool wide = false;            // ... parity included: enough to rebuild lost data
+    unsigned pending = 0;
+    std::vector<bool> lost;  // per codec strip, for this op
+    device::aligned_buffer strips;  // (n + 2) strips of strip_blocks
+    std::vector<member_io> ios;     // one per member
+  };
+
+  raid6_group(std::vector<device::block_device*> members, const raid6_layout& layout,
+              pq_codec codec);
+  void start_request(device::request& req);
+  void lock_and_run(stripe_op& op);
+  void run(stripe_op& op);
+  void start_reads(stripe_op& op);
+  void after_reads(stripe_op& op);
+  void start_writes(stripe_op& op);
+  void finish(stripe_op& op, std::error_code result);
+  void issue(stripe_op& op, unsigned strip, device::op operation, std::uint64_t row_begin,
+             std::uint64_t row_end);
+  static void on_member_done(device::request& req) noexcept;
+  static void on_flush_done(device::request& req) noexcept;
+  std::byte* strip_data(stripe_op& op, unsigned strip, std::uint64_t row) const noexcept;
+  // Rows [first, last) of the strips touched by the op.
+  std::pair<std::uint64_t, std::uint64_t> touched_rows(const stripe_op& op) const noexcept;
+  bool touches(const stripe_op& op, unsigned data_strip) const noexcept;
+  std::pair<std::uint64_t, std::uint64_t> rows_of(const stripe_op& op, unsigned data_strip) const noexcept;
+  void note_member_error(unsigned member, device::op operation, std::error_code ec);
+
+  std::vector<device::block_device*> members_;
+  raid6_layout layout_;
+  pq_codec codec_;
+  device::block_geometry geometry_;
+  std::vector<bool> failed_;
+  device::slot_pool<stripe_op> ops_;
+  device::slot_pool<parent> parents_;
+  std::unordered_map<std::uint64_t, std::deque<stripe_op*>> locks_;  // stripe -> holder first
+  device::completion_queue rejected_;
+  // A flush in flight: its per-member requests.
+  struct flush_op {
+    raid6_group* group = nullptr;
+    device::request* outer = nullptr;
+    unsigned pending = 0;
+    std::error_code result;
+    std::vector<device::request> reqs;
+  };
+  device::slot_pool<flush_op> flushes_;
+};
+
+}  // namespace strata::raid
