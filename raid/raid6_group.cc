@@ -168,6 +168,7 @@ void raid6_group::start_request(request& req) {
       o.strips = device::aligned_buffer((layout_.data_strips() + 2) * strip_bytes);
     }
     o.ios.resize(members_.size());
+    o.direct.assign(layout_.data_strips(), nullptr);
     lock_and_run(o);
   }
   // Drop the hold; if every stripe already finished (they cannot have: their
@@ -231,16 +232,30 @@ void raid6_group::run(stripe_op& o) {
     return;
   }
   if (o.begin == 0 && o.end == layout_.stripe_data_blocks()) {
-    // A full stripe: parity from the new data alone.
-    const std::uint64_t bytes = layout_.stripe_data_blocks() * geometry_.logical_block_size_bytes;
-    if (o.zeros) {
-      std::memset(o.strips.data(), 0, bytes);
-    } else {
-      device::copy_from_buffers(outer.buffers, o.caller_offset_bytes, o.strips.data(), bytes);
-    }
+    // A full stripe: parity from the new data alone. Where each strip lies
+    // in one piece of the caller's buffers, parity is computed from them and
+    // the strips are written from them: no copy.
+    const std::uint64_t strip_bytes = layout_.strip_blocks * geometry_.logical_block_size_bytes;
     std::vector<std::byte*> pointers;
-    for (unsigned s = 0; s < n + 2; ++s) pointers.push_back(strip_data(o, s, 0));
-    (void)codec_.encode(pointers, layout_.strip_blocks * geometry_.logical_block_size_bytes);
+    for (unsigned s = 0; s < n; ++s) {
+      std::byte* caller = o.zeros ? nullptr
+                                  : device::contiguous_at(outer.buffers,
+                                                          o.caller_offset_bytes + s * strip_bytes,
+                                                          strip_bytes);
+      o.direct[s] = caller;
+      if (caller == nullptr) {
+        if (o.zeros) {
+          std::memset(strip_data(o, s, 0), 0, strip_bytes);
+        } else {
+          device::copy_from_buffers(outer.buffers, o.caller_offset_bytes + s * strip_bytes,
+                                    strip_data(o, s, 0), strip_bytes);
+        }
+      }
+      pointers.push_back(caller != nullptr ? caller : strip_data(o, s, 0));
+    }
+    pointers.push_back(strip_data(o, n, 0));
+    pointers.push_back(strip_data(o, n + 1, 0));
+    (void)codec_.encode(pointers, strip_bytes);
     start_writes(o);
     return;
   }
@@ -254,7 +269,11 @@ void raid6_group::issue(stripe_op& o, unsigned strip, op operation, std::uint64_
   member_io& io = o.ios[member];
   io.op = &o;
   io.member = member;
-  io.segment = {strip_data(o, strip, row_begin), (row_end - row_begin) * geometry_.logical_block_size_bytes};
+  const std::uint32_t block_size = geometry_.logical_block_size_bytes;
+  std::byte* base = strip < o.direct.size() && o.direct[strip] != nullptr && operation == op::write
+                        ? o.direct[strip] + row_begin * block_size
+                        : strip_data(o, strip, row_begin);
+  io.segment = {base, (row_end - row_begin) * block_size};
   io.req = request{};
   io.req.operation = operation;
   io.req.priority = o.owner->outer->priority;

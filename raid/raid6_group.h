@@ -96,6 +96,9 @@ class raid6_group final : public device::block_device {
     unsigned pending = 0;
     std::vector<bool> lost;  // per codec strip, for this op
     device::aligned_buffer strips;  // (n + 2) strips of strip_blocks
+    // Full-stripe writes: data strips written straight from the caller's
+    // buffers (nullptr: from `strips`).
+    std::vector<std::byte*> direct;
     std::vector<member_io> ios;     // one per member
   };
 

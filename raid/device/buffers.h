@@ -45,4 +45,19 @@ inline void copy_to_buffers(std::span<const iovec> buffers, std::uint64_t offset
   }
 }
 
+// The address of [offset_bytes, offset_bytes + length_bytes) of the list if
+// that range lies within one segment, else nullptr.
+inline std::byte* contiguous_at(std::span<const iovec> buffers, std::uint64_t offset_bytes,
+                                std::uint64_t length_bytes) noexcept {
+  for (const iovec& segment : buffers) {
+    if (offset_bytes < segment.iov_len) {
+      return offset_bytes + length_bytes <= segment.iov_len
+                 ? static_cast<std::byte*>(segment.iov_base) + offset_bytes
+                 : nullptr;
+    }
+    offset_bytes -= segment.iov_len;
+  }
+  return nullptr;
+}
+
 }  // namespace strata::device
