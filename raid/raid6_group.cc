@@ -213,6 +213,7 @@ std::pair<std::uint64_t, std::uint64_t> raid6_group::touched_rows(const stripe_o
 void raid6_group::run(stripe_op& o) {
   const unsigned n = layout_.data_strips();
   o.lost.assign(n + 2, false);
+  o.repair.assign(n + 2, false);
   unsigned lost = 0;
   for (unsigned s = 0; s < n + 2; ++s) {
     if (failed_[layout_.member_of(o.stripe, s)]) {
@@ -324,7 +325,9 @@ void raid6_group::on_member_done(request& r) noexcept {
   if (r.result) {
     g.note_member_error(io.member, r.operation, r.result);
     for (unsigned s = 0; s < g.layout_.data_strips() + 2; ++s) {
-      if (g.layout_.member_of(o.stripe, s) == io.member) o.lost[s] = true;
+      if (g.layout_.member_of(o.stripe, s) != io.member) continue;
+      o.lost[s] = true;
+      o.repair[s] = r.operation == op::read && !g.failed_[io.member];
     }
   }
   if (--o.pending > 0) return;
@@ -374,7 +377,15 @@ void raid6_group::after_reads(stripe_op& o) {
                               o.caller_offset_bytes + (s * layout_.strip_blocks + a - o.begin) * block_size,
                               strip_data(o, s, a), (b - a) * block_size);
     }
-    finish(o, {});
+    // Write what the members could not read back to them; the caller's
+    // data is ready, but the stripe stays locked until the repair is done.
+    o.pending = 1;
+    for (unsigned s = 0; s < n + 2; ++s) {
+      if (!o.repair[s] || failed_[layout_.member_of(o.stripe, s)]) continue;
+      repaired_blocks_ += last - first;
+      issue(o, s, op::write, first, last);
+    }
+    if (--o.pending == 0) finish(o, {});
     return;
   }
   // A reconstruct-write: the new data over the old, then parity over the rows.
@@ -398,12 +409,23 @@ void raid6_group::start_writes(stripe_op& o) {
   const auto [first, last] = touched_rows(o);
   o.pending = 1;
   for (unsigned s = 0; s < n; ++s) {
+    const bool repairing = o.repair[s] && !failed_[layout_.member_of(o.stripe, s)];
+    if (repairing) {
+      // Rebuilt over the touched rows (with any new data laid over them):
+      // rewrite them all, which repairs the member's unreadable blocks.
+      repaired_blocks_ += last - first;
+      issue(o, s, op::write, first, last);
+      continue;
+    }
     if (o.lost[s] || !touches(o, s)) continue;
     const auto [a, b] = rows_of(o, s);
     issue(o, s, op::write, a, b);
   }
   for (unsigned s = n; s < n + 2; ++s) {
-    if (!o.lost[s]) issue(o, s, op::write, first, last);
+    if (!o.lost[s] || (o.repair[s] && !failed_[layout_.member_of(o.stripe, s)])) {
+      if (o.repair[s]) repaired_blocks_ += last - first;
+      issue(o, s, op::write, first, last);
+    }
   }
   if (--o.pending == 0) finish(o, {});
 }

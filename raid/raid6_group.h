@@ -19,9 +19,13 @@
 // write at all, is failed out of the group. A third failure fails the
 // group: every request then gets device_failed, never wrong data.
 //
+// A member's read error (a latent sector error) costs the operation that
+// strip: it is rebuilt from the others, returned, and written back to the
+// member, which clears the error on a real drive; repaired_blocks() counts.
+//
 // Not yet (the rest of the RAID engine's issue): superblocks and assembly,
-// read-modify-write for small writes, repair of latent read errors,
-// timeouts, rebuild onto spares, scrub, and the write-hole journal.
+// read-modify-write for small writes, timeouts, rebuild onto spares, scrub,
+// and the write-hole journal.
 //
 // Threads and lifetime: as block_device; the members live on the same loop
 // and outlive the group.
@@ -68,6 +72,9 @@ class raid6_group final : public device::block_device {
   unsigned failed_members() const noexcept;
   // More members failed than the group survives.
   bool group_failed() const noexcept { return failed_members() > 2; }
+  // Blocks that members could not read, rebuilt from the others and
+  // written back (a drive remaps a sector when it is rewritten).
+  std::uint64_t repaired_blocks() const noexcept { return repaired_blocks_; }
 
  private:
   struct stripe_op;
@@ -94,7 +101,8 @@ class raid6_group final : public device::block_device {
     bool reconstructing = false;  // reading the touched rows of the surviving strips
     bool wide = false;            // ... parity included: enough to rebuild lost data
     unsigned pending = 0;
-    std::vector<bool> lost;  // per codec strip, for this op
+    std::vector<bool> lost;     // per codec strip, for this op
+    std::vector<bool> repair;   // lost to a read error on a working member: rewrite it
     device::aligned_buffer strips;  // (n + 2) strips of strip_blocks
     // Full-stripe writes: data strips written straight from the caller's
     // buffers (nullptr: from `strips`).
@@ -127,6 +135,7 @@ class raid6_group final : public device::block_device {
   pq_codec codec_;
   device::block_geometry geometry_;
   std::vector<bool> failed_;
+  std::uint64_t repaired_blocks_ = 0;
   device::slot_pool<stripe_op> ops_;
   device::slot_pool<parent> parents_;
   std::unordered_map<std::uint64_t, std::deque<stripe_op*>> locks_;  // stripe -> holder first

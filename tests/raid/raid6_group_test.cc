@@ -116,6 +116,13 @@ TEST_CASE("raid6: a member's read error is answered from the others", "[raid][ra
   r.verify_all();
   CHECK(r.faults[0]->counters().read_errors_injected > 0);
   CHECK_FALSE(r.group->member_failed(0));  // a read error is not a failed disk
+  // Rebuilt and written back: the members read cleanly again.
+  CHECK(r.faults[0]->latent_error_blocks() == 0);
+  CHECK(r.faults[3]->latent_error_blocks() == 0);
+  CHECK(r.group->repaired_blocks() >= 128);
+  const auto errors_before = r.faults[0]->counters().read_errors_injected;
+  r.verify_all();
+  CHECK(r.faults[0]->counters().read_errors_injected == errors_before);
   // Writes over the bad rows go on too.
   r.write_mix(test_seed() + 7);
   r.verify_all();
