@@ -1,6 +1,7 @@
 #include "raid/pq.h"
 
 #include <isa-l/erasure_code.h>
+#include <isa-l/gf_vect_mul.h>
 #include <isa-l/raid.h>
 
 #include <cassert>
@@ -30,6 +31,27 @@ pq_codec::pq_codec(unsigned data_strips) : data_strips_(data_strips) {
     log_[x] = static_cast<std::uint8_t>(k);
     x = gf_mul(x, 2);
   }
+  q_tables_.resize(32 * data_strips);
+  for (unsigned i = 0; i < data_strips; ++i) gf_vect_mul_init(exp_[i], &q_tables_[32 * i]);
+}
+
+std::error_code pq_codec::update(unsigned data_index, const std::byte* delta, std::byte* p,
+                                 std::byte* q, std::size_t length_bytes) {
+  for (const std::byte* b : {delta, static_cast<const std::byte*>(p), static_cast<const std::byte*>(q)}) {
+    if (b == nullptr || reinterpret_cast<std::uintptr_t>(b) % simd_bytes != 0) return errc::misaligned;
+  }
+  if (data_index >= data_strips_ || length_bytes == 0 || length_bytes % simd_bytes != 0 ||
+      length_bytes > static_cast<std::size_t>(INT32_MAX)) {
+    return errc::invalid_argument;
+  }
+  auto* p_words = reinterpret_cast<std::uint64_t*>(p);
+  const auto* delta_words = reinterpret_cast<const std::uint64_t*>(delta);
+  for (std::size_t i = 0; i < length_bytes / 8; ++i) p_words[i] ^= delta_words[i];
+  // Q += g^i * delta: one multiply-and-add pass.
+  gf_vect_mad(static_cast<int>(length_bytes), 1, 0, &q_tables_[32 * data_index],
+              const_cast<unsigned char*>(reinterpret_cast<const unsigned char*>(delta)),
+              reinterpret_cast<unsigned char*>(q));
+  return {};
 }
 
 std::uint8_t pq_codec::generator(unsigned strip, unsigned column) const noexcept {

@@ -66,6 +66,12 @@ class pq_codec {
   std::error_code rebuild(std::span<std::byte* const> strips, std::span<const unsigned> lost,
                           std::size_t length_bytes);
 
+  // Read-modify-write: folds a change of data strip `data_index` into P and
+  // Q without the other strips. `delta` holds old XOR new data (it is read
+  // only); P ^= delta, Q ^= g^data_index * delta. Same buffer rules.
+  std::error_code update(unsigned data_index, const std::byte* delta, std::byte* p, std::byte* q,
+                         std::size_t length_bytes);
+
   // Checks P and Q against the data and, if they disagree, locates a single
   // wrong strip. Reads only; the caller rebuilds the strip it names.
   pq_check_result check(std::span<std::byte* const> strips, std::size_t length_bytes);
@@ -88,6 +94,7 @@ class pq_codec {
 
   unsigned data_strips_;
   std::map<std::pair<unsigned, unsigned>, decoder> decoders_;
+  std::vector<unsigned char> q_tables_;  // 32 bytes per data strip: multiply by g^i
   device::aligned_buffer scratch_;  // P' and Q' for check()
   std::uint8_t log_[256] = {};      // log base g, for locating a wrong data strip
   std::uint8_t exp_[256] = {};      // g^k

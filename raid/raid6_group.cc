@@ -227,6 +227,7 @@ void raid6_group::run(stripe_op& o) {
   }
   const request& outer = *o.owner->outer;
   o.reconstructing = false;
+  o.rmw = false;
   if (outer.operation == op::read) {
     for (unsigned s = 0; s < n; ++s) o.reconstructing |= o.lost[s] && touches(o, s);
     start_reads(o);
@@ -260,7 +261,13 @@ void raid6_group::run(stripe_op& o) {
     start_writes(o);
     return;
   }
-  o.reconstructing = true;  // reconstruct-write
+  // A partial write touching k data strips: read-modify-write reads k + 2
+  // strips, reconstruct-write the n data strips. RMW needs the whole stripe
+  // readable.
+  unsigned touched = 0;
+  for (unsigned s = 0; s < n; ++s) touched += touches(o, s) ? 1 : 0;
+  o.rmw = lost == 0 && touched + 2 < n;
+  o.reconstructing = !o.rmw;
   start_reads(o);
 }
 
@@ -296,6 +303,11 @@ void raid6_group::start_reads(stripe_op& o) {
       if (!touches(o, s)) continue;
       const auto [first, last] = rows_of(o, s);
       issue(o, s, op::read, first, last);
+    }
+    if (o.rmw) {
+      const auto [first, last] = touched_rows(o);
+      issue(o, n, op::read, first, last);
+      issue(o, n + 1, op::read, first, last);
     }
   } else {
     // The touched rows of every surviving strip. Parity is needed only to
@@ -349,8 +361,19 @@ void raid6_group::after_reads(stripe_op& o) {
     finish(o, errc::device_failed);
     return;
   }
+  if (o.rmw && !lost.empty()) {
+    // A read failed: the stripe is not whole, so reconstruct instead.
+    o.rmw = false;
+    o.reconstructing = true;
+    start_reads(o);
+    return;
+  }
   const request& outer = *o.owner->outer;
   const std::uint32_t block_size = geometry_.logical_block_size_bytes;
+  if (o.rmw) {
+    read_modify_write(o);
+    return;
+  }
   const auto [first, last] = touched_rows(o);
   std::vector<std::byte*> pointers;  // every strip, from the first touched row
   for (unsigned s = 0; s < n + 2; ++s) pointers.push_back(strip_data(o, s, first));
@@ -401,6 +424,28 @@ void raid6_group::after_reads(stripe_op& o) {
     }
   }
   (void)codec_.encode(pointers, row_bytes);
+  start_writes(o);
+}
+
+void raid6_group::read_modify_write(stripe_op& o) {
+  const request& outer = *o.owner->outer;
+  const unsigned n = layout_.data_strips();
+  const std::uint32_t block_size = geometry_.logical_block_size_bytes;
+  for (unsigned s = 0; s < n; ++s) {
+    if (!touches(o, s)) continue;
+    const auto [a, b] = rows_of(o, s);
+    std::byte* data = strip_data(o, s, a);
+    const std::uint64_t offset = o.caller_offset_bytes + (s * layout_.strip_blocks + a - o.begin) * block_size;
+    const std::uint64_t bytes = (b - a) * block_size;
+    // old XOR new, folded into P and Q; then the new data, to be written.
+    if (!o.zeros) device::xor_from_buffers(outer.buffers, offset, data, bytes);
+    (void)codec_.update(s, data, strip_data(o, n, a), strip_data(o, n + 1, a), bytes);
+    if (o.zeros) {
+      std::memset(data, 0, bytes);
+    } else {
+      device::copy_from_buffers(outer.buffers, offset, data, bytes);
+    }
+  }
   start_writes(o);
 }
 

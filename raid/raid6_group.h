@@ -9,9 +9,12 @@
 //   full-stripe write
 //               P and Q from the new data, no reads
 //   partial write
-//               reconstruct-write: read the touched rows of the surviving
-//               strips, rebuild what a failed member held, lay the new data
-//               over them, recompute P and Q, write the changed strips back
+//               whichever reads less. Read-modify-write (healthy stripes):
+//               read the old data and P and Q, fold old XOR new into P and Q,
+//               write data, P and Q. Reconstruct-write: read the touched rows
+//               of the surviving strips, rebuild what a failed member held,
+//               lay the new data over them, recompute P and Q, write the
+//               changed strips back
 //   flush       every working member
 //   discard     a write of zeros (members need not zero what they discard)
 // Up to two failed members: reads reconstruct and writes go on, and no error
@@ -24,8 +27,7 @@
 // member, which clears the error on a real drive; repaired_blocks() counts.
 //
 // Not yet (the rest of the RAID engine's issue): superblocks and assembly,
-// read-modify-write for small writes, timeouts, rebuild onto spares, scrub,
-// and the write-hole journal.
+// timeouts, rebuild onto spares, scrub, and the write-hole journal.
 //
 // Threads and lifetime: as block_device; the members live on the same loop
 // and outlive the group.
@@ -98,6 +100,7 @@ class raid6_group final : public device::block_device {
     std::uint64_t end = 0;
     std::uint64_t caller_offset_bytes = 0;  // where the op's data sits in the caller's buffers
     bool zeros = false;                     // a discard: write zeros
+    bool rmw = false;             // read-modify-write: old data, P and Q only
     bool reconstructing = false;  // reading the touched rows of the surviving strips
     bool wide = false;            // ... parity included: enough to rebuild lost data
     unsigned pending = 0;
@@ -117,6 +120,7 @@ class raid6_group final : public device::block_device {
   void run(stripe_op& op);
   void start_reads(stripe_op& op);
   void after_reads(stripe_op& op);
+  void read_modify_write(stripe_op& op);
   void start_writes(stripe_op& op);
   void finish(stripe_op& op, std::error_code result);
   void issue(stripe_op& op, unsigned strip, device::op operation, std::uint64_t row_begin,

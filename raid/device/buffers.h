@@ -45,6 +45,24 @@ inline void copy_to_buffers(std::span<const iovec> buffers, std::uint64_t offset
   }
 }
 
+// XORs `length_bytes` of the list, starting `offset_bytes` into it, into `destination`.
+inline void xor_from_buffers(std::span<const iovec> buffers, std::uint64_t offset_bytes,
+                             std::byte* destination, std::uint64_t length_bytes) noexcept {
+  for (const iovec& segment : buffers) {
+    if (length_bytes == 0) return;
+    if (offset_bytes >= segment.iov_len) {
+      offset_bytes -= segment.iov_len;
+      continue;
+    }
+    const std::uint64_t n = std::min<std::uint64_t>(segment.iov_len - offset_bytes, length_bytes);
+    const auto* source = static_cast<const std::byte*>(segment.iov_base) + offset_bytes;
+    for (std::uint64_t i = 0; i < n; ++i) destination[i] ^= source[i];
+    destination += n;
+    length_bytes -= n;
+    offset_bytes = 0;
+  }
+}
+
 // The address of [offset_bytes, offset_bytes + length_bytes) of the list if
 // that range lies within one segment, else nullptr.
 inline std::byte* contiguous_at(std::span<const iovec> buffers, std::uint64_t offset_bytes,
