@@ -6,6 +6,7 @@
 #include <string>
 
 #include "raid/device/buffers.h"
+#include "raid/members.h"
 
 namespace strata::raid {
 
@@ -15,44 +16,11 @@ using device::request;
 
 std::expected<std::unique_ptr<raid6_group>, error> raid6_group::create(
     std::vector<block_device*> members, const raid6_options& options) {
+  if (auto problem = check_members(members, 4, pq_codec::max_data_strips + 2, "RAID-6")) {
+    return std::unexpected(*problem);
+  }
   const std::size_t m = members.size();
-  if (m < 4 || m > pq_codec::max_data_strips + 2) {
-    return std::unexpected(make_error(
-        errc::invalid_argument, "RAID-6 needs 4 to 255 members, not " + std::to_string(m)));
-  }
-  for (std::size_t i = 0; i < m; ++i) {
-    if (members[i] == nullptr) {
-      return std::unexpected(make_error(errc::invalid_argument, "member " + std::to_string(i) + " is missing"));
-    }
-    for (std::size_t j = 0; j < i; ++j) {
-      if (members[j] == members[i]) {
-        return std::unexpected(make_error(errc::invalid_argument, "member " + std::to_string(i) +
-                                                                      " is member " + std::to_string(j) +
-                                                                      " again"));
-      }
-    }
-  }
   const device::block_geometry& first = members[0]->geometry();
-  for (std::size_t i = 1; i < m; ++i) {
-    const device::block_geometry& g = members[i]->geometry();
-    if (g.logical_block_size_bytes != first.logical_block_size_bytes) {
-      return std::unexpected(make_error(
-          errc::invalid_argument,
-          "member " + std::to_string(i) + " has " + std::to_string(g.logical_block_size_bytes) +
-              "-byte blocks, member 0 has " + std::to_string(first.logical_block_size_bytes)));
-    }
-    if (g.block_count != first.block_count) {
-      return std::unexpected(make_error(
-          errc::invalid_argument,
-          "member " + std::to_string(i) + " has " + std::to_string(g.block_count) +
-              " blocks, member 0 has " + std::to_string(first.block_count) +
-              ": members must be the same size"));
-    }
-    if (members[i]->executor() != members[0]->executor()) {
-      return std::unexpected(make_error(errc::invalid_argument,
-                                        "member " + std::to_string(i) + " lives on another loop"));
-    }
-  }
   const std::uint32_t block_size = first.logical_block_size_bytes;
   if (!std::has_single_bit(options.strip_size_bytes) || options.strip_size_bytes < block_size) {
     return std::unexpected(make_error(

@@ -12,6 +12,7 @@
 #include "raid/device/hdd_model.h"
 #include "raid/device/memory_device.h"
 #include "raid/device/ssd_model.h"
+#include "raid/raid1_group.h"
 #include "raid/raid6_group.h"
 #include "tests/raid/device/harness.h"
 
@@ -155,6 +156,32 @@ std::vector<implementation> implementations() {
                    s.restart = add;
                    return s;
                  }});
+  // RAID-1 mirrors of 2 members and a single-disk group, each member the
+  // suite's size plus the reserved area.
+  for (unsigned mirrors : {2u, 1u}) {
+    all.push_back({mirrors == 2 ? "raid1 (2-way) over memory" : "single-disk group over memory",
+                   [mirrors](test_loop& loop, std::uint32_t bs, const temp_dir&) {
+                     auto add = [mirrors](stack& st, test_loop&) {
+                       std::vector<block_device*> members;
+                       for (unsigned i = 0; i < mirrors; ++i) members.push_back(st.layers[i].get());
+                       auto g = raid::raid1_group::create(members, {});
+                       INFO((g ? "" : g.error().message));
+                       REQUIRE(g);
+                       st.layers.back() = std::move(*g);
+                     };
+                     stack s;
+                     for (unsigned i = 0; i < mirrors; ++i) {
+                       auto m = memory_device::create(loop.context.get_executor(),
+                                                      {bs, (1 << 20) / bs + device_blocks});
+                       REQUIRE(m);
+                       s.layers.push_back(std::move(*m));
+                     }
+                     s.layers.emplace_back();
+                     add(s, loop);
+                     s.restart = add;
+                     return s;
+                   }});
+  }
   // The deepest stack: a drive model over a volatile-cache drive over a
   // file; a restart is a real power cut (unflushed writes dropped).
   all.push_back({"hdd model over fault device (volatile cache) over file",
