@@ -1,6 +1,7 @@
 #include "raid/raid6_group.h"
 
 #include <algorithm>
+#include <boost/asio/post.hpp>
 #include <bit>
 #include <cstring>
 #include <string>
@@ -132,6 +133,7 @@ void raid6_group::start_request(request& req) {
     o.end = std::min(req.lba + req.block_count, stripe_start + per_stripe) - stripe_start;
     o.caller_offset_bytes = (stripe_start + o.begin - req.lba) * block_size;
     o.zeros = req.operation == op::discard;
+    o.scrub = &req == &scrub_.req;
     if (o.strips.size() != (layout_.data_strips() + 2) * strip_bytes) {
       o.strips = device::aligned_buffer((layout_.data_strips() + 2) * strip_bytes);
     }
@@ -198,6 +200,7 @@ void raid6_group::run(stripe_op& o) {
   o.rmw = false;
   if (outer.operation == op::read) {
     for (unsigned s = 0; s < n; ++s) o.reconstructing |= o.lost[s] && touches(o, s);
+    o.reconstructing |= o.scrub;  // every strip, parity too
     start_reads(o);
     return;
   }
@@ -283,9 +286,9 @@ void raid6_group::start_reads(stripe_op& o) {
     bool data_lost = false;
     for (unsigned s = 0; s < n; ++s) data_lost |= o.lost[s];
     const auto [first, last] = touched_rows(o);
-    o.wide = data_lost;
+    o.wide = data_lost || o.scrub;
     for (unsigned s = 0; s < n + 2; ++s) {
-      if (o.lost[s] || (s >= n && !data_lost)) continue;
+      if (o.lost[s] || (s >= n && !o.wide)) continue;
       issue(o, s, op::read, first, last);
     }
   }
@@ -349,7 +352,9 @@ void raid6_group::after_reads(stripe_op& o) {
 
   bool data_lost = false;
   for (unsigned s : lost) data_lost |= s < n;
-  if (data_lost) {
+  // A scrub reads every strip and rewrites what it could not read, parity
+  // included, so it rebuilds whatever it lost.
+  if (data_lost || (o.scrub && !lost.empty())) {
     if (!o.wide) {
       // A read that lost a strip only now (a member's read error) read
       // less than a rebuild needs: read every survivor's touched rows.
@@ -360,8 +365,15 @@ void raid6_group::after_reads(stripe_op& o) {
     (void)codec_.rebuild(pointers, lost, row_bytes);
   }
 
+  if (o.scrub && lost.empty()) {
+    check_and_repair(o, pointers, row_bytes);
+    return;
+  }
   if (outer.operation == op::read) {
-    for (unsigned s = 0; s < n; ++s) {
+    if (o.scrub) {
+      ++scrub_.report.stripes_repaired;  // unreadable strips: rebuilt and written back below
+    }
+    for (unsigned s = 0; s < n && !o.scrub; ++s) {
       if (!touches(o, s)) continue;
       const auto [a, b] = rows_of(o, s);
       device::copy_to_buffers(outer.buffers,
@@ -393,6 +405,73 @@ void raid6_group::after_reads(stripe_op& o) {
   }
   (void)codec_.encode(pointers, row_bytes);
   start_writes(o);
+}
+
+void raid6_group::check_and_repair(stripe_op& o, std::span<std::byte* const> strips,
+                                   std::uint64_t row_bytes) {
+  const pq_check_result check = codec_.check(strips, row_bytes);
+  switch (check.verdict) {
+    case pq_check_result::kind::consistent:
+      finish(o, {});
+      return;
+    case pq_check_result::kind::several_wrong:
+      ++scrub_.report.stripes_unrecoverable;  // no single strip explains it: leave it
+      finish(o, {});
+      return;
+    case pq_check_result::kind::one_strip_wrong:
+      break;
+  }
+  ++scrub_.report.stripes_repaired;
+  const unsigned wrong[] = {check.strip};
+  (void)codec_.rebuild(strips, wrong, row_bytes);
+  o.pending = 1;
+  issue(o, check.strip, op::write, 0, layout_.strip_blocks);
+  if (--o.pending == 0) finish(o, {});
+}
+
+void raid6_group::scrub(std::function<void(const scrub_report&)> done) {
+  if (scrub_.running || failed_members() > 0) {
+    scrub_report refused;
+    refused.error = make_error_code(scrub_.running ? errc::invalid_argument : errc::not_supported);
+    boost::asio::post(executor(), [done = std::move(done), refused] { done(refused); });
+    return;
+  }
+  scrub_.done = std::move(done);
+  scrub_.report = {};
+  scrub_.next_stripe = 0;
+  scrub_.running = true;
+  scrub_next();
+}
+
+void raid6_group::scrub_next() {
+  if (scrub_.next_stripe == layout_.stripes || group_failed()) {
+    if (group_failed() && !scrub_.report.error) scrub_.report.error = errc::device_failed;
+    scrub_.running = false;
+    auto done = std::move(scrub_.done);
+    done(scrub_.report);
+    return;
+  }
+  request& r = scrub_.req;
+  r = request{};
+  r.operation = op::read;
+  r.priority = device::io_class::background;
+  r.lba = scrub_.next_stripe * layout_.stripe_data_blocks();
+  r.block_count = layout_.stripe_data_blocks();
+  r.context = this;
+  r.on_complete = &raid6_group::on_scrub_stripe;
+  start_request(r);  // internal: no caller buffers; the op checks instead of copying
+}
+
+void raid6_group::on_scrub_stripe(request& r) noexcept {
+  raid6_group& g = *static_cast<raid6_group*>(r.context);
+  if (r.result) {
+    g.scrub_.report.error = r.result;
+    g.scrub_.next_stripe = g.layout_.stripes;  // stop
+  } else {
+    ++g.scrub_.report.stripes_checked;
+    ++g.scrub_.next_stripe;
+  }
+  g.scrub_next();
 }
 
 void raid6_group::read_modify_write(stripe_op& o) {

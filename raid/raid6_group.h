@@ -26,8 +26,11 @@
 // strip: it is rebuilt from the others, returned, and written back to the
 // member, which clears the error on a real drive; repaired_blocks() counts.
 //
+// Scrub (scrub()) checks every stripe's parity and repairs a single wrong
+// strip.
+//
 // Not yet (the rest of the RAID engine's issue): superblocks and assembly,
-// timeouts, rebuild onto spares, scrub, and the write-hole journal.
+// timeouts, rebuild onto spares, and the write-hole journal.
 //
 // Threads and lifetime: as block_device; the members live on the same loop
 // and outlive the group.
@@ -35,6 +38,7 @@
 
 #include <deque>
 #include <expected>
+#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -47,6 +51,13 @@
 #include "raid/raid6_layout.h"
 
 namespace strata::raid {
+
+struct scrub_report {
+  std::uint64_t stripes_checked = 0;
+  std::uint64_t stripes_repaired = 0;       // one strip was wrong (or unreadable): rewritten
+  std::uint64_t stripes_unrecoverable = 0;  // several strips disagree: left as found
+  std::error_code error;                    // why the scrub stopped early, if it did
+};
 
 struct raid6_options {
   std::uint64_t strip_size_bytes = 64 * 1024;  // a power of two, at least one block
@@ -74,6 +85,16 @@ class raid6_group final : public device::block_device {
   unsigned failed_members() const noexcept;
   // More members failed than the group survives.
   bool group_failed() const noexcept { return failed_members() > 2; }
+  // Reads every stripe, checks P and Q against the data and rewrites a
+  // single wrong strip, located from the syndromes (pq_codec::check). One
+  // stripe at a time, at background priority, under the stripe's lock, so
+  // foreground I/O goes on and stays correct. Needs every member: on a
+  // degraded group (or while a scrub runs) `done` gets not_supported /
+  // invalid_argument at once, from the loop.
+  void scrub(std::function<void(const scrub_report&)> done);
+  bool scrubbing() const noexcept { return scrub_.running; }
+  std::uint64_t scrub_stripes_done() const noexcept { return scrub_.next_stripe; }
+
   // Blocks that members could not read, rebuilt from the others and
   // written back (a drive remaps a sector when it is rewritten).
   std::uint64_t repaired_blocks() const noexcept { return repaired_blocks_; }
@@ -100,6 +121,7 @@ class raid6_group final : public device::block_device {
     std::uint64_t end = 0;
     std::uint64_t caller_offset_bytes = 0;  // where the op's data sits in the caller's buffers
     bool zeros = false;                     // a discard: write zeros
+    bool scrub = false;                     // a scrub's check of the whole stripe
     bool rmw = false;             // read-modify-write: old data, P and Q only
     bool reconstructing = false;  // reading the touched rows of the surviving strips
     bool wide = false;            // ... parity included: enough to rebuild lost data
@@ -133,6 +155,9 @@ class raid6_group final : public device::block_device {
   bool touches(const stripe_op& op, unsigned data_strip) const noexcept;
   std::pair<std::uint64_t, std::uint64_t> rows_of(const stripe_op& op, unsigned data_strip) const noexcept;
   void note_member_error(unsigned member, device::op operation, std::error_code ec);
+  void check_and_repair(stripe_op& op, std::span<std::byte* const> strips, std::uint64_t row_bytes);
+  void scrub_next();
+  static void on_scrub_stripe(device::request& r) noexcept;
 
   std::vector<device::block_device*> members_;
   raid6_layout layout_;
@@ -153,6 +178,14 @@ class raid6_group final : public device::block_device {
     std::vector<device::request> reqs;
   };
   device::slot_pool<flush_op> flushes_;
+  struct scrub_state {
+    device::request req;  // the stripe being checked, as an internal whole-stripe read
+    std::function<void(const scrub_report&)> done;
+    scrub_report report;
+    std::uint64_t next_stripe = 0;
+    bool running = false;
+  };
+  scrub_state scrub_;
 };
 
 }  // namespace strata::raid
