@@ -42,16 +42,22 @@ std::expected<std::unique_ptr<raid6_group>, error> raid6_group::create(
   layout.stripes = (first.block_count - layout.data_offset_blocks) / layout.strip_blocks;
   auto codec = pq_codec::create(layout.data_strips());
   if (!codec) return std::unexpected(codec.error());
-  return std::unique_ptr<raid6_group>(new raid6_group(std::move(members), layout, std::move(*codec)));
+  if (options.rebuild_mb_per_s < 0) {
+    return std::unexpected(make_error(errc::invalid_argument, "rebuild rate must not be negative"));
+  }
+  return std::unique_ptr<raid6_group>(
+      new raid6_group(std::move(members), layout, std::move(*codec), options));
 }
 
 raid6_group::raid6_group(std::vector<block_device*> members, const raid6_layout& layout,
-                         pq_codec codec)
+                         pq_codec codec, const raid6_options& options)
     : members_(std::move(members)),
       layout_(layout),
       codec_(std::move(codec)),
       failed_(members_.size(), false),
-      rejected_(members_[0]->executor()) {
+      rejected_(members_[0]->executor()),
+      clock_(options.clock),
+      rebuild_mb_per_s_(options.rebuild_mb_per_s) {
   const device::block_geometry& member = members_[0]->geometry();
   geometry_.logical_block_size_bytes = member.logical_block_size_bytes;
   geometry_.buffer_alignment_bytes = member.logical_block_size_bytes;
@@ -134,6 +140,7 @@ void raid6_group::start_request(request& req) {
     o.caller_offset_bytes = (stripe_start + o.begin - req.lba) * block_size;
     o.zeros = req.operation == op::discard;
     o.scrub = &req == &scrub_.req;
+    o.rebuild = &req == &rebuild_.req;
     if (o.strips.size() != (layout_.data_strips() + 2) * strip_bytes) {
       o.strips = device::aligned_buffer((layout_.data_strips() + 2) * strip_bytes);
     }
@@ -186,7 +193,7 @@ void raid6_group::run(stripe_op& o) {
   o.repair.assign(n + 2, false);
   unsigned lost = 0;
   for (unsigned s = 0; s < n + 2; ++s) {
-    if (failed_[layout_.member_of(o.stripe, s)]) {
+    if (unusable(layout_.member_of(o.stripe, s), o.stripe)) {
       o.lost[s] = true;
       ++lost;
     }
@@ -200,7 +207,7 @@ void raid6_group::run(stripe_op& o) {
   o.rmw = false;
   if (outer.operation == op::read) {
     for (unsigned s = 0; s < n; ++s) o.reconstructing |= o.lost[s] && touches(o, s);
-    o.reconstructing |= o.scrub;  // every strip, parity too
+    o.reconstructing |= o.scrub || o.rebuild;  // every strip, parity too
     start_reads(o);
     return;
   }
@@ -286,7 +293,7 @@ void raid6_group::start_reads(stripe_op& o) {
     bool data_lost = false;
     for (unsigned s = 0; s < n; ++s) data_lost |= o.lost[s];
     const auto [first, last] = touched_rows(o);
-    o.wide = data_lost || o.scrub;
+    o.wide = data_lost || o.scrub || o.rebuild;
     for (unsigned s = 0; s < n + 2; ++s) {
       if (o.lost[s] || (s >= n && !o.wide)) continue;
       issue(o, s, op::read, first, last);
@@ -354,7 +361,7 @@ void raid6_group::after_reads(stripe_op& o) {
   for (unsigned s : lost) data_lost |= s < n;
   // A scrub reads every strip and rewrites what it could not read, parity
   // included, so it rebuilds whatever it lost.
-  if (data_lost || (o.scrub && !lost.empty())) {
+  if (data_lost || ((o.scrub || o.rebuild) && !lost.empty())) {
     if (!o.wide) {
       // A read that lost a strip only now (a member's read error) read
       // less than a rebuild needs: read every survivor's touched rows.
@@ -365,6 +372,18 @@ void raid6_group::after_reads(stripe_op& o) {
     (void)codec_.rebuild(pointers, lost, row_bytes);
   }
 
+  if (o.rebuild) {
+    // The new member's strip, rebuilt above, and anything unreadable.
+    o.pending = 1;
+    for (unsigned s = 0; s < n + 2; ++s) {
+      const unsigned member = layout_.member_of(o.stripe, s);
+      const bool is_new = member == rebuild_.member;
+      if (failed_[member] || (!is_new && !o.repair[s])) continue;
+      issue(o, s, op::write, 0, layout_.strip_blocks);
+    }
+    if (--o.pending == 0) finish(o, {});
+    return;
+  }
   if (o.scrub && lost.empty()) {
     check_and_repair(o, pointers, row_bytes);
     return;
@@ -430,7 +449,7 @@ void raid6_group::check_and_repair(stripe_op& o, std::span<std::byte* const> str
 }
 
 void raid6_group::scrub(std::function<void(const scrub_report&)> done) {
-  if (scrub_.running || failed_members() > 0) {
+  if (scrub_.running || failed_members() > 0 || rebuild_.member != rebuild_state::none) {
     scrub_report refused;
     refused.error = make_error_code(scrub_.running ? errc::invalid_argument : errc::not_supported);
     boost::asio::post(executor(), [done = std::move(done), refused] { done(refused); });
@@ -472,6 +491,110 @@ void raid6_group::on_scrub_stripe(request& r) noexcept {
     ++g.scrub_.next_stripe;
   }
   g.scrub_next();
+}
+
+bool raid6_group::unusable(unsigned member, std::uint64_t stripe) const noexcept {
+  return failed_[member] || (member == rebuild_.member && stripe >= rebuild_.position);
+}
+
+std::optional<error> raid6_group::replace_member(unsigned member, block_device* spare,
+                                                 std::function<void(std::error_code)> done) {
+  if (member >= members_.size()) {
+    return make_error(errc::invalid_argument, "no member " + std::to_string(member));
+  }
+  if (!failed_[member]) {
+    return make_error(errc::invalid_argument,
+                      "member " + std::to_string(member) + " is working: fail it before replacing it");
+  }
+  if (rebuild_.member != rebuild_state::none) {
+    return make_error(errc::invalid_argument,
+                      "member " + std::to_string(rebuild_.member) + " is being rebuilt already");
+  }
+  std::vector<block_device*> check = members_;
+  check[member] = spare;
+  if (auto problem = check_members(check, 4, pq_codec::max_data_strips + 2, "RAID-6")) {
+    return make_error(errc::invalid_argument, "the spare does not fit: " + problem->message);
+  }
+  members_[member] = spare;
+  failed_[member] = false;
+  rebuild_.member = member;
+  rebuild_.position = 0;
+  rebuild_.done = std::move(done);
+  rebuild_.started = clock_ != nullptr ? clock_->now() : device::time_point{};
+  if (clock_ != nullptr && !rebuild_.pacing) {
+    rebuild_.pacing = clock_->make_timer(executor(), [this] { rebuild_stripe(); });
+  }
+  // Start from the loop: the caller gets its answer first.
+  boost::asio::post(executor(), [this] { rebuild_next(); });
+  return std::nullopt;
+}
+
+rebuild_progress raid6_group::rebuild_status() const {
+  rebuild_progress p;
+  if (rebuild_.member == rebuild_state::none) return p;
+  const std::uint64_t strip_bytes = layout_.strip_blocks * geometry_.logical_block_size_bytes;
+  p.running = true;
+  p.bytes_done = rebuild_.position * strip_bytes;
+  p.bytes_total = layout_.stripes * strip_bytes;
+  if (clock_ != nullptr && p.bytes_done > 0) {
+    const device::duration elapsed = clock_->now() - rebuild_.started;
+    p.eta = device::duration(static_cast<std::int64_t>(
+        static_cast<double>(elapsed.count()) * static_cast<double>(p.bytes_total - p.bytes_done) /
+        static_cast<double>(p.bytes_done)));
+  }
+  return p;
+}
+
+void raid6_group::rebuild_next() {
+  if (failed_[rebuild_.member]) {
+    end_rebuild(errc::device_failed);  // the new member failed
+    return;
+  }
+  if (rebuild_.position == layout_.stripes) {
+    end_rebuild({});
+    return;
+  }
+  if (clock_ != nullptr && rebuild_mb_per_s_ > 0) {
+    // Not ahead of the rate: the next stripe starts when the bytes done so
+    // far would have taken at the ceiling.
+    const std::uint64_t strip_bytes = layout_.strip_blocks * geometry_.logical_block_size_bytes;
+    const auto allowed = rebuild_.started + device::duration(static_cast<std::int64_t>(
+                                                static_cast<double>(rebuild_.position * strip_bytes) *
+                                                1e3 / rebuild_mb_per_s_));
+    if (clock_->now() < allowed) {
+      rebuild_.pacing->arm(allowed);
+      return;
+    }
+  }
+  rebuild_stripe();
+}
+
+void raid6_group::rebuild_stripe() {
+  request& r = rebuild_.req;
+  r = request{};
+  r.operation = op::read;
+  r.priority = device::io_class::background;
+  r.lba = rebuild_.position * layout_.stripe_data_blocks();
+  r.block_count = layout_.stripe_data_blocks();
+  r.context = this;
+  r.on_complete = &raid6_group::on_rebuild_stripe;
+  start_request(r);  // internal: reads the survivors, writes the new member's strip
+}
+
+void raid6_group::on_rebuild_stripe(request& r) noexcept {
+  raid6_group& g = *static_cast<raid6_group*>(r.context);
+  if (r.result) {
+    g.end_rebuild(r.result);
+    return;
+  }
+  g.rebuild_next();  // finish() has moved the position on
+}
+
+void raid6_group::end_rebuild(std::error_code result) {
+  if (result) failed_[rebuild_.member] = true;  // only partly rebuilt: not to be trusted
+  rebuild_.member = rebuild_state::none;
+  auto done = std::move(rebuild_.done);
+  if (done) done(result);
 }
 
 void raid6_group::read_modify_write(stripe_op& o) {
@@ -525,6 +648,11 @@ void raid6_group::start_writes(stripe_op& o) {
 void raid6_group::finish(stripe_op& o, std::error_code result) {
   parent& p = *o.owner;
   if (result && !p.result) p.result = result;
+  // The new member holds this stripe now: say so before the lock passes on,
+  // so the next writer of the stripe writes the new member too.
+  if (o.rebuild && !result && !failed_[rebuild_.member] && o.stripe == rebuild_.position) {
+    ++rebuild_.position;
+  }
   // Hand the stripe to the next operation waiting for it.
   stripe_op* next = nullptr;
   auto it = locks_.find(o.stripe);

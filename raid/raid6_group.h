@@ -27,10 +27,11 @@
 // member, which clears the error on a real drive; repaired_blocks() counts.
 //
 // Scrub (scrub()) checks every stripe's parity and repairs a single wrong
-// strip.
+// strip. A failed member is rebuilt onto a spare (replace_member()) in the
+// background, with progress (rebuild_status()).
 //
 // Not yet (the rest of the RAID engine's issue): superblocks and assembly,
-// timeouts, rebuild onto spares, and the write-hole journal.
+// timeouts, automatic spare assignment, and the write-hole journal.
 //
 // Threads and lifetime: as block_device; the members live on the same loop
 // and outlive the group.
@@ -40,11 +41,13 @@
 #include <expected>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
 #include "raid/device/aligned_buffer.h"
 #include "raid/device/block_device.h"
+#include "raid/device/clock.h"
 #include "raid/device/request_queue.h"
 #include "raid/device/timing.h"
 #include "raid/pq.h"
@@ -59,10 +62,20 @@ struct scrub_report {
   std::error_code error;                    // why the scrub stopped early, if it did
 };
 
+struct rebuild_progress {
+  bool running = false;
+  std::uint64_t bytes_done = 0;   // of the new member's strips
+  std::uint64_t bytes_total = 0;
+  device::duration eta{};         // at the rate so far (needs a clock)
+};
+
 struct raid6_options {
   std::uint64_t strip_size_bytes = 64 * 1024;  // a power of two, at least one block
   // Reserved at the start of every member for the superblock and journal.
   std::uint64_t reserved_bytes = 1 << 20;
+  // For pacing background work and reporting its ETA; none: unpaced, no ETA.
+  device::clock* clock = nullptr;
+  double rebuild_mb_per_s = 0;  // a rebuild's ceiling, 10^6 bytes/s of the new member (0: none)
 };
 
 class raid6_group final : public device::block_device {
@@ -85,12 +98,23 @@ class raid6_group final : public device::block_device {
   unsigned failed_members() const noexcept;
   // More members failed than the group survives.
   bool group_failed() const noexcept { return failed_members() > 2; }
+  // Puts `spare` in the place of failed member `member` and rebuilds its
+  // strips from the others, stripe by stripe under each stripe's lock, at
+  // background priority and at most options.rebuild_mb_per_s. Foreground
+  // I/O goes on: stripes already rebuilt use the new member, the rest treat
+  // it as lost (writes there go to parity, which the rebuild reads). `done`
+  // gets the outcome, from the loop. A clear error, nothing changed, if the
+  // member is working, a rebuild runs, or the spare does not fit.
+  std::optional<error> replace_member(unsigned member, device::block_device* spare,
+                                      std::function<void(std::error_code)> done);
+  rebuild_progress rebuild_status() const;
+
   // Reads every stripe, checks P and Q against the data and rewrites a
   // single wrong strip, located from the syndromes (pq_codec::check). One
   // stripe at a time, at background priority, under the stripe's lock, so
   // foreground I/O goes on and stays correct. Needs every member: on a
-  // degraded group (or while a scrub runs) `done` gets not_supported /
-  // invalid_argument at once, from the loop.
+  // degraded or rebuilding group `done` gets not_supported, and while a
+  // scrub runs invalid_argument, at once, from the loop.
   void scrub(std::function<void(const scrub_report&)> done);
   bool scrubbing() const noexcept { return scrub_.running; }
   std::uint64_t scrub_stripes_done() const noexcept { return scrub_.next_stripe; }
@@ -122,6 +146,7 @@ class raid6_group final : public device::block_device {
     std::uint64_t caller_offset_bytes = 0;  // where the op's data sits in the caller's buffers
     bool zeros = false;                     // a discard: write zeros
     bool scrub = false;                     // a scrub's check of the whole stripe
+    bool rebuild = false;                   // a rebuild of the new member's strip
     bool rmw = false;             // read-modify-write: old data, P and Q only
     bool reconstructing = false;  // reading the touched rows of the surviving strips
     bool wide = false;            // ... parity included: enough to rebuild lost data
@@ -136,7 +161,7 @@ class raid6_group final : public device::block_device {
   };
 
   raid6_group(std::vector<device::block_device*> members, const raid6_layout& layout,
-              pq_codec codec);
+              pq_codec codec, const raid6_options& options);
   void start_request(device::request& req);
   void lock_and_run(stripe_op& op);
   void run(stripe_op& op);
@@ -158,6 +183,13 @@ class raid6_group final : public device::block_device {
   void check_and_repair(stripe_op& op, std::span<std::byte* const> strips, std::uint64_t row_bytes);
   void scrub_next();
   static void on_scrub_stripe(device::request& r) noexcept;
+  // Whether `member` cannot serve `stripe`: failed, or a new member whose
+  // rebuild has not reached it.
+  bool unusable(unsigned member, std::uint64_t stripe) const noexcept;
+  void rebuild_next();
+  void rebuild_stripe();
+  static void on_rebuild_stripe(device::request& r) noexcept;
+  void end_rebuild(std::error_code result);
 
   std::vector<device::block_device*> members_;
   raid6_layout layout_;
@@ -186,6 +218,18 @@ class raid6_group final : public device::block_device {
     bool running = false;
   };
   scrub_state scrub_;
+  struct rebuild_state {
+    static constexpr unsigned none = ~0u;
+    unsigned member = none;
+    std::uint64_t position = 0;  // stripes below this are rebuilt
+    device::request req;
+    std::function<void(std::error_code)> done;
+    device::time_point started{};
+    std::unique_ptr<device::timer> pacing;
+  };
+  rebuild_state rebuild_;
+  device::clock* clock_ = nullptr;
+  double rebuild_mb_per_s_ = 0;
 };
 
 }  // namespace strata::raid
