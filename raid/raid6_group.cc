@@ -57,7 +57,8 @@ raid6_group::raid6_group(std::vector<block_device*> members, const raid6_layout&
       failed_(members_.size(), false),
       rejected_(members_[0]->executor()),
       clock_(options.clock),
-      rebuild_mb_per_s_(options.rebuild_mb_per_s) {
+      rebuild_mb_per_s_(options.rebuild_mb_per_s),
+      rebuild_in_flight_max_(std::max(1u, options.rebuild_stripes_in_flight)) {
   const device::block_geometry& member = members_[0]->geometry();
   geometry_.logical_block_size_bytes = member.logical_block_size_bytes;
   geometry_.buffer_alignment_bytes = member.logical_block_size_bytes;
@@ -140,7 +141,8 @@ void raid6_group::start_request(request& req) {
     o.caller_offset_bytes = (stripe_start + o.begin - req.lba) * block_size;
     o.zeros = req.operation == op::discard;
     o.scrub = &req == &scrub_.req;
-    o.rebuild = &req == &rebuild_.req;
+    o.rebuild = !rebuild_.reqs.empty() && &req >= rebuild_.reqs.data() &&
+                &req < rebuild_.reqs.data() + rebuild_.reqs.size();
     if (o.strips.size() != (layout_.data_strips() + 2) * strip_bytes) {
       o.strips = device::aligned_buffer((layout_.data_strips() + 2) * strip_bytes);
     }
@@ -494,7 +496,7 @@ void raid6_group::on_scrub_stripe(request& r) noexcept {
 }
 
 bool raid6_group::unusable(unsigned member, std::uint64_t stripe) const noexcept {
-  return failed_[member] || (member == rebuild_.member && stripe >= rebuild_.position);
+  return failed_[member] || (member == rebuild_.member && !rebuild_.rebuilt[stripe]);
 }
 
 std::optional<error> raid6_group::replace_member(unsigned member, block_device* spare,
@@ -518,11 +520,17 @@ std::optional<error> raid6_group::replace_member(unsigned member, block_device* 
   members_[member] = spare;
   failed_[member] = false;
   rebuild_.member = member;
-  rebuild_.position = 0;
+  rebuild_.rebuilt.assign(layout_.stripes, false);
+  rebuild_.rebuilt_count = 0;
+  rebuild_.next_stripe = 0;
+  rebuild_.error = {};
+  rebuild_.reqs.assign(rebuild_in_flight_max_, request{});
+  rebuild_.idle.clear();
+  for (request& r : rebuild_.reqs) rebuild_.idle.push_back(&r);
   rebuild_.done = std::move(done);
   rebuild_.started = clock_ != nullptr ? clock_->now() : device::time_point{};
   if (clock_ != nullptr && !rebuild_.pacing) {
-    rebuild_.pacing = clock_->make_timer(executor(), [this] { rebuild_stripe(); });
+    rebuild_.pacing = clock_->make_timer(executor(), [this] { rebuild_next(); });
   }
   // Start from the loop: the caller gets its answer first.
   boost::asio::post(executor(), [this] { rebuild_next(); });
@@ -534,7 +542,7 @@ rebuild_progress raid6_group::rebuild_status() const {
   if (rebuild_.member == rebuild_state::none) return p;
   const std::uint64_t strip_bytes = layout_.strip_blocks * geometry_.logical_block_size_bytes;
   p.running = true;
-  p.bytes_done = rebuild_.position * strip_bytes;
+  p.bytes_done = rebuild_.rebuilt_count * strip_bytes;
   p.bytes_total = layout_.stripes * strip_bytes;
   if (clock_ != nullptr && p.bytes_done > 0) {
     const device::duration elapsed = clock_->now() - rebuild_.started;
@@ -545,54 +553,56 @@ rebuild_progress raid6_group::rebuild_status() const {
   return p;
 }
 
+// Starts stripes while there is room in flight and the rate allows; ends
+// the rebuild when every stripe is in and nothing is in flight.
 void raid6_group::rebuild_next() {
-  if (failed_[rebuild_.member]) {
-    end_rebuild(errc::device_failed);  // the new member failed
-    return;
-  }
-  if (rebuild_.position == layout_.stripes) {
-    end_rebuild({});
-    return;
-  }
-  if (clock_ != nullptr && rebuild_mb_per_s_ > 0) {
-    // Not ahead of the rate: the next stripe starts when the bytes done so
-    // far would have taken at the ceiling.
-    const std::uint64_t strip_bytes = layout_.strip_blocks * geometry_.logical_block_size_bytes;
-    const auto allowed = rebuild_.started + device::duration(static_cast<std::int64_t>(
-                                                static_cast<double>(rebuild_.position * strip_bytes) *
-                                                1e3 / rebuild_mb_per_s_));
-    if (clock_->now() < allowed) {
-      rebuild_.pacing->arm(allowed);
-      return;
+  const bool stopping = rebuild_.error || failed_[rebuild_.member];
+  const bool all_started = rebuild_.next_stripe == layout_.stripes;
+  if (stopping || all_started) {
+    if (rebuild_.idle.size() == rebuild_.reqs.size()) {
+      end_rebuild(rebuild_.error ? rebuild_.error
+                                 : failed_[rebuild_.member] ? make_error_code(errc::device_failed)
+                                                            : std::error_code{});
     }
+    return;
   }
-  rebuild_stripe();
-}
-
-void raid6_group::rebuild_stripe() {
-  request& r = rebuild_.req;
-  r = request{};
-  r.operation = op::read;
-  r.priority = device::io_class::background;
-  r.lba = rebuild_.position * layout_.stripe_data_blocks();
-  r.block_count = layout_.stripe_data_blocks();
-  r.context = this;
-  r.on_complete = &raid6_group::on_rebuild_stripe;
-  start_request(r);  // internal: reads the survivors, writes the new member's strip
+  const std::uint64_t strip_bytes = layout_.strip_blocks * geometry_.logical_block_size_bytes;
+  while (!rebuild_.idle.empty() && rebuild_.next_stripe < layout_.stripes) {
+    if (clock_ != nullptr && rebuild_mb_per_s_ > 0) {
+      // Not ahead of the ceiling: the next stripe starts when the stripes
+      // started so far would have taken at that rate.
+      const auto allowed = rebuild_.started + device::duration(static_cast<std::int64_t>(
+                                                  static_cast<double>(rebuild_.next_stripe * strip_bytes) *
+                                                  1e3 / rebuild_mb_per_s_));
+      if (clock_->now() < allowed) {
+        rebuild_.pacing->arm(allowed);
+        return;
+      }
+    }
+    request& r = *rebuild_.idle.back();
+    rebuild_.idle.pop_back();
+    r = request{};
+    r.operation = op::read;
+    r.priority = device::io_class::background;
+    r.lba = rebuild_.next_stripe++ * layout_.stripe_data_blocks();
+    r.block_count = layout_.stripe_data_blocks();
+    r.context = this;
+    r.on_complete = &raid6_group::on_rebuild_stripe;
+    start_request(r);  // internal: reads the survivors, writes the new member's strip
+  }
 }
 
 void raid6_group::on_rebuild_stripe(request& r) noexcept {
   raid6_group& g = *static_cast<raid6_group*>(r.context);
-  if (r.result) {
-    g.end_rebuild(r.result);
-    return;
-  }
-  g.rebuild_next();  // finish() has moved the position on
+  if (r.result && !g.rebuild_.error) g.rebuild_.error = r.result;
+  g.rebuild_.idle.push_back(&r);
+  g.rebuild_next();  // finish() has marked the stripe rebuilt
 }
 
 void raid6_group::end_rebuild(std::error_code result) {
   if (result) failed_[rebuild_.member] = true;  // only partly rebuilt: not to be trusted
   rebuild_.member = rebuild_state::none;
+  rebuild_.rebuilt.clear();
   auto done = std::move(rebuild_.done);
   if (done) done(result);
 }
@@ -650,8 +660,9 @@ void raid6_group::finish(stripe_op& o, std::error_code result) {
   if (result && !p.result) p.result = result;
   // The new member holds this stripe now: say so before the lock passes on,
   // so the next writer of the stripe writes the new member too.
-  if (o.rebuild && !result && !failed_[rebuild_.member] && o.stripe == rebuild_.position) {
-    ++rebuild_.position;
+  if (o.rebuild && !result && !failed_[rebuild_.member] && !rebuild_.rebuilt[o.stripe]) {
+    rebuild_.rebuilt[o.stripe] = true;
+    ++rebuild_.rebuilt_count;
   }
   // Hand the stripe to the next operation waiting for it.
   stripe_op* next = nullptr;

@@ -76,6 +76,8 @@ struct raid6_options {
   // For pacing background work and reporting its ETA; none: unpaced, no ETA.
   device::clock* clock = nullptr;
   double rebuild_mb_per_s = 0;  // a rebuild's ceiling, 10^6 bytes/s of the new member (0: none)
+  // Stripes a rebuild keeps in flight: enough that every member streams.
+  unsigned rebuild_stripes_in_flight = 8;
 };
 
 class raid6_group final : public device::block_device {
@@ -187,7 +189,6 @@ class raid6_group final : public device::block_device {
   // rebuild has not reached it.
   bool unusable(unsigned member, std::uint64_t stripe) const noexcept;
   void rebuild_next();
-  void rebuild_stripe();
   static void on_rebuild_stripe(device::request& r) noexcept;
   void end_rebuild(std::error_code result);
 
@@ -221,8 +222,12 @@ class raid6_group final : public device::block_device {
   struct rebuild_state {
     static constexpr unsigned none = ~0u;
     unsigned member = none;
-    std::uint64_t position = 0;  // stripes below this are rebuilt
-    device::request req;
+    std::vector<bool> rebuilt;           // per stripe: the new member holds it
+    std::uint64_t rebuilt_count = 0;
+    std::uint64_t next_stripe = 0;       // the next to start
+    std::vector<device::request> reqs;   // one per stripe in flight
+    std::vector<device::request*> idle;  // of reqs
+    std::error_code error;               // the first failure; stops the rebuild
     std::function<void(std::error_code)> done;
     device::time_point started{};
     std::unique_ptr<device::timer> pacing;
@@ -230,6 +235,7 @@ class raid6_group final : public device::block_device {
   rebuild_state rebuild_;
   device::clock* clock_ = nullptr;
   double rebuild_mb_per_s_ = 0;
+  unsigned rebuild_in_flight_max_ = 8;
 };
 
 }  // namespace strata::raid

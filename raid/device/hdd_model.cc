@@ -88,7 +88,12 @@ duration hdd_model::transfer_time(const slot& s) const noexcept {
 duration hdd_model::positioning_time(const slot& s, time_point start) const noexcept {
   const request& req = *s.outer;
   const double overhead_ns = to_ns(profile_.command_overhead);
-  if (req.lba == head_lba_) return from_ns(overhead_ns);  // sequential: no seek, no rotation
+  if (req.lba == head_lba_) {
+    // Sequential: no seek, no rotation. A command already queued while the
+    // previous one ran was processed during its transfer (tagged queueing),
+    // so a queued stream pays no overhead either.
+    return s.arrival < start ? duration::zero() : from_ns(overhead_ns);
+  }
 
   const double block_count = static_cast<double>(geometry().block_count);
   const double distance =

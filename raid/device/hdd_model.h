@@ -15,7 +15,10 @@
 //   + transfer                           bytes / media rate at that radius
 //                                        (outer to inner zone, linear in LBA)
 // A command that continues the previous one (sequential) pays only overhead
-// and transfer: the drive's read-ahead and write cache hide the rest.
+// and transfer: the drive's read-ahead and write cache hide the rest. If it
+// was already queued when the previous one started, the drive processed it
+// during that transfer and it pays the transfer alone: a queued stream runs
+// at the media rate.
 //
 // The drive picks, among the `reorder_window` oldest queued commands, the one
 // with the shortest positioning time (shortest access time first), unless the
