@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <bit>
+#include <random>
 #include <cstring>
 #include <string>
 
 #include "raid/device/buffers.h"
 #include "raid/members.h"
+#include "raid/superblock_io.h"
 
 namespace strata::raid {
 
@@ -71,7 +73,13 @@ unsigned raid6_group::failed_members() const noexcept {
 }
 
 void raid6_group::fail_member(unsigned member) {
-  if (member < failed_.size()) failed_[member] = true;
+  if (member < failed_.size()) set_failed(member);
+}
+
+void raid6_group::set_failed(unsigned member) {
+  if (failed_[member]) return;
+  failed_[member] = true;
+  membership_changed();
 }
 
 void raid6_group::submit(request& req) noexcept {
@@ -111,12 +119,12 @@ void raid6_group::on_flush_done(request& r) noexcept {
   raid6_group& g = *f.group;
   if (r.result) {
     // The member may have lost what it acknowledged: it cannot be trusted.
-    g.failed_[static_cast<std::size_t>(&r - f.reqs.data())] = true;
+    g.set_failed(static_cast<unsigned>(&r - f.reqs.data()));
   }
   if (--f.pending > 0) return;
   request& outer = *f.outer;
   g.flushes_.release(f);
-  device::complete(outer, g.group_failed() ? make_error_code(errc::device_failed) : std::error_code{});
+  g.acknowledge(outer, g.group_failed() ? make_error_code(errc::device_failed) : std::error_code{});
 }
 
 void raid6_group::start_request(request& req) {
@@ -307,7 +315,7 @@ void raid6_group::start_reads(stripe_op& o) {
 void raid6_group::note_member_error(unsigned member, op operation, std::error_code ec) {
   // A member that is gone, or cannot write, leaves the group. A read error
   // costs only this operation a strip, which it reconstructs.
-  if (ec == errc::device_failed || operation == op::write) failed_[member] = true;
+  if (ec == errc::device_failed || operation == op::write) set_failed(member);
 }
 
 void raid6_group::on_member_done(request& r) noexcept {
@@ -600,11 +608,235 @@ void raid6_group::on_rebuild_stripe(request& r) noexcept {
 }
 
 void raid6_group::end_rebuild(std::error_code result) {
-  if (result) failed_[rebuild_.member] = true;  // only partly rebuilt: not to be trusted
+  const unsigned member = rebuild_.member;
   rebuild_.member = rebuild_state::none;
   rebuild_.rebuilt.clear();
+  if (result) {
+    failed_[member] = false;  // so that set_failed records it
+    set_failed(member);       // only partly rebuilt: not to be trusted
+  } else {
+    membership_changed();  // a full member now: its superblock says so
+  }
   auto done = std::move(rebuild_.done);
   if (done) done(result);
+}
+
+superblock raid6_group::describe(unsigned member) const {
+  superblock sb;
+  sb.level = group_level::raid6;
+  sb.group_id = group_id_;
+  sb.member_count = layout_.members;
+  sb.member_index = member;
+  sb.logical_block_size_bytes = geometry_.logical_block_size_bytes;
+  sb.member_block_count = members_[member]->geometry().block_count;
+  sb.data_offset_blocks = layout_.data_offset_blocks;
+  sb.strip_blocks = layout_.strip_blocks;
+  sb.stripes = layout_.stripes;
+  sb.events = events_;
+  for (unsigned i = 0; i < failed_.size(); ++i) sb.failed[i] = failed_[i];
+  return sb;
+}
+
+namespace {
+
+// Stands in for a member that was not found at assembly: the group's order
+// and geometry stay whole, and the member stays failed.
+class absent_device final : public block_device {
+ public:
+  absent_device(boost::asio::any_io_executor executor, const device::block_geometry& geometry)
+      : executor_(executor), geometry_(geometry), answers_(executor) {}
+  const device::block_geometry& geometry() const noexcept override { return geometry_; }
+  boost::asio::any_io_executor executor() const noexcept override { return executor_; }
+  void submit(request& req) noexcept override { answers_.complete_later(req, errc::device_failed); }
+
+ private:
+  boost::asio::any_io_executor executor_;
+  device::block_geometry geometry_;
+  device::completion_queue answers_;
+};
+
+std::string list(const std::vector<unsigned>& members) {
+  std::string text;
+  for (unsigned m : members) text += (text.empty() ? "" : ", ") + std::to_string(m);
+  return text;
+}
+
+}  // namespace
+
+void raid6_group::assemble(std::vector<block_device*> devices, const raid6_options& options,
+                           std::function<void(assembled)> done) {
+  struct state {
+    std::vector<block_device*> devices;
+    raid6_options options;
+    std::vector<std::expected<superblock, std::error_code>> found;
+    std::size_t pending = 0;
+    std::function<void(assembled)> done;
+  };
+  if (devices.empty() || std::count(devices.begin(), devices.end(), nullptr) > 0) {
+    done(std::unexpected(make_error(errc::invalid_argument, "assembly needs a list of devices")));
+    return;
+  }
+  auto st = std::make_shared<state>();
+  st->devices = std::move(devices);
+  st->options = options;
+  st->found.assign(st->devices.size(), std::unexpected(make_error_code(errc::not_found)));
+  st->pending = st->devices.size();
+  st->done = std::move(done);
+
+  auto decide = [](state& s) -> assembled {
+    // The newest superblock speaks for the group.
+    const superblock* newest = nullptr;
+    for (auto& f : s.found) {
+      if (f && f->level == group_level::raid6 && (!newest || f->events > newest->events)) newest = &*f;
+    }
+    if (newest == nullptr) {
+      return std::unexpected(make_error(errc::not_found, "none of the " + std::to_string(s.devices.size()) +
+                                                             " devices holds a RAID-6 superblock"));
+    }
+    const unsigned m = newest->member_count;
+    std::vector<block_device*> members(m, nullptr);
+    std::vector<std::uint64_t> member_events(m, 0);
+    for (std::size_t i = 0; i < s.devices.size(); ++i) {
+      const auto& f = s.found[i];
+      if (!f) continue;  // blank or unreadable: not a member
+      if (f->group_id != newest->group_id) {
+        return std::unexpected(make_error(
+            errc::invalid_argument, "device " + std::to_string(i) + " belongs to another group"));
+      }
+      if (f->member_index >= m || f->member_count != m) {
+        return std::unexpected(make_error(errc::invalid_argument,
+                                          "device " + std::to_string(i) + " has an inconsistent superblock"));
+      }
+      if (members[f->member_index] == nullptr || f->events > member_events[f->member_index]) {
+        members[f->member_index] = s.devices[i];
+        member_events[f->member_index] = f->events;
+      }
+    }
+    std::vector<unsigned> missing, stale, recorded;
+    for (unsigned i = 0; i < m; ++i) {
+      if (members[i] == nullptr) {
+        missing.push_back(i);
+      } else if (newest->failed[i]) {
+        recorded.push_back(i);
+      } else if (member_events[i] < newest->events) {
+        stale.push_back(i);  // missed a membership change, and the writes after it
+      }
+    }
+    if (missing.size() + stale.size() + recorded.size() > 2) {
+      return std::unexpected(make_error(
+          errc::device_failed,
+          "RAID-6 group of " + std::to_string(m) + " members cannot start: it needs " +
+              std::to_string(m - 2) + " current members" +
+              (missing.empty() ? "" : "; missing: " + list(missing)) +
+              (stale.empty() ? "" : "; stale: " + list(stale)) +
+              (recorded.empty() ? "" : "; failed: " + list(recorded))));
+    }
+    device::block_geometry member_geometry;
+    member_geometry.logical_block_size_bytes = newest->logical_block_size_bytes;
+    member_geometry.block_count = newest->member_block_count;
+    member_geometry.buffer_alignment_bytes = newest->logical_block_size_bytes;
+    std::vector<std::unique_ptr<block_device>> absent;
+    for (unsigned i : missing) {
+      absent.push_back(std::make_unique<absent_device>(s.devices[0]->executor(), member_geometry));
+      members[i] = absent.back().get();
+    }
+    raid6_options layout_options = s.options;
+    layout_options.strip_size_bytes = newest->strip_blocks * newest->logical_block_size_bytes;
+    layout_options.reserved_bytes = newest->data_offset_blocks * newest->logical_block_size_bytes;
+    auto group = create(members, layout_options);
+    if (!group) return std::unexpected(group.error());
+    if ((*group)->layout_.stripes != newest->stripes) {
+      return std::unexpected(make_error(errc::invalid_argument,
+                                        "the members' geometry does not match their superblocks"));
+    }
+    raid6_group& g = **group;
+    g.absent_ = std::move(absent);
+    g.group_id_ = newest->group_id;
+    g.events_ = newest->events;
+    for (unsigned i = 0; i < m; ++i) g.failed_[i] = newest->failed[i];
+    for (unsigned i : missing) g.failed_[i] = true;
+    for (unsigned i : stale) g.failed_[i] = true;
+    return group;
+  };
+
+  for (std::size_t i = 0; i < st->devices.size(); ++i) {
+    read_superblock(*st->devices[i], [st, i, decide](std::expected<superblock, std::error_code> sb) {
+      st->found[i] = std::move(sb);
+      if (--st->pending > 0) return;
+      assembled result = decide(*st);
+      if (!result) {
+        st->done(std::move(result));
+        return;
+      }
+      // Every assembly is recorded (a new event, as md does): members found
+      // missing or stale are failed on every current member before the
+      // group is handed out, so a later assembly agrees.
+      raid6_group& g = **result;
+      auto shared_result = std::make_shared<assembled>(std::move(result));
+      g.after_update_.push_back([st, shared_result](std::error_code) {
+        st->done(std::move(*shared_result));
+      });
+      g.membership_changed();
+    });
+  }
+}
+
+void raid6_group::format(std::function<void(std::error_code)> done) {
+  if (layout_.data_offset_blocks * geometry_.logical_block_size_bytes < 2 * superblock::size_bytes) {
+    boost::asio::post(executor(), [done = std::move(done)] { done(errc::too_small); });
+    return;
+  }
+  std::random_device random;
+  for (auto& byte : group_id_) byte = static_cast<std::uint8_t>(random());
+  events_ = 0;
+  after_update_.push_back(std::move(done));
+  membership_changed();
+}
+
+void raid6_group::membership_changed() {
+  if (events_ == 0 && after_update_.empty()) return;  // not formatted: nothing to record
+  ++events_;
+  if (updating_) {
+    update_again_ = true;
+    return;
+  }
+  start_superblock_update();
+}
+
+void raid6_group::start_superblock_update() {
+  updating_ = true;
+  update_pending_ = 1;
+  for (unsigned m = 0; m < members_.size(); ++m) {
+    // A member being rebuilt gets its superblock when it is whole: until
+    // then an assembly must not take it for current.
+    if (failed_[m] || m == rebuild_.member) continue;
+    ++update_pending_;
+    write_superblock(*members_[m], describe(m), [this, m](std::error_code ec) {
+      if (ec && !failed_[m]) {
+        failed_[m] = true;  // cannot record membership: not a member
+        ++events_;
+        update_again_ = true;
+      }
+      if (--update_pending_ == 0) superblock_update_done();
+    });
+  }
+  if (--update_pending_ == 0) {
+    boost::asio::post(executor(), [this] { superblock_update_done(); });
+  }
+}
+
+void raid6_group::superblock_update_done() {
+  if (update_again_) {
+    update_again_ = false;
+    start_superblock_update();
+    return;
+  }
+  updating_ = false;
+  const std::error_code result = group_failed() ? make_error_code(errc::device_failed) : std::error_code{};
+  auto waiters = std::move(after_update_);
+  auto held = std::move(held_);
+  for (auto& waiter : waiters) waiter(result);
+  for (auto& [req, ec] : held) device::complete(*req, ec);
 }
 
 void raid6_group::read_modify_write(stripe_op& o) {
@@ -679,7 +911,15 @@ void raid6_group::finish(stripe_op& o, std::error_code result) {
   request& outer = *p.outer;
   const std::error_code final_result = p.result;
   parents_.release(p);
-  device::complete(outer, final_result);
+  acknowledge(outer, final_result);
+}
+
+void raid6_group::acknowledge(request& req, std::error_code result) {
+  if (updating_) {
+    held_.emplace_back(&req, result);
+    return;
+  }
+  device::complete(req, result);
 }
 
 }  // namespace strata::raid

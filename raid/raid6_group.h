@@ -30,8 +30,12 @@
 // strip. A failed member is rebuilt onto a spare (replace_member()) in the
 // background, with progress (rebuild_status()).
 //
-// Not yet (the rest of the RAID engine's issue): superblocks and assembly,
-// timeouts, automatic spare assignment, and the write-hole journal.
+// Superblocks (format(), assemble()) record membership; every change bumps
+// an event count, and acknowledgements wait until it is on the members.
+//
+// Not yet (the rest of the RAID engine's issue): timeouts, automatic spare
+// assignment, and the write-hole journal (the superblock's dirty flag is
+// reserved for it).
 //
 // Threads and lifetime: as block_device; the members live on the same loop
 // and outlive the group.
@@ -52,6 +56,7 @@
 #include "raid/device/timing.h"
 #include "raid/pq.h"
 #include "raid/raid6_layout.h"
+#include "raid/superblock.h"
 
 namespace strata::raid {
 
@@ -89,11 +94,30 @@ class raid6_group final : public device::block_device {
   static std::expected<std::unique_ptr<raid6_group>, error> create(
       std::vector<device::block_device*> members, const raid6_options& options);
 
+  using assembled = std::expected<std::unique_ptr<raid6_group>, error>;
+
+  // Writes a superblock (docs/raid-superblock.md) to every member, under a
+  // new group id: from now on membership changes are recorded, and the
+  // group can be assembled from its members after a restart. Needs at
+  // least 8 KiB reserved per member.
+  void format(std::function<void(std::error_code)> done);
+
+  // Rebuilds a formatted group from its members' superblocks alone: the
+  // member order, geometry and failed members come from them. Devices that
+  // hold no superblock (blank spares) are ignored. A member whose
+  // superblock is behind the newest missed writes: it is stale and failed
+  // out. A clear error if the devices hold more than one group or fewer
+  // members than the group survives with.
+  static void assemble(std::vector<device::block_device*> devices, const raid6_options& options,
+                       std::function<void(assembled)> done);
+
   const device::block_geometry& geometry() const noexcept override { return geometry_; }
   boost::asio::any_io_executor executor() const noexcept override { return members_[0]->executor(); }
   void submit(device::request& req) noexcept override;
 
   const raid6_layout& layout() const noexcept { return layout_; }
+  // Membership changes recorded so far (0: never formatted).
+  std::uint64_t events() const noexcept { return events_; }
   // Takes a member out of the group (an administrator's "fail disk").
   void fail_member(unsigned member);
   bool member_failed(unsigned member) const noexcept { return failed_[member]; }
@@ -191,6 +215,16 @@ class raid6_group final : public device::block_device {
   void rebuild_next();
   static void on_rebuild_stripe(device::request& r) noexcept;
   void end_rebuild(std::error_code result);
+  // Marks a member failed and, on a formatted group, records it.
+  void set_failed(unsigned member);
+  void membership_changed();
+  void start_superblock_update();
+  void superblock_update_done();
+  superblock describe(unsigned member) const;
+  // Completes a caller's request, unless a superblock update is in flight:
+  // then after it, so nothing is acknowledged before a failure it depends
+  // on is recorded.
+  void acknowledge(device::request& req, std::error_code result);
 
   std::vector<device::block_device*> members_;
   raid6_layout layout_;
@@ -235,6 +269,15 @@ class raid6_group final : public device::block_device {
   rebuild_state rebuild_;
   device::clock* clock_ = nullptr;
   double rebuild_mb_per_s_ = 0;
+  // Superblocks.
+  std::array<std::uint8_t, 16> group_id_{};
+  std::uint64_t events_ = 0;
+  bool updating_ = false;
+  bool update_again_ = false;
+  unsigned update_pending_ = 0;
+  std::vector<std::pair<device::request*, std::error_code>> held_;
+  std::vector<std::function<void(std::error_code)>> after_update_;
+  std::vector<std::unique_ptr<device::block_device>> absent_;  // stand-ins for missing members
   unsigned rebuild_in_flight_max_ = 8;
 };
 

@@ -1,0 +1,113 @@
+#include "raid/superblock_io.h"
+
+#include <cstring>
+#include <memory>
+
+#include "raid/device/aligned_buffer.h"
+
+namespace strata::raid {
+namespace {
+
+using device::op;
+using device::request;
+
+// One superblock read or write in progress; owns itself until done.
+struct superblock_io {
+  device::block_device& member;
+  device::aligned_buffer buffer{2 * superblock::size_bytes};
+  iovec segment{};
+  request req;
+  int step = 0;
+
+  explicit superblock_io(device::block_device& m) : member(m) {}
+
+  std::uint64_t blocks_per_copy() const {
+    return superblock::size_bytes / member.geometry().logical_block_size_bytes;
+  }
+  void submit(op operation, std::uint64_t copy_offset_bytes, std::byte* data, void (*done)(request&) noexcept) {
+    req = request{};
+    req.operation = operation;
+    if (operation != op::flush) {
+      const std::uint32_t block_size = member.geometry().logical_block_size_bytes;
+      req.lba = copy_offset_bytes / block_size;
+      req.block_count = data == buffer.data() && operation == op::read ? 2 * blocks_per_copy()
+                                                                       : blocks_per_copy();
+      segment = {data, req.block_count * block_size};
+      req.buffers = {&segment, 1};
+    }
+    req.context = this;
+    req.on_complete = done;
+    member.submit(req);
+  }
+};
+
+struct reader : superblock_io {
+  std::function<void(std::expected<superblock, std::error_code>)> done;
+  using superblock_io::superblock_io;
+};
+
+struct writer : superblock_io {
+  std::function<void(std::error_code)> done;
+  using superblock_io::superblock_io;
+};
+
+void on_read(request& r) noexcept {
+  std::unique_ptr<reader> self(static_cast<reader*>(r.context));
+  if (r.result) {
+    self->done(std::unexpected(r.result));
+    return;
+  }
+  auto copy = [&](std::size_t offset) {
+    return superblock::decode(std::span<const std::byte, superblock::size_bytes>(
+        self->buffer.data() + offset, superblock::size_bytes));
+  };
+  auto a = copy(superblock::copy_a_offset_bytes);
+  auto b = copy(superblock::copy_b_offset_bytes);
+  if (a && b) {
+    self->done(a->events >= b->events ? *a : *b);
+  } else if (a || b) {
+    self->done(a ? *a : *b);
+  } else {
+    self->done(std::unexpected(a.error()));
+  }
+}
+
+void on_write_step(request& r) noexcept {
+  auto* self = static_cast<writer*>(r.context);
+  if (r.result || self->step == 3) {
+    std::unique_ptr<writer> owned(self);
+    owned->done(r.result);
+    return;
+  }
+  ++self->step;
+  switch (self->step) {
+    case 1:
+    case 3:
+      self->submit(op::flush, 0, nullptr, &on_write_step);
+      break;
+    case 2:
+      self->submit(op::write, superblock::copy_b_offset_bytes,
+                   self->buffer.data() + superblock::size_bytes, &on_write_step);
+      break;
+  }
+}
+
+}  // namespace
+
+void read_superblock(device::block_device& member,
+                     std::function<void(std::expected<superblock, std::error_code>)> done) {
+  auto* r = new reader(member);
+  r->done = std::move(done);
+  r->submit(op::read, 0, r->buffer.data(), &on_read);
+}
+
+void write_superblock(device::block_device& member, const superblock& sb,
+                      std::function<void(std::error_code)> done) {
+  auto* w = new writer(member);
+  w->done = std::move(done);
+  sb.encode(std::span<std::byte, superblock::size_bytes>(w->buffer.data(), superblock::size_bytes));
+  std::memcpy(w->buffer.data() + superblock::size_bytes, w->buffer.data(), superblock::size_bytes);
+  w->submit(op::write, superblock::copy_a_offset_bytes, w->buffer.data(), &on_write_step);
+}
+
+}  // namespace strata::raid
