@@ -70,10 +70,12 @@ void raid1_group::submit(request& req) noexcept {
   o.succeeded = 0;
   o.last_error = {};
   o.narrow = false;
+  o.writes_before = writes_started_;
   // A working member exists, so both paths submit to one: nothing completes here.
   if (req.operation == op::read) {
     read_from_next(o);
   } else {
+    if (req.operation != op::flush) ++writes_started_;
     fan_out(o, req.operation);
   }
 }
@@ -134,8 +136,10 @@ void raid1_group::on_read_done(request& r) noexcept {
   }
   ++g.reads_served_[member];
   // The caller's buffers hold good data now: write it over the blocks the
-  // other members could not read, before handing the buffers back.
+  // other members could not read, before handing the buffers back -- if no
+  // write has started since, which this data might be older than.
   o.pending = 0;
+  if (g.writes_started_ != o.writes_before) o.to_repair.clear();
   for (unsigned bad : o.to_repair) {
     if (g.failed_[bad]) continue;
     g.prepare(o, bad, op::write, &raid1_group::on_repair_done);
@@ -207,8 +211,10 @@ void raid1_group::on_block_read(request& r) noexcept {
     return;
   }
   ++g.reads_served_[member];
-  // Write the block back where it could not be read, then move on.
+  // Write the block back where it could not be read (unless a write has
+  // started since: see on_read_done), then move on.
   o.pending = 0;
+  if (g.writes_started_ != o.writes_before) o.block_bad.clear();
   for (unsigned bad : o.block_bad) {
     if (g.failed_[bad]) continue;
     const request read = r;

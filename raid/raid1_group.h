@@ -6,7 +6,9 @@
 //   read     one working member, the one with the fewest requests in flight
 //            (ties rotate), so a mirror serves reads from all its SSDs. A
 //            read error moves on to the next member; the good data is then
-//            written back over the unreadable blocks (repaired_blocks()). If
+//            written back over the unreadable blocks (repaired_blocks()),
+//            unless a write started meanwhile (it may cover them with newer
+//            data; the next read finds any block still bad). If
 //            every member fails the whole read, it is retried block by
 //            block, so bad blocks in different places on each member still
 //            read; only a block no member can read is a media error.
@@ -68,6 +70,7 @@ class raid1_group final : public device::block_device {
     unsigned pending = 0;
     unsigned succeeded = 0;
     std::error_code last_error;
+    std::uint64_t writes_before = 0;  // writes_started_ when this read began
     // Block-by-block retry, when every member failed the whole read.
     bool narrow = false;
     std::uint64_t block = 0;           // the block being read
@@ -95,6 +98,9 @@ class raid1_group final : public device::block_device {
   std::vector<unsigned> in_flight_;
   std::vector<std::uint64_t> reads_served_;
   unsigned next_read_ = 0;
+  // Writes and discards started: a read's repair goes ahead only if none
+  // started since the read began, so it cannot put old data over new.
+  std::uint64_t writes_started_ = 0;
   std::uint64_t repaired_blocks_ = 0;
   device::slot_pool<mirror_op> ops_;
   device::completion_queue rejected_;

@@ -265,6 +265,7 @@ void raid6_group::issue(stripe_op& o, unsigned strip, op operation, std::uint64_
   member_io& io = o.ios[member];
   io.op = &o;
   io.member = member;
+  io.device = members_[member];
   const std::uint32_t block_size = geometry_.logical_block_size_bytes;
   std::byte* base = strip < o.direct.size() && o.direct[strip] != nullptr && operation == op::write
                         ? o.direct[strip] + row_begin * block_size
@@ -312,7 +313,10 @@ void raid6_group::start_reads(stripe_op& o) {
   if (--o.pending == 0) after_reads(o);
 }
 
-void raid6_group::note_member_error(unsigned member, op operation, std::error_code ec) {
+void raid6_group::note_member_error(unsigned member, const block_device* device, op operation,
+                                    std::error_code ec) {
+  // A late answer from a device since replaced says nothing of its successor.
+  if (members_[member] != device) return;
   // A member that is gone, or cannot write, leaves the group. A read error
   // costs only this operation a strip, which it reconstructs.
   if (ec == errc::device_failed || operation == op::write) set_failed(member);
@@ -323,7 +327,7 @@ void raid6_group::on_member_done(request& r) noexcept {
   stripe_op& o = *io.op;
   raid6_group& g = *o.group;
   if (r.result) {
-    g.note_member_error(io.member, r.operation, r.result);
+    g.note_member_error(io.member, io.device, r.operation, r.result);
     for (unsigned s = 0; s < g.layout_.data_strips() + 2; ++s) {
       if (g.layout_.member_of(o.stripe, s) != io.member) continue;
       o.lost[s] = true;
@@ -334,8 +338,13 @@ void raid6_group::on_member_done(request& r) noexcept {
   if (r.operation == op::read) {
     g.after_reads(o);
   } else {
-    const auto lost = std::count(o.lost.begin(), o.lost.end(), true);
-    g.finish(o, lost > 2 ? make_error_code(errc::device_failed) : std::error_code{});
+    // The stripe survives if at most two of its members cannot serve it
+    // (strips lost to read errors were rewritten and are whole again).
+    unsigned unusable = 0;
+    for (unsigned s = 0; s < g.layout_.data_strips() + 2; ++s) {
+      unusable += g.unusable(g.layout_.member_of(o.stripe, s), o.stripe) ? 1 : 0;
+    }
+    g.finish(o, unusable > 2 ? make_error_code(errc::device_failed) : std::error_code{});
   }
 }
 
@@ -367,8 +376,12 @@ void raid6_group::after_reads(stripe_op& o) {
   for (unsigned s = 0; s < n + 2; ++s) pointers.push_back(strip_data(o, s, first));
   const std::uint64_t row_bytes = (last - first) * block_size;
 
+  // Lost data that matters: for a plain read, only the strips it touches;
+  // a write recomputes parity from every data strip, a scrub or rebuild
+  // checks or writes whole stripes.
+  const bool whole_stripe = outer.operation != op::read || o.scrub || o.rebuild;
   bool data_lost = false;
-  for (unsigned s : lost) data_lost |= s < n;
+  for (unsigned s : lost) data_lost |= s < n && (whole_stripe || touches(o, s));
   // A scrub reads every strip and rewrites what it could not read, parity
   // included, so it rebuilds whatever it lost.
   if (data_lost || ((o.scrub || o.rebuild) && !lost.empty())) {
@@ -473,8 +486,11 @@ void raid6_group::scrub(std::function<void(const scrub_report&)> done) {
 }
 
 void raid6_group::scrub_next() {
-  if (scrub_.next_stripe == layout_.stripes || group_failed()) {
-    if (group_failed() && !scrub_.report.error) scrub_.report.error = errc::device_failed;
+  const bool degraded = failed_members() > 0;
+  if (scrub_.next_stripe == layout_.stripes || degraded) {
+    // A member failed mid-scrub: without every member there is nothing to
+    // check against, so stop and say so.
+    if (degraded && !scrub_.report.error) scrub_.report.error = errc::not_supported;
     scrub_.running = false;
     auto done = std::move(scrub_.done);
     done(scrub_.report);
@@ -520,6 +536,9 @@ std::optional<error> raid6_group::replace_member(unsigned member, block_device* 
     return make_error(errc::invalid_argument,
                       "member " + std::to_string(rebuild_.member) + " is being rebuilt already");
   }
+  if (scrub_.running) {
+    return make_error(errc::invalid_argument, "a scrub is running; replace the member after it");
+  }
   std::vector<block_device*> check = members_;
   check[member] = spare;
   if (auto problem = check_members(check, 4, pq_codec::max_data_strips + 2, "RAID-6")) {
@@ -564,6 +583,7 @@ rebuild_progress raid6_group::rebuild_status() const {
 // Starts stripes while there is room in flight and the rate allows; ends
 // the rebuild when every stripe is in and nothing is in flight.
 void raid6_group::rebuild_next() {
+  if (rebuild_.member == rebuild_state::none) return;  // ended; a late pacing tick
   const bool stopping = rebuild_.error || failed_[rebuild_.member];
   const bool all_started = rebuild_.next_stripe == layout_.stripes;
   if (stopping || all_started) {
@@ -611,14 +631,21 @@ void raid6_group::end_rebuild(std::error_code result) {
   const unsigned member = rebuild_.member;
   rebuild_.member = rebuild_state::none;
   rebuild_.rebuilt.clear();
+  if (rebuild_.pacing) rebuild_.pacing->cancel();
+  auto done = std::move(rebuild_.done);
+  // Report the outcome once it is recorded on the members (at once, from
+  // the loop, on a group that was never formatted).
+  if (events_ > 0 && done) {
+    after_update_.push_back([done, result](std::error_code) { done(result); });
+  } else if (done) {
+    boost::asio::post(executor(), [done, result] { done(result); });
+  }
   if (result) {
     failed_[member] = false;  // so that set_failed records it
     set_failed(member);       // only partly rebuilt: not to be trusted
   } else {
     membership_changed();  // a full member now: its superblock says so
   }
-  auto done = std::move(rebuild_.done);
-  if (done) done(result);
 }
 
 superblock raid6_group::describe(unsigned member) const {
@@ -712,23 +739,24 @@ void raid6_group::assemble(std::vector<block_device*> devices, const raid6_optio
         member_events[f->member_index] = f->events;
       }
     }
-    std::vector<unsigned> missing, stale, recorded;
+    // A member is untrusted if the newest superblock records it failed or
+    // no device holds it. One merely behind in events, but not recorded
+    // failed, was working through the change and took every write: a crash
+    // cut the superblock update short before its copy was written.
+    std::vector<unsigned> missing, recorded;
     for (unsigned i = 0; i < m; ++i) {
       if (members[i] == nullptr) {
         missing.push_back(i);
       } else if (newest->failed[i]) {
         recorded.push_back(i);
-      } else if (member_events[i] < newest->events) {
-        stale.push_back(i);  // missed a membership change, and the writes after it
       }
     }
-    if (missing.size() + stale.size() + recorded.size() > 2) {
+    if (missing.size() + recorded.size() > 2) {
       return std::unexpected(make_error(
           errc::device_failed,
           "RAID-6 group of " + std::to_string(m) + " members cannot start: it needs " +
               std::to_string(m - 2) + " current members" +
               (missing.empty() ? "" : "; missing: " + list(missing)) +
-              (stale.empty() ? "" : "; stale: " + list(stale)) +
               (recorded.empty() ? "" : "; failed: " + list(recorded))));
     }
     device::block_geometry member_geometry;
@@ -755,7 +783,6 @@ void raid6_group::assemble(std::vector<block_device*> devices, const raid6_optio
     g.events_ = newest->events;
     for (unsigned i = 0; i < m; ++i) g.failed_[i] = newest->failed[i];
     for (unsigned i : missing) g.failed_[i] = true;
-    for (unsigned i : stale) g.failed_[i] = true;
     return group;
   };
 

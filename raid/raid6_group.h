@@ -104,10 +104,11 @@ class raid6_group final : public device::block_device {
 
   // Rebuilds a formatted group from its members' superblocks alone: the
   // member order, geometry and failed members come from them. Devices that
-  // hold no superblock (blank spares) are ignored. A member whose
-  // superblock is behind the newest missed writes: it is stale and failed
-  // out. A clear error if the devices hold more than one group or fewer
-  // members than the group survives with.
+  // hold no superblock (blank spares) are ignored. A member is untrusted if
+  // no device holds it or the newest superblock records it failed; one
+  // merely behind in events took every write (a crash cut short the update
+  // of its copy) and is trusted. A clear error if the devices hold more
+  // than one group or fewer members than the group survives with.
   static void assemble(std::vector<device::block_device*> devices, const raid6_options& options,
                        std::function<void(assembled)> done);
 
@@ -118,6 +119,11 @@ class raid6_group final : public device::block_device {
   const raid6_layout& layout() const noexcept { return layout_; }
   // Membership changes recorded so far (0: never formatted).
   std::uint64_t events() const noexcept { return events_; }
+  // No background work (superblock update, rebuild, scrub) in flight: the
+  // group may be destroyed once this holds and no request is in flight.
+  bool idle() const noexcept {
+    return !updating_ && rebuild_.member == rebuild_state::none && !scrub_.running;
+  }
   // Takes a member out of the group (an administrator's "fail disk").
   void fail_member(unsigned member);
   bool member_failed(unsigned member) const noexcept { return failed_[member]; }
@@ -154,6 +160,7 @@ class raid6_group final : public device::block_device {
   struct member_io {
     stripe_op* op = nullptr;
     unsigned member = 0;
+    const device::block_device* device = nullptr;  // the member's device when issued
     device::request req;
     iovec segment{};
   };
@@ -205,7 +212,8 @@ class raid6_group final : public device::block_device {
   std::pair<std::uint64_t, std::uint64_t> touched_rows(const stripe_op& op) const noexcept;
   bool touches(const stripe_op& op, unsigned data_strip) const noexcept;
   std::pair<std::uint64_t, std::uint64_t> rows_of(const stripe_op& op, unsigned data_strip) const noexcept;
-  void note_member_error(unsigned member, device::op operation, std::error_code ec);
+  void note_member_error(unsigned member, const device::block_device* device, device::op operation,
+                         std::error_code ec);
   void check_and_repair(stripe_op& op, std::span<std::byte* const> strips, std::uint64_t row_bytes);
   void scrub_next();
   static void on_scrub_stripe(device::request& r) noexcept;

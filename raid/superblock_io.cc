@@ -30,9 +30,8 @@ struct superblock_io {
     if (operation != op::flush) {
       const std::uint32_t block_size = member.geometry().logical_block_size_bytes;
       req.lba = copy_offset_bytes / block_size;
-      req.block_count = data == buffer.data() && operation == op::read ? 2 * blocks_per_copy()
-                                                                       : blocks_per_copy();
-      segment = {data, req.block_count * block_size};
+      req.block_count = blocks_per_copy();
+      segment = {data, superblock::size_bytes};
       req.buffers = {&segment, 1};
     }
     req.context = this;
@@ -43,6 +42,7 @@ struct superblock_io {
 
 struct reader : superblock_io {
   std::function<void(std::expected<superblock, std::error_code>)> done;
+  std::expected<superblock, std::error_code> copy_a = std::unexpected(make_error_code(errc::not_found));
   using superblock_io::superblock_io;
 };
 
@@ -51,18 +51,16 @@ struct writer : superblock_io {
   using superblock_io::superblock_io;
 };
 
-void on_read(request& r) noexcept {
+std::expected<superblock, std::error_code> decode_copy(const request& r, const std::byte* data) {
+  if (r.result) return std::unexpected(r.result);
+  return superblock::decode(std::span<const std::byte, superblock::size_bytes>(data, superblock::size_bytes));
+}
+
+// Each copy is read on its own, so a bad sector under one cannot hide the other.
+void on_read_b(request& r) noexcept {
   std::unique_ptr<reader> self(static_cast<reader*>(r.context));
-  if (r.result) {
-    self->done(std::unexpected(r.result));
-    return;
-  }
-  auto copy = [&](std::size_t offset) {
-    return superblock::decode(std::span<const std::byte, superblock::size_bytes>(
-        self->buffer.data() + offset, superblock::size_bytes));
-  };
-  auto a = copy(superblock::copy_a_offset_bytes);
-  auto b = copy(superblock::copy_b_offset_bytes);
+  auto a = std::move(self->copy_a);
+  auto b = decode_copy(r, self->buffer.data() + superblock::size_bytes);
   if (a && b) {
     self->done(a->events >= b->events ? *a : *b);
   } else if (a || b) {
@@ -70,6 +68,13 @@ void on_read(request& r) noexcept {
   } else {
     self->done(std::unexpected(a.error()));
   }
+}
+
+void on_read_a(request& r) noexcept {
+  auto* self = static_cast<reader*>(r.context);
+  self->copy_a = decode_copy(r, self->buffer.data());
+  self->submit(op::read, superblock::copy_b_offset_bytes, self->buffer.data() + superblock::size_bytes,
+               &on_read_b);
 }
 
 void on_write_step(request& r) noexcept {
@@ -98,7 +103,7 @@ void read_superblock(device::block_device& member,
                      std::function<void(std::expected<superblock, std::error_code>)> done) {
   auto* r = new reader(member);
   r->done = std::move(done);
-  r->submit(op::read, 0, r->buffer.data(), &on_read);
+  r->submit(op::read, superblock::copy_a_offset_bytes, r->buffer.data(), &on_read_a);
 }
 
 void write_superblock(device::block_device& member, const superblock& sb,

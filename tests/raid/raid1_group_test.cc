@@ -104,6 +104,28 @@ TEST_CASE("raid1: an unreadable block on every member is a media error, not wron
   CHECK_FALSE(run(m.loop, *m.group, *y));
 }
 
+TEST_CASE("raid1: a read's repair never puts old data over a newer write", "[raid][raid1]") {
+  mirror m(2);
+  write_blocks(m.loop, *m.group, 5, pattern(block_size, 8));  // old data
+  m.faults[0]->add_latent_error(256 + 5, 1);
+  m.faults[1]->set_delay(std::chrono::milliseconds(10), 1.0);  // member 1 answers late
+  // The read fails on member 0, then fetches the old data from member 1...
+  auto r = io::make(op::read, 5, 1, block_size);
+  m.group->submit(r->req);
+  m.loop.settle();
+  // ...while a write of new data lands on both members.
+  const auto fresh = pattern(block_size, 9);
+  auto w = io::make(op::write, 5, 1, block_size);
+  std::memcpy(w->buffer.data(), fresh.data(), block_size);
+  m.group->submit(w->req);
+  m.loop.run_until([&] { return r->completions == 1 && w->completions == 1; });
+  REQUIRE_FALSE(w->req.result);
+  // Both members hold the new data: the read did not "repair" over it.
+  m.faults[1]->set_delay({}, 0);
+  CHECK(read_blocks(m.loop, *m.disks[0], 256 + 5, 1) == fresh);
+  CHECK(read_blocks(m.loop, *m.disks[1], 256 + 5, 1) == fresh);
+}
+
 TEST_CASE("raid1: a single-disk group is the member, minus the reserved area", "[raid][raid1]") {
   mirror m(1);
   CHECK(m.group->geometry().block_count == member_blocks - 256);

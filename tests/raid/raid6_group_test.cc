@@ -412,6 +412,61 @@ TEST_CASE("raid6: a write queued behind the rebuild of its stripe lands on the n
   r.verify_all();
 }
 
+TEST_CASE("raid6: a paced rebuild that stops early leaves no timer behind", "[raid][raid6][rebuild]") {
+  array r(6, test_seed(), 1.0);
+  r.write_mix(test_seed());
+  r.group->fail_member(2);
+  fault_device& spare = add_spare(r);
+  std::optional<std::error_code> done;
+  REQUIRE_FALSE(r.group->replace_member(2, &spare, [&](std::error_code ec) { done = ec; }));
+  r.loop.run_until([&] { return r.group->rebuild_status().bytes_done >= 2 * strip_blocks * block_size; });
+  spare.fail();  // the new member dies mid-rebuild
+  r.loop.run_until([&] { return done.has_value(); });
+  CHECK(*done);
+  CHECK(r.group->member_failed(2));
+  // Time runs on past any pacing deadline: nothing may fire into the ended rebuild.
+  r.loop.clock.advance_by(std::chrono::seconds(10));
+  r.loop.settle();
+  CHECK(r.group->idle());
+  r.verify_all();
+}
+
+TEST_CASE("raid6: a late error from a replaced disk does not fail its replacement",
+          "[raid][raid6][rebuild]") {
+  array r(6);
+  r.write_mix(test_seed());
+  // A read waits on a hung member...
+  r.faults[1]->hang();
+  auto x = io::make(op::read, 0, r.group->layout().stripe_data_blocks(), block_size);
+  r.group->submit(x->req);
+  r.loop.settle();
+  // ...which is failed out and replaced while its answer is still owed.
+  r.group->fail_member(1);
+  std::optional<std::error_code> done;
+  REQUIRE_FALSE(r.group->replace_member(1, &add_spare(r), [&](std::error_code ec) { done = ec; }));
+  r.faults[1]->fail();  // now the old disk answers: device_failed
+  r.loop.run_until([&] { return x->completions == 1 && done.has_value(); });
+  CHECK_FALSE(x->req.result);
+  CHECK_FALSE(*done);
+  CHECK_FALSE(r.group->member_failed(1));
+  r.group->fail_member(0);
+  r.group->fail_member(3);
+  r.verify_all();
+}
+
+TEST_CASE("raid6: replacing a member while a scrub runs is refused", "[raid][raid6][rebuild]") {
+  array r(6);
+  r.write_mix(test_seed());
+  std::optional<scrub_report> report;
+  r.group->scrub([&](const scrub_report& s) { report = s; });
+  r.group->fail_member(2);
+  auto refused = r.group->replace_member(2, &add_spare(r), [](std::error_code) {});
+  REQUIRE(refused);
+  CHECK(refused->message.find("scrub") != std::string::npos);
+  r.loop.run_until([&] { return report.has_value(); });
+  CHECK(report->error == make_error_code(errc::not_supported));  // degraded mid-scrub: it stops
+}
+
 TEST_CASE("raid6: replacing a working member, or with a misfit, is refused", "[raid][raid6][rebuild]") {
   array r(6);
   auto none = [](std::error_code) {};
