@@ -64,16 +64,19 @@ void raid1_group::submit(request& req) noexcept {
   o.group = this;
   o.outer = &req;
   o.reqs.resize(members_.size());
-  o.tried.assign(members_.size(), false);
-  o.to_repair.clear();
   o.pending = 0;
   o.succeeded = 0;
   o.last_error = {};
+  o.range_lba = req.lba;
+  o.range_blocks = req.block_count;
+  o.range_buffers = req.buffers;
+  o.tried.assign(members_.size(), false);
+  o.bad.clear();
   o.narrow = false;
   o.writes_before = writes_started_;
   // A working member exists, so both paths submit to one: nothing completes here.
   if (req.operation == op::read) {
-    read_from_next(o);
+    read_range(o);
   } else {
     if (req.operation != op::flush) ++writes_started_;
     fan_out(o, req.operation);
@@ -81,22 +84,21 @@ void raid1_group::submit(request& req) noexcept {
 }
 
 void raid1_group::prepare(mirror_op& o, unsigned member, op operation, device::completion_fn done) {
-  const request& outer = *o.outer;
   request& r = o.reqs[member];
   r = request{};
   r.operation = operation;
-  r.priority = outer.priority;
+  r.priority = o.outer->priority;
   if (operation != op::flush) {
-    r.lba = outer.lba + data_offset_blocks_;
-    r.block_count = outer.block_count;
+    r.lba = o.range_lba + data_offset_blocks_;
+    r.block_count = o.range_blocks;
   }
-  if (operation == op::read || operation == op::write) r.buffers = outer.buffers;
+  if (operation == op::read || operation == op::write) r.buffers = o.range_buffers;
   r.context = &o;
   r.on_complete = done;
   ++in_flight_[member];
 }
 
-void raid1_group::read_from_next(mirror_op& o) {
+void raid1_group::read_range(mirror_op& o) {
   // The least busy working member not yet asked; ties go round the members.
   const unsigned m = static_cast<unsigned>(members_.size());
   unsigned chosen = m;
@@ -106,11 +108,7 @@ void raid1_group::read_from_next(mirror_op& o) {
     if (chosen == m || in_flight_[i] < in_flight_[chosen]) chosen = i;
   }
   if (chosen == m) {
-    if (!o.narrow && !o.to_repair.empty() && o.outer->block_count > 1) {
-      start_narrow(o);  // each member had unreadable blocks: maybe not the same ones
-      return;
-    }
-    finish(o, o.last_error ? o.last_error : make_error_code(errc::device_failed));
+    range_unreadable(o);
     return;
   }
   next_read_ = (chosen + 1) % m;
@@ -129,24 +127,25 @@ void raid1_group::on_read_done(request& r) noexcept {
     if (r.result == errc::device_failed) {
       g.failed_[member] = true;
     } else {
-      o.to_repair.push_back(member);  // unreadable here; rewrite it once read elsewhere
+      o.bad.push_back(member);  // unreadable here; rewrite it once read elsewhere
     }
-    g.read_from_next(o);
+    g.read_range(o);
     return;
   }
   ++g.reads_served_[member];
-  // The caller's buffers hold good data now: write it over the blocks the
-  // other members could not read, before handing the buffers back -- if no
-  // write has started since, which this data might be older than.
+  // The range's buffers hold good data now: write it over the copies that
+  // could not be read, before handing the buffers back -- unless a write
+  // has started since, which this data might be older than (the next read
+  // finds any block still bad).
+  if (g.writes_started_ != o.writes_before) o.bad.clear();
   o.pending = 0;
-  if (g.writes_started_ != o.writes_before) o.to_repair.clear();
-  for (unsigned bad : o.to_repair) {
+  for (unsigned bad : o.bad) {
     if (g.failed_[bad]) continue;
     g.prepare(o, bad, op::write, &raid1_group::on_repair_done);
     ++o.pending;
     g.members_[bad]->submit(o.reqs[bad]);
   }
-  if (o.pending == 0) g.finish(o, {});
+  if (o.pending == 0) g.range_done(o);
 }
 
 void raid1_group::on_repair_done(request& r) noexcept {
@@ -159,96 +158,41 @@ void raid1_group::on_repair_done(request& r) noexcept {
   } else {
     g.repaired_blocks_ += r.block_count;
   }
-  if (--o.pending == 0) g.finish(o, {});
+  if (--o.pending == 0) g.range_done(o);
 }
 
-void raid1_group::start_narrow(mirror_op& o) {
-  o.narrow = true;
-  o.block = 0;
-  o.to_repair.clear();
+void raid1_group::set_range(mirror_op& o, std::uint64_t block) {
+  const std::uint32_t block_size = geometry_.logical_block_size_bytes;
+  o.range_lba = o.outer->lba + block;
+  o.range_blocks = 1;
+  // Segments are whole blocks (validate() checks), so a block is in one piece.
+  o.block_segment = {device::contiguous_at(o.outer->buffers, block * block_size, block_size), block_size};
+  o.range_buffers = {&o.block_segment, 1};
   o.tried.assign(members_.size(), false);
-  o.block_bad.clear();
-  read_block(o);
+  o.bad.clear();
 }
 
-void raid1_group::read_block(mirror_op& o) {
+void raid1_group::range_done(mirror_op& o) {
   const request& outer = *o.outer;
-  if (o.block == outer.block_count) {
+  const std::uint64_t next_block = o.range_lba + 1 - outer.lba;
+  if (!o.narrow || next_block == outer.block_count) {
     finish(o, {});
     return;
   }
-  unsigned member = 0;
-  while (member < members_.size() && (failed_[member] || o.tried[member])) ++member;
-  if (member == members_.size()) {
-    finish(o, o.last_error ? o.last_error : make_error_code(errc::device_failed));
-    return;
-  }
-  o.tried[member] = true;
-  const std::uint32_t block_size = geometry_.logical_block_size_bytes;
-  // Segments are whole blocks (validate() checks), so a block is in one piece.
-  o.segment = {device::contiguous_at(outer.buffers, o.block * block_size, block_size), block_size};
-  prepare(o, member, op::read, &raid1_group::on_block_read);
-  request& r = o.reqs[member];
-  r.lba = outer.lba + o.block + data_offset_blocks_;
-  r.block_count = 1;
-  r.buffers = {&o.segment, 1};
-  members_[member]->submit(r);
+  set_range(o, next_block);
+  read_range(o);
 }
 
-void raid1_group::on_block_read(request& r) noexcept {
-  mirror_op& o = *static_cast<mirror_op*>(r.context);
-  raid1_group& g = *o.group;
-  const auto member = static_cast<unsigned>(&r - o.reqs.data());
-  --g.in_flight_[member];
-  if (r.result) {
-    o.last_error = r.result;
-    if (r.result == errc::device_failed) {
-      g.failed_[member] = true;
-    } else {
-      o.block_bad.push_back(member);
-    }
-    g.read_block(o);  // the next member
+void raid1_group::range_unreadable(mirror_op& o) {
+  // Every member failed the whole read, some with unreadable blocks: maybe
+  // not the same ones. Retry block by block.
+  if (!o.narrow && !o.bad.empty() && o.outer->block_count > 1) {
+    o.narrow = true;
+    set_range(o, 0);
+    read_range(o);
     return;
   }
-  ++g.reads_served_[member];
-  // Write the block back where it could not be read (unless a write has
-  // started since: see on_read_done), then move on.
-  o.pending = 0;
-  if (g.writes_started_ != o.writes_before) o.block_bad.clear();
-  for (unsigned bad : o.block_bad) {
-    if (g.failed_[bad]) continue;
-    const request read = r;
-    g.prepare(o, bad, op::write, &raid1_group::on_block_repaired);
-    request& w = o.reqs[bad];
-    w.lba = read.lba;
-    w.block_count = 1;
-    w.buffers = {&o.segment, 1};
-    ++o.pending;
-    g.members_[bad]->submit(w);
-  }
-  if (o.pending == 0) {
-    ++o.block;
-    o.tried.assign(g.members_.size(), false);
-    o.block_bad.clear();
-    g.read_block(o);
-  }
-}
-
-void raid1_group::on_block_repaired(request& r) noexcept {
-  mirror_op& o = *static_cast<mirror_op*>(r.context);
-  raid1_group& g = *o.group;
-  const auto member = static_cast<unsigned>(&r - o.reqs.data());
-  --g.in_flight_[member];
-  if (r.result) {
-    g.failed_[member] = true;
-  } else {
-    ++g.repaired_blocks_;
-  }
-  if (--o.pending > 0) return;
-  ++o.block;
-  o.tried.assign(g.members_.size(), false);
-  o.block_bad.clear();
-  g.read_block(o);
+  finish(o, o.last_error ? o.last_error : make_error_code(errc::device_failed));
 }
 
 void raid1_group::fan_out(mirror_op& o, op operation) {

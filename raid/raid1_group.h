@@ -65,29 +65,32 @@ class raid1_group final : public device::block_device {
     raid1_group* group = nullptr;
     device::request* outer = nullptr;
     std::vector<device::request> reqs;  // one per member
-    std::vector<bool> tried;            // reads: members already asked
-    std::vector<unsigned> to_repair;    // reads: members that failed to read
     unsigned pending = 0;
     unsigned succeeded = 0;
     std::error_code last_error;
+    // Reads: the range being read now -- the whole request, or one block of
+    // it in the block-by-block retry -- and who has tried it.
+    std::uint64_t range_lba = 0;  // of the group
+    std::uint64_t range_blocks = 0;
+    std::span<const iovec> range_buffers;
+    iovec block_segment{};        // the range's buffer in the retry
+    std::vector<bool> tried;
+    std::vector<unsigned> bad;    // members that could not read the range
+    bool narrow = false;          // in the block-by-block retry
     std::uint64_t writes_before = 0;  // writes_started_ when this read began
-    // Block-by-block retry, when every member failed the whole read.
-    bool narrow = false;
-    std::uint64_t block = 0;           // the block being read
-    iovec segment{};                   // that block in the caller's buffers
-    std::vector<unsigned> block_bad;   // members that could not read it
   };
 
   raid1_group(std::vector<device::block_device*> members, std::uint64_t data_offset_blocks);
-  void read_from_next(mirror_op& o);
-  void fan_out(mirror_op& o, device::op operation);
+  // Reads: the range from the least busy working member that has not tried
+  // it; its bad copies rewritten from the good one; then the next range.
+  void read_range(mirror_op& o);
   static void on_read_done(device::request& r) noexcept;
   static void on_repair_done(device::request& r) noexcept;
+  void range_done(mirror_op& o);
+  void range_unreadable(mirror_op& o);
+  void set_range(mirror_op& o, std::uint64_t block);  // one block of the request, for the retry
+  void fan_out(mirror_op& o, device::op operation);
   static void on_fan_out_done(device::request& r) noexcept;
-  void start_narrow(mirror_op& o);
-  void read_block(mirror_op& o);
-  static void on_block_read(device::request& r) noexcept;
-  static void on_block_repaired(device::request& r) noexcept;
   void prepare(mirror_op& o, unsigned member, device::op operation, device::completion_fn done);
   void finish(mirror_op& o, std::error_code result);
 

@@ -11,9 +11,11 @@
 
 namespace strata::device {
 
-// Copies `length_bytes` from the list, starting `offset_bytes` into it, to `destination`.
-inline void copy_from_buffers(std::span<const iovec> buffers, std::uint64_t offset_bytes,
-                              std::byte* destination, std::uint64_t length_bytes) noexcept {
+// Calls fn(piece, length) for each piece of [offset_bytes, offset_bytes +
+// length_bytes) of the list that lies in one segment, in order.
+template <class Fn>
+void for_each_piece(std::span<const iovec> buffers, std::uint64_t offset_bytes,
+                    std::uint64_t length_bytes, Fn fn) noexcept {
   for (const iovec& segment : buffers) {
     if (length_bytes == 0) return;
     if (offset_bytes >= segment.iov_len) {
@@ -21,46 +23,37 @@ inline void copy_from_buffers(std::span<const iovec> buffers, std::uint64_t offs
       continue;
     }
     const std::uint64_t n = std::min<std::uint64_t>(segment.iov_len - offset_bytes, length_bytes);
-    std::memcpy(destination, static_cast<const std::byte*>(segment.iov_base) + offset_bytes, n);
-    destination += n;
+    fn(static_cast<std::byte*>(segment.iov_base) + offset_bytes, n);
     length_bytes -= n;
     offset_bytes = 0;
   }
+}
+
+// Copies `length_bytes` from the list, starting `offset_bytes` into it, to `destination`.
+inline void copy_from_buffers(std::span<const iovec> buffers, std::uint64_t offset_bytes,
+                              std::byte* destination, std::uint64_t length_bytes) noexcept {
+  for_each_piece(buffers, offset_bytes, length_bytes, [&](const std::byte* piece, std::uint64_t n) {
+    std::memcpy(destination, piece, n);
+    destination += n;
+  });
 }
 
 // Copies `length_bytes` from `source` into the list, starting `offset_bytes` into it.
 inline void copy_to_buffers(std::span<const iovec> buffers, std::uint64_t offset_bytes,
                             const std::byte* source, std::uint64_t length_bytes) noexcept {
-  for (const iovec& segment : buffers) {
-    if (length_bytes == 0) return;
-    if (offset_bytes >= segment.iov_len) {
-      offset_bytes -= segment.iov_len;
-      continue;
-    }
-    const std::uint64_t n = std::min<std::uint64_t>(segment.iov_len - offset_bytes, length_bytes);
-    std::memcpy(static_cast<std::byte*>(segment.iov_base) + offset_bytes, source, n);
+  for_each_piece(buffers, offset_bytes, length_bytes, [&](std::byte* piece, std::uint64_t n) {
+    std::memcpy(piece, source, n);
     source += n;
-    length_bytes -= n;
-    offset_bytes = 0;
-  }
+  });
 }
 
 // XORs `length_bytes` of the list, starting `offset_bytes` into it, into `destination`.
 inline void xor_from_buffers(std::span<const iovec> buffers, std::uint64_t offset_bytes,
                              std::byte* destination, std::uint64_t length_bytes) noexcept {
-  for (const iovec& segment : buffers) {
-    if (length_bytes == 0) return;
-    if (offset_bytes >= segment.iov_len) {
-      offset_bytes -= segment.iov_len;
-      continue;
-    }
-    const std::uint64_t n = std::min<std::uint64_t>(segment.iov_len - offset_bytes, length_bytes);
-    const auto* source = static_cast<const std::byte*>(segment.iov_base) + offset_bytes;
-    for (std::uint64_t i = 0; i < n; ++i) destination[i] ^= source[i];
+  for_each_piece(buffers, offset_bytes, length_bytes, [&](const std::byte* piece, std::uint64_t n) {
+    for (std::uint64_t i = 0; i < n; ++i) destination[i] ^= piece[i];
     destination += n;
-    length_bytes -= n;
-    offset_bytes = 0;
-  }
+  });
 }
 
 // The address of [offset_bytes, offset_bytes + length_bytes) of the list if
