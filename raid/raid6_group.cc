@@ -1,6 +1,7 @@
 #include "raid/raid6_group.h"
 
 #include <algorithm>
+#include <array>
 #include <boost/asio/post.hpp>
 #include <bit>
 #include <random>
@@ -226,7 +227,8 @@ void raid6_group::run(stripe_op& o) {
     // in one piece of the caller's buffers, parity is computed from them and
     // the strips are written from them: no copy.
     const std::uint64_t strip_bytes = layout_.strip_blocks * geometry_.logical_block_size_bytes;
-    std::vector<std::byte*> pointers;
+    std::vector<std::byte*>& pointers = o.pointers;
+    pointers.clear();
     for (unsigned s = 0; s < n; ++s) {
       std::byte* caller = o.zeros ? nullptr
                                   : device::contiguous_at(outer.buffers,
@@ -350,14 +352,16 @@ void raid6_group::on_member_done(request& r) noexcept {
 
 void raid6_group::after_reads(stripe_op& o) {
   const unsigned n = layout_.data_strips();
-  std::vector<unsigned> lost;
-  for (unsigned s = 0; s < n + 2; ++s) {
-    if (o.lost[s]) lost.push_back(s);
+  std::array<unsigned, 3> lost_strips{};  // a third lost strip ends the operation
+  std::size_t lost_count = 0;
+  for (unsigned s = 0; s < n + 2 && lost_count < lost_strips.size(); ++s) {
+    if (o.lost[s]) lost_strips[lost_count++] = s;
   }
-  if (lost.size() > 2) {
+  if (lost_count > 2) {
     finish(o, errc::device_failed);
     return;
   }
+  const std::span<const unsigned> lost(lost_strips.data(), lost_count);
   if (o.rmw && !lost.empty()) {
     // A read failed: the stripe is not whole, so reconstruct instead.
     o.rmw = false;
@@ -372,7 +376,8 @@ void raid6_group::after_reads(stripe_op& o) {
     return;
   }
   const auto [first, last] = touched_rows(o);
-  std::vector<std::byte*> pointers;  // every strip, from the first touched row
+  std::vector<std::byte*>& pointers = o.pointers;  // every strip, from the first touched row
+  pointers.clear();
   for (unsigned s = 0; s < n + 2; ++s) pointers.push_back(strip_data(o, s, first));
   const std::uint64_t row_bytes = (last - first) * block_size;
 

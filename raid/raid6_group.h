@@ -191,6 +191,7 @@ class raid6_group final : public device::block_device {
     // buffers (nullptr: from `strips`).
     std::vector<std::byte*> direct;
     std::vector<member_io> ios;     // one per member
+    std::vector<std::byte*> pointers;  // strip addresses for the codec (kept: no allocation per I/O)
   };
 
   raid6_group(std::vector<device::block_device*> members, const raid6_layout& layout,
