@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -142,20 +143,32 @@ struct group_rig {
 
 }  // namespace
 
+[[noreturn]] void usage_error(const std::string& message) {
+  fmt::print(stderr, "strata-raidperf: {}\nusage: strata-raidperf [--seconds S] [--repeat N]\n", message);
+  std::exit(2);
+}
+
 int main(int argc, char** argv) {
   double seconds = 2;
   int repeat = 3;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--seconds") {
-      seconds = std::stod(argv[i + 1]);
-    } else if (flag == "--repeat") {
-      repeat = std::stoi(argv[i + 1]);
-    } else {
-      fmt::print(stderr, "usage: strata-raidperf [--seconds S] [--repeat N]\n");
-      return 2;
+    if (flag != "--seconds" && flag != "--repeat") usage_error("unknown option " + flag);
+    if (i + 1 >= argc) usage_error("missing value for " + flag);
+    const std::string value = argv[i + 1];
+    try {
+      std::size_t used = 0;
+      if (flag == "--seconds") {
+        seconds = std::stod(value, &used);
+      } else {
+        repeat = std::stoi(value, &used);
+      }
+      if (used != value.size()) throw std::invalid_argument(value);
+    } catch (const std::logic_error&) {
+      usage_error("bad number for " + flag + ": " + value);
     }
   }
+  if (seconds <= 0 || repeat < 1) usage_error("--seconds and --repeat must be positive");
   try {
     {
       group_rig rig(stripes, false);
