@@ -29,6 +29,7 @@
 
 #include <expected>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "raid/device/block_device.h"
