@@ -58,6 +58,11 @@ raid6_group::raid6_group(std::vector<block_device*> members, const raid6_layout&
       layout_(layout),
       codec_(std::move(codec)),
       failed_(members_.size(), false),
+      health_(members_.size()),
+      on_member_event_(options.on_member_event),
+      read_error_limit_(options.member_read_error_limit),
+      watchdog_(options.clock, options.member_timeout, members_[0]->executor(),
+                [this](unsigned member, const block_device* device) { on_overdue(member, device); }),
       rejected_(members_[0]->executor()),
       clock_(options.clock),
       rebuild_mb_per_s_(options.rebuild_mb_per_s),
@@ -67,20 +72,44 @@ raid6_group::raid6_group(std::vector<block_device*> members, const raid6_layout&
   geometry_.buffer_alignment_bytes = member.logical_block_size_bytes;
   geometry_.block_count = layout_.block_count();
   geometry_.max_segments = 64;
+  superblock_ticket_.assign(members_.size(), 0);
+  superblock_watch_.resize(members_.size());
+  self_ = std::make_shared<raid6_group*>(this);
 }
+
+raid6_group::~raid6_group() { *self_ = nullptr; }
 
 unsigned raid6_group::failed_members() const noexcept {
   return static_cast<unsigned>(std::count(failed_.begin(), failed_.end(), true));
 }
 
 void raid6_group::fail_member(unsigned member) {
-  if (member < failed_.size()) set_failed(member);
+  if (member < failed_.size()) set_failed(member, member_failure::administrator);
 }
 
-void raid6_group::set_failed(unsigned member) {
+void raid6_group::set_failed(unsigned member, member_failure reason) {
   if (failed_[member]) return;
   failed_[member] = true;
+  health_[member].failure = reason;
+  if (superblock_ticket_[member] != 0) {
+    // Its superblock write is not waited for any more: a hung member must
+    // not hold up the recording of its own failure.
+    superblock_ticket_[member] = 0;
+    watchdog_.stop(superblock_watch_[member]);
+    if (--update_pending_ == 0) boost::asio::post(executor(), [this] { superblock_update_done(); });
+  }
   membership_changed();
+  if (on_member_event_) on_member_event_(member_event{member, reason, events_});
+}
+
+void raid6_group::on_overdue(unsigned member, const block_device* device) {
+  deferring_acks_ = true;
+  if (members_[member] == device) {
+    ++health_[member].timeouts;
+    set_failed(member, member_failure::timed_out);
+  }
+  watchdog_.abandon_all(device);
+  deferring_acks_ = false;
 }
 
 void raid6_group::submit(request& req) noexcept {
@@ -97,35 +126,71 @@ void raid6_group::submit(request& req) noexcept {
     f.group = this;
     f.outer = &req;
     f.result = {};
-    f.reqs.resize(members_.size());
+    f.members.resize(members_.size());
     f.pending = 1;  // held until every member's flush is submitted
     for (unsigned i = 0; i < members_.size(); ++i) {
       if (failed_[i]) continue;
-      request& r = f.reqs[i];
-      r = request{};
-      r.operation = op::flush;
-      r.context = &f;
-      r.on_complete = &raid6_group::on_flush_done;
+      member_flush& mf = f.members[i];
+      mf.flush = &f;
+      mf.member = i;
+      mf.req = request{};
+      mf.req.operation = op::flush;
+      mf.req.context = &mf;
+      mf.req.on_complete = &raid6_group::on_flush_done;
+      mf.watch.owner = &mf;
+      mf.watch.expire = &raid6_group::expire_member_flush;
+      watchdog_.start(mf.watch, i, members_[i]);
       ++f.pending;
-      members_[i]->submit(r);
+      members_[i]->submit(mf.req);
     }
-    if (--f.pending == 0) rejected_.complete_later(req, {});  // cannot happen: a member works
+    if (--f.pending == 0) {  // cannot happen: a member works
+      flushes_.release(f);
+      rejected_.complete_later(req, {});
+    }
     return;
   }
   start_request(req);
 }
 
 void raid6_group::on_flush_done(request& r) noexcept {
-  flush_op& f = *static_cast<flush_op*>(r.context);
+  member_flush& mf = *static_cast<member_flush*>(r.context);
+  flush_op& f = *mf.flush;
   raid6_group& g = *f.group;
-  if (r.result) {
+  if (mf.watch.abandoned) {
+    // The late answer of a flush given up on: its state may go now.
+    mf.watch.abandoned = false;
+    --g.abandoned_ios_;
+    if (--f.abandoned == 0 && f.finished) {
+      f.finished = false;
+      g.flushes_.release(f);
+    }
+    return;
+  }
+  g.watchdog_.stop(mf.watch);
+  g.member_flush_done(mf, r.result);
+}
+
+void raid6_group::expire_member_flush(watched_io& w) {
+  member_flush& mf = *static_cast<member_flush*>(w.owner);
+  ++mf.flush->abandoned;
+  ++mf.flush->group->abandoned_ios_;
+  mf.flush->group->member_flush_done(mf, errc::timed_out);
+}
+
+void raid6_group::member_flush_done(member_flush& mf, std::error_code result) {
+  flush_op& f = *mf.flush;
+  if (result && members_[mf.member] == mf.watch.device) {
     // The member may have lost what it acknowledged: it cannot be trusted.
-    g.set_failed(static_cast<unsigned>(&r - f.reqs.data()));
+    set_failed(mf.member, member_failure::flush_error);
   }
   if (--f.pending > 0) return;
   request& outer = *f.outer;
-  g.flushes_.release(f);
-  g.acknowledge(outer, g.group_failed() ? make_error_code(errc::device_failed) : std::error_code{});
+  if (f.abandoned > 0) {
+    f.finished = true;
+  } else {
+    flushes_.release(f);
+  }
+  acknowledge(outer, group_failed() ? make_error_code(errc::device_failed) : std::error_code{});
 }
 
 void raid6_group::start_request(request& req) {
@@ -150,6 +215,8 @@ void raid6_group::start_request(request& req) {
     o.caller_offset_bytes = (stripe_start + o.begin - req.lba) * block_size;
     o.zeros = req.operation == op::discard;
     o.scrub = &req == &scrub_.req;
+    o.abandoned = 0;
+    o.finished = false;
     o.rebuild = !rebuild_.reqs.empty() && &req >= rebuild_.reqs.data() &&
                 &req < rebuild_.reqs.data() + rebuild_.reqs.size();
     if (o.strips.size() != (layout_.data_strips() + 2) * strip_bytes) {
@@ -281,6 +348,9 @@ void raid6_group::issue(stripe_op& o, unsigned strip, op operation, std::uint64_
   io.req.buffers = {&io.segment, 1};
   io.req.context = &io;
   io.req.on_complete = &raid6_group::on_member_done;
+  io.watch.owner = &io;
+  io.watch.expire = &raid6_group::expire_member_io;
+  watchdog_.start(io.watch, member, members_[member]);
   ++o.pending;
   members_[member]->submit(io.req);
 }
@@ -319,25 +389,59 @@ void raid6_group::note_member_error(unsigned member, const block_device* device,
                                     std::error_code ec) {
   // A late answer from a device since replaced says nothing of its successor.
   if (members_[member] != device) return;
-  // A member that is gone, or cannot write, leaves the group. A read error
-  // costs only this operation a strip, which it reconstructs.
-  if (ec == errc::device_failed || operation == op::write) set_failed(member);
+  // A member that is gone, or cannot write, leaves the group (one that
+  // timed out has left already). A read error costs only this operation a
+  // strip, which it reconstructs -- until the member has had too many.
+  if (ec == errc::device_failed) {
+    set_failed(member, member_failure::device_failed);
+  } else if (operation == op::write) {
+    set_failed(member, member_failure::write_error);
+  } else if (ec != errc::timed_out && ++health_[member].read_errors > read_error_limit_) {
+    set_failed(member, member_failure::read_errors);
+  }
 }
 
 void raid6_group::on_member_done(request& r) noexcept {
   member_io& io = *static_cast<member_io*>(r.context);
   stripe_op& o = *io.op;
   raid6_group& g = *o.group;
-  if (r.result) {
-    g.note_member_error(io.member, io.device, r.operation, r.result);
+  if (io.watch.abandoned) {
+    // The late answer of an I/O given up on: the op's buffers may go now.
+    io.watch.abandoned = false;
+    --g.abandoned_ios_;
+    if (--o.abandoned == 0 && o.finished) g.release_op(o);
+    return;
+  }
+  g.watchdog_.stop(io.watch);
+  g.member_io_done(io, r.result);
+}
+
+void raid6_group::expire_member_io(watched_io& w) {
+  member_io& io = *static_cast<member_io*>(w.owner);
+  ++io.op->abandoned;
+  ++io.op->group->abandoned_ios_;
+  io.op->group->member_io_done(io, errc::timed_out);
+}
+
+void raid6_group::release_op(stripe_op& o) {
+  o.finished = false;
+  ops_.release(o);
+}
+
+void raid6_group::member_io_done(member_io& io, std::error_code result) {
+  stripe_op& o = *io.op;
+  raid6_group& g = *this;
+  const op operation = io.req.operation;
+  if (result) {
+    g.note_member_error(io.member, io.device, operation, result);
     for (unsigned s = 0; s < g.layout_.data_strips() + 2; ++s) {
       if (g.layout_.member_of(o.stripe, s) != io.member) continue;
       o.lost[s] = true;
-      o.repair[s] = r.operation == op::read && !g.failed_[io.member];
+      o.repair[s] = operation == op::read && !g.failed_[io.member];
     }
   }
   if (--o.pending > 0) return;
-  if (r.operation == op::read) {
+  if (operation == op::read) {
     g.after_reads(o);
   } else {
     // The stripe survives if at most two of its members cannot serve it
@@ -646,8 +750,8 @@ void raid6_group::end_rebuild(std::error_code result) {
     boost::asio::post(executor(), [done, result] { done(result); });
   }
   if (result) {
-    failed_[member] = false;  // so that set_failed records it
-    set_failed(member);       // only partly rebuilt: not to be trusted
+    failed_[member] = false;                   // so that set_failed records it
+    set_failed(member, member_failure::rebuild);  // only partly rebuilt: not to be trusted
   } else {
     membership_changed();  // a full member now: its superblock says so
   }
@@ -786,8 +890,14 @@ void raid6_group::assemble(std::vector<block_device*> devices, const raid6_optio
     g.absent_ = std::move(absent);
     g.group_id_ = newest->group_id;
     g.events_ = newest->events;
-    for (unsigned i = 0; i < m; ++i) g.failed_[i] = newest->failed[i];
-    for (unsigned i : missing) g.failed_[i] = true;
+    for (unsigned i = 0; i < m; ++i) {
+      g.failed_[i] = newest->failed[i];
+      if (g.failed_[i]) g.health_[i].failure = member_failure::recorded;
+    }
+    for (unsigned i : missing) {
+      g.failed_[i] = true;
+      g.health_[i].failure = member_failure::absent;
+    }
     return group;
   };
 
@@ -843,18 +953,26 @@ void raid6_group::start_superblock_update() {
     // then an assembly must not take it for current.
     if (failed_[m] || m == rebuild_.member) continue;
     ++update_pending_;
-    write_superblock(*members_[m], describe(m), [this, m](std::error_code ec) {
-      if (ec && !failed_[m]) {
-        failed_[m] = true;  // cannot record membership: not a member
-        ++events_;
-        update_again_ = true;
-      }
-      if (--update_pending_ == 0) superblock_update_done();
+    const std::uint64_t ticket = ++superblock_tickets_issued_;
+    superblock_ticket_[m] = ticket;
+    watchdog_.start(superblock_watch_[m], m, members_[m]);
+    write_superblock(*members_[m], describe(m), [self = self_, m, ticket](std::error_code ec) {
+      if (raid6_group* g = *self) g->superblock_written(m, ticket, ec);
     });
   }
   if (--update_pending_ == 0) {
     boost::asio::post(executor(), [this] { superblock_update_done(); });
   }
+}
+
+void raid6_group::superblock_written(unsigned m, std::uint64_t ticket, std::error_code ec) {
+  if (superblock_ticket_[m] != ticket) return;  // the member failed meanwhile: not waited for
+  superblock_ticket_[m] = 0;
+  watchdog_.stop(superblock_watch_[m]);
+  // A member that cannot record membership is not a member (this is
+  // recorded by another round, as the update is in flight).
+  if (ec) set_failed(m, member_failure::superblock);
+  if (--update_pending_ == 0) superblock_update_done();
 }
 
 void raid6_group::superblock_update_done() {
@@ -937,7 +1055,11 @@ void raid6_group::finish(stripe_op& o, std::error_code result) {
   } else {
     next = it->second.front();
   }
-  ops_.release(o);
+  if (o.abandoned > 0) {
+    o.finished = true;  // its buffers stay until the abandoned I/Os answer
+  } else {
+    ops_.release(o);
+  }
   if (next != nullptr) run(*next);
   if (--p.pending > 0) return;
   request& outer = *p.outer;
@@ -949,6 +1071,10 @@ void raid6_group::finish(stripe_op& o, std::error_code result) {
 void raid6_group::acknowledge(request& req, std::error_code result) {
   if (updating_) {
     held_.emplace_back(&req, result);
+    return;
+  }
+  if (deferring_acks_) {
+    rejected_.complete_later(req, result);
     return;
   }
   device::complete(req, result);

@@ -22,6 +22,11 @@
 // write at all, is failed out of the group. A third failure fails the
 // group: every request then gets device_failed, never wrong data.
 //
+// A member that leaves an I/O unanswered past options.member_timeout, or
+// fails more reads than options.member_read_error_limit, is failed out
+// too; health() keeps its counters and the reason, and on_member_event
+// reports each failure.
+//
 // A member's read error (a latent sector error) costs the operation that
 // strip: it is rebuilt from the others, returned, and written back to the
 // member, which clears the error on a real drive; repaired_blocks() counts.
@@ -33,7 +38,7 @@
 // Superblocks (format(), assemble()) record membership; every change bumps
 // an event count, and acknowledgements wait until it is on the members.
 //
-// Not yet (the rest of the RAID engine's issue): timeouts, automatic spare
+// Not yet (the rest of the RAID engine's issue): automatic spare
 // assignment, and the write-hole journal (the superblock's dirty flag is
 // reserved for it).
 //
@@ -54,9 +59,11 @@
 #include "raid/device/clock.h"
 #include "raid/device/request_queue.h"
 #include "raid/device/timing.h"
+#include "raid/member_health.h"
 #include "raid/pq.h"
 #include "raid/raid6_layout.h"
 #include "raid/superblock.h"
+#include "raid/watchdog.h"
 
 namespace strata::raid {
 
@@ -83,6 +90,15 @@ struct raid6_options {
   double rebuild_mb_per_s = 0;  // a rebuild's ceiling, 10^6 bytes/s of the new member (0: none)
   // Stripes a rebuild keeps in flight: enough that every member streams.
   unsigned rebuild_stripes_in_flight = 8;
+  // A member I/O unanswered for this long fails the member out (needs the
+  // clock; zero: no limit). Longer than a healthy drive's worst queueing,
+  // shorter than the initiators' own command timeouts (30 s on Linux).
+  device::duration member_timeout{};
+  // Read errors one member may have (each repaired from the others) before
+  // it is failed out as failing: md's max_read_errors, without the decay.
+  unsigned member_read_error_limit = 20;
+  // Told of every member the group fails out, from the loop.
+  member_event_fn on_member_event;
 };
 
 class raid6_group final : public device::block_device {
@@ -121,11 +137,16 @@ class raid6_group final : public device::block_device {
   std::uint64_t events() const noexcept { return events_; }
   // No background work (superblock update, rebuild, scrub) in flight: the
   // group may be destroyed once this holds and no request is in flight.
+  // I/O abandoned to a timeout counts as in flight until its device
+  // answers: the device may still write into the group's buffers.
   bool idle() const noexcept {
-    return !updating_ && rebuild_.member == rebuild_state::none && !scrub_.running;
+    return !updating_ && rebuild_.member == rebuild_state::none && !scrub_.running &&
+           abandoned_ios_ == 0;
   }
+  ~raid6_group() override;
   // Takes a member out of the group (an administrator's "fail disk").
   void fail_member(unsigned member);
+  const member_health& health(unsigned member) const noexcept { return health_[member]; }
   bool member_failed(unsigned member) const noexcept { return failed_[member]; }
   unsigned failed_members() const noexcept;
   // More members failed than the group survives.
@@ -163,6 +184,7 @@ class raid6_group final : public device::block_device {
     const device::block_device* device = nullptr;  // the member's device when issued
     device::request req;
     iovec segment{};
+    watched_io watch;
   };
   // One request's progress over its stripes.
   struct parent {
@@ -184,6 +206,8 @@ class raid6_group final : public device::block_device {
     bool reconstructing = false;  // reading the touched rows of the surviving strips
     bool wide = false;            // ... parity included: enough to rebuild lost data
     unsigned pending = 0;
+    unsigned abandoned = 0;     // member I/Os timed out whose devices have not answered yet
+    bool finished = false;      // done, but held for its abandoned I/Os
     std::vector<bool> lost;     // per codec strip, for this op
     std::vector<bool> repair;   // lost to a read error on a working member: rewrite it
     device::aligned_buffer strips;  // (n + 2) strips of strip_blocks
@@ -207,6 +231,11 @@ class raid6_group final : public device::block_device {
   void issue(stripe_op& op, unsigned strip, device::op operation, std::uint64_t row_begin,
              std::uint64_t row_end);
   static void on_member_done(device::request& req) noexcept;
+  // A member I/O's outcome: its answer, or timed_out when abandoned.
+  void member_io_done(member_io& io, std::error_code result);
+  static void expire_member_io(watched_io& w);
+  void on_overdue(unsigned member, const device::block_device* device);
+  void release_op(stripe_op& op);
   static void on_flush_done(device::request& req) noexcept;
   std::byte* strip_data(stripe_op& op, unsigned strip, std::uint64_t row) const noexcept;
   // Rows [first, last) of the strips touched by the op.
@@ -225,10 +254,11 @@ class raid6_group final : public device::block_device {
   static void on_rebuild_stripe(device::request& r) noexcept;
   void end_rebuild(std::error_code result);
   // Marks a member failed and, on a formatted group, records it.
-  void set_failed(unsigned member);
+  void set_failed(unsigned member, member_failure reason);
   void membership_changed();
   void start_superblock_update();
   void superblock_update_done();
+  void superblock_written(unsigned member, std::uint64_t ticket, std::error_code ec);
   superblock describe(unsigned member) const;
   // Completes a caller's request, unless a superblock update is in flight:
   // then after it, so nothing is acknowledged before a failure it depends
@@ -240,19 +270,38 @@ class raid6_group final : public device::block_device {
   pq_codec codec_;
   device::block_geometry geometry_;
   std::vector<bool> failed_;
+  std::vector<member_health> health_;
+  member_event_fn on_member_event_;
+  unsigned read_error_limit_ = 20;
+  member_watchdog watchdog_;
+  std::uint64_t abandoned_ios_ = 0;
+  // While the watchdog abandons I/O, completions go through the loop: a
+  // caller may destroy the group from its completion.
+  bool deferring_acks_ = false;
   std::uint64_t repaired_blocks_ = 0;
   device::slot_pool<stripe_op> ops_;
   device::slot_pool<parent> parents_;
   std::unordered_map<std::uint64_t, std::deque<stripe_op*>> locks_;  // stripe -> holder first
   device::completion_queue rejected_;
   // A flush in flight: its per-member requests.
+  struct flush_op;
+  struct member_flush {
+    flush_op* flush = nullptr;
+    unsigned member = 0;
+    device::request req;
+    watched_io watch;
+  };
   struct flush_op {
     raid6_group* group = nullptr;
     device::request* outer = nullptr;
     unsigned pending = 0;
+    unsigned abandoned = 0;
+    bool finished = false;
     std::error_code result;
-    std::vector<device::request> reqs;
+    std::vector<member_flush> members;
   };
+  void member_flush_done(member_flush& mf, std::error_code result);
+  static void expire_member_flush(watched_io& w);
   device::slot_pool<flush_op> flushes_;
   struct scrub_state {
     device::request req;  // the stripe being checked, as an internal whole-stripe read
@@ -284,6 +333,13 @@ class raid6_group final : public device::block_device {
   bool updating_ = false;
   bool update_again_ = false;
   unsigned update_pending_ = 0;
+  // Per member: its superblock write is outstanding (a member failed
+  // meanwhile is not waited for), and that write's watch.
+  std::vector<std::uint64_t> superblock_ticket_;  // 0: none outstanding
+  std::uint64_t superblock_tickets_issued_ = 0;
+  std::vector<watched_io> superblock_watch_;
+  // Lets a superblock write that answers after the group is gone see so.
+  std::shared_ptr<raid6_group*> self_;
   std::vector<std::pair<device::request*, std::error_code>> held_;
   std::vector<std::function<void(std::error_code)>> after_update_;
   std::vector<std::unique_ptr<device::block_device>> absent_;  // stand-ins for missing members

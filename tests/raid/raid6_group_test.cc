@@ -27,8 +27,13 @@ struct array {
   std::unique_ptr<raid6_group> group;
   std::vector<std::byte> reference;  // what the group must read back
 
-  explicit array(unsigned members, std::uint64_t seed = 1, double rebuild_mb_per_s = 0) {
+  std::vector<member_event> member_events;
+
+  explicit array(unsigned members, std::uint64_t seed = 1, double rebuild_mb_per_s = 0,
+                 duration member_timeout = {}) {
     raid6_options options;
+    options.member_timeout = member_timeout;
+    options.on_member_event = [this](const member_event& e) { member_events.push_back(e); };
     options.strip_size_bytes = strip_blocks * block_size;
     options.reserved_bytes = 8 * block_size;
     options.clock = &loop.clock;
@@ -143,6 +148,59 @@ TEST_CASE("raid6: a member that fails mid-flight leaves the group; I/O goes on",
   r.verify_all();
   CHECK(r.group->failed_members() >= 1);
   CHECK_FALSE(r.group->group_failed());
+}
+
+TEST_CASE("raid6: a member that stops answering is failed out after the timeout; I/O goes on",
+          "[raid][raid6][timeout]") {
+  array r(6, 1, 0, std::chrono::seconds(7));
+  r.write_mix(test_seed());
+  const time_point hung_at = r.loop.clock.now();
+  r.faults[2]->hang();
+  // Reads, writes and a flush that need member 2 finish without it, after
+  // the timeout and not before.
+  r.verify_all();
+  CHECK(r.loop.clock.now() - hung_at >= std::chrono::seconds(7));
+  CHECK(r.group->member_failed(2));
+  CHECK(r.group->health(2).failure == member_failure::timed_out);
+  CHECK(r.group->health(2).timeouts == 1);
+  REQUIRE(r.member_events.size() == 1);
+  CHECK(r.member_events[0].member == 2);
+  CHECK(r.member_events[0].reason == member_failure::timed_out);
+  r.write_mix(test_seed() + 7);
+  flush(r.loop, *r.group);
+  r.verify_all();
+  // The abandoned I/Os keep their buffers until the member answers at last.
+  CHECK_FALSE(r.group->idle());
+  r.faults[2]->resume();
+  r.loop.run_until([&] { return r.group->idle(); });
+  r.verify_all();
+}
+
+TEST_CASE("raid6: a flush to a hung member completes after the timeout", "[raid][raid6][timeout]") {
+  array r(5, 1, 0, std::chrono::seconds(2));
+  r.write_mix(test_seed());
+  r.faults[4]->hang();
+  flush(r.loop, *r.group);
+  CHECK(r.group->member_failed(4));
+  r.verify_all();
+  r.faults[4]->resume();
+  r.loop.run_until([&] { return r.group->idle(); });
+}
+
+TEST_CASE("raid6: a member with too many read errors is failed out", "[raid][raid6]") {
+  array r(6);
+  r.write_mix(test_seed());
+  // Every block of member 1 unreadable: each read repairs what it touched,
+  // but a member that keeps failing goes.
+  r.faults[1]->add_latent_error(0, 8 + stripes * strip_blocks);
+  for (int pass = 0; pass < 30 && !r.group->member_failed(1); ++pass) {
+    r.faults[1]->add_latent_error(0, 8 + stripes * strip_blocks);
+    r.verify_all();
+  }
+  CHECK(r.group->member_failed(1));
+  CHECK(r.group->health(1).failure == member_failure::read_errors);
+  CHECK(r.group->health(1).read_errors > 20);  // more may have been in flight
+  r.verify_all();
 }
 
 TEST_CASE("raid6: concurrent writes to one stripe keep parity consistent", "[raid][raid6]") {
