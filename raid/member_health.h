@@ -17,7 +17,7 @@ enum class member_failure : std::uint8_t {
   flush_error,    // a flush failed: it may have lost what it acknowledged
   timed_out,      // an I/O went unanswered for longer than the timeout
   read_errors,    // more read errors than the group tolerates from one member
-  superblock,     // its superblock could not be written
+  metadata,       // its superblock or write-intent bitmap could not be written
   rebuild,        // its rebuild did not complete
   absent,         // not found when the group was assembled
   recorded,       // failed before the group was assembled (its superblocks say so)
@@ -32,7 +32,7 @@ constexpr std::string_view to_string(member_failure f) noexcept {
     case member_failure::flush_error: return "flush error";
     case member_failure::timed_out: return "I/O timed out";
     case member_failure::read_errors: return "too many read errors";
-    case member_failure::superblock: return "superblock write failed";
+    case member_failure::metadata: return "metadata write failed";
     case member_failure::rebuild: return "rebuild failed";
     case member_failure::absent: return "missing at assembly";
     case member_failure::recorded: return "failed before assembly";

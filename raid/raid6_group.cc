@@ -18,6 +18,17 @@ using device::block_device;
 using device::op;
 using device::request;
 
+namespace {
+// Bits of the write-intent bitmap, little-endian within each byte.
+bool bit(const std::vector<std::byte>& bits, std::uint64_t i) noexcept {
+  return (static_cast<unsigned>(bits[i / 8]) >> (i % 8)) & 1u;
+}
+void set_bit(std::vector<std::byte>& bits, std::uint64_t i, bool on) noexcept {
+  const auto mask = static_cast<std::byte>(1u << (i % 8));
+  bits[i / 8] = on ? (bits[i / 8] | mask) : (bits[i / 8] & ~mask);
+}
+}  // namespace
+
 std::expected<std::unique_ptr<raid6_group>, error> raid6_group::create(
     std::vector<block_device*> members, const raid6_options& options) {
   if (auto problem = check_members(members, 4, pq_codec::max_data_strips + 2, "RAID-6")) {
@@ -75,6 +86,41 @@ raid6_group::raid6_group(std::vector<block_device*> members, const raid6_layout&
   superblock_ticket_.assign(members_.size(), 0);
   superblock_watch_.resize(members_.size());
   self_ = std::make_shared<raid6_group*>(this);
+  intent_.ticket.assign(members_.size(), 0);
+  // The write-intent bitmap follows the superblock copies, with regions as
+  // small as asked and the reserved area allows.
+  const std::uint64_t block_size = geometry_.logical_block_size_bytes;
+  const std::uint64_t offset_bytes = 2 * superblock::size_bytes;
+  const std::uint64_t reserved_bytes = layout_.data_offset_blocks * block_size;
+  if (reserved_bytes >= offset_bytes + block_size) {
+    const std::uint64_t strip_bytes = layout_.strip_blocks * block_size;
+    std::uint64_t region_stripes = std::max<std::uint64_t>(1, options.bitmap_region_bytes / strip_bytes);
+    while (bitmap_bytes(layout_.stripes, region_stripes, block_size) > reserved_bytes - offset_bytes) {
+      region_stripes *= 2;
+    }
+    set_intent_geometry(offset_bytes / block_size, region_stripes);
+  }
+}
+
+std::uint64_t raid6_group::bitmap_bytes(std::uint64_t stripes, std::uint64_t region_stripes,
+                                        std::uint64_t block_size) noexcept {
+  const std::uint64_t regions = (stripes + region_stripes - 1) / region_stripes;
+  return ((regions + 7) / 8 + block_size - 1) / block_size * block_size;
+}
+
+void raid6_group::set_intent_geometry(std::uint64_t offset_blocks, std::uint64_t region_stripes) {
+  intent_.offset_blocks = offset_blocks;
+  intent_.region_stripes = region_stripes;
+  intent_.regions = (layout_.stripes + region_stripes - 1) / region_stripes;
+  intent_.bytes = bitmap_bytes(layout_.stripes, region_stripes, geometry_.logical_block_size_bytes);
+  intent_.wanted.assign(intent_.bytes, std::byte{0});
+  intent_.durable = intent_.wanted;
+  intent_.writing = intent_.wanted;
+  intent_.set.clear();
+  intent_.writes.assign(intent_.regions, 0);
+  intent_.started_epoch.assign(intent_.regions, 0);
+  intent_.done_epoch.assign(intent_.regions, 0);
+  intent_.ticket.assign(members_.size(), 0);
 }
 
 raid6_group::~raid6_group() { *self_ = nullptr; }
@@ -97,6 +143,10 @@ void raid6_group::set_failed(unsigned member, member_failure reason) {
     superblock_ticket_[member] = 0;
     watchdog_.stop(superblock_watch_[member]);
     if (--update_pending_ == 0) boost::asio::post(executor(), [this] { superblock_update_done(); });
+  }
+  if (intent_.ticket[member] != 0) {  // nor its bitmap write
+    intent_.ticket[member] = 0;
+    if (--intent_.pending == 0) boost::asio::post(executor(), [this] { intent_round_done(); });
   }
   membership_changed();
   if (on_member_event_) on_member_event_(member_event{member, reason, events_});
@@ -126,6 +176,8 @@ void raid6_group::submit(request& req) noexcept {
     f.group = this;
     f.outer = &req;
     f.result = {};
+    f.epoch = ++flush_epoch_;
+    f.eager = &req == &clean_req_;
     f.members.resize(members_.size());
     f.pending = 1;  // held until every member's flush is submitted
     for (unsigned i = 0; i < members_.size(); ++i) {
@@ -185,11 +237,14 @@ void raid6_group::member_flush_done(member_flush& mf, std::error_code result) {
   }
   if (--f.pending > 0) return;
   request& outer = *f.outer;
+  const std::uint64_t epoch = f.epoch;
+  const bool eager = f.eager;
   if (f.abandoned > 0) {
     f.finished = true;
   } else {
     flushes_.release(f);
   }
+  if (!group_failed()) clear_intents(epoch, eager);
   acknowledge(outer, group_failed() ? make_error_code(errc::device_failed) : std::error_code{});
 }
 
@@ -217,6 +272,8 @@ void raid6_group::start_request(request& req) {
     o.scrub = &req == &scrub_.req;
     o.abandoned = 0;
     o.finished = false;
+    o.intent = false;
+    o.resync = &req == &resync_.req;
     o.rebuild = !rebuild_.reqs.empty() && &req >= rebuild_.reqs.data() &&
                 &req < rebuild_.reqs.data() + rebuild_.reqs.size();
     if (o.strips.size() != (layout_.data_strips() + 2) * strip_bytes) {
@@ -266,6 +323,8 @@ std::pair<std::uint64_t, std::uint64_t> raid6_group::touched_rows(const stripe_o
 }
 
 void raid6_group::run(stripe_op& o) {
+  const op operation = o.owner->outer->operation;
+  if ((operation == op::write || operation == op::discard) && await_intent(o)) return;
   const unsigned n = layout_.data_strips();
   o.lost.assign(n + 2, false);
   o.repair.assign(n + 2, false);
@@ -285,7 +344,7 @@ void raid6_group::run(stripe_op& o) {
   o.rmw = false;
   if (outer.operation == op::read) {
     for (unsigned s = 0; s < n; ++s) o.reconstructing |= o.lost[s] && touches(o, s);
-    o.reconstructing |= o.scrub || o.rebuild;  // every strip, parity too
+    o.reconstructing |= o.scrub || o.rebuild || o.resync;  // every strip, parity too
     start_reads(o);
     return;
   }
@@ -323,7 +382,9 @@ void raid6_group::run(stripe_op& o) {
   // readable.
   unsigned touched = 0;
   for (unsigned s = 0; s < n; ++s) touched += touches(o, s) ? 1 : 0;
-  o.rmw = lost == 0 && touched + 2 < n;
+  // A stripe the resync has not reached may have parity that disagrees
+  // with its data: recompute it rather than update it.
+  o.rmw = lost == 0 && touched + 2 < n && !needs_resync(o.stripe);
   o.reconstructing = !o.rmw;
   start_reads(o);
 }
@@ -376,7 +437,7 @@ void raid6_group::start_reads(stripe_op& o) {
     bool data_lost = false;
     for (unsigned s = 0; s < n; ++s) data_lost |= o.lost[s];
     const auto [first, last] = touched_rows(o);
-    o.wide = data_lost || o.scrub || o.rebuild;
+    o.wide = data_lost || o.scrub || o.rebuild || o.resync;
     for (unsigned s = 0; s < n + 2; ++s) {
       if (o.lost[s] || (s >= n && !o.wide)) continue;
       issue(o, s, op::read, first, last);
@@ -488,12 +549,12 @@ void raid6_group::after_reads(stripe_op& o) {
   // Lost data that matters: for a plain read, only the strips it touches;
   // a write recomputes parity from every data strip, a scrub or rebuild
   // checks or writes whole stripes.
-  const bool whole_stripe = outer.operation != op::read || o.scrub || o.rebuild;
+  const bool whole_stripe = outer.operation != op::read || o.scrub || o.rebuild || o.resync;
   bool data_lost = false;
   for (unsigned s : lost) data_lost |= s < n && (whole_stripe || touches(o, s));
   // A scrub reads every strip and rewrites what it could not read, parity
   // included, so it rebuilds whatever it lost.
-  if (data_lost || ((o.scrub || o.rebuild) && !lost.empty())) {
+  if (data_lost || ((o.scrub || o.rebuild || o.resync) && !lost.empty())) {
     if (!o.wide) {
       // A read that lost a strip only now (a member's read error) read
       // less than a rebuild needs: read every survivor's touched rows.
@@ -504,6 +565,27 @@ void raid6_group::after_reads(stripe_op& o) {
     (void)codec_.rebuild(pointers, lost, row_bytes);
   }
 
+  if (o.resync) {
+    // Lost data came from parity that a crash may have left torn. With one
+    // strip lost the other parity vouches for it; with two nothing can.
+    unsigned lost_data = 0;
+    for (unsigned s : lost) lost_data += s < n ? 1 : 0;
+    if (lost_data > 0 && (lost.size() > 1 || codec_.check(pointers, row_bytes).verdict !=
+                                                   pq_check_result::kind::consistent)) {
+      ++resync_.progress.unverifiable;
+    }
+    (void)codec_.encode(pointers, row_bytes);  // P and Q from the data
+    o.pending = 1;
+    for (unsigned s = 0; s < n + 2; ++s) {
+      if (failed_[layout_.member_of(o.stripe, s)] || (s < n && !o.repair[s]) ||
+          (s >= n && o.lost[s] && !o.repair[s])) {
+        continue;
+      }
+      issue(o, s, op::write, 0, layout_.strip_blocks);
+    }
+    if (--o.pending == 0) finish(o, {});
+    return;
+  }
   if (o.rebuild) {
     // The new member's strip, rebuilt above, and anything unreadable.
     o.pending = 1;
@@ -581,7 +663,8 @@ void raid6_group::check_and_repair(stripe_op& o, std::span<std::byte* const> str
 }
 
 void raid6_group::scrub(std::function<void(const scrub_report&)> done) {
-  if (scrub_.running || failed_members() > 0 || rebuild_.member != rebuild_state::none) {
+  if (scrub_.running || failed_members() > 0 || rebuild_.member != rebuild_state::none ||
+      resync_.running) {
     scrub_report refused;
     refused.error = make_error_code(scrub_.running ? errc::invalid_argument : errc::not_supported);
     boost::asio::post(executor(), [done = std::move(done), refused] { done(refused); });
@@ -647,6 +730,10 @@ std::optional<error> raid6_group::replace_member(unsigned member, block_device* 
   }
   if (scrub_.running) {
     return make_error(errc::invalid_argument, "a scrub is running; replace the member after it");
+  }
+  if (resync_.running) {
+    return make_error(errc::invalid_argument,
+                      "the resync after an unclean shutdown is running; replace the member after it");
   }
   std::vector<block_device*> check = members_;
   check[member] = spare;
@@ -770,6 +857,10 @@ superblock raid6_group::describe(unsigned member) const {
   sb.stripes = layout_.stripes;
   sb.events = events_;
   for (unsigned i = 0; i < failed_.size(); ++i) sb.failed[i] = failed_[i];
+  if (intent_.regions > 0) {
+    sb.bitmap_offset_blocks = intent_.offset_blocks;
+    sb.bitmap_region_stripes = intent_.region_stripes;
+  }
   return sb;
 }
 
@@ -887,6 +978,21 @@ void raid6_group::assemble(std::vector<block_device*> devices, const raid6_optio
                                         "the members' geometry does not match their superblocks"));
     }
     raid6_group& g = **group;
+    if (newest->bitmap_offset_blocks == 0) {
+      g.intent_.regions = 0;  // formatted without a bitmap: nothing to resync from
+    } else {
+      const std::uint64_t block_size = newest->logical_block_size_bytes;
+      if (newest->bitmap_region_stripes == 0 ||
+          newest->bitmap_offset_blocks * block_size < 2 * superblock::size_bytes ||
+          newest->bitmap_offset_blocks * block_size +
+                  bitmap_bytes(newest->stripes, newest->bitmap_region_stripes, block_size) >
+              newest->data_offset_blocks * block_size) {
+        return std::unexpected(make_error(errc::invalid_argument,
+                                          "the superblocks place the write-intent bitmap outside the "
+                                          "reserved area"));
+      }
+      g.set_intent_geometry(newest->bitmap_offset_blocks, newest->bitmap_region_stripes);
+    }
     g.absent_ = std::move(absent);
     g.group_id_ = newest->group_id;
     g.events_ = newest->events;
@@ -910,29 +1016,82 @@ void raid6_group::assemble(std::vector<block_device*> devices, const raid6_optio
         st->done(std::move(result));
         return;
       }
+      raid6_group& g = **result;
+      auto shared_result = std::make_shared<assembled>(std::move(result));
       // Every assembly is recorded (a new event, as md does): members found
       // missing or stale are failed on every current member before the
       // group is handed out, so a later assembly agrees.
-      raid6_group& g = **result;
-      auto shared_result = std::make_shared<assembled>(std::move(result));
-      g.after_update_.push_back([st, shared_result](std::error_code) {
-        st->done(std::move(*shared_result));
-      });
-      g.membership_changed();
+      auto record = [st, shared_result, &g] {
+        g.after_update_.push_back([st, shared_result, &g](std::error_code) {
+          if (g.resync_.running) boost::asio::post(g.executor(), [&g] { g.resync_next(); });
+          st->done(std::move(*shared_result));
+        });
+        g.membership_changed();
+      };
+      g.read_intents(std::move(record));
     });
   }
 }
 
+// Reads every current member's bitmap: a region set on any of them was
+// being written when the group stopped, and is resynced. A bitmap that
+// cannot be read marks every region.
+void raid6_group::read_intents(std::function<void()> then) {
+  if (intent_.regions == 0) {
+    then();
+    return;
+  }
+  auto pending = std::make_shared<unsigned>(1);
+  auto all_read = [this, pending, then = std::move(then)] {
+    if (--*pending > 0) return;
+    intent_.set.clear();
+    resync_.regions.assign(intent_.regions, false);
+    resync_.progress = {};
+    for (std::uint64_t r = 0; r < intent_.regions; ++r) {
+      if (!bit(intent_.wanted, r)) continue;
+      intent_.set.push_back(r);
+      resync_.regions[r] = true;
+      const std::uint64_t first = r * intent_.region_stripes;
+      resync_.progress.stripes_total += std::min(layout_.stripes, first + intent_.region_stripes) - first;
+    }
+    intent_.durable = intent_.wanted;
+    resync_.next_stripe = 0;
+    resync_.running = !intent_.set.empty();
+    resync_.progress.running = resync_.running;
+    // Every member gets the union, so that no single one must survive
+    // for the resync to be remembered.
+    if (resync_.running) write_intent();
+    then();
+  };
+  for (unsigned m = 0; m < members_.size(); ++m) {
+    if (failed_[m]) continue;
+    ++*pending;
+    read_reserved(*members_[m], intent_.offset_blocks, intent_.bytes,
+                  [this, all_read](std::expected<std::vector<std::byte>, std::error_code> bits) {
+                    for (std::size_t i = 0; i < intent_.wanted.size(); ++i) {
+                      intent_.wanted[i] |= bits ? (*bits)[i] : std::byte{0xff};
+                    }
+                    all_read();
+                  });
+  }
+  all_read();
+}
+
 void raid6_group::format(std::function<void(std::error_code)> done) {
-  if (layout_.data_offset_blocks * geometry_.logical_block_size_bytes < 2 * superblock::size_bytes) {
+  if (intent_.regions == 0) {  // no room for two superblock copies and a bitmap block
     boost::asio::post(executor(), [done = std::move(done)] { done(errc::too_small); });
     return;
   }
   std::random_device random;
   for (auto& byte : group_id_) byte = static_cast<std::uint8_t>(random());
   events_ = 0;
-  after_update_.push_back(std::move(done));
-  membership_changed();
+  // A clear bitmap first (the disks may hold anything there), then the
+  // superblocks that point at it.
+  intent_after_.push_back([this, done = std::move(done)]() mutable {
+    after_update_.push_back(std::move(done));
+    membership_changed();
+  });
+  write_intent();
 }
 
 void raid6_group::membership_changed() {
@@ -971,7 +1130,7 @@ void raid6_group::superblock_written(unsigned m, std::uint64_t ticket, std::erro
   watchdog_.stop(superblock_watch_[m]);
   // A member that cannot record membership is not a member (this is
   // recorded by another round, as the update is in flight).
-  if (ec) set_failed(m, member_failure::superblock);
+  if (ec) set_failed(m, member_failure::metadata);
   if (--update_pending_ == 0) superblock_update_done();
 }
 
@@ -987,6 +1146,185 @@ void raid6_group::superblock_update_done() {
   auto held = std::move(held_);
   for (auto& waiter : waiters) waiter(result);
   for (auto& [req, ec] : held) device::complete(*req, ec);
+}
+
+// ---- The write-intent bitmap (docs/raid-write-hole.md) ----
+
+bool raid6_group::intent_durable(std::uint64_t region) const noexcept {
+  // On disk, and not about to be cleared by the write in flight.
+  return bit(intent_.durable, region) && (!intent_.write_in_flight || bit(intent_.writing, region));
+}
+
+bool raid6_group::await_intent(stripe_op& o) {
+  if (intent_.regions == 0 || events_ == 0) return false;  // not formatted: nothing to resync after all
+  const std::uint64_t region = o.stripe / intent_.region_stripes;
+  if (!o.intent) {
+    o.intent = true;
+    ++intent_.writes[region];
+    intent_.started_epoch[region] = flush_epoch_;
+    if (!bit(intent_.wanted, region)) {
+      set_bit(intent_.wanted, region, true);
+      intent_.set.push_back(region);
+    }
+  }
+  if (intent_durable(region)) return false;
+  intent_.waiters.push_back(&o);
+  if (intent_.write_in_flight) {
+    intent_.again = true;
+  } else {
+    write_intent();
+  }
+  return true;
+}
+
+// Writes the wanted image to every working member, each write followed by
+// a flush; the round is done when all have answered (or failed out).
+void raid6_group::write_intent() {
+  intent_.write_in_flight = true;
+  intent_.again = false;
+  intent_.writing = intent_.wanted;
+  intent_.pending = 1;
+  for (unsigned m = 0; m < members_.size(); ++m) {
+    // As with superblocks, a member being rebuilt is not trusted until whole.
+    if (failed_[m] || m == rebuild_.member) continue;
+    ++intent_.pending;
+    const std::uint64_t ticket = ++superblock_tickets_issued_;
+    intent_.ticket[m] = ticket;
+    write_reserved(*members_[m], intent_.offset_blocks, intent_.writing,
+                   [self = self_, m, ticket](std::error_code ec) {
+                     if (raid6_group* g = *self) g->intent_written(m, ticket, ec);
+                   });
+  }
+  if (--intent_.pending == 0) boost::asio::post(executor(), [this] { intent_round_done(); });
+}
+
+void raid6_group::intent_written(unsigned m, std::uint64_t ticket, std::error_code ec) {
+  if (intent_.ticket[m] != ticket) return;  // the member failed meanwhile: not waited for
+  intent_.ticket[m] = 0;
+  if (ec) set_failed(m, member_failure::metadata);
+  if (--intent_.pending == 0) intent_round_done();
+}
+
+void raid6_group::intent_round_done() {
+  intent_.write_in_flight = false;
+  intent_.durable = intent_.writing;
+  if (intent_.again || intent_.wanted != intent_.durable) write_intent();
+  auto after = std::move(intent_after_);
+  intent_after_.clear();
+  // Writes whose bits are on disk go ahead; the rest wait for the next round.
+  std::vector<stripe_op*> waiting;
+  waiting.swap(intent_.waiters);
+  for (stripe_op* o : waiting) {
+    if (group_failed()) {
+      finish(*o, errc::device_failed);
+    } else if (intent_durable(o->stripe / intent_.region_stripes)) {
+      run(*o);
+    } else {
+      intent_.waiters.push_back(o);
+    }
+  }
+  for (auto& f : after) f();
+}
+
+void raid6_group::clear_intents(std::uint64_t epoch, bool eager) {
+  if (intent_.regions == 0) return;
+  bool changed = false;
+  for (std::size_t i = 0; i < intent_.set.size();) {
+    const std::uint64_t r = intent_.set[i];
+    // Every write to the region ended before this flush started, and (not
+    // eager) none started since the flush before it: a hot region keeps
+    // its bit instead of costing a bitmap write per flush.
+    const bool covered = intent_.writes[r] == 0 && intent_.done_epoch[r] < epoch;
+    const bool idle = eager || intent_.started_epoch[r] + 1 < epoch;
+    if (covered && idle && !(resync_.running && resync_.regions[r])) {
+      set_bit(intent_.wanted, r, false);
+      intent_.set[i] = intent_.set.back();
+      intent_.set.pop_back();
+      changed = true;
+    } else {
+      ++i;
+    }
+  }
+  if (changed && !intent_.write_in_flight) {
+    write_intent();
+  } else if (changed) {
+    intent_.again = true;
+  }
+}
+
+void raid6_group::mark_clean(std::function<void(std::error_code)> done) {
+  if (cleaning_) {
+    boost::asio::post(executor(), [done = std::move(done)] { done(errc::invalid_argument); });
+    return;
+  }
+  cleaning_ = true;
+  clean_done_ = std::move(done);
+  clean_req_ = request{};
+  clean_req_.operation = op::flush;
+  clean_req_.context = this;
+  clean_req_.on_complete = &raid6_group::on_clean_flushed;
+  submit(clean_req_);  // its completion cleared the bits (flush_op::eager)
+}
+
+void raid6_group::on_clean_flushed(request& r) noexcept {
+  raid6_group& g = *static_cast<raid6_group*>(r.context);
+  // The flush's completion cleared the bits in memory; done once that is on disk.
+  g.when_intent_settled([&g, result = r.result] {
+    g.cleaning_ = false;
+    auto done = std::move(g.clean_done_);
+    if (done) done(result);
+  });
+}
+
+void raid6_group::when_intent_settled(std::function<void()> then) {
+  if (!intent_.write_in_flight) {
+    then();
+    return;
+  }
+  intent_after_.push_back([this, then = std::move(then)]() mutable { when_intent_settled(std::move(then)); });
+}
+
+bool raid6_group::needs_resync(std::uint64_t stripe) const noexcept {
+  return resync_.running && resync_.regions[stripe / intent_.region_stripes] &&
+         stripe >= resync_.next_stripe;
+}
+
+resync_progress raid6_group::resync_status() const { return resync_.progress; }
+
+// One stripe at a time through the marked regions, at background priority.
+void raid6_group::resync_next() {
+  const std::uint64_t per_region = intent_.region_stripes;
+  std::uint64_t& next = resync_.next_stripe;
+  while (next < layout_.stripes && !resync_.regions[next / per_region]) {
+    next = (next / per_region + 1) * per_region;
+  }
+  if (next >= layout_.stripes || group_failed()) {
+    resync_.running = false;
+    resync_.progress.running = false;
+    // The bits go once a flush covers the rewritten parity.
+    mark_clean([](std::error_code) {});
+    return;
+  }
+  request& r = resync_.req;
+  r = request{};
+  r.operation = op::read;
+  r.priority = device::io_class::background;
+  r.lba = next * layout_.stripe_data_blocks();
+  r.block_count = layout_.stripe_data_blocks();
+  r.context = this;
+  r.on_complete = &raid6_group::on_resync_stripe;
+  ++next;
+  start_request(r);  // internal: reads every strip, writes P and Q
+}
+
+void raid6_group::on_resync_stripe(request& r) noexcept {
+  raid6_group& g = *static_cast<raid6_group*>(r.context);
+  const std::uint64_t stripe = r.lba / g.layout_.stripe_data_blocks();
+  ++g.resync_.progress.stripes_done;
+  if ((stripe + 1) % g.intent_.region_stripes == 0 || stripe + 1 == g.layout_.stripes) {
+    g.resync_.regions[stripe / g.intent_.region_stripes] = false;
+  }
+  g.resync_next();
 }
 
 void raid6_group::read_modify_write(stripe_op& o) {
@@ -1039,6 +1377,12 @@ void raid6_group::start_writes(stripe_op& o) {
 
 void raid6_group::finish(stripe_op& o, std::error_code result) {
   parent& p = *o.owner;
+  if (o.intent) {
+    const std::uint64_t region = o.stripe / intent_.region_stripes;
+    --intent_.writes[region];
+    intent_.done_epoch[region] = flush_epoch_;
+    o.intent = false;
+  }
   if (result && !p.result) p.result = result;
   // The new member holds this stripe now: say so before the lock passes on,
   // so the next writer of the stripe writes the new member too.

@@ -38,9 +38,16 @@
 // Superblocks (format(), assemble()) record membership; every change bumps
 // an event count, and acknowledgements wait until it is on the members.
 //
+// The write hole (docs/raid-write-hole.md): a formatted group keeps a
+// write-intent bitmap on every member. A region's bit is on disk before
+// any write to it starts, and cleared once a flush has covered its writes
+// and it has been idle for a flush interval. After a crash, assembly
+// resyncs the regions whose bits are set (P and Q recomputed from the
+// data) in the background; writes to a region not yet resynced recompute
+// parity rather than update it.
+//
 // Not yet (the rest of the RAID engine's issue): automatic spare
-// assignment, and the write-hole journal (the superblock's dirty flag is
-// reserved for it).
+// assignment, and a journal for the degraded write hole (see the doc).
 //
 // Threads and lifetime: as block_device; the members live on the same loop
 // and outlive the group.
@@ -81,6 +88,16 @@ struct rebuild_progress {
   device::duration eta{};         // at the rate so far (needs a clock)
 };
 
+struct resync_progress {
+  bool running = false;
+  std::uint64_t stripes_done = 0;
+  std::uint64_t stripes_total = 0;  // in the regions marked at the crash
+  // Stripes of a degraded group whose lost strips could not be checked
+  // against a second parity: their content is as good as the parity that
+  // survived the crash (docs/raid-write-hole.md).
+  std::uint64_t unverifiable = 0;
+};
+
 struct raid6_options {
   std::uint64_t strip_size_bytes = 64 * 1024;  // a power of two, at least one block
   // Reserved at the start of every member for the superblock and journal.
@@ -99,6 +116,10 @@ struct raid6_options {
   unsigned member_read_error_limit = 20;
   // Told of every member the group fails out, from the loop.
   member_event_fn on_member_event;
+  // Member bytes one bit of the write-intent bitmap covers: rounded to
+  // whole stripes, and doubled until the bitmap fits the reserved area.
+  // Larger: fewer bitmap writes, longer resyncs.
+  std::uint64_t bitmap_region_bytes = 64ull << 20;
 };
 
 class raid6_group final : public device::block_device {
@@ -141,8 +162,17 @@ class raid6_group final : public device::block_device {
   // answers: the device may still write into the group's buffers.
   bool idle() const noexcept {
     return !updating_ && rebuild_.member == rebuild_state::none && !scrub_.running &&
-           abandoned_ios_ == 0;
+           abandoned_ios_ == 0 && !resync_.running && !intent_.write_in_flight && !cleaning_;
   }
+  // A clean shutdown: flushes every member and clears every bit of the
+  // write-intent bitmap not held by a write in flight, so the next assembly
+  // has nothing to resync. `done` gets the flush's outcome.
+  void mark_clean(std::function<void(std::error_code)> done);
+  // The resync an assembly started after an unclean shutdown.
+  resync_progress resync_status() const;
+  // Regions of the write-intent bitmap set in memory (for tests and
+  // diagnostics): each is resynced if the power fails now.
+  std::uint64_t intent_regions_set() const noexcept { return intent_.set.size(); }
   ~raid6_group() override;
   // Takes a member out of the group (an administrator's "fail disk").
   void fail_member(unsigned member);
@@ -202,6 +232,8 @@ class raid6_group final : public device::block_device {
     bool zeros = false;                     // a discard: write zeros
     bool scrub = false;                     // a scrub's check of the whole stripe
     bool rebuild = false;                   // a rebuild of the new member's strip
+    bool resync = false;                    // a resync: parity recomputed from the data
+    bool intent = false;                    // counted as a write in its bitmap region
     bool rmw = false;             // read-modify-write: old data, P and Q only
     bool reconstructing = false;  // reading the touched rows of the surviving strips
     bool wide = false;            // ... parity included: enough to rebuild lost data
@@ -227,6 +259,26 @@ class raid6_group final : public device::block_device {
   void after_reads(stripe_op& op);
   void read_modify_write(stripe_op& op);
   void start_writes(stripe_op& op);
+  // Write-intent bitmap: whether the op must wait for its region's bit to
+  // be on disk (it is queued and run again then).
+  bool await_intent(stripe_op& op);
+  void write_intent();
+  void intent_written(unsigned member, std::uint64_t ticket, std::error_code ec);
+  void intent_round_done();
+  bool intent_durable(std::uint64_t region) const noexcept;
+  // After a flush that started as the epoch-th: clears regions whose
+  // writes it covers and that have been idle since the flush before (or,
+  // eager, at once).
+  void clear_intents(std::uint64_t epoch, bool eager);
+  bool needs_resync(std::uint64_t stripe) const noexcept;
+  static std::uint64_t bitmap_bytes(std::uint64_t stripes, std::uint64_t region_stripes,
+                                    std::uint64_t block_size) noexcept;
+  void set_intent_geometry(std::uint64_t offset_blocks, std::uint64_t region_stripes);
+  void resync_next();
+  static void on_resync_stripe(device::request& r) noexcept;
+  static void on_clean_flushed(device::request& r) noexcept;
+  void when_intent_settled(std::function<void()> then);
+  void read_intents(std::function<void()> then);
   void finish(stripe_op& op, std::error_code result);
   void issue(stripe_op& op, unsigned strip, device::op operation, std::uint64_t row_begin,
              std::uint64_t row_end);
@@ -298,6 +350,8 @@ class raid6_group final : public device::block_device {
     unsigned abandoned = 0;
     bool finished = false;
     std::error_code result;
+    std::uint64_t epoch = 0;  // flushes started up to this one
+    bool eager = false;       // mark_clean's: clear every idle region after it
     std::vector<member_flush> members;
   };
   void member_flush_done(member_flush& mf, std::error_code result);
@@ -325,6 +379,39 @@ class raid6_group final : public device::block_device {
     std::unique_ptr<device::timer> pacing;
   };
   rebuild_state rebuild_;
+  // The write-intent bitmap: one bit per region of region_stripes stripes.
+  struct intent_state {
+    std::uint64_t offset_blocks = 0;  // on every member; regions == 0: no bitmap
+    std::uint64_t region_stripes = 0;
+    std::uint64_t regions = 0;
+    std::uint64_t bytes = 0;          // on disk: whole blocks
+    std::vector<std::byte> wanted;    // set before a write, cleared after a flush covered it
+    std::vector<std::byte> durable;   // on every working member
+    std::vector<std::byte> writing;   // the image being written
+    std::vector<std::uint64_t> set;   // regions whose bit is set in `wanted`
+    std::vector<std::uint32_t> writes;        // per region: writes in flight
+    std::vector<std::uint64_t> started_epoch; // per region: flushes started when its last write started
+    std::vector<std::uint64_t> done_epoch;    // ... and when its last write ended
+    std::vector<stripe_op*> waiters;
+    std::vector<std::uint64_t> ticket;        // per member: 0 none outstanding
+    unsigned pending = 0;
+    bool write_in_flight = false;
+    bool again = false;
+  };
+  intent_state intent_;
+  std::vector<std::function<void()>> intent_after_;  // run when the bitmap round in flight is on disk
+  std::uint64_t flush_epoch_ = 0;  // flushes started
+  struct resync_state {
+    std::vector<bool> regions;  // still to resync
+    device::request req;
+    std::uint64_t next_stripe = 0;
+    bool running = false;
+    resync_progress progress;
+  };
+  resync_state resync_;
+  device::request clean_req_;
+  std::function<void(std::error_code)> clean_done_;
+  bool cleaning_ = false;
   device::clock* clock_ = nullptr;
   double rebuild_mb_per_s_ = 0;
   // Superblocks.

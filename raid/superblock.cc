@@ -43,7 +43,6 @@ void superblock::encode(std::span<std::byte, size_bytes> out) const {
   put<std::uint32_t>(out, 32, member_count);
   put<std::uint32_t>(out, 36, member_index);
   put<std::uint32_t>(out, 40, logical_block_size_bytes);
-  put<std::uint32_t>(out, 44, dirty ? 1 : 0);
   put<std::uint64_t>(out, 48, member_block_count);
   put<std::uint64_t>(out, 56, data_offset_blocks);
   put<std::uint64_t>(out, 64, strip_blocks);
@@ -52,6 +51,8 @@ void superblock::encode(std::span<std::byte, size_bytes> out) const {
   for (std::size_t i = 0; i < failed.size(); ++i) {
     if (failed[i]) out[96 + i / 8] |= static_cast<std::byte>(1u << (i % 8));
   }
+  put<std::uint64_t>(out, 128, bitmap_offset_blocks);
+  put<std::uint64_t>(out, 136, bitmap_region_stripes);
   put<std::uint32_t>(out, checksum_offset, checksum(out));
 }
 
@@ -69,7 +70,6 @@ std::expected<superblock, std::error_code> superblock::decode(std::span<const st
   sb.member_count = get<std::uint32_t>(in, 32);
   sb.member_index = get<std::uint32_t>(in, 36);
   sb.logical_block_size_bytes = get<std::uint32_t>(in, 40);
-  sb.dirty = get<std::uint32_t>(in, 44) != 0;
   sb.member_block_count = get<std::uint64_t>(in, 48);
   sb.data_offset_blocks = get<std::uint64_t>(in, 56);
   sb.strip_blocks = get<std::uint64_t>(in, 64);
@@ -78,6 +78,8 @@ std::expected<superblock, std::error_code> superblock::decode(std::span<const st
   for (std::size_t i = 0; i < sb.failed.size(); ++i) {
     sb.failed[i] = (static_cast<unsigned>(in[96 + i / 8]) >> (i % 8)) & 1u;
   }
+  sb.bitmap_offset_blocks = get<std::uint64_t>(in, 128);
+  sb.bitmap_region_stripes = get<std::uint64_t>(in, 136);
   return sb;
 }
 

@@ -39,7 +39,10 @@ struct superblock {
   // Bumped on every change of the group's membership; a member whose copy
   // is behind the others missed a change (and the writes after it): stale.
   std::uint64_t events = 0;
-  bool dirty = false;  // writes may be in flight (for the write-hole resync)
+  // The write-intent bitmap (docs/raid-write-hole.md): where it starts on
+  // the member, and the stripes each bit covers. 0: no bitmap.
+  std::uint64_t bitmap_offset_blocks = 0;
+  std::uint64_t bitmap_region_stripes = 0;
   std::bitset<256> failed;  // members failed out, as of `events`
 
   // Exactly size_bytes bytes, checksummed (CRC32C).

@@ -97,7 +97,72 @@ void on_write_step(request& r) noexcept {
   }
 }
 
+// A write and its flush, or a read, of whole blocks; owns itself until done.
+struct reserved_io {
+  device::block_device& member;
+  device::aligned_buffer buffer;
+  iovec segment{};
+  request req;
+  std::function<void(std::error_code)> written;
+  std::function<void(std::expected<std::vector<std::byte>, std::error_code>)> read;
+
+  reserved_io(device::block_device& m, std::size_t bytes) : member(m), buffer(bytes) {}
+
+  void submit(op operation, std::uint64_t lba, void (*done)(request&) noexcept) {
+    req = request{};
+    req.operation = operation;
+    if (operation != op::flush) {
+      req.lba = lba;
+      req.block_count = buffer.size() / member.geometry().logical_block_size_bytes;
+      segment = {buffer.data(), buffer.size()};
+      req.buffers = {&segment, 1};
+    }
+    req.context = this;
+    req.on_complete = done;
+    member.submit(req);
+  }
+};
+
+void on_reserved_flushed(request& r) noexcept {
+  std::unique_ptr<reserved_io> self(static_cast<reserved_io*>(r.context));
+  self->written(r.result);
+}
+
+void on_reserved_written(request& r) noexcept {
+  auto* self = static_cast<reserved_io*>(r.context);
+  if (r.result) {
+    std::unique_ptr<reserved_io> owned(self);
+    owned->written(r.result);
+    return;
+  }
+  self->submit(op::flush, 0, &on_reserved_flushed);
+}
+
+void on_reserved_read(request& r) noexcept {
+  std::unique_ptr<reserved_io> self(static_cast<reserved_io*>(r.context));
+  if (r.result) {
+    self->read(std::unexpected(r.result));
+    return;
+  }
+  self->read(std::vector<std::byte>(self->buffer.data(), self->buffer.data() + self->buffer.size()));
+}
+
 }  // namespace
+
+void write_reserved(device::block_device& member, std::uint64_t lba, std::span<const std::byte> data,
+                    std::function<void(std::error_code)> done) {
+  auto* w = new reserved_io(member, data.size());
+  std::memcpy(w->buffer.data(), data.data(), data.size());
+  w->written = std::move(done);
+  w->submit(op::write, lba, &on_reserved_written);
+}
+
+void read_reserved(device::block_device& member, std::uint64_t lba, std::size_t bytes,
+                   std::function<void(std::expected<std::vector<std::byte>, std::error_code>)> done) {
+  auto* r = new reserved_io(member, bytes);
+  r->read = std::move(done);
+  r->submit(op::read, lba, &on_reserved_read);
+}
 
 void read_superblock(device::block_device& member,
                      std::function<void(std::expected<superblock, std::error_code>)> done) {

@@ -86,7 +86,8 @@ TEST_CASE("superblock: the format round-trips and refuses damage", "[raid][super
   sb.strip_blocks = 16;
   sb.stripes = 62'000;
   sb.events = 42;
-  sb.dirty = true;
+  sb.bitmap_offset_blocks = 2;
+  sb.bitmap_region_stripes = 1024;
   sb.failed[3] = true;
   sb.failed[255] = true;
   std::array<std::byte, superblock::size_bytes> bytes;
@@ -97,7 +98,8 @@ TEST_CASE("superblock: the format round-trips and refuses damage", "[raid][super
   CHECK(back->member_index == 7);
   CHECK(back->stripes == 62'000);
   CHECK(back->events == 42);
-  CHECK(back->dirty);
+  CHECK(back->bitmap_offset_blocks == 2);
+  CHECK(back->bitmap_region_stripes == 1024);
   CHECK(back->failed == sb.failed);
 
   bytes[200] ^= std::byte{1};  // damage: the checksum catches it
