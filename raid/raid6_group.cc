@@ -18,16 +18,6 @@ using device::block_device;
 using device::op;
 using device::request;
 
-namespace {
-// Bits of the write-intent bitmap, little-endian within each byte.
-bool bit(const std::vector<std::byte>& bits, std::uint64_t i) noexcept {
-  return (static_cast<unsigned>(bits[i / 8]) >> (i % 8)) & 1u;
-}
-void set_bit(std::vector<std::byte>& bits, std::uint64_t i, bool on) noexcept {
-  const auto mask = static_cast<std::byte>(1u << (i % 8));
-  bits[i / 8] = on ? (bits[i / 8] | mask) : (bits[i / 8] & ~mask);
-}
-}  // namespace
 
 std::expected<std::unique_ptr<raid6_group>, error> raid6_group::create(
     std::vector<block_device*> members, const raid6_options& options) {
@@ -75,6 +65,21 @@ raid6_group::raid6_group(std::vector<block_device*> members, const raid6_layout&
       watchdog_(options.clock, options.member_timeout, members_[0]->executor(),
                 [this](unsigned member, const block_device* device) { on_overdue(member, device); }),
       rejected_(members_[0]->executor()),
+      intent_(members_[0]->executor(),
+              write_intent::hooks{
+                  .members = &members_,
+                  .holds_metadata = [this](unsigned m) { return !failed_[m] && m != rebuild_.member; },
+                  .write_failed = [this](unsigned m) { set_failed(m, member_failure::metadata); },
+                  .resume =
+                      [this](void* op) {
+                        auto& o = *static_cast<stripe_op*>(op);
+                        if (group_failed()) {
+                          finish(o, errc::device_failed);
+                        } else {
+                          run(o);
+                        }
+                      },
+              }),
       clock_(options.clock),
       rebuild_mb_per_s_(options.rebuild_mb_per_s),
       rebuild_in_flight_max_(std::max(1u, options.rebuild_stripes_in_flight)) {
@@ -86,7 +91,6 @@ raid6_group::raid6_group(std::vector<block_device*> members, const raid6_layout&
   superblock_ticket_.assign(members_.size(), 0);
   superblock_watch_.resize(members_.size());
   self_ = std::make_shared<raid6_group*>(this);
-  intent_.ticket.assign(members_.size(), 0);
   // The write-intent bitmap follows the superblock copies, with regions as
   // small as asked and the reserved area allows.
   const std::uint64_t block_size = geometry_.logical_block_size_bytes;
@@ -95,32 +99,20 @@ raid6_group::raid6_group(std::vector<block_device*> members, const raid6_layout&
   if (reserved_bytes >= offset_bytes + block_size) {
     const std::uint64_t strip_bytes = layout_.strip_blocks * block_size;
     std::uint64_t region_stripes = std::max<std::uint64_t>(1, options.bitmap_region_bytes / strip_bytes);
-    while (bitmap_bytes(layout_.stripes, region_stripes, block_size) > reserved_bytes - offset_bytes) {
+    auto bytes = [&](std::uint64_t per_region) {
+      return write_intent::bytes_for((layout_.stripes + per_region - 1) / per_region, block_size);
+    };
+    while (bytes(region_stripes) > reserved_bytes - offset_bytes) {
       region_stripes *= 2;
     }
     set_intent_geometry(offset_bytes / block_size, region_stripes);
   }
 }
 
-std::uint64_t raid6_group::bitmap_bytes(std::uint64_t stripes, std::uint64_t region_stripes,
-                                        std::uint64_t block_size) noexcept {
-  const std::uint64_t regions = (stripes + region_stripes - 1) / region_stripes;
-  return ((regions + 7) / 8 + block_size - 1) / block_size * block_size;
-}
-
 void raid6_group::set_intent_geometry(std::uint64_t offset_blocks, std::uint64_t region_stripes) {
-  intent_.offset_blocks = offset_blocks;
-  intent_.region_stripes = region_stripes;
-  intent_.regions = (layout_.stripes + region_stripes - 1) / region_stripes;
-  intent_.bytes = bitmap_bytes(layout_.stripes, region_stripes, geometry_.logical_block_size_bytes);
-  intent_.wanted.assign(intent_.bytes, std::byte{0});
-  intent_.durable = intent_.wanted;
-  intent_.writing = intent_.wanted;
-  intent_.set.clear();
-  intent_.writes.assign(intent_.regions, 0);
-  intent_.started_epoch.assign(intent_.regions, 0);
-  intent_.done_epoch.assign(intent_.regions, 0);
-  intent_.ticket.assign(members_.size(), 0);
+  intent_region_stripes_ = region_stripes;
+  intent_.configure(offset_blocks, (layout_.stripes + region_stripes - 1) / region_stripes,
+                    geometry_.logical_block_size_bytes);
 }
 
 raid6_group::~raid6_group() { *self_ = nullptr; }
@@ -144,10 +136,7 @@ void raid6_group::set_failed(unsigned member, member_failure reason) {
     watchdog_.stop(superblock_watch_[member]);
     if (--update_pending_ == 0) boost::asio::post(executor(), [this] { superblock_update_done(); });
   }
-  if (intent_.ticket[member] != 0) {  // nor its bitmap write
-    intent_.ticket[member] = 0;
-    if (--intent_.pending == 0) boost::asio::post(executor(), [this] { intent_round_done(); });
-  }
+  intent_.forget(member);  // nor its bitmap write
   membership_changed();
   if (on_member_event_) on_member_event_(member_event{member, reason, events_});
 }
@@ -176,7 +165,7 @@ void raid6_group::submit(request& req) noexcept {
     f.group = this;
     f.outer = &req;
     f.result = {};
-    f.epoch = ++flush_epoch_;
+    f.epoch = intent_.flush_started();
     f.eager = &req == &clean_req_;
     f.members.resize(members_.size());
     f.pending = 1;  // held until every member's flush is submitted
@@ -244,7 +233,7 @@ void raid6_group::member_flush_done(member_flush& mf, std::error_code result) {
   } else {
     flushes_.release(f);
   }
-  if (!group_failed()) clear_intents(epoch, eager);
+  if (!group_failed()) intent_.flush_done(epoch, eager);
   acknowledge(outer, group_failed() ? make_error_code(errc::device_failed) : std::error_code{});
 }
 
@@ -857,9 +846,9 @@ superblock raid6_group::describe(unsigned member) const {
   sb.stripes = layout_.stripes;
   sb.events = events_;
   for (unsigned i = 0; i < failed_.size(); ++i) sb.failed[i] = failed_[i];
-  if (intent_.regions > 0) {
-    sb.bitmap_offset_blocks = intent_.offset_blocks;
-    sb.bitmap_region_stripes = intent_.region_stripes;
+  if (intent_.enabled()) {
+    sb.bitmap_offset_blocks = intent_.offset_blocks();
+    sb.bitmap_region_stripes = intent_region_stripes_;
   }
   return sb;
 }
@@ -979,13 +968,15 @@ void raid6_group::assemble(std::vector<block_device*> devices, const raid6_optio
     }
     raid6_group& g = **group;
     if (newest->bitmap_offset_blocks == 0) {
-      g.intent_.regions = 0;  // formatted without a bitmap: nothing to resync from
+      g.intent_.configure(0, 0, 0);  // formatted without a bitmap: nothing to resync from
     } else {
       const std::uint64_t block_size = newest->logical_block_size_bytes;
       if (newest->bitmap_region_stripes == 0 ||
           newest->bitmap_offset_blocks * block_size < 2 * superblock::size_bytes ||
           newest->bitmap_offset_blocks * block_size +
-                  bitmap_bytes(newest->stripes, newest->bitmap_region_stripes, block_size) >
+                  write_intent::bytes_for((newest->stripes + newest->bitmap_region_stripes - 1) /
+                                              newest->bitmap_region_stripes,
+                                          block_size) >
               newest->data_offset_blocks * block_size) {
         return std::unexpected(make_error(errc::invalid_argument,
                                           "the superblocks place the write-intent bitmap outside the "
@@ -1034,51 +1025,29 @@ void raid6_group::assemble(std::vector<block_device*> devices, const raid6_optio
 }
 
 // Reads every current member's bitmap: a region set on any of them was
-// being written when the group stopped, and is resynced. A bitmap that
-// cannot be read marks every region.
+// being written when the group stopped, and is resynced.
 void raid6_group::read_intents(std::function<void()> then) {
-  if (intent_.regions == 0) {
-    then();
-    return;
-  }
-  auto pending = std::make_shared<unsigned>(1);
-  auto all_read = [this, pending, then = std::move(then)] {
-    if (--*pending > 0) return;
-    intent_.set.clear();
-    resync_.regions.assign(intent_.regions, false);
+  intent_.load([this, then = std::move(then)](std::vector<std::uint64_t> marked) {
+    resync_.regions.assign(intent_.regions(), false);
     resync_.progress = {};
-    for (std::uint64_t r = 0; r < intent_.regions; ++r) {
-      if (!bit(intent_.wanted, r)) continue;
-      intent_.set.push_back(r);
+    for (std::uint64_t r : marked) {
       resync_.regions[r] = true;
-      const std::uint64_t first = r * intent_.region_stripes;
-      resync_.progress.stripes_total += std::min(layout_.stripes, first + intent_.region_stripes) - first;
+      intent_.begin(r);  // held marked until the region is resynced
+      const std::uint64_t first = r * intent_region_stripes_;
+      resync_.progress.stripes_total += std::min(layout_.stripes, first + intent_region_stripes_) - first;
     }
-    intent_.durable = intent_.wanted;
     resync_.next_stripe = 0;
-    resync_.running = !intent_.set.empty();
+    resync_.running = !marked.empty();
     resync_.progress.running = resync_.running;
     // Every member gets the union, so that no single one must survive
     // for the resync to be remembered.
-    if (resync_.running) write_intent();
+    if (resync_.running) intent_.write_now([] {});
     then();
-  };
-  for (unsigned m = 0; m < members_.size(); ++m) {
-    if (failed_[m]) continue;
-    ++*pending;
-    read_reserved(*members_[m], intent_.offset_blocks, intent_.bytes,
-                  [this, all_read](std::expected<std::vector<std::byte>, std::error_code> bits) {
-                    for (std::size_t i = 0; i < intent_.wanted.size(); ++i) {
-                      intent_.wanted[i] |= bits ? (*bits)[i] : std::byte{0xff};
-                    }
-                    all_read();
-                  });
-  }
-  all_read();
+  });
 }
 
 void raid6_group::format(std::function<void(std::error_code)> done) {
-  if (intent_.regions == 0) {  // no room for two superblock copies and a bitmap block
+  if (!intent_.enabled()) {  // no room for two superblock copies and a bitmap block
     boost::asio::post(executor(), [done = std::move(done)] { done(errc::too_small); });
     return;
   }
@@ -1087,11 +1056,10 @@ void raid6_group::format(std::function<void(std::error_code)> done) {
   events_ = 0;
   // A clear bitmap first (the disks may hold anything there), then the
   // superblocks that point at it.
-  intent_after_.push_back([this, done = std::move(done)]() mutable {
+  intent_.write_now([this, done = std::move(done)]() mutable {
     after_update_.push_back(std::move(done));
     membership_changed();
   });
-  write_intent();
 }
 
 void raid6_group::membership_changed() {
@@ -1150,106 +1118,16 @@ void raid6_group::superblock_update_done() {
 
 // ---- The write-intent bitmap (docs/raid-write-hole.md) ----
 
-bool raid6_group::intent_durable(std::uint64_t region) const noexcept {
-  // On disk, and not about to be cleared by the write in flight.
-  return bit(intent_.durable, region) && (!intent_.write_in_flight || bit(intent_.writing, region));
-}
-
 bool raid6_group::await_intent(stripe_op& o) {
-  if (intent_.regions == 0 || events_ == 0) return false;  // not formatted: nothing to resync after all
-  const std::uint64_t region = o.stripe / intent_.region_stripes;
+  if (!intent_.enabled() || events_ == 0) return false;  // not formatted: nothing to resync after all
+  const std::uint64_t region = o.stripe / intent_region_stripes_;
   if (!o.intent) {
     o.intent = true;
-    ++intent_.writes[region];
-    intent_.started_epoch[region] = flush_epoch_;
-    if (!bit(intent_.wanted, region)) {
-      set_bit(intent_.wanted, region, true);
-      intent_.set.push_back(region);
-    }
+    intent_.begin(region);
   }
-  if (intent_durable(region)) return false;
-  intent_.waiters.push_back(&o);
-  if (intent_.write_in_flight) {
-    intent_.again = true;
-  } else {
-    write_intent();
-  }
+  if (intent_.durable(region)) return false;
+  intent_.wait(region, &o);
   return true;
-}
-
-// Writes the wanted image to every working member, each write followed by
-// a flush; the round is done when all have answered (or failed out).
-void raid6_group::write_intent() {
-  intent_.write_in_flight = true;
-  intent_.again = false;
-  intent_.writing = intent_.wanted;
-  intent_.pending = 1;
-  for (unsigned m = 0; m < members_.size(); ++m) {
-    // As with superblocks, a member being rebuilt is not trusted until whole.
-    if (failed_[m] || m == rebuild_.member) continue;
-    ++intent_.pending;
-    const std::uint64_t ticket = ++superblock_tickets_issued_;
-    intent_.ticket[m] = ticket;
-    write_reserved(*members_[m], intent_.offset_blocks, intent_.writing,
-                   [self = self_, m, ticket](std::error_code ec) {
-                     if (raid6_group* g = *self) g->intent_written(m, ticket, ec);
-                   });
-  }
-  if (--intent_.pending == 0) boost::asio::post(executor(), [this] { intent_round_done(); });
-}
-
-void raid6_group::intent_written(unsigned m, std::uint64_t ticket, std::error_code ec) {
-  if (intent_.ticket[m] != ticket) return;  // the member failed meanwhile: not waited for
-  intent_.ticket[m] = 0;
-  if (ec) set_failed(m, member_failure::metadata);
-  if (--intent_.pending == 0) intent_round_done();
-}
-
-void raid6_group::intent_round_done() {
-  intent_.write_in_flight = false;
-  intent_.durable = intent_.writing;
-  if (intent_.again || intent_.wanted != intent_.durable) write_intent();
-  auto after = std::move(intent_after_);
-  intent_after_.clear();
-  // Writes whose bits are on disk go ahead; the rest wait for the next round.
-  std::vector<stripe_op*> waiting;
-  waiting.swap(intent_.waiters);
-  for (stripe_op* o : waiting) {
-    if (group_failed()) {
-      finish(*o, errc::device_failed);
-    } else if (intent_durable(o->stripe / intent_.region_stripes)) {
-      run(*o);
-    } else {
-      intent_.waiters.push_back(o);
-    }
-  }
-  for (auto& f : after) f();
-}
-
-void raid6_group::clear_intents(std::uint64_t epoch, bool eager) {
-  if (intent_.regions == 0) return;
-  bool changed = false;
-  for (std::size_t i = 0; i < intent_.set.size();) {
-    const std::uint64_t r = intent_.set[i];
-    // Every write to the region ended before this flush started, and (not
-    // eager) none started since the flush before it: a hot region keeps
-    // its bit instead of costing a bitmap write per flush.
-    const bool covered = intent_.writes[r] == 0 && intent_.done_epoch[r] < epoch;
-    const bool idle = eager || intent_.started_epoch[r] + 1 < epoch;
-    if (covered && idle && !(resync_.running && resync_.regions[r])) {
-      set_bit(intent_.wanted, r, false);
-      intent_.set[i] = intent_.set.back();
-      intent_.set.pop_back();
-      changed = true;
-    } else {
-      ++i;
-    }
-  }
-  if (changed && !intent_.write_in_flight) {
-    write_intent();
-  } else if (changed) {
-    intent_.again = true;
-  }
 }
 
 void raid6_group::mark_clean(std::function<void(std::error_code)> done) {
@@ -1269,23 +1147,15 @@ void raid6_group::mark_clean(std::function<void(std::error_code)> done) {
 void raid6_group::on_clean_flushed(request& r) noexcept {
   raid6_group& g = *static_cast<raid6_group*>(r.context);
   // The flush's completion cleared the bits in memory; done once that is on disk.
-  g.when_intent_settled([&g, result = r.result] {
+  g.intent_.when_settled([&g, result = r.result] {
     g.cleaning_ = false;
     auto done = std::move(g.clean_done_);
     if (done) done(result);
   });
 }
 
-void raid6_group::when_intent_settled(std::function<void()> then) {
-  if (!intent_.write_in_flight) {
-    then();
-    return;
-  }
-  intent_after_.push_back([this, then = std::move(then)]() mutable { when_intent_settled(std::move(then)); });
-}
-
 bool raid6_group::needs_resync(std::uint64_t stripe) const noexcept {
-  return resync_.running && resync_.regions[stripe / intent_.region_stripes] &&
+  return resync_.running && resync_.regions[stripe / intent_region_stripes_] &&
          stripe >= resync_.next_stripe;
 }
 
@@ -1293,7 +1163,7 @@ resync_progress raid6_group::resync_status() const { return resync_.progress; }
 
 // One stripe at a time through the marked regions, at background priority.
 void raid6_group::resync_next() {
-  const std::uint64_t per_region = intent_.region_stripes;
+  const std::uint64_t per_region = intent_region_stripes_;
   std::uint64_t& next = resync_.next_stripe;
   while (next < layout_.stripes && !resync_.regions[next / per_region]) {
     next = (next / per_region + 1) * per_region;
@@ -1321,8 +1191,10 @@ void raid6_group::on_resync_stripe(request& r) noexcept {
   raid6_group& g = *static_cast<raid6_group*>(r.context);
   const std::uint64_t stripe = r.lba / g.layout_.stripe_data_blocks();
   ++g.resync_.progress.stripes_done;
-  if ((stripe + 1) % g.intent_.region_stripes == 0 || stripe + 1 == g.layout_.stripes) {
-    g.resync_.regions[stripe / g.intent_.region_stripes] = false;
+  if ((stripe + 1) % g.intent_region_stripes_ == 0 || stripe + 1 == g.layout_.stripes) {
+    const std::uint64_t region = stripe / g.intent_region_stripes_;
+    g.resync_.regions[region] = false;
+    g.intent_.end(region);  // resynced: the next flushes may clear it
   }
   g.resync_next();
 }
@@ -1378,9 +1250,7 @@ void raid6_group::start_writes(stripe_op& o) {
 void raid6_group::finish(stripe_op& o, std::error_code result) {
   parent& p = *o.owner;
   if (o.intent) {
-    const std::uint64_t region = o.stripe / intent_.region_stripes;
-    --intent_.writes[region];
-    intent_.done_epoch[region] = flush_epoch_;
+    intent_.end(o.stripe / intent_region_stripes_);
     o.intent = false;
   }
   if (result && !p.result) p.result = result;

@@ -71,6 +71,7 @@
 #include "raid/raid6_layout.h"
 #include "raid/superblock.h"
 #include "raid/watchdog.h"
+#include "raid/write_intent.h"
 
 namespace strata::raid {
 
@@ -162,7 +163,7 @@ class raid6_group final : public device::block_device {
   // answers: the device may still write into the group's buffers.
   bool idle() const noexcept {
     return !updating_ && rebuild_.member == rebuild_state::none && !scrub_.running &&
-           abandoned_ios_ == 0 && !resync_.running && !intent_.write_in_flight && !cleaning_;
+           abandoned_ios_ == 0 && !resync_.running && !intent_.writing() && !cleaning_;
   }
   // A clean shutdown: flushes every member and clears every bit of the
   // write-intent bitmap not held by a write in flight, so the next assembly
@@ -172,7 +173,7 @@ class raid6_group final : public device::block_device {
   resync_progress resync_status() const;
   // Regions of the write-intent bitmap set in memory (for tests and
   // diagnostics): each is resynced if the power fails now.
-  std::uint64_t intent_regions_set() const noexcept { return intent_.set.size(); }
+  std::uint64_t intent_regions_set() const noexcept { return intent_.regions_set(); }
   ~raid6_group() override;
   // Takes a member out of the group (an administrator's "fail disk").
   void fail_member(unsigned member);
@@ -262,22 +263,11 @@ class raid6_group final : public device::block_device {
   // Write-intent bitmap: whether the op must wait for its region's bit to
   // be on disk (it is queued and run again then).
   bool await_intent(stripe_op& op);
-  void write_intent();
-  void intent_written(unsigned member, std::uint64_t ticket, std::error_code ec);
-  void intent_round_done();
-  bool intent_durable(std::uint64_t region) const noexcept;
-  // After a flush that started as the epoch-th: clears regions whose
-  // writes it covers and that have been idle since the flush before (or,
-  // eager, at once).
-  void clear_intents(std::uint64_t epoch, bool eager);
   bool needs_resync(std::uint64_t stripe) const noexcept;
-  static std::uint64_t bitmap_bytes(std::uint64_t stripes, std::uint64_t region_stripes,
-                                    std::uint64_t block_size) noexcept;
   void set_intent_geometry(std::uint64_t offset_blocks, std::uint64_t region_stripes);
   void resync_next();
   static void on_resync_stripe(device::request& r) noexcept;
   static void on_clean_flushed(device::request& r) noexcept;
-  void when_intent_settled(std::function<void()> then);
   void read_intents(std::function<void()> then);
   void finish(stripe_op& op, std::error_code result);
   void issue(stripe_op& op, unsigned strip, device::op operation, std::uint64_t row_begin,
@@ -379,28 +369,9 @@ class raid6_group final : public device::block_device {
     std::unique_ptr<device::timer> pacing;
   };
   rebuild_state rebuild_;
-  // The write-intent bitmap: one bit per region of region_stripes stripes.
-  struct intent_state {
-    std::uint64_t offset_blocks = 0;  // on every member; regions == 0: no bitmap
-    std::uint64_t region_stripes = 0;
-    std::uint64_t regions = 0;
-    std::uint64_t bytes = 0;          // on disk: whole blocks
-    std::vector<std::byte> wanted;    // set before a write, cleared after a flush covered it
-    std::vector<std::byte> durable;   // on every working member
-    std::vector<std::byte> writing;   // the image being written
-    std::vector<std::uint64_t> set;   // regions whose bit is set in `wanted`
-    std::vector<std::uint32_t> writes;        // per region: writes in flight
-    std::vector<std::uint64_t> started_epoch; // per region: flushes started when its last write started
-    std::vector<std::uint64_t> done_epoch;    // ... and when its last write ended
-    std::vector<stripe_op*> waiters;
-    std::vector<std::uint64_t> ticket;        // per member: 0 none outstanding
-    unsigned pending = 0;
-    bool write_in_flight = false;
-    bool again = false;
-  };
-  intent_state intent_;
-  std::vector<std::function<void()>> intent_after_;  // run when the bitmap round in flight is on disk
-  std::uint64_t flush_epoch_ = 0;  // flushes started
+  // The write-intent bitmap: one bit per region of intent_region_stripes_ stripes.
+  write_intent intent_;
+  std::uint64_t intent_region_stripes_ = 0;
   struct resync_state {
     std::vector<bool> regions;  // still to resync
     device::request req;
