@@ -82,15 +82,23 @@ raid6_group::raid6_group(std::vector<block_device*> members, const raid6_layout&
               }),
       clock_(options.clock),
       rebuild_mb_per_s_(options.rebuild_mb_per_s),
+      log_(members_[0]->executor(), watchdog_,
+           membership_log::hooks{
+               .members = &members_,
+               .holds_metadata = [this](unsigned m) { return !failed_[m] && m != rebuild_.member; },
+               .describe = [this](unsigned m) { return describe(m); },
+               .write_failed = [this](unsigned m) { set_failed(m, member_failure::metadata); },
+               .outcome =
+                   [this] {
+                     return group_failed() ? make_error_code(errc::device_failed) : std::error_code{};
+                   },
+           }),
       rebuild_in_flight_max_(std::max(1u, options.rebuild_stripes_in_flight)) {
   const device::block_geometry& member = members_[0]->geometry();
   geometry_.logical_block_size_bytes = member.logical_block_size_bytes;
   geometry_.buffer_alignment_bytes = member.logical_block_size_bytes;
   geometry_.block_count = layout_.block_count();
   geometry_.max_segments = 64;
-  superblock_ticket_.assign(members_.size(), 0);
-  superblock_watch_.resize(members_.size());
-  self_ = std::make_shared<raid6_group*>(this);
   // The write-intent bitmap follows the superblock copies, with regions as
   // small as asked and the reserved area allows.
   const std::uint64_t block_size = geometry_.logical_block_size_bytes;
@@ -115,7 +123,7 @@ void raid6_group::set_intent_geometry(std::uint64_t offset_blocks, std::uint64_t
                     geometry_.logical_block_size_bytes);
 }
 
-raid6_group::~raid6_group() { *self_ = nullptr; }
+raid6_group::~raid6_group() = default;
 
 unsigned raid6_group::failed_members() const noexcept {
   return static_cast<unsigned>(std::count(failed_.begin(), failed_.end(), true));
@@ -129,16 +137,12 @@ void raid6_group::set_failed(unsigned member, member_failure reason) {
   if (failed_[member]) return;
   failed_[member] = true;
   health_[member].failure = reason;
-  if (superblock_ticket_[member] != 0) {
-    // Its superblock write is not waited for any more: a hung member must
-    // not hold up the recording of its own failure.
-    superblock_ticket_[member] = 0;
-    watchdog_.stop(superblock_watch_[member]);
-    if (--update_pending_ == 0) boost::asio::post(executor(), [this] { superblock_update_done(); });
-  }
-  intent_.forget(member);  // nor its bitmap write
-  membership_changed();
-  if (on_member_event_) on_member_event_(member_event{member, reason, events_});
+  // Its metadata writes are not waited for any more: a hung member must
+  // not hold up the recording of its own failure.
+  log_.forget(member);
+  intent_.forget(member);
+  log_.changed();
+  if (on_member_event_) on_member_event_(member_event{member, reason, log_.events()});
 }
 
 void raid6_group::on_overdue(unsigned member, const block_device* device) {
@@ -820,8 +824,8 @@ void raid6_group::end_rebuild(std::error_code result) {
   auto done = std::move(rebuild_.done);
   // Report the outcome once it is recorded on the members (at once, from
   // the loop, on a group that was never formatted).
-  if (events_ > 0 && done) {
-    after_update_.push_back([done, result](std::error_code) { done(result); });
+  if (log_.formatted() && done) {
+    log_.after([done, result](std::error_code) { done(result); });
   } else if (done) {
     boost::asio::post(executor(), [done, result] { done(result); });
   }
@@ -829,14 +833,13 @@ void raid6_group::end_rebuild(std::error_code result) {
     failed_[member] = false;                   // so that set_failed records it
     set_failed(member, member_failure::rebuild);  // only partly rebuilt: not to be trusted
   } else {
-    membership_changed();  // a full member now: its superblock says so
+    log_.changed();  // a full member now: its superblock says so
   }
 }
 
 superblock raid6_group::describe(unsigned member) const {
   superblock sb;
   sb.level = group_level::raid6;
-  sb.group_id = group_id_;
   sb.member_count = layout_.members;
   sb.member_index = member;
   sb.logical_block_size_bytes = geometry_.logical_block_size_bytes;
@@ -844,7 +847,6 @@ superblock raid6_group::describe(unsigned member) const {
   sb.data_offset_blocks = layout_.data_offset_blocks;
   sb.strip_blocks = layout_.strip_blocks;
   sb.stripes = layout_.stripes;
-  sb.events = events_;
   for (unsigned i = 0; i < failed_.size(); ++i) sb.failed[i] = failed_[i];
   if (intent_.enabled()) {
     sb.bitmap_offset_blocks = intent_.offset_blocks();
@@ -985,8 +987,7 @@ void raid6_group::assemble(std::vector<block_device*> devices, const raid6_optio
       g.set_intent_geometry(newest->bitmap_offset_blocks, newest->bitmap_region_stripes);
     }
     g.absent_ = std::move(absent);
-    g.group_id_ = newest->group_id;
-    g.events_ = newest->events;
+    g.log_.adopt(newest->group_id, newest->events);
     for (unsigned i = 0; i < m; ++i) {
       g.failed_[i] = newest->failed[i];
       if (g.failed_[i]) g.health_[i].failure = member_failure::recorded;
@@ -1013,11 +1014,11 @@ void raid6_group::assemble(std::vector<block_device*> devices, const raid6_optio
       // missing or stale are failed on every current member before the
       // group is handed out, so a later assembly agrees.
       auto record = [st, shared_result, &g] {
-        g.after_update_.push_back([st, shared_result, &g](std::error_code) {
+        g.log_.after([st, shared_result, &g](std::error_code) {
           if (g.resync_.running) boost::asio::post(g.executor(), [&g] { g.resync_next(); });
           st->done(std::move(*shared_result));
         });
-        g.membership_changed();
+        g.log_.changed();
       };
       g.read_intents(std::move(record));
     });
@@ -1051,75 +1052,15 @@ void raid6_group::format(std::function<void(std::error_code)> done) {
     boost::asio::post(executor(), [done = std::move(done)] { done(errc::too_small); });
     return;
   }
-  std::random_device random;
-  for (auto& byte : group_id_) byte = static_cast<std::uint8_t>(random());
-  events_ = 0;
   // A clear bitmap first (the disks may hold anything there), then the
   // superblocks that point at it.
-  intent_.write_now([this, done = std::move(done)]() mutable {
-    after_update_.push_back(std::move(done));
-    membership_changed();
-  });
-}
-
-void raid6_group::membership_changed() {
-  if (events_ == 0 && after_update_.empty()) return;  // not formatted: nothing to record
-  ++events_;
-  if (updating_) {
-    update_again_ = true;
-    return;
-  }
-  start_superblock_update();
-}
-
-void raid6_group::start_superblock_update() {
-  updating_ = true;
-  update_pending_ = 1;
-  for (unsigned m = 0; m < members_.size(); ++m) {
-    // A member being rebuilt gets its superblock when it is whole: until
-    // then an assembly must not take it for current.
-    if (failed_[m] || m == rebuild_.member) continue;
-    ++update_pending_;
-    const std::uint64_t ticket = ++superblock_tickets_issued_;
-    superblock_ticket_[m] = ticket;
-    watchdog_.start(superblock_watch_[m], m, members_[m]);
-    write_superblock(*members_[m], describe(m), [self = self_, m, ticket](std::error_code ec) {
-      if (raid6_group* g = *self) g->superblock_written(m, ticket, ec);
-    });
-  }
-  if (--update_pending_ == 0) {
-    boost::asio::post(executor(), [this] { superblock_update_done(); });
-  }
-}
-
-void raid6_group::superblock_written(unsigned m, std::uint64_t ticket, std::error_code ec) {
-  if (superblock_ticket_[m] != ticket) return;  // the member failed meanwhile: not waited for
-  superblock_ticket_[m] = 0;
-  watchdog_.stop(superblock_watch_[m]);
-  // A member that cannot record membership is not a member (this is
-  // recorded by another round, as the update is in flight).
-  if (ec) set_failed(m, member_failure::metadata);
-  if (--update_pending_ == 0) superblock_update_done();
-}
-
-void raid6_group::superblock_update_done() {
-  if (update_again_) {
-    update_again_ = false;
-    start_superblock_update();
-    return;
-  }
-  updating_ = false;
-  const std::error_code result = group_failed() ? make_error_code(errc::device_failed) : std::error_code{};
-  auto waiters = std::move(after_update_);
-  auto held = std::move(held_);
-  for (auto& waiter : waiters) waiter(result);
-  for (auto& [req, ec] : held) device::complete(*req, ec);
+  intent_.write_now([this, done = std::move(done)]() mutable { log_.format(std::move(done)); });
 }
 
 // ---- The write-intent bitmap (docs/raid-write-hole.md) ----
 
 bool raid6_group::await_intent(stripe_op& o) {
-  if (!intent_.enabled() || events_ == 0) return false;  // not formatted: nothing to resync after all
+  if (!intent_.enabled() || !log_.formatted()) return false;  // not formatted: nothing to resync after all
   const std::uint64_t region = o.stripe / intent_region_stripes_;
   if (!o.intent) {
     o.intent = true;
@@ -1283,10 +1224,7 @@ void raid6_group::finish(stripe_op& o, std::error_code result) {
 }
 
 void raid6_group::acknowledge(request& req, std::error_code result) {
-  if (updating_) {
-    held_.emplace_back(&req, result);
-    return;
-  }
+  if (log_.hold(req, result)) return;
   if (deferring_acks_) {
     rejected_.complete_later(req, result);
     return;

@@ -67,6 +67,7 @@
 #include "raid/device/request_queue.h"
 #include "raid/device/timing.h"
 #include "raid/member_health.h"
+#include "raid/membership_log.h"
 #include "raid/pq.h"
 #include "raid/raid6_layout.h"
 #include "raid/superblock.h"
@@ -156,13 +157,13 @@ class raid6_group final : public device::block_device {
 
   const raid6_layout& layout() const noexcept { return layout_; }
   // Membership changes recorded so far (0: never formatted).
-  std::uint64_t events() const noexcept { return events_; }
+  std::uint64_t events() const noexcept { return log_.events(); }
   // No background work (superblock update, rebuild, scrub) in flight: the
   // group may be destroyed once this holds and no request is in flight.
   // I/O abandoned to a timeout counts as in flight until its device
   // answers: the device may still write into the group's buffers.
   bool idle() const noexcept {
-    return !updating_ && rebuild_.member == rebuild_state::none && !scrub_.running &&
+    return !log_.updating() && rebuild_.member == rebuild_state::none && !scrub_.running &&
            abandoned_ios_ == 0 && !resync_.running && !intent_.writing() && !cleaning_;
   }
   // A clean shutdown: flushes every member and clears every bit of the
@@ -297,10 +298,6 @@ class raid6_group final : public device::block_device {
   void end_rebuild(std::error_code result);
   // Marks a member failed and, on a formatted group, records it.
   void set_failed(unsigned member, member_failure reason);
-  void membership_changed();
-  void start_superblock_update();
-  void superblock_update_done();
-  void superblock_written(unsigned member, std::uint64_t ticket, std::error_code ec);
   superblock describe(unsigned member) const;
   // Completes a caller's request, unless a superblock update is in flight:
   // then after it, so nothing is acknowledged before a failure it depends
@@ -385,21 +382,8 @@ class raid6_group final : public device::block_device {
   bool cleaning_ = false;
   device::clock* clock_ = nullptr;
   double rebuild_mb_per_s_ = 0;
-  // Superblocks.
-  std::array<std::uint8_t, 16> group_id_{};
-  std::uint64_t events_ = 0;
-  bool updating_ = false;
-  bool update_again_ = false;
-  unsigned update_pending_ = 0;
-  // Per member: its superblock write is outstanding (a member failed
-  // meanwhile is not waited for), and that write's watch.
-  std::vector<std::uint64_t> superblock_ticket_;  // 0: none outstanding
-  std::uint64_t superblock_tickets_issued_ = 0;
-  std::vector<watched_io> superblock_watch_;
-  // Lets a superblock write that answers after the group is gone see so.
-  std::shared_ptr<raid6_group*> self_;
-  std::vector<std::pair<device::request*, std::error_code>> held_;
-  std::vector<std::function<void(std::error_code)>> after_update_;
+  // Superblocks: membership, recorded (after the watchdog, which it uses).
+  membership_log log_;
   std::vector<std::unique_ptr<device::block_device>> absent_;  // stand-ins for missing members
   unsigned rebuild_in_flight_max_ = 8;
 };
