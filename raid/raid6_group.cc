@@ -9,6 +9,7 @@
 #include <string>
 
 #include "raid/device/buffers.h"
+#include "raid/assembly.h"
 #include "raid/members.h"
 #include "raid/superblock_io.h"
 
@@ -855,174 +856,72 @@ superblock raid6_group::describe(unsigned member) const {
   return sb;
 }
 
-namespace {
-
-// Stands in for a member that was not found at assembly: the group's order
-// and geometry stay whole, and the member stays failed.
-class absent_device final : public block_device {
- public:
-  absent_device(boost::asio::any_io_executor executor, const device::block_geometry& geometry)
-      : executor_(executor), geometry_(geometry), answers_(executor) {}
-  const device::block_geometry& geometry() const noexcept override { return geometry_; }
-  boost::asio::any_io_executor executor() const noexcept override { return executor_; }
-  void submit(request& req) noexcept override { answers_.complete_later(req, errc::device_failed); }
-
- private:
-  boost::asio::any_io_executor executor_;
-  device::block_geometry geometry_;
-  device::completion_queue answers_;
-};
-
-std::string list(const std::vector<unsigned>& members) {
-  std::string text;
-  for (unsigned m : members) text += (text.empty() ? "" : ", ") + std::to_string(m);
-  return text;
-}
-
-}  // namespace
 
 void raid6_group::assemble(std::vector<block_device*> devices, const raid6_options& options,
                            std::function<void(assembled)> done) {
-  struct state {
-    std::vector<block_device*> devices;
-    raid6_options options;
-    std::vector<std::expected<superblock, std::error_code>> found;
-    std::size_t pending = 0;
-    std::function<void(assembled)> done;
-  };
-  if (devices.empty() || std::count(devices.begin(), devices.end(), nullptr) > 0) {
-    done(std::unexpected(make_error(errc::invalid_argument, "assembly needs a list of devices")));
-    return;
-  }
-  auto st = std::make_shared<state>();
-  st->devices = std::move(devices);
-  st->options = options;
-  st->found.assign(st->devices.size(), std::unexpected(make_error_code(errc::not_found)));
-  st->pending = st->devices.size();
-  st->done = std::move(done);
+  auto survives = [](unsigned) { return 2u; };
+  plan_assembly(std::move(devices), group_level::raid6, survives,
+                [options, done = std::move(done)](std::expected<assembly_plan, error> plan) {
+                  assembled result = plan ? from_plan(std::move(*plan), options) : std::unexpected(plan.error());
+                  if (!result) {
+                    done(std::move(result));
+                    return;
+                  }
+                  raid6_group& g = **result;
+                  auto shared_result = std::make_shared<assembled>(std::move(result));
+                  // Every assembly is recorded (a new event, as md does):
+                  // members found missing or stale are failed on every
+                  // current member before the group is handed out, so a
+                  // later assembly agrees.
+                  g.read_intents([shared_result, &g, done] {
+                    g.log_.after([shared_result, &g, done](std::error_code) {
+                      if (g.resync_.running) boost::asio::post(g.executor(), [&g] { g.resync_next(); });
+                      done(std::move(*shared_result));
+                    });
+                    g.log_.changed();
+                  });
+                });
+}
 
-  auto decide = [](state& s) -> assembled {
-    // The newest superblock speaks for the group.
-    const superblock* newest = nullptr;
-    for (auto& f : s.found) {
-      if (f && f->level == group_level::raid6 && (!newest || f->events > newest->events)) newest = &*f;
-    }
-    if (newest == nullptr) {
-      return std::unexpected(make_error(errc::not_found, "none of the " + std::to_string(s.devices.size()) +
-                                                             " devices holds a RAID-6 superblock"));
-    }
-    const unsigned m = newest->member_count;
-    std::vector<block_device*> members(m, nullptr);
-    std::vector<std::uint64_t> member_events(m, 0);
-    for (std::size_t i = 0; i < s.devices.size(); ++i) {
-      const auto& f = s.found[i];
-      if (!f) continue;  // blank or unreadable: not a member
-      if (f->group_id != newest->group_id) {
-        return std::unexpected(make_error(
-            errc::invalid_argument, "device " + std::to_string(i) + " belongs to another group"));
-      }
-      if (f->member_index >= m || f->member_count != m) {
-        return std::unexpected(make_error(errc::invalid_argument,
-                                          "device " + std::to_string(i) + " has an inconsistent superblock"));
-      }
-      if (members[f->member_index] == nullptr || f->events > member_events[f->member_index]) {
-        members[f->member_index] = s.devices[i];
-        member_events[f->member_index] = f->events;
-      }
-    }
-    // A member is untrusted if the newest superblock records it failed or
-    // no device holds it. One merely behind in events, but not recorded
-    // failed, was working through the change and took every write: a crash
-    // cut the superblock update short before its copy was written.
-    std::vector<unsigned> missing, recorded;
-    for (unsigned i = 0; i < m; ++i) {
-      if (members[i] == nullptr) {
-        missing.push_back(i);
-      } else if (newest->failed[i]) {
-        recorded.push_back(i);
-      }
-    }
-    if (missing.size() + recorded.size() > 2) {
+raid6_group::assembled raid6_group::from_plan(assembly_plan plan, const raid6_options& options) {
+  const superblock& newest = plan.newest;
+  raid6_options layout_options = options;
+  layout_options.strip_size_bytes = newest.strip_blocks * newest.logical_block_size_bytes;
+  layout_options.reserved_bytes = newest.data_offset_blocks * newest.logical_block_size_bytes;
+  auto group = create(plan.members, layout_options);
+  if (!group) return std::unexpected(group.error());
+  if ((*group)->layout_.stripes != newest.stripes) {
+    return std::unexpected(
+        make_error(errc::invalid_argument, "the members' geometry does not match their superblocks"));
+  }
+  raid6_group& g = **group;
+  if (newest.bitmap_offset_blocks == 0) {
+    g.intent_.configure(0, 0, 0);  // formatted without a bitmap: nothing to resync from
+  } else {
+    const std::uint64_t block_size = newest.logical_block_size_bytes;
+    if (newest.bitmap_region_stripes == 0 ||
+        newest.bitmap_offset_blocks * block_size < 2 * superblock::size_bytes ||
+        newest.bitmap_offset_blocks * block_size +
+                write_intent::bytes_for(
+                    (newest.stripes + newest.bitmap_region_stripes - 1) / newest.bitmap_region_stripes,
+                    block_size) >
+            newest.data_offset_blocks * block_size) {
       return std::unexpected(make_error(
-          errc::device_failed,
-          "RAID-6 group of " + std::to_string(m) + " members cannot start: it needs " +
-              std::to_string(m - 2) + " current members" +
-              (missing.empty() ? "" : "; missing: " + list(missing)) +
-              (recorded.empty() ? "" : "; failed: " + list(recorded))));
+          errc::invalid_argument, "the superblocks place the write-intent bitmap outside the reserved area"));
     }
-    device::block_geometry member_geometry;
-    member_geometry.logical_block_size_bytes = newest->logical_block_size_bytes;
-    member_geometry.block_count = newest->member_block_count;
-    member_geometry.buffer_alignment_bytes = newest->logical_block_size_bytes;
-    std::vector<std::unique_ptr<block_device>> absent;
-    for (unsigned i : missing) {
-      absent.push_back(std::make_unique<absent_device>(s.devices[0]->executor(), member_geometry));
-      members[i] = absent.back().get();
-    }
-    raid6_options layout_options = s.options;
-    layout_options.strip_size_bytes = newest->strip_blocks * newest->logical_block_size_bytes;
-    layout_options.reserved_bytes = newest->data_offset_blocks * newest->logical_block_size_bytes;
-    auto group = create(members, layout_options);
-    if (!group) return std::unexpected(group.error());
-    if ((*group)->layout_.stripes != newest->stripes) {
-      return std::unexpected(make_error(errc::invalid_argument,
-                                        "the members' geometry does not match their superblocks"));
-    }
-    raid6_group& g = **group;
-    if (newest->bitmap_offset_blocks == 0) {
-      g.intent_.configure(0, 0, 0);  // formatted without a bitmap: nothing to resync from
-    } else {
-      const std::uint64_t block_size = newest->logical_block_size_bytes;
-      if (newest->bitmap_region_stripes == 0 ||
-          newest->bitmap_offset_blocks * block_size < 2 * superblock::size_bytes ||
-          newest->bitmap_offset_blocks * block_size +
-                  write_intent::bytes_for((newest->stripes + newest->bitmap_region_stripes - 1) /
-                                              newest->bitmap_region_stripes,
-                                          block_size) >
-              newest->data_offset_blocks * block_size) {
-        return std::unexpected(make_error(errc::invalid_argument,
-                                          "the superblocks place the write-intent bitmap outside the "
-                                          "reserved area"));
-      }
-      g.set_intent_geometry(newest->bitmap_offset_blocks, newest->bitmap_region_stripes);
-    }
-    g.absent_ = std::move(absent);
-    g.log_.adopt(newest->group_id, newest->events);
-    for (unsigned i = 0; i < m; ++i) {
-      g.failed_[i] = newest->failed[i];
-      if (g.failed_[i]) g.health_[i].failure = member_failure::recorded;
-    }
-    for (unsigned i : missing) {
-      g.failed_[i] = true;
-      g.health_[i].failure = member_failure::absent;
-    }
-    return group;
-  };
-
-  for (std::size_t i = 0; i < st->devices.size(); ++i) {
-    read_superblock(*st->devices[i], [st, i, decide](std::expected<superblock, std::error_code> sb) {
-      st->found[i] = std::move(sb);
-      if (--st->pending > 0) return;
-      assembled result = decide(*st);
-      if (!result) {
-        st->done(std::move(result));
-        return;
-      }
-      raid6_group& g = **result;
-      auto shared_result = std::make_shared<assembled>(std::move(result));
-      // Every assembly is recorded (a new event, as md does): members found
-      // missing or stale are failed on every current member before the
-      // group is handed out, so a later assembly agrees.
-      auto record = [st, shared_result, &g] {
-        g.log_.after([st, shared_result, &g](std::error_code) {
-          if (g.resync_.running) boost::asio::post(g.executor(), [&g] { g.resync_next(); });
-          st->done(std::move(*shared_result));
-        });
-        g.log_.changed();
-      };
-      g.read_intents(std::move(record));
-    });
+    g.set_intent_geometry(newest.bitmap_offset_blocks, newest.bitmap_region_stripes);
   }
+  g.absent_ = std::move(plan.stand_ins);
+  g.log_.adopt(newest.group_id, newest.events);
+  for (unsigned i = 0; i < g.members_.size(); ++i) {
+    g.failed_[i] = newest.failed[i];
+    if (g.failed_[i]) g.health_[i].failure = member_failure::recorded;
+  }
+  for (unsigned i : plan.missing) {
+    g.failed_[i] = true;
+    g.health_[i].failure = member_failure::absent;
+  }
+  return group;
 }
 
 // Reads every current member's bitmap: a region set on any of them was

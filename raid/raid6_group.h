@@ -66,6 +66,7 @@
 #include "raid/device/clock.h"
 #include "raid/device/request_queue.h"
 #include "raid/device/timing.h"
+#include "raid/assembly.h"
 #include "raid/member_health.h"
 #include "raid/membership_log.h"
 #include "raid/pq.h"
@@ -270,6 +271,8 @@ class raid6_group final : public device::block_device {
   static void on_resync_stripe(device::request& r) noexcept;
   static void on_clean_flushed(device::request& r) noexcept;
   void read_intents(std::function<void()> then);
+  // Assembly's second half: the group the superblocks describe.
+  static assembled from_plan(assembly_plan plan, const raid6_options& options);
   void finish(stripe_op& op, std::error_code result);
   void issue(stripe_op& op, unsigned strip, device::op operation, std::uint64_t row_begin,
              std::uint64_t row_end);

@@ -1,0 +1,35 @@
+// Assembly's first half, the same for every kind of group: read the
+// superblocks on a list of devices and work out which group they describe,
+// which device is which member, and which members cannot be trusted
+// (docs/raid-superblock.md, "Assembly").
+#pragma once
+
+#include <expected>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "raid/device/block_device.h"
+#include "raid/superblock.h"
+
+namespace strata::raid {
+
+struct assembly_plan {
+  superblock newest;  // the newest superblock, which speaks for the group
+  // By member index. A missing member has a stand-in that fails every
+  // request, so the group's order and geometry stay whole.
+  std::vector<device::block_device*> members;
+  std::vector<unsigned> missing;   // no device holds it
+  std::vector<unsigned> recorded;  // the newest superblock records it failed
+  std::vector<std::unique_ptr<device::block_device>> stand_ins;
+};
+
+// Reads every device's superblock. Devices with none (blank spares) are
+// ignored. A clear error if no device holds a superblock of `level`, the
+// devices hold more than one group, or more members are missing or
+// recorded failed than `tolerated(member_count)`.
+void plan_assembly(std::vector<device::block_device*> devices, group_level level,
+                   unsigned (*tolerated)(unsigned member_count),
+                   std::function<void(std::expected<assembly_plan, error>)> done);
+
+}  // namespace strata::raid
