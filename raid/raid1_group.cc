@@ -1,6 +1,7 @@
 #include "raid/raid1_group.h"
 
 #include <algorithm>
+#include <boost/asio/post.hpp>
 #include <string>
 
 #include "raid/device/buffers.h"
@@ -16,23 +17,68 @@ std::expected<std::unique_ptr<raid1_group>, error> raid1_group::create(
     std::vector<block_device*> members, const raid1_options& options) {
   if (auto problem = check_members(members, 1, 255, "RAID-1")) return std::unexpected(*problem);
   const device::block_geometry& first = members[0]->geometry();
-  const std::uint64_t reserved_blocks =
-      (options.reserved_bytes + first.logical_block_size_bytes - 1) / first.logical_block_size_bytes;
+  const std::uint32_t block_size = first.logical_block_size_bytes;
+  const std::uint64_t reserved_blocks = (options.reserved_bytes + block_size - 1) / block_size;
   if (first.block_count <= reserved_blocks) {
     return std::unexpected(make_error(
         errc::too_small, "members of " + std::to_string(first.size_bytes()) +
                              " bytes cannot hold the reserved area and any data"));
   }
-  return std::unique_ptr<raid1_group>(new raid1_group(std::move(members), reserved_blocks));
+  if (options.sync_chunk_bytes < block_size || options.sync_chunk_bytes % block_size != 0) {
+    return std::unexpected(make_error(errc::invalid_argument,
+                                      "sync chunk of " + std::to_string(options.sync_chunk_bytes) +
+                                          " bytes is not whole blocks of " + std::to_string(block_size)));
+  }
+  if (options.sync_mb_per_s < 0) {
+    return std::unexpected(make_error(errc::invalid_argument, "sync rate must not be negative"));
+  }
+  return std::unique_ptr<raid1_group>(new raid1_group(std::move(members), reserved_blocks, options));
 }
 
-raid1_group::raid1_group(std::vector<block_device*> members, std::uint64_t data_offset_blocks)
+raid1_group::raid1_group(std::vector<block_device*> members, std::uint64_t data_offset_blocks,
+                         const raid1_options& options)
     : members_(std::move(members)),
       data_offset_blocks_(data_offset_blocks),
       failed_(members_.size(), false),
+      health_(members_.size()),
+      on_member_event_(options.on_member_event),
+      read_error_limit_(options.member_read_error_limit),
       in_flight_(members_.size(), 0),
       reads_served_(members_.size(), 0),
-      rejected_(members_[0]->executor()) {
+      rejected_(members_[0]->executor()),
+      clock_(options.clock),
+      sync_chunk_blocks_(options.sync_chunk_bytes / members_[0]->geometry().logical_block_size_bytes),
+      sync_mb_per_s_(options.sync_mb_per_s),
+      watchdog_(options.clock, options.member_timeout, members_[0]->executor(),
+                [this](unsigned member, const block_device* device) { on_overdue(member, device); }),
+      intent_(members_[0]->executor(), watchdog_,
+              write_intent::hooks{
+                  .members = &members_,
+                  .holds_metadata =
+                      [this](unsigned m) { return !failed_[m] && !(sync_.rebuild && m == sync_.target); },
+                  .write_failed = [this](unsigned m) { set_failed(m, member_failure::metadata); },
+                  .resume =
+                      [this](void* op) {
+                        auto& o = *static_cast<mirror_op*>(op);
+                        if (working_members() == 0) {
+                          finish(o, errc::device_failed);
+                        } else {
+                          start_write(o);
+                        }
+                      },
+              }),
+      log_(members_[0]->executor(), watchdog_,
+           membership_log::hooks{
+               .members = &members_,
+               .holds_metadata =
+                   [this](unsigned m) { return !failed_[m] && !(sync_.rebuild && m == sync_.target); },
+               .describe = [this](unsigned m) { return describe(m); },
+               .write_failed = [this](unsigned m) { set_failed(m, member_failure::metadata); },
+               .outcome =
+                   [this] {
+                     return working_members() == 0 ? make_error_code(errc::device_failed) : std::error_code{};
+                   },
+           }) {
   const device::block_geometry& member = members_[0]->geometry();
   geometry_ = member;
   geometry_.block_count = member.block_count - data_offset_blocks;
@@ -41,14 +87,57 @@ raid1_group::raid1_group(std::vector<block_device*> members, std::uint64_t data_
   for (block_device* m : members_) {
     geometry_.max_segments = std::min(geometry_.max_segments, m->geometry().max_segments);
   }
+  sync_.tried.assign(members_.size(), false);
+  sync_.writes.resize(members_.size());
+  // The write-intent bitmap follows the superblock copies, with regions as
+  // small as asked and the reserved area allows.
+  const std::uint64_t block_size = member.logical_block_size_bytes;
+  const std::uint64_t offset_bytes = 2 * superblock::size_bytes;
+  const std::uint64_t reserved_bytes = data_offset_blocks * block_size;
+  if (reserved_bytes >= offset_bytes + block_size) {
+    std::uint64_t region_blocks = std::max<std::uint64_t>(1, options.bitmap_region_bytes / block_size);
+    auto regions = [&](std::uint64_t per_region) { return (geometry_.block_count + per_region - 1) / per_region; };
+    while (write_intent::bytes_for(regions(region_blocks), block_size) > reserved_bytes - offset_bytes) {
+      region_blocks *= 2;
+    }
+    intent_region_blocks_ = region_blocks;
+    intent_.configure(offset_bytes / block_size, regions(region_blocks), block_size);
+  }
 }
 
+raid1_group::~raid1_group() = default;
+
 unsigned raid1_group::working_members() const noexcept {
-  return static_cast<unsigned>(std::count(failed_.begin(), failed_.end(), false));
+  unsigned working = 0;
+  for (unsigned m = 0; m < members_.size(); ++m) {
+    // A member being rebuilt does not hold the group's data yet.
+    working += !failed_[m] && !(sync_.running && sync_.rebuild && m == sync_.target) ? 1 : 0;
+  }
+  return working;
 }
 
 void raid1_group::fail_member(unsigned member) {
-  if (member < failed_.size()) failed_[member] = true;
+  if (member < failed_.size()) set_failed(member, member_failure::administrator);
+}
+
+void raid1_group::set_failed(unsigned member, member_failure reason) {
+  if (failed_[member]) return;
+  failed_[member] = true;
+  health_[member].failure = reason;
+  log_.forget(member);
+  intent_.forget(member);
+  log_.changed();
+  if (on_member_event_) on_member_event_(member_event{member, reason, log_.events()});
+}
+
+void raid1_group::on_overdue(unsigned member, const block_device* device) {
+  deferring_acks_ = true;
+  if (members_[member] == device) {
+    ++health_[member].timeouts;
+    set_failed(member, member_failure::timed_out);
+  }
+  watchdog_.abandon_all(device);
+  deferring_acks_ = false;
 }
 
 void raid1_group::submit(request& req) noexcept {
@@ -64,8 +153,11 @@ void raid1_group::submit(request& req) noexcept {
   o.group = this;
   o.outer = &req;
   o.reqs.resize(members_.size());
+  o.watches.resize(members_.size());
   o.pending = 0;
   o.succeeded = 0;
+  o.abandoned = 0;
+  o.finished = false;
   o.last_error = {};
   o.range_lba = req.lba;
   o.range_blocks = req.block_count;
@@ -74,13 +166,21 @@ void raid1_group::submit(request& req) noexcept {
   o.bad.clear();
   o.narrow = false;
   o.writes_before = writes_started_;
-  // A working member exists, so both paths submit to one: nothing completes here.
+  o.flush_epoch = 0;
+  o.eager = false;
+  o.intent = false;
+  // A working member exists, so every path submits to one or waits: nothing completes here.
   if (req.operation == op::read) {
     read_range(o);
-  } else {
-    if (req.operation != op::flush) ++writes_started_;
-    fan_out(o, req.operation);
+    return;
   }
+  if (req.operation == op::flush) {
+    o.flush_epoch = intent_.flush_started();
+    o.eager = &req == &clean_req_;
+  } else {
+    ++writes_started_;
+  }
+  start_write(o);
 }
 
 void raid1_group::prepare(mirror_op& o, unsigned member, op operation, device::completion_fn done) {
@@ -98,14 +198,38 @@ void raid1_group::prepare(mirror_op& o, unsigned member, op operation, device::c
   ++in_flight_[member];
 }
 
+// ---- Reads ----
+
+bool raid1_group::unsynced(std::uint64_t lba, std::uint64_t blocks) const noexcept {
+  if (!sync_.running || sync_.rebuild) return false;
+  for (std::uint64_t r = lba / intent_region_blocks_; r <= (lba + blocks - 1) / intent_region_blocks_; ++r) {
+    if (sync_.regions[r]) return true;
+  }
+  return false;
+}
+
+bool raid1_group::may_read(unsigned member, std::uint64_t lba, std::uint64_t blocks) const noexcept {
+  if (sync_.running && sync_.rebuild && member == sync_.target) return lba + blocks <= sync_.next_lba;
+  // Not yet resynced: the members may disagree, so one of them answers.
+  if (member != sync_.source && unsynced(lba, blocks)) return false;
+  return true;
+}
+
 void raid1_group::read_range(mirror_op& o) {
-  // The least busy working member not yet asked; ties go round the members.
+  // The least busy member that may serve the range and has not tried it;
+  // ties go round the members. If the resync's source cannot, any
+  // member may (the rebuild's new member never above its mark).
   const unsigned m = static_cast<unsigned>(members_.size());
   unsigned chosen = m;
-  for (unsigned k = 0; k < m; ++k) {
-    const unsigned i = (next_read_ + k) % m;
-    if (failed_[i] || o.tried[i]) continue;
-    if (chosen == m || in_flight_[i] < in_flight_[chosen]) chosen = i;
+  for (int pass = 0; pass < 2 && chosen == m; ++pass) {
+    for (unsigned k = 0; k < m; ++k) {
+      const unsigned i = (next_read_ + k) % m;
+      if (failed_[i] || o.tried[i]) continue;
+      const bool allowed = pass == 0 ? may_read(i, o.range_lba, o.range_blocks)
+                                     : !(sync_.running && sync_.rebuild && i == sync_.target);
+      if (!allowed) continue;
+      if (chosen == m || in_flight_[i] < in_flight_[chosen]) chosen = i;
+    }
   }
   if (chosen == m) {
     range_unreadable(o);
@@ -125,9 +249,12 @@ void raid1_group::on_read_done(request& r) noexcept {
   if (r.result) {
     o.last_error = r.result;
     if (r.result == errc::device_failed) {
-      g.failed_[member] = true;
+      g.set_failed(member, member_failure::device_failed);
     } else {
       o.bad.push_back(member);  // unreadable here; rewrite it once read elsewhere
+      if (++g.health_[member].read_errors > g.read_error_limit_) {
+        g.set_failed(member, member_failure::read_errors);
+      }
     }
     g.read_range(o);
     return;
@@ -154,7 +281,7 @@ void raid1_group::on_repair_done(request& r) noexcept {
   const auto member = static_cast<unsigned>(&r - o.reqs.data());
   --g.in_flight_[member];
   if (r.result) {
-    g.failed_[member] = true;  // cannot even rewrite: the member is done for
+    g.set_failed(member, member_failure::write_error);  // cannot even rewrite: done for
   } else {
     g.repaired_blocks_ += r.block_count;
   }
@@ -195,40 +322,504 @@ void raid1_group::range_unreadable(mirror_op& o) {
   finish(o, o.last_error ? o.last_error : make_error_code(errc::device_failed));
 }
 
+// ---- Writes, discards and flushes ----
+
+std::pair<std::uint64_t, std::uint64_t> raid1_group::regions_of(const mirror_op& o) const noexcept {
+  const request& outer = *o.outer;
+  return {outer.lba / intent_region_blocks_, (outer.lba + outer.block_count - 1) / intent_region_blocks_};
+}
+
+bool raid1_group::overlaps_chunk(const mirror_op& o) const noexcept {
+  const request& outer = *o.outer;
+  return outer.lba < sync_.chunk_end && sync_.next_lba < outer.lba + outer.block_count;
+}
+
+void raid1_group::start_write(mirror_op& o) {
+  const op operation = o.outer->operation;
+  if (operation != op::flush && intent_.enabled() && log_.formatted()) {
+    const auto [first, last] = regions_of(o);
+    if (!o.intent) {
+      o.intent = true;
+      for (std::uint64_t r = first; r <= last; ++r) intent_.begin(r);
+    }
+    for (std::uint64_t r = first; r <= last; ++r) {
+      if (!intent_.durable(r)) {
+        intent_.wait(r, &o);  // resumed here once its bit is on disk
+        return;
+      }
+    }
+  }
+  if (operation != op::flush) {
+    if (sync_.chunk_locked && overlaps_chunk(o)) {
+      sync_.blocked.push_back(&o);  // after the chunk's copy
+      return;
+    }
+    o.write_prev = nullptr;
+    o.write_next = writes_head_;
+    if (writes_head_ != nullptr) writes_head_->write_prev = &o;
+    writes_head_ = &o;
+    o.in_write_list = true;
+  }
+  fan_out(o, operation);
+}
+
 void raid1_group::fan_out(mirror_op& o, op operation) {
   // Members never complete inside submit, so counting as we go is safe.
   o.pending = 0;
   for (unsigned i = 0; i < members_.size(); ++i) {
     if (failed_[i]) continue;
     prepare(o, i, operation, &raid1_group::on_fan_out_done);
+    watched_io& w = o.watches[i];
+    w.owner = &o;
+    w.expire = &raid1_group::expire_fan_out;
+    w.abandonable = operation != op::write;  // a write's buffers are the caller's
+    watchdog_.start(w, i, members_[i]);
     ++o.pending;
     members_[i]->submit(o.reqs[i]);
   }
+  if (o.pending == 0) finish(o, errc::device_failed);  // every member failed while it waited
 }
 
 void raid1_group::on_fan_out_done(request& r) noexcept {
   mirror_op& o = *static_cast<mirror_op*>(r.context);
   raid1_group& g = *o.group;
   const auto member = static_cast<unsigned>(&r - o.reqs.data());
+  watched_io& w = o.watches[member];
+  if (w.abandoned) {
+    // The late answer of an I/O given up on: the op may go now.
+    w.abandoned = false;
+    --g.abandoned_ios_;
+    --g.in_flight_[member];
+    if (--o.abandoned == 0 && o.finished) {
+      o.finished = false;
+      g.ops_.release(o);
+    }
+    return;
+  }
+  g.watchdog_.stop(w);
   --g.in_flight_[member];
-  if (!r.result) {
+  g.fan_out_done(o, member, r.result);
+}
+
+void raid1_group::expire_fan_out(watched_io& w) {
+  mirror_op& o = *static_cast<mirror_op*>(w.owner);
+  ++o.abandoned;
+  ++o.group->abandoned_ios_;
+  o.group->fan_out_done(o, w.member, errc::timed_out);
+}
+
+void raid1_group::fan_out_done(mirror_op& o, unsigned member, std::error_code result) {
+  const op operation = o.reqs[member].operation;
+  if (!result) {
     ++o.succeeded;
   } else {
-    o.last_error = r.result;
+    o.last_error = result;
     // A member that cannot write or flush no longer holds what the group
     // holds. A discard it cannot do changes nothing.
-    if (r.operation != op::discard || r.result == errc::device_failed) g.failed_[member] = true;
+    if (members_[member] == o.watches[member].device) {
+      if (result == errc::device_failed) {
+        set_failed(member, member_failure::device_failed);
+      } else if (operation == op::flush) {
+        set_failed(member, member_failure::flush_error);
+      } else if (operation == op::write) {
+        set_failed(member, member_failure::write_error);
+      }
+    }
   }
   if (--o.pending > 0) return;
-  std::error_code result;
-  if (o.succeeded == 0) result = o.last_error ? o.last_error : make_error_code(errc::device_failed);
-  g.finish(o, result);
+  std::error_code outcome;
+  if (o.succeeded == 0) outcome = o.last_error ? o.last_error : make_error_code(errc::device_failed);
+  if (!outcome && operation == op::flush) intent_.flush_done(o.flush_epoch, o.eager);
+  finish(o, outcome);
 }
 
 void raid1_group::finish(mirror_op& o, std::error_code result) {
+  if (o.intent) {
+    const auto [first, last] = regions_of(o);
+    for (std::uint64_t r = first; r <= last; ++r) intent_.end(r);
+    o.intent = false;
+  }
+  if (o.in_write_list) {
+    (o.write_prev != nullptr ? o.write_prev->write_next : writes_head_) = o.write_next;
+    if (o.write_next != nullptr) o.write_next->write_prev = o.write_prev;
+    o.in_write_list = false;
+    // The chunk being copied waited for this write.
+    if (sync_.chunk_locked && sync_.chunk_waiting > 0 && overlaps_chunk(o) && --sync_.chunk_waiting == 0) {
+      copy_chunk();
+    }
+  }
   request& outer = *o.outer;
-  ops_.release(o);
+  if (o.abandoned > 0) {
+    o.finished = true;  // its request slots stay until the abandoned I/Os answer
+  } else {
+    ops_.release(o);
+  }
+  if (log_.hold(outer, result)) return;
+  if (deferring_acks_) {
+    rejected_.complete_later(outer, result);
+    return;
+  }
   device::complete(outer, result);
+}
+
+// ---- Rebuild and resync ----
+
+std::optional<error> raid1_group::replace_member(unsigned member, block_device* spare,
+                                                 std::function<void(std::error_code)> done) {
+  if (member >= members_.size()) {
+    return make_error(errc::invalid_argument, "no member " + std::to_string(member));
+  }
+  if (sync_.running) {
+    return make_error(errc::invalid_argument, sync_.rebuild
+                                                  ? "member " + std::to_string(sync_.target) + " is being rebuilt already"
+                                                  : std::string("the resync after an unclean shutdown is running; "
+                                                                "replace the member after it"));
+  }
+  if (!failed_[member]) {
+    return make_error(errc::invalid_argument,
+                      "member " + std::to_string(member) + " is working: fail it before replacing it");
+  }
+  if (working_members() == 0) {
+    return make_error(errc::device_failed, "no working member to copy from");
+  }
+  std::vector<block_device*> check = members_;
+  check[member] = spare;
+  if (auto problem = check_members(check, 1, 255, "RAID-1")) {
+    return make_error(errc::invalid_argument, "the spare does not fit: " + problem->message);
+  }
+  members_[member] = spare;
+  failed_[member] = false;
+  health_[member] = {};
+  sync_.rebuild = true;
+  sync_.target = member;
+  sync_.source = ~0u;
+  sync_.bytes_total = geometry_.size_bytes();
+  sync_.done = std::move(done);
+  start_sync();
+  return std::nullopt;
+}
+
+void raid1_group::start_sync() {
+  sync_.running = true;
+  sync_.next_lba = 0;
+  sync_.chunk_locked = false;
+  sync_.bytes_done = 0;
+  sync_.error = {};
+  sync_.started = clock_ != nullptr ? clock_->now() : device::time_point{};
+  const std::uint64_t chunk_bytes = sync_chunk_blocks_ * geometry_.logical_block_size_bytes;
+  if (sync_.buffer.size() != chunk_bytes) sync_.buffer = device::aligned_buffer(chunk_bytes);
+  if (clock_ != nullptr && !sync_.pacing) sync_.pacing = clock_->make_timer(executor(), [this] { sync_next(); });
+  // Start from the loop: the caller gets its answer first.
+  boost::asio::post(executor(), [this] { sync_next(); });
+}
+
+rebuild_progress raid1_group::rebuild_status() const {
+  rebuild_progress p;
+  if (!sync_.running || !sync_.rebuild) return p;
+  p.running = true;
+  p.bytes_done = sync_.bytes_done;
+  p.bytes_total = sync_.bytes_total;
+  if (clock_ != nullptr && p.bytes_done > 0) {
+    const device::duration elapsed = clock_->now() - sync_.started;
+    p.eta = device::duration(static_cast<std::int64_t>(static_cast<double>(elapsed.count()) *
+                                                        static_cast<double>(p.bytes_total - p.bytes_done) /
+                                                        static_cast<double>(p.bytes_done)));
+  }
+  return p;
+}
+
+rebuild_progress raid1_group::resync_status() const {
+  rebuild_progress p;
+  if (sync_.rebuild) return p;
+  p.running = sync_.running;
+  p.bytes_done = sync_.bytes_done;
+  p.bytes_total = sync_.bytes_total;
+  return p;
+}
+
+// Locks the next chunk: writes already over it are waited for, new ones
+// wait for its copy.
+void raid1_group::sync_next() {
+  if (!sync_.running || sync_.chunk_locked) return;  // ended, or a late pacing tick
+  if (sync_.error || (sync_.rebuild && failed_[sync_.target]) || working_members() == 0) {
+    end_sync(sync_.error ? sync_.error : make_error_code(errc::device_failed));
+    return;
+  }
+  const std::uint64_t blocks = geometry_.block_count;
+  std::uint64_t& next = sync_.next_lba;
+  if (!sync_.rebuild) {
+    while (next < blocks && !sync_.regions[next / intent_region_blocks_]) {
+      next = (next / intent_region_blocks_ + 1) * intent_region_blocks_;
+    }
+  }
+  if (next >= blocks) {
+    end_sync({});
+    return;
+  }
+  if (clock_ != nullptr && sync_mb_per_s_ > 0) {
+    const auto allowed = sync_.started + device::duration(static_cast<std::int64_t>(
+                                             static_cast<double>(sync_.bytes_done) * 1e3 / sync_mb_per_s_));
+    if (clock_->now() < allowed) {
+      sync_.pacing->arm(allowed);
+      return;
+    }
+  }
+  sync_.chunk_end = std::min(next + sync_chunk_blocks_, blocks);
+  if (!sync_.rebuild) {
+    sync_.chunk_end = std::min(sync_.chunk_end, (next / intent_region_blocks_ + 1) * intent_region_blocks_);
+  }
+  sync_.chunk_locked = true;
+  sync_.tried.assign(members_.size(), false);
+  sync_.chunk_waiting = 0;
+  for (mirror_op* w = writes_head_; w != nullptr; w = w->write_next) {
+    sync_.chunk_waiting += overlaps_chunk(*w) ? 1 : 0;
+  }
+  if (sync_.chunk_waiting == 0) copy_chunk();
+}
+
+void raid1_group::copy_chunk() {
+  // The source: a resync keeps to its own while it can read; a rebuild
+  // takes the least busy working member.
+  const unsigned m = static_cast<unsigned>(members_.size());
+  unsigned source = m;
+  if (!sync_.rebuild && sync_.source < m && !failed_[sync_.source] && !sync_.tried[sync_.source]) {
+    source = sync_.source;
+  }
+  for (unsigned i = 0; i < m && source == m; ++i) {
+    if (failed_[i] || sync_.tried[i] || (sync_.rebuild && i == sync_.target)) continue;
+    source = i;
+  }
+  if (source == m) {
+    // No member can read the chunk: a rebuild cannot finish; a resync
+    // leaves it as it is (the members' own copies, each unreadable).
+    if (sync_.rebuild) sync_.error = errc::media_error;
+    chunk_done();
+    return;
+  }
+  sync_.tried[source] = true;
+  sync_.reading_from = source;
+  const std::uint32_t block_size = geometry_.logical_block_size_bytes;
+  sync_.segment = {sync_.buffer.data(), (sync_.chunk_end - sync_.next_lba) * block_size};
+  request& r = sync_.read;
+  r = request{};
+  r.operation = op::read;
+  r.priority = device::io_class::background;
+  r.lba = sync_.next_lba + data_offset_blocks_;
+  r.block_count = sync_.chunk_end - sync_.next_lba;
+  r.buffers = {&sync_.segment, 1};
+  r.context = this;
+  r.on_complete = &raid1_group::on_sync_read;
+  members_[source]->submit(r);
+}
+
+void raid1_group::on_sync_read(request& r) noexcept {
+  raid1_group& g = *static_cast<raid1_group*>(r.context);
+  const unsigned source = g.sync_.reading_from;
+  if (r.result) {
+    if (r.result == errc::device_failed) {
+      g.set_failed(source, member_failure::device_failed);
+    } else if (++g.health_[source].read_errors > g.read_error_limit_) {
+      g.set_failed(source, member_failure::read_errors);
+    }
+    g.copy_chunk();  // another source
+    return;
+  }
+  g.sync_.pending = 1;
+  for (unsigned i = 0; i < g.members_.size(); ++i) {
+    const bool target = g.sync_.rebuild ? i == g.sync_.target : i != source;
+    if (!target || g.failed_[i]) continue;
+    request& w = g.sync_.writes[i];
+    w = request{};
+    w.operation = op::write;
+    w.priority = device::io_class::background;
+    w.lba = r.lba;
+    w.block_count = r.block_count;
+    w.buffers = {&g.sync_.segment, 1};
+    w.context = &g;
+    w.on_complete = &raid1_group::on_sync_written;
+    ++g.sync_.pending;
+    g.members_[i]->submit(w);
+  }
+  if (--g.sync_.pending == 0) g.chunk_done();
+}
+
+void raid1_group::on_sync_written(request& r) noexcept {
+  raid1_group& g = *static_cast<raid1_group*>(r.context);
+  if (r.result) g.set_failed(static_cast<unsigned>(&r - g.sync_.writes.data()), member_failure::write_error);
+  if (--g.sync_.pending == 0) g.chunk_done();
+}
+
+void raid1_group::chunk_done() {
+  const std::uint64_t end = sync_.chunk_end;
+  sync_.bytes_done += (end - sync_.next_lba) * geometry_.logical_block_size_bytes;
+  if (!sync_.rebuild && (end % intent_region_blocks_ == 0 || end == geometry_.block_count)) {
+    const std::uint64_t region = (end - 1) / intent_region_blocks_;
+    sync_.regions[region] = false;
+    intent_.end(region);  // resynced: the next flushes may clear it
+  }
+  sync_.next_lba = end;
+  sync_.chunk_locked = false;
+  // The writes that waited for the chunk go now.
+  std::vector<mirror_op*> blocked;
+  blocked.swap(sync_.blocked);
+  for (mirror_op* o : blocked) start_write(*o);
+  sync_next();
+}
+
+void raid1_group::end_sync(std::error_code result) {
+  const bool rebuild = sync_.rebuild;
+  const unsigned target = sync_.target;
+  sync_.running = false;
+  sync_.rebuild = false;
+  sync_.target = ~0u;
+  sync_.source = ~0u;
+  if (sync_.pacing) sync_.pacing->cancel();
+  if (!rebuild) {
+    mark_clean([](std::error_code) {});  // the bits go once a flush covers the copies
+    return;
+  }
+  auto done = std::move(sync_.done);
+  if (log_.formatted() && done) {
+    log_.after([done, result](std::error_code) { done(result); });
+  } else if (done) {
+    boost::asio::post(executor(), [done, result] { done(result); });
+  }
+  if (result) {
+    failed_[target] = false;                       // so that set_failed records it
+    set_failed(target, member_failure::rebuild);   // only partly copied: not to be trusted
+  } else {
+    log_.changed();  // a full member now: its superblock says so
+  }
+}
+
+// ---- Superblocks, the bitmap, assembly ----
+
+superblock raid1_group::describe(unsigned member) const {
+  superblock sb;
+  sb.level = group_level::raid1;
+  sb.member_count = static_cast<std::uint32_t>(members_.size());
+  sb.member_index = member;
+  sb.logical_block_size_bytes = geometry_.logical_block_size_bytes;
+  sb.member_block_count = members_[member]->geometry().block_count;
+  sb.data_offset_blocks = data_offset_blocks_;
+  sb.stripes = geometry_.block_count;  // RAID-1: the group's blocks
+  for (unsigned i = 0; i < failed_.size(); ++i) sb.failed[i] = failed_[i];
+  if (intent_.enabled()) {
+    sb.bitmap_offset_blocks = intent_.offset_blocks();
+    sb.bitmap_region_stripes = intent_region_blocks_;  // RAID-1: blocks per bit
+  }
+  return sb;
+}
+
+void raid1_group::format(std::function<void(std::error_code)> done) {
+  if (!intent_.enabled()) {  // no room for two superblock copies and a bitmap block
+    boost::asio::post(executor(), [done = std::move(done)] { done(errc::too_small); });
+    return;
+  }
+  intent_.write_now([this, done = std::move(done)]() mutable { log_.format(std::move(done)); });
+}
+
+void raid1_group::mark_clean(std::function<void(std::error_code)> done) {
+  if (cleaning_) {
+    boost::asio::post(executor(), [done = std::move(done)] { done(errc::invalid_argument); });
+    return;
+  }
+  cleaning_ = true;
+  clean_done_ = std::move(done);
+  clean_req_ = request{};
+  clean_req_.operation = op::flush;
+  clean_req_.context = this;
+  clean_req_.on_complete = &raid1_group::on_clean_flushed;
+  submit(clean_req_);  // its completion cleared the bits (mirror_op::eager)
+}
+
+void raid1_group::on_clean_flushed(request& r) noexcept {
+  raid1_group& g = *static_cast<raid1_group*>(r.context);
+  g.intent_.when_settled([&g, result = r.result] {
+    g.cleaning_ = false;
+    auto done = std::move(g.clean_done_);
+    if (done) done(result);
+  });
+}
+
+void raid1_group::assemble(std::vector<block_device*> devices, const raid1_options& options,
+                           std::function<void(assembled)> done) {
+  auto survives = [](unsigned members) { return members - 1; };
+  plan_assembly(std::move(devices), group_level::raid1, survives,
+                [options, done = std::move(done)](std::expected<assembly_plan, error> plan) {
+                  assembled result = plan ? from_plan(std::move(*plan), options) : std::unexpected(plan.error());
+                  if (!result) {
+                    done(std::move(result));
+                    return;
+                  }
+                  raid1_group& g = **result;
+                  auto shared_result = std::make_shared<assembled>(std::move(result));
+                  g.intent_.load([shared_result, &g, done](std::vector<std::uint64_t> marked) {
+                    // With two or more working members, the marked regions
+                    // may differ between them: copy the first over the rest.
+                    const bool resync = !marked.empty() && g.working_members() > 1;
+                    if (resync) {
+                      g.sync_.regions.assign(g.intent_.regions(), false);
+                      g.sync_.bytes_total = 0;
+                      for (std::uint64_t r : marked) {
+                        g.sync_.regions[r] = true;
+                        g.intent_.begin(r);  // held marked until resynced
+                        const std::uint64_t first = r * g.intent_region_blocks_;
+                        g.sync_.bytes_total +=
+                            (std::min(g.geometry_.block_count, first + g.intent_region_blocks_) - first) *
+                            g.geometry_.logical_block_size_bytes;
+                      }
+                      for (unsigned m = 0; m < g.members_.size() && g.sync_.source == ~0u; ++m) {
+                        if (!g.failed_[m]) g.sync_.source = m;
+                      }
+                      g.sync_.rebuild = false;
+                      g.start_sync();
+                      g.intent_.write_now([] {});  // every member gets the union
+                    }
+                    // Recorded as an event before the group is handed out.
+                    g.log_.after([shared_result, done](std::error_code) { done(std::move(*shared_result)); });
+                    g.log_.changed();
+                  });
+                });
+}
+
+raid1_group::assembled raid1_group::from_plan(assembly_plan plan, const raid1_options& options) {
+  const superblock& newest = plan.newest;
+  raid1_options layout_options = options;
+  layout_options.reserved_bytes = newest.data_offset_blocks * newest.logical_block_size_bytes;
+  auto group = create(plan.members, layout_options);
+  if (!group) return std::unexpected(group.error());
+  raid1_group& g = **group;
+  if (g.geometry_.block_count != newest.stripes) {
+    return std::unexpected(
+        make_error(errc::invalid_argument, "the members' geometry does not match their superblocks"));
+  }
+  if (newest.bitmap_offset_blocks == 0) {
+    g.intent_.configure(0, 0, 0);
+  } else {
+    const std::uint64_t block_size = newest.logical_block_size_bytes;
+    const std::uint64_t per_region = newest.bitmap_region_stripes;
+    const std::uint64_t regions = per_region == 0 ? 0 : (newest.stripes + per_region - 1) / per_region;
+    if (per_region == 0 || newest.bitmap_offset_blocks * block_size < 2 * superblock::size_bytes ||
+        newest.bitmap_offset_blocks * block_size + write_intent::bytes_for(regions, block_size) >
+            newest.data_offset_blocks * block_size) {
+      return std::unexpected(make_error(
+          errc::invalid_argument, "the superblocks place the write-intent bitmap outside the reserved area"));
+    }
+    g.intent_region_blocks_ = per_region;
+    g.intent_.configure(newest.bitmap_offset_blocks, regions, block_size);
+  }
+  g.stand_ins_ = std::move(plan.stand_ins);
+  g.log_.adopt(newest.group_id, newest.events);
+  for (unsigned i = 0; i < g.members_.size(); ++i) {
+    g.failed_[i] = newest.failed[i];
+    if (g.failed_[i]) g.health_[i].failure = member_failure::recorded;
+  }
+  for (unsigned i : plan.missing) {
+    g.failed_[i] = true;
+    g.health_[i].failure = member_failure::absent;
+  }
+  return group;
 }
 
 }  // namespace strata::raid

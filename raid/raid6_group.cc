@@ -66,7 +66,7 @@ raid6_group::raid6_group(std::vector<block_device*> members, const raid6_layout&
       watchdog_(options.clock, options.member_timeout, members_[0]->executor(),
                 [this](unsigned member, const block_device* device) { on_overdue(member, device); }),
       rejected_(members_[0]->executor()),
-      intent_(members_[0]->executor(),
+      intent_(members_[0]->executor(), watchdog_,
               write_intent::hooks{
                   .members = &members_,
                   .holds_metadata = [this](unsigned m) { return !failed_[m] && m != rebuild_.member; },
@@ -391,9 +391,9 @@ void raid6_group::issue(stripe_op& o, unsigned strip, op operation, std::uint64_
   io.member = member;
   io.device = members_[member];
   const std::uint32_t block_size = geometry_.logical_block_size_bytes;
-  std::byte* base = strip < o.direct.size() && o.direct[strip] != nullptr && operation == op::write
-                        ? o.direct[strip] + row_begin * block_size
-                        : strip_data(o, strip, row_begin);
+  // A full stripe's data strips are written from the caller's buffers.
+  const bool from_caller = strip < o.direct.size() && o.direct[strip] != nullptr && operation == op::write;
+  std::byte* base = from_caller ? o.direct[strip] + row_begin * block_size : strip_data(o, strip, row_begin);
   io.segment = {base, (row_end - row_begin) * block_size};
   io.req = request{};
   io.req.operation = operation;
@@ -405,6 +405,7 @@ void raid6_group::issue(stripe_op& o, unsigned strip, op operation, std::uint64_
   io.req.on_complete = &raid6_group::on_member_done;
   io.watch.owner = &io;
   io.watch.expire = &raid6_group::expire_member_io;
+  io.watch.abandonable = !from_caller;
   watchdog_.start(io.watch, member, members_[member]);
   ++o.pending;
   members_[member]->submit(io.req);

@@ -70,6 +70,7 @@
 #include "raid/member_health.h"
 #include "raid/membership_log.h"
 #include "raid/pq.h"
+#include "raid/progress.h"
 #include "raid/raid6_layout.h"
 #include "raid/superblock.h"
 #include "raid/watchdog.h"
@@ -82,23 +83,6 @@ struct scrub_report {
   std::uint64_t stripes_repaired = 0;       // one strip was wrong (or unreadable): rewritten
   std::uint64_t stripes_unrecoverable = 0;  // several strips disagree: left as found
   std::error_code error;                    // why the scrub stopped early, if it did
-};
-
-struct rebuild_progress {
-  bool running = false;
-  std::uint64_t bytes_done = 0;   // of the new member's strips
-  std::uint64_t bytes_total = 0;
-  device::duration eta{};         // at the rate so far (needs a clock)
-};
-
-struct resync_progress {
-  bool running = false;
-  std::uint64_t stripes_done = 0;
-  std::uint64_t stripes_total = 0;  // in the regions marked at the crash
-  // Stripes of a degraded group whose lost strips could not be checked
-  // against a second parity: their content is as good as the parity that
-  // survived the crash (docs/raid-write-hole.md).
-  std::uint64_t unverifiable = 0;
 };
 
 struct raid6_options {

@@ -65,11 +65,11 @@ void member_watchdog::abandon_all(const device::block_device* device) {
   }
   for (watched_io* io : victims) {
     unlink(*io);
-    io->abandoned = true;
+    io->abandoned = io->abandonable;
   }
   // Expiring may start new I/O (on other members) but never touches these.
   for (watched_io* io : victims) {
-    if (io->expire != nullptr) io->expire(*io);
+    if (io->abandoned && io->expire != nullptr) io->expire(*io);
   }
 }
 

@@ -8,9 +8,13 @@
 // is O(1) and one timer, armed for the oldest, covers them all.
 //
 // An overdue I/O cannot be taken back from its device: the device may
-// still write into its buffers. So the group does not reuse them; it
-// abandons the I/O (goes on as if it had failed with timed_out) and frees
-// its memory only when the device answers at last.
+// still use its buffers. If they are the group's, the group abandons the
+// I/O (goes on as if it had failed with timed_out) and frees them only
+// when the device answers at last. If they are the caller's (a RAID-1
+// read or write, a RAID-6 full-stripe write), it cannot: the caller
+// would reuse them. Then only the member is failed out, so no new I/O
+// waits for it, and that one I/O waits for the device's own error
+// handling (the kernel's SCSI command timeout).
 //
 // Threads: the group's loop.
 #pragma once
@@ -34,6 +38,8 @@ struct watched_io {
   // Overdue: the group went on without it; its answer is awaited only so
   // that its memory can be freed.
   bool abandoned = false;
+  // Its buffers are the group's, so it may be abandoned (see above).
+  bool abandonable = true;
   // Called when the group abandons the I/O: go on as if it failed.
   void (*expire)(watched_io&) = nullptr;
   void* owner = nullptr;
@@ -52,8 +58,8 @@ class member_watchdog {
   void start(watched_io& io, unsigned member, const device::block_device* device) noexcept;
   // At its answer (a no-op for an I/O never started or already abandoned).
   void stop(watched_io& io) noexcept;
-  // Takes every watched I/O on `device` out of the watch, marks it
-  // abandoned and calls its expire(), oldest first.
+  // Takes every watched I/O on `device` out of the watch; marks each one
+  // that is abandonable abandoned and calls its expire(), oldest first.
   void abandon_all(const device::block_device* device);
 
  private:

@@ -19,12 +19,19 @@ void set_bit(std::vector<std::byte>& bits, std::uint64_t i, bool on) noexcept {
 
 }  // namespace
 
-write_intent::write_intent(boost::asio::any_io_executor executor, hooks h)
-    : executor_(std::move(executor)), hooks_(std::move(h)), self_(std::make_shared<write_intent*>(this)) {
+write_intent::write_intent(boost::asio::any_io_executor executor, member_watchdog& watchdog, hooks h)
+    : executor_(std::move(executor)),
+      watchdog_(watchdog),
+      hooks_(std::move(h)),
+      self_(std::make_shared<write_intent*>(this)) {
   ticket_.assign(hooks_.members->size(), 0);
+  watch_.resize(hooks_.members->size());
 }
 
-write_intent::~write_intent() { *self_ = nullptr; }
+write_intent::~write_intent() {
+  *self_ = nullptr;
+  for (watched_io& w : watch_) watchdog_.stop(w);
+}
 
 std::uint64_t write_intent::bytes_for(std::uint64_t regions, std::uint64_t block_size) noexcept {
   return ((regions + 7) / 8 + block_size - 1) / block_size * block_size;
@@ -84,6 +91,7 @@ void write_intent::start_round() {
     ++pending_;
     const std::uint64_t ticket = ++tickets_issued_;
     ticket_[m] = ticket;
+    watchdog_.start(watch_[m], m, members[m]);
     write_reserved(*members[m], offset_blocks_, writing_, [self = self_, m, ticket](std::error_code ec) {
       if (write_intent* w = *self) w->member_written(m, ticket, ec);
     });
@@ -96,6 +104,7 @@ void write_intent::start_round() {
 void write_intent::member_written(unsigned m, std::uint64_t ticket, std::error_code ec) {
   if (ticket_[m] != ticket) return;  // the member failed meanwhile: not waited for
   ticket_[m] = 0;
+  watchdog_.stop(watch_[m]);
   if (ec) hooks_.write_failed(m);  // its forget() finds no ticket: counted once, here
   if (--pending_ == 0) round_done();
 }
@@ -103,6 +112,7 @@ void write_intent::member_written(unsigned m, std::uint64_t ticket, std::error_c
 void write_intent::forget(unsigned m) {
   if (m >= ticket_.size() || ticket_[m] == 0) return;
   ticket_[m] = 0;
+  watchdog_.stop(watch_[m]);
   if (--pending_ == 0) boost::asio::post(executor_, [self = self_] {
       if (write_intent* w = *self) w->round_done();
     });

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "raid/device/block_device.h"
+#include "raid/watchdog.h"
 
 namespace strata::raid {
 
@@ -34,7 +35,9 @@ class write_intent {
     std::function<void(void*)> resume;
   };
 
-  write_intent(boost::asio::any_io_executor executor, hooks h);
+  // The watchdog times the bitmap writes (a hung member must not hold the
+  // writes waiting for a round forever).
+  write_intent(boost::asio::any_io_executor executor, member_watchdog& watchdog, hooks h);
   ~write_intent();
   write_intent(const write_intent&) = delete;
   write_intent& operator=(const write_intent&) = delete;
@@ -82,6 +85,7 @@ class write_intent {
   void round_done();
 
   boost::asio::any_io_executor executor_;
+  member_watchdog& watchdog_;
   hooks hooks_;
   std::uint64_t offset_blocks_ = 0;
   std::uint64_t regions_ = 0;
@@ -97,6 +101,7 @@ class write_intent {
   std::vector<std::pair<std::uint64_t, void*>> waiters_;  // region, op
   std::vector<std::function<void()>> after_round_;
   std::vector<std::uint64_t> ticket_;  // per member: 0 none outstanding
+  std::vector<watched_io> watch_;      // per member: its bitmap write
   std::uint64_t tickets_issued_ = 0;
   unsigned pending_ = 0;
   bool write_in_flight_ = false;
