@@ -127,4 +127,43 @@ void plan_assembly(std::vector<block_device*> devices, group_level level, unsign
   }
 }
 
+void check_blank(std::vector<block_device*> members, std::function<void(std::optional<error>)> done) {
+  struct state {
+    std::vector<std::expected<superblock, std::error_code>> found;
+    std::size_t pending = 0;
+    std::function<void(std::optional<error>)> done;
+  };
+  auto st = std::make_shared<state>();
+  st->found.assign(members.size(), std::unexpected(make_error_code(errc::not_found)));
+  st->pending = members.size();
+  st->done = std::move(done);
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    read_superblock(*members[i], [st, i](std::expected<superblock, std::error_code> sb) {
+      st->found[i] = std::move(sb);
+      if (--st->pending > 0) return;
+      for (std::size_t m = 0; m < st->found.size(); ++m) {
+        const auto& f = st->found[m];
+        const std::string who = "member " + std::to_string(m);
+        if (f) {
+          st->done(make_error(errc::invalid_argument,
+                              who + " already belongs to a " + std::string(name(f->level)) + " group (member " +
+                                  std::to_string(f->member_index) + " of " + std::to_string(f->member_count) +
+                                  "); remove it from that group and wipe it first"));
+          return;
+        }
+        if (f.error() == errc::media_error) {
+          st->done(make_error(errc::invalid_argument,
+                              who + " holds a damaged superblock: it may belong to a group; wipe it first"));
+          return;
+        }
+        if (f.error() != errc::not_found) {
+          st->done(error{f.error(), who + " cannot be read: " + f.error().message()});
+          return;
+        }
+      }
+      st->done(std::nullopt);
+    });
+  }
+}
+
 }  // namespace strata::raid

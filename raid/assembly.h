@@ -7,6 +7,7 @@
 #include <expected>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "raid/device/block_device.h"
@@ -31,5 +32,12 @@ struct assembly_plan {
 void plan_assembly(std::vector<device::block_device*> devices, group_level level,
                    unsigned (*tolerated)(unsigned member_count),
                    std::function<void(std::expected<assembly_plan, error>)> done);
+
+// Format's first step: every member must be blank. A member that holds a
+// superblock belongs to some group (or did), and formatting over it would
+// destroy that group; a damaged or unreadable one is refused too. `done`
+// gets nothing if all are blank, else the first problem, naming the member.
+void check_blank(std::vector<device::block_device*> members,
+                 std::function<void(std::optional<error>)> done);
 
 }  // namespace strata::raid

@@ -711,12 +711,26 @@ superblock raid1_group::describe(unsigned member) const {
   return sb;
 }
 
-void raid1_group::format(std::function<void(std::error_code)> done) {
-  if (!intent_.enabled()) {  // no room for two superblock copies and a bitmap block
-    boost::asio::post(executor(), [done = std::move(done)] { done(errc::too_small); });
+void raid1_group::format(std::function<void(std::optional<error>)> done) {
+  if (!intent_.enabled()) {
+    boost::asio::post(executor(), [done = std::move(done)] {
+      done(make_error(errc::too_small, "the reserved area cannot hold two superblock copies and a bitmap block"));
+    });
     return;
   }
-  intent_.write_now([this, done = std::move(done)]() mutable { log_.format(std::move(done)); });
+  check_blank(members_, [this, done = std::move(done)](std::optional<error> problem) mutable {
+    if (problem) {
+      done(std::move(problem));
+      return;
+    }
+    // A clear bitmap first (the disks may hold anything there), then the
+    // superblocks that point at it.
+    intent_.write_now([this, done = std::move(done)]() mutable {
+      log_.format([done = std::move(done)](std::error_code ec) {
+        done(ec ? std::optional<error>(error{ec, "the superblocks could not be written"}) : std::nullopt);
+      });
+    });
+  });
 }
 
 void raid1_group::mark_clean(std::function<void(std::error_code)> done) {

@@ -92,8 +92,9 @@ class raid1_group final : public device::block_device {
   // loops, listed twice, or too small for the reserved area.
   static std::expected<std::unique_ptr<raid1_group>, error> create(
       std::vector<device::block_device*> members, const raid1_options& options);
-  // As raid6_group: a superblock and a clear bitmap on every member.
-  void format(std::function<void(std::error_code)> done);
+  // As raid6_group::format: a superblock and a clear bitmap on every
+  // member, refused with nothing written if one belongs to a group.
+  void format(std::function<void(std::optional<error>)> done);
   // As raid6_group::assemble; a RAID-1 group needs one current member.
   // After an unclean shutdown the resync starts in the background.
   static void assemble(std::vector<device::block_device*> devices, const raid1_options& options,

@@ -947,14 +947,26 @@ void raid6_group::read_intents(std::function<void()> then) {
   });
 }
 
-void raid6_group::format(std::function<void(std::error_code)> done) {
-  if (!intent_.enabled()) {  // no room for two superblock copies and a bitmap block
-    boost::asio::post(executor(), [done = std::move(done)] { done(errc::too_small); });
+void raid6_group::format(std::function<void(std::optional<error>)> done) {
+  if (!intent_.enabled()) {
+    boost::asio::post(executor(), [done = std::move(done)] {
+      done(make_error(errc::too_small, "the reserved area cannot hold two superblock copies and a bitmap block"));
+    });
     return;
   }
-  // A clear bitmap first (the disks may hold anything there), then the
-  // superblocks that point at it.
-  intent_.write_now([this, done = std::move(done)]() mutable { log_.format(std::move(done)); });
+  check_blank(members_, [this, done = std::move(done)](std::optional<error> problem) mutable {
+    if (problem) {
+      done(std::move(problem));
+      return;
+    }
+    // A clear bitmap first (the disks may hold anything there), then the
+    // superblocks that point at it.
+    intent_.write_now([this, done = std::move(done)]() mutable {
+      log_.format([done = std::move(done)](std::error_code ec) {
+        done(ec ? std::optional<error>(error{ec, "the superblocks could not be written"}) : std::nullopt);
+      });
+    });
+  });
 }
 
 // ---- The write-intent bitmap (docs/raid-write-hole.md) ----

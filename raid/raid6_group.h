@@ -122,9 +122,11 @@ class raid6_group final : public device::block_device {
 
   // Writes a superblock (docs/raid-superblock.md) to every member, under a
   // new group id: from now on membership changes are recorded, and the
-  // group can be assembled from its members after a restart. Needs at
-  // least 8 KiB reserved per member.
-  void format(std::function<void(std::error_code)> done);
+  // group can be assembled from its members after a restart. `done` gets
+  // nothing on success. A clear error, nothing written, if a member
+  // already holds a superblock (it belongs to a group) or the reserved
+  // area cannot hold two superblock copies and a bitmap block.
+  void format(std::function<void(std::optional<error>)> done);
 
   // Rebuilds a formatted group from its members' superblocks alone: the
   // member order, geometry and failed members come from them. Devices that

@@ -65,7 +65,7 @@ struct shelf {
     REQUIRE(g);
     group = std::move(*g);
     std::optional<std::error_code> formatted;
-    group->format([&](std::error_code ec) { formatted = ec; });
+    group->format([&](std::optional<error> e) { formatted = e ? e->code : std::error_code{}; });
     loop.run_until([&] { return formatted.has_value(); });
     REQUIRE_FALSE(*formatted);
   }

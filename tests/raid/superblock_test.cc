@@ -8,6 +8,7 @@
 
 #include "raid/device/fault_device.h"
 #include "raid/device/memory_device.h"
+#include "raid/raid1_group.h"
 #include "raid/raid6_group.h"
 #include "raid/superblock_io.h"
 #include "tests/raid/device/harness.h"
@@ -58,7 +59,7 @@ struct shelf {
     REQUIRE(g);
     group = std::move(*g);
     std::optional<std::error_code> formatted;
-    group->format([&](std::error_code ec) { formatted = ec; });
+    group->format([&](std::optional<error> e) { formatted = e ? e->code : std::error_code{}; });
     loop.run_until([&] { return formatted.has_value(); });
     REQUIRE_FALSE(*formatted);
   }
@@ -214,7 +215,7 @@ TEST_CASE("superblock: too few members, or two groups, are refused clearly", "[r
   auto other = raid6_group::create(other_members, s.options());
   REQUIRE(other);
   std::optional<std::error_code> formatted;
-  (*other)->format([&](std::error_code ec) { formatted = ec; });
+  (*other)->format([&](std::optional<error> e) { formatted = e ? e->code : std::error_code{}; });
   s.loop.run_until([&] { return formatted.has_value(); });
   devices = s.power_up();
   devices.push_back(other_disks[0].get());
@@ -252,6 +253,61 @@ TEST_CASE("superblock: a group from its members rebuilds onto a spare and rememb
   (*g)->fail_member(0);
   (*g)->fail_member(2);
   CHECK(read_blocks(s.loop, **g, 0, blocks) == data);
+}
+
+}  // namespace strata::raid
+
+namespace strata::raid {
+
+TEST_CASE("superblock: formatting over a member of another group is refused, nothing written",
+          "[raid][superblock]") {
+  shelf s(4);
+  s.create_and_format();
+  const auto data = pattern(s.group->geometry().size_bytes(), 6);
+  write_blocks(s.loop, *s.group, 0, data);
+  flush(s.loop, *s.group);
+  s.loop.run_until([&] { return s.group->idle(); });
+  auto devices = s.power_up();
+
+  // A new group over member 2 of the old one and three blank disks.
+  std::vector<std::unique_ptr<memory_device>> blanks;
+  std::vector<block_device*> members{devices[2]};
+  for (int i = 0; i < 3; ++i) {
+    auto m = memory_device::create(s.loop.context.get_executor(),
+                                   {block_size, reserved_blocks + data_blocks_per_member});
+    REQUIRE(m);
+    blanks.push_back(std::move(*m));
+    members.push_back(blanks.back().get());
+  }
+  std::optional<std::optional<error>> refused;
+  auto g6 = raid6_group::create(members, s.options());
+  REQUIRE(g6);
+  (*g6)->format([&](std::optional<error> e) { refused = std::move(e); });
+  s.loop.run_until([&] { return refused.has_value(); });
+  REQUIRE(*refused);
+  CHECK((*refused)->code == errc::invalid_argument);
+  CHECK((*refused)->message == "member 0 already belongs to a RAID-6 group (member 2 of 4); "
+                               "remove it from that group and wipe it first");
+  // The same for a mirror.
+  refused.reset();
+  auto g1 = raid1_group::create({members[1], members[0]}, {});
+  REQUIRE(g1);
+  (*g1)->format([&](std::optional<error> e) { refused = std::move(e); });
+  s.loop.run_until([&] { return refused.has_value(); });
+  REQUIRE(*refused);
+  CHECK((*refused)->message.find("member 1 already belongs to a RAID-6 group") == 0);
+  // Nothing was written: the blank disks are blank, the old group whole.
+  for (auto& b : blanks) {
+    std::optional<std::expected<superblock, std::error_code>> sb;
+    read_superblock(*b, [&](std::expected<superblock, std::error_code> r) { sb = r; });
+    s.loop.run_until([&] { return sb.has_value(); });
+    CHECK(sb->error() == make_error_code(errc::not_found));
+  }
+  auto back = s.assemble(devices);
+  INFO(message_of(back));
+  REQUIRE(back);
+  CHECK((*back)->failed_members() == 0);
+  CHECK(read_blocks(s.loop, **back, 0, (*back)->geometry().block_count) == data);
 }
 
 }  // namespace strata::raid

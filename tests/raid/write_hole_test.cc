@@ -91,7 +91,7 @@ TEST_CASE("raid6: power cuts mid-write; assembly and resync keep flushed writes 
       REQUIRE(g);
       s.group = std::move(*g);
       std::optional<std::error_code> formatted;
-      s.group->format([&](std::error_code ec) { formatted = ec; });
+      s.group->format([&](std::optional<error> e) { formatted = e ? e->code : std::error_code{}; });
       s.loop.run_until([&] { return formatted.has_value(); });
       REQUIRE_FALSE(*formatted);
       flush(s.loop, *s.group);
@@ -227,7 +227,7 @@ TEST_CASE("raid6: a clean shutdown leaves nothing to resync", "[raid][raid6][cra
   REQUIRE(g);
   s.group = std::move(*g);
   std::optional<std::error_code> done;
-  s.group->format([&](std::error_code ec) { done = ec; });
+  s.group->format([&](std::optional<error> e) { done = e ? e->code : std::error_code{}; });
   s.loop.run_until([&] { return done.has_value(); });
   const auto data = pattern(s.group->geometry().size_bytes(), 3);
   write_blocks(s.loop, *s.group, 0, data);
@@ -254,7 +254,7 @@ TEST_CASE("raid6: an unclean shutdown resyncs only the regions being written", "
   REQUIRE(g);
   s.group = std::move(*g);
   std::optional<std::error_code> done;
-  s.group->format([&](std::error_code ec) { done = ec; });
+  s.group->format([&](std::optional<error> e) { done = e ? e->code : std::error_code{}; });
   s.loop.run_until([&] { return done.has_value(); });
   const std::uint64_t per_stripe = s.group->layout().stripe_data_blocks();
   // Stripes 0 and 9 (regions 0 and 2) written; the bits stay set while the
