@@ -126,6 +126,14 @@ void raid1_group::set_failed(unsigned member, member_failure reason) {
   health_[member].failure = reason;
   log_.forget(member);
   intent_.forget(member);
+  if (sync_.running && !sync_.rebuild && member == sync_.source) {
+    // The resync's source is gone: the next working member wins instead,
+    // and answers the reads of the regions not yet resynced.
+    sync_.source = ~0u;
+    for (unsigned m = 0; m < members_.size() && sync_.source == ~0u; ++m) {
+      if (!failed_[m]) sync_.source = m;
+    }
+  }
   log_.changed();
   if (on_member_event_) on_member_event_(member_event{member, reason, log_.events()});
 }
@@ -411,7 +419,9 @@ void raid1_group::expire_fan_out(watched_io& w) {
 void raid1_group::fan_out_done(mirror_op& o, unsigned member, std::error_code result) {
   const op operation = o.reqs[member].operation;
   if (!result) {
-    ++o.succeeded;
+    // A member being rebuilt holds part of the group only: its taking a
+    // write is not the group's taking it.
+    if (!(sync_.running && sync_.rebuild && member == sync_.target)) ++o.succeeded;
   } else {
     o.last_error = result;
     // A member that cannot write or flush no longer holds what the group

@@ -938,6 +938,7 @@ void raid6_group::read_intents(std::function<void()> then) {
       resync_.progress.stripes_total += std::min(layout_.stripes, first + intent_region_stripes_) - first;
     }
     resync_.next_stripe = 0;
+    resync_.done_below = 0;
     resync_.running = !marked.empty();
     resync_.progress.running = resync_.running;
     // Every member gets the union, so that no single one must survive
@@ -1008,8 +1009,10 @@ void raid6_group::on_clean_flushed(request& r) noexcept {
 }
 
 bool raid6_group::needs_resync(std::uint64_t stripe) const noexcept {
+  // Not next_stripe: a stripe whose resync is queued behind a write on its
+  // lock is not resynced yet.
   return resync_.running && resync_.regions[stripe / intent_region_stripes_] &&
-         stripe >= resync_.next_stripe;
+         stripe >= resync_.done_below;
 }
 
 resync_progress raid6_group::resync_status() const { return resync_.progress; }
@@ -1044,6 +1047,7 @@ void raid6_group::on_resync_stripe(request& r) noexcept {
   raid6_group& g = *static_cast<raid6_group*>(r.context);
   const std::uint64_t stripe = r.lba / g.layout_.stripe_data_blocks();
   ++g.resync_.progress.stripes_done;
+  g.resync_.done_below = stripe + 1;
   if ((stripe + 1) % g.intent_region_stripes_ == 0 || stripe + 1 == g.layout_.stripes) {
     const std::uint64_t region = stripe / g.intent_region_stripes_;
     g.resync_.regions[region] = false;

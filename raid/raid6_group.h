@@ -361,7 +361,8 @@ class raid6_group final : public device::block_device {
   struct resync_state {
     std::vector<bool> regions;  // still to resync
     device::request req;
-    std::uint64_t next_stripe = 0;
+    std::uint64_t next_stripe = 0;  // the next to start
+    std::uint64_t done_below = 0;   // every marked stripe below this is resynced
     bool running = false;
     resync_progress progress;
   };

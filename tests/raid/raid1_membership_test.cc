@@ -300,3 +300,24 @@ TEST_CASE("raid1: a member that stops answering a write is failed out after the 
 }
 
 }  // namespace strata::raid
+
+namespace strata::raid {
+
+TEST_CASE("raid1: a write only the half-rebuilt spare took is not a success", "[raid][raid1][rebuild]") {
+  shelf s(2, test_seed());
+  raid1_options options = group_options(&s.loop.clock);
+  options.sync_mb_per_s = 0.001;  // the copy barely moves
+  s.create_and_format(options);
+  s.group->fail_member(1);
+  s.disks.push_back(s.blank());
+  auto spare = std::make_unique<fault_device>(*s.disks.back(), s.loop.clock, fault_options{});
+  std::optional<std::error_code> done;
+  REQUIRE_FALSE(s.group->replace_member(1, spare.get(), [&](std::error_code ec) { done = ec; }));
+  s.faults[0]->fail();  // the last in-sync member goes
+  auto x = io::make(op::write, 300, 4, block_size);
+  CHECK(run(s.loop, *s.group, *x) == make_error_code(errc::device_failed));
+  s.loop.run_until([&] { return done.has_value() && s.group->idle(); });
+  CHECK(*done);  // the rebuild cannot finish without a source
+}
+
+}  // namespace strata::raid
