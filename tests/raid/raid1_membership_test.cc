@@ -313,6 +313,7 @@ TEST_CASE("raid1: a write only the half-rebuilt spare took is not a success", "[
   auto spare = std::make_unique<fault_device>(*s.disks.back(), s.loop.clock, fault_options{});
   std::optional<std::error_code> done;
   REQUIRE_FALSE(s.group->replace_member(1, spare.get(), [&](std::error_code ec) { done = ec; }));
+  write_blocks(s.loop, *s.group, 300, pattern(4 * block_size, 1));  // its bitmap bit is on disk now
   s.faults[0]->fail();  // the last in-sync member goes
   auto x = io::make(op::write, 300, 4, block_size);
   CHECK(run(s.loop, *s.group, *x) == make_error_code(errc::device_failed));
