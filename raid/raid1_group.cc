@@ -272,7 +272,7 @@ void raid1_group::on_read_done(request& r) noexcept {
   // could not be read, before handing the buffers back -- unless a write
   // has started since, which this data might be older than (the next read
   // finds any block still bad).
-  if (g.writes_started_ != o.writes_before) o.bad.clear();
+  if (g.writes_started_ != o.writes_before || g.overlaps_write(o.range_lba, o.range_blocks)) o.bad.clear();
   o.pending = 0;
   for (unsigned bad : o.bad) {
     if (g.failed_[bad]) continue;
@@ -280,7 +280,18 @@ void raid1_group::on_read_done(request& r) noexcept {
     ++o.pending;
     g.members_[bad]->submit(o.reqs[bad]);
   }
-  if (o.pending == 0) g.range_done(o);
+  if (o.pending == 0) {
+    g.range_done(o);
+    return;
+  }
+  g.repairing_.push_back(&o);
+}
+
+bool raid1_group::overlaps_write(std::uint64_t lba, std::uint64_t blocks) const noexcept {
+  for (const mirror_op* w = writes_head_; w != nullptr; w = w->write_next) {
+    if (w->outer->lba < lba + blocks && lba < w->outer->lba + w->outer->block_count) return true;
+  }
+  return false;
 }
 
 void raid1_group::on_repair_done(request& r) noexcept {
@@ -293,7 +304,13 @@ void raid1_group::on_repair_done(request& r) noexcept {
   } else {
     g.repaired_blocks_ += r.block_count;
   }
-  if (--o.pending == 0) g.range_done(o);
+  if (--o.pending > 0) return;
+  std::erase(g.repairing_, &o);
+  // Writes that waited for this repair go now; the read goes on.
+  std::vector<mirror_op*> blocked;
+  blocked.swap(g.repair_blocked_);
+  g.range_done(o);
+  for (mirror_op* w : blocked) g.start_write(*w);
 }
 
 void raid1_group::set_range(mirror_op& o, std::uint64_t block) {
@@ -358,6 +375,13 @@ void raid1_group::start_write(mirror_op& o) {
     }
   }
   if (operation != op::flush) {
+    for (const mirror_op* repair : repairing_) {
+      if (repair->range_lba < o.outer->lba + o.outer->block_count &&
+          o.outer->lba < repair->range_lba + repair->range_blocks) {
+        repair_blocked_.push_back(&o);  // after the repair, so the newer data lands last
+        return;
+      }
+    }
     if (sync_.chunk_locked && overlaps_chunk(o)) {
       sync_.blocked.push_back(&o);  // after the chunk's copy
       return;

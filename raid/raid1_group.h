@@ -241,6 +241,12 @@ class raid1_group final : public device::block_device {
   device::slot_pool<mirror_op> ops_;
   device::completion_queue rejected_;
   mirror_op* writes_head_ = nullptr;  // writes in flight on the members
+  // Reads writing good data back over bad blocks, and the writes that wait
+  // for them: a repair and a newer write to the same blocks never race on
+  // a member.
+  std::vector<mirror_op*> repairing_;
+  std::vector<mirror_op*> repair_blocked_;
+  bool overlaps_write(std::uint64_t lba, std::uint64_t blocks) const noexcept;
   device::clock* clock_;
   std::uint64_t sync_chunk_blocks_;
   double sync_mb_per_s_;
