@@ -5,6 +5,7 @@
 
 #include "raid/device/request_queue.h"
 #include "raid/superblock_io.h"
+#include "raid/write_intent.h"
 
 namespace strata::raid {
 namespace {
@@ -125,6 +126,29 @@ void plan_assembly(std::vector<block_device*> devices, group_level level, unsign
       st->done(decide(st->devices, st->found, level, tolerated));
     });
   }
+}
+
+std::optional<error> check_bitmap_placement(const superblock& newest) {
+  if (newest.bitmap_offset_blocks == 0) return std::nullopt;  // none
+  const std::uint64_t block_size = newest.logical_block_size_bytes;
+  const std::uint64_t per_region = newest.bitmap_region_stripes;
+  if (per_region == 0 || newest.bitmap_offset_blocks * block_size < 2 * superblock::size_bytes ||
+      newest.bitmap_offset_blocks * block_size +
+              write_intent::bytes_for((newest.stripes + per_region - 1) / per_region, block_size) >
+          newest.data_offset_blocks * block_size) {
+    return make_error(errc::invalid_argument,
+                      "the superblocks place the write-intent bitmap outside the reserved area");
+  }
+  return std::nullopt;
+}
+
+std::vector<member_failure> member_failures(const assembly_plan& plan) {
+  std::vector<member_failure> failures(plan.members.size(), member_failure::none);
+  for (unsigned i = 0; i < failures.size(); ++i) {
+    if (plan.newest.failed[i]) failures[i] = member_failure::recorded;
+  }
+  for (unsigned i : plan.missing) failures[i] = member_failure::absent;
+  return failures;
 }
 
 void check_blank(std::vector<block_device*> members, std::function<void(std::optional<error>)> done) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "raid/device/block_device.h"
+#include "raid/member_health.h"
 #include "raid/superblock.h"
 
 namespace strata::raid {
@@ -32,6 +33,14 @@ struct assembly_plan {
 void plan_assembly(std::vector<device::block_device*> devices, group_level level,
                    unsigned (*tolerated)(unsigned member_count),
                    std::function<void(std::expected<assembly_plan, error>)> done);
+
+// Whether the newest superblock's write-intent bitmap (one bit per
+// bitmap_region_stripes of its `stripes` units: stripes for RAID-6,
+// blocks for RAID-1) lies inside the reserved area.
+std::optional<error> check_bitmap_placement(const superblock& newest);
+
+// Per member: working, or why it is not (recorded failed, or absent).
+std::vector<member_failure> member_failures(const assembly_plan& plan);
 
 // Format's first step: every member must be blank. A member that holds a
 // superblock belongs to some group (or did), and formatting over it would

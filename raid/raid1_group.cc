@@ -184,7 +184,7 @@ void raid1_group::submit(request& req) noexcept {
   }
   if (req.operation == op::flush) {
     o.flush_epoch = intent_.flush_started();
-    o.eager = &req == &clean_req_;
+    o.eager = intent_.is_clean_flush(req);
   } else {
     ++writes_started_;
   }
@@ -768,26 +768,7 @@ void raid1_group::format(std::function<void(std::optional<error>)> done) {
 }
 
 void raid1_group::mark_clean(std::function<void(std::error_code)> done) {
-  if (cleaning_) {
-    boost::asio::post(executor(), [done = std::move(done)] { done(errc::invalid_argument); });
-    return;
-  }
-  cleaning_ = true;
-  clean_done_ = std::move(done);
-  clean_req_ = request{};
-  clean_req_.operation = op::flush;
-  clean_req_.context = this;
-  clean_req_.on_complete = &raid1_group::on_clean_flushed;
-  submit(clean_req_);  // its completion cleared the bits (mirror_op::eager)
-}
-
-void raid1_group::on_clean_flushed(request& r) noexcept {
-  raid1_group& g = *static_cast<raid1_group*>(r.context);
-  g.intent_.when_settled([&g, result = r.result] {
-    g.cleaning_ = false;
-    auto done = std::move(g.clean_done_);
-    if (done) done(result);
-  });
+  intent_.mark_clean(*this, std::move(done));
 }
 
 void raid1_group::assemble(std::vector<block_device*> devices, const raid1_options& options,
@@ -842,30 +823,21 @@ raid1_group::assembled raid1_group::from_plan(assembly_plan plan, const raid1_op
     return std::unexpected(
         make_error(errc::invalid_argument, "the members' geometry does not match their superblocks"));
   }
+  if (auto problem = check_bitmap_placement(newest)) return std::unexpected(*problem);
   if (newest.bitmap_offset_blocks == 0) {
-    g.intent_.configure(0, 0, 0);
+    g.intent_.configure(0, 0, 0);  // formatted without a bitmap: nothing to resync from
   } else {
-    const std::uint64_t block_size = newest.logical_block_size_bytes;
-    const std::uint64_t per_region = newest.bitmap_region_stripes;
-    const std::uint64_t regions = per_region == 0 ? 0 : (newest.stripes + per_region - 1) / per_region;
-    if (per_region == 0 || newest.bitmap_offset_blocks * block_size < 2 * superblock::size_bytes ||
-        newest.bitmap_offset_blocks * block_size + write_intent::bytes_for(regions, block_size) >
-            newest.data_offset_blocks * block_size) {
-      return std::unexpected(make_error(
-          errc::invalid_argument, "the superblocks place the write-intent bitmap outside the reserved area"));
-    }
-    g.intent_region_blocks_ = per_region;
-    g.intent_.configure(newest.bitmap_offset_blocks, regions, block_size);
+    g.intent_region_blocks_ = newest.bitmap_region_stripes;
+    g.intent_.configure(newest.bitmap_offset_blocks,
+                        (newest.stripes + g.intent_region_blocks_ - 1) / g.intent_region_blocks_,
+                        newest.logical_block_size_bytes);
   }
   g.stand_ins_ = std::move(plan.stand_ins);
   g.log_.adopt(newest.group_id, newest.events);
+  const auto failures = member_failures(plan);
   for (unsigned i = 0; i < g.members_.size(); ++i) {
-    g.failed_[i] = newest.failed[i];
-    if (g.failed_[i]) g.health_[i].failure = member_failure::recorded;
-  }
-  for (unsigned i : plan.missing) {
-    g.failed_[i] = true;
-    g.health_[i].failure = member_failure::absent;
+    g.failed_[i] = failures[i] != member_failure::none;
+    g.health_[i].failure = failures[i];
   }
   return group;
 }

@@ -127,7 +127,7 @@ class raid1_group final : public device::block_device {
   std::uint64_t intent_regions_set() const noexcept { return intent_.regions_set(); }
   // No background work, metadata write or abandoned I/O in flight.
   bool idle() const noexcept {
-    return !log_.updating() && !intent_.writing() && !sync_.running && !cleaning_ && abandoned_ios_ == 0;
+    return !log_.updating() && !intent_.writing() && !sync_.running && !intent_.cleaning() && abandoned_ios_ == 0;
   }
 
  private:
@@ -222,7 +222,6 @@ class raid1_group final : public device::block_device {
   void end_sync(std::error_code result);
   bool overlaps_chunk(const mirror_op& o) const noexcept;
   bool unsynced(std::uint64_t lba, std::uint64_t blocks) const noexcept;
-  static void on_clean_flushed(device::request& r) noexcept;
 
   std::vector<device::block_device*> members_;
   std::uint64_t data_offset_blocks_;
@@ -258,9 +257,6 @@ class raid1_group final : public device::block_device {
   std::uint64_t intent_region_blocks_ = 0;
   membership_log log_;
   std::vector<std::unique_ptr<device::block_device>> stand_ins_;
-  device::request clean_req_;
-  std::function<void(std::error_code)> clean_done_;
-  bool cleaning_ = false;
 };
 
 }  // namespace strata::raid

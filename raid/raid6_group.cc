@@ -171,7 +171,7 @@ void raid6_group::submit(request& req) noexcept {
     f.outer = &req;
     f.result = {};
     f.epoch = intent_.flush_started();
-    f.eager = &req == &clean_req_;
+    f.eager = intent_.is_clean_flush(req);
     f.members.resize(members_.size());
     f.pending = 1;  // held until every member's flush is submitted
     for (unsigned i = 0; i < members_.size(); ++i) {
@@ -896,31 +896,18 @@ raid6_group::assembled raid6_group::from_plan(assembly_plan plan, const raid6_op
         make_error(errc::invalid_argument, "the members' geometry does not match their superblocks"));
   }
   raid6_group& g = **group;
+  if (auto problem = check_bitmap_placement(newest)) return std::unexpected(*problem);
   if (newest.bitmap_offset_blocks == 0) {
     g.intent_.configure(0, 0, 0);  // formatted without a bitmap: nothing to resync from
   } else {
-    const std::uint64_t block_size = newest.logical_block_size_bytes;
-    if (newest.bitmap_region_stripes == 0 ||
-        newest.bitmap_offset_blocks * block_size < 2 * superblock::size_bytes ||
-        newest.bitmap_offset_blocks * block_size +
-                write_intent::bytes_for(
-                    (newest.stripes + newest.bitmap_region_stripes - 1) / newest.bitmap_region_stripes,
-                    block_size) >
-            newest.data_offset_blocks * block_size) {
-      return std::unexpected(make_error(
-          errc::invalid_argument, "the superblocks place the write-intent bitmap outside the reserved area"));
-    }
     g.set_intent_geometry(newest.bitmap_offset_blocks, newest.bitmap_region_stripes);
   }
   g.absent_ = std::move(plan.stand_ins);
   g.log_.adopt(newest.group_id, newest.events);
+  const auto failures = member_failures(plan);
   for (unsigned i = 0; i < g.members_.size(); ++i) {
-    g.failed_[i] = newest.failed[i];
-    if (g.failed_[i]) g.health_[i].failure = member_failure::recorded;
-  }
-  for (unsigned i : plan.missing) {
-    g.failed_[i] = true;
-    g.health_[i].failure = member_failure::absent;
+    g.failed_[i] = failures[i] != member_failure::none;
+    g.health_[i].failure = failures[i];
   }
   return group;
 }
@@ -985,27 +972,7 @@ bool raid6_group::await_intent(stripe_op& o) {
 }
 
 void raid6_group::mark_clean(std::function<void(std::error_code)> done) {
-  if (cleaning_) {
-    boost::asio::post(executor(), [done = std::move(done)] { done(errc::invalid_argument); });
-    return;
-  }
-  cleaning_ = true;
-  clean_done_ = std::move(done);
-  clean_req_ = request{};
-  clean_req_.operation = op::flush;
-  clean_req_.context = this;
-  clean_req_.on_complete = &raid6_group::on_clean_flushed;
-  submit(clean_req_);  // its completion cleared the bits (flush_op::eager)
-}
-
-void raid6_group::on_clean_flushed(request& r) noexcept {
-  raid6_group& g = *static_cast<raid6_group*>(r.context);
-  // The flush's completion cleared the bits in memory; done once that is on disk.
-  g.intent_.when_settled([&g, result = r.result] {
-    g.cleaning_ = false;
-    auto done = std::move(g.clean_done_);
-    if (done) done(result);
-  });
+  intent_.mark_clean(*this, std::move(done));
 }
 
 bool raid6_group::needs_resync(std::uint64_t stripe) const noexcept {

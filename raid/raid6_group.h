@@ -151,7 +151,7 @@ class raid6_group final : public device::block_device {
   // answers: the device may still write into the group's buffers.
   bool idle() const noexcept {
     return !log_.updating() && rebuild_.member == rebuild_state::none && !scrub_.running &&
-           abandoned_ios_ == 0 && !resync_.running && !intent_.writing() && !cleaning_;
+           abandoned_ios_ == 0 && !resync_.running && !intent_.writing() && !intent_.cleaning();
   }
   // A clean shutdown: flushes every member and clears every bit of the
   // write-intent bitmap not held by a write in flight, so the next assembly
@@ -255,7 +255,6 @@ class raid6_group final : public device::block_device {
   void set_intent_geometry(std::uint64_t offset_blocks, std::uint64_t region_stripes);
   void resync_next();
   static void on_resync_stripe(device::request& r) noexcept;
-  static void on_clean_flushed(device::request& r) noexcept;
   void read_intents(std::function<void()> then);
   // Assembly's second half: the group the superblocks describe.
   static assembled from_plan(assembly_plan plan, const raid6_options& options);
@@ -367,9 +366,6 @@ class raid6_group final : public device::block_device {
     resync_progress progress;
   };
   resync_state resync_;
-  device::request clean_req_;
-  std::function<void(std::error_code)> clean_done_;
-  bool cleaning_ = false;
   device::clock* clock_ = nullptr;
   double rebuild_mb_per_s_ = 0;
   // Superblocks: membership, recorded (after the watchdog, which it uses).

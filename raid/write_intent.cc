@@ -173,6 +173,28 @@ void write_intent::write_now(std::function<void()> then) {
   when_settled(std::move(then));
 }
 
+void write_intent::mark_clean(device::block_device& group, std::function<void(std::error_code)> done) {
+  if (cleaning_) {
+    boost::asio::post(executor_, [done = std::move(done)] { done(errc::invalid_argument); });
+    return;
+  }
+  cleaning_ = true;
+  clean_done_ = std::move(done);
+  clean_req_ = device::request{};
+  clean_req_.operation = device::op::flush;
+  clean_req_.context = this;
+  clean_req_.on_complete = [](device::request& r) noexcept {
+    auto& self = *static_cast<write_intent*>(r.context);
+    // The flush's completion cleared the bits in memory; done once that is on disk.
+    self.when_settled([&self, result = r.result] {
+      self.cleaning_ = false;
+      auto finished = std::move(self.clean_done_);
+      if (finished) finished(result);
+    });
+  };
+  group.submit(clean_req_);
+}
+
 void write_intent::when_settled(std::function<void()> then) {
   if (!write_in_flight_) {
     then();

@@ -75,6 +75,14 @@ class write_intent {
   void when_settled(std::function<void()> then);
   bool writing() const noexcept { return write_in_flight_; }
 
+  // A clean shutdown: flushes `group` (whose flush completion calls
+  // flush_done eager for this request: is_clean_flush) and, once the
+  // cleared bitmap is on disk, `done` gets the flush's outcome. A second
+  // call while one runs gets invalid_argument.
+  void mark_clean(device::block_device& group, std::function<void(std::error_code)> done);
+  bool is_clean_flush(const device::request& req) const noexcept { return &req == &clean_req_; }
+  bool cleaning() const noexcept { return cleaning_; }
+
   // At assembly: reads every metadata member's bitmap and takes the union
   // (an unreadable one counts as all set); `then` gets the regions set.
   void load(std::function<void(std::vector<std::uint64_t>)> then);
@@ -106,6 +114,9 @@ class write_intent {
   unsigned pending_ = 0;
   bool write_in_flight_ = false;
   bool again_ = false;
+  device::request clean_req_;
+  std::function<void(std::error_code)> clean_done_;
+  bool cleaning_ = false;
   // Lets a member's late answer see that this bitmap is gone.
   std::shared_ptr<write_intent*> self_;
 };
