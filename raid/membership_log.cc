@@ -109,6 +109,15 @@ void membership_log::update_done() {
   for (auto& [req, ec] : held) device::complete(*req, ec);
 }
 
+void membership_log::report_after_record(std::function<void(std::error_code)> done, std::error_code result) {
+  if (!done) return;
+  if (formatted()) {
+    after([done = std::move(done), result](std::error_code) { done(result); });
+  } else {
+    boost::asio::post(executor_, [done = std::move(done), result] { done(result); });
+  }
+}
+
 bool membership_log::hold(device::request& req, std::error_code result) {
   if (!updating_) return false;
   held_.emplace_back(&req, result);

@@ -62,6 +62,10 @@ class membership_log {
   // Runs `fn` with the outcome when the update in flight, or the next one,
   // and any that follow it, are done. Callers start one with changed().
   void after(std::function<void(std::error_code)> fn) { after_.push_back(std::move(fn)); }
+  // Tells `done` the outcome of background work once the change it causes
+  // is recorded (the caller then calls changed(), or fails a member); on a
+  // group never formatted, at once, from the loop.
+  void report_after_record(std::function<void(std::error_code)> done, std::error_code result);
   // Holds a request's completion while an update is in flight: true if held.
   bool hold(device::request& req, std::error_code result);
 

@@ -712,12 +712,7 @@ void raid1_group::end_sync(std::error_code result) {
     mark_clean([](std::error_code) {});  // the bits go once a flush covers the copies
     return;
   }
-  auto done = std::move(sync_.done);
-  if (log_.formatted() && done) {
-    log_.after([done, result](std::error_code) { done(result); });
-  } else if (done) {
-    boost::asio::post(executor(), [done, result] { done(result); });
-  }
+  log_.report_after_record(std::move(sync_.done), result);
   if (result) {
     failed_[target] = false;                       // so that set_failed records it
     set_failed(target, member_failure::rebuild);   // only partly copied: not to be trusted

@@ -823,14 +823,7 @@ void raid6_group::end_rebuild(std::error_code result) {
   rebuild_.member = rebuild_state::none;
   rebuild_.rebuilt.clear();
   if (rebuild_.pacing) rebuild_.pacing->cancel();
-  auto done = std::move(rebuild_.done);
-  // Report the outcome once it is recorded on the members (at once, from
-  // the loop, on a group that was never formatted).
-  if (log_.formatted() && done) {
-    log_.after([done, result](std::error_code) { done(result); });
-  } else if (done) {
-    boost::asio::post(executor(), [done, result] { done(result); });
-  }
+  log_.report_after_record(std::move(rebuild_.done), result);
   if (result) {
     failed_[member] = false;                   // so that set_failed records it
     set_failed(member, member_failure::rebuild);  // only partly rebuilt: not to be trusted

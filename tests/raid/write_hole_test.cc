@@ -60,6 +60,15 @@ struct shelf {
     }
     return list;
   }
+  void create_and_format() {
+    auto g = raid6_group::create(power_up(), group_options());
+    REQUIRE(g);
+    group = std::move(*g);
+    std::optional<std::optional<error>> formatted;
+    group->format([&](std::optional<error> e) { formatted = std::move(e); });
+    loop.run_until([&] { return formatted.has_value(); });
+    REQUIRE_FALSE(*formatted);
+  }
 };
 
 // One write of the workload: its blocks and the data it put there.
@@ -86,16 +95,8 @@ TEST_CASE("raid6: power cuts mid-write; assembly and resync keep flushed writes 
   for (int round = 0; round < 25; ++round) {
     INFO("seed " << seed << ", round " << round);
     shelf s(6, random());
-    {
-      auto g = raid6_group::create(s.power_up(), group_options());
-      REQUIRE(g);
-      s.group = std::move(*g);
-      std::optional<std::error_code> formatted;
-      s.group->format([&](std::optional<error> e) { formatted = e ? e->code : std::error_code{}; });
-      s.loop.run_until([&] { return formatted.has_value(); });
-      REQUIRE_FALSE(*formatted);
-      flush(s.loop, *s.group);
-    }
+    s.create_and_format();
+    flush(s.loop, *s.group);
     const std::uint64_t blocks = s.group->geometry().block_count;
     const std::uint64_t per_stripe = s.group->layout().stripe_data_blocks();
     std::vector<write_record> writes(1);  // version 0: the zeros of a new group
@@ -223,12 +224,8 @@ TEST_CASE("raid6: power cuts mid-write; assembly and resync keep flushed writes 
 
 TEST_CASE("raid6: a clean shutdown leaves nothing to resync", "[raid][raid6][crash]") {
   shelf s(5, test_seed());
-  auto g = raid6_group::create(s.power_up(), group_options());
-  REQUIRE(g);
-  s.group = std::move(*g);
+  s.create_and_format();
   std::optional<std::error_code> done;
-  s.group->format([&](std::optional<error> e) { done = e ? e->code : std::error_code{}; });
-  s.loop.run_until([&] { return done.has_value(); });
   const auto data = pattern(s.group->geometry().size_bytes(), 3);
   write_blocks(s.loop, *s.group, 0, data);
   CHECK(s.group->intent_regions_set() == 8);
@@ -250,12 +247,7 @@ TEST_CASE("raid6: a clean shutdown leaves nothing to resync", "[raid][raid6][cra
 
 TEST_CASE("raid6: an unclean shutdown resyncs only the regions being written", "[raid][raid6][crash]") {
   shelf s(5, test_seed());
-  auto g = raid6_group::create(s.power_up(), group_options());
-  REQUIRE(g);
-  s.group = std::move(*g);
-  std::optional<std::error_code> done;
-  s.group->format([&](std::optional<error> e) { done = e ? e->code : std::error_code{}; });
-  s.loop.run_until([&] { return done.has_value(); });
+  s.create_and_format();
   const std::uint64_t per_stripe = s.group->layout().stripe_data_blocks();
   // Stripes 0 and 9 (regions 0 and 2) written; the bits stay set while the
   // regions are hot (written between every two flushes).
