@@ -1,6 +1,7 @@
 #include "tools/bdevperf/workload.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 namespace strata::tools {
@@ -35,12 +36,17 @@ workload::workload(device::block_device& target, device::clock& clock, const wor
       // and reported as an error, rather than dividing by zero.
       span_ios_(std::max<std::uint64_t>(
           1, target.geometry().block_count / std::max<std::uint32_t>(spec.io_blocks, 1))) {
-  const std::uint32_t block_size = target.geometry().logical_block_size_bytes;
+  const std::uint64_t io_bytes = std::uint64_t{spec.io_blocks} * target.geometry().logical_block_size_bytes;
+  const std::uint64_t buffer_count =
+      std::max<std::uint64_t>(spec.queue_depth, io_bytes > 0 ? spec.buffer_pool_bytes / io_bytes : 0);
+  for (std::uint64_t i = 0; i < buffer_count; ++i) {
+    buffers_.emplace_back(io_bytes);
+    // Touched, so that every page is a page of its own in DRAM.
+    std::memset(buffers_.back().data(), static_cast<int>(i + 1), io_bytes);
+  }
   for (std::uint32_t i = 0; i < spec.queue_depth; ++i) {
     auto s = std::make_unique<slot>();
     s->owner = this;
-    s->buffer = device::aligned_buffer(std::uint64_t{spec.io_blocks} * block_size);
-    s->segment = s->buffer.segment();
     s->req.operation = spec.operation;
     s->req.block_count = spec.io_blocks;
     s->req.buffers = {&s->segment, 1};
@@ -85,6 +91,8 @@ void workload::issue(slot& s) {
     index = next_sequential_++ % span_ios_;
   }
   s.req.lba = index * spec_.io_blocks;
+  s.segment = buffers_[next_buffer_].segment();
+  next_buffer_ = (next_buffer_ + 1) % buffers_.size();
   s.issued = clock_.now();
   ++issued_;
   ++in_flight_;

@@ -26,6 +26,11 @@ struct workload_spec {
   std::uint64_t io_count = 0;       // stop after this many completions (0: no limit)
   device::duration run_time{};      // stop issuing after this long (0: no limit)
   std::uint64_t seed = 1;
+  // 0: each slot reuses its own buffer, which stays in the CPU's caches.
+  // Else the requests cycle through buffers of this many bytes in all, so
+  // that (when it is larger than the caches) data comes from DRAM, as a
+  // host's writes would.
+  std::uint64_t buffer_pool_bytes = 0;
 };
 
 struct workload_result {
@@ -55,7 +60,6 @@ class workload {
   struct slot {
     workload* owner = nullptr;
     device::request req;
-    device::aligned_buffer buffer;
     iovec segment{};
     device::time_point issued{};
   };
@@ -75,6 +79,8 @@ class workload {
   device::time_point start_time_{};
   device::time_point last_completion_{};
   std::vector<std::unique_ptr<slot>> slots_;
+  std::vector<device::aligned_buffer> buffers_;  // at least one per slot
+  std::size_t next_buffer_ = 0;
   workload_result result_;
 };
 
