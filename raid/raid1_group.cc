@@ -504,7 +504,7 @@ std::optional<error> raid1_group::replace_member(unsigned member, block_device* 
     return make_error(errc::invalid_argument, "no member " + std::to_string(member));
   }
   if (sync_.running) {
-    return make_error(errc::invalid_argument, sync_.rebuild
+    return make_error(errc::busy, sync_.rebuild
                                                   ? "member " + std::to_string(sync_.target) + " is being rebuilt already"
                                                   : std::string("the resync after an unclean shutdown is running; "
                                                                 "replace the member after it"));

@@ -58,6 +58,7 @@
 #include "raid/device/request_queue.h"
 #include "raid/device/timing.h"
 #include "raid/member_health.h"
+#include "raid/member_replacement.h"
 #include "raid/membership_log.h"
 #include "raid/progress.h"
 #include "raid/watchdog.h"
@@ -83,7 +84,7 @@ struct raid1_options {
   double sync_mb_per_s = 0;
 };
 
-class raid1_group final : public device::block_device {
+class raid1_group final : public device::block_device, public member_replacement {
  public:
   using assembled = std::expected<std::unique_ptr<raid1_group>, error>;
 
@@ -106,7 +107,8 @@ class raid1_group final : public device::block_device {
   void submit(device::request& req) noexcept override;
 
   void fail_member(unsigned member);
-  bool member_failed(unsigned member) const noexcept { return failed_[member]; }
+  unsigned member_count() const noexcept override { return static_cast<unsigned>(members_.size()); }
+  bool member_failed(unsigned member) const noexcept override { return failed_[member]; }
   unsigned working_members() const noexcept;
   const member_health& health(unsigned member) const noexcept { return health_[member]; }
   std::uint64_t reads_served(unsigned member) const noexcept { return reads_served_[member]; }
@@ -115,10 +117,11 @@ class raid1_group final : public device::block_device {
 
   // Puts `spare` in the place of failed member `member` and copies the
   // group onto it in the background. A clear error, nothing changed, if
-  // the member is working, a rebuild or resync runs, or the spare does not
-  // fit. `done` gets the outcome once recorded.
+  // the member is working or the spare does not fit (invalid_argument), a
+  // rebuild or resync runs (busy), or no member works (device_failed).
+  // `done` gets the outcome once recorded.
   std::optional<error> replace_member(unsigned member, device::block_device* spare,
-                                      std::function<void(std::error_code)> done);
+                                      std::function<void(std::error_code)> done) override;
   rebuild_progress rebuild_status() const;
   // The resync after an unclean shutdown: bytes of the marked regions.
   rebuild_progress resync_status() const;

@@ -719,16 +719,18 @@ std::optional<error> raid6_group::replace_member(unsigned member, block_device* 
     return make_error(errc::invalid_argument,
                       "member " + std::to_string(member) + " is working: fail it before replacing it");
   }
+  if (group_failed()) {
+    return make_error(errc::device_failed, std::to_string(failed_members()) +
+                                               " members have failed: too few are left to rebuild from");
+  }
   if (rebuild_.member != rebuild_state::none) {
-    return make_error(errc::invalid_argument,
-                      "member " + std::to_string(rebuild_.member) + " is being rebuilt already");
+    return make_error(errc::busy, "member " + std::to_string(rebuild_.member) + " is being rebuilt already");
   }
   if (scrub_.running) {
-    return make_error(errc::invalid_argument, "a scrub is running; replace the member after it");
+    return make_error(errc::busy, "a scrub is running; replace the member after it");
   }
   if (resync_.running) {
-    return make_error(errc::invalid_argument,
-                      "the resync after an unclean shutdown is running; replace the member after it");
+    return make_error(errc::busy, "the resync after an unclean shutdown is running; replace the member after it");
   }
   std::vector<block_device*> check = members_;
   check[member] = spare;

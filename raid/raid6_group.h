@@ -68,6 +68,7 @@
 #include "raid/device/timing.h"
 #include "raid/assembly.h"
 #include "raid/member_health.h"
+#include "raid/member_replacement.h"
 #include "raid/membership_log.h"
 #include "raid/pq.h"
 #include "raid/progress.h"
@@ -109,7 +110,7 @@ struct raid6_options {
   std::uint64_t bitmap_region_bytes = 64ull << 20;
 };
 
-class raid6_group final : public device::block_device {
+class raid6_group final : public device::block_device, public member_replacement {
  public:
   // Clear errors, and nothing touched on any member, for: fewer than 4 or
   // more than 255 members, members of different block sizes or on
@@ -166,7 +167,8 @@ class raid6_group final : public device::block_device {
   // Takes a member out of the group (an administrator's "fail disk").
   void fail_member(unsigned member);
   const member_health& health(unsigned member) const noexcept { return health_[member]; }
-  bool member_failed(unsigned member) const noexcept { return failed_[member]; }
+  unsigned member_count() const noexcept override { return layout_.members; }
+  bool member_failed(unsigned member) const noexcept override { return failed_[member]; }
   unsigned failed_members() const noexcept;
   // More members failed than the group survives.
   bool group_failed() const noexcept { return failed_members() > 2; }
@@ -176,9 +178,11 @@ class raid6_group final : public device::block_device {
   // I/O goes on: stripes already rebuilt use the new member, the rest treat
   // it as lost (writes there go to parity, which the rebuild reads). `done`
   // gets the outcome, from the loop. A clear error, nothing changed, if the
-  // member is working, a rebuild runs, or the spare does not fit.
+  // member is working, the spare does not fit (invalid_argument), a
+  // rebuild, scrub or resync runs (busy), or more than two members have
+  // failed (device_failed).
   std::optional<error> replace_member(unsigned member, device::block_device* spare,
-                                      std::function<void(std::error_code)> done);
+                                      std::function<void(std::error_code)> done) override;
   rebuild_progress rebuild_status() const;
 
   // Reads every stripe, checks P and Q against the data and rewrites a

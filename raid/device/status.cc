@@ -24,6 +24,7 @@ class category final : public std::error_category {
       case errc::permission_denied: return "permission denied";
       case errc::too_small: return "backing store smaller than the declared geometry";
       case errc::io_error: return "I/O error";
+      case errc::busy: return "busy with other work";
     }
     return "unknown strata error " + std::to_string(value);
   }

@@ -29,6 +29,7 @@ enum class errc : int {
   permission_denied,     // the OS refused access
   too_small,             // a backing store smaller than the geometry declared for it
   io_error,              // any other failure the OS reported
+  busy,                  // other work on the object runs; try again after it
 };
 
 const std::error_category& strata_category() noexcept;
