@@ -1,0 +1,286 @@
+// Thin volumes over a pool with a real RocksDB store: allocation on first
+// write, zeros for what was never written, discard, restart, and the bad
+// input a pool must refuse.
+#include <cstring>
+#include <map>
+#include <optional>
+#include <random>
+
+#include "raid/device/fault_device.h"
+#include "raid/device/memory_device.h"
+#include "tests/raid/device/harness.h"
+#include "tiering/pool.h"
+#include "tiering/volume.h"
+
+namespace strata::tiering {
+namespace {
+
+using namespace device;
+using namespace device::testing;
+
+constexpr std::uint32_t block_size = 4096;
+constexpr std::uint64_t extent_bytes = 64 * 1024;  // small extents: small tests
+constexpr std::uint64_t extent_blocks = extent_bytes / block_size;
+
+// A pool of one performance group and two capacity groups over memory
+// devices (behind fault devices), with its store in a temporary directory.
+struct rig {
+  test_loop loop;
+  temp_dir dir;
+  std::vector<std::unique_ptr<memory_device>> disks;
+  std::vector<std::unique_ptr<fault_device>> faults;
+  std::vector<pool_group> groups;
+  std::unique_ptr<metadata_store> store;
+  std::unique_ptr<pool> p;
+  pool_options options;
+
+  explicit rig(std::uint64_t performance_extents = 8, std::uint64_t capacity_extents = 16) {
+    options.extent_size_bytes = extent_bytes;
+    add_group(tier::performance, performance_extents);
+    add_group(tier::capacity, capacity_extents);
+    add_group(tier::capacity, capacity_extents);
+    open();
+  }
+  ~rig() { close(); }
+
+  void add_group(tier t, std::uint64_t extents) {
+    auto m = memory_device::create(loop.context.get_executor(), {block_size, extents * extent_blocks});
+    REQUIRE(m);
+    disks.push_back(std::move(*m));
+    // Garbage everywhere: a new extent must not show what was there before.
+    const auto junk = pattern(extents * extent_bytes, 0xdead + disks.size());
+    write_blocks(loop, *disks.back(), 0, junk);
+    faults.push_back(std::make_unique<fault_device>(*disks.back(), loop.clock, fault_options{}));
+    groups.push_back({faults.back().get(), t});
+  }
+  void open() {
+    auto s = metadata_store::open((dir.path() / "metadata").string(), loop.context.get_executor());
+    REQUIRE(s);
+    store = std::move(*s);
+    loop.elsewhere = [this] { return store->in_flight(); };
+    auto opened = pool::open(loop.context.get_executor(), *store, groups, options);
+    INFO((opened ? std::string() : opened.error().message));
+    REQUIRE(opened);
+    p = std::move(*opened);
+  }
+  void close() {
+    loop.run_until([&] { return store == nullptr || store->in_flight() == 0; });
+    p.reset();
+    store.reset();
+    loop.elsewhere = nullptr;
+  }
+  // A controller restart: the pool comes back from its store alone.
+  void restart() {
+    close();
+    open();
+  }
+  std::expected<volume*, error> try_create(const volume_spec& spec) {
+    std::optional<std::expected<volume*, error>> result;
+    p->create_volume(spec, [&](std::expected<volume*, error> r) { result = std::move(r); });
+    loop.run_until([&] { return result.has_value(); });
+    return std::move(*result);
+  }
+  volume& create(std::string name, std::uint64_t blocks, affinity a = affinity::automatic) {
+    auto v = try_create({std::move(name), block_size, blocks, a});
+    INFO((v ? std::string() : v.error().message));
+    REQUIRE(v);
+    return **v;
+  }
+  std::error_code io(block_device& d, std::unique_ptr<testing::io> x) { return run(loop, d, *x); }
+};
+
+TEST_CASE("volume: a never-written extent reads as zeros without touching a disk", "[tiering][volume]") {
+  rig r;
+  volume& v = r.create("db", 8 * extent_blocks);
+  for (auto& f : r.faults) f->fail();  // any disk I/O now fails
+  const auto got = read_blocks(r.loop, v, 3, 2 * extent_blocks);
+  CHECK(got == std::vector<std::byte>(got.size(), std::byte{0}));
+}
+
+TEST_CASE("volume: the first write allocates its extent, zeros around the data", "[tiering][volume]") {
+  rig r;
+  volume& v = r.create("db", 8 * extent_blocks);
+  const std::uint64_t free_before = r.p->free_extents(tier::performance) + r.p->free_extents(tier::capacity);
+  const auto data = pattern(2 * block_size, test_seed());
+  write_blocks(r.loop, v, 3 * extent_blocks + 5, data);
+  CHECK(v.mapped_extents() == 1);
+  CHECK(r.p->free_extents(tier::performance) + r.p->free_extents(tier::capacity) == free_before - 1);
+  auto got = read_blocks(r.loop, v, 3 * extent_blocks, extent_blocks);
+  std::vector<std::byte> want(extent_bytes, std::byte{0});
+  std::memcpy(want.data() + 5 * block_size, data.data(), data.size());
+  CHECK(got == want);
+  // A second write to the extent goes where the first went.
+  write_blocks(r.loop, v, 3 * extent_blocks, pattern(block_size, 7));
+  CHECK(v.mapped_extents() == 1);
+}
+
+TEST_CASE("volume: concurrent first writes to one extent allocate it once", "[tiering][volume]") {
+  rig r;
+  volume& v = r.create("db", 4 * extent_blocks);
+  auto a = io::make(op::write, extent_blocks + 1, 1, block_size);
+  auto b = io::make(op::write, extent_blocks + 9, 2, block_size);
+  std::memset(a->buffer.data(), 0xaa, a->buffer.size());
+  std::memset(b->buffer.data(), 0xbb, b->buffer.size());
+  v.submit(a->req);
+  v.submit(b->req);
+  r.loop.run_until([&] { return a->completions == 1 && b->completions == 1; });
+  REQUIRE_FALSE(a->req.result);
+  REQUIRE_FALSE(b->req.result);
+  CHECK(v.mapped_extents() == 1);
+  const auto got = read_blocks(r.loop, v, extent_blocks, extent_blocks);
+  for (std::uint64_t blk = 0; blk < extent_blocks; ++blk) {
+    const std::byte want = blk == 1 ? std::byte{0xaa} : (blk == 9 || blk == 10) ? std::byte{0xbb} : std::byte{0};
+    INFO("block " << blk);
+    CHECK(got[blk * block_size] == want);
+  }
+}
+
+TEST_CASE("volume: discarding whole extents returns them; a partial discard reads back as zeros",
+          "[tiering][volume]") {
+  rig r;
+  volume& v = r.create("db", 8 * extent_blocks);
+  write_blocks(r.loop, v, 0, pattern(3 * extent_bytes, test_seed()));
+  const std::uint64_t free_before = r.p->free_extents(tier::performance) + r.p->free_extents(tier::capacity);
+  // Extent 0 whole, and the first half of extent 1.
+  REQUIRE_FALSE(r.io(v, io::discard(0, extent_blocks + extent_blocks / 2)));
+  CHECK(v.mapped_extents() == 2);
+  CHECK(r.p->free_extents(tier::performance) + r.p->free_extents(tier::capacity) == free_before + 1);
+  const auto got = read_blocks(r.loop, v, 0, extent_blocks + extent_blocks / 2);
+  CHECK(got == std::vector<std::byte>(got.size(), std::byte{0}));
+}
+
+TEST_CASE("volume: a read in flight keeps a discarded extent from being reused", "[tiering][volume]") {
+  rig r(1, 4);
+  volume& v = r.create("db", 2 * extent_blocks, affinity::archive);
+  write_blocks(r.loop, v, 0, pattern(extent_bytes, test_seed()));
+  for (auto& f : r.faults) f->set_delay(std::chrono::milliseconds(50), 1.0);
+  auto read = io::make(op::read, 0, extent_blocks, block_size);
+  v.submit(read->req);
+  auto discard = io::discard(0, extent_blocks);
+  v.submit(discard->req);
+  r.loop.run_until([&] { return discard->completions == 1; });
+  REQUIRE_FALSE(discard->req.result);
+  REQUIRE(read->completions == 0);  // delayed 50 ms; the discard needed no disk I/O
+  CHECK(r.p->quarantined_extents() == 1);  // the read may still be reading it
+  r.loop.run_until([&] { return read->completions == 1; });
+  CHECK(r.p->quarantined_extents() == 0);
+}
+
+TEST_CASE("volume: random reads, writes and discards match a reference, across a restart",
+          "[tiering][volume]") {
+  const std::uint64_t seed = test_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 random(seed);
+  rig r;
+  const std::uint64_t blocks = 10 * extent_blocks;
+  r.create("db", blocks);
+  std::vector<std::byte> reference(blocks * block_size, std::byte{0});
+  for (int round = 0; round < 2; ++round) {
+    volume& v = *r.p->find_volume("db");
+    for (int i = 0; i < 150; ++i) {
+      const std::uint64_t n = std::uniform_int_distribution<std::uint64_t>(1, 3 * extent_blocks)(random);
+      const std::uint64_t lba = std::uniform_int_distribution<std::uint64_t>(0, blocks - n)(random);
+      switch (random() % 4) {
+        case 0:
+        case 1: {
+          const auto data = pattern(n * block_size, random());
+          write_blocks(r.loop, v, lba, data);
+          std::memcpy(reference.data() + lba * block_size, data.data(), data.size());
+          break;
+        }
+        case 2:
+          REQUIRE_FALSE(r.io(v, io::discard(lba, n)));
+          std::memset(reference.data() + lba * block_size, 0, n * block_size);
+          break;
+        default: {
+          const auto got = read_blocks(r.loop, v, lba, n);
+          REQUIRE(std::memcmp(got.data(), reference.data() + lba * block_size, got.size()) == 0);
+        }
+      }
+    }
+    flush(r.loop, v);
+    REQUIRE(read_blocks(r.loop, v, 0, blocks) == reference);
+    const std::uint64_t mapped = v.mapped_extents();
+    const std::uint64_t used = r.p->capacity_extents(tier::performance) + r.p->capacity_extents(tier::capacity) -
+                               r.p->free_extents(tier::performance) - r.p->free_extents(tier::capacity);
+    CHECK(used == mapped);
+    r.restart();
+    volume& again = *r.p->find_volume("db");
+    CHECK(again.mapped_extents() == mapped);
+    REQUIRE(read_blocks(r.loop, again, 0, blocks) == reference);
+  }
+}
+
+TEST_CASE("volume: new extents go to the performance tier above its reserve, archive volumes never",
+          "[tiering][volume]") {
+  rig r(10, 16);  // reserve 10%: one performance extent stays free
+  volume& hot = r.create("hot", 16 * extent_blocks);
+  for (std::uint64_t e = 0; e < 12; ++e) write_blocks(r.loop, hot, e * extent_blocks, pattern(block_size, e));
+  std::uint64_t on_performance = 0;
+  for (std::uint64_t e = 0; e < 12; ++e) {
+    on_performance += r.p->tier_of(hot.location(e)->group) == tier::performance ? 1 : 0;
+  }
+  CHECK(on_performance == 9);
+  CHECK(r.p->free_extents(tier::performance) == 1);
+  volume& cold = r.create("cold", 4 * extent_blocks, affinity::archive);
+  write_blocks(r.loop, cold, 0, pattern(block_size, 1));
+  CHECK(r.p->tier_of(cold.location(0)->group) == tier::capacity);
+  volume& pinned = r.create("pinned", 4 * extent_blocks, affinity::performance);
+  write_blocks(r.loop, pinned, 0, pattern(block_size, 2));
+  CHECK(r.p->tier_of(pinned.location(0)->group) == tier::performance);  // the reserve is for it too
+}
+
+TEST_CASE("volume: a full pool fails the write with no_space and keeps every written block",
+          "[tiering][volume]") {
+  rig r(1, 2);  // 5 extents in all
+  volume& v = r.create("db", 8 * extent_blocks);
+  const auto data = pattern(5 * extent_bytes, test_seed());
+  write_blocks(r.loop, v, 0, data);
+  auto more = io::make(op::write, 6 * extent_blocks, 1, block_size);
+  CHECK(r.io(v, std::move(more)) == make_error_code(errc::no_space));
+  // Writes to extents it has still work.
+  write_blocks(r.loop, v, 2, std::span(data).subspan(2 * block_size, block_size));
+  CHECK(read_blocks(r.loop, v, 0, 5 * extent_blocks) == data);
+}
+
+TEST_CASE("volume: bad input gets a clear error", "[tiering][volume]") {
+  rig r(2, 4);  // 10 extents: 640 KiB; overcommit 2x allows 1.25 MiB of volumes
+  auto message = [&](const volume_spec& spec) {
+    auto v = r.try_create(spec);
+    REQUIRE_FALSE(v);
+    CHECK(v.error().code == make_error_code(errc::invalid_argument));
+    return v.error().message;
+  };
+  CHECK(message({"big", block_size, 400, affinity::automatic}).find("overcommit") != std::string::npos);
+  CHECK(message({"", block_size, 1, affinity::automatic}).find("name") != std::string::npos);
+  CHECK(message({"odd", 1024, 1, affinity::automatic}).find("512 or 4096") != std::string::npos);
+  CHECK(message({"small", 512, 8, affinity::automatic}).find("cannot be smaller") != std::string::npos);
+  CHECK(message({"none", block_size, 0, affinity::automatic}).find("at least one") != std::string::npos);
+  volume& v = r.create("db", 16);
+  CHECK(message({"db", block_size, 16, affinity::automatic}).find("exists") != std::string::npos);
+  CHECK_FALSE(parse_affinity("warm"));
+  CHECK(parse_affinity("archive") == affinity::archive);
+  // Past the end of the volume.
+  CHECK(r.io(v, io::make(op::write, 15, 2, block_size)) == make_error_code(errc::out_of_range));
+  CHECK(r.io(v, io::make(op::read, 16, 1, block_size)) == make_error_code(errc::out_of_range));
+}
+
+TEST_CASE("pool: reopened over different groups, it refuses with the difference", "[tiering][pool]") {
+  rig r;
+  r.create("db", 16);
+  r.close();
+  r.groups.pop_back();
+  auto s = metadata_store::open((r.dir.path() / "metadata").string(), r.loop.context.get_executor());
+  REQUIRE(s);
+  auto opened = pool::open(r.loop.context.get_executor(), **s, r.groups, r.options);
+  REQUIRE_FALSE(opened);
+  CHECK(opened.error().message.find("3 groups, but 2 were given") != std::string::npos);
+  std::swap(r.groups[0], r.groups[1]);
+  r.groups.push_back(r.groups[0]);
+  opened = pool::open(r.loop.context.get_executor(), **s, r.groups, r.options);
+  REQUIRE_FALSE(opened);
+  CHECK(opened.error().message.find("group 0 was a performance group") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata::tiering

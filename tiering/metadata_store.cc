@@ -1,0 +1,146 @@
+#include "tiering/metadata_store.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+
+namespace strata::tiering {
+
+std::string_view column_name(column c) noexcept {
+  switch (c) {
+    case column::pool: return "pool";
+    case column::extent_map: return "extent_map";
+    case column::heat: return "heat";
+    case column::heat_history: return "heat_history";
+    case column::cache_index: return "cache_index";
+  }
+  return "unknown";
+}
+
+void metadata_batch::put(column c, std::string_view key, std::string_view value) {
+  ops_.push_back({c, false, std::string(key), std::string(value)});
+}
+
+void metadata_batch::erase(column c, std::string_view key) { ops_.push_back({c, true, std::string(key), {}}); }
+
+std::expected<std::unique_ptr<metadata_store>, error> metadata_store::open(const std::string& directory,
+                                                                           boost::asio::any_io_executor loop) {
+  rocksdb::DBOptions options;
+  options.create_if_missing = true;
+  options.create_missing_column_families = true;
+  // The pool's metadata is small and written in small batches: keep the
+  // background threads few, as the loops own the cores.
+  options.max_background_jobs = 2;
+  std::vector<rocksdb::ColumnFamilyDescriptor> families;
+  families.emplace_back(rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions());
+  for (std::size_t i = 0; i < column_count; ++i) {
+    families.emplace_back(std::string(column_name(static_cast<column>(i))), rocksdb::ColumnFamilyOptions());
+  }
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  const rocksdb::Status s = rocksdb::DB::Open(options, directory, families, &handles, &raw);
+  if (!s.ok()) {
+    return std::unexpected(
+        make_error(errc::io_error, "metadata: cannot open RocksDB at " + directory + ": " + s.ToString()));
+  }
+  return std::unique_ptr<metadata_store>(
+      new metadata_store(std::unique_ptr<rocksdb::DB>(raw), std::move(handles), std::move(loop)));
+}
+
+metadata_store::metadata_store(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> handles,
+                               boost::asio::any_io_executor loop)
+    : db_(std::move(db)), handles_(std::move(handles)), loop_(std::move(loop)), thread_([this] { run(); }) {}
+
+metadata_store::~metadata_store() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+  for (auto* h : handles_) (void)db_->DestroyColumnFamilyHandle(h);
+  (void)db_->Close();
+}
+
+void metadata_store::write(metadata_batch batch, bool sync, std::function<void(std::error_code)> done) {
+  ++in_flight_;
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(job{std::move(batch), sync, std::move(done)});
+  }
+  wake_.notify_one();
+}
+
+void metadata_store::drain() {
+  std::unique_lock lock(mutex_);
+  drained_.wait(lock, [&] { return queue_.empty() && !running_job_; });
+}
+
+void metadata_store::run() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and nothing left
+    job j = std::move(queue_.front());
+    queue_.pop_front();
+    running_job_ = true;
+    lock.unlock();
+    const std::error_code result = apply(j.batch, j.sync);
+    // The outcome travels to the loop; the guard keeps the loop's context
+    // from running out of work while it does.
+    boost::asio::post(loop_, [this, result, done = std::move(j.done),
+                              guard = boost::asio::make_work_guard(loop_)]() mutable {
+      --in_flight_;
+      if (result && !failure_) failure_ = result;
+      if (done) done(result);
+    });
+    lock.lock();
+    running_job_ = false;
+    if (queue_.empty()) drained_.notify_all();
+  }
+}
+
+std::error_code metadata_store::write_now(const metadata_batch& batch) {
+  // Start-up only: the store's thread has no job, so nothing else applies.
+  std::lock_guard lock(mutex_);
+  return apply(batch, true);
+}
+
+std::error_code metadata_store::apply(const metadata_batch& j, bool sync) {
+  if (thread_failure_) return thread_failure_;
+  rocksdb::WriteBatch batch;
+  for (const auto& op : j.ops_) {
+    // Handle 0 is RocksDB's default family; ours follow in column order.
+    rocksdb::ColumnFamilyHandle* h = handles_[static_cast<std::size_t>(op.where) + 1];
+    const rocksdb::Status s = op.erase ? batch.Delete(h, op.key) : batch.Put(h, op.key, op.value);
+    if (!s.ok()) return thread_failure_ = make_error_code(errc::io_error);
+  }
+  rocksdb::WriteOptions options;
+  options.sync = sync;
+  const rocksdb::Status s = db_->Write(options, &batch);
+  if (!s.ok()) thread_failure_ = make_error_code(errc::io_error);
+  return thread_failure_;
+}
+
+std::error_code metadata_store::scan(column c,
+                                     const std::function<void(std::string_view, std::string_view)>& fn) const {
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), handles_[static_cast<std::size_t>(c) + 1]));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    fn(std::string_view(it->key().data(), it->key().size()), std::string_view(it->value().data(), it->value().size()));
+  }
+  return it->status().ok() ? std::error_code{} : make_error_code(errc::io_error);
+}
+
+std::optional<std::string> metadata_store::get(column c, std::string_view key) const {
+  std::string value;
+  const rocksdb::Status s =
+      db_->Get(rocksdb::ReadOptions(), handles_[static_cast<std::size_t>(c) + 1], rocksdb::Slice(key.data(), key.size()), &value);
+  if (!s.ok()) return std::nullopt;
+  return value;
+}
+
+}  // namespace strata::tiering

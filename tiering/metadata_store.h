@@ -1,0 +1,130 @@
+// The pool's metadata in RocksDB: one database per pool, a column family per
+// kind of record (docs/tiering-keys.md).
+//
+// RocksDB blocks, so it runs on a thread of its own: write() queues a batch
+// for that thread and the outcome comes back to the owning loop through
+// post(). Reads are for start-up only (open, scan), before the loop serves
+// I/O: the loop keeps in memory everything the data path needs.
+//
+// As leveldb does after a failed sync, once a write fails every later write
+// fails too, with the first error: its outcome on disk is unknown, so the
+// pool must stop changing its metadata rather than guess.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <expected>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "raid/device/status.h"
+
+namespace rocksdb {
+class DB;
+class ColumnFamilyHandle;
+}  // namespace rocksdb
+
+namespace strata::tiering {
+
+enum class column : std::uint8_t {
+  pool,          // the pool's record, its groups, its volumes
+  extent_map,    // volume extent -> physical extent (authoritative)
+  heat,          // per-extent heat, batched (advisory)
+  heat_history,  // bounded snapshots of heat for the diagnostics
+  cache_index,   // the read cache's lines
+};
+constexpr std::size_t column_count = 5;
+std::string_view column_name(column c) noexcept;
+
+// Puts and deletes applied together or not at all.
+class metadata_batch {
+ public:
+  void put(column c, std::string_view key, std::string_view value);
+  void erase(column c, std::string_view key);
+  bool empty() const noexcept { return ops_.empty(); }
+  std::size_t size() const noexcept { return ops_.size(); }
+
+ private:
+  friend class metadata_store;
+  struct entry {
+    column where;
+    bool erase;
+    std::string key;
+    std::string value;
+  };
+  std::vector<entry> ops_;
+};
+
+class metadata_store {
+ public:
+  // Opens the database at `directory`, creating it and its column families
+  // if missing. Blocking: call at start-up. Outcomes of write() are posted
+  // to `loop`.
+  static std::expected<std::unique_ptr<metadata_store>, error> open(const std::string& directory,
+                                                                    boost::asio::any_io_executor loop);
+  metadata_store(const metadata_store&) = delete;
+  metadata_store& operator=(const metadata_store&) = delete;
+  // Finishes the queued writes, then closes.
+  // REQUIRES: in_flight() == 0 (every outcome has reached the loop).
+  ~metadata_store();
+
+  // Applies `batch` atomically on the store's thread. `sync`: durable (the
+  // WAL synced) before `done` is called. `done` runs on the loop.
+  void write(metadata_batch batch, bool sync, std::function<void(std::error_code)> done);
+
+  // Applies `batch` at once on the caller's thread, synced. For start-up,
+  // before the loop runs: a blocking call on a running loop is a bug.
+  // REQUIRES: no write() queued or running.
+  std::error_code write_now(const metadata_batch& batch);
+
+  // Blocking reads, for start-up: every record of a column in key order, or one.
+  std::error_code scan(column c, const std::function<void(std::string_view key, std::string_view value)>& fn) const;
+  std::optional<std::string> get(column c, std::string_view key) const;
+
+  // Writes queued or running whose outcome the loop has not yet seen.
+  // Loop thread only. Virtual-time loops wait for these before moving time.
+  std::size_t in_flight() const noexcept { return in_flight_; }
+  // The first failed write's error, once one failed (loop thread view).
+  std::error_code failure() const noexcept { return failure_; }
+  // Blocks until the store's thread has applied every queued write (their
+  // outcomes may still be on their way to the loop). For shutdown and tests.
+  void drain();
+
+ private:
+  metadata_store(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> handles,
+                 boost::asio::any_io_executor loop);
+  struct job {
+    metadata_batch batch;
+    bool sync;
+    std::function<void(std::error_code)> done;
+  };
+  void run();
+  std::error_code apply(const metadata_batch& batch, bool sync);
+
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+  boost::asio::any_io_executor loop_;
+  std::size_t in_flight_ = 0;
+  std::error_code failure_;
+
+  // Shared with the store's thread.
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable drained_;
+  std::deque<job> queue_;
+  bool running_job_ = false;
+  bool stopping_ = false;
+  std::error_code thread_failure_;  // the store thread's copy of failure_
+  std::thread thread_;
+};
+
+}  // namespace strata::tiering

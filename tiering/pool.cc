@@ -1,0 +1,308 @@
+#include "tiering/pool.h"
+
+#include <algorithm>
+#include <cassert>
+
+#include "tiering/volume.h"
+
+namespace strata::tiering {
+
+namespace {
+
+std::string group_name(std::size_t g) { return "group " + std::to_string(g); }
+
+}  // namespace
+
+pool::pool(boost::asio::any_io_executor loop, metadata_store& store, std::vector<pool_group> groups,
+           const pool_options& options)
+    : loop_(std::move(loop)),
+      store_(store),
+      groups_(std::move(groups)),
+      options_(options),
+      zeros_(options.extent_size_bytes) {
+  for (const pool_group& g : groups_) {
+    allocators_.emplace_back(g.device->geometry().size_bytes() / options_.extent_size_bytes);
+  }
+}
+
+pool::~pool() = default;
+
+pool::opened pool::open(boost::asio::any_io_executor loop, metadata_store& store, std::vector<pool_group> groups,
+                        const pool_options& options) {
+  const std::uint64_t extent = options.extent_size_bytes;
+  if (groups.empty()) return std::unexpected(make_error(errc::invalid_argument, "pool: no groups"));
+  if (groups.size() > 0x7fff) {
+    return std::unexpected(make_error(errc::invalid_argument, "pool: more than 32767 groups"));
+  }
+  if (extent == 0 || extent % 4096 != 0) {
+    return std::unexpected(make_error(errc::invalid_argument,
+                                      "pool: the extent size must be a multiple of 4096 bytes, not " +
+                                          std::to_string(extent)));
+  }
+  if (!(options.overcommit >= 1.0) || !(options.performance_reserve >= 0.0 && options.performance_reserve < 1.0)) {
+    return std::unexpected(make_error(errc::invalid_argument,
+                                      "pool: overcommit must be at least 1 and the performance reserve in [0, 1)"));
+  }
+  const std::uint32_t block_size = groups[0].device->geometry().logical_block_size_bytes;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const auto& geometry = groups[g].device->geometry();
+    if (geometry.logical_block_size_bytes != block_size) {
+      return std::unexpected(make_error(errc::invalid_argument,
+                                        "pool: " + group_name(g) + " has " +
+                                            std::to_string(geometry.logical_block_size_bytes) +
+                                            "-byte blocks, group 0 has " + std::to_string(block_size)));
+    }
+    if (geometry.size_bytes() < extent) {
+      return std::unexpected(
+          make_error(errc::invalid_argument, "pool: " + group_name(g) + " is smaller than one extent"));
+    }
+  }
+  std::unique_ptr<pool> p(new pool(loop, store, std::move(groups), options));
+
+  pool_record record;
+  record.extent_size_bytes = extent;
+  for (std::size_t g = 0; g < p->groups_.size(); ++g) {
+    record.groups.push_back({p->groups_[g].where, p->allocators_[g].extent_count()});
+  }
+  if (auto stored = store.get(column::pool, keys::pool())) {
+    const auto recorded = decode_pool(*stored);
+    if (!recorded) return std::unexpected(make_error(errc::io_error, "pool: the pool record is damaged"));
+    if (recorded->extent_size_bytes != extent) {
+      return std::unexpected(make_error(errc::invalid_argument,
+                                        "pool: it was created with " + std::to_string(recorded->extent_size_bytes) +
+                                            "-byte extents, not " + std::to_string(extent)));
+    }
+    if (recorded->groups.size() != record.groups.size()) {
+      return std::unexpected(make_error(errc::invalid_argument,
+                                        "pool: it has " + std::to_string(recorded->groups.size()) +
+                                            " groups, but " + std::to_string(record.groups.size()) + " were given"));
+    }
+    for (std::size_t g = 0; g < record.groups.size(); ++g) {
+      const auto& want = recorded->groups[g];
+      const auto& got = record.groups[g];
+      if (want.where != got.where || want.extent_count != got.extent_count) {
+        return std::unexpected(make_error(
+            errc::invalid_argument, "pool: " + group_name(g) + " was a " + std::string(to_string(want.where)) +
+                                        " group of " + std::to_string(want.extent_count) +
+                                        " extents; the one given is a " + std::string(to_string(got.where)) +
+                                        " group of " + std::to_string(got.extent_count)));
+      }
+    }
+  } else {
+    metadata_batch batch;
+    batch.put(column::pool, keys::pool(), encode(record));
+    if (auto ec = store.write_now(batch)) {
+      return std::unexpected(error{ec, "pool: cannot record the new pool: " + ec.message()});
+    }
+  }
+
+  // Volumes, then the extents they map.
+  std::optional<error> problem;
+  std::map<std::uint32_t, volume*> by_id;
+  auto ec = store.scan(column::pool, [&](std::string_view key, std::string_view value) {
+    if (problem || !key.starts_with(keys::volume_prefix)) return;
+    const auto v = decode_volume(value);
+    if (!v) {
+      problem = make_error(errc::io_error, "pool: a volume record is damaged");
+      return;
+    }
+    auto made = std::make_unique<volume>(*p, *v, p->volume_geometry(*v));
+    by_id[v->id] = made.get();
+    p->next_volume_id_ = std::max(p->next_volume_id_, v->id + 1);
+    p->committed_bytes_ += v->block_count * v->block_size_bytes;
+    p->volumes_.emplace(v->name, std::move(made));
+  });
+  if (!ec) {
+    ec = store.scan(column::extent_map, [&](std::string_view key, std::string_view value) {
+      if (problem) return;
+      const auto k = keys::parse_extent(key);
+      const auto l = decode_location(value);
+      if (!k || !l) {
+        problem = make_error(errc::io_error, "pool: an extent map record is damaged");
+        return;
+      }
+      auto v = by_id.find(k->first);
+      if (v == by_id.end() || k->second >= v->second->extent_count() || l->group >= p->groups_.size() ||
+          l->extent >= p->allocators_[l->group].extent_count()) {
+        problem = make_error(errc::io_error, "pool: the extent map names an extent that does not exist (volume " +
+                                                 std::to_string(k->first) + " extent " + std::to_string(k->second) +
+                                                 ")");
+        return;
+      }
+      if (p->allocators_[l->group].used(l->extent)) {
+        problem = make_error(errc::io_error, "pool: " + group_name(l->group) + " extent " +
+                                                 std::to_string(l->extent) + " is mapped twice");
+        return;
+      }
+      p->allocators_[l->group].mark_used(l->extent);
+      v->second->load_mapping(k->second, *l);
+    });
+  }
+  if (ec) return std::unexpected(error{ec, "pool: cannot read the metadata store: " + ec.message()});
+  if (problem) return std::unexpected(*problem);
+  return p;
+}
+
+device::block_geometry pool::volume_geometry(const volume_record& v) const {
+  device::block_geometry g;
+  g.logical_block_size_bytes = v.block_size_bytes;
+  g.block_count = v.block_count;
+  g.buffer_alignment_bytes = 0;
+  g.max_segments = ~0u;
+  for (const pool_group& pg : groups_) {
+    g.buffer_alignment_bytes = std::max(g.buffer_alignment_bytes, pg.device->geometry().buffer_alignment_bytes);
+    // Two segments of zeros may surround the data of a new extent.
+    g.max_segments = std::min(g.max_segments, pg.device->geometry().max_segments - 2);
+  }
+  return g;
+}
+
+void pool::create_volume(const volume_spec& spec, std::function<void(std::expected<volume*, error>)> done) {
+  auto refuse = [&](std::string message) {
+    boost::asio::post(loop_, [done = std::move(done), message = std::move(message)] {
+      done(std::unexpected(make_error(errc::invalid_argument, message)));
+    });
+  };
+  const std::uint32_t group_block = groups_[0].device->geometry().logical_block_size_bytes;
+  if (spec.name.empty() || spec.name.size() > 255) {
+    return refuse("a volume name must be 1 to 255 bytes");
+  }
+  if (volumes_.contains(spec.name) || creating_.contains(spec.name)) {
+    return refuse("a volume named '" + spec.name + "' exists already");
+  }
+  if (spec.block_size_bytes != 512 && spec.block_size_bytes != 4096) {
+    return refuse("a volume's block size must be 512 or 4096 bytes, not " + std::to_string(spec.block_size_bytes));
+  }
+  if (spec.block_size_bytes < group_block) {
+    return refuse("the pool's groups have " + std::to_string(group_block) + "-byte blocks: a volume's blocks cannot be smaller");
+  }
+  if (spec.block_count == 0) return refuse("a volume must have at least one block");
+  const std::uint64_t capacity_bytes =
+      (capacity_extents(tier::performance) + capacity_extents(tier::capacity)) * options_.extent_size_bytes;
+  const double limit = options_.overcommit * static_cast<double>(capacity_bytes);
+  const double size_bytes = static_cast<double>(spec.block_count) * spec.block_size_bytes;
+  if (static_cast<double>(committed_bytes_) + size_bytes > limit) {
+    return refuse("a volume of " + std::to_string(spec.block_count * spec.block_size_bytes) +
+                  " bytes takes the pool past its overcommit limit: " + std::to_string(committed_bytes_) +
+                  " bytes of volumes on " + std::to_string(capacity_bytes) + " bytes, at most " +
+                  std::to_string(options_.overcommit) + "x");
+  }
+  volume_record record;
+  record.id = next_volume_id_++;
+  record.name = spec.name;
+  record.block_size_bytes = spec.block_size_bytes;
+  record.block_count = spec.block_count;
+  record.placement = spec.placement;
+  committed_bytes_ += spec.block_count * spec.block_size_bytes;
+  creating_.insert(spec.name);
+  metadata_batch batch;
+  batch.put(column::pool, keys::volume(record.id), encode(record));
+  store_.write(std::move(batch), true, [this, record, done = std::move(done)](std::error_code ec) {
+    creating_.erase(record.name);
+    if (ec) {
+      committed_bytes_ -= record.block_count * record.block_size_bytes;
+      done(std::unexpected(error{ec, "cannot record volume '" + record.name + "': " + ec.message()}));
+      return;
+    }
+    auto made = std::make_unique<volume>(*this, record, volume_geometry(record));
+    volume* v = made.get();
+    volumes_.emplace(record.name, std::move(made));
+    done(v);
+  });
+}
+
+volume* pool::find_volume(std::string_view name) const noexcept {
+  auto it = volumes_.find(name);
+  return it == volumes_.end() ? nullptr : it->second.get();
+}
+
+std::vector<volume*> pool::volumes() const {
+  std::vector<volume*> all;
+  for (const auto& [name, v] : volumes_) all.push_back(v.get());
+  return all;
+}
+
+std::uint64_t pool::capacity_extents(tier t) const noexcept {
+  std::uint64_t n = 0;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    if (groups_[g].where == t) n += allocators_[g].extent_count();
+  }
+  return n;
+}
+
+std::uint64_t pool::free_extents(tier t) const noexcept {
+  std::uint64_t n = 0;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    if (groups_[g].where == t) n += allocators_[g].free_count();
+  }
+  return n;
+}
+
+std::optional<extent_location> pool::allocate_from(tier t, std::uint64_t keep_free) {
+  if (free_extents(t) <= keep_free) return std::nullopt;
+  std::size_t best = groups_.size();
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    if (groups_[g].where != t || allocators_[g].free_count() == 0) continue;
+    if (best == groups_.size() || allocators_[g].free_count() > allocators_[best].free_count()) best = g;
+  }
+  if (best == groups_.size()) return std::nullopt;
+  const auto e = allocators_[best].allocate();
+  assert(e);
+  return extent_location{static_cast<std::uint16_t>(best), *e};
+}
+
+std::optional<extent_location> pool::allocate(affinity placement) {
+  const auto reserve = static_cast<std::uint64_t>(options_.performance_reserve *
+                                                  static_cast<double>(capacity_extents(tier::performance)));
+  std::optional<extent_location> where;
+  switch (placement) {
+    case affinity::performance:
+      where = allocate_from(tier::performance, 0);
+      break;
+    case affinity::automatic:
+      if (options_.new_extents == new_extent_tier::performance_first) where = allocate_from(tier::performance, reserve);
+      break;
+    case affinity::archive:
+      break;
+  }
+  if (!where) where = allocate_from(tier::capacity, 0);
+  // Full capacity tier: the performance tier's last extents rather than a
+  // failed write (the migrator demotes them when room returns), except for
+  // archive volumes, which never touch it.
+  if (!where && placement != affinity::archive) where = allocate_from(tier::performance, 0);
+  return where;
+}
+
+std::optional<extent_location> pool::allocate_on(tier t) { return allocate_from(t, 0); }
+
+std::uint64_t pool::begin_io() noexcept {
+  ++io_counts_.back();
+  return epoch_;
+}
+
+void pool::end_io(std::uint64_t epoch) noexcept {
+  assert(epoch >= first_epoch_ && io_counts_[epoch - first_epoch_] > 0);
+  --io_counts_[epoch - first_epoch_];
+  release_quarantine();
+}
+
+void pool::free_after_io(extent_location l) {
+  quarantine_.push_back({l, epoch_});
+  ++epoch_;
+  io_counts_.push_back(0);
+  release_quarantine();
+}
+
+void pool::release_quarantine() noexcept {
+  while (io_counts_.size() > 1 && io_counts_.front() == 0) {
+    io_counts_.pop_front();
+    ++first_epoch_;
+  }
+  while (!quarantine_.empty() && quarantine_.front().epoch < first_epoch_) {
+    const extent_location l = quarantine_.front().where;
+    allocators_[l.group].release(l.extent);
+    quarantine_.pop_front();
+  }
+}
+
+}  // namespace strata::tiering

@@ -1,0 +1,150 @@
+// A pool: the groups of its two tiers, the extents they are cut into, the
+// thin volumes carved from them, and the pool's metadata store.
+//
+// A pool lives on one loop and is used from that loop's thread only; its
+// metadata store's outcomes are posted to the same loop. It hands out
+// extents to its volumes, takes them back once no I/O can still touch them
+// (free_after_io), and knows the pool-wide policies: where new extents land,
+// the performance tier's reserve, the overcommit limit.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <cstdint>
+#include <deque>
+#include <expected>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "raid/device/aligned_buffer.h"
+#include "raid/device/block_device.h"
+#include "raid/device/clock.h"
+#include "raid/device/status.h"
+#include "tiering/extent_allocator.h"
+#include "tiering/metadata_store.h"
+#include "tiering/records.h"
+
+namespace strata::tiering {
+
+class volume;
+
+// One of the pool's groups, given in the same order at every open.
+struct pool_group {
+  device::block_device* device = nullptr;
+  tier where = tier::capacity;
+};
+
+// Where a volume's first write to an extent puts it.
+enum class new_extent_tier : std::uint8_t {
+  performance_first,  // the performance tier while it has room above its reserve (RealTier's way)
+  capacity,           // always the capacity tier; the migrator promotes what turns hot
+};
+
+struct pool_options {
+  std::uint64_t extent_size_bytes = 4 << 20;
+  // Thin volumes may add up to this many times the pool's capacity.
+  double overcommit = 2.0;
+  new_extent_tier new_extents = new_extent_tier::performance_first;
+  // Fraction of the performance tier that new extents leave free (for
+  // promotions and bursts of new writes).
+  double performance_reserve = 0.10;
+};
+
+struct volume_spec {
+  std::string name;
+  std::uint32_t block_size_bytes = 4096;
+  std::uint64_t block_count = 0;
+  affinity placement = affinity::automatic;
+};
+
+class pool {
+ public:
+  using opened = std::expected<std::unique_ptr<pool>, error>;
+  // Opens the pool kept in `store`, or creates it there if the store is
+  // empty, over `groups`. Blocking (reads the store): call at start-up,
+  // before the loop serves I/O. Clear errors for: no group, a group whose
+  // block size does not divide the extent, groups that differ from the
+  // ones recorded, an extent map that names extents no group has.
+  static opened open(boost::asio::any_io_executor loop, metadata_store& store, std::vector<pool_group> groups,
+                     const pool_options& options);
+  pool(const pool&) = delete;
+  pool& operator=(const pool&) = delete;
+  ~pool();
+
+  // Creates a thin volume: its record is durable before `done` gets it.
+  // Clear errors for: an empty or duplicate name, a block size other than
+  // 512 or 4096 or smaller than a group's, zero blocks, or a size that
+  // takes the pool's volumes past overcommit x its capacity.
+  void create_volume(const volume_spec& spec, std::function<void(std::expected<volume*, error>)> done);
+  volume* find_volume(std::string_view name) const noexcept;
+  std::vector<volume*> volumes() const;
+
+  const pool_options& options() const noexcept { return options_; }
+  boost::asio::any_io_executor executor() const noexcept { return loop_; }
+  metadata_store& store() noexcept { return store_; }
+  std::uint64_t extent_size_bytes() const noexcept { return options_.extent_size_bytes; }
+
+  std::size_t group_count() const noexcept { return groups_.size(); }
+  device::block_device& group(std::uint16_t g) noexcept { return *groups_[g].device; }
+  tier tier_of(std::uint16_t g) const noexcept { return groups_[g].where; }
+  std::uint64_t capacity_extents(tier t) const noexcept;
+  std::uint64_t free_extents(tier t) const noexcept;
+  // Extents freed but waiting for the I/O that might still touch them.
+  std::uint64_t quarantined_extents() const noexcept { return quarantine_.size(); }
+
+  // An extent for a new write of a volume with this affinity: the
+  // performance tier first if the policy says so and it has room above its
+  // reserve, else the capacity tier (either tier before failing). The
+  // group with the most free extents in the tier gets it.
+  std::optional<extent_location> allocate(affinity placement);
+  // An extent on tier `t` only (for migration), with the reserve ignored.
+  std::optional<extent_location> allocate_on(tier t);
+  // Frees `l` once every I/O started before this call has finished: a
+  // read in flight to the old place must not see another volume's data.
+  void free_after_io(extent_location l);
+
+  // Every volume I/O is counted from start to end, so that frees can wait
+  // for the I/O that was in flight when they were made.
+  std::uint64_t begin_io() noexcept;
+  void end_io(std::uint64_t epoch) noexcept;
+
+  // extent_size_bytes of zeros, for writing around new data and for
+  // discards of part of an extent. Never written.
+  std::byte* zeros() noexcept { return zeros_.data(); }
+
+  // The metadata store failed a write: the pool takes no more writes.
+  bool metadata_failed() const noexcept { return static_cast<bool>(store_.failure()); }
+
+ private:
+  pool(boost::asio::any_io_executor loop, metadata_store& store, std::vector<pool_group> groups,
+       const pool_options& options);
+  std::optional<extent_location> allocate_from(tier t, std::uint64_t keep_free);
+  device::block_geometry volume_geometry(const volume_record& v) const;
+  void release_quarantine() noexcept;
+
+  boost::asio::any_io_executor loop_;
+  metadata_store& store_;
+  std::vector<pool_group> groups_;
+  std::vector<extent_allocator> allocators_;  // one per group
+  pool_options options_;
+  std::map<std::string, std::unique_ptr<volume>, std::less<>> volumes_;
+  std::uint32_t next_volume_id_ = 1;
+  std::uint64_t committed_bytes_ = 0;  // sum of volume sizes, for overcommit
+  std::set<std::string, std::less<>> creating_;  // names whose records are being written
+
+  // I/O epochs: io_counts_[i] counts the I/O begun in epoch first_epoch_ + i.
+  std::uint64_t epoch_ = 0;
+  std::uint64_t first_epoch_ = 0;
+  std::deque<std::uint64_t> io_counts_{0};
+  struct quarantined {
+    extent_location where;
+    std::uint64_t epoch;  // freed once no I/O of this epoch or before remains
+  };
+  std::deque<quarantined> quarantine_;
+  device::aligned_buffer zeros_;
+};
+
+}  // namespace strata::tiering

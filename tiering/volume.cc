@@ -1,0 +1,336 @@
+#include "tiering/volume.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+
+#include "raid/device/buffers.h"
+#include "tiering/pool.h"
+
+namespace strata::tiering {
+
+using device::op;
+using device::request;
+
+namespace {
+
+// extent_location packed in 64 bits, 0 meaning "never written":
+// bit 63 set, group in bits 48..62, the group's extent in bits 0..47.
+constexpr std::uint64_t mapped_bit = 1ull << 63;
+std::uint64_t pack(extent_location l) noexcept {
+  return mapped_bit | (std::uint64_t{l.group} << 48) | l.extent;
+}
+extent_location unpack(std::uint64_t v) noexcept {
+  return {static_cast<std::uint16_t>((v >> 48) & 0x7fff), v & ((1ull << 48) - 1)};
+}
+
+}  // namespace
+
+struct volume::outer_io {
+  volume* vol = nullptr;
+  request* outer = nullptr;
+  unsigned pending = 0;
+  std::error_code result;
+  std::uint64_t epoch = 0;
+  std::vector<request> flushes;
+};
+
+struct volume::piece {
+  outer_io* owner = nullptr;
+  volume* vol = nullptr;
+  std::uint64_t extent = 0;       // the volume extent
+  std::uint64_t first_block = 0;  // within the extent, in volume blocks
+  std::uint64_t block_count = 0;
+  std::uint64_t buffer_offset_bytes = 0;  // into the outer request's buffers
+  request req;
+  std::vector<iovec> segments;
+  std::optional<extent_location> allocated;  // a new extent this piece fills
+};
+
+// An extent being allocated (its first write) or unmapped (a discard):
+// pieces that meet it wait, then run against what it became.
+struct volume::transition {
+  std::vector<piece*> waiting;
+};
+
+volume::volume(pool& owner, const volume_record& record, const device::block_geometry& geometry)
+    : pool_(owner),
+      record_(record),
+      geometry_(geometry),
+      extent_blocks_(owner.extent_size_bytes() / record.block_size_bytes),
+      group_blocks_per_block_(0),
+      map_((record.block_count + extent_blocks_ - 1) / extent_blocks_, 0),
+      rejected_(owner.executor()) {
+  // Every group's block size divides the volume's (the pool checked).
+  group_blocks_per_block_ = record.block_size_bytes / owner.group(0).geometry().logical_block_size_bytes;
+}
+
+volume::~volume() { assert(idle()); }
+
+boost::asio::any_io_executor volume::executor() const noexcept { return pool_.executor(); }
+
+std::optional<extent_location> volume::location(std::uint64_t volume_extent) const noexcept {
+  const std::uint64_t v = map_[volume_extent];
+  if (v == 0) return std::nullopt;
+  return unpack(v);
+}
+
+void volume::load_mapping(std::uint64_t volume_extent, extent_location where) noexcept {
+  if (map_[volume_extent] == 0) ++mapped_;
+  map_[volume_extent] = pack(where);
+}
+
+void volume::submit(request& req) noexcept {
+  if (auto ec = device::validate(geometry_, req)) {
+    rejected_.complete_later(req, ec);
+    return;
+  }
+  if (req.operation != op::read && req.operation != op::flush && pool_.metadata_failed()) {
+    // The metadata's state on disk is unknown: change nothing more.
+    rejected_.complete_later(req, errc::io_error);
+    return;
+  }
+  std::unique_ptr<outer_io> holder;
+  if (free_ops_.empty()) {
+    holder = std::make_unique<outer_io>();
+  } else {
+    holder = std::move(free_ops_.back());
+    free_ops_.pop_back();
+  }
+  outer_io& o = *holder.release();
+  o.vol = this;
+  o.outer = &req;
+  o.result = {};
+  o.pending = 1;  // held while the pieces start
+  o.epoch = pool_.begin_io();
+  ++in_flight_;
+  submitting_ = true;
+  if (req.operation == op::flush) {
+    flush_groups(o);
+  } else {
+    const std::uint32_t block_size = geometry_.logical_block_size_bytes;
+    std::uint64_t lba = req.lba;
+    const std::uint64_t end = req.lba + req.block_count;
+    while (lba < end) {
+      const std::uint64_t e = lba / extent_blocks_;
+      const std::uint64_t first = lba % extent_blocks_;
+      const std::uint64_t n = std::min(end - lba, extent_blocks_ - first);
+      start_piece(o, e, first, n, (lba - req.lba) * block_size);
+      lba += n;
+    }
+  }
+  op_done(o);  // still submitting: a request finished already completes from the loop
+  submitting_ = false;
+}
+
+void volume::start_piece(outer_io& o, std::uint64_t volume_extent, std::uint64_t first_block, std::uint64_t block_count,
+                         std::uint64_t buffer_offset_bytes) {
+  std::unique_ptr<piece> holder;
+  if (free_pieces_.empty()) {
+    holder = std::make_unique<piece>();
+  } else {
+    holder = std::move(free_pieces_.back());
+    free_pieces_.pop_back();
+  }
+  piece& p = *holder.release();
+  p.owner = &o;
+  p.vol = this;
+  p.extent = volume_extent;
+  p.first_block = first_block;
+  p.block_count = block_count;
+  p.buffer_offset_bytes = buffer_offset_bytes;
+  p.allocated.reset();
+  ++o.pending;
+  dispatch(p);
+}
+
+void volume::dispatch(piece& p) {
+  if (auto it = transitions_.find(p.extent); it != transitions_.end()) {
+    it->second->waiting.push_back(&p);
+    return;
+  }
+  const op operation = p.owner->outer->operation;
+  const std::optional<extent_location> where = location(p.extent);
+  switch (operation) {
+    case op::read:
+      if (where) {
+        submit_to_group(p, op::read, *where, false);
+      } else {
+        read_zeros(p);
+      }
+      return;
+    case op::write:
+      if (where) {
+        submit_to_group(p, op::write, *where, false);
+      } else {
+        allocate_and_write(p);
+      }
+      return;
+    case op::discard:
+      if (!where) {
+        piece_done(p, {});  // never written: reads return zeros already
+      } else if (p.first_block == 0 && p.block_count == extent_blocks_) {
+        unmap(p);
+      } else {
+        submit_to_group(p, op::write, *where, true);
+      }
+      return;
+    case op::flush:
+      break;
+  }
+  piece_done(p, errc::invalid_argument);
+}
+
+void volume::read_zeros(piece& p) {
+  device::for_each_piece(p.owner->outer->buffers, p.buffer_offset_bytes,
+                         p.block_count * geometry_.logical_block_size_bytes,
+                         [](std::byte* b, std::uint64_t n) { std::memset(b, 0, n); });
+  piece_done(p, {});
+}
+
+void volume::submit_to_group(piece& p, op operation, extent_location where, bool zeros) {
+  const std::uint64_t bytes = p.block_count * geometry_.logical_block_size_bytes;
+  p.segments.clear();
+  if (zeros) {
+    p.segments.push_back({pool_.zeros(), bytes});
+  } else {
+    device::for_each_piece(p.owner->outer->buffers, p.buffer_offset_bytes, bytes,
+                           [&](std::byte* b, std::uint64_t n) { p.segments.push_back({b, n}); });
+  }
+  const std::uint64_t group_extent_blocks = extent_blocks_ * group_blocks_per_block_;
+  p.req = request{};
+  p.req.operation = operation;
+  p.req.priority = p.owner->outer->priority;
+  p.req.lba = where.extent * group_extent_blocks + p.first_block * group_blocks_per_block_;
+  p.req.block_count = p.block_count * group_blocks_per_block_;
+  p.req.buffers = p.segments;
+  p.req.context = &p;
+  p.req.on_complete = &volume::on_group_done;
+  pool_.group(where.group).submit(p.req);
+}
+
+void volume::allocate_and_write(piece& p) {
+  const std::optional<extent_location> where = pool_.allocate(record_.placement);
+  if (!where) {
+    piece_done(p, errc::no_space);
+    return;
+  }
+  transitions_.emplace(p.extent, std::make_unique<transition>());
+  p.allocated = where;
+  // The whole extent: zeros, the data, zeros. A later read of the rest of
+  // the extent must see zeros, whatever the group held there before.
+  const std::uint32_t block_size = geometry_.logical_block_size_bytes;
+  const std::uint64_t before = p.first_block * block_size;
+  const std::uint64_t data = p.block_count * block_size;
+  const std::uint64_t after = (extent_blocks_ - p.first_block - p.block_count) * block_size;
+  p.segments.clear();
+  if (before > 0) p.segments.push_back({pool_.zeros(), before});
+  device::for_each_piece(p.owner->outer->buffers, p.buffer_offset_bytes, data,
+                         [&](std::byte* b, std::uint64_t n) { p.segments.push_back({b, n}); });
+  if (after > 0) p.segments.push_back({pool_.zeros(), after});
+  p.req = request{};
+  p.req.operation = op::write;
+  p.req.priority = p.owner->outer->priority;
+  p.req.lba = where->extent * extent_blocks_ * group_blocks_per_block_;
+  p.req.block_count = extent_blocks_ * group_blocks_per_block_;
+  p.req.buffers = p.segments;
+  p.req.context = &p;
+  p.req.on_complete = &volume::on_group_done;
+  pool_.group(where->group).submit(p.req);
+}
+
+void volume::unmap(piece& p) {
+  const extent_location old = *location(p.extent);
+  transitions_.emplace(p.extent, std::make_unique<transition>());
+  metadata_batch batch;
+  batch.erase(column::extent_map, keys::extent(record_.id, p.extent));
+  pool_.store().write(std::move(batch), true, [this, &p, old](std::error_code ec) {
+    if (!ec) {
+      map_[p.extent] = 0;
+      --mapped_;
+      pool_.free_after_io(old);
+    }
+    finish_transition(p.extent);
+    piece_done(p, ec);
+  });
+}
+
+void volume::on_group_done(request& r) noexcept {
+  piece& p = *static_cast<piece*>(r.context);
+  volume& v = *p.vol;
+  if (!p.allocated) {
+    v.piece_done(p, r.result);
+    return;
+  }
+  // A new extent's data is on its group: now the mapping, synced, so that
+  // an acknowledged write survives a crash with the extent it lives in.
+  const extent_location where = *p.allocated;
+  if (r.result) {
+    v.pool_.free_after_io(where);
+    v.finish_transition(p.extent);
+    v.piece_done(p, r.result);
+    return;
+  }
+  metadata_batch batch;
+  batch.put(column::extent_map, keys::extent(v.record_.id, p.extent), encode(where));
+  v.pool_.store().write(std::move(batch), true, [&v, &p, where](std::error_code ec) {
+    if (!ec) {
+      v.map_[p.extent] = pack(where);
+      ++v.mapped_;
+    }
+    // On failure the extent stays allocated: the mapping may be on disk.
+    v.finish_transition(p.extent);
+    v.piece_done(p, ec);
+  });
+}
+
+void volume::finish_transition(std::uint64_t volume_extent) {
+  auto it = transitions_.find(volume_extent);
+  assert(it != transitions_.end());
+  std::vector<piece*> waiting = std::move(it->second->waiting);
+  transitions_.erase(it);
+  for (piece* w : waiting) dispatch(*w);
+}
+
+void volume::piece_done(piece& p, std::error_code result) {
+  outer_io& o = *p.owner;
+  if (result && !o.result) o.result = result;
+  p.owner = nullptr;
+  free_pieces_.emplace_back(&p);
+  op_done(o);
+}
+
+void volume::flush_groups(outer_io& o) {
+  o.flushes.resize(pool_.group_count());
+  for (std::uint16_t g = 0; g < pool_.group_count(); ++g) {
+    request& f = o.flushes[g];
+    f = request{};
+    f.operation = op::flush;
+    f.priority = o.outer->priority;
+    f.context = &o;
+    f.on_complete = [](request& r) noexcept {
+      outer_io& fo = *static_cast<outer_io*>(r.context);
+      if (r.result && !fo.result) fo.result = r.result;
+      fo.vol->op_done(fo);
+    };
+    ++o.pending;
+    pool_.group(g).submit(f);
+  }
+}
+
+void volume::op_done(outer_io& o) {
+  if (--o.pending > 0) return;
+  request& outer = *o.outer;
+  const std::error_code result = o.result;
+  pool_.end_io(o.epoch);
+  --in_flight_;
+  o.outer = nullptr;
+  free_ops_.emplace_back(&o);
+  if (submitting_) {
+    rejected_.complete_later(outer, result);
+  } else {
+    device::complete(outer, result);
+  }
+}
+
+}  // namespace strata::tiering

@@ -1,0 +1,90 @@
+// A thin volume: a block device whose extents are allocated from its pool
+// on first write and returned on discard.
+//
+// Requests arrive from the targets (the one request type of
+// raid/device/block_device.h) on the pool's loop and are cut at extent
+// boundaries; each piece goes to the group that holds its extent:
+//   read     mapped: the group; never written: zeros, no disk touched
+//   write    mapped: the group; new: the whole extent is written (the data,
+//            zeros around it) to a fresh extent, then the mapping is
+//            committed (synced) to the metadata store, then acknowledged
+//   discard  whole extents are unmapped (committed, then freed once no I/O
+//            can touch them); the rest of the range is written with zeros,
+//            so a later read returns zeros either way. Write-zeroes from the
+//            targets is the same request.
+//   flush    every group of the pool
+// A piece that meets an extent in transition (being allocated or unmapped)
+// waits for it and then runs against the new state.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "raid/device/aligned_buffer.h"
+#include "raid/device/block_device.h"
+#include "raid/device/request_queue.h"
+#include "tiering/records.h"
+
+namespace strata::tiering {
+
+class pool;
+
+class volume final : public device::block_device {
+ public:
+  // Built by the pool (create_volume, or open with the extents it loaded).
+  volume(pool& owner, const volume_record& record, const device::block_geometry& geometry);
+  ~volume() override;
+
+  const device::block_geometry& geometry() const noexcept override { return geometry_; }
+  boost::asio::any_io_executor executor() const noexcept override;
+  void submit(device::request& req) noexcept override;
+
+  const volume_record& record() const noexcept { return record_; }
+  std::uint64_t extent_count() const noexcept { return map_.size(); }
+  std::uint64_t extent_blocks() const noexcept { return extent_blocks_; }
+  std::optional<extent_location> location(std::uint64_t volume_extent) const noexcept;
+  std::uint64_t mapped_extents() const noexcept { return mapped_; }
+  // No request or extent transition in flight.
+  bool idle() const noexcept { return in_flight_ == 0 && transitions_.empty(); }
+
+  // For the pool's load: the extent map as committed.
+  void load_mapping(std::uint64_t volume_extent, extent_location where) noexcept;
+
+ private:
+  struct outer_io;
+  struct piece;
+  struct transition;
+
+  void start_piece(outer_io& o, std::uint64_t volume_extent, std::uint64_t first_block, std::uint64_t block_count,
+                   std::uint64_t buffer_offset_bytes);
+  void dispatch(piece& p);
+  void read_zeros(piece& p);
+  void submit_to_group(piece& p, device::op operation, extent_location where, bool zeros);
+  void allocate_and_write(piece& p);
+  void unmap(piece& p);
+  void piece_done(piece& p, std::error_code result);
+  void finish_transition(std::uint64_t volume_extent);
+  void flush_groups(outer_io& o);
+  void op_done(outer_io& o);
+  static void on_group_done(device::request& r) noexcept;
+
+  pool& pool_;
+  volume_record record_;
+  device::block_geometry geometry_;
+  std::uint64_t extent_blocks_;        // volume blocks per extent
+  std::uint32_t group_blocks_per_block_;  // group blocks per volume block (1 or 8)
+  // Packed extent_location per volume extent; 0: never written.
+  std::vector<std::uint64_t> map_;
+  std::uint64_t mapped_ = 0;
+  // Extents being allocated or unmapped, with the pieces waiting on them.
+  std::unordered_map<std::uint64_t, std::unique_ptr<transition>> transitions_;
+  std::vector<std::unique_ptr<outer_io>> free_ops_;
+  std::vector<std::unique_ptr<piece>> free_pieces_;
+  std::uint64_t in_flight_ = 0;
+  device::completion_queue rejected_;
+  bool submitting_ = false;  // inside submit(): completions must wait for the loop
+};
+
+}  // namespace strata::tiering
