@@ -1,6 +1,7 @@
 #include "tiering/pool.h"
 
 #include <algorithm>
+#include <boost/asio/post.hpp>
 #include <cassert>
 
 #include "tiering/volume.h"
@@ -25,7 +26,9 @@ pool::pool(boost::asio::any_io_executor loop, metadata_store& store, std::vector
   }
 }
 
-pool::~pool() = default;
+pool::~pool() {
+  if (heat_timer_) heat_timer_->cancel();
+}
 
 pool::opened pool::open(boost::asio::any_io_executor loop, metadata_store& store, std::vector<pool_group> groups,
                         const pool_options& options) {
@@ -39,6 +42,7 @@ pool::opened pool::open(boost::asio::any_io_executor loop, metadata_store& store
                                       "pool: the extent size must be a multiple of 4096 bytes, not " +
                                           std::to_string(extent)));
   }
+  if (options.clock == nullptr) return std::unexpected(make_error(errc::invalid_argument, "pool: no clock"));
   if (!(options.overcommit >= 1.0) || !(options.performance_reserve >= 0.0 && options.performance_reserve < 1.0)) {
     return std::unexpected(make_error(errc::invalid_argument,
                                       "pool: overcommit must be at least 1 and the performance reserve in [0, 1)"));
@@ -138,9 +142,45 @@ pool::opened pool::open(boost::asio::any_io_executor loop, metadata_store& store
       v->second->load_mapping(k->second, *l);
     });
   }
+  if (!ec) {
+    // Heat is advisory: a record that does not decode, or names an extent
+    // no volume has, is skipped rather than refused.
+    ec = store.scan(column::heat, [&](std::string_view key, std::string_view value) {
+      const auto k = keys::parse_extent(key);
+      const auto h = heat_map::decode(value);
+      if (!k || !h) return;
+      auto v = by_id.find(k->first);
+      if (v == by_id.end() || k->second >= v->second->extent_count()) return;
+      v->second->heat().load(k->second, *h);
+    });
+  }
   if (ec) return std::unexpected(error{ec, "pool: cannot read the metadata store: " + ec.message()});
   if (problem) return std::unexpected(*problem);
+  p->arm_heat_timer();
   return p;
+}
+
+void pool::arm_heat_timer() {
+  heat_timer_ = options_.clock->make_timer(loop_, [this] {
+    persist_heat([](std::error_code) {});  // a failure shows in metadata_failed()
+    heat_timer_->arm(options_.clock->now() + options_.heat_persist_interval);
+  });
+  heat_timer_->arm(options_.clock->now() + options_.heat_persist_interval);
+}
+
+void pool::persist_heat(std::function<void(std::error_code)> done) {
+  metadata_batch batch;
+  for (const auto& [name, v] : volumes_) {
+    const std::uint32_t id = v->record().id;
+    v->heat().take_dirty([&](std::uint64_t extent, const extent_heat& h) {
+      batch.put(column::heat, keys::heat(id, extent), heat_map::encode(h));
+    });
+  }
+  if (batch.empty()) {
+    boost::asio::post(loop_, [done = std::move(done)] { done({}); });
+    return;
+  }
+  store_.write(std::move(batch), false, std::move(done));
 }
 
 device::block_geometry pool::volume_geometry(const volume_record& v) const {

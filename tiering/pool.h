@@ -24,6 +24,7 @@
 #include "raid/device/clock.h"
 #include "raid/device/status.h"
 #include "tiering/extent_allocator.h"
+#include "tiering/heat.h"
 #include "tiering/metadata_store.h"
 #include "tiering/records.h"
 
@@ -44,6 +45,7 @@ enum class new_extent_tier : std::uint8_t {
 };
 
 struct pool_options {
+  device::clock* clock = nullptr;  // required: heat decay, persistence and migration run on it
   std::uint64_t extent_size_bytes = 4 << 20;
   // Thin volumes may add up to this many times the pool's capacity.
   double overcommit = 2.0;
@@ -51,6 +53,9 @@ struct pool_options {
   // Fraction of the performance tier that new extents leave free (for
   // promotions and bursts of new writes).
   double performance_reserve = 0.10;
+  heat_options heat;
+  // How often the heat that changed is written to the store (unsynced).
+  device::duration heat_persist_interval = std::chrono::seconds(60);
 };
 
 struct volume_spec {
@@ -115,6 +120,12 @@ class pool {
   // discards of part of an extent. Never written.
   std::byte* zeros() noexcept { return zeros_.data(); }
 
+  // Writes the heat changed since the last time to the store now; `done`
+  // gets the store's outcome. The pool does this every
+  // heat_persist_interval by itself.
+  void persist_heat(std::function<void(std::error_code)> done);
+  device::clock& clock() noexcept { return *options_.clock; }
+
   // The metadata store failed a write: the pool takes no more writes.
   bool metadata_failed() const noexcept { return static_cast<bool>(store_.failure()); }
 
@@ -124,6 +135,7 @@ class pool {
   std::optional<extent_location> allocate_from(tier t, std::uint64_t keep_free);
   device::block_geometry volume_geometry(const volume_record& v) const;
   void release_quarantine() noexcept;
+  void arm_heat_timer();
 
   boost::asio::any_io_executor loop_;
   metadata_store& store_;
@@ -145,6 +157,7 @@ class pool {
   };
   std::deque<quarantined> quarantine_;
   device::aligned_buffer zeros_;
+  std::unique_ptr<device::timer> heat_timer_;
 };
 
 }  // namespace strata::tiering

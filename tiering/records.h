@@ -57,6 +57,8 @@ constexpr std::string_view volume_prefix = "volume/";
 // column::extent_map
 std::string extent(std::uint32_t volume, std::uint64_t volume_extent);  // be32 + be64
 std::optional<std::pair<std::uint32_t, std::uint64_t>> parse_extent(std::string_view key);
+// column::heat: the same key as the extent map's
+inline std::string heat(std::uint32_t volume, std::uint64_t volume_extent) { return extent(volume, volume_extent); }
 }  // namespace keys
 
 std::string encode(const pool_record& r);

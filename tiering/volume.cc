@@ -60,6 +60,7 @@ volume::volume(pool& owner, const volume_record& record, const device::block_geo
       extent_blocks_(owner.extent_size_bytes() / record.block_size_bytes),
       group_blocks_per_block_(0),
       map_((record.block_count + extent_blocks_ - 1) / extent_blocks_, 0),
+      heat_(map_.size(), extent_blocks_, record.block_size_bytes, owner.options().heat, owner.clock()),
       rejected_(owner.executor()) {
   // Every group's block size divides the volume's (the pool checked).
   group_blocks_per_block_ = record.block_size_bytes / owner.group(0).geometry().logical_block_size_bytes;
@@ -108,6 +109,7 @@ void volume::submit(request& req) noexcept {
   if (req.operation == op::flush) {
     flush_groups(o);
   } else {
+    heat_.record(req.operation, req.lba, req.block_count);
     const std::uint32_t block_size = geometry_.logical_block_size_bytes;
     std::uint64_t lba = req.lba;
     const std::uint64_t end = req.lba + req.block_count;
@@ -248,6 +250,7 @@ void volume::unmap(piece& p) {
     if (!ec) {
       map_[p.extent] = 0;
       --mapped_;
+      heat_.clear(p.extent);
       pool_.free_after_io(old);
     }
     finish_transition(p.extent);

@@ -25,6 +25,7 @@
 #include "raid/device/aligned_buffer.h"
 #include "raid/device/block_device.h"
 #include "raid/device/request_queue.h"
+#include "tiering/heat.h"
 #include "tiering/records.h"
 
 namespace strata::tiering {
@@ -46,6 +47,8 @@ class volume final : public device::block_device {
   std::uint64_t extent_blocks() const noexcept { return extent_blocks_; }
   std::optional<extent_location> location(std::uint64_t volume_extent) const noexcept;
   std::uint64_t mapped_extents() const noexcept { return mapped_; }
+  heat_map& heat() noexcept { return heat_; }
+  const heat_map& heat() const noexcept { return heat_; }
   // No request or extent transition in flight.
   bool idle() const noexcept { return in_flight_ == 0 && transitions_.empty(); }
 
@@ -78,6 +81,7 @@ class volume final : public device::block_device {
   // Packed extent_location per volume extent; 0: never written.
   std::vector<std::uint64_t> map_;
   std::uint64_t mapped_ = 0;
+  heat_map heat_;
   // Extents being allocated or unmapped, with the pieces waiting on them.
   std::unordered_map<std::uint64_t, std::unique_ptr<transition>> transitions_;
   std::vector<std::unique_ptr<outer_io>> free_ops_;

@@ -36,6 +36,7 @@ struct rig {
 
   explicit rig(std::uint64_t performance_extents = 8, std::uint64_t capacity_extents = 16) {
     options.extent_size_bytes = extent_bytes;
+    options.clock = &loop.clock;
     add_group(tier::performance, performance_extents);
     add_group(tier::capacity, capacity_extents);
     add_group(tier::capacity, capacity_extents);
@@ -263,6 +264,25 @@ TEST_CASE("volume: bad input gets a clear error", "[tiering][volume]") {
   // Past the end of the volume.
   CHECK(r.io(v, io::make(op::write, 15, 2, block_size)) == make_error_code(errc::out_of_range));
   CHECK(r.io(v, io::make(op::read, 16, 1, block_size)) == make_error_code(errc::out_of_range));
+}
+
+TEST_CASE("volume: heat survives a restart once persisted; a discard clears it", "[tiering][volume][heat]") {
+  rig r;
+  volume& v = r.create("db", 8 * extent_blocks);
+  for (int i = 0; i < 6; ++i) write_blocks(r.loop, v, 2 * extent_blocks + i, pattern(block_size, i));
+  for (int i = 0; i < 3; ++i) read_blocks(r.loop, v, 5 * extent_blocks + 2 * i, 1);
+  CHECK(v.heat().score(2) == Approx(6));
+  std::optional<std::error_code> persisted;
+  r.p->persist_heat([&](std::error_code ec) { persisted = ec; });
+  r.loop.run_until([&] { return persisted.has_value(); });
+  REQUIRE_FALSE(*persisted);
+  r.restart();
+  volume& again = *r.p->find_volume("db");
+  CHECK(again.heat().score(2) == Approx(6));
+  CHECK(again.heat().score(5) == Approx(3));
+  CHECK(again.heat().heat(5).read_bytes == Approx(3 * block_size));
+  REQUIRE_FALSE(r.io(again, io::discard(2 * extent_blocks, extent_blocks)));
+  CHECK(again.heat().score(2) == 0);
 }
 
 TEST_CASE("pool: reopened over different groups, it refuses with the difference", "[tiering][pool]") {
