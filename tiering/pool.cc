@@ -1,6 +1,7 @@
 #include "tiering/pool.h"
 
 #include <algorithm>
+#include <bit>
 #include <boost/asio/post.hpp>
 #include <cassert>
 
@@ -37,9 +38,9 @@ pool::opened pool::open(boost::asio::any_io_executor loop, metadata_store& store
   if (groups.size() > 0x7fff) {
     return std::unexpected(make_error(errc::invalid_argument, "pool: more than 32767 groups"));
   }
-  if (extent == 0 || extent % 4096 != 0) {
+  if (extent < 4096 || !std::has_single_bit(extent)) {
     return std::unexpected(make_error(errc::invalid_argument,
-                                      "pool: the extent size must be a multiple of 4096 bytes, not " +
+                                      "pool: the extent size must be a power of two of at least 4096 bytes, not " +
                                           std::to_string(extent)));
   }
   if (options.clock == nullptr) return std::unexpected(make_error(errc::invalid_argument, "pool: no clock"));

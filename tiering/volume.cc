@@ -1,6 +1,8 @@
 #include "tiering/volume.h"
 
 #include <algorithm>
+#include <bit>
+#include <boost/asio/post.hpp>
 #include <cassert>
 #include <cstring>
 
@@ -45,6 +47,26 @@ struct volume::piece {
   request req;
   std::vector<iovec> segments;
   std::optional<extent_location> allocated;  // a new extent this piece fills
+  bool counted_in_move = false;              // a write to a moving extent, counted there
+};
+
+struct volume::move {
+  volume* vol = nullptr;
+  std::uint64_t extent = 0;
+  extent_location from;
+  extent_location to;
+  std::uint64_t dirty = 0;    // granules written since they were last copied
+  std::uint64_t copying = 0;  // granules this pass copies
+  unsigned passes = 0;
+  unsigned writes_in_flight = 0;
+  bool final_pass = false;  // a transition holds new requests back
+  bool copy_failed = false;
+  std::uint64_t run_first = 0;  // the first granule of the copy in flight
+  device::aligned_buffer buffer;
+  iovec segment{};
+  request req;
+  std::vector<piece*> after;  // whole-extent discards, run once the move ends
+  std::function<void(std::error_code)> done;
 };
 
 // An extent being allocated (its first write) or unmapped (a discard):
@@ -61,6 +83,8 @@ volume::volume(pool& owner, const volume_record& record, const device::block_geo
       group_blocks_per_block_(0),
       map_((record.block_count + extent_blocks_ - 1) / extent_blocks_, 0),
       heat_(map_.size(), extent_blocks_, record.block_size_bytes, owner.options().heat, owner.clock()),
+      granules_(std::min<std::uint64_t>(64, extent_blocks_)),
+      granule_blocks_(extent_blocks_ / granules_),
       rejected_(owner.executor()) {
   // Every group's block size divides the volume's (the pool checked).
   group_blocks_per_block_ = record.block_size_bytes / owner.group(0).geometry().logical_block_size_bytes;
@@ -142,6 +166,7 @@ void volume::start_piece(outer_io& o, std::uint64_t volume_extent, std::uint64_t
   p.block_count = block_count;
   p.buffer_offset_bytes = buffer_offset_bytes;
   p.allocated.reset();
+  p.counted_in_move = false;
   ++o.pending;
   dispatch(p);
 }
@@ -153,6 +178,16 @@ void volume::dispatch(piece& p) {
   }
   const op operation = p.owner->outer->operation;
   const std::optional<extent_location> where = location(p.extent);
+  if (auto m = moves_.find(p.extent); m != moves_.end() && operation != op::read) {
+    if (operation == op::discard && p.first_block == 0 && p.block_count == extent_blocks_) {
+      m->second->after.push_back(&p);  // unmapping must not race the commit
+      return;
+    }
+    // Goes to the old place; what it touches is copied again.
+    mark_dirty(*m->second, p.first_block, p.block_count);
+    ++m->second->writes_in_flight;
+    p.counted_in_move = true;
+  }
   switch (operation) {
     case op::read:
       if (where) {
@@ -261,6 +296,14 @@ void volume::unmap(piece& p) {
 void volume::on_group_done(request& r) noexcept {
   piece& p = *static_cast<piece*>(r.context);
   volume& v = *p.vol;
+  if (p.counted_in_move) {
+    move& m = *v.moves_.at(p.extent);
+    p.counted_in_move = false;
+    const std::uint64_t e = p.extent;
+    v.piece_done(p, r.result);
+    if (--m.writes_in_flight == 0 && m.final_pass && v.moves_.contains(e)) v.move_pass(m);
+    return;
+  }
   if (!p.allocated) {
     v.piece_done(p, r.result);
     return;
@@ -285,6 +328,135 @@ void volume::on_group_done(request& r) noexcept {
     v.finish_transition(p.extent);
     v.piece_done(p, ec);
   });
+}
+
+void volume::mark_dirty(move& m, std::uint64_t first_block, std::uint64_t block_count) const noexcept {
+  const std::uint64_t first = first_block / granule_blocks_;
+  const std::uint64_t last = (first_block + block_count - 1) / granule_blocks_;
+  for (std::uint64_t g = first; g <= last; ++g) m.dirty |= 1ull << g;
+}
+
+void volume::move_extent(std::uint64_t volume_extent, tier to, std::function<void(std::error_code)> done) {
+  auto refuse = [&](errc e) {
+    boost::asio::post(pool_.executor(), [done = std::move(done), e] { done(make_error_code(e)); });
+  };
+  const std::optional<extent_location> from = volume_extent < map_.size() ? location(volume_extent) : std::nullopt;
+  if (!from || moves_.contains(volume_extent) || transitions_.contains(volume_extent) ||
+      pool_.tier_of(from->group) == to) {
+    return refuse(errc::invalid_argument);
+  }
+  const std::optional<extent_location> dest = pool_.allocate_on(to);
+  if (!dest) return refuse(errc::no_space);
+  auto m = std::make_unique<move>();
+  m->vol = this;
+  m->extent = volume_extent;
+  m->from = *from;
+  m->to = *dest;
+  m->dirty = granules_ == 64 ? ~0ull : (1ull << granules_) - 1;
+  m->buffer = device::aligned_buffer(pool_.extent_size_bytes());
+  m->done = std::move(done);
+  move& ref = *m;
+  moves_.emplace(volume_extent, std::move(m));
+  ++in_flight_;  // the move counts as I/O in flight: the volume is not idle
+  move_pass(ref);
+}
+
+void volume::move_pass(move& m) {
+  if (m.final_pass) {
+    // Nothing new reaches the extent and no write is in flight: copy what
+    // the last writes touched, then commit.
+    if (m.dirty == 0) return move_commit(m);
+  } else if (m.dirty == 0 || m.passes >= 2) {
+    // Two passes while writes go on; for the last, hold new requests back
+    // and let the writes in flight drain (their completion resumes here).
+    m.final_pass = true;
+    transitions_.emplace(m.extent, std::make_unique<transition>());
+    if (m.writes_in_flight == 0) move_pass(m);
+    return;
+  }
+  ++m.passes;
+  m.copying = m.dirty;
+  m.dirty = 0;
+  move_copy_next(m);
+}
+
+void volume::move_copy_next(move& m) {
+  if (m.copying == 0) {
+    if (m.copy_failed) return move_end(m, make_error_code(errc::io_error));
+    return move_pass(m);
+  }
+  // The next run of granules: read it from the old place, then write it to
+  // the new one.
+  const auto first = static_cast<std::uint64_t>(std::countr_zero(m.copying));
+  std::uint64_t count = 0;
+  while (first + count < granules_ && ((m.copying >> (first + count)) & 1)) {
+    m.copying &= ~(1ull << (first + count));
+    ++count;
+  }
+  const std::uint32_t block_size = geometry_.logical_block_size_bytes;
+  const std::uint64_t blocks = count * granule_blocks_;
+  m.run_first = first;
+  m.segment = {m.buffer.data(), blocks * block_size};
+  m.req = request{};
+  m.req.operation = op::read;
+  m.req.priority = device::io_class::background;
+  m.req.lba = (m.from.extent * extent_blocks_ + first * granule_blocks_) * group_blocks_per_block_;
+  m.req.block_count = blocks * group_blocks_per_block_;
+  m.req.buffers = {&m.segment, 1};
+  m.req.context = &m;
+  m.req.on_complete = [](request& r) noexcept {
+    move& mv = *static_cast<move*>(r.context);
+    volume& v = *mv.vol;
+    if (r.result) {
+      mv.copy_failed = true;
+      mv.copying = 0;
+      v.move_copy_next(mv);
+      return;
+    }
+    const std::uint64_t blocks_read = r.block_count;
+    mv.req = request{};
+    mv.req.operation = op::write;
+    mv.req.priority = device::io_class::background;
+    mv.req.lba = (mv.to.extent * v.extent_blocks_ + mv.run_first * v.granule_blocks_) * v.group_blocks_per_block_;
+    mv.req.block_count = blocks_read;
+    mv.req.buffers = {&mv.segment, 1};
+    mv.req.context = &mv;
+    mv.req.on_complete = [](request& w) noexcept {
+      move& mw = *static_cast<move*>(w.context);
+      if (w.result) {
+        mw.copy_failed = true;
+        mw.copying = 0;
+      }
+      mw.vol->move_copy_next(mw);
+    };
+    v.pool_.group(mv.to.group).submit(mv.req);
+  };
+  pool_.group(m.from.group).submit(m.req);
+}
+
+void volume::move_commit(move& m) {
+  metadata_batch batch;
+  batch.put(column::extent_map, keys::extent(record_.id, m.extent), encode(m.to));
+  pool_.store().write(std::move(batch), true, [this, &m](std::error_code ec) {
+    if (!ec) {
+      map_[m.extent] = pack(m.to);
+      pool_.free_after_io(m.from);
+    }
+    move_end(m, ec);
+  });
+}
+
+void volume::move_end(move& m, std::error_code result) {
+  if (result) pool_.free_after_io(m.to);  // the old mapping stands
+  const std::uint64_t e = m.extent;
+  auto done = std::move(m.done);
+  std::vector<piece*> after = std::move(m.after);
+  const bool held = m.final_pass;
+  moves_.erase(e);
+  --in_flight_;
+  if (held) finish_transition(e);
+  for (piece* p : after) dispatch(*p);
+  done(result);
 }
 
 void volume::finish_transition(std::uint64_t volume_extent) {

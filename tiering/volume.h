@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -50,7 +51,20 @@ class volume final : public device::block_device {
   heat_map& heat() noexcept { return heat_; }
   const heat_map& heat() const noexcept { return heat_; }
   // No request or extent transition in flight.
-  bool idle() const noexcept { return in_flight_ == 0 && transitions_.empty(); }
+  bool idle() const noexcept { return in_flight_ == 0 && transitions_.empty() && moves_.empty(); }
+
+  // Moves a mapped extent's data to a new extent on tier `to`: copy, then
+  // one synced commit of the new mapping, then the old extent is freed
+  // once no I/O can still touch it (docs/tiering-keys.md). Reads go to the
+  // old place until the commit. Writes go there too and mark what they
+  // touched, which is copied again; for the last pass, new requests wait
+  // and the writes in flight drain, so the commit follows every write.
+  // `done` gets the outcome from the loop: invalid_argument if the extent
+  // is unmapped or already moving or on `to`, no_space if `to` is full, or
+  // the first error of the copy or commit (the old mapping then stands).
+  void move_extent(std::uint64_t volume_extent, tier to, std::function<void(std::error_code)> done);
+  bool moving(std::uint64_t volume_extent) const noexcept { return moves_.contains(volume_extent); }
+  std::size_t moves_in_flight() const noexcept { return moves_.size(); }
 
   // For the pool's load: the extent map as committed.
   void load_mapping(std::uint64_t volume_extent, extent_location where) noexcept;
@@ -59,6 +73,7 @@ class volume final : public device::block_device {
   struct outer_io;
   struct piece;
   struct transition;
+  struct move;
 
   void start_piece(outer_io& o, std::uint64_t volume_extent, std::uint64_t first_block, std::uint64_t block_count,
                    std::uint64_t buffer_offset_bytes);
@@ -72,6 +87,11 @@ class volume final : public device::block_device {
   void flush_groups(outer_io& o);
   void op_done(outer_io& o);
   static void on_group_done(device::request& r) noexcept;
+  void move_pass(move& m);
+  void move_copy_next(move& m);
+  void move_commit(move& m);
+  void move_end(move& m, std::error_code result);
+  void mark_dirty(move& m, std::uint64_t first_block, std::uint64_t block_count) const noexcept;
 
   pool& pool_;
   volume_record record_;
@@ -84,6 +104,9 @@ class volume final : public device::block_device {
   heat_map heat_;
   // Extents being allocated or unmapped, with the pieces waiting on them.
   std::unordered_map<std::uint64_t, std::unique_ptr<transition>> transitions_;
+  std::unordered_map<std::uint64_t, std::unique_ptr<move>> moves_;
+  std::uint64_t granules_;        // dirty-tracking granules per extent (at most 64)
+  std::uint64_t granule_blocks_;  // volume blocks per granule
   std::vector<std::unique_ptr<outer_io>> free_ops_;
   std::vector<std::unique_ptr<piece>> free_pieces_;
   std::uint64_t in_flight_ = 0;
