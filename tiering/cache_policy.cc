@@ -194,18 +194,18 @@ std::size_t line_table::memory_bytes() const {
 
 // How often each line was read lately: a count-min sketch of 4-bit
 // counters in 4 rows, sized as Caffeine's FrequencySketch (4 x
-// bit_ceil(capacity) counters per row: 8 to 16 bytes per line). Every
-// 10 x capacity recorded reads all counters are halved, so that popularity
-// from long ago fades and a once-hot line can be displaced.
+// bit_ceil(capacity) counters per row: 8 to 16 bytes per line). All
+// counters are halved every `halve_every_reads` recorded reads, so that
+// popularity from long ago fades and a once-hot line can be displaced.
 class frequency_sketch {
  public:
   static constexpr unsigned counter_max = 15;
 
-  explicit frequency_sketch(std::size_t capacity_lines);
+  frequency_sketch(std::size_t capacity_lines, std::uint64_t halve_every_reads);
 
   void record(std::uint64_t line);
-  // Never below the true count since the last halvings (an overestimate
-  // when the line shares all its counters with others).
+  // At least the line's own count (halved with all the others); more when
+  // each of its four counters is shared with other lines.
   unsigned estimate(std::uint64_t line) const;
   std::size_t memory_bytes() const;
 
@@ -224,10 +224,10 @@ class frequency_sketch {
   std::uint64_t halve_at_;
 };
 
-frequency_sketch::frequency_sketch(std::size_t capacity_lines)
+frequency_sketch::frequency_sketch(std::size_t capacity_lines, std::uint64_t halve_every_reads)
     : row_counters_(4 * std::bit_ceil(std::max<std::size_t>(capacity_lines, 16))),
       words_(rows * row_counters_ / counters_per_word, 0),
-      halve_at_(10 * std::max<std::uint64_t>(capacity_lines, 1)) {}
+      halve_at_(std::max<std::uint64_t>(halve_every_reads, 1)) {}
 
 std::array<std::size_t, frequency_sketch::rows> frequency_sketch::counters_of(
     std::uint64_t line) const {
@@ -250,7 +250,8 @@ void frequency_sketch::record(std::uint64_t line) {
   bool counted = false;
   for (const std::size_t counter : counters_of(line)) {
     if (get(counter) < counter_max) {
-      words_[counter / counters_per_word] += std::uint64_t{1} << (4 * (counter % counters_per_word));
+      const unsigned shift = 4 * (counter % counters_per_word);
+      words_[counter / counters_per_word] += std::uint64_t{1} << shift;
       counted = true;
     }
   }
@@ -321,7 +322,8 @@ class table_policy : public cache_policy {
 
 class lru_policy final : public table_policy {
  public:
-  explicit lru_policy(std::size_t capacity_lines) : table_policy(capacity_lines, capacity_lines, 1) {}
+  explicit lru_policy(std::size_t capacity_lines)
+      : table_policy(capacity_lines, capacity_lines, 1) {}
 
   outcome access(std::uint64_t line, std::vector<std::uint64_t>& evicted) override {
     if (const slot s = table_.find(line); s != none) {
@@ -395,9 +397,9 @@ class arc_policy final : public table_policy {
   // target. REQUIRES: the cache is full.
   void replace(bool hit_in_b2, std::vector<std::uint64_t>& evicted) {
     const double t1_lines = lines(t1);
-    const bool from_t1 =
-        table_.size(t1) > 0 && (t1_lines > target_t1_lines_ ||
-                                (hit_in_b2 && t1_lines == target_t1_lines_) || table_.size(t2) == 0);
+    const bool t1_over_target =
+        t1_lines > target_t1_lines_ || (hit_in_b2 && t1_lines == target_t1_lines_);
+    const bool from_t1 = table_.size(t1) > 0 && (t1_over_target || table_.size(t2) == 0);
     const slot victim = table_.back(from_t1 ? t1 : t2);
     evicted.push_back(table_.line(victim));
     table_.move_to_front(victim, from_t1 ? b1 : b2);
@@ -408,7 +410,8 @@ class arc_policy final : public table_policy {
 
 // S3-FIFO after the paper's Algorithm 1, with libCacheSim's choices where
 // the paper leaves room: a line moves from small to main if it was read at
-// least twice while in small (the paper's `freq > 1`); one make_room()
+// least twice while in small (libCacheSim's move-to-main-threshold=2; 1
+// missed more on the CloudPhysics and 64 KiB OLTP traces); one make_room()
 // evicts exactly one line, moving as many as it takes between queues.
 class s3fifo_policy final : public table_policy {
  public:
@@ -540,9 +543,10 @@ class tinylfu_policy final : public table_policy {
  public:
   explicit tinylfu_policy(std::size_t capacity_lines)
       : table_policy(capacity_lines, capacity_lines, 3),
-        window_capacity_lines_(std::clamp<std::size_t>(capacity_lines / 100, 1, capacity_lines)),
+        window_capacity_lines_(
+            std::clamp<std::size_t>(capacity_lines * window_percent / 100, 1, capacity_lines)),
         protected_capacity_lines_((capacity_lines - window_capacity_lines_) * 8 / 10),
-        sketch_(capacity_lines) {}
+        sketch_(capacity_lines, 10 * capacity_lines) {}  // Caffeine's sample size
 
   outcome access(std::uint64_t line, std::vector<std::uint64_t>& evicted) override {
     sketch_.record(line);
@@ -591,6 +595,7 @@ class tinylfu_policy final : public table_policy {
 
  private:
   enum list : unsigned { window_lru, probation_lru, protected_lru };
+  static constexpr std::size_t window_percent = 1;
 
   slot main_victim() const {
     const slot victim = table_.back(probation_lru);
@@ -608,7 +613,8 @@ class tinylfu_policy final : public table_policy {
 class second_hit_filter final : public cache_policy {
  public:
   explicit second_hit_filter(std::unique_ptr<cache_policy> inner)
-      : inner_(std::move(inner)), sketch_(inner_->capacity_lines()) {}
+      : inner_(std::move(inner)),
+        sketch_(inner_->capacity_lines(), halve_every_capacities * inner_->capacity_lines()) {}
 
   outcome access(std::uint64_t line, std::vector<std::uint64_t>& evicted) override {
     sketch_.record(line);
@@ -626,6 +632,7 @@ class second_hit_filter final : public cache_policy {
 
  private:
   static constexpr unsigned admit_at_reads = 2;
+  static constexpr std::uint64_t halve_every_capacities = 10;
 
   std::unique_ptr<cache_policy> inner_;
   frequency_sketch sketch_;

@@ -61,6 +61,7 @@ struct volume::move {
   unsigned writes_in_flight = 0;
   bool final_pass = false;  // a transition holds new requests back
   bool copy_failed = false;
+  bool keep_destination = false;  // the commit's outcome is unknown
   std::uint64_t run_first = 0;  // the first granule of the copy in flight
   device::aligned_buffer buffer;
   iovec segment{};
@@ -341,6 +342,7 @@ void volume::move_extent(std::uint64_t volume_extent, tier to, std::function<voi
     boost::asio::post(pool_.executor(), [done = std::move(done), e] { done(make_error_code(e)); });
   };
   const std::optional<extent_location> from = volume_extent < map_.size() ? location(volume_extent) : std::nullopt;
+  if (pool_.metadata_failed()) return refuse(errc::io_error);
   if (!from || moves_.contains(volume_extent) || transitions_.contains(volume_extent) ||
       pool_.tier_of(from->group) == to) {
     return refuse(errc::invalid_argument);
@@ -441,13 +443,17 @@ void volume::move_commit(move& m) {
     if (!ec) {
       map_[m.extent] = pack(m.to);
       pool_.free_after_io(m.from);
+    } else {
+      // The record may be on disk after all: keep the copy, and do not hand
+      // its extent out again (the pool takes no more writes now).
+      m.keep_destination = true;
     }
     move_end(m, ec);
   });
 }
 
 void volume::move_end(move& m, std::error_code result) {
-  if (result) pool_.free_after_io(m.to);  // the old mapping stands
+  if (result && !m.keep_destination) pool_.free_after_io(m.to);  // the old mapping stands
   const std::uint64_t e = m.extent;
   auto done = std::move(m.done);
   std::vector<piece*> after = std::move(m.after);

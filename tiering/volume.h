@@ -60,8 +60,10 @@ class volume final : public device::block_device {
   // touched, which is copied again; for the last pass, new requests wait
   // and the writes in flight drain, so the commit follows every write.
   // `done` gets the outcome from the loop: invalid_argument if the extent
-  // is unmapped or already moving or on `to`, no_space if `to` is full, or
-  // the first error of the copy or commit (the old mapping then stands).
+  // is unmapped or already moving or on `to`, no_space if `to` is full,
+  // io_error once the metadata store has failed, or the first error of the
+  // copy (the old mapping stands) or of the commit (either may stand; the
+  // pool then takes no more writes).
   void move_extent(std::uint64_t volume_extent, tier to, std::function<void(std::error_code)> done);
   bool moving(std::uint64_t volume_extent) const noexcept { return moves_.contains(volume_extent); }
   std::size_t moves_in_flight() const noexcept { return moves_.size(); }
