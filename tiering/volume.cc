@@ -28,28 +28,6 @@ extent_location unpack(std::uint64_t v) noexcept {
 
 }  // namespace
 
-struct volume::outer_io {
-  volume* vol = nullptr;
-  request* outer = nullptr;
-  unsigned pending = 0;
-  std::error_code result;
-  std::uint64_t epoch = 0;
-  std::vector<request> flushes;
-};
-
-struct volume::piece {
-  outer_io* owner = nullptr;
-  volume* vol = nullptr;
-  std::uint64_t extent = 0;       // the volume extent
-  std::uint64_t first_block = 0;  // within the extent, in volume blocks
-  std::uint64_t block_count = 0;
-  std::uint64_t buffer_offset_bytes = 0;  // into the outer request's buffers
-  request req;
-  std::vector<iovec> segments;
-  std::optional<extent_location> allocated;  // a new extent this piece fills
-  bool counted_in_move = false;              // a write to a moving extent, counted there
-};
-
 struct volume::move {
   volume* vol = nullptr;
   std::uint64_t extent = 0;
@@ -116,14 +94,7 @@ void volume::submit(request& req) noexcept {
     rejected_.complete_later(req, errc::io_error);
     return;
   }
-  std::unique_ptr<outer_io> holder;
-  if (free_ops_.empty()) {
-    holder = std::make_unique<outer_io>();
-  } else {
-    holder = std::move(free_ops_.back());
-    free_ops_.pop_back();
-  }
-  outer_io& o = *holder.release();
+  outer_io& o = ios_.acquire();
   o.vol = this;
   o.outer = &req;
   o.result = {};
@@ -152,14 +123,7 @@ void volume::submit(request& req) noexcept {
 
 void volume::start_piece(outer_io& o, std::uint64_t volume_extent, std::uint64_t first_block, std::uint64_t block_count,
                          std::uint64_t buffer_offset_bytes) {
-  std::unique_ptr<piece> holder;
-  if (free_pieces_.empty()) {
-    holder = std::make_unique<piece>();
-  } else {
-    holder = std::move(free_pieces_.back());
-    free_pieces_.pop_back();
-  }
-  piece& p = *holder.release();
+  piece& p = pieces_.acquire();
   p.owner = &o;
   p.vol = this;
   p.extent = volume_extent;
@@ -477,7 +441,7 @@ void volume::piece_done(piece& p, std::error_code result) {
   outer_io& o = *p.owner;
   if (result && !o.result) o.result = result;
   p.owner = nullptr;
-  free_pieces_.emplace_back(&p);
+  pieces_.release(p);
   op_done(o);
 }
 
@@ -506,7 +470,7 @@ void volume::op_done(outer_io& o) {
   pool_.end_io(o.epoch);
   --in_flight_;
   o.outer = nullptr;
-  free_ops_.emplace_back(&o);
+  ios_.release(o);
   if (submitting_) {
     rejected_.complete_later(outer, result);
   } else {

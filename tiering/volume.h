@@ -20,12 +20,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
 #include "raid/device/aligned_buffer.h"
 #include "raid/device/block_device.h"
 #include "raid/device/request_queue.h"
+#include "raid/device/timing.h"
 #include "tiering/heat.h"
 #include "tiering/records.h"
 
@@ -72,8 +74,28 @@ class volume final : public device::block_device {
   void load_mapping(std::uint64_t volume_extent, extent_location where) noexcept;
 
  private:
-  struct outer_io;
-  struct piece;
+  // One request from above, split into pieces.
+  struct outer_io {
+    volume* vol = nullptr;
+    device::request* outer = nullptr;
+    unsigned pending = 0;
+    std::error_code result;
+    std::uint64_t epoch = 0;
+    std::vector<device::request> flushes;
+  };
+  // The part of a request within one extent.
+  struct piece {
+    outer_io* owner = nullptr;
+    volume* vol = nullptr;
+    std::uint64_t extent = 0;       // the volume extent
+    std::uint64_t first_block = 0;  // within the extent, in volume blocks
+    std::uint64_t block_count = 0;
+    std::uint64_t buffer_offset_bytes = 0;  // into the outer request's buffers
+    device::request req;
+    std::vector<iovec> segments;
+    std::optional<extent_location> allocated;  // a new extent this piece fills
+    bool counted_in_move = false;              // a write to a moving extent, counted there
+  };
   struct transition;
   struct move;
 
@@ -109,8 +131,8 @@ class volume final : public device::block_device {
   std::unordered_map<std::uint64_t, std::unique_ptr<move>> moves_;
   std::uint64_t granules_;        // dirty-tracking granules per extent (at most 64)
   std::uint64_t granule_blocks_;  // volume blocks per granule
-  std::vector<std::unique_ptr<outer_io>> free_ops_;
-  std::vector<std::unique_ptr<piece>> free_pieces_;
+  device::slot_pool<outer_io> ios_;
+  device::slot_pool<piece> pieces_;
   std::uint64_t in_flight_ = 0;
   device::completion_queue rejected_;
   bool submitting_ = false;  // inside submit(): completions must wait for the loop
