@@ -292,9 +292,14 @@ std::optional<extent_location> pool::allocate_from(tier t, std::uint64_t keep_fr
   return extent_location{static_cast<std::uint16_t>(best), *e};
 }
 
+std::uint64_t pool::performance_reserve_extents() const noexcept {
+  if (options_.new_extents != new_extent_tier::performance_first) return 0;
+  return static_cast<std::uint64_t>(options_.performance_reserve *
+                                    static_cast<double>(capacity_extents(tier::performance)));
+}
+
 std::optional<extent_location> pool::allocate(affinity placement) {
-  const auto reserve = static_cast<std::uint64_t>(options_.performance_reserve *
-                                                  static_cast<double>(capacity_extents(tier::performance)));
+  const std::uint64_t reserve = performance_reserve_extents();
   std::optional<extent_location> where;
   switch (placement) {
     case affinity::performance:

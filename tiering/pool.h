@@ -17,6 +17,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "raid/device/aligned_buffer.h"
@@ -50,8 +51,9 @@ struct pool_options {
   // Thin volumes may add up to this many times the pool's capacity.
   double overcommit = 2.0;
   new_extent_tier new_extents = new_extent_tier::performance_first;
-  // Fraction of the performance tier that new extents leave free (for
-  // promotions and bursts of new writes).
+  // Fraction of the performance tier that new extents and promotions leave
+  // free for bursts of new writes, when new extents go there first (with
+  // new_extent_tier::capacity no new write needs it, and there is none).
   double performance_reserve = 0.10;
   heat_options heat;
   // How often the heat that changed is written to the store (unsynced).
@@ -126,6 +128,25 @@ class pool {
   void persist_heat(std::function<void(std::error_code)> done);
   device::clock& clock() noexcept { return *options_.clock; }
 
+  // Foreground latency (volume reads and writes, from submit to
+  // completion), summed since the last take: what the migrator paces by.
+  struct latency_window {
+    std::uint64_t ios = 0;
+    device::duration total{};
+    double mean_seconds() const noexcept {
+      return ios == 0 ? 0.0 : std::chrono::duration<double>(total).count() / static_cast<double>(ios);
+    }
+  };
+  void note_foreground_latency(device::duration d) noexcept {
+    ++latency_.ios;
+    latency_.total += d;
+  }
+  latency_window take_latency_window() noexcept { return std::exchange(latency_, {}); }
+
+  // The performance tier's extents that new writes leave free, and that
+  // promotions leave free too: none when new extents go to capacity.
+  std::uint64_t performance_reserve_extents() const noexcept;
+
   // The metadata store failed a write: the pool takes no more writes.
   bool metadata_failed() const noexcept { return static_cast<bool>(store_.failure()); }
 
@@ -158,6 +179,7 @@ class pool {
   std::deque<quarantined> quarantine_;
   device::aligned_buffer zeros_;
   std::unique_ptr<device::timer> heat_timer_;
+  latency_window latency_;
 };
 
 }  // namespace strata::tiering

@@ -100,6 +100,7 @@ void volume::submit(request& req) noexcept {
   o.result = {};
   o.pending = 1;  // held while the pieces start
   o.epoch = pool_.begin_io();
+  o.started = pool_.clock().now();
   ++in_flight_;
   submitting_ = true;
   if (req.operation == op::flush) {
@@ -183,7 +184,15 @@ void volume::dispatch(piece& p) {
   piece_done(p, errc::invalid_argument);
 }
 
+void volume::count(source s, const piece& p) noexcept {
+  const bool write = p.owner->outer->operation != op::read;
+  volume_counters::served& c = counters_.by_source[static_cast<int>(s)][write ? 1 : 0];
+  ++c.ios;
+  c.bytes += p.block_count * geometry_.logical_block_size_bytes;
+}
+
 void volume::read_zeros(piece& p) {
+  count(source::unmapped, p);
   device::for_each_piece(p.owner->outer->buffers, p.buffer_offset_bytes,
                          p.block_count * geometry_.logical_block_size_bytes,
                          [](std::byte* b, std::uint64_t n) { std::memset(b, 0, n); });
@@ -192,6 +201,7 @@ void volume::read_zeros(piece& p) {
 
 void volume::submit_to_group(piece& p, op operation, extent_location where, bool zeros) {
   const std::uint64_t bytes = p.block_count * geometry_.logical_block_size_bytes;
+  count(pool_.tier_of(where.group) == tier::performance ? source::performance : source::capacity, p);
   p.segments.clear();
   if (zeros) {
     p.segments.push_back({pool_.zeros(), bytes});
@@ -219,6 +229,7 @@ void volume::allocate_and_write(piece& p) {
   }
   transitions_.emplace(p.extent, std::make_unique<transition>());
   p.allocated = where;
+  count(pool_.tier_of(where->group) == tier::performance ? source::performance : source::capacity, p);
   // The whole extent: zeros, the data, zeros. A later read of the rest of
   // the extent must see zeros, whatever the group held there before.
   const std::uint32_t block_size = geometry_.logical_block_size_bytes;
@@ -467,6 +478,9 @@ void volume::op_done(outer_io& o) {
   if (--o.pending > 0) return;
   request& outer = *o.outer;
   const std::error_code result = o.result;
+  if (outer.operation == op::read || outer.operation == op::write) {
+    pool_.note_foreground_latency(pool_.clock().now() - o.started);
+  }
   pool_.end_io(o.epoch);
   --in_flight_;
   o.outer = nullptr;

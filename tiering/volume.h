@@ -35,6 +35,25 @@ namespace strata::tiering {
 
 class pool;
 
+// What served a volume's requests, piece by piece: a request that crosses
+// an extent boundary counts once for each extent it touches.
+enum class source : std::uint8_t {
+  performance = 0,  // the performance tier
+  capacity = 1,     // the capacity tier
+  cache = 2,        // the read cache (a copy of capacity-tier data)
+  unmapped = 3,     // a read of a never-written extent: zeros, no disk
+};
+struct volume_counters {
+  struct served {
+    std::uint64_t ios = 0;
+    std::uint64_t bytes = 0;
+  };
+  // [source][0: read, 1: write or discard]
+  served by_source[4][2]{};
+  const served& reads(source s) const noexcept { return by_source[static_cast<int>(s)][0]; }
+  const served& writes(source s) const noexcept { return by_source[static_cast<int>(s)][1]; }
+};
+
 class volume final : public device::block_device {
  public:
   // Built by the pool (create_volume, or open with the extents it loaded).
@@ -50,6 +69,7 @@ class volume final : public device::block_device {
   std::uint64_t extent_blocks() const noexcept { return extent_blocks_; }
   std::optional<extent_location> location(std::uint64_t volume_extent) const noexcept;
   std::uint64_t mapped_extents() const noexcept { return mapped_; }
+  const volume_counters& counters() const noexcept { return counters_; }
   heat_map& heat() noexcept { return heat_; }
   const heat_map& heat() const noexcept { return heat_; }
   // No request or extent transition in flight.
@@ -81,6 +101,7 @@ class volume final : public device::block_device {
     unsigned pending = 0;
     std::error_code result;
     std::uint64_t epoch = 0;
+    device::time_point started{};  // for the pool's foreground latency
     std::vector<device::request> flushes;
   };
   // The part of a request within one extent.
@@ -103,6 +124,7 @@ class volume final : public device::block_device {
                    std::uint64_t buffer_offset_bytes);
   void dispatch(piece& p);
   void read_zeros(piece& p);
+  void count(source s, const piece& p) noexcept;
   void submit_to_group(piece& p, device::op operation, extent_location where, bool zeros);
   void allocate_and_write(piece& p);
   void unmap(piece& p);
@@ -126,6 +148,7 @@ class volume final : public device::block_device {
   std::vector<std::uint64_t> map_;
   std::uint64_t mapped_ = 0;
   heat_map heat_;
+  volume_counters counters_;
   // Extents being allocated or unmapped, with the pieces waiting on them.
   std::unordered_map<std::uint64_t, std::unique_ptr<transition>> transitions_;
   std::unordered_map<std::uint64_t, std::unique_ptr<move>> moves_;

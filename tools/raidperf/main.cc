@@ -30,6 +30,7 @@
 
 #include "raid/device/hdd_model.h"
 #include "raid/device/memory_device.h"
+#include "raid/device/null_device.h"
 #include "raid/raid6_group.h"
 #include "tools/bdevperf/workload.h"
 
@@ -72,27 +73,6 @@ double raw_pq_rate(double seconds) {
   }
   return static_cast<double>(bytes) / std::chrono::duration<double>(clock_type::now() - start).count() / 1e9;
 }
-
-// Completes every request at once without storing anything: reads return
-// whatever the buffer held. Only for measuring the engine without the
-// memory device's copies.
-class null_device final : public block_device {
- public:
-  null_device(boost::asio::any_io_executor executor, std::uint64_t block_count)
-      : executor_(executor), queue_(executor) {
-    geometry_.logical_block_size_bytes = block_size;
-    geometry_.block_count = block_count;
-    geometry_.buffer_alignment_bytes = block_size;
-  }
-  const block_geometry& geometry() const noexcept override { return geometry_; }
-  boost::asio::any_io_executor executor() const noexcept override { return executor_; }
-  void submit(request& req) noexcept override { queue_.complete_later(req, validate(geometry_, req)); }
-
- private:
-  boost::asio::any_io_executor executor_;
-  block_geometry geometry_;
-  completion_queue queue_;
-};
 
 enum class backing { memory, null, hdd_model };
 
@@ -138,7 +118,7 @@ struct group_rig {
     member_blocks = (options.reserved_bytes + stripe_count * strip_bytes) / block_size;
     for (unsigned i = 0; i < data_strips + 3; ++i) {  // the last one is a spare
       if (kind == backing::null) {
-        disks.push_back(std::make_unique<null_device>(context.get_executor(), member_blocks));
+        disks.push_back(std::make_unique<null_device>(context.get_executor(), block_size, member_blocks));
       } else {
         disks.push_back(std::move(*memory_device::create(context.get_executor(), {block_size, member_blocks})));
       }

@@ -1,0 +1,105 @@
+// The migrator: decides, continuously, which extents live on the
+// performance tier, and moves them there and back with volume::move_extent.
+//
+// Every `interval` it ranks the pool's mapped extents by heat score
+// (heat_map::score: random I/Os per half-life) and plans moves:
+//   - extents of `archive` volumes on the performance tier are demoted;
+//   - while the performance tier's free extents are below the pool's
+//     reserve, the coldest residents are demoted;
+//   - the hottest capacity-tier extents of `auto` and `performance`
+//     volumes are promoted while there is room above the reserve; past
+//     that, one is promoted in place of the coldest resident only if it is
+//     hotter by the `hysteresis` factor (so two extents of near-equal heat
+//     never trade places back and forth) and has at least
+//     `promote_min_score`. `performance` volumes' extents rank above every
+//     `auto` extent, and are demoted for nothing but the reserve.
+// The plan is carried out a few moves at a time, demotions first (they
+// make the room), within a copy-rate limit, and paced by foreground
+// latency: when the mean foreground latency of an interval exceeds its
+// baseline (the mean of intervals without moves) by more than
+// `latency_budget`, the number of moves in flight halves; otherwise it
+// grows by one, up to `max_moves_in_flight` (additive increase,
+// multiplicative decrease, as TCP paces a link it shares).
+//
+// Loop thread only. The pool must outlive the migrator; stop() (or the
+// destructor) cancels the timer, and moves in flight finish on their own.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+
+#include "raid/device/clock.h"
+#include "tiering/records.h"
+
+namespace strata::tiering {
+
+class pool;
+class volume;
+
+struct migrator_options {
+  device::duration interval = std::chrono::seconds(1);
+  unsigned max_moves_in_flight = 4;
+  // Copy traffic cap, in bytes per second of moved extents.
+  double max_bytes_per_second = 200e6;
+  // How far migration may push the mean foreground latency over its baseline.
+  device::duration latency_budget = std::chrono::milliseconds(2);
+  // An extent colder than this (random I/Os per half-life) is never promoted.
+  double promote_min_score = 4.0;
+  // A promotion in place of a resident needs this many times its score.
+  double hysteresis = 1.5;
+};
+
+struct migrator_counters {
+  std::uint64_t rounds = 0;
+  std::uint64_t promotions = 0;  // completed moves to the performance tier
+  std::uint64_t demotions = 0;
+  std::uint64_t bytes_moved = 0;
+  std::uint64_t failed_moves = 0;
+  std::uint64_t throttled_rounds = 0;  // rounds whose latency was over budget
+};
+
+class migrator {
+ public:
+  migrator(pool& p, const migrator_options& options);
+  ~migrator();
+  migrator(const migrator&) = delete;
+  migrator& operator=(const migrator&) = delete;
+
+  // Ranks and moves every interval from now on.
+  void start();
+  void stop() noexcept;
+  // One ranking and plan, now (the timer does this by itself).
+  void run_round();
+
+  const migrator_counters& counters() const noexcept { return counters_; }
+  unsigned moves_in_flight() const noexcept { return in_flight_; }
+  unsigned allowed_in_flight() const noexcept { return allowed_; }
+  std::size_t planned() const noexcept { return plan_.size(); }
+
+ private:
+  struct planned_move {
+    volume* vol;
+    std::uint64_t extent;
+    tier to;
+  };
+  void pace();
+  void plan();
+  void start_moves();
+  bool rate_allows() noexcept;
+
+  pool& pool_;
+  migrator_options options_;
+  std::unique_ptr<device::timer> timer_;
+  std::deque<planned_move> plan_;
+  unsigned in_flight_ = 0;
+  unsigned allowed_;
+  bool moved_this_round_ = false;
+  double baseline_seconds_ = -1;  // mean foreground latency without moves; < 0: not yet measured
+  double rate_tokens_bytes_ = 0;
+  device::time_point last_refill_{};
+  migrator_counters counters_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // moves outliving the migrator
+};
+
+}  // namespace strata::tiering

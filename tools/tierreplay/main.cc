@@ -1,0 +1,443 @@
+// strata-tierreplay: replays a block trace through the real tiering engine
+// (pool, thin volumes, heat, migrator) over a modelled shelf in virtual
+// time, and sets what it achieves beside an oracle that knows the future.
+//
+//   strata-tierreplay [--tier 0.05,0.10] [--half-life-s S] [--interval-ms M]
+//                     [--limit N] TRACE...
+//
+// The shelf: two RAID-6 8+2 groups of 7,200 rpm nearline SAS models (the
+// capacity tier, 20 HDDs as in the seed array) and a RAID-1 pair of SAS SSD
+// models (the performance tier) sized to a fraction of the trace's extent
+// footprint. The models run over null devices: only time is simulated.
+//
+// Before the trace starts, every extent it touches is written once (the
+// volume held data before the trace began), on the capacity tier. Then:
+//   adaptive  the migrator ranks and moves extents as the trace runs;
+//   oracle    the N extents with the most I/Os over the whole trace are
+//             moved to the performance tier first, and nothing moves after
+//             (the best fixed placement chosen in hindsight).
+// Latencies are the volume's, from submit to completion, in virtual time.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/asio/io_context.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "raid/device/aligned_buffer.h"
+#include "raid/device/clock.h"
+#include "raid/device/hdd_model.h"
+#include "raid/device/null_device.h"
+#include "raid/device/ssd_model.h"
+#include "raid/raid1_group.h"
+#include "raid/raid6_group.h"
+#include "tiering/metadata_store.h"
+#include "tiering/migrator.h"
+#include "tiering/pool.h"
+#include "tiering/volume.h"
+#include "tools/tierreplay/trace.h"
+
+namespace strata::tools {
+namespace {
+
+using namespace std::chrono_literals;
+using device::op;
+using device::request;
+
+constexpr std::uint32_t block_size = 512;
+constexpr std::uint64_t extent_bytes = 4 << 20;
+constexpr std::uint64_t reserved_bytes = 1 << 20;  // the RAID groups' superblock area
+
+enum class placement { adaptive, oracle };
+
+struct run_config {
+  placement mode = placement::adaptive;
+  std::uint64_t tier_extents = 0;
+  tiering::migrator_options migration;
+  device::duration half_life = 30min;
+};
+
+struct run_result {
+  std::uint64_t ios = 0;  // pieces (a record across extents counts per extent)
+  std::uint64_t ssd_ios = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t ssd_bytes = 0;
+  double mean_latency_ms = 0;
+  double p99_latency_ms = 0;
+  std::uint64_t moved_bytes = 0;  // during the trace (the oracle's placement is before it)
+  std::uint64_t promotions = 0;
+  std::uint64_t demotions = 0;
+  std::uint64_t throttled_rounds = 0;
+};
+
+// The engine on a modelled shelf, in virtual time.
+class rig {
+ public:
+  rig(const trace& t, const run_config& config) : trace_(t) {
+    dir_ = make_temp_dir();
+    build_shelf(config.tier_extents);
+    auto s = tiering::metadata_store::open(dir_ + "/metadata", context_.get_executor());
+    if (!s) throw std::runtime_error(s.error().message);
+    store_ = std::move(*s);
+    tiering::pool_options options;
+    options.clock = &clock_;
+    options.extent_size_bytes = extent_bytes;
+    options.overcommit = 1e9;  // the volumes are sized to the trace, not to the shelf
+    options.new_extents = tiering::new_extent_tier::capacity;
+    options.heat.half_life = config.half_life;
+    auto p = tiering::pool::open(context_.get_executor(), *store_, groups_, options);
+    if (!p) throw std::runtime_error(p.error().message);
+    pool_ = std::move(*p);
+    for (std::size_t v = 0; v < t.volume_extents.size(); ++v) {
+      bool created = false;
+      pool_->create_volume({fmt::format("v{}", v), block_size, t.volume_extents[v] * (extent_bytes / block_size)},
+                           [&](std::expected<tiering::volume*, error> r) {
+                             if (!r) throw std::runtime_error(r.error().message);
+                             volumes_.push_back(*r);
+                             created = true;
+                           });
+      run_until([&] { return created; });
+    }
+  }
+
+  ~rig() {
+    if (migrator_) migrator_->stop();
+    run_until([&] {
+      return (!migrator_ || migrator_->moves_in_flight() == 0) &&
+             std::all_of(volumes_.begin(), volumes_.end(), [](tiering::volume* v) { return v->idle(); });
+    });
+    migrator_.reset();
+    pool_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // Every extent the trace touches holds data before it starts.
+  void populate() {
+    buffer_ = device::aligned_buffer(extent_bytes);
+    for (std::uint32_t v = 0; v < volumes_.size(); ++v) {
+      for (std::uint64_t e = 0; e < trace_.volume_extents[v]; ++e) {
+        submit(v, op::write, e * extent_bytes, block_size, [] {});
+        run_until([&] { return in_flight_ < 64; });
+      }
+    }
+    run_until([&] { return in_flight_ == 0; });
+    for (tiering::volume* v : volumes_) {
+      for (std::uint64_t e = 0; e < v->extent_count(); ++e) v->heat().clear(e);
+    }
+  }
+
+  // The oracle: the N extents with the most I/Os over the whole trace go to
+  // the performance tier.
+  void place_hottest(std::uint64_t n) {
+    std::map<std::pair<std::uint32_t, std::uint64_t>, std::uint64_t> ios;
+    for (const trace_record& r : trace_.records) {
+      const std::uint64_t last = (r.offset_bytes + r.size_bytes - 1) / extent_bytes;
+      for (std::uint64_t e = r.offset_bytes / extent_bytes; e <= last; ++e) ++ios[{r.volume, e}];
+    }
+    std::vector<std::pair<std::uint64_t, std::pair<std::uint32_t, std::uint64_t>>> ranked;
+    for (const auto& [k, count] : ios) ranked.push_back({count, k});
+    std::sort(ranked.begin(), ranked.end(), std::greater<>());
+    ranked.resize(std::min<std::size_t>(n, ranked.size()));
+    unsigned moving = 0;
+    for (const auto& [count, k] : ranked) {
+      ++moving;
+      volumes_[k.first]->move_extent(k.second, tiering::tier::performance, [&](std::error_code ec) {
+        if (ec) throw std::runtime_error("oracle placement: " + ec.message());
+        --moving;
+      });
+      run_until([&] { return moving < 8; });
+    }
+    run_until([&] { return moving == 0; });
+  }
+
+  run_result replay(const run_config& config) {
+    const auto before = served();
+    if (config.mode == placement::adaptive) {
+      migrator_ = std::make_unique<tiering::migrator>(*pool_, config.migration);
+      migrator_->start();
+    }
+    pool_->take_latency_window();
+    const device::time_point start = clock_.now();
+    std::vector<float> latencies_ms;
+    latencies_ms.reserve(trace_.records.size());
+    std::size_t next = 0;
+    while (next < trace_.records.size() || in_flight_ > 0) {
+      while (next < trace_.records.size() &&
+             start + std::chrono::microseconds(trace_.records[next].time_us) <= clock_.now()) {
+        const trace_record& r = trace_.records[next++];
+        const device::time_point issued = clock_.now();
+        submit(r.volume, r.write ? op::write : op::read, r.offset_bytes, r.size_bytes, [&, issued] {
+          latencies_ms.push_back(static_cast<float>(std::chrono::duration<double, std::milli>(clock_.now() - issued).count()));
+        });
+      }
+      std::optional<device::time_point> until;
+      if (next < trace_.records.size()) until = start + std::chrono::microseconds(trace_.records[next].time_us);
+      step(until);
+    }
+    run_result out;
+    const auto after = served();
+    out.ios = after.ios - before.ios;
+    out.ssd_ios = after.ssd_ios - before.ssd_ios;
+    out.bytes = after.bytes - before.bytes;
+    out.ssd_bytes = after.ssd_bytes - before.ssd_bytes;
+    double sum = 0;
+    for (float l : latencies_ms) sum += l;
+    out.mean_latency_ms = sum / static_cast<double>(latencies_ms.size());
+    std::sort(latencies_ms.begin(), latencies_ms.end());
+    out.p99_latency_ms = latencies_ms[latencies_ms.size() * 99 / 100];
+    if (migrator_) {
+      const auto& c = migrator_->counters();
+      out.moved_bytes = c.bytes_moved;
+      out.promotions = c.promotions;
+      out.demotions = c.demotions;
+      out.throttled_rounds = c.throttled_rounds;
+    }
+    return out;
+  }
+
+ private:
+  struct totals {
+    std::uint64_t ios = 0, ssd_ios = 0, bytes = 0, ssd_bytes = 0;
+  };
+  totals served() const {
+    totals t;
+    for (const tiering::volume* v : volumes_) {
+      const auto& c = v->counters();
+      for (int s = 0; s < 4; ++s) {
+        for (int w = 0; w < 2; ++w) {
+          const auto& x = c.by_source[s][w];
+          t.ios += x.ios;
+          t.bytes += x.bytes;
+          if (s == static_cast<int>(tiering::source::performance) || s == static_cast<int>(tiering::source::cache)) {
+            t.ssd_ios += x.ios;
+            t.ssd_bytes += x.bytes;
+          }
+        }
+      }
+    }
+    return t;
+  }
+
+  struct in_flight_io {
+    rig* owner;
+    request req;
+    iovec segment;
+    std::function<void()> done;
+  };
+
+  void submit(std::uint32_t v, op operation, std::uint64_t offset, std::uint32_t size, std::function<void()> done) {
+    if (buffer_.size() < size) {
+      // The replayer's one buffer: the null devices never touch data.
+      if (in_flight_ != 0) throw std::runtime_error("buffer grown under I/O");
+      buffer_ = device::aligned_buffer(std::max<std::uint64_t>(size, extent_bytes));
+    }
+    auto io = std::make_unique<in_flight_io>();
+    io->owner = this;
+    io->done = std::move(done);
+    io->segment = {buffer_.data(), size};
+    io->req.operation = operation;
+    io->req.lba = offset / block_size;
+    io->req.block_count = size / block_size;
+    io->req.buffers = {&io->segment, 1};
+    io->req.context = io.get();
+    io->req.on_complete = [](request& r) noexcept {
+      std::unique_ptr<in_flight_io> x(static_cast<in_flight_io*>(r.context));
+      if (r.result) {
+        fmt::print(stderr, "strata-tierreplay: I/O failed: {}\n", r.result.message());
+        std::exit(1);
+      }
+      --x->owner->in_flight_;
+      x->done();
+    };
+    ++in_flight_;
+    volumes_[v]->submit(io.release()->req);
+  }
+
+  // Runs what is runnable; else waits for the store; else moves virtual
+  // time to the next timer or `until`, whichever comes first.
+  void step(std::optional<device::time_point> until) {
+    context_.restart();
+    if (context_.poll() > 0) return;
+    if (store_ && store_->in_flight() > 0) {
+      context_.run_one();
+      return;
+    }
+    std::optional<device::time_point> next = clock_.next_deadline();
+    if (until && (!next || *until < *next)) next = until;
+    if (!next) throw std::runtime_error("the replay is stuck: nothing runnable and no timer armed");
+    clock_.advance_to(*next);
+  }
+  template <class Done>
+  void run_until(Done done) {
+    while (!done()) step(std::nullopt);
+  }
+
+  void build_shelf(std::uint64_t tier_extents) {
+    const auto hdd = device::hdd_profile::nl_sas_7k2();
+    const auto ssd = device::ssd_profile::sas_12g();
+    for (int g = 0; g < 2; ++g) {
+      std::vector<device::block_device*> members;
+      for (int m = 0; m < 10; ++m) {
+        nulls_.push_back(
+            std::make_unique<device::null_device>(context_.get_executor(), block_size, hdd.capacity_bytes / block_size));
+        hdds_.push_back(std::make_unique<device::hdd_model>(*nulls_.back(), clock_, hdd));
+        members.push_back(hdds_.back().get());
+      }
+      raid::raid6_options options;
+      options.clock = &clock_;
+      options.reserved_bytes = reserved_bytes;
+      auto group = raid::raid6_group::create(members, options);
+      if (!group) throw std::runtime_error(group.error().message);
+      groups_.push_back({group->get(), tiering::tier::capacity});
+      raid6_.push_back(std::move(*group));
+    }
+    std::vector<device::block_device*> members;
+    for (int m = 0; m < 2; ++m) {
+      nulls_.push_back(std::make_unique<device::null_device>(context_.get_executor(), block_size,
+                                                             (tier_extents * extent_bytes + reserved_bytes) / block_size));
+      ssds_.push_back(std::make_unique<device::ssd_model>(*nulls_.back(), clock_, ssd));
+      members.push_back(ssds_.back().get());
+    }
+    raid::raid1_options options;
+    options.clock = &clock_;
+    options.reserved_bytes = reserved_bytes;
+    auto group = raid::raid1_group::create(members, options);
+    if (!group) throw std::runtime_error(group.error().message);
+    groups_.push_back({group->get(), tiering::tier::performance});
+    raid1_ = std::move(*group);
+  }
+
+  static std::string make_temp_dir() {
+    const std::string base = std::filesystem::exists("/dev/shm") ? "/dev/shm" : "/tmp";
+    std::string pattern = base + "/strata-tierreplay-XXXXXX";
+    if (!mkdtemp(pattern.data())) throw std::runtime_error("cannot make a temporary directory in " + base);
+    return pattern;
+  }
+
+  const trace& trace_;
+  boost::asio::io_context context_;
+  device::virtual_clock clock_;
+  std::string dir_;
+  std::vector<std::unique_ptr<device::null_device>> nulls_;
+  std::vector<std::unique_ptr<device::hdd_model>> hdds_;
+  std::vector<std::unique_ptr<device::ssd_model>> ssds_;
+  std::vector<std::unique_ptr<raid::raid6_group>> raid6_;
+  std::unique_ptr<raid::raid1_group> raid1_;
+  std::vector<tiering::pool_group> groups_;
+  std::unique_ptr<tiering::metadata_store> store_;
+  std::unique_ptr<tiering::pool> pool_;
+  std::unique_ptr<tiering::migrator> migrator_;
+  std::vector<tiering::volume*> volumes_;
+  device::aligned_buffer buffer_;
+  std::uint64_t in_flight_ = 0;
+};
+
+run_result run(const trace& t, const run_config& config) {
+  rig r(t, config);
+  r.populate();
+  if (config.mode == placement::oracle) r.place_hottest(config.tier_extents);
+  return r.replay(config);
+}
+
+std::vector<double> parse_list(std::string_view s) {
+  std::vector<double> out;
+  while (!s.empty()) {
+    const auto comma = s.find(',');
+    out.push_back(std::stod(std::string(s.substr(0, comma))));
+    if (comma == std::string_view::npos) break;
+    s.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+int main(int argc, char** argv) {
+  std::vector<double> tiers{0.05, 0.10};
+  std::vector<std::string> paths;
+  std::uint64_t limit = 0;
+  run_config base;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        fmt::print(stderr, "strata-tierreplay: {} needs a value\n", arg);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (arg == "--tier") {
+      tiers = parse_list(value());
+    } else if (arg == "--half-life-s") {
+      base.half_life = std::chrono::seconds(std::stoll(value()));
+    } else if (arg == "--interval-ms") {
+      base.migration.interval = std::chrono::milliseconds(std::stoll(value()));
+    } else if (arg == "--limit") {
+      limit = std::stoull(value());
+    } else if (arg.starts_with("--")) {
+      fmt::print(stderr, "strata-tierreplay: unknown option {}\n", arg);
+      return 2;
+    } else {
+      paths.push_back(arg);
+    }
+  }
+  if (paths.empty()) {
+    fmt::print(stderr, "usage: strata-tierreplay [--tier 0.05,0.10] [--half-life-s S] [--interval-ms M] "
+                       "[--limit N] TRACE...\n");
+    return 2;
+  }
+  for (const std::string& path : paths) {
+    auto t = load_trace(path, extent_bytes, limit);
+    if (!t) {
+      fmt::print(stderr, "strata-tierreplay: {}\n", t.error());
+      return 1;
+    }
+    fmt::print("{}: {} I/Os over {:.0f} s, {} volumes, {} extents of 4 MiB touched, host moved {:.1f} MB, "
+               "{:.0f}% reads\n",
+               t->name, t->records.size(), static_cast<double>(t->records.back().time_us) / 1e6,
+               t->volume_extents.size(), t->footprint_extents, static_cast<double>(t->host_bytes) / 1e6,
+               100 * t->read_fraction);
+    fmt::print("{:>6} {:>9} {:>8} {:>9} {:>10} {:>9} {:>10} {:>9} {:>9}\n", "tier", "placement", "SSD I/Os",
+               "SSD bytes", "mean ms", "p99 ms", "moved MB", "promoted", "demoted");
+    for (double fraction : tiers) {
+      run_config config = base;
+      config.tier_extents = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(
+                                                           fraction * static_cast<double>(t->footprint_extents)));
+      std::optional<run_result> oracle;
+      for (placement mode : {placement::oracle, placement::adaptive}) {
+        config.mode = mode;
+        const run_result r = run(*t, config);
+        fmt::print("{:>5.0f}% {:>9} {:>8.3f} {:>9.3f} {:>10.2f} {:>9.2f} {:>10.1f} {:>9} {:>9}\n", 100 * fraction,
+                   mode == placement::oracle ? "oracle" : "adaptive",
+                   static_cast<double>(r.ssd_ios) / static_cast<double>(r.ios),
+                   static_cast<double>(r.ssd_bytes) / static_cast<double>(r.bytes), r.mean_latency_ms,
+                   r.p99_latency_ms, static_cast<double>(r.moved_bytes) / 1e6, r.promotions, r.demotions);
+        if (mode == placement::oracle) {
+          oracle = r;
+        } else {
+          fmt::print("       adaptive/oracle SSD I/Os {:.3f} (goal >= 0.95); moved/host bytes {:.3f} (goal < 1)\n",
+                     static_cast<double>(r.ssd_ios) / static_cast<double>(std::max<std::uint64_t>(1, oracle->ssd_ios)),
+                     static_cast<double>(r.moved_bytes) / static_cast<double>(t->host_bytes));
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace strata::tools
+
+int main(int argc, char** argv) {
+  try {
+    return strata::tools::main(argc, argv);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "strata-tierreplay: {}\n", e.what());
+    return 1;
+  }
+}
