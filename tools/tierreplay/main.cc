@@ -60,7 +60,11 @@ struct run_config {
   placement mode = placement::adaptive;
   std::uint64_t tier_extents = 0;
   tiering::migrator_options migration;
-  device::duration half_life = 30min;
+  device::duration half_life = tiering::heat_options{}.half_life;
+  std::uint64_t sequential_threshold_bytes = tiering::heat_options{}.sequential_threshold_bytes;
+  // I/Os the hosts keep in flight at most, all volumes together (an HBA's
+  // queue depth); the rest wait on the host.
+  std::uint64_t queue_depth = 256;
 };
 
 struct run_result {
@@ -91,6 +95,7 @@ class rig {
     options.overcommit = 1e9;  // the volumes are sized to the trace, not to the shelf
     options.new_extents = tiering::new_extent_tier::capacity;
     options.heat.half_life = config.half_life;
+    options.heat.sequential_threshold_bytes = config.sequential_threshold_bytes;
     auto p = tiering::pool::open(context_.get_executor(), *store_, groups_, options);
     if (!p) throw std::runtime_error(p.error().message);
     pool_ = std::move(*p);
@@ -168,17 +173,32 @@ class rig {
     std::vector<float> latencies_ms;
     latencies_ms.reserve(trace_.records.size());
     std::size_t next = 0;
+    auto window_start = before;
+    device::time_point window_end = start + std::chrono::minutes(10);
     while (next < trace_.records.size() || in_flight_ > 0) {
-      while (next < trace_.records.size() &&
+      // Arrived records wait in the host's queue while its depth is full;
+      // their latency counts from arrival.
+      while (next < trace_.records.size() && in_flight_ < config.queue_depth &&
              start + std::chrono::microseconds(trace_.records[next].time_us) <= clock_.now()) {
         const trace_record& r = trace_.records[next++];
-        const device::time_point issued = clock_.now();
+        const device::time_point issued = start + std::chrono::microseconds(r.time_us);
         submit(r.volume, r.write ? op::write : op::read, r.offset_bytes, r.size_bytes, [&, issued] {
           latencies_ms.push_back(static_cast<float>(std::chrono::duration<double, std::milli>(clock_.now() - issued).count()));
         });
       }
+      if (getenv("TIERREPLAY_WINDOWS") && clock_.now() >= window_end) {
+        const auto now_served = served();
+        fmt::print(stderr, "  t={:>6.0f}s promoted {:>4} ssd {:.3f} of {} ios\n", std::chrono::duration<double>(clock_.now() - start).count(), migrator_ ? migrator_->counters().promotions : std::uint64_t{0},
+                   static_cast<double>(now_served.ssd_ios - window_start.ssd_ios) /
+                       static_cast<double>(std::max<std::uint64_t>(1, now_served.ios - window_start.ios)),
+                   now_served.ios - window_start.ios);
+        window_start = now_served;
+        window_end += std::chrono::minutes(10);
+      }
       std::optional<device::time_point> until;
-      if (next < trace_.records.size()) until = start + std::chrono::microseconds(trace_.records[next].time_us);
+      if (next < trace_.records.size() && in_flight_ < config.queue_depth) {
+        until = start + std::chrono::microseconds(trace_.records[next].time_us);
+      }
       step(until);
     }
     run_result out;
@@ -377,6 +397,18 @@ int main(int argc, char** argv) {
       base.half_life = std::chrono::seconds(std::stoll(value()));
     } else if (arg == "--interval-ms") {
       base.migration.interval = std::chrono::milliseconds(std::stoll(value()));
+    } else if (arg == "--min-score") {
+      base.migration.promote_min_score = std::stod(value());
+    } else if (arg == "--hysteresis") {
+      base.migration.hysteresis = std::stod(value());
+    } else if (arg == "--sequential-kib") {
+      base.sequential_threshold_bytes = std::stoull(value()) << 10;
+    } else if (arg == "--latency-budget-ms") {
+      base.migration.latency_budget = std::chrono::milliseconds(std::stoll(value()));
+    } else if (arg == "--max-moves") {
+      base.migration.max_moves_in_flight = static_cast<unsigned>(std::stoul(value()));
+    } else if (arg == "--queue-depth") {
+      base.queue_depth = std::stoull(value());
     } else if (arg == "--limit") {
       limit = std::stoull(value());
     } else if (arg.starts_with("--")) {
@@ -402,8 +434,8 @@ int main(int argc, char** argv) {
                t->name, t->records.size(), static_cast<double>(t->records.back().time_us) / 1e6,
                t->volume_extents.size(), t->footprint_extents, static_cast<double>(t->host_bytes) / 1e6,
                100 * t->read_fraction);
-    fmt::print("{:>6} {:>9} {:>8} {:>9} {:>10} {:>9} {:>10} {:>9} {:>9}\n", "tier", "placement", "SSD I/Os",
-               "SSD bytes", "mean ms", "p99 ms", "moved MB", "promoted", "demoted");
+    fmt::print("{:>6} {:>9} {:>8} {:>9} {:>10} {:>9} {:>10} {:>9} {:>9} {:>9}\n", "tier", "placement", "SSD I/Os",
+               "SSD bytes", "mean ms", "p99 ms", "moved MB", "promoted", "demoted", "throttled");
     for (double fraction : tiers) {
       run_config config = base;
       config.tier_extents = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(
@@ -412,11 +444,11 @@ int main(int argc, char** argv) {
       for (placement mode : {placement::oracle, placement::adaptive}) {
         config.mode = mode;
         const run_result r = run(*t, config);
-        fmt::print("{:>5.0f}% {:>9} {:>8.3f} {:>9.3f} {:>10.2f} {:>9.2f} {:>10.1f} {:>9} {:>9}\n", 100 * fraction,
+        fmt::print("{:>5.0f}% {:>9} {:>8.3f} {:>9.3f} {:>10.2f} {:>9.2f} {:>10.1f} {:>9} {:>9} {:>9}\n", 100 * fraction,
                    mode == placement::oracle ? "oracle" : "adaptive",
                    static_cast<double>(r.ssd_ios) / static_cast<double>(r.ios),
                    static_cast<double>(r.ssd_bytes) / static_cast<double>(r.bytes), r.mean_latency_ms,
-                   r.p99_latency_ms, static_cast<double>(r.moved_bytes) / 1e6, r.promotions, r.demotions);
+                   r.p99_latency_ms, static_cast<double>(r.moved_bytes) / 1e6, r.promotions, r.demotions, r.throttled_rounds);
         if (mode == placement::oracle) {
           oracle = r;
         } else {
