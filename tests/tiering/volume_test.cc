@@ -9,86 +9,16 @@
 #include "raid/device/fault_device.h"
 #include "raid/device/memory_device.h"
 #include "tests/raid/device/harness.h"
+#include "tests/tiering/rig.h"
 #include "tiering/pool.h"
 #include "tiering/volume.h"
 
 namespace strata::tiering {
 namespace {
+using namespace testing;
 
 using namespace device;
 using namespace device::testing;
-
-constexpr std::uint32_t block_size = 4096;
-constexpr std::uint64_t extent_bytes = 64 * 1024;  // small extents: small tests
-constexpr std::uint64_t extent_blocks = extent_bytes / block_size;
-
-// A pool of one performance group and two capacity groups over memory
-// devices (behind fault devices), with its store in a temporary directory.
-struct rig {
-  test_loop loop;
-  temp_dir dir;
-  std::vector<std::unique_ptr<memory_device>> disks;
-  std::vector<std::unique_ptr<fault_device>> faults;
-  std::vector<pool_group> groups;
-  std::unique_ptr<metadata_store> store;
-  std::unique_ptr<pool> p;
-  pool_options options;
-
-  explicit rig(std::uint64_t performance_extents = 8, std::uint64_t capacity_extents = 16) {
-    options.extent_size_bytes = extent_bytes;
-    options.clock = &loop.clock;
-    add_group(tier::performance, performance_extents);
-    add_group(tier::capacity, capacity_extents);
-    add_group(tier::capacity, capacity_extents);
-    open();
-  }
-  ~rig() { close(); }
-
-  void add_group(tier t, std::uint64_t extents) {
-    auto m = memory_device::create(loop.context.get_executor(), {block_size, extents * extent_blocks});
-    REQUIRE(m);
-    disks.push_back(std::move(*m));
-    // Garbage everywhere: a new extent must not show what was there before.
-    const auto junk = pattern(extents * extent_bytes, 0xdead + disks.size());
-    write_blocks(loop, *disks.back(), 0, junk);
-    faults.push_back(std::make_unique<fault_device>(*disks.back(), loop.clock, fault_options{}));
-    groups.push_back({faults.back().get(), t});
-  }
-  void open() {
-    auto s = metadata_store::open((dir.path() / "metadata").string(), loop.context.get_executor());
-    REQUIRE(s);
-    store = std::move(*s);
-    loop.elsewhere = [this] { return store->in_flight(); };
-    auto opened = pool::open(loop.context.get_executor(), *store, groups, options);
-    INFO((opened ? std::string() : opened.error().message));
-    REQUIRE(opened);
-    p = std::move(*opened);
-  }
-  void close() {
-    loop.run_until([&] { return store == nullptr || store->in_flight() == 0; });
-    p.reset();
-    store.reset();
-    loop.elsewhere = nullptr;
-  }
-  // A controller restart: the pool comes back from its store alone.
-  void restart() {
-    close();
-    open();
-  }
-  std::expected<volume*, error> try_create(const volume_spec& spec) {
-    std::optional<std::expected<volume*, error>> result;
-    p->create_volume(spec, [&](std::expected<volume*, error> r) { result = std::move(r); });
-    loop.run_until([&] { return result.has_value(); });
-    return std::move(*result);
-  }
-  volume& create(std::string name, std::uint64_t blocks, affinity a = affinity::automatic) {
-    auto v = try_create({std::move(name), block_size, blocks, a});
-    INFO((v ? std::string() : v.error().message));
-    REQUIRE(v);
-    return **v;
-  }
-  std::error_code io(block_device& d, std::unique_ptr<testing::io> x) { return run(loop, d, *x); }
-};
 
 TEST_CASE("volume: a never-written extent reads as zeros without touching a disk", "[tiering][volume]") {
   rig r;
