@@ -157,6 +157,15 @@ pool::opened pool::open(boost::asio::any_io_executor loop, metadata_store& store
   }
   if (ec) return std::unexpected(error{ec, "pool: cannot read the metadata store: " + ec.message()});
   if (problem) return std::unexpected(*problem);
+  if (options.read_cache_device != nullptr) {
+    if (options.read_cache.line_bytes == 0 || options.read_cache.line_bytes > options.extent_size_bytes ||
+        options.extent_size_bytes % options.read_cache.line_bytes != 0) {
+      return std::unexpected(make_error(errc::invalid_argument, "pool: the read cache's line size must divide the extent size"));
+    }
+    auto cache = read_cache::open(loop, *options.read_cache_device, store, *options.clock, options.read_cache);
+    if (!cache) return std::unexpected(cache.error());
+    p->cache_ = std::move(*cache);
+  }
   p->arm_heat_timer();
   return p;
 }

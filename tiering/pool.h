@@ -27,6 +27,7 @@
 #include "tiering/extent_allocator.h"
 #include "tiering/heat.h"
 #include "tiering/metadata_store.h"
+#include "tiering/read_cache.h"
 #include "tiering/records.h"
 
 namespace strata::tiering {
@@ -58,6 +59,10 @@ struct pool_options {
   heat_options heat;
   // How often the heat that changed is written to the store (unsynced).
   device::duration heat_persist_interval = std::chrono::seconds(60);
+  // The read cache's group (none: no read cache), and its settings. Its
+  // line size must divide the extent size.
+  device::block_device* read_cache_device = nullptr;
+  read_cache_options read_cache;
 };
 
 struct volume_spec {
@@ -127,6 +132,8 @@ class pool {
   // heat_persist_interval by itself.
   void persist_heat(std::function<void(std::error_code)> done);
   device::clock& clock() noexcept { return *options_.clock; }
+  // The read cache, if the pool has one (enabled or not).
+  tiering::read_cache* cache() noexcept { return cache_.get(); }
 
   // Foreground latency (volume reads and writes, from submit to
   // completion), summed since the last take: what the migrator paces by.
@@ -180,6 +187,7 @@ class pool {
   device::aligned_buffer zeros_;
   std::unique_ptr<device::timer> heat_timer_;
   latency_window latency_;
+  std::unique_ptr<tiering::read_cache> cache_;
 };
 
 }  // namespace strata::tiering

@@ -40,6 +40,7 @@ struct volume::move {
   bool final_pass = false;  // a transition holds new requests back
   bool copy_failed = false;
   bool keep_destination = false;  // the commit's outcome is unknown
+  bool holds_cache_lines = false;  // the read cache's lines of the extent are held (begin_write)
   std::uint64_t run_first = 0;  // the first granule of the copy in flight
   device::aligned_buffer buffer;
   iovec segment{};
@@ -100,13 +101,14 @@ void volume::submit(request& req) noexcept {
   o.result = {};
   o.pending = 1;  // held while the pieces start
   o.epoch = pool_.begin_io();
+  o.sequential = false;
   o.started = pool_.clock().now();
   ++in_flight_;
   submitting_ = true;
   if (req.operation == op::flush) {
     flush_groups(o);
   } else {
-    heat_.record(req.operation, req.lba, req.block_count);
+    o.sequential = heat_.record(req.operation, req.lba, req.block_count);
     const std::uint32_t block_size = geometry_.logical_block_size_bytes;
     std::uint64_t lba = req.lba;
     const std::uint64_t end = req.lba + req.block_count;
@@ -133,6 +135,9 @@ void volume::start_piece(outer_io& o, std::uint64_t volume_extent, std::uint64_t
   p.buffer_offset_bytes = buffer_offset_bytes;
   p.allocated.reset();
   p.counted_in_move = false;
+  p.from_cache = false;
+  p.skip_cache = false;
+  p.cache_write = false;
   ++o.pending;
   dispatch(p);
 }
@@ -157,14 +162,14 @@ void volume::dispatch(piece& p) {
   switch (operation) {
     case op::read:
       if (where) {
-        submit_to_group(p, op::read, *where, false);
+        if (!read_via_cache(p, *where)) submit_to_group(p, op::read, *where, false);
       } else {
         read_zeros(p);
       }
       return;
     case op::write:
       if (where) {
-        submit_to_group(p, op::write, *where, false);
+        write_capacity(p, *where, false);
       } else {
         allocate_and_write(p);
       }
@@ -175,7 +180,7 @@ void volume::dispatch(piece& p) {
       } else if (p.first_block == 0 && p.block_count == extent_blocks_) {
         unmap(p);
       } else {
-        submit_to_group(p, op::write, *where, true);
+        write_capacity(p, *where, true);
       }
       return;
     case op::flush:
@@ -221,6 +226,83 @@ void volume::submit_to_group(piece& p, op operation, extent_location where, bool
   pool_.group(where.group).submit(p.req);
 }
 
+std::pair<std::uint64_t, std::uint64_t> volume::cache_lines(std::uint64_t volume_extent, std::uint64_t first_block,
+                                                            std::uint64_t block_count) const noexcept {
+  const std::uint64_t line_bytes = pool_.cache()->line_bytes();
+  const std::uint64_t block_size = geometry_.logical_block_size_bytes;
+  const std::uint64_t start = (volume_extent * extent_blocks_ + first_block) * block_size;
+  const std::uint64_t end = start + block_count * block_size;
+  return {read_cache::key(record_.id, start / line_bytes), read_cache::key(record_.id, (end - 1) / line_bytes)};
+}
+
+bool volume::read_via_cache(piece& p, extent_location where) {
+  read_cache* cache = pool_.cache();
+  if (cache == nullptr || p.skip_cache || pool_.tier_of(where.group) != tier::capacity || !cache->enabled()) {
+    return false;
+  }
+  const auto [first, last] = cache_lines(p.extent, p.first_block, p.block_count);
+  const std::uint64_t block_size = geometry_.logical_block_size_bytes;
+  const std::uint64_t line_bytes = cache->line_bytes();
+  if (first == last) {
+    const std::uint64_t offset_in_line = ((p.extent * extent_blocks_ + p.first_block) * block_size) % line_bytes;
+    if (const auto lba = cache->lookup(first, offset_in_line)) {
+      count(source::cache, p);
+      const std::uint64_t bytes = p.block_count * block_size;
+      p.segments.clear();
+      device::for_each_piece(p.owner->outer->buffers, p.buffer_offset_bytes, bytes,
+                             [&](std::byte* b, std::uint64_t n) { p.segments.push_back({b, n}); });
+      p.from_cache = true;
+      const std::uint64_t cache_blocks_per_block = block_size / cache->device().geometry().logical_block_size_bytes;
+      p.req = request{};
+      p.req.operation = op::read;
+      p.req.priority = p.owner->outer->priority;
+      p.req.lba = *lba;
+      p.req.block_count = p.block_count * cache_blocks_per_block;
+      p.req.buffers = p.segments;
+      p.req.context = &p;
+      p.req.on_complete = &volume::on_group_done;
+      cache->device().submit(p.req);
+      return true;
+    }
+  }
+  if (!p.owner->sequential) {
+    // Random reads are what the cache may admit; a line is filled from
+    // where the extent lives now.
+    const std::uint64_t extent_start_line = p.extent * extent_blocks_ * block_size / line_bytes;
+    const std::uint64_t group_blocks_per_line = line_bytes / pool_.group(where.group).geometry().logical_block_size_bytes;
+    const std::uint64_t group_extent_blocks = extent_blocks_ * group_blocks_per_block_;
+    for (std::uint64_t l = first; l <= last; ++l) {
+      const std::uint64_t line_in_extent = (l & ((1ull << 40) - 1)) - extent_start_line;
+      cache->note_read(l, pool_.group(where.group), where.extent * group_extent_blocks + line_in_extent * group_blocks_per_line);
+    }
+  }
+  return false;
+}
+
+void volume::write_capacity(piece& p, extent_location where, bool zeros) {
+  read_cache* cache = pool_.cache();
+  if (cache == nullptr || pool_.tier_of(where.group) != tier::capacity) return submit_to_group(p, op::write, where, zeros);
+  const auto [first, last] = cache_lines(p.extent, p.first_block, p.block_count);
+  p.cache_write = true;
+  const bool now = cache->begin_write(first, last, [this, &p, where, zeros](std::error_code ec) {
+    if (ec) {
+      pool_.cache()->end_write(cache_lines(p.extent, p.first_block, p.block_count).first,
+                               cache_lines(p.extent, p.first_block, p.block_count).second);
+      p.cache_write = false;
+      if (p.counted_in_move) {
+        // As if the group had failed it: the move's count must drop too.
+        p.req.result = ec;
+        p.req.context = &p;
+        on_group_done(p.req);
+        return;
+      }
+      return piece_done(p, ec);
+    }
+    submit_to_group(p, op::write, where, zeros);
+  });
+  if (now) submit_to_group(p, op::write, where, zeros);
+}
+
 void volume::allocate_and_write(piece& p) {
   const std::optional<extent_location> where = pool_.allocate(record_.placement);
   if (!where) {
@@ -255,9 +337,22 @@ void volume::allocate_and_write(piece& p) {
 void volume::unmap(piece& p) {
   const extent_location old = *location(p.extent);
   transitions_.emplace(p.extent, std::make_unique<transition>());
+  // The read cache forgets the extent's lines; the store applies writes in
+  // order, so their deletion is on disk before the unmapping is.
+  const bool drops_lines = pool_.cache() != nullptr && pool_.tier_of(old.group) == tier::capacity;
+  if (drops_lines) {
+    const auto [first, last] = cache_lines(p.extent, 0, extent_blocks_);
+    pool_.cache()->begin_write(first, last, [](std::error_code) {});
+    p.cache_write = true;
+  }
   metadata_batch batch;
   batch.erase(column::extent_map, keys::extent(record_.id, p.extent));
   pool_.store().write(std::move(batch), true, [this, &p, old](std::error_code ec) {
+    if (p.cache_write) {
+      p.cache_write = false;
+      const auto [first, last] = cache_lines(p.extent, 0, extent_blocks_);
+      pool_.cache()->end_write(first, last);
+    }
     if (!ec) {
       map_[p.extent] = 0;
       --mapped_;
@@ -272,6 +367,19 @@ void volume::unmap(piece& p) {
 void volume::on_group_done(request& r) noexcept {
   piece& p = *static_cast<piece*>(r.context);
   volume& v = *p.vol;
+  if (p.from_cache) {
+    p.from_cache = false;
+    if (!r.result) return v.piece_done(p, {});
+    // The cache SSD failed: it is disabled, and the read goes to the HDDs.
+    v.pool_.cache()->device_failed();
+    p.skip_cache = true;
+    return v.dispatch(p);
+  }
+  if (p.cache_write) {
+    p.cache_write = false;
+    const auto [first, last] = v.cache_lines(p.extent, p.first_block, p.block_count);
+    v.pool_.cache()->end_write(first, last);
+  }
   if (p.counted_in_move) {
     move& m = *v.moves_.at(p.extent);
     p.counted_in_move = false;
@@ -332,6 +440,14 @@ void volume::move_extent(std::uint64_t volume_extent, tier to, std::function<voi
   m->dirty = granules_ == 64 ? ~0ull : (1ull << granules_) - 1;
   m->buffer = device::aligned_buffer(pool_.extent_size_bytes());
   m->done = std::move(done);
+  if (pool_.cache() != nullptr && pool_.tier_of(from->group) == tier::capacity) {
+    // The cache holds capacity-tier data only: the extent's lines go now
+    // (their deletion reaches the store before the commit does), and none
+    // is filled while the move runs.
+    const auto [first, last] = cache_lines(volume_extent, 0, extent_blocks_);
+    pool_.cache()->begin_write(first, last, [](std::error_code) {});
+    m->holds_cache_lines = true;
+  }
   move& ref = *m;
   moves_.emplace(volume_extent, std::move(m));
   ++in_flight_;  // the move counts as I/O in flight: the volume is not idle
@@ -433,6 +549,10 @@ void volume::move_end(move& m, std::error_code result) {
   auto done = std::move(m.done);
   std::vector<piece*> after = std::move(m.after);
   const bool held = m.final_pass;
+  if (m.holds_cache_lines) {
+    const auto [first, last] = cache_lines(e, 0, extent_blocks_);
+    pool_.cache()->end_write(first, last);
+  }
   moves_.erase(e);
   --in_flight_;
   if (held) finish_transition(e);

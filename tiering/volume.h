@@ -101,6 +101,7 @@ class volume final : public device::block_device {
     unsigned pending = 0;
     std::error_code result;
     std::uint64_t epoch = 0;
+    bool sequential = false;       // part of a stream: the read cache does not admit it
     device::time_point started{};  // for the pool's foreground latency
     std::vector<device::request> flushes;
   };
@@ -116,6 +117,9 @@ class volume final : public device::block_device {
     std::vector<iovec> segments;
     std::optional<extent_location> allocated;  // a new extent this piece fills
     bool counted_in_move = false;              // a write to a moving extent, counted there
+    bool from_cache = false;                   // a read sent to the read cache
+    bool skip_cache = false;                   // the cache failed it: read the capacity tier
+    bool cache_write = false;                  // holds the read cache's lines (end_write when done)
   };
   struct transition;
   struct move;
@@ -126,6 +130,13 @@ class volume final : public device::block_device {
   void read_zeros(piece& p);
   void count(source s, const piece& p) noexcept;
   void submit_to_group(piece& p, device::op operation, extent_location where, bool zeros);
+  // Read cache: a read served from it (true), or shown to it.
+  bool read_via_cache(piece& p, extent_location where);
+  // A capacity-tier write: drops the read cache's copies first.
+  void write_capacity(piece& p, extent_location where, bool zeros);
+  // The read cache's lines of [first_block, +block_count) of an extent.
+  std::pair<std::uint64_t, std::uint64_t> cache_lines(std::uint64_t volume_extent, std::uint64_t first_block,
+                                                      std::uint64_t block_count) const noexcept;
   void allocate_and_write(piece& p);
   void unmap(piece& p);
   void piece_done(piece& p, std::error_code result);

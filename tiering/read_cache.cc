@@ -1,0 +1,316 @@
+#include "tiering/read_cache.h"
+
+#include <bit>
+#include <boost/asio/post.hpp>
+#include <utility>
+
+namespace strata::tiering {
+
+using device::op;
+using device::request;
+
+namespace {
+
+// cache_index: key be64(line key), value: version 1, be64(slot).
+std::string index_key(read_cache::line_key line) {
+  std::string k(8, '\0');
+  for (int i = 0; i < 8; ++i) k[static_cast<std::size_t>(i)] = static_cast<char>(line >> (56 - 8 * i));
+  return k;
+}
+std::uint64_t be64(std::string_view s) {
+  std::uint64_t v = 0;
+  for (char c : s) v = (v << 8) | static_cast<unsigned char>(c);
+  return v;
+}
+std::string index_value(std::uint64_t slot) {
+  std::string v(1, '\1');
+  v += index_key(slot);
+  return v;
+}
+
+}  // namespace
+
+struct read_cache::fill {
+  read_cache* cache = nullptr;
+  line_key line = 0;
+  std::uint64_t slot = 0;
+  bool cancelled = false;
+  device::block_device* source = nullptr;
+  device::aligned_buffer buffer;
+  iovec segment{};
+  request req;
+};
+
+std::expected<std::unique_ptr<read_cache>, error> read_cache::open(boost::asio::any_io_executor loop,
+                                                                   device::block_device& device,
+                                                                   metadata_store& store, device::clock& c,
+                                                                   const read_cache_options& options) {
+  const std::uint32_t block = device.geometry().logical_block_size_bytes;
+  if (!std::has_single_bit(options.line_bytes) || options.line_bytes < block) {
+    return std::unexpected(error(errc::invalid_argument,
+                                 "read cache: the line size must be a power of two, at least the cache device's "
+                                 "block size (" + std::to_string(block) + " bytes)"));
+  }
+  const std::uint64_t slots = device.geometry().block_count * block / options.line_bytes;
+  if (slots == 0) return std::unexpected(error(errc::invalid_argument, "read cache: the cache device holds no line"));
+  auto policy = make_cache_policy(options.policy, slots);
+  if (!policy) {
+    return std::unexpected(error(errc::invalid_argument, "read cache: unknown replacement policy '" +
+                                                             options.policy + "' (or too many lines)"));
+  }
+  std::unique_ptr<read_cache> cache(new read_cache(loop, device, store, c, options, std::move(policy), slots));
+  // Warm start: every entry on disk names a slot with the line's current data.
+  std::vector<bool> used(slots, false);
+  metadata_batch stale;
+  std::error_code ec = store.scan(column::cache_index, [&](std::string_view k, std::string_view v) {
+    const std::uint64_t slot = v.size() == 9 && v[0] == '\1' ? be64(v.substr(1)) : slots;
+    if (k.size() != 8 || slot >= slots || used[slot]) {
+      stale.erase(column::cache_index, k);  // not ours (another device, a damaged record): forget it
+      return;
+    }
+    used[slot] = true;
+    const line_key line = be64(k);
+    cache->lines_[line] = {slot, true, true, 0};
+    // The policy learns the line as a resident one (+2hit admits on the second read).
+    for (int i = 0; i < 3 && !cache->policy_->contains(line); ++i) cache->policy_->access(line, cache->evicted_);
+  });
+  if (ec) return std::unexpected(error(ec, "read cache: reading its index"));
+  if (!stale.empty()) {
+    if (auto w = store.write_now(stale)) return std::unexpected(error(w, "read cache: dropping stale index entries"));
+  }
+  cache->evicted_.clear();
+  for (std::uint64_t s = slots; s-- > 0;) {
+    if (!used[s]) cache->free_slots_.push_back(s);
+  }
+  cache->arm_persist();
+  return cache;
+}
+
+read_cache::read_cache(boost::asio::any_io_executor loop, device::block_device& device, metadata_store& store,
+                       device::clock& c, const read_cache_options& options, std::unique_ptr<cache_policy> policy,
+                       std::uint64_t /*slots*/)
+    : loop_(loop),
+      device_(device),
+      store_(store),
+      clock_(c),
+      options_(options),
+      policy_(std::move(policy)),
+      device_blocks_per_line_(options.line_bytes / device.geometry().logical_block_size_bytes) {}
+
+read_cache::~read_cache() = default;
+
+std::optional<std::uint64_t> read_cache::lookup(line_key line, std::uint64_t offset_bytes) {
+  if (failed_) return std::nullopt;
+  auto it = lines_.find(line);
+  if (it == lines_.end() || !it->second.valid) return std::nullopt;
+  ++counters_.hits;
+  policy_->access(line, evicted_);  // a hit: recency and frequency only
+  evicted_.clear();
+  return it->second.slot * device_blocks_per_line_ + offset_bytes / device_.geometry().logical_block_size_bytes;
+}
+
+void read_cache::note_read(line_key line, device::block_device& source, std::uint64_t source_lba) {
+  if (failed_ || filling_.contains(line)) return;
+  ++counters_.misses;
+  evicted_.clear();
+  const cache_policy::outcome o = policy_->access(line, evicted_);
+  if (o.hit) return;  // resident but not valid: a fill is on its way
+  metadata_batch deletes;
+  std::vector<std::uint64_t> free_after;
+  for (line_key e : evicted_) drop(e, deletes, free_after);
+  evicted_.clear();
+  if (!o.admitted) return;
+  if (writing_.contains(line) || fills_running_ >= options_.fills_in_flight) {
+    policy_->invalidate(line);  // a write in flight would make the copy stale; or too busy
+    if (!deletes.empty()) write_deletes(std::move(deletes), std::move(free_after), [](std::error_code) {});
+    return;
+  }
+  // The slot: a free one, or, once the evicted lines' index entries are
+  // deleted (synced), one of theirs.
+  ++fills_running_;
+  auto begin = [this, line, &source, source_lba](std::error_code ec) {
+    if (ec || free_slots_.empty() || failed_ || writing_.contains(line) || !policy_->contains(line)) {
+      --fills_running_;
+      ++counters_.cancelled_fills;
+      if (policy_->contains(line)) policy_->invalidate(line);
+      return;
+    }
+    const std::uint64_t slot = free_slots_.back();
+    free_slots_.pop_back();
+    start_fill(line, slot, source, source_lba);
+  };
+  if (deletes.empty()) {
+    begin({});
+  } else {
+    write_deletes(std::move(deletes), std::move(free_after), begin);
+  }
+}
+
+void read_cache::write_deletes(metadata_batch deletes, std::vector<std::uint64_t> free_after,
+                               std::function<void(std::error_code)> done) {
+  store_.write(std::move(deletes), true,
+               [this, free_after = std::move(free_after), done = std::move(done)](std::error_code ec) {
+                 // On failure the entries may still be on disk: keep the slots.
+                 if (!ec) free_slots_.insert(free_slots_.end(), free_after.begin(), free_after.end());
+                 done(ec);
+               });
+}
+
+void read_cache::drop(line_key line, metadata_batch& deletes, std::vector<std::uint64_t>& free_after) {
+  auto it = lines_.find(line);
+  if (it == lines_.end()) return;
+  const line_state s = it->second;
+  lines_.erase(it);
+  if (!s.persisted) {
+    free_slots_.push_back(s.slot);
+    return;
+  }
+  // The slot is reused only once no entry on disk names it.
+  deletes.erase(column::cache_index, index_key(line));
+  free_after.push_back(s.slot);
+}
+
+void read_cache::start_fill(line_key line, std::uint64_t slot, device::block_device& source,
+                            std::uint64_t source_lba) {
+  std::unique_ptr<fill> owned;
+  if (!fills_.empty()) {
+    owned = std::move(fills_.back());
+    fills_.pop_back();
+  } else {
+    owned = std::make_unique<fill>();
+    owned->buffer = device::aligned_buffer(options_.line_bytes);
+  }
+  fill& f = *owned.release();
+  f.cache = this;
+  f.line = line;
+  f.slot = slot;
+  f.cancelled = false;
+  f.source = &source;
+  f.segment = {f.buffer.data(), options_.line_bytes};
+  filling_[line] = &f;
+  f.req = request{};
+  f.req.operation = op::read;
+  f.req.priority = device::io_class::background;
+  f.req.lba = source_lba;
+  f.req.block_count = options_.line_bytes / source.geometry().logical_block_size_bytes;
+  f.req.buffers = {&f.segment, 1};
+  f.req.context = &f;
+  f.req.on_complete = [](request& r) noexcept {
+    fill& fr = *static_cast<fill*>(r.context);
+    read_cache& c = *fr.cache;
+    if (r.result || fr.cancelled || c.failed_) {
+      c.fill_done(fr, r.result ? r.result : make_error_code(errc::canceled));
+      return;
+    }
+    fr.req = request{};
+    fr.req.operation = op::write;
+    fr.req.priority = device::io_class::background;
+    fr.req.lba = fr.slot * c.device_blocks_per_line_;
+    fr.req.block_count = c.device_blocks_per_line_;
+    fr.req.buffers = {&fr.segment, 1};
+    fr.req.context = &fr;
+    fr.req.on_complete = [](request& w) noexcept {
+      fill& fw = *static_cast<fill*>(w.context);
+      if (w.result) fw.cache->device_failed();
+      fw.cache->fill_done(fw, w.result);
+    };
+    c.device_.submit(fr.req);
+  };
+  source.submit(f.req);
+}
+
+void read_cache::fill_done(fill& f, std::error_code ec) {
+  filling_.erase(f.line);
+  --fills_running_;
+  if (ec || f.cancelled || failed_) {
+    ++counters_.cancelled_fills;
+    free_slots_.push_back(f.slot);  // nothing on disk names it
+    if (policy_->contains(f.line)) policy_->invalidate(f.line);
+  } else if (!policy_->contains(f.line)) {
+    free_slots_.push_back(f.slot);  // evicted while it was filling
+  } else {
+    ++counters_.fills;
+    lines_[f.line] = {f.slot, true, false, ++generation_};
+    to_persist_.push_back({f.line, generation_});
+  }
+  fills_.emplace_back(&f);
+}
+
+bool read_cache::begin_write(line_key first, line_key last, std::function<void(std::error_code)> ready) {
+  metadata_batch deletes;
+  std::vector<std::uint64_t> free_after;
+  for (line_key l = first; l <= last; ++l) {
+    ++writing_[l];
+    if (auto f = filling_.find(l); f != filling_.end()) f->second->cancelled = true;
+    if (lines_.contains(l)) {
+      ++counters_.invalidations;
+      policy_->invalidate(l);
+      drop(l, deletes, free_after);
+    }
+  }
+  if (deletes.empty()) return true;
+  write_deletes(std::move(deletes), std::move(free_after), std::move(ready));
+  return false;
+}
+
+void read_cache::end_write(line_key first, line_key last) {
+  for (line_key l = first; l <= last; ++l) {
+    auto it = writing_.find(l);
+    if (--it->second == 0) writing_.erase(it);
+  }
+}
+
+void read_cache::device_failed() {
+  if (!failed_) ++counters_.device_errors;
+  failed_ = true;
+}
+
+void read_cache::arm_persist() {
+  persist_timer_ = clock_.make_timer(loop_, [this] {
+    persist([](std::error_code) {});
+    persist_timer_->arm(clock_.now() + options_.persist_interval);
+  });
+  persist_timer_->arm(clock_.now() + options_.persist_interval);
+}
+
+void read_cache::persist(std::function<void(std::error_code)> done) {
+  if (persisting_ || failed_ || to_persist_.empty()) {
+    boost::asio::post(loop_, [done = std::move(done)] { done({}); });
+    return;
+  }
+  // The lines filled so far: their data must be durable on the device
+  // before any entry names it.
+  persisting_ = true;
+
+  flush_.req = request{};
+  flush_.req.operation = op::flush;
+  flush_.req.priority = device::io_class::background;
+  flush_.req.context = this;
+  flush_.done = std::move(done);
+  flush_.lines = std::exchange(to_persist_, {});
+  flush_.req.on_complete = [](request& r) noexcept {
+    read_cache& c = *static_cast<read_cache*>(r.context);
+    auto finish = [&c](std::error_code ec) {
+      c.persisting_ = false;
+      auto d = std::move(c.flush_.done);
+      c.flush_.lines.clear();
+      d(ec);
+    };
+    if (r.result) {
+      c.device_failed();
+      return finish(r.result);
+    }
+    metadata_batch puts;
+    for (const pending& p : c.flush_.lines) {
+      auto it = c.lines_.find(p.line);
+      if (it == c.lines_.end() || it->second.generation != p.generation || it->second.persisted) continue;
+      it->second.persisted = true;
+      puts.put(column::cache_index, index_key(p.line), index_value(it->second.slot));
+    }
+    if (puts.empty()) return finish({});
+    c.store_.write(std::move(puts), false, finish);
+  };
+  device_.submit(flush_.req);
+}
+
+}  // namespace strata::tiering
