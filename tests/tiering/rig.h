@@ -35,16 +35,29 @@ struct rig {
   std::unique_ptr<pool> p;
   pool_options options;
 
+  // With cache_lines > 0, a read cache of that many 16 KiB lines on a
+  // memory device behind `cache_fault`.
   explicit rig(std::uint64_t performance_extents = 8, std::uint64_t capacity_extents = 16,
-               new_extent_tier new_extents = new_extent_tier::performance_first) {
+               new_extent_tier new_extents = new_extent_tier::performance_first, std::uint64_t cache_lines = 0) {
     options.extent_size_bytes = extent_bytes;
     options.new_extents = new_extents;
     options.clock = &loop.clock;
     add_group(tier::performance, performance_extents);
     add_group(tier::capacity, capacity_extents);
     add_group(tier::capacity, capacity_extents);
+    if (cache_lines > 0) {
+      auto m = memory_device::create(loop.context.get_executor(), {block_size, cache_lines * cache_line_blocks});
+      REQUIRE(m);
+      cache_disk = std::move(*m);
+      cache_fault = std::make_unique<fault_device>(*cache_disk, loop.clock, fault_options{});
+      options.read_cache_device = cache_fault.get();
+      options.read_cache.line_bytes = cache_line_blocks * block_size;
+    }
     open();
   }
+  static constexpr std::uint64_t cache_line_blocks = 4;
+  std::unique_ptr<memory_device> cache_disk;
+  std::unique_ptr<fault_device> cache_fault;
   ~rig() { close(); }
 
   void add_group(tier t, std::uint64_t extents) {
@@ -68,7 +81,9 @@ struct rig {
     p = std::move(*opened);
   }
   void close() {
-    loop.run_until([&] { return store == nullptr || store->in_flight() == 0; });
+    loop.run_until([&] {
+      return store == nullptr || (store->in_flight() == 0 && (!p || !p->cache() || p->cache()->idle()));
+    });
     p.reset();
     store.reset();
     loop.elsewhere = nullptr;

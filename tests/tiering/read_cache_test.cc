@@ -1,0 +1,170 @@
+// The SSD read cache inside a pool: admission by frequency, hits served from
+// the cache device, coherence with writes, discards and moves, a warm
+// restart, and a failed cache device.
+#include "tiering/read_cache.h"
+
+#include <cstring>
+#include <map>
+#include <random>
+
+#include "tests/tiering/rig.h"
+
+namespace strata::tiering {
+namespace {
+using namespace testing;
+
+constexpr std::uint64_t line_blocks = rig::cache_line_blocks;
+
+// Reads the same block three times from places that never form a stream.
+void read_twice_randomly(rig& r, volume& v, std::uint64_t lba) {
+  read_blocks(r.loop, v, lba, 1);
+  read_blocks(r.loop, v, lba + 2 * extent_blocks + 1, 1);  // breaks any stream (another extent)
+  read_blocks(r.loop, v, lba, 1);
+  r.loop.run_until([&] { return r.p->cache()->idle(); });
+}
+
+TEST_CASE("read cache: a line read twice is admitted and then served from the cache", "[tiering][cache]") {
+  rig r(2, 16, new_extent_tier::capacity, 64);
+  volume& v = r.create("db", 8 * extent_blocks);
+  const auto data = pattern(extent_bytes, test_seed());
+  write_blocks(r.loop, v, 0, data);
+  read_blocks(r.loop, v, 5, 1);
+  r.loop.run_until([&] { return r.p->cache()->idle(); });
+  CHECK(r.p->cache()->counters().fills == 0);  // once is not enough
+  read_twice_randomly(r, v, 5);
+  CHECK(r.p->cache()->counters().fills >= 1);
+  const auto before = v.counters().reads(source::cache).ios;
+  const auto got = read_blocks(r.loop, v, 4, line_blocks);  // the whole line of block 5
+  CHECK(v.counters().reads(source::cache).ios == before + 1);
+  CHECK(got == std::vector<std::byte>(data.begin() + 4 * block_size, data.begin() + 8 * block_size));
+}
+
+TEST_CASE("read cache: a write over a cached line is never followed by a stale read", "[tiering][cache]") {
+  rig r(2, 16, new_extent_tier::capacity, 64);
+  volume& v = r.create("db", 8 * extent_blocks);
+  write_blocks(r.loop, v, 0, pattern(extent_bytes, 1));
+  read_twice_randomly(r, v, 5);
+  REQUIRE(r.p->cache()->size_lines() >= 1);
+  const auto fresh = pattern(block_size, 2);
+  write_blocks(r.loop, v, 5, fresh);
+  CHECK(read_blocks(r.loop, v, 5, 1) == fresh);
+  CHECK(r.p->cache()->counters().invalidations >= 1);
+}
+
+TEST_CASE("read cache: random reads, writes, discards and moves match a reference", "[tiering][cache]") {
+  const auto seed = test_seed();
+  INFO("seed " << seed);
+  rig r(4, 16, new_extent_tier::capacity, 16);  // a small cache: evictions and slot reuse
+  volume& v = r.create("db", 6 * extent_blocks);
+  std::mt19937_64 random(seed);
+  const std::uint64_t blocks = 6 * extent_blocks;
+  std::vector<std::byte> model(blocks * block_size, std::byte{0});
+  for (int step = 0; step < 1500; ++step) {
+    const int what = static_cast<int>(random() % 100);
+    // Hot spots: most I/O lands on a few lines, so the cache fills.
+    const std::uint64_t lba = (random() % 4 == 0) ? random() % blocks : (random() % 6) * extent_blocks + random() % 8;
+    const std::uint64_t n = std::min<std::uint64_t>(1 + random() % 6, blocks - lba);
+    if (what < 60) {
+      const auto got = read_blocks(r.loop, v, lba, n);
+      INFO("step " << step << " read " << lba << "+" << n);
+      REQUIRE(std::memcmp(got.data(), model.data() + lba * block_size, got.size()) == 0);
+    } else if (what < 90) {
+      const auto data = pattern(n * block_size, random());
+      write_blocks(r.loop, v, lba, data);
+      std::memcpy(model.data() + lba * block_size, data.data(), data.size());
+    } else if (what < 95) {
+      REQUIRE_FALSE(r.io(v, device::testing::io::discard(lba, n)));
+      std::memset(model.data() + lba * block_size, 0, n * block_size);
+    } else {
+      const std::uint64_t e = random() % 6;
+      if (const auto where = v.location(e)) {
+        const tier to = r.p->tier_of(where->group) == tier::capacity ? tier::performance : tier::capacity;
+        std::optional<std::error_code> moved;
+        v.move_extent(e, to, [&](std::error_code ec) { moved = ec; });
+        // Reads during the move.
+        const auto got = read_blocks(r.loop, v, e * extent_blocks, extent_blocks);
+        REQUIRE(std::memcmp(got.data(), model.data() + e * extent_blocks * block_size, got.size()) == 0);
+        r.loop.run_until([&] { return moved.has_value(); });
+      }
+    }
+    if (step % 100 == 0) r.loop.run_until([&] { return r.p->cache()->idle(); });
+  }
+  CHECK(r.p->cache()->counters().fills > 0);
+  CHECK(v.counters().reads(source::cache).ios > 0);
+}
+
+TEST_CASE("read cache: its index survives a restart, and a write made before it is not undone",
+          "[tiering][cache]") {
+  rig r(2, 16, new_extent_tier::capacity, 64);
+  {
+    volume& v = r.create("db", 8 * extent_blocks);
+    write_blocks(r.loop, v, 0, pattern(extent_bytes, 1));
+    read_twice_randomly(r, v, 5);
+    read_twice_randomly(r, v, 9);
+    std::optional<std::error_code> persisted;
+    r.p->cache()->persist([&](std::error_code ec) { persisted = ec; });
+    r.loop.run_until([&] { return persisted.has_value(); });
+    REQUIRE_FALSE(*persisted);
+    // A write after the persist: its line's entry must be gone on disk.
+    write_blocks(r.loop, v, 9, pattern(block_size, 3));
+  }
+  r.restart();
+  volume& v = *r.p->find_volume("db");
+  CHECK(r.p->cache()->size_lines() == 1);  // the line of block 5, warm
+  const auto before = v.counters().reads(source::cache).ios;
+  const auto want = pattern(extent_bytes, 1);
+  CHECK(read_blocks(r.loop, v, 5, 1) == std::vector<std::byte>(want.begin() + 5 * block_size, want.begin() + 6 * block_size));
+  CHECK(v.counters().reads(source::cache).ios == before + 1);
+  CHECK(read_blocks(r.loop, v, 9, 1) == pattern(block_size, 3));
+}
+
+TEST_CASE("read cache: a failed cache device disables the cache and reads go on from the HDDs",
+          "[tiering][cache]") {
+  rig r(2, 16, new_extent_tier::capacity, 64);
+  volume& v = r.create("db", 8 * extent_blocks);
+  const auto data = pattern(extent_bytes, 4);
+  write_blocks(r.loop, v, 0, data);
+  read_twice_randomly(r, v, 5);
+  REQUIRE(r.p->cache()->size_lines() >= 1);
+  r.cache_fault->fail();
+  // The read meets the failed device, and is served from the capacity tier.
+  CHECK(read_blocks(r.loop, v, 5, 1) == std::vector<std::byte>(data.begin() + 5 * block_size, data.begin() + 6 * block_size));
+  CHECK_FALSE(r.p->cache()->enabled());
+  CHECK(r.p->cache()->counters().device_errors == 1);
+  // Writes and reads go on.
+  write_blocks(r.loop, v, 5, pattern(block_size, 5));
+  CHECK(read_blocks(r.loop, v, 5, 1) == pattern(block_size, 5));
+}
+
+TEST_CASE("read cache: sequential streams are not admitted", "[tiering][cache]") {
+  rig r(2, 64, new_extent_tier::capacity, 512);
+  volume& v = r.create("db", 64 * extent_blocks);
+  write_blocks(r.loop, v, 0, pattern(64 * extent_bytes, 6));
+  // A 4 MiB scan, twice, in 64 KiB reads: 256 lines, each read twice.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::uint64_t lba = 0; lba < 64 * extent_blocks; lba += 16) read_blocks(r.loop, v, lba, 16);
+  }
+  r.loop.run_until([&] { return r.p->cache()->idle(); });
+  // Only each pass's first MiB, before the stream is recognised, may count.
+  const std::uint64_t first_mib_lines = (1 << 20) / (line_blocks * block_size);
+  CHECK(r.p->cache()->counters().fills <= first_mib_lines);
+}
+
+TEST_CASE("read cache: bad settings get a clear error", "[tiering][cache]") {
+  rig r(2, 16, new_extent_tier::capacity, 64);
+  r.close();
+  r.options.read_cache.policy = "mru";
+  auto s = metadata_store::open((r.dir.path() / "metadata").string(), r.loop.context.get_executor());
+  REQUIRE(s);
+  auto opened = pool::open(r.loop.context.get_executor(), **s, r.groups, r.options);
+  REQUIRE_FALSE(opened);
+  CHECK(opened.error().message.find("unknown replacement policy 'mru'") != std::string::npos);
+  r.options.read_cache.policy = "lru";
+  r.options.read_cache.line_bytes = 3 * block_size;
+  opened = pool::open(r.loop.context.get_executor(), **s, r.groups, r.options);
+  REQUIRE_FALSE(opened);
+  CHECK(opened.error().message.find("line size") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata::tiering
