@@ -37,6 +37,7 @@
 #include "raid/device/ssd_model.h"
 #include "raid/raid1_group.h"
 #include "raid/raid6_group.h"
+#include "tiering/cache_policy.h"
 #include "tiering/metadata_store.h"
 #include "tiering/migrator.h"
 #include "tiering/pool.h"
@@ -54,7 +55,8 @@ constexpr std::uint32_t block_size = 512;
 constexpr std::uint64_t extent_bytes = 4 << 20;
 constexpr std::uint64_t reserved_bytes = 1 << 20;  // the RAID groups' superblock area
 
-enum class placement { adaptive, oracle };
+enum class placement { adaptive, oracle, none };
+constexpr std::uint64_t line_bytes = 64 << 10;
 
 struct run_config {
   placement mode = placement::adaptive;
@@ -65,6 +67,10 @@ struct run_config {
   // I/Os the hosts keep in flight at most, all volumes together (an HBA's
   // queue depth); the rest wait on the host.
   std::uint64_t queue_depth = 256;
+  // A read cache of this many 64 KiB lines (0: none), with this policy.
+  std::uint64_t cache_lines = 0;
+  std::string cache_policy;
+  unsigned fills_in_flight = tiering::read_cache_options{}.fills_in_flight;
 };
 
 struct run_result {
@@ -78,6 +84,9 @@ struct run_result {
   std::uint64_t promotions = 0;
   std::uint64_t demotions = 0;
   std::uint64_t throttled_rounds = 0;
+  std::uint64_t capacity_reads = 0;  // reads of capacity-tier data (from the HDDs or the cache)
+  std::uint64_t cache_reads = 0;     // of which the cache served
+  std::uint64_t cache_fills = 0;
 };
 
 // The engine on a modelled shelf, in virtual time.
@@ -85,7 +94,7 @@ class rig {
  public:
   rig(const trace& t, const run_config& config) : trace_(t) {
     dir_ = make_temp_dir();
-    build_shelf(config.tier_extents);
+    build_shelf(config.tier_extents, config.cache_lines);
     auto s = tiering::metadata_store::open(dir_ + "/metadata", context_.get_executor());
     if (!s) throw std::runtime_error(s.error().message);
     store_ = std::move(*s);
@@ -96,6 +105,12 @@ class rig {
     options.new_extents = tiering::new_extent_tier::capacity;
     options.heat.half_life = config.half_life;
     options.heat.sequential_threshold_bytes = config.sequential_threshold_bytes;
+    if (cache_) {
+      options.read_cache_device = cache_.get();
+      options.read_cache.line_bytes = line_bytes;
+      options.read_cache.policy = config.cache_policy;
+      options.read_cache.fills_in_flight = config.fills_in_flight;
+    }
     auto p = tiering::pool::open(context_.get_executor(), *store_, groups_, options);
     if (!p) throw std::runtime_error(p.error().message);
     pool_ = std::move(*p);
@@ -114,7 +129,7 @@ class rig {
   ~rig() {
     if (migrator_) migrator_->stop();
     run_until([&] {
-      return (!migrator_ || migrator_->moves_in_flight() == 0) &&
+      return (!migrator_ || migrator_->moves_in_flight() == 0) && (!pool_->cache() || pool_->cache()->idle()) &&
              std::all_of(volumes_.begin(), volumes_.end(), [](tiering::volume* v) { return v->idle(); });
     });
     migrator_.reset();
@@ -212,6 +227,9 @@ class rig {
     out.mean_latency_ms = sum / static_cast<double>(latencies_ms.size());
     std::sort(latencies_ms.begin(), latencies_ms.end());
     out.p99_latency_ms = latencies_ms[latencies_ms.size() * 99 / 100];
+    out.capacity_reads = after.capacity_reads - before.capacity_reads;
+    out.cache_reads = after.cache_reads - before.cache_reads;
+    if (pool_->cache()) out.cache_fills = pool_->cache()->counters().fills;
     if (migrator_) {
       const auto& c = migrator_->counters();
       out.moved_bytes = c.bytes_moved;
@@ -224,12 +242,14 @@ class rig {
 
  private:
   struct totals {
-    std::uint64_t ios = 0, ssd_ios = 0, bytes = 0, ssd_bytes = 0;
+    std::uint64_t ios = 0, ssd_ios = 0, bytes = 0, ssd_bytes = 0, capacity_reads = 0, cache_reads = 0;
   };
   totals served() const {
     totals t;
     for (const tiering::volume* v : volumes_) {
       const auto& c = v->counters();
+      t.capacity_reads += c.reads(tiering::source::capacity).ios + c.reads(tiering::source::cache).ios;
+      t.cache_reads += c.reads(tiering::source::cache).ios;
       for (int s = 0; s < 4; ++s) {
         for (int w = 0; w < 2; ++w) {
           const auto& x = c.by_source[s][w];
@@ -299,7 +319,19 @@ class rig {
     while (!done()) step(std::nullopt);
   }
 
-  void build_shelf(std::uint64_t tier_extents) {
+  void build_shelf(std::uint64_t tier_extents, std::uint64_t cache_lines) {
+    if (cache_lines > 0) {
+      // The read cache: one SSD (a one-member RAID-1).
+      nulls_.push_back(std::make_unique<device::null_device>(context_.get_executor(), block_size,
+                                                             (cache_lines * line_bytes + reserved_bytes) / block_size));
+      ssds_.push_back(std::make_unique<device::ssd_model>(*nulls_.back(), clock_, device::ssd_profile::sas_12g()));
+      raid::raid1_options options;
+      options.clock = &clock_;
+      options.reserved_bytes = reserved_bytes;
+      auto group = raid::raid1_group::create({ssds_.back().get()}, options);
+      if (!group) throw std::runtime_error(group.error().message);
+      cache_ = std::move(*group);
+    }
     const auto hdd = device::hdd_profile::nl_sas_7k2();
     const auto ssd = device::ssd_profile::sas_12g();
     for (int g = 0; g < 2; ++g) {
@@ -350,6 +382,7 @@ class rig {
   std::vector<std::unique_ptr<device::ssd_model>> ssds_;
   std::vector<std::unique_ptr<raid::raid6_group>> raid6_;
   std::unique_ptr<raid::raid1_group> raid1_;
+  std::unique_ptr<raid::raid1_group> cache_;
   std::vector<tiering::pool_group> groups_;
   std::unique_ptr<tiering::metadata_store> store_;
   std::unique_ptr<tiering::pool> pool_;
@@ -364,6 +397,26 @@ run_result run(const trace& t, const run_config& config) {
   r.populate();
   if (config.mode == placement::oracle) r.place_hottest(config.tier_extents);
   return r.replay(config);
+}
+
+// The fewest misses a cache of `lines` 64 KiB lines could have on the
+// trace's reads, a write giving its lines new identities.
+double belady_miss_ratio(const trace& t, std::uint64_t lines) {
+  std::unordered_map<std::uint64_t, std::uint64_t> version;
+  std::vector<std::uint64_t> reads;
+  for (const trace_record& r : t.records) {
+    const std::uint64_t first = r.offset_bytes / line_bytes, last = (r.offset_bytes + r.size_bytes - 1) / line_bytes;
+    for (std::uint64_t l = first; l <= last; ++l) {
+      const std::uint64_t key = (std::uint64_t{r.volume} << 40) | l;
+      if (r.write) {
+        ++version[key];
+      } else {
+        reads.push_back(key * 1000003 + version[key]);
+      }
+    }
+  }
+  if (reads.empty()) return 0;
+  return static_cast<double>(tiering::belady_misses(reads, lines)) / static_cast<double>(reads.size());
 }
 
 std::vector<double> parse_list(std::string_view s) {
@@ -381,6 +434,7 @@ int main(int argc, char** argv) {
   std::vector<double> tiers{0.05, 0.10};
   std::vector<std::string> paths;
   std::uint64_t limit = 0;
+  bool cache_table = false;
   run_config base;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -409,6 +463,10 @@ int main(int argc, char** argv) {
       base.migration.max_moves_in_flight = static_cast<unsigned>(std::stoul(value()));
     } else if (arg == "--queue-depth") {
       base.queue_depth = std::stoull(value());
+    } else if (arg == "--fills") {
+      base.fills_in_flight = static_cast<unsigned>(std::stoul(value()));
+    } else if (arg == "--cache") {
+      cache_table = true;
     } else if (arg == "--limit") {
       limit = std::stoull(value());
     } else if (arg.starts_with("--")) {
@@ -438,6 +496,23 @@ int main(int argc, char** argv) {
                "SSD bytes", "mean ms", "p99 ms", "moved MB", "promoted", "demoted", "throttled");
     for (double fraction : tiers) {
       run_config config = base;
+      if (cache_table) {
+        config.mode = placement::none;
+        config.tier_extents = 1;
+        config.cache_lines = std::max<std::uint64_t>(
+            1, static_cast<std::uint64_t>(fraction * static_cast<double>(t->footprint_extents)) * (extent_bytes / line_bytes));
+        const double belady = belady_miss_ratio(*t, config.cache_lines);
+        fmt::print("{:>5.0f}% read cache of {} lines; Belady (MIN, every random read, no bypass) miss ratio {:.3f}\n",
+                   100 * fraction, config.cache_lines, belady);
+        for (const char* policy : {"lru", "arc", "s3fifo", "s3fifo+2hit"}) {
+          config.cache_policy = policy;
+          const run_result r = run(*t, config);
+          fmt::print("       {:<12} miss ratio {:.3f}  fills {:>7}  mean {:>8.2f} ms  p99 {:>8.2f} ms\n", policy,
+                     1.0 - static_cast<double>(r.cache_reads) / static_cast<double>(std::max<std::uint64_t>(1, r.capacity_reads)),
+                     r.cache_fills, r.mean_latency_ms, r.p99_latency_ms);
+        }
+        continue;
+      }
       config.tier_extents = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(
                                                            fraction * static_cast<double>(t->footprint_extents)));
       std::optional<run_result> oracle;
