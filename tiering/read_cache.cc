@@ -111,8 +111,14 @@ std::optional<std::uint64_t> read_cache::lookup(line_key line, std::uint64_t off
 
 void read_cache::note_read(line_key line, device::block_device& source, std::uint64_t source_lba) {
   if (failed_ || filling_.contains(line)) return;
-  ++counters_.misses;
   evicted_.clear();
+  if (lines_.contains(line)) {
+    // Valid, but the read spans lines and went to the HDDs: still a use.
+    policy_->access(line, evicted_);
+    evicted_.clear();
+    return;
+  }
+  ++counters_.misses;
   const cache_policy::outcome o = policy_->access(line, evicted_);
   if (o.hit) return;  // resident but not valid: a fill is on its way
   metadata_batch deletes;

@@ -82,7 +82,13 @@ struct rig {
   }
   void close() {
     loop.run_until([&] {
-      return store == nullptr || (store->in_flight() == 0 && (!p || !p->cache() || p->cache()->idle()));
+      if (store == nullptr) return true;
+      if (store->in_flight() != 0 || (p && p->cache() && !p->cache()->idle())) return false;
+      if (!p) return true;
+      for (volume* v : p->volumes()) {
+        if (!v->idle()) return false;  // a move or a request still running
+      }
+      return true;
     });
     p.reset();
     store.reset();
