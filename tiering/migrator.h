@@ -55,7 +55,7 @@ struct migrator_counters {
   std::uint64_t promotions = 0;  // completed moves to the performance tier
   std::uint64_t demotions = 0;
   std::uint64_t bytes_moved = 0;
-  std::uint64_t failed_moves = 0;
+  std::uint64_t failed_moves = 0;  // includes moves refused because the plan went stale
   std::uint64_t throttled_rounds = 0;  // rounds whose latency was over budget
 };
 

@@ -58,7 +58,7 @@ std::expected<std::unique_ptr<read_cache>, error> read_cache::open(boost::asio::
     return std::unexpected(error(errc::invalid_argument, "read cache: unknown replacement policy '" +
                                                              options.policy + "' (or too many lines)"));
   }
-  std::unique_ptr<read_cache> cache(new read_cache(loop, device, store, c, options, std::move(policy), slots));
+  std::unique_ptr<read_cache> cache(new read_cache(loop, device, store, c, options, std::move(policy)));
   // Warm start: every entry on disk names a slot with the line's current data.
   std::vector<bool> used(slots, false);
   metadata_batch stale;
@@ -87,8 +87,7 @@ std::expected<std::unique_ptr<read_cache>, error> read_cache::open(boost::asio::
 }
 
 read_cache::read_cache(boost::asio::any_io_executor loop, device::block_device& device, metadata_store& store,
-                       device::clock& c, const read_cache_options& options, std::unique_ptr<cache_policy> policy,
-                       std::uint64_t /*slots*/)
+                       device::clock& c, const read_cache_options& options, std::unique_ptr<cache_policy> policy)
     : loop_(loop),
       device_(device),
       store_(store),

@@ -128,7 +128,7 @@ class read_cache {
   };
   struct fill;
   read_cache(boost::asio::any_io_executor loop, device::block_device& device, metadata_store& store, device::clock& c,
-             const read_cache_options& options, std::unique_ptr<cache_policy> policy, std::uint64_t slots);
+             const read_cache_options& options, std::unique_ptr<cache_policy> policy);
   // Forgets `line`. Its slot is free at once, or, if the index on disk may
   // name it, goes to `free_after` (free once `deletes` is synced).
   void drop(line_key line, metadata_batch& deletes, std::vector<std::uint64_t>& free_after);

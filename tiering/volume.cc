@@ -284,10 +284,9 @@ void volume::write_capacity(piece& p, extent_location where, bool zeros) {
   if (cache == nullptr || pool_.tier_of(where.group) != tier::capacity) return submit_to_group(p, op::write, where, zeros);
   const auto [first, last] = cache_lines(p.extent, p.first_block, p.block_count);
   p.cache_write = true;
-  const bool now = cache->begin_write(first, last, [this, &p, where, zeros](std::error_code ec) {
+  const bool now = cache->begin_write(first, last, [this, &p, where, zeros, first, last](std::error_code ec) {
     if (ec) {
-      pool_.cache()->end_write(cache_lines(p.extent, p.first_block, p.block_count).first,
-                               cache_lines(p.extent, p.first_block, p.block_count).second);
+      pool_.cache()->end_write(first, last);
       p.cache_write = false;
       if (p.counted_in_move) {
         // As if the group had failed it: the move's count must drop too.
