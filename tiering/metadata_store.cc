@@ -2,6 +2,7 @@
 
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
+#include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/write_batch.h>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -101,6 +102,17 @@ void metadata_store::run() {
     running_job_ = false;
     if (queue_.empty()) drained_.notify_all();
   }
+}
+
+std::expected<void, error> metadata_store::checkpoint(const std::string& directory) const {
+  rocksdb::Checkpoint* raw = nullptr;
+  rocksdb::Status s = rocksdb::Checkpoint::Create(db_.get(), &raw);
+  std::unique_ptr<rocksdb::Checkpoint> cp(raw);
+  if (s.ok()) s = cp->CreateCheckpoint(directory);
+  if (!s.ok()) {
+    return std::unexpected(make_error(errc::io_error, "metadata store: checkpoint into " + directory + ": " + s.ToString()));
+  }
+  return {};
 }
 
 std::error_code metadata_store::write_now(const metadata_batch& batch) {

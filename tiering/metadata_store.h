@@ -98,6 +98,10 @@ class metadata_store {
   // Blocks until the store's thread has applied every queued write (their
   // outcomes may still be on their way to the loop). For shutdown and tests.
   void drain();
+  // Writes a consistent copy of the database, as of the writes applied so
+  // far, into `directory` (which must not exist yet): a point-in-time image
+  // for support bundles, and the disk image of a crash in the crash tests.
+  std::expected<void, error> checkpoint(const std::string& directory) const;
 
  private:
   metadata_store(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> handles,

@@ -391,13 +391,24 @@ void volume::on_group_done(request& r) noexcept {
     v.piece_done(p, r.result);
     return;
   }
-  // A new extent's data is on its group: now the mapping, synced, so that
-  // an acknowledged write survives a crash with the extent it lives in.
+  // A new extent's data is on its group, perhaps only in the disks' write
+  // caches: flush the group, then write the mapping, synced. A mapping on
+  // disk must never name an extent whose zeros a power cut could still
+  // lose: what the extent held before, another volume's data, would show.
   const extent_location where = *p.allocated;
   if (r.result) {
     v.pool_.free_after_io(where);
     v.finish_transition(p.extent);
     v.piece_done(p, r.result);
+    return;
+  }
+  if (r.operation == op::write) {
+    p.req = request{};
+    p.req.operation = op::flush;
+    p.req.priority = p.owner->outer->priority;
+    p.req.context = &p;
+    p.req.on_complete = &volume::on_group_done;
+    v.pool_.group(where.group).submit(p.req);
     return;
   }
   metadata_batch batch;
@@ -527,6 +538,22 @@ void volume::move_copy_next(move& m) {
 }
 
 void volume::move_commit(move& m) {
+  // The copy may sit in the destination disks' write caches: flush them
+  // first, or a power cut after the commit would leave the mapping naming
+  // data that never reached the disk.
+  m.req = request{};
+  m.req.operation = op::flush;
+  m.req.priority = device::io_class::background;
+  m.req.context = &m;
+  m.req.on_complete = [](request& r) noexcept {
+    move& mf = *static_cast<move*>(r.context);
+    if (r.result) return mf.vol->move_end(mf, r.result);
+    mf.vol->move_write_mapping(mf);
+  };
+  pool_.group(m.to.group).submit(m.req);
+}
+
+void volume::move_write_mapping(move& m) {
   metadata_batch batch;
   batch.put(column::extent_map, keys::extent(record_.id, m.extent), encode(m.to));
   pool_.store().write(std::move(batch), true, [this, &m](std::error_code ec) {

@@ -147,6 +147,7 @@ class volume final : public device::block_device {
   void move_pass(move& m);
   void move_copy_next(move& m);
   void move_commit(move& m);
+  void move_write_mapping(move& m);
   void move_end(move& m, std::error_code result);
   void mark_dirty(move& m, std::uint64_t first_block, std::uint64_t block_count) const noexcept;
 

@@ -23,6 +23,19 @@ constexpr std::uint32_t block_size = 4096;
 constexpr std::uint64_t extent_bytes = 64 * 1024;  // small extents: small tests
 constexpr std::uint64_t extent_blocks = extent_bytes / block_size;
 
+struct rig_shape {
+  std::uint64_t performance_extents = 8;
+  std::uint64_t capacity_extents = 16;  // in each of the two capacity groups
+  new_extent_tier new_extents = new_extent_tier::performance_first;
+  // With cache_lines > 0, a read cache of that many 16 KiB lines on a
+  // memory device behind `cache_fault`.
+  std::uint64_t cache_lines = 0;
+  // Group disks with write caches that a power cut empties (fault_device),
+  // their random choices seeded from `seed`.
+  bool volatile_write_caches = false;
+  std::uint64_t seed = 1;
+};
+
 // A pool of one performance group and two capacity groups over memory
 // devices (behind fault devices), with its store in a temporary directory.
 struct rig {
@@ -34,19 +47,20 @@ struct rig {
   std::unique_ptr<metadata_store> store;
   std::unique_ptr<pool> p;
   pool_options options;
+  rig_shape shape;
 
-  // With cache_lines > 0, a read cache of that many 16 KiB lines on a
-  // memory device behind `cache_fault`.
   explicit rig(std::uint64_t performance_extents = 8, std::uint64_t capacity_extents = 16,
-               new_extent_tier new_extents = new_extent_tier::performance_first, std::uint64_t cache_lines = 0) {
+               new_extent_tier new_extents = new_extent_tier::performance_first, std::uint64_t cache_lines = 0)
+      : rig(rig_shape{performance_extents, capacity_extents, new_extents, cache_lines}) {}
+  explicit rig(const rig_shape& s) : shape(s) {
     options.extent_size_bytes = extent_bytes;
-    options.new_extents = new_extents;
+    options.new_extents = s.new_extents;
     options.clock = &loop.clock;
-    add_group(tier::performance, performance_extents);
-    add_group(tier::capacity, capacity_extents);
-    add_group(tier::capacity, capacity_extents);
-    if (cache_lines > 0) {
-      auto m = memory_device::create(loop.context.get_executor(), {block_size, cache_lines * cache_line_blocks});
+    add_group(tier::performance, s.performance_extents);
+    add_group(tier::capacity, s.capacity_extents);
+    add_group(tier::capacity, s.capacity_extents);
+    if (s.cache_lines > 0) {
+      auto m = memory_device::create(loop.context.get_executor(), {block_size, s.cache_lines * cache_line_blocks});
       REQUIRE(m);
       cache_disk = std::move(*m);
       cache_fault = std::make_unique<fault_device>(*cache_disk, loop.clock, fault_options{});
@@ -67,11 +81,13 @@ struct rig {
     // Garbage everywhere: a new extent must not show what was there before.
     const auto junk = pattern(extents * extent_bytes, 0xdead + disks.size());
     write_blocks(loop, *disks.back(), 0, junk);
-    faults.push_back(std::make_unique<fault_device>(*disks.back(), loop.clock, fault_options{}));
+    faults.push_back(std::make_unique<fault_device>(
+        *disks.back(), loop.clock, fault_options{shape.seed + disks.size(), shape.volatile_write_caches}));
     groups.push_back({faults.back().get(), t});
   }
+  std::string store_path() const { return (dir.path() / "metadata").string(); }
   void open() {
-    auto s = metadata_store::open((dir.path() / "metadata").string(), loop.context.get_executor());
+    auto s = metadata_store::open(store_path(), loop.context.get_executor());
     REQUIRE(s);
     store = std::move(*s);
     loop.elsewhere = [this] { return store->in_flight(); };

@@ -50,18 +50,24 @@ struct test_loop {
   template <class Done>
   void run_until(Done done) {
     while (!done()) {
-      context.restart();
-      if (context.poll() > 0) continue;
-      if (elsewhere && elsewhere() > 0) {
-        context.run_one();
-      } else if (auto next = clock.next_deadline()) {
-        clock.advance_to(*next);
-      } else if (ring->in_flight() > 0) {
-        context.run_one();
-      } else {
-        FAIL("the loop is stuck: nothing runnable, no timer armed, no I/O in flight");
-      }
+      if (!step()) FAIL("the loop is stuck: nothing runnable, no timer armed, no I/O in flight");
     }
+  }
+  // One step of run_until: one handler, or one move of the clock. False if
+  // nothing can happen. Crash tests stop the world between two steps.
+  bool step() {
+    context.restart();
+    if (context.poll_one() > 0) return true;
+    if (elsewhere && elsewhere() > 0) {
+      context.run_one();
+    } else if (auto next = clock.next_deadline()) {
+      clock.advance_to(*next);
+    } else if (ring->in_flight() > 0) {
+      context.run_one();
+    } else {
+      return false;
+    }
+    return true;
   }
   // Runs whatever is runnable now (no time passes).
   void settle() {
