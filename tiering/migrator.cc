@@ -86,6 +86,7 @@ void migrator::plan() {
   std::vector<ranked> residents;  // on the performance tier
   std::vector<ranked> outsiders;  // on the capacity tier, promotable
   for (volume* v : pool_.volumes()) {
+    if (!v->online()) continue;  // a group it uses is lost: nothing of it moves
     const affinity a = v->record().placement;
     const heat_map& heat = v->heat();
     for (std::uint64_t e = 0; e < v->extent_count(); ++e) {

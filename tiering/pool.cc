@@ -25,6 +25,7 @@ pool::pool(boost::asio::any_io_executor loop, metadata_store& store, std::vector
   for (const pool_group& g : groups_) {
     allocators_.emplace_back(g.device->geometry().size_bytes() / options_.extent_size_bytes);
   }
+  group_failures_.resize(groups_.size());
 }
 
 pool::~pool() {
@@ -283,7 +284,7 @@ std::uint64_t pool::capacity_extents(tier t) const noexcept {
 std::uint64_t pool::free_extents(tier t) const noexcept {
   std::uint64_t n = 0;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
-    if (groups_[g].where == t) n += allocators_[g].free_count();
+    if (groups_[g].where == t && group_usable(static_cast<std::uint16_t>(g))) n += allocators_[g].free_count();
   }
   return n;
 }
@@ -292,7 +293,9 @@ std::optional<extent_location> pool::allocate_from(tier t, std::uint64_t keep_fr
   if (free_extents(t) <= keep_free) return std::nullopt;
   std::size_t best = groups_.size();
   for (std::size_t g = 0; g < groups_.size(); ++g) {
-    if (groups_[g].where != t || allocators_[g].free_count() == 0) continue;
+    if (groups_[g].where != t || allocators_[g].free_count() == 0 || !group_usable(static_cast<std::uint16_t>(g))) {
+      continue;
+    }
     if (best == groups_.size() || allocators_[g].free_count() > allocators_[best].free_count()) best = g;
   }
   if (best == groups_.size()) return std::nullopt;
@@ -329,6 +332,16 @@ std::optional<extent_location> pool::allocate(affinity placement) {
 }
 
 std::optional<extent_location> pool::allocate_on(tier t) { return allocate_from(t, 0); }
+
+void pool::group_failed(std::uint16_t g, const std::string& reason) {
+  if (!group_usable(g)) return;
+  group_failures_[g] = reason.empty() ? "failed" : reason;
+  const std::string status = group_name(g) + " (" + std::string(to_string(groups_[g].where)) +
+                             " tier) is lost beyond its redundancy: " + group_failures_[g];
+  for (const auto& [name, v] : volumes_) {
+    if (v->has_extent_on(g)) v->take_offline(status);
+  }
+}
 
 std::uint64_t pool::begin_io() noexcept {
   ++io_counts_.back();

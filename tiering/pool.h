@@ -103,6 +103,7 @@ class pool {
   device::block_device& group(std::uint16_t g) noexcept { return *groups_[g].device; }
   tier tier_of(std::uint16_t g) const noexcept { return groups_[g].where; }
   std::uint64_t capacity_extents(tier t) const noexcept;
+  // Free extents on the usable groups of tier `t`.
   std::uint64_t free_extents(tier t) const noexcept;
   // Extents freed but waiting for the I/O that might still touch them.
   std::uint64_t quarantined_extents() const noexcept { return quarantine_.size(); }
@@ -154,6 +155,19 @@ class pool {
   // promotions leave free too: none when new extents go to capacity.
   std::uint64_t performance_reserve_extents() const noexcept;
 
+  // Group `g` is lost beyond its redundancy (its I/O fails with
+  // device_failed): nothing more is allocated or moved there, and every
+  // volume with an extent on it goes offline, `reason` in its status; the
+  // other volumes go on. Volumes call this when a group's I/O fails so;
+  // the controller, on its RAID events, and at start-up for a group it
+  // could not assemble (given as a stand-in that fails every request).
+  // Kept in memory only: a group that comes back at the next start brings
+  // its volumes back. Calls after the first for a group change nothing.
+  void group_failed(std::uint16_t g, const std::string& reason);
+  // Why group `g` was given up, or empty while it serves I/O.
+  const std::string& group_failure(std::uint16_t g) const noexcept { return group_failures_[g]; }
+  bool group_usable(std::uint16_t g) const noexcept { return group_failures_[g].empty(); }
+
   // The metadata store failed a write: the pool takes no more writes.
   bool metadata_failed() const noexcept { return static_cast<bool>(store_.failure()); }
 
@@ -169,6 +183,7 @@ class pool {
   metadata_store& store_;
   std::vector<pool_group> groups_;
   std::vector<extent_allocator> allocators_;  // one per group
+  std::vector<std::string> group_failures_;   // one per group; empty: usable
   pool_options options_;
   std::map<std::string, std::unique_ptr<volume>, std::less<>> volumes_;
   std::uint32_t next_volume_id_ = 1;

@@ -16,6 +16,9 @@ using device::request;
 
 namespace {
 
+// Why the pool gives a group up when its I/O fails with device_failed.
+constexpr const char* group_gone = "its I/O fails with device_failed (more members lost than its redundancy)";
+
 // extent_location packed in 64 bits, 0 meaning "never written":
 // bit 63 set, group in bits 48..62, the group's extent in bits 0..47.
 constexpr std::uint64_t mapped_bit = 1ull << 63;
@@ -90,6 +93,10 @@ void volume::submit(request& req) noexcept {
     rejected_.complete_later(req, ec);
     return;
   }
+  if (!online()) {
+    rejected_.complete_later(req, errc::device_failed);
+    return;
+  }
   if (req.operation != op::read && req.operation != op::flush && pool_.metadata_failed()) {
     // The metadata's state on disk is unknown: change nothing more.
     rejected_.complete_later(req, errc::io_error);
@@ -147,6 +154,7 @@ void volume::dispatch(piece& p) {
     it->second->waiting.push_back(&p);
     return;
   }
+  if (!online()) return piece_done(p, errc::device_failed);  // it waited, and the volume went offline
   const op operation = p.owner->outer->operation;
   const std::optional<extent_location> where = location(p.extent);
   if (auto m = moves_.find(p.extent); m != moves_.end() && operation != op::read) {
@@ -207,6 +215,7 @@ void volume::read_zeros(piece& p) {
 void volume::submit_to_group(piece& p, op operation, extent_location where, bool zeros) {
   const std::uint64_t bytes = p.block_count * geometry_.logical_block_size_bytes;
   count(pool_.tier_of(where.group) == tier::performance ? source::performance : source::capacity, p);
+  p.group = where.group;
   p.segments.clear();
   if (zeros) {
     p.segments.push_back({pool_.zeros(), bytes});
@@ -310,6 +319,7 @@ void volume::allocate_and_write(piece& p) {
   }
   transitions_.emplace(p.extent, std::make_unique<transition>());
   p.allocated = where;
+  p.group = where->group;
   count(pool_.tier_of(where->group) == tier::performance ? source::performance : source::capacity, p);
   // The whole extent: zeros, the data, zeros. A later read of the rest of
   // the extent must see zeros, whatever the group held there before.
@@ -374,6 +384,7 @@ void volume::on_group_done(request& r) noexcept {
     p.skip_cache = true;
     return v.dispatch(p);
   }
+  if (r.result == errc::device_failed) v.pool_.group_failed(p.group, group_gone);
   if (p.cache_write) {
     p.cache_write = false;
     const auto [first, last] = v.cache_lines(p.extent, p.first_block, p.block_count);
@@ -424,6 +435,12 @@ void volume::on_group_done(request& r) noexcept {
   });
 }
 
+bool volume::has_extent_on(std::uint16_t group) const noexcept {
+  return std::ranges::any_of(map_, [group](std::uint64_t packed) { return packed != 0 && unpack(packed).group == group; });
+}
+
+void volume::take_offline(std::string reason) { offline_reason_ = std::move(reason); }
+
 void volume::mark_dirty(move& m, std::uint64_t first_block, std::uint64_t block_count) const noexcept {
   const std::uint64_t first = first_block / granule_blocks_;
   const std::uint64_t last = (first_block + block_count - 1) / granule_blocks_;
@@ -436,6 +453,7 @@ void volume::move_extent(std::uint64_t volume_extent, tier to, std::function<voi
   };
   const std::optional<extent_location> from = volume_extent < map_.size() ? location(volume_extent) : std::nullopt;
   if (pool_.metadata_failed()) return refuse(errc::io_error);
+  if (!online() || (from && !pool_.group_usable(from->group))) return refuse(errc::device_failed);
   if (!from || moves_.contains(volume_extent) || transitions_.contains(volume_extent) ||
       pool_.tier_of(from->group) == to) {
     return refuse(errc::invalid_argument);
@@ -511,6 +529,7 @@ void volume::move_copy_next(move& m) {
     move& mv = *static_cast<move*>(r.context);
     volume& v = *mv.vol;
     if (r.result) {
+      if (r.result == errc::device_failed) v.pool_.group_failed(mv.from.group, group_gone);
       mv.copy_failed = true;
       mv.copying = 0;
       v.move_copy_next(mv);
@@ -527,6 +546,7 @@ void volume::move_copy_next(move& m) {
     mv.req.on_complete = [](request& w) noexcept {
       move& mw = *static_cast<move*>(w.context);
       if (w.result) {
+        if (w.result == errc::device_failed) mw.vol->pool_.group_failed(mw.to.group, group_gone);
         mw.copy_failed = true;
         mw.copying = 0;
       }
@@ -547,6 +567,7 @@ void volume::move_commit(move& m) {
   m.req.context = &m;
   m.req.on_complete = [](request& r) noexcept {
     move& mf = *static_cast<move*>(r.context);
+    if (r.result == errc::device_failed) mf.vol->pool_.group_failed(mf.to.group, group_gone);
     if (r.result) return mf.vol->move_end(mf, r.result);
     mf.vol->move_write_mapping(mf);
   };
@@ -605,6 +626,7 @@ void volume::piece_done(piece& p, std::error_code result) {
 void volume::flush_groups(outer_io& o) {
   o.flushes.resize(pool_.group_count());
   for (std::uint16_t g = 0; g < pool_.group_count(); ++g) {
+    if (!pool_.group_usable(g)) continue;  // nothing of an online volume's is there
     request& f = o.flushes[g];
     f = request{};
     f.operation = op::flush;
@@ -612,8 +634,14 @@ void volume::flush_groups(outer_io& o) {
     f.context = &o;
     f.on_complete = [](request& r) noexcept {
       outer_io& fo = *static_cast<outer_io*>(r.context);
-      if (r.result && !fo.result) fo.result = r.result;
-      fo.vol->op_done(fo);
+      volume& v = *fo.vol;
+      std::error_code result = r.result;
+      if (result == errc::device_failed) {
+        v.pool_.group_failed(static_cast<std::uint16_t>(&r - fo.flushes.data()), group_gone);
+        if (v.online()) result = {};  // the volume had nothing there to flush
+      }
+      if (result && !fo.result) fo.result = result;
+      v.op_done(fo);
     };
     ++o.pending;
     pool_.group(g).submit(f);

@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -90,6 +91,14 @@ class volume final : public device::block_device {
   bool moving(std::uint64_t volume_extent) const noexcept { return moves_.contains(volume_extent); }
   std::size_t moves_in_flight() const noexcept { return moves_.size(); }
 
+  // Online, or offline because a group it has extents on was lost beyond
+  // its redundancy (pool::group_failed): from then on every request fails
+  // with device_failed, and offline_reason() says which group and why.
+  bool online() const noexcept { return offline_reason_.empty(); }
+  const std::string& offline_reason() const noexcept { return offline_reason_; }
+  bool has_extent_on(std::uint16_t group) const noexcept;
+  void take_offline(std::string reason);
+
   // For the pool's load: the extent map as committed.
   void load_mapping(std::uint64_t volume_extent, extent_location where) noexcept;
 
@@ -115,6 +124,7 @@ class volume final : public device::block_device {
     std::uint64_t buffer_offset_bytes = 0;  // into the outer request's buffers
     device::request req;
     std::vector<iovec> segments;
+    std::uint16_t group = 0;                   // the group its last request went to
     std::optional<extent_location> allocated;  // a new extent this piece fills
     bool counted_in_move = false;              // a write to a moving extent, counted there
     bool from_cache = false;                   // a read sent to the read cache
@@ -171,6 +181,7 @@ class volume final : public device::block_device {
   std::uint64_t in_flight_ = 0;
   device::completion_queue rejected_;
   bool submitting_ = false;  // inside submit(): completions must wait for the loop
+  std::string offline_reason_;  // empty: online
 };
 
 }  // namespace strata::tiering

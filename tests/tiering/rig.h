@@ -10,6 +10,7 @@
 
 #include "raid/device/fault_device.h"
 #include "raid/device/memory_device.h"
+#include "raid/raid1_group.h"
 #include "tests/raid/device/harness.h"
 #include "tiering/pool.h"
 #include "tiering/volume.h"
@@ -34,6 +35,8 @@ struct rig_shape {
   // their random choices seeded from `seed`.
   bool volatile_write_caches = false;
   std::uint64_t seed = 1;
+  // The performance group as a RAID-1 pair (faults[0] and faults[1]).
+  bool mirrored_performance = false;
 };
 
 // A pool of one performance group and two capacity groups over memory
@@ -56,7 +59,11 @@ struct rig {
     options.extent_size_bytes = extent_bytes;
     options.new_extents = s.new_extents;
     options.clock = &loop.clock;
-    add_group(tier::performance, s.performance_extents);
+    if (s.mirrored_performance) {
+      add_mirror(s.performance_extents);
+    } else {
+      add_group(tier::performance, s.performance_extents);
+    }
     add_group(tier::capacity, s.capacity_extents);
     add_group(tier::capacity, s.capacity_extents);
     if (s.cache_lines > 0) {
@@ -86,6 +93,25 @@ struct rig {
     groups.push_back({faults.back().get(), t});
   }
   std::string store_path() const { return (dir.path() / "metadata").string(); }
+  // A RAID-1 performance group of two memory disks behind fault devices.
+  std::unique_ptr<raid::raid1_group> mirror;
+  void add_mirror(std::uint64_t extents) {
+    raid::raid1_options o;
+    o.reserved_bytes = 1 << 20;
+    std::vector<block_device*> members;
+    for (int m = 0; m < 2; ++m) {
+      auto d = memory_device::create(loop.context.get_executor(),
+                                     {block_size, (extents * extent_bytes + o.reserved_bytes) / block_size});
+      REQUIRE(d);
+      disks.push_back(std::move(*d));
+      faults.push_back(std::make_unique<fault_device>(*disks.back(), loop.clock, fault_options{}));
+      members.push_back(faults.back().get());
+    }
+    auto g = raid::raid1_group::create(members, o);
+    REQUIRE(g);
+    mirror = std::move(*g);
+    groups.push_back({mirror.get(), tier::performance});
+  }
   void open() {
     auto s = metadata_store::open(store_path(), loop.context.get_executor());
     REQUIRE(s);
