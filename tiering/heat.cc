@@ -91,7 +91,7 @@ extent_heat heat_map::heat(std::uint64_t extent) const noexcept {
 double heat_map::score(std::uint64_t extent) const noexcept {
   const entry& e = entries_[extent];
   const double f = decay_factor(e.stamp & ~dirty_bit, now_seconds());
-  return (static_cast<double>(e.values.read_ios) + e.values.write_ios) * f;
+  return score(e.values) * f;
 }
 
 void heat_map::clear(std::uint64_t extent) noexcept {

@@ -59,6 +59,9 @@ class heat_map {
   // What the migrator ranks by: random I/Os per half-life, reads and writes
   // alike, since either costs an HDD a seek.
   double score(std::uint64_t extent) const noexcept;
+  static double score(const extent_heat& h) noexcept {
+    return static_cast<double>(h.read_ios) + static_cast<double>(h.write_ios);
+  }
   // Forgets an extent's heat (it was discarded).
   void clear(std::uint64_t extent) noexcept;
 

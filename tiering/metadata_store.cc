@@ -22,10 +22,14 @@ std::string_view column_name(column c) noexcept {
 }
 
 void metadata_batch::put(column c, std::string_view key, std::string_view value) {
-  ops_.push_back({c, false, std::string(key), std::string(value)});
+  ops_.push_back({c, kind::put, std::string(key), std::string(value)});
 }
 
-void metadata_batch::erase(column c, std::string_view key) { ops_.push_back({c, true, std::string(key), {}}); }
+void metadata_batch::erase(column c, std::string_view key) { ops_.push_back({c, kind::erase, std::string(key), {}}); }
+
+void metadata_batch::erase_range(column c, std::string_view begin, std::string_view end) {
+  ops_.push_back({c, kind::erase_range, std::string(begin), std::string(end)});
+}
 
 std::expected<std::unique_ptr<metadata_store>, error> metadata_store::open(const std::string& directory,
                                                                            boost::asio::any_io_executor loop) {
@@ -127,7 +131,12 @@ std::error_code metadata_store::apply(const metadata_batch& j, bool sync) {
   for (const auto& op : j.ops_) {
     // Handle 0 is RocksDB's default family; ours follow in column order.
     rocksdb::ColumnFamilyHandle* h = handles_[static_cast<std::size_t>(op.where) + 1];
-    const rocksdb::Status s = op.erase ? batch.Delete(h, op.key) : batch.Put(h, op.key, op.value);
+    rocksdb::Status s;
+    switch (op.what) {
+      case metadata_batch::kind::put: s = batch.Put(h, op.key, op.value); break;
+      case metadata_batch::kind::erase: s = batch.Delete(h, op.key); break;
+      case metadata_batch::kind::erase_range: s = batch.DeleteRange(h, op.key, op.value); break;
+    }
     if (!s.ok()) return thread_failure_ = make_error_code(errc::io_error);
   }
   rocksdb::WriteOptions options;
@@ -145,6 +154,22 @@ std::error_code metadata_store::scan(column c,
     fn(std::string_view(it->key().data(), it->key().size()), std::string_view(it->value().data(), it->value().size()));
   }
   return it->status().ok() ? std::error_code{} : make_error_code(errc::io_error);
+}
+
+std::optional<std::string> metadata_store::first_key(column c) const {
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), handles_[static_cast<std::size_t>(c) + 1]));
+  it->SeekToFirst();
+  if (!it->Valid()) return std::nullopt;
+  return it->key().ToString();
+}
+
+std::optional<std::string> metadata_store::last_key(column c) const {
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), handles_[static_cast<std::size_t>(c) + 1]));
+  it->SeekToLast();
+  if (!it->Valid()) return std::nullopt;
+  return it->key().ToString();
 }
 
 std::optional<std::string> metadata_store::get(column c, std::string_view key) const {

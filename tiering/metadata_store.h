@@ -50,16 +50,19 @@ class metadata_batch {
  public:
   void put(column c, std::string_view key, std::string_view value);
   void erase(column c, std::string_view key);
+  // Every key in [begin, end).
+  void erase_range(column c, std::string_view begin, std::string_view end);
   bool empty() const noexcept { return ops_.empty(); }
   std::size_t size() const noexcept { return ops_.size(); }
 
  private:
   friend class metadata_store;
+  enum class kind : std::uint8_t { put, erase, erase_range };
   struct entry {
     column where;
-    bool erase;
+    kind what;
     std::string key;
-    std::string value;
+    std::string value;  // erase_range: the end key
   };
   std::vector<entry> ops_;
 };
@@ -89,6 +92,9 @@ class metadata_store {
   // Blocking reads, for start-up: every record of a column in key order, or one.
   std::error_code scan(column c, const std::function<void(std::string_view key, std::string_view value)>& fn) const;
   std::optional<std::string> get(column c, std::string_view key) const;
+  // The smallest and the largest key of a column, if it has any.
+  std::optional<std::string> first_key(column c) const;
+  std::optional<std::string> last_key(column c) const;
 
   // Writes queued or running whose outcome the loop has not yet seen.
   // Loop thread only. Virtual-time loops wait for these before moving time.

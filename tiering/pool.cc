@@ -30,6 +30,7 @@ pool::pool(boost::asio::any_io_executor loop, metadata_store& store, std::vector
 
 pool::~pool() {
   if (heat_timer_) heat_timer_->cancel();
+  if (history_timer_) history_timer_->cancel();
 }
 
 pool::opened pool::open(boost::asio::any_io_executor loop, metadata_store& store, std::vector<pool_group> groups,
@@ -167,16 +168,41 @@ pool::opened pool::open(boost::asio::any_io_executor loop, metadata_store& store
     if (!cache) return std::unexpected(cache.error());
     p->cache_ = std::move(*cache);
   }
-  p->arm_heat_timer();
+  auto history = heat_history::open(store, options.heat_history);
+  if (!history) return std::unexpected(history.error());
+  p->history_ = std::move(*history);
+  p->arm_timers();
   return p;
 }
 
-void pool::arm_heat_timer() {
+void pool::arm_timers() {
+  // Failures of these writes show in metadata_failed().
   heat_timer_ = options_.clock->make_timer(loop_, [this] {
-    persist_heat([](std::error_code) {});  // a failure shows in metadata_failed()
+    persist_heat([](std::error_code) {});
     heat_timer_->arm(options_.clock->now() + options_.heat_persist_interval);
   });
   heat_timer_->arm(options_.clock->now() + options_.heat_persist_interval);
+  history_timer_ = options_.clock->make_timer(loop_, [this] {
+    snapshot_heat([](std::error_code) {});
+    history_timer_->arm(options_.clock->now() + options_.heat_history.interval);
+  });
+  history_timer_->arm(options_.clock->now() + options_.heat_history.interval);
+}
+
+void pool::snapshot_heat(std::function<void(std::error_code)> done) {
+  heat_snapshot_builder builder(options_.heat_history.extents_per_snapshot);
+  for (const auto& [name, v] : volumes_) {
+    const heat_map& heat = v->heat();
+    for (std::uint64_t e = 0; e < v->extent_count(); ++e) {
+      const std::optional<extent_location> where = v->location(e);
+      if (!where) continue;
+      const extent_heat h = heat.heat(e);
+      builder.offer({v->record().id, e, tier_of(where->group), h, heat_map::score(h)});
+    }
+  }
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  heat_snapshot snap = builder.finish(std::chrono::duration_cast<std::chrono::seconds>(now).count());
+  store_.write(history_->record(snap), false, std::move(done));
 }
 
 void pool::persist_heat(std::function<void(std::error_code)> done) {

@@ -26,6 +26,7 @@
 #include "raid/device/status.h"
 #include "tiering/extent_allocator.h"
 #include "tiering/heat.h"
+#include "tiering/heat_history.h"
 #include "tiering/metadata_store.h"
 #include "tiering/read_cache.h"
 #include "tiering/records.h"
@@ -59,6 +60,8 @@ struct pool_options {
   heat_options heat;
   // How often the heat that changed is written to the store (unsynced).
   device::duration heat_persist_interval = std::chrono::seconds(60);
+  // Snapshots of the hottest extents, kept for the diagnostics.
+  heat_history_options heat_history;
   // The read cache's group (none: no read cache), and its settings. Its
   // line size must divide the extent size.
   device::block_device* read_cache_device = nullptr;
@@ -133,6 +136,10 @@ class pool {
   // heat_persist_interval by itself.
   void persist_heat(std::function<void(std::error_code)> done);
   device::clock& clock() noexcept { return *options_.clock; }
+  // Writes a snapshot of the hottest extents to the heat history now;
+  // `done` gets the store's outcome. The pool does this every
+  // heat_history.interval by itself. Read them with heat_history::read.
+  void snapshot_heat(std::function<void(std::error_code)> done);
   // The read cache, if the pool has one (enabled or not).
   tiering::read_cache* cache() noexcept { return cache_.get(); }
 
@@ -177,7 +184,7 @@ class pool {
   std::optional<extent_location> allocate_from(tier t, std::uint64_t keep_free);
   device::block_geometry volume_geometry(const volume_record& v) const;
   void release_quarantine() noexcept;
-  void arm_heat_timer();
+  void arm_timers();
 
   boost::asio::any_io_executor loop_;
   metadata_store& store_;
@@ -201,6 +208,8 @@ class pool {
   std::deque<quarantined> quarantine_;
   device::aligned_buffer zeros_;
   std::unique_ptr<device::timer> heat_timer_;
+  std::unique_ptr<device::timer> history_timer_;
+  std::optional<heat_history> history_;
   latency_window latency_;
   std::unique_ptr<tiering::read_cache> cache_;
 };

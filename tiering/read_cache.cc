@@ -4,31 +4,13 @@
 #include <boost/asio/post.hpp>
 #include <utility>
 
+#include "tiering/records.h"
+
 namespace strata::tiering {
 
 using device::op;
 using device::request;
 
-namespace {
-
-// cache_index: key be64(line key), value: version 1, be64(slot).
-std::string index_key(read_cache::line_key line) {
-  std::string k(8, '\0');
-  for (int i = 0; i < 8; ++i) k[static_cast<std::size_t>(i)] = static_cast<char>(line >> (56 - 8 * i));
-  return k;
-}
-std::uint64_t be64(std::string_view s) {
-  std::uint64_t v = 0;
-  for (char c : s) v = (v << 8) | static_cast<unsigned char>(c);
-  return v;
-}
-std::string index_value(std::uint64_t slot) {
-  std::string v(1, '\1');
-  v += index_key(slot);
-  return v;
-}
-
-}  // namespace
 
 struct read_cache::fill {
   read_cache* cache = nullptr;
@@ -63,13 +45,14 @@ std::expected<std::unique_ptr<read_cache>, error> read_cache::open(boost::asio::
   std::vector<bool> used(slots, false);
   metadata_batch stale;
   std::error_code ec = store.scan(column::cache_index, [&](std::string_view k, std::string_view v) {
-    const std::uint64_t slot = v.size() == 9 && v[0] == '\1' ? be64(v.substr(1)) : slots;
-    if (k.size() != 8 || slot >= slots || used[slot]) {
+    const std::uint64_t slot = decode_cache_slot(v).value_or(slots);
+    const std::optional<line_key> parsed = keys::parse_cache_line(k);
+    if (!parsed || slot >= slots || used[slot]) {
       stale.erase(column::cache_index, k);  // not ours (another device, a damaged record): forget it
       return;
     }
     used[slot] = true;
-    const line_key line = be64(k);
+    const line_key line = *parsed;
     cache->lines_[line] = {slot, true, true, 0};
     // The policy learns the line as a resident one (+2hit admits on the second read).
     for (int i = 0; i < 3 && !cache->policy_->contains(line); ++i) cache->policy_->access(line, cache->evicted_);
@@ -171,7 +154,7 @@ void read_cache::drop(line_key line, metadata_batch& deletes, std::vector<std::u
     return;
   }
   // The slot is reused only once no entry on disk names it.
-  deletes.erase(column::cache_index, index_key(line));
+  deletes.erase(column::cache_index, keys::cache_line(line));
   free_after.push_back(s.slot);
 }
 
@@ -310,7 +293,7 @@ void read_cache::persist(std::function<void(std::error_code)> done) {
       auto it = c.lines_.find(p.line);
       if (it == c.lines_.end() || it->second.generation != p.generation || it->second.persisted) continue;
       it->second.persisted = true;
-      puts.put(column::cache_index, index_key(p.line), index_value(it->second.slot));
+      puts.put(column::cache_index, keys::cache_line(p.line), encode_cache_slot(it->second.slot));
     }
     if (puts.empty()) return finish({});
     c.store_.write(std::move(puts), false, finish);

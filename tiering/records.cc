@@ -2,44 +2,9 @@
 
 namespace strata::tiering {
 
-namespace {
-
-constexpr std::uint8_t format_version = 1;
-
-void put_be(std::string& out, std::uint64_t v, int bytes) {
-  for (int i = bytes - 1; i >= 0; --i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-// Reads big-endian integers off the front of a value; `ok` stays false
-// once it runs short.
-struct reader {
-  std::string_view in;
-  bool ok = true;
-  std::uint64_t be(int bytes) {
-    if (in.size() < static_cast<std::size_t>(bytes)) {
-      ok = false;
-      return 0;
-    }
-    std::uint64_t v = 0;
-    for (int i = 0; i < bytes; ++i) v = (v << 8) | static_cast<std::uint8_t>(in[static_cast<std::size_t>(i)]);
-    in.remove_prefix(static_cast<std::size_t>(bytes));
-    return v;
-  }
-  std::string text() {
-    const auto n = static_cast<std::size_t>(be(2));
-    if (!ok || in.size() < n) {
-      ok = false;
-      return {};
-    }
-    std::string s(in.substr(0, n));
-    in.remove_prefix(n);
-    return s;
-  }
-  bool version() { return be(1) == format_version && ok; }
-  bool done() const { return ok && in.empty(); }
-};
-
-}  // namespace
+using codec::format_version;
+using codec::put_be;
+using codec::reader;
 
 std::string_view to_string(tier t) noexcept { return t == tier::performance ? "performance" : "capacity"; }
 
@@ -78,6 +43,41 @@ std::optional<std::pair<std::uint32_t, std::uint64_t>> parse_extent(std::string_
   const std::uint64_t e = r.be(8);
   if (!r.done()) return std::nullopt;
   return std::pair{volume, e};
+}
+std::string history_snapshot(std::uint64_t sequence) {
+  std::string k;
+  put_be(k, sequence, 8);
+  return k;
+}
+std::string history_extent(std::uint64_t sequence, std::uint32_t volume, std::uint64_t volume_extent) {
+  std::string k = history_snapshot(sequence);
+  put_be(k, volume, 4);
+  put_be(k, volume_extent, 8);
+  return k;
+}
+std::optional<history_key> parse_history(std::string_view key) {
+  reader r{key};
+  history_key k;
+  k.sequence = r.be(8);
+  if (r.done()) {
+    k.header = true;
+    return k;
+  }
+  k.volume = static_cast<std::uint32_t>(r.be(4));
+  k.volume_extent = r.be(8);
+  if (!r.done()) return std::nullopt;
+  return k;
+}
+std::string cache_line(std::uint64_t line) {
+  std::string k;
+  put_be(k, line, 8);
+  return k;
+}
+std::optional<std::uint64_t> parse_cache_line(std::string_view key) {
+  reader r{key};
+  const std::uint64_t line = r.be(8);
+  if (!r.done()) return std::nullopt;
+  return line;
 }
 }  // namespace keys
 
@@ -154,6 +154,57 @@ std::optional<extent_location> decode_location(std::string_view value) {
   l.extent = r.be(8);
   if (!r.done()) return std::nullopt;
   return l;
+}
+
+std::string encode(const history_header& h) {
+  std::string out;
+  put_be(out, format_version, 1);
+  put_be(out, static_cast<std::uint64_t>(h.taken_unix_seconds), 8);
+  put_be(out, h.extents_tracked, 8);
+  out += h.total_heat;
+  return out;
+}
+
+std::optional<history_header> decode_history_header(std::string_view value) {
+  reader r{value};
+  if (!r.version()) return std::nullopt;
+  history_header h;
+  h.taken_unix_seconds = static_cast<std::int64_t>(r.be(8));
+  h.extents_tracked = r.be(8);
+  if (!r.ok) return std::nullopt;
+  h.total_heat = std::string(r.in);
+  return h;
+}
+
+std::string encode(const history_entry& e) {
+  std::string out;
+  put_be(out, format_version, 1);
+  put_be(out, static_cast<std::uint8_t>(e.where), 1);
+  out += e.heat;
+  return out;
+}
+
+std::optional<history_entry> decode_history_entry(std::string_view value) {
+  reader r{value};
+  if (!r.version()) return std::nullopt;
+  const std::uint64_t where = r.be(1);
+  if (!r.ok || where > 1) return std::nullopt;
+  return history_entry{static_cast<tier>(where), std::string(r.in)};
+}
+
+std::string encode_cache_slot(std::uint64_t slot) {
+  std::string out;
+  put_be(out, format_version, 1);
+  put_be(out, slot, 8);
+  return out;
+}
+
+std::optional<std::uint64_t> decode_cache_slot(std::string_view value) {
+  reader r{value};
+  if (!r.version()) return std::nullopt;
+  const std::uint64_t slot = r.be(8);
+  if (!r.done()) return std::nullopt;
+  return slot;
 }
 
 }  // namespace strata::tiering

@@ -49,6 +49,43 @@ struct volume_record {
   affinity placement = affinity::automatic;
 };
 
+// The pieces every record is made of: big-endian integers, and a format
+// version byte first in every value.
+namespace codec {
+constexpr std::uint8_t format_version = 1;
+inline void put_be(std::string& out, std::uint64_t v, int bytes) {
+  for (int i = bytes - 1; i >= 0; --i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+// Reads big-endian integers off the front of a value; `ok` stays false
+// once it runs short.
+struct reader {
+  std::string_view in;
+  bool ok = true;
+  std::uint64_t be(int bytes) {
+    if (in.size() < static_cast<std::size_t>(bytes)) {
+      ok = false;
+      return 0;
+    }
+    std::uint64_t v = 0;
+    for (int i = 0; i < bytes; ++i) v = (v << 8) | static_cast<std::uint8_t>(in[static_cast<std::size_t>(i)]);
+    in.remove_prefix(static_cast<std::size_t>(bytes));
+    return v;
+  }
+  std::string_view bytes(std::size_t n) {
+    if (!ok || in.size() < n) {
+      ok = false;
+      return {};
+    }
+    const std::string_view s = in.substr(0, n);
+    in.remove_prefix(n);
+    return s;
+  }
+  std::string text() { return std::string(bytes(static_cast<std::size_t>(be(2)))); }
+  bool version() { return be(1) == format_version && ok; }
+  bool done() const { return ok && in.empty(); }
+};
+}  // namespace codec
+
 namespace keys {
 // column::pool
 std::string pool();                     // "pool"
@@ -59,6 +96,19 @@ std::string extent(std::uint32_t volume, std::uint64_t volume_extent);  // be32 
 std::optional<std::pair<std::uint32_t, std::uint64_t>> parse_extent(std::string_view key);
 // column::heat: the same key as the extent map's
 inline std::string heat(std::uint32_t volume, std::uint64_t volume_extent) { return extent(volume, volume_extent); }
+// column::heat_history: a snapshot's header, then its extents
+std::string history_snapshot(std::uint64_t sequence);  // be64
+std::string history_extent(std::uint64_t sequence, std::uint32_t volume, std::uint64_t volume_extent);  // be64 + be32 + be64
+struct history_key {
+  std::uint64_t sequence = 0;
+  bool header = false;  // else an extent's entry
+  std::uint32_t volume = 0;
+  std::uint64_t volume_extent = 0;
+};
+std::optional<history_key> parse_history(std::string_view key);
+// column::cache_index
+std::string cache_line(std::uint64_t line);  // be64
+std::optional<std::uint64_t> parse_cache_line(std::string_view key);
 }  // namespace keys
 
 std::string encode(const pool_record& r);
@@ -67,5 +117,24 @@ std::string encode(const volume_record& r);
 std::optional<volume_record> decode_volume(std::string_view value);
 std::string encode(const extent_location& l);
 std::optional<extent_location> decode_location(std::string_view value);
+
+// Heat history values. `heat` fields hold heat_map::encode's value, opaque here.
+struct history_header {
+  std::int64_t taken_unix_seconds = 0;
+  std::uint64_t extents_tracked = 0;  // mapped extents when it was taken
+  std::string total_heat;             // the sum over all of them
+};
+struct history_entry {
+  tier where = tier::capacity;  // where the extent lived when it was taken
+  std::string heat;
+};
+std::string encode(const history_header& h);
+std::optional<history_header> decode_history_header(std::string_view value);
+std::string encode(const history_entry& e);
+std::optional<history_entry> decode_history_entry(std::string_view value);
+
+// A read cache index value: the cache slot that holds the line.
+std::string encode_cache_slot(std::uint64_t slot);
+std::optional<std::uint64_t> decode_cache_slot(std::string_view value);
 
 }  // namespace strata::tiering
