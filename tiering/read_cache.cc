@@ -88,7 +88,34 @@ std::optional<std::uint64_t> read_cache::lookup(line_key line, std::uint64_t off
   ++counters_.hits;
   policy_->access(line, evicted_);  // a hit: recency and frequency only
   evicted_.clear();
+  ++slot_users_[it->second.slot];
   return it->second.slot * device_blocks_per_line_ + offset_bytes / device_.geometry().logical_block_size_bytes;
+}
+
+std::optional<std::uint64_t> read_cache::update_target(line_key line, std::uint64_t offset_bytes) {
+  if (failed_) return std::nullopt;
+  auto it = lines_.find(line);
+  if (it == lines_.end() || !it->second.valid) return std::nullopt;
+  ++slot_users_[it->second.slot];
+  return it->second.slot * device_blocks_per_line_ + offset_bytes / device_.geometry().logical_block_size_bytes;
+}
+
+void read_cache::slot_io_done(std::uint64_t cache_lba) {
+  const std::uint64_t slot = cache_lba / device_blocks_per_line_;
+  auto it = slot_users_.find(slot);
+  if (it == slot_users_.end() || --it->second > 0) return;
+  slot_users_.erase(it);
+  if (released_while_used_.erase(slot) > 0) free_slots_.push_back(slot);
+}
+
+void read_cache::release_slot(std::uint64_t slot) {
+  // A read in flight from the slot must not meet another line's fill, nor
+  // an update in flight to it another line's data.
+  if (slot_users_.contains(slot)) {
+    released_while_used_.insert(slot);
+  } else {
+    free_slots_.push_back(slot);
+  }
 }
 
 void read_cache::note_read(line_key line, device::block_device& source, std::uint64_t source_lba) {
@@ -139,7 +166,9 @@ void read_cache::write_deletes(metadata_batch deletes, std::vector<std::uint64_t
   store_.write(std::move(deletes), true,
                [this, free_after = std::move(free_after), done = std::move(done)](std::error_code ec) {
                  // On failure the entries may still be on disk: keep the slots.
-                 if (!ec) free_slots_.insert(free_slots_.end(), free_after.begin(), free_after.end());
+                 if (!ec) {
+                   for (std::uint64_t slot : free_after) release_slot(slot);
+                 }
                  done(ec);
                });
 }
@@ -150,7 +179,7 @@ void read_cache::drop(line_key line, metadata_batch& deletes, std::vector<std::u
   const line_state s = it->second;
   lines_.erase(it);
   if (!s.persisted) {
-    free_slots_.push_back(s.slot);
+    release_slot(s.slot);
     return;
   }
   // The slot is reused only once no entry on disk names it.
@@ -224,17 +253,39 @@ void read_cache::fill_done(fill& f, std::error_code ec) {
   fills_.emplace_back(&f);
 }
 
-bool read_cache::begin_write(line_key first, line_key last, std::function<void(std::error_code)> ready) {
+bool read_cache::holds(line_key first, line_key last) const noexcept {
+  if (failed_) return false;
+  for (line_key l = first; l <= last; ++l) {
+    auto it = lines_.find(l);
+    if (it == lines_.end() || !it->second.valid) return false;
+  }
+  return true;
+}
+
+bool read_cache::begin_write(line_key first, line_key last, bool keep,
+                             std::function<void(std::error_code)> ready) {
   metadata_batch deletes;
   std::vector<std::uint64_t> free_after;
   for (line_key l = first; l <= last; ++l) {
     ++writing_[l];
     if (auto f = filling_.find(l); f != filling_.end()) f->second->cancelled = true;
-    if (lines_.contains(l)) {
-      ++counters_.invalidations;
-      policy_->invalidate(l);
-      drop(l, deletes, free_after);
+    auto it = lines_.find(l);
+    if (it == lines_.end()) continue;
+    if (keep && !failed_) {
+      // The slot's data is about to change: the index must not name it
+      // until a flush after the update (end_write queues it again), and a
+      // persist under way must not write the old generation's entry.
+      ++counters_.updates;
+      it->second.generation = ++generation_;
+      if (it->second.persisted) {
+        it->second.persisted = false;
+        deletes.erase(column::cache_index, keys::cache_line(l));
+      }
+      continue;
     }
+    ++counters_.invalidations;
+    policy_->invalidate(l);
+    drop(l, deletes, free_after);
   }
   if (deletes.empty()) return true;
   write_deletes(std::move(deletes), std::move(free_after), std::move(ready));
@@ -244,7 +295,12 @@ bool read_cache::begin_write(line_key first, line_key last, std::function<void(s
 void read_cache::end_write(line_key first, line_key last) {
   for (line_key l = first; l <= last; ++l) {
     auto it = writing_.find(l);
-    if (--it->second == 0) writing_.erase(it);
+    if (--it->second > 0) continue;
+    writing_.erase(it);
+    // An updated line: indexed again after the next flush of the device.
+    if (auto line = lines_.find(l); line != lines_.end() && !line->second.persisted) {
+      to_persist_.push_back({l, line->second.generation});
+    }
   }
 }
 

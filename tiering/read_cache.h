@@ -10,11 +10,16 @@
 //               which may admit its line: the line is then read from the
 //               capacity group and written to a free slot (a fill);
 //   begin_write a write (or discard, unmap, or move off the capacity tier)
-//               over lines: they are dropped, and, if the index on disk
-//               names any of them, its entries are deleted (synced) before
-//               the write may start. Fills of those lines are cancelled,
-//               and none starts until end_write, so no fill can copy data
-//               older than a write it overlapped.
+//               over lines. A write of new data keeps the lines the cache
+//               holds, and the volume writes the data to their slots too
+//               (update_target), beside the capacity tier: the line stays
+//               a hit. Anything else drops them. Either way, if the index
+//               on disk names any of them, its entries are deleted (synced)
+//               before the write may start, and an updated line is indexed
+//               again only after a device flush that follows the update.
+//               Fills of those lines are cancelled, and none starts until
+//               end_write, so no fill can copy data older than a write it
+//               overlapped.
 // So a read after an acknowledged write never sees older data, in memory
 // or after a crash.
 //
@@ -41,6 +46,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "raid/device/aligned_buffer.h"
@@ -66,6 +72,7 @@ struct read_cache_counters {
   std::uint64_t fills = 0;   // lines copied in
   std::uint64_t cancelled_fills = 0;
   std::uint64_t invalidations = 0;  // lines dropped by writes
+  std::uint64_t updates = 0;        // lines kept and written with a write's data
   std::uint64_t device_errors = 0;
 };
 
@@ -91,16 +98,28 @@ class read_cache {
   device::block_device& device() noexcept { return device_; }
 
   // The cache device's block address of `offset_bytes` within a valid line,
-  // or nothing (a miss, or the cache is disabled).
+  // or nothing (a miss, or the cache is disabled). A hit's read must be
+  // followed by slot_io_done(that address) when it completes: until then
+  // the line's slot is not reused, even if the line is dropped.
   std::optional<std::uint64_t> lookup(line_key line, std::uint64_t offset_bytes);
+  // Between begin_write(keep) and end_write: where to write the new data
+  // at `offset_bytes` of `line`, if the cache holds it; the write must be
+  // followed by slot_io_done, as a read is.
+  std::optional<std::uint64_t> update_target(line_key line, std::uint64_t offset_bytes);
+  void slot_io_done(std::uint64_t cache_lba);
+  // Every line of [first, last] is valid (a read spanning them can be
+  // served from the cache, one lookup per line).
+  bool holds(line_key first, line_key last) const noexcept;
   // Shows a random read of `line` to the policy; if admitted, fills it from
   // `source` at `source_lba` (line_bytes from there).
   void note_read(line_key line, device::block_device& source, std::uint64_t source_lba);
-  // Lines [first, last] are about to be written over. They are dropped and
-  // their fills cancelled at once; true: the write may start now; false:
-  // the index on disk names some of them, and `ready` runs (from the loop)
-  // once their deletion is synced, or with the store's error.
-  bool begin_write(line_key first, line_key last, std::function<void(std::error_code)> ready);
+  // Lines [first, last] are about to be written over. Their fills are
+  // cancelled at once; with `keep` (a write of new data) the lines the
+  // cache holds stay, to be updated; otherwise they are dropped. true: the
+  // write may start now; false: the index on disk names some of them, and
+  // `ready` runs (from the loop) once their deletion is synced, or with
+  // the store's error.
+  bool begin_write(line_key first, line_key last, bool keep, std::function<void(std::error_code)> ready);
   void end_write(line_key first, line_key last);
   // A cache device I/O failed: the cache is disabled from now on.
   void device_failed();
@@ -134,6 +153,8 @@ class read_cache {
   void drop(line_key line, metadata_batch& deletes, std::vector<std::uint64_t>& free_after);
   void write_deletes(metadata_batch deletes, std::vector<std::uint64_t> free_after,
                      std::function<void(std::error_code)> done);
+  // A slot no line uses any more: free once no I/O to it is in flight.
+  void release_slot(std::uint64_t slot);
   void start_fill(line_key line, std::uint64_t slot, device::block_device& source, std::uint64_t source_lba);
   void fill_done(fill& f, std::error_code ec);
   void arm_persist();
@@ -147,6 +168,8 @@ class read_cache {
   std::uint64_t device_blocks_per_line_;
   std::unordered_map<line_key, line_state> lines_;
   std::vector<std::uint64_t> free_slots_;
+  std::unordered_map<std::uint64_t, unsigned> slot_users_;  // slot -> reads and updates in flight
+  std::unordered_set<std::uint64_t> released_while_used_;  // slots to free when those end
   std::unordered_map<line_key, unsigned> writing_;  // lines with writes in flight
   std::unordered_map<line_key, fill*> filling_;
   std::vector<std::unique_ptr<fill>> fills_;  // reused

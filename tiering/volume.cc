@@ -145,6 +145,8 @@ void volume::start_piece(outer_io& o, std::uint64_t volume_extent, std::uint64_t
   p.from_cache = false;
   p.skip_cache = false;
   p.cache_write = false;
+  p.updates_pending = 0;
+  p.capacity_done = false;
   ++o.pending;
   dispatch(p);
 }
@@ -252,27 +254,30 @@ bool volume::read_via_cache(piece& p, extent_location where) {
   const auto [first, last] = cache_lines(p.extent, p.first_block, p.block_count);
   const std::uint64_t block_size = geometry_.logical_block_size_bytes;
   const std::uint64_t line_bytes = cache->line_bytes();
-  if (first == last) {
-    const std::uint64_t offset_in_line = ((p.extent * extent_blocks_ + p.first_block) * block_size) % line_bytes;
-    if (const auto lba = cache->lookup(first, offset_in_line)) {
-      count(source::cache, p);
-      const std::uint64_t bytes = p.block_count * block_size;
-      p.segments.clear();
-      device::for_each_piece(p.owner->outer->buffers, p.buffer_offset_bytes, bytes,
-                             [&](std::byte* b, std::uint64_t n) { p.segments.push_back({b, n}); });
-      p.from_cache = true;
-      const std::uint64_t cache_blocks_per_block = block_size / cache->device().geometry().logical_block_size_bytes;
-      p.req = request{};
-      p.req.operation = op::read;
-      p.req.priority = p.owner->outer->priority;
-      p.req.lba = *lba;
-      p.req.block_count = p.block_count * cache_blocks_per_block;
-      p.req.buffers = p.segments;
-      p.req.context = &p;
-      p.req.on_complete = &volume::on_group_done;
-      cache->device().submit(p.req);
-      return true;
+  if (cache->holds(first, last)) {
+    // A hit. Each line has a slot of its own: one cache read per line,
+    // the first in this piece, the others in pieces of their own (counted
+    // here, once, as the one read they are).
+    count(source::cache, p);
+    const std::uint64_t line_blocks = line_bytes / block_size;
+    const std::uint64_t start = p.extent * extent_blocks_ + p.first_block;  // in the volume
+    const std::uint64_t end = start + p.block_count;
+    const std::uint64_t first_end = std::min(end, (start / line_blocks + 1) * line_blocks);
+    for (std::uint64_t b = first_end; b < end; b += line_blocks) {
+      piece& q = pieces_.acquire();
+      q = piece{};
+      q.owner = p.owner;
+      q.vol = this;
+      q.extent = p.extent;
+      q.first_block = b - p.extent * extent_blocks_;
+      q.block_count = std::min(line_blocks, end - b);
+      q.buffer_offset_bytes = p.buffer_offset_bytes + (b - start) * block_size;
+      ++p.owner->pending;
+      read_line_from_cache(q, first + (b - start + start % line_blocks) / line_blocks);
     }
+    p.block_count = first_end - start;
+    read_line_from_cache(p, first);
+    return true;
   }
   if (!p.owner->sequential) {
     // Random reads are what the cache may admit; a line is filled from
@@ -288,12 +293,35 @@ bool volume::read_via_cache(piece& p, extent_location where) {
   return false;
 }
 
+void volume::read_line_from_cache(piece& p, read_cache::line_key line) {
+  read_cache& cache = *pool_.cache();
+  const std::uint64_t block_size = geometry_.logical_block_size_bytes;
+  const std::uint64_t offset_in_line = ((p.extent * extent_blocks_ + p.first_block) * block_size) % cache.line_bytes();
+  const std::optional<std::uint64_t> lba = cache.lookup(line, offset_in_line);
+  assert(lba);  // holds() said so, and nothing ran since
+  const std::uint64_t bytes = p.block_count * block_size;
+  p.segments.clear();
+  device::for_each_piece(p.owner->outer->buffers, p.buffer_offset_bytes, bytes,
+                         [&](std::byte* b, std::uint64_t n) { p.segments.push_back({b, n}); });
+  p.from_cache = true;
+  const std::uint64_t cache_blocks_per_block = block_size / cache.device().geometry().logical_block_size_bytes;
+  p.req = request{};
+  p.req.operation = op::read;
+  p.req.priority = p.owner->outer->priority;
+  p.req.lba = *lba;
+  p.req.block_count = p.block_count * cache_blocks_per_block;
+  p.req.buffers = p.segments;
+  p.req.context = &p;
+  p.req.on_complete = &volume::on_group_done;
+  cache.device().submit(p.req);
+}
+
 void volume::write_capacity(piece& p, extent_location where, bool zeros) {
   read_cache* cache = pool_.cache();
   if (cache == nullptr || pool_.tier_of(where.group) != tier::capacity) return submit_to_group(p, op::write, where, zeros);
   const auto [first, last] = cache_lines(p.extent, p.first_block, p.block_count);
   p.cache_write = true;
-  const bool now = cache->begin_write(first, last, [this, &p, where, zeros, first, last](std::error_code ec) {
+  const bool now = cache->begin_write(first, last, !zeros, [this, &p, where, zeros, first, last](std::error_code ec) {
     if (ec) {
       pool_.cache()->end_write(first, last);
       p.cache_write = false;
@@ -306,9 +334,53 @@ void volume::write_capacity(piece& p, extent_location where, bool zeros) {
       }
       return piece_done(p, ec);
     }
+    if (!zeros) update_cache(p);
     submit_to_group(p, op::write, where, zeros);
   });
-  if (now) submit_to_group(p, op::write, where, zeros);
+  if (!now) return;
+  if (!zeros) update_cache(p);
+  submit_to_group(p, op::write, where, zeros);
+}
+
+void volume::update_cache(piece& p) {
+  read_cache& cache = *pool_.cache();
+  const std::uint64_t block_size = geometry_.logical_block_size_bytes;
+  const std::uint64_t line_blocks = cache.line_bytes() / block_size;
+  const std::uint64_t start = p.extent * extent_blocks_ + p.first_block;  // in the volume
+  const std::uint64_t end = start + p.block_count;
+  const auto [first, last] = cache_lines(p.extent, p.first_block, p.block_count);
+  const std::uint64_t cache_blocks_per_block = block_size / cache.device().geometry().logical_block_size_bytes;
+  p.updates.clear();
+  p.updates.reserve(last - first + 1);  // no reallocation once requests point into it
+  for (read_cache::line_key l = first; l <= last; ++l) {
+    const std::uint64_t from = std::max(start, (start / line_blocks + (l - first)) * line_blocks);
+    const std::uint64_t to = std::min(end, (start / line_blocks + (l - first) + 1) * line_blocks);
+    const std::optional<std::uint64_t> lba = cache.update_target(l, (from % line_blocks) * block_size);
+    if (!lba) continue;
+    piece::cache_update& u = p.updates.emplace_back();
+    u.owner = &p;
+    device::for_each_piece(p.owner->outer->buffers, p.buffer_offset_bytes + (from - start) * block_size,
+                           (to - from) * block_size, [&](std::byte* b, std::uint64_t n) { u.segments.push_back({b, n}); });
+    u.req.operation = op::write;
+    u.req.priority = p.owner->outer->priority;
+    u.req.lba = *lba;
+    u.req.block_count = (to - from) * cache_blocks_per_block;
+    u.req.buffers = u.segments;
+    u.req.context = &u;
+    u.req.on_complete = &volume::on_cache_update_done;
+  }
+  p.updates_pending = static_cast<unsigned>(p.updates.size());
+  for (piece::cache_update& u : p.updates) cache.device().submit(u.req);
+}
+
+void volume::on_cache_update_done(request& r) noexcept {
+  piece& p = *static_cast<piece::cache_update*>(r.context)->owner;
+  volume& v = *p.vol;
+  v.pool_.cache()->slot_io_done(r.lba);
+  // A failed copy disables the cache (no read is served from it again);
+  // the data is safe on the capacity tier, which decides the outcome.
+  if (r.result) v.pool_.cache()->device_failed();
+  if (--p.updates_pending == 0 && p.capacity_done) on_group_done(p.req);
 }
 
 void volume::allocate_and_write(piece& p) {
@@ -351,7 +423,7 @@ void volume::unmap(piece& p) {
   const bool drops_lines = pool_.cache() != nullptr && pool_.tier_of(old.group) == tier::capacity;
   if (drops_lines) {
     const auto [first, last] = cache_lines(p.extent, 0, extent_blocks_);
-    pool_.cache()->begin_write(first, last, [](std::error_code) {});
+    pool_.cache()->begin_write(first, last, false, [](std::error_code) {});
     p.cache_write = true;
   }
   metadata_batch batch;
@@ -378,11 +450,16 @@ void volume::on_group_done(request& r) noexcept {
   volume& v = *p.vol;
   if (p.from_cache) {
     p.from_cache = false;
+    v.pool_.cache()->slot_io_done(r.lba);
     if (!r.result) return v.piece_done(p, {});
     // The cache SSD failed: it is disabled, and the read goes to the HDDs.
     v.pool_.cache()->device_failed();
     p.skip_cache = true;
     return v.dispatch(p);
+  }
+  if (p.updates_pending > 0) {
+    p.capacity_done = true;  // the cache's copies finish the piece
+    return;
   }
   if (r.result == errc::device_failed) v.pool_.group_failed(p.group, group_gone);
   if (p.cache_write) {
@@ -473,7 +550,7 @@ void volume::move_extent(std::uint64_t volume_extent, tier to, std::function<voi
     // (their deletion reaches the store before the commit does), and none
     // is filled while the move runs.
     const auto [first, last] = cache_lines(volume_extent, 0, extent_blocks_);
-    pool_.cache()->begin_write(first, last, [](std::error_code) {});
+    pool_.cache()->begin_write(first, last, false, [](std::error_code) {});
     m->holds_cache_lines = true;
   }
   move& ref = *m;

@@ -30,6 +30,7 @@
 #include "raid/device/request_queue.h"
 #include "raid/device/timing.h"
 #include "tiering/heat.h"
+#include "tiering/read_cache.h"
 #include "tiering/records.h"
 
 namespace strata::tiering {
@@ -130,6 +131,16 @@ class volume final : public device::block_device {
     bool from_cache = false;                   // a read sent to the read cache
     bool skip_cache = false;                   // the cache failed it: read the capacity tier
     bool cache_write = false;                  // holds the read cache's lines (end_write when done)
+    // A capacity write's copies to the read cache's lines it updates: the
+    // piece completes when the capacity write and these have.
+    struct cache_update {
+      piece* owner = nullptr;
+      device::request req;
+      std::vector<iovec> segments;
+    };
+    std::vector<cache_update> updates;  // sized before any is submitted
+    unsigned updates_pending = 0;
+    bool capacity_done = false;  // the capacity write completed, its result in req
   };
   struct transition;
   struct move;
@@ -142,8 +153,13 @@ class volume final : public device::block_device {
   void submit_to_group(piece& p, device::op operation, extent_location where, bool zeros);
   // Read cache: a read served from it (true), or shown to it.
   bool read_via_cache(piece& p, extent_location where);
-  // A capacity-tier write: drops the read cache's copies first.
+  // Sends `p`, which lies within `line`, a valid line, to the cache device.
+  void read_line_from_cache(piece& p, read_cache::line_key line);
+  // A capacity-tier write. New data also goes to the read cache's copies
+  // of the lines it touches; zeros drop them.
   void write_capacity(piece& p, extent_location where, bool zeros);
+  void update_cache(piece& p);
+  static void on_cache_update_done(device::request& r) noexcept;
   // The read cache's lines of [first_block, +block_count) of an extent.
   std::pair<std::uint64_t, std::uint64_t> cache_lines(std::uint64_t volume_extent, std::uint64_t first_block,
                                                       std::uint64_t block_count) const noexcept;

@@ -39,7 +39,8 @@ TEST_CASE("read cache: a line read twice is admitted and then served from the ca
   CHECK(got == std::vector<std::byte>(data.begin() + 4 * block_size, data.begin() + 8 * block_size));
 }
 
-TEST_CASE("read cache: a write over a cached line is never followed by a stale read", "[tiering][cache]") {
+TEST_CASE("read cache: a write over a cached line updates it; a discard drops it; no read is stale",
+          "[tiering][cache]") {
   rig r(2, 16, new_extent_tier::capacity, 64);
   volume& v = r.create("db", 8 * extent_blocks);
   write_blocks(r.loop, v, 0, pattern(extent_bytes, 1));
@@ -47,8 +48,15 @@ TEST_CASE("read cache: a write over a cached line is never followed by a stale r
   REQUIRE(r.p->cache()->size_lines() >= 1);
   const auto fresh = pattern(block_size, 2);
   write_blocks(r.loop, v, 5, fresh);
+  CHECK(r.p->cache()->counters().updates == 1);
+  auto hits = v.counters().reads(source::cache).ios;
   CHECK(read_blocks(r.loop, v, 5, 1) == fresh);
-  CHECK(r.p->cache()->counters().invalidations >= 1);
+  CHECK(v.counters().reads(source::cache).ios == hits + 1);  // still a hit, with the new data
+  REQUIRE_FALSE(r.io(v, device::testing::io::discard(5, 1)));
+  CHECK(r.p->cache()->counters().invalidations == 1);
+  hits = v.counters().reads(source::cache).ios;
+  CHECK(read_blocks(r.loop, v, 5, 1) == std::vector<std::byte>(block_size, std::byte{0}));
+  CHECK(v.counters().reads(source::cache).ios == hits);
 }
 
 TEST_CASE("read cache: random reads, writes, discards and moves match a reference", "[tiering][cache]") {
@@ -105,7 +113,8 @@ TEST_CASE("read cache: its index survives a restart, and a write made before it 
     r.p->cache()->persist([&](std::error_code ec) { persisted = ec; });
     r.loop.run_until([&] { return persisted.has_value(); });
     REQUIRE_FALSE(*persisted);
-    // A write after the persist: its line's entry must be gone on disk.
+    // A write after the persist: its line's entry must be gone on disk
+    // until a persist after the update.
     write_blocks(r.loop, v, 9, pattern(block_size, 3));
   }
   r.restart();
@@ -116,6 +125,31 @@ TEST_CASE("read cache: its index survives a restart, and a write made before it 
   CHECK(read_blocks(r.loop, v, 5, 1) == std::vector<std::byte>(want.begin() + 5 * block_size, want.begin() + 6 * block_size));
   CHECK(v.counters().reads(source::cache).ios == before + 1);
   CHECK(read_blocks(r.loop, v, 9, 1) == pattern(block_size, 3));
+}
+
+TEST_CASE("read cache: an updated line is indexed again after a persist, and restarts warm with the new data",
+          "[tiering][cache]") {
+  rig r(2, 16, new_extent_tier::capacity, 64);
+  {
+    volume& v = r.create("db", 8 * extent_blocks);
+    write_blocks(r.loop, v, 0, pattern(extent_bytes, 1));
+    read_twice_randomly(r, v, 5);
+    auto persist = [&] {
+      std::optional<std::error_code> persisted;
+      r.p->cache()->persist([&](std::error_code ec) { persisted = ec; });
+      r.loop.run_until([&] { return persisted.has_value(); });
+      REQUIRE_FALSE(*persisted);
+    };
+    persist();
+    write_blocks(r.loop, v, 5, pattern(block_size, 7));
+    persist();
+  }
+  r.restart();
+  volume& v = *r.p->find_volume("db");
+  CHECK(r.p->cache()->size_lines() == 1);
+  const auto hits = v.counters().reads(source::cache).ios;
+  CHECK(read_blocks(r.loop, v, 5, 1) == pattern(block_size, 7));
+  CHECK(v.counters().reads(source::cache).ios == hits + 1);
 }
 
 TEST_CASE("read cache: a failed cache device disables the cache and reads go on from the HDDs",

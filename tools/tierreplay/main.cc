@@ -419,14 +419,20 @@ double belady_miss_ratio(const trace& t, std::uint64_t lines) {
   return static_cast<double>(tiering::belady_misses(reads, lines)) / static_cast<double>(reads.size());
 }
 
-std::vector<double> parse_list(std::string_view s) {
-  std::vector<double> out;
+std::vector<std::string> split(std::string_view s) {
+  std::vector<std::string> out;
   while (!s.empty()) {
     const auto comma = s.find(',');
-    out.push_back(std::stod(std::string(s.substr(0, comma))));
+    out.emplace_back(s.substr(0, comma));
     if (comma == std::string_view::npos) break;
     s.remove_prefix(comma + 1);
   }
+  return out;
+}
+
+std::vector<double> parse_list(std::string_view s) {
+  std::vector<double> out;
+  for (const std::string& item : split(s)) out.push_back(std::stod(item));
   return out;
 }
 
@@ -435,6 +441,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> paths;
   std::uint64_t limit = 0;
   bool cache_table = false;
+  // The baselines the issue names, then the engine's default.
+  std::vector<std::string> policies{"lru", "arc", "s3fifo", tiering::read_cache_options{}.policy};
   run_config base;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -465,6 +473,8 @@ int main(int argc, char** argv) {
       base.queue_depth = std::stoull(value());
     } else if (arg == "--fills") {
       base.fills_in_flight = static_cast<unsigned>(std::stoul(value()));
+    } else if (arg == "--policies") {
+      policies = split(value());
     } else if (arg == "--cache") {
       cache_table = true;
     } else if (arg == "--limit") {
@@ -504,7 +514,7 @@ int main(int argc, char** argv) {
         const double belady = belady_miss_ratio(*t, config.cache_lines);
         fmt::print("{:>5.0f}% read cache of {} lines; Belady (MIN, every random read, no bypass) miss ratio {:.3f}\n",
                    100 * fraction, config.cache_lines, belady);
-        for (const char* policy : {"lru", "arc", "s3fifo", "s3fifo+2hit"}) {
+        for (const std::string& policy : policies) {
           config.cache_policy = policy;
           const run_result r = run(*t, config);
           fmt::print("       {:<12} miss ratio {:.3f}  fills {:>7}  mean {:>8.2f} ms  p99 {:>8.2f} ms\n", policy,
