@@ -612,15 +612,13 @@ class tinylfu_policy final : public table_policy {
 // was popular, evicted, and read again comes straight back.
 class second_hit_filter final : public cache_policy {
  public:
-  second_hit_filter(std::unique_ptr<cache_policy> inner, bool when_full)
+  explicit second_hit_filter(std::unique_ptr<cache_policy> inner)
       : inner_(std::move(inner)),
-        when_full_(when_full),
         sketch_(inner_->capacity_lines(), halve_every_capacities * inner_->capacity_lines()) {}
 
   outcome access(std::uint64_t line, std::vector<std::uint64_t>& evicted) override {
     sketch_.record(line);
-    const bool room = when_full_ && inner_->size_lines() < inner_->capacity_lines();
-    if (!room && !inner_->contains(line) && sketch_.estimate(line) < admit_at_reads) return {};
+    if (!inner_->contains(line) && sketch_.estimate(line) < admit_at_reads) return {};
     return inner_->access(line, evicted);
   }
   void invalidate(std::uint64_t line) override { inner_->invalidate(line); }
@@ -637,14 +635,12 @@ class second_hit_filter final : public cache_policy {
   static constexpr std::uint64_t halve_every_capacities = 10;
 
   std::unique_ptr<cache_policy> inner_;
-  bool when_full_;
   frequency_sketch sketch_;
 };
 
 constexpr std::array<std::string_view, 5> base_names = {"lru", "arc", "s3fifo", "sieve",
                                                         "tinylfu"};
 constexpr std::string_view filter_suffix = "+2hit";
-constexpr std::string_view full_filter_suffix = "+full2hit";
 
 std::unique_ptr<cache_policy> make_base_policy(std::string_view name, std::size_t capacity_lines) {
   if (name == "lru") return std::make_unique<lru_policy>(capacity_lines);
@@ -660,13 +656,11 @@ std::unique_ptr<cache_policy> make_base_policy(std::string_view name, std::size_
 std::unique_ptr<cache_policy> make_cache_policy(std::string_view name,
                                                 std::size_t capacity_lines) {
   if (capacity_lines == 0 || capacity_lines > max_policy_capacity_lines) return nullptr;
-  for (const bool when_full : {false, true}) {
-    const std::string_view suffix = when_full ? full_filter_suffix : filter_suffix;
-    if (!name.ends_with(suffix)) continue;
-    name.remove_suffix(suffix.size());
+  if (name.ends_with(filter_suffix)) {
+    name.remove_suffix(filter_suffix.size());
     auto inner = make_base_policy(name, capacity_lines);
     if (inner == nullptr) return nullptr;
-    return std::make_unique<second_hit_filter>(std::move(inner), when_full);
+    return std::make_unique<second_hit_filter>(std::move(inner));
   }
   return make_base_policy(name, capacity_lines);
 }
