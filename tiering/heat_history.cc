@@ -39,8 +39,7 @@ heat_snapshot heat_snapshot_builder::finish(std::int64_t taken_unix_seconds) {
   return s;
 }
 
-std::expected<heat_history, error> heat_history::open(const metadata_store& store,
-                                                      const heat_history_options& options) {
+std::expected<heat_history, error> heat_history::open(metadata_store& store, const heat_history_options& options) {
   if (options.keep == 0 || options.interval <= device::duration::zero()) {
     return std::unexpected(make_error(errc::invalid_argument,
                                       "heat history: it must keep at least one snapshot, taken at a positive interval"));
@@ -51,9 +50,18 @@ std::expected<heat_history, error> heat_history::open(const metadata_store& stor
   if (first && last) {
     const auto f = keys::parse_history(*first);
     const auto l = keys::parse_history(*last);
-    if (!f || !l || !f->header) return std::unexpected(make_error(errc::io_error, "heat history: a key is damaged"));
-    h.first_ = f->sequence;
-    h.next_ = l->sequence + 1;
+    if (f && l && f->header) {
+      h.first_ = f->sequence;
+      h.next_ = l->sequence + 1;
+    } else {
+      // Diagnostics only: a damaged history is dropped, not a reason to
+      // keep the pool from opening. Every key is at most 20 bytes.
+      metadata_batch clear;
+      clear.erase_range(column::heat_history, "", std::string(21, '\xff'));
+      if (auto ec = store.write_now(clear)) {
+        return std::unexpected(error{ec, "heat history: cannot drop a damaged history: " + ec.message()});
+      }
+    }
   }
   return h;
 }

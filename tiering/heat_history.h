@@ -63,9 +63,10 @@ class heat_snapshot_builder {
 
 class heat_history {
  public:
-  // Finds the snapshots kept in `store`. Blocking: at the pool's open.
-  // Clear errors for options that keep nothing, and for damaged keys.
-  static std::expected<heat_history, error> open(const metadata_store& store, const heat_history_options& options);
+  // Finds the snapshots kept in `store`. Blocking: at the pool's open. A
+  // clear error for options that keep nothing; a history whose keys are
+  // damaged is dropped (it is advisory, like heat).
+  static std::expected<heat_history, error> open(metadata_store& store, const heat_history_options& options);
 
   const heat_history_options& options() const noexcept { return options_; }
   // Numbers `snap` and returns the batch that writes it and deletes the

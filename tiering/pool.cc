@@ -359,11 +359,15 @@ std::optional<extent_location> pool::allocate(affinity placement) {
 
 std::optional<extent_location> pool::allocate_on(tier t) { return allocate_from(t, 0); }
 
+std::string pool::lost_group_status(std::uint16_t g) const {
+  return group_name(g) + " (" + std::string(to_string(groups_[g].where)) +
+         " tier) is lost beyond its redundancy: " + group_failures_[g];
+}
+
 void pool::group_failed(std::uint16_t g, const std::string& reason) {
   if (!group_usable(g)) return;
   group_failures_[g] = reason.empty() ? "failed" : reason;
-  const std::string status = group_name(g) + " (" + std::string(to_string(groups_[g].where)) +
-                             " tier) is lost beyond its redundancy: " + group_failures_[g];
+  const std::string status = lost_group_status(g);
   for (const auto& [name, v] : volumes_) {
     if (v->has_extent_on(g)) v->take_offline(status);
   }

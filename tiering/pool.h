@@ -174,6 +174,8 @@ class pool {
   // Why group `g` was given up, or empty while it serves I/O.
   const std::string& group_failure(std::uint16_t g) const noexcept { return group_failures_[g]; }
   bool group_usable(std::uint16_t g) const noexcept { return group_failures_[g].empty(); }
+  // What an offline volume's status says of lost group `g`.
+  std::string lost_group_status(std::uint16_t g) const;
 
   // The metadata store failed a write: the pool takes no more writes.
   bool metadata_failed() const noexcept { return static_cast<bool>(store_.failure()); }

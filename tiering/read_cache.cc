@@ -130,7 +130,7 @@ void read_cache::note_read(line_key line, device::block_device& source, std::uin
   ++counters_.misses;
   const cache_policy::outcome o = policy_->access(line, evicted_);
   if (o.hit) return;  // resident but not valid: a fill is on its way
-  metadata_batch deletes;
+  std::vector<line_key> deletes;
   std::vector<std::uint64_t> free_after;
   for (line_key e : evicted_) drop(e, deletes, free_after);
   evicted_.clear();
@@ -161,29 +161,46 @@ void read_cache::note_read(line_key line, device::block_device& source, std::uin
   }
 }
 
-void read_cache::write_deletes(metadata_batch deletes, std::vector<std::uint64_t> free_after,
+void read_cache::write_deletes(std::vector<line_key> lines, std::vector<std::uint64_t> free_after,
                                std::function<void(std::error_code)> done) {
-  store_.write(std::move(deletes), true,
-               [this, free_after = std::move(free_after), done = std::move(done)](std::error_code ec) {
-                 // On failure the entries may still be on disk: keep the slots.
+  metadata_batch batch;
+  for (line_key l : lines) {
+    batch.erase(column::cache_index, keys::cache_line(l));
+    ++deleting_[l];
+  }
+  store_.write(std::move(batch), true,
+               [this, lines = std::move(lines), free_after = std::move(free_after),
+                done = std::move(done)](std::error_code ec) {
+                 // On failure the entries may still be on disk: the lines stay
+                 // "deleting" and the slots are kept, for good (the pool
+                 // stops writing once its store has failed).
                  if (!ec) {
+                   for (line_key l : lines) {
+                     if (auto it = deleting_.find(l); --it->second == 0) deleting_.erase(it);
+                   }
                    for (std::uint64_t slot : free_after) release_slot(slot);
                  }
                  done(ec);
                });
 }
 
-void read_cache::drop(line_key line, metadata_batch& deletes, std::vector<std::uint64_t>& free_after) {
+bool read_cache::may_be_indexed(line_key line, const line_state& s) const noexcept {
+  return s.persisted || deleting_.contains(line);
+}
+
+void read_cache::drop(line_key line, std::vector<line_key>& deletes, std::vector<std::uint64_t>& free_after) {
   auto it = lines_.find(line);
   if (it == lines_.end()) return;
   const line_state s = it->second;
   lines_.erase(it);
-  if (!s.persisted) {
+  if (!may_be_indexed(line, s)) {
     release_slot(s.slot);
     return;
   }
-  // The slot is reused only once no entry on disk names it.
-  deletes.erase(column::cache_index, keys::cache_line(line));
+  // The slot is reused only once no entry on disk names it: after a
+  // delete of our own, synced, which the store applies after any delete
+  // of the line already under way.
+  deletes.push_back(line);
   free_after.push_back(s.slot);
 }
 
@@ -264,22 +281,27 @@ bool read_cache::holds(line_key first, line_key last) const noexcept {
 
 bool read_cache::begin_write(line_key first, line_key last, bool keep,
                              std::function<void(std::error_code)> ready) {
-  metadata_batch deletes;
+  std::vector<line_key> deletes;
   std::vector<std::uint64_t> free_after;
   for (line_key l = first; l <= last; ++l) {
     ++writing_[l];
     if (auto f = filling_.find(l); f != filling_.end()) f->second->cancelled = true;
     auto it = lines_.find(l);
-    if (it == lines_.end()) continue;
+    if (it == lines_.end()) {
+      // Dropped already, but its entry's delete may not be synced yet: the
+      // write waits for one of ours, which the store applies after it.
+      if (deleting_.contains(l)) deletes.push_back(l);
+      continue;
+    }
     if (keep && !failed_) {
       // The slot's data is about to change: the index must not name it
       // until a flush after the update (end_write queues it again), and a
       // persist under way must not write the old generation's entry.
       ++counters_.updates;
       it->second.generation = ++generation_;
-      if (it->second.persisted) {
+      if (may_be_indexed(l, it->second)) {
         it->second.persisted = false;
-        deletes.erase(column::cache_index, keys::cache_line(l));
+        deletes.push_back(l);
       }
       continue;
     }
@@ -292,9 +314,17 @@ bool read_cache::begin_write(line_key first, line_key last, bool keep,
   return false;
 }
 
-void read_cache::end_write(line_key first, line_key last) {
+void read_cache::end_write(line_key first, line_key last, bool written) {
+  std::vector<line_key> deletes;
+  std::vector<std::uint64_t> free_after;
   for (line_key l = first; l <= last; ++l) {
     auto it = writing_.find(l);
+    if (!written && lines_.contains(l)) {
+      // The capacity tier may hold anything now: the copy must not outlive it.
+      ++counters_.invalidations;
+      policy_->invalidate(l);
+      drop(l, deletes, free_after);
+    }
     if (--it->second > 0) continue;
     writing_.erase(it);
     // An updated line: indexed again after the next flush of the device.
@@ -302,6 +332,7 @@ void read_cache::end_write(line_key first, line_key last) {
       to_persist_.push_back({l, line->second.generation});
     }
   }
+  if (!deletes.empty()) write_deletes(std::move(deletes), std::move(free_after), [](std::error_code) {});
 }
 
 void read_cache::device_failed() {

@@ -122,7 +122,8 @@ class read_cache {
   // `ready` runs (from the loop) once their deletion is synced, or with
   // the store's error.
   bool begin_write(line_key first, line_key last, bool keep, std::function<void(std::error_code)> ready);
-  void end_write(line_key first, line_key last);
+  // `written`: false if the write failed, and the lines must go too.
+  void end_write(line_key first, line_key last, bool written);
   // A cache device I/O failed: the cache is disabled from now on.
   void device_failed();
 
@@ -152,8 +153,12 @@ class read_cache {
              const read_cache_options& options, std::unique_ptr<cache_policy> policy);
   // Forgets `line`. Its slot is free at once, or, if the index on disk may
   // name it, goes to `free_after` (free once `deletes` is synced).
-  void drop(line_key line, metadata_batch& deletes, std::vector<std::uint64_t>& free_after);
-  void write_deletes(metadata_batch deletes, std::vector<std::uint64_t> free_after,
+  void drop(line_key line, std::vector<line_key>& deletes, std::vector<std::uint64_t>& free_after);
+  // The index on disk may name the line: its entry was written, or its
+  // delete is not synced yet.
+  bool may_be_indexed(line_key line, const line_state& s) const noexcept;
+  // Deletes the lines' entries, synced; then frees `free_after`.
+  void write_deletes(std::vector<line_key> lines, std::vector<std::uint64_t> free_after,
                      std::function<void(std::error_code)> done);
   // A slot no line uses any more: free once no I/O to it is in flight.
   void release_slot(std::uint64_t slot);
@@ -173,6 +178,7 @@ class read_cache {
   std::unordered_map<std::uint64_t, unsigned> slot_users_;  // slot -> reads and updates in flight
   std::unordered_set<std::uint64_t> released_while_used_;  // slots to free when those end
   std::unordered_map<line_key, unsigned> writing_;  // lines with writes in flight
+  std::unordered_map<line_key, unsigned> deleting_;  // lines whose entry deletes are not synced yet
   std::unordered_map<line_key, fill*> filling_;
   std::vector<std::unique_ptr<fill>> fills_;  // reused
   unsigned fills_running_ = 0;

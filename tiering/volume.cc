@@ -323,7 +323,7 @@ void volume::write_capacity(piece& p, extent_location where, bool zeros) {
   p.cache_write = true;
   const bool now = cache->begin_write(first, last, !zeros, [this, &p, where, zeros, first, last](std::error_code ec) {
     if (ec) {
-      pool_.cache()->end_write(first, last);
+      pool_.cache()->end_write(first, last, false);
       p.cache_write = false;
       if (p.counted_in_move) {
         // As if the group had failed it: the move's count must drop too.
@@ -432,7 +432,7 @@ void volume::unmap(piece& p) {
     if (p.cache_write) {
       p.cache_write = false;
       const auto [first, last] = cache_lines(p.extent, 0, extent_blocks_);
-      pool_.cache()->end_write(first, last);
+      pool_.cache()->end_write(first, last, true);
     }
     if (!ec) {
       map_[p.extent] = 0;
@@ -465,7 +465,7 @@ void volume::on_group_done(request& r) noexcept {
   if (p.cache_write) {
     p.cache_write = false;
     const auto [first, last] = v.cache_lines(p.extent, p.first_block, p.block_count);
-    v.pool_.cache()->end_write(first, last);
+    v.pool_.cache()->end_write(first, last, !r.result);
   }
   if (p.counted_in_move) {
     move& m = *v.moves_.at(p.extent);
@@ -505,6 +505,8 @@ void volume::on_group_done(request& r) noexcept {
     if (!ec) {
       v.map_[p.extent] = pack(where);
       ++v.mapped_;
+      // Lost while its mapping was committed: too late to refuse it.
+      if (!v.pool_.group_usable(where.group)) v.take_offline(v.pool_.lost_group_status(where.group));
     }
     // On failure the extent stays allocated: the mapping may be on disk.
     v.finish_transition(p.extent);
@@ -658,6 +660,7 @@ void volume::move_write_mapping(move& m) {
     if (!ec) {
       map_[m.extent] = pack(m.to);
       pool_.free_after_io(m.from);
+      if (!pool_.group_usable(m.to.group)) take_offline(pool_.lost_group_status(m.to.group));
     } else {
       // The record may be on disk after all: keep the copy, and do not hand
       // its extent out again (the pool takes no more writes now).
@@ -675,7 +678,7 @@ void volume::move_end(move& m, std::error_code result) {
   const bool held = m.final_pass;
   if (m.holds_cache_lines) {
     const auto [first, last] = cache_lines(e, 0, extent_blocks_);
-    pool_.cache()->end_write(first, last);
+    pool_.cache()->end_write(first, last, true);
   }
   moves_.erase(e);
   --in_flight_;

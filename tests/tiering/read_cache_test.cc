@@ -15,6 +15,14 @@ using namespace testing;
 
 constexpr std::uint64_t line_blocks = rig::cache_line_blocks;
 
+// Writes the cache's index now, and waits for it.
+void persist_cache(rig& r) {
+  std::optional<std::error_code> persisted;
+  r.p->cache()->persist([&](std::error_code ec) { persisted = ec; });
+  r.loop.run_until([&] { return persisted.has_value(); });
+  REQUIRE_FALSE(*persisted);
+}
+
 // Reads the same block three times from places that never form a stream.
 void read_twice_randomly(rig& r, volume& v, std::uint64_t lba) {
   read_blocks(r.loop, v, lba, 1);
@@ -126,10 +134,7 @@ TEST_CASE("read cache: its index survives a restart, and a write made before it 
     write_blocks(r.loop, v, 0, pattern(extent_bytes, 1));
     read_twice_randomly(r, v, 5);
     read_twice_randomly(r, v, 9);
-    std::optional<std::error_code> persisted;
-    r.p->cache()->persist([&](std::error_code ec) { persisted = ec; });
-    r.loop.run_until([&] { return persisted.has_value(); });
-    REQUIRE_FALSE(*persisted);
+    persist_cache(r);
     // A write after the persist: its line's entry must be gone on disk
     // until a persist after the update.
     write_blocks(r.loop, v, 9, pattern(block_size, 3));
@@ -144,6 +149,46 @@ TEST_CASE("read cache: its index survives a restart, and a write made before it 
   CHECK(read_blocks(r.loop, v, 9, 1) == pattern(block_size, 3));
 }
 
+TEST_CASE("read cache: a write to a line whose index entry is being deleted waits for the delete",
+          "[tiering][cache]") {
+  rig r(2, 16, new_extent_tier::capacity, 64);
+  volume& v = r.create("db", 8 * extent_blocks);
+  write_blocks(r.loop, v, 0, pattern(extent_bytes, 1));
+  read_twice_randomly(r, v, 5);
+  persist_cache(r);  // the line of block 5 is now named on disk
+  // Two writes to the line in one turn: the first deletes its entry; the
+  // second must not be acknowledged before a delete of its own is synced
+  // (an acknowledged write with the old entry still on disk would read
+  // stale after a crash).
+  auto w1 = io::make(op::write, 5, 1, block_size);
+  auto w2 = io::make(op::write, 6, 1, block_size);
+  v.submit(w1->req);
+  v.submit(w2->req);
+  std::optional<std::size_t> store_writes_unseen_at_w2;
+  while (w1->completions == 0 || w2->completions == 0) {
+    REQUIRE(r.loop.step());
+    if (w2->completions == 1 && !store_writes_unseen_at_w2) store_writes_unseen_at_w2 = r.store->in_flight();
+  }
+  REQUIRE_FALSE(w1->req.result);
+  REQUIRE_FALSE(w2->req.result);
+  CHECK(*store_writes_unseen_at_w2 == 0);
+  CHECK(r.p->cache()->counters().updates == 2);
+}
+
+TEST_CASE("read cache: a failed write drops the lines it updated", "[tiering][cache]") {
+  rig r(2, 16, new_extent_tier::capacity, 64);
+  volume& v = r.create("db", 8 * extent_blocks);
+  write_blocks(r.loop, v, 0, pattern(extent_bytes, 1));
+  read_twice_randomly(r, v, 5);
+  const extent_location where = *v.location(0);
+  r.faults[where.group]->fail_writes(where.extent * extent_blocks, extent_blocks);
+  CHECK(r.io(v, io::make(op::write, 5, 1, block_size)) == errc::media_error);
+  CHECK(r.p->cache()->counters().invalidations == 1);
+  const auto hits = v.counters().reads(source::cache).ios;
+  read_blocks(r.loop, v, 5, 1);
+  CHECK(v.counters().reads(source::cache).ios == hits);  // from the capacity tier, whatever it holds
+}
+
 TEST_CASE("read cache: an updated line is indexed again after a persist, and restarts warm with the new data",
           "[tiering][cache]") {
   rig r(2, 16, new_extent_tier::capacity, 64);
@@ -151,15 +196,9 @@ TEST_CASE("read cache: an updated line is indexed again after a persist, and res
     volume& v = r.create("db", 8 * extent_blocks);
     write_blocks(r.loop, v, 0, pattern(extent_bytes, 1));
     read_twice_randomly(r, v, 5);
-    auto persist = [&] {
-      std::optional<std::error_code> persisted;
-      r.p->cache()->persist([&](std::error_code ec) { persisted = ec; });
-      r.loop.run_until([&] { return persisted.has_value(); });
-      REQUIRE_FALSE(*persisted);
-    };
-    persist();
+    persist_cache(r);
     write_blocks(r.loop, v, 5, pattern(block_size, 7));
-    persist();
+    persist_cache(r);
   }
   r.restart();
   volume& v = *r.p->find_volume("db");
