@@ -17,8 +17,10 @@ packages=(
   libfmt-dev
   nlohmann-json3-dev # reading fio's JSON in the benchmark
   catch2             # 2.13, header-only
-  # benchmark peer and test clients
+  # benchmark peers and test clients
   fio
+  libiscsi-bin       # iscsi-test-cu, iscsi-inq, iscsi-perf: the iSCSI target's real clients
+  tgt                # tgtd: the iSCSI target to beat
 )
 
 missing=()

@@ -1,0 +1,687 @@
+#include "target/iscsi/server.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <cstring>
+#include <deque>
+#include <map>
+
+#include "target/iscsi/digest.h"
+#include "target/iscsi/pdu.h"
+#include "target/scsi/lun_map.h"
+#include "target/scsi/sense.h"
+#include "target/scsi/task.h"
+
+namespace strata::iscsi {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+// Login status (RFC 7143 11.13.5): class << 8 | detail.
+namespace login_status {
+constexpr std::uint16_t success = 0x0000;
+constexpr std::uint16_t initiator_error = 0x0200;
+constexpr std::uint16_t authentication_failed = 0x0201;
+constexpr std::uint16_t not_found = 0x0203;
+constexpr std::uint16_t unsupported_version = 0x0205;
+constexpr std::uint16_t missing_parameter = 0x0207;
+constexpr std::uint16_t session_type_not_supported = 0x0209;
+constexpr std::uint16_t invalid_during_login = 0x020b;
+constexpr std::uint16_t target_error = 0x0300;
+}  // namespace login_status
+
+// One PDU on its way out: the header, and a data segment that stays valid
+// until it is written (kept alive by `owner`).
+struct outgoing {
+  bhs header;
+  std::span<const std::uint8_t> data;
+  std::vector<std::uint8_t> own_data;  // when the PDU carries its own bytes
+  std::shared_ptr<void> owner;
+  bool close_after = false;
+};
+
+class connection : public std::enable_shared_from_this<connection> {
+ public:
+  connection(server& s, tcp::socket socket) : server_(s), socket_(std::move(socket)), write_wake_(socket_.get_executor()) {
+    write_wake_.expires_at(asio::steady_timer::time_point::max());
+  }
+
+  void start() {
+    auto self = shared_from_this();
+    asio::co_spawn(socket_.get_executor(), [self]() { return self->run(); }, asio::detached);
+    asio::co_spawn(socket_.get_executor(), [self]() { return self->writer(); }, asio::detached);
+  }
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    boost::system::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    write_wake_.cancel();
+  }
+
+ private:
+  // A SCSI command in flight: its task, and the write data it gathers.
+  struct command : std::enable_shared_from_this<command> {
+    std::weak_ptr<connection> conn;
+    std::uint32_t itt = 0;
+    std::uint64_t lun_field = 0;
+    bool reads = false;
+    bool writes = false;
+    std::uint32_t expected_bytes = 0;
+    device::aligned_buffer out;     // the write data, expected_bytes long
+    std::uint32_t received_bytes = 0;
+    bool unsolicited_pending = false;  // unsolicited Data-Out still to come
+    std::uint32_t ttt = reserved_tag;  // of the R2T outstanding
+    std::uint32_t r2t_sn = 0;
+    std::uint32_t r2t_end = 0;  // the outstanding R2T asks up to here
+    scsi::task task;
+    std::shared_ptr<command> self;  // held while the SCSI layer runs it
+  };
+
+  asio::awaitable<void> run();
+  asio::awaitable<bool> read_header(bhs& h);
+  asio::awaitable<bool> read_data(const bhs& h, std::span<std::uint8_t> into);
+  asio::awaitable<bool> skip_data(const bhs& h);
+  asio::awaitable<bool> login();
+  asio::awaitable<void> full_feature();
+  asio::awaitable<bool> on_scsi_command(const bhs& h);
+  asio::awaitable<bool> on_data_out(const bhs& h);
+  asio::awaitable<bool> on_text(const bhs& h);
+  void on_nop_out(const bhs& h, std::vector<std::uint8_t> ping);
+  void on_task_management(const bhs& h);
+  void on_logout(const bhs& h);
+  void reject(const bhs& h, reject_reason why);
+  bool accept_cmd_sn(const bhs& h);
+  void send_r2t(command& c);
+  void execute(command& c);
+  static void on_task_done(scsi::task& t) noexcept;
+  void respond(command& c);
+  void stamp(bhs& h, bool advance_stat_sn);
+  void send(outgoing o);
+  asio::awaitable<void> writer();
+
+  server& server_;
+  tcp::socket socket_;
+  bool closed_ = false;
+  session_params params_;
+  const target_node* target_ = nullptr;
+  std::uint32_t stat_sn_ = 0;
+  std::uint32_t exp_cmd_sn_ = 0;
+  std::uint32_t next_ttt_ = 1;
+  std::map<std::uint32_t, std::shared_ptr<command>> commands_;  // by initiator task tag
+  std::deque<outgoing> queue_;
+  asio::steady_timer write_wake_;
+};
+
+asio::awaitable<bool> connection::read_header(bhs& h) {
+  auto [ec, n] = co_await asio::async_read(socket_, asio::buffer(h.wire()), use_tuple);
+  if (ec) co_return false;
+  if (h.ahs_bytes() > 0) {
+    // Strata uses no AHS (no bidirectional commands, no extended CDBs):
+    // read past it; the command that carried it is rejected.
+    std::vector<std::uint8_t> ahs(h.ahs_bytes());
+    auto [ec2, n2] = co_await asio::async_read(socket_, asio::buffer(ahs), use_tuple);
+    if (ec2) co_return false;
+  }
+  if (params_.header_digest) {
+    std::uint8_t d[4];
+    auto [ec3, n3] = co_await asio::async_read(socket_, asio::buffer(d), use_tuple);
+    if (ec3) co_return false;
+    // A header digest error leaves the PDU's length unknown: the
+    // connection cannot resynchronise (RFC 7143 7.8), so it ends.
+    if (get_digest(d) != crc32c(h.wire())) co_return false;
+  }
+  if (h.data_segment_bytes() > max_data_segment_bytes) co_return false;
+  co_return true;
+}
+
+asio::awaitable<bool> connection::read_data(const bhs& h, std::span<std::uint8_t> into) {
+  const std::uint32_t n = h.data_segment_bytes();
+  std::uint8_t tail[8];
+  const std::uint32_t pad = padded(n) - n;
+  std::array<asio::mutable_buffer, 2> bufs{asio::buffer(into.data(), n), asio::buffer(tail, pad + (params_.data_digest ? 4 : 0))};
+  auto [ec, got] = co_await asio::async_read(socket_, bufs, use_tuple);
+  if (ec) co_return false;
+  if (params_.data_digest && n > 0) {
+    std::uint32_t d = crc32c({into.data(), n});
+    d = crc32c({tail, pad}, d);
+    if (get_digest(tail + pad) != d) {
+      reject(h, reject_reason::data_digest_error);
+      co_return false;  // the caller drops the PDU; the connection goes on
+    }
+  }
+  co_return true;
+}
+
+asio::awaitable<bool> connection::skip_data(const bhs& h) {
+  std::vector<std::uint8_t> sink(h.data_segment_bytes());
+  co_await read_data(h, sink);
+  co_return !closed_;
+}
+
+asio::awaitable<void> connection::run() {
+  if (co_await login()) co_await full_feature();
+  close();
+  // Tasks still running keep their commands alive; they finish into nothing.
+  commands_.clear();
+  server_.live_.erase(shared_from_this());
+}
+
+void connection::stamp(bhs& h, bool advance_stat_sn) {
+  h.set_u32(field::stat_sn, advance_stat_sn ? stat_sn_++ : stat_sn_);
+  h.set_u32(field::exp_cmd_sn, exp_cmd_sn_);
+  h.set_u32(field::max_cmd_sn, exp_cmd_sn_ + server_.options().command_window - 1);
+}
+
+void connection::send(outgoing o) {
+  if (closed_) return;
+  if (!o.own_data.empty()) o.data = o.own_data;
+  queue_.push_back(std::move(o));
+  write_wake_.cancel_one();
+}
+
+asio::awaitable<void> connection::writer() {
+  auto self = shared_from_this();
+  while (!closed_) {
+    if (queue_.empty()) {
+      co_await write_wake_.async_wait(use_tuple);
+      continue;
+    }
+    outgoing o = std::move(queue_.front());
+    queue_.pop_front();
+    o.header.set_data_segment_bytes(static_cast<std::uint32_t>(o.data.size()));
+    std::uint8_t header_digest[4];
+    std::uint8_t tail[8] = {};
+    const auto n = static_cast<std::uint32_t>(o.data.size());
+    const std::uint32_t pad = padded(n) - n;
+    std::vector<asio::const_buffer> bufs{asio::buffer(o.header.wire())};
+    if (params_.header_digest) {
+      put_digest(crc32c(o.header.wire()), header_digest);
+      bufs.push_back(asio::buffer(header_digest));
+    }
+    if (n > 0) {
+      bufs.push_back(asio::buffer(o.data.data(), n));
+      std::uint32_t tail_bytes = pad;
+      if (params_.data_digest) {
+        std::uint32_t d = crc32c(o.data);
+        d = crc32c({tail, pad}, d);
+        put_digest(d, tail + pad);
+        tail_bytes += 4;
+      }
+      if (tail_bytes > 0) bufs.push_back(asio::buffer(tail, tail_bytes));
+    }
+    auto [ec, written] = co_await asio::async_write(socket_, bufs, use_tuple);
+    if (ec || o.close_after) {
+      close();
+      co_return;
+    }
+  }
+}
+
+asio::awaitable<bool> connection::login() {
+  bool security_done = false;
+  std::uint16_t tsih = 0;
+  for (;;) {
+    bhs h;
+    if (!co_await read_header(h)) co_return false;
+    std::vector<std::uint8_t> data(h.data_segment_bytes());
+    if (!co_await read_data(h, data)) co_return false;
+    bhs r;
+    r.set_opcode(opcode::login_response);
+    std::memcpy(r.wire().data() + field::isid, h.wire().data() + field::isid, 6);
+    r.set_initiator_task_tag(h.initiator_task_tag());
+    auto fail = [&](std::uint16_t status) {
+      r.set_byte(field::status_class, static_cast<std::uint8_t>(status >> 8));
+      r.set_byte(field::status_detail, static_cast<std::uint8_t>(status));
+      stamp(r, true);
+      send({r, {}, {}, nullptr, true});
+      return false;
+    };
+    if (h.opcode() != opcode::login_request) co_return fail(login_status::invalid_during_login);
+    exp_cmd_sn_ = h.u32(field::cmd_sn);
+    stat_sn_ = h.u32(field::exp_stat_sn);
+    if (h.byte(3) > 0 || h.byte(2) < 0) co_return fail(login_status::unsupported_version);  // version-min > 0
+    auto keys = parse_text(data);
+    if (!keys) co_return fail(login_status::initiator_error);
+    const unsigned csg = login_flags::csg(h.flags());
+    unsigned nsg = login_flags::nsg(h.flags());
+    const bool transit = (h.flags() & login_flags::transit) != 0;
+    key_values answers;
+    // The names come in the first PDU, in whichever stage it is.
+    answers = negotiate(*keys, server_.options().offer, params_);
+    if (params_.initiator_name.empty()) co_return fail(login_status::missing_parameter);
+    if (params_.type == session_type::normal) {
+      if (params_.target_name.empty()) co_return fail(login_status::missing_parameter);
+      target_ = server_.find_target(params_.target_name);
+      if (target_ == nullptr) co_return fail(login_status::not_found);
+    }
+    if (csg == security_negotiation) {
+      for (const auto& [k, v] : *keys) {
+        if (k != "AuthMethod") continue;
+        // No CHAP secrets are configured: None, if the initiator allows it.
+        bool none = false;
+        for (std::size_t at = 0; at <= v.size();) {
+          const auto comma = v.find(',', at);
+          if (v.substr(at, comma == std::string::npos ? std::string::npos : comma - at) == "None") none = true;
+          if (comma == std::string::npos) break;
+          at = comma + 1;
+        }
+        if (!none) co_return fail(login_status::authentication_failed);
+        answers.emplace_back("AuthMethod", "None");
+      }
+      security_done = transit;
+    } else if (csg == operational_negotiation) {
+      security_done = true;
+    } else {
+      co_return fail(login_status::initiator_error);
+    }
+    if (!keys->empty() && tsih == 0 && params_.type == session_type::normal) {
+      answers.emplace_back("TargetPortalGroupTag", "1");
+    }
+    (void)security_done;
+    if (transit && nsg == full_feature_phase) {
+      tsih = server_.next_tsih();
+      r.set_u16(field::tsih, tsih);
+    }
+    if (transit && nsg == 2) nsg = full_feature_phase;  // stage 2 is reserved
+    r.set_flags(login_flags::make(transit, csg, nsg));
+    stamp(r, true);
+    send({r, {}, format_text(answers), nullptr, false});
+    if (transit && nsg == full_feature_phase) co_return true;
+  }
+}
+
+bool connection::accept_cmd_sn(const bhs& h) {
+  if (h.immediate()) return true;
+  const std::uint32_t sn = h.u32(field::cmd_sn);
+  const std::uint32_t max = exp_cmd_sn_ + server_.options().command_window - 1;
+  // Outside the window: silently ignored (RFC 7143 3.2.2.1).
+  if (sn_less(sn, exp_cmd_sn_) || sn_less(max, sn)) return false;
+  if (sn == exp_cmd_sn_) ++exp_cmd_sn_;
+  return true;
+}
+
+asio::awaitable<void> connection::full_feature() {
+  auto self = shared_from_this();
+  while (!closed_) {
+    bhs h;
+    if (!co_await read_header(h)) co_return;
+    if (h.ahs_bytes() > 0 && h.opcode() == opcode::scsi_command) {
+      if (!co_await skip_data(h)) co_return;
+      reject(h, reject_reason::command_not_supported);
+      continue;
+    }
+    bool ok = true;
+    switch (h.opcode()) {
+      case opcode::scsi_command:
+        ok = co_await on_scsi_command(h);
+        break;
+      case opcode::data_out:
+        ok = co_await on_data_out(h);
+        break;
+      case opcode::nop_out: {
+        std::vector<std::uint8_t> ping(h.data_segment_bytes());
+        if (!co_await read_data(h, ping)) co_return;
+        on_nop_out(h, std::move(ping));
+        break;
+      }
+      case opcode::text_request:
+        ok = co_await on_text(h);
+        break;
+      case opcode::task_management_request:
+        ok = co_await skip_data(h);
+        on_task_management(h);
+        break;
+      case opcode::logout_request:
+        ok = co_await skip_data(h);
+        on_logout(h);
+        break;
+      default:
+        ok = co_await skip_data(h);
+        reject(h, reject_reason::command_not_supported);
+        break;
+    }
+    if (!ok) co_return;
+  }
+}
+
+void connection::reject(const bhs& h, reject_reason why) {
+  bhs r;
+  r.set_opcode(opcode::reject);
+  r.set_final(true);
+  r.set_byte(2, static_cast<std::uint8_t>(why));
+  r.set_initiator_task_tag(reserved_tag);
+  stamp(r, true);
+  outgoing o{r, {}, {}, nullptr, false};
+  o.own_data.assign(h.wire().begin(), h.wire().end());  // the rejected header
+  send(std::move(o));
+}
+
+asio::awaitable<bool> connection::on_scsi_command(const bhs& h) {
+  if (target_ == nullptr) {  // a discovery session has no LUNs
+    if (!co_await skip_data(h)) co_return false;
+    reject(h, reject_reason::protocol_error);
+    co_return true;
+  }
+  auto c = std::make_shared<command>();
+  c->conn = weak_from_this();
+  c->itt = h.initiator_task_tag();
+  c->lun_field = h.lun_field();
+  c->reads = (h.flags() & command_flags::read) != 0;
+  c->writes = (h.flags() & command_flags::write) != 0;
+  c->expected_bytes = h.u32(field::expected_transfer_length);
+  std::memcpy(c->task.cdb.data(), h.wire().data() + field::cdb, 16);
+  const std::uint32_t immediate = h.data_segment_bytes();
+  const std::uint32_t first_burst = params_.first_burst_bytes;
+  if (c->writes && (c->expected_bytes > params_.max_burst_bytes * 64u || immediate > c->expected_bytes ||
+                    immediate > first_burst || (immediate > 0 && !params_.immediate_data))) {
+    if (!co_await skip_data(h)) co_return false;
+    reject(h, reject_reason::protocol_error);
+    co_return true;
+  }
+  if (!c->writes && immediate > 0) {
+    if (!co_await skip_data(h)) co_return false;
+    reject(h, reject_reason::protocol_error);
+    co_return true;
+  }
+  if (c->writes) {
+    c->out = device::aligned_buffer(c->expected_bytes);
+    if (immediate > 0 && !co_await read_data(h, {reinterpret_cast<std::uint8_t*>(c->out.data()), immediate})) {
+      co_return !closed_;
+    }
+    c->received_bytes = immediate;
+    c->unsolicited_pending = !h.final() && !params_.initial_r2t && immediate < std::min(first_burst, c->expected_bytes);
+  }
+  if (!accept_cmd_sn(h)) co_return true;
+  if (commands_.contains(c->itt)) {
+    reject(h, reject_reason::task_in_progress);
+    co_return true;
+  }
+  commands_[c->itt] = c;
+  if (c->writes && c->received_bytes < c->expected_bytes) {
+    if (!c->unsolicited_pending) send_r2t(*c);
+    co_return true;
+  }
+  execute(*c);
+  co_return true;
+}
+
+void connection::send_r2t(command& c) {
+  const std::uint32_t want = std::min(c.expected_bytes - c.received_bytes, params_.max_burst_bytes);
+  c.ttt = next_ttt_++;
+  if (next_ttt_ == reserved_tag) next_ttt_ = 1;
+  c.r2t_end = c.received_bytes + want;
+  bhs r;
+  r.set_opcode(opcode::r2t);
+  r.set_final(true);
+  r.set_lun_field(c.lun_field);
+  r.set_initiator_task_tag(c.itt);
+  r.set_u32(field::target_transfer_tag, c.ttt);
+  stamp(r, false);
+  r.set_u32(field::data_sn, c.r2t_sn++);
+  r.set_u32(field::buffer_offset, c.received_bytes);
+  r.set_u32(field::desired_transfer_length, want);
+  send({r, {}, {}, nullptr, false});
+}
+
+asio::awaitable<bool> connection::on_data_out(const bhs& h) {
+  auto it = commands_.find(h.initiator_task_tag());
+  const std::uint32_t offset = h.u32(field::buffer_offset);
+  const std::uint32_t n = h.data_segment_bytes();
+  if (it == commands_.end() || !it->second->writes || it->second->task.on_complete != nullptr) {
+    if (!co_await skip_data(h)) co_return false;
+    reject(h, reject_reason::invalid_pdu_field);
+    co_return true;
+  }
+  command& c = *it->second;
+  // In order (DataPDUInOrder=Yes), within the command's buffer, and within
+  // what was solicited.
+  const std::uint32_t ttt = h.u32(field::target_transfer_tag);
+  const bool solicited = ttt != reserved_tag;
+  const std::uint32_t limit = solicited ? c.r2t_end : std::min(params_.first_burst_bytes, c.expected_bytes);
+  if (offset != c.received_bytes || n > limit - std::min(limit, offset) || (solicited && ttt != c.ttt) ||
+      (!solicited && !c.unsolicited_pending)) {
+    if (!co_await skip_data(h)) co_return false;
+    reject(h, reject_reason::protocol_error);
+    co_return true;
+  }
+  auto keep = it->second;
+  if (!co_await read_data(h, {reinterpret_cast<std::uint8_t*>(c.out.data()) + offset, n})) co_return !closed_;
+  c.received_bytes += n;
+  if (!h.final()) co_return true;
+  if (!solicited) c.unsolicited_pending = false;
+  if (c.received_bytes == c.expected_bytes) {
+    execute(c);
+  } else if (!solicited || c.received_bytes == c.r2t_end) {
+    send_r2t(c);
+  }
+  co_return true;
+}
+
+void connection::execute(command& c) {
+  const auto lun = scsi::lun_number(c.lun_field);
+  c.task.lun = lun.value_or(~0ull);
+  c.task.expected_transfer_bytes = c.expected_bytes;
+  if (c.writes) c.task.data_out = c.out.bytes().first(c.received_bytes);
+  c.task.context = &c;
+  c.task.on_complete = &connection::on_task_done;
+  c.self = c.shared_from_this();
+  target_->luns->execute(c.task);
+}
+
+void connection::on_task_done(scsi::task& t) noexcept {
+  command& c = *static_cast<command*>(t.context);
+  auto keep = std::move(c.self);
+  if (auto conn = c.conn.lock(); conn && !conn->closed_) conn->respond(c);
+}
+
+void connection::respond(command& c) {
+  auto keep = commands_.extract(c.itt);
+  if (keep.empty()) return;  // aborted
+  std::shared_ptr<command> owner = std::move(keep.mapped());
+  const scsi::task& t = c.task;
+  const std::uint32_t edtl = c.expected_bytes;
+  if (c.reads && t.result == scsi::status::good) {
+    // Data-In PDUs of at most the initiator's MaxRecvDataSegmentLength, the
+    // status in the last (phase collapse, RFC 7143 11.7.4).
+    const std::uint32_t to_send = std::min(t.data_in_bytes, edtl);
+    const std::uint32_t chunk = params_.initiator_max_recv_data_segment_bytes;
+    std::uint32_t data_sn = 0;
+    std::uint32_t offset = 0;
+    do {
+      const std::uint32_t n = std::min(chunk, to_send - offset);
+      const bool last = offset + n == to_send;
+      bhs d;
+      d.set_opcode(opcode::data_in);
+      std::uint8_t flags = last ? (data_in_flags::final | data_in_flags::status) : 0;
+      if (last && t.data_in_bytes < edtl) {
+        flags |= data_in_flags::residual_underflow;
+        d.set_u32(field::residual_count, edtl - t.data_in_bytes);
+      } else if (last && t.data_in_bytes > edtl) {
+        flags |= data_in_flags::residual_overflow;
+        d.set_u32(field::residual_count, t.data_in_bytes - edtl);
+      }
+      d.set_flags(flags);
+      d.set_byte(3, static_cast<std::uint8_t>(t.result));
+      d.set_lun_field(c.lun_field);
+      d.set_initiator_task_tag(c.itt);
+      d.set_u32(field::target_transfer_tag, reserved_tag);
+      stamp(d, last);
+      if (!last) d.set_u32(field::stat_sn, 0);  // StatSN only with status
+      d.set_u32(field::data_sn, data_sn++);
+      d.set_u32(field::buffer_offset, offset);
+      send({d, {reinterpret_cast<const std::uint8_t*>(t.data_in.data()) + offset, n}, {}, owner, false});
+      offset += n;
+    } while (offset < to_send);
+    return;
+  }
+  bhs r;
+  r.set_opcode(opcode::scsi_response);
+  std::uint8_t flags = 0x80;
+  const std::uint32_t moved = c.writes ? c.received_bytes : std::min(t.data_in_bytes, edtl);
+  if (t.result == scsi::status::good && moved < edtl) {
+    flags |= data_in_flags::residual_underflow;
+    r.set_u32(field::residual_count, edtl - moved);
+  }
+  r.set_flags(flags);
+  r.set_byte(2, 0);  // command completed at target
+  r.set_byte(3, static_cast<std::uint8_t>(t.result));
+  r.set_initiator_task_tag(c.itt);
+  stamp(r, true);
+  outgoing o{r, {}, {}, nullptr, false};
+  if (t.result == scsi::status::check_condition) {
+    std::array<std::uint8_t, 18> sense{};
+    const std::size_t n = scsi::encode_fixed_sense(t.sense_data, sense);
+    o.own_data = {static_cast<std::uint8_t>(n >> 8), static_cast<std::uint8_t>(n)};
+    o.own_data.insert(o.own_data.end(), sense.begin(), sense.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+  send(std::move(o));
+}
+
+void connection::on_nop_out(const bhs& h, std::vector<std::uint8_t> ping) {
+  const bool counted = accept_cmd_sn(h);
+  if (!counted || h.initiator_task_tag() == reserved_tag) return;  // a ping answering ours, or out of window
+  bhs r;
+  r.set_opcode(opcode::nop_in);
+  r.set_final(true);
+  r.set_lun_field(h.lun_field());
+  r.set_initiator_task_tag(h.initiator_task_tag());
+  r.set_u32(field::target_transfer_tag, reserved_tag);
+  stamp(r, true);
+  send({r, {}, std::move(ping), nullptr, false});
+}
+
+asio::awaitable<bool> connection::on_text(const bhs& h) {
+  std::vector<std::uint8_t> data(h.data_segment_bytes());
+  if (!co_await read_data(h, data)) co_return !closed_;
+  if (!accept_cmd_sn(h)) co_return true;
+  key_values answers;
+  if (auto keys = parse_text(data)) {
+    for (const auto& [k, v] : *keys) {
+      if (k != "SendTargets") {
+        answers.emplace_back(k, "NotUnderstood");
+        continue;
+      }
+      const auto here = socket_.local_endpoint();
+      const std::string address = (here.address().is_v6() ? "[" + here.address().to_string() + "]" : here.address().to_string()) +
+                                  ":" + std::to_string(here.port()) + ",1";
+      for (const target_node& t : server_.targets()) {
+        if (v != "All" && v != t.name && !(v.empty() && &t == target_)) continue;
+        answers.emplace_back("TargetName", t.name);
+        answers.emplace_back("TargetAddress", address);
+      }
+    }
+  } else {
+    reject(h, reject_reason::protocol_error);
+    co_return true;
+  }
+  bhs r;
+  r.set_opcode(opcode::text_response);
+  r.set_final(true);
+  r.set_initiator_task_tag(h.initiator_task_tag());
+  r.set_u32(field::target_transfer_tag, reserved_tag);
+  stamp(r, true);
+  send({r, {}, format_text(answers), nullptr, false});
+  co_return true;
+}
+
+void connection::on_task_management(const bhs& h) {
+  accept_cmd_sn(h);
+  // Function complete (0), or Task does not exist (1) for an ABORT TASK of
+  // a tag Strata does not hold. Commands here finish quickly and in order:
+  // an abort of one in flight lets it finish and drops its response.
+  const std::uint8_t function = h.flags() & 0x7f;
+  std::uint8_t response = 0;
+  if (function == 1) {  // ABORT TASK
+    auto it = commands_.find(h.u32(20));
+    if (it == commands_.end()) {
+      response = 1;
+    } else if (it->second->task.on_complete != nullptr) {
+      commands_.erase(it);
+    } else {
+      commands_.erase(it);  // still gathering its data: forget it
+    }
+  } else if (function == 2 || function == 3 || function == 5 || function == 6) {
+    commands_.clear();  // ABORT TASK SET, CLEAR TASK SET, LUN RESET, TARGET WARM RESET
+  } else if (function != 4 && function != 7) {
+    response = 5;  // task management function not supported
+  }
+  bhs r;
+  r.set_opcode(opcode::task_management_response);
+  r.set_final(true);
+  r.set_byte(2, response);
+  r.set_initiator_task_tag(h.initiator_task_tag());
+  stamp(r, true);
+  send({r, {}, {}, nullptr, false});
+}
+
+void connection::on_logout(const bhs& h) {
+  accept_cmd_sn(h);
+  bhs r;
+  r.set_opcode(opcode::logout_response);
+  r.set_final(true);
+  r.set_byte(2, 0);  // closed successfully
+  r.set_initiator_task_tag(h.initiator_task_tag());
+  stamp(r, true);
+  send({r, {}, {}, nullptr, true});
+}
+
+server::server(asio::any_io_executor loop, std::vector<target_node> targets, const server_options& options)
+    : loop_(std::move(loop)), targets_(std::move(targets)), options_(options), acceptor_(loop_) {}
+
+server::~server() { stop(); }
+
+std::expected<void, error> server::listen(const tcp::endpoint& at) {
+  boost::system::error_code ec;
+  acceptor_.open(at.protocol(), ec);
+  if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(at, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return std::unexpected(make_error(errc::io_error, "iscsi: cannot listen on " + at.address().to_string() + ":" +
+                                                          std::to_string(at.port()) + ": " + ec.message()));
+  }
+  accept();
+  return {};
+}
+
+tcp::endpoint server::local_endpoint() const { return acceptor_.local_endpoint(); }
+
+void server::accept() {
+  acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
+    if (ec) return;  // stopped
+    socket.set_option(tcp::no_delay(true), ec);
+    auto c = std::make_shared<connection>(*this, std::move(socket));
+    live_.insert(c);
+    c->start();
+    accept();
+  });
+}
+
+void server::stop() {
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+  for (const auto& c : live_) c->close();
+}
+
+const target_node* server::find_target(std::string_view name) const noexcept {
+  for (const target_node& t : targets_) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+std::uint16_t server::next_tsih() noexcept {
+  if (++tsih_ == 0) ++tsih_;
+  return tsih_;
+}
+
+}  // namespace strata::iscsi

@@ -1,0 +1,135 @@
+// iSCSI text keys and negotiation (RFC 7143 sections 6 and 13), and the
+// CRC32C digest.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "target/iscsi/digest.h"
+#include "target/iscsi/pdu.h"
+#include "target/iscsi/text.h"
+
+namespace strata::iscsi {
+namespace {
+
+std::vector<std::uint8_t> bytes(std::string_view s) { return {s.begin(), s.end()}; }
+
+std::string value_of(const key_values& kv, std::string_view key) {
+  for (const auto& [k, v] : kv) {
+    if (k == key) return v;
+  }
+  return "(absent)";
+}
+
+TEST_CASE("iscsi text: pairs parse and format back", "[target][iscsi]") {
+  const auto data = bytes(std::string("InitiatorName=iqn.x\0SessionType=Normal\0\0\0", 42));
+  const auto kv = parse_text(data);
+  REQUIRE(kv);
+  REQUIRE(kv->size() == 2);
+  CHECK((*kv)[0] == std::pair<std::string, std::string>{"InitiatorName", "iqn.x"});
+  CHECK((*kv)[1].second == "Normal");
+  const auto again = format_text(*kv);
+  CHECK(again == bytes(std::string("InitiatorName=iqn.x\0SessionType=Normal\0", 39)));
+}
+
+TEST_CASE("iscsi text: malformed pairs are refused with the reason", "[target][iscsi]") {
+  auto no_eq = parse_text(bytes(std::string("NoEquals\0", 9)));
+  REQUIRE_FALSE(no_eq);
+  CHECK(no_eq.error().find("without '='") != std::string::npos);
+  auto long_key = parse_text(bytes(std::string(64, 'K') + "=1"));
+  REQUIRE_FALSE(long_key);
+  CHECK(long_key.error().find("64 bytes") != std::string::npos);
+  CHECK_FALSE(parse_text(bytes("=value")));
+}
+
+TEST_CASE("iscsi negotiation: each key by its RFC rule", "[target][iscsi]") {
+  session_params p;
+  target_offer offer;
+  const key_values offered = {
+      {"InitiatorName", "iqn.1994-05.com.redhat:host"},
+      {"SessionType", "Normal"},
+      {"TargetName", "iqn.2026-11.io.strata:t"},
+      {"HeaderDigest", "CRC32C,None"},
+      {"DataDigest", "None"},
+      {"MaxRecvDataSegmentLength", "65536"},
+      {"MaxBurstLength", "16776192"},  // more than Strata allows: the minimum
+      {"FirstBurstLength", "262144"},
+      {"InitialR2T", "No"},
+      {"ImmediateData", "Yes"},
+      {"MaxOutstandingR2T", "8"},
+      {"ErrorRecoveryLevel", "2"},
+      {"MaxConnections", "4"},
+      {"DefaultTime2Wait", "5"},
+      {"DefaultTime2Retain", "0"},
+      {"IFMarker", "Yes"},
+      {"X-com.example.Private", "1"},
+      {"MaxBurstLength", "huge"},
+  };
+  const key_values answers = negotiate(offered, offer, p);
+  CHECK(p.initiator_name == "iqn.1994-05.com.redhat:host");
+  CHECK(p.target_name == "iqn.2026-11.io.strata:t");
+  CHECK(value_of(answers, "HeaderDigest") == "CRC32C");
+  CHECK(p.header_digest);
+  CHECK_FALSE(p.data_digest);
+  CHECK(value_of(answers, "MaxRecvDataSegmentLength") == std::to_string(offer.max_recv_data_segment_bytes));
+  CHECK(p.initiator_max_recv_data_segment_bytes == 65536);
+  CHECK(p.max_burst_bytes == offer.max_burst_bytes);
+  CHECK(p.first_burst_bytes == offer.first_burst_bytes);
+  CHECK(value_of(answers, "InitialR2T") == "No");  // OR of No and Strata's No
+  CHECK(value_of(answers, "ImmediateData") == "Yes");
+  CHECK(value_of(answers, "MaxOutstandingR2T") == "1");
+  CHECK(value_of(answers, "ErrorRecoveryLevel") == "0");
+  CHECK(value_of(answers, "MaxConnections") == "1");
+  CHECK(value_of(answers, "DefaultTime2Wait") == "5");
+  CHECK(value_of(answers, "DefaultTime2Retain") == "0");
+  CHECK(value_of(answers, "IFMarker") == "No");
+  CHECK(value_of(answers, "X-com.example.Private") == "NotUnderstood");
+  // The second, malformed MaxBurstLength is rejected, the first stands.
+  CHECK(answers.back() == std::pair<std::string, std::string>{"MaxBurstLength", "Reject"});
+  CHECK(value_of(answers, "InitiatorName") == "(absent)");  // declarative: no answer
+}
+
+TEST_CASE("iscsi negotiation: a digest Strata cannot do is rejected", "[target][iscsi]") {
+  session_params p;
+  const auto answers = negotiate({{"HeaderDigest", "MD5"}, {"SessionType", "Bogus"}}, target_offer{}, p);
+  CHECK(value_of(answers, "HeaderDigest") == "Reject");
+  CHECK(value_of(answers, "SessionType") == "Reject");
+}
+
+TEST_CASE("iscsi digest: CRC32C of the RFC 3720 test vectors", "[target][iscsi]") {
+  const auto check = bytes("123456789");
+  CHECK(crc32c(check) == 0xe3069283);
+  // 32 bytes of zeros (RFC 3720 B.4): aa 36 91 8a on the wire.
+  std::vector<std::uint8_t> zeros(32, 0);
+  std::uint8_t wire[4];
+  put_digest(crc32c(zeros), wire);
+  CHECK(wire[0] == 0xaa);
+  CHECK(wire[1] == 0x36);
+  CHECK(wire[2] == 0x91);
+  CHECK(wire[3] == 0x8a);
+  // Chained over two pieces, the same as over the whole.
+  CHECK(crc32c(std::span(zeros).subspan(7), crc32c(std::span(zeros).first(7))) == crc32c(zeros));
+}
+
+TEST_CASE("iscsi pdu: fields land where RFC 7143 puts them", "[target][iscsi]") {
+  bhs h;
+  h.set_opcode(opcode::scsi_response);
+  h.set_final(true);
+  h.set_data_segment_bytes(0x012345);
+  h.set_initiator_task_tag(0xdeadbeef);
+  h.set_u32(field::stat_sn, 7);
+  const auto w = h.wire();
+  CHECK(w[0] == 0x21);
+  CHECK(w[1] == 0x80);
+  CHECK(w[5] == 0x01);
+  CHECK(w[6] == 0x23);
+  CHECK(w[7] == 0x45);
+  CHECK(w[16] == 0xde);
+  CHECK(w[19] == 0xef);
+  CHECK(w[27] == 7);
+  CHECK(h.data_segment_bytes() == 0x012345);
+  CHECK(padded(5) == 8);
+  CHECK(sn_less(0xffffffff, 0));  // serial number arithmetic wraps
+  CHECK_FALSE(sn_less(0, 0xffffffff));
+}
+
+}  // namespace
+}  // namespace strata::iscsi
