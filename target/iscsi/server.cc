@@ -111,6 +111,8 @@ class connection : public std::enable_shared_from_this<connection> {
   server& server_;
   tcp::socket socket_;
   bool closed_ = false;
+  bool closing_ = false;  // the last PDU is queued: read nothing more
+  bool portal_group_sent_ = false;
   session_params params_;
   const target_node* target_ = nullptr;
   std::uint32_t stat_sn_ = 0;
@@ -122,7 +124,7 @@ class connection : public std::enable_shared_from_this<connection> {
 };
 
 asio::awaitable<bool> connection::read_header(bhs& h) {
-  auto [ec, n] = co_await asio::async_read(socket_, asio::buffer(h.wire()), use_tuple);
+  auto [ec, n] = co_await asio::async_read(socket_, asio::buffer(h.wire().data(), bhs_bytes), use_tuple);
   if (ec) co_return false;
   if (h.ahs_bytes() > 0) {
     // Strata uses no AHS (no bidirectional commands, no extended CDBs):
@@ -168,8 +170,12 @@ asio::awaitable<bool> connection::skip_data(const bhs& h) {
 }
 
 asio::awaitable<void> connection::run() {
-  if (co_await login()) co_await full_feature();
-  close();
+  auto self = shared_from_this();  // the frame must not outlive the connection
+  const bool logged_in = co_await login();
+  if (logged_in) co_await full_feature();
+  // A last PDU (a login failure, a logout response) closes the connection
+  // once written; otherwise the initiator went away, or broke the protocol.
+  if (!closing_) close();
   // Tasks still running keep their commands alive; they finish into nothing.
   commands_.clear();
   server_.live_.erase(shared_from_this());
@@ -182,7 +188,8 @@ void connection::stamp(bhs& h, bool advance_stat_sn) {
 }
 
 void connection::send(outgoing o) {
-  if (closed_) return;
+  if (closed_ || closing_) return;
+  closing_ = o.close_after;
   if (!o.own_data.empty()) o.data = o.own_data;
   queue_.push_back(std::move(o));
   write_wake_.cancel_one();
@@ -202,7 +209,7 @@ asio::awaitable<void> connection::writer() {
     std::uint8_t tail[8] = {};
     const auto n = static_cast<std::uint32_t>(o.data.size());
     const std::uint32_t pad = padded(n) - n;
-    std::vector<asio::const_buffer> bufs{asio::buffer(o.header.wire())};
+    std::vector<asio::const_buffer> bufs{asio::buffer(o.header.wire().data(), bhs_bytes)};
     if (params_.header_digest) {
       put_digest(crc32c(o.header.wire()), header_digest);
       bufs.push_back(asio::buffer(header_digest));
@@ -227,13 +234,12 @@ asio::awaitable<void> connection::writer() {
 }
 
 asio::awaitable<bool> connection::login() {
-  bool security_done = false;
   std::uint16_t tsih = 0;
   for (;;) {
     bhs h;
-    if (!co_await read_header(h)) co_return false;
+    if (const bool ok = co_await read_header(h); !ok) co_return false;
     std::vector<std::uint8_t> data(h.data_segment_bytes());
-    if (!co_await read_data(h, data)) co_return false;
+    if (const bool ok = co_await read_data(h, data); !ok) co_return false;
     bhs r;
     r.set_opcode(opcode::login_response);
     std::memcpy(r.wire().data() + field::isid, h.wire().data() + field::isid, 6);
@@ -248,7 +254,7 @@ asio::awaitable<bool> connection::login() {
     if (h.opcode() != opcode::login_request) co_return fail(login_status::invalid_during_login);
     exp_cmd_sn_ = h.u32(field::cmd_sn);
     stat_sn_ = h.u32(field::exp_stat_sn);
-    if (h.byte(3) > 0 || h.byte(2) < 0) co_return fail(login_status::unsupported_version);  // version-min > 0
+    if (h.byte(3) > 0) co_return fail(login_status::unsupported_version);  // Version-min: Strata speaks 0
     auto keys = parse_text(data);
     if (!keys) co_return fail(login_status::initiator_error);
     const unsigned csg = login_flags::csg(h.flags());
@@ -277,16 +283,13 @@ asio::awaitable<bool> connection::login() {
         if (!none) co_return fail(login_status::authentication_failed);
         answers.emplace_back("AuthMethod", "None");
       }
-      security_done = transit;
-    } else if (csg == operational_negotiation) {
-      security_done = true;
-    } else {
+    } else if (csg != operational_negotiation) {
       co_return fail(login_status::initiator_error);
     }
-    if (!keys->empty() && tsih == 0 && params_.type == session_type::normal) {
-      answers.emplace_back("TargetPortalGroupTag", "1");
+    if (!portal_group_sent_ && params_.type == session_type::normal) {
+      answers.emplace_back("TargetPortalGroupTag", "1");  // in the first response only
+      portal_group_sent_ = true;
     }
-    (void)security_done;
     if (transit && nsg == full_feature_phase) {
       tsih = server_.next_tsih();
       r.set_u16(field::tsih, tsih);
@@ -311,11 +314,11 @@ bool connection::accept_cmd_sn(const bhs& h) {
 
 asio::awaitable<void> connection::full_feature() {
   auto self = shared_from_this();
-  while (!closed_) {
+  while (!closed_ && !closing_) {
     bhs h;
-    if (!co_await read_header(h)) co_return;
+    if (const bool ok = co_await read_header(h); !ok) co_return;
     if (h.ahs_bytes() > 0 && h.opcode() == opcode::scsi_command) {
-      if (!co_await skip_data(h)) co_return;
+      if (const bool ok = co_await skip_data(h); !ok) co_return;
       reject(h, reject_reason::command_not_supported);
       continue;
     }
@@ -329,7 +332,7 @@ asio::awaitable<void> connection::full_feature() {
         break;
       case opcode::nop_out: {
         std::vector<std::uint8_t> ping(h.data_segment_bytes());
-        if (!co_await read_data(h, ping)) co_return;
+        if (const bool got = co_await read_data(h, ping); !got) co_return;
         on_nop_out(h, std::move(ping));
         break;
       }
@@ -367,7 +370,7 @@ void connection::reject(const bhs& h, reject_reason why) {
 
 asio::awaitable<bool> connection::on_scsi_command(const bhs& h) {
   if (target_ == nullptr) {  // a discovery session has no LUNs
-    if (!co_await skip_data(h)) co_return false;
+    if (const bool ok = co_await skip_data(h); !ok) co_return false;
     reject(h, reject_reason::protocol_error);
     co_return true;
   }
@@ -383,19 +386,20 @@ asio::awaitable<bool> connection::on_scsi_command(const bhs& h) {
   const std::uint32_t first_burst = params_.first_burst_bytes;
   if (c->writes && (c->expected_bytes > params_.max_burst_bytes * 64u || immediate > c->expected_bytes ||
                     immediate > first_burst || (immediate > 0 && !params_.immediate_data))) {
-    if (!co_await skip_data(h)) co_return false;
+    if (const bool ok = co_await skip_data(h); !ok) co_return false;
     reject(h, reject_reason::protocol_error);
     co_return true;
   }
   if (!c->writes && immediate > 0) {
-    if (!co_await skip_data(h)) co_return false;
+    if (const bool ok = co_await skip_data(h); !ok) co_return false;
     reject(h, reject_reason::protocol_error);
     co_return true;
   }
   if (c->writes) {
     c->out = device::aligned_buffer(c->expected_bytes);
-    if (immediate > 0 && !co_await read_data(h, {reinterpret_cast<std::uint8_t*>(c->out.data()), immediate})) {
-      co_return !closed_;
+    if (immediate > 0) {
+      const bool ok = co_await read_data(h, {reinterpret_cast<std::uint8_t*>(c->out.data()), immediate});
+      if (!ok) co_return !closed_;
     }
     c->received_bytes = immediate;
     c->unsolicited_pending = !h.final() && !params_.initial_r2t && immediate < std::min(first_burst, c->expected_bytes);
@@ -437,7 +441,7 @@ asio::awaitable<bool> connection::on_data_out(const bhs& h) {
   const std::uint32_t offset = h.u32(field::buffer_offset);
   const std::uint32_t n = h.data_segment_bytes();
   if (it == commands_.end() || !it->second->writes || it->second->task.on_complete != nullptr) {
-    if (!co_await skip_data(h)) co_return false;
+    if (const bool ok = co_await skip_data(h); !ok) co_return false;
     reject(h, reject_reason::invalid_pdu_field);
     co_return true;
   }
@@ -449,12 +453,12 @@ asio::awaitable<bool> connection::on_data_out(const bhs& h) {
   const std::uint32_t limit = solicited ? c.r2t_end : std::min(params_.first_burst_bytes, c.expected_bytes);
   if (offset != c.received_bytes || n > limit - std::min(limit, offset) || (solicited && ttt != c.ttt) ||
       (!solicited && !c.unsolicited_pending)) {
-    if (!co_await skip_data(h)) co_return false;
+    if (const bool ok = co_await skip_data(h); !ok) co_return false;
     reject(h, reject_reason::protocol_error);
     co_return true;
   }
   auto keep = it->second;
-  if (!co_await read_data(h, {reinterpret_cast<std::uint8_t*>(c.out.data()) + offset, n})) co_return !closed_;
+  if (const bool ok = co_await read_data(h, {reinterpret_cast<std::uint8_t*>(c.out.data()) + offset, n}); !ok) co_return !closed_;
   c.received_bytes += n;
   if (!h.final()) co_return true;
   if (!solicited) c.unsolicited_pending = false;
@@ -467,8 +471,11 @@ asio::awaitable<bool> connection::on_data_out(const bhs& h) {
 }
 
 void connection::execute(command& c) {
-  const auto lun = scsi::lun_number(c.lun_field);
-  c.task.lun = lun.value_or(~0ull);
+  std::array<std::uint8_t, 8> lun_bytes;
+  for (int i = 0; i < 8; ++i) lun_bytes[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(c.lun_field >> (56 - 8 * i));
+  // A LUN Strata cannot address (not single-level) reaches no unit: the
+  // map answers LOGICAL UNIT NOT SUPPORTED.
+  c.task.lun = scsi::decode_lun(lun_bytes).value_or(scsi::unaddressable_lun);
   c.task.expected_transfer_bytes = c.expected_bytes;
   if (c.writes) c.task.data_out = c.out.bytes().first(c.received_bytes);
   c.task.context = &c;
@@ -526,8 +533,10 @@ void connection::respond(command& c) {
   bhs r;
   r.set_opcode(opcode::scsi_response);
   std::uint8_t flags = 0x80;
-  const std::uint32_t moved = c.writes ? c.received_bytes : std::min(t.data_in_bytes, edtl);
-  if (t.result == scsi::status::good && moved < edtl) {
+  // A failed read sends no data: all of it is residual, so that the
+  // initiator counts none of it as read.
+  const std::uint32_t moved = c.writes ? c.received_bytes : 0;
+  if (moved < edtl) {
     flags |= data_in_flags::residual_underflow;
     r.set_u32(field::residual_count, edtl - moved);
   }
@@ -539,7 +548,7 @@ void connection::respond(command& c) {
   outgoing o{r, {}, {}, nullptr, false};
   if (t.result == scsi::status::check_condition) {
     std::array<std::uint8_t, 18> sense{};
-    const std::size_t n = scsi::encode_fixed_sense(t.sense_data, sense);
+    const std::size_t n = scsi::encode_fixed_sense(t.sense_data, std::span<std::uint8_t, scsi::fixed_sense_bytes>(sense));
     o.own_data = {static_cast<std::uint8_t>(n >> 8), static_cast<std::uint8_t>(n)};
     o.own_data.insert(o.own_data.end(), sense.begin(), sense.begin() + static_cast<std::ptrdiff_t>(n));
   }
@@ -561,7 +570,7 @@ void connection::on_nop_out(const bhs& h, std::vector<std::uint8_t> ping) {
 
 asio::awaitable<bool> connection::on_text(const bhs& h) {
   std::vector<std::uint8_t> data(h.data_segment_bytes());
-  if (!co_await read_data(h, data)) co_return !closed_;
+  if (const bool ok = co_await read_data(h, data); !ok) co_return !closed_;
   if (!accept_cmd_sn(h)) co_return true;
   key_values answers;
   if (auto keys = parse_text(data)) {

@@ -71,6 +71,17 @@ struct task {
   // Data to the initiator: the logical unit sizes and fills `data_in`, and
   // says how many bytes of it are valid. The transport sends at most
   // expected_transfer_bytes of them and reports the residual.
+  //
+  // Also on CHECK CONDITION: a read that failed part-way leaves here the
+  // bytes before the first bad LBA, which the sense INFORMATION field
+  // names. Whether or not it sends them, the transport must report every
+  // byte it did not send as residual underflow: Linux completes
+  // min(INFORMATION - LBA, bytes transferred) as good, and takes "no
+  // residual" to mean every byte arrived.
+  //
+  // If data_out is shorter than the CDB requires (blocks or parameter list
+  // length), the unit fails the command with ILLEGAL REQUEST 0E/03; extra
+  // data_out is ignored.
   device::aligned_buffer data_in;
   std::uint32_t data_in_bytes = 0;
 

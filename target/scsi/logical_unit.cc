@@ -1,0 +1,1261 @@
+#include "target/scsi/logical_unit.h"
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <cassert>
+#include <cstring>
+#include <limits>
+#include <new>
+
+#include "raid/device/aligned_buffer.h"
+#include "raid/device/status.h"
+
+namespace strata::scsi {
+
+namespace {
+
+// Big-endian fields, as every SCSI structure stores them.
+std::uint64_t get_be(const std::uint8_t* p, int length_bytes) noexcept {
+  std::uint64_t v = 0;
+  for (int i = 0; i < length_bytes; ++i) v = (v << 8) | p[i];
+  return v;
+}
+std::uint16_t get16(const std::uint8_t* p) noexcept {
+  return static_cast<std::uint16_t>(get_be(p, 2));
+}
+std::uint32_t get32(const std::uint8_t* p) noexcept {
+  return static_cast<std::uint32_t>(get_be(p, 4));
+}
+std::uint64_t get64(const std::uint8_t* p) noexcept {
+  return get_be(p, 8);
+}
+
+void put_be(std::uint8_t* p, std::uint64_t v, int length_bytes) noexcept {
+  for (int i = length_bytes - 1; i >= 0; --i) {
+    p[i] = static_cast<std::uint8_t>(v);
+    v >>= 8;
+  }
+}
+
+// Appends big-endian fields to a response under construction. Responses are
+// built whole, then cut to the ALLOCATION LENGTH (set_data_in), which is how
+// SPC-4 4.2.5.6 defines truncation.
+struct response {
+  std::vector<std::uint8_t> bytes;
+  void u8(std::uint64_t v) { bytes.push_back(static_cast<std::uint8_t>(v)); }
+  void be(std::uint64_t v, int length_bytes) {
+    const std::size_t at = bytes.size();
+    bytes.resize(at + length_bytes);
+    put_be(bytes.data() + at, v, length_bytes);
+  }
+  void zeros(std::size_t n) { bytes.resize(bytes.size() + n, 0); }
+  void ascii(const std::string& s, std::size_t width) {  // space-padded, cut to width
+    for (std::size_t i = 0; i < width; ++i) {
+      const char c = i < s.size() ? s[i] : ' ';
+      bytes.push_back(c >= 0x20 && c <= 0x7e ? static_cast<std::uint8_t>(c) : ' ');
+    }
+  }
+  std::size_t size() const noexcept { return bytes.size(); }
+  // Patches a big-endian length field already appended.
+  void patch(std::size_t at, std::uint64_t v, int length_bytes) noexcept {
+    put_be(bytes.data() + at, v, length_bytes);
+  }
+};
+
+constexpr std::size_t max_serial_bytes = 64;
+
+std::string printable_serial(const std::string& serial) {
+  std::string s = serial.substr(0, max_serial_bytes);
+  for (char& c : s) {
+    if (c < 0x21 || c > 0x7e) c = '_';  // VPD 80h is ASCII graphic characters
+  }
+  return s;
+}
+
+std::uint64_t fnv1a(const std::string& s, std::uint64_t basis) noexcept {
+  std::uint64_t h = basis;
+  for (const char c : s) {
+    h ^= static_cast<std::uint8_t>(c);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+// SPC-4 version descriptors: SAM-5, SPC-4, SBC-3 (no particular revision).
+constexpr std::uint16_t version_descriptors[] = {0x00a0, 0x0460, 0x04c0};
+
+// The commands this unit supports, for REPORT SUPPORTED OPERATION CODES:
+// the CDB USAGE DATA of each says which bits the unit looks at (SPC-4
+// 6.35.3). Keep it in step with logical_unit::dispatch() (a test checks
+// that each entry is answered by something other than INVALID COMMAND
+// OPERATION CODE).
+struct command_info {
+  std::uint8_t opcode;
+  std::uint16_t service_action;
+  bool has_service_action;
+  std::uint8_t cdb_bytes;
+  std::array<std::uint8_t, 16> usage;
+};
+
+// clang-format off: one command per entry, its usage bytes as in SPC-4 tables.
+constexpr command_info supported_commands[] = {
+    // TEST UNIT READY
+    {0x00, 0x00, false, 6, {0x00, 0x00, 0x00, 0x00, 0x00, 0x00}},
+    // REQUEST SENSE
+    {0x03, 0x00, false, 6, {0x03, 0x01, 0x00, 0x00, 0xff, 0x00}},
+    // READ(6)
+    {0x08, 0x00, false, 6, {0x08, 0x1f, 0xff, 0xff, 0xff, 0x00}},
+    // WRITE(6)
+    {0x0a, 0x00, false, 6, {0x0a, 0x1f, 0xff, 0xff, 0xff, 0x00}},
+    // INQUIRY
+    {0x12, 0x00, false, 6, {0x12, 0x03, 0xff, 0xff, 0xff, 0x00}},
+    // MODE SELECT(6)
+    {0x15, 0x00, false, 6, {0x15, 0x11, 0x00, 0x00, 0xff, 0x00}},
+    // MODE SENSE(6)
+    {0x1a, 0x00, false, 6, {0x1a, 0x08, 0xff, 0xff, 0xff, 0x00}},
+    // START STOP UNIT
+    {0x1b, 0x00, false, 6, {0x1b, 0x00, 0x00, 0x00, 0x00, 0x00}},
+    // READ CAPACITY(10)
+    {0x25, 0x00, false, 10, {0x25, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00}},
+    // READ(10)
+    {0x28, 0x00, false, 10, {0x28, 0xf8, 0xff, 0xff, 0xff, 0xff, 0x00, 0xff, 0xff, 0x00}},
+    // WRITE(10)
+    {0x2a, 0x00, false, 10, {0x2a, 0xf8, 0xff, 0xff, 0xff, 0xff, 0x00, 0xff, 0xff, 0x00}},
+    // WRITE AND VERIFY(10)
+    {0x2e, 0x00, false, 10, {0x2e, 0xf6, 0xff, 0xff, 0xff, 0xff, 0x00, 0xff, 0xff, 0x00}},
+    // VERIFY(10)
+    {0x2f, 0x00, false, 10, {0x2f, 0xf6, 0xff, 0xff, 0xff, 0xff, 0x00, 0xff, 0xff, 0x00}},
+    // SYNCHRONIZE CACHE(10)
+    {0x35, 0x00, false, 10, {0x35, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0xff, 0xff, 0x00}},
+    // WRITE SAME(10)
+    {0x41, 0x00, false, 10, {0x41, 0xf8, 0xff, 0xff, 0xff, 0xff, 0x00, 0xff, 0xff, 0x00}},
+    // UNMAP
+    {0x42, 0x00, false, 10, {0x42, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00}},
+    // MODE SELECT(10)
+    {0x55, 0x00, false, 10, {0x55, 0x11, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00}},
+    // MODE SENSE(10)
+    {0x5a, 0x00, false, 10, {0x5a, 0x18, 0xff, 0xff, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00}},
+    // READ(16)
+    {0x88, 0x00, false, 16, {0x88, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                             0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}},
+    // WRITE(16)
+    {0x8a, 0x00, false, 16, {0x8a, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                             0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}},
+    // WRITE AND VERIFY(16)
+    {0x8e, 0x00, false, 16, {0x8e, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                             0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}},
+    // VERIFY(16)
+    {0x8f, 0x00, false, 16, {0x8f, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                             0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}},
+    // SYNCHRONIZE CACHE(16)
+    {0x91, 0x00, false, 16, {0x91, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                             0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}},
+    // WRITE SAME(16)
+    {0x93, 0x00, false, 16, {0x93, 0xf9, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                             0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}},
+    // READ CAPACITY(16)
+    {0x9e, 0x10, true, 16, {0x9e, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+                            0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}},
+    // REPORT LUNS: answered by the LUN map (lun_map.h), listed because it
+    // is part of the command set an initiator reaches through this unit.
+    {0xa0, 0x00, false, 12, {0xa0, 0x00, 0xff, 0x00, 0x00, 0x00, 0xff, 0xff,
+                             0xff, 0xff, 0x00, 0x00}},
+    // REPORT TARGET PORT GROUPS
+    {0xa3, 0x0a, true, 12, {0xa3, 0xea, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff,
+                            0xff, 0xff, 0x00, 0x00}},
+    // REPORT SUPPORTED OPERATION CODES
+    {0xa3, 0x0c, true, 12, {0xa3, 0x0c, 0x87, 0xff, 0xff, 0xff, 0xff, 0xff,
+                            0xff, 0xff, 0x00, 0x00}},
+    // READ(12)
+    {0xa8, 0x00, false, 12, {0xa8, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                             0xff, 0xff, 0x00, 0x00}},
+    // WRITE(12)
+    {0xaa, 0x00, false, 12, {0xaa, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                             0xff, 0xff, 0x00, 0x00}},
+    // VERIFY(12)
+    {0xaf, 0x00, false, 12, {0xaf, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                             0xff, 0xff, 0x00, 0x00}},
+};
+// clang-format on
+
+bool opcode_has_service_actions(std::uint8_t opcode) noexcept {
+  return std::any_of(
+      std::begin(supported_commands), std::end(supported_commands),
+      [&](const command_info& c) { return c.opcode == opcode && c.has_service_action; });
+}
+
+const command_info* find_command(std::uint8_t opcode,
+                                 std::optional<std::uint16_t> service_action) noexcept {
+  for (const command_info& c : supported_commands) {
+    if (c.opcode != opcode) continue;
+    if (c.has_service_action && service_action && c.service_action != *service_action) continue;
+    return &c;
+  }
+  return nullptr;
+}
+
+bool all_zero(std::span<const std::byte> bytes) noexcept {
+  return std::all_of(bytes.begin(), bytes.end(), [](std::byte b) { return b == std::byte{0}; });
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Per-command state for commands that do device I/O.
+//
+// A command runs up to two steps (write then flush, write then read back,
+// ...); a step moves a list of block ranges in pieces of at most
+// piece_blocks, up to max_pieces_in_flight at once, in order. When a piece
+// fails, no more pieces are issued; the step ends when those in flight are
+// back. Pieces are issued in order, so every piece before the earliest
+// failed one was issued and succeeded: the failure reported is the earliest
+// (lowest sequence), and what lies before it is good.
+struct logical_unit::command {
+  struct range {
+    std::uint64_t lba = 0;
+    std::uint64_t block_count = 0;
+  };
+  struct step {
+    device::op operation = device::op::read;
+    std::byte* data = nullptr;  // the first range's data (read, write); null for discard and flush
+    bool repeat = false;        // every piece's data starts at `data` (WRITE SAME)
+    std::uint64_t piece_blocks = 1;
+    const range* ranges = nullptr;
+    std::size_t range_count = 0;
+    range single;  // the range of a one-range step; `ranges` points here
+  };
+  struct piece {
+    device::request req;
+    iovec segment{};
+    std::uint64_t sequence = 0;
+    bool busy = false;
+  };
+  enum class comparison : std::uint8_t { none, whole, each_block };
+  struct failure {
+    std::error_code error;
+    device::op operation = device::op::read;
+    std::uint64_t lba = 0;
+    std::uint64_t block_count = 0;
+    std::byte* data = nullptr;  // the failed piece's data, for locating a read error
+    std::uint64_t sequence = 0;
+  };
+
+  logical_unit* owner = nullptr;
+  task* t = nullptr;
+  std::uint64_t lba = 0;  // the command's own range, for data_in_bytes on failure
+  bool returns_data = false;
+  comparison compare = comparison::none;
+  std::span<const std::byte> expected;  // data_out, for compare
+
+  std::array<step, 2> steps;
+  unsigned step_count = 0;
+  unsigned step_index = 0;
+  std::vector<range> ranges;       // UNMAP's descriptors
+  device::aligned_buffer scratch;  // verify reads; WRITE SAME's pattern
+  device::aligned_buffer bounce;   // data_out that was not aligned for the volume
+
+  // The running step.
+  std::size_t range_index = 0;
+  std::uint64_t next_lba = 0;
+  std::uint64_t next_sequence = 0;
+  unsigned in_flight = 0;
+  bool stopped = false;
+  failure first_failure;
+  // Locating a read error: the failure found by whole pieces, reported if
+  // single-block reads of that piece find none.
+  bool locating = false;
+  failure piece_failure;
+
+  std::array<piece, max_pieces_in_flight> pieces;
+
+  void on_piece_done(device::request& req) noexcept { owner->on_piece_done(req); }
+
+  step& add_step(device::op operation, std::byte* data, std::uint64_t lba_, std::uint64_t blocks,
+                 std::uint64_t piece_blocks) noexcept {
+    step& s = steps[step_count++];
+    s = step{};
+    s.operation = operation;
+    s.data = data;
+    s.piece_blocks = piece_blocks;
+    s.single = range{lba_, blocks};
+    s.ranges = &s.single;
+    s.range_count = 1;
+    return s;
+  }
+};
+
+// ---------------------------------------------------------------------------
+
+logical_unit::logical_unit(device::block_device& volume, unit_identity identity)
+    : volume_(volume), identity_(std::move(identity)) {
+  assert(identity_.relative_port != 0 && identity_.port_group != 0);
+  const device::block_geometry& g = volume_.geometry();
+  // Pieces start at multiples of the piece size within an aligned buffer,
+  // so the piece size must keep them aligned.
+  const std::uint64_t align_blocks =
+      std::max<std::uint64_t>(1, g.buffer_alignment_bytes / g.logical_block_size_bytes);
+  align_blocks_ = align_blocks;
+  piece_blocks_ = std::max<std::uint64_t>(1, piece_bytes / g.logical_block_size_bytes);
+  piece_blocks_ = (piece_blocks_ + align_blocks - 1) / align_blocks * align_blocks;
+}
+
+logical_unit::~logical_unit() {
+  assert(in_flight_ == 0 && "logical_unit destroyed with commands in flight");
+}
+
+std::array<std::uint8_t, 16> logical_unit::naa_designator() const noexcept {
+  // NAA 6 (IEEE Registered Extended, SPC-4 7.8.6.6.5): NAA, the 24-bit
+  // company id, a 36-bit vendor specific identifier, and a 64-bit extension.
+  const std::uint64_t id =
+      identity_.unit_id.value_or(fnv1a(identity_.serial, 0xcbf29ce484222325ull));
+  const std::uint64_t vendor_specific =
+      fnv1a(identity_.serial, 0x84222325cbf29ce4ull) & 0xfffffffffull;
+  const std::uint64_t high = (std::uint64_t{6} << 60) |
+                             (std::uint64_t{identity_.ieee_company_id & 0xffffffu} << 36) |
+                             vendor_specific;
+  std::array<std::uint8_t, 16> out{};
+  put_be(out.data(), high, 8);
+  put_be(out.data() + 8, id, 8);
+  return out;
+}
+
+bool set_data_in(task& t, std::span<const std::uint8_t> payload,
+                 std::uint32_t allocation_length_bytes) noexcept {
+  const std::size_t n = std::min<std::size_t>(payload.size(), allocation_length_bytes);
+  if (n > t.data_in.size()) {
+    try {
+      t.data_in = device::aligned_buffer(n);
+    } catch (const std::bad_alloc&) {
+      return false;
+    }
+  }
+  if (n > 0) std::memcpy(t.data_in.data(), payload.data(), n);
+  t.data_in_bytes = static_cast<std::uint32_t>(n);
+  return true;
+}
+
+std::array<std::uint8_t, standard_inquiry_bytes> standard_inquiry(
+    const unit_identity& identity, std::uint8_t peripheral) noexcept {
+  std::array<std::uint8_t, standard_inquiry_bytes> out{};
+  out[0] = peripheral;
+  out[2] = 0x06;                        // VERSION: SPC-4
+  out[3] = 0x10 | 0x02;                 // HISUP (hierarchical LUNs), RESPONSE DATA FORMAT 2
+  out[4] = standard_inquiry_bytes - 5;  // ADDITIONAL LENGTH
+  out[5] = 0x10;                        // TPGS 01b: implicit ALUA (REPORT TARGET PORT GROUPS)
+  out[7] = 0x02;                        // CMDQUE: tagged queueing
+  auto ascii = [&](std::size_t at, const std::string& s, std::size_t width) {
+    for (std::size_t i = 0; i < width; ++i) {
+      const char c = i < s.size() ? s[i] : ' ';
+      out[at + i] = c >= 0x20 && c <= 0x7e ? static_cast<std::uint8_t>(c) : ' ';
+    }
+  };
+  ascii(8, identity.vendor, 8);
+  ascii(16, identity.product, 16);
+  ascii(32, identity.revision, 4);
+  std::size_t at = 58;
+  for (const std::uint16_t v : version_descriptors) {
+    put_be(out.data() + at, v, 2);
+    at += 2;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Dispatch
+
+void logical_unit::execute(task& t) noexcept {
+  t.result = status::good;
+  t.sense_data = sense{};
+  t.data_in_bytes = 0;
+  try {
+    dispatch(t);
+  } catch (const std::bad_alloc&) {
+    // Every allocation happens before a command starts any I/O or posts its
+    // completion, so nothing of this task is in flight: answer BUSY, which
+    // initiators retry.
+    t.result = status::busy;
+    t.data_in_bytes = 0;
+    complete_later(t);
+  }
+}
+
+void logical_unit::dispatch(task& t) {
+  const std::uint8_t* cdb = t.cdb.data();
+  const std::uint8_t protect =
+      cdb[1] >> 5;  // RDPROTECT, WRPROTECT, VRPROTECT: no protection information here
+  switch (cdb[0]) {
+    case 0x00:  // TEST UNIT READY
+    case 0x1b:  // START STOP UNIT: a volume has no motor and no medium to eject
+      return complete_later(t);
+    case 0x03:
+      return request_sense(t);
+    case 0x12:
+      return inquiry(t);
+    case 0x25:
+      return read_capacity_10(t);
+    case 0x9e:  // SERVICE ACTION IN(16)
+      if ((cdb[1] & 0x1f) == 0x10) return read_capacity_16(t);
+      return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+    case 0xa3:  // MAINTENANCE IN
+      if ((cdb[1] & 0x1f) == 0x0a) return report_target_port_groups(t);
+      if ((cdb[1] & 0x1f) == 0x0c) return report_supported_operation_codes(t);
+      return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+
+    case 0x08:    // READ(6)
+    case 0x0a: {  // WRITE(6)
+      const std::uint64_t lba = get_be(cdb + 1, 3) & 0x1fffff;
+      const std::uint64_t blocks = cdb[4] == 0 ? 256 : cdb[4];  // SBC-3 5.15: 0 means 256
+      return read_write(t, cdb[0] == 0x0a, lba, blocks, false);
+    }
+    case 0x28:  // READ(10)
+    case 0x2a:  // WRITE(10)
+      if (protect != 0) return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+      return read_write(t, cdb[0] == 0x2a, get32(cdb + 2), get16(cdb + 7), (cdb[1] & 0x08) != 0);
+    case 0xa8:  // READ(12)
+    case 0xaa:  // WRITE(12)
+      if (protect != 0) return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+      return read_write(t, cdb[0] == 0xaa, get32(cdb + 2), get32(cdb + 6), (cdb[1] & 0x08) != 0);
+    case 0x88:  // READ(16)
+    case 0x8a:  // WRITE(16)
+      if (protect != 0) return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+      return read_write(t, cdb[0] == 0x8a, get64(cdb + 2), get32(cdb + 10), (cdb[1] & 0x08) != 0);
+
+    case 0x2e:  // WRITE AND VERIFY(10)
+    case 0x2f:  // VERIFY(10)
+      if (protect != 0) return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+      return verify(t, cdb[0] == 0x2e, get32(cdb + 2), get16(cdb + 7), (cdb[1] >> 1) & 0x03);
+    case 0xaf:  // VERIFY(12)
+      if (protect != 0) return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+      return verify(t, false, get32(cdb + 2), get32(cdb + 6), (cdb[1] >> 1) & 0x03);
+    case 0x8e:  // WRITE AND VERIFY(16)
+    case 0x8f:  // VERIFY(16)
+      if (protect != 0) return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+      return verify(t, cdb[0] == 0x8e, get64(cdb + 2), get32(cdb + 10), (cdb[1] >> 1) & 0x03);
+
+    case 0x35:  // SYNCHRONIZE CACHE(10)
+      return synchronize_cache(t, get32(cdb + 2), get16(cdb + 7));
+    case 0x91:  // SYNCHRONIZE CACHE(16)
+      return synchronize_cache(t, get64(cdb + 2), get32(cdb + 10));
+    case 0x42:
+      return unmap(t);
+    case 0x41:  // WRITE SAME(10)
+    case 0x93:  // WRITE SAME(16)
+      // No protection information; ANCHOR needs ANC_SUP, which is 0.
+      if (protect != 0 || (cdb[1] & 0x10) != 0)
+        return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+      if (cdb[0] == 0x41)
+        return write_same(t, get32(cdb + 2), get16(cdb + 7), (cdb[1] & 0x08) != 0, false);
+      return write_same(t, get64(cdb + 2), get32(cdb + 10), (cdb[1] & 0x08) != 0,
+                        (cdb[1] & 0x01) != 0);
+
+    case 0x1a:
+      return mode_sense(t, false);
+    case 0x5a:
+      return mode_sense(t, true);
+    case 0x15:
+      return mode_select(t, false);
+    case 0x55:
+      return mode_select(t, true);
+    default:
+      // REPORT LUNS (A0h) lands here too: the LUN map answers it before
+      // any unit sees it.
+      return fail_later(t, illegal_request(asc::invalid_command_operation_code));
+  }
+}
+
+void logical_unit::complete_later(task& t) {
+  ++in_flight_;
+  boost::asio::post(volume_.executor(), [this, &t] {
+    --in_flight_;  // first: the completion may destroy this unit
+    t.on_complete(t);
+  });
+}
+
+void logical_unit::fail_later(task& t, const sense& s) {
+  set_check_condition(t, s);
+  t.data_in_bytes = 0;
+  complete_later(t);
+}
+
+// ---------------------------------------------------------------------------
+// Commands answered at once
+
+void logical_unit::request_sense(task& t) {
+  // Sense data is returned with each CHECK CONDITION (autosense, which every
+  // transport Strata serves provides), and no deferred errors or unit
+  // attentions are kept, so nothing is ever pending: NO SENSE.
+  const bool descriptor_format = (t.cdb[1] & 0x01) != 0;
+  const sense none{};
+  std::array<std::uint8_t, descriptor_sense_max_bytes> data{};
+  std::size_t n = 0;
+  if (descriptor_format) {
+    n = encode_descriptor_sense(none, data);
+  } else {
+    n = encode_fixed_sense(
+        none, std::span<std::uint8_t, fixed_sense_bytes>(data.data(), fixed_sense_bytes));
+  }
+  if (!set_data_in(t, std::span(data.data(), n), t.cdb[4])) t.result = status::busy;
+  complete_later(t);
+}
+
+void logical_unit::inquiry(task& t) {
+  const std::uint8_t* cdb = t.cdb.data();
+  const bool evpd = (cdb[1] & 0x01) != 0;
+  const bool cmddt = (cdb[1] & 0x02) != 0;  // obsolete in SPC-4
+  const std::uint8_t page = cdb[2];
+  const std::uint16_t allocation_length = get16(cdb + 3);
+  if (cmddt || (!evpd && page != 0))
+    return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+
+  const std::uint32_t bs = block_size_bytes();
+  const std::uint32_t granularity_blocks = std::max<std::uint32_t>(1, 4096 / bs);
+  response r;
+  if (!evpd) {
+    const auto data = standard_inquiry(identity_, 0x00);
+    r.bytes.assign(data.begin(), data.end());
+  } else {
+    // Every VPD page: peripheral byte, page code, 2-byte page length.
+    r.u8(0x00);
+    r.u8(page);
+    r.be(0, 2);
+    switch (page) {
+      case 0x00:  // Supported VPD pages, ascending
+        for (const std::uint8_t p : {0x00, 0x80, 0x83, 0x86, 0xb0, 0xb1}) r.u8(p);
+        if (identity_.thin_provisioned) r.u8(0xb2);
+        break;
+      case 0x80: {  // Unit serial number
+        const std::string serial = printable_serial(identity_.serial);
+        r.bytes.insert(r.bytes.end(), serial.begin(), serial.end());
+        break;
+      }
+      case 0x83: {  // Device identification
+        // NAA 6, binary, associated with the logical unit.
+        r.u8(0x01);
+        r.u8(0x03);
+        r.u8(0x00);
+        r.u8(16);
+        const auto naa = naa_designator();
+        r.bytes.insert(r.bytes.end(), naa.begin(), naa.end());
+        // T10 vendor ID, ASCII, logical unit: vendor then serial.
+        const std::string serial = printable_serial(identity_.serial);
+        r.u8(0x02);
+        r.u8(0x01);
+        r.u8(0x00);
+        r.u8(8 + serial.size());
+        r.ascii(identity_.vendor, 8);
+        r.bytes.insert(r.bytes.end(), serial.begin(), serial.end());
+        // Relative target port and target port group, associated with the
+        // target port (01b); PIV 0, so no protocol identifier: this layer
+        // does not know the transport.
+        r.u8(0x01);
+        r.u8(0x14);
+        r.u8(0x00);
+        r.u8(4);
+        r.be(identity_.relative_port, 4);
+        r.u8(0x01);
+        r.u8(0x15);
+        r.u8(0x00);
+        r.u8(4);
+        r.be(identity_.port_group, 4);
+        break;
+      }
+      case 0x86:  // Extended INQUIRY data
+        r.zeros(60);
+        r.bytes[5] = 0x07;  // HEADSUP, ORDSUP, SIMPSUP (see the header on task attributes)
+        r.bytes[6] =
+            0x01;  // V_SUP: a volatile cache (the volume's: writes are durable after a flush)
+        break;
+      case 0xb0:  // Block limits
+        r.zeros(60);
+        r.bytes[4] = 0x01;  // WSNZ: WRITE SAME with 0 blocks is refused, not "to the end"
+        put_be(&r.bytes[6], granularity_blocks, 2);     // OPTIMAL TRANSFER LENGTH GRANULARITY
+        put_be(&r.bytes[8], max_transfer_blocks(), 4);  // MAXIMUM TRANSFER LENGTH
+        put_be(&r.bytes[12], piece_blocks_, 4);         // OPTIMAL TRANSFER LENGTH
+        if (identity_.thin_provisioned) {
+          put_be(&r.bytes[20], max_unmap_bytes / bs, 4);  // MAXIMUM UNMAP LBA COUNT
+          put_be(&r.bytes[24], max_unmap_descriptors, 4);
+          put_be(&r.bytes[28], granularity_blocks, 4);  // OPTIMAL UNMAP GRANULARITY
+        }
+        put_be(&r.bytes[36], max_write_same_bytes / bs, 8);  // MAXIMUM WRITE SAME LENGTH
+        break;
+      case 0xb1:  // Block device characteristics
+        r.zeros(60);
+        put_be(&r.bytes[4], identity_.non_rotating ? 1 : 0, 2);  // MEDIUM ROTATION RATE
+        // PRODUCT TYPE 0, NOMINAL FORM FACTOR 0: not reported; a volume has neither.
+        break;
+      case 0xb2:  // Logical block provisioning
+        if (!identity_.thin_provisioned)
+          return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+        r.zeros(4);
+        // LBPU, LBPWS, LBPWS10, LBPRZ: a discarded range of a Strata
+        // volume reads as zeros (block_device.h, op::discard).
+        r.bytes[5] = 0x80 | 0x40 | 0x20 | 0x04;
+        r.bytes[6] = 0x02;  // PROVISIONING TYPE: thin
+        break;
+      default:
+        return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+    }
+    r.patch(2, r.size() - 4, 2);
+  }
+  if (!set_data_in(t, r.bytes, allocation_length)) t.result = status::busy;
+  complete_later(t);
+}
+
+void logical_unit::read_capacity_10(task& t) {
+  std::array<std::uint8_t, 8> data{};
+  const std::uint64_t last_lba = block_count() - 1;
+  // SBC-3 5.16.2: a capacity the field cannot hold is reported as
+  // FFFFFFFFh, sending the initiator to READ CAPACITY(16).
+  put_be(data.data(), std::min<std::uint64_t>(last_lba, 0xffffffffu), 4);
+  put_be(data.data() + 4, block_size_bytes(), 4);
+  if (!set_data_in(t, data, data.size())) t.result = status::busy;
+  complete_later(t);
+}
+
+void logical_unit::read_capacity_16(task& t) {
+  std::array<std::uint8_t, 32> data{};
+  put_be(data.data(), block_count() - 1, 8);
+  put_be(data.data() + 8, block_size_bytes(), 4);
+  // Byte 13: P_I_EXPONENT 0, LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT 0.
+  if (identity_.thin_provisioned) data[14] = 0x80 | 0x40;  // LBPME, LBPRZ
+  if (!set_data_in(t, data, get32(t.cdb.data() + 10))) t.result = status::busy;
+  complete_later(t);
+}
+
+std::vector<std::uint8_t> logical_unit::mode_page(std::uint8_t page_code, bool changeable) const {
+  // Nothing is changeable (MODE SELECT accepts only the current values), so
+  // the changeable-values masks are all zero.
+  std::vector<std::uint8_t> page;
+  switch (page_code) {
+    case 0x08:  // Caching (SBC-3 6.4.5)
+      page.assign(20, 0);
+      page[0] = 0x08;
+      page[1] = 0x12;
+      // WCE 1, RCD 0: writes may sit in a volatile cache until a flush
+      // (block_device.h), so initiators must send SYNCHRONIZE CACHE.
+      if (!changeable) page[2] = 0x04;
+      break;
+    case 0x0a:  // Control (SPC-4 7.5.8)
+      page.assign(12, 0);
+      page[0] = 0x0a;
+      page[1] = 0x0a;
+      // TST 000b, D_SENSE 0 (fixed-format sense), QERR 00b; QUEUE
+      // ALGORITHM MODIFIER 1: commands run concurrently on the volume, so
+      // overlapping ones may complete in any order.
+      if (!changeable) page[3] = 0x10;
+      break;
+    default:
+      break;
+  }
+  return page;
+}
+
+void logical_unit::mode_sense(task& t, bool ten) {
+  const std::uint8_t* cdb = t.cdb.data();
+  const bool dbd = (cdb[1] & 0x08) != 0;
+  const bool llbaa = ten && (cdb[1] & 0x10) != 0;
+  const std::uint8_t pc = cdb[2] >> 6;
+  const std::uint8_t page_code = cdb[2] & 0x3f;
+  const std::uint8_t subpage = cdb[3];
+  const std::uint32_t allocation_length = ten ? get16(cdb + 7) : cdb[4];
+  if (pc == 3) return fail_later(t, illegal_request(asc::saving_parameters_not_supported));
+  const bool changeable = pc == 1;
+
+  std::vector<std::uint8_t> pages;
+  if (page_code == 0x3f) {
+    if (subpage != 0x00 && subpage != 0xff)
+      return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+    for (const std::uint8_t code : {0x08, 0x0a}) {
+      const auto p = mode_page(code, changeable);
+      pages.insert(pages.end(), p.begin(), p.end());
+    }
+  } else {
+    pages = mode_page(page_code, changeable);
+    if (pages.empty() || subpage != 0)
+      return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+  }
+
+  response r;
+  const std::size_t header_bytes = ten ? 8 : 4;
+  r.zeros(header_bytes);
+  const std::uint8_t device_specific = 0x10;  // DPOFUA: FUA is honoured (write, then flush); WP 0
+  if (!dbd) {
+    const std::uint64_t blocks = changeable ? 0 : block_count();
+    const std::uint32_t bs = changeable ? 0 : block_size_bytes();
+    if (llbaa) {  // long LBA block descriptor, 16 bytes
+      r.be(blocks, 8);
+      r.zeros(4);
+      r.be(bs, 4);
+    } else {  // short block descriptor, 8 bytes; a count that does not fit reads FFFFFFFFh
+      r.be(std::min<std::uint64_t>(blocks, 0xffffffffu), 4);
+      r.u8(0);
+      r.be(bs, 3);
+    }
+  }
+  const std::size_t descriptor_bytes = r.size() - header_bytes;
+  r.bytes.insert(r.bytes.end(), pages.begin(), pages.end());
+  if (ten) {
+    r.patch(0, r.size() - 2, 2);  // MODE DATA LENGTH excludes itself
+    r.bytes[3] = device_specific;
+    r.bytes[4] = llbaa && !dbd ? 0x01 : 0x00;  // LONGLBA
+    r.patch(6, descriptor_bytes, 2);
+  } else {
+    r.bytes[0] = static_cast<std::uint8_t>(r.size() - 1);
+    r.bytes[2] = device_specific;
+    r.bytes[3] = static_cast<std::uint8_t>(descriptor_bytes);
+  }
+  if (!set_data_in(t, r.bytes, allocation_length)) t.result = status::busy;
+  complete_later(t);
+}
+
+void logical_unit::mode_select(task& t, bool ten) {
+  const std::uint8_t* cdb = t.cdb.data();
+  const bool save = (cdb[1] & 0x01) != 0;
+  const std::uint32_t list_bytes = ten ? get16(cdb + 7) : cdb[4];
+  if (save)
+    return fail_later(t, illegal_request(asc::invalid_field_in_cdb));  // nothing is saveable
+  if (list_bytes == 0) return complete_later(t);
+  if (t.data_out.size() < list_bytes)
+    return fail_later(t, illegal_request(asc::invalid_field_in_command_iu));
+  const auto* p = reinterpret_cast<const std::uint8_t*>(t.data_out.data());
+  const std::size_t header_bytes = ten ? 8 : 4;
+  if (list_bytes < header_bytes)
+    return fail_later(t, illegal_request(asc::parameter_list_length_error));
+  const bool long_lba = ten && (p[4] & 0x01) != 0;
+  const std::size_t descriptors_bytes = ten ? get16(p + 6) : p[3];
+  if (header_bytes + descriptors_bytes > list_bytes) {
+    return fail_later(t, illegal_request(asc::parameter_list_length_error));
+  }
+  // Block descriptors may only restate the block length.
+  const std::size_t descriptor_bytes = long_lba ? 16 : 8;
+  if (descriptors_bytes % descriptor_bytes != 0) {
+    return fail_later(t, illegal_request(asc::invalid_field_in_parameter_list));
+  }
+  for (std::size_t at = header_bytes; at < header_bytes + descriptors_bytes;
+       at += descriptor_bytes) {
+    const std::uint32_t bs =
+        long_lba ? get32(p + at + 12) : static_cast<std::uint32_t>(get_be(p + at + 5, 3));
+    if (bs != block_size_bytes())
+      return fail_later(t, illegal_request(asc::invalid_field_in_parameter_list));
+  }
+  // Pages may only restate the current values: nothing is changeable.
+  for (std::size_t at = header_bytes + descriptors_bytes; at < list_bytes;) {
+    if (at + 2 > list_bytes)
+      return fail_later(t, illegal_request(asc::parameter_list_length_error));
+    const bool subpage_format = (p[at] & 0x40) != 0;
+    const std::size_t page_bytes = std::size_t{p[at + 1]} + 2;
+    if (at + page_bytes > list_bytes)
+      return fail_later(t, illegal_request(asc::parameter_list_length_error));
+    const auto current = mode_page(p[at] & 0x3f, false);
+    // PS (bit 7 of byte 0) is reserved in MODE SELECT; the rest must match.
+    if (subpage_format || current.size() != page_bytes ||
+        !std::equal(current.begin() + 1, current.end(), p + at + 1)) {
+      return fail_later(t, illegal_request(asc::invalid_field_in_parameter_list));
+    }
+    at += page_bytes;
+  }
+  complete_later(t);
+}
+
+void logical_unit::report_supported_operation_codes(task& t) {
+  const std::uint8_t* cdb = t.cdb.data();
+  const bool timeouts = (cdb[2] & 0x80) != 0;  // RCTD
+  const std::uint8_t options = cdb[2] & 0x07;
+  const std::uint8_t requested_opcode = cdb[3];
+  const std::uint16_t requested_service_action = get16(cdb + 4);
+  const std::uint32_t allocation_length = get32(cdb + 6);
+
+  // Command timeouts descriptor (SPC-4 6.35.4): no timeouts are known, so
+  // both are 0 ("not specified").
+  auto timeouts_descriptor = [](response& r) {
+    r.be(0x0a, 2);
+    r.zeros(10);
+  };
+  response r;
+  if (options == 0) {  // all commands
+    r.zeros(4);
+    for (const command_info& c : supported_commands) {
+      r.u8(c.opcode);
+      r.u8(0);
+      r.be(c.service_action, 2);
+      r.u8(0);
+      r.u8((timeouts ? 0x02 : 0x00) | (c.has_service_action ? 0x01 : 0x00));  // CTDP, SERVACTV
+      r.be(c.cdb_bytes, 2);
+      if (timeouts) timeouts_descriptor(r);
+    }
+    r.patch(0, r.size() - 4, 4);
+  } else if (options <= 3) {  // one command
+    const bool has_service_actions = opcode_has_service_actions(requested_opcode);
+    // 001b names an opcode without service actions; 010b one with them.
+    if ((options == 1 && has_service_actions) ||
+        (options == 2 && !has_service_actions &&
+         find_command(requested_opcode, std::nullopt) != nullptr)) {
+      return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+    }
+    const command_info* c = nullptr;
+    if (options == 2 || (options == 3 && has_service_actions)) {
+      c = has_service_actions ? find_command(requested_opcode, requested_service_action) : nullptr;
+    } else {
+      c = find_command(requested_opcode, std::nullopt);
+    }
+    r.u8(0);
+    if (c == nullptr) {
+      r.u8(0x01);  // SUPPORT 001b: not supported
+      r.be(0, 2);
+    } else {
+      r.u8((timeouts ? 0x80 : 0x00) | 0x03);  // CTDP, SUPPORT 011b: supported as the standard says
+      r.be(c->cdb_bytes, 2);
+      r.bytes.insert(r.bytes.end(), c->usage.begin(), c->usage.begin() + c->cdb_bytes);
+      if (timeouts) timeouts_descriptor(r);
+    }
+  } else {
+    return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+  }
+  if (!set_data_in(t, r.bytes, allocation_length)) t.result = status::busy;
+  complete_later(t);
+}
+
+void logical_unit::report_target_port_groups(task& t) {
+  const std::uint8_t format = t.cdb[1] >> 5;  // 000b length only, 001b extended header
+  const std::uint32_t allocation_length = get32(t.cdb.data() + 6);
+  if (format > 1) return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+  response r;
+  r.zeros(4);
+  if (format == 1) {
+    r.u8(0x10);  // FORMAT TYPE 001b
+    r.u8(0);     // IMPLICIT TRANSITION TIME: none happen
+    r.zeros(2);
+  }
+  // One group, this port, active/optimized: the only state a unit has
+  // until controllers fail over between each other.
+  r.u8(0x00);  // PREF 0, ASYMMETRIC ACCESS STATE 0h active/optimized
+  r.u8(0x01);  // AO_SUP
+  r.be(identity_.port_group, 2);
+  r.u8(0);
+  r.u8(0);  // STATUS CODE: no status available
+  r.u8(0);
+  r.u8(1);  // TARGET PORT COUNT
+  r.zeros(2);
+  r.be(identity_.relative_port, 2);
+  r.patch(0, r.size() - 4, 4);
+  if (!set_data_in(t, r.bytes, allocation_length)) t.result = status::busy;
+  complete_later(t);
+}
+
+// ---------------------------------------------------------------------------
+// Commands that do device I/O
+
+namespace {
+
+// The alignment buffers given to the volume need: its own, and never less
+// than aligned_buffer's default.
+std::size_t buffer_alignment(const device::block_device& volume) noexcept {
+  return std::max<std::size_t>(4096, volume.geometry().buffer_alignment_bytes);
+}
+
+bool aligned(const void* p, std::size_t alignment) noexcept {
+  return reinterpret_cast<std::uintptr_t>(p) % alignment == 0;
+}
+
+bool in_range(std::uint64_t lba, std::uint64_t blocks, std::uint64_t capacity_blocks) noexcept {
+  // Written so that a huge lba or count cannot overflow the sum.
+  return lba <= capacity_blocks && blocks <= capacity_blocks - lba;
+}
+
+}  // namespace
+
+void logical_unit::read_write(task& t, bool write, std::uint64_t lba, std::uint64_t blocks,
+                              bool fua) {
+  if (!in_range(lba, blocks, block_count()))
+    return fail_later(t, illegal_request(asc::lba_out_of_range));
+  if (blocks > max_transfer_blocks())
+    return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+  if (blocks == 0) return complete_later(t);  // SBC-3: no blocks, not an error
+  const std::size_t bytes = blocks * block_size_bytes();
+  const std::size_t alignment = buffer_alignment(volume_);
+
+  std::byte* data = nullptr;
+  device::aligned_buffer bounce;
+  if (write) {
+    if (t.data_out.size() < bytes)
+      return fail_later(t, illegal_request(asc::invalid_field_in_command_iu));
+    data = t.data_out.data();
+    if (!aligned(data, volume_.geometry().buffer_alignment_bytes)) {
+      bounce = device::aligned_buffer(bytes, alignment);
+      std::memcpy(bounce.data(), data, bytes);
+      data = bounce.data();
+    }
+  } else {
+    // A transport that reuses its tasks keeps their data_in: reuse it.
+    if (t.data_in.size() < bytes || !aligned(t.data_in.data(), alignment)) {
+      t.data_in = device::aligned_buffer(bytes, alignment);
+    }
+    data = t.data_in.data();
+  }
+
+  command& c = acquire();
+  c.t = &t;
+  c.lba = lba;
+  c.returns_data = !write;
+  c.bounce = std::move(bounce);
+  c.add_step(write ? device::op::write : device::op::read, data, lba, blocks, piece_blocks_);
+  // FUA: write, then flush, which makes durable every write completed
+  // before it (block_device.h). Heavier than a per-request FUA, which the
+  // request type does not have; correct.
+  if (write && fua) c.add_step(device::op::flush, nullptr, 0, 1, 1);
+  start(c);
+}
+
+void logical_unit::verify(task& t, bool write, std::uint64_t lba, std::uint64_t blocks,
+                          std::uint8_t bytchk) {
+  // BYTCHK (SBC-3 5.30): 00b medium verification only, 01b compare with
+  // the Data-Out blocks, 11b compare each block with the one Data-Out
+  // block (VERIFY only), 10b reserved.
+  if (bytchk == 2 || (write && bytchk == 3))
+    return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+  if (!in_range(lba, blocks, block_count()))
+    return fail_later(t, illegal_request(asc::lba_out_of_range));
+  if (blocks > max_transfer_blocks())
+    return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+  if (blocks == 0) return complete_later(t);
+  const std::uint32_t bs = block_size_bytes();
+  const std::size_t bytes = blocks * bs;
+  const std::size_t alignment = buffer_alignment(volume_);
+  const std::size_t needed_bytes = write || bytchk == 1 ? bytes : bytchk == 3 ? bs : 0;
+  if (t.data_out.size() < needed_bytes)
+    return fail_later(t, illegal_request(asc::invalid_field_in_command_iu));
+
+  std::byte* source = t.data_out.data();
+  device::aligned_buffer bounce;
+  if (write && !aligned(source, volume_.geometry().buffer_alignment_bytes)) {
+    bounce = device::aligned_buffer(bytes, alignment);
+    std::memcpy(bounce.data(), source, bytes);
+    source = bounce.data();
+  }
+  // Medium verification reads the blocks back: that is what finds a latent
+  // error, which "check the range" alone would not.
+  device::aligned_buffer scratch(bytes, alignment);
+
+  command& c = acquire();
+  c.t = &t;
+  c.lba = lba;
+  c.bounce = std::move(bounce);
+  c.scratch = std::move(scratch);
+  c.compare = bytchk == 1   ? command::comparison::whole
+              : bytchk == 3 ? command::comparison::each_block
+                            : command::comparison::none;
+  c.expected = std::span<const std::byte>(t.data_out.data(), needed_bytes);
+  if (write) c.add_step(device::op::write, source, lba, blocks, piece_blocks_);
+  c.add_step(device::op::read, c.scratch.data(), lba, blocks, piece_blocks_);
+  start(c);
+}
+
+void logical_unit::synchronize_cache(task& t, std::uint64_t lba, std::uint64_t blocks) {
+  // The volume flushes whole; the range only has to be valid (0 blocks:
+  // to the end). IMMED is ignored: status after the flush is what IMMED 0
+  // asks for, and is no less correct for IMMED 1.
+  if (!in_range(lba, blocks, block_count()))
+    return fail_later(t, illegal_request(asc::lba_out_of_range));
+  command& c = acquire();
+  c.t = &t;
+  c.add_step(device::op::flush, nullptr, 0, 1, 1);
+  start(c);
+}
+
+void logical_unit::unmap(task& t) {
+  if (!identity_.thin_provisioned)
+    return fail_later(t, illegal_request(asc::invalid_command_operation_code));
+  if ((t.cdb[1] & 0x01) != 0)
+    return fail_later(t, illegal_request(asc::invalid_field_in_cdb));  // ANCHOR
+  const std::uint32_t list_bytes = get16(t.cdb.data() + 7);
+  if (list_bytes == 0) return complete_later(t);  // SBC-3 5.28: not an error
+  if (t.data_out.size() < list_bytes)
+    return fail_later(t, illegal_request(asc::invalid_field_in_command_iu));
+  if (list_bytes < 8) return fail_later(t, illegal_request(asc::parameter_list_length_error));
+  const auto* p = reinterpret_cast<const std::uint8_t*>(t.data_out.data());
+  // The descriptors the list holds: what the header says, unless the list
+  // is shorter (as Linux-IO reads it); a partial descriptor is ignored.
+  const std::size_t descriptor_count = std::min<std::size_t>(get16(p + 2), list_bytes - 8) / 16;
+  if (descriptor_count > max_unmap_descriptors) {
+    return fail_later(t, illegal_request(asc::invalid_field_in_parameter_list));
+  }
+  std::vector<command::range> ranges;
+  ranges.reserve(descriptor_count);
+  std::uint64_t total_blocks = 0;
+  // Every descriptor is checked before any is acted on: a bad one fails the
+  // command with nothing unmapped.
+  for (std::size_t i = 0; i < descriptor_count; ++i) {
+    const std::uint8_t* d = p + 8 + 16 * i;
+    const std::uint64_t lba = get64(d);
+    const std::uint32_t blocks = get32(d + 8);
+    if (!in_range(lba, blocks, block_count()))
+      return fail_later(t, illegal_request(asc::lba_out_of_range));
+    total_blocks += blocks;
+    if (blocks > 0) ranges.push_back({lba, blocks});
+  }
+  if (total_blocks > max_unmap_bytes / block_size_bytes()) {
+    return fail_later(t, illegal_request(asc::invalid_field_in_parameter_list));
+  }
+  if (ranges.empty()) return complete_later(t);
+
+  command& c = acquire();
+  c.t = &t;
+  c.ranges.swap(ranges);
+  command::step& s =
+      c.add_step(device::op::discard, nullptr, 0, 0, std::numeric_limits<std::uint64_t>::max());
+  s.ranges = c.ranges.data();
+  s.range_count = c.ranges.size();
+  start(c);
+}
+
+void logical_unit::write_same(task& t, std::uint64_t lba, std::uint64_t blocks, bool unmap_bit,
+                              bool ndob) {
+  if (blocks == 0) return fail_later(t, illegal_request(asc::invalid_field_in_cdb));  // WSNZ 1
+  if (!in_range(lba, blocks, block_count()))
+    return fail_later(t, illegal_request(asc::lba_out_of_range));
+  const std::uint32_t bs = block_size_bytes();
+  if (blocks > max_write_same_bytes / bs)
+    return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+  if (!ndob && t.data_out.size() < bs)
+    return fail_later(t, illegal_request(asc::invalid_field_in_command_iu));
+  const std::span<const std::byte> block =
+      ndob ? std::span<const std::byte>() : t.data_out.first(bs);
+  const bool zeros = ndob || all_zero(block);
+
+  // UNMAP asks to deallocate; SBC-4 5.50 lets the unit do so only when the
+  // block is what unmapped blocks read as (zeros: LBPRZ). Otherwise, and
+  // always without UNMAP (the initiator wants the blocks kept allocated,
+  // as for Linux's write-zeroes with REQ_NOUNMAP), the block is written.
+  if (unmap_bit && zeros && identity_.thin_provisioned) {
+    command& c = acquire();
+    c.t = &t;
+    c.add_step(device::op::discard, nullptr, lba, blocks,
+               std::numeric_limits<std::uint64_t>::max());
+    start(c);
+    return;
+  }
+  // One buffer holds the block repeated for one piece; every piece writes
+  // from it.
+  const std::uint64_t pattern_blocks = std::min(blocks, piece_blocks_);
+  device::aligned_buffer pattern(pattern_blocks * bs, buffer_alignment(volume_));
+  if (!zeros) {
+    for (std::uint64_t i = 0; i < pattern_blocks; ++i)
+      std::memcpy(pattern.data() + i * bs, block.data(), bs);
+  }
+  command& c = acquire();
+  c.t = &t;
+  c.scratch = std::move(pattern);
+  command::step& s = c.add_step(device::op::write, c.scratch.data(), lba, blocks, piece_blocks_);
+  s.repeat = true;
+  start(c);
+}
+
+// ---------------------------------------------------------------------------
+// The piece engine
+
+logical_unit::command& logical_unit::acquire() {
+  command* c = nullptr;
+  if (free_commands_.empty()) {
+    free_commands_.reserve(commands_.size() + 1);  // so that release() cannot throw
+    commands_.push_back(std::make_unique<command>());
+    c = commands_.back().get();
+    c->owner = this;
+    for (command::piece& p : c->pieces) p.req.bind<&command::on_piece_done>(c);
+  } else {
+    c = free_commands_.back();
+    free_commands_.pop_back();
+  }
+  ++in_flight_;
+  return *c;
+}
+
+void logical_unit::release(command& c) noexcept {
+  c.t = nullptr;
+  c.lba = 0;
+  c.returns_data = false;
+  c.compare = command::comparison::none;
+  c.expected = {};
+  c.step_count = 0;
+  c.step_index = 0;
+  c.ranges.clear();
+  // Buffers go back at once, so that idle slots pin no memory.
+  c.scratch = device::aligned_buffer();
+  c.bounce = device::aligned_buffer();
+  c.locating = false;
+  c.first_failure = {};
+  c.piece_failure = {};
+  free_commands_.push_back(&c);
+  --in_flight_;
+}
+
+void logical_unit::start(command& c) {
+  assert(c.step_count > 0);
+  c.step_index = 0;
+  c.range_index = 0;
+  c.next_lba = c.steps[0].ranges[0].lba;
+  c.next_sequence = 0;
+  c.in_flight = 0;
+  c.stopped = false;
+  // Every step has at least one block to move (or is a flush), so this
+  // submits at least one request: nothing completes inside execute().
+  issue(c);
+}
+
+void logical_unit::issue(command& c) {
+  const command::step& s = c.steps[c.step_index];
+  const std::uint32_t bs = block_size_bytes();
+  while (!c.stopped && c.in_flight < max_pieces_in_flight && c.range_index < s.range_count) {
+    const command::range& r = s.ranges[c.range_index];
+    const std::uint64_t end_lba = r.lba + r.block_count;
+    const std::uint64_t n = std::min(s.piece_blocks, end_lba - c.next_lba);
+    command::piece* p = nullptr;
+    for (command::piece& candidate : c.pieces) {
+      if (!candidate.busy) {
+        p = &candidate;
+        break;
+      }
+    }
+    p->busy = true;
+    p->sequence = c.next_sequence++;
+    device::request& req = p->req;
+    req.operation = s.operation;
+    req.priority = device::io_class::foreground;
+    req.result = {};
+    if (s.operation == device::op::flush) {
+      req.lba = 0;
+      req.block_count = 0;
+      req.buffers = {};
+    } else {
+      req.lba = c.next_lba;
+      req.block_count = n;
+      if (s.data != nullptr) {
+        const std::uint64_t offset_bytes = s.repeat ? 0 : (c.next_lba - s.ranges[0].lba) * bs;
+        p->segment = iovec{s.data + offset_bytes, n * bs};
+        req.buffers = {&p->segment, 1};
+      } else {
+        req.buffers = {};
+      }
+    }
+    c.next_lba += n;
+    if (c.next_lba == end_lba && ++c.range_index < s.range_count)
+      c.next_lba = s.ranges[c.range_index].lba;
+    ++c.in_flight;
+    volume_.submit(req);  // never completes inside submit: the loop goes on
+  }
+  if (c.in_flight == 0) step_done(c);
+}
+
+void logical_unit::on_piece_done(device::request& req) noexcept {
+  auto& c = *static_cast<command*>(req.context);
+  command::piece* p = nullptr;
+  for (command::piece& candidate : c.pieces) {
+    if (&candidate.req == &req) p = &candidate;
+  }
+  p->busy = false;
+  --c.in_flight;
+  if (req.result) {
+    c.stopped = true;
+    command::failure& f = c.first_failure;
+    if (!f.error || p->sequence < f.sequence) {
+      f.error = req.result;
+      f.operation = req.operation;
+      f.lba = req.lba;
+      f.block_count = req.block_count;
+      f.data = req.buffers.empty() ? nullptr : static_cast<std::byte*>(req.buffers[0].iov_base);
+      f.sequence = p->sequence;
+    }
+  }
+  issue(c);
+}
+
+void logical_unit::step_done(command& c) {
+  command::failure& f = c.first_failure;
+  if (f.error) {
+    // A read piece failed on the medium: read it again in the smallest
+    // pieces the buffer alignment allows, to report the first bad LBA
+    // itself (and to fill the good blocks before it), as a disk does.
+    if (!c.locating && f.operation == device::op::read && f.error == errc::media_error &&
+        f.block_count > align_blocks_) {
+      c.locating = true;
+      c.piece_failure = f;
+      c.steps[c.step_index] = command::step{};
+      command::step& s = c.steps[c.step_index];
+      s.operation = device::op::read;
+      s.data = c.piece_failure.data;
+      s.piece_blocks = align_blocks_;
+      s.single = command::range{c.piece_failure.lba, c.piece_failure.block_count};
+      s.ranges = &s.single;
+      s.range_count = 1;
+      const std::uint64_t sequence_base = c.piece_failure.sequence;
+      f = {};
+      c.range_index = 0;
+      c.next_lba = s.single.lba;
+      c.stopped = false;
+      // Keep sequence order meaningful: these pieces all come after the
+      // pieces before the failed one, which succeeded.
+      c.next_sequence = sequence_base;
+      issue(c);
+      return;
+    }
+    return finish(c);  // when locating: the first bad block found
+  }
+  if (c.locating) {
+    // Every block of the failed piece read this time: report the piece.
+    f = c.piece_failure;
+    return finish(c);
+  }
+  if (++c.step_index < c.step_count) {
+    c.range_index = 0;
+    c.next_lba = c.steps[c.step_index].ranges[0].lba;
+    c.stopped = false;
+    issue(c);
+    return;
+  }
+  finish(c);
+}
+
+void logical_unit::finish(command& c) noexcept {
+  task& t = *c.t;
+  const command::failure& f = c.first_failure;
+  const std::uint32_t bs = block_size_bytes();
+  if (f.error) {
+    t.result = status_for(f.error);
+    if (t.result == status::check_condition) {
+      const bool has_lba = f.operation != device::op::flush;
+      t.sense_data = sense_for(f.error, f.operation, has_lba ? std::optional(f.lba) : std::nullopt);
+    }
+    // Every block before the failed one was read: the transport may send them.
+    t.data_in_bytes = c.returns_data && f.operation == device::op::read
+                          ? static_cast<std::uint32_t>((f.lba - c.lba) * bs)
+                          : 0;
+  } else {
+    t.result = status::good;
+    t.data_in_bytes =
+        c.returns_data ? static_cast<std::uint32_t>(c.steps[0].single.block_count * bs) : 0;
+    if (c.compare != command::comparison::none) {
+      // The first byte that differs, as an offset into the verified data
+      // (SBC-3: the INFORMATION field of MISCOMPARE DURING VERIFY OPERATION).
+      const std::span<const std::byte> medium(c.scratch.data(), c.scratch.size());
+      std::optional<std::uint64_t> mismatch_offset;
+      if (c.compare == command::comparison::whole) {
+        const auto [a, b] = std::mismatch(medium.begin(), medium.end(), c.expected.begin());
+        if (a != medium.end()) mismatch_offset = static_cast<std::uint64_t>(a - medium.begin());
+      } else {
+        for (std::size_t at = 0; at < medium.size() && !mismatch_offset; at += bs) {
+          const auto block = medium.subspan(at, bs);
+          const auto [a, b] = std::mismatch(block.begin(), block.end(), c.expected.begin());
+          if (a != block.end())
+            mismatch_offset = at + static_cast<std::uint64_t>(a - block.begin());
+        }
+      }
+      if (mismatch_offset) {
+        set_check_condition(
+            t, make_sense(sense_key::miscompare, asc::miscompare_during_verify, mismatch_offset));
+      }
+    }
+  }
+  release(c);
+  t.on_complete(t);  // last: it may destroy this unit
+}
+
+}  // namespace strata::scsi

@@ -1,0 +1,104 @@
+// SCSI sense data: its fixed-format encoding (SPC-4 4.5.3), the additional
+// sense codes this layer reports, and THE one place where a Strata error
+// (raid/device/status.h) becomes a SCSI status and sense data. Nothing else
+// in Strata maps errc values to SCSI; the logical unit calls sense_for() for
+// every failed device request.
+//
+// Pure functions: callable from any thread.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <system_error>
+
+#include "raid/device/block_device.h"
+#include "target/scsi/task.h"
+
+namespace strata::scsi {
+
+// Fixed-format sense data is 18 bytes here: the 8-byte header and an
+// additional sense length of 10 (information, command-specific information,
+// ASC/ASCQ, FRU code, sense-key-specific).
+inline constexpr std::size_t fixed_sense_bytes = 18;
+
+// Writes `s` as fixed-format sense data, response code 0x70 (current
+// error); VALID and the INFORMATION field (its low 32 bits) when
+// s.information is set. Returns the bytes written: always 18.
+std::size_t encode_fixed_sense(const sense& s,
+                               std::span<std::uint8_t, fixed_sense_bytes> out) noexcept;
+std::array<std::uint8_t, fixed_sense_bytes> fixed_sense(const sense& s) noexcept;
+
+// Descriptor-format sense data (response code 0x72), for REQUEST SENSE
+// with DESC=1: the 8-byte header, plus an information descriptor when
+// s.information is set. Returns the bytes written (8 or 20).
+inline constexpr std::size_t descriptor_sense_max_bytes = 20;
+std::size_t encode_descriptor_sense(
+    const sense& s, std::span<std::uint8_t, descriptor_sense_max_bytes> out) noexcept;
+
+// Additional sense codes used by this layer, as {ASC, ASCQ}.
+struct additional_sense {
+  std::uint8_t asc;
+  std::uint8_t ascq;
+};
+namespace asc {
+inline constexpr additional_sense no_additional_sense{0x00, 0x00};
+inline constexpr additional_sense lu_communication_timeout{0x08, 0x01};
+inline constexpr additional_sense write_error{0x0c, 0x00};
+inline constexpr additional_sense invalid_field_in_command_iu{0x0e, 0x03};
+inline constexpr additional_sense unrecovered_read_error{0x11, 0x00};
+inline constexpr additional_sense parameter_list_length_error{0x1a, 0x00};
+inline constexpr additional_sense miscompare_during_verify{0x1d, 0x00};
+inline constexpr additional_sense invalid_command_operation_code{0x20, 0x00};
+inline constexpr additional_sense lba_out_of_range{0x21, 0x00};
+inline constexpr additional_sense invalid_field_in_cdb{0x24, 0x00};
+inline constexpr additional_sense lu_not_supported{0x25, 0x00};
+inline constexpr additional_sense invalid_field_in_parameter_list{0x26, 0x00};
+inline constexpr additional_sense space_allocation_failed_write_protect{0x27, 0x07};
+inline constexpr additional_sense saving_parameters_not_supported{0x39, 0x00};
+inline constexpr additional_sense internal_target_failure{0x44, 0x00};
+}  // namespace asc
+
+inline sense make_sense(sense_key key, additional_sense code,
+                        std::optional<std::uint64_t> information = std::nullopt) noexcept {
+  return sense{key, code.asc, code.ascq, information};
+}
+inline sense illegal_request(additional_sense code) noexcept {
+  return make_sense(sense_key::illegal_request, code);
+}
+
+// THE mapping from a failed device request to SCSI. `operation` is what
+// failed (a media error reads differently from a write error); `lba` is
+// where, reported in the INFORMATION field for media errors, where SBC-3
+// puts the first LBA that failed.
+//
+//   errc            status / sense key     ASC/ASCQ
+//   media_error     MEDIUM ERROR           11/00 unrecovered read error (read)
+//                                          0C/00 write error (write, discard, flush)
+//   device_failed   HARDWARE ERROR         44/00 internal target failure
+//   no_space        DATA PROTECT           27/07 space allocation failed write protect
+//   out_of_range    ILLEGAL REQUEST        21/00 LBA out of range
+//   invalid_argument ILLEGAL REQUEST       24/00 invalid field in CDB
+//   not_supported   ILLEGAL REQUEST        20/00 invalid command operation code
+//   timed_out       ABORTED COMMAND        08/01 LU communication time-out
+//   canceled        ABORTED COMMAND        00/00
+//   busy            BUSY status, no sense
+//   anything else   HARDWARE ERROR         44/00 internal target failure
+//   (io_error, misaligned -- our own bug --, errors of other categories)
+sense sense_for(std::error_code ec, device::op operation,
+                std::optional<std::uint64_t> lba = std::nullopt) noexcept;
+
+// The SAM status that goes with sense_for(ec, ...): BUSY for errc::busy (the
+// initiator retries later; no sense data), CHECK CONDITION otherwise.
+// REQUIRES: ec is an error.
+status status_for(std::error_code ec) noexcept;
+
+// Sets a task's outcome to CHECK CONDITION with `s`.
+inline void set_check_condition(task& t, const sense& s) noexcept {
+  t.result = status::check_condition;
+  t.sense_data = s;
+}
+
+}  // namespace strata::scsi

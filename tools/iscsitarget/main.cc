@@ -1,0 +1,105 @@
+// strata-iscsi-target: Strata's iSCSI target over memory-backed LUNs, for
+// the tests with real initiators and for the benchmark against tgtd. The
+// daemon (stratad) serves volumes through the same server; this tool exists
+// so that the target can be tested and measured on its own.
+//
+//   strata-iscsi-target [--listen ADDR:PORT] [--target IQN] [--luns N]
+//                       [--lun-mib M] [--block-size 512|4096]
+//
+// It prints "listening on ADDR:PORT" once it accepts connections (port 0
+// picks a free one), and runs until SIGINT or SIGTERM.
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "raid/device/memory_device.h"
+#include "target/iscsi/server.h"
+#include "target/scsi/logical_unit.h"
+#include "target/scsi/lun_map.h"
+
+namespace {
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::fprintf(stderr,
+               "strata-iscsi-target: %s\n"
+               "usage: strata-iscsi-target [--listen ADDR:PORT] [--target IQN] [--luns N] [--lun-mib M]"
+               " [--block-size 512|4096]\n",
+               problem.c_str());
+  std::exit(2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace strata;
+  std::string listen = "127.0.0.1:3260";
+  std::string name = "iqn.2026-11.io.strata:target";
+  unsigned luns = 1;
+  std::uint64_t lun_mib = 64;
+  std::uint32_t block_size = 512;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(arg + " needs a value");
+      return argv[++i];
+    };
+    try {
+      if (arg == "--listen") {
+        listen = value();
+      } else if (arg == "--target") {
+        name = value();
+      } else if (arg == "--luns") {
+        luns = static_cast<unsigned>(std::stoul(value()));
+      } else if (arg == "--lun-mib") {
+        lun_mib = std::stoull(value());
+      } else if (arg == "--block-size") {
+        block_size = static_cast<std::uint32_t>(std::stoul(value()));
+      } else {
+        usage("unknown option " + arg);
+      }
+    } catch (const std::exception&) {
+      usage("bad value for " + arg);
+    }
+  }
+  if (block_size != 512 && block_size != 4096) usage("--block-size must be 512 or 4096");
+  if (luns == 0 || luns > 256 || lun_mib == 0) usage("--luns must be 1 to 256 and --lun-mib positive");
+  const auto colon = listen.rfind(':');
+  if (colon == std::string::npos) usage("--listen needs ADDR:PORT");
+  boost::system::error_code ec;
+  const auto address = boost::asio::ip::make_address(listen.substr(0, colon), ec);
+  if (ec) usage("bad address in --listen: " + listen);
+  const auto port = static_cast<unsigned short>(std::stoul(listen.substr(colon + 1)));
+
+  boost::asio::io_context loop;
+  std::vector<std::unique_ptr<device::memory_device>> disks;
+  std::vector<std::unique_ptr<scsi::logical_unit>> units;
+  scsi::lun_map map(loop.get_executor());
+  for (unsigned l = 0; l < luns; ++l) {
+    auto d = device::memory_device::create(loop.get_executor(), {block_size, (lun_mib << 20) / block_size});
+    if (!d) usage(d.error().message);
+    disks.push_back(std::move(*d));
+    scsi::unit_identity id;
+    id.serial = "STRATA" + std::to_string(1000 + l);
+    units.push_back(std::make_unique<scsi::logical_unit>(*disks.back(), id));
+    if (auto e = map.add(static_cast<std::uint16_t>(l), *units.back())) usage("lun " + std::to_string(l) + ": " + e.message());
+  }
+  iscsi::server server(loop.get_executor(), {{name, &map}}, iscsi::server_options{});
+  if (auto ok = server.listen({address, port}); !ok) {
+    std::fprintf(stderr, "strata-iscsi-target: %s\n", ok.error().message.c_str());
+    return 1;
+  }
+  const auto here = server.local_endpoint();
+  std::printf("listening on %s:%u target %s\n", here.address().to_string().c_str(), here.port(), name.c_str());
+  std::fflush(stdout);
+  boost::asio::signal_set signals(loop, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code&, int) {
+    server.stop();
+    loop.stop();
+  });
+  loop.run();
+  return 0;
+}
