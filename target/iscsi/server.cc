@@ -23,6 +23,9 @@ namespace strata::iscsi {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+// The most write data Strata holds for one command, above any unit's
+// transfer limit, so that the unit is the one to refuse a longer command.
+constexpr std::uint32_t max_command_bytes = 16u << 20;
 
 // Login status (RFC 7143 11.13.5): class << 8 | detail.
 namespace login_status {
@@ -79,6 +82,10 @@ class connection : public std::enable_shared_from_this<connection> {
     device::aligned_buffer out;     // the write data, expected_bytes long
     std::uint32_t received_bytes = 0;
     bool unsolicited_pending = false;  // unsolicited Data-Out still to come
+    // Longer than Strata holds for one command: the data is read and
+    // dropped, and the unit, given none, fails the command.
+    bool discard = false;
+    std::uint32_t data_sn = 0;  // the next Data-Out's, within its sequence
     std::uint32_t ttt = reserved_tag;  // of the R2T outstanding
     std::uint32_t r2t_sn = 0;
     std::uint32_t r2t_end = 0;  // the outstanding R2T asks up to here
@@ -384,8 +391,7 @@ asio::awaitable<bool> connection::on_scsi_command(const bhs& h) {
   std::memcpy(c->task.cdb.data(), h.wire().data() + field::cdb, 16);
   const std::uint32_t immediate = h.data_segment_bytes();
   const std::uint32_t first_burst = params_.first_burst_bytes;
-  if (c->writes && (c->expected_bytes > params_.max_burst_bytes * 64u || immediate > c->expected_bytes ||
-                    immediate > first_burst || (immediate > 0 && !params_.immediate_data))) {
+  if (c->writes && (immediate > c->expected_bytes || immediate > first_burst || (immediate > 0 && !params_.immediate_data))) {
     if (const bool ok = co_await skip_data(h); !ok) co_return false;
     reject(h, reject_reason::protocol_error);
     co_return true;
@@ -396,9 +402,11 @@ asio::awaitable<bool> connection::on_scsi_command(const bhs& h) {
     co_return true;
   }
   if (c->writes) {
-    c->out = device::aligned_buffer(c->expected_bytes);
+    c->discard = c->expected_bytes > max_command_bytes;
+    c->out = device::aligned_buffer(c->discard ? 0 : c->expected_bytes);
     if (immediate > 0) {
-      const bool ok = co_await read_data(h, {reinterpret_cast<std::uint8_t*>(c->out.data()), immediate});
+      const bool ok = c->discard ? co_await skip_data(h)
+                                 : co_await read_data(h, {reinterpret_cast<std::uint8_t*>(c->out.data()), immediate});
       if (!ok) co_return !closed_;
     }
     c->received_bytes = immediate;
@@ -457,11 +465,18 @@ asio::awaitable<bool> connection::on_data_out(const bhs& h) {
     reject(h, reject_reason::protocol_error);
     co_return true;
   }
+  // DataSN counts from 0 in each sequence (an R2T's burst, or the
+  // unsolicited data). At ErrorRecoveryLevel 0 a gap is not recoverable:
+  // the connection ends, and the command with it (RFC 7143 7.1.2).
+  if (h.u32(field::data_sn) != c.data_sn++) co_return false;
   auto keep = it->second;
-  if (const bool ok = co_await read_data(h, {reinterpret_cast<std::uint8_t*>(c.out.data()) + offset, n}); !ok) co_return !closed_;
+  const bool ok = c.discard ? co_await skip_data(h)
+                            : co_await read_data(h, {reinterpret_cast<std::uint8_t*>(c.out.data()) + offset, n});
+  if (!ok) co_return !closed_;
   c.received_bytes += n;
   if (!h.final()) co_return true;
   if (!solicited) c.unsolicited_pending = false;
+  c.data_sn = 0;  // the next sequence starts again
   if (c.received_bytes == c.expected_bytes) {
     execute(c);
   } else if (!solicited || c.received_bytes == c.r2t_end) {
@@ -477,7 +492,7 @@ void connection::execute(command& c) {
   // map answers LOGICAL UNIT NOT SUPPORTED.
   c.task.lun = scsi::decode_lun(lun_bytes).value_or(scsi::unaddressable_lun);
   c.task.expected_transfer_bytes = c.expected_bytes;
-  if (c.writes) c.task.data_out = c.out.bytes().first(c.received_bytes);
+  if (c.writes && !c.discard) c.task.data_out = c.out.bytes().first(c.received_bytes);
   c.task.context = &c;
   c.task.on_complete = &connection::on_task_done;
   c.self = c.shared_from_this();

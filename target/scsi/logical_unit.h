@@ -95,8 +95,12 @@ class logical_unit {
   // Limits, reported in VPD B0h and enforced (ILLEGAL REQUEST 24/00 beyond).
   // The transfer cap bounds the memory one command may pin.
   static constexpr std::uint32_t max_transfer_bytes = 8u << 20;
-  static constexpr std::uint64_t max_write_same_bytes = 256u << 20;
-  static constexpr std::uint64_t max_unmap_bytes = std::uint64_t{4} << 30;
+  // WRITE SAME no longer than a transfer: initiators (libiscsi's tests
+  // among them) write and read back a whole WRITE SAME range in one command.
+  static constexpr std::uint64_t max_write_same_bytes = max_transfer_bytes;
+  // At most 2^20 512-byte blocks, the bound libiscsi's block limits test
+  // holds a target to.
+  static constexpr std::uint64_t max_unmap_bytes = 512u << 20;
   static constexpr std::uint32_t max_unmap_descriptors = 256;
   // Transfers are cut into device requests of at most this size, and a
   // command keeps at most this many of them in flight.
