@@ -511,7 +511,7 @@ void connection::respond(command& c) {
   std::shared_ptr<command> owner = std::move(keep.mapped());
   const scsi::task& t = c.task;
   const std::uint32_t edtl = c.expected_bytes;
-  if (c.reads && t.result == scsi::status::good) {
+  if (c.reads && t.result == scsi::status::good && std::min(t.data_in_bytes, edtl) > 0) {
     // Data-In PDUs of at most the initiator's MaxRecvDataSegmentLength, the
     // status in the last (phase collapse, RFC 7143 11.7.4).
     const std::uint32_t to_send = std::min(t.data_in_bytes, edtl);
@@ -548,12 +548,17 @@ void connection::respond(command& c) {
   bhs r;
   r.set_opcode(opcode::scsi_response);
   std::uint8_t flags = 0x80;
+  // What the command would have sent against what the initiator expected.
   // A failed read sends no data: all of it is residual, so that the
   // initiator counts none of it as read.
-  const std::uint32_t moved = c.writes ? c.received_bytes : 0;
-  if (moved < edtl) {
+  const std::uint32_t produced =
+      c.writes ? c.received_bytes : (t.result == scsi::status::good ? t.data_in_bytes : 0);
+  if (produced > edtl) {
+    flags |= data_in_flags::residual_overflow;
+    r.set_u32(field::residual_count, produced - edtl);
+  } else if (produced < edtl) {
     flags |= data_in_flags::residual_underflow;
-    r.set_u32(field::residual_count, edtl - moved);
+    r.set_u32(field::residual_count, edtl - produced);
   }
   r.set_flags(flags);
   r.set_byte(2, 0);  // command completed at target

@@ -48,7 +48,7 @@ suites=(
   SCSI.Write10 SCSI.Write12 SCSI.Write16
   SCSI.ReportSupportedOpcodes SCSI.ModeSense6 SCSI.Unmap SCSI.WriteSame10 SCSI.WriteSame16
   SCSI.Verify10 SCSI.Verify16
-  iSCSI.iSCSIcmdsn
+  iSCSI.iSCSIcmdsn iSCSI.iSCSITMF
 )
 for suite in "${suites[@]}"; do
   timeout 300 iscsi-test-cu -d --test="$suite" "iscsi://$portal/$iqn/0" >"$work/cu" 2>&1
