@@ -21,6 +21,7 @@ packages=(
   fio
   libiscsi-bin       # iscsi-test-cu, iscsi-inq, iscsi-perf: the iSCSI target's real clients
   tgt                # tgtd: the iSCSI target to beat
+  python3            # protocol tests that speak raw PDUs
 )
 
 missing=()

@@ -48,11 +48,16 @@ struct outgoing {
   std::vector<std::uint8_t> own_data;  // when the PDU carries its own bytes
   std::shared_ptr<void> owner;
   bool close_after = false;
+  // Whether digests apply, as of when it was queued: they start with the
+  // full feature phase, after the last login response.
+  bool header_digest = false;
+  bool data_digest = false;
 };
 
 class connection : public std::enable_shared_from_this<connection> {
  public:
-  connection(server& s, tcp::socket socket) : server_(s), socket_(std::move(socket)), write_wake_(socket_.get_executor()) {
+  connection(server& s, tcp::socket socket)
+      : server_(s), socket_(std::move(socket)), server_alive_(s.alive_), write_wake_(socket_.get_executor()) {
     write_wake_.expires_at(asio::steady_timer::time_point::max());
   }
 
@@ -120,6 +125,12 @@ class connection : public std::enable_shared_from_this<connection> {
   bool closed_ = false;
   bool closing_ = false;  // the last PDU is queued: read nothing more
   bool portal_group_sent_ = false;
+  bool header_digest_ = false;  // in force (negotiated in params_, on after login)
+  bool data_digest_ = false;
+  // Login PDUs carry at most 8192 bytes of data (RFC 7143 6.1); then what
+  // Strata declared as its MaxRecvDataSegmentLength.
+  std::uint32_t max_incoming_segment_bytes_ = 8192;
+  std::weak_ptr<void> server_alive_;
   session_params params_;
   const target_node* target_ = nullptr;
   std::uint32_t stat_sn_ = 0;
@@ -140,7 +151,7 @@ asio::awaitable<bool> connection::read_header(bhs& h) {
     auto [ec2, n2] = co_await asio::async_read(socket_, asio::buffer(ahs), use_tuple);
     if (ec2) co_return false;
   }
-  if (params_.header_digest) {
+  if (header_digest_) {
     std::uint8_t d[4];
     auto [ec3, n3] = co_await asio::async_read(socket_, asio::buffer(d), use_tuple);
     if (ec3) co_return false;
@@ -148,7 +159,9 @@ asio::awaitable<bool> connection::read_header(bhs& h) {
     // connection cannot resynchronise (RFC 7143 7.8), so it ends.
     if (get_digest(d) != crc32c(h.wire())) co_return false;
   }
-  if (h.data_segment_bytes() > max_data_segment_bytes) co_return false;
+  // More than this side declared it accepts: a protocol error, and no
+  // allocation driven by a header field.
+  if (h.data_segment_bytes() > max_incoming_segment_bytes_) co_return false;
   co_return true;
 }
 
@@ -156,10 +169,12 @@ asio::awaitable<bool> connection::read_data(const bhs& h, std::span<std::uint8_t
   const std::uint32_t n = h.data_segment_bytes();
   std::uint8_t tail[8];
   const std::uint32_t pad = padded(n) - n;
-  std::array<asio::mutable_buffer, 2> bufs{asio::buffer(into.data(), n), asio::buffer(tail, pad + (params_.data_digest ? 4 : 0))};
+  // An empty data segment has no digest (RFC 7143 11.1).
+  const bool digest = data_digest_ && n > 0;
+  std::array<asio::mutable_buffer, 2> bufs{asio::buffer(into.data(), n), asio::buffer(tail, pad + (digest ? 4 : 0))};
   auto [ec, got] = co_await asio::async_read(socket_, bufs, use_tuple);
   if (ec) co_return false;
-  if (params_.data_digest && n > 0) {
+  if (digest) {
     std::uint32_t d = crc32c({into.data(), n});
     d = crc32c({tail, pad}, d);
     if (get_digest(tail + pad) != d) {
@@ -185,7 +200,7 @@ asio::awaitable<void> connection::run() {
   if (!closing_) close();
   // Tasks still running keep their commands alive; they finish into nothing.
   commands_.clear();
-  server_.live_.erase(shared_from_this());
+  if (!server_alive_.expired()) server_.live_.erase(shared_from_this());
 }
 
 void connection::stamp(bhs& h, bool advance_stat_sn) {
@@ -197,6 +212,8 @@ void connection::stamp(bhs& h, bool advance_stat_sn) {
 void connection::send(outgoing o) {
   if (closed_ || closing_) return;
   closing_ = o.close_after;
+  o.header_digest = header_digest_;
+  o.data_digest = data_digest_;
   if (!o.own_data.empty()) o.data = o.own_data;
   queue_.push_back(std::move(o));
   write_wake_.cancel_one();
@@ -217,14 +234,14 @@ asio::awaitable<void> connection::writer() {
     const auto n = static_cast<std::uint32_t>(o.data.size());
     const std::uint32_t pad = padded(n) - n;
     std::vector<asio::const_buffer> bufs{asio::buffer(o.header.wire().data(), bhs_bytes)};
-    if (params_.header_digest) {
+    if (o.header_digest) {
       put_digest(crc32c(o.header.wire()), header_digest);
       bufs.push_back(asio::buffer(header_digest));
     }
     if (n > 0) {
       bufs.push_back(asio::buffer(o.data.data(), n));
       std::uint32_t tail_bytes = pad;
-      if (params_.data_digest) {
+      if (o.data_digest) {
         std::uint32_t d = crc32c(o.data);
         d = crc32c({tail, pad}, d);
         put_digest(d, tail + pad);
@@ -297,15 +314,20 @@ asio::awaitable<bool> connection::login() {
       answers.emplace_back("TargetPortalGroupTag", "1");  // in the first response only
       portal_group_sent_ = true;
     }
+    if (transit && (nsg == 2 || nsg <= csg)) co_return fail(login_status::initiator_error);  // stage 2 is reserved
     if (transit && nsg == full_feature_phase) {
       tsih = server_.next_tsih();
       r.set_u16(field::tsih, tsih);
     }
-    if (transit && nsg == 2) nsg = full_feature_phase;  // stage 2 is reserved
     r.set_flags(login_flags::make(transit, csg, nsg));
     stamp(r, true);
     send({r, {}, format_text(answers), nullptr, false});
-    if (transit && nsg == full_feature_phase) co_return true;
+    if (transit && nsg == full_feature_phase) {
+      header_digest_ = params_.header_digest;
+      data_digest_ = params_.data_digest;
+      max_incoming_segment_bytes_ = params_.target_max_recv_data_segment_bytes;
+      co_return true;
+    }
   }
 }
 
@@ -506,9 +528,11 @@ void connection::on_task_done(scsi::task& t) noexcept {
 }
 
 void connection::respond(command& c) {
-  auto keep = commands_.extract(c.itt);
-  if (keep.empty()) return;  // aborted
-  std::shared_ptr<command> owner = std::move(keep.mapped());
+  // Aborted: its tag may be reused by a new command, which is not ours to answer.
+  auto it = commands_.find(c.itt);
+  if (it == commands_.end() || it->second.get() != &c) return;
+  std::shared_ptr<command> owner = std::move(it->second);
+  commands_.erase(it);
   const scsi::task& t = c.task;
   const std::uint32_t edtl = c.expected_bytes;
   if (c.reads && t.result == scsi::status::good && std::min(t.data_in_bytes, edtl) > 0) {
@@ -599,7 +623,9 @@ asio::awaitable<bool> connection::on_text(const bhs& h) {
         answers.emplace_back(k, "NotUnderstood");
         continue;
       }
-      const auto here = socket_.local_endpoint();
+      boost::system::error_code ec;
+      const auto here = socket_.local_endpoint(ec);
+      if (ec) break;
       const std::string address = (here.address().is_v6() ? "[" + here.address().to_string() + "]" : here.address().to_string()) +
                                   ":" + std::to_string(here.port()) + ",1";
       for (const target_node& t : server_.targets()) {
@@ -685,8 +711,8 @@ std::expected<void, error> server::listen(const tcp::endpoint& at) {
 tcp::endpoint server::local_endpoint() const { return acceptor_.local_endpoint(); }
 
 void server::accept() {
-  acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
-    if (ec) return;  // stopped
+  acceptor_.async_accept([this, alive = std::weak_ptr<void>(alive_)](boost::system::error_code ec, tcp::socket socket) {
+    if (ec || alive.expired() || !acceptor_.is_open()) return;  // stopped
     socket.set_option(tcp::no_delay(true), ec);
     auto c = std::make_shared<connection>(*this, std::move(socket));
     live_.insert(c);

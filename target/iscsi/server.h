@@ -72,6 +72,9 @@ class server {
   boost::asio::ip::tcp::acceptor acceptor_;
   std::set<std::shared_ptr<connection>> live_;
   std::uint16_t tsih_ = 0;
+  // Expires with the server: connections and a late accept handler check it
+  // before touching the server.
+  std::shared_ptr<void> alive_ = std::make_shared<int>(0);
 };
 
 }  // namespace strata::iscsi
