@@ -112,6 +112,9 @@ class connection : public std::enable_shared_from_this<connection> {
   void on_logout(const bhs& h);
   void reject(const bhs& h, reject_reason why);
   bool accept_cmd_sn(const bhs& h);
+  // Fails a SCSI command the transport cannot run, with CHECK CONDITION,
+  // taking its CmdSN so that the window moves on.
+  void refuse_command(const bhs& h, const scsi::sense& why);
   void send_r2t(command& c);
   void execute(command& c);
   static void on_task_done(scsi::task& t) noexcept;
@@ -347,8 +350,9 @@ asio::awaitable<void> connection::full_feature() {
     bhs h;
     if (const bool ok = co_await read_header(h); !ok) co_return;
     if (h.ahs_bytes() > 0 && h.opcode() == opcode::scsi_command) {
+      // Extended CDBs and bidirectional commands: not in Strata's command set.
       if (const bool ok = co_await skip_data(h); !ok) co_return;
-      reject(h, reject_reason::command_not_supported);
+      refuse_command(h, scsi::make_sense(scsi::sense_key::illegal_request, scsi::asc::invalid_command_operation_code));
       continue;
     }
     bool ok = true;
@@ -400,6 +404,7 @@ void connection::reject(const bhs& h, reject_reason why) {
 asio::awaitable<bool> connection::on_scsi_command(const bhs& h) {
   if (target_ == nullptr) {  // a discovery session has no LUNs
     if (const bool ok = co_await skip_data(h); !ok) co_return false;
+    accept_cmd_sn(h);  // taken, or the window would stick on it
     reject(h, reject_reason::protocol_error);
     co_return true;
   }
@@ -413,14 +418,11 @@ asio::awaitable<bool> connection::on_scsi_command(const bhs& h) {
   std::memcpy(c->task.cdb.data(), h.wire().data() + field::cdb, 16);
   const std::uint32_t immediate = h.data_segment_bytes();
   const std::uint32_t first_burst = params_.first_burst_bytes;
-  if (c->writes && (immediate > c->expected_bytes || immediate > first_burst || (immediate > 0 && !params_.immediate_data))) {
+  if ((c->writes && (immediate > c->expected_bytes || immediate > first_burst || (immediate > 0 && !params_.immediate_data))) ||
+      (!c->writes && immediate > 0)) {
+    // Data the command may not carry: the command fails, its CmdSN taken.
     if (const bool ok = co_await skip_data(h); !ok) co_return false;
-    reject(h, reject_reason::protocol_error);
-    co_return true;
-  }
-  if (!c->writes && immediate > 0) {
-    if (const bool ok = co_await skip_data(h); !ok) co_return false;
-    reject(h, reject_reason::protocol_error);
+    refuse_command(h, scsi::make_sense(scsi::sense_key::illegal_request, scsi::asc::invalid_field_in_command_iu));
     co_return true;
   }
   if (c->writes) {
@@ -446,6 +448,20 @@ asio::awaitable<bool> connection::on_scsi_command(const bhs& h) {
   }
   execute(*c);
   co_return true;
+}
+
+void connection::refuse_command(const bhs& h, const scsi::sense& why) {
+  if (!accept_cmd_sn(h)) return;
+  bhs r;
+  r.set_opcode(opcode::scsi_response);
+  r.set_final(true);
+  r.set_byte(3, static_cast<std::uint8_t>(scsi::status::check_condition));
+  r.set_initiator_task_tag(h.initiator_task_tag());
+  stamp(r, true);
+  const auto sense = scsi::fixed_sense(why);
+  outgoing o{r, {}, {static_cast<std::uint8_t>(sense.size() >> 8), static_cast<std::uint8_t>(sense.size())}, nullptr, false};
+  o.own_data.insert(o.own_data.end(), sense.begin(), sense.end());
+  send(std::move(o));
 }
 
 void connection::send_r2t(command& c) {
