@@ -513,6 +513,10 @@ asio::awaitable<bool> connection::on_data_out(const bhs& h) {
   if (!ok) co_return !closed_;
   c.received_bytes += n;
   if (!h.final()) co_return true;
+  // The final PDU of a solicited burst before the burst's end: the data
+  // the R2T asked for will never come. A protocol error; at ERL 0 the
+  // connection ends, rather than the command waiting for good.
+  if (solicited && c.received_bytes != c.r2t_end) co_return false;
   if (!solicited) c.unsolicited_pending = false;
   c.data_sn = 0;  // the next sequence starts again
   if (c.received_bytes == c.expected_bytes) {
