@@ -156,18 +156,14 @@ std::error_code metadata_store::scan(column c,
   return it->status().ok() ? std::error_code{} : make_error_code(errc::io_error);
 }
 
-std::optional<std::string> metadata_store::first_key(column c) const {
+std::optional<std::string> metadata_store::edge_key(column c, bool last) const {
   std::unique_ptr<rocksdb::Iterator> it(
       db_->NewIterator(rocksdb::ReadOptions(), handles_[static_cast<std::size_t>(c) + 1]));
-  it->SeekToFirst();
-  if (!it->Valid()) return std::nullopt;
-  return it->key().ToString();
-}
-
-std::optional<std::string> metadata_store::last_key(column c) const {
-  std::unique_ptr<rocksdb::Iterator> it(
-      db_->NewIterator(rocksdb::ReadOptions(), handles_[static_cast<std::size_t>(c) + 1]));
-  it->SeekToLast();
+  if (last) {
+    it->SeekToLast();
+  } else {
+    it->SeekToFirst();
+  }
   if (!it->Valid()) return std::nullopt;
   return it->key().ToString();
 }

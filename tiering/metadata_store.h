@@ -93,8 +93,8 @@ class metadata_store {
   std::error_code scan(column c, const std::function<void(std::string_view key, std::string_view value)>& fn) const;
   std::optional<std::string> get(column c, std::string_view key) const;
   // The smallest and the largest key of a column, if it has any.
-  std::optional<std::string> first_key(column c) const;
-  std::optional<std::string> last_key(column c) const;
+  std::optional<std::string> first_key(column c) const { return edge_key(c, false); }
+  std::optional<std::string> last_key(column c) const { return edge_key(c, true); }
 
   // Writes queued or running whose outcome the loop has not yet seen.
   // Loop thread only. Virtual-time loops wait for these before moving time.
@@ -118,6 +118,7 @@ class metadata_store {
     std::function<void(std::error_code)> done;
   };
   void run();
+  std::optional<std::string> edge_key(column c, bool last) const;
   std::error_code apply(const metadata_batch& batch, bool sync);
 
   std::unique_ptr<rocksdb::DB> db_;

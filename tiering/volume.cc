@@ -133,6 +133,11 @@ void volume::submit(request& req) noexcept {
 
 void volume::start_piece(outer_io& o, std::uint64_t volume_extent, std::uint64_t first_block, std::uint64_t block_count,
                          std::uint64_t buffer_offset_bytes) {
+  dispatch(new_piece(o, volume_extent, first_block, block_count, buffer_offset_bytes));
+}
+
+volume::piece& volume::new_piece(outer_io& o, std::uint64_t volume_extent, std::uint64_t first_block,
+                                 std::uint64_t block_count, std::uint64_t buffer_offset_bytes) {
   piece& p = pieces_.acquire();
   p.owner = &o;
   p.vol = this;
@@ -148,7 +153,7 @@ void volume::start_piece(outer_io& o, std::uint64_t volume_extent, std::uint64_t
   p.updates_pending = 0;
   p.capacity_done = false;
   ++o.pending;
-  dispatch(p);
+  return p;
 }
 
 void volume::dispatch(piece& p) {
@@ -264,15 +269,8 @@ bool volume::read_via_cache(piece& p, extent_location where) {
     const std::uint64_t end = start + p.block_count;
     const std::uint64_t first_end = std::min(end, (start / line_blocks + 1) * line_blocks);
     for (std::uint64_t b = first_end; b < end; b += line_blocks) {
-      piece& q = pieces_.acquire();
-      q = piece{};
-      q.owner = p.owner;
-      q.vol = this;
-      q.extent = p.extent;
-      q.first_block = b - p.extent * extent_blocks_;
-      q.block_count = std::min(line_blocks, end - b);
-      q.buffer_offset_bytes = p.buffer_offset_bytes + (b - start) * block_size;
-      ++p.owner->pending;
+      piece& q = new_piece(*p.owner, p.extent, b - p.extent * extent_blocks_, std::min(line_blocks, end - b),
+                           p.buffer_offset_bytes + (b - start) * block_size);
       read_line_from_cache(q, first + (b - start + start % line_blocks) / line_blocks);
     }
     p.block_count = first_end - start;

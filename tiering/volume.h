@@ -147,6 +147,9 @@ class volume final : public device::block_device {
 
   void start_piece(outer_io& o, std::uint64_t volume_extent, std::uint64_t first_block, std::uint64_t block_count,
                    std::uint64_t buffer_offset_bytes);
+  // A piece of `o`, counted in its pending, not yet dispatched.
+  piece& new_piece(outer_io& o, std::uint64_t volume_extent, std::uint64_t first_block, std::uint64_t block_count,
+                   std::uint64_t buffer_offset_bytes);
   void dispatch(piece& p);
   void read_zeros(piece& p);
   void count(source s, const piece& p) noexcept;

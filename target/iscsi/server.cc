@@ -40,6 +40,17 @@ constexpr std::uint16_t invalid_during_login = 0x020b;
 constexpr std::uint16_t target_error = 0x0300;
 }  // namespace login_status
 
+// A SCSI Response's data segment for CHECK CONDITION: SenseLength, then
+// fixed-format sense data (RFC 7143 11.4.7.2).
+std::vector<std::uint8_t> sense_segment(const scsi::sense& s) {
+  const auto sense = scsi::fixed_sense(s);
+  std::vector<std::uint8_t> out(2 + sense.size());
+  out[0] = static_cast<std::uint8_t>(sense.size() >> 8);
+  out[1] = static_cast<std::uint8_t>(sense.size());
+  std::copy(sense.begin(), sense.end(), out.begin() + 2);
+  return out;
+}
+
 // One PDU on its way out: the header, and a data segment that stays valid
 // until it is written (kept alive by `owner`).
 struct outgoing {
@@ -458,10 +469,7 @@ void connection::refuse_command(const bhs& h, const scsi::sense& why) {
   r.set_byte(3, static_cast<std::uint8_t>(scsi::status::check_condition));
   r.set_initiator_task_tag(h.initiator_task_tag());
   stamp(r, true);
-  const auto sense = scsi::fixed_sense(why);
-  outgoing o{r, {}, {static_cast<std::uint8_t>(sense.size() >> 8), static_cast<std::uint8_t>(sense.size())}, nullptr, false};
-  o.own_data.insert(o.own_data.end(), sense.begin(), sense.end());
-  send(std::move(o));
+  send({r, {}, sense_segment(why), nullptr, false});
 }
 
 void connection::send_r2t(command& c) {
@@ -610,12 +618,7 @@ void connection::respond(command& c) {
   r.set_initiator_task_tag(c.itt);
   stamp(r, true);
   outgoing o{r, {}, {}, nullptr, false};
-  if (t.result == scsi::status::check_condition) {
-    std::array<std::uint8_t, 18> sense{};
-    const std::size_t n = scsi::encode_fixed_sense(t.sense_data, std::span<std::uint8_t, scsi::fixed_sense_bytes>(sense));
-    o.own_data = {static_cast<std::uint8_t>(n >> 8), static_cast<std::uint8_t>(n)};
-    o.own_data.insert(o.own_data.end(), sense.begin(), sense.begin() + static_cast<std::ptrdiff_t>(n));
-  }
+  if (t.result == scsi::status::check_condition) o.own_data = sense_segment(t.sense_data);
   send(std::move(o));
 }
 

@@ -857,6 +857,17 @@ bool aligned(const void* p, std::size_t alignment) noexcept {
   return reinterpret_cast<std::uintptr_t>(p) % alignment == 0;
 }
 
+// The first `bytes` of `data_out`, where the volume can write from: in
+// place when aligned for it, else copied into `bounce`.
+std::byte* writable_source(std::span<std::byte> data_out, std::size_t bytes, const device::block_device& volume,
+                           device::aligned_buffer& bounce) {
+  std::byte* source = data_out.data();
+  if (aligned(source, volume.geometry().buffer_alignment_bytes)) return source;
+  bounce = device::aligned_buffer(bytes, buffer_alignment(volume));
+  std::memcpy(bounce.data(), source, bytes);
+  return bounce.data();
+}
+
 bool in_range(std::uint64_t lba, std::uint64_t blocks, std::uint64_t capacity_blocks) noexcept {
   // Written so that a huge lba or count cannot overflow the sum.
   return lba <= capacity_blocks && blocks <= capacity_blocks - lba;
@@ -879,12 +890,7 @@ void logical_unit::read_write(task& t, bool write, std::uint64_t lba, std::uint6
   if (write) {
     if (t.data_out.size() < bytes)
       return fail_later(t, illegal_request(asc::invalid_field_in_command_iu));
-    data = t.data_out.data();
-    if (!aligned(data, volume_.geometry().buffer_alignment_bytes)) {
-      bounce = device::aligned_buffer(bytes, alignment);
-      std::memcpy(bounce.data(), data, bytes);
-      data = bounce.data();
-    }
+    data = writable_source(t.data_out, bytes, volume_, bounce);
   } else {
     // A transport that reuses its tasks keeps their data_in: reuse it.
     if (t.data_in.size() < bytes || !aligned(t.data_in.data(), alignment)) {
@@ -925,13 +931,8 @@ void logical_unit::verify(task& t, bool write, std::uint64_t lba, std::uint64_t 
   if (t.data_out.size() < needed_bytes)
     return fail_later(t, illegal_request(asc::invalid_field_in_command_iu));
 
-  std::byte* source = t.data_out.data();
   device::aligned_buffer bounce;
-  if (write && !aligned(source, volume_.geometry().buffer_alignment_bytes)) {
-    bounce = device::aligned_buffer(bytes, alignment);
-    std::memcpy(bounce.data(), source, bytes);
-    source = bounce.data();
-  }
+  std::byte* source = write ? writable_source(t.data_out, bytes, volume_, bounce) : t.data_out.data();
   // Medium verification reads the blocks back: that is what finds a latent
   // error, which "check the range" alone would not.
   device::aligned_buffer scratch(bytes, alignment);
