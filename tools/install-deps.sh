@@ -14,6 +14,7 @@ packages=(
   librocksdb-dev     # metadata (tiering, controller)
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libisal-dev        # RAID-6 P+Q
+  libssl-dev         # libcrypto: the MD5/SHA digests and random challenges of iSCSI CHAP
   libfmt-dev
   nlohmann-json3-dev # reading fio's JSON in the benchmark
   catch2             # 2.13, header-only

@@ -8,6 +8,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -32,6 +34,7 @@ namespace login_status {
 constexpr std::uint16_t success = 0x0000;
 constexpr std::uint16_t initiator_error = 0x0200;
 constexpr std::uint16_t authentication_failed = 0x0201;
+constexpr std::uint16_t not_authorized = 0x0202;
 constexpr std::uint16_t not_found = 0x0203;
 constexpr std::uint16_t unsupported_version = 0x0205;
 constexpr std::uint16_t missing_parameter = 0x0207;
@@ -114,6 +117,10 @@ class connection : public std::enable_shared_from_this<connection> {
   asio::awaitable<bool> read_data(const bhs& h, std::span<std::uint8_t> into);
   asio::awaitable<bool> skip_data(const bhs& h);
   asio::awaitable<bool> login();
+  // The security stage's keys in one login PDU: AuthMethod and the CHAP
+  // exchange. Adds the answers; a login status other than success fails
+  // the login, with `why`.
+  std::uint16_t authenticate(const key_values& keys, key_values& answers, std::string& why);
   asio::awaitable<void> full_feature();
   asio::awaitable<bool> on_scsi_command(const bhs& h);
   asio::awaitable<bool> on_data_out(const bhs& h);
@@ -147,6 +154,13 @@ class connection : public std::enable_shared_from_this<connection> {
   std::weak_ptr<void> server_alive_;
   session_params params_;
   const target_node* target_ = nullptr;
+  // What the initiator may do, set by the first login PDU: for a normal
+  // session, its entry in the target's list; for discovery, the server's.
+  const initiator_access* access_ = nullptr;
+  // Where authentication stands: AuthMethod to come, CHAP_A, CHAP_N/CHAP_R, done.
+  enum class auth_step : std::uint8_t { method, algorithm, response, done };
+  auth_step auth_ = auth_step::done;
+  std::optional<chap_target> chap_;
   std::uint32_t stat_sn_ = 0;
   std::uint32_t exp_cmd_sn_ = 0;
   std::uint32_t next_ttt_ = 1;
@@ -272,7 +286,6 @@ asio::awaitable<void> connection::writer() {
 }
 
 asio::awaitable<bool> connection::login() {
-  std::uint16_t tsih = 0;
   for (;;) {
     bhs h;
     if (const bool ok = co_await read_header(h); !ok) co_return false;
@@ -282,58 +295,62 @@ asio::awaitable<bool> connection::login() {
     r.set_opcode(opcode::login_response);
     std::memcpy(r.wire().data() + field::isid, h.wire().data() + field::isid, 6);
     r.set_initiator_task_tag(h.initiator_task_tag());
-    auto fail = [&](std::uint16_t status) {
+    auto fail = [&](std::uint16_t status, const std::string& why) {
       r.set_byte(field::status_class, static_cast<std::uint8_t>(status >> 8));
       r.set_byte(field::status_detail, static_cast<std::uint8_t>(status));
       stamp(r, true);
       send({r, {}, {}, nullptr, true});
+      if (server_.options().on_login_failure) {
+        std::string who = params_.initiator_name.empty() ? "an initiator" : "initiator " + params_.initiator_name;
+        server_.options().on_login_failure("iscsi: login of " + who + " refused: " + why);
+      }
       return false;
     };
-    if (h.opcode() != opcode::login_request) co_return fail(login_status::invalid_during_login);
+    if (h.opcode() != opcode::login_request) co_return fail(login_status::invalid_during_login, "a PDU other than Login Request during login");
     exp_cmd_sn_ = h.u32(field::cmd_sn);
     stat_sn_ = h.u32(field::exp_stat_sn);
-    if (h.byte(3) > 0) co_return fail(login_status::unsupported_version);  // Version-min: Strata speaks 0
+    if (h.byte(3) > 0) co_return fail(login_status::unsupported_version, "iSCSI version-min above 0");
     auto keys = parse_text(data);
-    if (!keys) co_return fail(login_status::initiator_error);
+    if (!keys) co_return fail(login_status::initiator_error, keys.error());
     const unsigned csg = login_flags::csg(h.flags());
-    unsigned nsg = login_flags::nsg(h.flags());
-    const bool transit = (h.flags() & login_flags::transit) != 0;
-    key_values answers;
+    const unsigned nsg = login_flags::nsg(h.flags());
+    bool transit = (h.flags() & login_flags::transit) != 0;
+    if (csg != security_negotiation && csg != operational_negotiation) co_return fail(login_status::initiator_error, "login stage " + std::to_string(csg));
+    if (transit && (nsg == 2 || nsg <= csg)) co_return fail(login_status::initiator_error, "a transit to reserved or earlier stage " + std::to_string(nsg));
     // The names come in the first PDU, in whichever stage it is.
-    answers = negotiate(*keys, server_.options().offer, params_);
-    if (params_.initiator_name.empty()) co_return fail(login_status::missing_parameter);
-    if (params_.type == session_type::normal) {
-      if (params_.target_name.empty()) co_return fail(login_status::missing_parameter);
-      target_ = server_.find_target(params_.target_name);
-      if (target_ == nullptr) co_return fail(login_status::not_found);
+    key_values answers = negotiate(*keys, server_.options().offer, params_);
+    if (access_ == nullptr) {
+      if (params_.initiator_name.empty()) co_return fail(login_status::missing_parameter, "no InitiatorName");
+      if (params_.type == session_type::normal) {
+        if (params_.target_name.empty()) co_return fail(login_status::missing_parameter, "no TargetName");
+        target_ = server_.find_target(params_.target_name);
+        if (target_ == nullptr) co_return fail(login_status::not_found, "no target " + params_.target_name);
+        access_ = target_->access_for(params_.initiator_name);
+        if (access_ == nullptr) co_return fail(login_status::not_authorized, "not allowed to log in to " + target_->name);
+      } else {
+        access_ = &server_.options().discovery;
+      }
+      auth_ = access_->chap ? auth_step::method : auth_step::done;
     }
     if (csg == security_negotiation) {
-      for (const auto& [k, v] : *keys) {
-        if (k != "AuthMethod") continue;
-        // No CHAP secrets are configured: None, if the initiator allows it.
-        bool none = false;
-        for (std::size_t at = 0; at <= v.size();) {
-          const auto comma = v.find(',', at);
-          if (v.substr(at, comma == std::string::npos ? std::string::npos : comma - at) == "None") none = true;
-          if (comma == std::string::npos) break;
-          at = comma + 1;
-        }
-        if (!none) co_return fail(login_status::authentication_failed);
-        answers.emplace_back("AuthMethod", "None");
+      std::string why;
+      const std::uint16_t status = authenticate(*keys, answers, why);
+      if (status != login_status::success) co_return fail(status, why);
+      if (auth_ == auth_step::method && transit) {
+        co_return fail(login_status::authentication_failed, "leaving the security stage without AuthMethod; this initiator must use CHAP");
       }
-    } else if (csg != operational_negotiation) {
-      co_return fail(login_status::initiator_error);
+      // The target stays in the security stage until the exchange is done
+      // (RFC 7143 6.2: it may refuse the transit).
+      if (auth_ != auth_step::done) transit = false;
+    } else if (auth_ != auth_step::done) {
+      co_return fail(login_status::authentication_failed, "the operational stage before CHAP; this initiator must authenticate");
     }
     if (!portal_group_sent_ && params_.type == session_type::normal) {
       answers.emplace_back("TargetPortalGroupTag", "1");  // in the first response only
       portal_group_sent_ = true;
     }
-    if (transit && (nsg == 2 || nsg <= csg)) co_return fail(login_status::initiator_error);  // stage 2 is reserved
-    if (transit && nsg == full_feature_phase) {
-      tsih = server_.next_tsih();
-      r.set_u16(field::tsih, tsih);
-    }
-    r.set_flags(login_flags::make(transit, csg, nsg));
+    if (transit && nsg == full_feature_phase) r.set_u16(field::tsih, server_.next_tsih());
+    r.set_flags(login_flags::make(transit, csg, transit ? nsg : csg));
     stamp(r, true);
     send({r, {}, format_text(answers), nullptr, false});
     if (transit && nsg == full_feature_phase) {
@@ -343,6 +360,62 @@ asio::awaitable<bool> connection::login() {
       co_return true;
     }
   }
+}
+
+std::uint16_t connection::authenticate(const key_values& keys, key_values& answers, std::string& why) {
+  auto find = [&](std::string_view name) -> const std::string* {
+    for (const auto& [k, v] : keys) {
+      if (k == name) return &v;
+    }
+    return nullptr;
+  };
+  if (const std::string* methods = find("AuthMethod")) {
+    if (auth_ != auth_step::method && auth_ != auth_step::done) {
+      why = "AuthMethod offered again in the middle of CHAP";
+      return login_status::initiator_error;
+    }
+    bool none = false;
+    bool chap = false;
+    for (std::string_view rest = *methods;;) {
+      const auto comma = rest.find(',');
+      none = none || rest.substr(0, comma) == "None";
+      chap = chap || rest.substr(0, comma) == "CHAP";
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+    if (access_->chap) {
+      if (!chap) {
+        why = "this initiator must use CHAP; it offers AuthMethod=" + methods->substr(0, 64);
+        return login_status::authentication_failed;
+      }
+      answers.emplace_back("AuthMethod", "CHAP");
+      auth_ = auth_step::algorithm;
+      chap_.emplace(*access_->chap, access_->mutual_chap);
+    } else {
+      if (!none) {
+        why = "AuthMethod=" + methods->substr(0, 64) + " offered, and no CHAP secret is configured for this initiator";
+        return login_status::authentication_failed;
+      }
+      answers.emplace_back("AuthMethod", "None");
+    }
+  }
+  const bool algorithm = find("CHAP_A") != nullptr;
+  const bool response = find("CHAP_N") != nullptr || find("CHAP_R") != nullptr;
+  if (algorithm || response) {
+    const auth_step expected = algorithm ? auth_step::algorithm : auth_step::response;
+    if (auth_ != expected || (algorithm && response)) {
+      why = "CHAP keys out of order";
+      return login_status::initiator_error;
+    }
+    auto step = algorithm ? chap_->challenge(keys) : chap_->verify(keys);
+    if (!step) {
+      why = step.error().reason;
+      return step.error().initiator_error ? login_status::initiator_error : login_status::authentication_failed;
+    }
+    answers.insert(answers.end(), step->begin(), step->end());
+    auth_ = algorithm ? auth_step::response : auth_step::done;
+  }
+  return login_status::success;
 }
 
 bool connection::accept_cmd_sn(const bhs& h) {
@@ -546,7 +619,7 @@ void connection::execute(command& c) {
   c.task.context = &c;
   c.task.on_complete = &connection::on_task_done;
   c.self = c.shared_from_this();
-  target_->luns->execute(c.task);
+  access_->luns->execute(c.task);
 }
 
 void connection::on_task_done(scsi::task& t) noexcept {
@@ -653,6 +726,7 @@ asio::awaitable<bool> connection::on_text(const bhs& h) {
                                   ":" + std::to_string(here.port()) + ",1";
       for (const target_node& t : server_.targets()) {
         if (v != "All" && v != t.name && !(v.empty() && &t == target_)) continue;
+        if (t.access_for(params_.initiator_name) == nullptr) continue;  // masked: it does not exist for this initiator
         answers.emplace_back("TargetName", t.name);
         answers.emplace_back("TargetAddress", address);
       }
@@ -748,6 +822,34 @@ void server::stop() {
   boost::system::error_code ignored;
   acceptor_.close(ignored);
   for (const auto& c : live_) c->close();
+}
+
+const initiator_access* target_node::access_for(std::string_view initiator) const {
+  auto same = [](std::string_view a, std::string_view b) {
+    return std::ranges::equal(a, b, [](char x, char y) {
+      return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+    });
+  };
+  for (const auto& [listed, access] : initiators) {
+    if (same(listed, initiator)) return &access;
+  }
+  return anyone ? &*anyone : nullptr;
+}
+
+std::optional<std::string> check_target(const target_node& target) {
+  auto check = [&](const std::string& who, const initiator_access& a) -> std::optional<std::string> {
+    if (a.luns == nullptr) return "target " + target.name + ": " + who + " has no LUN map";
+    if (a.mutual_chap && !a.chap) return "target " + target.name + ": " + who + " has mutual CHAP without CHAP";
+    if (a.chap) {
+      if (auto bad = check_chap_secrets(*a.chap, a.mutual_chap)) return "target " + target.name + ": " + who + ": " + *bad;
+    }
+    return std::nullopt;
+  };
+  for (const auto& [name, access] : target.initiators) {
+    if (auto bad = check("initiator " + name, access)) return bad;
+  }
+  if (target.anyone) return check("the default initiator entry", *target.anyone);
+  return std::nullopt;
 }
 
 const target_node* server::find_target(std::string_view name) const noexcept {

@@ -1,11 +1,14 @@
 // The iSCSI target's portal: a TCP listener on one loop, and the
 // connections it accepts, each a coroutine on the same loop.
 //
-// A connection logs in (security stage without authentication for now,
-// then operational negotiation, text.h), and in the full feature phase
+// A connection logs in (the security stage: CHAP and mutual CHAP, chap.h,
+// or none where a target allows it; then operational negotiation, text.h),
+// and in the full feature phase
 // turns SCSI Command PDUs and their Data-Out into scsi::task's for the
 // target's LUN map, and their outcomes into Data-In, R2T and SCSI Response
-// PDUs. Discovery sessions answer SendTargets. One connection per session,
+// PDUs, through the LUN map its initiator is given (LUN masking).
+// Discovery sessions answer SendTargets, listing only the targets the
+// initiator may log in to. One connection per session,
 // ErrorRecoveryLevel 0: a broken connection ends its session, and the
 // tasks in flight finish into nothing.
 //
@@ -16,12 +19,17 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "raid/device/status.h"
+#include "target/iscsi/chap.h"
 #include "target/iscsi/text.h"
 
 namespace strata::scsi {
@@ -30,16 +38,46 @@ class lun_map;
 
 namespace strata::iscsi {
 
+// What one initiator may do with a target: what it must prove, and what it sees.
+struct initiator_access {
+  // Its view of the target's units, with its own LUN numbers (LUN masking:
+  // units not in its map do not exist for it).
+  scsi::lun_map* luns = nullptr;
+  // What the initiator must prove (CHAP); none: it logs in with AuthMethod=None.
+  std::optional<chap_credentials> chap;
+  // What the target proves to an initiator that asks (mutual CHAP); none:
+  // an initiator asking for it is refused. Only with `chap`.
+  std::optional<chap_credentials> mutual_chap;
+};
+
 struct target_node {
-  std::string name;           // its IQN, e.g. iqn.2026-11.io.strata:array
-  scsi::lun_map* luns = nullptr;  // what initiators see through it
+  std::string name;  // its IQN, e.g. iqn.2026-11.io.strata:array
+  // The initiators allowed in, by iSCSI name (compared case-insensitively,
+  // as RFC 3722 normalises names to lower case).
+  std::map<std::string, initiator_access> initiators;
+  // Any initiator not listed; none: such initiators are refused (login
+  // status 02/02, not authorised) and do not see the target in SendTargets.
+  std::optional<initiator_access> anyone;
+
+  // What `initiator` may do here; null if it may not log in.
+  const initiator_access* access_for(std::string_view initiator) const;
 };
 
 struct server_options {
   target_offer offer;
   // Commands a session may have outstanding: the CmdSN window.
   std::uint32_t command_window = 128;
+  // What a discovery session must prove, and may ask the target to prove;
+  // no `chap`: discovery is open to anyone. `luns` is unused.
+  initiator_access discovery;
+  // Told why each login failed, in words for an administrator: unknown
+  // target, not authorised, wrong CHAP response, malformed keys.
+  std::function<void(std::string_view)> on_login_failure;
 };
+
+// Checks a target's configuration: CHAP secrets' lengths, mutual secrets
+// that repeat the initiator's, initiators with no LUN map. Empty if it is fine.
+std::optional<std::string> check_target(const target_node& target);
 
 class connection;
 

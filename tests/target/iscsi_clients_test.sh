@@ -13,16 +13,23 @@ for tool in iscsi-ls iscsi-inq iscsi-readcapacity16 iscsi-test-cu; do
 done
 iqn=iqn.2026-11.io.strata:test
 work=$(mktemp -d)
-trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$work"' EXIT
-"$target_bin" --listen 127.0.0.1:0 --target "$iqn" --luns 2 --lun-mib 64 >"$work/out" 2>"$work/err" &
-pid=$!
-for _ in $(seq 100); do
-  grep -q '^listening on' "$work/out" && break
-  sleep 0.05
-done
-port=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/out")
-[[ -n "$port" ]] || { echo "FAIL: the target did not start"; cat "$work/err"; exit 1; }
-portal=127.0.0.1:$port
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+# start NAME ARGS...: starts a target; its portal in $portal, its stderr in $work/NAME.err
+start() {
+  local name=$1; shift
+  "$target_bin" --listen 127.0.0.1:0 --target "$iqn" "$@" >"$work/$name.out" 2>"$work/$name.err" &
+  pids+=($!)
+  for _ in $(seq 100); do
+    grep -q '^listening on' "$work/$name.out" && break
+    sleep 0.05
+  done
+  local port
+  port=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/$name.out")
+  [[ -n "$port" ]] || { echo "FAIL: the target did not start"; cat "$work/$name.err"; exit 1; }
+  portal=127.0.0.1:$port
+}
+start open --luns 2 --lun-mib 64
 failed=0
 check() {  # check DESCRIPTION COMMAND... : the command must succeed
   local what=$1; shift
@@ -30,6 +37,14 @@ check() {  # check DESCRIPTION COMMAND... : the command must succeed
     echo "ok: $what"
   else
     echo "FAIL: $what"; sed 's/^/    /' "$work/log"; failed=1
+  fi
+}
+refused() {  # refused DESCRIPTION EXPECTED-OUTPUT COMMAND... : the command must fail, saying EXPECTED-OUTPUT
+  local what=$1 expected=$2; shift 2
+  if ! timeout 60 "$@" >"$work/log" 2>&1 && grep -q "$expected" "$work/log"; then
+    echo "ok: $what"
+  else
+    echo "FAIL: $what (expected a failure saying '$expected')"; sed 's/^/    /' "$work/log"; failed=1
   fi
 }
 check "iscsi-ls finds the target" bash -c "iscsi-ls iscsi://$portal | grep -q 'Target:$iqn'"
@@ -63,5 +78,30 @@ for suite in "${suites[@]}"; do
     failed=1
   fi
 done
-kill "$pid"; wait "$pid" 2>/dev/null
+
+# CHAP, mutual CHAP and LUN masking: alice sees units 0 and 1 as LUNs 0
+# and 1; bob sees only unit 1, as his LUN 5; anyone else sees nothing.
+alice=iqn.2026-11.test:alice
+bob=iqn.2026-11.test:bob
+start guarded --luns 2 --lun-mib 16 --chap user1:secret-of-user1 --mutual-chap array1:secret-of-array1 \
+  --acl "$alice" --acl "$bob=5:1"
+guarded=$portal
+creds="user1%secret-of-user1@$guarded"
+check "CHAP: the right secret logs in" bash -c "iscsi-inq -i $alice iscsi://$creds/$iqn/0 | grep -q 'Vendor:STRATA'"
+refused "CHAP: a wrong secret is refused" "Authentication failure" iscsi-inq -i "$alice" "iscsi://user1%wrong-secret-1@$guarded/$iqn/0"
+refused "CHAP: no credentials are refused" "Authentication failure" iscsi-inq -i "$alice" "iscsi://$guarded/$iqn/0"
+check "mutual CHAP: the target proves its secret" bash -c \
+  "iscsi-inq -i $alice 'iscsi://$creds/$iqn/0?target_user=array1&target_password=secret-of-array1' | grep -q 'Vendor:STRATA'"
+refused "mutual CHAP: the initiator refuses a target that does not know the secret it expects" "Invalid CHAP_R" \
+  iscsi-inq -i "$alice" "iscsi://$creds/$iqn/0?target_user=array1&target_password=another-secret"
+refused "masking: an initiator not listed is not authorised" "Authorization failure" iscsi-inq -i iqn.2026-11.test:eve "iscsi://$creds/$iqn/0"
+check "masking: SendTargets hides the target from an initiator not listed" bash -c \
+  "out=\$(iscsi-ls -i iqn.2026-11.test:eve iscsi://$guarded); [[ -z \$out ]]"
+check "masking: alice reports LUNs 0 and 1" bash -c "iscsi-ls -s -i $alice iscsi://$creds | grep -c 'Lun:' | grep -qx 2"
+check "masking: bob reports only LUN 5" bash -c "iscsi-ls -s -i $bob iscsi://$creds | grep 'Lun:' | grep -q 'Lun:5' && [[ \$(iscsi-ls -s -i $bob iscsi://$creds | grep -c 'Lun:') == 1 ]]"
+check "masking: bob's LUN 5 is alice's LUN 1 (the same unit serial)" bash -c \
+  "[[ \$(iscsi-inq -i $bob -e 1 -c 0x80 iscsi://$creds/$iqn/5 | grep -i serial) == \$(iscsi-inq -i $alice -e 1 -c 0x80 iscsi://$creds/$iqn/1 | grep -i serial) ]]"
+refused "masking: bob has no LUN 0" "LOGICAL_UNIT_NOT_SUPPORTED\\|not supported\\|Failed" iscsi-readcapacity16 -i "$bob" "iscsi://$creds/$iqn/0"
+check "the target logged why it refused each login" bash -c \
+  "grep -q 'wrong response' $work/guarded.err && grep -q 'not allowed to log in' $work/guarded.err"
 exit $failed

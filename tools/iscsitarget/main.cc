@@ -5,6 +5,14 @@
 //
 //   strata-iscsi-target [--listen ADDR:PORT] [--target IQN] [--luns N]
 //                       [--lun-mib M] [--block-size 512|4096]
+//                       [--chap USER:SECRET [--mutual-chap USER:SECRET]]
+//                       [--discovery-chap USER:SECRET] [--acl IQN[=LUN:UNIT,...]]...
+//
+// Without --acl any initiator may log in and sees unit N as LUN N. With
+// --acl only the initiators named may, each seeing the units listed under
+// the LUN numbers given (all units, as LUN N, if none are listed). --chap
+// makes every initiator prove USER:SECRET; --mutual-chap makes the target
+// prove its own to initiators that ask. Login failures are printed on stderr.
 //
 // It prints "listening on ADDR:PORT" once it accepts connections (port 0
 // picks a free one), and runs until SIGINT or SIGTERM.
@@ -13,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,9 +36,41 @@ namespace {
   std::fprintf(stderr,
                "strata-iscsi-target: %s\n"
                "usage: strata-iscsi-target [--listen ADDR:PORT] [--target IQN] [--luns N] [--lun-mib M]"
-               " [--block-size 512|4096]\n",
+               " [--block-size 512|4096] [--chap USER:SECRET [--mutual-chap USER:SECRET]]"
+               " [--discovery-chap USER:SECRET] [--acl IQN[=LUN:UNIT,...]]...\n",
                problem.c_str());
   std::exit(2);
+}
+
+strata::iscsi::chap_credentials credentials(const std::string& arg, const std::string& flag) {
+  const auto colon = arg.find(':');
+  if (colon == std::string::npos) usage(flag + " needs USER:SECRET");
+  return {arg.substr(0, colon), arg.substr(colon + 1)};
+}
+
+// One --acl: the initiator, and its LUN -> unit pairs (empty: all units as themselves).
+struct acl_entry {
+  std::string initiator;
+  std::vector<std::pair<std::uint16_t, unsigned>> luns;
+};
+
+acl_entry parse_acl(const std::string& arg) {
+  acl_entry e;
+  const auto eq = arg.find('=');
+  e.initiator = arg.substr(0, eq);
+  if (e.initiator.empty()) usage("--acl needs an initiator name");
+  if (eq == std::string::npos) return e;
+  std::string rest = arg.substr(eq + 1);
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    const std::string pair = rest.substr(0, comma);
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    const auto colon = pair.find(':');
+    if (colon == std::string::npos) usage("--acl pairs are LUN:UNIT, not '" + pair + "'");
+    e.luns.emplace_back(static_cast<std::uint16_t>(std::stoul(pair.substr(0, colon))),
+                        static_cast<unsigned>(std::stoul(pair.substr(colon + 1))));
+  }
+  return e;
 }
 
 }  // namespace
@@ -41,6 +82,10 @@ int main(int argc, char** argv) {
   unsigned luns = 1;
   std::uint64_t lun_mib = 64;
   std::uint32_t block_size = 512;
+  std::optional<iscsi::chap_credentials> chap;
+  std::optional<iscsi::chap_credentials> mutual_chap;
+  std::optional<iscsi::chap_credentials> discovery_chap;
+  std::vector<acl_entry> acls;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -58,6 +103,14 @@ int main(int argc, char** argv) {
         lun_mib = std::stoull(value());
       } else if (arg == "--block-size") {
         block_size = static_cast<std::uint32_t>(std::stoul(value()));
+      } else if (arg == "--chap") {
+        chap = credentials(value(), arg);
+      } else if (arg == "--mutual-chap") {
+        mutual_chap = credentials(value(), arg);
+      } else if (arg == "--discovery-chap") {
+        discovery_chap = credentials(value(), arg);
+      } else if (arg == "--acl") {
+        acls.push_back(parse_acl(value()));
       } else {
         usage("unknown option " + arg);
       }
@@ -77,7 +130,7 @@ int main(int argc, char** argv) {
   boost::asio::io_context loop;
   std::vector<std::unique_ptr<device::memory_device>> disks;
   std::vector<std::unique_ptr<scsi::logical_unit>> units;
-  scsi::lun_map map(loop.get_executor());
+  scsi::lun_map all(loop.get_executor());
   for (unsigned l = 0; l < luns; ++l) {
     auto d = device::memory_device::create(loop.get_executor(), {block_size, (lun_mib << 20) / block_size});
     if (!d) usage(d.error().message);
@@ -85,9 +138,34 @@ int main(int argc, char** argv) {
     scsi::unit_identity id;
     id.serial = "STRATA" + std::to_string(1000 + l);
     units.push_back(std::make_unique<scsi::logical_unit>(*disks.back(), id));
-    if (auto e = map.add(static_cast<std::uint16_t>(l), *units.back())) usage("lun " + std::to_string(l) + ": " + e.message());
+    if (auto e = all.add(static_cast<std::uint16_t>(l), *units.back())) usage("lun " + std::to_string(l) + ": " + e.message());
   }
-  iscsi::server server(loop.get_executor(), {{name, &map}}, iscsi::server_options{});
+  iscsi::target_node target{name, {}, std::nullopt};
+  const iscsi::initiator_access everything{&all, chap, mutual_chap};
+  std::vector<std::unique_ptr<scsi::lun_map>> views;  // one per --acl that lists its LUNs
+  for (const acl_entry& e : acls) {
+    iscsi::initiator_access access = everything;
+    if (!e.luns.empty()) {
+      views.push_back(std::make_unique<scsi::lun_map>(loop.get_executor()));
+      for (const auto& [lun, unit] : e.luns) {
+        if (unit >= units.size()) usage("--acl " + e.initiator + ": no unit " + std::to_string(unit));
+        if (auto err = views.back()->add(lun, *units[unit])) usage("--acl " + e.initiator + ": lun " + std::to_string(lun) + ": " + err.message());
+      }
+      access.luns = views.back().get();
+    }
+    target.initiators[e.initiator] = access;
+  }
+  if (acls.empty()) target.anyone = everything;
+  if (auto bad = iscsi::check_target(target)) usage(*bad);
+  iscsi::server_options options;
+  if (discovery_chap) {
+    if (auto bad = iscsi::check_chap_secrets(*discovery_chap, std::nullopt)) usage("--discovery-chap: " + *bad);
+    options.discovery.chap = discovery_chap;
+  }
+  options.on_login_failure = [](std::string_view why) {
+    std::fprintf(stderr, "strata-iscsi-target: %.*s\n", static_cast<int>(why.size()), why.data());
+  };
+  iscsi::server server(loop.get_executor(), {std::move(target)}, options);
   if (auto ok = server.listen({address, port}); !ok) {
     std::fprintf(stderr, "strata-iscsi-target: %s\n", ok.error().message.c_str());
     return 1;
