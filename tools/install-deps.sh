@@ -8,6 +8,8 @@ set -euo pipefail
 packages=(
   # toolchain
   g++ cmake ninja-build pkg-config
+  # the fuzz targets (tests/fuzz/run.sh): clang with libFuzzer, and libc++ for its <expected>
+  clang-16 libclang-rt-16-dev libc++-16-dev libc++abi-16-dev
   # libraries
   libboost1.81-dev   # Asio, Beast
   liburing-dev       # the file device's io_uring rings

@@ -54,6 +54,15 @@ enum class op : std::uint8_t {
 // migrator later) may favour foreground work; the rest ignore it.
 enum class io_class : std::uint8_t { foreground, background };
 
+// Whether blocks have storage of their own (thin devices; what SCSI GET LBA
+// STATUS reports): mapped blocks do; deallocated blocks have none and read
+// as zeros, as a discarded range does on a device that tracks this.
+enum class allocation : std::uint8_t { mapped, deallocated };
+struct allocation_run {
+  allocation state = allocation::mapped;
+  std::uint64_t block_count = 0;  // blocks from the lba asked about that are in `state`
+};
+
 // What a device is; constant for its life.
 struct block_geometry {
   std::uint32_t logical_block_size_bytes = 4096;  // 512 or 4096
@@ -117,6 +126,22 @@ class block_device {
   // REQUIRES: on executor()'s thread; req.on_complete set; req not in flight.
   // ENSURES: req.on_complete(req) is called exactly once, after submit returns.
   virtual void submit(request& req) noexcept = 0;
+
+  // Whether the blocks from `lba` are mapped or deallocated, and for how
+  // many blocks from `lba` (1..max_blocks) that holds. A run may end before
+  // the state changes (at an extent boundary, say); the caller asks again
+  // from where it ends. Optional, and cheap: answered from what the device
+  // keeps in memory, never with I/O, so a target may call it on the loop
+  // while answering a command. The default, "mapped" throughout, is what a
+  // device that does not track allocation says (and a decorator that does
+  // not forward this); it is always safe, since a caller may skip only what
+  // is reported deallocated.
+  // REQUIRES: on executor()'s thread; lba < geometry().block_count;
+  //           1 <= max_blocks <= geometry().block_count - lba.
+  virtual allocation_run allocation_at(std::uint64_t /*lba*/,
+                                       std::uint64_t max_blocks) const noexcept {
+    return {allocation::mapped, max_blocks};
+  }
 };
 
 // Checks a request against a geometry: the preconditions every device

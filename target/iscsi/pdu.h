@@ -132,7 +132,37 @@ constexpr std::size_t tsih = 14;   // 2 bytes
 constexpr std::size_t cid = 20;    // 2 bytes (Login, Logout)
 constexpr std::size_t status_class = 36;
 constexpr std::size_t status_detail = 37;
+// Task Management Function Request
+constexpr std::size_t referenced_task_tag = 20;
+constexpr std::size_t ref_cmd_sn = 32;
+// Asynchronous Message
+constexpr std::size_t async_event = 36;
+constexpr std::size_t async_parameter3 = 42;  // 2 bytes: seconds, for event 1 (logout requested)
 }  // namespace field
+
+// Task management functions (RFC 7143 11.5.1) and responses (11.6.1).
+namespace tmf {
+constexpr std::uint8_t abort_task = 1;
+constexpr std::uint8_t abort_task_set = 2;
+constexpr std::uint8_t clear_aca = 3;
+constexpr std::uint8_t clear_task_set = 4;
+constexpr std::uint8_t logical_unit_reset = 5;
+constexpr std::uint8_t target_warm_reset = 6;
+constexpr std::uint8_t target_cold_reset = 7;
+constexpr std::uint8_t task_reassign = 8;
+
+constexpr std::uint8_t function_complete = 0;
+constexpr std::uint8_t task_does_not_exist = 1;
+constexpr std::uint8_t lun_does_not_exist = 2;
+constexpr std::uint8_t reassign_not_supported = 4;
+constexpr std::uint8_t function_not_supported = 5;
+constexpr std::uint8_t authorization_failed = 6;
+}  // namespace tmf
+
+// Asynchronous events (RFC 7143 11.9.1).
+namespace async_event {
+constexpr std::uint8_t logout_requested = 1;
+}  // namespace async_event
 
 // Login request/response flags (byte 1).
 namespace login_flags {

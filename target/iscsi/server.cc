@@ -39,6 +39,7 @@ constexpr std::uint16_t not_found = 0x0203;
 constexpr std::uint16_t unsupported_version = 0x0205;
 constexpr std::uint16_t missing_parameter = 0x0207;
 constexpr std::uint16_t session_type_not_supported = 0x0209;
+constexpr std::uint16_t session_does_not_exist = 0x020a;
 constexpr std::uint16_t invalid_during_login = 0x020b;
 constexpr std::uint16_t target_error = 0x0300;
 }  // namespace login_status
@@ -71,14 +72,23 @@ struct outgoing {
 class connection : public std::enable_shared_from_this<connection> {
  public:
   connection(server& s, tcp::socket socket)
-      : server_(s), socket_(std::move(socket)), server_alive_(s.alive_), write_wake_(socket_.get_executor()) {
+      : server_(s),
+        socket_(std::move(socket)),
+        server_alive_(s.alive_),
+        timing_(s.options()),
+        write_wake_(socket_.get_executor()),
+        watch_(socket_.get_executor()) {
     write_wake_.expires_at(asio::steady_timer::time_point::max());
+    boost::system::error_code ec;
+    const auto peer = socket_.remote_endpoint(ec);
+    peer_ = ec ? "an unknown address" : peer.address().to_string() + ":" + std::to_string(peer.port());
   }
 
   void start() {
     auto self = shared_from_this();
     asio::co_spawn(socket_.get_executor(), [self]() { return self->run(); }, asio::detached);
     asio::co_spawn(socket_.get_executor(), [self]() { return self->writer(); }, asio::detached);
+    asio::co_spawn(socket_.get_executor(), [self]() { return self->watchdog(); }, asio::detached);
   }
   void close() {
     if (closed_) return;
@@ -87,9 +97,34 @@ class connection : public std::enable_shared_from_this<connection> {
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
     write_wake_.cancel();
+    watch_.cancel();
+  }
+  // Asks the initiator to log out within `within` (Asynchronous Message,
+  // event 1); closes the connection if it is still here after that.
+  void request_logout(std::chrono::seconds within);
+  // Who this connection's session is, for session reinstatement (RFC 7143
+  // 6.3.5): a login with the same initiator, ISID and target replaces it.
+  bool same_session(const connection& other) const;
+  bool in_full_feature() const noexcept { return logged_in_ && !closed_; }
+  bool serves(const target_node* target) const noexcept { return target_ == target; }
+  // Tells the units this session could reach that its I_T nexus is gone
+  // (unit_attentions.h), once.
+  void end_nexus() {
+    if (!nexus_announced_ || server_alive_.expired()) return;
+    nexus_announced_ = false;
+    for (const std::uint16_t l : access_->luns->luns()) access_->luns->find(l)->nexus_lost(scsi::i_t_nexus{*initiator_port_});
   }
 
  private:
+  // A task management function waiting for the tasks it aborted, which
+  // the unit cannot stop, to finish: its response goes only after them,
+  // so that no aborted write lands after the initiator was told it is gone.
+  struct pending_tmf {
+    bhs response;
+    std::size_t tasks = 0;
+    std::function<void()> then;  // after the response is queued: a reset's unit attentions, a cold reset's closing
+    bool close_after = false;    // a cold reset's: the connection ends once the response is written
+  };
   // A SCSI command in flight: its task, and the write data it gathers.
   struct command : std::enable_shared_from_this<command> {
     std::weak_ptr<connection> conn;
@@ -110,6 +145,10 @@ class connection : public std::enable_shared_from_this<connection> {
     std::uint32_t r2t_end = 0;  // the outstanding R2T asks up to here
     scsi::task task;
     std::shared_ptr<command> self;  // held while the SCSI layer runs it
+    // Aborted by a task management function while the unit ran it: the
+    // function's response waits for it, and it has none of its own.
+    std::shared_ptr<pending_tmf> aborted_by;
+    std::shared_ptr<const std::string> port;  // the initiator port name task.nexus points into
   };
 
   asio::awaitable<void> run();
@@ -127,6 +166,14 @@ class connection : public std::enable_shared_from_this<connection> {
   asio::awaitable<bool> on_text(const bhs& h);
   void on_nop_out(const bhs& h, std::vector<std::uint8_t> ping);
   void on_task_management(const bhs& h);
+  // Aborts `c` for `tmf`: forgets a command still gathering data; for one
+  // the unit runs, makes `tmf` wait for it.
+  void abort(command& c, const std::shared_ptr<pending_tmf>& tmf);
+  void finish_tmf(pending_tmf& tmf);
+  // Pings a quiet initiator, and closes a login that takes too long or a
+  // connection whose initiator stopped answering.
+  asio::awaitable<void> watchdog();
+  void log(const std::string& what) const;
   void on_logout(const bhs& h);
   void reject(const bhs& h, reject_reason why);
   bool accept_cmd_sn(const bhs& h);
@@ -152,6 +199,23 @@ class connection : public std::enable_shared_from_this<connection> {
   // Strata declared as its MaxRecvDataSegmentLength.
   std::uint32_t max_incoming_segment_bytes_ = 8192;
   std::weak_ptr<void> server_alive_;
+  const server_options timing_;  // the server's options, kept: connections may outlive the server
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  bool logged_in_ = false;
+  bool nexus_announced_ = false;  // to the units of access_->luns
+  std::array<std::uint8_t, 6> isid_{};
+  std::string peer_;  // the initiator's address, for messages
+  // The SCSI initiator port name (RFC 7143 13.6.1: name, ",i,0x", ISID),
+  // which keys unit attentions and reservations in the SCSI layer.
+  std::shared_ptr<const std::string> initiator_port_;
+  std::chrono::steady_clock::time_point last_heard_ = started_;  // the last PDU from the initiator
+  bool ping_outstanding_ = false;
+  std::chrono::steady_clock::time_point ping_sent_;
+  std::optional<std::chrono::steady_clock::time_point> logout_deadline_;
+  std::size_t executing_ = 0;  // commands handed to a unit and not yet finished
+  // CmdSNs of commands an ABORT TASK named before they arrived (RFC 7143
+  // 11.5.1, RefCmdSN): taken when they come, never run.
+  std::vector<std::uint32_t> cancelled_cmd_sns_;
   session_params params_;
   const target_node* target_ = nullptr;
   // What the initiator may do, set by the first login PDU: for a normal
@@ -167,15 +231,19 @@ class connection : public std::enable_shared_from_this<connection> {
   std::map<std::uint32_t, std::shared_ptr<command>> commands_;  // by initiator task tag
   std::deque<outgoing> queue_;
   asio::steady_timer write_wake_;
+  asio::steady_timer watch_;
 };
 
 asio::awaitable<bool> connection::read_header(bhs& h) {
   auto [ec, n] = co_await asio::async_read(socket_, asio::buffer(h.wire().data(), bhs_bytes), use_tuple);
   if (ec) co_return false;
+  last_heard_ = std::chrono::steady_clock::now();  // any PDU shows the initiator alive
+  ping_outstanding_ = false;
+  std::vector<std::uint8_t> ahs;
   if (h.ahs_bytes() > 0) {
     // Strata uses no AHS (no bidirectional commands, no extended CDBs):
     // read past it; the command that carried it is rejected.
-    std::vector<std::uint8_t> ahs(h.ahs_bytes());
+    ahs.resize(h.ahs_bytes());
     auto [ec2, n2] = co_await asio::async_read(socket_, asio::buffer(ahs), use_tuple);
     if (ec2) co_return false;
   }
@@ -183,9 +251,10 @@ asio::awaitable<bool> connection::read_header(bhs& h) {
     std::uint8_t d[4];
     auto [ec3, n3] = co_await asio::async_read(socket_, asio::buffer(d), use_tuple);
     if (ec3) co_return false;
-    // A header digest error leaves the PDU's length unknown: the
-    // connection cannot resynchronise (RFC 7143 7.8), so it ends.
-    if (get_digest(d) != crc32c(h.wire())) co_return false;
+    // The digest covers the BHS and the AHS. An error leaves the PDU's
+    // length unknown: the connection cannot resynchronise (RFC 7143 7.8),
+    // so it ends.
+    if (get_digest(d) != crc32c(ahs, crc32c(h.wire()))) co_return false;
   }
   // More than this side declared it accepts: a protocol error, and no
   // allocation driven by a header field.
@@ -228,6 +297,7 @@ asio::awaitable<void> connection::run() {
   if (!closing_) close();
   // Tasks still running keep their commands alive; they finish into nothing.
   commands_.clear();
+  end_nexus();
   if (!server_alive_.expired()) server_.live_.erase(shared_from_this());
 }
 
@@ -300,16 +370,18 @@ asio::awaitable<bool> connection::login() {
       r.set_byte(field::status_detail, static_cast<std::uint8_t>(status));
       stamp(r, true);
       send({r, {}, {}, nullptr, true});
-      if (server_.options().on_login_failure) {
-        std::string who = params_.initiator_name.empty() ? "an initiator" : "initiator " + params_.initiator_name;
-        server_.options().on_login_failure("iscsi: login of " + who + " refused: " + why);
-      }
+      log("iscsi: login of " + (params_.initiator_name.empty() ? "an initiator" : "initiator " + params_.initiator_name) +
+          " from " + peer_ + " refused: " + why);
       return false;
     };
     if (h.opcode() != opcode::login_request) co_return fail(login_status::invalid_during_login, "a PDU other than Login Request during login");
     exp_cmd_sn_ = h.u32(field::cmd_sn);
     stat_sn_ = h.u32(field::exp_stat_sn);
     if (h.byte(3) > 0) co_return fail(login_status::unsupported_version, "iSCSI version-min above 0");
+    // One connection per session, ErrorRecoveryLevel 0: no session lives
+    // on for a connection to join or reinstate.
+    if (h.u16(field::tsih) != 0) co_return fail(login_status::session_does_not_exist, "a TSIH names a session to join; Strata has one connection per session");
+    std::memcpy(isid_.data(), h.wire().data() + field::isid, isid_.size());
     auto keys = parse_text(data);
     if (!keys) co_return fail(login_status::initiator_error, keys.error());
     const unsigned csg = login_flags::csg(h.flags());
@@ -349,7 +421,33 @@ asio::awaitable<bool> connection::login() {
       answers.emplace_back("TargetPortalGroupTag", "1");  // in the first response only
       portal_group_sent_ = true;
     }
-    if (transit && nsg == full_feature_phase) r.set_u16(field::tsih, server_.next_tsih());
+    if (transit && nsg == full_feature_phase) {
+      // Session reinstatement (RFC 7143 6.3.5): an older session of the
+      // same initiator port ends, and the new one starts only once the
+      // older one's tasks have finished, so that none of its writes can
+      // land after the new session's.
+      std::vector<std::shared_ptr<connection>> older;
+      if (!server_alive_.expired()) {
+        for (const auto& c : server_.live_) {
+          if (c.get() != this && same_session(*c)) older.push_back(c);
+        }
+      }
+      for (const auto& c : older) {
+        log("iscsi: initiator " + params_.initiator_name + " logged in again from " + peer_ + "; its older session ends");
+        c->close();
+        c->end_nexus();  // now, before the new session announces the same nexus
+      }
+      asio::steady_timer wait(socket_.get_executor());
+      for (const auto& c : older) {
+        while (c->executing_ > 0 && !closed_) {
+          wait.expires_after(std::chrono::milliseconds(1));
+          co_await wait.async_wait(use_tuple);
+        }
+      }
+      if (closed_) co_return false;
+      r.set_u16(field::tsih, server_.next_tsih());
+      initiator_port_ = std::make_shared<const std::string>(params_.initiator_name + ",i,0x" + encode_hex(isid_).substr(2));
+    }
     r.set_flags(login_flags::make(transit, csg, transit ? nsg : csg));
     stamp(r, true);
     send({r, {}, format_text(answers), nullptr, false});
@@ -357,6 +455,11 @@ asio::awaitable<bool> connection::login() {
       header_digest_ = params_.header_digest;
       data_digest_ = params_.data_digest;
       max_incoming_segment_bytes_ = params_.target_max_recv_data_segment_bytes;
+      logged_in_ = true;
+      if (target_ != nullptr) {
+        for (const std::uint16_t l : access_->luns->luns()) access_->luns->find(l)->nexus_created(scsi::i_t_nexus{*initiator_port_});
+        nexus_announced_ = true;
+      }
       co_return true;
     }
   }
@@ -521,6 +624,10 @@ asio::awaitable<bool> connection::on_scsi_command(const bhs& h) {
     c->unsolicited_pending = !h.final() && !params_.initial_r2t && immediate < std::min(first_burst, c->expected_bytes);
   }
   if (!accept_cmd_sn(h)) co_return true;
+  if (auto it = std::ranges::find(cancelled_cmd_sns_, h.u32(field::cmd_sn)); it != cancelled_cmd_sns_.end() && !h.immediate()) {
+    cancelled_cmd_sns_.erase(it);  // aborted before it came: taken, never run
+    co_return true;
+  }
   if (commands_.contains(c->itt)) {
     reject(h, reject_reason::task_in_progress);
     co_return true;
@@ -616,19 +723,30 @@ void connection::execute(command& c) {
   c.task.lun = scsi::decode_lun(lun_bytes).value_or(scsi::unaddressable_lun);
   c.task.expected_transfer_bytes = c.expected_bytes;
   if (c.writes && !c.discard) c.task.data_out = c.out.bytes().first(c.received_bytes);
+  c.port = initiator_port_;  // the task may outlive the connection
+  c.task.nexus.initiator_port = *c.port;
   c.task.context = &c;
   c.task.on_complete = &connection::on_task_done;
   c.self = c.shared_from_this();
+  ++executing_;
   access_->luns->execute(c.task);
 }
 
 void connection::on_task_done(scsi::task& t) noexcept {
   command& c = *static_cast<command*>(t.context);
   auto keep = std::move(c.self);
-  if (auto conn = c.conn.lock(); conn && !conn->closed_) conn->respond(c);
+  auto conn = c.conn.lock();
+  if (!conn) return;
+  --conn->executing_;  // counted even after closing: a reinstated session waits for it
+  if (!conn->closed_) conn->respond(c);
 }
 
 void connection::respond(command& c) {
+  if (c.aborted_by) {
+    auto tmf = std::move(c.aborted_by);
+    if (--tmf->tasks == 0) finish_tmf(*tmf);
+    return;
+  }
   // Aborted: its tag may be reused by a new command, which is not ours to answer.
   auto it = commands_.find(c.itt);
   if (it == commands_.end() || it->second.get() != &c) return;
@@ -641,14 +759,19 @@ void connection::respond(command& c) {
     // status in the last (phase collapse, RFC 7143 11.7.4).
     const std::uint32_t to_send = std::min(t.data_in_bytes, edtl);
     const std::uint32_t chunk = params_.initiator_max_recv_data_segment_bytes;
+    const std::uint32_t burst = params_.max_burst_bytes;
     std::uint32_t data_sn = 0;
     std::uint32_t offset = 0;
     do {
-      const std::uint32_t n = std::min(chunk, to_send - offset);
+      // A Data-In sequence is at most MaxBurstLength (RFC 7143 13.13): the
+      // F bit ends each one, and the S bit only the last.
+      const std::uint32_t burst_left = burst - offset % burst;
+      const std::uint32_t n = std::min({chunk, to_send - offset, burst_left});
       const bool last = offset + n == to_send;
       bhs d;
       d.set_opcode(opcode::data_in);
-      std::uint8_t flags = last ? (data_in_flags::final | data_in_flags::status) : 0;
+      std::uint8_t flags = last ? (data_in_flags::final | data_in_flags::status)
+                                : (n == burst_left ? data_in_flags::final : std::uint8_t{0});
       if (last && t.data_in_bytes < edtl) {
         flags |= data_in_flags::residual_underflow;
         d.set_u32(field::residual_count, edtl - t.data_in_bytes);
@@ -747,32 +870,166 @@ asio::awaitable<bool> connection::on_text(const bhs& h) {
 
 void connection::on_task_management(const bhs& h) {
   accept_cmd_sn(h);
-  // Function complete (0), or Task does not exist (1) for an ABORT TASK of
-  // a tag Strata does not hold. Commands here finish quickly and in order:
-  // an abort of one in flight lets it finish and drops its response.
-  const std::uint8_t function = h.flags() & 0x7f;
-  std::uint8_t response = 0;
-  if (function == 1) {  // ABORT TASK
-    auto it = commands_.find(h.u32(20));
-    if (it == commands_.end()) {
-      response = 1;
-    } else if (it->second->task.on_complete != nullptr) {
-      commands_.erase(it);
-    } else {
-      commands_.erase(it);  // still gathering its data: forget it
-    }
-  } else if (function == 2 || function == 3 || function == 5 || function == 6) {
-    commands_.clear();  // ABORT TASK SET, CLEAR TASK SET, LUN RESET, TARGET WARM RESET
-  } else if (function != 4 && function != 7) {
-    response = 5;  // task management function not supported
-  }
-  bhs r;
+  auto tmf = std::make_shared<pending_tmf>();
+  bhs& r = tmf->response;
   r.set_opcode(opcode::task_management_response);
   r.set_final(true);
-  r.set_byte(2, response);
   r.set_initiator_task_tag(h.initiator_task_tag());
-  stamp(r, true);
-  send({r, {}, {}, nullptr, false});
+  auto respond_now = [&](std::uint8_t response) {
+    r.set_byte(2, response);
+    finish_tmf(*tmf);
+  };
+  const std::uint8_t function = h.flags() & 0x7f;
+  const std::uint64_t lun_field = h.lun_field();
+  std::array<std::uint8_t, 8> lun_bytes;
+  for (int i = 0; i < 8; ++i) lun_bytes[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(lun_field >> (56 - 8 * i));
+  scsi::logical_unit* unit = access_->luns->find(scsi::decode_lun(lun_bytes).value_or(scsi::unaddressable_lun));
+  // Every command of this session that `pred` picks is aborted; the
+  // response goes when the last of those the unit runs has finished.
+  auto abort_all = [&](auto pred) {
+    std::vector<std::shared_ptr<command>> doomed;
+    for (const auto& [tag, c] : commands_) {
+      if (pred(*c)) doomed.push_back(c);
+    }
+    for (const auto& c : doomed) abort(*c, tmf);
+  };
+  switch (function) {
+    case tmf::abort_task: {
+      auto it = commands_.find(h.u32(field::referenced_task_tag));
+      if (it != commands_.end()) {
+        abort(*it->second, tmf);
+        break;
+      }
+      // Not here: if its CmdSN is yet to come (RefCmdSN in the window,
+      // before this request), it is taken as received and never run.
+      const std::uint32_t ref = h.u32(field::ref_cmd_sn);
+      const std::uint32_t max = exp_cmd_sn_ + timing_.command_window - 1;
+      if (!sn_less(ref, exp_cmd_sn_) && sn_less_equal(ref, max) && sn_less(ref, h.u32(field::cmd_sn))) {
+        if (cancelled_cmd_sns_.size() < timing_.command_window) cancelled_cmd_sns_.push_back(ref);
+        return respond_now(tmf::function_complete);
+      }
+      return respond_now(tmf::task_does_not_exist);
+    }
+    case tmf::abort_task_set:
+    case tmf::clear_task_set:
+      // One task set per I_T nexus here: the unit keeps no task sets of its
+      // own, so both end this session's tasks for the LUN.
+      if (unit == nullptr) return respond_now(tmf::lun_does_not_exist);
+      abort_all([&](const command& c) { return c.lun_field == lun_field; });
+      break;
+    case tmf::clear_aca:
+      // Strata never establishes an ACA condition (NACA is not supported):
+      // there is nothing to clear.
+      if (unit == nullptr) return respond_now(tmf::lun_does_not_exist);
+      break;
+    case tmf::logical_unit_reset:
+      if (unit == nullptr) return respond_now(tmf::lun_does_not_exist);
+      abort_all([&](const command& c) { return c.lun_field == lun_field; });
+      tmf->then = [unit, port = initiator_port_]() { unit->reset(scsi::i_t_nexus{*port}); };
+      break;
+    case tmf::target_warm_reset:
+    case tmf::target_cold_reset: {
+      if (function == tmf::target_cold_reset && !timing_.allow_target_cold_reset) return respond_now(tmf::authorization_failed);
+      abort_all([](const command&) { return true; });
+      std::vector<scsi::logical_unit*> units;
+      for (const std::uint16_t l : access_->luns->luns()) units.push_back(access_->luns->find(l));
+      // A cold reset ends every session of the target (RFC 7143 11.5.1),
+      // this one once its response is written.
+      tmf->close_after = function == tmf::target_cold_reset;
+      tmf->then = [this, units, port = initiator_port_, cold = tmf->close_after]() {
+        for (scsi::logical_unit* u : units) u->reset(scsi::i_t_nexus{*port});
+        if (cold && !server_alive_.expired()) server_.close_sessions_of(target_, this);
+      };
+      break;
+    }
+    case tmf::task_reassign:
+      return respond_now(tmf::reassign_not_supported);  // ErrorRecoveryLevel 0
+    default:
+      return respond_now(tmf::function_not_supported);
+  }
+  r.set_byte(2, tmf::function_complete);
+  if (tmf->tasks == 0) finish_tmf(*tmf);
+}
+
+void connection::abort(command& c, const std::shared_ptr<pending_tmf>& tmf) {
+  auto keep = commands_.at(c.itt);
+  commands_.erase(c.itt);
+  if (c.task.on_complete == nullptr) return;  // still gathering its data: nothing runs
+  c.aborted_by = tmf;
+  ++tmf->tasks;
+}
+
+void connection::finish_tmf(pending_tmf& tmf) {
+  stamp(tmf.response, true);
+  send({tmf.response, {}, {}, nullptr, tmf.close_after});
+  if (tmf.then) tmf.then();
+}
+
+asio::awaitable<void> connection::watchdog() {
+  auto self = shared_from_this();
+  using std::chrono::steady_clock;
+  // A second's resolution is enough for timeouts of seconds, and costs a
+  // timer wake-up per connection per second.
+  constexpr auto tick = std::chrono::seconds(1);
+  while (!closed_) {
+    watch_.expires_after(std::min<steady_clock::duration>(tick, timing_.ping_interval));
+    co_await watch_.async_wait(use_tuple);
+    if (closed_) co_return;
+    const auto now = steady_clock::now();
+    if (!logged_in_) {
+      if (now - started_ >= timing_.login_timeout) {
+        log("iscsi: a login from " + peer_ + " did not finish within " + std::to_string(timing_.login_timeout.count()) + " s; connection closed");
+        close();
+      }
+      continue;
+    }
+    if (logout_deadline_ && now >= *logout_deadline_) {
+      log("iscsi: initiator " + params_.initiator_name + " did not log out when asked; connection closed");
+      close();
+    } else if (ping_outstanding_ && now - ping_sent_ >= timing_.ping_timeout) {
+      log("iscsi: initiator " + params_.initiator_name + " at " + peer_ + " did not answer a NOP-In within " +
+          std::to_string(timing_.ping_timeout.count()) + " s; presumed dead, connection closed");
+      close();
+    } else if (!ping_outstanding_ && now - last_heard_ >= timing_.ping_interval) {
+      // A NOP-In that asks for an answer (RFC 7143 11.19): a target
+      // transfer tag, no initiator task tag; StatSN not advanced.
+      bhs p;
+      p.set_opcode(opcode::nop_in);
+      p.set_final(true);
+      p.set_initiator_task_tag(reserved_tag);
+      p.set_u32(field::target_transfer_tag, next_ttt_++);
+      if (next_ttt_ == reserved_tag) next_ttt_ = 1;
+      stamp(p, false);
+      send({p, {}, {}, nullptr, false});
+      ping_outstanding_ = true;
+      ping_sent_ = now;
+    }
+  }
+}
+
+void connection::request_logout(std::chrono::seconds within) {
+  if (!in_full_feature() || closing_) return;
+  bhs a;
+  a.set_opcode(opcode::async_message);
+  a.set_final(true);
+  a.set_initiator_task_tag(reserved_tag);
+  a.set_byte(field::async_event, async_event::logout_requested);
+  a.set_u16(field::async_parameter3, static_cast<std::uint16_t>(std::min<std::int64_t>(within.count(), 3600)));
+  stamp(a, true);
+  send({a, {}, {}, nullptr, false});
+  logout_deadline_ = std::chrono::steady_clock::now() + within;
+}
+
+bool connection::same_session(const connection& other) const {
+  return target_ == other.target_ && params_.type == other.params_.type &&
+         std::memcmp(isid_.data(), other.isid_.data(), isid_.size()) == 0 &&
+         std::ranges::equal(params_.initiator_name, other.params_.initiator_name, [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+void connection::log(const std::string& what) const {
+  if (timing_.log) timing_.log(what);
 }
 
 void connection::on_logout(const bhs& h) {
@@ -816,6 +1073,16 @@ void server::accept() {
     c->start();
     accept();
   });
+}
+
+void server::request_logout(std::chrono::seconds within) {
+  for (const auto& c : live_) c->request_logout(within);
+}
+
+void server::close_sessions_of(const target_node* target, const connection* except) {
+  for (const auto& c : live_) {
+    if (c.get() != except && c->serves(target)) c->close();
+  }
 }
 
 void server::stop() {

@@ -18,6 +18,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -70,9 +71,22 @@ struct server_options {
   // What a discovery session must prove, and may ask the target to prove;
   // no `chap`: discovery is open to anyone. `luns` is unused.
   initiator_access discovery;
-  // Told why each login failed, in words for an administrator: unknown
-  // target, not authorised, wrong CHAP response, malformed keys.
-  std::function<void(std::string_view)> on_login_failure;
+  // Told, in words for an administrator, why a login failed (unknown
+  // target, not authorised, wrong CHAP response, malformed keys) and why a
+  // connection was dropped (login too slow, initiator presumed dead).
+  std::function<void(std::string_view)> log;
+  // A connection that has not finished logging in by then is closed, so
+  // that half-open logins cannot pile up.
+  std::chrono::seconds login_timeout{15};
+  // After this long with nothing from the initiator, the target pings it
+  // (NOP-In); with no PDU within ping_timeout more, the initiator is taken
+  // for dead and its connection closed, ending its tasks.
+  std::chrono::seconds ping_interval{15};
+  std::chrono::seconds ping_timeout{15};
+  // TARGET COLD RESET ends every session of the target, other initiators'
+  // too (RFC 7143 11.5.1); an array shared by hosts may refuse it (TMF
+  // response 6, function authorization failed).
+  bool allow_target_cold_reset = true;
 };
 
 // Checks a target's configuration: CHAP secrets' lengths, mutual secrets
@@ -93,6 +107,10 @@ class server {
   boost::asio::ip::tcp::endpoint local_endpoint() const;
   // Stops accepting and closes every connection; their tasks finish in the background.
   void stop();
+  // Asks every initiator in the full feature phase to log out within
+  // `within` (Asynchronous Message, event 1), as before a planned
+  // shutdown or failover; connections still there after that are closed.
+  void request_logout(std::chrono::seconds within);
 
   const std::vector<target_node>& targets() const noexcept { return targets_; }
   const server_options& options() const noexcept { return options_; }
@@ -103,6 +121,8 @@ class server {
  private:
   friend class connection;
   void accept();
+  // Closes every connection to `target` but `except` (TARGET COLD RESET).
+  void close_sessions_of(const target_node* target, const connection* except);
 
   boost::asio::any_io_executor loop_;
   std::vector<target_node> targets_;

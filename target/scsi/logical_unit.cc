@@ -113,8 +113,12 @@ constexpr command_info supported_commands[] = {
     {0x15, 0x00, false, 6, {0x15, 0x11, 0x00, 0x00, 0xff, 0x00}},
     // MODE SENSE(6)
     {0x1a, 0x00, false, 6, {0x1a, 0x08, 0xff, 0xff, 0xff, 0x00}},
-    // START STOP UNIT
-    {0x1b, 0x00, false, 6, {0x1b, 0x00, 0x00, 0x00, 0x00, 0x00}},
+    // START STOP UNIT: POWER CONDITION and LOEJ are looked at (an eject is
+    // refused); IMMED and START change nothing on a volume.
+    {0x1b, 0x00, false, 6, {0x1b, 0x00, 0x00, 0x00, 0xf2, 0x00}},
+    // RESERVE(6), RELEASE(6): 3RDPTY and EXTENT are refused (reservations.h)
+    {0x16, 0x00, false, 6, {0x16, 0x11, 0x00, 0x00, 0x00, 0x00}},
+    {0x17, 0x00, false, 6, {0x17, 0x11, 0x00, 0x00, 0x00, 0x00}},
     // READ CAPACITY(10)
     {0x25, 0x00, false, 10, {0x25, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00}},
     // READ(10)
@@ -125,27 +129,59 @@ constexpr command_info supported_commands[] = {
     {0x2e, 0x00, false, 10, {0x2e, 0xf6, 0xff, 0xff, 0xff, 0xff, 0x00, 0xff, 0xff, 0x00}},
     // VERIFY(10)
     {0x2f, 0x00, false, 10, {0x2f, 0xf6, 0xff, 0xff, 0xff, 0xff, 0x00, 0xff, 0xff, 0x00}},
+    // PRE-FETCH(10)
+    {0x34, 0x00, false, 10, {0x34, 0x02, 0xff, 0xff, 0xff, 0xff, 0x00, 0xff, 0xff, 0x00}},
     // SYNCHRONIZE CACHE(10)
     {0x35, 0x00, false, 10, {0x35, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0xff, 0xff, 0x00}},
+    // READ DEFECT DATA(10)
+    {0x37, 0x00, false, 10, {0x37, 0x00, 0x1f, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00}},
     // WRITE SAME(10)
     {0x41, 0x00, false, 10, {0x41, 0xf8, 0xff, 0xff, 0xff, 0xff, 0x00, 0xff, 0xff, 0x00}},
     // UNMAP
     {0x42, 0x00, false, 10, {0x42, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00}},
     // MODE SELECT(10)
     {0x55, 0x00, false, 10, {0x55, 0x11, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00}},
+    // RESERVE(10), RELEASE(10): 3RDPTY, LONGID and EXTENT are refused
+    {0x56, 0x00, false, 10, {0x56, 0x13, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00}},
+    {0x57, 0x00, false, 10, {0x57, 0x13, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00}},
     // MODE SENSE(10)
     {0x5a, 0x00, false, 10, {0x5a, 0x18, 0xff, 0xff, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00}},
+    // PERSISTENT RESERVE IN: READ KEYS, READ RESERVATION, REPORT CAPABILITIES,
+    // READ FULL STATUS
+    {0x5e, 0x00, true, 10, {0x5e, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00}},
+    {0x5e, 0x01, true, 10, {0x5e, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00}},
+    {0x5e, 0x02, true, 10, {0x5e, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00}},
+    {0x5e, 0x03, true, 10, {0x5e, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00}},
+    // PERSISTENT RESERVE OUT: REGISTER, RESERVE, RELEASE, CLEAR, PREEMPT,
+    // PREEMPT AND ABORT, REGISTER AND IGNORE EXISTING KEY, REGISTER AND MOVE
+    {0x5f, 0x00, true, 10, {0x5f, 0x00, 0xff, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00}},
+    {0x5f, 0x01, true, 10, {0x5f, 0x01, 0xff, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00}},
+    {0x5f, 0x02, true, 10, {0x5f, 0x02, 0xff, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00}},
+    {0x5f, 0x03, true, 10, {0x5f, 0x03, 0xff, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00}},
+    {0x5f, 0x04, true, 10, {0x5f, 0x04, 0xff, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00}},
+    {0x5f, 0x05, true, 10, {0x5f, 0x05, 0xff, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00}},
+    {0x5f, 0x06, true, 10, {0x5f, 0x06, 0xff, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00}},
+    {0x5f, 0x07, true, 10, {0x5f, 0x07, 0xff, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00}},
     // READ(16)
     {0x88, 0x00, false, 16, {0x88, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
                              0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}},
+    // COMPARE AND WRITE
+    {0x89, 0x00, false, 16, {0x89, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                             0xff, 0xff, 0x00, 0x00, 0x00, 0xff, 0x00, 0x00}},
     // WRITE(16)
     {0x8a, 0x00, false, 16, {0x8a, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                             0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}},
+    // ORWRITE(16)
+    {0x8b, 0x00, false, 16, {0x8b, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
                              0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}},
     // WRITE AND VERIFY(16)
     {0x8e, 0x00, false, 16, {0x8e, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
                              0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}},
     // VERIFY(16)
     {0x8f, 0x00, false, 16, {0x8f, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                             0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}},
+    // PRE-FETCH(16)
+    {0x90, 0x00, false, 16, {0x90, 0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
                              0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}},
     // SYNCHRONIZE CACHE(16)
     {0x91, 0x00, false, 16, {0x91, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
@@ -156,6 +192,9 @@ constexpr command_info supported_commands[] = {
     // READ CAPACITY(16)
     {0x9e, 0x10, true, 16, {0x9e, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
                             0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}},
+    // GET LBA STATUS
+    {0x9e, 0x12, true, 16, {0x9e, 0x12, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}},
     // REPORT LUNS: answered by the LUN map (lun_map.h), listed because it
     // is part of the command set an initiator reaches through this unit.
     {0xa0, 0x00, false, 12, {0xa0, 0x00, 0xff, 0x00, 0x00, 0x00, 0xff, 0xff,
@@ -172,8 +211,14 @@ constexpr command_info supported_commands[] = {
     // WRITE(12)
     {0xaa, 0x00, false, 12, {0xaa, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
                              0xff, 0xff, 0x00, 0x00}},
+    // WRITE AND VERIFY(12)
+    {0xae, 0x00, false, 12, {0xae, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                             0xff, 0xff, 0x00, 0x00}},
     // VERIFY(12)
     {0xaf, 0x00, false, 12, {0xaf, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                             0xff, 0xff, 0x00, 0x00}},
+    // READ DEFECT DATA(12)
+    {0xb7, 0x00, false, 12, {0xb7, 0x1f, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff,
                              0xff, 0xff, 0x00, 0x00}},
 };
 // clang-format on
@@ -203,8 +248,9 @@ bool all_zero(std::span<const std::byte> bytes) noexcept {
 // ---------------------------------------------------------------------------
 // Per-command state for commands that do device I/O.
 //
-// A command runs up to two steps (write then flush, write then read back,
-// ...); a step moves a list of block ranges in pieces of at most
+// A command runs up to three steps (write then flush; write then read back;
+// read, write and flush for COMPARE AND WRITE and ORWRITE with FUA); a step
+// moves a list of block ranges in pieces of at most
 // piece_blocks, up to max_pieces_in_flight at once, in order. When a piece
 // fails, no more pieces are issued; the step ends when those in flight are
 // back. Pieces are issued in order, so every piece before the earliest
@@ -231,6 +277,12 @@ struct logical_unit::command {
     bool busy = false;
   };
   enum class comparison : std::uint8_t { none, whole, each_block };
+  // The range interlock (logical_unit::start): whether this command writes
+  // blocks, and whether it must have them to itself while it runs.
+  enum class access : std::uint8_t { none, write, exclusive };
+  // What a read-modify-write command does between its read (step 0) and
+  // its write: COMPARE AND WRITE compares, ORWRITE ORs in the data.
+  enum class merge : std::uint8_t { none, compare, bitwise_or };
   struct failure {
     std::error_code error;
     device::op operation = device::op::read;
@@ -245,9 +297,19 @@ struct logical_unit::command {
   std::uint64_t lba = 0;  // the command's own range, for data_in_bytes on failure
   bool returns_data = false;
   comparison compare = comparison::none;
-  std::span<const std::byte> expected;  // data_out, for compare
+  // data_out: what VERIFY and COMPARE AND WRITE compare with, what ORWRITE ORs in
+  std::span<const std::byte> expected;
+  merge between_steps = merge::none;
+  std::optional<std::uint64_t> miscompare_offset;  // COMPARE AND WRITE found a difference
 
-  std::array<step, 2> steps;
+  // The range interlock. `locked` is what a one-range command writes;
+  // UNMAP's ranges are `ranges`.
+  access lock = access::none;
+  range locked;
+  bool running = false;  // issued: its range counts against commands admitted after it
+  command* next_waiting = nullptr;
+
+  std::array<step, 3> steps;
   unsigned step_count = 0;
   unsigned step_index = 0;
   std::vector<range> ranges;       // UNMAP's descriptors
@@ -270,6 +332,10 @@ struct logical_unit::command {
 
   void on_piece_done(device::request& req) noexcept { owner->on_piece_done(req); }
 
+  std::span<const range> written_ranges() const noexcept {
+    return ranges.empty() ? std::span<const range>(&locked, 1) : std::span<const range>(ranges);
+  }
+
   step& add_step(device::op operation, std::byte* data, std::uint64_t lba_, std::uint64_t blocks,
                  std::uint64_t piece_blocks) noexcept {
     step& s = steps[step_count++];
@@ -286,8 +352,12 @@ struct logical_unit::command {
 
 // ---------------------------------------------------------------------------
 
-logical_unit::logical_unit(device::block_device& volume, unit_identity identity)
-    : volume_(volume), identity_(std::move(identity)) {
+logical_unit::logical_unit(device::block_device& volume, unit_identity identity,
+                           unit_state_store* state_store)
+    : volume_(volume),
+      identity_(std::move(identity)),
+      reservations_(attentions_, state_store, identity_.relative_port,
+                    [this](task& t) { complete_later(t); }) {
   assert(identity_.relative_port != 0 && identity_.port_group != 0);
   const device::block_geometry& g = volume_.geometry();
   // Pieces start at multiples of the piece size within an aligned buffer,
@@ -300,7 +370,7 @@ logical_unit::logical_unit(device::block_device& volume, unit_identity identity)
 }
 
 logical_unit::~logical_unit() {
-  assert(in_flight_ == 0 && "logical_unit destroyed with commands in flight");
+  assert(commands_in_flight() == 0 && "logical_unit destroyed with commands in flight");
 }
 
 std::array<std::uint8_t, 16> logical_unit::naa_designator() const noexcept {
@@ -368,6 +438,9 @@ void logical_unit::execute(task& t) noexcept {
   t.sense_data = sense{};
   t.data_in_bytes = 0;
   try {
+    // The common case, a unit with no reservation and no unit attention
+    // pending, looks at nothing more than these two flags.
+    if ((!attentions_.quiet() || !reservations_.quiet()) && !admitted(t)) return complete_later(t);
     dispatch(t);
   } catch (const std::bad_alloc&) {
     // Every allocation happens before a command starts any I/O or posts its
@@ -385,8 +458,9 @@ void logical_unit::dispatch(task& t) {
       cdb[1] >> 5;  // RDPROTECT, WRPROTECT, VRPROTECT: no protection information here
   switch (cdb[0]) {
     case 0x00:  // TEST UNIT READY
-    case 0x1b:  // START STOP UNIT: a volume has no motor and no medium to eject
       return complete_later(t);
+    case 0x1b:
+      return start_stop_unit(t);
     case 0x03:
       return request_sense(t);
     case 0x12:
@@ -395,6 +469,7 @@ void logical_unit::dispatch(task& t) {
       return read_capacity_10(t);
     case 0x9e:  // SERVICE ACTION IN(16)
       if ((cdb[1] & 0x1f) == 0x10) return read_capacity_16(t);
+      if ((cdb[1] & 0x1f) == 0x12) return get_lba_status(t);
       return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
     case 0xa3:  // MAINTENANCE IN
       if ((cdb[1] & 0x1f) == 0x0a) return report_target_port_groups(t);
@@ -424,13 +499,26 @@ void logical_unit::dispatch(task& t) {
     case 0x2f:  // VERIFY(10)
       if (protect != 0) return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
       return verify(t, cdb[0] == 0x2e, get32(cdb + 2), get16(cdb + 7), (cdb[1] >> 1) & 0x03);
+    case 0xae:  // WRITE AND VERIFY(12)
     case 0xaf:  // VERIFY(12)
       if (protect != 0) return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
-      return verify(t, false, get32(cdb + 2), get32(cdb + 6), (cdb[1] >> 1) & 0x03);
+      return verify(t, cdb[0] == 0xae, get32(cdb + 2), get32(cdb + 6), (cdb[1] >> 1) & 0x03);
     case 0x8e:  // WRITE AND VERIFY(16)
     case 0x8f:  // VERIFY(16)
       if (protect != 0) return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
       return verify(t, cdb[0] == 0x8e, get64(cdb + 2), get32(cdb + 10), (cdb[1] >> 1) & 0x03);
+
+    case 0x89:
+      return compare_and_write(t);
+    case 0x8b:
+      return orwrite(t);
+    case 0x34:  // PRE-FETCH(10)
+      return pre_fetch(t, get32(cdb + 2), get16(cdb + 7));
+    case 0x90:  // PRE-FETCH(16)
+      return pre_fetch(t, get64(cdb + 2), get32(cdb + 10));
+    case 0x37:  // READ DEFECT DATA(10)
+    case 0xb7:  // READ DEFECT DATA(12)
+      return read_defect_data(t, cdb[0] == 0xb7);
 
     case 0x35:  // SYNCHRONIZE CACHE(10)
       return synchronize_cache(t, get32(cdb + 2), get16(cdb + 7));
@@ -456,11 +544,30 @@ void logical_unit::dispatch(task& t) {
       return mode_select(t, false);
     case 0x55:
       return mode_select(t, true);
+
+    case 0x5e:
+      reservations_.persistent_reserve_in(t);
+      return complete_later(t);
+    case 0x5f:
+      return reservations_.persistent_reserve_out(t);  // completes after saving
+    case 0x16:  // RESERVE(6)
+    case 0x56:  // RESERVE(10)
+      reservations_.reserve(t);
+      return complete_later(t);
+    case 0x17:  // RELEASE(6)
+    case 0x57:  // RELEASE(10)
+      reservations_.release(t);
+      return complete_later(t);
     default:
       // REPORT LUNS (A0h) lands here too: the LUN map answers it before
       // any unit sees it.
       return fail_later(t, illegal_request(asc::invalid_command_operation_code));
   }
+}
+
+bool logical_unit::admitted(task& t) {
+  // A unit attention is reported before a reservation conflict, as Linux-IO does.
+  return !attentions_.report(t) && reservations_.allows(t);
 }
 
 void logical_unit::complete_later(task& t) {
@@ -482,17 +589,19 @@ void logical_unit::fail_later(task& t, const sense& s) {
 
 void logical_unit::request_sense(task& t) {
   // Sense data is returned with each CHECK CONDITION (autosense, which every
-  // transport Strata serves provides), and no deferred errors or unit
-  // attentions are kept, so nothing is ever pending: NO SENSE.
+  // transport Strata serves provides), and no deferred errors are kept: what
+  // may be pending is a unit attention, which this returns and clears
+  // (SPC-4 6.39); otherwise NO SENSE.
   const bool descriptor_format = (t.cdb[1] & 0x01) != 0;
-  const sense none{};
+  const sense pending =
+      attentions_.nexus_count() == 0 ? sense{} : attentions_.take(t.nexus).value_or(sense{});
   std::array<std::uint8_t, descriptor_sense_max_bytes> data{};
   std::size_t n = 0;
   if (descriptor_format) {
-    n = encode_descriptor_sense(none, data);
+    n = encode_descriptor_sense(pending, data);
   } else {
     n = encode_fixed_sense(
-        none, std::span<std::uint8_t, fixed_sense_bytes>(data.data(), fixed_sense_bytes));
+        pending, std::span<std::uint8_t, fixed_sense_bytes>(data.data(), fixed_sense_bytes));
   }
   if (!set_data_in(t, std::span(data.data(), n), t.cdb[4])) t.result = status::busy;
   complete_later(t);
@@ -561,13 +670,17 @@ void logical_unit::inquiry(task& t) {
       }
       case 0x86:  // Extended INQUIRY data
         r.zeros(60);
-        r.bytes[5] = 0x07;  // HEADSUP, ORDSUP, SIMPSUP (see the header on task attributes)
+        // UASK_SUP: unit attentions carry sense key specific data (the
+        // queue's OVERFLOW bit, unit_attentions.h). HEADSUP, ORDSUP, SIMPSUP
+        // (see the header on task attributes).
+        r.bytes[5] = 0x20 | 0x07;
         r.bytes[6] =
             0x01;  // V_SUP: a volatile cache (the volume's: writes are durable after a flush)
         break;
       case 0xb0:  // Block limits
         r.zeros(60);
         r.bytes[4] = 0x01;  // WSNZ: WRITE SAME with 0 blocks is refused, not "to the end"
+        r.bytes[5] = max_compare_and_write_blocks;  // MAXIMUM COMPARE AND WRITE LENGTH
         put_be(&r.bytes[6], granularity_blocks, 2);     // OPTIMAL TRANSFER LENGTH GRANULARITY
         put_be(&r.bytes[8], max_transfer_blocks(), 4);  // MAXIMUM TRANSFER LENGTH
         put_be(&r.bytes[12], piece_blocks_, 4);         // OPTIMAL TRANSFER LENGTH
@@ -842,6 +955,54 @@ void logical_unit::report_target_port_groups(task& t) {
   complete_later(t);
 }
 
+void logical_unit::start_stop_unit(task& t) {
+  // A volume has no motor and no medium: START and the power conditions
+  // change nothing. LOEJ (looked at only with POWER CONDITION 0h, SBC-3
+  // 5.25) loads or ejects a removable medium, which this unit does not have
+  // (RMB 0 in INQUIRY): refused, as a conformance suite expects.
+  const std::uint8_t power_condition = t.cdb[4] >> 4;
+  const bool load_eject = (t.cdb[4] & 0x02) != 0;
+  if (power_condition == 0 && load_eject)
+    return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+  complete_later(t);
+}
+
+void logical_unit::read_defect_data(task& t, bool twelve) {
+  // A volume has no defect list: a bad sector is remapped below it (RAID
+  // rewrites it from redundancy). The answer is the header of an empty
+  // list; PLISTV and GLISTV say that the lists asked for are there (empty).
+  const std::uint8_t* cdb = t.cdb.data();
+  // REQ_PLIST, REQ_GLIST and DEFECT LIST FORMAT
+  const std::uint8_t request = twelve ? cdb[1] : cdb[2];
+  const std::uint32_t allocation_length = twelve ? get32(cdb + 6) : get16(cdb + 7);
+  const std::uint8_t format = request & 0x07;
+  // 000b-101b are SBC-3's address descriptor formats (short and long block,
+  // bytes from index, physical sector, and the extended forms of the last
+  // two): an empty list is the same in each, so it is returned in the one
+  // asked for. 110b (vendor specific) and 111b (reserved) are formats this
+  // unit does not have: SBC-3 5.13 has the list returned in a format of the
+  // unit's choosing (short block), then RECOVERED ERROR, DEFECT LIST NOT FOUND.
+  // The ADDRESS DESCRIPTOR INDEX of the 12-byte form is past the end of an
+  // empty list whatever it is.
+  const bool known_format = format <= 0x05;
+  response r;
+  r.u8(0);
+  r.u8((request & 0x18) | (known_format ? format : 0x00));
+  if (twelve) {
+    r.be(0, 2);  // GENERATION CODE: 0, not reported
+    r.be(0, 4);  // DEFECT LIST LENGTH
+  } else {
+    r.be(0, 2);  // DEFECT LIST LENGTH
+  }
+  if (!set_data_in(t, r.bytes, allocation_length)) {
+    t.result = status::busy;
+  } else if (!known_format) {
+    // The header goes with the CHECK CONDITION, as a read's good prefix does.
+    set_check_condition(t, make_sense(sense_key::recovered_error, asc::defect_list_not_found));
+  }
+  complete_later(t);
+}
+
 // ---------------------------------------------------------------------------
 // Commands that do device I/O
 
@@ -904,6 +1065,10 @@ void logical_unit::read_write(task& t, bool write, std::uint64_t lba, std::uint6
   c.lba = lba;
   c.returns_data = !write;
   c.bounce = std::move(bounce);
+  if (write) {
+    c.lock = command::access::write;
+    c.locked = command::range{lba, blocks};
+  }
   c.add_step(write ? device::op::write : device::op::read, data, lba, blocks, piece_blocks_);
   // FUA: write, then flush, which makes durable every write completed
   // before it (block_device.h). Heavier than a per-request FUA, which the
@@ -946,7 +1111,11 @@ void logical_unit::verify(task& t, bool write, std::uint64_t lba, std::uint64_t 
               : bytchk == 3 ? command::comparison::each_block
                             : command::comparison::none;
   c.expected = std::span<const std::byte>(t.data_out.data(), needed_bytes);
-  if (write) c.add_step(device::op::write, source, lba, blocks, piece_blocks_);
+  if (write) {
+    c.lock = command::access::write;
+    c.locked = command::range{lba, blocks};
+    c.add_step(device::op::write, source, lba, blocks, piece_blocks_);
+  }
   c.add_step(device::op::read, c.scratch.data(), lba, blocks, piece_blocks_);
   start(c);
 }
@@ -1002,6 +1171,7 @@ void logical_unit::unmap(task& t) {
   command& c = acquire();
   c.t = &t;
   c.ranges.swap(ranges);
+  c.lock = command::access::write;  // the ranges written are c.ranges
   command::step& s =
       c.add_step(device::op::discard, nullptr, 0, 0, std::numeric_limits<std::uint64_t>::max());
   s.ranges = c.ranges.data();
@@ -1017,7 +1187,10 @@ void logical_unit::write_same(task& t, std::uint64_t lba, std::uint64_t blocks, 
   const std::uint32_t bs = block_size_bytes();
   if (blocks > max_write_same_bytes / bs)
     return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
-  if (!ndob && t.data_out.size() < bs)
+  // Exactly one block of Data-Out (none with NDOB): a longer one means the
+  // initiator and this unit disagree about the command, and libiscsi's
+  // conformance tests expect it refused.
+  if (!ndob && t.data_out.size() != bs)
     return fail_later(t, illegal_request(asc::invalid_field_in_command_iu));
   const std::span<const std::byte> block =
       ndob ? std::span<const std::byte>() : t.data_out.first(bs);
@@ -1030,6 +1203,8 @@ void logical_unit::write_same(task& t, std::uint64_t lba, std::uint64_t blocks, 
   if (unmap_bit && zeros && identity_.thin_provisioned) {
     command& c = acquire();
     c.t = &t;
+    c.lock = command::access::write;
+    c.locked = command::range{lba, blocks};
     c.add_step(device::op::discard, nullptr, lba, blocks,
                std::numeric_limits<std::uint64_t>::max());
     start(c);
@@ -1045,10 +1220,168 @@ void logical_unit::write_same(task& t, std::uint64_t lba, std::uint64_t blocks, 
   }
   command& c = acquire();
   c.t = &t;
+  c.lock = command::access::write;
+  c.locked = command::range{lba, blocks};
   c.scratch = std::move(pattern);
   command::step& s = c.add_step(device::op::write, c.scratch.data(), lba, blocks, piece_blocks_);
   s.repeat = true;
   start(c);
+}
+
+void logical_unit::compare_and_write(task& t) {
+  // SBC-3 5.2. Data-Out: N blocks to compare with the medium, then N blocks
+  // to write if they all match. The range interlock (start()) keeps every
+  // other write off the range from before the read until after the write,
+  // which is what makes it atomic (VMware ATS locks VMFS with it).
+  const std::uint8_t* cdb = t.cdb.data();
+  if ((cdb[1] >> 5) != 0)  // WRPROTECT: no protection information here
+    return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+  const std::uint64_t lba = get64(cdb + 2);
+  const std::uint32_t blocks = cdb[13];
+  const bool fua = (cdb[1] & 0x08) != 0;
+  const std::size_t longest_bytes = std::size_t{max_compare_and_write_blocks} * block_size_bytes();
+  // More Data-Out than the longest COMPARE AND WRITE carries means more
+  // blocks than MAXIMUM COMPARE AND WRITE LENGTH, which the 1-byte field
+  // cannot hold (initiators let 256 wrap to 0, libiscsi among them):
+  // refused as a NUMBER OF LOGICAL BLOCKS over the limit is.
+  if (blocks > max_compare_and_write_blocks || t.data_out.size() > 2 * longest_bytes)
+    return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+  if (!in_range(lba, blocks, block_count()))
+    return fail_later(t, illegal_request(asc::lba_out_of_range));
+  // No blocks: nothing read, compared or written, and not an error (any
+  // Data-Out ignored, as other commands ignore extra Data-Out).
+  if (blocks == 0) return complete_later(t);
+  const std::size_t bytes = std::size_t{blocks} * block_size_bytes();
+  // Exactly 2N blocks, where other writes ignore extra Data-Out: an
+  // initiator that sent more meant a different N, and taking the second
+  // half from the wrong place would write its compare data.
+  if (t.data_out.size() != 2 * bytes)
+    return fail_later(t, illegal_request(asc::invalid_field_in_command_iu));
+
+  device::aligned_buffer bounce;
+  std::byte* source = writable_source(t.data_out.subspan(bytes), bytes, volume_, bounce);
+  device::aligned_buffer scratch(bytes, buffer_alignment(volume_));
+
+  command& c = acquire();
+  c.t = &t;
+  c.lba = lba;
+  c.bounce = std::move(bounce);
+  c.scratch = std::move(scratch);
+  c.lock = command::access::exclusive;
+  c.locked = command::range{lba, blocks};
+  c.between_steps = command::merge::compare;
+  c.expected = std::span<const std::byte>(t.data_out.data(), bytes);
+  c.add_step(device::op::read, c.scratch.data(), lba, blocks, piece_blocks_);
+  c.add_step(device::op::write, source, lba, blocks, piece_blocks_);
+  if (fua) c.add_step(device::op::flush, nullptr, 0, 1, 1);
+  start(c);
+}
+
+void logical_unit::orwrite(task& t) {
+  // ORWRITE(16), SBC-3 5.9: read the blocks, OR the Data-Out into them,
+  // write them back; one operation under the range interlock, like COMPARE
+  // AND WRITE, or a concurrent write between the read and the write would be
+  // undone.
+  const std::uint8_t* cdb = t.cdb.data();
+  if ((cdb[1] >> 5) != 0)  // ORPROTECT
+    return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+  const std::uint64_t lba = get64(cdb + 2);
+  const std::uint64_t blocks = get32(cdb + 10);
+  const bool fua = (cdb[1] & 0x08) != 0;
+  if (!in_range(lba, blocks, block_count()))
+    return fail_later(t, illegal_request(asc::lba_out_of_range));
+  if (blocks > max_transfer_blocks())
+    return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+  if (blocks == 0) return complete_later(t);
+  const std::size_t bytes = blocks * block_size_bytes();
+  if (t.data_out.size() < bytes)
+    return fail_later(t, illegal_request(asc::invalid_field_in_command_iu));
+  // The blocks are read into, merged in and written from one buffer.
+  device::aligned_buffer scratch(bytes, buffer_alignment(volume_));
+
+  command& c = acquire();
+  c.t = &t;
+  c.lba = lba;
+  c.scratch = std::move(scratch);
+  c.lock = command::access::exclusive;
+  c.locked = command::range{lba, blocks};
+  c.between_steps = command::merge::bitwise_or;
+  c.expected = std::span<const std::byte>(t.data_out.data(), bytes);
+  c.add_step(device::op::read, c.scratch.data(), lba, blocks, piece_blocks_);
+  c.add_step(device::op::write, c.scratch.data(), lba, blocks, piece_blocks_);
+  if (fua) c.add_step(device::op::flush, nullptr, 0, 1, 1);
+  start(c);
+}
+
+void logical_unit::pre_fetch(task& t, std::uint64_t lba, std::uint64_t blocks) {
+  // 0 blocks means from lba to the last LBA (SBC-3 5.11): lba must exist.
+  const bool valid = blocks == 0 ? lba < block_count() : in_range(lba, blocks, block_count());
+  if (!valid) return fail_later(t, illegal_request(asc::lba_out_of_range));
+  // GOOD, not CONDITION MET: SBC-3 answers CONDITION MET when the blocks
+  // were (IMMED 0) or will be (IMMED 1) put in a cache with room for them,
+  // and nothing is cached for the initiator: the unit keeps no cache, and
+  // the volume's (the tiering read cache on SSD) sits below block_device,
+  // which cannot be asked to fill it. IMMED changes nothing either way.
+  //
+  // HOOK for that cache: once block_device can carry a prefetch hint (an
+  // io_class::background read the volume may serve into its cache, say),
+  // send it here for [lba, lba + blocks or to the end) and answer CONDITION
+  // MET when the volume says the whole range fits; with IMMED 0, after the
+  // fill.
+  complete_later(t);
+}
+
+void logical_unit::get_lba_status(task& t) {
+  // SBC-3 5.20: descriptors of runs of blocks in one provisioning state,
+  // the first starting at STARTING LBA. The volume says what is allocated
+  // (block_device::allocation_at); a fully provisioned unit reports
+  // everything mapped, whatever the volume does below it.
+  const std::uint8_t* cdb = t.cdb.data();
+  const std::uint64_t start_lba = get64(cdb + 2);
+  const std::uint32_t allocation_length = get32(cdb + 10);
+  if (start_lba >= block_count()) return fail_later(t, illegal_request(asc::lba_out_of_range));
+  // As many descriptors as the allocation length holds, and at least one:
+  // the PARAMETER DATA LENGTH then tells a short buffer how much there is.
+  const std::size_t wanted =
+      std::clamp<std::size_t>(allocation_length > 8 ? (allocation_length - 8) / 16 : 0, 1,
+                              max_lba_status_descriptors);
+  // Queries per command, in all: a device that answers in small runs (one
+  // extent at a time) gets fewer descriptors back, never a long scan.
+  std::size_t queries_left = 32 * max_lba_status_descriptors;
+  auto query = [&](std::uint64_t at, std::uint64_t max_blocks) {
+    --queries_left;
+    if (!identity_.thin_provisioned)
+      return device::allocation_run{device::allocation::mapped, max_blocks};
+    device::allocation_run run = volume_.allocation_at(at, max_blocks);
+    // A device that answers out of bounds must not stall or overrun the scan.
+    run.block_count = std::clamp<std::uint64_t>(run.block_count, 1, max_blocks);
+    return run;
+  };
+
+  response r;
+  r.zeros(8);  // PARAMETER DATA LENGTH, patched below; reserved
+  std::uint64_t lba = start_lba;
+  for (std::size_t n = 0; n < wanted && lba < block_count() && queries_left > 0; ++n) {
+    // NUMBER OF LOGICAL BLOCKS is 4 bytes: a longer run takes several descriptors.
+    const std::uint64_t limit = std::min<std::uint64_t>(block_count() - lba, 0xffffffffu);
+    device::allocation_run run = query(lba, limit);
+    // Runs may end before the state changes: join those that follow in the same state.
+    while (run.block_count < limit && queries_left > 0) {
+      const device::allocation_run next = query(lba + run.block_count, limit - run.block_count);
+      if (next.state != run.state) break;
+      run.block_count += next.block_count;
+    }
+    r.be(lba, 8);
+    r.be(run.block_count, 4);
+    // PROVISIONING STATUS: 0h mapped, 1h deallocated; never 2h anchored,
+    // since nothing here anchors (ANC_SUP 0).
+    r.u8(run.state == device::allocation::deallocated ? 0x01 : 0x00);
+    r.zeros(3);
+    lba += run.block_count;
+  }
+  r.patch(0, r.size() - 4, 4);
+  if (!set_data_in(t, r.bytes, allocation_length)) t.result = status::busy;
+  complete_later(t);
 }
 
 // ---------------------------------------------------------------------------
@@ -1085,12 +1418,96 @@ void logical_unit::release(command& c) noexcept {
   c.locating = false;
   c.first_failure = {};
   c.piece_failure = {};
+  c.between_steps = command::merge::none;
+  c.miscompare_offset.reset();
+  if (c.lock == command::access::exclusive) --exclusive_commands_;
+  c.lock = command::access::none;
+  c.locked = {};
+  c.running = false;
   free_commands_.push_back(&c);
   --in_flight_;
+  // Its range is free: commands that waited for it may go.
+  if (waiting_head_ != nullptr) admit_waiting();
 }
 
+// ---------------------------------------------------------------------------
+// The range interlock
+//
+// COMPARE AND WRITE and ORWRITE (exclusive commands) need their range to
+// themselves from their read to their write; every other command that
+// writes (WRITE, WRITE AND VERIFY, WRITE SAME, UNMAP) must stay off it
+// meanwhile. Two commands conflict when their written ranges overlap and
+// either is exclusive: plain writes never conflict with each other (they
+// run concurrently, as before). A command waits if it conflicts with one
+// that is running or with one that waits ahead of it, so that conflicting
+// commands run in arrival order and a stream of writes cannot starve a
+// COMPARE AND WRITE.
+//
+// Cost: reads skip all of it; a write checks one counter and goes while
+// no exclusive command is running or waiting. Only then are the running
+// commands scanned (the per-command slots: as many as the peak number of
+// commands in flight). Waiting commands are linked through their own
+// state, so nothing is allocated.
+
+namespace {
+
+bool overlap(std::uint64_t a_lba, std::uint64_t a_blocks, std::uint64_t b_lba,
+             std::uint64_t b_blocks) noexcept {
+  return a_lba < b_lba + b_blocks && b_lba < a_lba + a_blocks;
+}
+
+}  // namespace
+
 void logical_unit::start(command& c) {
+  if (c.lock == command::access::exclusive) ++exclusive_commands_;
+  if (c.lock == command::access::none || exclusive_commands_ == 0 || !blocked(c)) return run(c);
+  c.next_waiting = nullptr;
+  (waiting_tail_ != nullptr ? waiting_tail_->next_waiting : waiting_head_) = &c;
+  waiting_tail_ = &c;
+}
+
+bool logical_unit::blocked(const command& c) const noexcept {
+  auto conflict = [&c](const command& other) {
+    if (c.lock != command::access::exclusive && other.lock != command::access::exclusive)
+      return false;
+    for (const command::range& a : c.written_ranges()) {
+      for (const command::range& b : other.written_ranges()) {
+        if (overlap(a.lba, a.block_count, b.lba, b.block_count)) return true;
+      }
+    }
+    return false;
+  };
+  for (const auto& other : commands_) {
+    if (other->running && other->lock != command::access::none && conflict(*other)) return true;
+  }
+  // Those waiting ahead of it: all of them for a command not yet queued.
+  for (const command* w = waiting_head_; w != nullptr && w != &c; w = w->next_waiting) {
+    if (conflict(*w)) return true;
+  }
+  return false;
+}
+
+void logical_unit::admit_waiting() noexcept {
+  command* previous = nullptr;
+  for (command* w = waiting_head_; w != nullptr;) {
+    command* next = w->next_waiting;
+    if (blocked(*w)) {
+      previous = w;
+    } else {
+      (previous != nullptr ? previous->next_waiting : waiting_head_) = next;
+      if (waiting_tail_ == w) waiting_tail_ = previous;
+      w->next_waiting = nullptr;
+      run(*w);  // only submits: nothing completes, so the list stays as it is
+    }
+    w = next;
+  }
+}
+
+// ---------------------------------------------------------------------------
+
+void logical_unit::run(command& c) {
   assert(c.step_count > 0);
+  c.running = true;
   c.step_index = 0;
   c.range_index = 0;
   c.next_lba = c.steps[0].ranges[0].lba;
@@ -1205,6 +1622,21 @@ void logical_unit::step_done(command& c) {
     f = c.piece_failure;
     return finish(c);
   }
+  if (c.step_index == 0 && c.between_steps == command::merge::compare) {
+    // COMPARE AND WRITE: the medium, read under the range interlock, against
+    // the verify half of the Data-Out. A difference ends the command before
+    // anything is written; INFORMATION is its offset into the Data-Out.
+    const std::span<const std::byte> medium(c.scratch.data(), c.expected.size());
+    const auto [a, b] = std::mismatch(medium.begin(), medium.end(), c.expected.begin());
+    if (a != medium.end()) {
+      c.miscompare_offset = static_cast<std::uint64_t>(a - medium.begin());
+      return finish(c);
+    }
+  } else if (c.step_index == 0 && c.between_steps == command::merge::bitwise_or) {
+    // ORWRITE: the write step writes from the buffer just read into.
+    std::byte* medium = c.scratch.data();
+    for (std::size_t i = 0; i < c.expected.size(); ++i) medium[i] |= c.expected[i];
+  }
   if (++c.step_index < c.step_count) {
     c.range_index = 0;
     c.next_lba = c.steps[c.step_index].ranges[0].lba;
@@ -1233,6 +1665,10 @@ void logical_unit::finish(command& c) noexcept {
     t.result = status::good;
     t.data_in_bytes =
         c.returns_data ? static_cast<std::uint32_t>(c.steps[0].single.block_count * bs) : 0;
+    if (c.miscompare_offset) {
+      set_check_condition(t, make_sense(sense_key::miscompare, asc::miscompare_during_verify,
+                                        c.miscompare_offset));
+    }
     if (c.compare != command::comparison::none) {
       // The first byte that differs, as an offset into the verified data
       // (SBC-3: the INFORMATION field of MISCOMPARE DURING VERIFY OPERATION).

@@ -7,10 +7,17 @@
 // Commands (see README.md for the bits each one honours):
 //   TEST UNIT READY, REQUEST SENSE, INQUIRY (standard data; VPD 00h, 80h,
 //   83h, 86h, B0h, B1h, B2h), READ CAPACITY(10), READ CAPACITY(16),
-//   READ(6/10/12/16), WRITE(6/10/12/16), WRITE AND VERIFY(10/16),
-//   VERIFY(10/12/16), SYNCHRONIZE CACHE(10/16), UNMAP, WRITE SAME(10/16),
-//   MODE SENSE(6/10), MODE SELECT(6/10), START STOP UNIT,
-//   REPORT SUPPORTED OPERATION CODES, REPORT TARGET PORT GROUPS.
+//   READ(6/10/12/16), WRITE(6/10/12/16), WRITE AND VERIFY(10/12/16),
+//   VERIFY(10/12/16), COMPARE AND WRITE, ORWRITE(16), PRE-FETCH(10/16),
+//   GET LBA STATUS, READ DEFECT DATA(10/12), SYNCHRONIZE CACHE(10/16),
+//   UNMAP, WRITE SAME(10/16), MODE SENSE(6/10), MODE SELECT(6/10),
+//   START STOP UNIT, REPORT SUPPORTED OPERATION CODES,
+//   REPORT TARGET PORT GROUPS, PERSISTENT RESERVE IN/OUT, RESERVE(6/10),
+//   RELEASE(6/10).
+// Before a command runs it passes unit attentions (unit_attentions.h) and
+// reservations (reservations.h), per I_T nexus (task::nexus); on a unit with
+// neither a reservation nor a unit attention pending that costs two flag
+// tests, and no lookup.
 // REPORT LUNS and absent LUNs are the LUN map's (lun_map.h). Anything else
 // ends in CHECK CONDITION, ILLEGAL REQUEST, INVALID COMMAND OPERATION CODE.
 // Device errors become sense data in one place: sense_for() (sense.h).
@@ -22,7 +29,9 @@
 // task::data_in_bytes. A command needing more data_out than the transport
 // delivered (the CDB asks for N blocks or a parameter list of N bytes, fewer
 // arrived) fails with ILLEGAL REQUEST 0E/03 INVALID FIELD IN COMMAND
-// INFORMATION UNIT, as Linux-IO does; extra data_out is ignored.
+// INFORMATION UNIT, as Linux-IO does; extra data_out is ignored, except
+// by COMPARE AND WRITE and WRITE SAME, whose Data-Out has one right size
+// (2N blocks, one block): more is refused the same way.
 //
 // A read that fails part-way reports in data_in_bytes how many bytes from
 // the start are good (all blocks before the first failed LBA, which is also
@@ -36,7 +45,11 @@
 // and may complete in any order (the control mode page says QUEUE
 // ALGORITHM MODIFIER 1: unrestricted reordering). Task attributes (ORDERED,
 // HEAD OF QUEUE) are not carried by `task`: a transport that honours them
-// holds back tasks itself.
+// holds back tasks itself. The one exception is the range interlock:
+// COMPARE AND WRITE and ORWRITE read, modify and write their range as one
+// operation, so while one is in flight no other command writes any block of
+// its range (a write that overlaps waits for it, and it waits for
+// overlapping writes already running). Reads are never held back.
 // Lifetime: the volume outlives the unit; the unit must not be destroyed
 // while commands_in_flight() > 0, and a task must stay valid until its
 // on_complete. There is no abort: a transport handling ABORT TASK or LUN
@@ -47,6 +60,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <expected>
 #include <memory>
 #include <optional>
 #include <span>
@@ -54,8 +68,11 @@
 #include <vector>
 
 #include "raid/device/block_device.h"
+#include "target/scsi/reservations.h"
 #include "target/scsi/sense.h"
 #include "target/scsi/task.h"
+#include "target/scsi/unit_attentions.h"
+#include "target/scsi/unit_state_store.h"
 
 namespace strata::scsi {
 
@@ -106,9 +123,22 @@ class logical_unit {
   // command keeps at most this many of them in flight.
   static constexpr std::uint32_t piece_bytes = 1u << 20;
   static constexpr unsigned max_pieces_in_flight = 8;
+  // MAXIMUM COMPARE AND WRITE LENGTH (VPD B0h): the most the 1-byte NUMBER
+  // OF LOGICAL BLOCKS field can ask for. The range is held against writes
+  // only from the read to the write, both a single device request up to
+  // 1 MiB (255 blocks of 4 KiB), so a long compare costs overlapping
+  // writers one read and one write of wait; ESXi's ATS uses one block.
+  static constexpr std::uint32_t max_compare_and_write_blocks = 255;
+  // GET LBA STATUS returns at most this many descriptors (fewer if the
+  // allocation length holds fewer); the initiator asks again from where the
+  // last one ends. Bounds the work of one command.
+  static constexpr std::size_t max_lba_status_descriptors = 128;
 
   // REQUIRES: identity.relative_port and identity.port_group nonzero.
-  logical_unit(device::block_device& volume, unit_identity identity);
+  // `state_store`, if given, keeps the persistent reservation state across
+  // restarts and takeovers (restore_state()); it outlives the unit.
+  logical_unit(device::block_device& volume, unit_identity identity,
+               unit_state_store* state_store = nullptr);
   // REQUIRES: commands_in_flight() == 0.
   ~logical_unit();
   logical_unit(const logical_unit&) = delete;
@@ -123,7 +153,9 @@ class logical_unit {
   boost::asio::any_io_executor executor() const noexcept { return volume_.executor(); }
   const unit_identity& identity() const noexcept { return identity_; }
   device::block_device& volume() const noexcept { return volume_; }
-  std::size_t commands_in_flight() const noexcept { return in_flight_; }
+  std::size_t commands_in_flight() const noexcept {
+    return in_flight_ + reservations_.operations_in_flight();
+  }
 
   std::uint32_t block_size_bytes() const noexcept {
     return volume_.geometry().logical_block_size_bytes;
@@ -135,10 +167,53 @@ class logical_unit {
   // The 16-byte NAA 6 designator of VPD 83h.
   std::array<std::uint8_t, 16> naa_designator() const noexcept;
 
+  // Reservations and unit attentions (reservations.h, unit_attentions.h).
+  // Called on executor()'s thread.
+  //
+  // Loads the persistent reservation state from the store given at
+  // construction: after a power loss only what was registered with APTPL=1
+  // survives, after a takeover everything. A corrupt state is refused with
+  // a message, and the unit starts without reservations.
+  // REQUIRES: before the first command.
+  std::expected<void, error> restore_state(state_origin origin) {
+    return reservations_.restore(origin);
+  }
+  // The transport announces each I_T nexus to each unit it can reach, and
+  // says when one ends (unit_attentions.h: the unit learns of none from the
+  // commands themselves). A lost nexus also loses its RESERVE(6).
+  void nexus_created(const i_t_nexus& n) { attentions_.nexus_created(n); }
+  void nexus_lost(const i_t_nexus& n) {
+    reservations_.nexus_lost(n);
+    attentions_.nexus_lost(n);
+  }
+  // LOGICAL UNIT RESET, received on nexus `by`: releases the RESERVE(6)
+  // reservation (persistent ones stay) and establishes 29/03 for every other
+  // nexus. Commands in flight complete normally (there is no abort).
+  void reset(const i_t_nexus& by) {
+    reservations_.reset();
+    reservations_.notify_all(asc::bus_device_reset_function_occurred, by);
+  }
+  // The volume grew or shrank: 2A/09 CAPACITY DATA HAS CHANGED for every nexus.
+  void capacity_changed() { reservations_.notify_all(asc::capacity_data_has_changed); }
+  // This unit's ALUA state changed (the dual-controller work): 2A/06 for every nexus.
+  void asymmetric_access_state_changed() {
+    reservations_.notify_all(asc::asymmetric_access_state_changed);
+  }
+  // A MODE SELECT on `by` changed a page: 2A/01 for every other nexus. No
+  // page is changeable yet, so nothing calls it today.
+  void mode_parameters_changed(const i_t_nexus& by) {
+    reservations_.notify_all(asc::mode_parameters_changed, by);
+  }
+  const reservations& persistent_reservations() const noexcept { return reservations_; }
+  const unit_attentions& attentions() const noexcept { return attentions_; }
+
  private:
   struct command;  // per-command state of commands that do device I/O (logical_unit.cc)
 
   void dispatch(task& t);
+  // Unit attentions, then reservations: false, with t's outcome set, when
+  // t must not run.
+  bool admitted(task& t);
   // Immediate answers: t's outcome is set; complete it from the loop.
   void complete_later(task& t);
   void fail_later(task& t, const sense& s);
@@ -156,13 +231,23 @@ class logical_unit {
   void synchronize_cache(task& t, std::uint64_t lba, std::uint64_t blocks);
   void unmap(task& t);
   void write_same(task& t, std::uint64_t lba, std::uint64_t blocks, bool unmap_bit, bool ndob);
+  void compare_and_write(task& t);
+  void orwrite(task& t);
+  void pre_fetch(task& t, std::uint64_t lba, std::uint64_t blocks);
+  void get_lba_status(task& t);
+  void read_defect_data(task& t, bool twelve);
+  void start_stop_unit(task& t);
 
   // The mode pages as they are (current, default and saved values are the same).
   std::vector<std::uint8_t> mode_page(std::uint8_t page_code, bool changeable) const;
 
   command& acquire();
   void release(command& c) noexcept;
+  // start() admits a command through the range interlock; run() issues it.
   void start(command& c);
+  void run(command& c);
+  bool blocked(const command& c) const noexcept;
+  void admit_waiting() noexcept;
   void issue(command& c);
   void on_piece_done(device::request& req) noexcept;
   void step_done(command& c);
@@ -179,6 +264,17 @@ class logical_unit {
   std::vector<std::unique_ptr<command>> commands_;
   std::vector<command*> free_commands_;
   std::size_t in_flight_ = 0;
+  // The range interlock: COMPARE AND WRITE and ORWRITE commands running or
+  // waiting. While there are none, a write starts without looking at
+  // anything else: the interlock costs ordinary I/O one comparison.
+  std::size_t exclusive_commands_ = 0;
+  // Commands waiting for their range, oldest first (linked through the
+  // commands themselves: no allocation).
+  command* waiting_head_ = nullptr;
+  command* waiting_tail_ = nullptr;
+  // After everything they use (identity_, and complete_later through this).
+  unit_attentions attentions_;
+  reservations reservations_;
 };
 
 // Helpers for whoever answers a task: this unit, or the LUN map for what it

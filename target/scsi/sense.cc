@@ -25,6 +25,7 @@ std::size_t encode_fixed_sense(const sense& s,
   out[7] = fixed_sense_bytes - 8;  // additional sense length: 10
   out[12] = s.asc;
   out[13] = s.ascq;
+  if (s.key_specific) std::copy(s.key_specific->begin(), s.key_specific->end(), out.begin() + 15);
   return fixed_sense_bytes;
 }
 
@@ -41,16 +42,26 @@ std::size_t encode_descriptor_sense(
   out[1] = static_cast<std::uint8_t>(s.key) & 0x0f;
   out[2] = s.asc;
   out[3] = s.ascq;
-  if (!s.information) return 8;
-  // Information descriptor (SPC-4 4.5.2.2): type 0, length 0x0a, VALID,
-  // the full 64-bit INFORMATION.
-  out[7] = 12;
-  out[8] = 0x00;
-  out[9] = 0x0a;
-  out[10] = 0x80;
-  for (int i = 0; i < 8; ++i)
-    out[12 + i] = static_cast<std::uint8_t>(*s.information >> (56 - 8 * i));
-  return 20;
+  std::size_t n = 8;
+  if (s.information) {
+    // Information descriptor (SPC-4 4.5.2.2): type 0, length 0x0a, VALID,
+    // the full 64-bit INFORMATION.
+    out[n] = 0x00;
+    out[n + 1] = 0x0a;
+    out[n + 2] = 0x80;
+    for (int i = 0; i < 8; ++i)
+      out[n + 4 + i] = static_cast<std::uint8_t>(*s.information >> (56 - 8 * i));
+    n += 12;
+  }
+  if (s.key_specific) {
+    // Sense key specific descriptor (SPC-4 4.5.2.4): type 2, length 6.
+    out[n] = 0x02;
+    out[n + 1] = 0x06;
+    std::copy(s.key_specific->begin(), s.key_specific->end(), out.begin() + n + 4);
+    n += 8;
+  }
+  out[7] = static_cast<std::uint8_t>(n - 8);  // additional sense length
+  return n;
 }
 
 sense sense_for(std::error_code ec, device::op operation,

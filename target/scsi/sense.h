@@ -33,8 +33,9 @@ std::array<std::uint8_t, fixed_sense_bytes> fixed_sense(const sense& s) noexcept
 
 // Descriptor-format sense data (response code 0x72), for REQUEST SENSE
 // with DESC=1: the 8-byte header, plus an information descriptor when
-// s.information is set. Returns the bytes written (8 or 20).
-inline constexpr std::size_t descriptor_sense_max_bytes = 20;
+// s.information is set and a sense key specific descriptor when
+// s.key_specific is. Returns the bytes written (8, 16, 20 or 28).
+inline constexpr std::size_t descriptor_sense_max_bytes = 28;
 std::size_t encode_descriptor_sense(
     const sense& s, std::span<std::uint8_t, descriptor_sense_max_bytes> out) noexcept;
 
@@ -50,20 +51,33 @@ inline constexpr additional_sense write_error{0x0c, 0x00};
 inline constexpr additional_sense invalid_field_in_command_iu{0x0e, 0x03};
 inline constexpr additional_sense unrecovered_read_error{0x11, 0x00};
 inline constexpr additional_sense parameter_list_length_error{0x1a, 0x00};
+inline constexpr additional_sense defect_list_not_found{0x1c, 0x00};
 inline constexpr additional_sense miscompare_during_verify{0x1d, 0x00};
 inline constexpr additional_sense invalid_command_operation_code{0x20, 0x00};
 inline constexpr additional_sense lba_out_of_range{0x21, 0x00};
 inline constexpr additional_sense invalid_field_in_cdb{0x24, 0x00};
 inline constexpr additional_sense lu_not_supported{0x25, 0x00};
 inline constexpr additional_sense invalid_field_in_parameter_list{0x26, 0x00};
+inline constexpr additional_sense invalid_release_of_persistent_reservation{0x26, 0x04};
 inline constexpr additional_sense space_allocation_failed_write_protect{0x27, 0x07};
+// Unit attentions (unit_attentions.h).
+inline constexpr additional_sense power_on_reset_occurred{0x29, 0x00};
+inline constexpr additional_sense bus_device_reset_function_occurred{0x29, 0x03};
+inline constexpr additional_sense i_t_nexus_loss_occurred{0x29, 0x07};
+inline constexpr additional_sense mode_parameters_changed{0x2a, 0x01};
+inline constexpr additional_sense reservations_preempted{0x2a, 0x03};
+inline constexpr additional_sense reservations_released{0x2a, 0x04};
+inline constexpr additional_sense registrations_preempted{0x2a, 0x05};
+inline constexpr additional_sense asymmetric_access_state_changed{0x2a, 0x06};
+inline constexpr additional_sense capacity_data_has_changed{0x2a, 0x09};
 inline constexpr additional_sense saving_parameters_not_supported{0x39, 0x00};
 inline constexpr additional_sense internal_target_failure{0x44, 0x00};
+inline constexpr additional_sense insufficient_registration_resources{0x55, 0x04};
 }  // namespace asc
 
 inline sense make_sense(sense_key key, additional_sense code,
                         std::optional<std::uint64_t> information = std::nullopt) noexcept {
-  return sense{key, code.asc, code.ascq, information};
+  return sense{key, code.asc, code.ascq, information, std::nullopt};
 }
 inline sense illegal_request(additional_sense code) noexcept {
   return make_sense(sense_key::illegal_request, code);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string_view>
 
 #include "raid/device/aligned_buffer.h"
 
@@ -55,11 +56,36 @@ struct sense {
   std::uint8_t asc = 0;
   std::uint8_t ascq = 0;
   std::optional<std::uint64_t> information;
+  // The SENSE KEY SPECIFIC field (SPC-4 4.5.2.4), SKSV included, when there
+  // is one: today only a unit attention's (SKSV, and OVERFLOW when the
+  // nexus's queue of conditions overflowed; unit_attentions.h).
+  std::optional<std::array<std::uint8_t, 3>> key_specific;
+};
+
+// The I_T nexus a command came through (SAM-5): the SCSI initiator port
+// and the target port. Reservations and unit attentions are kept per nexus
+// (reservations.h, unit_attentions.h), so two sessions of one initiator are
+// two nexuses, as SPC-4 requires.
+struct i_t_nexus {
+  // The SCSI initiator port name. For iSCSI (RFC 7143, SPC-4 7.6.4.6):
+  // "<initiator iSCSI name>,i,0x<ISID as 12 lowercase hex digits>", which
+  // is also what READ FULL STATUS returns in an iSCSI TransportID. The
+  // storage belongs to whoever built the task (the transport: its session)
+  // and must outlive the task; the SCSI layer copies what it keeps.
+  std::string_view initiator_port;
+  // The relative target port identifier of the target port (VPD 83h), 1
+  // on a target with one port.
+  std::uint16_t relative_target_port = 1;
+
+  friend bool operator==(const i_t_nexus&, const i_t_nexus&) = default;
 };
 
 struct task {
   std::array<std::uint8_t, 16> cdb{};
   std::uint64_t lun = 0;  // the LUN as the initiator addressed it (single-level, 0..16383)
+  // The nexus it came through. A transport that does not set it runs every
+  // command as one nexus with an empty name.
+  i_t_nexus nexus;
   // What the initiator expects to move, from the transport (iSCSI's
   // Expected Data Transfer Length). Residuals are computed against it.
   std::uint32_t expected_transfer_bytes = 0;
@@ -81,7 +107,8 @@ struct task {
   //
   // If data_out is shorter than the CDB requires (blocks or parameter list
   // length), the unit fails the command with ILLEGAL REQUEST 0E/03; extra
-  // data_out is ignored.
+  // data_out is ignored (but refused the same way by COMPARE AND WRITE and
+  // WRITE SAME, whose Data-Out has exactly one right size).
   device::aligned_buffer data_in;
   std::uint32_t data_in_bytes = 0;
 

@@ -432,8 +432,9 @@ TEST_CASE("scsi read capacity: 10 and 16", "[target][scsi]") {
   CHECK((c16->data()[13] & 0x0f) == 0);     // one logical block per physical block
   CHECK((c16->data()[14] & 0xc0) == 0xc0);  // LBPME, LBPRZ
 
-  // Another service action of SERVICE ACTION IN(16) is refused.
-  rc16[1] = 0x12;
+  // Another service action of SERVICE ACTION IN(16) is refused (13h,
+  // REPORT REFERRALS; 12h is GET LBA STATUS).
+  rc16[1] = 0x13;
   require_sense(*r.run(rc16), sense_key::illegal_request, asc::invalid_field_in_cdb);
 }
 

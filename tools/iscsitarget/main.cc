@@ -7,12 +7,17 @@
 //                       [--lun-mib M] [--block-size 512|4096]
 //                       [--chap USER:SECRET [--mutual-chap USER:SECRET]]
 //                       [--discovery-chap USER:SECRET] [--acl IQN[=LUN:UNIT,...]]...
+//                       [--ping-seconds S] [--login-timeout-seconds S]
+//                       [--immediate-data yes|no]
 //
 // Without --acl any initiator may log in and sees unit N as LUN N. With
 // --acl only the initiators named may, each seeing the units listed under
 // the LUN numbers given (all units, as LUN N, if none are listed). --chap
 // makes every initiator prove USER:SECRET; --mutual-chap makes the target
-// prove its own to initiators that ask. Login failures are printed on stderr.
+// prove its own to initiators that ask. --ping-seconds sets both how long
+// an initiator may be silent before a NOP-In and how long it has to answer.
+// Login failures and dropped connections are printed on stderr. SIGUSR1
+// asks every initiator to log out within 10 s (an Asynchronous Message).
 //
 // It prints "listening on ADDR:PORT" once it accepts connections (port 0
 // picks a free one), and runs until SIGINT or SIGTERM.
@@ -20,6 +25,8 @@
 #include <boost/asio/signal_set.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,7 +44,8 @@ namespace {
                "strata-iscsi-target: %s\n"
                "usage: strata-iscsi-target [--listen ADDR:PORT] [--target IQN] [--luns N] [--lun-mib M]"
                " [--block-size 512|4096] [--chap USER:SECRET [--mutual-chap USER:SECRET]]"
-               " [--discovery-chap USER:SECRET] [--acl IQN[=LUN:UNIT,...]]...\n",
+               " [--discovery-chap USER:SECRET] [--acl IQN[=LUN:UNIT,...]]... [--ping-seconds S]"
+               " [--login-timeout-seconds S] [--immediate-data yes|no]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -86,6 +94,7 @@ int main(int argc, char** argv) {
   std::optional<iscsi::chap_credentials> mutual_chap;
   std::optional<iscsi::chap_credentials> discovery_chap;
   std::vector<acl_entry> acls;
+  iscsi::server_options options;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -111,6 +120,14 @@ int main(int argc, char** argv) {
         discovery_chap = credentials(value(), arg);
       } else if (arg == "--acl") {
         acls.push_back(parse_acl(value()));
+      } else if (arg == "--ping-seconds") {
+        options.ping_interval = options.ping_timeout = std::chrono::seconds(std::stoul(value()));
+      } else if (arg == "--immediate-data") {
+        const std::string v = value();
+        if (v != "yes" && v != "no") usage("--immediate-data is yes or no");
+        options.offer.immediate_data = v == "yes";
+      } else if (arg == "--login-timeout-seconds") {
+        options.login_timeout = std::chrono::seconds(std::stoul(value()));
       } else {
         usage("unknown option " + arg);
       }
@@ -157,12 +174,11 @@ int main(int argc, char** argv) {
   }
   if (acls.empty()) target.anyone = everything;
   if (auto bad = iscsi::check_target(target)) usage(*bad);
-  iscsi::server_options options;
   if (discovery_chap) {
     if (auto bad = iscsi::check_chap_secrets(*discovery_chap, std::nullopt)) usage("--discovery-chap: " + *bad);
     options.discovery.chap = discovery_chap;
   }
-  options.on_login_failure = [](std::string_view why) {
+  options.log = [](std::string_view why) {
     std::fprintf(stderr, "strata-iscsi-target: %.*s\n", static_cast<int>(why.size()), why.data());
   };
   iscsi::server server(loop.get_executor(), {std::move(target)}, options);
@@ -178,6 +194,15 @@ int main(int argc, char** argv) {
     server.stop();
     loop.stop();
   });
+  boost::asio::signal_set logout(loop, SIGUSR1);
+  std::function<void()> on_usr1 = [&]() {
+    logout.async_wait([&](const boost::system::error_code& failed, int) {
+      if (failed) return;
+      server.request_logout(std::chrono::seconds(10));
+      on_usr1();
+    });
+  };
+  on_usr1();
   loop.run();
   return 0;
 }

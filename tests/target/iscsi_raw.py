@@ -1,0 +1,105 @@
+"""Raw iSCSI PDUs for protocol tests against strata-iscsi-target: start the
+target, log in, send and receive PDUs byte by byte, so that tests can do
+what no well-behaved initiator does (stay silent, reuse an ISID, send
+digests, ask for odd task management)."""
+import socket, struct, subprocess, sys, time
+
+failures = []
+
+def check(what, ok):
+    print(("ok: " if ok else "FAIL: ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+
+def finish(target):
+    target.terminate()
+    target.wait()
+    sys.exit(1 if failures else 0)
+
+def start(binary, *args):
+    """Starts the target on a free loopback port; returns (process, port)."""
+    target = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--target", "iqn.x:t", *args],
+                              stdout=subprocess.PIPE, text=True)
+    line = target.stdout.readline()
+    return target, int(line.split()[2].rsplit(":", 1)[1])
+
+def crc32c(data, crc=0xffffffff):
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc
+
+def digest(data):
+    return struct.pack('<I', crc32c(data) ^ 0xffffffff)
+
+class Connection:
+    def __init__(self, port, isid=bytes([0x80, 0, 0, 0, 0, 1])):
+        self.s = socket.create_connection(("127.0.0.1", port))
+        self.isid = isid
+        self.cmd_sn = 1
+
+    def recvn(self, n, timeout=10):
+        self.s.settimeout(timeout)
+        d = b""
+        while len(d) < n:
+            chunk = self.s.recv(n - len(d))
+            if not chunk:
+                raise EOFError("the target closed the connection")
+            d += chunk
+        return d
+
+    def closed_within(self, seconds):
+        """True if the target closes the connection within `seconds`
+        (reading and dropping whatever it sends before)."""
+        self.s.settimeout(seconds)
+        try:
+            while self.s.recv(4096):
+                pass
+            return True
+        except (socket.timeout, TimeoutError):
+            return False
+        except ConnectionResetError:
+            return True
+
+    def login(self, csg, nsg, keys, tsih=0):
+        data = b"".join(k.encode() + b"=" + v.encode() + b"\0" for k, v in keys)
+        bhs = bytearray(48); bhs[0] = 0x43; bhs[1] = 0x80 | (csg << 2) | nsg
+        bhs[5:8] = len(data).to_bytes(3, 'big'); bhs[8:14] = self.isid; bhs[14:16] = tsih.to_bytes(2, 'big')
+        bhs[24:28] = self.cmd_sn.to_bytes(4, 'big')
+        self.s.sendall(bytes(bhs) + data + b"\0" * ((4 - len(data) % 4) % 4))
+        return self.receive()
+
+    def full_login(self, initiator="iqn.x:i", extra=()):
+        r, d = self.login(0, 1, [("InitiatorName", initiator), ("TargetName", "iqn.x:t"),
+                                 ("SessionType", "Normal"), ("AuthMethod", "None")])
+        if r[36] != 0:
+            return r, d
+        return self.login(1, 3, list(extra))
+
+    def send(self, bhs, data=b""):
+        bhs = bytearray(bhs); bhs[5:8] = len(data).to_bytes(3, 'big')
+        self.s.sendall(bytes(bhs) + data + b"\0" * ((4 - len(data) % 4) % 4))
+
+    def receive(self, timeout=10):
+        r = self.recvn(48, timeout)
+        dsl = int.from_bytes(r[5:8], 'big')
+        d = self.recvn((dsl + 3) & ~3, timeout) if dsl else b""
+        return r, d[:dsl]
+
+    def tmf(self, function, lun=0, ref_tag=0xffffffff, ref_cmd_sn=0, itt=0x100, cmd_sn=None):
+        bhs = bytearray(48); bhs[0] = 0x42; bhs[1] = 0x80 | function; bhs[9] = lun
+        bhs[16:20] = itt.to_bytes(4, 'big'); bhs[20:24] = ref_tag.to_bytes(4, 'big')
+        bhs[24:28] = (self.cmd_sn if cmd_sn is None else cmd_sn).to_bytes(4, 'big')
+        bhs[32:36] = ref_cmd_sn.to_bytes(4, 'big')
+        self.send(bhs)
+        return self.receive()
+
+    def scsi(self, cdb, itt, lun=0, read_bytes=0, write=b"", edtl=None):
+        bhs = bytearray(48); bhs[0] = 0x01
+        bhs[1] = 0x80 | (0x40 if read_bytes else 0) | (0x20 if write else 0); bhs[9] = lun
+        bhs[16:20] = itt.to_bytes(4, 'big')
+        bhs[20:24] = (edtl if edtl is not None else (read_bytes or len(write))).to_bytes(4, 'big')
+        bhs[24:28] = self.cmd_sn.to_bytes(4, 'big'); self.cmd_sn += 1
+        bhs[32:32 + len(cdb)] = cdb
+        self.send(bhs, write)
