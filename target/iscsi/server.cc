@@ -800,7 +800,8 @@ void connection::respond(command& c) {
   // A failed read sends no data: all of it is residual, so that the
   // initiator counts none of it as read.
   const std::uint32_t produced =
-      c.writes ? c.received_bytes : (t.result == scsi::status::good ? t.data_in_bytes : 0);
+      c.writes ? t.data_out_described_bytes.value_or(c.received_bytes)
+               : (t.result == scsi::status::good ? t.data_in_bytes : 0);
   if (produced > edtl) {
     flags |= data_in_flags::residual_overflow;
     r.set_u32(field::residual_count, produced - edtl);

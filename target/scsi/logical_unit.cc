@@ -1036,12 +1036,21 @@ bool in_range(std::uint64_t lba, std::uint64_t blocks, std::uint64_t capacity_bl
 
 }  // namespace
 
+std::uint64_t logical_unit::within_expected_transfer(task& t, std::uint64_t blocks) const noexcept {
+  // Both bounded by max_transfer_bytes already, so they fit 32 bits.
+  const auto described = static_cast<std::uint32_t>(blocks * block_size_bytes());
+  t.data_out_described_bytes = described;
+  if (t.expected_transfer_bytes >= described) return blocks;
+  return t.expected_transfer_bytes / block_size_bytes();
+}
+
 void logical_unit::read_write(task& t, bool write, std::uint64_t lba, std::uint64_t blocks,
                               bool fua) {
   if (!in_range(lba, blocks, block_count()))
     return fail_later(t, illegal_request(asc::lba_out_of_range));
   if (blocks > max_transfer_blocks())
     return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+  if (write) blocks = within_expected_transfer(t, blocks);
   if (blocks == 0) return complete_later(t);  // SBC-3: no blocks, not an error
   const std::size_t bytes = blocks * block_size_bytes();
   const std::size_t alignment = buffer_alignment(volume_);
@@ -1088,6 +1097,7 @@ void logical_unit::verify(task& t, bool write, std::uint64_t lba, std::uint64_t 
     return fail_later(t, illegal_request(asc::lba_out_of_range));
   if (blocks > max_transfer_blocks())
     return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+  if (write) blocks = within_expected_transfer(t, blocks);
   if (blocks == 0) return complete_later(t);
   const std::uint32_t bs = block_size_bytes();
   const std::size_t bytes = blocks * bs;

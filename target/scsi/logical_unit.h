@@ -227,6 +227,10 @@ class logical_unit {
   void report_supported_operation_codes(task& t);
   void report_target_port_groups(task& t);
   void read_write(task& t, bool write, std::uint64_t lba, std::uint64_t blocks, bool fua);
+  // The blocks of a write that lie within t.expected_transfer_bytes (all
+  // of them, unless the initiator expects less than the CDB describes);
+  // records what the CDB describes for the transport's residual.
+  std::uint64_t within_expected_transfer(task& t, std::uint64_t blocks) const noexcept;
   void verify(task& t, bool write, std::uint64_t lba, std::uint64_t blocks, std::uint8_t bytchk);
   void synchronize_cache(task& t, std::uint64_t lba, std::uint64_t blocks);
   void unmap(task& t);

@@ -88,7 +88,16 @@ struct task {
   i_t_nexus nexus;
   // What the initiator expects to move, from the transport (iSCSI's
   // Expected Data Transfer Length). Residuals are computed against it.
+  // A WRITE or WRITE AND VERIFY whose CDB describes more than this moves
+  // only the whole blocks within it (SAM-5 5.4.3: residual overflow), as
+  // libiscsi's residual tests require; a transport that delivers less
+  // data_out than this gets ILLEGAL REQUEST 0E/03 instead.
   std::uint32_t expected_transfer_bytes = 0;
+  // Set by the unit for WRITE and WRITE AND VERIFY: the bytes of data-out
+  // their CDB describes. The transport reports the difference from
+  // expected_transfer_bytes as the residual; for other commands with
+  // data-out, the residual is against what arrived.
+  std::optional<std::uint32_t> data_out_described_bytes;
 
   // Data from the initiator, complete before execute(); a segment of an
   // aligned buffer the transport owns.

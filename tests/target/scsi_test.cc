@@ -177,6 +177,8 @@ struct rig {
       std::memcpy(c->out.data(), data_out.data(), data_out.size());
       c->t.data_out = c->out.bytes();
     }
+    // As a transport sets it: the initiator expects to send what it sends.
+    c->t.expected_transfer_bytes = static_cast<std::uint32_t>(data_out.size());
     execute(c->t);
     REQUIRE(c->completions == 0);  // never inside execute()
     loop.run_until([&] { return c->completions > 0; });
@@ -530,6 +532,7 @@ TEST_CASE("scsi read/write: concurrent commands all complete with their own data
     c->out = aligned_buffer(contents.back().size());
     std::memcpy(c->out.data(), contents.back().data(), contents.back().size());
     c->t.data_out = c->out.bytes();
+    c->t.expected_transfer_bytes = static_cast<std::uint32_t>(c->t.data_out.size());
     c->t.cdb = cdb16(0x8a, 10 * i, 3);
     writes.push_back(std::move(c));
   }
@@ -551,6 +554,7 @@ TEST_CASE("scsi write: data_out not aligned for the volume is bounced", "[target
   c.out = aligned_buffer(3 * block_size);
   std::memcpy(c.out.data() + 512, data.data(), data.size());
   c.t.data_out = c.out.bytes().subspan(512, data.size());
+  c.t.expected_transfer_bytes = static_cast<std::uint32_t>(data.size());
   c.t.cdb = cdb10(0x2a, 40, 2);
   r.unit->execute(c.t);
   r.loop.run_until([&] { return c.completions == 1; });
@@ -572,10 +576,27 @@ TEST_CASE("scsi read/write: bad ranges and fields are refused", "[target][scsi]"
   // RDPROTECT: this unit has no protection information.
   require_sense(*r.run(cdb10(0x28, 0, 1, 0x20)), sense_key::illegal_request,
                 asc::invalid_field_in_cdb);
-  // Less data than the CDB asks for.
-  require_sense(*r.run(cdb10(0x2a, 0, 2), pattern(block_size, 1)), sense_key::illegal_request,
-                asc::invalid_field_in_command_iu);
-  CHECK(all_zero(r.read(0, 2)));  // nothing was written
+  // The initiator expects to send less than the CDB describes: only the
+  // whole blocks within its expected transfer length are written, and the
+  // rest is the transport's residual overflow (libiscsi's residual tests).
+  const auto one = pattern(block_size, 1);
+  const auto shorter = r.run(cdb10(0x2a, 0, 2), one);
+  require_good(*shorter);
+  CHECK(shorter->t.data_out_described_bytes == 2 * block_size);
+  CHECK(r.read(0, 1) == one);
+  CHECK(all_zero(r.read(1, 1)));
+  // Less than a block expected: nothing is written.
+  require_good(*r.run(cdb10(0x2a, 2, 1), std::span(one).first(200)));
+  CHECK(all_zero(r.read(2, 1)));
+  // Less data than the initiator said it would send: refused, nothing written.
+  const auto starved = r.run_with(
+      [&](task& t) {
+        t.expected_transfer_bytes = 2 * block_size;
+        r.unit->execute(t);
+      },
+      cdb10(0x2a, 4, 2), one);
+  require_sense(*starved, sense_key::illegal_request, asc::invalid_field_in_command_iu);
+  CHECK(all_zero(r.read(4, 2)));
 }
 
 TEST_CASE("scsi: an unknown operation code is refused", "[target][scsi]") {
