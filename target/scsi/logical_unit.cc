@@ -729,7 +729,9 @@ void logical_unit::read_capacity_16(task& t) {
   std::array<std::uint8_t, 32> data{};
   put_be(data.data(), block_count() - 1, 8);
   put_be(data.data() + 8, block_size_bytes(), 4);
-  // Byte 13: P_I_EXPONENT 0, LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT 0.
+  // Byte 13: P_I_EXPONENT 0, LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT.
+  // LOWEST ALIGNED LOGICAL BLOCK ADDRESS 0: volumes start on a physical block.
+  for (std::uint32_t per = identity_.physical_block_bytes / block_size_bytes(); per > 1 && data[13] < 15; per >>= 1) ++data[13];
   if (identity_.thin_provisioned) data[14] = 0x80 | 0x40;  // LBPME, LBPRZ
   if (!set_data_in(t, data, get32(t.cdb.data() + 10))) t.result = status::busy;
   complete_later(t);

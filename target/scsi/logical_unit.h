@@ -101,6 +101,11 @@ struct unit_identity {
   bool thin_provisioned = true;
   // VPD B1h MEDIUM ROTATION RATE: 1 (non-rotating) when set, else 0 (not reported).
   bool non_rotating = true;
+  // The smallest write that costs no read-modify-write below the volume
+  // (RAID stripes' units, 4 KiB disk sectors): READ CAPACITY(16) reports it
+  // as LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT, so that initiators align
+  // their I/O. A power of two; at most the logical block size means 1:1.
+  std::uint32_t physical_block_bytes = 4096;
   // The port through which this unit is reached, for VPD 83h and REPORT
   // TARGET PORT GROUPS (implicit ALUA, one group, active/optimized). Both nonzero.
   std::uint16_t relative_port = 1;

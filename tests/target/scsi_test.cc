@@ -461,6 +461,8 @@ TEST_CASE("scsi read capacity(10): a capacity beyond 32 bits reads FFFFFFFFh", "
   loop.run_until([&] { return c16.completions == 1; });
   require_good(c16);
   CHECK(get(c16.data(), 0, 8) == 1ull << 32);
+  // 512-byte blocks over 4 KiB physical ones: 2^3 logical per physical.
+  CHECK((c16.data()[13] & 0x0f) == 3);
 }
 
 // ---------------------------------------------------------------------------
