@@ -102,10 +102,11 @@ struct unit_identity {
   // VPD B1h MEDIUM ROTATION RATE: 1 (non-rotating) when set, else 0 (not reported).
   bool non_rotating = true;
   // The smallest write that costs no read-modify-write below the volume
-  // (RAID stripes' units, 4 KiB disk sectors): READ CAPACITY(16) reports it
-  // as LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT, so that initiators align
-  // their I/O. A power of two; at most the logical block size means 1:1.
-  std::uint32_t physical_block_bytes = 4096;
+  // (4 KiB disk sectors under 512-byte blocks): READ CAPACITY(16) reports
+  // it as LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT, so that initiators
+  // align their I/O. A power of two; 0, or at most the logical block size,
+  // means one logical block per physical block.
+  std::uint32_t physical_block_bytes = 0;
   // The port through which this unit is reached, for VPD 83h and REPORT
   // TARGET PORT GROUPS (implicit ALUA, one group, active/optimized). Both nonzero.
   std::uint16_t relative_port = 1;
@@ -192,11 +193,13 @@ class logical_unit {
     attentions_.nexus_lost(n);
   }
   // LOGICAL UNIT RESET, received on nexus `by`: releases the RESERVE(6)
-  // reservation (persistent ones stay) and establishes 29/03 for every other
-  // nexus. Commands in flight complete normally (there is no abort).
-  void reset(const i_t_nexus& by) {
+  // reservation (persistent ones stay) and establishes 29/03 for every
+  // nexus, `by` included (SAM-5 6.3.3: "every I_T nexus"; libiscsi's
+  // multipath reset test checks the issuing path too). Commands in flight
+  // complete normally (there is no abort).
+  void reset([[maybe_unused]] const i_t_nexus& by) {
     reservations_.reset();
-    reservations_.notify_all(asc::bus_device_reset_function_occurred, by);
+    reservations_.notify_all(asc::bus_device_reset_function_occurred);
   }
   // The volume grew or shrank: 2A/09 CAPACITY DATA HAS CHANGED for every nexus.
   void capacity_changed() { reservations_.notify_all(asc::capacity_data_has_changed); }

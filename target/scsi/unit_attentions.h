@@ -21,7 +21,7 @@
 //                                                           BUS DEVICE RESET OCCURRED
 //   nexus announced again after    that nexus               29/07 I_T NEXUS LOSS OCCURRED
 //     it was lost
-//   LOGICAL UNIT RESET             every other nexus        29/03 BUS DEVICE RESET FUNCTION
+//   LOGICAL UNIT RESET             every nexus              29/03 BUS DEVICE RESET FUNCTION
 //                                                           OCCURRED
 //   MODE SELECT changing a page    every other nexus        2A/01
 //   persistent reservations        as SPC-4 says (reservations.h)  2A/03, 2A/04, 2A/05

@@ -1132,8 +1132,9 @@ TEST_CASE("unit attentions: reset, capacity, ALUA, mode parameters", "[target][s
   rig r;
   r.announce(node_a);
   r.announce(node_b);
-  SECTION("a LUN reset: every other nexus, BUS DEVICE RESET FUNCTION OCCURRED") {
+  SECTION("a LUN reset: every nexus, the issuer's too, BUS DEVICE RESET FUNCTION OCCURRED") {
     r.unit->reset(node_a);
+    require_attention(*r.read(node_a), asc::bus_device_reset_function_occurred);
     require_good(*r.read(node_a));
     require_attention(*r.read(node_b), asc::bus_device_reset_function_occurred);
     require_good(*r.read(node_b));

@@ -461,8 +461,24 @@ TEST_CASE("scsi read capacity(10): a capacity beyond 32 bits reads FFFFFFFFh", "
   loop.run_until([&] { return c16.completions == 1; });
   require_good(c16);
   CHECK(get(c16.data(), 0, 8) == 1ull << 32);
-  // 512-byte blocks over 4 KiB physical ones: 2^3 logical per physical.
-  CHECK((c16.data()[13] & 0x0f) == 3);
+  CHECK((c16.data()[13] & 0x0f) == 0);  // one logical block per physical block, unless told
+}
+
+TEST_CASE("scsi read capacity(16): logical blocks per physical block", "[target][scsi]") {
+  test_loop loop;
+  null_device volume(loop.context.get_executor(), 512, 1 << 20);
+  unit_identity id;
+  id.serial = "4k";
+  id.physical_block_bytes = 4096;
+  logical_unit unit(volume, id);
+  command c16;
+  c16.t.cdb[0] = 0x9e;
+  c16.t.cdb[1] = 0x10;
+  c16.t.cdb[13] = 32;
+  unit.execute(c16.t);
+  loop.run_until([&] { return c16.completions == 1; });
+  require_good(c16);
+  CHECK((c16.data()[13] & 0x0f) == 3);  // 512-byte blocks over 4 KiB ones: 2^3 per physical block
 }
 
 // ---------------------------------------------------------------------------

@@ -8,7 +8,7 @@
 //                       [--chap USER:SECRET [--mutual-chap USER:SECRET]]
 //                       [--discovery-chap USER:SECRET] [--acl IQN[=LUN:UNIT,...]]...
 //                       [--ping-seconds S] [--login-timeout-seconds S]
-//                       [--immediate-data yes|no]
+//                       [--immediate-data yes|no] [--physical-block-bytes N]
 //
 // Without --acl any initiator may log in and sees unit N as LUN N. With
 // --acl only the initiators named may, each seeing the units listed under
@@ -45,7 +45,7 @@ namespace {
                "usage: strata-iscsi-target [--listen ADDR:PORT] [--target IQN] [--luns N] [--lun-mib M]"
                " [--block-size 512|4096] [--chap USER:SECRET [--mutual-chap USER:SECRET]]"
                " [--discovery-chap USER:SECRET] [--acl IQN[=LUN:UNIT,...]]... [--ping-seconds S]"
-               " [--login-timeout-seconds S] [--immediate-data yes|no]\n",
+               " [--login-timeout-seconds S] [--immediate-data yes|no] [--physical-block-bytes N]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -90,6 +90,7 @@ int main(int argc, char** argv) {
   unsigned luns = 1;
   std::uint64_t lun_mib = 64;
   std::uint32_t block_size = 512;
+  std::uint32_t physical_block = 0;
   std::optional<iscsi::chap_credentials> chap;
   std::optional<iscsi::chap_credentials> mutual_chap;
   std::optional<iscsi::chap_credentials> discovery_chap;
@@ -122,6 +123,8 @@ int main(int argc, char** argv) {
         acls.push_back(parse_acl(value()));
       } else if (arg == "--ping-seconds") {
         options.ping_interval = options.ping_timeout = std::chrono::seconds(std::stoul(value()));
+      } else if (arg == "--physical-block-bytes") {
+        physical_block = static_cast<std::uint32_t>(std::stoul(value()));
       } else if (arg == "--immediate-data") {
         const std::string v = value();
         if (v != "yes" && v != "no") usage("--immediate-data is yes or no");
@@ -136,6 +139,7 @@ int main(int argc, char** argv) {
     }
   }
   if (block_size != 512 && block_size != 4096) usage("--block-size must be 512 or 4096");
+  if (physical_block != 0 && (physical_block & (physical_block - 1)) != 0) usage("--physical-block-bytes must be a power of two");
   if (luns == 0 || luns > 256 || lun_mib == 0) usage("--luns must be 1 to 256 and --lun-mib positive");
   const auto colon = listen.rfind(':');
   if (colon == std::string::npos) usage("--listen needs ADDR:PORT");
@@ -154,6 +158,7 @@ int main(int argc, char** argv) {
     disks.push_back(std::move(*d));
     scsi::unit_identity id;
     id.serial = "STRATA" + std::to_string(1000 + l);
+    id.physical_block_bytes = physical_block;
     units.push_back(std::make_unique<scsi::logical_unit>(*disks.back(), id));
     if (auto e = all.add(static_cast<std::uint16_t>(l), *units.back())) usage("lun " + std::to_string(l) + ": " + e.message());
   }
