@@ -8,7 +8,10 @@
 # 1, 32 and 128 against each in turn, alternating, `--repeat` times. Each
 # target's CPU time comes from /proc (user + system, all its threads) over
 # the run. It prints median IOPS, CPU microseconds per I/O and IOPS per
-# target-CPU-second, and Strata's ratios to tgtd. Needs root for tgtd.
+# target-CPU-second, and Strata's ratios to tgtd. Then 64 KiB sequential
+# reads (iscsi-perf, 8 in flight) and writes (qemu-img bench, 8 in flight,
+# the whole LUN; skipped, saying so, without qemu-utils and
+# qemu-block-extra), in MB/s. Needs root for tgtd.
 set -euo pipefail
 seconds=5
 repeat=3
@@ -81,4 +84,38 @@ for qd in 1 32 128; do
   done
   awk -v si="${med_iops[strata]}" -v ti="${med_iops[tgt]}" -v sc="${med_cpu[strata]}" -v tc="${med_cpu[tgt]}" -v qd="$qd" \
     'BEGIN { printf "  QD %d: Strata/tgt IOPS %.2fx, IOPS per CPU-second %.2fx (goal >= 2x)\n", qd, (ti > 0 ? si / ti : 0), (sc > 0 ? tc / sc : 0) }'
+done
+
+# 64 KiB sequential: MB/s (10^6 bytes per second), medians of `repeat` runs.
+seq_read() {  # seq_read NAME -> MB/s
+  local iops
+  iops=$(timeout $((seconds + 20)) iscsi-perf -m 8 -b 128 -t "$seconds" "${url[$1]}" 2>&1 |
+         tr '\r' '\n' | sed -n 's/^iops average \([0-9]*\).*/\1/p' | tail -1)
+  awk -v i="${iops:-0}" 'BEGIN { printf "%.0f\n", i * 65536 / 1e6 }'
+}
+seq_write() {  # seq_write NAME -> MB/s: the whole 256 MiB LUN
+  local secs
+  secs=$(timeout 300 qemu-img bench -f raw -t none -w -s 65536 -c 4096 -d 8 "${url[$1]}" 2>&1 |
+         sed -n 's/^Run completed in \([0-9.]*\) seconds.*/\1/p')
+  awk -v s="${secs:-0}" 'BEGIN { printf "%.0f\n", (s > 0 ? 4096 * 65536 / 1e6 / s : 0) }'
+}
+kinds=(read)
+if command -v qemu-img >/dev/null && qemu-img --help 2>/dev/null | grep -q iscsi; then
+  kinds+=(write)
+else
+  echo "(64 KiB sequential writes skipped: qemu-img with iSCSI support is missing; tools/install-deps.sh installs qemu-utils and qemu-block-extra)"
+fi
+printf "%-8s %-22s %8s\n" target "64 KiB sequential" "MB/s"
+for kind in "${kinds[@]}"; do
+  declare -A mbs_list=()
+  for ((r = 0; r < repeat; ++r)); do
+    for name in strata tgt; do mbs_list[$name]+="$(seq_$kind "$name") "; done
+  done
+  declare -A med_mbs=()
+  for name in strata tgt; do
+    med_mbs[$name]=$(tr ' ' '\n' <<<"${mbs_list[$name]}" | grep . | median)
+    printf "%-8s %-22s %8s\n" "$name" "$kind" "${med_mbs[$name]}"
+  done
+  awk -v s="${med_mbs[strata]}" -v t="${med_mbs[tgt]}" -v k="$kind" \
+    'BEGIN { printf "  64 KiB sequential %s: Strata/tgt %.2fx\n", k, (t > 0 ? s / t : 0) }'
 done
