@@ -149,6 +149,7 @@ class connection : public std::enable_shared_from_this<connection> {
     // function's response waits for it, and it has none of its own.
     std::shared_ptr<pending_tmf> aborted_by;
     std::shared_ptr<const std::string> port;  // the initiator port name task.nexus points into
+    std::size_t held_bytes = 0;  // of the connection's write-data budget
   };
 
   asio::awaitable<void> run();
@@ -177,9 +178,15 @@ class connection : public std::enable_shared_from_this<connection> {
   void on_logout(const bhs& h);
   void reject(const bhs& h, reject_reason why);
   bool accept_cmd_sn(const bhs& h);
-  // Fails a SCSI command the transport cannot run, with CHECK CONDITION,
-  // taking its CmdSN so that the window moves on.
-  void refuse_command(const bhs& h, const scsi::sense& why);
+  // Fails a SCSI command the transport cannot run, with CHECK CONDITION
+  // and `why`, or TASK SET FULL without one, taking its CmdSN so that the
+  // window moves on.
+  void refuse_command(const bhs& h, const std::optional<scsi::sense>& why);
+  // Gives back the write-data budget a command held.
+  void release(command& c) noexcept {
+    held_write_bytes_ -= c.held_bytes;
+    c.held_bytes = 0;
+  }
   void send_r2t(command& c);
   void execute(command& c);
   static void on_task_done(scsi::task& t) noexcept;
@@ -213,6 +220,7 @@ class connection : public std::enable_shared_from_this<connection> {
   std::chrono::steady_clock::time_point ping_sent_;
   std::optional<std::chrono::steady_clock::time_point> logout_deadline_;
   std::size_t executing_ = 0;  // commands handed to a unit and not yet finished
+  std::size_t held_write_bytes_ = 0;  // write data buffered for commands not yet answered
   // CmdSNs of commands an ABORT TASK named before they arrived (RFC 7143
   // 11.5.1, RefCmdSN): taken when they come, never run.
   std::vector<std::uint32_t> cancelled_cmd_sns_;
@@ -304,7 +312,10 @@ asio::awaitable<void> connection::run() {
 void connection::stamp(bhs& h, bool advance_stat_sn) {
   h.set_u32(field::stat_sn, advance_stat_sn ? stat_sn_++ : stat_sn_);
   h.set_u32(field::exp_cmd_sn, exp_cmd_sn_);
-  h.set_u32(field::max_cmd_sn, exp_cmd_sn_ + server_.options().command_window - 1);
+  // The window closes (MaxCmdSN = ExpCmdSN - 1) while this connection
+  // holds its budget of write data: the responses that free it reopen it.
+  const bool full = held_write_bytes_ >= timing_.max_held_write_bytes;
+  h.set_u32(field::max_cmd_sn, exp_cmd_sn_ + (full ? 0 : timing_.command_window) - 1);
 }
 
 void connection::send(outgoing o) {
@@ -614,7 +625,16 @@ asio::awaitable<bool> connection::on_scsi_command(const bhs& h) {
   }
   if (c->writes) {
     c->discard = c->expected_bytes > max_command_bytes;
+    if (!c->discard && held_write_bytes_ > 0 && held_write_bytes_ + c->expected_bytes > timing_.max_held_write_bytes) {
+      // An initiator that ignored the closed window: TASK SET FULL, which
+      // it retries, rather than memory that other sessions need.
+      if (const bool ok = co_await skip_data(h); !ok) co_return false;
+      refuse_command(h, std::nullopt);
+      co_return true;
+    }
     c->out = device::aligned_buffer(c->discard ? 0 : c->expected_bytes);
+    c->held_bytes = c->out.size();
+    held_write_bytes_ += c->held_bytes;
     if (immediate > 0) {
       const bool ok = c->discard ? co_await skip_data(h)
                                  : co_await read_data(h, {reinterpret_cast<std::uint8_t*>(c->out.data()), immediate});
@@ -641,15 +661,15 @@ asio::awaitable<bool> connection::on_scsi_command(const bhs& h) {
   co_return true;
 }
 
-void connection::refuse_command(const bhs& h, const scsi::sense& why) {
+void connection::refuse_command(const bhs& h, const std::optional<scsi::sense>& why) {
   if (!accept_cmd_sn(h)) return;
   bhs r;
   r.set_opcode(opcode::scsi_response);
   r.set_final(true);
-  r.set_byte(3, static_cast<std::uint8_t>(scsi::status::check_condition));
+  r.set_byte(3, static_cast<std::uint8_t>(why ? scsi::status::check_condition : scsi::status::task_set_full));
   r.set_initiator_task_tag(h.initiator_task_tag());
   stamp(r, true);
-  send({r, {}, sense_segment(why), nullptr, false});
+  send({r, {}, why ? sense_segment(*why) : std::vector<std::uint8_t>{}, nullptr, false});
 }
 
 void connection::send_r2t(command& c) {
@@ -742,6 +762,7 @@ void connection::on_task_done(scsi::task& t) noexcept {
 }
 
 void connection::respond(command& c) {
+  release(c);  // first: the response's MaxCmdSN may reopen the window
   if (c.aborted_by) {
     auto tmf = std::move(c.aborted_by);
     if (--tmf->tasks == 0) finish_tmf(*tmf);
@@ -955,7 +976,10 @@ void connection::on_task_management(const bhs& h) {
 void connection::abort(command& c, const std::shared_ptr<pending_tmf>& tmf) {
   auto keep = commands_.at(c.itt);
   commands_.erase(c.itt);
-  if (c.task.on_complete == nullptr) return;  // still gathering its data: nothing runs
+  if (c.task.on_complete == nullptr) {  // still gathering its data: nothing runs
+    release(c);
+    return;
+  }
   c.aborted_by = tmf;
   ++tmf->tasks;
 }

@@ -68,6 +68,10 @@ struct server_options {
   target_offer offer;
   // Commands a session may have outstanding: the CmdSN window.
   std::uint32_t command_window = 128;
+  // The most write data one connection may hold for commands not yet
+  // answered (up to 16 MiB each): its CmdSN window closes at this, so that
+  // one initiator cannot pin the memory every other session needs.
+  std::size_t max_held_write_bytes = 64u << 20;
   // What a discovery session must prove, and may ask the target to prove;
   // no `chap`: discovery is open to anyone. `luns` is unused.
   initiator_access discovery;

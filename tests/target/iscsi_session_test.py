@@ -99,6 +99,46 @@ check("TARGET COLD RESET: function complete (0)", tmf(7) == 0)
 check("... then the connection ends", c.closed_within(3))
 check("... and so do the target's other sessions", bystander.closed_within(3))
 
+# Flow control: a connection holding its budget of write data (1 MiB here)
+# closes its CmdSN window; a command past it gets TASK SET FULL; the
+# response that frees the budget reopens the window.
+budget, bport = start(sys.argv[1], "--max-held-write-mib", "1", "--lun-mib", "4")
+c = Connection(bport)
+c.full_login()
+tur(c, 0x4f)  # the new nexus's 29/00
+def next_pdu(conn):
+    r, d = conn.receive()
+    while r[0] & 0x3f == 0x20:
+        r, d = conn.receive()
+    return r, d
+write1m = bytes([0x2a, 0, 0, 0, 0, 0, 0, 0x08, 0x00, 0])  # WRITE(10) LBA 0, 2048 blocks
+c.scsi(write1m, itt=0x50, edtl=1 << 20, writes=True)
+r, _ = next_pdu(c)
+exp, mx = int.from_bytes(r[28:32], 'big'), int.from_bytes(r[32:36], 'big')
+check("a write holding the whole budget gets its R2T with the window closed (MaxCmdSN = ExpCmdSN - 1)",
+      r[0] & 0x3f == 0x31 and (mx + 1) & 0xffffffff == exp)
+first_r2t = r
+c.scsi(bytes([0x2a, 0, 0, 0, 0, 0x10, 0, 0, 8, 0]), itt=0x51, edtl=4096, write=b"\x11" * 4096)
+r, _ = next_pdu(c)
+check("a write past the closed window gets TASK SET FULL", r[0] & 0x3f == 0x21 and r[3] == 0x28 and r[16:20] == (0x51).to_bytes(4, 'big'))
+r2t = first_r2t
+while True:  # answer each R2T with its burst, in 64 KiB Data-Out PDUs
+    ttt, start_at = r2t[20:24], int.from_bytes(r2t[40:44], 'big')
+    length = int.from_bytes(r2t[44:48], 'big')
+    for n, offset in enumerate(range(start_at, start_at + length, 65536)):
+        d = bytearray(48); d[0] = 0x05; d[1] = 0x80 if offset + 65536 >= start_at + length else 0
+        d[16:20] = (0x50).to_bytes(4, 'big'); d[20:24] = ttt; d[36:40] = n.to_bytes(4, 'big')
+        d[40:44] = offset.to_bytes(4, 'big')
+        c.send(d, b"\x22" * 65536)
+    r2t, _ = next_pdu(c)
+    if r2t[0] & 0x3f != 0x31:
+        break
+r = r2t
+exp, mx = int.from_bytes(r[28:32], 'big'), int.from_bytes(r[32:36], 'big')
+check("... and the first write's response reopens the window", r[0] & 0x3f == 0x21 and r[3] == 0 and mx - exp + 1 >= 64)
+budget.terminate()
+budget.wait()
+
 # The target asks initiators to log out.
 c = Connection(port, isid=bytes([0x80, 0, 0, 0, 0, 12]))
 c.full_login()

@@ -9,6 +9,7 @@
 //                       [--discovery-chap USER:SECRET] [--acl IQN[=LUN:UNIT,...]]...
 //                       [--ping-seconds S] [--login-timeout-seconds S]
 //                       [--immediate-data yes|no] [--physical-block-bytes N]
+//                       [--max-held-write-mib M]
 //
 // Without --acl any initiator may log in and sees unit N as LUN N. With
 // --acl only the initiators named may, each seeing the units listed under
@@ -45,7 +46,8 @@ namespace {
                "usage: strata-iscsi-target [--listen ADDR:PORT] [--target IQN] [--luns N] [--lun-mib M]"
                " [--block-size 512|4096] [--chap USER:SECRET [--mutual-chap USER:SECRET]]"
                " [--discovery-chap USER:SECRET] [--acl IQN[=LUN:UNIT,...]]... [--ping-seconds S]"
-               " [--login-timeout-seconds S] [--immediate-data yes|no] [--physical-block-bytes N]\n",
+               " [--login-timeout-seconds S] [--immediate-data yes|no] [--physical-block-bytes N]"
+               " [--max-held-write-mib M]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -123,6 +125,8 @@ int main(int argc, char** argv) {
         acls.push_back(parse_acl(value()));
       } else if (arg == "--ping-seconds") {
         options.ping_interval = options.ping_timeout = std::chrono::seconds(std::stoul(value()));
+      } else if (arg == "--max-held-write-mib") {
+        options.max_held_write_bytes = std::size_t{std::stoul(value())} << 20;
       } else if (arg == "--physical-block-bytes") {
         physical_block = static_cast<std::uint32_t>(std::stoul(value()));
       } else if (arg == "--immediate-data") {
