@@ -997,7 +997,7 @@ asio::awaitable<void> connection::watchdog() {
   // timer wake-up per connection per second.
   constexpr auto tick = std::chrono::seconds(1);
   while (!closed_) {
-    watch_.expires_after(std::min<steady_clock::duration>(tick, timing_.ping_interval));
+    watch_.expires_after(timing_.ping_interval.count() > 0 ? std::min<steady_clock::duration>(tick, timing_.ping_interval) : tick);
     co_await watch_.async_wait(use_tuple);
     if (closed_) co_return;
     const auto now = steady_clock::now();
@@ -1015,7 +1015,7 @@ asio::awaitable<void> connection::watchdog() {
       log("iscsi: initiator " + params_.initiator_name + " at " + peer_ + " did not answer a NOP-In within " +
           std::to_string(timing_.ping_timeout.count()) + " s; presumed dead, connection closed");
       close();
-    } else if (!ping_outstanding_ && now - last_heard_ >= timing_.ping_interval) {
+    } else if (!ping_outstanding_ && timing_.ping_interval.count() > 0 && now - last_heard_ >= timing_.ping_interval) {
       // A NOP-In that asks for an answer (RFC 7143 11.19): a target
       // transfer tag, no initiator task tag; StatSN not advanced.
       bhs p;

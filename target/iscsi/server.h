@@ -84,7 +84,7 @@ struct server_options {
   std::chrono::seconds login_timeout{15};
   // After this long with nothing from the initiator, the target pings it
   // (NOP-In); with no PDU within ping_timeout more, the initiator is taken
-  // for dead and its connection closed, ending its tasks.
+  // for dead and its connection closed, ending its tasks. 0: no pings.
   std::chrono::seconds ping_interval{15};
   std::chrono::seconds ping_timeout{15};
   // TARGET COLD RESET ends every session of the target, other initiators'

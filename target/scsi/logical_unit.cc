@@ -452,8 +452,31 @@ void logical_unit::execute(task& t) noexcept {
   }
 }
 
+namespace {
+
+// The commands that change the medium, which a write-protected unit
+// refuses (SBC-3 4.11): the writes, WRITE SAME, UNMAP, COMPARE AND WRITE,
+// ORWRITE and WRITE AND VERIFY.
+bool modifies_medium(std::uint8_t opcode) noexcept {
+  switch (opcode) {
+    case 0x0a: case 0x2a: case 0xaa: case 0x8a:  // WRITE(6/10/12/16)
+    case 0x2e: case 0xae: case 0x8e:             // WRITE AND VERIFY(10/12/16)
+    case 0x41: case 0x93:                        // WRITE SAME(10/16)
+    case 0x42:                                   // UNMAP
+    case 0x89: case 0x8b:                        // COMPARE AND WRITE, ORWRITE
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 void logical_unit::dispatch(task& t) {
   const std::uint8_t* cdb = t.cdb.data();
+  if (identity_.write_protected && modifies_medium(cdb[0])) {
+    return fail_later(t, make_sense(sense_key::data_protect, asc::write_protected));
+  }
   const std::uint8_t protect =
       cdb[1] >> 5;  // RDPROTECT, WRPROTECT, VRPROTECT: no protection information here
   switch (cdb[0]) {
@@ -793,7 +816,8 @@ void logical_unit::mode_sense(task& t, bool ten) {
   response r;
   const std::size_t header_bytes = ten ? 8 : 4;
   r.zeros(header_bytes);
-  const std::uint8_t device_specific = 0x10;  // DPOFUA: FUA is honoured (write, then flush); WP 0
+  // DPOFUA: FUA is honoured (write, then flush); WP for a write-protected unit.
+  const std::uint8_t device_specific = 0x10 | (identity_.write_protected ? 0x80 : 0x00);
   if (!dbd) {
     const std::uint64_t blocks = changeable ? 0 : block_count();
     const std::uint32_t bs = changeable ? 0 : block_size_bytes();

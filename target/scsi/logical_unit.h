@@ -101,6 +101,10 @@ struct unit_identity {
   bool thin_provisioned = true;
   // VPD B1h MEDIUM ROTATION RATE: 1 (non-rotating) when set, else 0 (not reported).
   bool non_rotating = true;
+  // Write-protected (a snapshot, a replica): every command that would change
+  // the medium ends in DATA PROTECT 27/00 WRITE PROTECTED, and MODE SENSE
+  // sets WP.
+  bool write_protected = false;
   // The smallest write that costs no read-modify-write below the volume
   // (4 KiB disk sectors under 512-byte blocks): READ CAPACITY(16) reports
   // it as LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT, so that initiators

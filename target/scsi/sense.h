@@ -59,6 +59,7 @@ inline constexpr additional_sense invalid_field_in_cdb{0x24, 0x00};
 inline constexpr additional_sense lu_not_supported{0x25, 0x00};
 inline constexpr additional_sense invalid_field_in_parameter_list{0x26, 0x00};
 inline constexpr additional_sense invalid_release_of_persistent_reservation{0x26, 0x04};
+inline constexpr additional_sense write_protected{0x27, 0x00};
 inline constexpr additional_sense space_allocation_failed_write_protect{0x27, 0x07};
 // Unit attentions (unit_attentions.h).
 inline constexpr additional_sense power_on_reset_occurred{0x29, 0x00};

@@ -74,7 +74,6 @@ fi
 #                                          (and the suite needs --allow-sanitize)
 #   ExtendedCopy.*, ReceiveCopyResults.*   EXTENDED COPY (VMware XCOPY): not built yet
 #   WriteAtomic16.*                        WRITE ATOMIC(16): not built yet
-#   ReadOnly.ReadOnlySBC                   needs a write-protected unit
 #   WriteSame10/16.ZeroBlocks              WSNZ=1: "0 blocks" (to the end of the
 #                                          volume) is refused, as VPD B0h says
 #   ReportSupportedOpcodes.OneCommand      libiscsi 1.19 takes the INVALID FIELD IN
@@ -85,16 +84,19 @@ fi
 # per physical one. (GetLBAStatus.UnmapSingle cannot pass there: with
 # several per physical block it expects the first descriptor at an LBA
 # other than the one it asked about, which SBC-3 forbids.)
+# ReadOnly runs against a write-protected unit.
 # MultipathIO gets two paths (two sessions) to the same unit. iSCSIdatasn
 # runs against a target that declines immediate data: its second case
 # reconnects, and libiscsi then renegotiates ImmediateData and sends the one
 # block inside the command, with no Data-Out whose DataSN the test could break.
-exempt='^ALL\.(PreventAllow\..*|StartStopUnit\.Simple|Sanitize\..*|ExtendedCopy\..*|ReceiveCopyResults\..*|WriteAtomic16\..*|ReadOnly\.ReadOnlySBC|WriteSame1[06]\.ZeroBlocks|ReportSupportedOpcodes\.OneCommand)$'
+exempt='^ALL\.(PreventAllow\..*|StartStopUnit\.Simple|Sanitize\..*|ExtendedCopy\..*|ReceiveCopyResults\..*|WriteAtomic16\..*|WriteSame1[06]\.ZeroBlocks|ReportSupportedOpcodes\.OneCommand)$'
 open_portal=$portal
 start no-immediate --luns 1 --lun-mib 16 --immediate-data no
 no_immediate_portal=$portal
 start physical-4k --luns 1 --lun-mib 16 --physical-block-bytes 4096
 physical_4k_portal=$portal
+start read-only --luns 1 --lun-mib 16 --read-only
+read_only_portal=$portal
 mapfile -t suites < <(iscsi-test-cu --list 2>/dev/null | grep -E '^ALL\.[A-Za-z0-9]+$')
 [[ ${#suites[@]} -gt 40 ]] || { echo "FAIL: iscsi-test-cu --list gave ${#suites[@]} suites"; failed=1; }
 total_pass=0 total_skip=0 total_fail=0
@@ -103,6 +105,7 @@ for suite in "${suites[@]}"; do
   urls=("$url")
   [[ $suite == ALL.iSCSIdatasn ]] && urls=("iscsi://$no_immediate_portal/$iqn/0")
   [[ $suite == ALL.MultipathIO ]] && urls=("$url" "$url")
+  [[ $suite == ALL.ReadOnly ]] && urls=("iscsi://$read_only_portal/$iqn/0")
   [[ $suite =~ ^ALL\.(CompareAndWrite|WriteSame10|WriteSame16)$ ]] && urls=("iscsi://$physical_4k_portal/$iqn/0")
   timeout 300 iscsi-test-cu -d --test="$suite" "${urls[@]}" >"$work/cu" 2>&1
   # Per test: failed if CUnit says so (the "[FAILED]" lines before it are

@@ -464,6 +464,30 @@ TEST_CASE("scsi read capacity(10): a capacity beyond 32 bits reads FFFFFFFFh", "
   CHECK((c16.data()[13] & 0x0f) == 0);  // one logical block per physical block, unless told
 }
 
+TEST_CASE("scsi write protect: a write-protected unit refuses every change", "[target][scsi]") {
+  rig_options o;
+  o.identity.write_protected = true;
+  rig r(o);
+  const auto block = pattern(block_size, 7);
+  const std::vector<cdb_bytes> changes = {
+      cdb10(0x2a, 0, 1), cdb12(0xaa, 0, 1), cdb16(0x8a, 0, 1), cdb10(0x2e, 0, 1), cdb16(0x8e, 0, 1),
+      cdb10(0x41, 0, 1), cdb16(0x93, 0, 1)};
+  for (const cdb_bytes& cdb : changes) {
+    INFO("opcode " << int(cdb[0]));
+    require_sense(*r.run(cdb, block), sense_key::data_protect, asc::write_protected);
+  }
+  CHECK(all_zero(r.read(0, 1)));
+  // Reads, and MODE SENSE with WP set in the device-specific parameter.
+  require_good(*r.run(cdb16(0x88, 0, 1)));
+  cdb_bytes sense6{};
+  sense6[0] = 0x1a;
+  sense6[2] = 0x3f;
+  sense6[4] = 0xff;
+  const auto m = r.run(sense6);
+  require_good(*m);
+  CHECK((m->data()[2] & 0x80) != 0);
+}
+
 TEST_CASE("scsi read capacity(16): logical blocks per physical block", "[target][scsi]") {
   test_loop loop;
   null_device volume(loop.context.get_executor(), 512, 1 << 20);

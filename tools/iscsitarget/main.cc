@@ -9,7 +9,7 @@
 //                       [--discovery-chap USER:SECRET] [--acl IQN[=LUN:UNIT,...]]...
 //                       [--ping-seconds S] [--login-timeout-seconds S]
 //                       [--immediate-data yes|no] [--physical-block-bytes N]
-//                       [--max-held-write-mib M]
+//                       [--max-held-write-mib M] [--read-only]
 //
 // Without --acl any initiator may log in and sees unit N as LUN N. With
 // --acl only the initiators named may, each seeing the units listed under
@@ -47,7 +47,7 @@ namespace {
                " [--block-size 512|4096] [--chap USER:SECRET [--mutual-chap USER:SECRET]]"
                " [--discovery-chap USER:SECRET] [--acl IQN[=LUN:UNIT,...]]... [--ping-seconds S]"
                " [--login-timeout-seconds S] [--immediate-data yes|no] [--physical-block-bytes N]"
-               " [--max-held-write-mib M]\n",
+               " [--max-held-write-mib M] [--read-only]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -93,6 +93,7 @@ int main(int argc, char** argv) {
   std::uint64_t lun_mib = 64;
   std::uint32_t block_size = 512;
   std::uint32_t physical_block = 0;
+  bool read_only = false;
   std::optional<iscsi::chap_credentials> chap;
   std::optional<iscsi::chap_credentials> mutual_chap;
   std::optional<iscsi::chap_credentials> discovery_chap;
@@ -125,6 +126,8 @@ int main(int argc, char** argv) {
         acls.push_back(parse_acl(value()));
       } else if (arg == "--ping-seconds") {
         options.ping_interval = options.ping_timeout = std::chrono::seconds(std::stoul(value()));
+      } else if (arg == "--read-only") {
+        read_only = true;
       } else if (arg == "--max-held-write-mib") {
         options.max_held_write_bytes = std::size_t{std::stoul(value())} << 20;
       } else if (arg == "--physical-block-bytes") {
@@ -163,6 +166,7 @@ int main(int argc, char** argv) {
     scsi::unit_identity id;
     id.serial = "STRATA" + std::to_string(1000 + l);
     id.physical_block_bytes = physical_block;
+    id.write_protected = read_only;
     units.push_back(std::make_unique<scsi::logical_unit>(*disks.back(), id));
     if (auto e = all.add(static_cast<std::uint16_t>(l), *units.back())) usage("lun " + std::to_string(l) + ": " + e.message());
   }
