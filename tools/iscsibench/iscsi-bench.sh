@@ -32,7 +32,12 @@ work=$(mktemp -d /dev/shm/strata-iscsi-bench-XXXXXX)
 strata_port=3270
 tgt_port=3271
 cleanup() {
+  # tgtd may outlive SIGTERM while it tears sessions down: ask it to stop,
+  # then make sure.
+  tgtadm -C 42 --op delete --mode system --force >/dev/null 2>&1 || true
   kill "${strata_pid:-}" "${tgt_pid:-}" 2>/dev/null || true
+  sleep 1
+  kill -9 "${strata_pid:-}" "${tgt_pid:-}" 2>/dev/null || true
   wait 2>/dev/null || true
   rm -rf "$work"
 }
