@@ -25,17 +25,18 @@
 #include "target/scsi/unit_attentions.h"
 #include "target/scsi/unit_state_store.h"
 #include "tests/raid/device/harness.h"
+#include "tests/target/scsi_harness.h"
 
 namespace strata::scsi {
 namespace {
 
 using namespace device;
 using namespace device::testing;
+using namespace strata::scsi::testing;
 
 constexpr std::uint32_t block_size = 512;
 constexpr std::uint64_t volume_blocks = 2048;
 
-using cdb_bytes = std::array<std::uint8_t, 16>;
 using bytes = std::vector<std::uint8_t>;
 
 // Initiator port names as an iSCSI transport builds them.
@@ -52,18 +53,6 @@ const i_t_nexus node_c{port_c, 1};
 constexpr std::uint64_t key_a = 0xaaaa000000000001ull;
 constexpr std::uint64_t key_b = 0xbbbb000000000002ull;
 constexpr std::uint64_t key_c = 0xcccc000000000003ull;
-
-void put(std::uint8_t* p, std::uint64_t v, int length_bytes) {
-  for (int i = length_bytes - 1; i >= 0; --i) {
-    p[i] = static_cast<std::uint8_t>(v);
-    v >>= 8;
-  }
-}
-std::uint64_t get(std::span<const std::uint8_t> d, std::size_t at, int length_bytes) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < length_bytes; ++i) v = (v << 8) | d[at + i];
-  return v;
-}
 
 // PERSISTENT RESERVE OUT service actions.
 enum : std::uint8_t {
@@ -87,20 +76,20 @@ cdb_bytes prout_cdb(std::uint8_t action, std::uint8_t type, std::uint32_t list_b
   c[0] = 0x5f;
   c[1] = action;
   c[2] = type;  // SCOPE 0h
-  put(&c[5], list_bytes, 4);
+  put(c, 5, list_bytes, 4);
   return c;
 }
 cdb_bytes prin_cdb(std::uint8_t action, std::uint16_t allocation_length = 8192) {
   cdb_bytes c{};
   c[0] = 0x5e;
   c[1] = action;
-  put(&c[7], allocation_length, 2);
+  put(c, 7, allocation_length, 2);
   return c;
 }
 bytes prout_list(std::uint64_t key, std::uint64_t service_key, std::uint8_t flags = 0) {
   bytes p(24, 0);
-  put(&p[0], key, 8);
-  put(&p[8], service_key, 8);
+  put(p, 0, key, 8);
+  put(p, 8, service_key, 8);
   p[20] = flags;
   return p;
 }
@@ -109,18 +98,13 @@ bytes transport_id(const std::string& port_name, std::uint8_t format_byte = 0x45
   const std::size_t body = std::max<std::size_t>(20, (port_name.size() + 1 + 3) / 4 * 4);
   bytes id(4 + body, 0);
   id[0] = format_byte;
-  put(&id[2], body, 2);
+  put(id, 2, body, 2);
   std::memcpy(&id[4], port_name.data(), port_name.size());
   return id;
 }
-cdb_bytes cdb10(std::uint8_t op, std::uint32_t lba, std::uint16_t blocks, std::uint8_t byte1 = 0) {
-  cdb_bytes c{};
-  c[0] = op;
-  c[1] = byte1;
-  put(&c[2], lba, 4);
-  put(&c[7], blocks, 2);
-  return c;
-}
+// Bytes 1 and 4 of a 6-byte CDB, the rest zero. Not scsi_test.cc's cdb6
+// (READ(6) and WRITE(6), with a 21-bit LBA from byte 1): most 6-byte CDBs
+// here carry flags in byte 1 and a length in byte 4.
 cdb_bytes cdb6(std::uint8_t op, std::uint8_t byte1 = 0, std::uint8_t byte4 = 0) {
   cdb_bytes c{};
   c[0] = op;
@@ -129,43 +113,10 @@ cdb_bytes cdb6(std::uint8_t op, std::uint8_t byte1 = 0, std::uint8_t byte4 = 0) 
   return c;
 }
 
-struct command {
-  task t;
-  aligned_buffer out;
-  std::string port;  // the nexus name the task points into
-  int completions = 0;
-
-  command() {
-    t.context = this;
-    t.on_complete = [](task& x) noexcept { ++static_cast<command*>(x.context)->completions; };
-  }
-  command(const command&) = delete;
-
-  std::span<const std::uint8_t> data() const {
-    return {reinterpret_cast<const std::uint8_t*>(t.data_in.data()), t.data_in_bytes};
-  }
-  bool conflict() const { return t.result == status::reservation_conflict; }
-};
-
-std::string describe(const command& x) {
-  return "status " + std::to_string(static_cast<int>(x.t.result)) + " sense key " +
-         std::to_string(static_cast<int>(x.t.sense_data.key)) + " asc " +
-         std::to_string(x.t.sense_data.asc) + " ascq " + std::to_string(x.t.sense_data.ascq);
-}
-void require_good(const command& x) {
-  INFO(describe(x));
-  REQUIRE(x.t.result == status::good);
-}
+bool conflicted(const command& x) { return x.t.result == status::reservation_conflict; }
 void require_conflict(const command& x) {
   INFO(describe(x));
   REQUIRE(x.t.result == status::reservation_conflict);
-}
-void require_sense(const command& x, sense_key key, additional_sense code) {
-  INFO(describe(x));
-  REQUIRE(x.t.result == status::check_condition);
-  CHECK(x.t.sense_data.key == key);
-  CHECK(x.t.sense_data.asc == code.asc);
-  CHECK(x.t.sense_data.ascq == code.ascq);
 }
 void require_illegal(const command& x, additional_sense code) {
   require_sense(x, sense_key::illegal_request, code);
@@ -217,23 +168,16 @@ struct rig {
 
   std::unique_ptr<command> start(const i_t_nexus& n, const cdb_bytes& cdb, const bytes& out = {}) {
     auto x = std::make_unique<command>();
-    x->port = std::string(n.initiator_port);
-    x->t.nexus = i_t_nexus{x->port, n.relative_target_port};
+    x->set_nexus(n);
     x->t.cdb = cdb;
-    if (!out.empty()) {
-      x->out = aligned_buffer(out.size());
-      std::memcpy(x->out.data(), out.data(), out.size());
-      x->t.data_out = x->out.bytes().first(out.size());
-    }
+    x->set_data_out(std::as_bytes(std::span(out)));
     unit->execute(x->t);
     REQUIRE(x->completions == 0);  // never inside execute()
     return x;
   }
   std::unique_ptr<command> run(const i_t_nexus& n, const cdb_bytes& cdb, const bytes& out = {}) {
     auto x = start(n, cdb, out);
-    loop.run_until([&] { return x->completions > 0; });
-    loop.settle();
-    REQUIRE(x->completions == 1);
+    finish(loop, *x);
     return x;
   }
 
@@ -400,7 +344,7 @@ TEST_CASE("reservations: SPEC_I_PT registers the initiator ports named",
     bytes all;
     for (const auto& id : ids) all.insert(all.end(), id.begin(), id.end());
     bytes length(4);
-    put(length.data(), all.size(), 4);
+    put(length, 0, all.size(), 4);
     p.insert(p.end(), length.begin(), length.end());
     p.insert(p.end(), all.begin(), all.end());
     return p;
@@ -432,7 +376,7 @@ TEST_CASE("reservations: SPEC_I_PT registers the initiator ports named",
         asc::invalid_field_in_parameter_list);
     r.register_key(node_c, key_c);
     bytes again = list(spec_i_pt, {transport_id(port_b)});
-    put(&again[0], key_c, 8);
+    put(again, 0, key_c, 8);
     require_illegal(*r.prout(node_c, sa_register, 0, again), asc::invalid_field_in_parameter_list);
     // A nexus registered already, or named twice.
     require_illegal(*r.prout(node_a, sa_register, 0, list(spec_i_pt, {transport_id(port_c)})),
@@ -450,7 +394,7 @@ TEST_CASE("reservations: SPEC_I_PT registers the initiator ports named",
                     asc::invalid_field_in_parameter_list);
     // A TRANSPORTID PARAMETER DATA LENGTH past the list.
     bytes longer = list(spec_i_pt, {transport_id(port_b)});
-    put(&longer[24], 400, 4);
+    put(longer, 24, 400, 4);
     require_illegal(*r.prout(node_a, sa_register, 0, longer), asc::parameter_list_length_error);
     // Nothing of any of these was registered.
     CHECK(r.read_keys().list == std::vector<std::uint64_t>{key_c});
@@ -680,11 +624,11 @@ TEST_CASE("reservations: REGISTER AND MOVE", "[target][scsi][reservations]") {
   auto move_list = [](std::uint64_t key, std::uint64_t service_key, std::uint8_t flags,
                       std::uint16_t port, const bytes& id) {
     bytes p(24, 0);
-    put(&p[0], key, 8);
-    put(&p[8], service_key, 8);
+    put(p, 0, key, 8);
+    put(p, 8, service_key, 8);
     p[17] = flags;
-    put(&p[18], port, 2);
-    put(&p[20], id.size(), 4);
+    put(p, 18, port, 2);
+    put(p, 20, id.size(), 4);
     p.insert(p.end(), id.begin(), id.end());
     return p;
   };
@@ -747,7 +691,7 @@ TEST_CASE("reservations: REGISTER AND MOVE", "[target][scsi][reservations]") {
                              move_list(key_a, key_b, 0, 0, transport_id(port_b))),
                     asc::invalid_field_in_parameter_list);  // relative target port 0
     bytes longer = move_list(key_a, key_b, 0, 1, transport_id(port_b));
-    put(&longer[20], 200, 4);
+    put(longer, 20, 200, 4);
     require_illegal(*r.prout(node_a, sa_register_and_move, 0, longer),
                     asc::parameter_list_length_error);
     CHECK(r.read_reservation()->key == key_a);
@@ -866,14 +810,14 @@ std::vector<access_row> access_rows() {
     cdb_bytes c{};
     c[0] = op;
     c[1] = action;
-    put(&c[6], 512, 4);
+    put(c, 6, 512, 4);
     return c;
   };
   auto sai16 = [](std::uint8_t action) {
     cdb_bytes c{};
     c[0] = 0x9e;
     c[1] = action;
-    put(&c[10], 32, 4);
+    put(c, 10, 32, 4);
     return c;
   };
   cdb_bytes inquiry = cdb6(0x12, 0, 96);
@@ -972,13 +916,13 @@ TEST_CASE("reservations: what each type leaves to the holder, registrants and ot
         }
         auto x = r.run(w.n, row.cdb, bytes(row.data_out_bytes, 0));
         INFO("type " << int{type} << ", " << w.name << ", " << row.name << ": " << describe(*x));
-        CHECK(x->conflict() == !allowed);
+        CHECK(conflicted(*x) == !allowed);
       }
     }
     // The same as libiscsi's access tests check, with b unregistered.
     require_good(*r.prout(node_b, sa_register, 0, key_b, 0));
-    CHECK(r.read(node_b)->conflict() == !write_exclusive);
-    CHECK(r.write(node_b)->conflict());
+    CHECK(conflicted(*r.read(node_b)) == !write_exclusive);
+    CHECK(conflicted(*r.write(node_b)));
   }
 }
 
@@ -1016,7 +960,7 @@ TEST_CASE("reservations: RESERVE(6) and RELEASE(6) between two initiators (libis
     cdb_bytes rtpg{};
     rtpg[0] = 0xa3;
     rtpg[1] = 0x0a;
-    put(&rtpg[6], 512, 4);
+    put(rtpg, 6, 512, 4);
     require_good(*r.run(node_b, rtpg));
     // Persistent reservations conflict with it, from everyone (SPC-2 5.5.1).
     require_conflict(*r.run(node_b, prin_cdb(0x00)));
@@ -1320,7 +1264,7 @@ TEST_CASE("reservation state: corrupt bytes are refused with a reason",
   // With the checksum made right again, the content checks speak.
   auto resealed = [](bytes b) {
     const auto crc = ~crc32_iscsi(b.data(), static_cast<int>(b.size() - 4), ~std::uint32_t{0});
-    put(&b[b.size() - 4], crc, 4);
+    put(b, b.size() - 4, crc, 4);
     return b;
   };
   SECTION("every single flipped byte") {
@@ -1489,11 +1433,7 @@ TEST_CASE("reservation state: a power loss keeps APTPL state, a takeover keeps a
 TEST_CASE("reservations: the opcodes are reported, and VPD 86h says UASK_SUP",
           "[target][scsi][reservations]") {
   rig r;
-  cdb_bytes rsoc{};
-  rsoc[0] = 0xa3;
-  rsoc[1] = 0x0c;
-  put(&rsoc[6], 8192, 4);
-  auto all = r.run(node_a, rsoc);
+  auto all = r.run(node_a, rsoc(0, 0, 0));
   require_good(*all);
   const auto d = all->data();
   std::vector<std::pair<int, int>> found;
@@ -1510,9 +1450,7 @@ TEST_CASE("reservations: the opcodes are reported, and VPD 86h says UASK_SUP",
     INFO("opcode " << want.first << " service action " << want.second);
     CHECK(std::find(found.begin(), found.end(), want) != found.end());
   }
-  cdb_bytes vpd = cdb6(0x12, 0x01, 0xff);
-  vpd[2] = 0x86;
-  auto page = r.run(node_a, vpd);
+  auto page = r.run(node_a, inquiry_cdb(true, 0x86, 0xff));
   require_good(*page);
   CHECK((page->data()[5] & 0x20) != 0);
 }

@@ -22,118 +22,32 @@
 #include "target/scsi/logical_unit.h"
 #include "target/scsi/sense.h"
 #include "tests/raid/device/harness.h"
+#include "tests/target/scsi_harness.h"
 
 namespace strata::scsi {
 namespace {
 
 using namespace device;
 using namespace device::testing;
+using namespace strata::scsi::testing;
 
 constexpr std::uint32_t block_size = 4096;
 constexpr std::uint64_t volume_blocks = 4096;  // 16 MiB, sparse
 
 // ---------------------------------------------------------------------------
-// CDBs and commands (as in scsi_test.cc)
+// CDBs and Data-Out (the rest in scsi_harness.h)
 
-using cdb_bytes = std::array<std::uint8_t, 16>;
-
-void put(cdb_bytes& c, std::size_t at, std::uint64_t v, int length_bytes) {
-  for (int i = length_bytes - 1; i >= 0; --i) {
-    c[at + i] = static_cast<std::uint8_t>(v);
-    v >>= 8;
-  }
-}
-std::uint64_t get(std::span<const std::uint8_t> d, std::size_t at, int length_bytes) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < length_bytes; ++i) v = (v << 8) | d[at + i];
-  return v;
-}
-cdb_bytes cdb10(std::uint8_t op, std::uint64_t lba, std::uint16_t length, std::uint8_t byte1 = 0) {
-  cdb_bytes c{};
-  c[0] = op;
-  c[1] = byte1;
-  put(c, 2, lba, 4);
-  put(c, 7, length, 2);
-  return c;
-}
-cdb_bytes cdb12(std::uint8_t op, std::uint64_t lba, std::uint32_t length, std::uint8_t byte1 = 0) {
-  cdb_bytes c{};
-  c[0] = op;
-  c[1] = byte1;
-  put(c, 2, lba, 4);
-  put(c, 6, length, 4);
-  return c;
-}
-cdb_bytes cdb16(std::uint8_t op, std::uint64_t lba, std::uint32_t length, std::uint8_t byte1 = 0) {
-  cdb_bytes c{};
-  c[0] = op;
-  c[1] = byte1;
-  put(c, 2, lba, 8);
-  put(c, 10, length, 4);
-  return c;
-}
-// COMPARE AND WRITE: NUMBER OF LOGICAL BLOCKS is byte 13.
+// COMPARE AND WRITE: the 16-byte layout, but NUMBER OF LOGICAL BLOCKS is
+// one byte, byte 13.
 cdb_bytes caw_cdb(std::uint64_t lba, std::uint8_t blocks, std::uint8_t byte1 = 0) {
-  cdb_bytes c{};
-  c[0] = 0x89;
-  c[1] = byte1;
-  put(c, 2, lba, 8);
-  c[13] = blocks;
-  return c;
+  return block_cdb(0x89, byte1, lba, 8, blocks, 13, 1);
 }
+// GET LBA STATUS: SERVICE ACTION IN(16) with service action 12h, the
+// ALLOCATION LENGTH where the 16-byte transfer length goes.
 cdb_bytes get_lba_status_cdb(std::uint64_t lba, std::uint32_t allocation_length) {
-  cdb_bytes c{};
-  c[0] = 0x9e;
-  c[1] = 0x12;
-  put(c, 2, lba, 8);
-  put(c, 10, allocation_length, 4);
-  return c;
+  return cdb16(0x9e, lba, allocation_length, 0x12);
 }
 
-struct command {
-  task t;
-  aligned_buffer out;
-  int completions = 0;
-
-  command() {
-    t.context = this;
-    t.on_complete = [](task& x) noexcept { ++static_cast<command*>(x.context)->completions; };
-  }
-  command(const command&) = delete;
-
-  void set_data_out(std::span<const std::byte> data) {
-    out = aligned_buffer(std::max<std::size_t>(data.size(), 1));
-    if (!data.empty()) std::memcpy(out.data(), data.data(), data.size());
-    t.data_out = out.bytes().first(data.size());
-    t.expected_transfer_bytes = static_cast<std::uint32_t>(data.size());  // as a transport sets it
-  }
-  std::span<const std::uint8_t> data() const {
-    return {reinterpret_cast<const std::uint8_t*>(t.data_in.data()), t.data_in_bytes};
-  }
-  std::vector<std::byte> data_bytes() const {
-    return {t.data_in.data(), t.data_in.data() + t.data_in_bytes};
-  }
-};
-
-std::string describe(const command& c) {
-  return "status " + std::to_string(static_cast<int>(c.t.result)) + " sense key " +
-         std::to_string(static_cast<int>(c.t.sense_data.key)) + " asc " +
-         std::to_string(c.t.sense_data.asc) + " ascq " + std::to_string(c.t.sense_data.ascq);
-}
-void require_good(const command& c) {
-  INFO(describe(c));
-  REQUIRE(c.t.result == status::good);
-}
-void require_sense(const command& c, sense_key key, additional_sense code) {
-  INFO(describe(c));
-  REQUIRE(c.t.result == status::check_condition);
-  CHECK(c.t.sense_data.key == key);
-  CHECK(c.t.sense_data.asc == code.asc);
-  CHECK(c.t.sense_data.ascq == code.ascq);
-}
-bool all_zero(std::span<const std::byte> v) {
-  return std::all_of(v.begin(), v.end(), [](std::byte b) { return b == std::byte{0}; });
-}
 std::vector<std::byte> concat(std::span<const std::byte> a, std::span<const std::byte> b) {
   std::vector<std::byte> out(a.begin(), a.end());
   out.insert(out.end(), b.begin(), b.end());
@@ -327,9 +241,7 @@ struct rig {
   }
   std::unique_ptr<command> run(const cdb_bytes& cdb, std::span<const std::byte> data_out = {}) {
     auto c = send(cdb, data_out);
-    loop.run_until([&] { return c->completions > 0; });
-    loop.settle();
-    REQUIRE(c->completions == 1);
+    finish(loop, *c);
     return c;
   }
   void write(std::uint64_t lba, std::span<const std::byte> data) {
@@ -415,12 +327,7 @@ TEST_CASE("scsi compare and write: fields, ranges and Data-Out sizes", "[target]
   // The block limits page reports the longest COMPARE AND WRITE; every
   // length up to it works (the NUMBER OF LOGICAL BLOCKS field cannot ask
   // for more).
-  cdb_bytes vpd{};
-  vpd[0] = 0x12;
-  vpd[1] = 0x01;
-  vpd[2] = 0xb0;
-  vpd[4] = 64;
-  auto limits = r.run(vpd);
+  auto limits = r.run(inquiry_cdb(true, 0xb0, 64));
   require_good(*limits);
   REQUIRE(limits->t.data_in_bytes == 64);
   CHECK(limits->data()[5] == logical_unit::max_compare_and_write_blocks);
@@ -473,6 +380,11 @@ TEST_CASE("scsi compare and write: overlapping writes wait for it, and it for th
       return q->operation == operation && q->lba == lba;
     });
   };
+  // Lets every held request through, and runs what that makes runnable.
+  auto let_through = [&] {
+    r.gate->release_all();
+    r.loop.settle();
+  };
   r.gate->close();
 
   // A: COMPARE AND WRITE of [10, 12). Its read goes to the device.
@@ -496,32 +408,27 @@ TEST_CASE("scsi compare and write: overlapping writes wait for it, and it for th
   CHECK(r.gate->held().size() == 3);
 
   // A's read completes, it matches: A writes; w1 and B still wait.
-  r.gate->release_all();
-  r.loop.settle();
+  let_through();
   REQUIRE(r.gate->held().size() == 1);
   CHECK(held(op::write, 10) == 1);
   require_good(*w2);
   require_good(*reader);
   CHECK(a->completions == 0);
   // A done: w1 goes (B is behind it), B still waits.
-  r.gate->release_all();
-  r.loop.settle();
+  let_through();
   require_good(*a);
   REQUIRE(r.gate->held().size() == 1);
   CHECK(held(op::write, 11) == 1);
   CHECK(b->completions == 0);
   // w1 done: B reads, compares and writes.
-  r.gate->release_all();
-  r.loop.settle();
+  let_through();
   require_good(*w1);
   REQUIRE(r.gate->held().size() == 1);
   CHECK(held(op::read, 11) == 1);
-  r.gate->release_all();
-  r.loop.settle();
+  let_through();
   REQUIRE(r.gate->held().size() == 1);
   CHECK(held(op::write, 11) == 1);
-  r.gate->release_all();
-  r.loop.settle();
+  let_through();
   require_good(*b);
   CHECK(r.gate->held().empty());
 
@@ -538,8 +445,7 @@ TEST_CASE("scsi compare and write: overlapping writes wait for it, and it for th
   auto w4 = r.send(cdb16(0x8a, 31, 1), y);
   r.loop.settle();
   CHECK(r.gate->held().size() == 1);
-  r.gate->release_all();
-  r.loop.settle();
+  let_through();
   require_good(*w3);
   REQUIRE(r.gate->held().size() == 1);
   CHECK(held(op::read, 31) == 1);
@@ -547,16 +453,13 @@ TEST_CASE("scsi compare and write: overlapping writes wait for it, and it for th
   auto same = r.send(cdb16(0x93, 31, 1), y);
   const std::vector<std::uint8_t> list = {0, 22, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 31,
                                           0, 0,  0, 1,  0, 0, 0, 0};
-  std::vector<std::byte> list_bytes(list.size());
-  std::memcpy(list_bytes.data(), list.data(), list.size());
-  auto unmap = r.send(cdb10(0x42, 0, static_cast<std::uint16_t>(list.size())), list_bytes);
+  auto unmap = r.send(cdb10(0x42, 0, static_cast<std::uint16_t>(list.size())),
+                      std::as_bytes(std::span(list)));
   r.loop.settle();
   CHECK(r.gate->held().size() == 1);
   while (c->completions == 0 || w4->completions == 0 || same->completions == 0 ||
-         unmap->completions == 0) {
-    r.gate->release_all();
-    r.loop.settle();
-  }
+         unmap->completions == 0)
+    let_through();
   require_good(*c);
   require_good(*w4);
   require_good(*same);
@@ -1070,17 +973,6 @@ TEST_CASE("scsi write same: Data-Out of other than one block is refused", "[targ
 
 // ---------------------------------------------------------------------------
 // REPORT SUPPORTED OPERATION CODES
-
-cdb_bytes rsoc(std::uint8_t options, std::uint8_t opcode, std::uint16_t service_action) {
-  cdb_bytes c{};
-  c[0] = 0xa3;
-  c[1] = 0x0c;
-  c[2] = options;
-  c[3] = opcode;
-  put(c, 4, service_action, 2);
-  put(c, 6, 8192, 4);
-  return c;
-}
 
 TEST_CASE("scsi report supported operation codes: the new commands and their CDB usage",
           "[target][scsi]") {

@@ -18,30 +18,21 @@
 #include "target/scsi/lun_map.h"
 #include "target/scsi/sense.h"
 #include "tests/raid/device/harness.h"
+#include "tests/target/scsi_harness.h"
 
 namespace strata::scsi {
 namespace {
 
 using namespace device;
 using namespace device::testing;
+using namespace strata::scsi::testing;
 
 constexpr std::uint32_t block_size = 4096;
 constexpr std::uint64_t volume_blocks = 4096;  // 16 MiB, sparse
 
-using cdb_bytes = std::array<std::uint8_t, 16>;
-
-void put(cdb_bytes& c, std::size_t at, std::uint64_t v, int length_bytes) {
-  for (int i = length_bytes - 1; i >= 0; --i) {
-    c[at + i] = static_cast<std::uint8_t>(v);
-    v >>= 8;
-  }
-}
-std::uint64_t get(std::span<const std::uint8_t> d, std::size_t at, int length_bytes) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < length_bytes; ++i) v = (v << 8) | d[at + i];
-  return v;
-}
-
+// READ(6) and WRITE(6): a 21-bit LBA in bytes 1 to 3, the length in byte 4.
+// Not in scsi_harness.h: reservation_test.cc's cdb6 fills bytes 1 and 4 of
+// other 6-byte CDBs, a different layout under the same name.
 cdb_bytes cdb6(std::uint8_t op, std::uint64_t lba, std::uint8_t length, std::uint8_t byte1 = 0) {
   cdb_bytes c{};
   c[0] = op;
@@ -49,83 +40,6 @@ cdb_bytes cdb6(std::uint8_t op, std::uint64_t lba, std::uint8_t length, std::uin
   c[1] |= byte1;
   c[4] = length;
   return c;
-}
-cdb_bytes cdb10(std::uint8_t op, std::uint64_t lba, std::uint16_t length, std::uint8_t byte1 = 0) {
-  cdb_bytes c{};
-  c[0] = op;
-  c[1] = byte1;
-  put(c, 2, lba, 4);
-  put(c, 7, length, 2);
-  return c;
-}
-cdb_bytes cdb12(std::uint8_t op, std::uint64_t lba, std::uint32_t length, std::uint8_t byte1 = 0) {
-  cdb_bytes c{};
-  c[0] = op;
-  c[1] = byte1;
-  put(c, 2, lba, 4);
-  put(c, 6, length, 4);
-  return c;
-}
-cdb_bytes cdb16(std::uint8_t op, std::uint64_t lba, std::uint32_t length, std::uint8_t byte1 = 0) {
-  cdb_bytes c{};
-  c[0] = op;
-  c[1] = byte1;
-  put(c, 2, lba, 8);
-  put(c, 10, length, 4);
-  return c;
-}
-cdb_bytes inquiry_cdb(bool evpd, std::uint8_t page, std::uint16_t allocation_length = 4096) {
-  cdb_bytes c{};
-  c[0] = 0x12;
-  c[1] = evpd ? 0x01 : 0x00;
-  c[2] = page;
-  put(c, 3, allocation_length, 2);
-  return c;
-}
-
-// One command as a transport sends it, and what came back.
-struct command {
-  task t;
-  aligned_buffer out;
-  int completions = 0;
-
-  command() {
-    t.context = this;
-    t.on_complete = [](task& x) noexcept { ++static_cast<command*>(x.context)->completions; };
-  }
-  command(const command&) = delete;
-
-  std::span<const std::uint8_t> data() const {
-    return {reinterpret_cast<const std::uint8_t*>(t.data_in.data()), t.data_in_bytes};
-  }
-  std::vector<std::byte> data_bytes() const {
-    return {t.data_in.data(), t.data_in.data() + t.data_in_bytes};
-  }
-};
-
-std::string describe(const command& c) {
-  return "status " + std::to_string(static_cast<int>(c.t.result)) + " sense key " +
-         std::to_string(static_cast<int>(c.t.sense_data.key)) + " asc " +
-         std::to_string(c.t.sense_data.asc) + " ascq " + std::to_string(c.t.sense_data.ascq);
-}
-
-void require_good(const command& c) {
-  INFO(describe(c));
-  REQUIRE(c.t.result == status::good);
-}
-
-void require_sense(const command& c, sense_key key, additional_sense code) {
-  INFO(describe(c));
-  REQUIRE(c.t.result == status::check_condition);
-  CHECK(c.t.sense_data.key == key);
-  CHECK(c.t.sense_data.asc == code.asc);
-  CHECK(c.t.sense_data.ascq == code.ascq);
-}
-
-std::vector<std::byte> as_bytes(const std::vector<std::uint8_t>& v) {
-  std::vector<std::byte> out(v.size());
-  std::memcpy(out.data(), v.data(), v.size());
-  return out;
 }
 
 struct rig_options {
@@ -172,26 +86,17 @@ struct rig {
     auto c = std::make_unique<command>();
     c->t.cdb = cdb;
     c->t.lun = lun;
-    if (!data_out.empty()) {
-      c->out = aligned_buffer(data_out.size());
-      std::memcpy(c->out.data(), data_out.data(), data_out.size());
-      c->t.data_out = c->out.bytes();
-    }
-    // As a transport sets it: the initiator expects to send what it sends.
-    c->t.expected_transfer_bytes = static_cast<std::uint32_t>(data_out.size());
+    c->set_data_out(data_out);
     execute(c->t);
     REQUIRE(c->completions == 0);  // never inside execute()
-    loop.run_until([&] { return c->completions > 0; });
-    loop.settle();
-    REQUIRE(c->completions == 1);  // exactly once
+    finish(loop, *c);
     return c;
   }
   std::unique_ptr<command> run(const cdb_bytes& cdb, std::span<const std::byte> data_out = {}) {
     return run_with([&](task& t) { unit->execute(t); }, cdb, data_out);
   }
   std::unique_ptr<command> run(const cdb_bytes& cdb, const std::vector<std::uint8_t>& data_out) {
-    const auto bytes = as_bytes(data_out);
-    return run(cdb, std::span<const std::byte>(bytes));
+    return run(cdb, std::as_bytes(std::span(data_out)));
   }
 
   void write(std::uint64_t lba, std::span<const std::byte> data) {
@@ -205,10 +110,6 @@ struct rig {
     return c->data_bytes();
   }
 };
-
-bool all_zero(const std::vector<std::byte>& v) {
-  return std::all_of(v.begin(), v.end(), [](std::byte b) { return b == std::byte{0}; });
-}
 
 // ---------------------------------------------------------------------------
 // Sense data and the error mapping
@@ -571,9 +472,7 @@ TEST_CASE("scsi read/write: concurrent commands all complete with their own data
   for (int i = 0; i < 12; ++i) {
     auto c = std::make_unique<command>();
     contents.push_back(pattern(3 * block_size, 100 + i));
-    c->out = aligned_buffer(contents.back().size());
-    std::memcpy(c->out.data(), contents.back().data(), contents.back().size());
-    c->t.data_out = c->out.bytes();
+    c->set_data_out(contents.back());
     c->t.expected_transfer_bytes = static_cast<std::uint32_t>(c->t.data_out.size());
     c->t.cdb = cdb16(0x8a, 10 * i, 3);
     writes.push_back(std::move(c));
@@ -945,16 +844,6 @@ TEST_CASE("scsi mode select: the current values are accepted, changes refused", 
 
 TEST_CASE("scsi report supported operation codes", "[target][scsi]") {
   rig r;
-  auto rsoc = [](std::uint8_t options, std::uint8_t opcode, std::uint16_t service_action) {
-    cdb_bytes c{};
-    c[0] = 0xa3;
-    c[1] = 0x0c;
-    c[2] = options;
-    c[3] = opcode;
-    put(c, 4, service_action, 2);
-    put(c, 6, 8192, 4);
-    return c;
-  };
   auto all = r.run(rsoc(0, 0, 0));
   require_good(*all);
   const auto d = all->data();
@@ -985,11 +874,7 @@ TEST_CASE("scsi: every command reported as supported is answered", "[target][scs
   rig r;
   lun_map map(r.loop.context.get_executor());
   REQUIRE_FALSE(map.add(0, *r.unit));
-  cdb_bytes c{};
-  c[0] = 0xa3;
-  c[1] = 0x0c;
-  put(c, 6, 8192, 4);
-  auto all = r.run(c);
+  auto all = r.run(rsoc(0, 0, 0));
   require_good(*all);
   const auto d = all->data();
   std::size_t count = 0;
