@@ -106,6 +106,8 @@ class connection : public std::enable_shared_from_this<connection> {
   // 6.3.5): a login with the same initiator, ISID and target replaces it.
   bool same_session(const connection& other) const;
   bool in_full_feature() const noexcept { return logged_in_ && !closed_; }
+  // Whether the reader may go on: not closed, and no read has failed.
+  bool readable() const noexcept { return !closed_ && !read_failed_; }
   bool serves(const target_node* target) const noexcept { return target_ == target; }
   // Tells the units this session could reach that its I_T nexus is gone
   // (unit_attentions.h), once.
@@ -165,6 +167,8 @@ class connection : public std::enable_shared_from_this<connection> {
   asio::awaitable<bool> on_scsi_command(const bhs& h);
   asio::awaitable<bool> on_data_out(const bhs& h);
   asio::awaitable<bool> on_text(const bhs& h);
+  // The next piece of the Text Response in text_rest_.
+  void send_text_response(const bhs& h);
   void on_nop_out(const bhs& h, std::vector<std::uint8_t> ping);
   void on_task_management(const bhs& h);
   // Aborts `c` for `tmf`: forgets a command still gathering data; for one
@@ -209,6 +213,7 @@ class connection : public std::enable_shared_from_this<connection> {
   const server_options timing_;  // the server's options, kept: connections may outlive the server
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   bool logged_in_ = false;
+  bool read_failed_ = false;  // the socket said end of file or error: read no more
   bool nexus_announced_ = false;  // to the units of access_->luns
   std::array<std::uint8_t, 6> isid_{};
   std::string peer_;  // the initiator's address, for messages
@@ -221,6 +226,11 @@ class connection : public std::enable_shared_from_this<connection> {
   std::optional<std::chrono::steady_clock::time_point> logout_deadline_;
   std::size_t executing_ = 0;  // commands handed to a unit and not yet finished
   std::size_t held_write_bytes_ = 0;  // write data buffered for commands not yet answered
+  // A Text Response longer than one PDU: its bytes, how many went, and the
+  // target transfer tag the initiator asks for the rest with.
+  std::vector<std::uint8_t> text_rest_;
+  std::size_t text_rest_sent_ = 0;
+  std::uint32_t text_rest_ttt_ = reserved_tag;
   // CmdSNs of commands an ABORT TASK named before they arrived (RFC 7143
   // 11.5.1, RefCmdSN): taken when they come, never run.
   std::vector<std::uint32_t> cancelled_cmd_sns_;
@@ -278,7 +288,13 @@ asio::awaitable<bool> connection::read_data(const bhs& h, std::span<std::uint8_t
   const bool digest = data_digest_ && n > 0;
   std::array<asio::mutable_buffer, 2> bufs{asio::buffer(into.data(), n), asio::buffer(tail, pad + (digest ? 4 : 0))};
   auto [ec, got] = co_await asio::async_read(socket_, bufs, use_tuple);
-  if (ec) co_return false;
+  if (ec) {
+    // The initiator went away (or closed its side): nothing more will
+    // come. Unlike a digest error, this ends the connection; reading on
+    // would wait for good.
+    read_failed_ = true;
+    co_return false;
+  }
   if (digest) {
     std::uint32_t d = crc32c({into.data(), n});
     d = crc32c({tail, pad}, d);
@@ -292,8 +308,8 @@ asio::awaitable<bool> connection::read_data(const bhs& h, std::span<std::uint8_t
 
 asio::awaitable<bool> connection::skip_data(const bhs& h) {
   std::vector<std::uint8_t> sink(h.data_segment_bytes());
-  co_await read_data(h, sink);
-  co_return !closed_;
+  co_await read_data(h, sink);  // a digest error is answered there; the PDU is dropped either way
+  co_return readable();
 }
 
 asio::awaitable<void> connection::run() {
@@ -638,7 +654,7 @@ asio::awaitable<bool> connection::on_scsi_command(const bhs& h) {
     if (immediate > 0) {
       const bool ok = c->discard ? co_await skip_data(h)
                                  : co_await read_data(h, {reinterpret_cast<std::uint8_t*>(c->out.data()), immediate});
-      if (!ok) co_return !closed_;
+      if (!ok) co_return readable();
     }
     c->received_bytes = immediate;
     c->unsolicited_pending = !h.final() && !params_.initial_r2t && immediate < std::min(first_burst, c->expected_bytes);
@@ -718,7 +734,7 @@ asio::awaitable<bool> connection::on_data_out(const bhs& h) {
   auto keep = it->second;
   const bool ok = c.discard ? co_await skip_data(h)
                             : co_await read_data(h, {reinterpret_cast<std::uint8_t*>(c.out.data()) + offset, n});
-  if (!ok) co_return !closed_;
+  if (!ok) co_return readable();
   c.received_bytes += n;
   if (!h.final()) co_return true;
   // The final PDU of a solicited burst before the burst's end: the data
@@ -855,8 +871,18 @@ void connection::on_nop_out(const bhs& h, std::vector<std::uint8_t> ping) {
 
 asio::awaitable<bool> connection::on_text(const bhs& h) {
   std::vector<std::uint8_t> data(h.data_segment_bytes());
-  if (const bool ok = co_await read_data(h, data); !ok) co_return !closed_;
+  if (const bool ok = co_await read_data(h, data); !ok) co_return readable();
   if (!accept_cmd_sn(h)) co_return true;
+  const std::uint32_t ttt = h.u32(field::target_transfer_tag);
+  if (ttt != reserved_tag) {
+    // The initiator asks for the rest of a response (RFC 7143 11.11.4).
+    if (ttt != text_rest_ttt_ || !data.empty()) {
+      reject(h, reject_reason::protocol_error);
+      co_return true;
+    }
+    send_text_response(h);
+    co_return true;
+  }
   key_values answers;
   if (auto keys = parse_text(data)) {
     for (const auto& [k, v] : *keys) {
@@ -880,17 +906,45 @@ asio::awaitable<bool> connection::on_text(const bhs& h) {
     reject(h, reject_reason::protocol_error);
     co_return true;
   }
-  bhs r;
-  r.set_opcode(opcode::text_response);
-  r.set_final(true);
-  r.set_initiator_task_tag(h.initiator_task_tag());
-  r.set_u32(field::target_transfer_tag, reserved_tag);
-  stamp(r, true);
-  send({r, {}, format_text(answers), nullptr, false});
+  text_rest_ = format_text(answers);
+  text_rest_sent_ = 0;
+  send_text_response(h);
   co_return true;
 }
 
+void connection::send_text_response(const bhs& h) {
+  // At most what the initiator accepts per PDU; the rest waits for it to
+  // ask (C bit, and a target transfer tag to ask with).
+  const std::size_t left = text_rest_.size() - text_rest_sent_;
+  const std::size_t n = std::min<std::size_t>(left, params_.initiator_max_recv_data_segment_bytes);
+  const bool last = n == left;
+  bhs r;
+  r.set_opcode(opcode::text_response);
+  r.set_flags(last ? 0x80 : 0x40);  // F when complete, else C
+  r.set_initiator_task_tag(h.initiator_task_tag());
+  if (last) {
+    r.set_u32(field::target_transfer_tag, reserved_tag);
+    text_rest_ttt_ = reserved_tag;
+  } else {
+    text_rest_ttt_ = next_ttt_++;
+    if (next_ttt_ == reserved_tag) next_ttt_ = 1;
+    r.set_u32(field::target_transfer_tag, text_rest_ttt_);
+  }
+  stamp(r, true);
+  outgoing o{r, {}, {}, nullptr, false};
+  o.own_data.assign(text_rest_.begin() + static_cast<std::ptrdiff_t>(text_rest_sent_),
+                    text_rest_.begin() + static_cast<std::ptrdiff_t>(text_rest_sent_ + n));
+  text_rest_sent_ += n;
+  send(std::move(o));
+  if (last) text_rest_.clear();
+}
+
 void connection::on_task_management(const bhs& h) {
+  if (target_ == nullptr) {  // a discovery session has no tasks and no LUNs
+    accept_cmd_sn(h);
+    reject(h, reject_reason::protocol_error);
+    return;
+  }
   accept_cmd_sn(h);
   auto tmf = std::make_shared<pending_tmf>();
   bhs& r = tmf->response;
