@@ -139,6 +139,36 @@ check("... and the first write's response reopens the window", r[0] & 0x3f == 0x
 budget.terminate()
 budget.wait()
 
+# Discovery: a Text Response longer than the initiator accepts comes in
+# pieces (C bit, a target transfer tag to ask for the rest); task
+# management, which a discovery session has nothing for, is rejected.
+c = Connection(port, isid=bytes([0x80, 0, 0, 0, 0, 14]))
+r, _ = c.login(0, 3, [("InitiatorName", "iqn.x:i"), ("SessionType", "Discovery"), ("AuthMethod", "None"),
+                      ("MaxRecvDataSegmentLength", "512")])
+check("a discovery login with MaxRecvDataSegmentLength=512", r[36] == 0)
+keys = b"".join(b"X-Unknown-%02d=1\0" % i for i in range(60))  # 60 NotUnderstood answers, ~1.3 KB
+text = bytearray(48); text[0] = 0x04; text[1] = 0x80; text[16:20] = (0x77).to_bytes(4, 'big')
+text[20:24] = b"\xff" * 4; text[24:28] = c.cmd_sn.to_bytes(4, 'big')
+c.send(text, keys)
+answer, pieces, ok = b"", 0, True
+while True:
+    r, d = c.receive()
+    if r[0] & 0x3f == 0x20:
+        continue
+    pieces += 1
+    ok = ok and r[0] & 0x3f == 0x24 and len(d) <= 512
+    answer += d
+    if r[1] & 0x80:
+        break
+    ok = ok and r[1] & 0x40 and r[20:24] != b"\xff" * 4
+    more = bytearray(48); more[0] = 0x04; more[1] = 0x80; more[16:20] = (0x77).to_bytes(4, 'big')
+    more[20:24] = r[20:24]; c.cmd_sn += 1; more[24:28] = c.cmd_sn.to_bytes(4, 'big')
+    c.send(more)
+check("a long Text Response comes in pieces of at most 512 bytes, continued by C bit and tag",
+      ok and pieces >= 3 and answer.count(b"=NotUnderstood\0") == 60)
+r, _ = c.tmf(5)
+check("task management on a discovery session is rejected", r[0] & 0x3f == 0x3f)
+
 # The target asks initiators to log out.
 c = Connection(port, isid=bytes([0x80, 0, 0, 0, 0, 12]))
 c.full_login()
