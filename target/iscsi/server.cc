@@ -44,6 +44,22 @@ constexpr std::uint16_t invalid_during_login = 0x020b;
 constexpr std::uint16_t target_error = 0x0300;
 }  // namespace login_status
 
+// iSCSI names compare without regard to case (RFC 3722 normalises them to
+// lower case).
+bool same_name(std::string_view a, std::string_view b) {
+  return std::ranges::equal(a, b, [](char x, char y) {
+    return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+  });
+}
+
+// The LUN a PDU's 8-byte LUN field names. One Strata cannot address (not
+// single-level) reaches no unit: the map answers LOGICAL UNIT NOT SUPPORTED.
+std::uint64_t lun_of(std::uint64_t lun_field) {
+  std::array<std::uint8_t, 8> bytes;
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>(lun_field >> (56 - 8 * i));
+  return scsi::decode_lun(bytes).value_or(scsi::unaddressable_lun);
+}
+
 // A SCSI Response's data segment for CHECK CONDITION: SenseLength, then
 // fixed-format sense data (RFC 7143 11.4.7.2).
 std::vector<std::uint8_t> sense_segment(const scsi::sense& s) {
@@ -752,11 +768,7 @@ asio::awaitable<bool> connection::on_data_out(const bhs& h) {
 }
 
 void connection::execute(command& c) {
-  std::array<std::uint8_t, 8> lun_bytes;
-  for (int i = 0; i < 8; ++i) lun_bytes[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(c.lun_field >> (56 - 8 * i));
-  // A LUN Strata cannot address (not single-level) reaches no unit: the
-  // map answers LOGICAL UNIT NOT SUPPORTED.
-  c.task.lun = scsi::decode_lun(lun_bytes).value_or(scsi::unaddressable_lun);
+  c.task.lun = lun_of(c.lun_field);
   c.task.expected_transfer_bytes = c.expected_bytes;
   if (c.writes && !c.discard) c.task.data_out = c.out.bytes().first(c.received_bytes);
   c.port = initiator_port_;  // the task may outlive the connection
@@ -957,9 +969,7 @@ void connection::on_task_management(const bhs& h) {
   };
   const std::uint8_t function = h.flags() & 0x7f;
   const std::uint64_t lun_field = h.lun_field();
-  std::array<std::uint8_t, 8> lun_bytes;
-  for (int i = 0; i < 8; ++i) lun_bytes[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(lun_field >> (56 - 8 * i));
-  scsi::logical_unit* unit = access_->luns->find(scsi::decode_lun(lun_bytes).value_or(scsi::unaddressable_lun));
+  scsi::logical_unit* unit = access_->luns->find(lun_of(lun_field));
   // Every command of this session that `pred` picks is aborted; the
   // response goes when the last of those the unit runs has finished.
   auto abort_all = [&](auto pred) {
@@ -1102,9 +1112,7 @@ void connection::request_logout(std::chrono::seconds within) {
 bool connection::same_session(const connection& other) const {
   return target_ == other.target_ && params_.type == other.params_.type &&
          std::memcmp(isid_.data(), other.isid_.data(), isid_.size()) == 0 &&
-         std::ranges::equal(params_.initiator_name, other.params_.initiator_name, [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
+         same_name(params_.initiator_name, other.params_.initiator_name);
 }
 
 void connection::log(const std::string& what) const {
@@ -1171,13 +1179,8 @@ void server::stop() {
 }
 
 const initiator_access* target_node::access_for(std::string_view initiator) const {
-  auto same = [](std::string_view a, std::string_view b) {
-    return std::ranges::equal(a, b, [](char x, char y) {
-      return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-    });
-  };
   for (const auto& [listed, access] : initiators) {
-    if (same(listed, initiator)) return &access;
+    if (same_name(listed, initiator)) return &access;
   }
   return anyone ? &*anyone : nullptr;
 }
