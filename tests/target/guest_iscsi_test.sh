@@ -36,7 +36,9 @@ case " ${GUEST_EXTRA_PKGS:-} " in *" e2fsprogs "*) ;; *) export GUEST_EXTRA_PKGS
 
 skip() {
   local line='*************************************************************************'
-  { echo "$line"; echo "SKIP: guest_iscsi_test.sh: the test guest cannot run here: $*"; echo "$line"; } | tee /dev/stderr
+  local msg="$line"$'\n'"SKIP: guest_iscsi_test.sh: the test guest cannot run here: $*"$'\n'"$line"
+  echo "$msg"
+  echo "$msg" >&2
   exit 77
 }
 remaining() { echo $((budget - (SECONDS - start_time))); }
@@ -52,7 +54,7 @@ fi
 work=$(mktemp -d)
 target_pid=""
 cleanup() {
-  [[ -n "$target_pid" ]] && kill "$target_pid" 2>/dev/null && wait "$target_pid" 2>/dev/null
+  [[ -n "$target_pid" ]] && kill -KILL "$target_pid" 2>/dev/null && wait "$target_pid" 2>/dev/null
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -135,9 +137,16 @@ others=$(grep -v -e "refused: .*must authenticate" -e "refused: CHAP failed for 
 if [[ -z "$others" ]]; then echo "ok: the target logged nothing else"
 else echo "FAIL: the target logged more than the provoked refusals:"; echo "$others" | sed 's/^/    /'; host_failed=1; fi
 if [[ -n "$target_pid" ]]; then
-  kill -TERM "$target_pid"; wait "$target_pid"; trc=$?; target_pid=""
-  if ((trc == 0)); then echo "ok: the target stopped cleanly on SIGTERM"
-  else echo "FAIL: the target exited with status $trc on SIGTERM"; host_failed=1; fi
+  kill -TERM "$target_pid"
+  for _ in $(seq 100); do kill -0 "$target_pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$target_pid" 2>/dev/null; then
+    kill -KILL "$target_pid"; wait "$target_pid" 2>/dev/null; target_pid=""
+    echo "FAIL: the target did not stop within 10 s of SIGTERM (killed)"; host_failed=1
+  else
+    wait "$target_pid"; trc=$?; target_pid=""
+    if ((trc == 0)); then echo "ok: the target stopped cleanly on SIGTERM"
+    else echo "FAIL: the target exited with status $trc on SIGTERM"; host_failed=1; fi
+  fi
 fi
 echo "---- target stderr ($(wc -l <"$work/target.err") lines)"
 if ((rc != 0 || host_failed)); then

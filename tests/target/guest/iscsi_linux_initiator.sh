@@ -33,10 +33,12 @@ P=$HOST_IP:$PORT
 MNT=/mnt/strata
 SUMS=/tmp/files.sha256   # kept in the guest's tmpfs, not on the disk under test
 failed=0
+exec 3>&1   # the console, for timestamps from inside steps whose output is captured
 
 diagnostics() {
     echo "---- iscsiadm -m session -P 3"; iscsiadm -m session -P 3 2>&1 | sed -n '1,60p'
     echo "---- iscsid log (tail)"; tail -n 40 /tmp/iscsid.log 2>/dev/null
+    echo "---- iSCSI lines in dmesg"; dmesg | grep -i -E 'iscsi|connection[0-9]|session[0-9]|sd [0-9]' | tail -n 40
     echo "---- dmesg (tail)"; dmesg | tail -n 60
 }
 die() { echo "FAIL: $* -- cannot go on"; diagnostics; exit 1; }
@@ -70,8 +72,8 @@ check() {  # check DESCRIPTION CONDITION...: a test without output of its own
 sessions() { iscsiadm -m session 2>/dev/null | grep -c -F "$IQN"; }
 no_session() { [ "$(sessions)" = 0 ]; }
 node_set() { iscsiadm -m node -T "$IQN" -p "$P" -o update -n "$1" -v "$2" || die "cannot set $1 in the node record"; }
-node_login() { iscsiadm -m node -T "$IQN" -p "$P" --login; }
-node_logout() { iscsiadm -m node -T "$IQN" -p "$P" --logout; }
+node_login() { log "login" >&3; iscsiadm -m node -T "$IQN" -p "$P" --login; }
+node_logout() { log "logout" >&3; iscsiadm -m node -T "$IQN" -p "$P" --logout; }
 # the disk of the session (empty if none within 20 s)
 find_disk() {
     local d=""
@@ -125,7 +127,7 @@ load_ext4() {
 }
 
 export IQN P MNT SUMS
-export -f iscsi_disk_for_iqn node_login node_logout write_files fio_verify discover load_ext4
+export -f log iscsi_disk_for_iqn node_login node_logout write_files fio_verify discover load_ext4
 
 # ---- iscsid with a fixed initiator name (the host's --acl names it)
 modprobe -q -a iscsi_tcp sd_mod sg || die "cannot load iscsi_tcp/sd_mod/sg"
@@ -234,9 +236,27 @@ step "final umount" umount "$MNT"
 step "final logout" node_logout
 check "no session left" no_session
 # Since the good login the kernel must have logged no I/O, connection or
-# file system errors: logins, logouts and I/O were clean.
+# file system errors: logins, logouts and I/O were clean. One exception, on
+# the initiator's side: libiscsi may refuse iscsid's next login PDU while its
+# transmit path still holds the previous one ("Login/Text in progress. Cannot
+# start new task", a known race of the Linux initiator, open-iscsi issue
+# #424; seen here once in ~50 runs under TCG); iscsid then drops that TCP
+# connection (conn error 1020) and retries the login. That connection's 1020
+# is reported as a note, not a failure; the login itself must still succeed.
 dmesg | tail -n +"$((dmesg_mark + 1))" > /tmp/dmesg.txt
-if grep -E -i 'I/O error|detected conn error|blk_update_request|EXT4-fs error|Buffer I/O|iscsi.*(timed out|timeout|abort)' /tmp/dmesg.txt > /tmp/dmesg.bad; then
+raced=$(grep -o 'connection[0-9]*:[0-9]*: Login/Text in progress' /tmp/dmesg.txt | cut -d: -f1,2 | sort -u)
+grep -E -i 'I/O error|detected conn error|blk_update_request|EXT4-fs error|Buffer I/O|iscsi.*(timed out|timeout|abort)' \
+    /tmp/dmesg.txt > /tmp/dmesg.errors
+: > /tmp/dmesg.bad
+while IFS= read -r line; do
+    conn=$(echo "$line" | grep -o 'connection[0-9]*:[0-9]*: detected conn error (1020)' | cut -d: -f1,2)
+    if [ -n "$conn" ] && echo "$raced" | grep -qx "$conn"; then
+        echo "note: initiator-side login race, retried by iscsid: $(grep -F "$conn: Login/Text" /tmp/dmesg.txt | head -n1) / $line"
+    else
+        echo "$line" >> /tmp/dmesg.bad
+    fi
+done < /tmp/dmesg.errors
+if [ -s /tmp/dmesg.bad ]; then
     echo "FAIL: the kernel logged errors:"; sed 's/^/    /' /tmp/dmesg.bad | tail -n 20; failed=1
 else
     echo "ok: no I/O, connection or file system errors in dmesg since the first good login"
