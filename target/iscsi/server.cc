@@ -38,10 +38,8 @@ constexpr std::uint16_t not_authorized = 0x0202;
 constexpr std::uint16_t not_found = 0x0203;
 constexpr std::uint16_t unsupported_version = 0x0205;
 constexpr std::uint16_t missing_parameter = 0x0207;
-constexpr std::uint16_t session_type_not_supported = 0x0209;
 constexpr std::uint16_t session_does_not_exist = 0x020a;
 constexpr std::uint16_t invalid_during_login = 0x020b;
-constexpr std::uint16_t target_error = 0x0300;
 }  // namespace login_status
 
 // iSCSI names compare without regard to case (RFC 3722 normalises them to

@@ -66,6 +66,15 @@ inline cdb_bytes inquiry_cdb(bool evpd, std::uint8_t page, std::uint16_t allocat
 }
 // REPORT SUPPORTED OPERATION CODES (MAINTENANCE IN, service action 0Ch),
 // with room for 8192 bytes.
+// READ CAPACITY(16): SERVICE ACTION IN(16), service action 10h, room for the 32 bytes.
+inline cdb_bytes read_capacity_16_cdb() {
+  cdb_bytes c{};
+  c[0] = 0x9e;
+  c[1] = 0x10;
+  c[13] = 32;
+  return c;
+}
+
 inline cdb_bytes rsoc(std::uint8_t options, std::uint8_t opcode, std::uint16_t service_action) {
   cdb_bytes c{0xa3, 0x0c, options, opcode};
   put(c, 4, service_action, 2);

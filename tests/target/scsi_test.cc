@@ -303,11 +303,7 @@ TEST_CASE("scsi: a fully provisioned unit reports no thin provisioning and refus
   CHECK(std::find(d.begin() + 4, d.end(), 0xb2) == d.end());
   require_sense(*r.run(inquiry_cdb(true, 0xb2)), sense_key::illegal_request,
                 asc::invalid_field_in_cdb);
-  cdb_bytes rc16{};
-  rc16[0] = 0x9e;
-  rc16[1] = 0x10;
-  put(rc16, 10, 32, 4);
-  auto cap = r.run(rc16);
+  auto cap = r.run(read_capacity_16_cdb());
   require_good(*cap);
   CHECK((cap->data()[14] & 0xc0) == 0);
   std::vector<std::uint8_t> list(24, 0);
@@ -323,10 +319,7 @@ TEST_CASE("scsi read capacity: 10 and 16", "[target][scsi]") {
   CHECK(get(c10->data(), 0, 4) == volume_blocks - 1);
   CHECK(get(c10->data(), 4, 4) == block_size);
 
-  cdb_bytes rc16{};
-  rc16[0] = 0x9e;
-  rc16[1] = 0x10;
-  put(rc16, 10, 32, 4);
+  cdb_bytes rc16 = read_capacity_16_cdb();
   auto c16 = r.run(rc16);
   require_good(*c16);
   REQUIRE(c16->t.data_in_bytes == 32);
@@ -355,11 +348,9 @@ TEST_CASE("scsi read capacity(10): a capacity beyond 32 bits reads FFFFFFFFh", "
   CHECK(get(c.data(), 0, 4) == 0xffffffffu);
 
   command c16;
-  c16.t.cdb[0] = 0x9e;
-  c16.t.cdb[1] = 0x10;
-  c16.t.cdb[13] = 32;
+  c16.t.cdb = read_capacity_16_cdb();
   unit.execute(c16.t);
-  loop.run_until([&] { return c16.completions == 1; });
+  finish(loop, c16);
   require_good(c16);
   CHECK(get(c16.data(), 0, 8) == 1ull << 32);
   CHECK((c16.data()[13] & 0x0f) == 0);  // one logical block per physical block, unless told
@@ -397,11 +388,9 @@ TEST_CASE("scsi read capacity(16): logical blocks per physical block", "[target]
   id.physical_block_bytes = 4096;
   logical_unit unit(volume, id);
   command c16;
-  c16.t.cdb[0] = 0x9e;
-  c16.t.cdb[1] = 0x10;
-  c16.t.cdb[13] = 32;
+  c16.t.cdb = read_capacity_16_cdb();
   unit.execute(c16.t);
-  loop.run_until([&] { return c16.completions == 1; });
+  finish(loop, c16);
   require_good(c16);
   CHECK((c16.data()[13] & 0x0f) == 3);  // 512-byte blocks over 4 KiB ones: 2^3 per physical block
 }
