@@ -159,6 +159,17 @@ constexpr std::uint8_t function_not_supported = 5;
 constexpr std::uint8_t authorization_failed = 6;
 }  // namespace tmf
 
+// Logout reasons (RFC 7143 11.14.1) and responses (11.15.1).
+namespace logout {
+constexpr std::uint8_t close_session = 0;
+constexpr std::uint8_t close_connection = 1;
+constexpr std::uint8_t remove_for_recovery = 2;
+
+constexpr std::uint8_t closed = 0;
+constexpr std::uint8_t cid_not_found = 1;
+constexpr std::uint8_t recovery_not_supported = 2;
+}  // namespace logout
+
 // Asynchronous events (RFC 7143 11.9.1).
 namespace async_event {
 constexpr std::uint8_t logout_requested = 1;

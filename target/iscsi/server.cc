@@ -37,7 +37,9 @@ constexpr std::uint16_t authentication_failed = 0x0201;
 constexpr std::uint16_t not_authorized = 0x0202;
 constexpr std::uint16_t not_found = 0x0203;
 constexpr std::uint16_t unsupported_version = 0x0205;
+constexpr std::uint16_t too_many_connections = 0x0206;
 constexpr std::uint16_t missing_parameter = 0x0207;
+constexpr std::uint16_t session_type_not_supported = 0x0209;
 constexpr std::uint16_t session_does_not_exist = 0x020a;
 constexpr std::uint16_t invalid_during_login = 0x020b;
 }  // namespace login_status
@@ -71,6 +73,8 @@ std::vector<std::uint8_t> sense_segment(const scsi::sense& s) {
 
 // One PDU on its way out: the header, and a data segment that stays valid
 // until it is written (kept alive by `owner`).
+// One PDU on its way out: the header, and a data segment that stays valid
+// until it is written (kept alive by `owner`).
 struct outgoing {
   bhs header;
   std::span<const std::uint8_t> data;
@@ -81,6 +85,148 @@ struct outgoing {
   // full feature phase, after the last login response.
   bool header_digest = false;
   bool data_digest = false;
+};
+
+class connection;
+class session;
+
+// A task management function waiting for the tasks it aborted, which
+// the unit cannot stop, to finish: its response goes only after them,
+// so that no aborted write lands after the initiator was told it is gone.
+struct pending_tmf {
+  bhs response;
+  std::weak_ptr<connection> conn;  // where the response goes
+  std::size_t tasks = 0;
+  std::function<void()> then;  // after the response is queued: a reset's unit attentions, a cold reset's closing
+  bool close_after = false;    // a cold reset's: the connection ends once the response is written
+};
+
+// A SCSI command in flight: its task, and the write data it gathers.
+struct command : std::enable_shared_from_this<command> {
+  // Its connection (allegiance, RFC 7143 6.3.3): its Data-Out come and
+  // its response goes there, whichever connection of the session it is.
+  std::weak_ptr<connection> conn;
+  std::uint32_t itt = 0;
+  std::uint64_t lun_field = 0;
+  bool reads = false;
+  bool writes = false;
+  // Delivered in CmdSN order: its turn has come (every command before it
+  // in CmdSN order has arrived), and all its data is here. It runs once both hold.
+  bool in_turn = false;
+  bool ready = false;
+  std::uint32_t expected_bytes = 0;
+  device::aligned_buffer out;     // the write data, expected_bytes long
+  std::uint32_t received_bytes = 0;
+  bool unsolicited_pending = false;  // unsolicited Data-Out still to come
+  // Longer than Strata holds for one command: the data is read and
+  // dropped, and the unit, given none, fails the command.
+  bool discard = false;
+  std::uint32_t data_sn = 0;  // the next Data-Out's, within its sequence
+  std::uint32_t ttt = reserved_tag;  // of the R2T outstanding
+  std::uint32_t r2t_sn = 0;
+  std::uint32_t r2t_end = 0;  // the outstanding R2T asks up to here
+  scsi::task task;
+  // Held while the SCSI layer runs it: the command, and its session.
+  std::shared_ptr<command> self;
+  std::shared_ptr<session> sess;
+  // Aborted by a task management function while the unit ran it: the
+  // function's response waits for it, and it has none of its own.
+  std::shared_ptr<pending_tmf> aborted_by;
+  std::shared_ptr<const std::string> port;  // the initiator port name task.nexus points into
+  std::size_t held_bytes = 0;  // of the session's write-data budget
+};
+
+// What RFC 7143 keeps per session, shared by the session's connections
+// (several, MC/S): the CmdSN window and the order of delivery, the
+// commands by initiator task tag (unique across the session; each answered
+// on the connection it came on), the I_T nexus, and the budget of write
+// data held. ErrorRecoveryLevel 0: a connection that fails takes its own
+// tasks with it, and the session goes on on the others; the initiator
+// recovers by reinstating the session or the connection.
+class session : public std::enable_shared_from_this<session> {
+ public:
+  session(server& s, std::weak_ptr<void> server_alive) : server_(s), server_alive_(std::move(server_alive)) {}
+
+  server& server_;
+  std::weak_ptr<void> server_alive_;
+  const target_node* target = nullptr;  // null: a discovery session
+  const initiator_access* access = nullptr;
+  session_params params;  // as negotiated on the leading connection
+  std::array<std::uint8_t, 6> isid{};
+  std::uint16_t tsih = 0;
+  // The SCSI initiator port name (RFC 7143 13.6.1: name, ",i,0x", ISID),
+  // which keys unit attentions and reservations in the SCSI layer.
+  std::shared_ptr<const std::string> initiator_port;
+  std::uint32_t exp_cmd_sn = 0;
+  std::vector<connection*> connections;  // joined, in the full feature phase or logging in to it
+  std::map<std::uint32_t, std::shared_ptr<command>> commands;  // by initiator task tag
+  // CmdSNs of commands an ABORT TASK named before they arrived (RFC 7143
+  // 11.5.1, RefCmdSN): taken when they come, never run.
+  std::vector<std::uint32_t> cancelled_cmd_sns;
+  std::size_t executing = 0;  // commands handed to a unit and not yet finished
+  std::size_t held_write_bytes = 0;  // write data buffered for commands not yet answered
+  bool ended = false;
+
+  // Takes a PDU that carries a CmdSN in order (RFC 7143 3.2.2.1): an
+  // immediate one, or the one ExpCmdSN names, runs `at_turn` now (and
+  // then each PDU held for the CmdSNs after it); one ahead of ExpCmdSN
+  // within the window is held until the PDUs before it arrive, on any
+  // connection. False (the PDU is ignored) outside the window or for a
+  // CmdSN already taken, unless `even_outside`: then `at_turn` runs now.
+  bool order(const bhs& h, std::uint32_t window, std::function<void()> at_turn, bool even_outside = false) {
+    const std::uint32_t sn = h.u32(field::cmd_sn);
+    if (h.immediate()) {
+      at_turn();
+      return true;
+    }
+    if (sn_less(sn, exp_cmd_sn) || sn_less(exp_cmd_sn + window - 1, sn) || ahead_.contains(sn)) {
+      if (even_outside) at_turn();
+      return even_outside;
+    }
+    if (sn != exp_cmd_sn) {
+      ahead_.emplace(sn, std::move(at_turn));
+      return true;
+    }
+    ++exp_cmd_sn;
+    at_turn();
+    for (auto next = ahead_.find(exp_cmd_sn); next != ahead_.end() && !ended; next = ahead_.find(exp_cmd_sn)) {
+      auto f = std::move(next->second);
+      ahead_.erase(next);
+      ++exp_cmd_sn;
+      f();
+    }
+    return true;
+  }
+  // Gives back the write-data budget a command held.
+  void release(command& c) noexcept {
+    held_write_bytes -= c.held_bytes;
+    c.held_bytes = 0;
+  }
+  bool is(std::string_view name, const std::array<std::uint8_t, 6>& id, const target_node* t, session_type type) const {
+    return target == t && params.type == type && id == isid && same_name(params.initiator_name, name);
+  }
+  connection* connection_with(std::uint16_t cid) const;
+  void announce_nexus() {
+    if (target == nullptr) return;
+    for (const std::uint16_t l : access->luns->luns()) access->luns->find(l)->nexus_created(scsi::i_t_nexus{*initiator_port});
+    nexus_announced_ = true;
+  }
+  // The session is over: the units hear its I_T nexus is gone (once), it
+  // leaves the server's list, and PDUs held for their turn are dropped.
+  void end() {
+    if (ended) return;
+    ended = true;
+    ahead_.clear();
+    if (server_alive_.expired()) return;
+    server_.sessions_.erase(this);
+    if (!nexus_announced_) return;
+    nexus_announced_ = false;
+    for (const std::uint16_t l : access->luns->luns()) access->luns->find(l)->nexus_lost(scsi::i_t_nexus{*initiator_port});
+  }
+
+ private:
+  std::map<std::uint32_t, std::function<void()>> ahead_;  // by CmdSN: arrived before their turn
+  bool nexus_announced_ = false;  // to the units of access->luns
 };
 
 class connection : public std::enable_shared_from_this<connection> {
@@ -116,96 +262,69 @@ class connection : public std::enable_shared_from_this<connection> {
   // Asks the initiator to log out within `within` (Asynchronous Message,
   // event 1); closes the connection if it is still here after that.
   void request_logout(std::chrono::seconds within);
-  // Who this connection's session is, for session reinstatement (RFC 7143
-  // 6.3.5): a login with the same initiator, ISID and target replaces it.
-  bool same_session(const connection& other) const;
   bool in_full_feature() const noexcept { return logged_in_ && !closed_; }
   // Whether the reader may go on: not closed, and no read has failed.
   bool readable() const noexcept { return !closed_ && !read_failed_; }
   bool serves(const target_node* target) const noexcept { return target_ == target; }
-  // Tells the units this session could reach that its I_T nexus is gone
-  // (unit_attentions.h), once.
-  void end_nexus() {
-    if (!nexus_announced_ || server_alive_.expired()) return;
-    nexus_announced_ = false;
-    for (const std::uint16_t l : access_->luns->luns()) access_->luns->find(l)->nexus_lost(scsi::i_t_nexus{*initiator_port_});
-  }
+  std::uint16_t cid() const noexcept { return cid_; }
+  // Leaves its session, once: the commands with allegiance to this
+  // connection are dropped (those the unit runs finish into nothing), and
+  // a session left with no connection ends.
+  void leave_session();
 
  private:
-  // A task management function waiting for the tasks it aborted, which
-  // the unit cannot stop, to finish: its response goes only after them,
-  // so that no aborted write lands after the initiator was told it is gone.
-  struct pending_tmf {
-    bhs response;
-    std::size_t tasks = 0;
-    std::function<void()> then;  // after the response is queued: a reset's unit attentions, a cold reset's closing
-    bool close_after = false;    // a cold reset's: the connection ends once the response is written
-  };
-  // A SCSI command in flight: its task, and the write data it gathers.
-  struct command : std::enable_shared_from_this<command> {
-    std::weak_ptr<connection> conn;
-    std::uint32_t itt = 0;
-    std::uint64_t lun_field = 0;
-    bool reads = false;
-    bool writes = false;
-    std::uint32_t expected_bytes = 0;
-    device::aligned_buffer out;     // the write data, expected_bytes long
-    std::uint32_t received_bytes = 0;
-    bool unsolicited_pending = false;  // unsolicited Data-Out still to come
-    // Longer than Strata holds for one command: the data is read and
-    // dropped, and the unit, given none, fails the command.
-    bool discard = false;
-    std::uint32_t data_sn = 0;  // the next Data-Out's, within its sequence
-    std::uint32_t ttt = reserved_tag;  // of the R2T outstanding
-    std::uint32_t r2t_sn = 0;
-    std::uint32_t r2t_end = 0;  // the outstanding R2T asks up to here
-    scsi::task task;
-    std::shared_ptr<command> self;  // held while the SCSI layer runs it
-    // Aborted by a task management function while the unit ran it: the
-    // function's response waits for it, and it has none of its own.
-    std::shared_ptr<pending_tmf> aborted_by;
-    std::shared_ptr<const std::string> port;  // the initiator port name task.nexus points into
-    std::size_t held_bytes = 0;  // of the connection's write-data budget
-  };
-
   asio::awaitable<void> run();
   asio::awaitable<bool> read_header(bhs& h);
   asio::awaitable<bool> read_data(const bhs& h, std::span<std::uint8_t> into);
   asio::awaitable<bool> skip_data(const bhs& h);
   asio::awaitable<bool> login();
+  // Checks the first PDU of a login that names a session to join (TSIH
+  // nonzero): a login status other than success, with `why`, refuses it.
+  std::uint16_t find_session_to_join(std::uint16_t tsih, std::string& why);
+  // The login's last step, into the full feature phase: a new session
+  // (reinstating an older one of the same initiator port) or a joined one
+  // (reinstating an older connection of the same CID). A login status
+  // other than success refuses the login.
+  asio::awaitable<std::uint16_t> enter_session(bhs& response, std::string& why);
   // The security stage's keys in one login PDU: AuthMethod and the CHAP
   // exchange. Adds the answers; a login status other than success fails
   // the login, with `why`.
   std::uint16_t authenticate(const key_values& keys, key_values& answers, std::string& why);
   asio::awaitable<void> full_feature();
   asio::awaitable<bool> on_scsi_command(const bhs& h);
+  // A command whose CmdSN is taken: registered by its tag, then data
+  // asked for or the command run.
+  void take_command(const bhs& h, const std::shared_ptr<command>& c);
   asio::awaitable<bool> on_data_out(const bhs& h);
   asio::awaitable<bool> on_text(const bhs& h);
+  void answer_text(const bhs& h, std::vector<std::uint8_t> data);
   // The next piece of the Text Response in text_rest_.
   void send_text_response(const bhs& h);
   void on_nop_out(const bhs& h, std::vector<std::uint8_t> ping);
   void on_task_management(const bhs& h);
-  // Aborts `c` for `tmf`: forgets a command still gathering data; for one
-  // the unit runs, makes `tmf` wait for it.
+  void manage_tasks(const bhs& h);
+  // Aborts `c` for `tmf`: forgets a command still gathering data or
+  // waiting for its turn; for one the unit runs, makes `tmf` wait for it.
   void abort(command& c, const std::shared_ptr<pending_tmf>& tmf);
-  void finish_tmf(pending_tmf& tmf);
+  static void finish_tmf(pending_tmf& tmf);
   // Pings a quiet initiator, and closes a login that takes too long or a
   // connection whose initiator stopped answering.
   asio::awaitable<void> watchdog();
   void log(const std::string& what) const;
   void on_logout(const bhs& h);
+  void log_out(const bhs& h);
   void reject(const bhs& h, reject_reason why);
-  bool accept_cmd_sn(const bhs& h);
+  // Takes `h` in CmdSN order (session::order), running `at_turn` then.
+  bool order(const bhs& h, std::function<void()> at_turn, bool even_outside = false) {
+    return session_->order(h, timing_.command_window, std::move(at_turn), even_outside);
+  }
   // Fails a SCSI command the transport cannot run, with CHECK CONDITION
   // and `why`, or TASK SET FULL without one, taking its CmdSN so that the
   // window moves on.
   void refuse_command(const bhs& h, const std::optional<scsi::sense>& why);
-  // Gives back the write-data budget a command held.
-  void release(command& c) noexcept {
-    held_write_bytes_ -= c.held_bytes;
-    c.held_bytes = 0;
-  }
   void send_r2t(command& c);
+  // Runs `c` once its turn has come and its data is here.
+  void run_when_ready(command& c);
   void execute(command& c);
   static void on_task_done(scsi::task& t) noexcept;
   void respond(command& c);
@@ -228,27 +347,25 @@ class connection : public std::enable_shared_from_this<connection> {
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   bool logged_in_ = false;
   bool read_failed_ = false;  // the socket said end of file or error: read no more
-  bool nexus_announced_ = false;  // to the units of access_->luns
   std::array<std::uint8_t, 6> isid_{};
+  std::uint16_t cid_ = 0;
   std::string peer_;  // the initiator's address, for messages
-  // The SCSI initiator port name (RFC 7143 13.6.1: name, ",i,0x", ISID),
-  // which keys unit attentions and reservations in the SCSI layer.
-  std::shared_ptr<const std::string> initiator_port_;
   std::chrono::steady_clock::time_point last_heard_ = started_;  // the last PDU from the initiator
   bool ping_outstanding_ = false;
   std::chrono::steady_clock::time_point ping_sent_;
   std::optional<std::chrono::steady_clock::time_point> logout_deadline_;
-  std::size_t executing_ = 0;  // commands handed to a unit and not yet finished
-  std::size_t held_write_bytes_ = 0;  // write data buffered for commands not yet answered
+  std::size_t executing_ = 0;  // this connection's commands handed to a unit and not yet finished
+  // Login and Text key=value text continued over several PDUs (the
+  // initiator's C bit): what came so far, and the Text exchange's tag.
+  std::vector<std::uint8_t> text_in_;
+  std::uint32_t text_in_itt_ = reserved_tag;
+  std::uint32_t text_in_ttt_ = reserved_tag;
   // A Text Response longer than one PDU: its bytes, how many went, and the
   // target transfer tag the initiator asks for the rest with.
   std::vector<std::uint8_t> text_rest_;
   std::size_t text_rest_sent_ = 0;
   std::uint32_t text_rest_ttt_ = reserved_tag;
-  // CmdSNs of commands an ABORT TASK named before they arrived (RFC 7143
-  // 11.5.1, RefCmdSN): taken when they come, never run.
-  std::vector<std::uint32_t> cancelled_cmd_sns_;
-  session_params params_;
+  session_params params_;  // the session's, with this connection's own keys (digests, segment lengths)
   const target_node* target_ = nullptr;
   // What the initiator may do, set by the first login PDU: for a normal
   // session, its entry in the target's list; for discovery, the server's.
@@ -257,15 +374,41 @@ class connection : public std::enable_shared_from_this<connection> {
   enum class auth_step : std::uint8_t { method, algorithm, response, done };
   auth_step auth_ = auth_step::done;
   std::optional<chap_target> chap_;
+  // The session: joined at the end of login (for a connection joining an
+  // existing session, found at its first PDU).
+  std::shared_ptr<session> session_;
+  bool joined_ = false;  // in session_->connections
+  std::uint32_t login_exp_cmd_sn_ = 0;  // a new session's ExpCmdSN while it logs in
   std::uint32_t stat_sn_ = 0;
-  std::uint32_t exp_cmd_sn_ = 0;
   std::uint32_t next_ttt_ = 1;
-  std::map<std::uint32_t, std::shared_ptr<command>> commands_;  // by initiator task tag
   std::deque<outgoing> queue_;
   asio::steady_timer write_wake_;
   asio::steady_timer watch_;
 };
 
+connection* session::connection_with(std::uint16_t cid) const {
+  for (connection* c : connections) {
+    if (c->cid() == cid) return c;
+  }
+  return nullptr;
+}
+
+void connection::leave_session() {
+  if (!joined_) return;
+  joined_ = false;
+  session& s = *session_;
+  std::erase(s.connections, this);
+  for (auto it = s.commands.begin(); it != s.commands.end();) {
+    command& c = *it->second;
+    if (c.conn.lock().get() != this) {
+      ++it;
+      continue;
+    }
+    if (c.task.on_complete == nullptr) s.release(c);  // not run: its budget is free now; else when it finishes
+    it = s.commands.erase(it);
+  }
+  if (s.connections.empty()) s.end();
+}
 asio::awaitable<bool> connection::read_header(bhs& h) {
   auto [ec, n] = co_await asio::async_read(socket_, asio::buffer(h.wire().data(), bhs_bytes), use_tuple);
   if (ec) co_return false;
@@ -334,18 +477,18 @@ asio::awaitable<void> connection::run() {
   // once written; otherwise the initiator went away, or broke the protocol.
   if (!closing_) close();
   // Tasks still running keep their commands alive; they finish into nothing.
-  commands_.clear();
-  end_nexus();
+  leave_session();
   if (!server_alive_.expired()) server_.live_.erase(shared_from_this());
 }
 
 void connection::stamp(bhs& h, bool advance_stat_sn) {
   h.set_u32(field::stat_sn, advance_stat_sn ? stat_sn_++ : stat_sn_);
-  h.set_u32(field::exp_cmd_sn, exp_cmd_sn_);
-  // The window closes (MaxCmdSN = ExpCmdSN - 1) while this connection
-  // holds its budget of write data: the responses that free it reopen it.
-  const bool full = held_write_bytes_ >= timing_.max_held_write_bytes;
-  h.set_u32(field::max_cmd_sn, exp_cmd_sn_ + (full ? 0 : timing_.command_window) - 1);
+  const std::uint32_t exp_cmd_sn = session_ ? session_->exp_cmd_sn : login_exp_cmd_sn_;
+  h.set_u32(field::exp_cmd_sn, exp_cmd_sn);
+  // The window closes (MaxCmdSN = ExpCmdSN - 1) while the session holds
+  // its budget of write data: the responses that free it reopen it.
+  const bool full = session_ && session_->held_write_bytes >= timing_.max_held_write_bytes;
+  h.set_u32(field::max_cmd_sn, exp_cmd_sn + (full ? 0 : timing_.command_window) - 1);
 }
 
 void connection::send(outgoing o) {
@@ -397,6 +540,10 @@ asio::awaitable<void> connection::writer() {
 }
 
 asio::awaitable<bool> connection::login() {
+  // The most key=value text one login or text exchange may spread over
+  // several PDUs (C bit): far above what any key set needs.
+  constexpr std::size_t max_text_bytes = 65536;
+  bool first = true;
   for (;;) {
     bhs h;
     if (const bool ok = co_await read_header(h); !ok) co_return false;
@@ -416,23 +563,47 @@ asio::awaitable<bool> connection::login() {
       return false;
     };
     if (h.opcode() != opcode::login_request) co_return fail(login_status::invalid_during_login, "a PDU other than Login Request during login");
-    exp_cmd_sn_ = h.u32(field::cmd_sn);
+    if (!session_) login_exp_cmd_sn_ = h.u32(field::cmd_sn);
     stat_sn_ = h.u32(field::exp_stat_sn);
     if (h.byte(3) > 0) co_return fail(login_status::unsupported_version, "iSCSI version-min above 0");
-    // One connection per session, ErrorRecoveryLevel 0: no session lives
-    // on for a connection to join or reinstate.
-    if (h.u16(field::tsih) != 0) co_return fail(login_status::session_does_not_exist, "a TSIH names a session to join; Strata has one connection per session");
-    std::memcpy(isid_.data(), h.wire().data() + field::isid, isid_.size());
-    auto keys = parse_text(data);
-    if (!keys) co_return fail(login_status::initiator_error, keys.error());
+    const std::uint16_t tsih = h.u16(field::tsih);
+    if (first) {
+      std::memcpy(isid_.data(), h.wire().data() + field::isid, isid_.size());
+      cid_ = h.u16(field::cid);
+    }
     const unsigned csg = login_flags::csg(h.flags());
     const unsigned nsg = login_flags::nsg(h.flags());
     bool transit = (h.flags() & login_flags::transit) != 0;
     if (csg != security_negotiation && csg != operational_negotiation) co_return fail(login_status::initiator_error, "login stage " + std::to_string(csg));
     if (transit && (nsg == 2 || nsg <= csg)) co_return fail(login_status::initiator_error, "a transit to reserved or earlier stage " + std::to_string(nsg));
+    // Keys continued in the next PDU (C bit): each such PDU gets an empty
+    // response, and the keys are read once they are whole.
+    text_in_.insert(text_in_.end(), data.begin(), data.end());
+    if (text_in_.size() > max_text_bytes) co_return fail(login_status::initiator_error, "login keys over 64 KiB");
+    if ((h.flags() & login_flags::continue_) != 0) {
+      if (transit) co_return fail(login_status::initiator_error, "a Login Request with both C and T set");
+      r.set_flags(login_flags::make(false, csg, csg));
+      stamp(r, true);
+      send({r, {}, {}, nullptr, false});
+      continue;
+    }
+    auto keys = parse_text(text_in_);
+    text_in_.clear();
+    if (!keys) co_return fail(login_status::initiator_error, keys.error());
+    for (const auto& [k, v] : *keys) {
+      if (k == "SessionType" && v != "Normal" && v != "Discovery") {
+        co_return fail(login_status::session_type_not_supported, "SessionType=" + v.substr(0, 64) + " is not supported");
+      }
+      // A connection joining a session runs with what the session's first
+      // connection negotiated (SessionType, declarative, may repeat it).
+      if (tsih != 0 && is_leading_only_key(k) && k != "SessionType") {
+        co_return fail(login_status::initiator_error, k + " on a connection joining a session; only the session's first connection negotiates it");
+      }
+    }
     // The names come in the first PDU, in whichever stage it is.
     key_values answers = negotiate(*keys, server_.options().offer, params_);
-    if (access_ == nullptr) {
+    if (first) {
+      first = false;
       if (params_.initiator_name.empty()) co_return fail(login_status::missing_parameter, "no InitiatorName");
       if (params_.type == session_type::normal) {
         if (params_.target_name.empty()) co_return fail(login_status::missing_parameter, "no TargetName");
@@ -442,6 +613,10 @@ asio::awaitable<bool> connection::login() {
         if (access_ == nullptr) co_return fail(login_status::not_authorized, "not allowed to log in to " + target_->name);
       } else {
         access_ = &server_.options().discovery;
+      }
+      if (tsih != 0) {
+        std::string why;
+        if (const std::uint16_t status = find_session_to_join(tsih, why); status != login_status::success) co_return fail(status, why);
       }
       auth_ = access_->chap ? auth_step::method : auth_step::done;
     }
@@ -462,48 +637,126 @@ asio::awaitable<bool> connection::login() {
       answers.emplace_back("TargetPortalGroupTag", "1");  // in the first response only
       portal_group_sent_ = true;
     }
-    if (transit && nsg == full_feature_phase) {
-      // Session reinstatement (RFC 7143 6.3.5): an older session of the
-      // same initiator port ends, and the new one starts only once the
-      // older one's tasks have finished, so that none of its writes can
-      // land after the new session's.
-      std::vector<std::shared_ptr<connection>> older;
-      if (!server_alive_.expired()) {
-        for (const auto& c : server_.live_) {
-          if (c.get() != this && same_session(*c)) older.push_back(c);
-        }
-      }
-      for (const auto& c : older) {
-        log("iscsi: initiator " + params_.initiator_name + " logged in again from " + peer_ + "; its older session ends");
-        c->close();
-        c->end_nexus();  // now, before the new session announces the same nexus
-      }
-      asio::steady_timer wait(socket_.get_executor());
-      for (const auto& c : older) {
-        while (c->executing_ > 0 && !closed_) {
-          wait.expires_after(std::chrono::milliseconds(1));
-          co_await wait.async_wait(use_tuple);
-        }
-      }
+    const bool entering = transit && nsg == full_feature_phase;
+    const bool new_session = !session_;
+    if (entering) {
+      std::string why;
+      const std::uint16_t status = co_await enter_session(r, why);
       if (closed_) co_return false;
-      r.set_u16(field::tsih, server_.next_tsih());
-      initiator_port_ = std::make_shared<const std::string>(params_.initiator_name + ",i,0x" + encode_hex(isid_).substr(2));
+      if (status != login_status::success) co_return fail(status, why);
     }
     r.set_flags(login_flags::make(transit, csg, transit ? nsg : csg));
     stamp(r, true);
     send({r, {}, format_text(answers), nullptr, false});
-    if (transit && nsg == full_feature_phase) {
+    if (entering) {
       header_digest_ = params_.header_digest;
       data_digest_ = params_.data_digest;
       max_incoming_segment_bytes_ = params_.target_max_recv_data_segment_bytes;
       logged_in_ = true;
-      if (target_ != nullptr) {
-        for (const std::uint16_t l : access_->luns->luns()) access_->luns->find(l)->nexus_created(scsi::i_t_nexus{*initiator_port_});
-        nexus_announced_ = true;
-      }
+      if (new_session) session_->announce_nexus();
       co_return true;
     }
   }
+}
+
+std::uint16_t connection::find_session_to_join(std::uint16_t tsih, std::string& why) {
+  session* found = nullptr;
+  if (!server_alive_.expired()) {
+    for (session* s : server_.sessions_) {
+      if (s->tsih == tsih && s->is(params_.initiator_name, isid_, target_, params_.type)) found = s;
+    }
+  }
+  if (found == nullptr) {
+    why = "TSIH " + std::to_string(tsih) + " names no session of this initiator port";
+    return login_status::session_does_not_exist;
+  }
+  session_ = found->shared_from_this();
+  // The session's operational parameters, with this connection's own
+  // (digests, data segment lengths) as negotiated so far.
+  const session_params own = params_;
+  params_ = found->params;
+  params_.header_digest = own.header_digest;
+  params_.data_digest = own.data_digest;
+  params_.initiator_max_recv_data_segment_bytes = own.initiator_max_recv_data_segment_bytes;
+  params_.target_max_recv_data_segment_bytes = own.target_max_recv_data_segment_bytes;
+  return login_status::success;
+}
+
+asio::awaitable<std::uint16_t> connection::enter_session(bhs& response, std::string& why) {
+  if (server_alive_.expired()) {
+    close();
+    co_return login_status::success;  // the caller sees closed_
+  }
+  asio::steady_timer wait(socket_.get_executor());
+  if (session_) {
+    // Joining a session (MC/S). A connection with the same CID is an older
+    // one of this initiator's (connection reinstatement, RFC 7143 6.3.4):
+    // it ends, its tasks with it, and this one starts once those the
+    // units run have finished, so that none of its writes lands after
+    // this connection's.
+    session& s = *session_;
+    if (s.ended) {
+      why = "the session ended while this connection logged in";
+      co_return login_status::session_does_not_exist;
+    }
+    connection* older = s.connection_with(cid_);
+    if (older == nullptr && s.connections.size() >= s.params.max_connections) {
+      why = "the session has its " + std::to_string(s.params.max_connections) + " connection(s) (MaxConnections)";
+      co_return login_status::too_many_connections;
+    }
+    s.connections.push_back(this);  // first: the session lives on while the older connection leaves
+    joined_ = true;
+    if (older != nullptr) {
+      log("iscsi: initiator " + params_.initiator_name + " logged in connection " + std::to_string(cid_) + " again from " + peer_ +
+          "; the older connection ends");
+      auto keep = older->shared_from_this();
+      older->close();
+      older->leave_session();
+      while (keep->executing_ > 0 && !closed_) {
+        wait.expires_after(std::chrono::milliseconds(1));
+        co_await wait.async_wait(use_tuple);
+      }
+    }
+    response.set_u16(field::tsih, s.tsih);
+    co_return login_status::success;
+  }
+  // A new session. Session reinstatement (RFC 7143 6.3.5): an older
+  // session of the same initiator port ends, and the new one starts only
+  // once the older one's tasks have finished, so that none of its writes
+  // can land after the new session's.
+  std::vector<std::shared_ptr<session>> older;
+  for (session* s : server_.sessions_) {
+    if (s->is(params_.initiator_name, isid_, target_, params_.type)) older.push_back(s->shared_from_this());
+  }
+  for (const auto& s : older) {
+    log("iscsi: initiator " + params_.initiator_name + " logged in again from " + peer_ + "; its older session ends");
+    for (connection* c : std::vector<connection*>(s->connections)) c->close();
+    s->end();  // now, before the new session announces the same nexus
+  }
+  for (const auto& s : older) {
+    while (s->executing > 0 && !closed_) {
+      wait.expires_after(std::chrono::milliseconds(1));
+      co_await wait.async_wait(use_tuple);
+    }
+  }
+  if (closed_ || server_alive_.expired()) {
+    close();
+    co_return login_status::success;
+  }
+  auto s = std::make_shared<session>(server_, server_alive_);
+  s->target = target_;
+  s->access = access_;
+  s->params = params_;
+  s->isid = isid_;
+  s->tsih = server_.next_tsih();
+  s->initiator_port = std::make_shared<const std::string>(params_.initiator_name + ",i,0x" + encode_hex(isid_).substr(2));
+  s->exp_cmd_sn = login_exp_cmd_sn_;
+  s->connections.push_back(this);
+  server_.sessions_.insert(s.get());
+  session_ = std::move(s);
+  joined_ = true;
+  response.set_u16(field::tsih, session_->tsih);
+  co_return login_status::success;
 }
 
 std::uint16_t connection::authenticate(const key_values& keys, key_values& answers, std::string& why) {
@@ -560,16 +813,6 @@ std::uint16_t connection::authenticate(const key_values& keys, key_values& answe
     auth_ = algorithm ? auth_step::response : auth_step::done;
   }
   return login_status::success;
-}
-
-bool connection::accept_cmd_sn(const bhs& h) {
-  if (h.immediate()) return true;
-  const std::uint32_t sn = h.u32(field::cmd_sn);
-  const std::uint32_t max = exp_cmd_sn_ + server_.options().command_window - 1;
-  // Outside the window: silently ignored (RFC 7143 3.2.2.1).
-  if (sn_less(sn, exp_cmd_sn_) || sn_less(max, sn)) return false;
-  if (sn == exp_cmd_sn_) ++exp_cmd_sn_;
-  return true;
 }
 
 asio::awaitable<void> connection::full_feature() {
@@ -630,10 +873,10 @@ void connection::reject(const bhs& h, reject_reason why) {
 }
 
 asio::awaitable<bool> connection::on_scsi_command(const bhs& h) {
+  auto self = shared_from_this();
   if (target_ == nullptr) {  // a discovery session has no LUNs
     if (const bool ok = co_await skip_data(h); !ok) co_return false;
-    accept_cmd_sn(h);  // taken, or the window would stick on it
-    reject(h, reject_reason::protocol_error);
+    order(h, [self, h] { self->reject(h, reject_reason::protocol_error); });  // taken, or the window would stick on it
     co_return true;
   }
   auto c = std::make_shared<command>();
@@ -653,9 +896,10 @@ asio::awaitable<bool> connection::on_scsi_command(const bhs& h) {
     refuse_command(h, scsi::make_sense(scsi::sense_key::illegal_request, scsi::asc::invalid_field_in_command_iu));
     co_return true;
   }
+  session& s = *session_;
   if (c->writes) {
     c->discard = c->expected_bytes > max_command_bytes;
-    if (!c->discard && held_write_bytes_ > 0 && held_write_bytes_ + c->expected_bytes > timing_.max_held_write_bytes) {
+    if (!c->discard && s.held_write_bytes > 0 && s.held_write_bytes + c->expected_bytes > timing_.max_held_write_bytes) {
       // An initiator that ignored the closed window: TASK SET FULL, which
       // it retries, rather than memory that other sessions need.
       if (const bool ok = co_await skip_data(h); !ok) co_return false;
@@ -664,42 +908,73 @@ asio::awaitable<bool> connection::on_scsi_command(const bhs& h) {
     }
     c->out = device::aligned_buffer(c->discard ? 0 : c->expected_bytes);
     c->held_bytes = c->out.size();
-    held_write_bytes_ += c->held_bytes;
+    s.held_write_bytes += c->held_bytes;
     if (immediate > 0) {
       const bool ok = c->discard ? co_await skip_data(h)
                                  : co_await read_data(h, {reinterpret_cast<std::uint8_t*>(c->out.data()), immediate});
-      if (!ok) co_return readable();
+      if (!ok) {
+        s.release(*c);
+        co_return readable();
+      }
     }
     c->received_bytes = immediate;
     c->unsolicited_pending = !h.final() && !params_.initial_r2t && immediate < std::min(first_burst, c->expected_bytes);
   }
-  if (!accept_cmd_sn(h)) co_return true;
-  if (auto it = std::ranges::find(cancelled_cmd_sns_, h.u32(field::cmd_sn)); it != cancelled_cmd_sns_.end() && !h.immediate()) {
-    cancelled_cmd_sns_.erase(it);  // aborted before it came: taken, never run
+  const std::uint32_t sn = h.u32(field::cmd_sn);
+  if (auto it = std::ranges::find(s.cancelled_cmd_sns, sn); it != s.cancelled_cmd_sns.end() && !h.immediate()) {
+    s.cancelled_cmd_sns.erase(it);  // aborted before it came: taken, never run
+    order(h, [] {});
+    s.release(*c);
     co_return true;
   }
-  if (commands_.contains(c->itt)) {
-    reject(h, reject_reason::task_in_progress);
+  // The command is taken at once, so that its Data-Out find it, but runs
+  // only in its turn.
+  const bool taken = order(h, [c] {
+    c->in_turn = true;
+    if (auto conn = c->conn.lock(); conn && !conn->closed_) conn->run_when_ready(*c);
+  });
+  if (!taken) {
+    s.release(*c);
     co_return true;
   }
-  commands_[c->itt] = c;
-  if (c->writes && c->received_bytes < c->expected_bytes) {
-    if (!c->unsolicited_pending) send_r2t(*c);
-    co_return true;
-  }
-  execute(*c);
+  take_command(h, c);
   co_return true;
 }
 
+void connection::take_command(const bhs& h, const std::shared_ptr<command>& c) {
+  session& s = *session_;
+  if (s.commands.contains(c->itt)) {
+    s.release(*c);
+    reject(h, reject_reason::task_in_progress);
+    return;
+  }
+  s.commands[c->itt] = c;
+  if (c->writes && c->received_bytes < c->expected_bytes) {
+    if (!c->unsolicited_pending) send_r2t(*c);
+    return;
+  }
+  c->ready = true;
+  run_when_ready(*c);
+}
+
+void connection::run_when_ready(command& c) {
+  if (!c.in_turn || !c.ready || c.task.on_complete != nullptr) return;
+  // Aborted, or its connection gone, while it waited: not ours to run.
+  auto it = session_->commands.find(c.itt);
+  if (it == session_->commands.end() || it->second.get() != &c) return;
+  execute(c);
+}
+
 void connection::refuse_command(const bhs& h, const std::optional<scsi::sense>& why) {
-  if (!accept_cmd_sn(h)) return;
-  bhs r;
-  r.set_opcode(opcode::scsi_response);
-  r.set_final(true);
-  r.set_byte(3, static_cast<std::uint8_t>(why ? scsi::status::check_condition : scsi::status::task_set_full));
-  r.set_initiator_task_tag(h.initiator_task_tag());
-  stamp(r, true);
-  send({r, {}, why ? sense_segment(*why) : std::vector<std::uint8_t>{}, nullptr, false});
+  order(h, [self = shared_from_this(), h, why] {
+    bhs r;
+    r.set_opcode(opcode::scsi_response);
+    r.set_final(true);
+    r.set_byte(3, static_cast<std::uint8_t>(why ? scsi::status::check_condition : scsi::status::task_set_full));
+    r.set_initiator_task_tag(h.initiator_task_tag());
+    self->stamp(r, true);
+    self->send({r, {}, why ? sense_segment(*why) : std::vector<std::uint8_t>{}, nullptr, false});
+  });
 }
 
 void connection::send_r2t(command& c) {
@@ -721,10 +996,12 @@ void connection::send_r2t(command& c) {
 }
 
 asio::awaitable<bool> connection::on_data_out(const bhs& h) {
-  auto it = commands_.find(h.initiator_task_tag());
+  auto it = session_->commands.find(h.initiator_task_tag());
   const std::uint32_t offset = h.u32(field::buffer_offset);
   const std::uint32_t n = h.data_segment_bytes();
-  if (it == commands_.end() || !it->second->writes || it->second->task.on_complete != nullptr) {
+  // Data-Out go on the command's own connection (allegiance).
+  if (it == session_->commands.end() || !it->second->writes || it->second->task.on_complete != nullptr ||
+      it->second->conn.lock().get() != this) {
     if (const bool ok = co_await skip_data(h); !ok) co_return false;
     reject(h, reject_reason::invalid_pdu_field);
     co_return true;
@@ -758,7 +1035,8 @@ asio::awaitable<bool> connection::on_data_out(const bhs& h) {
   if (!solicited) c.unsolicited_pending = false;
   c.data_sn = 0;  // the next sequence starts again
   if (c.received_bytes == c.expected_bytes) {
-    execute(c);
+    c.ready = true;
+    run_when_ready(c);
   } else if (!solicited || c.received_bytes == c.r2t_end) {
     send_r2t(c);
   }
@@ -769,11 +1047,13 @@ void connection::execute(command& c) {
   c.task.lun = lun_of(c.lun_field);
   c.task.expected_transfer_bytes = c.expected_bytes;
   if (c.writes && !c.discard) c.task.data_out = c.out.bytes().first(c.received_bytes);
-  c.port = initiator_port_;  // the task may outlive the connection
+  c.port = session_->initiator_port;  // the task may outlive the session
   c.task.nexus.initiator_port = *c.port;
   c.task.context = &c;
   c.task.on_complete = &connection::on_task_done;
   c.self = c.shared_from_this();
+  c.sess = session_;
+  ++session_->executing;
   ++executing_;
   access_->luns->execute(c.task);
 }
@@ -781,24 +1061,26 @@ void connection::execute(command& c) {
 void connection::on_task_done(scsi::task& t) noexcept {
   command& c = *static_cast<command*>(t.context);
   auto keep = std::move(c.self);
+  auto sess = std::move(c.sess);
+  // Counted even after closing: a reinstated session or connection waits for it.
+  --sess->executing;
+  sess->release(c);  // first: the response's MaxCmdSN may reopen the window
   auto conn = c.conn.lock();
-  if (!conn) return;
-  --conn->executing_;  // counted even after closing: a reinstated session waits for it
-  if (!conn->closed_) conn->respond(c);
-}
-
-void connection::respond(command& c) {
-  release(c);  // first: the response's MaxCmdSN may reopen the window
+  if (conn) --conn->executing_;
   if (c.aborted_by) {
     auto tmf = std::move(c.aborted_by);
     if (--tmf->tasks == 0) finish_tmf(*tmf);
     return;
   }
+  if (conn && !conn->closed_) conn->respond(c);
+}
+
+void connection::respond(command& c) {
   // Aborted: its tag may be reused by a new command, which is not ours to answer.
-  auto it = commands_.find(c.itt);
-  if (it == commands_.end() || it->second.get() != &c) return;
+  auto it = session_->commands.find(c.itt);
+  if (it == session_->commands.end() || it->second.get() != &c) return;
   std::shared_ptr<command> owner = std::move(it->second);
-  commands_.erase(it);
+  session_->commands.erase(it);
   const scsi::task& t = c.task;
   const std::uint32_t edtl = c.expected_bytes;
   if (c.reads && t.result == scsi::status::good && std::min(t.data_in_bytes, edtl) > 0) {
@@ -867,59 +1149,89 @@ void connection::respond(command& c) {
 }
 
 void connection::on_nop_out(const bhs& h, std::vector<std::uint8_t> ping) {
-  const bool counted = accept_cmd_sn(h);
-  if (!counted || h.initiator_task_tag() == reserved_tag) return;  // a ping answering ours, or out of window
-  bhs r;
-  r.set_opcode(opcode::nop_in);
-  r.set_final(true);
-  r.set_lun_field(h.lun_field());
-  r.set_initiator_task_tag(h.initiator_task_tag());
-  r.set_u32(field::target_transfer_tag, reserved_tag);
-  stamp(r, true);
-  send({r, {}, std::move(ping), nullptr, false});
+  // A NOP-Out answering a ping of ours has no task tag and wants no answer.
+  order(h, [self = shared_from_this(), h, ping = std::move(ping)] {
+    if (h.initiator_task_tag() == reserved_tag) return;
+    bhs r;
+    r.set_opcode(opcode::nop_in);
+    r.set_final(true);
+    r.set_lun_field(h.lun_field());
+    r.set_initiator_task_tag(h.initiator_task_tag());
+    r.set_u32(field::target_transfer_tag, reserved_tag);
+    self->stamp(r, true);
+    self->send({r, {}, ping, nullptr, false});
+  });
 }
 
 asio::awaitable<bool> connection::on_text(const bhs& h) {
   std::vector<std::uint8_t> data(h.data_segment_bytes());
   if (const bool ok = co_await read_data(h, data); !ok) co_return readable();
-  if (!accept_cmd_sn(h)) co_return true;
+  order(h, [self = shared_from_this(), h, data = std::move(data)] { self->answer_text(h, data); });
+  co_return true;
+}
+
+void connection::answer_text(const bhs& h, std::vector<std::uint8_t> data) {
+  constexpr std::size_t max_text_bytes = 65536;  // as for login
   const std::uint32_t ttt = h.u32(field::target_transfer_tag);
-  if (ttt != reserved_tag) {
+  if (ttt != reserved_tag && ttt == text_rest_ttt_ && data.empty()) {
     // The initiator asks for the rest of a response (RFC 7143 11.11.4).
-    if (ttt != text_rest_ttt_ || !data.empty()) {
-      reject(h, reject_reason::protocol_error);
-      co_return true;
-    }
     send_text_response(h);
-    co_return true;
+    return;
+  }
+  const bool continued = ttt != reserved_tag && ttt == text_in_ttt_ && h.initiator_task_tag() == text_in_itt_;
+  if (ttt != reserved_tag && !continued) {
+    reject(h, reject_reason::protocol_error);
+    return;
+  }
+  if (!continued) text_in_.clear();  // a new exchange: one left unfinished is dropped
+  text_in_ttt_ = reserved_tag;
+  text_in_.insert(text_in_.end(), data.begin(), data.end());
+  if (text_in_.size() > max_text_bytes) {
+    text_in_.clear();
+    reject(h, reject_reason::protocol_error);
+    return;
+  }
+  if ((h.flags() & 0x40) != 0) {
+    // The initiator's keys go on in its next Text Request (C bit): an
+    // empty response, with a tag for it to continue with.
+    text_in_itt_ = h.initiator_task_tag();
+    text_in_ttt_ = next_ttt_++;
+    if (next_ttt_ == reserved_tag) next_ttt_ = 1;
+    bhs r;
+    r.set_opcode(opcode::text_response);
+    r.set_initiator_task_tag(text_in_itt_);
+    r.set_u32(field::target_transfer_tag, text_in_ttt_);
+    stamp(r, true);
+    send({r, {}, {}, nullptr, false});
+    return;
+  }
+  const auto keys = parse_text(text_in_);
+  text_in_.clear();
+  if (!keys) {
+    reject(h, reject_reason::protocol_error);
+    return;
   }
   key_values answers;
-  if (auto keys = parse_text(data)) {
-    for (const auto& [k, v] : *keys) {
-      if (k != "SendTargets") {
-        answers.emplace_back(k, "NotUnderstood");
-        continue;
-      }
-      boost::system::error_code ec;
-      const auto here = socket_.local_endpoint(ec);
-      if (ec) break;
-      const std::string address = (here.address().is_v6() ? "[" + here.address().to_string() + "]" : here.address().to_string()) +
-                                  ":" + std::to_string(here.port()) + ",1";
-      for (const target_node& t : server_.targets()) {
-        if (v != "All" && v != t.name && !(v.empty() && &t == target_)) continue;
-        if (t.access_for(params_.initiator_name) == nullptr) continue;  // masked: it does not exist for this initiator
-        answers.emplace_back("TargetName", t.name);
-        answers.emplace_back("TargetAddress", address);
-      }
+  for (const auto& [k, v] : *keys) {
+    if (k != "SendTargets") {
+      answers.emplace_back(k, "NotUnderstood");
+      continue;
     }
-  } else {
-    reject(h, reject_reason::protocol_error);
-    co_return true;
+    boost::system::error_code ec;
+    const auto here = socket_.local_endpoint(ec);
+    if (ec) break;
+    const std::string address = (here.address().is_v6() ? "[" + here.address().to_string() + "]" : here.address().to_string()) +
+                                ":" + std::to_string(here.port()) + ",1";
+    for (const target_node& t : server_.targets()) {
+      if (v != "All" && v != t.name && !(v.empty() && &t == target_)) continue;
+      if (t.access_for(params_.initiator_name) == nullptr) continue;  // masked: it does not exist for this initiator
+      answers.emplace_back("TargetName", t.name);
+      answers.emplace_back("TargetAddress", address);
+    }
   }
   text_rest_ = format_text(answers);
   text_rest_sent_ = 0;
   send_text_response(h);
-  co_return true;
 }
 
 void connection::send_text_response(const bhs& h) {
@@ -950,13 +1262,18 @@ void connection::send_text_response(const bhs& h) {
 }
 
 void connection::on_task_management(const bhs& h) {
+  auto self = shared_from_this();
   if (target_ == nullptr) {  // a discovery session has no tasks and no LUNs
-    accept_cmd_sn(h);
-    reject(h, reject_reason::protocol_error);
+    order(h, [self, h] { self->reject(h, reject_reason::protocol_error); }, true);
     return;
   }
-  accept_cmd_sn(h);
+  order(h, [self, h] { self->manage_tasks(h); }, true);
+}
+
+void connection::manage_tasks(const bhs& h) {
+  session& s = *session_;
   auto tmf = std::make_shared<pending_tmf>();
+  tmf->conn = weak_from_this();
   bhs& r = tmf->response;
   r.set_opcode(opcode::task_management_response);
   r.set_final(true);
@@ -968,28 +1285,29 @@ void connection::on_task_management(const bhs& h) {
   const std::uint8_t function = h.flags() & 0x7f;
   const std::uint64_t lun_field = h.lun_field();
   scsi::logical_unit* unit = access_->luns->find(lun_of(lun_field));
-  // Every command of this session that `pred` picks is aborted; the
-  // response goes when the last of those the unit runs has finished.
+  // Every command of this session (on any of its connections) that `pred`
+  // picks is aborted; the response goes when the last of those the unit
+  // runs has finished.
   auto abort_all = [&](auto pred) {
     std::vector<std::shared_ptr<command>> doomed;
-    for (const auto& [tag, c] : commands_) {
+    for (const auto& [tag, c] : s.commands) {
       if (pred(*c)) doomed.push_back(c);
     }
     for (const auto& c : doomed) abort(*c, tmf);
   };
   switch (function) {
     case tmf::abort_task: {
-      auto it = commands_.find(h.u32(field::referenced_task_tag));
-      if (it != commands_.end()) {
+      auto it = s.commands.find(h.u32(field::referenced_task_tag));
+      if (it != s.commands.end()) {
         abort(*it->second, tmf);
         break;
       }
       // Not here: if its CmdSN is yet to come (RefCmdSN in the window,
       // before this request), it is taken as received and never run.
       const std::uint32_t ref = h.u32(field::ref_cmd_sn);
-      const std::uint32_t max = exp_cmd_sn_ + timing_.command_window - 1;
-      if (!sn_less(ref, exp_cmd_sn_) && sn_less_equal(ref, max) && sn_less(ref, h.u32(field::cmd_sn))) {
-        if (cancelled_cmd_sns_.size() < timing_.command_window) cancelled_cmd_sns_.push_back(ref);
+      const std::uint32_t max = s.exp_cmd_sn + timing_.command_window - 1;
+      if (!sn_less(ref, s.exp_cmd_sn) && sn_less_equal(ref, max) && sn_less(ref, h.u32(field::cmd_sn))) {
+        if (s.cancelled_cmd_sns.size() < timing_.command_window) s.cancelled_cmd_sns.push_back(ref);
         return respond_now(tmf::function_complete);
       }
       return respond_now(tmf::task_does_not_exist);
@@ -1009,7 +1327,7 @@ void connection::on_task_management(const bhs& h) {
     case tmf::logical_unit_reset:
       if (unit == nullptr) return respond_now(tmf::lun_does_not_exist);
       abort_all([&](const command& c) { return c.lun_field == lun_field; });
-      tmf->then = [unit, port = initiator_port_]() { unit->reset(scsi::i_t_nexus{*port}); };
+      tmf->then = [unit, port = s.initiator_port]() { unit->reset(scsi::i_t_nexus{*port}); };
       break;
     case tmf::target_warm_reset:
     case tmf::target_cold_reset: {
@@ -1018,11 +1336,12 @@ void connection::on_task_management(const bhs& h) {
       std::vector<scsi::logical_unit*> units;
       for (const std::uint16_t l : access_->luns->luns()) units.push_back(access_->luns->find(l));
       // A cold reset ends every session of the target (RFC 7143 11.5.1),
-      // this one once its response is written.
+      // this connection once its response is written.
       tmf->close_after = function == tmf::target_cold_reset;
-      tmf->then = [this, units, port = initiator_port_, cold = tmf->close_after]() {
+      tmf->then = [units, port = s.initiator_port, cold = tmf->close_after, srv = &server_, alive = server_alive_,
+                   target = target_, except = weak_from_this()]() {
         for (scsi::logical_unit* u : units) u->reset(scsi::i_t_nexus{*port});
-        if (cold && !server_alive_.expired()) server_.close_sessions_of(target_, this);
+        if (cold && !alive.expired()) srv->close_sessions_of(target, except.lock().get());
       };
       break;
     }
@@ -1036,10 +1355,11 @@ void connection::on_task_management(const bhs& h) {
 }
 
 void connection::abort(command& c, const std::shared_ptr<pending_tmf>& tmf) {
-  auto keep = commands_.at(c.itt);
-  commands_.erase(c.itt);
-  if (c.task.on_complete == nullptr) {  // still gathering its data: nothing runs
-    release(c);
+  session& s = *session_;
+  auto keep = s.commands.at(c.itt);
+  s.commands.erase(c.itt);
+  if (c.task.on_complete == nullptr) {  // gathering its data or waiting for its turn: nothing runs
+    s.release(c);
     return;
   }
   c.aborted_by = tmf;
@@ -1047,8 +1367,10 @@ void connection::abort(command& c, const std::shared_ptr<pending_tmf>& tmf) {
 }
 
 void connection::finish_tmf(pending_tmf& tmf) {
-  stamp(tmf.response, true);
-  send({tmf.response, {}, {}, nullptr, tmf.close_after});
+  if (auto conn = tmf.conn.lock(); conn && !conn->closed_) {
+    conn->stamp(tmf.response, true);
+    conn->send({tmf.response, {}, {}, nullptr, tmf.close_after});
+  }
   if (tmf.then) tmf.then();
 }
 
@@ -1107,25 +1429,52 @@ void connection::request_logout(std::chrono::seconds within) {
   logout_deadline_ = std::chrono::steady_clock::now() + within;
 }
 
-bool connection::same_session(const connection& other) const {
-  return target_ == other.target_ && params_.type == other.params_.type &&
-         std::memcmp(isid_.data(), other.isid_.data(), isid_.size()) == 0 &&
-         same_name(params_.initiator_name, other.params_.initiator_name);
-}
-
 void connection::log(const std::string& what) const {
   if (timing_.log) timing_.log(what);
 }
 
 void connection::on_logout(const bhs& h) {
-  accept_cmd_sn(h);
+  order(h, [self = shared_from_this(), h] { self->log_out(h); }, true);
+}
+
+void connection::log_out(const bhs& h) {
+  std::uint8_t response = logout::closed;
+  bool close_this = false;
+  switch (h.flags() & 0x7f) {
+    case logout::close_session:
+      // Every connection of the session ends, and their tasks with them.
+      close_this = true;
+      for (connection* c : std::vector<connection*>(session_->connections)) {
+        if (c != this) c->close();
+      }
+      break;
+    case logout::close_connection: {
+      // This connection, or another of the session (one that is stuck,
+      // logged out from here).
+      const std::uint16_t cid = h.u16(field::cid);
+      if (cid == cid_) {
+        close_this = true;
+      } else if (connection* other = session_->connection_with(cid)) {
+        other->close();
+      } else {
+        response = logout::cid_not_found;
+      }
+      break;
+    }
+    case logout::remove_for_recovery:
+      response = logout::recovery_not_supported;  // ErrorRecoveryLevel 0
+      break;
+    default:
+      reject(h, reject_reason::protocol_error);
+      return;
+  }
   bhs r;
   r.set_opcode(opcode::logout_response);
   r.set_final(true);
-  r.set_byte(2, 0);  // closed successfully
+  r.set_byte(2, response);
   r.set_initiator_task_tag(h.initiator_task_tag());
   stamp(r, true);
-  send({r, {}, {}, nullptr, true});
+  send({r, {}, {}, nullptr, close_this});
 }
 
 server::server(asio::any_io_executor loop, std::vector<target_node> targets, const server_options& options)

@@ -98,6 +98,7 @@ struct server_options {
 std::optional<std::string> check_target(const target_node& target);
 
 class connection;
+class session;
 
 class server {
  public:
@@ -124,6 +125,7 @@ class server {
 
  private:
   friend class connection;
+  friend class session;
   void accept();
   // Closes every connection to `target` but `except` (TARGET COLD RESET).
   void close_sessions_of(const target_node* target, const connection* except);
@@ -133,6 +135,7 @@ class server {
   server_options options_;
   boost::asio::ip::tcp::acceptor acceptor_;
   std::set<std::shared_ptr<connection>> live_;
+  std::set<session*> sessions_;  // each leaves when it ends
   std::uint16_t tsih_ = 0;
   // Expires with the server: connections and a late accept handler check it
   // before touching the server.

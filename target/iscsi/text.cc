@@ -81,6 +81,15 @@ bool is_security_key(std::string_view key) noexcept {
   return key == "AuthMethod" || key.starts_with("CHAP_");
 }
 
+bool is_leading_only_key(std::string_view key) noexcept {
+  static constexpr std::string_view leading_only[] = {
+      "SessionType",       "MaxConnections",      "InitialR2T",         "ImmediateData",
+      "MaxBurstLength",    "FirstBurstLength",    "DefaultTime2Wait",   "DefaultTime2Retain",
+      "MaxOutstandingR2T", "DataPDUInOrder",      "DataSequenceInOrder", "ErrorRecoveryLevel",
+      "TaskReporting",     "iSCSIProtocolLevel"};
+  return std::ranges::find(leading_only, key) != std::end(leading_only);
+}
+
 key_values negotiate(const key_values& offered, const target_offer& offer, session_params& p) {
   key_values answers;
   auto answer = [&](const std::string& key, std::string value) { answers.emplace_back(key, std::move(value)); };
@@ -193,7 +202,7 @@ key_values negotiate(const key_values& offered, const target_offer& offer, sessi
         v = std::min(v, offer.max_outstanding_r2t);
         p.max_outstanding_r2t = v;
       } else if (key == "MaxConnections") {
-        v = 1;  // one connection per session today
+        v = std::min(v, offer.max_connections);
         p.max_connections = v;
       } else if (key == "ErrorRecoveryLevel") {
         v = 0;  // Strata recovers by session, as most targets do

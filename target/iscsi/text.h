@@ -64,6 +64,8 @@ struct target_offer {
   bool initial_r2t = false;   // unsolicited data welcome
   bool immediate_data = true;
   std::uint32_t max_outstanding_r2t = 1;
+  // Connections one session may have (MC/S, RFC 7143 6.3.2).
+  std::uint32_t max_connections = 8;
 };
 
 // Answers `offered` (operational keys and the declarative names) into
@@ -73,5 +75,8 @@ key_values negotiate(const key_values& offered, const target_offer& offer, sessi
 
 // Key names that belong to the security stage.
 bool is_security_key(std::string_view key) noexcept;
+// Keys a session negotiates on its first (leading) connection only (LO in
+// RFC 7143 13): a connection joining the session runs with the session's.
+bool is_leading_only_key(std::string_view key) noexcept;
 
 }  // namespace strata::iscsi

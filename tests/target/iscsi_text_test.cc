@@ -56,7 +56,7 @@ TEST_CASE("iscsi negotiation: each key by its RFC rule", "[target][iscsi]") {
       {"ImmediateData", "Yes"},
       {"MaxOutstandingR2T", "8"},
       {"ErrorRecoveryLevel", "2"},
-      {"MaxConnections", "4"},
+      {"MaxConnections", "16"},
       {"DefaultTime2Wait", "5"},
       {"DefaultTime2Retain", "0"},
       {"IFMarker", "Yes"},
@@ -77,7 +77,7 @@ TEST_CASE("iscsi negotiation: each key by its RFC rule", "[target][iscsi]") {
   CHECK(value_of(answers, "ImmediateData") == "Yes");
   CHECK(value_of(answers, "MaxOutstandingR2T") == "1");
   CHECK(value_of(answers, "ErrorRecoveryLevel") == "0");
-  CHECK(value_of(answers, "MaxConnections") == "1");
+  CHECK(value_of(answers, "MaxConnections") == std::to_string(offer.max_connections));  // the minimum
   CHECK(value_of(answers, "DefaultTime2Wait") == "5");
   CHECK(value_of(answers, "DefaultTime2Retain") == "0");
   CHECK(value_of(answers, "IFMarker") == "No");
@@ -92,6 +92,15 @@ TEST_CASE("iscsi negotiation: a digest Strata cannot do is rejected", "[target][
   const auto answers = negotiate({{"HeaderDigest", "MD5"}, {"SessionType", "Bogus"}}, target_offer{}, p);
   CHECK(value_of(answers, "HeaderDigest") == "Reject");
   CHECK(value_of(answers, "SessionType") == "Reject");
+}
+
+TEST_CASE("iscsi negotiation: the keys only a session's first connection negotiates", "[target][iscsi]") {
+  for (const char* key : {"MaxConnections", "ImmediateData", "MaxBurstLength", "ErrorRecoveryLevel", "SessionType"}) {
+    CHECK(is_leading_only_key(key));
+  }
+  for (const char* key : {"HeaderDigest", "DataDigest", "MaxRecvDataSegmentLength", "InitiatorName", "TargetName"}) {
+    CHECK_FALSE(is_leading_only_key(key));
+  }
 }
 
 TEST_CASE("iscsi digest: CRC32C of the RFC 3720 test vectors", "[target][iscsi]") {
