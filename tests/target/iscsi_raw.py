@@ -2,7 +2,7 @@
 target, log in, send and receive PDUs byte by byte, so that tests can do
 what no well-behaved initiator does (stay silent, reuse an ISID, send
 digests, ask for odd task management)."""
-import socket, struct, subprocess, sys, time
+import atexit, socket, struct, subprocess, sys, time
 
 failures = []
 
@@ -20,6 +20,7 @@ def start(binary, *args):
     """Starts the target on a free loopback port; returns (process, port)."""
     target = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--target", "iqn.x:t", *args],
                               stdout=subprocess.PIPE, text=True)
+    atexit.register(target.kill)  # also when a test dies of an exception
     line = target.stdout.readline()
     return target, int(line.split()[2].rsplit(":", 1)[1])
 
@@ -62,20 +63,27 @@ class Connection:
         except ConnectionResetError:
             return True
 
-    def login(self, csg, nsg, keys, tsih=0):
-        data = b"".join(k.encode() + b"=" + v.encode() + b"\0" for k, v in keys)
-        bhs = bytearray(48); bhs[0] = 0x43; bhs[1] = 0x80 | (csg << 2) | nsg
+    def login(self, csg, nsg, keys, tsih=0, cid=0, data=None, more=False):
+        """A Login Request; `data` replaces the keys' text, `more` sets C
+        (and clears T: the text goes on in the next request)."""
+        if data is None:
+            data = b"".join(k.encode() + b"=" + v.encode() + b"\0" for k, v in keys)
+        bhs = bytearray(48); bhs[0] = 0x43; bhs[1] = (0x40 if more else 0x80) | (csg << 2) | (0 if more else nsg)
         bhs[5:8] = len(data).to_bytes(3, 'big'); bhs[8:14] = self.isid; bhs[14:16] = tsih.to_bytes(2, 'big')
+        bhs[20:22] = cid.to_bytes(2, 'big')
         bhs[24:28] = self.cmd_sn.to_bytes(4, 'big')
         self.s.sendall(bytes(bhs) + data + b"\0" * ((4 - len(data) % 4) % 4))
         return self.receive()
 
-    def full_login(self, initiator="iqn.x:i", extra=()):
+    def full_login(self, initiator="iqn.x:i", extra=(), tsih=0, cid=0, first=()):
+        """Logs in to iqn.x:t: `first` are more keys for the first request,
+        `extra` the operational stage's; `tsih` joins a session."""
         r, d = self.login(0, 1, [("InitiatorName", initiator), ("TargetName", "iqn.x:t"),
-                                 ("SessionType", "Normal"), ("AuthMethod", "None")])
+                                 ("AuthMethod", "None"), *first] +
+                          ([] if tsih else [("SessionType", "Normal")]), tsih=tsih, cid=cid)
         if r[36] != 0:
             return r, d
-        return self.login(1, 3, list(extra))
+        return self.login(1, 3, list(extra), tsih=tsih, cid=cid)
 
     def send(self, bhs, data=b""):
         bhs = bytearray(bhs); bhs[5:8] = len(data).to_bytes(3, 'big')
