@@ -8,9 +8,14 @@
 // target's LUN map, and their outcomes into Data-In, R2T and SCSI Response
 // PDUs, through the LUN map its initiator is given (LUN masking).
 // Discovery sessions answer SendTargets, listing only the targets the
-// initiator may log in to. One connection per session,
-// ErrorRecoveryLevel 0: a broken connection ends its session, and the
-// tasks in flight finish into nothing.
+// initiator may log in to. A session may have several connections (MC/S,
+// up to the MaxConnections it negotiates): the CmdSN window is the
+// session's, and commands reach the units in CmdSN order whichever
+// connection they come on; each command's data and response go on its own
+// connection. ErrorRecoveryLevel 0: a broken connection takes its own
+// tasks with it (those in flight finish into nothing), and the session
+// lives on while it has a connection; the initiator recovers by logging
+// in again (session or connection reinstatement).
 //
 // Threads: everything runs on the loop given to the server, the loop of
 // the LUNs' devices. Not thread-safe; reach it by posting to that loop.
