@@ -5,15 +5,17 @@
 // through task::on_complete. It never sees PDUs; the volume never sees CDBs.
 //
 // Commands (see README.md for the bits each one honours):
-//   TEST UNIT READY, REQUEST SENSE, INQUIRY (standard data; VPD 00h, 80h,
-//   83h, 86h, B0h, B1h, B2h), READ CAPACITY(10), READ CAPACITY(16),
-//   READ(6/10/12/16), WRITE(6/10/12/16), WRITE AND VERIFY(10/12/16),
-//   VERIFY(10/12/16), COMPARE AND WRITE, ORWRITE(16), PRE-FETCH(10/16),
-//   GET LBA STATUS, READ DEFECT DATA(10/12), SYNCHRONIZE CACHE(10/16),
-//   UNMAP, WRITE SAME(10/16), MODE SENSE(6/10), MODE SELECT(6/10),
-//   START STOP UNIT, REPORT SUPPORTED OPERATION CODES,
-//   REPORT TARGET PORT GROUPS, PERSISTENT RESERVE IN/OUT, RESERVE(6/10),
-//   RELEASE(6/10).
+//   TEST UNIT READY, REQUEST SENSE, INQUIRY (standard data with 3PC; VPD
+//   00h, 80h, 83h, 86h, 8Fh, B0h, B1h, B2h), READ CAPACITY(10), READ
+//   CAPACITY(16), READ(6/10/12/16), WRITE(6/10/12/16), WRITE AND
+//   VERIFY(10/12/16), VERIFY(10/12/16), COMPARE AND WRITE, ORWRITE(16),
+//   WRITE ATOMIC(16), PRE-FETCH(10/16), GET LBA STATUS, READ DEFECT
+//   DATA(10/12), SYNCHRONIZE CACHE(10/16), UNMAP, WRITE SAME(10/16) (0
+//   blocks: to the last LBA), MODE SENSE(6/10), MODE SELECT(6/10), START
+//   STOP UNIT, REPORT SUPPORTED OPERATION CODES, REPORT TARGET PORT GROUPS,
+//   PERSISTENT RESERVE IN/OUT, RESERVE(6/10), RELEASE(6/10), EXTENDED
+//   COPY(LID1), RECEIVE COPY RESULTS (COPY STATUS, RECEIVE DATA, OPERATING
+//   PARAMETERS, FAILED SEGMENT DETAILS).
 // Before a command runs it passes unit attentions (unit_attentions.h) and
 // reservations (reservations.h), per I_T nexus (task::nexus); on a unit with
 // neither a reservation nor a unit attention pending that costs two flag
@@ -47,20 +49,27 @@
 // HEAD OF QUEUE) are not carried by `task`: a transport that honours them
 // holds back tasks itself. The one exception is the range interlock:
 // COMPARE AND WRITE and ORWRITE read, modify and write their range as one
-// operation, so while one is in flight no other command writes any block of
-// its range (a write that overlaps waits for it, and it waits for
-// overlapping writes already running). Reads are never held back.
+// operation, and WRITE ATOMIC writes it as one, so while one is in flight
+// no other command writes any block of its range (a write that overlaps
+// waits for it, and it waits for overlapping writes already running).
+// Reads are held back only by an overlapping WRITE ATOMIC (and hold it back
+// while they run), so that they see its blocks all old or all new.
+//
+// EXTENDED COPY (extended_copy.h) copies within this unit, or between it and
+// units the composer names through set_copy_targets(), on the same loop.
 // Lifetime: the volume outlives the unit; the unit must not be destroyed
 // while commands_in_flight() > 0, and a task must stay valid until its
 // on_complete. There is no abort: a transport handling ABORT TASK or LUN
 // RESET waits for the on_complete of each task it aborts.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/any_io_executor.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <expected>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -68,6 +77,7 @@
 #include <vector>
 
 #include "raid/device/block_device.h"
+#include "target/scsi/extended_copy.h"
 #include "target/scsi/reservations.h"
 #include "target/scsi/sense.h"
 #include "target/scsi/task.h"
@@ -174,8 +184,32 @@ class logical_unit {
   std::uint32_t max_transfer_blocks() const noexcept {
     return max_transfer_bytes / block_size_bytes();
   }
+  // WRITE ATOMIC(16) is written as ONE device request, so its MAXIMUM
+  // ATOMIC TRANSFER LENGTH (VPD B0h) is what one piece carries. No
+  // alignment or granularity is required (ATOMIC ALIGNMENT and ATOMIC
+  // TRANSFER LENGTH GRANULARITY 0), and atomic boundaries are not supported
+  // (their B0h fields 0; a nonzero ATOMIC BOUNDARY is refused).
+  std::uint32_t max_atomic_transfer_blocks() const noexcept {
+    return std::max<std::uint32_t>(1, piece_bytes / block_size_bytes());
+  }
   // The 16-byte NAA 6 designator of VPD 83h.
   std::array<std::uint8_t, 16> naa_designator() const noexcept;
+
+  // Copying between units. EXTENDED COPY names its source and destination
+  // by NAA designator (identification CSCD descriptors, E4h). This unit is
+  // always found; any other is asked of `lookup`, which the composer (who
+  // knows the units) gives: it returns the unit with that designator, or
+  // null. A unit found on another executor is not used: the copy runs on
+  // this unit's loop and calls into the other unit directly, which only its
+  // own loop may do. A unit not found ends the copy in COPY ABORTED 0D/02
+  // COPY TARGET DEVICE NOT REACHABLE. The lookup is called on this unit's
+  // loop, before each piece's read and again before its write (pieces of
+  // at most max_transfer_bytes, so a unit removed meanwhile is noticed),
+  // and must not throw; a unit it returns must stay alive while it has
+  // commands in flight (commands_in_flight(): the copy's reads and writes
+  // count there).
+  using copy_target_lookup = std::function<logical_unit*(std::span<const std::uint8_t, 16> naa)>;
+  void set_copy_targets(copy_target_lookup lookup) { copy_targets_ = std::move(lookup); }
 
   // Reservations and unit attentions (reservations.h, unit_attentions.h).
   // Called on executor()'s thread.
@@ -195,6 +229,7 @@ class logical_unit {
   void nexus_lost(const i_t_nexus& n) {
     reservations_.nexus_lost(n);
     attentions_.nexus_lost(n);
+    forget_copy_results(&n);  // held EXTENDED COPY results die with their nexus
   }
   // LOGICAL UNIT RESET, received on nexus `by`: releases the RESERVE(6)
   // reservation (persistent ones stay) and establishes 29/03 for every
@@ -204,6 +239,7 @@ class logical_unit {
   void reset([[maybe_unused]] const i_t_nexus& by) {
     reservations_.reset();
     reservations_.notify_all(asc::bus_device_reset_function_occurred);
+    forget_copy_results(nullptr);
   }
   // The volume grew or shrank: 2A/09 CAPACITY DATA HAS CHANGED for every nexus.
   void capacity_changed() { reservations_.notify_all(asc::capacity_data_has_changed); }
@@ -218,9 +254,15 @@ class logical_unit {
   }
   const reservations& persistent_reservations() const noexcept { return reservations_; }
   const unit_attentions& attentions() const noexcept { return attentions_; }
+  const copy_results& held_copy_results() const noexcept { return copy_results_; }
 
  private:
   struct command;  // per-command state of commands that do device I/O (logical_unit.cc)
+  struct copy_operation;  // one EXTENDED COPY in flight (extended_copy.cc)
+  // Lets copies_ hold a type complete only in extended_copy.cc.
+  struct copy_operation_deleter {
+    void operator()(copy_operation* op) const noexcept;
+  };
 
   void dispatch(task& t);
   // Unit attentions, then reservations: false, with t's outcome set, when
@@ -249,10 +291,34 @@ class logical_unit {
   void write_same(task& t, std::uint64_t lba, std::uint64_t blocks, bool unmap_bit, bool ndob);
   void compare_and_write(task& t);
   void orwrite(task& t);
+  void write_atomic(task& t);
   void pre_fetch(task& t, std::uint64_t lba, std::uint64_t blocks);
   void get_lba_status(task& t);
   void read_defect_data(task& t, bool twelve);
   void start_stop_unit(task& t);
+
+  // The copy manager (extended_copy.cc).
+  void extended_copy(task& t);
+  void receive_copy_results(task& t);
+  // Runs the copy from where it is: starts its next read, or finishes it.
+  // Called from the loop, never inside execute().
+  void advance(copy_operation& op) noexcept;
+  void start_piece(copy_operation& op);
+  static void on_copy_read(task& internal) noexcept;
+  static void on_copy_write(task& internal) noexcept;
+  void copy_io_failed(copy_operation& op, const task& internal, std::uint16_t field_at) noexcept;
+  void finish_copy(copy_operation& op, scsi::status result, const sense& s) noexcept;
+  // The unit a segment's CSCD descriptor ID names, or why not (COPY
+  // ABORTED, pointing at `field_at` of the segment descriptor).
+  std::expected<logical_unit*, sense> copy_unit(const copy_operation& op, std::uint16_t cscd_id,
+                                                std::uint16_t field_at);
+  // Runs an internal READ(16) or WRITE(16) of the copy on `unit`: through
+  // its reservations (as the EXTENDED COPY's nexus) and its machinery, but
+  // not its unit attentions, which are the initiator's to collect.
+  bool issue_copy_io(logical_unit& unit, task& internal) noexcept;
+  // Forgets the results held for `n` (every nexus if null), and those of
+  // its copies still running, which then hold nothing when they end.
+  void forget_copy_results(const i_t_nexus* n) noexcept;
 
   // The mode pages as they are (current, default and saved values are the same).
   std::vector<std::uint8_t> mode_page(std::uint8_t page_code, bool changeable) const;
@@ -288,6 +354,14 @@ class logical_unit {
   // commands themselves: no allocation).
   command* waiting_head_ = nullptr;
   command* waiting_tail_ = nullptr;
+  // WRITE ATOMIC commands running or waiting: while there are none, a
+  // read starts without looking at anything else.
+  std::size_t atomic_commands_ = 0;
+
+  // The copy manager: copies in flight, results held, other units.
+  std::vector<std::unique_ptr<copy_operation, copy_operation_deleter>> copies_;
+  copy_results copy_results_;
+  copy_target_lookup copy_targets_;
   // After everything they use (identity_, and complete_later through this).
   unit_attentions attentions_;
   reservations reservations_;

@@ -22,6 +22,13 @@ std::size_t encode_fixed_sense(const sense& s,
     out[5] = static_cast<std::uint8_t>(info >> 8);
     out[6] = static_cast<std::uint8_t>(info);
   }
+  if (s.command_specific) {
+    const std::uint32_t info = *s.command_specific;
+    out[8] = static_cast<std::uint8_t>(info >> 24);
+    out[9] = static_cast<std::uint8_t>(info >> 16);
+    out[10] = static_cast<std::uint8_t>(info >> 8);
+    out[11] = static_cast<std::uint8_t>(info);
+  }
   out[7] = fixed_sense_bytes - 8;  // additional sense length: 10
   out[12] = s.asc;
   out[13] = s.ascq;
@@ -51,6 +58,15 @@ std::size_t encode_descriptor_sense(
     out[n + 2] = 0x80;
     for (int i = 0; i < 8; ++i)
       out[n + 4 + i] = static_cast<std::uint8_t>(*s.information >> (56 - 8 * i));
+    n += 12;
+  }
+  if (s.command_specific) {
+    // Command-specific information descriptor (SPC-4 4.5.2.3): type 1,
+    // length 0x0a, the 8-byte field.
+    out[n] = 0x01;
+    out[n + 1] = 0x0a;
+    const std::uint64_t info = *s.command_specific;
+    for (int i = 0; i < 8; ++i) out[n + 4 + i] = static_cast<std::uint8_t>(info >> (56 - 8 * i));
     n += 12;
   }
   if (s.key_specific) {

@@ -26,16 +26,18 @@ inline constexpr std::size_t fixed_sense_bytes = 18;
 
 // Writes `s` as fixed-format sense data, response code 0x70 (current
 // error); VALID and the INFORMATION field (its low 32 bits) when
-// s.information is set. Returns the bytes written: always 18.
+// s.information is set, COMMAND-SPECIFIC INFORMATION when
+// s.command_specific is. Returns the bytes written: always 18.
 std::size_t encode_fixed_sense(const sense& s,
                                std::span<std::uint8_t, fixed_sense_bytes> out) noexcept;
 std::array<std::uint8_t, fixed_sense_bytes> fixed_sense(const sense& s) noexcept;
 
 // Descriptor-format sense data (response code 0x72), for REQUEST SENSE
 // with DESC=1: the 8-byte header, plus an information descriptor when
-// s.information is set and a sense key specific descriptor when
-// s.key_specific is. Returns the bytes written (8, 16, 20 or 28).
-inline constexpr std::size_t descriptor_sense_max_bytes = 28;
+// s.information is set, a command-specific information descriptor when
+// s.command_specific is, and a sense key specific descriptor when
+// s.key_specific is. Returns the bytes written (8 to 40).
+inline constexpr std::size_t descriptor_sense_max_bytes = 40;
 std::size_t encode_descriptor_sense(
     const sense& s, std::span<std::uint8_t, descriptor_sense_max_bytes> out) noexcept;
 
@@ -46,7 +48,13 @@ struct additional_sense {
 };
 namespace asc {
 inline constexpr additional_sense no_additional_sense{0x00, 0x00};
+inline constexpr additional_sense operation_in_progress{0x00, 0x16};
 inline constexpr additional_sense lu_communication_timeout{0x08, 0x01};
+// EXTENDED COPY (extended_copy.h): with COPY ABORTED, during the segments.
+inline constexpr additional_sense unreachable_copy_target{0x08, 0x04};
+inline constexpr additional_sense third_party_device_failure{0x0d, 0x01};
+inline constexpr additional_sense copy_target_device_not_reachable{0x0d, 0x02};
+inline constexpr additional_sense incorrect_copy_target_device_type{0x0d, 0x03};
 inline constexpr additional_sense write_error{0x0c, 0x00};
 inline constexpr additional_sense invalid_field_in_command_iu{0x0e, 0x03};
 inline constexpr additional_sense unrecovered_read_error{0x11, 0x00};
@@ -59,6 +67,13 @@ inline constexpr additional_sense invalid_field_in_cdb{0x24, 0x00};
 inline constexpr additional_sense lu_not_supported{0x25, 0x00};
 inline constexpr additional_sense invalid_field_in_parameter_list{0x26, 0x00};
 inline constexpr additional_sense invalid_release_of_persistent_reservation{0x26, 0x04};
+// EXTENDED COPY: with ILLEGAL REQUEST, before the first segment.
+inline constexpr additional_sense too_many_target_descriptors{0x26, 0x06};
+inline constexpr additional_sense unsupported_target_descriptor_type_code{0x26, 0x07};
+inline constexpr additional_sense too_many_segment_descriptors{0x26, 0x08};
+inline constexpr additional_sense unsupported_segment_descriptor_type_code{0x26, 0x09};
+inline constexpr additional_sense inline_data_length_exceeded{0x26, 0x0b};
+inline constexpr additional_sense invalid_operation_for_copy_source_or_destination{0x26, 0x0c};
 inline constexpr additional_sense write_protected{0x27, 0x00};
 inline constexpr additional_sense space_allocation_failed_write_protect{0x27, 0x07};
 // Unit attentions (unit_attentions.h).
@@ -78,7 +93,7 @@ inline constexpr additional_sense insufficient_registration_resources{0x55, 0x04
 
 inline sense make_sense(sense_key key, additional_sense code,
                         std::optional<std::uint64_t> information = std::nullopt) noexcept {
-  return sense{key, code.asc, code.ascq, information, std::nullopt};
+  return sense{key, code.asc, code.ascq, information, std::nullopt, std::nullopt};
 }
 inline sense illegal_request(additional_sense code) noexcept {
   return make_sense(sense_key::illegal_request, code);

@@ -57,9 +57,14 @@ struct sense {
   std::uint8_t ascq = 0;
   std::optional<std::uint64_t> information;
   // The SENSE KEY SPECIFIC field (SPC-4 4.5.2.4), SKSV included, when there
-  // is one: today only a unit attention's (SKSV, and OVERFLOW when the
-  // nexus's queue of conditions overflowed; unit_attentions.h).
+  // is one: a unit attention's (SKSV, and OVERFLOW when the nexus's queue
+  // of conditions overflowed; unit_attentions.h), and COPY ABORTED's
+  // segment pointer (extended_copy.h).
   std::optional<std::array<std::uint8_t, 3>> key_specific;
+  // The COMMAND-SPECIFIC INFORMATION field, when there is one: COPY
+  // ABORTED's byte offset of the first segment descriptor not completely
+  // processed (SPC-4 6.4.3.3).
+  std::optional<std::uint32_t> command_specific;
 };
 
 // The I_T nexus a command came through (SAM-5): the SCSI initiator port

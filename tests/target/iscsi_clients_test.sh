@@ -72,10 +72,6 @@ fi
 #   PreventAllow.*, StartStopUnit.Simple   removable media: a volume has none
 #   Sanitize.*                             SANITIZE: not for an array's volumes
 #                                          (and the suite needs --allow-sanitize)
-#   ExtendedCopy.*, ReceiveCopyResults.*   EXTENDED COPY (VMware XCOPY): not built yet
-#   WriteAtomic16.*                        WRITE ATOMIC(16): not built yet
-#   WriteSame10/16.ZeroBlocks              WSNZ=1: "0 blocks" (to the end of the
-#                                          volume) is refused, as VPD B0h says
 #   ReportSupportedOpcodes.OneCommand      libiscsi 1.19 takes the INVALID FIELD IN
 #                                          CDB that the test asks for as "not
 #                                          implemented"
@@ -89,7 +85,7 @@ fi
 # runs against a target that declines immediate data: its second case
 # reconnects, and libiscsi then renegotiates ImmediateData and sends the one
 # block inside the command, with no Data-Out whose DataSN the test could break.
-exempt='^ALL\.(PreventAllow\..*|StartStopUnit\.Simple|Sanitize\..*|ExtendedCopy\..*|ReceiveCopyResults\..*|WriteAtomic16\..*|WriteSame1[06]\.ZeroBlocks|ReportSupportedOpcodes\.OneCommand)$'
+exempt='^ALL\.(PreventAllow\..*|StartStopUnit\.Simple|Sanitize\..*|ReportSupportedOpcodes\.OneCommand)$'
 open_portal=$portal
 start no-immediate --luns 1 --lun-mib 16 --immediate-data no
 no_immediate_portal=$portal

@@ -1,8 +1,9 @@
 // The SBC-3 commands that go beyond reading and writing: COMPARE AND WRITE
 // and its range interlock (scripted, then many commands at once over a
-// device that lands requests in a random order), ORWRITE, PRE-FETCH, GET
-// LBA STATUS, WRITE AND VERIFY(12), READ DEFECT DATA, START STOP UNIT and
-// WRITE SAME edge cases, and how REPORT SUPPORTED OPERATION CODES
+// device that lands requests in a random order), WRITE ATOMIC(16) and the
+// interlock against reads, ORWRITE, PRE-FETCH, GET LBA STATUS, WRITE AND
+// VERIFY(12), READ DEFECT DATA, START STOP UNIT and WRITE SAME edge cases
+// (0 blocks: to the last LBA), and how REPORT SUPPORTED OPERATION CODES
 // describes them. A logical unit over a memory volume on the test loop, with
 // a decorator between them where a test needs to see or steer device
 // requests.
@@ -42,6 +43,14 @@ constexpr std::uint64_t volume_blocks = 4096;  // 16 MiB, sparse
 cdb_bytes caw_cdb(std::uint64_t lba, std::uint8_t blocks, std::uint8_t byte1 = 0) {
   return block_cdb(0x89, byte1, lba, 8, blocks, 13, 1);
 }
+// WRITE ATOMIC(16): TRANSFER LENGTH is two bytes, 12 and 13, after the
+// ATOMIC BOUNDARY in 10 and 11.
+cdb_bytes write_atomic_cdb(std::uint64_t lba, std::uint16_t blocks, std::uint8_t byte1 = 0,
+                           std::uint16_t atomic_boundary = 0) {
+  cdb_bytes c = block_cdb(0x9c, byte1, lba, 8, blocks, 12, 2);
+  put(c, 10, atomic_boundary, 2);
+  return c;
+}
 // GET LBA STATUS: SERVICE ACTION IN(16) with service action 12h, the
 // ALLOCATION LENGTH where the 16-byte transfer length goes.
 cdb_bytes get_lba_status_cdb(std::uint64_t lba, std::uint32_t allocation_length) {
@@ -56,38 +65,6 @@ std::vector<std::byte> concat(std::span<const std::byte> a, std::span<const std:
 
 // ---------------------------------------------------------------------------
 // Devices between the unit and its memory volume
-
-// Holds every request until the test lets it through, so that a test sees
-// exactly which requests a unit has issued, and when. Open, it passes them
-// straight on.
-class gate_device final : public block_device {
- public:
-  explicit gate_device(block_device& below) : below_(below) {}
-  const block_geometry& geometry() const noexcept override { return below_.geometry(); }
-  boost::asio::any_io_executor executor() const noexcept override { return below_.executor(); }
-  void submit(request& req) noexcept override {
-    if (open_) return below_.submit(req);
-    held_.push_back(&req);
-  }
-
-  void close() { open_ = false; }
-  void open() {
-    open_ = true;
-    release_all();
-  }
-  const std::vector<request*>& held() const { return held_; }
-  // Lets every held request through (they complete later, from the loop).
-  void release_all() {
-    const std::vector<request*> going = std::move(held_);
-    held_.clear();
-    for (request* r : going) below_.submit(*r);
-  }
-
- private:
-  block_device& below_;
-  bool open_ = true;
-  std::vector<request*> held_;
-};
 
 // Passes each request on after a random number of loop turns, and its
 // completion back after as many again, so that requests issued together
@@ -683,6 +660,199 @@ TEST_CASE("scsi compare and write: concurrent with writes, atomic and serializab
 }
 
 // ---------------------------------------------------------------------------
+// WRITE ATOMIC(16)
+
+TEST_CASE("scsi write atomic: the block limits, writes up to the limit, the checks libiscsi makes",
+          "[target][scsi][atomic]") {
+  rig r(between::faults);
+  auto limits = r.run(inquiry_cdb(true, 0xb0, 64));
+  require_good(*limits);
+  const auto d = limits->data();
+  REQUIRE(d.size() == 64);
+  // One device request's worth: 256 blocks of 4 KiB.
+  const std::uint32_t longest = logical_unit::piece_bytes / block_size;
+  CHECK(r.unit->max_atomic_transfer_blocks() == longest);
+  CHECK(get(d, 44, 4) == longest);       // MAXIMUM ATOMIC TRANSFER LENGTH
+  CHECK(get(d, 44, 4) <= get(d, 8, 4));  // no more than MAXIMUM TRANSFER LENGTH
+  CHECK(get(d, 48, 4) == 0);             // ATOMIC ALIGNMENT: none required
+  CHECK(get(d, 52, 4) == 0);             // ATOMIC TRANSFER LENGTH GRANULARITY: none
+  CHECK(get(d, 56, 4) == 0);             // no atomic boundaries
+  CHECK(get(d, 60, 4) == 0);
+
+  // Every length up to the limit, at the start and at the end of the volume
+  // (libiscsi's Simple writes 1 to 256 blocks there), lands byte for byte.
+  for (const std::uint32_t n : {1u, 7u, longest}) {
+    for (const std::uint64_t lba : {std::uint64_t{0}, volume_blocks - n}) {
+      INFO(n << " blocks at " << lba);
+      const auto data = pattern(std::size_t{n} * block_size, test_seed() + n + lba);
+      require_good(*r.run(write_atomic_cdb(lba, static_cast<std::uint16_t>(n)), data));
+      CHECK((r.read(lba, n) == data));
+    }
+  }
+  const std::vector<std::byte> zeros((longest + 1) * std::size_t{block_size});
+  r.write(1000, zeros);
+  // One block more than the limit: INVALID FIELD IN CDB, nothing written.
+  require_sense(*r.run(write_atomic_cdb(1000, static_cast<std::uint16_t>(longest + 1)),
+                       pattern(zeros.size(), 3)),
+                sense_key::illegal_request, asc::invalid_field_in_cdb);
+  CHECK(all_zero(r.read(1000, longest + 1)));
+  // The range is checked before the length: libiscsi's BeyondEol sends 2n
+  // blocks n blocks before the end, up to 512, and expects LBA OUT OF RANGE.
+  for (const std::uint32_t n : {1u, longest}) {
+    const std::vector<std::byte> two_n(2 * std::size_t{n} * block_size);
+    const auto cdb = write_atomic_cdb(volume_blocks - n, static_cast<std::uint16_t>(2 * n));
+    require_sense(*r.run(cdb, two_n), sense_key::illegal_request, asc::lba_out_of_range);
+  }
+  const std::vector<std::byte> block(block_size);
+  for (const std::uint64_t lba : {std::uint64_t{1} << 63, ~std::uint64_t{0}}) {
+    require_sense(*r.run(write_atomic_cdb(lba, 1), block), sense_key::illegal_request,
+                  asc::lba_out_of_range);
+    require_sense(*r.run(write_atomic_cdb(lba, 0)), sense_key::illegal_request,
+                  asc::lba_out_of_range);
+  }
+  // 0 blocks: GOOD, nothing done; one past the end still out of range.
+  require_good(*r.run(write_atomic_cdb(0, 0)));
+  require_sense(*r.run(write_atomic_cdb(volume_blocks + 1, 0)), sense_key::illegal_request,
+                asc::lba_out_of_range);
+  // WRPROTECT (no protection information) and ATOMIC BOUNDARY (no
+  // boundaries) are refused.
+  require_sense(*r.run(write_atomic_cdb(0, 1, 0x20), block), sense_key::illegal_request,
+                asc::invalid_field_in_cdb);
+  require_sense(*r.run(write_atomic_cdb(0, 1, 0, 1), block), sense_key::illegal_request,
+                asc::invalid_field_in_cdb);
+  // Less Data-Out than the CDB describes: nothing written, not even the
+  // blocks that arrived (a WRITE would write them).
+  const auto two = pattern(2 * block_size, 9);
+  require_sense(*r.run(write_atomic_cdb(1000, 2), std::span(two).first(block_size)),
+                sense_key::illegal_request, asc::invalid_field_in_command_iu);
+  CHECK(all_zero(r.read(1000, 2)));
+
+  // DPO is accepted; FUA leaves nothing in the write cache (libiscsi's DpoFua).
+  require_good(*r.run(cdb10(0x35, 0, 0)));
+  REQUIRE(r.faults->dirty_blocks() == 0);
+  require_good(*r.run(write_atomic_cdb(1000, 2, 0x10), two));
+  CHECK(r.faults->dirty_blocks() == 2);
+  const auto again = pattern(2 * block_size, 10);
+  require_good(*r.run(write_atomic_cdb(1000, 2, 0x18), again));
+  CHECK(r.faults->dirty_blocks() == 0);
+  CHECK(r.read(1000, 2) == again);
+
+  // A write-protected unit refuses it.
+  unit_identity id;
+  id.serial = "ARRAY1-VOL0043";
+  id.write_protected = true;
+  logical_unit protected_unit(*r.faults, id);
+  command c;
+  c.t.cdb = write_atomic_cdb(1000, 1);
+  c.set_data_out(block);
+  protected_unit.execute(c.t);
+  finish(r.loop, c);
+  require_sense(c, sense_key::data_protect, asc::write_protected);
+  CHECK(r.read(1000, 2) == again);
+}
+
+// The interlock, step by step (the gate shows which requests the unit has
+// issued): a WRITE ATOMIC goes down as one request, and while it runs no
+// overlapping read or write does; it waits for overlapping reads and
+// writes already running; and commands arriving while it waits queue
+// behind it.
+TEST_CASE("scsi write atomic: one device request, and nothing overlapping runs with it",
+          "[target][scsi][atomic]") {
+  rig r(between::gate);
+  const std::uint32_t longest = logical_unit::piece_bytes / block_size;
+  const auto data = pattern(std::size_t{longest} * block_size, test_seed());
+  const auto x = pattern(block_size, 11);
+  const auto y = pattern(block_size, 12);
+  auto held = [&](op operation, std::uint64_t lba, std::uint64_t blocks) {
+    return std::count_if(r.gate->held().begin(), r.gate->held().end(), [&](const request* q) {
+      return q->operation == operation && q->lba == lba && q->block_count == blocks;
+    });
+  };
+  auto let_through = [&] {
+    r.gate->release_all();
+    r.loop.settle();
+  };
+  r.gate->close();
+
+  // A: WRITE ATOMIC of [100, 100 + longest): all of it in one request.
+  const std::uint64_t end = 100 + longest;
+  auto a = r.send(write_atomic_cdb(100, static_cast<std::uint16_t>(longest)), data);
+  r.loop.settle();
+  REQUIRE(r.gate->held().size() == 1);
+  CHECK(held(op::write, 100, longest) == 1);
+  // Overlapping it: a write of its last block, a read across its first;
+  // beside it: a write just after, a read just before. Only those beside go.
+  auto write_in = r.send(cdb16(0x8a, end - 1, 1), x);
+  auto read_in = r.send(cdb16(0x88, 99, 2));
+  auto write_beside = r.send(cdb16(0x8a, end, 1), y);
+  auto read_beside = r.send(cdb16(0x88, 99, 1));
+  r.loop.settle();
+  CHECK(r.gate->held().size() == 3);
+  CHECK(held(op::write, end, 1) == 1);
+  CHECK(held(op::read, 99, 1) == 1);
+  // A lands; the two beside it complete; then the two held back go.
+  let_through();
+  require_good(*write_beside);
+  require_good(*read_beside);
+  require_good(*a);
+  CHECK(write_in->completions == 0);
+  CHECK(read_in->completions == 0);
+  REQUIRE(r.gate->held().size() == 2);
+  CHECK(held(op::write, end - 1, 1) == 1);
+  CHECK(held(op::read, 99, 2) == 1);
+  let_through();
+  require_good(*write_in);
+  require_good(*read_in);
+  // The read saw A whole: its block 100 is A's first block.
+  const auto seen = read_in->data_bytes();
+  CHECK(all_zero(std::span(seen).first(block_size)));
+  CHECK(std::equal(seen.begin() + block_size, seen.end(), data.begin()));
+
+  // The other way round: a read and a write in flight hold back a WRITE
+  // ATOMIC of their range; a read arriving while it waits queues behind it;
+  // one elsewhere goes.
+  auto reader = r.send(cdb16(0x88, 600, 4));
+  auto writer = r.send(cdb16(0x8a, 610, 1), x);
+  r.loop.settle();
+  REQUIRE(r.gate->held().size() == 2);
+  const auto b_data = pattern(12 * block_size, 13);
+  auto b = r.send(write_atomic_cdb(602, 12), b_data);
+  r.loop.settle();
+  CHECK(r.gate->held().size() == 2);
+  auto late_reader = r.send(cdb16(0x88, 605, 1));
+  auto elsewhere = r.send(cdb16(0x88, 700, 1));
+  r.loop.settle();
+  CHECK(r.gate->held().size() == 3);
+  CHECK(held(op::read, 700, 1) == 1);
+  let_through();  // the first read, the write and the read elsewhere are done: B goes
+  require_good(*reader);
+  require_good(*writer);
+  require_good(*elsewhere);
+  CHECK(all_zero(reader->data_bytes()));  // it ran before B
+  REQUIRE(r.gate->held().size() == 1);
+  CHECK(held(op::write, 602, 12) == 1);
+  CHECK(late_reader->completions == 0);
+  let_through();
+  require_good(*b);
+  REQUIRE(r.gate->held().size() == 1);
+  CHECK(held(op::read, 605, 1) == 1);
+  let_through();
+  require_good(*late_reader);
+  CHECK(late_reader->data_bytes() ==
+        std::vector(b_data.begin() + 3 * block_size, b_data.begin() + 4 * block_size));
+
+  // Plain writes still hold back no read, and no read a write.
+  auto w = r.send(cdb16(0x8a, 800, 1), x);
+  auto rd = r.send(cdb16(0x88, 800, 1));
+  r.loop.settle();
+  CHECK(r.gate->held().size() == 2);
+  r.gate->open();
+  r.loop.settle();
+  require_good(*w);
+  require_good(*rd);
+}
+
+// ---------------------------------------------------------------------------
 // ORWRITE
 
 TEST_CASE("scsi orwrite: ORs the Data-Out into the blocks", "[target][scsi][orwrite]") {
@@ -971,6 +1141,71 @@ TEST_CASE("scsi write same: Data-Out of other than one block is refused", "[targ
   CHECK(r.read(5, 2) == concat(block, block));
 }
 
+TEST_CASE("scsi write same: 0 blocks writes to the last LBA, within MAXIMUM WRITE SAME LENGTH",
+          "[target][scsi]") {
+  rig r;
+  auto limits = r.run(inquiry_cdb(true, 0xb0, 64));
+  require_good(*limits);
+  CHECK((limits->data()[4] & 0x01) == 0);  // WSNZ 0: 0 blocks is allowed
+  const std::uint64_t longest = logical_unit::max_write_same_bytes / block_size;
+  CHECK(get(limits->data(), 36, 8) == longest);
+  REQUIRE(volume_blocks > longest + 1);
+  auto blocks_of = [](std::span<const std::byte> range, std::span<const std::byte> block) {
+    for (std::size_t at = 0; at < range.size(); at += block.size()) {
+      if (!std::equal(block.begin(), block.end(), range.begin() + at)) return false;
+    }
+    return true;
+  };
+
+  // Ten blocks before the end: those ten, and not the one before them.
+  const auto block = pattern(block_size, test_seed());
+  require_good(*r.run(cdb16(0x93, volume_blocks - 10, 0), block));
+  auto got = r.read(volume_blocks - 11, 11);
+  CHECK(all_zero(std::span(got).first(block_size)));
+  CHECK(blocks_of(std::span(got).subspan(block_size), block));
+  // WRITE SAME(10) too.
+  const auto block2 = pattern(block_size, test_seed() + 1);
+  require_good(*r.run(cdb10(0x41, volume_blocks - 3, 0), block2));
+  CHECK(blocks_of(r.read(volume_blocks - 3, 3), block2));
+  CHECK(blocks_of(r.read(volume_blocks - 10, 7), block));
+
+  // Exactly MAXIMUM WRITE SAME LENGTH to the end: GOOD. One block more, or
+  // the whole volume: INVALID FIELD IN CDB, and nothing written (libiscsi's
+  // WriteSame10/16 0blocks tests).
+  const auto block3 = pattern(block_size, test_seed() + 2);
+  require_good(*r.run(cdb16(0x93, volume_blocks - longest, 0), block3));
+  CHECK(blocks_of(r.read(volume_blocks - longest, static_cast<std::uint32_t>(longest)), block3));
+  const auto block4 = pattern(block_size, test_seed() + 3);
+  require_sense(*r.run(cdb16(0x93, volume_blocks - longest - 1, 0), block4),
+                sense_key::illegal_request, asc::invalid_field_in_cdb);
+  require_sense(*r.run(cdb10(0x41, volume_blocks - longest - 1, 0), block4),
+                sense_key::illegal_request, asc::invalid_field_in_cdb);
+  require_sense(*r.run(cdb16(0x93, 0, 0), block4), sense_key::illegal_request,
+                asc::invalid_field_in_cdb);
+  CHECK(all_zero(r.read(volume_blocks - longest - 1, 1)));
+  CHECK(blocks_of(r.read(volume_blocks - longest, 1), block3));
+
+  // The LBA must exist: at the end, past it, 2^31, 2^63, -1.
+  for (const std::uint64_t lba : {volume_blocks, volume_blocks + 1, std::uint64_t{1} << 63,
+                                  ~std::uint64_t{0}}) {
+    INFO("lba " << lba);
+    require_sense(*r.run(cdb16(0x93, lba, 0), block4), sense_key::illegal_request,
+                  asc::lba_out_of_range);
+  }
+  for (const std::uint64_t lba :
+       {volume_blocks, std::uint64_t{0x80000000}, std::uint64_t{0xffffffff}}) {
+    INFO("WRITE SAME(10) lba " << lba);
+    require_sense(*r.run(cdb10(0x41, lba, 0), block4), sense_key::illegal_request,
+                  asc::lba_out_of_range);
+  }
+
+  // With UNMAP and a zero block (libiscsi's UnmapUntilEnd, with zeros):
+  // the blocks to the end read as zeros.
+  require_good(*r.run(cdb16(0x93, volume_blocks - 4, 0, 0x08), std::vector<std::byte>(block_size)));
+  CHECK(all_zero(r.read(volume_blocks - 4, 4)));
+  CHECK(blocks_of(r.read(volume_blocks - 5, 1), block3));
+}
+
 // ---------------------------------------------------------------------------
 // REPORT SUPPORTED OPERATION CODES
 
@@ -1002,6 +1237,14 @@ TEST_CASE("scsi report supported operation codes: the new commands and their CDB
       {0x37, {}, {0x37, 0, 0x1f, 0, 0, 0, 0, 0xff, 0xff, 0}},
       {0xb7, {}, {0xb7, 0x1f, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0}},
       {0x1b, {}, {0x1b, 0, 0, 0, 0xf2, 0}},
+      // WRITE ATOMIC(16): DPO and FUA among the bits looked at (libiscsi's DpoFua checks).
+      {0x9c, {}, {0x9c, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                  0xff, 0, 0}},
+      {0x83, 0x00, {0x83, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0}},
+      {0x84, 0x00, {0x84, 0x00, 0xff, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0}},
+      {0x84, 0x01, {0x84, 0x01, 0xff, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0}},
+      {0x84, 0x03, {0x84, 0x03, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0}},
+      {0x84, 0x04, {0x84, 0x04, 0xff, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0}},
   };
   for (const expected_usage& e : table) {
     INFO("opcode " << int{e.opcode});

@@ -1,8 +1,9 @@
 // What the SCSI layer's tests share (scsi_test.cc, scsi_commands_test.cc,
-// reservation_test.cc): big-endian fields, the CDBs more than one of them
-// builds, a command as a transport hands it to a logical unit (its task,
-// its Data-Out, a count of its completions), and the checks on what came
-// back. Each test keeps its own rig: the volumes, the devices between and
+// reservation_test.cc, extended_copy_test.cc): big-endian fields, the CDBs
+// more than one of them builds, a command as a transport hands it to a
+// logical unit (its task, its Data-Out, a count of its completions), a
+// device that holds requests until the test lets them through, and the
+// checks on what came back. Each test keeps its own rig: the volumes, the devices between and
 // the units differ from one to the next.
 #pragma once
 
@@ -117,6 +118,38 @@ struct command {
   std::vector<std::byte> data_bytes() const {
     return {t.data_in.data(), t.data_in.data() + t.data_in_bytes};
   }
+};
+
+// Holds every request until the test lets it through, so that a test sees
+// exactly which requests a unit has issued, and when. Open, it passes them
+// straight on.
+class gate_device final : public device::block_device {
+ public:
+  explicit gate_device(device::block_device& below) : below_(below) {}
+  const device::block_geometry& geometry() const noexcept override { return below_.geometry(); }
+  boost::asio::any_io_executor executor() const noexcept override { return below_.executor(); }
+  void submit(device::request& req) noexcept override {
+    if (open_) return below_.submit(req);
+    held_.push_back(&req);
+  }
+
+  void close() { open_ = false; }
+  void open() {
+    open_ = true;
+    release_all();
+  }
+  const std::vector<device::request*>& held() const { return held_; }
+  // Lets every held request through (they complete later, from the loop).
+  void release_all() {
+    const std::vector<device::request*> going = std::move(held_);
+    held_.clear();
+    for (device::request* r : going) below_.submit(*r);
+  }
+
+ private:
+  device::block_device& below_;
+  bool open_ = true;
+  std::vector<device::request*> held_;
 };
 
 // Runs the loop until `c`, already executed, completes; checks it completed

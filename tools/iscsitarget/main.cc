@@ -22,6 +22,7 @@
 //
 // It prints "listening on ADDR:PORT" once it accepts connections (port 0
 // picks a free one), and runs until SIGINT or SIGTERM.
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <cstdio>
@@ -169,6 +170,15 @@ int main(int argc, char** argv) {
     id.write_protected = read_only;
     units.push_back(std::make_unique<scsi::logical_unit>(*disks.back(), id));
     if (auto e = all.add(static_cast<std::uint16_t>(l), *units.back())) usage("lun " + std::to_string(l) + ": " + e.message());
+  }
+  // EXTENDED COPY between any two of the units (all on this loop).
+  for (const auto& u : units) {
+    u->set_copy_targets([&units](std::span<const std::uint8_t, 16> naa) -> scsi::logical_unit* {
+      for (const auto& candidate : units) {
+        if (std::ranges::equal(candidate->naa_designator(), naa)) return candidate.get();
+      }
+      return nullptr;
+    });
   }
   iscsi::target_node target{name, {}, std::nullopt};
   const iscsi::initiator_access everything{&all, chap, mutual_chap};
