@@ -9,7 +9,7 @@
 //                       [--discovery-chap USER:SECRET] [--acl IQN[=LUN:UNIT,...]]...
 //                       [--ping-seconds S] [--login-timeout-seconds S]
 //                       [--immediate-data yes|no] [--physical-block-bytes N]
-//                       [--max-held-write-mib M] [--read-only]
+//                       [--max-held-write-mib M] [--read-only] [--poll-microseconds U]
 //
 // Without --acl any initiator may log in and sees unit N as LUN N. With
 // --acl only the initiators named may, each seeing the units listed under
@@ -19,6 +19,8 @@
 // an initiator may be silent before a NOP-In and how long it has to answer.
 // Login failures and dropped connections are printed on stderr. SIGUSR1
 // asks every initiator to log out within 10 s (an Asynchronous Message).
+// --poll-microseconds (default 100; 0: none) is how long the loop spins
+// for more work before it sleeps (raid/device/run_loop.h).
 //
 // It prints "listening on ADDR:PORT" once it accepts connections (port 0
 // picks a free one), and runs until SIGINT or SIGTERM.
@@ -35,6 +37,7 @@
 #include <vector>
 
 #include "raid/device/memory_device.h"
+#include "raid/device/run_loop.h"
 #include "target/iscsi/server.h"
 #include "target/scsi/logical_unit.h"
 #include "target/scsi/lun_map.h"
@@ -48,7 +51,7 @@ namespace {
                " [--block-size 512|4096] [--chap USER:SECRET [--mutual-chap USER:SECRET]]"
                " [--discovery-chap USER:SECRET] [--acl IQN[=LUN:UNIT,...]]... [--ping-seconds S]"
                " [--login-timeout-seconds S] [--immediate-data yes|no] [--physical-block-bytes N]"
-               " [--max-held-write-mib M] [--read-only]\n",
+               " [--max-held-write-mib M] [--read-only] [--poll-microseconds U]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -95,6 +98,7 @@ int main(int argc, char** argv) {
   std::uint32_t block_size = 512;
   std::uint32_t physical_block = 0;
   bool read_only = false;
+  std::chrono::microseconds poll{100};
   std::optional<iscsi::chap_credentials> chap;
   std::optional<iscsi::chap_credentials> mutual_chap;
   std::optional<iscsi::chap_credentials> discovery_chap;
@@ -127,6 +131,8 @@ int main(int argc, char** argv) {
         acls.push_back(parse_acl(value()));
       } else if (arg == "--ping-seconds") {
         options.ping_interval = options.ping_timeout = std::chrono::seconds(std::stoul(value()));
+      } else if (arg == "--poll-microseconds") {
+        poll = std::chrono::microseconds(std::stoul(value()));
       } else if (arg == "--read-only") {
         read_only = true;
       } else if (arg == "--max-held-write-mib") {
@@ -226,6 +232,6 @@ int main(int argc, char** argv) {
     });
   };
   on_usr1();
-  loop.run();
+  strata::device::run_loop(loop, poll);
   return 0;
 }
