@@ -84,7 +84,9 @@ void check_negotiation(const iscsi::key_values& offered) {
                "FirstBurstLength is at least 512 and at most MaxBurstLength");
   FUZZ_REQUIRE(p.max_outstanding_r2t >= 1 && p.max_outstanding_r2t <= offer.max_outstanding_r2t,
                "MaxOutstandingR2T is within 1 and Strata's offer");
-  FUZZ_REQUIRE(p.error_recovery_level == 0 && p.max_connections == 1, "ErrorRecoveryLevel 0, one connection");
+  FUZZ_REQUIRE(p.error_recovery_level == 0, "ErrorRecoveryLevel 0");
+  FUZZ_REQUIRE(p.max_connections >= 1 && p.max_connections <= offer.max_connections,
+               "MaxConnections is within 1 and Strata's offer");
   FUZZ_REQUIRE(p.data_pdu_in_order && p.data_sequence_in_order, "data in order, as Strata insists");
   FUZZ_REQUIRE(!p.immediate_data || offer.immediate_data, "ImmediateData is the AND of both sides");
   FUZZ_REQUIRE(p.initial_r2t || !offer.initial_r2t, "InitialR2T is the OR of both sides");
