@@ -8,9 +8,10 @@
 // protobuf messages).
 //
 // Threads: the calls block on RocksDB (a synced write is a disk flush), so
-// they run on the controller's management thread or at start-up, never on
-// a data-path loop. One thread at a time, or an outside lock: the store
-// itself takes none beyond RocksDB's.
+// they run on the controller's management or writer threads, or at
+// start-up, never on a data-path loop. Any thread: the store keeps no state
+// of its own, and RocksDB orders concurrent batches (each is atomic; a
+// read-modify-write across calls needs the caller's own lock).
 #pragma once
 
 #include <cstddef>
