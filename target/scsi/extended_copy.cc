@@ -20,31 +20,13 @@
 #include <cstring>
 #include <new>
 
+#include "target/scsi/big_endian.h"
 #include "target/scsi/logical_unit.h"
 
 namespace strata::scsi {
 
 namespace {
 
-std::uint64_t get_be(const std::uint8_t* p, int length_bytes) noexcept {
-  std::uint64_t v = 0;
-  for (int i = 0; i < length_bytes; ++i) v = (v << 8) | p[i];
-  return v;
-}
-
-// Builds big-endian structures.
-struct writer {
-  std::vector<std::uint8_t> bytes;
-  void u8(std::uint64_t v) { bytes.push_back(static_cast<std::uint8_t>(v)); }
-  void be(std::uint64_t v, int length_bytes) {
-    for (int i = length_bytes - 1; i >= 0; --i) u8(v >> (8 * i));
-  }
-  void zeros(std::size_t n) { bytes.resize(bytes.size() + n, 0); }
-  void patch(std::size_t at, std::uint64_t v, int length_bytes) noexcept {
-    for (int i = length_bytes - 1; i >= 0; --i, v >>= 8)
-      bytes[at + i] = static_cast<std::uint8_t>(v);
-  }
-};
 
 std::unexpected<sense> refuse(additional_sense code) noexcept {
   return std::unexpected(illegal_request(code));
@@ -181,7 +163,7 @@ std::uint8_t log2_bytes(std::uint32_t bytes) noexcept {
 }  // namespace
 
 std::vector<std::uint8_t> copy_operating_parameters(std::uint32_t block_size_bytes) {
-  writer w;
+  be_writer w;
   w.be(0, 4);   // AVAILABLE DATA, patched below
   w.u8(0x01);   // SNLID: LIST ID USAGE 11b is supported
   w.zeros(3);
@@ -208,7 +190,7 @@ std::vector<std::uint8_t> copy_operating_parameters(std::uint32_t block_size_byt
 }
 
 std::vector<std::uint8_t> third_party_copy_descriptors(std::uint32_t block_size_bytes) {
-  writer w;
+  be_writer w;
   // Each descriptor: 2-byte type, 2-byte length of what follows, padded to
   // a multiple of 4 bytes (SPC-4 7.8.17.1); in ascending type order.
   auto descriptor = [&w](std::uint16_t type, auto&& body) {
@@ -599,7 +581,7 @@ void logical_unit::receive_copy_results(task& t) {
   }
   const copy_result* held = copy_results_.find(t.nexus, list_id);
 
-  writer w;
+  be_writer w;
   bool forget_held = false;
   switch (service_action) {
     case 0x00: {  // COPY STATUS

@@ -9,17 +9,12 @@
 
 #include "raid/device/aligned_buffer.h"
 #include "raid/device/status.h"
+#include "target/scsi/big_endian.h"
 
 namespace strata::scsi {
 
 namespace {
 
-// Big-endian fields, as every SCSI structure stores them.
-std::uint64_t get_be(const std::uint8_t* p, int length_bytes) noexcept {
-  std::uint64_t v = 0;
-  for (int i = 0; i < length_bytes; ++i) v = (v << 8) | p[i];
-  return v;
-}
 std::uint16_t get16(const std::uint8_t* p) noexcept {
   return static_cast<std::uint16_t>(get_be(p, 2));
 }

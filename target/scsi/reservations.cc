@@ -7,33 +7,13 @@
 #include <new>
 #include <string_view>
 
+#include "target/scsi/big_endian.h"
 #include "target/scsi/logical_unit.h"
 
 namespace strata::scsi {
 
 namespace {
 
-std::uint64_t get_be(const std::uint8_t* p, int length_bytes) noexcept {
-  std::uint64_t v = 0;
-  for (int i = 0; i < length_bytes; ++i) v = (v << 8) | p[i];
-  return v;
-}
-
-struct writer {
-  std::vector<std::uint8_t> bytes;
-  void u8(std::uint64_t v) { bytes.push_back(static_cast<std::uint8_t>(v)); }
-  void be(std::uint64_t v, int length_bytes) {
-    for (int i = length_bytes - 1; i >= 0; --i)
-      bytes.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
-  }
-  void append(std::string_view s) { bytes.insert(bytes.end(), s.begin(), s.end()); }
-  void patch(std::size_t at, std::uint64_t v, int length_bytes) noexcept {
-    for (int i = length_bytes - 1; i >= 0; --i) {
-      bytes[at + i] = static_cast<std::uint8_t>(v);
-      v >>= 8;
-    }
-  }
-};
 
 std::uint32_t crc32c(std::span<const std::uint8_t> bytes) noexcept {
   // ISA-L keeps the register un-inverted (as iSCSI's digest does).
@@ -104,7 +84,7 @@ std::vector<std::uint8_t> transport_id(std::string_view initiator_port) {
   const bool with_isid = initiator_port.find(",i,0x") != std::string_view::npos;
   std::size_t body_bytes = (initiator_port.size() + 1 + 3) / 4 * 4;
   body_bytes = std::max<std::size_t>(body_bytes, 20);
-  writer w;
+  be_writer w;
   w.u8((with_isid ? 0x40 : 0x00) | 0x05);  // FORMAT CODE, PROTOCOL IDENTIFIER 5h: iSCSI
   w.u8(0);
   w.be(body_bytes, 2);
@@ -155,7 +135,7 @@ constexpr std::size_t state_crc_bytes = 4;
 // The saved state
 
 std::vector<std::uint8_t> encode_reservation_state(const reservation_state& s) {
-  writer w;
+  be_writer w;
   w.bytes.assign(std::begin(state_magic), std::end(state_magic));
   w.be(state_version, 2);
   w.u8(s.aptpl ? 0x01 : 0x00);
@@ -391,7 +371,7 @@ void reservations::persistent_reserve_in(task& t) {
   const std::uint8_t action = t.cdb[1] & 0x1f;
   const auto allocation_length = static_cast<std::uint32_t>(get_be(t.cdb.data() + 7, 2));
   const reservation_state& s = state_;
-  writer r;
+  be_writer r;
   switch (action) {
     case 0x00:  // READ KEYS
       r.be(s.generation, 4);
