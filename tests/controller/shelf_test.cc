@@ -1,0 +1,56 @@
+#include "controller/shelf.h"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <sys/stat.h>
+
+#include "tests/raid/device/harness.h"
+
+using namespace strata::controller;
+using namespace strata::device::testing;
+
+TEST_CASE("shelf: drives are sparse files behind models; reopened, they hold what was written", "[controller]") {
+  temp_dir dir;
+  const std::vector<drive_spec> drives{{"hdd-00", drive_kind::hdd, 64ull << 30}, {"ssd-00", drive_kind::ssd, 1ull << 30}};
+  const auto data = pattern(8 * 4096, test_seed());
+  {
+    test_loop loop;
+    auto s = shelf::open(*loop.ring, loop.clock, dir.path() / "shelf", drives);
+    REQUIRE(s);
+    REQUIRE((*s)->size() == 2);
+    CHECK((*s)->drive(0).geometry().block_count == (64ull << 30) / 4096);
+    CHECK((*s)->drive(0).geometry().logical_block_size_bytes == 4096);
+    write_blocks(loop, (*s)->drive(0), 1000, data);
+    write_blocks(loop, (*s)->drive(1), 7, data);
+    flush(loop, (*s)->drive(0));
+    flush(loop, (*s)->drive(1));
+  }
+  const auto file = dir.path() / "shelf" / "hdd-00.img";
+  CHECK(std::filesystem::file_size(file) == 64ull << 30);
+  // Sparse: 64 GiB of file, a few blocks of it allocated.
+  struct stat st {};
+  REQUIRE(::stat(file.c_str(), &st) == 0);
+  CHECK(static_cast<std::uint64_t>(st.st_blocks) * 512 < (16u << 20));
+  test_loop loop;
+  auto s = shelf::open(*loop.ring, loop.clock, dir.path() / "shelf", drives);
+  REQUIRE(s);
+  CHECK(read_blocks(loop, (*s)->drive(0), 1000, 8) == data);
+  CHECK(read_blocks(loop, (*s)->drive(1), 7, 8) == data);
+}
+
+TEST_CASE("shelf: a drive size that is not whole 4 KiB blocks is refused, naming the drive", "[controller]") {
+  temp_dir dir;
+  test_loop loop;
+  auto s = shelf::open(*loop.ring, loop.clock, dir.path(), {{"hdd-07", drive_kind::hdd, 4097}});
+  REQUIRE_FALSE(s);
+  CHECK(s.error().message.find("hdd-07") != std::string::npos);
+}
+
+TEST_CASE("shelf: the embedded default is 20 HDDs and 3 SSDs, the read-cache SSD small", "[controller]") {
+  const auto d = default_shelf();
+  REQUIRE(d.size() == 23);
+  CHECK(std::count_if(d.begin(), d.end(), [](const drive_spec& x) { return x.kind == drive_kind::hdd; }) == 20);
+  CHECK(d[20].bytes == d[21].bytes);
+  CHECK(d[22].bytes < d[21].bytes);
+  for (const auto& x : d) CHECK(x.bytes % 4096 == 0);
+}
