@@ -1,0 +1,157 @@
+#include "controller/disk_group.h"
+
+#include "raid/superblock_io.h"
+
+namespace strata::controller {
+
+const char* to_string(group_kind k) noexcept {
+  switch (k) {
+    case group_kind::raid6:
+      return "RAID6";
+    case group_kind::raid1:
+      return "RAID1";
+    case group_kind::read_cache:
+      return "READ_CACHE";
+  }
+  return "?";
+}
+
+std::string to_hex(const group_id& id) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  for (const std::uint8_t b : id) {
+    out.push_back(digits[b >> 4]);
+    out.push_back(digits[b & 15]);
+  }
+  return out;
+}
+
+device::block_device& disk_group::device() const noexcept {
+  return std::visit([](const auto& g) -> device::block_device& { return *g; }, group_);
+}
+
+bool disk_group::idle() const noexcept {
+  return std::visit([](const auto& g) { return g->idle(); }, group_);
+}
+
+void disk_group::mark_clean(std::function<void(std::error_code)> done) {
+  std::visit([&](const auto& g) { g->mark_clean(std::move(done)); }, group_);
+}
+
+namespace {
+
+raid::raid6_options raid6_options_for(const group_options& g) {
+  raid::raid6_options o;
+  o.clock = g.clock;
+  o.member_timeout = g.member_timeout;
+  return o;
+}
+
+raid::raid1_options raid1_options_for(const group_options& g) {
+  raid::raid1_options o;
+  o.clock = g.clock;
+  o.member_timeout = g.member_timeout;
+  return o;
+}
+
+// The group being built, held by the callbacks until it is handed over
+// (std::function needs copyable callbacks).
+using group_box = std::shared_ptr<std::unique_ptr<disk_group>>;
+
+raid::group_level level_of(group_kind k) noexcept {
+  return k == group_kind::raid6 ? raid::group_level::raid6 : raid::group_level::raid1;
+}
+
+}  // namespace
+
+void create_group(group_kind kind, std::vector<device::block_device*> members, const group_options& options,
+                  group_done done) {
+  if (kind == group_kind::read_cache && members.size() != 1) {
+    done(std::unexpected(make_error(errc::invalid_argument, "group: a read cache is one SSD, not " + std::to_string(members.size()))));
+    return;
+  }
+  if (kind == group_kind::raid1 && members.size() < 2) {
+    done(std::unexpected(make_error(errc::invalid_argument, "group: RAID-1 needs 2 or more members")));
+    return;
+  }
+  if (members.empty()) {
+    done(std::unexpected(make_error(errc::invalid_argument, "group: no members")));
+    return;
+  }
+  auto box = std::make_shared<std::unique_ptr<disk_group>>(new disk_group());
+  disk_group& g = **box;
+  g.kind_ = kind;
+  device::block_device* first = members.front();
+  auto formatted = [box, first, done](std::optional<error> e) {
+    if (e) return done(std::unexpected(*e));
+    // The id format() chose is in every member's superblock.
+    raid::read_superblock(*first, [box, done](std::expected<raid::superblock, std::error_code> sb) {
+      if (!sb) return done(std::unexpected(make_error(errc::io_error, "group: cannot read back its superblock: " + sb.error().message())));
+      (*box)->id_ = sb->group_id;
+      done(std::move(*box));
+    });
+  };
+  if (kind == group_kind::raid6) {
+    auto r = raid::raid6_group::create(std::move(members), raid6_options_for(options));
+    if (!r) return done(std::unexpected(r.error()));
+    raid::raid6_group* raw = r->get();
+    g.group_ = std::move(*r);
+    raw->format(formatted);
+  } else {
+    auto r = raid::raid1_group::create(std::move(members), raid1_options_for(options));
+    if (!r) return done(std::unexpected(r.error()));
+    raid::raid1_group* raw = r->get();
+    g.group_ = std::move(*r);
+    raw->format(formatted);
+  }
+}
+
+void assemble_group(group_kind kind, const group_id& id, std::vector<device::block_device*> drives,
+                    const group_options& options, group_done done) {
+  if (drives.empty()) {
+    done(std::unexpected(make_error(errc::not_found, "group " + to_hex(id) + ": no drives to look on")));
+    return;
+  }
+  struct scan {
+    std::vector<device::block_device*> members;
+    std::size_t left = 0;
+    bool other_level = false;
+  };
+  auto s = std::make_shared<scan>();
+  s->left = drives.size();
+  auto finish = [s, kind, id, options, done]() {
+    if (s->other_level) {
+      return done(std::unexpected(make_error(errc::invalid_argument, "group " + to_hex(id) + ": its superblocks say another RAID level than " +
+                                                                         to_string(kind))));
+    }
+    if (s->members.empty()) return done(std::unexpected(make_error(errc::not_found, "group " + to_hex(id) + ": no drive holds it")));
+    auto box = std::make_shared<std::unique_ptr<disk_group>>(new disk_group());
+    (*box)->kind_ = kind;
+    (*box)->id_ = id;
+    auto take = [box, done](auto r) {
+      if (!r) return done(std::unexpected(r.error()));
+      (*box)->group_ = std::move(*r);
+      done(std::move(*box));
+    };
+    if (kind == group_kind::raid6) {
+      raid::raid6_group::assemble(s->members, raid6_options_for(options), take);
+    } else {
+      raid::raid1_group::assemble(s->members, raid1_options_for(options), take);
+    }
+  };
+  for (device::block_device* d : drives) {
+    // A blank drive, or one whose superblock cannot be read, is not this group's.
+    raid::read_superblock(*d, [s, d, id, kind, finish](std::expected<raid::superblock, std::error_code> sb) {
+      if (sb && sb->group_id == id) {
+        if (sb->level == level_of(kind)) {
+          s->members.push_back(d);
+        } else {
+          s->other_level = true;
+        }
+      }
+      if (--s->left == 0) finish();
+    });
+  }
+}
+
+}  // namespace strata::controller

@@ -1,0 +1,80 @@
+// A RAID group of shelf drives as the controller holds it: its kind, the
+// id its superblocks carry, and the group itself as a block device.
+//
+// create_group() formats blank drives into a new group; assemble_group()
+// finds a recorded group again after a restart, from the superblocks on
+// the drives (any drives may be offered: those of other groups and blank
+// ones are left out), so that the group is what its members say, not
+// what a configuration file claims.
+//
+// Threads: everything on the drives' loop; `done` runs there, later.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <expected>
+#include <functional>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "raid/device/block_device.h"
+#include "raid/device/clock.h"
+#include "raid/device/status.h"
+#include "raid/raid1_group.h"
+#include "raid/raid6_group.h"
+
+namespace strata::controller {
+
+// RAID-6 (the capacity tier), RAID-1 (the performance tier), and the
+// read cache: a RAID-1 group of one SSD, whose loss loses nothing.
+enum class group_kind : std::uint8_t { raid6, raid1, read_cache };
+const char* to_string(group_kind k) noexcept;
+
+using group_id = std::array<std::uint8_t, 16>;
+std::string to_hex(const group_id& id);
+
+// How the controller runs its groups.
+struct group_options {
+  device::clock* clock = nullptr;  // required
+  // A member that stops answering is failed out after this, rather than
+  // hanging its group (zero: never; tests in virtual time over real files).
+  device::duration member_timeout = std::chrono::seconds(10);
+};
+
+class disk_group;
+using group_done = std::function<void(std::expected<std::unique_ptr<disk_group>, error>)>;
+
+class disk_group {
+ public:
+  group_kind kind() const noexcept { return kind_; }
+  const group_id& id() const noexcept { return id_; }
+  device::block_device& device() const noexcept;
+  bool idle() const noexcept;
+  // Flushes the members and records a clean stop (raid6_group::mark_clean).
+  void mark_clean(std::function<void(std::error_code)> done);
+
+ private:
+  friend void create_group(group_kind, std::vector<device::block_device*>, const group_options&, group_done);
+  friend void assemble_group(group_kind, const group_id&, std::vector<device::block_device*>, const group_options&,
+                             group_done);
+  group_kind kind_ = group_kind::raid6;
+  group_id id_{};
+  std::variant<std::unique_ptr<raid::raid6_group>, std::unique_ptr<raid::raid1_group>> group_;
+};
+
+
+// Formats `members` (blank: a drive with a superblock is refused) into a
+// new group of `kind`. RAID-6 needs 4 or more members, RAID-1 2 or more,
+// the read cache exactly 1.
+void create_group(group_kind kind, std::vector<device::block_device*> members, const group_options& options,
+                  group_done done);
+
+// Assembles group `id` from those of `drives` whose superblock names it.
+// Fails, saying why, if too few of its members are there or their
+// superblocks say another kind.
+void assemble_group(group_kind kind, const group_id& id, std::vector<device::block_device*> drives,
+                    const group_options& options, group_done done);
+
+}  // namespace strata::controller
