@@ -1,0 +1,338 @@
+#include "controller/array.h"
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <random>
+
+#include "strata/v1/resources.pb.h"
+#include "tiering/volume.h"
+
+namespace strata::controller {
+
+namespace {
+
+namespace v1 = ::strata::v1;
+
+std::string random_hex(int bytes) {
+  std::random_device seed;
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < bytes; ++i) {
+    const unsigned b = seed() & 0xff;
+    out.push_back(digits[b >> 4]);
+    out.push_back(digits[b & 15]);
+  }
+  return out;
+}
+
+template <class Message>
+std::expected<Message, error> decode(const std::string& key, const std::string& bytes) {
+  Message m;
+  if (!m.ParseFromString(bytes)) return std::unexpected(make_error(errc::invalid_argument, "config: record " + key + " is corrupt"));
+  return m;
+}
+
+// Top-level records of a collection: "pools/p1", not "pools/p1/volumes/v1".
+bool top_level(std::string_view key, std::string_view collection) {
+  return key.substr(collection.size()).find('/') == std::string_view::npos;
+}
+
+std::string short_name(std::string_view resource) { return std::string(resource.substr(resource.rfind('/') + 1)); }
+
+group_kind kind_of(v1::GroupKind k) {
+  return k == v1::RAID6 ? group_kind::raid6 : k == v1::RAID1 ? group_kind::raid1 : group_kind::read_cache;
+}
+v1::GroupKind kind_of(group_kind k) {
+  return k == group_kind::raid6 ? v1::RAID6 : k == group_kind::raid1 ? v1::RAID1 : v1::READ_CACHE;
+}
+
+}  // namespace
+
+void array::wait(const std::function<bool()>& ready) {
+  auto busy = boost::asio::make_work_guard(loop_);
+  while (!ready()) loop_.run_one();
+}
+
+std::expected<std::unique_ptr<array>, error> array::open(boost::asio::io_context& loop, const array_options& options) {
+  std::unique_ptr<array> a(new array(loop, options));
+  auto ring = device::io_ring::create(loop);
+  if (!ring) return std::unexpected(ring.error());
+  a->ring_ = std::move(*ring);
+  std::error_code ec;
+  std::filesystem::create_directories(options.state_dir, ec);
+  if (ec) return std::unexpected(make_error(errc::io_error, "cannot create " + options.state_dir.string() + ": " + ec.message()));
+  auto config = config_store::open((options.state_dir / "config").string());
+  if (!config) return std::unexpected(config.error());
+  a->config_ = std::move(*config);
+  const bool fresh = a->config_->empty();
+  if (auto built = fresh ? a->build_default() : a->assemble(); !built) return std::unexpected(built.error());
+  if (auto served = a->serve(); !served) return std::unexpected(served.error());
+  return a;
+}
+
+std::expected<void, error> array::build_default() {
+  log("an empty state directory: building the embedded default array in " + options_.state_dir.string());
+  auto s = shelf::open(*ring_, clock_, options_.state_dir / "shelf", options_.shelf);
+  if (!s) return std::unexpected(s.error());
+  shelf_ = std::move(*s);
+  config_batch records;
+  std::vector<std::size_t> hdds, ssds;
+  for (std::size_t i = 0; i < shelf_->size(); ++i) {
+    const drive_spec& d = shelf_->spec(i);
+    v1::Disk disk;
+    disk.set_name("disks/" + d.name);
+    disk.set_kind(d.kind == drive_kind::hdd ? v1::HDD : v1::SSD);
+    disk.set_model(d.kind == drive_kind::hdd ? "model NL-SAS 7.2k" : "model SAS SSD 12G");
+    disk.set_serial("SIM-" + random_hex(6));
+    disk.set_size_bytes(d.bytes);
+    disk.set_path((options_.state_dir / "shelf" / (d.name + ".img")).string());
+    records.put(disk.name(), disk.SerializeAsString());
+    (d.kind == drive_kind::hdd ? hdds : ssds).push_back(i);
+  }
+  if (hdds.size() < 8 || ssds.size() < 3) {
+    return std::unexpected(make_error(errc::invalid_argument, "the default array needs 8 or more HDDs and 3 SSDs; the shelf has " +
+                                                                  std::to_string(hdds.size()) + " and " + std::to_string(ssds.size())));
+  }
+  // Two RAID-6 groups of half the HDDs each, a RAID-1 pair and a one-SSD read cache.
+  const std::size_t half = hdds.size() / 2;
+  const std::vector<std::pair<group_kind, std::vector<std::size_t>>> plan{
+      {group_kind::raid6, {hdds.begin(), hdds.begin() + static_cast<std::ptrdiff_t>(half)}},
+      {group_kind::raid6, {hdds.begin() + static_cast<std::ptrdiff_t>(half), hdds.end()}},
+      {group_kind::raid1, {ssds[0], ssds[1]}},
+      {group_kind::read_cache, {ssds[2]}}};
+  v1::Pool pool;
+  pool.set_name("pools/p1");
+  for (std::size_t g = 0; g < plan.size(); ++g) {
+    std::vector<device::block_device*> members;
+    v1::DiskGroup record;
+    record.set_name("groups/g" + std::to_string(g + 1));
+    record.set_kind(kind_of(plan[g].first));
+    for (const std::size_t i : plan[g].second) {
+      members.push_back(&shelf_->drive(i));
+      record.add_members("disks/" + shelf_->spec(i).name);
+    }
+    std::optional<std::expected<std::unique_ptr<disk_group>, error>> made;
+    create_group(plan[g].first, members, group_options{&clock_}, [&](auto r) { made = std::move(r); });
+    wait([&] { return made.has_value(); });
+    if (!*made) return std::unexpected(make_error(errc::io_error, record.name() + ": " + made->error().message));
+    record.set_group_id(std::string((**made)->id().begin(), (**made)->id().end()));
+    records.put(record.name(), record.SerializeAsString());
+    log(record.name() + ": " + to_string(plan[g].first) + " of " + std::to_string(members.size()) + " drive(s), id " + to_hex((**made)->id()));
+    groups_.push_back(std::move(**made));
+    group_names_.push_back(record.name());
+    if (plan[g].first == group_kind::read_cache) {
+      pool.set_read_cache_group(record.name());
+    } else {
+      pool.add_groups(record.name());
+    }
+  }
+  records.put(pool.name(), pool.SerializeAsString());
+  // The groups are on the drives now: remember them before anything else,
+  // so that a restart finds them.
+  if (auto done = config_->commit(records); !done) return std::unexpected(done.error());
+  if (auto opened = open_pool(pool.SerializeAsString()); !opened) return std::unexpected(opened.error());
+
+  v1::Volume volume;
+  volume.set_name("pools/p1/volumes/v1");
+  volume.set_size_bytes(options_.default_volume_bytes);
+  volume.set_block_size_bytes(4096);
+  volume.set_affinity(v1::AUTO);
+  volume.set_serial("STRATA-" + random_hex(8) + "-v1");
+  std::optional<std::expected<tiering::volume*, error>> created;
+  pool_->create_volume({short_name(volume.name()), volume.block_size_bytes(), volume.size_bytes() / volume.block_size_bytes(),
+                        tiering::affinity::automatic},
+                       [&](auto r) { created = std::move(r); });
+  wait([&] { return created.has_value(); });
+  if (!*created) return std::unexpected(created->error());
+  v1::Host all;
+  all.set_name("hosts/all");
+  all.set_any_initiator(true);
+  v1::Mapping mapping;
+  mapping.set_name("mappings/m1");
+  mapping.set_volume(volume.name());
+  mapping.set_host(all.name());
+  mapping.set_lun(0);
+  config_batch rest;
+  rest.put(volume.name(), volume.SerializeAsString());
+  rest.put(all.name(), all.SerializeAsString());
+  rest.put(mapping.name(), mapping.SerializeAsString());
+  if (auto done = config_->commit(rest); !done) return std::unexpected(done.error());
+  log(volume.name() + ": " + std::to_string(volume.size_bytes() >> 30) + " GiB thin, mapped to every initiator as LUN 0");
+  return {};
+}
+
+std::expected<void, error> array::assemble() {
+  std::vector<drive_spec> drives;
+  for (const auto& [key, bytes] : config_->list("disks/")) {
+    auto disk = decode<v1::Disk>(key, bytes);
+    if (!disk) return std::unexpected(disk.error());
+    drives.push_back({short_name(disk->name()), disk->kind() == v1::HDD ? drive_kind::hdd : drive_kind::ssd, disk->size_bytes()});
+  }
+  auto s = shelf::open(*ring_, clock_, options_.state_dir / "shelf", drives);
+  if (!s) return std::unexpected(s.error());
+  shelf_ = std::move(*s);
+  std::vector<device::block_device*> all;
+  for (std::size_t i = 0; i < shelf_->size(); ++i) all.push_back(&shelf_->drive(i));
+  for (const auto& [key, bytes] : config_->list("groups/")) {
+    auto record = decode<v1::DiskGroup>(key, bytes);
+    if (!record) return std::unexpected(record.error());
+    group_id id{};
+    if (record->group_id().size() != id.size()) return std::unexpected(make_error(errc::invalid_argument, "config: " + key + " has no group id"));
+    std::copy(record->group_id().begin(), record->group_id().end(), id.begin());
+    std::optional<std::expected<std::unique_ptr<disk_group>, error>> found;
+    assemble_group(kind_of(record->kind()), id, all, group_options{&clock_}, [&](auto r) { found = std::move(r); });
+    wait([&] { return found.has_value(); });
+    if (!*found) return std::unexpected(make_error(errc::io_error, key + ": " + found->error().message));
+    log(key + ": assembled from its superblocks");
+    groups_.push_back(std::move(**found));
+    group_names_.push_back(key);
+  }
+  for (const auto& [key, bytes] : config_->list("pools/")) {
+    if (!top_level(key, "pools/")) continue;
+    if (auto opened = open_pool(bytes); !opened) return std::unexpected(opened.error());
+  }
+  return {};
+}
+
+std::expected<void, error> array::open_pool(const std::string& bytes) {
+  auto record = decode<v1::Pool>("pools/?", bytes);
+  if (!record) return std::unexpected(record.error());
+  if (pool_) return std::unexpected(make_error(errc::not_supported, "config: a second pool (" + record->name() + "): one pool per controller today"));
+  auto group_named = [&](const std::string& name) -> disk_group* {
+    for (std::size_t i = 0; i < groups_.size(); ++i) {
+      if (group_names_[i] == name) return groups_[i].get();
+    }
+    return nullptr;
+  };
+  std::vector<tiering::pool_group> members;
+  for (const std::string& name : record->groups()) {
+    disk_group* g = group_named(name);
+    if (g == nullptr) return std::unexpected(make_error(errc::not_found, record->name() + ": its group " + name + " is not in the config"));
+    members.push_back({&g->device(), g->kind() == group_kind::raid6 ? tiering::tier::capacity : tiering::tier::performance});
+  }
+  tiering::pool_options options;
+  options.clock = &clock_;
+  if (!record->read_cache_group().empty()) {
+    disk_group* cache = group_named(record->read_cache_group());
+    if (cache == nullptr) return std::unexpected(make_error(errc::not_found, record->name() + ": its read cache group is not in the config"));
+    options.read_cache_device = &cache->device();
+  }
+  const std::filesystem::path directory = options_.state_dir / "pools" / short_name(record->name());
+  std::error_code ec;
+  std::filesystem::create_directories(directory, ec);
+  auto store = tiering::metadata_store::open(directory.string(), loop_.get_executor());
+  if (!store) return std::unexpected(store.error());
+  metadata_ = std::move(*store);
+  auto p = tiering::pool::open(loop_.get_executor(), *metadata_, members, options);
+  if (!p) return std::unexpected(p.error());
+  pool_ = std::move(*p);
+  migrator_ = std::make_unique<tiering::migrator>(*pool_, tiering::migrator_options{});
+  migrator_->start();
+  return {};
+}
+
+std::expected<void, error> array::serve() {
+  luns_ = std::make_unique<scsi::lun_map>(loop_.get_executor());
+  iscsi::target_node target{options_.target_name, {}, std::nullopt};
+  for (const auto& [key, bytes] : config_->list("mappings/")) {
+    auto mapping = decode<v1::Mapping>(key, bytes);
+    if (!mapping) return std::unexpected(mapping.error());
+    const auto volume_bytes = config_->get(mapping->volume());
+    if (!volume_bytes) return std::unexpected(make_error(errc::not_found, key + ": no volume " + mapping->volume()));
+    auto volume = decode<v1::Volume>(mapping->volume(), *volume_bytes);
+    if (!volume) return std::unexpected(volume.error());
+    tiering::volume* v = pool_ ? pool_->find_volume(short_name(volume->name())) : nullptr;
+    if (v == nullptr) return std::unexpected(make_error(errc::not_found, key + ": the pool has no volume " + volume->name()));
+    scsi::unit_identity id;
+    id.serial = volume->serial();
+    id.non_rotating = false;  // mostly HDDs behind it
+    unit_states_.push_back(std::make_unique<config_unit_state_store>(*config_, "reservations/" + volume->name(),
+                                                                     loop_.get_executor(), state_writer_.get_executor()));
+    units_.push_back(std::make_unique<scsi::logical_unit>(*v, id, unit_states_.back().get()));
+    if (auto restored = units_.back()->restore_state(scsi::state_origin::power_loss); !restored) {
+      log(volume->name() + ": its reservation state was not restored: " + restored.error().message);
+    }
+    if (auto e = luns_->add(static_cast<std::uint16_t>(mapping->lun()), *units_.back())) {
+      return std::unexpected(make_error(errc::invalid_argument, key + ": LUN " + std::to_string(mapping->lun()) + ": " + e.message()));
+    }
+  }
+  // Every mapping's host is every initiator today (the embedded default);
+  // hosts with their own IQNs and CHAP come with the management API.
+  target.anyone = iscsi::initiator_access{luns_.get(), std::nullopt, std::nullopt};
+  iscsi::server_options options;
+  options.log = [this](std::string_view what) { log(std::string(what)); };
+  server_ = std::make_unique<iscsi::server>(loop_.get_executor(), std::vector<iscsi::target_node>{target}, options);
+  if (auto listening = server_->listen(options_.iscsi); !listening) return std::unexpected(listening.error());
+  return {};
+}
+
+void array::close() {
+  if (closed_) return;
+  closed_ = true;
+  loop_.restart();
+  auto units_idle = [&] {
+    for (const auto& u : units_) {
+      if (u->commands_in_flight() > 0) return false;
+    }
+    return !luns_ || luns_->answers_in_flight() == 0;
+  };
+  if (server_) {
+    server_->stop();
+    wait([&] { return server_->connections() == 0 && units_idle(); });
+  }
+  if (migrator_) migrator_->stop();
+  if (pool_) {
+    wait([&] {
+      for (tiering::volume* v : pool_->volumes()) {
+        if (!v->idle()) return false;
+      }
+      return pool_->cache() == nullptr || pool_->cache()->idle();
+    });
+    std::optional<std::error_code> heat;
+    pool_->persist_heat([&](std::error_code ec) { heat = ec; });
+    wait([&] { return heat.has_value(); });
+    if (*heat) log("the heat map was not saved: " + heat->message());
+    if (pool_->cache() != nullptr) {
+      std::optional<std::error_code> index;
+      pool_->cache()->persist([&](std::error_code ec) { index = ec; });
+      wait([&] { return index.has_value(); });
+      if (*index) log("the read cache's index was not saved: " + index->message());
+    }
+    for (tiering::volume* v : pool_->volumes()) {
+      struct flush_wait {
+        device::request req;
+        bool done = false;
+      } f;
+      f.req.operation = device::op::flush;
+      f.req.context = &f;
+      f.req.on_complete = [](device::request& r) noexcept { static_cast<flush_wait*>(r.context)->done = true; };
+      v->submit(f.req);
+      wait([&] { return f.done; });
+      if (f.req.result) log("a volume flush failed: " + f.req.result.message());
+    }
+  }
+  state_writer_.join();
+  server_.reset();
+  units_.clear();
+  unit_states_.clear();
+  luns_.reset();
+  migrator_.reset();
+  pool_.reset();
+  if (metadata_) {
+    wait([&] { return metadata_->in_flight() == 0; });
+    metadata_.reset();
+  }
+  for (const auto& g : groups_) {
+    std::optional<std::error_code> clean;
+    g->mark_clean([&](std::error_code ec) { clean = ec; });
+    wait([&] { return clean.has_value() && g->idle(); });
+    if (*clean) log("a group was not marked clean: " + clean->message());
+  }
+  groups_.clear();
+  shelf_.reset();
+  config_.reset();
+  ring_.reset();
+}
+
+array::~array() { close(); }
+
+}  // namespace strata::controller

@@ -1,0 +1,146 @@
+// stratad: the array daemon (README.md).
+//
+//   stratad [--state-dir DIR] [--iscsi ADDR:PORT] [--small-shelf]
+//
+// --state-dir   where the array keeps everything (default /var/lib/strata);
+//               an empty one gets the embedded default array
+// --iscsi       the iSCSI portal (default 127.0.0.1:3260)
+// --small-shelf build the embedded default on 10 HDDs and 3 SSDs of a few
+//               GiB (sparse), with a 1 GiB volume: for tests
+//
+// Logs go to stderr as "stratad: LEVEL: message" (journald takes them from
+// there under systemd). Once it serves, it tells systemd (READY=1, when
+// NOTIFY_SOCKET is set) and prints how to connect. SIGTERM or SIGINT: a
+// clean shutdown, exit 0. A second daemon on the same state directory
+// exits at once (status 1), naming the pid that holds it.
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <string>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "controller/array.h"
+#include "raid/device/run_loop.h"
+
+namespace {
+
+void say(const char* level, const std::string& what) { std::fprintf(stderr, "stratad: %s: %s\n", level, what.c_str()); }
+
+[[noreturn]] void usage(const std::string& problem) {
+  say("error", problem);
+  std::fprintf(stderr, "usage: stratad [--state-dir DIR] [--iscsi ADDR:PORT] [--small-shelf]\n");
+  std::exit(2);
+}
+
+// Holds STATE/stratad.lock while the daemon runs: one daemon per state.
+int take_lock(const std::filesystem::path& state) {
+  std::error_code ec;
+  std::filesystem::create_directories(state, ec);
+  const std::string path = (state / "stratad.lock").string();
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    say("error", "cannot open " + path + ": " + std::strerror(errno));
+    std::exit(1);
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = {};
+    const ssize_t n = ::pread(fd, pid, sizeof pid - 1, 0);
+    say("error", "another stratad (pid " + std::string(pid, n > 0 ? static_cast<std::size_t>(n) : 0) + ") runs on " + state.string());
+    std::exit(1);
+  }
+  const std::string me = std::to_string(::getpid());
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) < 0) say("warning", "cannot write the pid to " + path);
+  return fd;
+}
+
+// systemd's readiness protocol: one datagram to $NOTIFY_SOCKET.
+void notify_systemd(const char* state) {
+  const char* socket_path = std::getenv("NOTIFY_SOCKET");
+  if (socket_path == nullptr || socket_path[0] == '\0') return;
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, socket_path, sizeof address.sun_path - 1);
+  if (address.sun_path[0] == '@') address.sun_path[0] = '\0';  // abstract namespace
+  const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  const socklen_t length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + std::strlen(socket_path));
+  if (::sendto(fd, state, std::strlen(state), 0, reinterpret_cast<const sockaddr*>(&address), length) < 0) {
+    say("warning", std::string("cannot notify systemd: ") + std::strerror(errno));
+  }
+  ::close(fd);
+}
+
+std::vector<strata::controller::drive_spec> small_shelf() {
+  using strata::controller::drive_kind;
+  std::vector<strata::controller::drive_spec> d;
+  for (int i = 0; i < 10; ++i) d.push_back({"hdd-0" + std::to_string(i), drive_kind::hdd, 4ull << 30});
+  for (int i = 0; i < 3; ++i) d.push_back({"ssd-0" + std::to_string(i), drive_kind::ssd, 2ull << 30});
+  return d;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  strata::controller::array_options options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--state-dir") {
+      options.state_dir = value();
+    } else if (arg == "--iscsi") {
+      const std::string v = value();
+      const auto colon = v.rfind(':');
+      if (colon == std::string::npos) usage("--iscsi takes ADDR:PORT");
+      boost::system::error_code ec;
+      const auto address = boost::asio::ip::make_address(v.substr(0, colon), ec);
+      if (ec) usage("--iscsi: " + v.substr(0, colon) + " is not an address");
+      options.iscsi = {address, static_cast<unsigned short>(std::stoul(v.substr(colon + 1)))};
+    } else if (arg == "--small-shelf") {
+      options.shelf = small_shelf();
+      options.default_volume_bytes = 1ull << 30;
+    } else {
+      usage("unknown argument " + arg);
+    }
+  }
+  if (!options.iscsi.address().is_loopback()) usage("the iSCSI portal listens on loopback only (until TLS and tokens come)");
+  const int lock = take_lock(options.state_dir);
+  options.log = [](std::string_view what) { say("info", std::string(what)); };
+
+  boost::asio::io_context loop;
+  auto array = strata::controller::array::open(loop, options);
+  if (!array) {
+    say("error", array.error().message);
+    return 1;
+  }
+  const auto at = (*array)->iscsi_endpoint();
+  const std::string portal = at.address().to_string() + ":" + std::to_string(at.port());
+  say("info", "ready: iSCSI on " + portal + ", state in " + options.state_dir.string());
+  std::printf("stratad is ready. Connect with:\n  iscsi-ls iscsi://%s\n  iscsi-inq iscsi://%s/%s/0\n", portal.c_str(), portal.c_str(),
+              (*array)->target_name().c_str());
+  std::fflush(stdout);
+  notify_systemd("READY=1");
+
+  boost::asio::signal_set signals(loop, SIGTERM, SIGINT);
+  signals.async_wait([&](const boost::system::error_code& ec, int signal) {
+    if (ec) return;
+    say("info", std::string(signal == SIGTERM ? "SIGTERM" : "SIGINT") + ": shutting down");
+    notify_systemd("STOPPING=1");
+    loop.stop();
+  });
+  strata::device::run_loop(loop, std::chrono::microseconds(100));
+  (*array)->close();
+  array->reset();
+  say("info", "stopped cleanly");
+  ::close(lock);
+  return 0;
+}

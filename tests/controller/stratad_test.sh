@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# stratad end to end, with real processes: an empty state directory gets
+# the embedded default (a small shelf), an initiator writes a pattern over
+# iSCSI, a second daemon on the same state is refused, kill -9, a restart
+# finds the same groups (from their superblocks) and the same data, and
+# SIGTERM stops it cleanly (exit 0).
+#   stratad_test.sh PATH/TO/stratad
+set -uo pipefail
+stratad=$1
+for tool in iscsi-inq qemu-io; do
+  command -v "$tool" >/dev/null || { echo "SKIP: $tool is missing (tools/install-deps.sh installs libiscsi-bin, qemu-utils, qemu-block-extra)"; exit 77; }
+done
+state=$(mktemp -d)
+pid=
+trap '[[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null; rm -rf "$state"' EXIT
+failed=0
+check() { local what=$1; shift; if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; failed=1; fi; }
+quiet() { "$@" >/dev/null; }
+port=$((20000 + RANDOM % 20000))
+url="iscsi://127.0.0.1:$port/iqn.2026-11.io.strata:array/0"
+
+# start LOG: starts stratad, waits for its connect line
+start() {
+  "$stratad" --state-dir "$state" --iscsi "127.0.0.1:$port" --small-shelf >"$state/$1.out" 2>"$state/$1.err" &
+  pid=$!
+  for _ in $(seq 300); do
+    grep -q "stratad is ready" "$state/$1.out" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "FAIL: stratad did not become ready"; cat "$state/$1.err"; exit 1
+}
+
+start first
+check "the first start builds the embedded default" grep -q "building the embedded default" "$state/first.err"
+check "it prints how to connect" grep -q "iscsi-inq $url" "$state/first.out"
+check "an initiator sees LUN 0" bash -c "iscsi-inq $url | grep -q 'Peripheral Device Type:DIRECT_ACCESS'"
+check "a pattern is written and read back" bash -c "qemu-io -f raw -c 'write -P 0xa5 1M 4M' -c 'read -P 0xa5 1M 4M' $url >/dev/null"
+"$stratad" --state-dir "$state" --iscsi "127.0.0.1:$((port + 1))" --small-shelf >/dev/null 2>"$state/second.err"
+check "a second daemon on the same state exits 1, naming the one that holds it" \
+  bash -c "[[ $? -eq 1 ]] && grep -q 'another stratad (pid $pid)' '$state/second.err'"
+
+kill -9 "$pid"; wait "$pid" 2>/dev/null
+start again
+check "after kill -9 the groups are assembled from their superblocks" bash -c "[[ \$(grep -c 'assembled from its superblocks' '$state/again.err') -eq 4 ]]"
+check "... and nothing is built anew" bash -c "! grep -q 'building the embedded default' '$state/again.err'"
+# Reads of at most 16 KiB: qemu 7.2's iSCSI driver asserts on longer reads
+# of 4 KiB-block LUNs it has not written in the same run (it asks block
+# status for an unaligned length).
+check "the data written before kill -9 is there" quiet qemu-io -f raw -c "read -P 0xa5 1M 16k" -c "read -P 0xa5 3M 16k" \
+  -c "read -P 0xa5 5226496 16k" -c "read -P 0 5M 16k" "$url"
+check "(a wrong pattern fails the read check)" bash -c "! qemu-io -f raw -c 'read -P 0xa6 1M 16k' $url >/dev/null 2>&1"
+kill -TERM "$pid"; wait "$pid"; status=$?
+check "SIGTERM: exit 0" test "$status" -eq 0
+check "... after a clean shutdown" grep -q "stopped cleanly" "$state/again.err"
+pid=
+start third
+check "a clean restart finds the data too" quiet qemu-io -f raw -c "read -P 0xa5 2M 16k" "$url"
+kill -TERM "$pid"; wait "$pid"; pid=
+exit $failed
