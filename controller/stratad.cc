@@ -1,12 +1,17 @@
 // stratad: the array daemon (README.md).
 //
-//   stratad [--state-dir DIR] [--iscsi ADDR:PORT] [--small-shelf]
+//   stratad [--state-dir DIR] [--iscsi ADDR:PORT] [--grpc ADDR:PORT] [--small-shelf]
 //
 // --state-dir   where the array keeps everything (default /var/lib/strata);
 //               an empty one gets the embedded default array
 // --iscsi       the iSCSI portal (default 127.0.0.1:3260)
+// --grpc        the management API, with server reflection (default
+//               127.0.0.1:50051; loopback only until TLS and tokens come)
 // --small-shelf build the embedded default on 10 HDDs and 3 SSDs of a few
 //               GiB (sparse), with a 1 GiB volume: for tests
+//
+// This file is the composition root: the only one in controller/ that
+// reaches up to mgmt/ (the management plane drives the controller).
 //
 // Logs go to stderr as "stratad: LEVEL: message" (journald takes them from
 // there under systemd). Once it serves, it tells systemd (READY=1, when
@@ -27,6 +32,7 @@
 #include <unistd.h>
 
 #include "controller/array.h"
+#include "mgmt/server.h"
 #include "raid/device/run_loop.h"
 
 namespace {
@@ -35,7 +41,7 @@ void say(const char* level, const std::string& what) { std::fprintf(stderr, "str
 
 [[noreturn]] void usage(const std::string& problem) {
   say("error", problem);
-  std::fprintf(stderr, "usage: stratad [--state-dir DIR] [--iscsi ADDR:PORT] [--small-shelf]\n");
+  std::fprintf(stderr, "usage: stratad [--state-dir DIR] [--iscsi ADDR:PORT] [--grpc ADDR:PORT] [--small-shelf]\n");
   std::exit(2);
 }
 
@@ -89,6 +95,7 @@ std::vector<strata::controller::drive_spec> small_shelf() {
 
 int main(int argc, char** argv) {
   strata::controller::array_options options;
+  std::string grpc_address = "127.0.0.1:50051";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -105,6 +112,8 @@ int main(int argc, char** argv) {
       const auto address = boost::asio::ip::make_address(v.substr(0, colon), ec);
       if (ec) usage("--iscsi: " + v.substr(0, colon) + " is not an address");
       options.iscsi = {address, static_cast<unsigned short>(std::stoul(v.substr(colon + 1)))};
+    } else if (arg == "--grpc") {
+      grpc_address = value();
     } else if (arg == "--small-shelf") {
       options.shelf = small_shelf();
       options.default_volume_bytes = 1ull << 30;
@@ -122,9 +131,16 @@ int main(int argc, char** argv) {
     say("error", array.error().message);
     return 1;
   }
+  auto api = strata::mgmt::management_server::start((*array)->config(), grpc_address);
+  if (!api) {
+    say("error", api.error().message);
+    (*array)->close();
+    return 1;
+  }
   const auto at = (*array)->iscsi_endpoint();
   const std::string portal = at.address().to_string() + ":" + std::to_string(at.port());
-  say("info", "ready: iSCSI on " + portal + ", state in " + options.state_dir.string());
+  say("info", "ready: iSCSI on " + portal + ", management API on " + grpc_address.substr(0, grpc_address.rfind(':') + 1) +
+                  std::to_string((*api)->port()) + ", state in " + options.state_dir.string());
   std::printf("stratad is ready. Connect with:\n  iscsi-ls iscsi://%s\n  iscsi-inq iscsi://%s/%s/0\n", portal.c_str(), portal.c_str(),
               (*array)->target_name().c_str());
   std::fflush(stdout);
@@ -138,6 +154,7 @@ int main(int argc, char** argv) {
     loop.stop();
   });
   strata::device::run_loop(loop, std::chrono::microseconds(100));
+  api->reset();  // before the config store it reads goes
   (*array)->close();
   array->reset();
   say("info", "stopped cleanly");

@@ -35,8 +35,22 @@ for p in "${packages[@]}"; do
   fi
 done
 
+# grpcurl, which the end-to-end tests call the management API with (through
+# server reflection): Debian 12 has no package, so it comes from the Go
+# module proxy when a Go toolchain is here; else those checks skip, saying so.
+install_grpcurl() {
+  command -v grpcurl >/dev/null && return 0
+  command -v go >/dev/null || { echo "install-deps: no Go toolchain: grpcurl not installed (its tests skip)"; return 0; }
+  if GOBIN=/usr/local/bin timeout 600 go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.1 >/dev/null 2>&1; then
+    echo "install-deps: installed grpcurl from the Go module proxy"
+  else
+    echo "install-deps: grpcurl could not be installed from the Go module proxy (its tests skip)"
+  fi
+}
+
 if ((${#missing[@]} == 0)); then
   echo "install-deps: all ${#packages[@]} packages present"
+  install_grpcurl
   exit 0
 fi
 
@@ -46,3 +60,4 @@ if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+install_grpcurl

@@ -17,11 +17,12 @@ failed=0
 check() { local what=$1; shift; if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; failed=1; fi; }
 quiet() { "$@" >/dev/null; }
 port=$((20000 + RANDOM % 20000))
+api=127.0.0.1:$((port + 2))
 url="iscsi://127.0.0.1:$port/iqn.2026-11.io.strata:array/0"
 
 # start LOG: starts stratad, waits for its connect line
 start() {
-  "$stratad" --state-dir "$state" --iscsi "127.0.0.1:$port" --small-shelf >"$state/$1.out" 2>"$state/$1.err" &
+  "$stratad" --state-dir "$state" --iscsi "127.0.0.1:$port" --grpc "$api" --small-shelf >"$state/$1.out" 2>"$state/$1.err" &
   pid=$!
   for _ in $(seq 300); do
     grep -q "stratad is ready" "$state/$1.out" 2>/dev/null && return 0
@@ -36,12 +37,29 @@ check "the first start builds the embedded default" grep -q "building the embedd
 check "it prints how to connect" grep -q "iscsi-inq $url" "$state/first.out"
 check "an initiator sees LUN 0" bash -c "iscsi-inq $url | grep -q 'Peripheral Device Type:DIRECT_ACCESS'"
 check "a pattern is written and read back" bash -c "qemu-io -f raw -c 'write -P 0xa5 1M 4M' -c 'read -P 0xa5 1M 4M' $url >/dev/null"
-"$stratad" --state-dir "$state" --iscsi "127.0.0.1:$((port + 1))" --small-shelf >/dev/null 2>"$state/second.err"
+"$stratad" --state-dir "$state" --iscsi "127.0.0.1:$((port + 1))" --grpc "127.0.0.1:$((port + 3))" --small-shelf >/dev/null 2>"$state/second.err"
 check "a second daemon on the same state exits 1, naming the one that holds it" \
   bash -c "[[ $? -eq 1 ]] && grep -q 'another stratad (pid $pid)' '$state/second.err'"
 
+# The management API through server reflection (grpcurl, from the Go
+# module proxy: tools/install-deps.sh).
+if command -v grpcurl >/dev/null; then
+  check "grpcurl lists the Array service through reflection" bash -c "grpcurl -plaintext $api list | grep -qx strata.v1.Array"
+  check "... and every disk of the shelf (13)" bash -c "[[ \$(grpcurl -plaintext -d '{\"page_size\": 100}' $api strata.v1.Array/ListDisks | grep -c '\"name\"') -eq 13 ]]"
+  grpcurl -plaintext -d '{"name": "pools/p1/volumes/v1"}' "$api" strata.v1.Array/GetVolume >"$state/volume.before"
+  check "... and the volume" grep -q '"serial": "STRATA-' "$state/volume.before"
+  check "... and an unknown one is NOT_FOUND, naming it" bash -c \
+    "grpcurl -plaintext -d '{\"name\": \"disks/nope\"}' $api strata.v1.Array/GetDisk 2>&1 | grep -q 'name: disks/nope does not exist'"
+else
+  echo "SKIP: grpcurl is missing (tools/install-deps.sh installs it from the Go module proxy when Go is here): the API checks did not run"
+fi
+
 kill -9 "$pid"; wait "$pid" 2>/dev/null
 start again
+if command -v grpcurl >/dev/null; then
+  grpcurl -plaintext -d '{"name": "pools/p1/volumes/v1"}' "$api" strata.v1.Array/GetVolume >"$state/volume.after"
+  check "after kill -9 the API shows the same volume" cmp -s "$state/volume.before" "$state/volume.after"
+fi
 check "after kill -9 the groups are assembled from their superblocks" bash -c "[[ \$(grep -c 'assembled from its superblocks' '$state/again.err') -eq 4 ]]"
 check "... and nothing is built anew" bash -c "! grep -q 'building the embedded default' '$state/again.err'"
 # Reads of at most 16 KiB: qemu 7.2's iSCSI driver asserts on longer reads

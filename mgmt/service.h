@@ -1,0 +1,35 @@
+// The management API's service (proto/strata/v1/array.proto): the array's
+// resources as the controller keeps them in its config store.
+//
+// Threads: gRPC's. The handlers read the config store, which is safe from
+// any thread (controller/config_store.h); nothing here touches a loop.
+#pragma once
+
+#include "controller/config_store.h"
+#include "strata/v1/array.grpc.pb.h"
+
+namespace strata::mgmt {
+
+class array_service final : public v1::Array::Service {
+ public:
+  explicit array_service(const controller::config_store& config) : config_(config) {}
+
+  grpc::Status GetVersion(grpc::ServerContext*, const v1::GetVersionRequest*, v1::GetVersionResponse* out) override;
+  grpc::Status ListDisks(grpc::ServerContext*, const v1::ListRequest* in, v1::ListDisksResponse* out) override;
+  grpc::Status GetDisk(grpc::ServerContext*, const v1::GetRequest* in, v1::Disk* out) override;
+  grpc::Status ListDiskGroups(grpc::ServerContext*, const v1::ListRequest* in, v1::ListDiskGroupsResponse* out) override;
+  grpc::Status GetDiskGroup(grpc::ServerContext*, const v1::GetRequest* in, v1::DiskGroup* out) override;
+  grpc::Status ListPools(grpc::ServerContext*, const v1::ListRequest* in, v1::ListPoolsResponse* out) override;
+  grpc::Status GetPool(grpc::ServerContext*, const v1::GetRequest* in, v1::Pool* out) override;
+  grpc::Status ListVolumes(grpc::ServerContext*, const v1::ListRequest* in, v1::ListVolumesResponse* out) override;
+  grpc::Status GetVolume(grpc::ServerContext*, const v1::GetRequest* in, v1::Volume* out) override;
+  grpc::Status ListHosts(grpc::ServerContext*, const v1::ListRequest* in, v1::ListHostsResponse* out) override;
+  grpc::Status GetHost(grpc::ServerContext*, const v1::GetRequest* in, v1::Host* out) override;
+  grpc::Status ListMappings(grpc::ServerContext*, const v1::ListRequest* in, v1::ListMappingsResponse* out) override;
+  grpc::Status GetMapping(grpc::ServerContext*, const v1::GetRequest* in, v1::Mapping* out) override;
+
+ private:
+  const controller::config_store& config_;
+};
+
+}  // namespace strata::mgmt
