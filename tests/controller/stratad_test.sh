@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# stratad end to end, with real processes: an empty state directory gets
+# stratad end to end, with real processes (stratad, the strata CLI,
+# grpcurl, libiscsi's and qemu's initiators): an empty state directory gets
 # the embedded default (a small shelf), an initiator writes a pattern over
 # iSCSI, a second daemon on the same state is refused, kill -9, a restart
 # finds the same groups (from their superblocks) and the same data, and
 # SIGTERM stops it cleanly (exit 0).
-#   stratad_test.sh PATH/TO/stratad
+#   stratad_test.sh PATH/TO/stratad PATH/TO/strata
 set -uo pipefail
 stratad=$1
+cli=$2
 for tool in iscsi-inq qemu-io; do
   command -v "$tool" >/dev/null || { echo "SKIP: $tool is missing (tools/install-deps.sh installs libiscsi-bin, qemu-utils, qemu-block-extra)"; exit 77; }
 done
@@ -40,6 +42,17 @@ check "a pattern is written and read back" bash -c "qemu-io -f raw -c 'write -P 
 "$stratad" --state-dir "$state" --iscsi "127.0.0.1:$((port + 1))" --grpc "127.0.0.1:$((port + 3))" --small-shelf >/dev/null 2>"$state/second.err"
 check "a second daemon on the same state exits 1, naming the one that holds it" \
   bash -c "[[ $? -eq 1 ]] && grep -q 'another stratad (pid $pid)' '$state/second.err'"
+
+# The strata CLI: tables, --json, exit codes.
+check "strata volume list shows the volume" bash -c "'$cli' --api $api volume list | grep -q '^pools/p1/volumes/v1 .*1.0 GiB'"
+check "strata --json map list gives LUN 0 of every initiator" bash -c \
+  "'$cli' --api $api --json map list | grep -q '\"volume\":\"pools/p1/volumes/v1\",\"host\":\"hosts/all\",\"lun\":0'"
+"$cli" --api "$api" disk show hdd-99 >/dev/null 2>"$state/cli.err"
+check "strata: an unknown disk exits 1, the reason on stderr" bash -c "[[ $? -eq 1 ]] && grep -q 'NOT_FOUND: name: disks/hdd-99 does not exist' '$state/cli.err'"
+"$cli" --api 127.0.0.1:1 disk list >/dev/null 2>&1
+check "strata: an array that cannot be reached exits 3" test $? -eq 3
+"$cli" --api "$api" disk frobnicate >/dev/null 2>&1
+check "strata: a usage error exits 2" test $? -eq 2
 
 # The management API through server reflection (grpcurl, from the Go
 # module proxy: tools/install-deps.sh).
