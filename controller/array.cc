@@ -230,29 +230,48 @@ std::expected<void, error> array::open_pool(const std::string& bytes) {
   return {};
 }
 
+std::expected<void, error> array::map_volume(const std::string& volume_name, std::uint32_t lun) {
+  const auto volume_bytes = config_->get(volume_name);
+  if (!volume_bytes) return std::unexpected(make_error(errc::not_found, "no volume " + volume_name));
+  auto volume = decode<v1::Volume>(volume_name, *volume_bytes);
+  if (!volume) return std::unexpected(volume.error());
+  tiering::volume* v = pool_ ? pool_->find_volume(short_name(volume->name())) : nullptr;
+  if (v == nullptr) return std::unexpected(make_error(errc::not_found, "the pool has no volume " + volume->name()));
+  if (luns_->find(lun) != nullptr) return std::unexpected(make_error(errc::invalid_argument, "LUN " + std::to_string(lun) + " is taken"));
+  scsi::unit_identity id;
+  id.serial = volume->serial();
+  id.non_rotating = false;  // mostly HDDs behind it
+  unit_states_.push_back(std::make_unique<config_unit_state_store>(*config_, "reservations/" + volume->name(),
+                                                                   loop_.get_executor(), state_writer_.get_executor()));
+  units_.push_back(std::make_unique<scsi::logical_unit>(*v, id, unit_states_.back().get()));
+  if (auto restored = units_.back()->restore_state(scsi::state_origin::power_loss); !restored) {
+    log(volume->name() + ": its reservation state was not restored: " + restored.error().message);
+  }
+  if (auto e = luns_->add(static_cast<std::uint16_t>(lun), *units_.back())) {
+    units_.pop_back();
+    unit_states_.pop_back();
+    return std::unexpected(make_error(errc::invalid_argument, "LUN " + std::to_string(lun) + ": " + e.message()));
+  }
+  return {};
+}
+
+void array::create_volume(const std::string& name, std::uint64_t bytes, tiering::affinity placement,
+                          std::function<void(std::expected<void, error>)> done) {
+  if (!pool_) return done(std::unexpected(make_error(errc::not_found, "no pool")));
+  pool_->create_volume({name, 4096, bytes / 4096, placement}, [done = std::move(done)](std::expected<tiering::volume*, error> r) {
+    if (!r) return done(std::unexpected(r.error()));
+    done({});
+  });
+}
+
 std::expected<void, error> array::serve() {
   luns_ = std::make_unique<scsi::lun_map>(loop_.get_executor());
   iscsi::target_node target{options_.target_name, {}, std::nullopt};
   for (const auto& [key, bytes] : config_->list("mappings/")) {
     auto mapping = decode<v1::Mapping>(key, bytes);
     if (!mapping) return std::unexpected(mapping.error());
-    const auto volume_bytes = config_->get(mapping->volume());
-    if (!volume_bytes) return std::unexpected(make_error(errc::not_found, key + ": no volume " + mapping->volume()));
-    auto volume = decode<v1::Volume>(mapping->volume(), *volume_bytes);
-    if (!volume) return std::unexpected(volume.error());
-    tiering::volume* v = pool_ ? pool_->find_volume(short_name(volume->name())) : nullptr;
-    if (v == nullptr) return std::unexpected(make_error(errc::not_found, key + ": the pool has no volume " + volume->name()));
-    scsi::unit_identity id;
-    id.serial = volume->serial();
-    id.non_rotating = false;  // mostly HDDs behind it
-    unit_states_.push_back(std::make_unique<config_unit_state_store>(*config_, "reservations/" + volume->name(),
-                                                                     loop_.get_executor(), state_writer_.get_executor()));
-    units_.push_back(std::make_unique<scsi::logical_unit>(*v, id, unit_states_.back().get()));
-    if (auto restored = units_.back()->restore_state(scsi::state_origin::power_loss); !restored) {
-      log(volume->name() + ": its reservation state was not restored: " + restored.error().message);
-    }
-    if (auto e = luns_->add(static_cast<std::uint16_t>(mapping->lun()), *units_.back())) {
-      return std::unexpected(make_error(errc::invalid_argument, key + ": LUN " + std::to_string(mapping->lun()) + ": " + e.message()));
+    if (auto mapped = map_volume(mapping->volume(), mapping->lun()); !mapped) {
+      return std::unexpected(error{mapped.error().code, key + ": " + mapped.error().message});
     }
   }
   // Every mapping's host is every initiator today (the embedded default);

@@ -58,9 +58,21 @@ class array {
   void close();
   ~array();
 
+  // Management changes: called on the loop (mgmt posts them there), and
+  // answered there. The caller records the change in the config store.
+  //
+  // A new thin volume `name` ("v2") in the pool, durable in the pool's
+  // metadata before `done`. errc::no_space: over the pool's overcommit.
+  void create_volume(const std::string& name, std::uint64_t bytes, tiering::affinity placement,
+                     std::function<void(std::expected<void, error>)> done);
+  // Serves the volume whose record is `volume` ("pools/p1/volumes/v2") as
+  // `lun` to every initiator, at once.
+  std::expected<void, error> map_volume(const std::string& volume, std::uint32_t lun);
+  boost::asio::any_io_executor executor() const { return loop_.get_executor(); }
+
   boost::asio::ip::tcp::endpoint iscsi_endpoint() const { return server_->local_endpoint(); }
   const std::string& target_name() const noexcept { return options_.target_name; }
-  const config_store& config() const noexcept { return *config_; }
+  config_store& config() const noexcept { return *config_; }
 
  private:
   array(boost::asio::io_context& loop, const array_options& options) : loop_(loop), options_(options) {}

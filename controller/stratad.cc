@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
     say("error", array.error().message);
     return 1;
   }
-  auto api = strata::mgmt::management_server::start((*array)->config(), grpc_address);
+  auto api = strata::mgmt::management_server::start((*array)->config(), array->get(), grpc_address);
   if (!api) {
     say("error", api.error().message);
     (*array)->close();

@@ -11,7 +11,8 @@ bool loopback(const std::string& address) {
 }
 }  // namespace
 
-std::expected<std::unique_ptr<management_server>, error> management_server::start(const controller::config_store& config,
+std::expected<std::unique_ptr<management_server>, error> management_server::start(controller::config_store& config,
+                                                                                  controller::array* array,
                                                                                   const std::string& address) {
   if (!loopback(address)) {
     return std::unexpected(make_error(errc::permission_denied, "the management API at " + address +
@@ -20,7 +21,7 @@ std::expected<std::unique_ptr<management_server>, error> management_server::star
   // Registers the reflection service with every server built from here on;
   // called explicitly so that the linker keeps it.
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  std::unique_ptr<management_server> s(new management_server(config));
+  std::unique_ptr<management_server> s(new management_server(config, array));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &s->port_);
   builder.RegisterService(&s->service_);

@@ -21,7 +21,9 @@ namespace strata::mgmt {
 class management_server {
  public:
   // Serves at `address` ("127.0.0.1:50051"; port 0: any free one).
-  static std::expected<std::unique_ptr<management_server>, error> start(const controller::config_store& config,
+  // `array` may be null (service.h).
+  static std::expected<std::unique_ptr<management_server>, error> start(controller::config_store& config,
+                                                                        controller::array* array,
                                                                         const std::string& address);
   ~management_server();
   int port() const noexcept { return port_; }
@@ -29,7 +31,7 @@ class management_server {
   void stop();
 
  private:
-  explicit management_server(const controller::config_store& config) : service_(config) {}
+  management_server(controller::config_store& config, controller::array* array) : service_(config, array) {}
   array_service service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

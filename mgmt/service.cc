@@ -1,6 +1,11 @@
 #include "mgmt/service.h"
 
+#include <boost/asio/post.hpp>
+#include <future>
+#include <random>
 #include <string_view>
+
+#include "tiering/records.h"
 
 namespace strata::mgmt {
 
@@ -60,7 +65,131 @@ grpc::Status get(const controller::config_store& config, const std::string& coll
   return grpc::Status::OK;
 }
 
+// A short name the API accepts for a new resource: [a-z][a-z0-9-]*, at most 63.
+bool valid_id(const std::string& id) {
+  if (id.empty() || id.size() > 63 || id[0] < 'a' || id[0] > 'z') return false;
+  return std::ranges::all_of(id, [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; });
+}
+
+grpc::Status status_of(const error& e) {
+  switch (static_cast<errc>(e.code.value())) {
+    case errc::no_space:
+      return {grpc::StatusCode::RESOURCE_EXHAUSTED, e.message};
+    case errc::invalid_argument:
+      return {grpc::StatusCode::INVALID_ARGUMENT, e.message};
+    case errc::not_found:
+      return {grpc::StatusCode::NOT_FOUND, e.message};
+    default:
+      return {grpc::StatusCode::INTERNAL, e.message};
+  }
+}
+
+// Runs `change` on the array's loop and waits for what it reports, at most
+// 30 s (the loop may be shutting down).
+std::expected<void, error> on_loop(controller::array& array,
+                                   std::function<void(std::function<void(std::expected<void, error>)>)> change) {
+  auto result = std::make_shared<std::promise<std::expected<void, error>>>();
+  auto outcome = result->get_future();
+  boost::asio::post(array.executor(), [result, change = std::move(change)] {
+    change([result](std::expected<void, error> r) { result->set_value(std::move(r)); });
+  });
+  if (outcome.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+    return std::unexpected(make_error(errc::timed_out, "the array did not answer within 30 s"));
+  }
+  return outcome.get();
+}
+
+std::string random_hex(int bytes) {
+  std::random_device seed;
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < bytes; ++i) {
+    const unsigned b = seed() & 0xff;
+    out.push_back(digits[b >> 4]);
+    out.push_back(digits[b & 15]);
+  }
+  return out;
+}
+
 }  // namespace
+
+grpc::Status array_service::CreateVolume(grpc::ServerContext*, const v1::CreateVolumeRequest* in, v1::Volume* out) {
+  if (in->parent().empty()) return invalid("parent", "the pool to create the volume in, e.g. pools/p1");
+  if (!valid_id(in->volume_id())) return invalid("volume_id", "\"" + in->volume_id() + "\" is not [a-z][a-z0-9-]*, at most 63");
+  const std::uint64_t bytes = in->volume().size_bytes();
+  if (bytes == 0 || bytes % 4096 != 0) return invalid("volume.size_bytes", std::to_string(bytes) + " is not a positive multiple of 4096");
+  if (in->volume().block_size_bytes() != 0 && in->volume().block_size_bytes() != 4096) {
+    return invalid("volume.block_size_bytes", "the pool's drives have 4096-byte blocks: 4096 (or 0)");
+  }
+  std::lock_guard hold(changes_);
+  if (!config_.get(in->parent()) || !in->parent().starts_with("pools/")) {
+    return {grpc::StatusCode::NOT_FOUND, "parent: " + in->parent() + " does not exist"};
+  }
+  const std::string name = in->parent() + "/volumes/" + in->volume_id();
+  if (config_.get(name)) return {grpc::StatusCode::ALREADY_EXISTS, "volume_id: " + name + " exists"};
+  if (array_ == nullptr) return {grpc::StatusCode::UNAVAILABLE, "no array to create the volume in"};
+  const v1::Affinity affinity = in->volume().affinity() == v1::AFFINITY_UNSPECIFIED ? v1::AUTO : in->volume().affinity();
+  const tiering::affinity placement = affinity == v1::PERFORMANCE ? tiering::affinity::performance
+                                      : affinity == v1::CAPACITY  ? tiering::affinity::archive
+                                                                  : tiering::affinity::automatic;
+  auto created = on_loop(*array_, [this, id = in->volume_id(), bytes, placement](auto done) {
+    array_->create_volume(id, bytes, placement, std::move(done));
+  });
+  if (!created) return status_of(created.error());
+  out->set_name(name);
+  out->set_size_bytes(bytes);
+  out->set_block_size_bytes(4096);
+  out->set_affinity(affinity);
+  out->set_serial("STRATA-" + random_hex(8) + "-" + in->volume_id());
+  controller::config_batch b;
+  b.put(name, out->SerializeAsString());
+  if (auto done = config_.commit(b); !done) return status_of(done.error());
+  return grpc::Status::OK;
+}
+
+grpc::Status array_service::CreateMapping(grpc::ServerContext*, const v1::CreateMappingRequest* in, v1::Mapping* out) {
+  if (!valid_id(in->mapping_id())) return invalid("mapping_id", "\"" + in->mapping_id() + "\" is not [a-z][a-z0-9-]*, at most 63");
+  const v1::Mapping& m = in->mapping();
+  if (m.lun() >= 16384) return invalid("mapping.lun", std::to_string(m.lun()) + " is not below 16384");
+  std::lock_guard hold(changes_);
+  const std::string name = "mappings/" + in->mapping_id();
+  if (config_.get(name)) return {grpc::StatusCode::ALREADY_EXISTS, "mapping_id: " + name + " exists"};
+  if (m.volume().find("/volumes/") == std::string::npos || !config_.get(m.volume())) {
+    return {grpc::StatusCode::NOT_FOUND, "mapping.volume: " + m.volume() + " does not exist"};
+  }
+  const auto host_bytes = config_.get(m.host());
+  v1::Host host;
+  if (!m.host().starts_with("hosts/") || !host_bytes || !host.ParseFromString(*host_bytes)) {
+    return {grpc::StatusCode::NOT_FOUND, "mapping.host: " + m.host() + " does not exist"};
+  }
+  if (!host.any_initiator()) {
+    return {grpc::StatusCode::FAILED_PRECONDITION, "mapping.host: only a host of every initiator can be served today"};
+  }
+  for (const auto& [key, bytes] : config_.list("mappings/")) {
+    v1::Mapping other;
+    if (!other.ParseFromString(bytes)) continue;
+    if (other.host() == m.host() && other.lun() == m.lun()) {
+      return {grpc::StatusCode::ALREADY_EXISTS, "mapping.lun: LUN " + std::to_string(m.lun()) + " of " + m.host() + " is " + key};
+    }
+    if (other.volume() == m.volume()) {
+      return {grpc::StatusCode::FAILED_PRECONDITION, "mapping.volume: " + m.volume() + " is already served (" + key + ")"};
+    }
+  }
+  if (array_ == nullptr) return {grpc::StatusCode::UNAVAILABLE, "no array to serve the volume"};
+  *out = m;
+  out->set_name(name);
+  controller::config_batch b;
+  b.put(name, out->SerializeAsString());
+  if (auto done = config_.commit(b); !done) return status_of(done.error());
+  auto mapped = on_loop(*array_, [this, volume = m.volume(), lun = m.lun()](auto done) { done(array_->map_volume(volume, lun)); });
+  if (!mapped) {
+    controller::config_batch undo;  // a failed request changes nothing
+    undo.erase(name);
+    (void)config_.commit(undo);
+    return status_of(mapped.error());
+  }
+  return grpc::Status::OK;
+}
 
 grpc::Status array_service::GetVersion(grpc::ServerContext*, const v1::GetVersionRequest*, v1::GetVersionResponse* out) {
   out->set_version("0.1.0");

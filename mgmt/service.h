@@ -2,9 +2,15 @@
 // resources as the controller keeps them in its config store.
 //
 // Threads: gRPC's. The handlers read the config store, which is safe from
-// any thread (controller/config_store.h); nothing here touches a loop.
+// any thread (controller/config_store.h). A change to the array runs on the
+// array's loop (posted there); the handler waits for it, on its gRPC
+// thread, never on the loop. Changes are serialised by one mutex: each
+// checks, applies and records as one step.
 #pragma once
 
+#include <mutex>
+
+#include "controller/array.h"
 #include "controller/config_store.h"
 #include "strata/v1/array.grpc.pb.h"
 
@@ -12,7 +18,9 @@ namespace strata::mgmt {
 
 class array_service final : public v1::Array::Service {
  public:
-  explicit array_service(const controller::config_store& config) : config_(config) {}
+  // `array`: the running array that changes are applied to; null: the
+  // resources can be read, and changes are refused (UNAVAILABLE).
+  array_service(controller::config_store& config, controller::array* array) : config_(config), array_(array) {}
 
   grpc::Status GetVersion(grpc::ServerContext*, const v1::GetVersionRequest*, v1::GetVersionResponse* out) override;
   grpc::Status ListDisks(grpc::ServerContext*, const v1::ListRequest* in, v1::ListDisksResponse* out) override;
@@ -27,9 +35,13 @@ class array_service final : public v1::Array::Service {
   grpc::Status GetHost(grpc::ServerContext*, const v1::GetRequest* in, v1::Host* out) override;
   grpc::Status ListMappings(grpc::ServerContext*, const v1::ListRequest* in, v1::ListMappingsResponse* out) override;
   grpc::Status GetMapping(grpc::ServerContext*, const v1::GetRequest* in, v1::Mapping* out) override;
+  grpc::Status CreateVolume(grpc::ServerContext*, const v1::CreateVolumeRequest* in, v1::Volume* out) override;
+  grpc::Status CreateMapping(grpc::ServerContext*, const v1::CreateMappingRequest* in, v1::Mapping* out) override;
 
  private:
-  const controller::config_store& config_;
+  controller::config_store& config_;
+  controller::array* array_;
+  std::mutex changes_;
 };
 
 }  // namespace strata::mgmt

@@ -235,9 +235,9 @@ device::block_geometry pool::volume_geometry(const volume_record& v) const {
 }
 
 void pool::create_volume(const volume_spec& spec, std::function<void(std::expected<volume*, error>)> done) {
-  auto refuse = [&](std::string message) {
-    boost::asio::post(loop_, [done = std::move(done), message = std::move(message)] {
-      done(std::unexpected(make_error(errc::invalid_argument, message)));
+  auto refuse = [&](std::string message, errc why = errc::invalid_argument) {
+    boost::asio::post(loop_, [done = std::move(done), message = std::move(message), why] {
+      done(std::unexpected(make_error(why, message)));
     });
   };
   const std::uint32_t group_block = groups_[0].device->geometry().logical_block_size_bytes;
@@ -262,7 +262,7 @@ void pool::create_volume(const volume_spec& spec, std::function<void(std::expect
     return refuse("a volume of " + std::to_string(spec.block_count * spec.block_size_bytes) +
                   " bytes takes the pool past its overcommit limit: " + std::to_string(committed_bytes_) +
                   " bytes of volumes on " + std::to_string(capacity_bytes) + " bytes, at most " +
-                  std::to_string(options_.overcommit) + "x");
+                  std::to_string(options_.overcommit) + "x", errc::no_space);
   }
   volume_record record;
   record.id = next_volume_id_++;

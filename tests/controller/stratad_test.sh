@@ -54,6 +54,20 @@ check "strata: an array that cannot be reached exits 3" test $? -eq 3
 "$cli" --api "$api" disk frobnicate >/dev/null 2>&1
 check "strata: a usage error exits 2" test $? -eq 2
 
+# A volume and a mapping made through the CLI, served at once.
+url1="iscsi://127.0.0.1:$port/iqn.2026-11.io.strata:array/1"
+check "strata volume create v2 --size 2G" quiet "$cli" --api "$api" volume create v2 --size 2G
+check "strata map v2 --lun 1" quiet "$cli" --api "$api" map v2 --lun 1
+check "LUN 1 takes a pattern at once" quiet qemu-io -f raw -c 'write -P 0x3c 64M 1M' -c 'read -P 0x3c 64M 1M' "$url1"
+"$cli" --api "$api" volume create huge --size 100T >/dev/null 2>"$state/cli.err"
+check "a volume past the pool's overcommit: RESOURCE_EXHAUSTED, exit 1, nothing made" bash -c \
+  "[[ $? -eq 1 ]] && grep -q RESOURCE_EXHAUSTED '$state/cli.err' && ! '$cli' --api $api volume show huge >/dev/null 2>&1"
+quiet "$cli" --api "$api" volume create v3 --size 1G
+"$cli" --api "$api" map v3 --lun 0 >/dev/null 2>"$state/cli.err"
+check "a LUN already in use: ALREADY_EXISTS, exit 1" bash -c "[[ $? -eq 1 ]] && grep -q 'ALREADY_EXISTS: mapping.lun' '$state/cli.err'"
+"$cli" --api "$api" map v2 --lun 5 --name again >/dev/null 2>"$state/cli.err"
+check "a volume served already: FAILED_PRECONDITION, exit 1" bash -c "[[ $? -eq 1 ]] && grep -q 'FAILED_PRECONDITION: mapping.volume' '$state/cli.err'"
+
 # The management API through server reflection (grpcurl, from the Go
 # module proxy: tools/install-deps.sh).
 if command -v grpcurl >/dev/null; then
@@ -87,5 +101,6 @@ check "... after a clean shutdown" grep -q "stopped cleanly" "$state/again.err"
 pid=
 start third
 check "a clean restart finds the data too" quiet qemu-io -f raw -c "read -P 0xa5 2M 16k" "$url"
+check "... and the volume made through the CLI, with its data, as LUN 1" quiet qemu-io -f raw -c "read -P 0x3c 64M 16k" "$url1"
 kill -TERM "$pid"; wait "$pid"; pid=
 exit $failed

@@ -42,7 +42,7 @@ struct api {
       b.put(v.name(), v.SerializeAsString());
     }
     REQUIRE(config->commit(b));
-    auto s = mgmt::management_server::start(*config, "127.0.0.1:0");
+    auto s = mgmt::management_server::start(*config, nullptr, "127.0.0.1:0");
     REQUIRE(s);
     server = std::move(*s);
     stub = v1::Array::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(server->port()), grpc::InsecureChannelCredentials()));
@@ -135,7 +135,53 @@ TEST_CASE("api: off loopback the server refuses to start, saying why", "[mgmt]")
   temp_dir dir;
   auto c = controller::config_store::open((dir.path() / "config").string());
   REQUIRE(c);
-  auto s = mgmt::management_server::start(**c, "0.0.0.0:0");
+  auto s = mgmt::management_server::start(**c, nullptr, "0.0.0.0:0");
   REQUIRE_FALSE(s);
   CHECK(s.error().message.find("TLS") != std::string::npos);
+}
+
+TEST_CASE("api: creating a volume or a mapping checks every field first, and a failed request changes nothing",
+          "[mgmt]") {
+  api a;
+  v1::Volume volume;
+  v1::CreateVolumeRequest cv;
+  cv.mutable_volume()->set_size_bytes(1u << 30);
+  auto create = [&](std::string parent, std::string id, std::uint64_t bytes) {
+    cv.set_parent(std::move(parent));
+    cv.set_volume_id(std::move(id));
+    cv.mutable_volume()->set_size_bytes(bytes);
+    return a.call(&v1::Array::Stub::CreateVolume, cv, volume);
+  };
+  auto s = create("", "v3", 1u << 30);
+  CHECK((s.error_code() == grpc::StatusCode::INVALID_ARGUMENT && s.error_message().starts_with("parent:")));
+  s = create("pools/p1", "V3!", 1u << 30);
+  CHECK((s.error_code() == grpc::StatusCode::INVALID_ARGUMENT && s.error_message().starts_with("volume_id:")));
+  s = create("pools/p1", "v3", 1000);
+  CHECK((s.error_code() == grpc::StatusCode::INVALID_ARGUMENT && s.error_message().starts_with("volume.size_bytes:")));
+  s = create("pools/p9", "v3", 1u << 30);
+  CHECK((s.error_code() == grpc::StatusCode::NOT_FOUND && s.error_message().starts_with("parent:")));
+  s = create("pools/p1", "v1", 1u << 30);
+  CHECK((s.error_code() == grpc::StatusCode::ALREADY_EXISTS && s.error_message().starts_with("volume_id:")));
+  s = create("pools/p1", "v3", 1u << 30);  // valid, but no array behind this server
+  CHECK(s.error_code() == grpc::StatusCode::UNAVAILABLE);
+  CHECK_FALSE(a.config->get("pools/p1/volumes/v3"));
+
+  v1::Mapping mapping;
+  v1::CreateMappingRequest cm;
+  auto map = [&](std::string id, std::string vol, std::string host, std::uint32_t lun) {
+    cm.set_mapping_id(std::move(id));
+    cm.mutable_mapping()->set_volume(std::move(vol));
+    cm.mutable_mapping()->set_host(std::move(host));
+    cm.mutable_mapping()->set_lun(lun);
+    return a.call(&v1::Array::Stub::CreateMapping, cm, mapping);
+  };
+  s = map("m2", "pools/p1/volumes/v9", "hosts/all", 1);
+  CHECK((s.error_code() == grpc::StatusCode::NOT_FOUND && s.error_message().starts_with("mapping.volume:")));
+  s = map("m2", "pools/p1/volumes/v1", "hosts/nobody", 1);
+  CHECK((s.error_code() == grpc::StatusCode::NOT_FOUND && s.error_message().starts_with("mapping.host:")));
+  s = map("m2", "pools/p1/volumes/v1", "hosts/all", 20000);
+  CHECK((s.error_code() == grpc::StatusCode::INVALID_ARGUMENT && s.error_message().starts_with("mapping.lun:")));
+  s = map("", "pools/p1/volumes/v1", "hosts/all", 1);
+  CHECK((s.error_code() == grpc::StatusCode::INVALID_ARGUMENT && s.error_message().starts_with("mapping_id:")));
+  CHECK(a.config->list("mappings/").empty());
 }

@@ -6,7 +6,11 @@
 //   disk list | disk show NAME          group list | group show NAME
 //   pool list | pool show NAME          volume list [POOL] | volume show NAME
 //   host list | host show NAME          map list | map show NAME
+//   volume create NAME --size SIZE [--pool POOL] [--affinity auto|performance|capacity]
+//   map VOLUME --lun N [--host HOST] [--name NAME]
 //   version
+//
+// SIZE: bytes, or with K, M, G, T (powers of 1024; "100G", "512MiB").
 //
 // NAME may be short ("hdd-00", "v1") or a resource name ("disks/hdd-00").
 // Output: a table for people, or with --json one JSON object per resource
@@ -18,6 +22,7 @@
 
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,7 +41,8 @@ constexpr int exit_unreachable = 3;
                "strata: %s\n"
                "usage: strata [--api ADDR:PORT] [--json] NOUN VERB [NAME]\n"
                "  disk|group|pool|host|map list, disk|group|pool|volume|host|map show NAME,\n"
-               "  volume list [POOL], version\n",
+               "  volume list [POOL], volume create NAME --size SIZE [--pool POOL] [--affinity auto|performance|capacity],\n"
+               "  map VOLUME --lun N [--host HOST] [--name NAME], version\n",
                problem.c_str());
   std::exit(exit_usage);
 }
@@ -164,6 +170,24 @@ struct client {
   }
 };
 
+// "100G", "512MiB", "4096": bytes; 0 if it is not a size.
+std::uint64_t parse_size(const std::string& text) {
+  std::size_t used = 0;
+  unsigned long long n = 0;
+  try {
+    n = std::stoull(text, &used);
+  } catch (...) {
+    return 0;
+  }
+  std::string unit = text.substr(used);
+  if (unit.ends_with("iB")) unit.resize(unit.size() - 2);
+  if (unit.ends_with("B") && unit.size() > 1) unit.pop_back();
+  const std::string units = "KMGT";
+  if (unit.empty()) return n;
+  if (unit.size() != 1 || units.find(unit[0]) == std::string::npos) return 0;
+  return n << (10 * (units.find(unit[0]) + 1));
+}
+
 std::string resource(const std::string& collection, const std::string& name) {
   return name.find('/') == std::string::npos ? collection + name : name;
 }
@@ -174,6 +198,7 @@ int main(int argc, char** argv) {
   std::string api = "127.0.0.1:50051";
   bool as_json = false;
   std::vector<std::string> words;
+  std::map<std::string, std::string> flags;  // --size, --pool, --affinity, --lun, --host, --name
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--api") {
@@ -181,12 +206,16 @@ int main(int argc, char** argv) {
       api = argv[++i];
     } else if (arg == "--json") {
       as_json = true;
+    } else if (arg == "--size" || arg == "--pool" || arg == "--affinity" || arg == "--lun" || arg == "--host" || arg == "--name") {
+      if (i + 1 >= argc) usage(arg + " needs a value");
+      flags[arg] = argv[++i];
     } else if (arg.starts_with("--")) {
       usage("unknown option " + arg);
     } else {
       words.push_back(arg);
     }
   }
+  auto flag = [&](const std::string& f, const std::string& otherwise) { return flags.contains(f) ? flags[f] : otherwise; };
   if (words.empty()) usage("what to do?");
   client c{v1::Array::NewStub(grpc::CreateChannel(api, grpc::InsecureChannelCredentials())), as_json};
   const std::string noun = words[0];
@@ -215,6 +244,57 @@ int main(int argc, char** argv) {
   if (noun == "volume" && verb == "list") {
     return c.list<v1::ListVolumesResponse>(&S::ListVolumes, [](auto& r) { return r.volumes(); }, volume_h,
                                            resource("pools/", name.empty() ? "p1" : name));
+  }
+  if (noun == "volume" && verb == "create") {
+    if (name.empty()) usage("volume create needs a NAME");
+    if (!flags.contains("--size")) usage("volume create needs --size");
+    const std::uint64_t bytes = parse_size(flags["--size"]);
+    if (bytes == 0) usage("--size " + flags["--size"] + " is not a size (e.g. 100G)");
+    const std::string affinity = flag("--affinity", "auto");
+    v1::CreateVolumeRequest in;
+    in.set_parent(resource("pools/", flag("--pool", "p1")));
+    in.set_volume_id(name);
+    in.mutable_volume()->set_size_bytes(bytes);
+    if (affinity == "auto") {
+      in.mutable_volume()->set_affinity(v1::AUTO);
+    } else if (affinity == "performance") {
+      in.mutable_volume()->set_affinity(v1::PERFORMANCE);
+    } else if (affinity == "capacity") {
+      in.mutable_volume()->set_affinity(v1::CAPACITY);
+    } else {
+      usage("--affinity is auto, performance or capacity");
+    }
+    v1::Volume out;
+    if (auto st = c.call(&S::CreateVolume, in, out); !st.ok()) return fail(st);
+    if (as_json) {
+      std::printf("%s\n", json(out).c_str());
+    } else {
+      table(volume_h, {row(out)});
+    }
+    return 0;
+  }
+  if (noun == "map" && verb != "list" && verb != "show") {
+    // strata map VOLUME --lun N: words[1] is the volume.
+    if (verb.empty()) usage("map needs a VOLUME");
+    if (!flags.contains("--lun")) usage("map needs --lun");
+    v1::CreateMappingRequest in;
+    const std::string volume = verb.find('/') == std::string::npos ? "pools/p1/volumes/" + verb : verb;
+    in.set_mapping_id(flag("--name", "m-" + volume.substr(volume.rfind('/') + 1)));
+    in.mutable_mapping()->set_volume(volume);
+    in.mutable_mapping()->set_host(resource("hosts/", flag("--host", "all")));
+    try {
+      in.mutable_mapping()->set_lun(static_cast<std::uint32_t>(std::stoul(flags["--lun"])));
+    } catch (...) {
+      usage("--lun takes a number");
+    }
+    v1::Mapping out;
+    if (auto st = c.call(&S::CreateMapping, in, out); !st.ok()) return fail(st);
+    if (as_json) {
+      std::printf("%s\n", json(out).c_str());
+    } else {
+      table(map_h, {row(out)});
+    }
+    return 0;
   }
   if (noun == "volume" && verb == "show") {
     need_name();
