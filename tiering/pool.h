@@ -90,9 +90,10 @@ class pool {
   ~pool();
 
   // Creates a thin volume: its record is durable before `done` gets it.
-  // Clear errors for: an empty or duplicate name, a block size other than
-  // 512 or 4096 or smaller than a group's, zero blocks, or a size that
-  // takes the pool's volumes past overcommit x its capacity.
+  // Clear errors (invalid_argument) for: an empty or duplicate name, a
+  // block size other than 512 or 4096 or smaller than a group's, zero
+  // blocks; no_space for a size that takes the pool's volumes past
+  // overcommit x its capacity.
   void create_volume(const volume_spec& spec, std::function<void(std::expected<volume*, error>)> done);
   volume* find_volume(std::string_view name) const noexcept;
   std::vector<volume*> volumes() const;
