@@ -36,16 +36,21 @@ for p in "${packages[@]}"; do
 done
 
 # grpcurl, which the end-to-end tests call the management API with (through
-# server reflection): Debian 12 has no package, so it comes from the Go
-# module proxy when a Go toolchain is here; else those checks skip, saying so.
-install_grpcurl() {
-  command -v grpcurl >/dev/null && return 0
-  command -v go >/dev/null || { echo "install-deps: no Go toolchain: grpcurl not installed (its tests skip)"; return 0; }
-  if GOBIN=/usr/local/bin timeout 600 go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.1 >/dev/null 2>&1; then
-    echo "install-deps: installed grpcurl from the Go module proxy"
+# server reflection), and ghz, which the API benchmark loads it with: Debian
+# 12 packages neither, so they come from the Go module proxy when a Go
+# toolchain is here; else what needs them skips, saying so.
+install_go_tool() {  # NAME MODULE@VERSION
+  command -v "$1" >/dev/null && return 0
+  command -v go >/dev/null || { echo "install-deps: no Go toolchain: $1 not installed (what needs it skips)"; return 0; }
+  if GOBIN=/usr/local/bin timeout 600 go install "$2" >/dev/null 2>&1; then
+    echo "install-deps: installed $1 from the Go module proxy"
   else
-    echo "install-deps: grpcurl could not be installed from the Go module proxy (its tests skip)"
+    echo "install-deps: $1 could not be installed from the Go module proxy (what needs it skips)"
   fi
+}
+install_grpcurl() {
+  install_go_tool grpcurl github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.1
+  install_go_tool ghz github.com/bojand/ghz/cmd/ghz@v0.120.0
 }
 
 if ((${#missing[@]} == 0)); then
