@@ -47,6 +47,8 @@ v1::GroupKind kind_of(group_kind k) {
 
 }  // namespace
 
+std::string new_volume_serial(std::string_view volume_id) { return "STRATA-" + random_hex(8) + "-" + std::string(volume_id); }
+
 void array::wait(const std::function<bool()>& ready) {
   auto busy = boost::asio::make_work_guard(loop_);
   while (!ready()) loop_.run_one();
@@ -136,7 +138,7 @@ std::expected<void, error> array::build_default() {
   volume.set_size_bytes(options_.default_volume_bytes);
   volume.set_block_size_bytes(4096);
   volume.set_affinity(v1::AUTO);
-  volume.set_serial("STRATA-" + random_hex(8) + "-v1");
+  volume.set_serial(new_volume_serial("v1"));
   std::optional<std::expected<tiering::volume*, error>> created;
   pool_->create_volume({short_name(volume.name()), volume.block_size_bytes(), volume.size_bytes() / volume.block_size_bytes(),
                         tiering::affinity::automatic},
@@ -230,22 +232,18 @@ std::expected<void, error> array::open_pool(const std::string& bytes) {
   return {};
 }
 
-std::expected<void, error> array::map_volume(const std::string& volume_name, std::uint32_t lun) {
-  const auto volume_bytes = config_->get(volume_name);
-  if (!volume_bytes) return std::unexpected(make_error(errc::not_found, "no volume " + volume_name));
-  auto volume = decode<v1::Volume>(volume_name, *volume_bytes);
-  if (!volume) return std::unexpected(volume.error());
-  tiering::volume* v = pool_ ? pool_->find_volume(short_name(volume->name())) : nullptr;
-  if (v == nullptr) return std::unexpected(make_error(errc::not_found, "the pool has no volume " + volume->name()));
+std::expected<void, error> array::map_volume(const std::string& name, const std::string& serial, std::uint32_t lun) {
+  tiering::volume* v = pool_ ? pool_->find_volume(short_name(name)) : nullptr;
+  if (v == nullptr) return std::unexpected(make_error(errc::not_found, "the pool has no volume " + name));
   if (luns_->find(lun) != nullptr) return std::unexpected(make_error(errc::invalid_argument, "LUN " + std::to_string(lun) + " is taken"));
   scsi::unit_identity id;
-  id.serial = volume->serial();
+  id.serial = serial;
   id.non_rotating = false;  // mostly HDDs behind it
-  unit_states_.push_back(std::make_unique<config_unit_state_store>(*config_, "reservations/" + volume->name(),
+  unit_states_.push_back(std::make_unique<config_unit_state_store>(*config_, "reservations/" + name,
                                                                    loop_.get_executor(), state_writer_.get_executor()));
   units_.push_back(std::make_unique<scsi::logical_unit>(*v, id, unit_states_.back().get()));
   if (auto restored = units_.back()->restore_state(scsi::state_origin::power_loss); !restored) {
-    log(volume->name() + ": its reservation state was not restored: " + restored.error().message);
+    log(name + ": its reservation state was not restored: " + restored.error().message);
   }
   if (auto e = luns_->add(static_cast<std::uint16_t>(lun), *units_.back())) {
     units_.pop_back();
@@ -270,7 +268,11 @@ std::expected<void, error> array::serve() {
   for (const auto& [key, bytes] : config_->list("mappings/")) {
     auto mapping = decode<v1::Mapping>(key, bytes);
     if (!mapping) return std::unexpected(mapping.error());
-    if (auto mapped = map_volume(mapping->volume(), mapping->lun()); !mapped) {
+    const auto volume_bytes = config_->get(mapping->volume());
+    if (!volume_bytes) return std::unexpected(make_error(errc::not_found, key + ": no volume " + mapping->volume()));
+    auto volume = decode<v1::Volume>(mapping->volume(), *volume_bytes);
+    if (!volume) return std::unexpected(volume.error());
+    if (auto mapped = map_volume(volume->name(), volume->serial(), mapping->lun()); !mapped) {
       return std::unexpected(error{mapped.error().code, key + ": " + mapped.error().message});
     }
   }

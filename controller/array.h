@@ -35,6 +35,10 @@
 
 namespace strata::controller {
 
+// A new volume's unit serial number (VPD 80h), unique across arrays:
+// "STRATA-", 16 random hex digits, "-", the volume's id.
+std::string new_volume_serial(std::string_view volume_id);
+
 struct array_options {
   std::filesystem::path state_dir = "/var/lib/strata";
   boost::asio::ip::tcp::endpoint iscsi{boost::asio::ip::make_address("127.0.0.1"), 3260};
@@ -65,9 +69,9 @@ class array {
   // metadata before `done`. errc::no_space: over the pool's overcommit.
   void create_volume(const std::string& name, std::uint64_t bytes, tiering::affinity placement,
                      std::function<void(std::expected<void, error>)> done);
-  // Serves the volume whose record is `volume` ("pools/p1/volumes/v2") as
-  // `lun` to every initiator, at once.
-  std::expected<void, error> map_volume(const std::string& volume, std::uint32_t lun);
+  // Serves volume `name` ("pools/p1/volumes/v2"), whose unit serial number
+  // is `serial` (its record's), as `lun` to every initiator, at once.
+  std::expected<void, error> map_volume(const std::string& name, const std::string& serial, std::uint32_t lun);
   boost::asio::any_io_executor executor() const { return loop_.get_executor(); }
 
   boost::asio::ip::tcp::endpoint iscsi_endpoint() const { return server_->local_endpoint(); }

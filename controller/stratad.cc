@@ -19,6 +19,7 @@
 // clean shutdown, exit 0. A second daemon on the same state directory
 // exits at once (status 1), naming the pid that holds it.
 #include <boost/asio/io_context.hpp>
+#include <algorithm>
 #include <boost/asio/signal_set.hpp>
 #include <cerrno>
 #include <cstdio>
@@ -111,7 +112,12 @@ int main(int argc, char** argv) {
       boost::system::error_code ec;
       const auto address = boost::asio::ip::make_address(v.substr(0, colon), ec);
       if (ec) usage("--iscsi: " + v.substr(0, colon) + " is not an address");
-      options.iscsi = {address, static_cast<unsigned short>(std::stoul(v.substr(colon + 1)))};
+      const std::string port = v.substr(colon + 1);
+      if (port.empty() || port.size() > 5 || !std::ranges::all_of(port, [](char c) { return c >= '0' && c <= '9'; }) ||
+          std::stoul(port) > 65535) {
+        usage("--iscsi: " + port + " is not a port");
+      }
+      options.iscsi = {address, static_cast<unsigned short>(std::stoul(port))};
     } else if (arg == "--grpc") {
       grpc_address = value();
     } else if (arg == "--small-shelf") {

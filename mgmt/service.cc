@@ -2,7 +2,6 @@
 
 #include <boost/asio/post.hpp>
 #include <future>
-#include <random>
 #include <string_view>
 
 #include "tiering/records.h"
@@ -99,18 +98,6 @@ std::expected<void, error> on_loop(controller::array& array,
   return outcome.get();
 }
 
-std::string random_hex(int bytes) {
-  std::random_device seed;
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  for (int i = 0; i < bytes; ++i) {
-    const unsigned b = seed() & 0xff;
-    out.push_back(digits[b >> 4]);
-    out.push_back(digits[b & 15]);
-  }
-  return out;
-}
-
 }  // namespace
 
 grpc::Status array_service::CreateVolume(grpc::ServerContext*, const v1::CreateVolumeRequest* in, v1::Volume* out) {
@@ -140,7 +127,7 @@ grpc::Status array_service::CreateVolume(grpc::ServerContext*, const v1::CreateV
   out->set_size_bytes(bytes);
   out->set_block_size_bytes(4096);
   out->set_affinity(affinity);
-  out->set_serial("STRATA-" + random_hex(8) + "-" + in->volume_id());
+  out->set_serial(controller::new_volume_serial(in->volume_id()));
   controller::config_batch b;
   b.put(name, out->SerializeAsString());
   if (auto done = config_.commit(b); !done) return status_of(done.error());
@@ -154,7 +141,9 @@ grpc::Status array_service::CreateMapping(grpc::ServerContext*, const v1::Create
   std::lock_guard hold(changes_);
   const std::string name = "mappings/" + in->mapping_id();
   if (config_.get(name)) return {grpc::StatusCode::ALREADY_EXISTS, "mapping_id: " + name + " exists"};
-  if (m.volume().find("/volumes/") == std::string::npos || !config_.get(m.volume())) {
+  const auto volume_bytes = m.volume().find("/volumes/") == std::string::npos ? std::nullopt : config_.get(m.volume());
+  v1::Volume volume;
+  if (!volume_bytes || !volume.ParseFromString(*volume_bytes)) {
     return {grpc::StatusCode::NOT_FOUND, "mapping.volume: " + m.volume() + " does not exist"};
   }
   const auto host_bytes = config_.get(m.host());
@@ -181,7 +170,10 @@ grpc::Status array_service::CreateMapping(grpc::ServerContext*, const v1::Create
   controller::config_batch b;
   b.put(name, out->SerializeAsString());
   if (auto done = config_.commit(b); !done) return status_of(done.error());
-  auto mapped = on_loop(*array_, [this, volume = m.volume(), lun = m.lun()](auto done) { done(array_->map_volume(volume, lun)); });
+  // The record is read here, on the gRPC thread: the loop gets what it needs.
+  auto mapped = on_loop(*array_, [this, name = volume.name(), serial = volume.serial(), lun = m.lun()](auto done) {
+    done(array_->map_volume(name, serial, lun));
+  });
   if (!mapped) {
     controller::config_batch undo;  // a failed request changes nothing
     undo.erase(name);

@@ -28,6 +28,9 @@ constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 // The most write data Strata holds for one command, above any unit's
 // transfer limit, so that the unit is the one to refuse a longer command.
 constexpr std::uint32_t max_command_bytes = 16u << 20;
+// The most key=value text one login or text exchange may spread over
+// several PDUs (C bit): far above what any key set needs.
+constexpr std::size_t max_text_bytes = 65536;
 
 // Login status (RFC 7143 11.13.5): class << 8 | detail.
 namespace login_status {
@@ -540,9 +543,6 @@ asio::awaitable<void> connection::writer() {
 }
 
 asio::awaitable<bool> connection::login() {
-  // The most key=value text one login or text exchange may spread over
-  // several PDUs (C bit): far above what any key set needs.
-  constexpr std::size_t max_text_bytes = 65536;
   bool first = true;
   for (;;) {
     bhs h;
@@ -1171,7 +1171,6 @@ asio::awaitable<bool> connection::on_text(const bhs& h) {
 }
 
 void connection::answer_text(const bhs& h, std::vector<std::uint8_t> data) {
-  constexpr std::size_t max_text_bytes = 65536;  // as for login
   const std::uint32_t ttt = h.u32(field::target_transfer_tag);
   if (ttt != reserved_tag && ttt == text_rest_ttt_ && data.empty()) {
     // The initiator asks for the rest of a response (RFC 7143 11.11.4).
