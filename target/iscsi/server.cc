@@ -152,8 +152,8 @@ class session : public std::enable_shared_from_this<session> {
 
   server& server_;
   std::weak_ptr<void> server_alive_;
-  const target_node* target = nullptr;  // null: a discovery session
-  const initiator_access* access = nullptr;
+  std::shared_ptr<const target_node> target;  // null: a discovery session
+  const initiator_access* access = nullptr;    // within *target
   session_params params;  // as negotiated on the leading connection
   std::array<std::uint8_t, 6> isid{};
   std::uint16_t tsih = 0;
@@ -205,14 +205,35 @@ class session : public std::enable_shared_from_this<session> {
     held_write_bytes -= c.held_bytes;
     c.held_bytes = 0;
   }
+  // Targets are compared by name: set_target() may have replaced the node.
   bool is(std::string_view name, const std::array<std::uint8_t, 6>& id, const target_node* t, session_type type) const {
-    return target == t && params.type == type && id == isid && same_name(params.initiator_name, name);
+    const bool same_target = target == nullptr ? t == nullptr : t != nullptr && t->name == target->name;
+    return same_target && params.type == type && id == isid && same_name(params.initiator_name, name);
   }
   connection* connection_with(std::uint16_t cid) const;
   void announce_nexus() {
     if (target == nullptr) return;
-    for (const std::uint16_t l : access->luns->luns()) access->luns->find(l)->nexus_created(scsi::i_t_nexus{*initiator_port});
+    for (const std::uint16_t l : access->luns->luns()) {
+      scsi::logical_unit* unit = access->luns->find(l);
+      unit->nexus_created(scsi::i_t_nexus{*initiator_port});
+      announced_.push_back(unit);
+    }
     nexus_announced_ = true;
+  }
+  // The units behind access->luns changed (server::luns_changed).
+  void reannounce_nexus() {
+    if (!nexus_announced_ || ended) return;
+    const scsi::i_t_nexus nexus{*initiator_port};
+    std::vector<scsi::logical_unit*> now;
+    for (const std::uint16_t l : access->luns->luns()) now.push_back(access->luns->find(l));
+    for (scsi::logical_unit* gone : announced_) {
+      if (std::ranges::find(now, gone) == now.end()) gone->nexus_lost(nexus);
+    }
+    for (scsi::logical_unit* unit : now) {
+      if (std::ranges::find(announced_, unit) == announced_.end()) unit->nexus_created(nexus);
+      unit->establish_unit_attention(nexus, scsi::asc::reported_luns_data_has_changed);
+    }
+    announced_ = std::move(now);
   }
   // The session is over: the units hear its I_T nexus is gone (once), it
   // leaves the server's list, and PDUs held for their turn are dropped.
@@ -224,12 +245,16 @@ class session : public std::enable_shared_from_this<session> {
     server_.sessions_.erase(this);
     if (!nexus_announced_) return;
     nexus_announced_ = false;
-    for (const std::uint16_t l : access->luns->luns()) access->luns->find(l)->nexus_lost(scsi::i_t_nexus{*initiator_port});
+    for (scsi::logical_unit* unit : announced_) unit->nexus_lost(scsi::i_t_nexus{*initiator_port});
+    announced_.clear();
   }
 
  private:
   std::map<std::uint32_t, std::function<void()>> ahead_;  // by CmdSN: arrived before their turn
-  bool nexus_announced_ = false;  // to the units of access->luns
+  bool nexus_announced_ = false;
+  // The units told of this session's nexus: those of access->luns when it
+  // was announced or last changed.
+  std::vector<scsi::logical_unit*> announced_;
 };
 
 class connection : public std::enable_shared_from_this<connection> {
@@ -268,7 +293,8 @@ class connection : public std::enable_shared_from_this<connection> {
   bool in_full_feature() const noexcept { return logged_in_ && !closed_; }
   // Whether the reader may go on: not closed, and no read has failed.
   bool readable() const noexcept { return !closed_ && !read_failed_; }
-  bool serves(const target_node* target) const noexcept { return target_ == target; }
+  bool serves(std::string_view target) const noexcept { return target_ != nullptr && target_->name == target; }
+  const session* joined_session() const noexcept { return session_.get(); }
   std::uint16_t cid() const noexcept { return cid_; }
   // Leaves its session, once: the commands with allegiance to this
   // connection are dropped (those the unit runs finish into nothing), and
@@ -369,7 +395,7 @@ class connection : public std::enable_shared_from_this<connection> {
   std::size_t text_rest_sent_ = 0;
   std::uint32_t text_rest_ttt_ = reserved_tag;
   session_params params_;  // the session's, with this connection's own keys (digests, segment lengths)
-  const target_node* target_ = nullptr;
+  std::shared_ptr<const target_node> target_;
   // What the initiator may do, set by the first login PDU: for a normal
   // session, its entry in the target's list; for discovery, the server's.
   const initiator_access* access_ = nullptr;
@@ -663,7 +689,7 @@ std::uint16_t connection::find_session_to_join(std::uint16_t tsih, std::string& 
   session* found = nullptr;
   if (!server_alive_.expired()) {
     for (session* s : server_.sessions_) {
-      if (s->tsih == tsih && s->is(params_.initiator_name, isid_, target_, params_.type)) found = s;
+      if (s->tsih == tsih && s->is(params_.initiator_name, isid_, target_.get(), params_.type)) found = s;
     }
   }
   if (found == nullptr) {
@@ -726,7 +752,7 @@ asio::awaitable<std::uint16_t> connection::enter_session(bhs& response, std::str
   // can land after the new session's.
   std::vector<std::shared_ptr<session>> older;
   for (session* s : server_.sessions_) {
-    if (s->is(params_.initiator_name, isid_, target_, params_.type)) older.push_back(s->shared_from_this());
+    if (s->is(params_.initiator_name, isid_, target_.get(), params_.type)) older.push_back(s->shared_from_this());
   }
   for (const auto& s : older) {
     log("iscsi: initiator " + params_.initiator_name + " logged in again from " + peer_ + "; its older session ends");
@@ -1221,10 +1247,10 @@ void connection::answer_text(const bhs& h, std::vector<std::uint8_t> data) {
     if (ec) break;
     const std::string address = (here.address().is_v6() ? "[" + here.address().to_string() + "]" : here.address().to_string()) +
                                 ":" + std::to_string(here.port()) + ",1";
-    for (const target_node& t : server_.targets()) {
-      if (v != "All" && v != t.name && !(v.empty() && &t == target_)) continue;
-      if (t.access_for(params_.initiator_name) == nullptr) continue;  // masked: it does not exist for this initiator
-      answers.emplace_back("TargetName", t.name);
+    for (const auto& t : server_.targets()) {
+      if (v != "All" && v != t->name && !(v.empty() && target_ != nullptr && t->name == target_->name)) continue;
+      if (t->access_for(params_.initiator_name) == nullptr) continue;  // masked: it does not exist for this initiator
+      answers.emplace_back("TargetName", t->name);
       answers.emplace_back("TargetAddress", address);
     }
   }
@@ -1338,7 +1364,7 @@ void connection::manage_tasks(const bhs& h) {
       // this connection once its response is written.
       tmf->close_after = function == tmf::target_cold_reset;
       tmf->then = [units, port = s.initiator_port, cold = tmf->close_after, srv = &server_, alive = server_alive_,
-                   target = target_, except = weak_from_this()]() {
+                   target = target_->name, except = weak_from_this()]() {
         for (scsi::logical_unit* u : units) u->reset(scsi::i_t_nexus{*port});
         if (cold && !alive.expired()) srv->close_sessions_of(target, except.lock().get());
       };
@@ -1477,7 +1503,9 @@ void connection::log_out(const bhs& h) {
 }
 
 server::server(asio::any_io_executor loop, std::vector<target_node> targets, const server_options& options)
-    : loop_(std::move(loop)), targets_(std::move(targets)), options_(options), acceptor_(loop_) {}
+    : loop_(std::move(loop)), options_(options), acceptor_(loop_) {
+  for (target_node& t : targets) targets_.push_back(std::make_shared<const target_node>(std::move(t)));
+}
 
 server::~server() { stop(); }
 
@@ -1512,7 +1540,7 @@ void server::request_logout(std::chrono::seconds within) {
   for (const auto& c : live_) c->request_logout(within);
 }
 
-void server::close_sessions_of(const target_node* target, const connection* except) {
+void server::close_sessions_of(std::string_view target, const connection* except) {
   for (const auto& c : live_) {
     if (c.get() != except && c->serves(target)) c->close();
   }
@@ -1547,11 +1575,33 @@ std::optional<std::string> check_target(const target_node& target) {
   return std::nullopt;
 }
 
-const target_node* server::find_target(std::string_view name) const noexcept {
-  for (const target_node& t : targets_) {
-    if (t.name == name) return &t;
+std::shared_ptr<const target_node> server::find_target(std::string_view name) const noexcept {
+  for (const auto& t : targets_) {
+    if (t->name == name) return t;
   }
   return nullptr;
+}
+
+void server::set_target(target_node target) {
+  auto node = std::make_shared<const target_node>(std::move(target));
+  auto same = std::ranges::find_if(targets_, [&](const auto& t) { return t->name == node->name; });
+  if (same == targets_.end()) {
+    targets_.push_back(node);
+    return;
+  }
+  *same = node;
+  for (const auto& c : live_) {
+    const session* s = c->joined_session();
+    if (s == nullptr || !c->serves(node->name)) continue;
+    const initiator_access* now = node->access_for(s->params.initiator_name);
+    if (now == nullptr || now->luns != s->access->luns) c->close();
+  }
+}
+
+void server::luns_changed(const scsi::lun_map& luns) {
+  for (session* s : std::vector<session*>(sessions_.begin(), sessions_.end())) {
+    if (s->access != nullptr && s->access->luns == &luns) s->reannounce_nexus();
+  }
 }
 
 std::uint16_t server::next_tsih() noexcept {

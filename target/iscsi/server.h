@@ -122,9 +122,23 @@ class server {
   // shutdown or failover; connections still there after that are closed.
   void request_logout(std::chrono::seconds within);
 
-  const std::vector<target_node>& targets() const noexcept { return targets_; }
+  // Replaces the target named target.name, or adds it: logins from now on
+  // get its new access. A live session keeps what it logged in with (its
+  // CHAP was proven then), unless its initiator may no longer log in or now
+  // sees another LUN map: such sessions are closed, and the initiator
+  // logs in again to whatever it may now do.
+  void set_target(target_node target);
+  // The units behind `luns` changed (a LUN mapped or unmapped). Each live
+  // session that sees `luns` announces its I_T nexus to the units new to
+  // it, tells the units no longer there that its nexus is gone, and gets
+  // REPORTED LUNS DATA HAS CHANGED (3F/0E) on every unit it now sees
+  // (SPC-4 6.33, as Linux-IO does). Call it before a unit that left the
+  // map is destroyed. REQUIRES: the units run on this server's loop.
+  void luns_changed(const scsi::lun_map& luns);
+
+  const std::vector<std::shared_ptr<const target_node>>& targets() const noexcept { return targets_; }
   const server_options& options() const noexcept { return options_; }
-  const target_node* find_target(std::string_view name) const noexcept;
+  std::shared_ptr<const target_node> find_target(std::string_view name) const noexcept;
   std::uint16_t next_tsih() noexcept;
   std::size_t connections() const noexcept { return live_.size(); }
 
@@ -132,11 +146,14 @@ class server {
   friend class connection;
   friend class session;
   void accept();
-  // Closes every connection to `target` but `except` (TARGET COLD RESET).
-  void close_sessions_of(const target_node* target, const connection* except);
+  // Closes every connection to the target named `target` but `except`
+  // (TARGET COLD RESET).
+  void close_sessions_of(std::string_view target, const connection* except);
 
   boost::asio::any_io_executor loop_;
-  std::vector<target_node> targets_;
+  // Shared: a session keeps the node it logged in with alive (its access,
+  // its LUN map) after set_target() replaced it.
+  std::vector<std::shared_ptr<const target_node>> targets_;
   server_options options_;
   boost::asio::ip::tcp::acceptor acceptor_;
   std::set<std::shared_ptr<connection>> live_;

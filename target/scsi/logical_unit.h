@@ -231,6 +231,10 @@ class logical_unit {
     attentions_.nexus_lost(n);
     forget_copy_results(&n);  // held EXTENDED COPY results die with their nexus
   }
+  // A condition the transport reports for nexus `n` (3F/0E REPORTED LUNS
+  // DATA HAS CHANGED when its LUN map changed): unit_attentions.h.
+  void establish_unit_attention(const i_t_nexus& n, additional_sense code) { attentions_.establish(n, code); }
+  void clear_unit_attention(const i_t_nexus& n, additional_sense code) { attentions_.clear(n, code); }
   // LOGICAL UNIT RESET, received on nexus `by`: releases the RESERVE(6)
   // reservation (persistent ones stay) and establishes 29/03 for every
   // nexus, `by` included (SAM-5 6.3.3: "every I_T nexus"; libiscsi's

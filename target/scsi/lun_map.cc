@@ -98,6 +98,14 @@ void lun_map::report_luns(task& t) {
     t.data_in_bytes = 0;
     return complete_later(t);
   }
+  // The initiator now knows the inventory: a pending REPORTED LUNS DATA
+  // HAS CHANGED is cleared on every unit it sees (SPC-4 6.33).
+  for (const auto& [lun, unit] : units_) {
+    // The port's name is copied: a posted clear may outlive the task.
+    boost::asio::dispatch(unit->executor(), [unit, port = std::string(t.nexus.initiator_port), at = t.nexus.relative_target_port] {
+      unit->clear_unit_attention(i_t_nexus{port, at}, asc::reported_luns_data_has_changed);
+    });
+  }
   const std::size_t count = select_report == 0x01 ? 0 : units_.size();
   std::vector<std::uint8_t> data(8 + 8 * count, 0);
   const std::uint32_t list_bytes = static_cast<std::uint32_t>(8 * count);

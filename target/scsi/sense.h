@@ -87,6 +87,7 @@ inline constexpr additional_sense registrations_preempted{0x2a, 0x05};
 inline constexpr additional_sense asymmetric_access_state_changed{0x2a, 0x06};
 inline constexpr additional_sense capacity_data_has_changed{0x2a, 0x09};
 inline constexpr additional_sense saving_parameters_not_supported{0x39, 0x00};
+inline constexpr additional_sense reported_luns_data_has_changed{0x3f, 0x0e};
 inline constexpr additional_sense internal_target_failure{0x44, 0x00};
 inline constexpr additional_sense insufficient_registration_resources{0x55, 0x04};
 }  // namespace asc

@@ -167,6 +167,16 @@ std::optional<sense> unit_attentions::take(const i_t_nexus& n) {
   return s;
 }
 
+void unit_attentions::clear(const i_t_nexus& n, additional_sense code) {
+  const auto it = records_.find(n);
+  if (it == records_.end()) return;
+  update(it->second, [&](record& r) {
+    auto* end = std::remove_if(r.queue.begin(), r.queue.begin() + r.count,
+                               [&](const additional_sense& c) { return c.asc == code.asc && c.ascq == code.ascq; });
+    r.count = static_cast<std::size_t>(end - r.queue.begin());
+  });
+}
+
 std::size_t unit_attentions::pending(const i_t_nexus& n) const {
   const auto it = records_.find(n);
   return it == records_.end() ? 0 : it->second.count;

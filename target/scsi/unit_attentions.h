@@ -27,6 +27,9 @@
 //   persistent reservations        as SPC-4 says (reservations.h)  2A/03, 2A/04, 2A/05
 //   ALUA state change              every nexus              2A/06
 //   capacity change                every nexus              2A/09
+//   LUN map changed (transport)    that nexus, each unit    3F/0E REPORTED LUNS DATA
+//                                  it sees                  HAS CHANGED; REPORT LUNS
+//                                                           clears it on every unit
 //
 // 29/00 for a nexus first announced: this is what a disk does after power
 // on, what tgt does at each login, and what libiscsi expects ("the normal
@@ -94,6 +97,9 @@ class unit_attentions {
   bool report(task& t);
   // The oldest condition pending for `n`, removed, as sense data.
   std::optional<sense> take(const i_t_nexus& n);
+  // Removes `code` from what is pending for `n`, wherever it is queued
+  // (REPORT LUNS clears 3F/0E: SPC-4 6.33).
+  void clear(const i_t_nexus& n, additional_sense code);
 
   std::size_t pending(const i_t_nexus& n) const;
   std::size_t nexus_count() const noexcept { return records_.size(); }
