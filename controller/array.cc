@@ -1,6 +1,8 @@
 #include "controller/array.h"
 
+#include <algorithm>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <random>
 
 #include "strata/v1/resources.pb.h"
@@ -66,8 +68,11 @@ std::expected<std::unique_ptr<array>, error> array::open(boost::asio::io_context
   if (!config) return std::unexpected(config.error());
   a->config_ = std::move(*config);
   const bool fresh = a->config_->empty();
+  a->events_ = std::make_unique<event_log>(*a->config_, options.event);
+  a->operations_ = std::make_unique<operation_log>(*a->config_);
   if (auto built = fresh ? a->build_default() : a->assemble(); !built) return std::unexpected(built.error());
   if (auto served = a->serve(); !served) return std::unexpected(served.error());
+  a->events_->record(severity::info, "", fresh ? "the embedded default array was built and started" : "the array started");
   return a;
 }
 
@@ -191,6 +196,27 @@ std::expected<void, error> array::assemble() {
   for (const auto& [key, bytes] : config_->list("pools/")) {
     if (!top_level(key, "pools/")) continue;
     if (auto opened = open_pool(bytes); !opened) return std::unexpected(opened.error());
+    if (auto reconciled = reconcile_volumes(key); !reconciled) return std::unexpected(reconciled.error());
+  }
+  return {};
+}
+
+std::expected<void, error> array::reconcile_volumes(const std::string& pool_name) {
+  for (tiering::volume* v : pool_->volumes()) {
+    const std::string name = pool_name + "/volumes/" + v->record().name;
+    if (config_->get(name)) continue;
+    std::optional<std::expected<void, error>> deleted;
+    pool_->delete_volume(v->record().name, [&](std::expected<void, error> r) { deleted = std::move(r); });
+    wait([&] { return deleted.has_value(); });
+    if (!*deleted) return std::unexpected(make_error(errc::io_error, name + ": finishing its delete: " + deleted->error().message));
+    log(name + ": its delete, cut short by the last stop, is finished");
+  }
+  for (const v1::Operation& op : operations_->interrupted()) {
+    if (op.kind() == "volume.delete" && !config_->get(op.resource())) {
+      operations_->finish(op.name(), {});  // finished just above (or before the stop)
+    } else {
+      operations_->finish(op.name(), std::unexpected(make_error(errc::io_error, "the controller stopped while it ran")));
+    }
   }
   return {};
 }
@@ -232,25 +258,135 @@ std::expected<void, error> array::open_pool(const std::string& bytes) {
   return {};
 }
 
-std::expected<void, error> array::map_volume(const std::string& name, const std::string& serial, std::uint32_t lun) {
-  tiering::volume* v = pool_ ? pool_->find_volume(short_name(name)) : nullptr;
-  if (v == nullptr) return std::unexpected(make_error(errc::not_found, "the pool has no volume " + name));
-  if (luns_->find(lun) != nullptr) return std::unexpected(make_error(errc::invalid_argument, "LUN " + std::to_string(lun) + " is taken"));
-  scsi::unit_identity id;
-  id.serial = serial;
-  id.non_rotating = false;  // mostly HDDs behind it
-  unit_states_.push_back(std::make_unique<config_unit_state_store>(*config_, "reservations/" + name,
-                                                                   loop_.get_executor(), state_writer_.get_executor()));
-  units_.push_back(std::make_unique<scsi::logical_unit>(*v, id, unit_states_.back().get()));
-  if (auto restored = units_.back()->restore_state(scsi::state_origin::power_loss); !restored) {
-    log(name + ": its reservation state was not restored: " + restored.error().message);
+std::expected<void, error> array::map_volume(const std::string& volume, const std::string& serial, const std::string& host,
+                                             std::uint32_t lun) {
+  const auto h = hosts_.find(host);
+  if (h == hosts_.end()) return std::unexpected(make_error(errc::not_found, "no host " + host + " is served"));
+  scsi::lun_map& luns = *h->second.luns;
+  if (lun >= scsi::lun_count || luns.find(lun) != nullptr) {
+    return std::unexpected(make_error(errc::invalid_argument, "LUN " + std::to_string(lun) + " of " + host + " is taken or too large"));
   }
-  if (auto e = luns_->add(static_cast<std::uint16_t>(lun), *units_.back())) {
-    units_.pop_back();
-    unit_states_.pop_back();
+  auto served = units_.find(volume);
+  if (served == units_.end()) {
+    tiering::volume* v = pool_ ? pool_->find_volume(short_name(volume)) : nullptr;
+    if (v == nullptr) return std::unexpected(make_error(errc::not_found, "the pool has no volume " + volume));
+    scsi::unit_identity id;
+    id.serial = serial;
+    id.non_rotating = false;  // mostly HDDs behind it
+    served_volume fresh;
+    fresh.state = std::make_unique<config_unit_state_store>(*config_, "reservations/" + volume, loop_.get_executor(),
+                                                            state_writer_.get_executor());
+    fresh.unit = std::make_unique<scsi::logical_unit>(*v, id, fresh.state.get());
+    // EXTENDED COPY within the volume only: a lookup across volumes would
+    // let one host copy into another host's volume.
+    fresh.unit->set_copy_targets([unit = fresh.unit.get()](std::span<const std::uint8_t, 16> naa) {
+      return std::ranges::equal(unit->naa_designator(), naa) ? unit : nullptr;
+    });
+    if (auto restored = fresh.unit->restore_state(scsi::state_origin::power_loss); !restored) {
+      log(volume + ": its reservation state was not restored: " + restored.error().message);
+    }
+    served = units_.emplace(volume, std::move(fresh)).first;
+  }
+  if (auto e = luns.add(static_cast<std::uint16_t>(lun), *served->second.unit)) {
+    if (served->second.mappings == 0) units_.erase(served);
     return std::unexpected(make_error(errc::invalid_argument, "LUN " + std::to_string(lun) + ": " + e.message()));
   }
+  ++served->second.mappings;
+  if (server_) server_->luns_changed(luns);
   return {};
+}
+
+void array::unmap_volume(const std::string& host, std::uint32_t lun, std::function<void(std::expected<void, error>)> done) {
+  const auto h = hosts_.find(host);
+  scsi::logical_unit* unit = h == hosts_.end() || lun >= scsi::lun_count ? nullptr : h->second.luns->find(lun);
+  if (unit == nullptr) return done(std::unexpected(make_error(errc::not_found, host + " has no LUN " + std::to_string(lun))));
+  h->second.luns->remove(static_cast<std::uint16_t>(lun));
+  server_->luns_changed(*h->second.luns);  // before the unit may go: sessions tell it their nexus is gone
+  const auto served = std::ranges::find_if(units_, [&](const auto& u) { return u.second.unit.get() == unit; });
+  if (--served->second.mappings == 0) {
+    retiring_.push_back(std::move(served->second));
+    units_.erase(served);
+  }
+  retire_units([done = std::move(done)] { done({}); });
+}
+
+void array::retire_units(std::function<void()> done) {
+  std::erase_if(retiring_, [&](const served_volume& v) {
+    return v.unit->commands_in_flight() == 0 && std::ranges::all_of(hosts_, [](const auto& h) { return h.second.luns->answers_in_flight() == 0; });
+  });
+  if (retiring_.empty()) return done();
+  auto later = std::make_shared<boost::asio::steady_timer>(loop_, std::chrono::milliseconds(1));
+  later->async_wait([this, later, done = std::move(done)](boost::system::error_code) mutable { retire_units(std::move(done)); });
+}
+
+std::expected<void, error> array::set_host(const std::string& name, const host_access& access) {
+  const bool existed = hosts_.contains(name);
+  served_host& h = hosts_[name];
+  const host_access before = h.access;
+  h.access = access;
+  if (!h.luns) h.luns = std::make_unique<scsi::lun_map>(loop_.get_executor());
+  iscsi::target_node node = target_node();
+  if (auto bad = iscsi::check_target(node)) {
+    if (!existed) {
+      hosts_.erase(name);
+    } else {
+      h.access = before;
+    }
+    return std::unexpected(make_error(errc::invalid_argument, name + ": " + *bad));
+  }
+  if (server_) server_->set_target(std::move(node));
+  return {};
+}
+
+std::expected<void, error> array::remove_host(const std::string& name) {
+  const auto h = hosts_.find(name);
+  if (h == hosts_.end()) return std::unexpected(make_error(errc::not_found, "no host " + name + " is served"));
+  if (!h->second.luns->luns().empty()) return std::unexpected(make_error(errc::invalid_argument, name + " still has LUNs mapped"));
+  retired_maps_.push_back(std::move(h->second.luns));
+  hosts_.erase(h);
+  if (server_) server_->set_target(target_node());
+  return {};
+}
+
+iscsi::target_node array::target_node() const {
+  iscsi::target_node node{options_.target_name, {}, std::nullopt};
+  for (const auto& [name, h] : hosts_) {
+    const iscsi::initiator_access access{h.luns.get(), h.access.chap, h.access.mutual_chap};
+    for (const std::string& iqn : h.access.iqns) node.initiators[iqn] = access;
+    if (h.access.any_initiator) node.anyone = access;
+  }
+  return node;
+}
+
+host_access host_access_of(const v1::Host& host) {
+  host_access a;
+  a.iqns.assign(host.iqns().begin(), host.iqns().end());
+  a.any_initiator = host.any_initiator();
+  if (!host.chap_user().empty() || !host.chap_secret().empty()) a.chap = iscsi::chap_credentials{host.chap_user(), host.chap_secret()};
+  if (!host.mutual_chap_user().empty() || !host.mutual_chap_secret().empty()) {
+    a.mutual_chap = iscsi::chap_credentials{host.mutual_chap_user(), host.mutual_chap_secret()};
+  }
+  return a;
+}
+
+void array::delete_volume(const std::string& name, std::function<void(std::expected<void, error>)> done) {
+  if (units_.contains(name)) return done(std::unexpected(make_error(errc::invalid_argument, name + " is served to a host")));
+  if (!pool_) return done(std::unexpected(make_error(errc::not_found, "no pool")));
+  pool_->delete_volume(short_name(name), std::move(done));
+}
+
+void array::resize_volume(const std::string& name, std::uint64_t bytes, std::function<void(std::expected<void, error>)> done) {
+  if (!pool_) return done(std::unexpected(make_error(errc::not_found, "no pool")));
+  pool_->resize_volume(short_name(name), bytes / 4096, [this, name, done = std::move(done)](std::expected<void, error> r) {
+    if (const auto served = units_.find(name); r && served != units_.end()) served->second.unit->capacity_changed();
+    done(std::move(r));
+  });
+}
+
+void array::set_placement(const std::string& name, tiering::affinity placement,
+                          std::function<void(std::expected<void, error>)> done) {
+  if (!pool_) return done(std::unexpected(make_error(errc::not_found, "no pool")));
+  pool_->set_placement(short_name(name), placement, std::move(done));
 }
 
 void array::create_volume(const std::string& name, std::uint64_t bytes, tiering::affinity placement,
@@ -263,8 +399,15 @@ void array::create_volume(const std::string& name, std::uint64_t bytes, tiering:
 }
 
 std::expected<void, error> array::serve() {
-  luns_ = std::make_unique<scsi::lun_map>(loop_.get_executor());
-  iscsi::target_node target{options_.target_name, {}, std::nullopt};
+  iscsi::server_options options;
+  options.log = [this](std::string_view what) { log(std::string(what)); };
+  server_ = std::make_unique<iscsi::server>(loop_.get_executor(), std::vector<iscsi::target_node>{}, options);
+  for (const auto& [key, bytes] : config_->list("hosts/")) {
+    auto host = decode<v1::Host>(key, bytes);
+    if (!host) return std::unexpected(host.error());
+    if (auto served = set_host(key, host_access_of(*host)); !served) return std::unexpected(served.error());
+  }
+  if (hosts_.empty()) server_->set_target(target_node());  // the target exists, and no one may log in
   for (const auto& [key, bytes] : config_->list("mappings/")) {
     auto mapping = decode<v1::Mapping>(key, bytes);
     if (!mapping) return std::unexpected(mapping.error());
@@ -272,16 +415,10 @@ std::expected<void, error> array::serve() {
     if (!volume_bytes) return std::unexpected(make_error(errc::not_found, key + ": no volume " + mapping->volume()));
     auto volume = decode<v1::Volume>(mapping->volume(), *volume_bytes);
     if (!volume) return std::unexpected(volume.error());
-    if (auto mapped = map_volume(volume->name(), volume->serial(), mapping->lun()); !mapped) {
+    if (auto mapped = map_volume(volume->name(), volume->serial(), mapping->host(), mapping->lun()); !mapped) {
       return std::unexpected(error{mapped.error().code, key + ": " + mapped.error().message});
     }
   }
-  // Every mapping's host is every initiator today (the embedded default);
-  // hosts with their own IQNs and CHAP come with the management API.
-  target.anyone = iscsi::initiator_access{luns_.get(), std::nullopt, std::nullopt};
-  iscsi::server_options options;
-  options.log = [this](std::string_view what) { log(std::string(what)); };
-  server_ = std::make_unique<iscsi::server>(loop_.get_executor(), std::vector<iscsi::target_node>{target}, options);
   if (auto listening = server_->listen(options_.iscsi); !listening) return std::unexpected(listening.error());
   return {};
 }
@@ -291,14 +428,19 @@ void array::close() {
   closed_ = true;
   loop_.restart();
   auto units_idle = [&] {
-    for (const auto& u : units_) {
-      if (u->commands_in_flight() > 0) return false;
+    for (const auto& [name, v] : units_) {
+      if (v.unit->commands_in_flight() > 0) return false;
     }
-    return !luns_ || luns_->answers_in_flight() == 0;
+    for (const auto& [name, h] : hosts_) {
+      if (h.luns->answers_in_flight() > 0) return false;
+    }
+    return retiring_.empty();
   };
   if (server_) {
     server_->stop();
-    wait([&] { return server_->connections() == 0 && units_idle(); });
+    bool retired = false;
+    retire_units([&] { retired = true; });
+    wait([&] { return server_->connections() == 0 && retired && units_idle(); });
   }
   if (migrator_) migrator_->stop();
   if (pool_) {
@@ -333,9 +475,9 @@ void array::close() {
   }
   state_writer_.join();
   server_.reset();
+  hosts_.clear();
+  retired_maps_.clear();
   units_.clear();
-  unit_states_.clear();
-  luns_.reset();
   migrator_.reset();
   pool_.reset();
   if (metadata_) {
@@ -350,6 +492,9 @@ void array::close() {
   }
   groups_.clear();
   shelf_.reset();
+  if (events_) events_->record(severity::info, "", "the array stopped cleanly");
+  operations_.reset();  // their last writes drain first
+  events_.reset();
   config_.reset();
   ring_.reset();
 }

@@ -15,6 +15,8 @@
 #include <expected>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -22,6 +24,8 @@
 
 #include "controller/config_store.h"
 #include "controller/disk_group.h"
+#include "controller/event_log.h"
+#include "controller/operations.h"
 #include "controller/shelf.h"
 #include "controller/unit_state.h"
 #include "raid/device/clock.h"
@@ -33,11 +37,27 @@
 #include "tiering/migrator.h"
 #include "tiering/pool.h"
 
+namespace strata::v1 {
+class Host;
+}
+
 namespace strata::controller {
 
 // A new volume's unit serial number (VPD 80h), unique across arrays:
 // "STRATA-", 16 random hex digits, "-", the volume's id.
 std::string new_volume_serial(std::string_view volume_id);
+
+// Who may log in as a host, and what it must prove: a Host record's
+// terms, as the iSCSI target enforces them.
+struct host_access {
+  std::vector<std::string> iqns;  // the initiators' iSCSI names
+  bool any_initiator = false;     // every initiator not named by another host
+  std::optional<iscsi::chap_credentials> chap;         // what the initiator proves
+  std::optional<iscsi::chap_credentials> mutual_chap;  // what the array proves to it
+};
+
+// A Host record's terms.
+host_access host_access_of(const v1::Host& host);
 
 struct array_options {
   std::filesystem::path state_dir = "/var/lib/strata";
@@ -48,6 +68,8 @@ struct array_options {
   std::uint64_t default_volume_bytes = 100ull << 30;
   // Words for an administrator: what was built or found, and why not.
   std::function<void(std::string_view)> log;
+  // Each event of the event log, as it is recorded.
+  std::function<void(severity, std::string_view)> event;
 };
 
 class array {
@@ -69,21 +91,56 @@ class array {
   // metadata before `done`. errc::no_space: over the pool's overcommit.
   void create_volume(const std::string& name, std::uint64_t bytes, tiering::affinity placement,
                      std::function<void(std::expected<void, error>)> done);
-  // Serves volume `name` ("pools/p1/volumes/v2"), whose unit serial number
-  // is `serial` (its record's), as `lun` to every initiator, at once.
-  std::expected<void, error> map_volume(const std::string& name, const std::string& serial, std::uint32_t lun);
+  // Deletes volume `name` ("pools/p1/volumes/v2") from the pool: its
+  // extents are free once `done` says so. invalid_argument while a host
+  // sees it.
+  void delete_volume(const std::string& name, std::function<void(std::expected<void, error>)> done);
+  // Grows volume `name` to `bytes`; its initiators get CAPACITY DATA HAS
+  // CHANGED. invalid_argument for a shrink, no_space past overcommit.
+  void resize_volume(const std::string& name, std::uint64_t bytes, std::function<void(std::expected<void, error>)> done);
+  void set_placement(const std::string& name, tiering::affinity placement,
+                     std::function<void(std::expected<void, error>)> done);
+  // Lets host `name` ("hosts/h1") log in on its terms, or changes them.
+  // Sessions of initiators the change shuts out are closed; the others go
+  // on (iscsi::server::set_target).
+  std::expected<void, error> set_host(const std::string& name, const host_access& access);
+  // Shuts host `name` out, closing its sessions. invalid_argument while a
+  // LUN is mapped to it.
+  std::expected<void, error> remove_host(const std::string& name);
+  // Serves volume `volume` ("pools/p1/volumes/v2"), whose unit serial
+  // number is `serial` (its record's), to host `host` as `lun`, at once:
+  // its live sessions see the new LUN, with REPORTED LUNS DATA HAS CHANGED.
+  // One logical unit serves a volume however many hosts see it, so
+  // reservations and unit attentions are the volume's.
+  std::expected<void, error> map_volume(const std::string& volume, const std::string& serial, const std::string& host,
+                                        std::uint32_t lun);
+  // Stops serving `lun` to `host`. `done` once no command of it runs any
+  // more (when that was the volume's last mapping, its unit is gone then).
+  void unmap_volume(const std::string& host, std::uint32_t lun, std::function<void(std::expected<void, error>)> done);
   boost::asio::any_io_executor executor() const { return loop_.get_executor(); }
 
   boost::asio::ip::tcp::endpoint iscsi_endpoint() const { return server_->local_endpoint(); }
   const std::string& target_name() const noexcept { return options_.target_name; }
   config_store& config() const noexcept { return *config_; }
+  controller::event_log& events() const noexcept { return *events_; }
+  operation_log& operations() const noexcept { return *operations_; }
 
  private:
   array(boost::asio::io_context& loop, const array_options& options) : loop_(loop), options_(options) {}
   std::expected<void, error> build_default();
   std::expected<void, error> assemble();
   std::expected<void, error> open_pool(const std::string& pool_record);
+  // Makes the pool's volumes what the config records say: a volume the
+  // pool has and the config does not is the rest of a delete (or of a
+  // create that crashed before its record): it is deleted.
+  std::expected<void, error> reconcile_volumes(const std::string& pool_name);
   std::expected<void, error> serve();
+  // The target node the hosts make: each named IQN its host's access,
+  // every other initiator the any_initiator host's (if there is one).
+  iscsi::target_node target_node() const;
+  // Destroys retiring_ units whose commands have all ended; `done` when
+  // none is left.
+  void retire_units(std::function<void()> done);
   // Runs the loop until `ready` holds.
   void wait(const std::function<bool()>& ready);
   void log(const std::string& what) const {
@@ -95,6 +152,8 @@ class array {
   device::real_clock clock_;
   std::unique_ptr<device::io_ring> ring_;
   std::unique_ptr<config_store> config_;
+  std::unique_ptr<controller::event_log> events_;
+  std::unique_ptr<operation_log> operations_;
   std::unique_ptr<shelf> shelf_;
   std::vector<std::unique_ptr<disk_group>> groups_;
   std::vector<std::string> group_names_;  // groups_'s resource names ("groups/g1")
@@ -102,9 +161,24 @@ class array {
   std::unique_ptr<tiering::pool> pool_;
   std::unique_ptr<tiering::migrator> migrator_;
   boost::asio::thread_pool state_writer_{1};  // the reservation state's synced writes
-  std::vector<std::unique_ptr<config_unit_state_store>> unit_states_;
-  std::vector<std::unique_ptr<scsi::logical_unit>> units_;
-  std::unique_ptr<scsi::lun_map> luns_;
+  // A volume being served: its logical unit, over its reservation state.
+  struct served_volume {
+    std::unique_ptr<config_unit_state_store> state;
+    std::unique_ptr<scsi::logical_unit> unit;
+    std::size_t mappings = 0;  // hosts that see it
+  };
+  std::map<std::string, served_volume> units_;  // by volume name
+  // A host: its terms and its view of the units (LUN masking).
+  struct served_host {
+    host_access access;
+    std::unique_ptr<scsi::lun_map> luns;
+  };
+  std::map<std::string, served_host> hosts_;  // by host name
+  // Maps of removed hosts: a session being closed may still hold one, so
+  // they stay (empty, small) until close().
+  std::vector<std::unique_ptr<scsi::lun_map>> retired_maps_;
+  // Units no host sees any more, destroyed once their last command ends.
+  std::vector<served_volume> retiring_;
   std::unique_ptr<iscsi::server> server_;
   bool closed_ = false;
 };

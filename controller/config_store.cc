@@ -45,6 +45,29 @@ std::vector<std::pair<std::string, std::string>> config_store::list(std::string_
   return out;
 }
 
+std::vector<std::pair<std::string, std::string>> config_store::list_backward(std::string_view prefix, std::string_view before,
+                                                                              std::size_t limit) const {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  // Past every key with the prefix: the prefix with its last byte raised
+  // (the prefixes here end in '/', never 0xFF).
+  std::string end(prefix);
+  if (!end.empty()) end.back() = static_cast<char>(end.back() + 1);
+  const std::string start = before.empty() ? end : std::string(before);
+  if (start.empty()) {
+    it->SeekToLast();
+  } else {
+    it->SeekForPrev(start);
+  }
+  for (; it->Valid() && out.size() < limit; it->Prev()) {
+    const std::string_view key(it->key().data(), it->key().size());
+    if (!key.starts_with(prefix)) break;
+    if (key == start) continue;
+    out.emplace_back(std::string(key), it->value().ToString());
+  }
+  return out;
+}
+
 bool config_store::empty() const {
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   it->SeekToFirst();

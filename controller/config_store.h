@@ -65,6 +65,11 @@ class config_store {
   std::vector<std::pair<std::string, std::string>> list(
       std::string_view prefix, std::string_view after = {},
       std::size_t limit = std::numeric_limits<std::size_t>::max()) const;
+  // The same, newest key first: the first `limit` before `before`
+  // (empty: from the last).
+  std::vector<std::pair<std::string, std::string>> list_backward(
+      std::string_view prefix, std::string_view before = {},
+      std::size_t limit = std::numeric_limits<std::size_t>::max()) const;
   bool empty() const;
 
   // Applies `batch` atomically and synced.

@@ -38,7 +38,15 @@
 
 namespace {
 
-void say(const char* level, const std::string& what) { std::fprintf(stderr, "stratad: %s: %s\n", level, what.c_str()); }
+// A log line on stderr. Under systemd (JOURNAL_STREAM set) each line
+// starts with its syslog priority, "<3>" to "<6>", which journald reads as
+// the entry's level (sd-daemon(3)).
+void say(const char* level, const std::string& what) {
+  static const bool journal = std::getenv("JOURNAL_STREAM") != nullptr;
+  const std::string_view l = level;
+  const char* priority = l == "critical" ? "<2>" : l == "error" ? "<3>" : l == "warning" ? "<4>" : "<6>";
+  std::fprintf(stderr, "%sstratad: %s: %s\n", journal ? priority : "", level, what.c_str());
+}
 
 [[noreturn]] void usage(const std::string& problem) {
   say("error", problem);
@@ -130,6 +138,9 @@ int main(int argc, char** argv) {
   if (!options.iscsi.address().is_loopback()) usage("the iSCSI portal listens on loopback only (until TLS and tokens come)");
   const int lock = take_lock(options.state_dir);
   options.log = [](std::string_view what) { say("info", std::string(what)); };
+  options.event = [](strata::controller::severity level, std::string_view what) {
+    say(strata::controller::to_string(level), "event: " + std::string(what));
+  };
 
   boost::asio::io_context loop;
   auto array = strata::controller::array::open(loop, options);

@@ -1,9 +1,14 @@
 #include "mgmt/service.h"
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
+#include <cctype>
 #include <future>
+#include <set>
 #include <string_view>
 
+#include "strata/v1/operations.pb.h"
+#include "target/iscsi/chap.h"
 #include "tiering/records.h"
 
 namespace strata::mgmt {
@@ -13,9 +18,21 @@ namespace {
 constexpr int default_page_size = 100;
 constexpr int max_page_size = 1000;
 
-grpc::Status invalid(const std::string& field, const std::string& why) {
-  return {grpc::StatusCode::INVALID_ARGUMENT, field + ": " + why};
+// A failed call's status: "field: reason" in words, and the same as an
+// ErrorInfo in a strata.v1.Status (google.rpc.Status's layout) in the
+// details, for programs.
+grpc::Status fail(grpc::StatusCode code, const std::string& field, const std::string& why) {
+  v1::Status rich;
+  rich.set_code(code);
+  rich.set_message(field.empty() ? why : field + ": " + why);
+  v1::ErrorInfo info;
+  info.set_field(field);
+  info.set_reason(why);
+  rich.add_details()->PackFrom(info);
+  return {code, rich.message(), rich.SerializeAsString()};
 }
+
+grpc::Status invalid(const std::string& field, const std::string& why) { return fail(grpc::StatusCode::INVALID_ARGUMENT, field, why); }
 
 // One page of the records directly under `collection` ("disks/"): not
 // those further down ("pools/p1/volumes/…" under "pools/").
@@ -46,7 +63,7 @@ grpc::Status list(const controller::config_store& config, const std::string& col
     if (records.size() < page + 1) break;  // the collection ended
   }
   for (const auto& [key, bytes] : picked) {
-    if (!(out->*add)()->ParseFromString(bytes)) return {grpc::StatusCode::DATA_LOSS, "the record " + key + " is corrupt"};
+    if (!(out->*add)()->ParseFromString(bytes)) return fail(grpc::StatusCode::DATA_LOSS, "", "the record " + key + " is corrupt");
   }
   if (more) out->set_next_page_token(picked.back().first);
   return grpc::Status::OK;
@@ -59,8 +76,8 @@ grpc::Status get(const controller::config_store& config, const std::string& coll
     return invalid("name", "\"" + in.name() + "\" is not a " + collection + "NAME resource name");
   }
   const auto bytes = config.get(in.name());
-  if (!bytes) return {grpc::StatusCode::NOT_FOUND, "name: " + in.name() + " does not exist"};
-  if (!out->ParseFromString(*bytes)) return {grpc::StatusCode::DATA_LOSS, "the record " + in.name() + " is corrupt"};
+  if (!bytes) return fail(grpc::StatusCode::NOT_FOUND, "name", in.name() + " does not exist");
+  if (!out->ParseFromString(*bytes)) return fail(grpc::StatusCode::DATA_LOSS, "", "the record " + in.name() + " is corrupt");
   return grpc::Status::OK;
 }
 
@@ -70,16 +87,19 @@ bool valid_id(const std::string& id) {
   return std::ranges::all_of(id, [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; });
 }
 
-grpc::Status status_of(const error& e) {
+// What an error from the array says, as a status naming `field`.
+grpc::Status status_of(const error& e, const std::string& field = {}) {
   switch (static_cast<errc>(e.code.value())) {
     case errc::no_space:
-      return {grpc::StatusCode::RESOURCE_EXHAUSTED, e.message};
+      return fail(grpc::StatusCode::RESOURCE_EXHAUSTED, field, e.message);
     case errc::invalid_argument:
-      return {grpc::StatusCode::INVALID_ARGUMENT, e.message};
+      return fail(grpc::StatusCode::INVALID_ARGUMENT, field, e.message);
     case errc::not_found:
-      return {grpc::StatusCode::NOT_FOUND, e.message};
+      return fail(grpc::StatusCode::NOT_FOUND, field, e.message);
+    case errc::timed_out:
+      return fail(grpc::StatusCode::DEADLINE_EXCEEDED, field, e.message);
     default:
-      return {grpc::StatusCode::INTERNAL, e.message};
+      return fail(grpc::StatusCode::INTERNAL, field, e.message);
   }
 }
 
@@ -98,6 +118,98 @@ std::expected<void, error> on_loop(controller::array& array,
   return outcome.get();
 }
 
+template <class Message>
+std::optional<Message> read(const controller::config_store& config, const std::string& name) {
+  const auto bytes = config.get(name);
+  Message m;
+  if (!bytes || !m.ParseFromString(*bytes)) return std::nullopt;
+  return m;
+}
+
+grpc::Status commit(controller::config_store& config, const controller::config_batch& b) {
+  if (auto done = config.commit(b); !done) return status_of(done.error());
+  return grpc::Status::OK;
+}
+
+// The paths of `mask`, each checked against the ones `allowed`.
+std::expected<std::vector<std::string>, grpc::Status> paths_of(const google::protobuf::FieldMask& mask,
+                                                               std::initializer_list<std::string_view> allowed) {
+  std::string names;
+  for (const std::string_view a : allowed) names += (names.empty() ? "" : ", ") + std::string(a);
+  if (mask.paths().empty()) return std::unexpected(invalid("update_mask", "empty; name the fields to change (" + names + ")"));
+  std::vector<std::string> out;
+  for (const std::string& p : mask.paths()) {
+    if (std::ranges::find(allowed, p) == allowed.end()) {
+      return std::unexpected(invalid("update_mask", "\"" + p + "\" cannot be changed; these can: " + names));
+    }
+    out.push_back(p);
+  }
+  return out;
+}
+
+// An iSCSI name (RFC 3720 3.2.6.3): iqn., eui. or naa., at most 223 bytes.
+bool valid_iscsi_name(const std::string& n) {
+  if (n.size() > 223 || n.size() < 5) return false;
+  const std::string lower = [&] {
+    std::string l = n;
+    for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return l;
+  }();
+  if (!lower.starts_with("iqn.") && !lower.starts_with("eui.") && !lower.starts_with("naa.")) return false;
+  return std::ranges::none_of(n, [](char c) { return c <= ' ' || c == ',' || static_cast<unsigned char>(c) >= 0x7f; });
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Checks a host's own fields, and that no other host claims what it does.
+grpc::Status check_host(const controller::config_store& config, const v1::Host& h) {
+  if (h.iqns().empty() && !h.any_initiator()) return invalid("host.iqns", "a host needs an initiator name, or any_initiator");
+  std::set<std::string> own;
+  for (const std::string& iqn : h.iqns()) {
+    if (!valid_iscsi_name(iqn)) return invalid("host.iqns", "\"" + iqn + "\" is not an iSCSI name (iqn.…, eui.… or naa.…)");
+    if (!own.insert(lower(iqn)).second) return invalid("host.iqns", iqn + " is listed twice");
+  }
+  if (h.chap_user().empty() != h.chap_secret().empty()) {
+    return invalid(h.chap_user().empty() ? "host.chap_user" : "host.chap_secret", "CHAP needs both a user and a secret");
+  }
+  if (h.mutual_chap_user().empty() != h.mutual_chap_secret().empty()) {
+    return invalid(h.mutual_chap_user().empty() ? "host.mutual_chap_user" : "host.mutual_chap_secret",
+                   "mutual CHAP needs both a user and a secret");
+  }
+  if (!h.mutual_chap_user().empty() && h.chap_user().empty()) return invalid("host.mutual_chap_user", "mutual CHAP needs CHAP");
+  if (!h.chap_user().empty()) {
+    const auto access = controller::host_access_of(h);
+    if (auto bad = iscsi::check_chap_secrets(*access.chap, std::nullopt)) return invalid("host.chap_secret", *bad);
+    if (auto bad = iscsi::check_chap_secrets(*access.chap, access.mutual_chap)) return invalid("host.mutual_chap_secret", *bad);
+  }
+  for (const auto& [key, bytes] : config.list("hosts/")) {
+    v1::Host other;
+    if (key == h.name() || !other.ParseFromString(bytes)) continue;
+    if (h.any_initiator() && other.any_initiator()) {
+      return fail(grpc::StatusCode::ALREADY_EXISTS, "host.any_initiator", key + " already stands for every initiator");
+    }
+    for (const std::string& iqn : other.iqns()) {
+      if (own.contains(lower(iqn))) return fail(grpc::StatusCode::ALREADY_EXISTS, "host.iqns", iqn + " belongs to " + key);
+    }
+  }
+  return grpc::Status::OK;
+}
+
+// What reads return of a host: its secrets are write-only.
+void redact(v1::Host& h) {
+  h.clear_chap_secret();
+  h.clear_mutual_chap_secret();
+}
+
+tiering::affinity placement_of(v1::Affinity a) {
+  return a == v1::PERFORMANCE ? tiering::affinity::performance
+         : a == v1::CAPACITY  ? tiering::affinity::archive
+                              : tiering::affinity::automatic;
+}
+
 }  // namespace
 
 grpc::Status array_service::CreateVolume(grpc::ServerContext*, const v1::CreateVolumeRequest* in, v1::Volume* out) {
@@ -110,19 +222,16 @@ grpc::Status array_service::CreateVolume(grpc::ServerContext*, const v1::CreateV
   }
   std::lock_guard hold(changes_);
   if (!config_.get(in->parent()) || !in->parent().starts_with("pools/")) {
-    return {grpc::StatusCode::NOT_FOUND, "parent: " + in->parent() + " does not exist"};
+    return fail(grpc::StatusCode::NOT_FOUND, "parent", in->parent() + " does not exist");
   }
   const std::string name = in->parent() + "/volumes/" + in->volume_id();
-  if (config_.get(name)) return {grpc::StatusCode::ALREADY_EXISTS, "volume_id: " + name + " exists"};
-  if (array_ == nullptr) return {grpc::StatusCode::UNAVAILABLE, "no array to create the volume in"};
+  if (config_.get(name)) return fail(grpc::StatusCode::ALREADY_EXISTS, "volume_id", name + " exists");
+  if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to create the volume in");
   const v1::Affinity affinity = in->volume().affinity() == v1::AFFINITY_UNSPECIFIED ? v1::AUTO : in->volume().affinity();
-  const tiering::affinity placement = affinity == v1::PERFORMANCE ? tiering::affinity::performance
-                                      : affinity == v1::CAPACITY  ? tiering::affinity::archive
-                                                                  : tiering::affinity::automatic;
-  auto created = on_loop(*array_, [this, id = in->volume_id(), bytes, placement](auto done) {
+  auto created = on_loop(*array_, [this, id = in->volume_id(), bytes, placement = placement_of(affinity)](auto done) {
     array_->create_volume(id, bytes, placement, std::move(done));
   });
-  if (!created) return status_of(created.error());
+  if (!created) return status_of(created.error(), "volume.size_bytes");
   out->set_name(name);
   out->set_size_bytes(bytes);
   out->set_block_size_bytes(4096);
@@ -130,7 +239,171 @@ grpc::Status array_service::CreateVolume(grpc::ServerContext*, const v1::CreateV
   out->set_serial(controller::new_volume_serial(in->volume_id()));
   controller::config_batch b;
   b.put(name, out->SerializeAsString());
-  if (auto done = config_.commit(b); !done) return status_of(done.error());
+  // A crash before this commit leaves a volume in the pool with no record:
+  // the next start deletes it (array::reconcile_volumes).
+  if (auto done = commit(config_, b); !done.ok()) return done;
+  array_->events().record(controller::severity::info, name, "created, " + std::to_string(bytes) + " bytes");
+  return grpc::Status::OK;
+}
+
+grpc::Status array_service::UpdateVolume(grpc::ServerContext*, const v1::UpdateVolumeRequest* in, v1::Volume* out) {
+  const auto paths = paths_of(in->update_mask(), {"size_bytes", "affinity"});
+  if (!paths) return paths.error();
+  const std::string& name = in->volume().name();
+  std::lock_guard hold(changes_);
+  auto volume = name.find("/volumes/") == std::string::npos ? std::nullopt : read<v1::Volume>(config_, name);
+  if (!volume) return fail(grpc::StatusCode::NOT_FOUND, "volume.name", name + " does not exist");
+  v1::Volume updated = *volume;
+  for (const std::string& p : *paths) {
+    if (p == "size_bytes") {
+      const std::uint64_t bytes = in->volume().size_bytes();
+      if (bytes == 0 || bytes % 4096 != 0) return invalid("volume.size_bytes", std::to_string(bytes) + " is not a positive multiple of 4096");
+      if (bytes < volume->size_bytes()) {
+        return invalid("volume.size_bytes", "shrinking from " + std::to_string(volume->size_bytes()) + " would lose data; volumes only grow");
+      }
+      updated.set_size_bytes(bytes);
+    } else {
+      if (in->volume().affinity() == v1::AFFINITY_UNSPECIFIED) return invalid("volume.affinity", "AUTO, PERFORMANCE or CAPACITY");
+      updated.set_affinity(in->volume().affinity());
+    }
+  }
+  if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to change the volume in");
+  if (updated.size_bytes() != volume->size_bytes()) {
+    auto grown = on_loop(*array_, [this, name, bytes = updated.size_bytes()](auto done) { array_->resize_volume(name, bytes, std::move(done)); });
+    if (!grown) return status_of(grown.error(), "volume.size_bytes");
+  }
+  if (updated.affinity() != volume->affinity()) {
+    auto placed = on_loop(*array_, [this, name, p = placement_of(updated.affinity())](auto done) {
+      array_->set_placement(name, p, std::move(done));
+    });
+    if (!placed) return status_of(placed.error(), "volume.affinity");
+  }
+  controller::config_batch b;
+  b.put(name, updated.SerializeAsString());
+  if (auto done = commit(config_, b); !done.ok()) return done;
+  array_->events().record(controller::severity::info, name, "changed: size " + std::to_string(updated.size_bytes()) + " bytes, affinity " +
+                                                                v1::Affinity_Name(updated.affinity()));
+  *out = updated;
+  return grpc::Status::OK;
+}
+
+grpc::Status array_service::DeleteVolume(grpc::ServerContext*, const v1::DeleteRequest* in, v1::Operation* out) {
+  const std::string& name = in->name();
+  std::lock_guard hold(changes_);
+  auto volume = name.find("/volumes/") == std::string::npos ? std::nullopt : read<v1::Volume>(config_, name);
+  if (!volume) return fail(grpc::StatusCode::NOT_FOUND, "name", name + " does not exist");
+  for (const auto& [key, bytes] : config_.list("mappings/")) {
+    v1::Mapping m;
+    if (m.ParseFromString(bytes) && m.volume() == name) {
+      return fail(grpc::StatusCode::FAILED_PRECONDITION, "name", name + " is mapped (" + key + "); delete its mappings first");
+    }
+  }
+  if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to delete the volume from");
+  // The record goes first: from now on the volume is gone for the API,
+  // and a restart before the pool has let it go finishes the delete.
+  controller::config_batch b;
+  b.erase(name);
+  b.erase("reservations/" + name);
+  if (auto done = commit(config_, b); !done.ok()) return done;
+  *out = array_->operations().start("volume.delete", name);
+  boost::asio::post(array_->executor(), [array = array_, name, op = out->name()] {
+    array->delete_volume(name, [array, name, op](std::expected<void, error> r) {
+      array->operations().finish(op, r);
+      if (r) {
+        array->events().record(controller::severity::info, name, "deleted");
+      } else {
+        array->events().record(controller::severity::error, name, "its delete failed: " + r.error().message);
+      }
+    });
+  });
+  return grpc::Status::OK;
+}
+
+grpc::Status array_service::CreateHost(grpc::ServerContext*, const v1::CreateHostRequest* in, v1::Host* out) {
+  if (!valid_id(in->host_id())) return invalid("host_id", "\"" + in->host_id() + "\" is not [a-z][a-z0-9-]*, at most 63");
+  v1::Host host = in->host();
+  host.set_name("hosts/" + in->host_id());
+  std::lock_guard hold(changes_);
+  if (config_.get(host.name())) return fail(grpc::StatusCode::ALREADY_EXISTS, "host_id", host.name() + " exists");
+  if (auto bad = check_host(config_, host); !bad.ok()) return bad;
+  if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to serve the host");
+  auto served = on_loop(*array_, [this, name = host.name(), access = controller::host_access_of(host)](auto done) {
+    done(array_->set_host(name, access));
+  });
+  if (!served) return status_of(served.error(), "host");
+  controller::config_batch b;
+  b.put(host.name(), host.SerializeAsString());
+  if (auto done = commit(config_, b); !done.ok()) {
+    (void)on_loop(*array_, [this, name = host.name()](auto undo) { undo(array_->remove_host(name)); });
+    return done;
+  }
+  array_->events().record(controller::severity::info, host.name(), "created");
+  *out = host;
+  redact(*out);
+  return grpc::Status::OK;
+}
+
+grpc::Status array_service::UpdateHost(grpc::ServerContext*, const v1::UpdateHostRequest* in, v1::Host* out) {
+  const auto paths = paths_of(in->update_mask(), {"iqns", "any_initiator", "chap_user", "chap_secret", "mutual_chap_user", "mutual_chap_secret"});
+  if (!paths) return paths.error();
+  std::lock_guard hold(changes_);
+  const std::string& name = in->host().name();
+  auto before = name.starts_with("hosts/") ? read<v1::Host>(config_, name) : std::nullopt;
+  if (!before) return fail(grpc::StatusCode::NOT_FOUND, "host.name", name + " does not exist");
+  v1::Host host = *before;
+  const v1::Host& h = in->host();
+  for (const std::string& p : *paths) {
+    if (p == "iqns") {
+      host.mutable_iqns()->CopyFrom(h.iqns());
+    } else if (p == "any_initiator") {
+      host.set_any_initiator(h.any_initiator());
+    } else if (p == "chap_user") {
+      host.set_chap_user(h.chap_user());
+    } else if (p == "chap_secret") {
+      host.set_chap_secret(h.chap_secret());
+    } else if (p == "mutual_chap_user") {
+      host.set_mutual_chap_user(h.mutual_chap_user());
+    } else {
+      host.set_mutual_chap_secret(h.mutual_chap_secret());
+    }
+  }
+  if (auto bad = check_host(config_, host); !bad.ok()) return bad;
+  if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to serve the host");
+  auto served = on_loop(*array_, [this, name, access = controller::host_access_of(host)](auto done) { done(array_->set_host(name, access)); });
+  if (!served) return status_of(served.error(), "host");
+  controller::config_batch b;
+  b.put(name, host.SerializeAsString());
+  if (auto done = commit(config_, b); !done.ok()) {
+    (void)on_loop(*array_, [this, name, access = controller::host_access_of(*before)](auto undo) { undo(array_->set_host(name, access)); });
+    return done;
+  }
+  array_->events().record(controller::severity::info, name, "changed");
+  *out = host;
+  redact(*out);
+  return grpc::Status::OK;
+}
+
+grpc::Status array_service::DeleteHost(grpc::ServerContext*, const v1::DeleteRequest* in, google::protobuf::Empty*) {
+  std::lock_guard hold(changes_);
+  const std::string& name = in->name();
+  auto host = name.starts_with("hosts/") ? read<v1::Host>(config_, name) : std::nullopt;
+  if (!host) return fail(grpc::StatusCode::NOT_FOUND, "name", name + " does not exist");
+  for (const auto& [key, bytes] : config_.list("mappings/")) {
+    v1::Mapping m;
+    if (m.ParseFromString(bytes) && m.host() == name) {
+      return fail(grpc::StatusCode::FAILED_PRECONDITION, "name", name + " has LUNs mapped (" + key + "); delete its mappings first");
+    }
+  }
+  if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to remove the host from");
+  auto removed = on_loop(*array_, [this, name](auto done) { done(array_->remove_host(name)); });
+  if (!removed) return status_of(removed.error(), "name");
+  controller::config_batch b;
+  b.erase(name);
+  if (auto done = commit(config_, b); !done.ok()) {
+    (void)on_loop(*array_, [this, name, access = controller::host_access_of(*host)](auto undo) { undo(array_->set_host(name, access)); });
+    return done;
+  }
+  array_->events().record(controller::severity::info, name, "deleted; its sessions were closed");
   return grpc::Status::OK;
 }
 
@@ -140,46 +413,101 @@ grpc::Status array_service::CreateMapping(grpc::ServerContext*, const v1::Create
   if (m.lun() >= 16384) return invalid("mapping.lun", std::to_string(m.lun()) + " is not below 16384");
   std::lock_guard hold(changes_);
   const std::string name = "mappings/" + in->mapping_id();
-  if (config_.get(name)) return {grpc::StatusCode::ALREADY_EXISTS, "mapping_id: " + name + " exists"};
-  const auto volume_bytes = m.volume().find("/volumes/") == std::string::npos ? std::nullopt : config_.get(m.volume());
-  v1::Volume volume;
-  if (!volume_bytes || !volume.ParseFromString(*volume_bytes)) {
-    return {grpc::StatusCode::NOT_FOUND, "mapping.volume: " + m.volume() + " does not exist"};
-  }
-  const auto host_bytes = config_.get(m.host());
-  v1::Host host;
-  if (!m.host().starts_with("hosts/") || !host_bytes || !host.ParseFromString(*host_bytes)) {
-    return {grpc::StatusCode::NOT_FOUND, "mapping.host: " + m.host() + " does not exist"};
-  }
-  if (!host.any_initiator()) {
-    return {grpc::StatusCode::FAILED_PRECONDITION, "mapping.host: only a host of every initiator can be served today"};
+  if (config_.get(name)) return fail(grpc::StatusCode::ALREADY_EXISTS, "mapping_id", name + " exists");
+  const auto volume = m.volume().find("/volumes/") == std::string::npos ? std::nullopt : read<v1::Volume>(config_, m.volume());
+  if (!volume) return fail(grpc::StatusCode::NOT_FOUND, "mapping.volume", m.volume() + " does not exist");
+  if (!m.host().starts_with("hosts/") || !read<v1::Host>(config_, m.host())) {
+    return fail(grpc::StatusCode::NOT_FOUND, "mapping.host", m.host() + " does not exist");
   }
   for (const auto& [key, bytes] : config_.list("mappings/")) {
     v1::Mapping other;
-    if (!other.ParseFromString(bytes)) continue;
-    if (other.host() == m.host() && other.lun() == m.lun()) {
-      return {grpc::StatusCode::ALREADY_EXISTS, "mapping.lun: LUN " + std::to_string(m.lun()) + " of " + m.host() + " is " + key};
+    if (!other.ParseFromString(bytes) || other.host() != m.host()) continue;
+    if (other.lun() == m.lun()) {
+      return fail(grpc::StatusCode::ALREADY_EXISTS, "mapping.lun", "LUN " + std::to_string(m.lun()) + " of " + m.host() + " is " + key);
     }
     if (other.volume() == m.volume()) {
-      return {grpc::StatusCode::FAILED_PRECONDITION, "mapping.volume: " + m.volume() + " is already served (" + key + ")"};
+      return fail(grpc::StatusCode::FAILED_PRECONDITION, "mapping.volume",
+                  m.volume() + " is already mapped to " + m.host() + " (" + key + ", LUN " + std::to_string(other.lun()) + ")");
     }
   }
-  if (array_ == nullptr) return {grpc::StatusCode::UNAVAILABLE, "no array to serve the volume"};
+  if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to serve the volume");
   *out = m;
   out->set_name(name);
   controller::config_batch b;
   b.put(name, out->SerializeAsString());
-  if (auto done = config_.commit(b); !done) return status_of(done.error());
+  if (auto done = commit(config_, b); !done.ok()) return done;
   // The record is read here, on the gRPC thread: the loop gets what it needs.
-  auto mapped = on_loop(*array_, [this, name = volume.name(), serial = volume.serial(), lun = m.lun()](auto done) {
-    done(array_->map_volume(name, serial, lun));
+  auto mapped = on_loop(*array_, [this, volume = volume->name(), serial = volume->serial(), host = m.host(), lun = m.lun()](auto done) {
+    done(array_->map_volume(volume, serial, host, lun));
   });
   if (!mapped) {
     controller::config_batch undo;  // a failed request changes nothing
     undo.erase(name);
     (void)config_.commit(undo);
-    return status_of(mapped.error());
+    return status_of(mapped.error(), "mapping");
   }
+  array_->events().record(controller::severity::info, name, m.volume() + " served to " + m.host() + " as LUN " + std::to_string(m.lun()));
+  return grpc::Status::OK;
+}
+
+grpc::Status array_service::DeleteMapping(grpc::ServerContext*, const v1::DeleteRequest* in, google::protobuf::Empty*) {
+  std::lock_guard hold(changes_);
+  const std::string& name = in->name();
+  auto mapping = name.starts_with("mappings/") ? read<v1::Mapping>(config_, name) : std::nullopt;
+  if (!mapping) return fail(grpc::StatusCode::NOT_FOUND, "name", name + " does not exist");
+  if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to unmap the volume from");
+  auto unmapped = on_loop(*array_, [this, host = mapping->host(), lun = mapping->lun()](auto done) {
+    array_->unmap_volume(host, lun, std::move(done));
+  });
+  if (!unmapped) return status_of(unmapped.error(), "name");
+  controller::config_batch b;
+  b.erase(name);
+  if (auto done = commit(config_, b); !done.ok()) return done;
+  array_->events().record(controller::severity::info, name, "deleted: " + mapping->host() + " no longer sees LUN " + std::to_string(mapping->lun()));
+  return grpc::Status::OK;
+}
+
+grpc::Status array_service::ListOperations(grpc::ServerContext*, const v1::ListRequest* in, v1::ListOperationsResponse* out) {
+  if (array_ != nullptr) array_->operations().drain();  // what was just recorded, listed
+  return list(config_, "operations/", *in, out, &v1::ListOperationsResponse::add_operations);
+}
+
+grpc::Status array_service::GetOperation(grpc::ServerContext*, const v1::GetRequest* in, v1::Operation* out) {
+  if (array_ == nullptr) return get(config_, "operations/", *in, out);
+  if (!in->name().starts_with("operations/")) return invalid("name", "\"" + in->name() + "\" is not an operations/NAME resource name");
+  auto op = array_->operations().get(in->name());
+  if (!op) return fail(grpc::StatusCode::NOT_FOUND, "name", in->name() + " does not exist");
+  *out = std::move(*op);
+  return grpc::Status::OK;
+}
+
+grpc::Status array_service::CancelOperation(grpc::ServerContext*, const v1::GetRequest* in, v1::Operation* out) {
+  if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array runs operations");
+  auto op = array_->operations().cancel(in->name());
+  if (!op) {
+    return op.error().code == make_error_code(errc::not_found) ? fail(grpc::StatusCode::NOT_FOUND, "name", op.error().message)
+                                                               : fail(grpc::StatusCode::FAILED_PRECONDITION, "name", op.error().message);
+  }
+  *out = std::move(*op);
+  return grpc::Status::OK;
+}
+
+grpc::Status array_service::ListEvents(grpc::ServerContext*, const v1::ListRequest* in, v1::ListEventsResponse* out) {
+  if (in->page_size() < 0 || in->page_size() > max_page_size) {
+    return invalid("page_size", std::to_string(in->page_size()) + " is outside 0 to " + std::to_string(max_page_size));
+  }
+  if (!in->page_token().empty() && !in->page_token().starts_with("events/")) {
+    return invalid("page_token", "\"" + in->page_token() + "\" is not a token of this list");
+  }
+  if (array_ != nullptr) array_->events().drain();
+  const std::size_t page = in->page_size() == 0 ? default_page_size : static_cast<std::size_t>(in->page_size());
+  const auto records = config_.list_backward("events/", in->page_token(), page + 1);
+  for (std::size_t i = 0; i < records.size() && i < page; ++i) {
+    if (!out->add_events()->ParseFromString(records[i].second)) {
+      return fail(grpc::StatusCode::DATA_LOSS, "", "the record " + records[i].first + " is corrupt");
+    }
+  }
+  if (records.size() > page) out->set_next_page_token(records[page - 1].first);
   return grpc::Status::OK;
 }
 
@@ -208,9 +536,9 @@ grpc::Status array_service::GetPool(grpc::ServerContext*, const v1::GetRequest* 
   return get(config_, "pools/", *in, out);
 }
 grpc::Status array_service::ListVolumes(grpc::ServerContext*, const v1::ListRequest* in, v1::ListVolumesResponse* out) {
-  if (in->parent().empty() || !config_.get(in->parent()) || !in->parent().starts_with("pools/")) {
-    return in->parent().empty() ? invalid("parent", "the pool whose volumes to list, e.g. pools/p1")
-                                : grpc::Status(grpc::StatusCode::NOT_FOUND, "parent: " + in->parent() + " does not exist");
+  if (in->parent().empty()) return invalid("parent", "the pool whose volumes to list, e.g. pools/p1");
+  if (!config_.get(in->parent()) || !in->parent().starts_with("pools/")) {
+    return fail(grpc::StatusCode::NOT_FOUND, "parent", in->parent() + " does not exist");
   }
   return list(config_, in->parent() + "/volumes/", *in, out, &v1::ListVolumesResponse::add_volumes);
 }
@@ -219,10 +547,14 @@ grpc::Status array_service::GetVolume(grpc::ServerContext*, const v1::GetRequest
   return get(config_, "pools/", *in, out);
 }
 grpc::Status array_service::ListHosts(grpc::ServerContext*, const v1::ListRequest* in, v1::ListHostsResponse* out) {
-  return list(config_, "hosts/", *in, out, &v1::ListHostsResponse::add_hosts);
+  auto status = list(config_, "hosts/", *in, out, &v1::ListHostsResponse::add_hosts);
+  for (v1::Host& h : *out->mutable_hosts()) redact(h);
+  return status;
 }
 grpc::Status array_service::GetHost(grpc::ServerContext*, const v1::GetRequest* in, v1::Host* out) {
-  return get(config_, "hosts/", *in, out);
+  auto status = get(config_, "hosts/", *in, out);
+  redact(*out);
+  return status;
 }
 grpc::Status array_service::ListMappings(grpc::ServerContext*, const v1::ListRequest* in, v1::ListMappingsResponse* out) {
   return list(config_, "mappings/", *in, out, &v1::ListMappingsResponse::add_mappings);

@@ -36,7 +36,17 @@ class array_service final : public v1::Array::Service {
   grpc::Status ListMappings(grpc::ServerContext*, const v1::ListRequest* in, v1::ListMappingsResponse* out) override;
   grpc::Status GetMapping(grpc::ServerContext*, const v1::GetRequest* in, v1::Mapping* out) override;
   grpc::Status CreateVolume(grpc::ServerContext*, const v1::CreateVolumeRequest* in, v1::Volume* out) override;
+  grpc::Status UpdateVolume(grpc::ServerContext*, const v1::UpdateVolumeRequest* in, v1::Volume* out) override;
+  grpc::Status DeleteVolume(grpc::ServerContext*, const v1::DeleteRequest* in, v1::Operation* out) override;
+  grpc::Status CreateHost(grpc::ServerContext*, const v1::CreateHostRequest* in, v1::Host* out) override;
+  grpc::Status UpdateHost(grpc::ServerContext*, const v1::UpdateHostRequest* in, v1::Host* out) override;
+  grpc::Status DeleteHost(grpc::ServerContext*, const v1::DeleteRequest* in, google::protobuf::Empty* out) override;
   grpc::Status CreateMapping(grpc::ServerContext*, const v1::CreateMappingRequest* in, v1::Mapping* out) override;
+  grpc::Status DeleteMapping(grpc::ServerContext*, const v1::DeleteRequest* in, google::protobuf::Empty* out) override;
+  grpc::Status ListOperations(grpc::ServerContext*, const v1::ListRequest* in, v1::ListOperationsResponse* out) override;
+  grpc::Status GetOperation(grpc::ServerContext*, const v1::GetRequest* in, v1::Operation* out) override;
+  grpc::Status CancelOperation(grpc::ServerContext*, const v1::GetRequest* in, v1::Operation* out) override;
+  grpc::Status ListEvents(grpc::ServerContext*, const v1::ListRequest* in, v1::ListEventsResponse* out) override;
 
  private:
   controller::config_store& config_;

@@ -66,6 +66,9 @@ class heat_map {
   void clear(std::uint64_t extent) noexcept;
 
   std::uint64_t extent_count() const noexcept { return entries_.size(); }
+  // The volume grew to `extent_count` extents: the new ones start cold.
+  // REQUIRES: extent_count >= extent_count() (volumes only grow).
+  void grow(std::uint64_t extent_count) { entries_.resize(extent_count); }
   // Memory per tracked extent, in bytes: what sizing a pool multiplies.
   static constexpr std::size_t bytes_per_extent() noexcept { return sizeof(entry); }
 

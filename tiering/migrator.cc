@@ -81,6 +81,7 @@ void migrator::pace() {
 
 void migrator::plan() {
   plan_.clear();
+  planned_at_ = pool_.volume_changes();
   if (pool_.metadata_failed()) return;
   constexpr double archive_score = -1;
   std::vector<ranked> residents;  // on the performance tier
@@ -147,6 +148,10 @@ bool migrator::rate_allows() noexcept {
 }
 
 void migrator::start_moves() {
+  if (pool_.volume_changes() != planned_at_) {
+    plan_.clear();  // it may name a deleted volume, or follow an old affinity
+    return;
+  }
   while (!plan_.empty() && in_flight_ < allowed_ && rate_allows()) {
     const planned_move next = plan_.front();
     if (next.to == tier::performance &&

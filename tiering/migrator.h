@@ -21,6 +21,11 @@
 // grows by one, up to `max_moves_in_flight` (additive increase,
 // multiplicative decrease, as TCP paces a link it shares).
 //
+// A plan names volumes by pointer and was made with their affinities: once
+// a volume is deleted or its placement changes (pool::volume_changes), the
+// rest of the plan is dropped unstarted, and the next round makes a new
+// one. Moves in flight are safe: the pool deletes only idle volumes.
+//
 // Loop thread only. The pool must outlive the migrator; stop() (or the
 // destructor) cancels the timer, and moves in flight finish on their own.
 #pragma once
@@ -92,6 +97,7 @@ class migrator {
   migrator_options options_;
   std::unique_ptr<device::timer> timer_;
   std::deque<planned_move> plan_;
+  std::uint64_t planned_at_ = 0;  // pool::volume_changes() when plan_ was made
   unsigned in_flight_ = 0;
   unsigned allowed_;
   bool moved_this_round_ = false;

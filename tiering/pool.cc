@@ -247,6 +247,9 @@ void pool::create_volume(const volume_spec& spec, std::function<void(std::expect
   if (volumes_.contains(spec.name) || creating_.contains(spec.name)) {
     return refuse("a volume named '" + spec.name + "' exists already");
   }
+  if (deleting_.contains(spec.name)) {
+    return refuse("volume '" + spec.name + "' is being deleted: retry once its delete is done", errc::busy);
+  }
   if (spec.block_size_bytes != 512 && spec.block_size_bytes != 4096) {
     return refuse("a volume's block size must be 512 or 4096 bytes, not " + std::to_string(spec.block_size_bytes));
   }
@@ -254,15 +257,11 @@ void pool::create_volume(const volume_spec& spec, std::function<void(std::expect
     return refuse("the pool's groups have " + std::to_string(group_block) + "-byte blocks: a volume's blocks cannot be smaller");
   }
   if (spec.block_count == 0) return refuse("a volume must have at least one block");
-  const std::uint64_t capacity_bytes =
-      (capacity_extents(tier::performance) + capacity_extents(tier::capacity)) * options_.extent_size_bytes;
-  const double limit = options_.overcommit * static_cast<double>(capacity_bytes);
   const double size_bytes = static_cast<double>(spec.block_count) * spec.block_size_bytes;
-  if (static_cast<double>(committed_bytes_) + size_bytes > limit) {
-    return refuse("a volume of " + std::to_string(spec.block_count * spec.block_size_bytes) +
-                  " bytes takes the pool past its overcommit limit: " + std::to_string(committed_bytes_) +
-                  " bytes of volumes on " + std::to_string(capacity_bytes) + " bytes, at most " +
-                  std::to_string(options_.overcommit) + "x", errc::no_space);
+  if (std::string why = overcommit_refusal(
+          size_bytes, "a volume of " + std::to_string(spec.block_count * spec.block_size_bytes) + " bytes");
+      !why.empty()) {
+    return refuse(std::move(why), errc::no_space);
   }
   volume_record record;
   record.id = next_volume_id_++;
@@ -285,6 +284,180 @@ void pool::create_volume(const volume_spec& spec, std::function<void(std::expect
     volume* v = made.get();
     volumes_.emplace(record.name, std::move(made));
     done(v);
+  });
+}
+
+std::uint64_t pool::capacity_bytes() const noexcept {
+  return (capacity_extents(tier::performance) + capacity_extents(tier::capacity)) * options_.extent_size_bytes;
+}
+
+std::string pool::overcommit_refusal(double more_bytes, const std::string& what) const {
+  // committed_bytes_ counts the creates and growths being written too.
+  const double limit = options_.overcommit * static_cast<double>(capacity_bytes());
+  if (static_cast<double>(committed_bytes_) + more_bytes <= limit) return {};
+  return what + " takes the pool past its overcommit limit: " + std::to_string(committed_bytes_) +
+         " bytes of volumes on " + std::to_string(capacity_bytes()) + " bytes, at most " +
+         std::to_string(options_.overcommit) + "x";
+}
+
+void pool::post_result(std::function<void(std::expected<void, error>)> done, std::expected<void, error> result) {
+  boost::asio::post(loop_, [done = std::move(done), result = std::move(result)] { done(result); });
+}
+
+std::expected<volume*, error> pool::volume_to_change(std::string_view name) const {
+  const std::string quoted = "volume '" + std::string(name) + "'";
+  if (deleting_.contains(name)) return std::unexpected(make_error(errc::busy, quoted + " is being deleted"));
+  auto it = volumes_.find(name);
+  if (it == volumes_.end()) {
+    if (creating_.contains(name)) {
+      return std::unexpected(make_error(errc::busy, quoted + " is being created: retry once it is done"));
+    }
+    return std::unexpected(make_error(errc::not_found, "there is no volume named '" + std::string(name) + "'"));
+  }
+  if (changing_.contains(name)) {
+    return std::unexpected(make_error(
+        errc::busy, quoted + " has a resize or placement change being recorded: retry once it is done"));
+  }
+  return it->second.get();
+}
+
+void pool::delete_volume(std::string_view name, std::function<void(std::expected<void, error>)> done) {
+  auto found = volume_to_change(name);
+  if (!found) return post_result(std::move(done), std::unexpected(found.error()));
+  volume& v = **found;
+  const volume_record record = v.record();
+  if (!v.idle()) {
+    // A request in flight could commit a mapping after the batch below,
+    // and leave a record naming a volume that no longer exists; a move
+    // would free or map extents of a deleted volume.
+    return post_result(std::move(done),
+                       std::unexpected(make_error(
+                           errc::busy, "volume '" + record.name +
+                                           "' cannot be deleted while it has I/O in flight (requests, or " +
+                                           std::to_string(v.moves_in_flight()) +
+                                           " extent moves): stop serving it, and retry once it is idle")));
+  }
+  // Out of volumes_ from now on, so that no heat persist or snapshot, and
+  // no migrator plan, sees it while its records go; and refusing every
+  // request, so that nothing allocates an extent for it meanwhile.
+  deleting_.insert(volumes_.extract(volumes_.find(name)));
+  ++volume_changes_;
+  std::string status = v.offline_reason();
+  v.take_offline("volume '" + record.name + "' is being deleted");
+
+  // One atomic batch: a crash leaves the volume whole or gone. Its extents
+  // number far fewer than 2^64 - 1, so the ranges end past its last key.
+  metadata_batch batch;
+  batch.erase(column::pool, keys::volume(record.id));
+  batch.erase_range(column::extent_map, keys::extent(record.id, 0), keys::extent(record.id, ~0ull));
+  batch.erase_range(column::heat, keys::heat(record.id, 0), keys::heat(record.id, ~0ull));
+  // The next start may give the volume's id to a new volume: no cache
+  // index entry of this one's may survive it.
+  std::function<void(std::error_code)> cache_done;
+  if (cache_) cache_done = cache_->forget_volume(record.id, batch);
+  store_.write(std::move(batch), true,
+               [this, record, status = std::move(status), cache_done = std::move(cache_done),
+                done = std::move(done)](std::error_code ec) {
+                 if (cache_done) cache_done(ec);
+                 auto node = deleting_.extract(record.name);
+                 volume& gone = *node.mapped();
+                 if (ec) {
+                   // The store takes no more writes now; the volume serves
+                   // as before (its cache lines, dropped, refill).
+                   gone.take_offline(status);
+                   for (std::uint16_t g = 0; g < groups_.size(); ++g) {
+                     if (!group_usable(g) && gone.has_extent_on(g)) gone.take_offline(lost_group_status(g));
+                   }
+                   volumes_.insert(std::move(node));
+                   done(std::unexpected(error{ec, "cannot delete volume '" + record.name + "': " + ec.message()}));
+                   return;
+                 }
+                 std::vector<extent_location> extents;
+                 extents.reserve(gone.mapped_extents());
+                 for (std::uint64_t e = 0; e < gone.extent_count(); ++e) {
+                   if (const auto where = gone.location(e)) extents.push_back(*where);
+                 }
+                 free_after_io(extents);
+                 committed_bytes_ -= gone.record().block_count * gone.record().block_size_bytes;
+                 // Destroyed from a later turn: a request refused while the
+                 // batch was written may have its completion queued in it.
+                 std::shared_ptr<volume> doomed(std::move(node.mapped()));
+                 boost::asio::post(loop_, [doomed = std::move(doomed)] {});
+                 done({});
+               });
+}
+
+void pool::resize_volume(std::string_view name, std::uint64_t block_count,
+                         std::function<void(std::expected<void, error>)> done) {
+  auto found = volume_to_change(name);
+  if (!found) return post_result(std::move(done), std::unexpected(found.error()));
+  volume& v = **found;
+  const volume_record& now = v.record();
+  if (block_count < now.block_count) {
+    return post_result(std::move(done),
+                       std::unexpected(make_error(
+                           errc::invalid_argument, "shrinking would lose data: volume '" + now.name + "' has " +
+                                                       std::to_string(now.block_count) + " blocks, and " +
+                                                       std::to_string(block_count) +
+                                                       " were asked for; a volume can only grow")));
+  }
+  if (block_count == now.block_count) return post_result(std::move(done), {});
+  if (block_count > ~0ull / now.block_size_bytes) {
+    return post_result(std::move(done), std::unexpected(make_error(errc::invalid_argument,
+                                                                   std::to_string(block_count) +
+                                                                       " blocks are more bytes than 64 bits count")));
+  }
+  const std::uint64_t growth_bytes = (block_count - now.block_count) * now.block_size_bytes;
+  if (std::string why = overcommit_refusal(static_cast<double>(growth_bytes),
+                                           "growing volume '" + now.name + "' to " +
+                                               std::to_string(block_count * now.block_size_bytes) + " bytes");
+      !why.empty()) {
+    return post_result(std::move(done), std::unexpected(make_error(errc::no_space, std::move(why))));
+  }
+  volume_record record = now;
+  record.block_count = block_count;
+  // Held while the record is written, as create_volume holds a new
+  // volume's size, so that no other growth or create overcommits.
+  committed_bytes_ += growth_bytes;
+  changing_.insert(record.name);
+  metadata_batch batch;
+  batch.put(column::pool, keys::volume(record.id), encode(record));
+  // `v` cannot go away meanwhile: delete_volume refuses it while it is in
+  // changing_.
+  store_.write(std::move(batch), true, [this, &v, record, growth_bytes, done = std::move(done)](std::error_code ec) {
+    changing_.erase(record.name);
+    if (ec) {
+      committed_bytes_ -= growth_bytes;
+      done(std::unexpected(error{ec, "cannot record volume '" + record.name + "' at " +
+                                         std::to_string(record.block_count) + " blocks: " + ec.message()}));
+      return;
+    }
+    v.grow(record.block_count);
+    done({});
+  });
+}
+
+void pool::set_placement(std::string_view name, affinity placement,
+                         std::function<void(std::expected<void, error>)> done) {
+  auto found = volume_to_change(name);
+  if (!found) return post_result(std::move(done), std::unexpected(found.error()));
+  volume& v = **found;
+  if (v.record().placement == placement) return post_result(std::move(done), {});
+  volume_record record = v.record();
+  record.placement = placement;
+  changing_.insert(record.name);
+  metadata_batch batch;
+  batch.put(column::pool, keys::volume(record.id), encode(record));
+  store_.write(std::move(batch), true, [this, &v, record, done = std::move(done)](std::error_code ec) {
+    changing_.erase(record.name);
+    if (ec) {
+      done(std::unexpected(error{ec, "cannot record volume '" + record.name + "' as " +
+                                         std::string(to_string(record.placement)) + ": " + ec.message()}));
+      return;
+    }
+    v.set_placement(record.placement);
+    ++volume_changes_;  // a plan made with the old affinity is stale
+    done({});
   });
 }
 
@@ -386,6 +559,15 @@ void pool::end_io(std::uint64_t epoch) noexcept {
 
 void pool::free_after_io(extent_location l) {
   quarantine_.push_back({l, epoch_});
+  ++epoch_;
+  io_counts_.push_back(0);
+  release_quarantine();
+}
+
+void pool::free_after_io(const std::vector<extent_location>& extents) {
+  if (extents.empty()) return;
+  // One epoch for them all: the same I/O may touch any of them.
+  for (const extent_location& l : extents) quarantine_.push_back({l, epoch_});
   ++epoch_;
   io_counts_.push_back(0);
   release_quarantine();

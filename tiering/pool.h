@@ -98,6 +98,45 @@ class pool {
   volume* find_volume(std::string_view name) const noexcept;
   std::vector<volume*> volumes() const;
 
+  // Management of existing volumes. Each writes the volume's records,
+  // synced, before `done` (from the loop) gets the outcome; a refusal or a
+  // failed write changes nothing. While one of them runs on a volume, the
+  // others refuse it with busy.
+
+  // Deletes volume `name` for good. Its volume record, its extent map,
+  // its heat and its read cache index entries go in one atomic batch,
+  // synced. Then its extents are freed once no I/O begun before can touch
+  // them (free_after_io), its size leaves the overcommit sum, and the
+  // migrator's plan (which may name it) is dropped (volume_changes()).
+  // While the batch is written the volume is out of volumes() and refuses
+  // every request, as an offline one does.
+  // The caller (the controller) must have stopped serving the volume
+  // first: after a successful delete its volume* is dangling (the object
+  // is destroyed from a later loop turn, once `done` has returned).
+  // Errors: not_found if there is no such volume; busy if it has requests,
+  // extent transitions or moves in flight (it must be idle()), or another
+  // change of it is being recorded; the store's error if the write fails.
+  void delete_volume(std::string_view name, std::function<void(std::expected<void, error>)> done);
+  // Grows volume `name` to `block_count` blocks, as create_volume sizes
+  // one: the record first, then the volume's geometry and extent map. The
+  // new blocks read as zeros. Requests may run meanwhile; telling the
+  // hosts that the capacity changed is the controller's business.
+  // Errors: not_found; invalid_argument for fewer blocks than it has
+  // (shrinking would lose the data past the new end); no_space past the
+  // overcommit limit, as create_volume; busy as above. The same size
+  // succeeds without a write.
+  void resize_volume(std::string_view name, std::uint64_t block_count,
+                     std::function<void(std::expected<void, error>)> done);
+  // Changes volume `name`'s affinity. Once its record is durable, new
+  // extents follow it, and the migrator's plan is dropped and made again
+  // with it (volume_changes()). Errors: not_found; busy as above.
+  void set_placement(std::string_view name, affinity placement,
+                     std::function<void(std::expected<void, error>)> done);
+  // Changes whenever a volume is deleted or its placement changes. What
+  // keeps volume pointers or placement decisions across loop turns (the
+  // migrator's plan) checks it before acting on them.
+  std::uint64_t volume_changes() const noexcept { return volume_changes_; }
+
   const pool_options& options() const noexcept { return options_; }
   boost::asio::any_io_executor executor() const noexcept { return loop_; }
   metadata_store& store() noexcept { return store_; }
@@ -122,6 +161,8 @@ class pool {
   // Frees `l` once every I/O started before this call has finished: a
   // read in flight to the old place must not see another volume's data.
   void free_after_io(extent_location l);
+  // The same for many extents at once (a deleted volume's).
+  void free_after_io(const std::vector<extent_location>& extents);
 
   // Every volume I/O is counted from start to end, so that frees can wait
   // for the I/O that was in flight when they were made.
@@ -186,6 +227,14 @@ class pool {
        const pool_options& options);
   std::optional<extent_location> allocate_from(tier t, std::uint64_t keep_free);
   device::block_geometry volume_geometry(const volume_record& v) const;
+  std::uint64_t capacity_bytes() const noexcept;
+  // Why adding `more_bytes` of volumes would break the overcommit limit,
+  // or empty if it would not. `what` names the addition.
+  std::string overcommit_refusal(double more_bytes, const std::string& what) const;
+  // The volume `name` for a management operation that changes it, or the
+  // error to refuse with (not_found, or busy while it is being changed).
+  std::expected<volume*, error> volume_to_change(std::string_view name) const;
+  void post_result(std::function<void(std::expected<void, error>)> done, std::expected<void, error> result);
   void release_quarantine() noexcept;
   void arm_timers();
 
@@ -199,6 +248,11 @@ class pool {
   std::uint32_t next_volume_id_ = 1;
   std::uint64_t committed_bytes_ = 0;  // sum of volume sizes, for overcommit
   std::set<std::string, std::less<>> creating_;  // names whose records are being written
+  // Volumes whose delete is being written: out of volumes_, and back there
+  // if the write fails.
+  std::map<std::string, std::unique_ptr<volume>, std::less<>> deleting_;
+  std::set<std::string, std::less<>> changing_;  // volumes whose resize or placement is being written
+  std::uint64_t volume_changes_ = 0;
 
   // I/O epochs: io_counts_[i] counts the I/O begun in epoch first_epoch_ + i.
   std::uint64_t epoch_ = 0;

@@ -119,7 +119,7 @@ void read_cache::release_slot(std::uint64_t slot) {
 }
 
 void read_cache::note_read(line_key line, device::block_device& source, std::uint64_t source_lba) {
-  if (failed_ || filling_.contains(line)) return;
+  if (failed_ || filling_.contains(line) || forgotten(line)) return;
   evicted_.clear();
   if (lines_.contains(line)) {
     // Valid, but the read spans lines and went to the HDDs: still a use.
@@ -144,7 +144,10 @@ void read_cache::note_read(line_key line, device::block_device& source, std::uin
   // deleted (synced), one of theirs.
   ++fills_running_;
   auto begin = [this, line, &source, source_lba](std::error_code ec) {
-    if (ec || free_slots_.empty() || failed_ || writing_.contains(line) || !policy_->contains(line)) {
+    // A fill waiting for evicted lines' deletes may meet its volume's
+    // deletion: the source extent may belong to another volume by now.
+    if (ec || free_slots_.empty() || failed_ || writing_.contains(line) || !policy_->contains(line) ||
+        forgotten(line)) {
       --fills_running_;
       ++counters_.cancelled_fills;
       if (policy_->contains(line)) policy_->invalidate(line);
@@ -256,7 +259,7 @@ void read_cache::start_fill(line_key line, std::uint64_t slot, device::block_dev
 void read_cache::fill_done(fill& f, std::error_code ec) {
   filling_.erase(f.line);
   --fills_running_;
-  if (ec || f.cancelled || failed_) {
+  if (ec || f.cancelled || failed_ || forgotten(f.line)) {
     ++counters_.cancelled_fills;
     free_slots_.push_back(f.slot);  // nothing on disk names it
     if (policy_->contains(f.line)) policy_->invalidate(f.line);
@@ -338,6 +341,40 @@ void read_cache::end_write(line_key first, line_key last, bool written) {
 void read_cache::device_failed() {
   if (!failed_) ++counters_.device_errors;
   failed_ = true;
+}
+
+std::function<void(std::error_code)> read_cache::forget_volume(std::uint32_t volume, metadata_batch& batch) {
+  forgotten_.insert(volume);
+  // fill_done frees a cancelled fill's slot and forgets its line in the policy.
+  for (auto& [line, f] : filling_) {
+    if (forgotten(line)) f->cancelled = true;
+  }
+  std::vector<line_key> mine;
+  for (const auto& entry : lines_) {
+    if (static_cast<std::uint32_t>(entry.first >> 40) == volume) mine.push_back(entry.first);
+  }
+  std::vector<line_key> deletes;
+  std::vector<std::uint64_t> free_after;
+  for (line_key l : mine) {
+    ++counters_.invalidations;
+    policy_->invalidate(l);
+    drop(l, deletes, free_after);
+  }
+  // Lines dropped before, whose deletes are not synced yet, need nothing:
+  // the store applies those before this batch.
+  for (line_key l : deletes) {
+    batch.erase(column::cache_index, keys::cache_line(l));
+    ++deleting_[l];
+  }
+  return [this, deletes = std::move(deletes), free_after = std::move(free_after)](std::error_code ec) {
+    // As write_deletes: on failure the entries may still be on disk, so the
+    // lines stay "deleting" and their slots are kept.
+    if (ec) return;
+    for (line_key l : deletes) {
+      if (auto it = deleting_.find(l); --it->second == 0) deleting_.erase(it);
+    }
+    for (std::uint64_t slot : free_after) release_slot(slot);
+  };
 }
 
 void read_cache::arm_persist() {

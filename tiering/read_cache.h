@@ -127,6 +127,19 @@ class read_cache {
   // A cache device I/O failed: the cache is disabled from now on.
   void device_failed();
 
+  // Volume `volume` is being deleted (pool::delete_volume): its lines are
+  // dropped now, so no lookup hits them; its fills are cancelled, and none
+  // starts again (the extents they would read are about to be freed, and
+  // reused by other volumes). The deletes of their index entries are added
+  // to `batch`, which the caller writes, synced, with the volume's own
+  // records: an index on disk must never name a line of a volume whose id
+  // the next start could give to a new volume. Call the function returned
+  // with that write's outcome: it frees the lines' slots then, or on
+  // failure keeps them for good, as a failed delete of entries does.
+  // REQUIRES: no write of the volume's between begin_write and end_write
+  // (the volume is idle).
+  std::function<void(std::error_code)> forget_volume(std::uint32_t volume, metadata_batch& batch);
+
   // Writes the pending index entries now (after a flush of the device);
   // also done every persist_interval.
   void persist(std::function<void(std::error_code)> done);
@@ -165,6 +178,7 @@ class read_cache {
   void start_fill(line_key line, std::uint64_t slot, device::block_device& source, std::uint64_t source_lba);
   void fill_done(fill& f, std::error_code ec);
   void arm_persist();
+  bool forgotten(line_key line) const noexcept { return forgotten_.contains(static_cast<std::uint32_t>(line >> 40)); }
 
   boost::asio::any_io_executor loop_;
   device::block_device& device_;
@@ -191,6 +205,10 @@ class read_cache {
     std::vector<pending> lines;
   } flush_;
   bool failed_ = false;
+  // Volumes deleted since the start: their lines are never filled again.
+  // Ids are not reused before a restart, so this only grows (by one id per
+  // delete).
+  std::unordered_set<std::uint32_t> forgotten_;
   std::unique_ptr<device::timer> persist_timer_;
   read_cache_counters counters_;
   std::vector<std::uint64_t> evicted_;  // scratch for the policy

@@ -84,8 +84,25 @@ std::optional<extent_location> volume::location(std::uint64_t volume_extent) con
 }
 
 void volume::load_mapping(std::uint64_t volume_extent, extent_location where) noexcept {
-  if (map_[volume_extent] == 0) ++mapped_;
+  if (map_[volume_extent] == 0) {
+    ++mapped_;
+  } else {
+    --mapped_on(unpack(map_[volume_extent]));
+  }
+  ++mapped_on(where);
   map_[volume_extent] = pack(where);
+}
+
+std::uint64_t& volume::mapped_on(extent_location l) noexcept {
+  return mapped_on_[static_cast<int>(pool_.tier_of(l.group))];
+}
+
+void volume::grow(std::uint64_t block_count) {
+  assert(block_count >= record_.block_count);
+  record_.block_count = block_count;
+  geometry_.block_count = block_count;
+  map_.resize((block_count + extent_blocks_ - 1) / extent_blocks_, 0);
+  heat_.grow(map_.size());
 }
 
 void volume::submit(request& req) noexcept {
@@ -435,6 +452,7 @@ void volume::unmap(piece& p) {
     if (!ec) {
       map_[p.extent] = 0;
       --mapped_;
+      --mapped_on(old);
       heat_.clear(p.extent);
       pool_.free_after_io(old);
     }
@@ -503,6 +521,7 @@ void volume::on_group_done(request& r) noexcept {
     if (!ec) {
       v.map_[p.extent] = pack(where);
       ++v.mapped_;
+      ++v.mapped_on(where);
       // Lost while its mapping was committed: too late to refuse it.
       if (!v.pool_.group_usable(where.group)) v.take_offline(v.pool_.lost_group_status(where.group));
     }
@@ -657,6 +676,8 @@ void volume::move_write_mapping(move& m) {
   pool_.store().write(std::move(batch), true, [this, &m](std::error_code ec) {
     if (!ec) {
       map_[m.extent] = pack(m.to);
+      --mapped_on(m.from);
+      ++mapped_on(m.to);
       pool_.free_after_io(m.from);
       if (!pool_.group_usable(m.to.group)) take_offline(pool_.lost_group_status(m.to.group));
     } else {

@@ -71,6 +71,9 @@ class volume final : public device::block_device {
   std::uint64_t extent_blocks() const noexcept { return extent_blocks_; }
   std::optional<extent_location> location(std::uint64_t volume_extent) const noexcept;
   std::uint64_t mapped_extents() const noexcept { return mapped_; }
+  // The mapped extents that live on tier `t` (what "bytes per tier"
+  // reports, times the extent size). Kept as mappings change: O(1).
+  std::uint64_t mapped_extents_on(tier t) const noexcept { return mapped_on_[static_cast<int>(t)]; }
   const volume_counters& counters() const noexcept { return counters_; }
   heat_map& heat() noexcept { return heat_; }
   const heat_map& heat() const noexcept { return heat_; }
@@ -98,7 +101,18 @@ class volume final : public device::block_device {
   bool online() const noexcept { return offline_reason_.empty(); }
   const std::string& offline_reason() const noexcept { return offline_reason_; }
   bool has_extent_on(std::uint16_t group) const noexcept;
+  // An empty reason brings it back online: only a failed
+  // pool::delete_volume does that, putting back the status it had.
   void take_offline(std::string reason);
+
+  // For the pool's resize_volume, once the bigger record is durable: the
+  // volume now has `block_count` blocks (at least as many as before). The
+  // blocks past the old end read as zeros: unmapped, or, in the old last
+  // extent, the zeros its allocation wrote around the data.
+  void grow(std::uint64_t block_count);
+  // For the pool's set_placement, once the record is durable: new extents
+  // and the migrator's next plan follow `placement`.
+  void set_placement(affinity placement) noexcept { record_.placement = placement; }
 
   // For the pool's load: the extent map as committed.
   void load_mapping(std::uint64_t volume_extent, extent_location where) noexcept;
@@ -179,6 +193,8 @@ class volume final : public device::block_device {
   void move_write_mapping(move& m);
   void move_end(move& m, std::error_code result);
   void mark_dirty(move& m, std::uint64_t first_block, std::uint64_t block_count) const noexcept;
+  // mapped_on_'s entry for the tier `l` is on.
+  std::uint64_t& mapped_on(extent_location l) noexcept;
 
   pool& pool_;
   volume_record record_;
@@ -188,6 +204,7 @@ class volume final : public device::block_device {
   // Packed extent_location per volume extent; 0: never written.
   std::vector<std::uint64_t> map_;
   std::uint64_t mapped_ = 0;
+  std::uint64_t mapped_on_[2]{};  // mapped_ by tier
   heat_map heat_;
   volume_counters counters_;
   // Extents being allocated or unmapped, with the pieces waiting on them.

@@ -68,6 +68,39 @@ check "a LUN already in use: ALREADY_EXISTS, exit 1" bash -c "[[ $? -eq 1 ]] && 
 "$cli" --api "$api" map v2 --lun 5 --name again >/dev/null 2>"$state/cli.err"
 check "a volume served already: FAILED_PRECONDITION, exit 1" bash -c "[[ $? -eq 1 ]] && grep -q 'FAILED_PRECONDITION: mapping.volume' '$state/cli.err'"
 
+# Hosts: their own IQNs, CHAP, and LUN maps of their own (LUN masking).
+db=iqn.2026-11.test:db1
+target=iqn.2026-11.io.strata:array
+check "strata host add db1 --iqn $db --chap" quiet "$cli" --api "$api" host add db1 --iqn "$db" --chap dbuser:db-secret-0123
+check "strata map v3 --host db1 --lun 0" quiet "$cli" --api "$api" map v3 --host db1 --lun 0
+check "db1, with its CHAP secret, sees v3 as its LUN 0" bash -c \
+  "[[ \$(iscsi-inq -i $db -e 1 -c 128 'iscsi://dbuser%db-secret-0123@127.0.0.1:$port/$target/0' | grep -c 'STRATA-.*-v3') -eq 1 ]]"
+check "... and no other LUN" bash -c "iscsi-ls -s -i $db 'iscsi://dbuser%db-secret-0123@127.0.0.1:$port/' | grep -c 'Lun:' | grep -qx 1"
+check "db1 without the secret cannot log in" bash -c "! iscsi-inq -i $db iscsi://127.0.0.1:$port/$target/0 >/dev/null 2>&1"
+check "db1 with a wrong secret cannot log in" bash -c "! iscsi-inq -i $db 'iscsi://dbuser%db-secret-9999@127.0.0.1:$port/$target/0' >/dev/null 2>&1"
+check "another initiator still sees v1 as its LUN 0 (hosts/all)" bash -c "iscsi-inq -e 1 -c 128 $url | grep -q 'STRATA-.*-v1'"
+"$cli" --api "$api" host add db2 --iqn "$db" >/dev/null 2>"$state/cli.err"
+check "an IQN another host has: ALREADY_EXISTS, naming the host" bash -c "[[ $? -eq 1 ]] && grep -q 'ALREADY_EXISTS: host.iqns: $db belongs to hosts/db1' '$state/cli.err'"
+"$cli" --api "$api" host add db2 --iqn iqn.2026-11.test:db2 --chap u:short >/dev/null 2>"$state/cli.err"
+check "a CHAP secret under 12 bytes: INVALID_ARGUMENT host.chap_secret" bash -c "[[ $? -eq 1 ]] && grep -q 'INVALID_ARGUMENT: host.chap_secret' '$state/cli.err'"
+check "... and nothing was made" bash -c "! '$cli' --api $api host show db2 >/dev/null 2>&1"
+check "host secrets are never read back" bash -c "'$cli' --api $api --json host show db1 | grep -q '\"chap_user\":\"dbuser\"' && ! '$cli' --api $api --json host show db1 | grep -q db-secret"
+"$cli" --api "$api" host delete db1 >/dev/null 2>"$state/cli.err"
+check "a host with LUNs cannot be deleted: FAILED_PRECONDITION" bash -c "[[ $? -eq 1 ]] && grep -q 'FAILED_PRECONDITION: name: hosts/db1 has LUNs mapped' '$state/cli.err'"
+"$cli" --api "$api" volume delete v3 >/dev/null 2>"$state/cli.err"
+check "a mapped volume cannot be deleted: FAILED_PRECONDITION" bash -c "[[ $? -eq 1 ]] && grep -q 'FAILED_PRECONDITION: name: pools/p1/volumes/v3 is mapped' '$state/cli.err'"
+check "strata volume update v2 --size 3G" bash -c "'$cli' --api $api volume update v2 --size 3G | grep -q '3.0 GiB'"
+check "... and LUN 1 has 3 GiB at once" bash -c "iscsi-readcapacity16 -s $url1 | grep -qx 3221225472"
+"$cli" --api "$api" volume update v2 --size 1G >/dev/null 2>"$state/cli.err"
+check "a shrink: INVALID_ARGUMENT volume.size_bytes" bash -c "[[ $? -eq 1 ]] && grep -q 'INVALID_ARGUMENT: volume.size_bytes: shrinking' '$state/cli.err'"
+check "strata unmap v3-db1" quiet "$cli" --api "$api" unmap v3-db1
+check "... db1 sees no LUN now" bash -c "! iscsi-inq -i $db 'iscsi://dbuser%db-secret-0123@127.0.0.1:$port/$target/0' 2>/dev/null | grep -q DIRECT_ACCESS"
+check "strata volume delete v3 --wait: SUCCEEDED" bash -c "'$cli' --api $api volume delete v3 --wait | grep -q 'volume.delete .*SUCCEEDED'"
+check "... and v3 is gone" bash -c "! '$cli' --api $api volume show v3 >/dev/null 2>&1"
+check "strata op list shows the delete" bash -c "'$cli' --api $api op list | grep -q 'volume.delete  *pools/p1/volumes/v3  *SUCCEEDED'"
+check "strata events shows what was done, newest first" bash -c \
+  "'$cli' --api $api events | sed -n 2p | grep -q 'pools/p1/volumes/v3 *deleted'"
+
 # The management API through server reflection (grpcurl, from the Go
 # module proxy: tools/install-deps.sh).
 if command -v grpcurl >/dev/null; then
@@ -102,5 +135,8 @@ pid=
 start third
 check "a clean restart finds the data too" quiet qemu-io -f raw -c "read -P 0xa5 2M 16k" "$url"
 check "... and the volume made through the CLI, with its data, as LUN 1" quiet qemu-io -f raw -c "read -P 0x3c 64M 16k" "$url1"
+check "... db1 and its CHAP secret are remembered" bash -c "iscsi-ls -s -i $db 'iscsi://dbuser%db-secret-0123@127.0.0.1:$port/' >/dev/null"
+check "... v3 stays deleted, v2 keeps its 3 GiB" bash -c \
+  "! '$cli' --api $api volume show v3 >/dev/null 2>&1 && iscsi-readcapacity16 -s $url1 | grep -qx 3221225472"
 kill -TERM "$pid"; wait "$pid"; pid=
 exit $failed

@@ -185,3 +185,160 @@ TEST_CASE("api: creating a volume or a mapping checks every field first, and a f
   CHECK((s.error_code() == grpc::StatusCode::INVALID_ARGUMENT && s.error_message().starts_with("mapping_id:")));
   CHECK(a.config->list("mappings/").empty());
 }
+
+namespace {
+
+// The status's rich details: the ErrorInfo naming the field.
+v1::ErrorInfo info_of(const grpc::Status& s) {
+  v1::Status rich;
+  v1::ErrorInfo info;
+  if (rich.ParseFromString(s.error_details()) && rich.details_size() == 1) (void)rich.details(0).UnpackTo(&info);
+  return info;
+}
+
+bool refused(const grpc::Status& s, grpc::StatusCode code, const std::string& field) {
+  const bool ok = s.error_code() == code && s.error_message().starts_with(field + ":") && info_of(s).field() == field;
+  if (!ok) UNSCOPED_INFO("got " << s.error_code() << " \"" << s.error_message() << "\", field \"" << info_of(s).field() << "\"");
+  return ok;
+}
+
+}  // namespace
+
+TEST_CASE("api: errors carry a strata.v1.Status with an ErrorInfo naming the field", "[mgmt]") {
+  api a;
+  v1::Disk disk;
+  v1::GetRequest get;
+  get.set_name("disks/nope");
+  const auto s = a.call(&v1::Array::Stub::GetDisk, get, disk);
+  CHECK(refused(s, grpc::StatusCode::NOT_FOUND, "name"));
+  CHECK(info_of(s).reason() == "disks/nope does not exist");
+}
+
+TEST_CASE("api: updates name their fields in a mask, and volumes only grow", "[mgmt]") {
+  api a;
+  v1::UpdateVolumeRequest in;
+  v1::Volume out;
+  in.mutable_volume()->set_name("pools/p1/volumes/v1");
+  in.mutable_volume()->set_size_bytes(2u << 30);
+  CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::INVALID_ARGUMENT, "update_mask"));
+  in.mutable_update_mask()->add_paths("serial");
+  CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::INVALID_ARGUMENT, "update_mask"));
+  in.mutable_update_mask()->set_paths(0, "size_bytes");
+  in.mutable_volume()->set_size_bytes(1u << 20);
+  CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::INVALID_ARGUMENT, "volume.size_bytes"));
+  in.mutable_volume()->set_size_bytes((1u << 30) + 1);
+  CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::INVALID_ARGUMENT, "volume.size_bytes"));
+  in.mutable_update_mask()->set_paths(0, "affinity");
+  CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::INVALID_ARGUMENT, "volume.affinity"));
+  in.mutable_volume()->set_name("pools/p1/volumes/v9");
+  CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::NOT_FOUND, "volume.name"));
+}
+
+TEST_CASE("api: hosts are checked field by field, and one host's IQN or any_initiator is not another's", "[mgmt]") {
+  api a;
+  controller::config_batch b;
+  v1::Host all;
+  all.set_name("hosts/all");
+  all.set_any_initiator(true);
+  v1::Host db;
+  db.set_name("hosts/db");
+  db.add_iqns("iqn.2026-11.test:db");
+  v1::Mapping m;
+  m.set_name("mappings/m1");
+  m.set_volume("pools/p1/volumes/v1");
+  m.set_host("hosts/db");
+  b.put(all.name(), all.SerializeAsString());
+  b.put(db.name(), db.SerializeAsString());
+  b.put(m.name(), m.SerializeAsString());
+  REQUIRE(a.config->commit(b));
+
+  v1::Host out;
+  v1::CreateHostRequest in;
+  auto create = [&](std::string id, std::function<void(v1::Host&)> fill) {
+    in.set_host_id(std::move(id));
+    in.clear_host();
+    fill(*in.mutable_host());
+    return a.call(&v1::Array::Stub::CreateHost, in, out);
+  };
+  CHECK(refused(create("H!", [](v1::Host& h) { h.add_iqns("iqn.2026-11.test:x"); }), grpc::StatusCode::INVALID_ARGUMENT, "host_id"));
+  CHECK(refused(create("db", [](v1::Host& h) { h.add_iqns("iqn.2026-11.test:x"); }), grpc::StatusCode::ALREADY_EXISTS, "host_id"));
+  CHECK(refused(create("x", [](v1::Host&) {}), grpc::StatusCode::INVALID_ARGUMENT, "host.iqns"));
+  CHECK(refused(create("x", [](v1::Host& h) { h.add_iqns("db-server"); }), grpc::StatusCode::INVALID_ARGUMENT, "host.iqns"));
+  CHECK(refused(create("x", [](v1::Host& h) { h.add_iqns("iqn.2026-11.test:x"), h.add_iqns("IQN.2026-11.test:X"); }),
+                grpc::StatusCode::INVALID_ARGUMENT, "host.iqns"));
+  CHECK(refused(create("x", [](v1::Host& h) { h.add_iqns("IQN.2026-11.TEST:DB"); }), grpc::StatusCode::ALREADY_EXISTS, "host.iqns"));
+  CHECK(refused(create("x", [](v1::Host& h) { h.set_any_initiator(true); }), grpc::StatusCode::ALREADY_EXISTS, "host.any_initiator"));
+  auto with_chap = [](std::string secret, std::string mutual_user, std::string mutual_secret) {
+    return [=](v1::Host& h) {
+      h.add_iqns("iqn.2026-11.test:x");
+      h.set_chap_user("u");
+      h.set_chap_secret(secret);
+      h.set_mutual_chap_user(mutual_user);
+      h.set_mutual_chap_secret(mutual_secret);
+    };
+  };
+  CHECK(refused(create("x", with_chap("", "", "")), grpc::StatusCode::INVALID_ARGUMENT, "host.chap_secret"));
+  CHECK(refused(create("x", with_chap("short", "", "")), grpc::StatusCode::INVALID_ARGUMENT, "host.chap_secret"));
+  CHECK(refused(create("x", with_chap("long-enough-secret", "t", "")), grpc::StatusCode::INVALID_ARGUMENT, "host.mutual_chap_secret"));
+  CHECK(refused(create("x", with_chap("long-enough-secret", "t", "long-enough-secret")), grpc::StatusCode::INVALID_ARGUMENT,
+                "host.mutual_chap_secret"));
+  CHECK(create("x", with_chap("long-enough-secret", "t", "another-long-secret")).error_code() == grpc::StatusCode::UNAVAILABLE);
+  CHECK_FALSE(a.config->get("hosts/x"));
+
+  v1::UpdateHostRequest update;
+  update.mutable_host()->set_name("hosts/nobody");
+  update.mutable_update_mask()->add_paths("iqns");
+  CHECK(refused(a.call(&v1::Array::Stub::UpdateHost, update, out), grpc::StatusCode::NOT_FOUND, "host.name"));
+  update.mutable_host()->set_name("hosts/db");
+  update.mutable_update_mask()->set_paths(0, "name");
+  CHECK(refused(a.call(&v1::Array::Stub::UpdateHost, update, out), grpc::StatusCode::INVALID_ARGUMENT, "update_mask"));
+  update.mutable_update_mask()->set_paths(0, "any_initiator");
+  update.mutable_host()->set_any_initiator(true);
+  CHECK(refused(a.call(&v1::Array::Stub::UpdateHost, update, out), grpc::StatusCode::ALREADY_EXISTS, "host.any_initiator"));
+
+  google::protobuf::Empty none;
+  v1::DeleteRequest del;
+  del.set_name("hosts/db");
+  CHECK(refused(a.call(&v1::Array::Stub::DeleteHost, del, none), grpc::StatusCode::FAILED_PRECONDITION, "name"));
+  del.set_name("hosts/nobody");
+  CHECK(refused(a.call(&v1::Array::Stub::DeleteHost, del, none), grpc::StatusCode::NOT_FOUND, "name"));
+  del.set_name("mappings/m9");
+  CHECK(refused(a.call(&v1::Array::Stub::DeleteMapping, del, none), grpc::StatusCode::NOT_FOUND, "name"));
+
+  v1::Operation op;
+  del.set_name("pools/p1/volumes/v1");
+  CHECK(refused(a.call(&v1::Array::Stub::DeleteVolume, del, op), grpc::StatusCode::FAILED_PRECONDITION, "name"));
+  del.set_name("pools/p1/volumes/v9");
+  CHECK(refused(a.call(&v1::Array::Stub::DeleteVolume, del, op), grpc::StatusCode::NOT_FOUND, "name"));
+  CHECK(a.config->get("pools/p1/volumes/v1"));
+
+  v1::ListHostsResponse hosts;
+  REQUIRE(a.call(&v1::Array::Stub::ListHosts, page(0), hosts).ok());
+  CHECK(hosts.hosts_size() == 2);
+}
+
+TEST_CASE("api: the event log lists newest first, paged", "[mgmt]") {
+  api a;
+  controller::config_batch b;
+  for (int i = 1; i <= 5; ++i) {
+    v1::Event e;
+    e.set_name("events/0000000000000000000" + std::to_string(i));
+    e.set_message("event " + std::to_string(i));
+    b.put(e.name(), e.SerializeAsString());
+  }
+  REQUIRE(a.config->commit(b));
+  v1::ListEventsResponse out;
+  REQUIRE(a.call(&v1::Array::Stub::ListEvents, page(2), out).ok());
+  REQUIRE(out.events_size() == 2);
+  CHECK(out.events(0).message() == "event 5");
+  CHECK(out.events(1).message() == "event 4");
+  std::vector<std::string> rest;
+  while (!out.next_page_token().empty()) {
+    const std::string token = out.next_page_token();
+    out.Clear();
+    REQUIRE(a.call(&v1::Array::Stub::ListEvents, page(2, token), out).ok());
+    for (const auto& e : out.events()) rest.push_back(e.message());
+  }
+  CHECK(rest == std::vector<std::string>{"event 3", "event 2", "event 1"});
+  CHECK(refused(a.call(&v1::Array::Stub::ListEvents, page(2, "hosts/x"), out), grpc::StatusCode::INVALID_ARGUMENT, "page_token"));
+}

@@ -75,10 +75,10 @@ class Connection:
         self.s.sendall(bytes(bhs) + data + b"\0" * ((4 - len(data) % 4) % 4))
         return self.receive()
 
-    def full_login(self, initiator="iqn.x:i", extra=(), tsih=0, cid=0, first=()):
-        """Logs in to iqn.x:t: `first` are more keys for the first request,
+    def full_login(self, initiator="iqn.x:i", extra=(), tsih=0, cid=0, first=(), target="iqn.x:t"):
+        """Logs in to `target`: `first` are more keys for the first request,
         `extra` the operational stage's; `tsih` joins a session."""
-        r, d = self.login(0, 1, [("InitiatorName", initiator), ("TargetName", "iqn.x:t"),
+        r, d = self.login(0, 1, [("InitiatorName", initiator), ("TargetName", target),
                                  ("AuthMethod", "None"), *first] +
                           ([] if tsih else [("SessionType", "Normal")]), tsih=tsih, cid=cid)
         if r[36] != 0:

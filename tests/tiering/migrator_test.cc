@@ -176,5 +176,41 @@ TEST_CASE("migrator: moves stop while foreground latency is over budget", "[tier
   CHECK(m.allowed_in_flight() < before);
 }
 
+TEST_CASE("migrator: a plan naming a deleted volume is dropped, not carried out; a placement change steers it",
+          "[tiering][migrator][delete]") {
+  rig r(4, 16, new_extent_tier::capacity);
+  volume& keep = r.create("keep", 4 * extent_blocks);
+  volume& doomed = r.create("doomed", 4 * extent_blocks);
+  fill(r, keep, 0, 2);
+  fill(r, doomed, 0, 2);
+  heat_up(r, keep, 0, 20);  // the hottest: promoted first
+  heat_up(r, doomed, 0, 10);
+  heat_up(r, doomed, 1, 10);
+  migrator_options o = quick();
+  o.max_moves_in_flight = 1;  // the rest of the plan waits for the first move
+  migrator m(*r.p, o);
+  r.loop.clock.advance_by(std::chrono::seconds(1));  // the copy-rate budget fills
+  m.run_round();
+  REQUIRE(m.moves_in_flight() == 1);  // keep's extent 0
+  REQUIRE(m.planned() == 2);          // doomed's two, next when it ends
+  REQUIRE(doomed.idle());
+  REQUIRE(r.delete_volume("doomed"));
+  r.loop.run_until([&] { return m.moves_in_flight() == 0; });
+  CHECK(m.planned() == 0);
+  CHECK(m.counters().promotions == 1);
+  CHECK(m.counters().failed_moves == 0);  // nothing tried on the deleted volume
+  CHECK(tier_of(r, keep, 0) == tier::performance);
+  settle(r, m);
+  CHECK(m.counters().promotions == 1);
+  CHECK(m.counters().failed_moves == 0);
+
+  // archive: the next rounds send its extent back, as for any archive volume.
+  REQUIRE(r.set_placement("keep", affinity::archive));
+  settle(r, m);
+  CHECK(tier_of(r, keep, 0) == tier::capacity);
+  CHECK(m.counters().demotions == 1);
+  CHECK(read_blocks(r.loop, keep, 0, 1) == pattern(block_size, 1));
+}
+
 }  // namespace
 }  // namespace strata::tiering

@@ -256,5 +256,41 @@ TEST_CASE("read cache: bad settings get a clear error", "[tiering][cache]") {
   CHECK(opened.error().message.find("line size") != std::string::npos);
 }
 
+TEST_CASE("read cache: a deleted volume's lines are dropped, and a volume given its id after a restart does not read them",
+          "[tiering][cache][delete]") {
+  rig r(2, 16, new_extent_tier::capacity, 64);
+  volume& old = r.create("old", 8 * extent_blocks);
+  const std::uint32_t id = old.record().id;
+  write_blocks(r.loop, old, 0, pattern(extent_bytes, 1));
+  read_twice_randomly(r, old, 5);
+  persist_cache(r);  // the line of block 5 is named on disk
+  REQUIRE(r.p->cache()->size_lines() == 1);
+  // A fill in flight, slow to reach the cache device, when the delete runs.
+  r.cache_fault->set_delay(std::chrono::milliseconds(50), 1.0);
+  read_blocks(r.loop, old, 2 * extent_blocks + 9, 1);
+  read_blocks(r.loop, old, 9, 1);
+  REQUIRE_FALSE(r.p->cache()->idle());
+  REQUIRE(old.idle());
+
+  REQUIRE(r.delete_volume("old"));
+  CHECK(r.p->cache()->size_lines() == 0);
+  r.loop.run_until([&] { return r.p->cache()->idle(); });
+  CHECK(r.p->cache()->size_lines() == 0);  // the fill was cancelled, not indexed
+  CHECK(r.p->cache()->counters().cancelled_fills >= 1);
+  r.cache_fault->set_delay({}, 0);
+  persist_cache(r);
+
+  r.restart();
+  CHECK(r.p->cache()->size_lines() == 0);  // no index entry survived
+  volume& fresh = r.create("new", 8 * extent_blocks);
+  REQUIRE(fresh.record().id == id);  // what makes a surviving entry dangerous
+  // Extent 0 is mapped again (on the old volume's extent, perhaps), so
+  // reads of it may go through the cache.
+  write_blocks(r.loop, fresh, 0, pattern(block_size, 2));
+  CHECK(read_blocks(r.loop, fresh, 5, 1) == std::vector<std::byte>(block_size, std::byte{0}));
+  CHECK(read_blocks(r.loop, fresh, 9, 1) == std::vector<std::byte>(block_size, std::byte{0}));
+  CHECK(fresh.counters().reads(source::cache).ios == 0);
+}
+
 }  // namespace
 }  // namespace strata::tiering

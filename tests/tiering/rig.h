@@ -154,6 +154,35 @@ struct rig {
     return **v;
   }
   std::error_code io(block_device& d, std::unique_ptr<device::testing::io> x) { return run(loop, d, *x); }
+
+  // The pool's management operations, run to their outcome.
+  using outcome = std::expected<void, error>;
+  template <class Start>
+  outcome manage(Start start) {
+    std::optional<outcome> result;
+    start([&](outcome x) { result = std::move(x); });
+    loop.run_until([&] { return result.has_value(); });
+    return std::move(*result);
+  }
+  outcome delete_volume(std::string_view name) {
+    return manage([&](auto done) { p->delete_volume(name, done); });
+  }
+  outcome resize(std::string_view name, std::uint64_t blocks) {
+    return manage([&](auto done) { p->resize_volume(name, blocks, done); });
+  }
+  outcome set_placement(std::string_view name, affinity a) {
+    return manage([&](auto done) { p->set_placement(name, a, done); });
+  }
+  // Every key of `c` that belongs to volume `id` (extent map and heat keys
+  // start with it). Blocking: between steps, as a diagnostic would.
+  std::size_t keys_of_volume(column c, std::uint32_t id) const {
+    std::size_t n = 0;
+    const auto scanned = store->scan(c, [&](std::string_view key, std::string_view) {
+      if (const auto k = keys::parse_extent(key); k && k->first == id) ++n;
+    });
+    REQUIRE_FALSE(scanned);
+    return n;
+  }
 };
 
 }  // namespace strata::tiering::testing

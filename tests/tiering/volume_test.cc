@@ -323,5 +323,250 @@ TEST_CASE("pool: reopened over different groups, it refuses with the difference"
   CHECK(opened.error().message.find("group 0 was a performance group") != std::string::npos);
 }
 
+std::uint64_t free_total(rig& r) { return r.p->free_extents(tier::performance) + r.p->free_extents(tier::capacity); }
+
+TEST_CASE("pool: a deleted volume's extents are freed once the I/O in flight drains, and its records are gone",
+          "[tiering][pool][delete]") {
+  rig r(2, 4);  // 10 extents: 640 KiB; overcommit 2x allows 20 extents of volumes
+  volume& keep = r.create("keep", 2 * extent_blocks, affinity::archive);
+  volume& doomed = r.create("doomed", 16 * extent_blocks);
+  const std::uint32_t id = doomed.record().id;
+  const auto kept = pattern(extent_bytes, 1);
+  write_blocks(r.loop, keep, 0, kept);
+  for (std::uint64_t e = 0; e < 4; ++e) write_blocks(r.loop, doomed, e * 3 * extent_blocks, pattern(block_size, e + 2));
+  read_blocks(r.loop, doomed, extent_blocks + 5, 1);  // heat on an extent never written, too
+  std::optional<std::error_code> persisted;
+  r.p->persist_heat([&](std::error_code ec) { persisted = ec; });
+  r.loop.run_until([&] { return persisted.has_value(); });
+  REQUIRE_FALSE(*persisted);
+  REQUIRE(r.keys_of_volume(column::extent_map, id) == 4);
+  REQUIRE(r.keys_of_volume(column::heat, id) == 5);
+  // Full, by the overcommit sum: a volume as big as `doomed` does not fit.
+  auto big = r.try_create({"big", block_size, 16 * extent_blocks, affinity::automatic});
+  REQUIRE_FALSE(big);
+  CHECK(big.error().code == make_error_code(errc::no_space));
+  const std::uint64_t free_before = free_total(r);
+
+  // A read of another volume in flight: it began before the delete, and
+  // the freed extents wait for it.
+  for (auto& f : r.faults) f->set_delay(std::chrono::milliseconds(50), 1.0);
+  auto read = io::make(op::read, 0, extent_blocks, block_size);
+  keep.submit(read->req);
+  const auto deleted = r.delete_volume("doomed");
+  INFO((deleted ? std::string() : deleted.error().message));
+  REQUIRE(deleted);
+  REQUIRE(read->completions == 0);  // delayed 50 ms; the delete needed no disk I/O
+  CHECK(r.p->quarantined_extents() == 4);
+  CHECK(free_total(r) == free_before);
+  CHECK(r.p->find_volume("doomed") == nullptr);
+  CHECK(r.p->volumes() == std::vector<volume*>{&keep});
+  r.loop.run_until([&] { return read->completions == 1; });
+  REQUIRE_FALSE(read->req.result);
+  CHECK(std::memcmp(read->buffer.data(), kept.data(), kept.size()) == 0);
+  CHECK(r.p->quarantined_extents() == 0);
+  CHECK(free_total(r) == free_before + 4);
+  for (auto& f : r.faults) f->set_delay({}, 0);
+
+  // Its size left the overcommit sum.
+  volume& again = r.create("doomed", 16 * extent_blocks);
+  CHECK(again.record().id != id);  // no id is reused before a restart
+  CHECK(again.mapped_extents() == 0);
+  REQUIRE(r.delete_volume("doomed"));
+
+  r.restart();
+  CHECK(r.p->find_volume("doomed") == nullptr);
+  REQUIRE(r.p->find_volume("keep") != nullptr);
+  CHECK(read_blocks(r.loop, *r.p->find_volume("keep"), 0, extent_blocks) == kept);
+  CHECK(free_total(r) == free_before + 4);
+  CHECK_FALSE(r.store->get(column::pool, keys::volume(id)));
+  CHECK(r.keys_of_volume(column::extent_map, id) == 0);
+  CHECK(r.keys_of_volume(column::heat, id) == 0);
+  CHECK(r.keys_of_volume(column::extent_map, r.p->find_volume("keep")->record().id) == 1);
+}
+
+TEST_CASE("pool: a new volume on a deleted volume's extents reads zeros, not its data", "[tiering][pool][delete]") {
+  rig r(1, 2);  // 5 extents in all
+  volume& old = r.create("old", 5 * extent_blocks);
+  write_blocks(r.loop, old, 0, pattern(5 * extent_bytes, test_seed()));
+  REQUIRE(free_total(r) == 0);
+  REQUIRE(r.delete_volume("old"));
+  REQUIRE(free_total(r) == 5);
+  for (std::uint64_t round = 0; round < 2; ++round) {
+    // The second round after a restart, on the extents the first round's
+    // volume wrote (and with the first volume's id, free again).
+    INFO("round " << round);
+    volume& fresh = r.create("new", 5 * extent_blocks);
+    const std::uint64_t block = 3 + round;
+    for (std::uint64_t e = 0; e < 5; ++e) {
+      write_blocks(r.loop, fresh, e * extent_blocks + block, pattern(block_size, 10 * round + e));
+    }
+    CHECK(free_total(r) == 0);  // every extent the deleted volume had
+    for (std::uint64_t e = 0; e < 5; ++e) {
+      INFO("extent " << e);
+      std::vector<std::byte> want(extent_bytes, std::byte{0});
+      const auto data = pattern(block_size, 10 * round + e);
+      std::memcpy(want.data() + block * block_size, data.data(), data.size());
+      CHECK(read_blocks(r.loop, fresh, e * extent_blocks, extent_blocks) == want);
+    }
+    REQUIRE(r.delete_volume("new"));
+    r.restart();
+  }
+}
+
+TEST_CASE("pool: a delete is refused, changing nothing, for no such volume or one not idle",
+          "[tiering][pool][delete]") {
+  rig r(4, 8);
+  volume& v = r.create("db", 4 * extent_blocks, affinity::archive);
+  const auto data = pattern(2 * extent_bytes, test_seed());
+  write_blocks(r.loop, v, 0, data);
+  const std::uint64_t free_before = free_total(r);
+
+  auto missing = r.delete_volume("nope");
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().code == make_error_code(errc::not_found));
+  CHECK(missing.error().message.find("'nope'") != std::string::npos);
+
+  // A write in flight.
+  for (auto& f : r.faults) f->set_delay(std::chrono::milliseconds(50), 1.0);
+  auto write = io::make(op::write, 1, 1, block_size);
+  std::memset(write->buffer.data(), 0x5a, block_size);
+  v.submit(write->req);
+  auto busy = r.delete_volume("db");
+  REQUIRE_FALSE(busy);
+  CHECK(busy.error().code == make_error_code(errc::busy));
+  CHECK(busy.error().message.find("in flight") != std::string::npos);
+  r.loop.run_until([&] { return write->completions == 1; });
+  REQUIRE_FALSE(write->req.result);
+  for (auto& f : r.faults) f->set_delay({}, 0);
+
+  // An extent move in flight (the migrator's).
+  std::optional<std::error_code> moved;
+  v.move_extent(0, tier::performance, [&](std::error_code ec) { moved = ec; });
+  busy = r.delete_volume("db");
+  REQUIRE_FALSE(busy);
+  CHECK(busy.error().code == make_error_code(errc::busy));
+  r.loop.run_until([&] { return moved.has_value(); });
+  REQUIRE_FALSE(*moved);
+
+  // Nothing changed: the volume serves, with its data and its extents.
+  REQUIRE(r.p->find_volume("db") == &v);
+  CHECK(v.online());
+  CHECK(free_total(r) == free_before);
+  auto want = data;
+  std::memset(want.data() + block_size, 0x5a, block_size);
+  CHECK(read_blocks(r.loop, v, 0, 2 * extent_blocks) == want);
+
+  // While its delete is written: a second delete and a create of the same
+  // name are refused, and the volume refuses requests.
+  std::optional<rig::outcome> first, second;
+  r.p->delete_volume("db", [&](rig::outcome x) { first = std::move(x); });
+  r.p->delete_volume("db", [&](rig::outcome x) { second = std::move(x); });
+  // Submitted before anything runs: once the delete is done, `v` is gone.
+  auto late = io::make(op::write, 0, 1, block_size);
+  v.submit(late->req);
+  auto same_name = r.try_create({"db", block_size, extent_blocks, affinity::automatic});
+  r.loop.run_until([&] { return first.has_value() && second.has_value() && late->completions == 1; });
+  REQUIRE(*first);
+  REQUIRE_FALSE(*second);
+  CHECK(second->error().code == make_error_code(errc::busy));
+  REQUIRE_FALSE(same_name);
+  CHECK(same_name.error().code == make_error_code(errc::busy));
+  CHECK(late->req.result == make_error_code(errc::device_failed));
+  CHECK(free_total(r) == free_before + 2);
+  r.restart();
+  CHECK(r.p->volumes().empty());
+}
+
+TEST_CASE("pool: a volume grows, keeps its data, reads zeros past the old end, and keeps its size across a restart",
+          "[tiering][pool][resize]") {
+  rig r(2, 4);  // 10 extents; overcommit 2x allows 20 extents of volumes
+  const std::uint64_t old_blocks = extent_blocks + extent_blocks / 2;
+  volume& v = r.create("db", old_blocks);
+  const auto data = pattern(old_blocks * block_size, test_seed());
+  write_blocks(r.loop, v, 0, data);
+
+  // Refusals change nothing.
+  auto shrink = r.resize("db", old_blocks - 1);
+  REQUIRE_FALSE(shrink);
+  CHECK(shrink.error().code == make_error_code(errc::invalid_argument));
+  CHECK(shrink.error().message.find("shrinking would lose data") != std::string::npos);
+  auto huge = r.resize("db", 21 * extent_blocks);
+  REQUIRE_FALSE(huge);
+  CHECK(huge.error().code == make_error_code(errc::no_space));
+  CHECK(huge.error().message.find("overcommit") != std::string::npos);
+  auto missing = r.resize("nope", 100);
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().code == make_error_code(errc::not_found));
+  CHECK(v.geometry().block_count == old_blocks);
+  REQUIRE(r.resize("db", old_blocks));  // the same size: nothing to do
+
+  REQUIRE(r.resize("db", 4 * extent_blocks));
+  CHECK(v.geometry().block_count == 4 * extent_blocks);
+  CHECK(v.record().block_count == 4 * extent_blocks);
+  CHECK(v.extent_count() == 4);
+  std::vector<std::byte> want(4 * extent_bytes, std::byte{0});
+  std::memcpy(want.data(), data.data(), data.size());
+  CHECK(read_blocks(r.loop, v, 0, 4 * extent_blocks) == want);  // the old last extent's tail too
+  const auto more = pattern(block_size, 99);
+  write_blocks(r.loop, v, 4 * extent_blocks - 1, more);
+  std::memcpy(want.data() + want.size() - block_size, more.data(), more.size());
+  read_blocks(r.loop, v, 3 * extent_blocks + 2, 1);  // heat for the new extent
+  CHECK(v.heat().score(3) > 0);
+  // The growth counts against overcommit: 4 + 16 extents fill the 20.
+  auto other = r.try_create({"other", block_size, 17 * extent_blocks, affinity::automatic});
+  REQUIRE_FALSE(other);
+  CHECK(other.error().code == make_error_code(errc::no_space));
+
+  r.restart();
+  volume& again = *r.p->find_volume("db");
+  CHECK(again.geometry().block_count == 4 * extent_blocks);
+  CHECK(read_blocks(r.loop, again, 0, 4 * extent_blocks) == want);
+  r.create("other", 16 * extent_blocks);
+}
+
+TEST_CASE("pool: a placement change is durable and steers new extents at once", "[tiering][pool][placement]") {
+  rig r(4, 8);
+  volume& v = r.create("db", 4 * extent_blocks);
+  REQUIRE(r.set_placement("db", affinity::archive));
+  CHECK(v.record().placement == affinity::archive);
+  write_blocks(r.loop, v, 0, pattern(block_size, 1));
+  CHECK(r.p->tier_of(v.location(0)->group) == tier::capacity);  // the performance tier has room, but not for it
+  auto missing = r.set_placement("nope", affinity::archive);
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().code == make_error_code(errc::not_found));
+  REQUIRE(r.set_placement("db", affinity::archive));  // unchanged: nothing to do
+
+  r.restart();
+  volume& again = *r.p->find_volume("db");
+  CHECK(again.record().placement == affinity::archive);
+  REQUIRE(r.set_placement("db", affinity::performance));
+  write_blocks(r.loop, again, extent_blocks, pattern(block_size, 2));
+  CHECK(r.p->tier_of(again.location(1)->group) == tier::performance);
+  r.restart();
+  CHECK(r.p->find_volume("db")->record().placement == affinity::performance);
+}
+
+TEST_CASE("volume: mapped extents are counted per tier through writes, moves, discards and a restart",
+          "[tiering][volume]") {
+  rig r(4, 8);
+  volume& v = r.create("db", 6 * extent_blocks, affinity::archive);
+  write_blocks(r.loop, v, 0, pattern(3 * extent_bytes, 1));
+  CHECK(v.mapped_extents_on(tier::capacity) == 3);
+  CHECK(v.mapped_extents_on(tier::performance) == 0);
+  REQUIRE_FALSE(move(r, v, 1, tier::performance));
+  CHECK(v.mapped_extents_on(tier::capacity) == 2);
+  CHECK(v.mapped_extents_on(tier::performance) == 1);
+  REQUIRE(r.set_placement("db", affinity::performance));
+  write_blocks(r.loop, v, 4 * extent_blocks, pattern(block_size, 2));
+  CHECK(v.mapped_extents_on(tier::performance) == 2);
+  REQUIRE_FALSE(r.io(v, io::discard(0, extent_blocks)));
+  CHECK(v.mapped_extents_on(tier::capacity) == 1);
+  r.restart();
+  volume& again = *r.p->find_volume("db");
+  CHECK(again.mapped_extents_on(tier::capacity) == 1);
+  CHECK(again.mapped_extents_on(tier::performance) == 2);
+  CHECK(again.mapped_extents() == 3);
+}
+
 }  // namespace
 }  // namespace strata::tiering

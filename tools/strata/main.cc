@@ -7,7 +7,14 @@
 //   pool list | pool show NAME          volume list [POOL] | volume show NAME
 //   host list | host show NAME          map list | map show NAME
 //   volume create NAME --size SIZE [--pool POOL] [--affinity auto|performance|capacity]
-//   map VOLUME --lun N [--host HOST] [--name NAME]
+//   volume update NAME [--size SIZE] [--affinity …]     (volumes only grow)
+//   volume delete NAME [--wait]         (an operation; --wait: until it ends)
+//   host add NAME (--iqn IQN)... [--any] [--chap USER:SECRET [--mutual-chap USER:SECRET]]
+//   host update NAME [(--iqn IQN)...] [--chap USER:SECRET | --no-chap] [--mutual-chap …]
+//   host delete NAME
+//   map VOLUME --lun N [--host HOST] [--name NAME]      unmap NAME
+//   op list | op show NAME | op cancel NAME
+//   events [--limit N]                  (newest first; default 50)
 //   version
 //
 // SIZE: bytes, or with K, M, G, T (powers of 1024; "100G", "512MiB").
@@ -20,10 +27,14 @@
 #include <grpcpp/grpcpp.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "strata/v1/array.grpc.pb.h"
@@ -42,7 +53,11 @@ constexpr int exit_unreachable = 3;
                "usage: strata [--api ADDR:PORT] [--json] NOUN VERB [NAME]\n"
                "  disk|group|pool|host|map list, disk|group|pool|volume|host|map show NAME,\n"
                "  volume list [POOL], volume create NAME --size SIZE [--pool POOL] [--affinity auto|performance|capacity],\n"
-               "  map VOLUME --lun N [--host HOST] [--name NAME], version\n",
+               "  volume update NAME [--size SIZE] [--affinity A], volume delete NAME [--wait],\n"
+               "  host add NAME (--iqn IQN)... [--any] [--chap USER:SECRET [--mutual-chap USER:SECRET]],\n"
+               "  host update NAME [(--iqn IQN)...] [--chap USER:SECRET | --no-chap] [--mutual-chap USER:SECRET],\n"
+               "  host delete NAME, map VOLUME --lun N [--host HOST] [--name NAME], unmap NAME,\n"
+               "  op list, op show NAME, op cancel NAME, events [--limit N], version\n",
                problem.c_str());
   std::exit(exit_usage);
 }
@@ -115,6 +130,24 @@ std::vector<std::string> row(const v1::Host& h) {
   return {h.name(), h.any_initiator() ? "(every initiator)" : joined(h.iqns()), h.chap_user().empty() ? "no" : "yes"};
 }
 std::vector<std::string> row(const v1::Mapping& m) { return {m.name(), m.volume(), m.host(), std::to_string(m.lun())}; }
+std::vector<std::string> row(const v1::Operation& o) {
+  char progress[16];
+  std::snprintf(progress, sizeof progress, "%.0f%%", o.progress_fraction() * 100);
+  const std::string state = v1::Operation::State_Name(o.state());
+  return {o.name(), o.kind(), o.resource(), state, progress, o.error().message().empty() ? "-" : o.error().message()};
+}
+std::string when(std::int64_t unix_ms) {
+  const std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm local{};
+  localtime_r(&t, &local);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &local);
+  return buf;
+}
+std::vector<std::string> row(const v1::Event& e) {
+  std::string level = v1::Severity_Name(e.severity());
+  return {when(e.time_unix_ms()), level, e.resource().empty() ? "-" : e.resource(), e.message()};
+}
 
 struct client {
   std::unique_ptr<v1::Array::Stub> stub;
@@ -161,10 +194,23 @@ struct client {
     in.set_name(name);
     Response out;
     if (auto s = call(method, in, out); !s.ok()) return fail(s);
+    return print(out, header);
+  }
+
+  // The result of a change, as show prints it.
+  template <class Request, class Response, class Method>
+  int change(Method method, const Request& in, const std::vector<std::string>& header) {
+    Response out;
+    if (auto s = call(method, in, out); !s.ok()) return fail(s);
+    return print(out, header);
+  }
+
+  template <class Message>
+  int print(const Message& m, const std::vector<std::string>& header) {
     if (as_json) {
-      std::printf("%s\n", json(out).c_str());
+      std::printf("%s\n", json(m).c_str());
     } else {
-      table(header, {row(out)});
+      table(header, {row(m)});
     }
     return 0;
   }
@@ -194,11 +240,29 @@ std::string resource(const std::string& collection, const std::string& name) {
 
 }  // namespace
 
+// "USER:SECRET", or a usage error naming the flag.
+std::pair<std::string, std::string> credentials(const std::string& flag, const std::string& value) {
+  const auto colon = value.find(':');
+  if (colon == std::string::npos || colon == 0) usage(flag + " takes USER:SECRET");
+  return {value.substr(0, colon), value.substr(colon + 1)};
+}
+
+v1::Affinity affinity_of(const std::string& text) {
+  if (text == "auto") return v1::AUTO;
+  if (text == "performance") return v1::PERFORMANCE;
+  if (text == "capacity") return v1::CAPACITY;
+  usage("--affinity is auto, performance or capacity");
+}
+
 int main(int argc, char** argv) {
   std::string api = "127.0.0.1:50051";
   bool as_json = false;
   std::vector<std::string> words;
-  std::map<std::string, std::string> flags;  // --size, --pool, --affinity, --lun, --host, --name
+  // Options with a value (--iqn may repeat), and those without.
+  static const std::set<std::string> valued{"--size", "--pool", "--affinity", "--lun", "--host", "--name",
+                                            "--iqn", "--chap", "--mutual-chap", "--limit"};
+  static const std::set<std::string> switches{"--wait", "--any", "--no-chap"};
+  std::map<std::string, std::vector<std::string>> flags;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--api") {
@@ -206,24 +270,27 @@ int main(int argc, char** argv) {
       api = argv[++i];
     } else if (arg == "--json") {
       as_json = true;
-    } else if (arg == "--size" || arg == "--pool" || arg == "--affinity" || arg == "--lun" || arg == "--host" || arg == "--name") {
+    } else if (valued.contains(arg)) {
       if (i + 1 >= argc) usage(arg + " needs a value");
-      flags[arg] = argv[++i];
+      flags[arg].push_back(argv[++i]);
+    } else if (switches.contains(arg)) {
+      flags[arg].push_back("");
     } else if (arg.starts_with("--")) {
       usage("unknown option " + arg);
     } else {
       words.push_back(arg);
     }
   }
-  auto flag = [&](const std::string& f, const std::string& otherwise) { return flags.contains(f) ? flags[f] : otherwise; };
+  auto flag = [&](const std::string& f, const std::string& otherwise) { return flags.contains(f) ? flags[f].back() : otherwise; };
   if (words.empty()) usage("what to do?");
   client c{v1::Array::NewStub(grpc::CreateChannel(api, grpc::InsecureChannelCredentials())), as_json};
   const std::string noun = words[0];
   const std::string verb = words.size() > 1 ? words[1] : "";
   const std::string name = words.size() > 2 ? words[2] : "";
   auto need_name = [&] {
-    if (name.empty()) usage(noun + " show needs a NAME");
+    if (name.empty()) usage(noun + " " + verb + " needs a NAME");
   };
+  auto volume_name = [&](const std::string& n) { return n.find('/') == std::string::npos ? "pools/p1/volumes/" + n : n; };
   using S = v1::Array::Stub;
   if (noun == "version") {
     v1::GetVersionResponse out;
@@ -233,7 +300,8 @@ int main(int argc, char** argv) {
   }
   const std::vector<std::string> disk_h{"NAME", "KIND", "SIZE", "MODEL", "SERIAL"}, group_h{"NAME", "KIND", "MEMBERS"},
       pool_h{"NAME", "GROUPS", "READ CACHE"}, volume_h{"NAME", "SIZE", "BLOCK", "AFFINITY", "SERIAL"},
-      host_h{"NAME", "INITIATORS", "CHAP"}, map_h{"NAME", "VOLUME", "HOST", "LUN"};
+      host_h{"NAME", "INITIATORS", "CHAP"}, map_h{"NAME", "VOLUME", "HOST", "LUN"},
+      op_h{"NAME", "KIND", "RESOURCE", "STATE", "PROGRESS", "ERROR"}, event_h{"TIME", "SEVERITY", "RESOURCE", "MESSAGE"};
   if (noun == "disk" && verb == "list") return c.list<v1::ListDisksResponse>(&S::ListDisks, [](auto& r) { return r.disks(); }, disk_h);
   if (noun == "disk" && verb == "show") return need_name(), c.show<v1::Disk>(&S::GetDisk, resource("disks/", name), disk_h);
   if (noun == "group" && verb == "list")
@@ -245,32 +313,104 @@ int main(int argc, char** argv) {
     return c.list<v1::ListVolumesResponse>(&S::ListVolumes, [](auto& r) { return r.volumes(); }, volume_h,
                                            resource("pools/", name.empty() ? "p1" : name));
   }
+  if (noun == "volume" && verb == "show") return need_name(), c.show<v1::Volume>(&S::GetVolume, volume_name(name), volume_h);
   if (noun == "volume" && verb == "create") {
-    if (name.empty()) usage("volume create needs a NAME");
+    need_name();
     if (!flags.contains("--size")) usage("volume create needs --size");
-    const std::uint64_t bytes = parse_size(flags["--size"]);
-    if (bytes == 0) usage("--size " + flags["--size"] + " is not a size (e.g. 100G)");
-    const std::string affinity = flag("--affinity", "auto");
+    const std::uint64_t bytes = parse_size(flag("--size", ""));
+    if (bytes == 0) usage("--size " + flag("--size", "") + " is not a size (e.g. 100G)");
     v1::CreateVolumeRequest in;
     in.set_parent(resource("pools/", flag("--pool", "p1")));
     in.set_volume_id(name);
     in.mutable_volume()->set_size_bytes(bytes);
-    if (affinity == "auto") {
-      in.mutable_volume()->set_affinity(v1::AUTO);
-    } else if (affinity == "performance") {
-      in.mutable_volume()->set_affinity(v1::PERFORMANCE);
-    } else if (affinity == "capacity") {
-      in.mutable_volume()->set_affinity(v1::CAPACITY);
-    } else {
-      usage("--affinity is auto, performance or capacity");
+    in.mutable_volume()->set_affinity(affinity_of(flag("--affinity", "auto")));
+    return c.change<v1::CreateVolumeRequest, v1::Volume>(&S::CreateVolume, in, volume_h);
+  }
+  if (noun == "volume" && verb == "update") {
+    need_name();
+    v1::UpdateVolumeRequest in;
+    in.mutable_volume()->set_name(volume_name(name));
+    if (flags.contains("--size")) {
+      const std::uint64_t bytes = parse_size(flag("--size", ""));
+      if (bytes == 0) usage("--size " + flag("--size", "") + " is not a size (e.g. 200G)");
+      in.mutable_volume()->set_size_bytes(bytes);
+      in.mutable_update_mask()->add_paths("size_bytes");
     }
-    v1::Volume out;
-    if (auto st = c.call(&S::CreateVolume, in, out); !st.ok()) return fail(st);
-    if (as_json) {
-      std::printf("%s\n", json(out).c_str());
-    } else {
-      table(volume_h, {row(out)});
+    if (flags.contains("--affinity")) {
+      in.mutable_volume()->set_affinity(affinity_of(flag("--affinity", "")));
+      in.mutable_update_mask()->add_paths("affinity");
     }
+    if (in.update_mask().paths().empty()) usage("volume update needs --size or --affinity");
+    return c.change<v1::UpdateVolumeRequest, v1::Volume>(&S::UpdateVolume, in, volume_h);
+  }
+  if (noun == "volume" && verb == "delete") {
+    need_name();
+    v1::DeleteRequest in;
+    in.set_name(volume_name(name));
+    v1::Operation op;
+    if (auto s = c.call(&S::DeleteVolume, in, op); !s.ok()) return fail(s);
+    while (flags.contains("--wait") && op.state() == v1::Operation::RUNNING) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      v1::GetRequest get;
+      get.set_name(op.name());
+      if (auto s = c.call(&S::GetOperation, get, op); !s.ok()) return fail(s);
+    }
+    c.print(op, op_h);
+    return op.state() == v1::Operation::FAILED ? exit_refused : 0;
+  }
+  if (noun == "host" && (verb == "add" || verb == "update")) {
+    need_name();
+    v1::Host host;
+    google::protobuf::FieldMask mask;
+    if (flags.contains("--iqn")) {
+      for (const std::string& iqn : flags["--iqn"]) host.add_iqns(iqn);
+      mask.add_paths("iqns");
+    }
+    if (flags.contains("--any")) {
+      host.set_any_initiator(true);
+      mask.add_paths("any_initiator");
+    }
+    if (flags.contains("--chap") && flags.contains("--no-chap")) usage("--chap or --no-chap, not both");
+    if (flags.contains("--chap") || flags.contains("--no-chap")) {
+      if (flags.contains("--chap")) {
+        const auto [user, secret] = credentials("--chap", flag("--chap", ""));
+        host.set_chap_user(user);
+        host.set_chap_secret(secret);
+      }
+      for (const char* p : {"chap_user", "chap_secret", "mutual_chap_user", "mutual_chap_secret"}) mask.add_paths(p);
+    }
+    if (flags.contains("--mutual-chap")) {
+      const auto [user, secret] = credentials("--mutual-chap", flag("--mutual-chap", ""));
+      host.set_mutual_chap_user(user);
+      host.set_mutual_chap_secret(secret);
+      if (!flags.contains("--chap")) {
+        mask.add_paths("mutual_chap_user");
+        mask.add_paths("mutual_chap_secret");
+      }
+    }
+    if (verb == "add") {
+      v1::CreateHostRequest in;
+      in.set_host_id(name);
+      *in.mutable_host() = host;
+      return c.change<v1::CreateHostRequest, v1::Host>(&S::CreateHost, in, host_h);
+    }
+    if (mask.paths().empty()) usage("host update needs --iqn, --any, --chap, --no-chap or --mutual-chap");
+    v1::UpdateHostRequest in;
+    host.set_name(resource("hosts/", name));
+    *in.mutable_host() = host;
+    *in.mutable_update_mask() = mask;
+    return c.change<v1::UpdateHostRequest, v1::Host>(&S::UpdateHost, in, host_h);
+  }
+  if ((noun == "host" && verb == "delete") || noun == "unmap") {
+    const bool host = noun == "host";
+    if (host) need_name();
+    if (!host && verb.empty()) usage("unmap needs the mapping's NAME");
+    v1::DeleteRequest in;
+    in.set_name(host ? resource("hosts/", name) : resource("mappings/", verb));
+    google::protobuf::Empty out;
+    if (auto s = host ? c.call(&S::DeleteHost, in, out) : c.call(&S::DeleteMapping, in, out); !s.ok()) return fail(s);
+    if (!as_json) std::printf("%s deleted\n", in.name().c_str());
+    if (as_json) std::printf("{}\n");
     return 0;
   }
   if (noun == "map" && verb != "list" && verb != "show") {
@@ -278,31 +418,57 @@ int main(int argc, char** argv) {
     if (verb.empty()) usage("map needs a VOLUME");
     if (!flags.contains("--lun")) usage("map needs --lun");
     v1::CreateMappingRequest in;
-    const std::string volume = verb.find('/') == std::string::npos ? "pools/p1/volumes/" + verb : verb;
-    in.set_mapping_id(flag("--name", "m-" + volume.substr(volume.rfind('/') + 1)));
+    const std::string volume = volume_name(verb);
+    const std::string host = resource("hosts/", flag("--host", "all"));
+    // By default a mapping is named for its volume and host: "v2-h1".
+    in.set_mapping_id(flag("--name", volume.substr(volume.rfind('/') + 1) + "-" + host.substr(host.rfind('/') + 1)));
     in.mutable_mapping()->set_volume(volume);
-    in.mutable_mapping()->set_host(resource("hosts/", flag("--host", "all")));
+    in.mutable_mapping()->set_host(host);
     try {
-      in.mutable_mapping()->set_lun(static_cast<std::uint32_t>(std::stoul(flags["--lun"])));
+      in.mutable_mapping()->set_lun(static_cast<std::uint32_t>(std::stoul(flag("--lun", ""))));
     } catch (...) {
       usage("--lun takes a number");
     }
-    v1::Mapping out;
-    if (auto st = c.call(&S::CreateMapping, in, out); !st.ok()) return fail(st);
-    if (as_json) {
-      std::printf("%s\n", json(out).c_str());
-    } else {
-      table(map_h, {row(out)});
-    }
-    return 0;
-  }
-  if (noun == "volume" && verb == "show") {
-    need_name();
-    return c.show<v1::Volume>(&S::GetVolume, name.find('/') == std::string::npos ? "pools/p1/volumes/" + name : name, volume_h);
+    return c.change<v1::CreateMappingRequest, v1::Mapping>(&S::CreateMapping, in, map_h);
   }
   if (noun == "host" && verb == "list") return c.list<v1::ListHostsResponse>(&S::ListHosts, [](auto& r) { return r.hosts(); }, host_h);
   if (noun == "host" && verb == "show") return need_name(), c.show<v1::Host>(&S::GetHost, resource("hosts/", name), host_h);
   if (noun == "map" && verb == "list") return c.list<v1::ListMappingsResponse>(&S::ListMappings, [](auto& r) { return r.mappings(); }, map_h);
   if (noun == "map" && verb == "show") return need_name(), c.show<v1::Mapping>(&S::GetMapping, resource("mappings/", name), map_h);
+  if (noun == "op" && verb == "list") {
+    return c.list<v1::ListOperationsResponse>(&S::ListOperations, [](auto& r) { return r.operations(); }, op_h);
+  }
+  if (noun == "op" && verb == "show") return need_name(), c.show<v1::Operation>(&S::GetOperation, resource("operations/", name), op_h);
+  if (noun == "op" && verb == "cancel") {
+    need_name();
+    v1::GetRequest in;
+    in.set_name(resource("operations/", name));
+    return c.change<v1::GetRequest, v1::Operation>(&S::CancelOperation, in, op_h);
+  }
+  if (noun == "events") {
+    int limit = 50;
+    try {
+      limit = std::stoi(flag("--limit", "50"));
+    } catch (...) {
+      usage("--limit takes a number");
+    }
+    if (limit < 1 || limit > 1000) usage("--limit is 1 to 1000");
+    v1::ListRequest in;
+    in.set_page_size(limit);
+    v1::ListEventsResponse out;
+    if (auto s = c.call(&S::ListEvents, in, out); !s.ok()) return fail(s);
+    std::vector<std::vector<std::string>> rows;
+    std::string objects;
+    for (const v1::Event& e : out.events()) {
+      rows.push_back(row(e));
+      objects += (objects.empty() ? "" : ",") + json(e);
+    }
+    if (as_json) {
+      std::printf("[%s]\n", objects.c_str());
+    } else {
+      table(event_h, rows);
+    }
+    return 0;
+  }
   usage("unknown command: " + noun + (verb.empty() ? "" : " " + verb));
 }
