@@ -5,6 +5,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <random>
 
+#include "strata/v1/array.pb.h"
 #include "strata/v1/resources.pb.h"
 #include "tiering/volume.h"
 
@@ -255,6 +256,9 @@ std::expected<void, error> array::open_pool(const std::string& bytes) {
   pool_ = std::move(*p);
   migrator_ = std::make_unique<tiering::migrator>(*pool_, tiering::migrator_options{});
   migrator_->start();
+  pool_groups_.assign(record->groups().begin(), record->groups().end());
+  sampler_ = std::make_unique<boost::asio::steady_timer>(loop_);
+  take_samples();
   return {};
 }
 
@@ -369,6 +373,121 @@ host_access host_access_of(const v1::Host& host) {
   return a;
 }
 
+void array::take_samples() {
+  const device::time_point now = clock_.now();
+  std::map<std::string, std::pair<sample, sample>> next;
+  for (tiering::volume* v : pool_->volumes()) {
+    auto& [before, last] = next[v->record().name];
+    if (const auto old = samples_.find(v->record().name); old != samples_.end()) before = old->second.second;
+    last = {now, v->counters()};
+  }
+  samples_ = std::move(next);  // deleted volumes drop out
+  sampler_->expires_after(statistics_interval);
+  sampler_->async_wait([this](boost::system::error_code ec) {
+    if (!ec && !closed_) take_samples();
+  });
+}
+
+std::expected<void, error> array::volume_statistics(const std::string& name, v1::VolumeStatistics& out) const {
+  tiering::volume* v = pool_ ? pool_->find_volume(short_name(name)) : nullptr;
+  if (v == nullptr) return std::unexpected(make_error(errc::not_found, "the pool has no volume " + name));
+  out.set_volume(name);
+  const tiering::volume_counters& now = v->counters();
+  out.set_reads(now.whole[0].count);
+  out.set_writes(now.whole[1].count);
+  out.set_read_bytes(now.whole[0].bytes);
+  out.set_write_bytes(now.whole[1].bytes);
+  const std::uint64_t extent_bytes = pool_->extent_size_bytes();
+  out.set_performance_bytes(v->mapped_extents_on(tiering::tier::performance) * extent_bytes);
+  out.set_capacity_bytes(v->mapped_extents_on(tiering::tier::capacity) * extent_bytes);
+  out.set_allocated_bytes(out.performance_bytes() + out.capacity_bytes());
+  const auto s = samples_.find(v->record().name);
+  if (s == samples_.end() || s->second.first.at == device::time_point{}) return {};  // one sample: no rates yet
+  const auto& [before, last] = s->second;
+  const double seconds = std::chrono::duration<double>(last.at - before.at).count();
+  out.set_interval_seconds(seconds);
+  auto rates = [&](int rw, auto set_iops, auto set_mb, auto set_latency) {
+    const auto& a = before.counters.whole[rw];
+    const auto& b = last.counters.whole[rw];
+    const double ios = static_cast<double>(b.count - a.count);
+    (out.*set_iops)(ios / seconds);
+    (out.*set_mb)(static_cast<double>(b.bytes - a.bytes) / 1e6 / seconds);
+    (out.*set_latency)(ios == 0 ? 0.0 : std::chrono::duration<double, std::milli>(b.latency - a.latency).count() / ios);
+  };
+  rates(0, &v1::VolumeStatistics::set_read_iops, &v1::VolumeStatistics::set_read_mb_per_second, &v1::VolumeStatistics::set_read_latency_ms);
+  rates(1, &v1::VolumeStatistics::set_write_iops, &v1::VolumeStatistics::set_write_mb_per_second, &v1::VolumeStatistics::set_write_latency_ms);
+  auto pieces = [&](tiering::source from) {
+    return static_cast<double>(last.counters.reads(from).ios - before.counters.reads(from).ios);
+  };
+  const double cache = pieces(tiering::source::cache), fast = pieces(tiering::source::performance),
+               slow = pieces(tiering::source::capacity);
+  const double touched = cache + fast + slow;
+  out.set_cache_hit_fraction(touched == 0 ? 0.0 : cache / touched);
+  out.set_performance_tier_fraction(touched == 0 ? 0.0 : fast / touched);
+  return {};
+}
+
+std::expected<void, error> array::pool_statistics(const std::string& name, v1::PoolStatistics& out) const {
+  if (!pool_ || name != "pools/p1") return std::unexpected(make_error(errc::not_found, "no pool " + name));
+  out.set_pool(name);
+  const std::uint64_t extent_bytes = pool_->extent_size_bytes();
+  out.set_performance_bytes(pool_->capacity_extents(tiering::tier::performance) * extent_bytes);
+  out.set_performance_free_bytes(pool_->free_extents(tiering::tier::performance) * extent_bytes);
+  out.set_capacity_bytes(pool_->capacity_extents(tiering::tier::capacity) * extent_bytes);
+  out.set_capacity_free_bytes(pool_->free_extents(tiering::tier::capacity) * extent_bytes);
+  out.set_committed_bytes(pool_->committed_bytes());
+  if (const device::block_device* cache = pool_->options().read_cache_device) {
+    out.set_read_cache_bytes(cache->geometry().block_count * cache->geometry().logical_block_size_bytes);
+  }
+  for (tiering::volume* v : pool_->volumes()) {
+    v1::VolumeStatistics each;
+    if (!volume_statistics("pools/p1/volumes/" + v->record().name, each)) continue;
+    out.set_read_iops(out.read_iops() + each.read_iops());
+    out.set_write_iops(out.write_iops() + each.write_iops());
+    out.set_read_mb_per_second(out.read_mb_per_second() + each.read_mb_per_second());
+    out.set_write_mb_per_second(out.write_mb_per_second() + each.write_mb_per_second());
+  }
+  return {};
+}
+
+std::expected<void, error> array::heat(const std::string& name, bool hottest_first, std::uint64_t first, std::size_t limit,
+                                       v1::ListHeatResponse& out) const {
+  tiering::volume* v = pool_ ? pool_->find_volume(short_name(name)) : nullptr;
+  if (v == nullptr) return std::unexpected(make_error(errc::not_found, "the pool has no volume " + name));
+  const tiering::heat_map& map = v->heat();
+  const std::uint64_t count = v->extent_count();
+  out.set_extent_bytes(pool_->extent_size_bytes());
+  out.set_total_extents(count);
+  std::vector<std::uint64_t> order;
+  if (hottest_first) {
+    // Ranked on each call: a sort of the volume's extents (1 M extents: ~0.1 s),
+    // for diagnostics, not the data path.
+    order.resize(count);
+    for (std::uint64_t e = 0; e < count; ++e) order[e] = e;
+    const std::size_t wanted = static_cast<std::size_t>(std::min<std::uint64_t>(count, first + limit));
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(wanted), order.end(),
+                      [&](std::uint64_t a, std::uint64_t b) { return map.score(a) > map.score(b); });
+  }
+  for (std::uint64_t i = first; i < count && static_cast<std::size_t>(i - first) < limit; ++i) {
+    const std::uint64_t e = hottest_first ? order[i] : i;
+    const tiering::extent_heat h = map.heat(e);
+    v1::ExtentHeat* row = out.add_extents();
+    row->set_extent(e);
+    row->set_offset_bytes(e * pool_->extent_size_bytes());
+    row->set_read_iops(h.read_ios);
+    row->set_write_iops(h.write_ios);
+    row->set_read_bytes_per_second(h.read_bytes);
+    row->set_write_bytes_per_second(h.write_bytes);
+    if (const auto at = v->location(e)) {
+      row->set_tier(pool_->tier_of(at->group) == tiering::tier::performance ? v1::TIER_PERFORMANCE : v1::TIER_CAPACITY);
+      row->set_group(at->group < pool_groups_.size() ? pool_groups_[at->group] : "");
+    } else {
+      row->set_tier(v1::TIER_UNMAPPED);
+    }
+  }
+  return {};
+}
+
 void array::delete_volume(const std::string& name, std::function<void(std::expected<void, error>)> done) {
   if (units_.contains(name)) return done(std::unexpected(make_error(errc::invalid_argument, name + " is served to a host")));
   if (!pool_) return done(std::unexpected(make_error(errc::not_found, "no pool")));
@@ -443,6 +562,7 @@ void array::close() {
     wait([&] { return server_->connections() == 0 && retired && units_idle(); });
   }
   if (migrator_) migrator_->stop();
+  if (sampler_) sampler_->cancel();
   if (pool_) {
     wait([&] {
       for (tiering::volume* v : pool_->volumes()) {

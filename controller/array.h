@@ -10,6 +10,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <cstdint>
 #include <expected>
@@ -36,9 +37,13 @@
 #include "tiering/metadata_store.h"
 #include "tiering/migrator.h"
 #include "tiering/pool.h"
+#include "tiering/volume.h"
 
 namespace strata::v1 {
 class Host;
+class VolumeStatistics;
+class PoolStatistics;
+class ListHeatResponse;
 }
 
 namespace strata::controller {
@@ -117,6 +122,15 @@ class array {
   // Stops serving `lun` to `host`. `done` once no command of it runs any
   // more (when that was the volume's last mapping, its unit is gone then).
   void unmap_volume(const std::string& host, std::uint32_t lun, std::function<void(std::expected<void, error>)> done);
+  // What the array measures, on the loop. Rates are over the last
+  // sampling interval (statistics_interval).
+  std::expected<void, error> volume_statistics(const std::string& name, v1::VolumeStatistics& out) const;
+  std::expected<void, error> pool_statistics(const std::string& name, v1::PoolStatistics& out) const;
+  // Volume `name`'s extents from `first` (in extent order, or by rank when
+  // `hottest_first`), at most `limit`; next_page_token is left to the caller.
+  std::expected<void, error> heat(const std::string& name, bool hottest_first, std::uint64_t first, std::size_t limit,
+                                  v1::ListHeatResponse& out) const;
+  static constexpr std::chrono::seconds statistics_interval{5};
   boost::asio::any_io_executor executor() const { return loop_.get_executor(); }
 
   boost::asio::ip::tcp::endpoint iscsi_endpoint() const { return server_->local_endpoint(); }
@@ -157,6 +171,7 @@ class array {
   std::unique_ptr<shelf> shelf_;
   std::vector<std::unique_ptr<disk_group>> groups_;
   std::vector<std::string> group_names_;  // groups_'s resource names ("groups/g1")
+  std::vector<std::string> pool_groups_;  // the pool's groups by its own index (extent_location::group)
   std::unique_ptr<tiering::metadata_store> metadata_;
   std::unique_ptr<tiering::pool> pool_;
   std::unique_ptr<tiering::migrator> migrator_;
@@ -180,6 +195,14 @@ class array {
   // Units no host sees any more, destroyed once their last command ends.
   std::vector<served_volume> retiring_;
   std::unique_ptr<iscsi::server> server_;
+  // The volumes' counters at the last two samples, for rates.
+  struct sample {
+    device::time_point at{};
+    tiering::volume_counters counters;
+  };
+  std::map<std::string, std::pair<sample, sample>> samples_;  // by short name: (before, last)
+  std::unique_ptr<boost::asio::steady_timer> sampler_;
+  void take_samples();
   bool closed_ = false;
 };
 

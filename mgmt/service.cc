@@ -492,6 +492,53 @@ grpc::Status array_service::CancelOperation(grpc::ServerContext*, const v1::GetR
   return grpc::Status::OK;
 }
 
+grpc::Status array_service::GetVolumeStatistics(grpc::ServerContext*, const v1::GetRequest* in, v1::VolumeStatistics* out) {
+  if (in->name().find("/volumes/") == std::string::npos) return invalid("name", "\"" + in->name() + "\" is not a pools/POOL/volumes/NAME resource name");
+  if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to measure");
+  auto measured = on_loop(*array_, [this, name = in->name(), out](auto done) { done(array_->volume_statistics(name, *out)); });
+  return measured ? grpc::Status::OK : status_of(measured.error(), "name");
+}
+
+grpc::Status array_service::GetPoolStatistics(grpc::ServerContext*, const v1::GetRequest* in, v1::PoolStatistics* out) {
+  if (!in->name().starts_with("pools/") || in->name().find('/', 6) != std::string::npos) {
+    return invalid("name", "\"" + in->name() + "\" is not a pools/NAME resource name");
+  }
+  if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to measure");
+  auto measured = on_loop(*array_, [this, name = in->name(), out](auto done) { done(array_->pool_statistics(name, *out)); });
+  return measured ? grpc::Status::OK : status_of(measured.error(), "name");
+}
+
+grpc::Status array_service::ListHeat(grpc::ServerContext*, const v1::ListHeatRequest* in, v1::ListHeatResponse* out) {
+  if (in->volume().find("/volumes/") == std::string::npos) return invalid("volume", "\"" + in->volume() + "\" is not a pools/POOL/volumes/NAME resource name");
+  if (in->page_size() < 0 || in->page_size() > max_page_size) {
+    return invalid("page_size", std::to_string(in->page_size()) + " is outside 0 to " + std::to_string(max_page_size));
+  }
+  // The token is where the page starts: an extent index, or a rank when
+  // hottest first ("rank:N"), so a token of one order is not taken by the other.
+  const std::string prefix = in->hottest_first() ? "rank:" : "extent:";
+  std::uint64_t first = 0;
+  if (!in->page_token().empty()) {
+    std::size_t used = 0;
+    try {
+      if (!in->page_token().starts_with(prefix)) throw std::invalid_argument("order");
+      first = std::stoull(in->page_token().substr(prefix.size()), &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used == 0 || prefix.size() + used != in->page_token().size()) {
+      return invalid("page_token", "\"" + in->page_token() + "\" is not a token of this list");
+    }
+  }
+  if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to read heat from");
+  const std::size_t page = in->page_size() == 0 ? default_page_size : static_cast<std::size_t>(in->page_size());
+  auto read_heat = on_loop(*array_, [this, in, first, page, out](auto done) {
+    done(array_->heat(in->volume(), in->hottest_first(), first, page, *out));
+  });
+  if (!read_heat) return status_of(read_heat.error(), "volume");
+  if (first + page < out->total_extents()) out->set_next_page_token(prefix + std::to_string(first + page));
+  return grpc::Status::OK;
+}
+
 grpc::Status array_service::ListEvents(grpc::ServerContext*, const v1::ListRequest* in, v1::ListEventsResponse* out) {
   if (in->page_size() < 0 || in->page_size() > max_page_size) {
     return invalid("page_size", std::to_string(in->page_size()) + " is outside 0 to " + std::to_string(max_page_size));

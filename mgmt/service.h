@@ -46,6 +46,9 @@ class array_service final : public v1::Array::Service {
   grpc::Status ListOperations(grpc::ServerContext*, const v1::ListRequest* in, v1::ListOperationsResponse* out) override;
   grpc::Status GetOperation(grpc::ServerContext*, const v1::GetRequest* in, v1::Operation* out) override;
   grpc::Status CancelOperation(grpc::ServerContext*, const v1::GetRequest* in, v1::Operation* out) override;
+  grpc::Status GetVolumeStatistics(grpc::ServerContext*, const v1::GetRequest* in, v1::VolumeStatistics* out) override;
+  grpc::Status GetPoolStatistics(grpc::ServerContext*, const v1::GetRequest* in, v1::PoolStatistics* out) override;
+  grpc::Status ListHeat(grpc::ServerContext*, const v1::ListHeatRequest* in, v1::ListHeatResponse* out) override;
   grpc::Status ListEvents(grpc::ServerContext*, const v1::ListRequest* in, v1::ListEventsResponse* out) override;
 
  private:

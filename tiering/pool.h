@@ -146,6 +146,8 @@ class pool {
   device::block_device& group(std::uint16_t g) noexcept { return *groups_[g].device; }
   tier tier_of(std::uint16_t g) const noexcept { return groups_[g].where; }
   std::uint64_t capacity_extents(tier t) const noexcept;
+  // The sum of its volumes' sizes (what overcommit limits).
+  std::uint64_t committed_bytes() const noexcept { return committed_bytes_; }
   // Free extents on the usable groups of tier `t`.
   std::uint64_t free_extents(tier t) const noexcept;
   // Extents freed but waiting for the I/O that might still touch them.

@@ -752,7 +752,12 @@ void volume::op_done(outer_io& o) {
   request& outer = *o.outer;
   const std::error_code result = o.result;
   if (outer.operation == op::read || outer.operation == op::write) {
-    pool_.note_foreground_latency(pool_.clock().now() - o.started);
+    const device::duration latency = pool_.clock().now() - o.started;
+    pool_.note_foreground_latency(latency);
+    volume_counters::requests& r = counters_.whole[outer.operation == op::write ? 1 : 0];
+    ++r.count;
+    r.bytes += outer.block_count * geometry_.logical_block_size_bytes;
+    r.latency += latency;
   }
   pool_.end_io(o.epoch);
   --in_flight_;

@@ -52,6 +52,15 @@ struct volume_counters {
   };
   // [source][0: read, 1: write or discard]
   served by_source[4][2]{};
+  // Whole reads [0] and writes [1] as the targets sent them: how many,
+  // their bytes, and their summed latency (submit to completion), for the
+  // statistics the controller reports.
+  struct requests {
+    std::uint64_t count = 0;
+    std::uint64_t bytes = 0;
+    device::duration latency{};
+  };
+  requests whole[2]{};
   const served& reads(source s) const noexcept { return by_source[static_cast<int>(s)][0]; }
   const served& writes(source s) const noexcept { return by_source[static_cast<int>(s)][1]; }
 };
