@@ -1,12 +1,18 @@
 // stratad: the array daemon (README.md).
 //
-//   stratad [--state-dir DIR] [--iscsi ADDR:PORT] [--grpc ADDR:PORT] [--small-shelf]
+//   stratad [--state-dir DIR] [--iscsi ADDR:PORT] [--grpc ADDR:PORT]
+//           [--grpc-tls-cert FILE --grpc-tls-key FILE --grpc-token-file FILE] [--small-shelf]
 //
 // --state-dir   where the array keeps everything (default /var/lib/strata);
 //               an empty one gets the embedded default array
 // --iscsi       the iSCSI portal (default 127.0.0.1:3260)
 // --grpc        the management API, with server reflection (default
-//               127.0.0.1:50051; loopback only until TLS and tokens come)
+//               127.0.0.1:50051). Off loopback it takes the three below.
+// --grpc-tls-cert, --grpc-tls-key, --grpc-token-file
+//               all three or none: the API's PEM certificate chain and its
+//               unencrypted key, and a file whose one line (at least 32
+//               characters) is the bearer token every call must carry. With
+//               them the API is TLS only, on any address (mgmt/README.md)
 // --small-shelf build the embedded default on 10 HDDs and 3 SSDs of a few
 //               GiB (sparse), with a 1 GiB volume: for tests
 //
@@ -50,7 +56,9 @@ void say(const char* level, const std::string& what) {
 
 [[noreturn]] void usage(const std::string& problem) {
   say("error", problem);
-  std::fprintf(stderr, "usage: stratad [--state-dir DIR] [--iscsi ADDR:PORT] [--grpc ADDR:PORT] [--small-shelf]\n");
+  std::fprintf(stderr,
+               "usage: stratad [--state-dir DIR] [--iscsi ADDR:PORT] [--grpc ADDR:PORT]\n"
+               "               [--grpc-tls-cert FILE --grpc-tls-key FILE --grpc-token-file FILE] [--small-shelf]\n");
   std::exit(2);
 }
 
@@ -105,6 +113,7 @@ std::vector<strata::controller::drive_spec> small_shelf() {
 int main(int argc, char** argv) {
   strata::controller::array_options options;
   std::string grpc_address = "127.0.0.1:50051";
+  strata::mgmt::security_options grpc_security;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -128,6 +137,12 @@ int main(int argc, char** argv) {
       options.iscsi = {address, static_cast<unsigned short>(std::stoul(port))};
     } else if (arg == "--grpc") {
       grpc_address = value();
+    } else if (arg == "--grpc-tls-cert") {
+      grpc_security.tls_cert = value();
+    } else if (arg == "--grpc-tls-key") {
+      grpc_security.tls_key = value();
+    } else if (arg == "--grpc-token-file") {
+      grpc_security.token_file = value();
     } else if (arg == "--small-shelf") {
       options.shelf = small_shelf();
       options.default_volume_bytes = 1ull << 30;
@@ -148,7 +163,9 @@ int main(int argc, char** argv) {
     say("error", array.error().message);
     return 1;
   }
-  auto api = strata::mgmt::management_server::start((*array)->config(), array->get(), grpc_address);
+  // The server checks the three go together and reads the files: its
+  // message names the one at fault.
+  auto api = strata::mgmt::management_server::start((*array)->config(), array->get(), grpc_address, grpc_security);
   if (!api) {
     say("error", api.error().message);
     (*array)->close();
@@ -157,7 +174,8 @@ int main(int argc, char** argv) {
   const auto at = (*array)->iscsi_endpoint();
   const std::string portal = at.address().to_string() + ":" + std::to_string(at.port());
   say("info", "ready: iSCSI on " + portal + ", management API on " + grpc_address.substr(0, grpc_address.rfind(':') + 1) +
-                  std::to_string((*api)->port()) + ", state in " + options.state_dir.string());
+                  std::to_string((*api)->port()) + (grpc_security.token_file.empty() ? "" : " (TLS, bearer token)") +
+                  ", state in " + options.state_dir.string());
   std::printf("stratad is ready. Connect with:\n  iscsi-ls iscsi://%s\n  iscsi-inq iscsi://%s/%s/0\n", portal.c_str(), portal.c_str(),
               (*array)->target_name().c_str());
   std::fflush(stdout);

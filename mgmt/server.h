@@ -2,13 +2,20 @@
 // server reflection, so that grpcurl can list and call every method.
 //
 // Threads: gRPC's own (its completion queues and handler threads), never a
-// data-path loop. Listens on loopback only until TLS and bearer tokens
-// arrive: anything else is refused.
+// data-path loop.
+//
+// Who may call: on a loopback address with no security options, anyone on
+// this machine, in plaintext (as a local admin socket). With security
+// options, every call is over TLS and must carry `authorization: Bearer
+// TOKEN`, reflection included; a call without it, or with another token, is
+// UNAUTHENTICATED. Off loopback the options are required: the server refuses
+// to start without them rather than expose the array in the clear.
 #pragma once
 
 #include <grpcpp/server.h>
 
 #include <expected>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -18,13 +25,24 @@
 
 namespace strata::mgmt {
 
+// All three or none. Read once, at start: a new certificate or token takes
+// a restart.
+struct security_options {
+  std::filesystem::path tls_cert, tls_key;  // PEM: the server's certificate chain (its own first), and its unencrypted key
+  std::filesystem::path token_file;         // the bearer token: one line of at least 32 printable characters, no spaces
+};
+
 class management_server {
  public:
   // Serves at `address` ("127.0.0.1:50051"; port 0: any free one).
-  // `array` may be null (service.h).
+  // `array` may be null (service.h). Refused, with a message naming what
+  // to fix: an address off loopback without `security`; only some of
+  // `security`; a file that cannot be read or holds no certificate, key or
+  // valid token; a key that is not the certificate's.
   static std::expected<std::unique_ptr<management_server>, error> start(controller::config_store& config,
                                                                         controller::array* array,
-                                                                        const std::string& address);
+                                                                        const std::string& address,
+                                                                        const security_options& security = {});
   ~management_server();
   int port() const noexcept { return port_; }
   // Ends every call and stops; waits for handlers running.

@@ -26,6 +26,7 @@ packages=(
   qemu-utils qemu-block-extra  # qemu-io/qemu-img with iscsi:// URLs: a second real initiator, and sequential writes in the benchmark
   tgt                # tgtd: the iSCSI target to beat
   python3            # protocol tests that speak raw PDUs
+  openssl            # the management API tests make a TLS certificate
 )
 
 missing=()

@@ -1,9 +1,15 @@
 // The management API over a real gRPC server on loopback and a real client:
 // resources as the config store holds them, paging, and each error path
-// with its status code and the field it names.
+// with its status code and the field it names; TLS and the bearer token
+// (with a certificate the openssl command makes for each test).
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <future>
+#include <iterator>
 
 #include "mgmt/server.h"
 #include "strata/v1/array.grpc.pb.h"
@@ -14,13 +20,49 @@ using strata::device::testing::temp_dir;
 
 namespace {
 
+const std::string good_token = "test-token-0123456789abcdef0123456789abcdef";
+
+void write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A self-signed certificate for 127.0.0.1 and localhost, its key, and a
+// token file holding good_token: what an admin gives stratad.
+struct tls_files {
+  temp_dir dir;
+  std::filesystem::path cert = dir.path() / "cert.pem";
+  std::filesystem::path key = dir.path() / "key.pem";
+  std::filesystem::path token = dir.path() / "token";
+
+  tls_files() {
+    // An EC key: quicker to make than RSA, and gRPC takes either.
+    const std::string command = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=localhost"
+                                " -addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout '" +
+                                key.string() + "' -out '" + cert.string() + "' > '" + (dir.path() / "openssl.log").string() + "' 2>&1";
+    const int status = std::system(command.c_str());
+    INFO("the openssl command makes the test certificate: " << command << "\n" << read_file(dir.path() / "openssl.log"));
+    REQUIRE(status == 0);
+    write_file(token, good_token + "\n");
+  }
+  mgmt::security_options options() const { return {cert, key, token}; }
+};
+
 struct api {
   temp_dir dir;
   std::unique_ptr<controller::config_store> config;
   std::unique_ptr<mgmt::management_server> server;
+  std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Array::Stub> stub;
+  std::string authorization;  // sent with each call when not empty
 
-  api() {
+  // With `tls`, the server takes its certificate, key and token, and the
+  // client trusts that certificate and sends the token.
+  explicit api(const tls_files* tls = nullptr) {
     auto c = controller::config_store::open((dir.path() / "config").string());
     REQUIRE(c);
     config = std::move(*c);
@@ -42,18 +84,52 @@ struct api {
       b.put(v.name(), v.SerializeAsString());
     }
     REQUIRE(config->commit(b));
-    auto s = mgmt::management_server::start(*config, nullptr, "127.0.0.1:0");
-    REQUIRE(s);
+    auto s = mgmt::management_server::start(*config, nullptr, "127.0.0.1:0", tls ? tls->options() : mgmt::security_options{});
+    if (!s) FAIL(s.error().message);
     server = std::move(*s);
-    stub = v1::Array::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(server->port()), grpc::InsecureChannelCredentials()));
+    auto credentials = grpc::InsecureChannelCredentials();
+    if (tls) {
+      grpc::SslCredentialsOptions trust;
+      trust.pem_root_certs = read_file(tls->cert);
+      credentials = grpc::SslCredentials(trust);
+      authorization = "Bearer " + good_token;
+    }
+    channel = grpc::CreateChannel(target(), credentials);
+    stub = v1::Array::NewStub(channel);
   }
   ~api() { server.reset(); }
+
+  std::string target() const { return "127.0.0.1:" + std::to_string(server->port()); }
 
   template <class Request, class Response, class Call>
   grpc::Status call(Call method, const Request& in, Response& out) {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (!authorization.empty()) context.AddMetadata("authorization", authorization);
     return ((*stub).*method)(&context, in, &out);
+  }
+
+  // Server reflection's list of services (what grpcurl asks first), as one
+  // call with raw bytes: the reflection protos are not ours to compile. On
+  // success `services` holds the response, in which the names appear.
+  grpc::Status list_services(std::string& services) {
+    grpc::GenericStub generic(channel);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (!authorization.empty()) context.AddMetadata("authorization", authorization);
+    const char list_services_request[] = {0x3a, 0x00};  // ServerReflectionRequest{list_services: ""}
+    grpc::Slice slice(list_services_request, sizeof list_services_request);
+    grpc::ByteBuffer in(&slice, 1), out;
+    std::promise<grpc::Status> done;
+    generic.UnaryCall(&context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", grpc::StubOptions(), &in, &out,
+                      [&](grpc::Status s) { done.set_value(std::move(s)); });
+    const grpc::Status status = done.get_future().get();
+    services.clear();
+    std::vector<grpc::Slice> slices;
+    if (status.ok() && out.Dump(&slices).ok()) {
+      for (const auto& s : slices) services.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+    return status;
   }
 };
 
@@ -137,7 +213,173 @@ TEST_CASE("api: off loopback the server refuses to start, saying why", "[mgmt]")
   REQUIRE(c);
   auto s = mgmt::management_server::start(**c, nullptr, "0.0.0.0:0");
   REQUIRE_FALSE(s);
+  CHECK(s.error().code == errc::permission_denied);
   CHECK(s.error().message.find("TLS") != std::string::npos);
+  CHECK(s.error().message.find("bearer token") != std::string::npos);
+}
+
+TEST_CASE("api: with TLS and the right bearer token, calls are served, reflection's too", "[mgmt]") {
+  tls_files tls;
+  api a(&tls);
+  v1::ListDisksResponse disks;
+  const auto s = a.call(&v1::Array::Stub::ListDisks, page(0), disks);
+  INFO(s.error_message());
+  REQUIRE(s.ok());
+  CHECK(disks.disks_size() == 5);
+  std::string services;
+  REQUIRE(a.list_services(services).ok());
+  CHECK(services.find("strata.v1.Array") != std::string::npos);
+  // The scheme's case does not matter (RFC 7235).
+  a.authorization = "bearer " + good_token;
+  CHECK(a.call(&v1::Array::Stub::ListDisks, page(0), disks).ok());
+}
+
+TEST_CASE("api: with TLS on, a call without the token or with a wrong one is UNAUTHENTICATED, reflection's too", "[mgmt]") {
+  tls_files tls;
+  api a(&tls);
+  v1::ListDisksResponse disks;
+  std::string services;
+  auto unauthenticated = [&](const std::string& says) {
+    const auto s = a.call(&v1::Array::Stub::ListDisks, page(0), disks);
+    const auto r = a.list_services(services);
+    INFO("with \"" << a.authorization << "\": " << s.error_code() << " " << s.error_message() << "; reflection " << r.error_code() << " "
+                    << r.error_message());
+    return s.error_code() == grpc::StatusCode::UNAUTHENTICATED && s.error_message().find(says) != std::string::npos &&
+           r.error_code() == grpc::StatusCode::UNAUTHENTICATED;
+  };
+  a.authorization.clear();
+  CHECK(unauthenticated("no authorization"));
+  a.authorization = "Bearer " + good_token.substr(0, good_token.size() - 1) + "X";
+  CHECK(unauthenticated("not the one in the server's token file"));
+  a.authorization = "Bearer " + good_token + "X";
+  CHECK(unauthenticated("not the one in the server's token file"));
+  a.authorization = good_token;
+  CHECK(unauthenticated("not \"Bearer TOKEN\""));
+  a.authorization = "Basic " + good_token;
+  CHECK(unauthenticated("not \"Bearer TOKEN\""));
+}
+
+TEST_CASE("api: with TLS on, a plaintext client cannot connect", "[mgmt]") {
+  tls_files tls;
+  api a(&tls);
+  a.stub = v1::Array::NewStub(grpc::CreateChannel(a.target(), grpc::InsecureChannelCredentials()));
+  v1::ListDisksResponse disks;
+  const auto s = a.call(&v1::Array::Stub::ListDisks, page(0), disks);  // with the token: it is TLS that is missing
+  INFO(s.error_message());
+  CHECK(s.error_code() == grpc::StatusCode::UNAVAILABLE);
+}
+
+namespace {
+
+using started = std::expected<std::unique_ptr<mgmt::management_server>, error>;
+
+// An empty config store to start servers on, for the refusals. Declared
+// before the servers it starts, so that it outlives them.
+struct empty_store {
+  temp_dir dir;
+  std::unique_ptr<controller::config_store> config;
+
+  empty_store() {
+    auto c = controller::config_store::open((dir.path() / "config").string());
+    REQUIRE(c);
+    config = std::move(*c);
+  }
+  started start(const mgmt::security_options& security, const std::string& address = "127.0.0.1:0") {
+    return mgmt::management_server::start(*config, nullptr, address, security);
+  }
+};
+
+bool refused_saying(const started& s, const std::string& says) {
+  if (s) {
+    UNSCOPED_INFO("it started");
+    return false;
+  }
+  UNSCOPED_INFO("refused: " << s.error().message);
+  return s.error().message.find(says) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("api: a missing, unreadable or wrong TLS file refuses the start, naming the file", "[mgmt]") {
+  tls_files tls;
+  empty_store store;
+  auto o = tls.options();
+  o.tls_key = tls.dir.path() / "no-such-key.pem";
+  auto s = store.start(o);
+  CHECK(refused_saying(s, "cannot read the TLS key " + o.tls_key.string()));
+  CHECK(refused_saying(s, "No such file"));
+
+  o = tls.options();
+  o.tls_cert = tls.dir.path();
+  CHECK(refused_saying(store.start(o), "cannot read the TLS certificate " + o.tls_cert.string()));
+  o = tls.options();
+  o.token_file = tls.dir.path() / "no-such-token";
+  CHECK(refused_saying(store.start(o), "cannot read the token file " + o.token_file.string()));
+
+  o = tls.options();
+  o.tls_cert = tls.key;  // a key where the certificate should be
+  CHECK(refused_saying(store.start(o), "the TLS certificate " + tls.key.string() + " holds no PEM certificate"));
+  o = tls.options();
+  o.tls_key = tls.cert;
+  CHECK(refused_saying(store.start(o), "the TLS key " + tls.cert.string() + " holds no PEM private key"));
+
+  // Another pair's key: gRPC would only fail to handshake later.
+  tls_files other;
+  o = tls.options();
+  o.tls_key = other.key;
+  CHECK(refused_saying(store.start(o), "the TLS key " + other.key.string() + " is not the key of the certificate in " + tls.cert.string()));
+}
+
+TEST_CASE("api: a bearer token shorter than 32 characters refuses the start", "[mgmt]") {
+  tls_files tls;
+  empty_store store;
+  write_file(tls.token, good_token.substr(0, 31) + "\n");
+  auto s = store.start(tls.options());
+  CHECK(refused_saying(s, "the token in " + tls.token.string() + " is 31 characters long; it needs at least 32"));
+  CHECK_FALSE(refused_saying(s, good_token.substr(0, 31)));  // never the token itself
+
+  write_file(tls.token, "");
+  CHECK(refused_saying(store.start(tls.options()), "is empty"));
+  write_file(tls.token, good_token + "\n" + good_token + "\n");
+  CHECK(refused_saying(store.start(tls.options()), "more than one line"));
+  write_file(tls.token, "test token with spaces 0123456789abcdef\n");
+  CHECK(refused_saying(store.start(tls.options()), "has a space"));
+  write_file(tls.token, good_token.substr(0, 32));  // exactly 32, no newline
+  CHECK(store.start(tls.options()));
+}
+
+TEST_CASE("api: the TLS certificate, key and token file go together", "[mgmt]") {
+  tls_files tls;
+  empty_store store;
+  CHECK(refused_saying(store.start({tls.cert, {}, {}}), "the TLS key and the token file are missing"));
+  CHECK(refused_saying(store.start({{}, tls.key, tls.token}), "the TLS certificate is missing"));
+  CHECK(refused_saying(store.start({tls.cert, tls.key, {}}, "0.0.0.0:0"), "the token file is missing"));
+}
+
+TEST_CASE("api: off loopback the server starts once it has TLS and a token", "[mgmt]") {
+  tls_files tls;
+  empty_store store;
+  auto s = store.start(tls.options(), "0.0.0.0:0");
+  if (!s) {
+    // A sandbox may forbid binding the wildcard address: that is not the
+    // policy refusing (permission_denied, "off loopback").
+    CHECK(s.error().code == errc::io_error);
+    CHECK(s.error().message.find("cannot listen") != std::string::npos);
+    WARN("0.0.0.0 cannot be bound here: " << s.error().message);
+    return;
+  }
+  CHECK((*s)->port() > 0);
+  grpc::SslCredentialsOptions trust;
+  trust.pem_root_certs = read_file(tls.cert);
+  auto stub = v1::Array::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string((*s)->port()), grpc::SslCredentials(trust)));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  context.AddMetadata("authorization", "Bearer " + good_token);
+  v1::ListDisksResponse disks;
+  const auto status = stub->ListDisks(&context, page(0), &disks);
+  INFO(status.error_message());
+  CHECK(status.ok());
+  (*s)->stop();
 }
 
 TEST_CASE("api: creating a volume or a mapping checks every field first, and a failed request changes nothing",

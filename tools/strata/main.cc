@@ -1,7 +1,7 @@
 // strata: the array's command line, a client of the management API
 // (proto/strata/v1/array.proto) that stratad serves.
 //
-//   strata [--api ADDR:PORT] [--json] NOUN VERB [NAME]
+//   strata [--api ADDR:PORT] [--tls-ca FILE] [--token-file FILE] [--json] NOUN VERB [NAME]
 //
 //   disk list | disk show NAME          group list | group show NAME
 //   pool list | pool show NAME          volume list [POOL] | volume show NAME
@@ -19,6 +19,17 @@
 //
 // SIZE: bytes, or with K, M, G, T (powers of 1024; "100G", "512MiB").
 //
+// --api          where stratad serves the API (default 127.0.0.1:50051):
+//                plaintext, unless --tls-ca is given
+// --tls-ca       a PEM file of the certificates to trust (the CA, or the
+//                server's own self-signed certificate): the call goes over
+//                TLS, and the certificate must name the host in --api
+// --token-file   a file whose one line is the bearer token, sent with each
+//                call as "authorization: Bearer TOKEN"; only over TLS, so
+//                it needs --tls-ca
+// STRATA_TLS_CA and STRATA_TOKEN_FILE, when set, stand for the two options
+// (the options win): a shell that talks to one array sets them once.
+//
 // NAME may be short ("hdd-00", "v1") or a resource name ("disks/hdd-00").
 // Output: a table for people, or with --json one JSON object per resource
 // (a JSON array for lists), for scripts. Errors go to stderr.
@@ -27,10 +38,15 @@
 #include <grpcpp/grpcpp.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -50,14 +66,16 @@ constexpr int exit_unreachable = 3;
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
                "strata: %s\n"
-               "usage: strata [--api ADDR:PORT] [--json] NOUN VERB [NAME]\n"
+               "usage: strata [--api ADDR:PORT] [--tls-ca FILE] [--token-file FILE] [--json] NOUN VERB [NAME]\n"
                "  disk|group|pool|host|map list, disk|group|pool|volume|host|map show NAME,\n"
                "  volume list [POOL], volume create NAME --size SIZE [--pool POOL] [--affinity auto|performance|capacity],\n"
                "  volume update NAME [--size SIZE] [--affinity A], volume delete NAME [--wait],\n"
                "  host add NAME (--iqn IQN)... [--any] [--chap USER:SECRET [--mutual-chap USER:SECRET]],\n"
                "  host update NAME [(--iqn IQN)...] [--chap USER:SECRET | --no-chap] [--mutual-chap USER:SECRET],\n"
                "  host delete NAME, map VOLUME --lun N [--host HOST] [--name NAME], unmap NAME,\n"
-               "  op list, op show NAME, op cancel NAME, events [--limit N], version\n",
+               "  op list, op show NAME, op cancel NAME, events [--limit N], version\n"
+               "  --tls-ca FILE: TLS, trusting the PEM certificates in FILE (default $STRATA_TLS_CA);\n"
+               "  --token-file FILE: send the bearer token in FILE with each call, over TLS only (default $STRATA_TOKEN_FILE)\n",
                problem.c_str());
   std::exit(exit_usage);
 }
@@ -152,11 +170,13 @@ std::vector<std::string> row(const v1::Event& e) {
 struct client {
   std::unique_ptr<v1::Array::Stub> stub;
   bool as_json = false;
+  std::string authorization;  // "Bearer TOKEN", or empty: no token
 
   template <class Request, class Response, class Method>
   grpc::Status call(Method method, const Request& in, Response& out) {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (!authorization.empty()) context.AddMetadata("authorization", authorization);
     return ((*stub).*method)(&context, in, &out);
   }
 
@@ -238,6 +258,29 @@ std::string resource(const std::string& collection, const std::string& name) {
   return name.find('/') == std::string::npos ? collection + name : name;
 }
 
+// A file the user named (`source`: the option or variable that named it),
+// or a usage error saying why it cannot be read.
+std::string read_named_file(const std::string& source, const std::string& path) {
+  errno = 0;
+  std::ifstream file(path, std::ios::binary);
+  if (!file) usage("cannot read " + path + " (" + source + "): " + (errno != 0 ? std::strerror(errno) : "cannot open"));
+  std::string text{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+  if (file.bad()) usage("cannot read " + path + " (" + source + ")");
+  return text;
+}
+
+// The option's value, else the environment variable's (set and not
+// empty), else empty; `source` says which it was, for messages.
+std::string option_or_env(const std::string& option, const std::string& value, const char* variable, std::string& source) {
+  if (!value.empty()) {
+    source = option;
+    return value;
+  }
+  const char* from_env = std::getenv(variable);
+  source = variable;
+  return from_env != nullptr ? from_env : "";
+}
+
 }  // namespace
 
 // "USER:SECRET", or a usage error naming the flag.
@@ -256,6 +299,7 @@ v1::Affinity affinity_of(const std::string& text) {
 
 int main(int argc, char** argv) {
   std::string api = "127.0.0.1:50051";
+  std::string tls_ca, token_file;
   bool as_json = false;
   std::vector<std::string> words;
   // Options with a value (--iqn may repeat), and those without.
@@ -268,6 +312,9 @@ int main(int argc, char** argv) {
     if (arg == "--api") {
       if (i + 1 >= argc) usage("--api needs ADDR:PORT");
       api = argv[++i];
+    } else if (arg == "--tls-ca" || arg == "--token-file") {
+      if (i + 1 >= argc || argv[i + 1][0] == '\0') usage(arg + " needs a FILE");
+      (arg == "--tls-ca" ? tls_ca : token_file) = argv[++i];
     } else if (arg == "--json") {
       as_json = true;
     } else if (valued.contains(arg)) {
@@ -283,7 +330,31 @@ int main(int argc, char** argv) {
   }
   auto flag = [&](const std::string& f, const std::string& otherwise) { return flags.contains(f) ? flags[f].back() : otherwise; };
   if (words.empty()) usage("what to do?");
-  client c{v1::Array::NewStub(grpc::CreateChannel(api, grpc::InsecureChannelCredentials())), as_json};
+  std::string ca_source, token_source;
+  tls_ca = option_or_env("--tls-ca", tls_ca, "STRATA_TLS_CA", ca_source);
+  token_file = option_or_env("--token-file", token_file, "STRATA_TOKEN_FILE", token_source);
+  // Whoever can read the network could otherwise read the token, and call
+  // with it.
+  if (!token_file.empty() && tls_ca.empty()) usage(token_source + " sends a token, which needs TLS: give --tls-ca FILE (or STRATA_TLS_CA)");
+  std::shared_ptr<grpc::ChannelCredentials> channel_credentials = grpc::InsecureChannelCredentials();
+  if (!tls_ca.empty()) {
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = read_named_file(ca_source, tls_ca);
+    if (tls.pem_root_certs.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+      usage(tls_ca + " (" + ca_source + ") holds no PEM certificate (-----BEGIN CERTIFICATE-----)");
+    }
+    channel_credentials = grpc::SslCredentials(tls);
+  }
+  std::string authorization;
+  if (!token_file.empty()) {
+    std::string token = read_named_file(token_source, token_file);
+    // One line; its newline is not part of the token.
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+    if (token.empty()) usage(token_file + " (" + token_source + ") is empty: it should hold the token");
+    if (token.find_first_of("\r\n") != std::string::npos) usage(token_file + " (" + token_source + ") has more than one line: the token is one");
+    authorization = "Bearer " + token;
+  }
+  client c{v1::Array::NewStub(grpc::CreateChannel(api, channel_credentials)), as_json, authorization};
   const std::string noun = words[0];
   const std::string verb = words.size() > 1 ? words[1] : "";
   const std::string name = words.size() > 2 ? words[2] : "";
