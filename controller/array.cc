@@ -474,10 +474,10 @@ std::expected<void, error> array::heat(const std::string& name, bool hottest_fir
     v1::ExtentHeat* row = out.add_extents();
     row->set_extent(e);
     row->set_offset_bytes(e * pool_->extent_size_bytes());
-    row->set_read_iops(h.read_ios);
-    row->set_write_iops(h.write_ios);
-    row->set_read_bytes_per_second(h.read_bytes);
-    row->set_write_bytes_per_second(h.write_bytes);
+    row->set_reads(h.read_ios);
+    row->set_writes(h.write_ios);
+    row->set_read_bytes(h.read_bytes);
+    row->set_write_bytes(h.write_bytes);
     if (const auto at = v->location(e)) {
       row->set_tier(pool_->tier_of(at->group) == tiering::tier::performance ? v1::TIER_PERFORMANCE : v1::TIER_CAPACITY);
       row->set_group(at->group < pool_groups_.size() ? pool_groups_[at->group] : "");

@@ -59,6 +59,11 @@ url1="iscsi://127.0.0.1:$port/iqn.2026-11.io.strata:array/1"
 check "strata volume create v2 --size 2G" quiet "$cli" --api "$api" volume create v2 --size 2G
 check "strata map v2 --lun 1" quiet "$cli" --api "$api" map v2 --lun 1
 check "LUN 1 takes a pattern at once" quiet qemu-io -f raw -c 'write -P 0x3c 64M 1M' -c 'read -P 0x3c 64M 1M' "$url1"
+check "strata heat top v2: the written extent first, on the SSD tier" bash -c \
+  "'$cli' --api $api heat top v2 --limit 2 | sed -n 2p | grep -q '^16 *64.0 MiB .*PERFORMANCE *groups/g3'"
+check "strata volume stats v2: 4 MiB allocated, on SSD; one write, one read" bash -c \
+  "'$cli' --api $api --json volume stats v2 | grep -q '\"reads\":\"1\",\"writes\":\"1\",.*\"allocated_bytes\":\"4194304\",\"performance_bytes\":\"4194304\"'"
+check "strata pool stats p1: 4 MiB (v1's pattern) + 4 MiB used on SSD" bash -c "'$cli' --api $api pool stats p1 | grep -q '^pools/p1 *12.0 MiB / '"
 "$cli" --api "$api" volume create huge --size 100T >/dev/null 2>"$state/cli.err"
 check "a volume past the pool's overcommit: RESOURCE_EXHAUSTED, exit 1, nothing made" bash -c \
   "[[ $? -eq 1 ]] && grep -q RESOURCE_EXHAUSTED '$state/cli.err' && ! '$cli' --api $api volume show huge >/dev/null 2>&1"

@@ -15,6 +15,9 @@
 //   map VOLUME --lun N [--host HOST] [--name NAME]      unmap NAME
 //   op list | op show NAME | op cancel NAME
 //   events [--limit N]                  (newest first; default 50)
+//   volume stats NAME | pool stats NAME (rates over the last 5 s)
+//   heat top VOLUME [--limit N]         (hottest extents first; default 20)
+//   heat list VOLUME                    (every extent, in order)
 //   version
 //
 // SIZE: bytes, or with K, M, G, T (powers of 1024; "100G", "512MiB").
@@ -73,7 +76,8 @@ constexpr int exit_unreachable = 3;
                "  host add NAME (--iqn IQN)... [--any] [--chap USER:SECRET [--mutual-chap USER:SECRET]],\n"
                "  host update NAME [(--iqn IQN)...] [--chap USER:SECRET | --no-chap] [--mutual-chap USER:SECRET],\n"
                "  host delete NAME, map VOLUME --lun N [--host HOST] [--name NAME], unmap NAME,\n"
-               "  op list, op show NAME, op cancel NAME, events [--limit N], version\n"
+               "  op list, op show NAME, op cancel NAME, events [--limit N], version,\n"
+               "  volume stats NAME, pool stats NAME, heat top VOLUME [--limit N], heat list VOLUME\n"
                "  --tls-ca FILE: TLS, trusting the PEM certificates in FILE (default $STRATA_TLS_CA);\n"
                "  --token-file FILE: send the bearer token in FILE with each call, over TLS only (default $STRATA_TOKEN_FILE)\n",
                problem.c_str());
@@ -161,6 +165,28 @@ std::string when(std::int64_t unix_ms) {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &local);
   return buf;
+}
+std::string fixed(double v, int decimals) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+std::vector<std::string> row(const v1::VolumeStatistics& s) {
+  return {s.volume(), fixed(s.read_iops(), 0), fixed(s.write_iops(), 0), fixed(s.read_mb_per_second(), 1),
+          fixed(s.write_mb_per_second(), 1), fixed(s.read_latency_ms(), 2), fixed(s.write_latency_ms(), 2),
+          fixed(s.cache_hit_fraction() * 100, 0) + "%", fixed(s.performance_tier_fraction() * 100, 0) + "%",
+          size(s.allocated_bytes()), size(s.performance_bytes()), size(s.capacity_bytes())};
+}
+std::vector<std::string> row(const v1::PoolStatistics& s) {
+  return {s.pool(), size(s.performance_bytes() - s.performance_free_bytes()) + " / " + size(s.performance_bytes()),
+          size(s.capacity_bytes() - s.capacity_free_bytes()) + " / " + size(s.capacity_bytes()), size(s.committed_bytes()),
+          size(s.read_cache_bytes()), fixed(s.read_iops(), 0), fixed(s.write_iops(), 0), fixed(s.read_mb_per_second(), 1),
+          fixed(s.write_mb_per_second(), 1)};
+}
+std::vector<std::string> row(const v1::ExtentHeat& h) {
+  return {std::to_string(h.extent()), size(h.offset_bytes()), fixed(h.reads(), 2), fixed(h.writes(), 2),
+          size(static_cast<std::uint64_t>(h.read_bytes() + h.write_bytes())),
+          v1::Tier_Name(h.tier()).substr(h.tier() == v1::TIER_UNSPECIFIED ? 0 : 5), h.group().empty() ? "-" : h.group()};
 }
 std::vector<std::string> row(const v1::Event& e) {
   std::string level = v1::Severity_Name(e.severity());
@@ -515,6 +541,50 @@ int main(int argc, char** argv) {
     v1::GetRequest in;
     in.set_name(resource("operations/", name));
     return c.change<v1::GetRequest, v1::Operation>(&S::CancelOperation, in, op_h);
+  }
+  if ((noun == "volume" || noun == "pool") && verb == "stats") {
+    need_name();
+    if (noun == "volume") {
+      return c.show<v1::VolumeStatistics>(&S::GetVolumeStatistics, volume_name(name),
+                                          {"VOLUME", "READ IOPS", "WRITE IOPS", "READ MB/S", "WRITE MB/S", "READ MS", "WRITE MS",
+                                           "CACHE HITS", "SSD READS", "ALLOCATED", "ON SSD", "ON HDD"});
+    }
+    return c.show<v1::PoolStatistics>(&S::GetPoolStatistics, resource("pools/", name),
+                                      {"POOL", "SSD USED", "HDD USED", "COMMITTED", "READ CACHE", "READ IOPS", "WRITE IOPS",
+                                       "READ MB/S", "WRITE MB/S"});
+  }
+  if (noun == "heat" && (verb == "top" || verb == "list")) {
+    need_name();
+    const bool top = verb == "top";
+    int limit = 20;
+    try {
+      limit = std::stoi(flag("--limit", "20"));
+    } catch (...) {
+      usage("--limit takes a number");
+    }
+    if (limit < 1 || limit > 1000) usage("--limit is 1 to 1000");
+    v1::ListHeatRequest in;
+    in.set_volume(volume_name(name));
+    in.set_hottest_first(top);
+    in.set_page_size(top ? limit : 1000);
+    std::vector<std::vector<std::string>> rows;
+    std::string objects;
+    for (;;) {
+      v1::ListHeatResponse out;
+      if (auto s = c.call(&S::ListHeat, in, out); !s.ok()) return fail(s);
+      for (const v1::ExtentHeat& h : out.extents()) {
+        rows.push_back(row(h));
+        objects += (objects.empty() ? "" : ",") + json(h);
+      }
+      if (top || out.next_page_token().empty()) break;
+      in.set_page_token(out.next_page_token());
+    }
+    if (as_json) {
+      std::printf("[%s]\n", objects.c_str());
+    } else {
+      table({"EXTENT", "OFFSET", "READS", "WRITES", "BYTES", "TIER", "GROUP"}, rows);  // decayed counts
+    }
+    return 0;
   }
   if (noun == "events") {
     int limit = 50;
