@@ -147,21 +147,18 @@ std::expected<std::vector<std::string>, grpc::Status> paths_of(const google::pro
   return out;
 }
 
-// An iSCSI name (RFC 3720 3.2.6.3): iqn., eui. or naa., at most 223 bytes.
-bool valid_iscsi_name(const std::string& n) {
-  if (n.size() > 223 || n.size() < 5) return false;
-  const std::string lower = [&] {
-    std::string l = n;
-    for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return l;
-  }();
-  if (!lower.starts_with("iqn.") && !lower.starts_with("eui.") && !lower.starts_with("naa.")) return false;
-  return std::ranges::none_of(n, [](char c) { return c <= ' ' || c == ',' || static_cast<unsigned char>(c) >= 0x7f; });
-}
-
+// iSCSI names compare case-insensitively (RFC 3722 folds them to lower case).
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
+}
+
+// An iSCSI name (RFC 3720 3.2.6.3): iqn., eui. or naa., at most 223 bytes.
+bool valid_iscsi_name(const std::string& n) {
+  if (n.size() > 223 || n.size() < 5) return false;
+  const std::string folded = lower(n);
+  if (!folded.starts_with("iqn.") && !folded.starts_with("eui.") && !folded.starts_with("naa.")) return false;
+  return std::ranges::none_of(n, [](char c) { return c <= ' ' || c == ',' || static_cast<unsigned char>(c) >= 0x7f; });
 }
 
 // Checks a host's own fields, and that no other host claims what it does.
