@@ -1,9 +1,6 @@
 #include "controller/event_log.h"
 
-#include <boost/asio/post.hpp>
-#include <chrono>
 #include <cstdio>
-#include <future>
 
 #include "strata/v1/operations.pb.h"
 
@@ -37,19 +34,16 @@ const char* to_string(severity s) noexcept {
 }
 
 event_log::event_log(config_store& config, std::function<void(severity, std::string_view)> echo)
-    : config_(config), echo_(std::move(echo)) {
+    : config_(config), echo_(std::move(echo)), writer_(config, [this](const std::string& why) {
+        if (echo_) echo_(severity::error, "the event log cannot be written: " + why);
+      }) {
   const auto last = config_.list_backward(prefix, {}, 1);
   if (!last.empty()) next_ = std::stoull(last.front().first.substr(prefix.size())) + 1;
 }
 
-event_log::~event_log() {
-  drain();
-  writer_.join();
-}
-
 void event_log::record(severity level, std::string resource, std::string message) {
   v1::Event e;
-  e.set_time_unix_ms(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+  e.set_time_unix_ms(unix_ms_now());
   e.set_severity(static_cast<v1::Severity>(level));
   e.set_resource(std::move(resource));
   e.set_message(std::move(message));
@@ -63,15 +57,7 @@ void event_log::record(severity level, std::string resource, std::string message
   config_batch b;
   b.put(e.name(), e.SerializeAsString());
   if (sequence > max_events) b.erase(key_of(sequence - max_events));
-  boost::asio::post(writer_, [this, b = std::move(b)] {
-    if (auto done = config_.commit(b); !done && echo_) echo_(severity::error, "the event log cannot be written: " + done.error().message);
-  });
-}
-
-void event_log::drain() {
-  std::promise<void> written;
-  boost::asio::post(writer_, [&] { written.set_value(); });
-  written.get_future().wait();
+  writer_.write(std::move(b));
 }
 
 }  // namespace strata::controller

@@ -9,7 +9,6 @@
 // once written, a few milliseconds later; drain() waits for that.
 #pragma once
 
-#include <boost/asio/thread_pool.hpp>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -17,6 +16,7 @@
 #include <string_view>
 
 #include "controller/config_store.h"
+#include "controller/record_writer.h"
 
 namespace strata::controller {
 
@@ -30,21 +30,21 @@ class event_log {
   // Continues the numbering of the events `config` holds. `echo`, if
   // given, also gets each event as a line of text (stratad logs it).
   explicit event_log(config_store& config, std::function<void(severity, std::string_view)> echo = {});
-  ~event_log();  // drains
+  ~event_log() = default;  // drains
   event_log(const event_log&) = delete;
   event_log& operator=(const event_log&) = delete;
 
   // `resource`: what the event is about ("groups/g1"), or empty.
   void record(severity level, std::string resource, std::string message);
   // Waits until every event recorded so far is in the store.
-  void drain();
+  void drain() { writer_.drain(); }
 
  private:
   config_store& config_;
   std::function<void(severity, std::string_view)> echo_;
   std::mutex mutex_;
   std::uint64_t next_ = 1;  // the next event's sequence number
-  boost::asio::thread_pool writer_{1};
+  record_writer writer_;  // last: it drains before the rest goes
 };
 
 }  // namespace strata::controller

@@ -1,19 +1,13 @@
 #include "controller/operations.h"
 
-#include <boost/asio/post.hpp>
-#include <chrono>
+#include <algorithm>
 #include <cstdio>
-#include <future>
 
 namespace strata::controller {
 
 namespace {
 
 constexpr std::string_view prefix = "operations/op-";
-
-std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 std::string name_of(std::uint64_t sequence) {
   char digits[21];
@@ -32,11 +26,6 @@ operation_log::operation_log(config_store& config) : config_(config) {
   }
 }
 
-operation_log::~operation_log() {
-  drain();
-  writer_.join();
-}
-
 std::vector<v1::Operation> operation_log::interrupted() const {
   std::lock_guard hold(mutex_);
   return interrupted_;
@@ -45,7 +34,7 @@ std::vector<v1::Operation> operation_log::interrupted() const {
 void operation_log::write(const v1::Operation& op) {
   config_batch b;
   b.put(op.name(), op.SerializeAsString());
-  boost::asio::post(writer_, [this, b = std::move(b)] { (void)config_.commit(b); });
+  writer_.write(std::move(b));
 }
 
 v1::Operation operation_log::start(std::string kind, std::string resource, std::function<void()> cancel) {
@@ -55,7 +44,7 @@ v1::Operation operation_log::start(std::string kind, std::string resource, std::
   r.record.set_kind(std::move(kind));
   r.record.set_resource(std::move(resource));
   r.record.set_state(v1::Operation::RUNNING);
-  r.record.set_create_time_unix_ms(now_ms());
+  r.record.set_create_time_unix_ms(unix_ms_now());
   r.cancel = std::move(cancel);
   r.written_ms = r.record.create_time_unix_ms();
   write(r.record);
@@ -69,7 +58,7 @@ void operation_log::progress(const std::string& name, double fraction) {
   const auto it = running_.find(name);
   if (it == running_.end()) return;
   it->second.record.set_progress_fraction(std::clamp(fraction, 0.0, 1.0));
-  const std::int64_t now = now_ms();
+  const std::int64_t now = unix_ms_now();
   if (now - it->second.written_ms < 1000) return;
   it->second.written_ms = now;
   write(it->second.record);
@@ -93,7 +82,7 @@ void operation_log::finish(const std::string& name, const std::expected<void, er
     op.mutable_error()->set_code(13);  // INTERNAL, unless the owner says better in words
     op.mutable_error()->set_message(outcome.error().message);
   }
-  op.set_end_time_unix_ms(now_ms());
+  op.set_end_time_unix_ms(unix_ms_now());
   write(op);
 }
 
@@ -125,12 +114,6 @@ std::optional<v1::Operation> operation_log::get(const std::string& name) {
   v1::Operation op;
   if (!bytes || !op.ParseFromString(*bytes)) return std::nullopt;
   return op;
-}
-
-void operation_log::drain() {
-  std::promise<void> written;
-  boost::asio::post(writer_, [&] { written.set_value(); });
-  written.get_future().wait();
 }
 
 }  // namespace strata::controller

@@ -11,7 +11,6 @@
 // operation; the end at once.
 #pragma once
 
-#include <boost/asio/thread_pool.hpp>
 #include <cstdint>
 #include <expected>
 #include <functional>
@@ -22,6 +21,7 @@
 #include <vector>
 
 #include "controller/config_store.h"
+#include "controller/record_writer.h"
 #include "raid/device/status.h"
 #include "strata/v1/operations.pb.h"
 
@@ -32,7 +32,7 @@ class operation_log {
   // Reads the operations `config` holds; those still RUNNING were cut
   // short by a stop (interrupted()).
   explicit operation_log(config_store& config);
-  ~operation_log();  // drains
+  ~operation_log() = default;  // drains
   operation_log(const operation_log&) = delete;
   operation_log& operator=(const operation_log&) = delete;
 
@@ -55,7 +55,7 @@ class operation_log {
   std::optional<v1::Operation> get(const std::string& name);
   // Waits until every change so far is in the store (so that a list read
   // from it is current).
-  void drain();
+  void drain() { writer_.drain(); }
 
  private:
   struct running {
@@ -70,7 +70,7 @@ class operation_log {
   std::uint64_t next_ = 1;
   std::map<std::string, running> running_;
   std::vector<v1::Operation> interrupted_;
-  boost::asio::thread_pool writer_{1};
+  record_writer writer_{config_};  // last: it drains before the rest goes
 };
 
 }  // namespace strata::controller
