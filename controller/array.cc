@@ -52,6 +52,15 @@ v1::GroupKind kind_of(group_kind k) {
 
 std::string new_volume_serial(std::string_view volume_id) { return "STRATA-" + random_hex(8) + "-" + std::string(volume_id); }
 
+group_options array::group_options_for(std::size_t index) {
+  group_options o;
+  o.clock = &clock_;
+  o.on_member_event = [this, index](const raid::member_event& e) {
+    if (bay_) bay_->member_failed(index, e);
+  };
+  return o;
+}
+
 void array::wait(const std::function<bool()>& ready) {
   auto busy = boost::asio::make_work_guard(loop_);
   while (!ready()) loop_.run_one();
@@ -72,109 +81,138 @@ std::expected<std::unique_ptr<array>, error> array::open(boost::asio::io_context
   a->events_ = std::make_unique<event_log>(*a->config_, options.event);
   a->operations_ = std::make_unique<operation_log>(*a->config_);
   if (auto built = fresh ? a->build_default() : a->assemble(); !built) return std::unexpected(built.error());
+  a->bay_ = std::make_unique<drive_bay>(loop.get_executor(), a->clock_, *a->shelf_, a->groups_, a->group_names_, *a->config_,
+                                        *a->events_, *a->operations_);
+  bool bay_started = false;
+  a->bay_->start([&] { bay_started = true; });
+  a->wait([&] { return bay_started; });
   if (auto served = a->serve(); !served) return std::unexpected(served.error());
   a->events_->record(severity::info, "", fresh ? "the embedded default array was built and started" : "the array started");
   return a;
 }
 
 std::expected<void, error> array::build_default() {
-  log("an empty state directory: building the embedded default array in " + options_.state_dir.string());
-  auto s = shelf::open(*ring_, clock_, options_.state_dir / "shelf", options_.shelf);
+  const array_plan& plan = options_.plan;
+  log("an empty state directory: building the array in " + options_.state_dir.string() + " (" + std::to_string(plan.drives.size()) +
+      " drives, " + std::to_string(plan.groups.size()) + " groups, " + std::to_string(plan.volumes.size()) + " volumes)");
+  auto s = shelf::open(*ring_, clock_, options_.state_dir / "shelf", plan.drives);
   if (!s) return std::unexpected(s.error());
   shelf_ = std::move(*s);
   config_batch records;
-  std::vector<std::size_t> hdds, ssds;
+  std::map<std::string, std::size_t> slot_of;  // drive name -> shelf index
   for (std::size_t i = 0; i < shelf_->size(); ++i) {
-    const drive_spec& d = shelf_->spec(i);
+    const drive_spec& d = shelf_->spec(i);  // as opened: its path, size and model
+    const timing_model_info* model = find_timing_model(d.timing_model);
     v1::Disk disk;
     disk.set_name("disks/" + d.name);
     disk.set_kind(d.kind == drive_kind::hdd ? v1::HDD : v1::SSD);
-    disk.set_model(d.kind == drive_kind::hdd ? "model NL-SAS 7.2k" : "model SAS SSD 12G");
-    disk.set_serial("SIM-" + random_hex(6));
+    disk.set_model(model != nullptr ? std::string(model->description) : "");
+    // A simulated drive gets a serial; a real one's is its own, which we do not read yet.
+    disk.set_serial(plan.drives[i].path.empty() ? "SIM-" + random_hex(6) : "");
     disk.set_size_bytes(d.bytes);
-    disk.set_path((options_.state_dir / "shelf" / (d.name + ".img")).string());
+    disk.set_path(d.path.string());
+    disk.set_timing_model(d.timing_model);
+    disk.set_slot(static_cast<std::uint32_t>(i));
     records.put(disk.name(), disk.SerializeAsString());
-    (d.kind == drive_kind::hdd ? hdds : ssds).push_back(i);
+    slot_of[d.name] = i;
   }
-  if (hdds.size() < 8 || ssds.size() < 3) {
-    return std::unexpected(make_error(errc::invalid_argument, "the default array needs 8 or more HDDs and 3 SSDs; the shelf has " +
-                                                                  std::to_string(hdds.size()) + " and " + std::to_string(ssds.size())));
-  }
-  // Two RAID-6 groups of half the HDDs each, a RAID-1 pair and a one-SSD read cache.
-  const std::size_t half = hdds.size() / 2;
-  const std::vector<std::pair<group_kind, std::vector<std::size_t>>> plan{
-      {group_kind::raid6, {hdds.begin(), hdds.begin() + static_cast<std::ptrdiff_t>(half)}},
-      {group_kind::raid6, {hdds.begin() + static_cast<std::ptrdiff_t>(half), hdds.end()}},
-      {group_kind::raid1, {ssds[0], ssds[1]}},
-      {group_kind::read_cache, {ssds[2]}}};
   v1::Pool pool;
-  pool.set_name("pools/p1");
-  for (std::size_t g = 0; g < plan.size(); ++g) {
+  pool.set_name("pools/" + plan.pool);
+  for (const group_plan& planned : plan.groups) {
     std::vector<device::block_device*> members;
     v1::DiskGroup record;
-    record.set_name("groups/g" + std::to_string(g + 1));
-    record.set_kind(kind_of(plan[g].first));
-    for (const std::size_t i : plan[g].second) {
-      members.push_back(&shelf_->drive(i));
-      record.add_members("disks/" + shelf_->spec(i).name);
+    record.set_name("groups/" + planned.name);
+    record.set_kind(kind_of(planned.kind));
+    for (const std::string& drive : planned.drives) {
+      const auto at = slot_of.find(drive);
+      if (at == slot_of.end()) return std::unexpected(make_error(errc::invalid_argument, record.name() + ": no drive " + drive));
+      members.push_back(&shelf_->drive(at->second));
+      record.add_members("disks/" + drive);
     }
     std::optional<std::expected<std::unique_ptr<disk_group>, error>> made;
-    create_group(plan[g].first, members, group_options{&clock_}, [&](auto r) { made = std::move(r); });
+    create_group(planned.kind, members, group_options_for(groups_.size()), [&](auto r) { made = std::move(r); });
     wait([&] { return made.has_value(); });
     if (!*made) return std::unexpected(make_error(errc::io_error, record.name() + ": " + made->error().message));
     record.set_group_id(std::string((**made)->id().begin(), (**made)->id().end()));
     records.put(record.name(), record.SerializeAsString());
-    log(record.name() + ": " + to_string(plan[g].first) + " of " + std::to_string(members.size()) + " drive(s), id " + to_hex((**made)->id()));
+    log(record.name() + ": " + to_string(planned.kind) + " of " + std::to_string(members.size()) + " drive(s), id " + to_hex((**made)->id()));
     groups_.push_back(std::move(**made));
     group_names_.push_back(record.name());
-    if (plan[g].first == group_kind::read_cache) {
-      pool.set_read_cache_group(record.name());
-    } else {
-      pool.add_groups(record.name());
-    }
   }
+  for (const std::string& g : plan.pool_groups) pool.add_groups("groups/" + g);  // in the plan's order
+  if (!plan.read_cache_group.empty()) pool.set_read_cache_group("groups/" + plan.read_cache_group);
   records.put(pool.name(), pool.SerializeAsString());
   // The groups are on the drives now: remember them before anything else,
   // so that a restart finds them.
   if (auto done = config_->commit(records); !done) return std::unexpected(done.error());
   if (auto opened = open_pool(pool.SerializeAsString()); !opened) return std::unexpected(opened.error());
 
-  v1::Volume volume;
-  volume.set_name("pools/p1/volumes/v1");
-  volume.set_size_bytes(options_.default_volume_bytes);
-  volume.set_block_size_bytes(4096);
-  volume.set_affinity(v1::AUTO);
-  volume.set_serial(new_volume_serial("v1"));
-  std::optional<std::expected<tiering::volume*, error>> created;
-  pool_->create_volume({short_name(volume.name()), volume.block_size_bytes(), volume.size_bytes() / volume.block_size_bytes(),
-                        tiering::affinity::automatic},
-                       [&](auto r) { created = std::move(r); });
-  wait([&] { return created.has_value(); });
-  if (!*created) return std::unexpected(created->error());
-  v1::Host all;
-  all.set_name("hosts/all");
-  all.set_any_initiator(true);
-  v1::Mapping mapping;
-  mapping.set_name("mappings/m1");
-  mapping.set_volume(volume.name());
-  mapping.set_host(all.name());
-  mapping.set_lun(0);
+  // A crash from here to the commit below leaves pool volumes with no
+  // record, which the next start deletes (reconcile_volumes); that start
+  // assembles what was committed and does not build again.
   config_batch rest;
-  rest.put(volume.name(), volume.SerializeAsString());
-  rest.put(all.name(), all.SerializeAsString());
-  rest.put(mapping.name(), mapping.SerializeAsString());
+  for (const volume_plan& planned : plan.volumes) {
+    v1::Volume volume;
+    volume.set_name(pool.name() + "/volumes/" + planned.name);
+    volume.set_size_bytes(planned.bytes);
+    volume.set_block_size_bytes(4096);
+    volume.set_affinity(planned.placement == tiering::affinity::performance ? v1::PERFORMANCE
+                        : planned.placement == tiering::affinity::archive   ? v1::CAPACITY
+                                                                            : v1::AUTO);
+    volume.set_serial(new_volume_serial(planned.name));
+    std::optional<std::expected<tiering::volume*, error>> created;
+    pool_->create_volume({planned.name, volume.block_size_bytes(), volume.size_bytes() / volume.block_size_bytes(), planned.placement},
+                         [&](auto r) { created = std::move(r); });
+    wait([&] { return created.has_value(); });
+    if (!*created) return std::unexpected(error{created->error().code, volume.name() + ": " + created->error().message});
+    rest.put(volume.name(), volume.SerializeAsString());
+    log(volume.name() + ": " + std::to_string(volume.size_bytes()) + " bytes thin, placement " + std::string(tiering::to_string(planned.placement)));
+  }
+  for (const host_plan& planned : plan.hosts) {
+    v1::Host host;
+    host.set_name("hosts/" + planned.name);
+    for (const std::string& iqn : planned.iqns) host.add_iqns(iqn);
+    host.set_any_initiator(planned.any_initiator);
+    host.set_chap_user(planned.chap_user);
+    host.set_chap_secret(planned.chap_secret);
+    host.set_mutual_chap_user(planned.mutual_chap_user);
+    host.set_mutual_chap_secret(planned.mutual_chap_secret);
+    rest.put(host.name(), host.SerializeAsString());
+  }
+  for (std::size_t i = 0; i < plan.mappings.size(); ++i) {
+    const mapping_plan& planned = plan.mappings[i];
+    v1::Mapping mapping;
+    mapping.set_name("mappings/m" + std::to_string(i + 1));
+    mapping.set_volume(pool.name() + "/volumes/" + planned.volume);
+    mapping.set_host("hosts/" + planned.host);
+    mapping.set_lun(planned.lun);
+    rest.put(mapping.name(), mapping.SerializeAsString());
+    log(mapping.name() + ": " + mapping.volume() + " to " + mapping.host() + " as LUN " + std::to_string(planned.lun));
+  }
   if (auto done = config_->commit(rest); !done) return std::unexpected(done.error());
-  log(volume.name() + ": " + std::to_string(volume.size_bytes() >> 30) + " GiB thin, mapped to every initiator as LUN 0");
   return {};
 }
 
 std::expected<void, error> array::assemble() {
-  std::vector<drive_spec> drives;
+  std::vector<std::pair<std::uint32_t, drive_spec>> slots;  // (slot, drive)
   for (const auto& [key, bytes] : config_->list("disks/")) {
     auto disk = decode<v1::Disk>(key, bytes);
     if (!disk) return std::unexpected(disk.error());
-    drives.push_back({short_name(disk->name()), disk->kind() == v1::HDD ? drive_kind::hdd : drive_kind::ssd, disk->size_bytes()});
+    drive_spec d{short_name(disk->name()), disk->kind() == v1::HDD ? drive_kind::hdd : drive_kind::ssd, disk->size_bytes(), disk->path(),
+                 disk->timing_model()};
+    // A simulated drive (its file STATE/shelf/NAME.img) is opened as one:
+    // created if missing, and behind its kind's model if its record is
+    // from before timing_model was kept (shelf.h). Any other path is a
+    // drive of its own, opened as recorded.
+    const std::filesystem::path own = options_.state_dir / "shelf" / (d.name + ".img");
+    std::error_code ec;
+    if (d.path.empty() || d.path.lexically_normal() == own.lexically_normal() || std::filesystem::equivalent(d.path, own, ec)) d.path.clear();
+    slots.emplace_back(disk->slot(), std::move(d));
   }
+  // In slot order (records from before slots were kept all say 0: their key order).
+  std::ranges::stable_sort(slots, {}, &std::pair<std::uint32_t, drive_spec>::first);
+  std::vector<drive_spec> drives;
+  for (auto& [slot, d] : slots) drives.push_back(std::move(d));
   auto s = shelf::open(*ring_, clock_, options_.state_dir / "shelf", drives);
   if (!s) return std::unexpected(s.error());
   shelf_ = std::move(*s);
@@ -187,7 +225,7 @@ std::expected<void, error> array::assemble() {
     if (record->group_id().size() != id.size()) return std::unexpected(make_error(errc::invalid_argument, "config: " + key + " has no group id"));
     std::copy(record->group_id().begin(), record->group_id().end(), id.begin());
     std::optional<std::expected<std::unique_ptr<disk_group>, error>> found;
-    assemble_group(kind_of(record->kind()), id, all, group_options{&clock_}, [&](auto r) { found = std::move(r); });
+    assemble_group(kind_of(record->kind()), id, all, group_options_for(groups_.size()), [&](auto r) { found = std::move(r); });
     wait([&] { return found.has_value(); });
     if (!*found) return std::unexpected(make_error(errc::io_error, key + ": " + found->error().message));
     log(key + ": assembled from its superblocks");
@@ -517,9 +555,31 @@ void array::create_volume(const std::string& name, std::uint64_t bytes, tiering:
   });
 }
 
+std::expected<v1::Disk, error> array::add_disk(const std::string& name, drive_kind kind, std::uint64_t bytes) {
+  drive_spec spec;
+  spec.name = name;
+  spec.kind = kind;
+  spec.bytes = bytes;
+  auto index = shelf_->add(spec);
+  if (!index) return std::unexpected(index.error());
+  bay_->drive_added(*index);
+  const drive_spec& opened = shelf_->spec(*index);
+  v1::Disk disk;
+  disk.set_name("disks/" + name);
+  disk.set_kind(kind == drive_kind::hdd ? v1::HDD : v1::SSD);
+  if (const timing_model_info* model = find_timing_model(opened.timing_model)) disk.set_model(std::string(model->description));
+  disk.set_serial("SIM-" + random_hex(6));
+  disk.set_size_bytes(opened.bytes);
+  disk.set_path(opened.path.string());
+  disk.set_timing_model(opened.timing_model);
+  disk.set_slot(static_cast<std::uint32_t>(*index));
+  return disk;
+}
+
 std::expected<void, error> array::serve() {
   iscsi::server_options options;
   options.log = [this](std::string_view what) { log(std::string(what)); };
+  options.portals = options_.iscsi_portals;
   server_ = std::make_unique<iscsi::server>(loop_.get_executor(), std::vector<iscsi::target_node>{}, options);
   for (const auto& [key, bytes] : config_->list("hosts/")) {
     auto host = decode<v1::Host>(key, bytes);
@@ -560,6 +620,10 @@ void array::close() {
     bool retired = false;
     retire_units([&] { retired = true; });
     wait([&] { return server_->connections() == 0 && retired && units_idle(); });
+  }
+  if (bay_) {
+    bay_->stop();  // a rebuild or scrub cut short here is started again by command
+    wait([&] { return bay_->idle(); });
   }
   if (migrator_) migrator_->stop();
   if (sampler_) sampler_->cancel();
@@ -610,6 +674,7 @@ void array::close() {
     wait([&] { return clean.has_value() && g->idle(); });
     if (*clean) log("a group was not marked clean: " + clean->message());
   }
+  bay_.reset();
   groups_.clear();
   shelf_.reset();
   if (events_) events_->record(severity::info, "", "the array stopped cleanly");

@@ -23,8 +23,10 @@
 #include <string_view>
 #include <vector>
 
+#include "controller/config_file.h"
 #include "controller/config_store.h"
 #include "controller/disk_group.h"
+#include "controller/drive_bay.h"
 #include "controller/event_log.h"
 #include "controller/operations.h"
 #include "controller/shelf.h"
@@ -40,6 +42,7 @@
 #include "tiering/volume.h"
 
 namespace strata::v1 {
+class Disk;
 class Host;
 class VolumeStatistics;
 class PoolStatistics;
@@ -68,9 +71,13 @@ struct array_options {
   std::filesystem::path state_dir = "/var/lib/strata";
   boost::asio::ip::tcp::endpoint iscsi{boost::asio::ip::make_address("127.0.0.1"), 3260};
   std::string target_name = "iqn.2026-11.io.strata:array";
-  // The embedded default, used only on an empty state directory.
-  std::vector<drive_spec> shelf = default_shelf();
-  std::uint64_t default_volume_bytes = 100ull << 30;
+  // What an empty state directory is built as (config_file.h): the
+  // embedded default, or a configuration file's build sections. Never read
+  // again once the config store holds the array.
+  array_plan plan = default_plan();
+  // The portals SendTargets names ("host:port"); empty: the address each
+  // discovery connection came in on.
+  std::vector<std::string> iscsi_portals;
   // Words for an administrator: what was built or found, and why not.
   std::function<void(std::string_view)> log;
   // Each event of the event log, as it is recorded.
@@ -105,6 +112,11 @@ class array {
   void resize_volume(const std::string& name, std::uint64_t bytes, std::function<void(std::expected<void, error>)> done);
   void set_placement(const std::string& name, tiering::affinity placement,
                      std::function<void(std::expected<void, error>)> done);
+  // A simulated drive in a new slot `name` ("hdd-20"): a sparse file in
+  // the shelf's directory behind its kind's timing model, blank, unused.
+  // Returns its Disk record for the caller to keep. Opening the file is a
+  // few blocking system calls on the loop: an administrator's rare command.
+  std::expected<v1::Disk, error> add_disk(const std::string& name, drive_kind kind, std::uint64_t bytes);
   // Lets host `name` ("hosts/h1") log in on its terms, or changes them.
   // Sessions of initiators the change shuts out are closed; the others go
   // on (iscsi::server::set_target).
@@ -138,6 +150,8 @@ class array {
   config_store& config() const noexcept { return *config_; }
   controller::event_log& events() const noexcept { return *events_; }
   operation_log& operations() const noexcept { return *operations_; }
+  // The disks and groups as an administrator manages them (on the loop).
+  drive_bay& drives() const noexcept { return *bay_; }
 
  private:
   array(boost::asio::io_context& loop, const array_options& options) : loop_(loop), options_(options) {}
@@ -172,6 +186,9 @@ class array {
   std::vector<std::unique_ptr<disk_group>> groups_;
   std::vector<std::string> group_names_;  // groups_'s resource names ("groups/g1")
   std::vector<std::string> pool_groups_;  // the pool's groups by its own index (extent_location::group)
+  std::unique_ptr<drive_bay> bay_;        // over shelf_ and groups_
+  // How group `index` of groups_ runs: its member failures go to bay_.
+  group_options group_options_for(std::size_t index);
   std::unique_ptr<tiering::metadata_store> metadata_;
   std::unique_ptr<tiering::pool> pool_;
   std::unique_ptr<tiering::migrator> migrator_;

@@ -1,5 +1,7 @@
 #include "controller/disk_group.h"
 
+#include <boost/asio/post.hpp>
+
 #include "raid/superblock_io.h"
 
 namespace strata::controller {
@@ -38,12 +40,82 @@ void disk_group::mark_clean(std::function<void(std::error_code)> done) {
   std::visit([&](const auto& g) { g->mark_clean(std::move(done)); }, group_);
 }
 
+unsigned disk_group::member_count() const noexcept {
+  return std::visit([](const auto& g) { return g->member_count(); }, group_);
+}
+
+const device::block_device* disk_group::member_device(unsigned member) const noexcept {
+  return std::visit([&](const auto& g) { return g->member_device(member); }, group_);
+}
+
+bool disk_group::member_failed(unsigned member) const noexcept {
+  return std::visit([&](const auto& g) { return g->member_failed(member); }, group_);
+}
+
+const raid::member_health& disk_group::health(unsigned member) const noexcept {
+  return std::visit([&](const auto& g) -> const raid::member_health& { return g->health(member); }, group_);
+}
+
+unsigned disk_group::failed_members() const noexcept {
+  unsigned failed = 0;
+  for (unsigned m = 0; m < member_count(); ++m) failed += member_failed(m) ? 1 : 0;
+  return failed;
+}
+
+bool disk_group::failed() const noexcept {
+  // RAID-6 survives two lost members; RAID-1 (and the read cache) one working member.
+  return kind_ == group_kind::raid6 ? failed_members() > 2 : failed_members() == member_count();
+}
+
+void disk_group::fail_member(unsigned member) {
+  std::visit([&](const auto& g) { g->fail_member(member); }, group_);
+}
+
+raid::member_replacement& disk_group::replacement() noexcept {
+  return std::visit([](const auto& g) -> raid::member_replacement& { return *g; }, group_);
+}
+
+raid::rebuild_progress disk_group::rebuild_status() const {
+  return std::visit([](const auto& g) { return g->rebuild_status(); }, group_);
+}
+
+void disk_group::cancel_rebuild() {
+  std::visit([](const auto& g) { g->cancel_rebuild(); }, group_);
+}
+
+std::uint64_t disk_group::repaired_blocks() const noexcept {
+  return std::visit([](const auto& g) { return g->repaired_blocks(); }, group_);
+}
+
+void disk_group::scrub(std::function<void(const raid::scrub_report&)> done) {
+  if (auto* g = std::get_if<std::unique_ptr<raid::raid6_group>>(&group_)) return (*g)->scrub(std::move(done));
+  raid::scrub_report refused;
+  refused.error = make_error_code(errc::not_supported);
+  boost::asio::post(device().executor(), [done = std::move(done), refused] { done(refused); });
+}
+
+void disk_group::cancel_scrub() noexcept {
+  if (auto* g = std::get_if<std::unique_ptr<raid::raid6_group>>(&group_)) (*g)->cancel_scrub();
+}
+
+bool disk_group::scrubbing() const noexcept {
+  const auto* g = std::get_if<std::unique_ptr<raid::raid6_group>>(&group_);
+  return g != nullptr && (*g)->scrubbing();
+}
+
+double disk_group::scrub_fraction() const noexcept {
+  const auto* g = std::get_if<std::unique_ptr<raid::raid6_group>>(&group_);
+  if (g == nullptr || (*g)->stripes() == 0) return 0;
+  return static_cast<double>((*g)->scrub_stripes_done()) / static_cast<double>((*g)->stripes());
+}
+
 namespace {
 
 raid::raid6_options raid6_options_for(const group_options& g) {
   raid::raid6_options o;
   o.clock = g.clock;
   o.member_timeout = g.member_timeout;
+  o.on_member_event = g.on_member_event;
   return o;
 }
 
@@ -51,6 +123,7 @@ raid::raid1_options raid1_options_for(const group_options& g) {
   raid::raid1_options o;
   o.clock = g.clock;
   o.member_timeout = g.member_timeout;
+  o.on_member_event = g.on_member_event;
   return o;
 }
 

@@ -41,6 +41,8 @@ struct group_options {
   // A member that stops answering is failed out after this, rather than
   // hanging its group (zero: never; tests in virtual time over real files).
   device::duration member_timeout = std::chrono::seconds(10);
+  // Told of each member the group fails out, from the loop.
+  raid::member_event_fn on_member_event;
 };
 
 class disk_group;
@@ -54,6 +56,27 @@ class disk_group {
   bool idle() const noexcept;
   // Flushes the members and records a clean stop (raid6_group::mark_clean).
   void mark_clean(std::function<void(std::error_code)> done);
+
+  // Its members, as raid6_group and raid1_group say.
+  unsigned member_count() const noexcept;
+  const device::block_device* member_device(unsigned member) const noexcept;
+  bool member_failed(unsigned member) const noexcept;
+  const raid::member_health& health(unsigned member) const noexcept;
+  unsigned failed_members() const noexcept;
+  // More members failed than it survives: its data is unavailable.
+  bool failed() const noexcept;
+  void fail_member(unsigned member);
+  raid::member_replacement& replacement() noexcept;
+  raid::rebuild_progress rebuild_status() const;
+  void cancel_rebuild();
+  std::uint64_t repaired_blocks() const noexcept;
+
+  // Scrub: RAID-6 only (raid6_group::scrub); a RAID-1 group refuses with
+  // not_supported, from the loop.
+  void scrub(std::function<void(const raid::scrub_report&)> done);
+  void cancel_scrub() noexcept;
+  bool scrubbing() const noexcept;
+  double scrub_fraction() const noexcept;  // of the running scrub
 
  private:
   friend void create_group(group_kind, std::vector<device::block_device*>, const group_options&, group_done);

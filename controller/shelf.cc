@@ -17,51 +17,98 @@ std::string slot(const char* kind, int i) {
   std::snprintf(name, sizeof name, "%s-%02d", kind, i);
   return name;
 }
+
+std::uint64_t whole_blocks(std::uint64_t bytes) { return bytes / drive_block_bytes * drive_block_bytes; }
 }  // namespace
+
+std::span<const timing_model_info> timing_models() {
+  static const timing_model_info models[] = {
+      {"nl_sas_7k2", drive_kind::hdd, "model NL-SAS 7.2k", whole_blocks(device::hdd_profile::nl_sas_7k2().capacity_bytes)},
+      {"sas_10k", drive_kind::hdd, "model SAS 10k", whole_blocks(device::hdd_profile::sas_10k().capacity_bytes)},
+      {"sas_12g", drive_kind::ssd, "model SAS SSD 12G", whole_blocks(device::ssd_profile::sas_12g().capacity_bytes)},
+  };
+  return models;
+}
+
+const timing_model_info* find_timing_model(std::string_view name) {
+  for (const timing_model_info& m : timing_models()) {
+    if (m.name == name) return &m;
+  }
+  return nullptr;
+}
+
+const timing_model_info& default_timing_model(drive_kind kind) {
+  return *find_timing_model(kind == drive_kind::hdd ? "nl_sas_7k2" : "sas_12g");
+}
 
 std::vector<drive_spec> default_shelf() {
   std::vector<drive_spec> drives;
-  const std::uint64_t hdd_bytes = device::hdd_profile::nl_sas_7k2().capacity_bytes / drive_block_bytes * drive_block_bytes;
-  const std::uint64_t ssd_bytes = device::ssd_profile::sas_12g().capacity_bytes / drive_block_bytes * drive_block_bytes;
-  for (int i = 0; i < 20; ++i) drives.push_back({slot("hdd", i), drive_kind::hdd, hdd_bytes});
-  for (int i = 0; i < 2; ++i) drives.push_back({slot("ssd", i), drive_kind::ssd, ssd_bytes});
-  drives.push_back({slot("ssd", 2), drive_kind::ssd, read_cache_bytes});
+  const timing_model_info& hdd = default_timing_model(drive_kind::hdd);
+  const timing_model_info& ssd = default_timing_model(drive_kind::ssd);
+  for (int i = 0; i < 20; ++i) drives.push_back({slot("hdd", i), drive_kind::hdd, hdd.nominal_bytes, {}, std::string(hdd.name)});
+  for (int i = 0; i < 2; ++i) drives.push_back({slot("ssd", i), drive_kind::ssd, ssd.nominal_bytes, {}, std::string(ssd.name)});
+  drives.push_back({slot("ssd", 2), drive_kind::ssd, read_cache_bytes, {}, std::string(ssd.name)});
   return drives;
 }
 
 std::expected<std::unique_ptr<shelf>, error> shelf::open(device::io_ring& ring, device::clock& clock,
                                                          const std::filesystem::path& directory,
                                                          const std::vector<drive_spec>& drives) {
-  std::error_code ec;
-  std::filesystem::create_directories(directory, ec);
-  if (ec) return std::unexpected(make_error(errc::io_error, "shelf: cannot create " + directory.string() + ": " + ec.message()));
-  std::unique_ptr<shelf> s(new shelf());
+  std::unique_ptr<shelf> s(new shelf(ring, clock, directory));
   for (const drive_spec& d : drives) {
-    if (d.bytes == 0 || d.bytes % drive_block_bytes != 0) {
-      return std::unexpected(make_error(errc::invalid_argument, "shelf: drive " + d.name + ": " + std::to_string(d.bytes) +
-                                                                    " bytes is not a whole number of 4 KiB blocks"));
-    }
-    device::file_options options;
-    options.logical_block_size_bytes = drive_block_bytes;
-    options.block_count = d.bytes / drive_block_bytes;
-    options.create = true;
-    auto file = device::file_device::open(ring, (directory / (d.name + ".img")).string(), options);
-    if (!file) return std::unexpected(error{file.error().code, "shelf: drive " + d.name + ": " + file.error().message});
-    std::unique_ptr<device::block_device> model;
-    if (d.kind == drive_kind::hdd) {
-      model = std::make_unique<device::hdd_model>(**file, clock, device::hdd_profile::nl_sas_7k2());
-    } else {
-      model = std::make_unique<device::ssd_model>(**file, clock, device::ssd_profile::sas_12g());
-    }
-    s->specs_.push_back(d);
-    s->files_.push_back(std::move(*file));
-    s->drives_.push_back(std::move(model));
+    if (auto added = s->add(d); !added) return std::unexpected(added.error());
   }
   return s;
 }
 
+std::expected<std::size_t, error> shelf::add(const drive_spec& spec) {
+  drive_spec d = spec;
+  const bool simulated = d.path.empty();
+  auto refuse = [&](errc code, const std::string& why) { return std::unexpected(make_error(code, "shelf: drive " + d.name + ": " + why)); };
+  if (simulated && d.timing_model.empty()) d.timing_model = default_timing_model(d.kind).name;
+  const timing_model_info* model = nullptr;
+  if (!d.timing_model.empty()) {
+    model = find_timing_model(d.timing_model);
+    if (model == nullptr) return refuse(errc::invalid_argument, "no timing model \"" + d.timing_model + "\"");
+    if (model->kind != d.kind) {
+      return refuse(errc::invalid_argument, "the timing model " + d.timing_model + " is of " + (model->kind == drive_kind::hdd ? "an HDD" : "an SSD") +
+                                                ", the drive is " + (d.kind == drive_kind::hdd ? "an HDD" : "an SSD"));
+    }
+  }
+  if ((simulated && d.bytes == 0) || d.bytes % drive_block_bytes != 0) {
+    return refuse(errc::invalid_argument, std::to_string(d.bytes) + " bytes is not a whole number of 4 KiB blocks");
+  }
+  device::file_options options;
+  options.logical_block_size_bytes = drive_block_bytes;
+  options.block_count = d.bytes / drive_block_bytes;  // 0 (a drive at a path): all of it
+  if (simulated) {
+    std::error_code ec;
+    std::filesystem::create_directories(directory_, ec);
+    if (ec) return std::unexpected(make_error(errc::io_error, "shelf: cannot create " + directory_.string() + ": " + ec.message()));
+    d.path = directory_ / (d.name + ".img");
+    options.create = true;  // sparse, if missing (the first start); reopened as it is after
+  }
+  auto file = device::file_device::open(ring_, d.path.string(), options);
+  if (!file) return std::unexpected(error{file.error().code, "shelf: drive " + d.name + ": " + file.error().message});
+  const device::block_geometry& g = (*file)->geometry();
+  d.bytes = g.block_count * g.logical_block_size_bytes;
+  std::unique_ptr<device::block_device> front;
+  if (model != nullptr && model->kind == drive_kind::hdd) {
+    front = std::make_unique<device::hdd_model>(**file, clock_,
+                                                model->name == "sas_10k" ? device::hdd_profile::sas_10k() : device::hdd_profile::nl_sas_7k2());
+  } else if (model != nullptr) {
+    front = std::make_unique<device::ssd_model>(**file, clock_, device::ssd_profile::sas_12g());
+  }
+  drives_.push_back(front ? front.get() : file->get());
+  specs_.push_back(std::move(d));
+  files_.push_back(std::move(*file));
+  models_.push_back(std::move(front));
+  return drives_.size() - 1;
+}
+
 shelf::~shelf() {
-  drives_.clear();  // the models before the files they sit on
+  drives_.clear();
+  models_.clear();  // the models before the files they sit on
   files_.clear();
 }
 

@@ -1,14 +1,16 @@
-// The simulated shelf of the embedded default: model drives (HDD and SSD
-// timing, raid/device/hdd_model.h, ssd_model.h) over sparse files in the
-// state directory, so that a whole array runs on one machine and keeps its
-// data across restarts.
+// The drives of the shelf: model drives (HDD and SSD timing,
+// raid/device/hdd_model.h, ssd_model.h) over sparse files in the state
+// directory, so that a whole array runs on one machine and keeps its data
+// across restarts; or real block devices and files, used as they are (or,
+// for a file, behind a timing model if one is named).
 //
-// A drive's file is created sparse on first open and reopened as it is
-// afterwards: the same specs give the same drives, with their data. What a
+// A simulated drive's file is created sparse on first open and reopened as
+// it is afterwards: the same specs give the same drives, with their data. A
+// drive at a path of its own is never created: it must be there. What a
 // drive holds (RAID superblocks, data) is the layers above's business.
 //
-// Threads: open() blocks (file creation, open, statx): call it at start-up.
-// The drives then live on the ring's loop, like any device.
+// Threads: open() blocks (file creation, open, statx, ioctl): call it at
+// start-up. The drives then live on the ring's loop, like any device.
 // Lifetime: the ring and the clock outlive the shelf; the shelf outlives
 // everything built on its drives.
 #pragma once
@@ -17,7 +19,9 @@
 #include <expected>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "raid/device/block_device.h"
@@ -30,10 +34,38 @@ namespace strata::controller {
 enum class drive_kind : std::uint8_t { hdd, ssd };
 
 struct drive_spec {
-  std::string name;             // "hdd-00": the slot's name, and its file's (name + ".img")
+  std::string name;             // "hdd-00": the slot's name, and a simulated drive's file's (name + ".img")
   drive_kind kind = drive_kind::hdd;
-  std::uint64_t bytes = 0;      // the file's size: a whole number of 4 KiB blocks
+  // A simulated drive (empty path): its file's size, a whole number of
+  // 4 KiB blocks. A drive at a path: how much of it to use, from its
+  // start (0: all of it, in whole 4 KiB blocks).
+  std::uint64_t bytes = 0;
+  // Empty: a simulated drive, the sparse file NAME.img in the shelf's
+  // directory, created if missing. Otherwise a block device or a file that
+  // must exist, used as it is.
+  std::filesystem::path path{};
+  // The timing model in front of the drive, by name (timing_models()), or
+  // empty: for a simulated drive, its kind's model (a simulated drive
+  // always has one); for a drive at a path, none.
+  std::string timing_model{};
+  bool operator==(const drive_spec&) const = default;
 };
+
+// A timing model a drive may be put behind (raid/device/hdd_model.h,
+// ssd_model.h): its name in records and the configuration file, the kind
+// of drive it models, and the model name a Disk record shows.
+struct timing_model_info {
+  std::string_view name;         // "nl_sas_7k2"
+  drive_kind kind;
+  std::string_view description;  // "model NL-SAS 7.2k"
+  std::uint64_t nominal_bytes;   // a simulated drive's size when none is given, in whole 4 KiB blocks
+};
+// Every model: "nl_sas_7k2" and "sas_10k" (HDDs), "sas_12g" (SSDs).
+std::span<const timing_model_info> timing_models();
+// The model named `name`; null if there is none.
+const timing_model_info* find_timing_model(std::string_view name);
+// What a simulated drive of `kind` is behind when its spec names no model.
+const timing_model_info& default_timing_model(drive_kind kind);
 
 // The embedded default's shelf: 20 nearline HDDs (two RAID-6 8+2 groups),
 // and 3 SSDs (a RAID-1 pair for the performance tier, one for the read
@@ -44,25 +76,39 @@ std::vector<drive_spec> default_shelf();
 
 class shelf {
  public:
-  // Opens every drive under `directory` (created if missing), each behind
-  // the timing model of its kind. Fails naming the drive and the reason.
+  // Opens every drive: the simulated ones under `directory` (created if
+  // missing), the others at their paths; each behind its timing model, if
+  // it has one. Fails naming the drive and the reason (an unknown model, a
+  // model of the other kind, a missing or too small device).
   static std::expected<std::unique_ptr<shelf>, error> open(device::io_ring& ring, device::clock& clock,
                                                            const std::filesystem::path& directory,
                                                            const std::vector<drive_spec>& drives);
+  // Opens one more drive (a slot filled while the array runs), as open()
+  // opens each; it becomes drive size() - 1. Blocks like open(): call it
+  // where a blocking call is allowed (not a busy loop).
+  std::expected<std::size_t, error> add(const drive_spec& drive);
   ~shelf();
   shelf(const shelf&) = delete;
   shelf& operator=(const shelf&) = delete;
 
   std::size_t size() const noexcept { return drives_.size(); }
+  // Drive i's spec as opened: its path (a simulated drive's file's too),
+  // its size in bytes, and its timing model's name (empty: none).
   const drive_spec& spec(std::size_t i) const noexcept { return specs_[i]; }
-  // The drive as the layers above see it: the model over the file.
+  // The drive as the layers above see it: the model over the file, or the
+  // file itself.
   device::block_device& drive(std::size_t i) const noexcept { return *drives_[i]; }
 
  private:
-  shelf() = default;
+  shelf(device::io_ring& ring, device::clock& clock, std::filesystem::path directory)
+      : ring_(ring), clock_(clock), directory_(std::move(directory)) {}
+  device::io_ring& ring_;
+  device::clock& clock_;
+  std::filesystem::path directory_;  // the simulated drives' files
   std::vector<drive_spec> specs_;
   std::vector<std::unique_ptr<device::block_device>> files_;
-  std::vector<std::unique_ptr<device::block_device>> drives_;  // the models, over files_
+  std::vector<std::unique_ptr<device::block_device>> models_;  // over files_; null for a drive with no model
+  std::vector<device::block_device*> drives_;                  // models_[i], or files_[i] if it has none
 };
 
 }  // namespace strata::controller

@@ -1,11 +1,21 @@
 // stratad: the array daemon (README.md).
 //
-//   stratad [--state-dir DIR] [--iscsi ADDR:PORT] [--grpc ADDR:PORT]
-//           [--grpc-tls-cert FILE --grpc-tls-key FILE --grpc-token-file FILE] [--small-shelf]
+//   stratad [--config FILE] [--state-dir DIR] [--iscsi ADDR:PORT] [--portal HOST:PORT]...
+//           [--grpc ADDR:PORT] [--grpc-tls-cert FILE --grpc-tls-key FILE --grpc-token-file FILE]
+//           [--small-shelf]
 //
+// --config      a configuration file (TOML: controller/strata.example.toml,
+//               README.md): how the daemon runs ([daemon]), and what array
+//               to build on an empty state directory (the build sections;
+//               without them, the embedded default). Read only when given:
+//               there is no default path. The flags below override its
+//               [daemon] settings.
 // --state-dir   where the array keeps everything (default /var/lib/strata);
-//               an empty one gets the embedded default array
+//               an empty one gets the file's array or the embedded default
 // --iscsi       the iSCSI portal (default 127.0.0.1:3260)
+// --portal      a portal SendTargets names to initiators (repeated for
+//               several; default: the address each discovery came in on).
+//               Given on the command line, replaces the file's list
 // --grpc        the management API, with server reflection (default
 //               127.0.0.1:50051). Off loopback it takes the three below.
 // --grpc-tls-cert, --grpc-tls-key, --grpc-token-file
@@ -14,7 +24,12 @@
 //               characters) is the bearer token every call must carry. With
 //               them the API is TLS only, on any address (mgmt/README.md)
 // --small-shelf build the embedded default on 10 HDDs and 3 SSDs of a few
-//               GiB (sparse), with a 1 GiB volume: for tests
+//               GiB (sparse), with a 1 GiB volume: for tests. Not with a
+//               file that has build sections
+//
+// Exit status: 0 after a clean shutdown; 1 if the array cannot start (or
+// another daemon holds the state directory); 2 for a wrong command line or
+// configuration file (the message names FILE:LINE:COLUMN).
 //
 // This file is the composition root: the only one in controller/ that
 // reaches up to mgmt/ (the management plane drives the controller).
@@ -32,6 +47,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <optional>
 #include <string>
 #include <sys/file.h>
 #include <sys/socket.h>
@@ -39,6 +55,7 @@
 #include <unistd.h>
 
 #include "controller/array.h"
+#include "controller/config_file.h"
 #include "mgmt/server.h"
 #include "raid/device/run_loop.h"
 
@@ -57,8 +74,9 @@ void say(const char* level, const std::string& what) {
 [[noreturn]] void usage(const std::string& problem) {
   say("error", problem);
   std::fprintf(stderr,
-               "usage: stratad [--state-dir DIR] [--iscsi ADDR:PORT] [--grpc ADDR:PORT]\n"
-               "               [--grpc-tls-cert FILE --grpc-tls-key FILE --grpc-token-file FILE] [--small-shelf]\n");
+               "usage: stratad [--config FILE] [--state-dir DIR] [--iscsi ADDR:PORT] [--portal HOST:PORT]...\n"
+               "               [--grpc ADDR:PORT] [--grpc-tls-cert FILE --grpc-tls-key FILE --grpc-token-file FILE]\n"
+               "               [--small-shelf]\n");
   std::exit(2);
 }
 
@@ -100,57 +118,102 @@ void notify_systemd(const char* state) {
   ::close(fd);
 }
 
-std::vector<strata::controller::drive_spec> small_shelf() {
+// --small-shelf: the embedded default's layout over small drives.
+strata::controller::array_plan small_plan() {
   using strata::controller::drive_kind;
   std::vector<strata::controller::drive_spec> d;
-  for (int i = 0; i < 10; ++i) d.push_back({"hdd-0" + std::to_string(i), drive_kind::hdd, 4ull << 30});
-  for (int i = 0; i < 3; ++i) d.push_back({"ssd-0" + std::to_string(i), drive_kind::ssd, 2ull << 30});
-  return d;
+  for (int i = 0; i < 10; ++i) d.push_back({"hdd-0" + std::to_string(i), drive_kind::hdd, 4ull << 30, {}, "nl_sas_7k2"});
+  for (int i = 0; i < 3; ++i) d.push_back({"ssd-0" + std::to_string(i), drive_kind::ssd, 2ull << 30, {}, "sas_12g"});
+  return strata::controller::default_plan(std::move(d), 1ull << 30);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  strata::controller::array_options options;
-  std::string grpc_address = "127.0.0.1:50051";
-  strata::mgmt::security_options grpc_security;
+  namespace controller = strata::controller;
+  // The command line, which overrides the file's [daemon] settings.
+  std::optional<std::filesystem::path> config_path, state_dir, tls_cert, tls_key, token_file;
+  std::optional<std::string> iscsi, grpc;
+  std::optional<std::vector<std::string>> portals;
+  bool small_shelf = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
       if (i + 1 >= argc) usage(arg + " needs a value");
       return argv[++i];
     };
-    if (arg == "--state-dir") {
-      options.state_dir = value();
+    if (arg == "--config") {
+      config_path = value();
+    } else if (arg == "--state-dir") {
+      state_dir = value();
     } else if (arg == "--iscsi") {
-      const std::string v = value();
-      const auto colon = v.rfind(':');
-      if (colon == std::string::npos) usage("--iscsi takes ADDR:PORT");
-      boost::system::error_code ec;
-      const auto address = boost::asio::ip::make_address(v.substr(0, colon), ec);
-      if (ec) usage("--iscsi: " + v.substr(0, colon) + " is not an address");
-      const std::string port = v.substr(colon + 1);
-      if (port.empty() || port.size() > 5 || !std::ranges::all_of(port, [](char c) { return c >= '0' && c <= '9'; }) ||
-          std::stoul(port) > 65535) {
-        usage("--iscsi: " + port + " is not a port");
-      }
-      options.iscsi = {address, static_cast<unsigned short>(std::stoul(port))};
+      iscsi = value();
+      if (auto bad = controller::parse_listen_address(*iscsi); !bad) usage("--iscsi takes ADDR:PORT: " + bad.error());
+    } else if (arg == "--portal") {
+      if (!portals) portals.emplace();
+      portals->push_back(value());
     } else if (arg == "--grpc") {
-      grpc_address = value();
+      grpc = value();
     } else if (arg == "--grpc-tls-cert") {
-      grpc_security.tls_cert = value();
+      tls_cert = value();
     } else if (arg == "--grpc-tls-key") {
-      grpc_security.tls_key = value();
+      tls_key = value();
     } else if (arg == "--grpc-token-file") {
-      grpc_security.token_file = value();
+      token_file = value();
     } else if (arg == "--small-shelf") {
-      options.shelf = small_shelf();
-      options.default_volume_bytes = 1ull << 30;
+      small_shelf = true;
     } else {
       usage("unknown argument " + arg);
     }
   }
+  controller::strata_config config;
+  if (config_path) {
+    auto loaded = controller::load_config(*config_path);
+    if (!loaded) {
+      say("error", loaded.error().message);
+      return 2;
+    }
+    config = std::move(*loaded);
+  }
+  controller::daemon_settings& settings = config.daemon;
+  if (state_dir) settings.state_dir = *state_dir;
+  if (iscsi) settings.iscsi_listen = *iscsi;
+  if (portals) settings.iscsi_portals = *portals;
+  if (grpc) settings.grpc_listen = *grpc;
+  if (tls_cert) settings.grpc_tls_cert = *tls_cert;
+  if (tls_key) settings.grpc_tls_key = *tls_key;
+  if (token_file) settings.grpc_token_file = *token_file;
+  for (const std::string& p : settings.iscsi_portals) {
+    if (auto bad = controller::check_portal(p)) usage("--portal takes HOST:PORT: " + *bad);
+  }
+  const bool file_builds = config.plan.has_value();
+  if (small_shelf && config.plan) usage("--small-shelf and the build sections of " + config_path->string() + " both say what to build");
+
+  controller::array_options options;
+  options.state_dir = settings.state_dir;
+  const auto listen = controller::parse_listen_address(settings.iscsi_listen);  // checked by the file's parser or above
+  if (!listen) usage("the iSCSI portal: " + listen.error());
+  options.iscsi = {boost::asio::ip::make_address(listen->address), listen->port};
+  options.iscsi_portals = settings.iscsi_portals;
+  options.target_name = settings.target_name;
+  if (config.plan) {
+    options.plan = std::move(*config.plan);
+  } else if (small_shelf) {
+    options.plan = small_plan();
+  }
+  const std::string grpc_address = settings.grpc_listen;
+  strata::mgmt::security_options grpc_security{settings.grpc_tls_cert, settings.grpc_tls_key, settings.grpc_token_file};
   if (!options.iscsi.address().is_loopback()) usage("the iSCSI portal listens on loopback only (until TLS and tokens come)");
+  if (config_path) {
+    say("info", "configuration: " + config_path->string());
+    // The build sections are for an empty state directory: once the
+    // config store exists, the array is what it and the superblocks say.
+    std::error_code ec;
+    if (file_builds && std::filesystem::exists(options.state_dir / "config", ec)) {
+      say("info", options.state_dir.string() + " holds an array already: it is assembled from its own records, and the build "
+                  "sections of " + config_path->string() + " are not read (they are for an empty state directory)");
+    }
+  }
   const int lock = take_lock(options.state_dir);
   options.log = [](std::string_view what) { say("info", std::string(what)); };
   options.event = [](strata::controller::severity level, std::string_view what) {

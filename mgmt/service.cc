@@ -98,6 +98,8 @@ grpc::Status status_of(const error& e, const std::string& field = {}) {
       return fail(grpc::StatusCode::NOT_FOUND, field, e.message);
     case errc::timed_out:
       return fail(grpc::StatusCode::DEADLINE_EXCEEDED, field, e.message);
+    case errc::busy:  // the resource's state does not allow it now
+      return fail(grpc::StatusCode::FAILED_PRECONDITION, field, e.message);
     default:
       return fail(grpc::StatusCode::INTERNAL, field, e.message);
   }
@@ -561,18 +563,147 @@ grpc::Status array_service::GetVersion(grpc::ServerContext*, const v1::GetVersio
   return grpc::Status::OK;
 }
 
+namespace {
+
+// The output-only fields of disk and group records: what the array sees
+// now, filled in on its loop.
+template <class Record>
+void describe(controller::array* array, Record* record) {
+  if (array == nullptr) return;
+  (void)on_loop(*array, [array, record](auto done) {
+    array->drives().describe(*record);
+    done({});
+  });
+}
+template <class Record>
+void describe(controller::array* array, google::protobuf::RepeatedPtrField<Record>* records) {
+  if (array == nullptr) return;
+  (void)on_loop(*array, [array, records](auto done) {
+    for (Record& r : *records) array->drives().describe(r);
+    done({});
+  });
+}
+
+}  // namespace
+
 grpc::Status array_service::ListDisks(grpc::ServerContext*, const v1::ListRequest* in, v1::ListDisksResponse* out) {
-  return list(config_, "disks/", *in, out, &v1::ListDisksResponse::add_disks);
+  auto status = list(config_, "disks/", *in, out, &v1::ListDisksResponse::add_disks);
+  if (status.ok()) describe(array_, out->mutable_disks());
+  return status;
 }
 grpc::Status array_service::GetDisk(grpc::ServerContext*, const v1::GetRequest* in, v1::Disk* out) {
-  return get(config_, "disks/", *in, out);
+  auto status = get(config_, "disks/", *in, out);
+  if (status.ok()) describe(array_, out);
+  return status;
 }
 grpc::Status array_service::ListDiskGroups(grpc::ServerContext*, const v1::ListRequest* in, v1::ListDiskGroupsResponse* out) {
-  return list(config_, "groups/", *in, out, &v1::ListDiskGroupsResponse::add_groups);
+  auto status = list(config_, "groups/", *in, out, &v1::ListDiskGroupsResponse::add_groups);
+  if (status.ok()) describe(array_, out->mutable_groups());
+  return status;
 }
 grpc::Status array_service::GetDiskGroup(grpc::ServerContext*, const v1::GetRequest* in, v1::DiskGroup* out) {
-  return get(config_, "groups/", *in, out);
+  auto status = get(config_, "groups/", *in, out);
+  if (status.ok()) describe(array_, out);
+  return status;
 }
+
+grpc::Status array_service::CreateDisk(grpc::ServerContext*, const v1::CreateDiskRequest* in, v1::Disk* out) {
+  if (!valid_id(in->disk_id())) return invalid("disk_id", "\"" + in->disk_id() + "\" is not [a-z][a-z0-9-]*, at most 63");
+  const v1::Disk& d = in->disk();
+  if (d.kind() != v1::HDD && d.kind() != v1::SSD) return invalid("disk.kind", "HDD or SSD");
+  constexpr std::uint64_t smallest = 64ull << 20;
+  if (d.size_bytes() < smallest || d.size_bytes() % 4096 != 0) {
+    return invalid("disk.size_bytes", std::to_string(d.size_bytes()) + " is not a multiple of 4096 of at least 64 MiB");
+  }
+  std::lock_guard hold(changes_);
+  const std::string name = "disks/" + in->disk_id();
+  if (config_.get(name)) return fail(grpc::StatusCode::ALREADY_EXISTS, "disk_id", name + " exists");
+  if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to add the disk to");
+  auto added = on_loop(*array_, [this, id = in->disk_id(), kind = d.kind() == v1::HDD ? controller::drive_kind::hdd : controller::drive_kind::ssd,
+                                 bytes = d.size_bytes(), out](auto done) {
+    auto disk = array_->add_disk(id, kind, bytes);
+    if (!disk) return done(std::unexpected(disk.error()));
+    *out = std::move(*disk);
+    done({});
+  });
+  if (!added) return status_of(added.error(), "disk");
+  controller::config_batch b;
+  b.put(name, out->SerializeAsString());
+  if (auto done = commit(config_, b); !done.ok()) return done;
+  array_->events().record(controller::severity::info, name, "added: a simulated " + v1::DiskKind_Name(d.kind()) + " of " +
+                                                                std::to_string(d.size_bytes()) + " bytes in slot " + std::to_string(out->slot()));
+  describe(array_, out);
+  return grpc::Status::OK;
+}
+
+grpc::Status array_service::UpdateDisk(grpc::ServerContext*, const v1::UpdateDiskRequest* in, v1::Disk* out) {
+  const auto paths = paths_of(in->update_mask(), {"spare"});
+  if (!paths) return paths.error();
+  const std::string& name = in->disk().name();
+  std::lock_guard hold(changes_);
+  auto disk = name.starts_with("disks/") ? read<v1::Disk>(config_, name) : std::nullopt;
+  if (!disk) return fail(grpc::StatusCode::NOT_FOUND, "disk.name", name + " does not exist");
+  if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to change the disk in");
+  const bool spare = in->disk().spare();
+  auto changed = on_loop(*array_, [this, name, spare](auto done) { done(array_->drives().set_spare(name, spare)); });
+  if (!changed) return status_of(changed.error(), "disk.spare");
+  disk->set_spare(spare);
+  controller::config_batch b;
+  b.put(name, disk->SerializeAsString());
+  if (auto done = commit(config_, b); !done.ok()) {
+    (void)on_loop(*array_, [this, name, spare](auto undo) { undo(array_->drives().set_spare(name, !spare)); });
+    return done;
+  }
+  *out = *disk;
+  describe(array_, out);
+  return grpc::Status::OK;
+}
+
+grpc::Status array_service::FailDisk(grpc::ServerContext*, const v1::GetRequest* in, v1::Disk* out) {
+  std::lock_guard hold(changes_);
+  if (auto status = get(config_, "disks/", *in, out); !status.ok()) return status;
+  if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to fail the disk in");
+  // Described in the same turn of the loop: a hot spare may take its place right after.
+  auto failed = on_loop(*array_, [this, out](auto done) {
+    auto r = array_->drives().fail_disk(out->name());
+    if (r) array_->drives().describe(*out);
+    done(std::move(r));
+  });
+  if (!failed) return status_of(failed.error(), "name");
+  return grpc::Status::OK;
+}
+
+grpc::Status array_service::ReplaceDisk(grpc::ServerContext*, const v1::ReplaceDiskRequest* in, v1::Operation* out) {
+  std::lock_guard hold(changes_);
+  if (!in->name().starts_with("disks/") || !config_.get(in->name())) return fail(grpc::StatusCode::NOT_FOUND, "name", in->name() + " does not exist");
+  if (!in->replacement().starts_with("disks/") || !config_.get(in->replacement())) {
+    return fail(grpc::StatusCode::NOT_FOUND, "replacement", in->replacement() + " does not exist");
+  }
+  if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to replace the disk in");
+  auto started = on_loop(*array_, [this, in, out](auto done) {
+    auto op = array_->drives().replace_disk(in->name(), in->replacement());
+    if (!op) return done(std::unexpected(op.error()));
+    *out = std::move(*op);
+    done({});
+  });
+  if (!started) return status_of(started.error(), started.error().code == make_error_code(errc::not_found) ? "replacement" : "name");
+  return grpc::Status::OK;
+}
+
+grpc::Status array_service::ScrubDiskGroup(grpc::ServerContext*, const v1::GetRequest* in, v1::Operation* out) {
+  std::lock_guard hold(changes_);
+  if (!in->name().starts_with("groups/") || !config_.get(in->name())) return fail(grpc::StatusCode::NOT_FOUND, "name", in->name() + " does not exist");
+  if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to scrub");
+  auto started = on_loop(*array_, [this, in, out](auto done) {
+    auto op = array_->drives().scrub(in->name());
+    if (!op) return done(std::unexpected(op.error()));
+    *out = std::move(*op);
+    done({});
+  });
+  if (!started) return status_of(started.error(), "name");
+  return grpc::Status::OK;
+}
+
 grpc::Status array_service::ListPools(grpc::ServerContext*, const v1::ListRequest* in, v1::ListPoolsResponse* out) {
   return list(config_, "pools/", *in, out, &v1::ListPoolsResponse::add_pools);
 }

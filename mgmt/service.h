@@ -25,6 +25,11 @@ class array_service final : public v1::Array::Service {
   grpc::Status GetVersion(grpc::ServerContext*, const v1::GetVersionRequest*, v1::GetVersionResponse* out) override;
   grpc::Status ListDisks(grpc::ServerContext*, const v1::ListRequest* in, v1::ListDisksResponse* out) override;
   grpc::Status GetDisk(grpc::ServerContext*, const v1::GetRequest* in, v1::Disk* out) override;
+  grpc::Status CreateDisk(grpc::ServerContext*, const v1::CreateDiskRequest* in, v1::Disk* out) override;
+  grpc::Status UpdateDisk(grpc::ServerContext*, const v1::UpdateDiskRequest* in, v1::Disk* out) override;
+  grpc::Status FailDisk(grpc::ServerContext*, const v1::GetRequest* in, v1::Disk* out) override;
+  grpc::Status ReplaceDisk(grpc::ServerContext*, const v1::ReplaceDiskRequest* in, v1::Operation* out) override;
+  grpc::Status ScrubDiskGroup(grpc::ServerContext*, const v1::GetRequest* in, v1::Operation* out) override;
   grpc::Status ListDiskGroups(grpc::ServerContext*, const v1::ListRequest* in, v1::ListDiskGroupsResponse* out) override;
   grpc::Status GetDiskGroup(grpc::ServerContext*, const v1::GetRequest* in, v1::DiskGroup* out) override;
   grpc::Status ListPools(grpc::ServerContext*, const v1::ListRequest* in, v1::ListPoolsResponse* out) override;

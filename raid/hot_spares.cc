@@ -31,6 +31,10 @@ void hot_spares::add(device::block_device& spare) {
   cover_all();
 }
 
+bool hot_spares::remove(device::block_device& spare) {
+  return std::erase(spares_, &spare) > 0;
+}
+
 void hot_spares::watch(member_replacement& group) {
   if (find(group) == nullptr) {
     watched w;

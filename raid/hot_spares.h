@@ -60,6 +60,9 @@ class hot_spares {
 
   // A blank device to hand out. It covers a failed member already waiting.
   void add(device::block_device& spare);
+  // Takes back a spare no rebuild uses: false if it is not waiting here
+  // (a rebuild took it, or it was never added).
+  bool remove(device::block_device& spare);
   std::size_t available() const noexcept { return spares_.size(); }
   std::size_t rebuilding() const noexcept;
 

@@ -571,6 +571,12 @@ rebuild_progress raid1_group::resync_status() const {
   return p;
 }
 
+void raid1_group::cancel_rebuild() {
+  if (!sync_.running || !sync_.rebuild || sync_.error) return;
+  sync_.error = make_error_code(errc::canceled);
+  boost::asio::post(executor(), [this] { sync_next(); });  // ends it unless a chunk is being copied
+}
+
 // Locks the next chunk: writes already over it are waited for, new ones
 // wait for its copy.
 void raid1_group::sync_next() {

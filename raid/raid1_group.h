@@ -109,6 +109,8 @@ class raid1_group final : public device::block_device, public member_replacement
   void fail_member(unsigned member);
   unsigned member_count() const noexcept override { return static_cast<unsigned>(members_.size()); }
   bool member_failed(unsigned member) const noexcept override { return failed_[member]; }
+  // As raid6_group::member_device.
+  const device::block_device* member_device(unsigned member) const noexcept { return members_[member]; }
   unsigned working_members() const noexcept;
   const member_health& health(unsigned member) const noexcept { return health_[member]; }
   std::uint64_t reads_served(unsigned member) const noexcept { return reads_served_[member]; }
@@ -123,6 +125,8 @@ class raid1_group final : public device::block_device, public member_replacement
   std::optional<error> replace_member(unsigned member, device::block_device* spare,
                                       std::function<void(std::error_code)> done) override;
   rebuild_progress rebuild_status() const;
+  // As raid6_group::cancel_rebuild.
+  void cancel_rebuild();
   // The resync after an unclean shutdown: bytes of the marked regions.
   rebuild_progress resync_status() const;
   // As raid6_group::mark_clean.

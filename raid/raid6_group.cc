@@ -669,15 +669,18 @@ void raid6_group::scrub(std::function<void(const scrub_report&)> done) {
   scrub_.report = {};
   scrub_.next_stripe = 0;
   scrub_.running = true;
+  scrub_.cancel = false;
   scrub_next();
 }
 
 void raid6_group::scrub_next() {
   const bool degraded = failed_members() > 0;
-  if (scrub_.next_stripe == layout_.stripes || degraded) {
+  if (scrub_.next_stripe == layout_.stripes || degraded || scrub_.cancel) {
     // A member failed mid-scrub: without every member there is nothing to
     // check against, so stop and say so.
     if (degraded && !scrub_.report.error) scrub_.report.error = errc::not_supported;
+    if (scrub_.cancel && !scrub_.report.error) scrub_.report.error = errc::canceled;
+    scrub_.cancel = false;
     scrub_.running = false;
     auto done = std::move(scrub_.done);
     done(scrub_.report);
@@ -755,6 +758,12 @@ std::optional<error> raid6_group::replace_member(unsigned member, block_device* 
   // Start from the loop: the caller gets its answer first.
   boost::asio::post(executor(), [this] { rebuild_next(); });
   return std::nullopt;
+}
+
+void raid6_group::cancel_rebuild() {
+  if (rebuild_.member == rebuild_state::none || rebuild_.error) return;
+  rebuild_.error = make_error_code(errc::canceled);
+  boost::asio::post(executor(), [this] { rebuild_next(); });  // ends it if nothing is in flight
 }
 
 rebuild_progress raid6_group::rebuild_status() const {

@@ -169,6 +169,9 @@ class raid6_group final : public device::block_device, public member_replacement
   const member_health& health(unsigned member) const noexcept { return health_[member]; }
   unsigned member_count() const noexcept override { return layout_.members; }
   bool member_failed(unsigned member) const noexcept override { return failed_[member]; }
+  // The device in member `member`'s place: after a replacement the spare;
+  // for a member missing at assembly a stand-in that fails every I/O.
+  const device::block_device* member_device(unsigned member) const noexcept { return members_[member]; }
   unsigned failed_members() const noexcept;
   // More members failed than the group survives.
   bool group_failed() const noexcept { return failed_members() > 2; }
@@ -184,6 +187,10 @@ class raid6_group final : public device::block_device, public member_replacement
   std::optional<error> replace_member(unsigned member, device::block_device* spare,
                                       std::function<void(std::error_code)> done) override;
   rebuild_progress rebuild_status() const;
+  // Stops the running rebuild once its stripes in flight end: the new
+  // member is then failed out, partly rebuilt (member_failure::rebuild),
+  // and `done` gets errc::canceled. Nothing if no rebuild runs.
+  void cancel_rebuild();
 
   // Reads every stripe, checks P and Q against the data and rewrites a
   // single wrong strip, located from the syndromes (pq_codec::check). One
@@ -194,6 +201,10 @@ class raid6_group final : public device::block_device, public member_replacement
   void scrub(std::function<void(const scrub_report&)> done);
   bool scrubbing() const noexcept { return scrub_.running; }
   std::uint64_t scrub_stripes_done() const noexcept { return scrub_.next_stripe; }
+  std::uint64_t stripes() const noexcept { return layout_.stripes; }
+  // Stops the running scrub after the stripe it checks: `done` gets what
+  // it found so far, with error errc::canceled. Nothing if none runs.
+  void cancel_scrub() noexcept { scrub_.cancel = scrub_.running; }
 
   // Blocks that members could not read, rebuilt from the others and
   // written back (a drive remaps a sector when it is rewritten).
@@ -342,6 +353,7 @@ class raid6_group final : public device::block_device, public member_replacement
     scrub_report report;
     std::uint64_t next_stripe = 0;
     bool running = false;
+    bool cancel = false;  // stop before the next stripe
   };
   scrub_state scrub_;
   struct rebuild_state {

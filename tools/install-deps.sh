@@ -19,6 +19,7 @@ packages=(
   libssl-dev         # libcrypto: the MD5/SHA digests and random challenges of iSCSI CHAP
   libfmt-dev
   nlohmann-json3-dev # reading fio's JSON in the benchmark
+  libtomlplusplus-dev # stratad's configuration file (TOML, controller/config_file.cc)
   catch2             # 2.13, header-only
   # benchmark peers and test clients
   fio

@@ -1242,16 +1242,20 @@ void connection::answer_text(const bhs& h, std::vector<std::uint8_t> data) {
       answers.emplace_back(k, "NotUnderstood");
       continue;
     }
-    boost::system::error_code ec;
-    const auto here = socket_.local_endpoint(ec);
-    if (ec) break;
-    const std::string address = (here.address().is_v6() ? "[" + here.address().to_string() + "]" : here.address().to_string()) +
-                                ":" + std::to_string(here.port()) + ",1";
+    std::vector<std::string> addresses;  // "host:port,1"
+    for (const std::string& portal : server_.options().portals) addresses.push_back(portal + ",1");
+    if (addresses.empty()) {
+      boost::system::error_code ec;
+      const auto here = socket_.local_endpoint(ec);
+      if (ec) break;
+      addresses.push_back((here.address().is_v6() ? "[" + here.address().to_string() + "]" : here.address().to_string()) + ":" +
+                          std::to_string(here.port()) + ",1");
+    }
     for (const auto& t : server_.targets()) {
       if (v != "All" && v != t->name && !(v.empty() && target_ != nullptr && t->name == target_->name)) continue;
       if (t->access_for(params_.initiator_name) == nullptr) continue;  // masked: it does not exist for this initiator
       answers.emplace_back("TargetName", t->name);
-      answers.emplace_back("TargetAddress", address);
+      for (const std::string& address : addresses) answers.emplace_back("TargetAddress", address);
     }
   }
   text_rest_ = format_text(answers);

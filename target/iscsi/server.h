@@ -77,6 +77,12 @@ struct server_options {
   // answered (up to 16 MiB each): its CmdSN window closes at this, so that
   // one initiator cannot pin the memory every other session needs.
   std::size_t max_held_write_bytes = 64u << 20;
+  // The portals SendTargets names in TargetAddress, each "host:port" (a
+  // DNS name, an IPv4 address or an [IPv6] one), all in portal group 1:
+  // the addresses initiators reach the target at, where that is not the
+  // one they came in on (NAT, a service address, several interfaces).
+  // Empty: the address the discovery connection came in on.
+  std::vector<std::string> portals;
   // What a discovery session must prove, and may ask the target to prove;
   // no `chap`: discovery is open to anyone. `luns` is unused.
   initiator_access discovery;

@@ -584,3 +584,70 @@ TEST_CASE("api: the event log lists newest first, paged", "[mgmt]") {
   CHECK(rest == std::vector<std::string>{"event 3", "event 2", "event 1"});
   CHECK(refused(a.call(&v1::Array::Stub::ListEvents, page(2, "hosts/x"), out), grpc::StatusCode::INVALID_ARGUMENT, "page_token"));
 }
+
+TEST_CASE("api: disk and group commands check the names and the mask before the array", "[mgmt]") {
+  api a;
+  v1::UpdateDiskRequest update;
+  update.mutable_disk()->set_name("disks/hdd-03");
+  update.mutable_disk()->set_spare(true);
+  v1::Disk disk;
+  auto s = a.call(&v1::Array::Stub::UpdateDisk, update, disk);
+  CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(s.error_message() == "update_mask: empty; name the fields to change (spare)");
+  update.mutable_update_mask()->add_paths("size_bytes");
+  s = a.call(&v1::Array::Stub::UpdateDisk, update, disk);
+  CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(s.error_message() == "update_mask: \"size_bytes\" cannot be changed; these can: spare");
+  update.mutable_update_mask()->set_paths(0, "spare");
+  update.mutable_disk()->set_name("disks/hdd-77");
+  s = a.call(&v1::Array::Stub::UpdateDisk, update, disk);
+  CHECK(s.error_code() == grpc::StatusCode::NOT_FOUND);
+  CHECK(s.error_message() == "disk.name: disks/hdd-77 does not exist");
+  update.mutable_disk()->set_name("disks/hdd-03");
+  s = a.call(&v1::Array::Stub::UpdateDisk, update, disk);
+  CHECK(s.error_code() == grpc::StatusCode::UNAVAILABLE);  // no array behind this server
+
+  v1::GetRequest get;
+  get.set_name("disks/hdd-77");
+  s = a.call(&v1::Array::Stub::FailDisk, get, disk);
+  CHECK(s.error_code() == grpc::StatusCode::NOT_FOUND);
+  CHECK(s.error_message() == "name: disks/hdd-77 does not exist");
+
+  v1::ReplaceDiskRequest replace;
+  v1::Operation op;
+  replace.set_name("disks/hdd-03");
+  replace.set_replacement("disks/ssd-09");
+  s = a.call(&v1::Array::Stub::ReplaceDisk, replace, op);
+  CHECK(s.error_code() == grpc::StatusCode::NOT_FOUND);
+  CHECK(s.error_message() == "replacement: disks/ssd-09 does not exist");
+  replace.set_name("hdd-03");  // not a resource name
+  s = a.call(&v1::Array::Stub::ReplaceDisk, replace, op);
+  CHECK(s.error_code() == grpc::StatusCode::NOT_FOUND);
+  CHECK(s.error_message() == "name: hdd-03 does not exist");
+
+  get.set_name("groups/g9");
+  s = a.call(&v1::Array::Stub::ScrubDiskGroup, get, op);
+  CHECK(s.error_code() == grpc::StatusCode::NOT_FOUND);
+  CHECK(s.error_message() == "name: groups/g9 does not exist");
+
+  v1::CreateDiskRequest create;
+  create.set_disk_id("HDD 1");
+  s = a.call(&v1::Array::Stub::CreateDisk, create, disk);
+  CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(s.error_message().starts_with("disk_id:"));
+  create.set_disk_id("hdd-03");
+  create.mutable_disk()->set_kind(v1::HDD);
+  create.mutable_disk()->set_size_bytes(1ull << 30);
+  s = a.call(&v1::Array::Stub::CreateDisk, create, disk);
+  CHECK(s.error_code() == grpc::StatusCode::ALREADY_EXISTS);
+  create.set_disk_id("hdd-10");
+  create.mutable_disk()->set_size_bytes((1ull << 30) + 1);
+  s = a.call(&v1::Array::Stub::CreateDisk, create, disk);
+  CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(s.error_message().starts_with("disk.size_bytes:"));
+  create.mutable_disk()->set_size_bytes(1ull << 30);
+  create.mutable_disk()->set_kind(v1::DISK_KIND_UNSPECIFIED);
+  s = a.call(&v1::Array::Stub::CreateDisk, create, disk);
+  CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(s.error_message().starts_with("disk.kind:"));
+}

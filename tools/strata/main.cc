@@ -4,6 +4,11 @@
 //   strata [--api ADDR:PORT] [--tls-ca FILE] [--token-file FILE] [--json] NOUN VERB [NAME]
 //
 //   disk list | disk show NAME          group list | group show NAME
+//   disk add NAME --kind hdd|ssd --size SIZE   (a simulated drive in a new slot)
+//   disk fail NAME                      (out of its group, as a dying drive)
+//   disk replace NAME --with DISK [--wait]   (a rebuild onto DISK: an operation)
+//   disk spare NAME | disk unspare NAME (a hot spare for every group, or not)
+//   group scrub NAME [--wait]           (RAID-6 parity check: an operation)
 //   pool list | pool show NAME          volume list [POOL] | volume show NAME
 //   host list | host show NAME          map list | map show NAME
 //   volume create NAME --size SIZE [--pool POOL] [--affinity auto|performance|capacity]
@@ -71,6 +76,7 @@ constexpr int exit_unreachable = 3;
                "strata: %s\n"
                "usage: strata [--api ADDR:PORT] [--tls-ca FILE] [--token-file FILE] [--json] NOUN VERB [NAME]\n"
                "  disk|group|pool|host|map list, disk|group|pool|volume|host|map show NAME,\n"
+               "  disk add NAME --kind hdd|ssd --size SIZE, disk fail NAME, disk replace NAME --with DISK [--wait], disk spare|unspare NAME, group scrub NAME [--wait],\n"
                "  volume list [POOL], volume create NAME --size SIZE [--pool POOL] [--affinity auto|performance|capacity],\n"
                "  volume update NAME [--size SIZE] [--affinity A], volume delete NAME [--wait],\n"
                "  host add NAME (--iqn IQN)... [--any] [--chap USER:SECRET [--mutual-chap USER:SECRET]],\n"
@@ -138,10 +144,30 @@ void table(const std::vector<std::string>& header, const std::vector<std::vector
   for (const auto& r : rows) print(r);
 }
 
-std::vector<std::string> row(const v1::Disk& d) {
-  return {d.name(), v1::DiskKind_Name(d.kind()), size(d.size_bytes()), d.model(), d.serial()};
+// An enum value's name without its prefix: DISK_ONLINE → ONLINE.
+std::string state_name(const std::string& full, std::string_view prefix) {
+  return full.starts_with(prefix) ? full.substr(prefix.size()) : full;
 }
-std::vector<std::string> row(const v1::DiskGroup& g) { return {g.name(), v1::GroupKind_Name(g.kind()), joined(g.members())}; }
+std::vector<std::string> row(const v1::Disk& d) {
+  std::string health = std::to_string(d.health().read_errors()) + "/" + std::to_string(d.health().timeouts());
+  if (!d.health().failure().empty()) health += " " + d.health().failure();
+  std::string group = d.group().empty() ? "-" : d.group() + "#" + std::to_string(d.member());
+  return {d.name(),  std::to_string(d.slot()), v1::DiskKind_Name(d.kind()), size(d.size_bytes()),
+          state_name(v1::DiskState_Name(d.state()), "DISK_"), group, health, d.model(), d.serial()};
+}
+std::vector<std::string> row(const v1::DiskGroup& g) {
+  std::string work = "-";
+  if (g.state() == v1::GROUP_REBUILDING && g.rebuild_bytes_total() > 0) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "rebuild %.0f%%, %.0f s left", 100.0 * static_cast<double>(g.rebuild_bytes_done()) / static_cast<double>(g.rebuild_bytes_total()),
+                  g.rebuild_eta_seconds());
+    work = buf;
+  } else if (g.scrubbing()) {
+    work = "scrubbing";
+  }
+  return {g.name(), v1::GroupKind_Name(g.kind()), state_name(v1::GroupState_Name(g.state()), "GROUP_"), size(g.size_bytes()), work,
+          std::to_string(g.repaired_blocks()), joined(g.members())};
+}
 std::vector<std::string> row(const v1::Pool& p) {
   return {p.name(), joined(p.groups()), p.read_cache_group().empty() ? "-" : p.read_cache_group()};
 }
@@ -330,7 +356,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> words;
   // Options with a value (--iqn may repeat), and those without.
   static const std::set<std::string> valued{"--size", "--pool", "--affinity", "--lun", "--host", "--name",
-                                            "--iqn", "--chap", "--mutual-chap", "--limit"};
+                                            "--iqn", "--chap", "--mutual-chap", "--limit", "--with", "--kind"};
   static const std::set<std::string> switches{"--wait", "--any", "--no-chap"};
   std::map<std::string, std::vector<std::string>> flags;
   for (int i = 1; i < argc; ++i) {
@@ -395,7 +421,8 @@ int main(int argc, char** argv) {
     std::printf(as_json ? "%s\n" : "%s", as_json ? json(out).c_str() : ("strata " + out.version() + ", controller " + out.controller() + "\n").c_str());
     return 0;
   }
-  const std::vector<std::string> disk_h{"NAME", "KIND", "SIZE", "MODEL", "SERIAL"}, group_h{"NAME", "KIND", "MEMBERS"},
+  const std::vector<std::string> disk_h{"NAME", "SLOT", "KIND", "SIZE", "STATE", "GROUP#MEMBER", "READ ERRORS/TIMEOUTS", "MODEL", "SERIAL"},
+      group_h{"NAME", "KIND", "STATE", "SIZE", "BACKGROUND", "REPAIRED BLOCKS", "MEMBERS"},
       pool_h{"NAME", "GROUPS", "READ CACHE"}, volume_h{"NAME", "SIZE", "BLOCK", "AFFINITY", "SERIAL"},
       host_h{"NAME", "INITIATORS", "CHAP"}, map_h{"NAME", "VOLUME", "HOST", "LUN"},
       op_h{"NAME", "KIND", "RESOURCE", "STATE", "PROGRESS", "ERROR"}, event_h{"TIME", "SEVERITY", "RESOURCE", "MESSAGE"};
@@ -440,12 +467,9 @@ int main(int argc, char** argv) {
     if (in.update_mask().paths().empty()) usage("volume update needs --size or --affinity");
     return c.change<v1::UpdateVolumeRequest, v1::Volume>(&S::UpdateVolume, in, volume_h);
   }
-  if (noun == "volume" && verb == "delete") {
-    need_name();
-    v1::DeleteRequest in;
-    in.set_name(volume_name(name));
-    v1::Operation op;
-    if (auto s = c.call(&S::DeleteVolume, in, op); !s.ok()) return fail(s);
+  // An operation just started: printed at once, or with --wait when it
+  // has ended (exit 1 unless it SUCCEEDED).
+  auto started = [&](v1::Operation op) {
     while (flags.contains("--wait") && op.state() == v1::Operation::RUNNING) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       v1::GetRequest get;
@@ -453,7 +477,59 @@ int main(int argc, char** argv) {
       if (auto s = c.call(&S::GetOperation, get, op); !s.ok()) return fail(s);
     }
     c.print(op, op_h);
-    return op.state() == v1::Operation::FAILED ? exit_refused : 0;
+    return op.state() == v1::Operation::FAILED || op.state() == v1::Operation::CANCELLED ? exit_refused : 0;
+  };
+  if (noun == "volume" && verb == "delete") {
+    need_name();
+    v1::DeleteRequest in;
+    in.set_name(volume_name(name));
+    v1::Operation op;
+    if (auto s = c.call(&S::DeleteVolume, in, op); !s.ok()) return fail(s);
+    return started(op);
+  }
+  if (noun == "disk" && verb == "add") {
+    need_name();
+    const std::string kind = flag("--kind", "");
+    if (kind != "hdd" && kind != "ssd") usage("disk add needs --kind hdd or ssd");
+    const std::uint64_t bytes = parse_size(flag("--size", ""));
+    if (bytes == 0) usage("disk add needs --size SIZE (e.g. 4G)");
+    v1::CreateDiskRequest in;
+    in.set_disk_id(name);
+    in.mutable_disk()->set_kind(kind == "hdd" ? v1::HDD : v1::SSD);
+    in.mutable_disk()->set_size_bytes(bytes);
+    return c.change<v1::CreateDiskRequest, v1::Disk>(&S::CreateDisk, in, disk_h);
+  }
+  if (noun == "disk" && verb == "fail") {
+    need_name();
+    v1::GetRequest in;
+    in.set_name(resource("disks/", name));
+    return c.change<v1::GetRequest, v1::Disk>(&S::FailDisk, in, disk_h);
+  }
+  if (noun == "disk" && verb == "replace") {
+    need_name();
+    if (!flags.contains("--with")) usage("disk replace needs --with DISK (a blank disk, or the same disk to rebuild it in place)");
+    v1::ReplaceDiskRequest in;
+    in.set_name(resource("disks/", name));
+    in.set_replacement(resource("disks/", flag("--with", "")));
+    v1::Operation op;
+    if (auto s = c.call(&S::ReplaceDisk, in, op); !s.ok()) return fail(s);
+    return started(op);
+  }
+  if (noun == "disk" && (verb == "spare" || verb == "unspare")) {
+    need_name();
+    v1::UpdateDiskRequest in;
+    in.mutable_disk()->set_name(resource("disks/", name));
+    in.mutable_disk()->set_spare(verb == "spare");
+    in.mutable_update_mask()->add_paths("spare");
+    return c.change<v1::UpdateDiskRequest, v1::Disk>(&S::UpdateDisk, in, disk_h);
+  }
+  if (noun == "group" && verb == "scrub") {
+    need_name();
+    v1::GetRequest in;
+    in.set_name(resource("groups/", name));
+    v1::Operation op;
+    if (auto s = c.call(&S::ScrubDiskGroup, in, op); !s.ok()) return fail(s);
+    return started(op);
   }
   if (noun == "host" && (verb == "add" || verb == "update")) {
     need_name();

@@ -1,0 +1,151 @@
+// stratad's configuration file (TOML; the commented example is
+// controller/strata.example.toml, the prose README.md): how the daemon
+// runs (state directory, portals, the management API), and what array to
+// build on an empty state directory.
+//
+// The build sections ([[drive]], [[group]], [pool], [[volume]], [[host]],
+// [[mapping]]) are read once: when the state directory is empty. After
+// that the array is what the config store and the RAID superblocks say,
+// and a restart re-assembles it from them, never from the file; changes go
+// through the management API. Without build sections (or without a file)
+// an empty state directory gets the embedded default, default_plan().
+//
+// Parsing checks everything that can be checked without touching a disk:
+// unknown keys (a typo is an error, not a silent default), types, names,
+// sizes, references between sections, member counts, LUNs, CHAP secrets.
+// Each error names the file, line and column, the item, and the reason:
+//   strata.toml:12:9: group g1: drives: RAID-6 needs 4 or more drives, has 3
+//
+// Threads: plain functions of their arguments; load_config() reads a file
+// (blocking: start-up only).
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "controller/disk_group.h"
+#include "controller/shelf.h"
+#include "raid/device/status.h"
+#include "tiering/records.h"
+
+namespace strata::controller {
+
+// Names are short ids, as the management API takes them: [a-z][a-z0-9-]*,
+// at most 63 characters ("g1", "hdd-00"); the records add the collection
+// ("groups/g1", "disks/hdd-00").
+
+// A RAID group to format: RAID-6 (the capacity tier) of 4 or more drives,
+// RAID-1 (the performance tier) of 2 or more, or the read cache, one SSD.
+struct group_plan {
+  std::string name;
+  group_kind kind = group_kind::raid6;
+  std::vector<std::string> drives;  // drive names, in member order
+  bool operator==(const group_plan&) const = default;
+};
+
+// A thin volume of the pool.
+struct volume_plan {
+  std::string name;
+  std::uint64_t bytes = 0;  // a positive multiple of 4096
+  tiering::affinity placement = tiering::affinity::automatic;
+  bool operator==(const volume_plan&) const = default;
+};
+
+// An initiator host (the Host record's terms, v1::Host).
+struct host_plan {
+  std::string name;
+  std::vector<std::string> iqns;
+  bool any_initiator = false;  // every initiator no other host names; one host at most
+  std::string chap_user, chap_secret, mutual_chap_user, mutual_chap_secret;
+  bool operator==(const host_plan&) const = default;
+};
+
+// A volume served to a host as a LUN; the records are "mappings/m1",
+// "m2", … in this order.
+struct mapping_plan {
+  std::string volume;  // a volume's name ("v1")
+  std::string host;    // a host's name ("all")
+  std::uint32_t lun = 0;
+  bool operator==(const mapping_plan&) const = default;
+};
+
+// What an empty state directory is built as (array::open): the drives
+// opened (created sparse, for simulated ones), the groups formatted and
+// recorded, then the pool opened on its groups, its volumes created, the
+// hosts and mappings recorded. Used once: a restart re-assembles the array
+// from the config store and the superblocks.
+struct array_plan {
+  std::vector<drive_spec> drives;  // slots in this order; drives in no group stay unused
+  std::vector<group_plan> groups;
+  std::string pool = "p1";
+  std::vector<std::string> pool_groups;  // in the pool's order (extents name their group by its index)
+  std::string read_cache_group;          // "": no read cache
+  std::vector<volume_plan> volumes;
+  std::vector<host_plan> hosts;
+  std::vector<mapping_plan> mappings;
+  bool operator==(const array_plan&) const = default;
+};
+
+// The embedded default: 20 nearline HDDs as two RAID-6 groups of 10 (g1,
+// g2), ssd-00 and ssd-01 as RAID-1 (g3), ssd-02 the read cache (g4); pool
+// p1 on g1 g2 g3 with g4 as its read cache; volume v1, 100 GiB, auto
+// placement; host "all" (any initiator); v1 mapped to it as LUN 0 (m1).
+array_plan default_plan();
+// The embedded default's layout over other drives (HDDs in two RAID-6
+// halves, the first two SSDs RAID-1, the third the read cache), with v1 of
+// `volume_bytes`. REQUIRES: 8 or more HDDs, 3 or more SSDs.
+array_plan default_plan(std::vector<drive_spec> drives, std::uint64_t volume_bytes);
+
+// How the daemon runs. Command-line flags override each (stratad.cc).
+struct daemon_settings {
+  std::filesystem::path state_dir = "/var/lib/strata";
+  std::string iscsi_listen = "127.0.0.1:3260";  // ADDR:PORT, [V6ADDR]:PORT
+  // The portals SendTargets names to initiators ("host:port", a DNS name
+  // or an address; IPv6 in brackets). Empty: the address the discovery
+  // connection came in on.
+  std::vector<std::string> iscsi_portals;
+  std::string target_name = "iqn.2026-11.io.strata:array";
+  std::string grpc_listen = "127.0.0.1:50051";  // as gRPC takes it
+  // All three or none (mgmt/README.md): the API's TLS certificate chain
+  // and key (PEM), and its bearer token's file.
+  std::filesystem::path grpc_tls_cert, grpc_tls_key, grpc_token_file;
+  bool operator==(const daemon_settings&) const = default;
+};
+
+struct strata_config {
+  daemon_settings daemon;
+  std::optional<array_plan> plan;  // none: the file has no build sections
+};
+
+// Parses a configuration file's text. `origin` names it in errors
+// ("strata.toml"); relative paths in it (state_dir, drive paths, the TLS
+// files) are taken relative to `base` (load_config: the file's directory),
+// or left as they are if `base` is empty. errc::invalid_argument with the
+// first problem found.
+std::expected<strata_config, error> parse_config(std::string_view text, std::string_view origin,
+                                                 const std::filesystem::path& base = {});
+// Reads and parses the file at `path`.
+std::expected<strata_config, error> load_config(const std::filesystem::path& path);
+
+// "ADDR:PORT" ("[V6ADDR]:PORT") as an iSCSI listener takes it: a numeric
+// address and a port. Else why not.
+struct listen_address {
+  std::string address;  // without brackets
+  std::uint16_t port = 0;
+};
+std::expected<listen_address, std::string> parse_listen_address(std::string_view text);
+
+// A portal to advertise: "host:port", the host a DNS name, an IPv4
+// address or an [IPv6] one. Empty if it is one; else why not.
+std::optional<std::string> check_portal(std::string_view portal);
+
+// A size: a whole number of bytes, or one with a binary suffix K, M, G or
+// T (optionally KiB, MiB, GiB, TiB): "512M", "100G", "2T". Else why not.
+std::expected<std::uint64_t, std::string> parse_size(std::string_view text);
+
+}  // namespace strata::controller
