@@ -87,13 +87,13 @@ std::expected<std::unique_ptr<array>, error> array::open(boost::asio::io_context
   a->bay_->start([&] { bay_started = true; });
   a->wait([&] { return bay_started; });
   if (auto served = a->serve(); !served) return std::unexpected(served.error());
-  a->events_->record(severity::info, "", fresh ? "the embedded default array was built and started" : "the array started");
+  a->events_->record(severity::info, "", fresh ? "the array was built (" + options.plan_origin + ") and started" : "the array started");
   return a;
 }
 
 std::expected<void, error> array::build_default() {
   const array_plan& plan = options_.plan;
-  log("an empty state directory: building the array in " + options_.state_dir.string() + " (" + std::to_string(plan.drives.size()) +
+  log("an empty state directory: building " + options_.plan_origin + " in " + options_.state_dir.string() + " (" + std::to_string(plan.drives.size()) +
       " drives, " + std::to_string(plan.groups.size()) + " groups, " + std::to_string(plan.volumes.size()) + " volumes)");
   auto s = shelf::open(*ring_, clock_, options_.state_dir / "shelf", plan.drives);
   if (!s) return std::unexpected(s.error());

@@ -75,6 +75,8 @@ struct array_options {
   // embedded default, or a configuration file's build sections. Never read
   // again once the config store holds the array.
   array_plan plan = default_plan();
+  // Where `plan` came from, for the log and the event log.
+  std::string plan_origin = "the embedded default";
   // The portals SendTargets names ("host:port"); empty: the address each
   // discovery connection came in on.
   std::vector<std::string> iscsi_portals;

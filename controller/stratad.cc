@@ -198,6 +198,7 @@ int main(int argc, char** argv) {
   options.target_name = settings.target_name;
   if (config.plan) {
     options.plan = std::move(*config.plan);
+    options.plan_origin = "the array of " + config_path->string();
   } else if (small_shelf) {
     options.plan = small_plan();
   }
