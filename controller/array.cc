@@ -576,6 +576,48 @@ std::expected<v1::Disk, error> array::add_disk(const std::string& name, drive_ki
   return disk;
 }
 
+void array::form_group(const std::string& name, group_kind kind, const std::vector<std::string>& disks,
+                       std::function<void(std::expected<v1::DiskGroup, error>)> done) {
+  if (std::ranges::find(group_names_, name) != group_names_.end()) {
+    return done(std::unexpected(make_error(errc::invalid_argument, name + " exists")));
+  }
+  auto drives = bay_->blank_drives(disks);
+  if (!drives) return done(std::unexpected(drives.error()));
+  create_group(kind, *drives, group_options_for(groups_.size()),
+               [this, name, kind, disks, done = std::move(done)](std::expected<std::unique_ptr<disk_group>, error> made) {
+                 if (!made) return done(std::unexpected(error{made.error().code, name + ": " + made.error().message}));
+                 v1::DiskGroup record;
+                 record.set_name(name);
+                 record.set_kind(kind_of(kind));
+                 record.set_group_id(std::string((*made)->id().begin(), (*made)->id().end()));
+                 for (const std::string& d : disks) record.add_members(d);
+                 groups_.push_back(std::move(*made));
+                 group_names_.push_back(name);
+                 bay_->group_added(groups_.size() - 1);
+                 log(name + ": " + to_string(kind) + " of " + std::to_string(disks.size()) + " drive(s), id " + to_hex(groups_.back()->id()));
+                 done(std::move(record));
+               });
+}
+
+void array::grow_pool(const std::string& name, std::function<void(std::expected<void, error>)> done) {
+  const auto it = std::ranges::find(group_names_, name);
+  if (it == group_names_.end()) return done(std::unexpected(make_error(errc::not_found, "no group " + name)));
+  if (!pool_) return done(std::unexpected(make_error(errc::not_found, "no pool")));
+  const disk_group& g = *groups_[static_cast<std::size_t>(it - group_names_.begin())];
+  if (g.kind() == group_kind::read_cache) {
+    return done(std::unexpected(make_error(errc::busy, "a read cache joins a pool when the pool is built")));
+  }
+  pool_groups_.push_back(name);  // the pool's next index: heat names it from now on
+  pool_->add_group({&g.device(), g.kind() == group_kind::raid6 ? tiering::tier::capacity : tiering::tier::performance},
+                   [this, name, done = std::move(done)](std::expected<std::uint16_t, error> added) {
+                     if (!added) {
+                       if (added.error().code == make_error_code(errc::invalid_argument)) pool_groups_.pop_back();  // refused: not in it
+                       return done(std::unexpected(added.error()));
+                     }
+                     done({});
+                   });
+}
+
 std::expected<void, error> array::serve() {
   iscsi::server_options options;
   options.log = [this](std::string_view what) { log(std::string(what)); };

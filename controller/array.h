@@ -43,6 +43,7 @@
 
 namespace strata::v1 {
 class Disk;
+class DiskGroup;
 class Host;
 class VolumeStatistics;
 class PoolStatistics;
@@ -119,6 +120,15 @@ class array {
   // Returns its Disk record for the caller to keep. Opening the file is a
   // few blocking system calls on the loop: an administrator's rare command.
   std::expected<v1::Disk, error> add_disk(const std::string& name, drive_kind kind, std::uint64_t bytes);
+  // Formats blank disks `disks` ("disks/hdd-20") into a new group `name`
+  // ("groups/g5") of `kind`, and returns its record (with the group id its
+  // superblocks carry) for the caller to keep before anything uses it.
+  void form_group(const std::string& name, group_kind kind, const std::vector<std::string>& disks,
+                  std::function<void(std::expected<v1::DiskGroup, error>)> done);
+  // Grows the pool by group `name` (RAID-6: capacity tier; RAID-1:
+  // performance tier), whose record, and the pool record naming it, the
+  // caller has kept: a crash before `done` is finished at the next start.
+  void grow_pool(const std::string& name, std::function<void(std::expected<void, error>)> done);
   // Lets host `name` ("hosts/h1") log in on its terms, or changes them.
   // Sessions of initiators the change shuts out are closed; the others go
   // on (iscsi::server::set_target).

@@ -158,6 +158,26 @@ void drive_bay::drive_added(std::size_t drive) {
   });
 }
 
+std::expected<std::vector<device::block_device*>, error> drive_bay::blank_drives(const std::vector<std::string>& disks) const {
+  std::vector<device::block_device*> out;
+  for (const std::string& name : disks) {
+    const auto drive = drive_named(name);
+    if (!drive) return refuse(errc::not_found, "no disk " + name);
+    if (const auto at = membership(*drive)) return refuse(errc::busy, name + " is a member of " + group_names_[at->first]);
+    if (is_spare(*drive)) return refuse(errc::busy, name + " is a hot spare: unspare it first");
+    if (used_[*drive]) return refuse(errc::busy, name + " holds a superblock of a group it left: no group takes it");
+    out.push_back(&shelf_.drive(*drive));
+  }
+  return out;
+}
+
+void drive_bay::group_added(std::size_t group) {
+  for (unsigned m = 0; m < groups_[group]->member_count(); ++m) {
+    if (const auto drive = drive_of(groups_[group]->member_device(m))) used_[*drive] = true;
+  }
+  if (groups_[group]->kind() != group_kind::read_cache && !stopped_) spare_pool_->watch(groups_[group]->replacement());
+}
+
 void drive_bay::member_failed(std::size_t group, const raid::member_event& e) {
   const disk_group& g = *groups_[group];
   const auto drive = drive_of(g.member_device(e.member));

@@ -68,6 +68,12 @@ class drive_bay {
   // A drive the shelf gained (shelf::add), blank.
   void drive_added(std::size_t drive);
 
+  // The drives named `disks` ("disks/hdd-20"), if each is blank: in no
+  // group, no spare, holding no superblock. For a new group.
+  std::expected<std::vector<device::block_device*>, error> blank_drives(const std::vector<std::string>& disks) const;
+  // The array made group `group` (the last of its groups): spares cover it.
+  void group_added(std::size_t group);
+
   // What the array sees now, into the output-only fields of a record
   // read from the config store (its name says which).
   void describe(v1::Disk& disk) const;

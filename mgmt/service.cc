@@ -636,6 +636,72 @@ grpc::Status array_service::CreateDisk(grpc::ServerContext*, const v1::CreateDis
   return grpc::Status::OK;
 }
 
+grpc::Status array_service::CreateDiskGroup(grpc::ServerContext*, const v1::CreateDiskGroupRequest* in, v1::DiskGroup* out) {
+  if (!valid_id(in->group_id())) return invalid("group_id", "\"" + in->group_id() + "\" is not [a-z][a-z0-9-]*, at most 63");
+  const v1::DiskGroup& g = in->group();
+  const int n = g.members_size();
+  switch (g.kind()) {
+    case v1::RAID6:
+      if (n < 4 || n > 255) return invalid("group.members", "RAID-6 needs 4 to 255 disks, not " + std::to_string(n));
+      break;
+    case v1::RAID1:
+      if (n < 2) return invalid("group.members", "RAID-1 needs 2 or more disks, not " + std::to_string(n));
+      break;
+    case v1::READ_CACHE:
+      if (n != 1) return invalid("group.members", "a read cache is one SSD, not " + std::to_string(n) + " disks");
+      break;
+    default:
+      return invalid("group.kind", "RAID6, RAID1 or READ_CACHE");
+  }
+  std::lock_guard hold(changes_);
+  const std::string name = "groups/" + in->group_id();
+  if (config_.get(name)) return fail(grpc::StatusCode::ALREADY_EXISTS, "group_id", name + " exists");
+  std::set<std::string> seen;
+  for (const std::string& d : g.members()) {
+    auto disk = d.starts_with("disks/") ? read<v1::Disk>(config_, d) : std::nullopt;
+    if (!disk) return fail(grpc::StatusCode::NOT_FOUND, "group.members", d + " does not exist");
+    if (!seen.insert(d).second) return invalid("group.members", d + " is listed twice");
+    if (g.kind() != v1::RAID6 && disk->kind() != v1::SSD) {
+      return invalid("group.members", d + " is an HDD: " + v1::GroupKind_Name(g.kind()) + " groups are the SSD tier");
+    }
+  }
+  std::optional<v1::Pool> pool;
+  if (!in->pool().empty()) {
+    pool = in->pool().starts_with("pools/") ? read<v1::Pool>(config_, in->pool()) : std::nullopt;
+    if (!pool) return fail(grpc::StatusCode::NOT_FOUND, "pool", in->pool() + " does not exist");
+    if (g.kind() == v1::READ_CACHE) return fail(grpc::StatusCode::FAILED_PRECONDITION, "pool", "a read cache joins a pool only when the pool is built");
+  }
+  if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to make the group in");
+  const std::vector<std::string> members(g.members().begin(), g.members().end());
+  auto formed = on_loop(*array_, [this, name, kind = g.kind(), members, out](auto done) {
+    array_->form_group(name, kind == v1::RAID6 ? controller::group_kind::raid6 : kind == v1::RAID1 ? controller::group_kind::raid1
+                                                                                                    : controller::group_kind::read_cache,
+                       members, [out, done](std::expected<v1::DiskGroup, error> r) {
+                         if (!r) return done(std::unexpected(r.error()));
+                         *out = std::move(*r);
+                         done({});
+                       });
+  });
+  if (!formed) return status_of(formed.error(), "group.members");
+  // The group, and the pool naming it, are recorded before the pool uses
+  // it: a crash in between is finished by the next start.
+  controller::config_batch b;
+  b.put(name, out->SerializeAsString());
+  if (pool) {
+    pool->add_groups(name);
+    b.put(pool->name(), pool->SerializeAsString());
+  }
+  if (auto done = commit(config_, b); !done.ok()) return done;
+  if (pool) {
+    auto grown = on_loop(*array_, [this, name](auto done) { array_->grow_pool(name, std::move(done)); });
+    if (!grown) return status_of(grown.error(), "pool");
+  }
+  array_->events().record(controller::severity::info, name, v1::GroupKind_Name(g.kind()) + " of " + std::to_string(n) + " disks made" +
+                                                                (pool ? ", " + pool->name() + " grown by it" : ""));
+  describe(array_, out);
+  return grpc::Status::OK;
+}
+
 grpc::Status array_service::UpdateDisk(grpc::ServerContext*, const v1::UpdateDiskRequest* in, v1::Disk* out) {
   const auto paths = paths_of(in->update_mask(), {"spare"});
   if (!paths) return paths.error();

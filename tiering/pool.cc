@@ -79,12 +79,22 @@ pool::opened pool::open(boost::asio::any_io_executor loop, metadata_store& store
                                         "pool: it was created with " + std::to_string(recorded->extent_size_bytes) +
                                             "-byte extents, not " + std::to_string(extent)));
     }
-    if (recorded->groups.size() != record.groups.size()) {
+    // More groups given than recorded: an add_group a stop cut short
+    // before its record (the owner records the group first), finished
+    // here. Fewer: a group is missing, which nothing here can mend.
+    if (recorded->groups.size() > record.groups.size()) {
       return std::unexpected(make_error(errc::invalid_argument,
                                         "pool: it has " + std::to_string(recorded->groups.size()) +
                                             " groups, but " + std::to_string(record.groups.size()) + " were given"));
     }
-    for (std::size_t g = 0; g < record.groups.size(); ++g) {
+    if (recorded->groups.size() < record.groups.size()) {
+      metadata_batch batch;
+      batch.put(column::pool, keys::pool(), encode(record));
+      if (auto ec = store.write_now(batch)) {
+        return std::unexpected(error{ec, "pool: cannot record the groups added: " + ec.message()});
+      }
+    }
+    for (std::size_t g = 0; g < recorded->groups.size(); ++g) {
       const auto& want = recorded->groups[g];
       const auto& got = record.groups[g];
       if (want.where != got.where || want.extent_count != got.extent_count) {
@@ -319,6 +329,36 @@ std::expected<volume*, error> pool::volume_to_change(std::string_view name) cons
         errc::busy, quoted + " has a resize or placement change being recorded: retry once it is done"));
   }
   return it->second.get();
+}
+
+void pool::add_group(pool_group g, std::function<void(std::expected<std::uint16_t, error>)> done) {
+  auto refuse = [&](const std::string& why) {
+    boost::asio::post(loop_, [done = std::move(done), e = make_error(errc::invalid_argument, "pool: the new group " + why)] {
+      done(std::unexpected(e));
+    });
+  };
+  const auto& geometry = g.device->geometry();
+  if (groups_.size() >= 0x7fff) return refuse("would be its 32768th");
+  if (geometry.logical_block_size_bytes != groups_[0].device->geometry().logical_block_size_bytes) {
+    return refuse("has " + std::to_string(geometry.logical_block_size_bytes) + "-byte blocks, group 0 has " +
+                  std::to_string(groups_[0].device->geometry().logical_block_size_bytes));
+  }
+  if (geometry.size_bytes() < options_.extent_size_bytes) return refuse("is smaller than one extent");
+  // In use at once: a crash before the record below is mended by open(),
+  // which the owner gives the group to (it records the group first).
+  const auto index = static_cast<std::uint16_t>(groups_.size());
+  groups_.push_back(g);
+  allocators_.emplace_back(geometry.size_bytes() / options_.extent_size_bytes);
+  group_failures_.emplace_back();
+  pool_record record;
+  record.extent_size_bytes = options_.extent_size_bytes;
+  for (std::size_t i = 0; i < groups_.size(); ++i) record.groups.push_back({groups_[i].where, allocators_[i].extent_count()});
+  metadata_batch batch;
+  batch.put(column::pool, keys::pool(), encode(record));
+  store_.write(std::move(batch), true, [index, done = std::move(done)](std::error_code ec) {
+    if (ec) return done(std::unexpected(error{ec, "pool: the new group is in use but not recorded: " + ec.message()}));
+    done(index);
+  });
 }
 
 void pool::delete_volume(std::string_view name, std::function<void(std::expected<void, error>)> done) {

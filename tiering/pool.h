@@ -117,6 +117,13 @@ class pool {
   // extent transitions or moves in flight (it must be idle()), or another
   // change of it is being recorded; the store's error if the write fails.
   void delete_volume(std::string_view name, std::function<void(std::expected<void, error>)> done);
+  // Grows the pool by group `g`, as group group_count(): its extents are
+  // free at once, and `done` gets its index once the pool record names it
+  // (synced). The owner records the group before it calls this, and gives
+  // it to the next open(), which finishes an add a crash cut short. A
+  // clear error, nothing changed: other block sizes, smaller than one
+  // extent, or 32767 groups already.
+  void add_group(pool_group g, std::function<void(std::expected<std::uint16_t, error>)> done);
   // Grows volume `name` to `block_count` blocks, as create_volume sizes
   // one: the record first, then the volume's geometry and extent map. The
   // new blocks read as zeros. Requests may run meanwhile; telling the

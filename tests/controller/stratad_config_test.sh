@@ -93,7 +93,8 @@ start() {
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done
-  echo "FAIL: stratad did not become ready"; cat "$dir/$1.err"; exit 1
+  kill -0 "$pid" 2>/dev/null && echo "FAIL: stratad did not become ready in 30 s" || { wait "$pid"; echo "FAIL: stratad exited, status $? (128+N: signal N)"; }
+  cat "$dir/$1.err"; exit 1
 }
 
 start first

@@ -568,5 +568,59 @@ TEST_CASE("volume: mapped extents are counted per tier through writes, moves, di
   CHECK(again.mapped_extents() == 3);
 }
 
+TEST_CASE("pool: a group added while it runs takes new extents at once, and the pool reopens with it",
+          "[tiering][pool][grow]") {
+  rig r(2, 4);  // 2 performance extents, 2 × 4 capacity
+  const std::uint64_t before = r.p->capacity_extents(tier::capacity);
+  r.add_group(tier::capacity, 8);  // a new RAID-6 group, as the controller forms it
+  std::optional<std::expected<std::uint16_t, error>> added;
+  r.p->add_group(r.groups.back(), [&](std::expected<std::uint16_t, error> x) { added = std::move(x); });
+  r.loop.run_until([&] { return added.has_value(); });
+  REQUIRE(*added);
+  CHECK(**added == 3);
+  CHECK(r.p->group_count() == 4);
+  CHECK(r.p->capacity_extents(tier::capacity) == before + 8);
+  // The emptiest capacity group takes a new extent: the new one.
+  volume& v = r.create("db", 2 * extent_blocks, affinity::archive);  // the capacity tier
+  const auto data = pattern(2 * extent_bytes, test_seed());
+  write_blocks(r.loop, v, 0, data);
+  REQUIRE(v.location(0));
+  CHECK(v.location(0)->group == 3);
+
+  r.restart();  // given the four groups, as the controller records them
+  volume& again = *r.p->find_volume("db");
+  CHECK(again.location(0)->group == 3);
+  CHECK(read_blocks(r.loop, again, 0, 2 * extent_blocks) == data);
+  CHECK(r.p->capacity_extents(tier::capacity) == before + 8);
+}
+
+TEST_CASE("pool: an add a crash cut short before the pool record is finished at open; refusals change nothing",
+          "[tiering][pool][grow]") {
+  rig r(2, 4);
+  r.close();
+  r.add_group(tier::capacity, 8);  // recorded by the controller, not yet by the pool
+  r.open();
+  CHECK(r.p->group_count() == 4);
+  r.restart();  // the pool record names it now
+  CHECK(r.p->group_count() == 4);
+
+  // Too small, or of another block size: refused at once, nothing added.
+  auto tiny = memory_device::create(r.loop.context.get_executor(), {block_size, extent_blocks / 2});
+  REQUIRE(tiny);
+  std::optional<std::expected<std::uint16_t, error>> added;
+  r.p->add_group({tiny->get(), tier::capacity}, [&](std::expected<std::uint16_t, error> x) { added = std::move(x); });
+  r.loop.run_until([&] { return added.has_value(); });
+  REQUIRE_FALSE(*added);
+  CHECK(added->error().message == "pool: the new group is smaller than one extent");
+  auto odd = memory_device::create(r.loop.context.get_executor(), {512, 8 * extent_bytes / 512});
+  REQUIRE(odd);
+  added.reset();
+  r.p->add_group({odd->get(), tier::capacity}, [&](std::expected<std::uint16_t, error> x) { added = std::move(x); });
+  r.loop.run_until([&] { return added.has_value(); });
+  REQUIRE_FALSE(*added);
+  CHECK(added->error().message == "pool: the new group has 512-byte blocks, group 0 has 4096");
+  CHECK(r.p->group_count() == 4);
+}
+
 }  // namespace
 }  // namespace strata::tiering

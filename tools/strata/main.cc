@@ -8,6 +8,8 @@
 //   disk fail NAME                      (out of its group, as a dying drive)
 //   disk replace NAME --with DISK [--wait]   (a rebuild onto DISK: an operation)
 //   disk spare NAME | disk unspare NAME (a hot spare for every group, or not)
+//   group create NAME --raid6|--raid1|--read-cache DISK... [--pool POOL]
+//                                       (blank disks; --pool: the pool grows by it)
 //   group scrub NAME [--wait]           (RAID-6 parity check: an operation)
 //   pool list | pool show NAME          volume list [POOL] | volume show NAME
 //   host list | host show NAME          map list | map show NAME
@@ -76,7 +78,8 @@ constexpr int exit_unreachable = 3;
                "strata: %s\n"
                "usage: strata [--api ADDR:PORT] [--tls-ca FILE] [--token-file FILE] [--json] NOUN VERB [NAME]\n"
                "  disk|group|pool|host|map list, disk|group|pool|volume|host|map show NAME,\n"
-               "  disk add NAME --kind hdd|ssd --size SIZE, disk fail NAME, disk replace NAME --with DISK [--wait], disk spare|unspare NAME, group scrub NAME [--wait],\n"
+               "  disk add NAME --kind hdd|ssd --size SIZE, disk fail NAME, disk replace NAME --with DISK [--wait], disk spare|unspare NAME,\n"
+               "  group create NAME --raid6|--raid1|--read-cache DISK... [--pool POOL], group scrub NAME [--wait],\n"
                "  volume list [POOL], volume create NAME --size SIZE [--pool POOL] [--affinity auto|performance|capacity],\n"
                "  volume update NAME [--size SIZE] [--affinity A], volume delete NAME [--wait],\n"
                "  host add NAME (--iqn IQN)... [--any] [--chap USER:SECRET [--mutual-chap USER:SECRET]],\n"
@@ -357,7 +360,7 @@ int main(int argc, char** argv) {
   // Options with a value (--iqn may repeat), and those without.
   static const std::set<std::string> valued{"--size", "--pool", "--affinity", "--lun", "--host", "--name",
                                             "--iqn", "--chap", "--mutual-chap", "--limit", "--with", "--kind"};
-  static const std::set<std::string> switches{"--wait", "--any", "--no-chap"};
+  static const std::set<std::string> switches{"--wait", "--any", "--no-chap", "--raid6", "--raid1", "--read-cache"};
   std::map<std::string, std::vector<std::string>> flags;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -522,6 +525,18 @@ int main(int argc, char** argv) {
     in.mutable_disk()->set_spare(verb == "spare");
     in.mutable_update_mask()->add_paths("spare");
     return c.change<v1::UpdateDiskRequest, v1::Disk>(&S::UpdateDisk, in, disk_h);
+  }
+  if (noun == "group" && verb == "create") {
+    need_name();
+    const int kinds = flags.contains("--raid6") + flags.contains("--raid1") + flags.contains("--read-cache");
+    if (kinds != 1) usage("group create needs one of --raid6, --raid1, --read-cache");
+    if (words.size() < 4) usage("group create needs its DISKs");
+    v1::CreateDiskGroupRequest in;
+    in.set_group_id(name);
+    in.mutable_group()->set_kind(flags.contains("--raid6") ? v1::RAID6 : flags.contains("--raid1") ? v1::RAID1 : v1::READ_CACHE);
+    for (std::size_t i = 3; i < words.size(); ++i) in.mutable_group()->add_members(resource("disks/", words[i]));
+    if (flags.contains("--pool")) in.set_pool(resource("pools/", flag("--pool", "")));
+    return c.change<v1::CreateDiskGroupRequest, v1::DiskGroup>(&S::CreateDiskGroup, in, group_h);
   }
   if (noun == "group" && verb == "scrub") {
     need_name();
