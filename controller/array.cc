@@ -618,6 +618,61 @@ void array::grow_pool(const std::string& name, std::function<void(std::expected<
                    });
 }
 
+void array::follow_move(const std::string& name, tiering::tier to, const std::string& operation) {
+  tiering::volume* v = pool_ ? pool_->find_volume(short_name(name)) : nullptr;
+  const tiering::tier from = to == tiering::tier::capacity ? tiering::tier::performance : tiering::tier::capacity;
+  moves_.push_back({short_name(name), to, v ? v->mapped_extents_on(from) : 0, operation});
+  if (!move_timer_) {
+    move_timer_ = std::make_unique<boost::asio::steady_timer>(loop_);
+    check_moves();
+  }
+}
+
+void array::stop_following(const std::string& operation) {
+  if (std::erase_if(moves_, [&](const followed_move& m) { return m.operation == operation; }) > 0) {
+    operations_->finish(operation, std::unexpected(make_error(errc::canceled, "cancelled")), true);
+  }
+}
+
+void array::check_moves() {
+  std::erase_if(moves_, [&](const followed_move& m) {
+    tiering::volume* v = pool_->find_volume(m.volume);
+    if (v == nullptr) {
+      operations_->finish(m.operation, std::unexpected(make_error(errc::not_found, "the volume was deleted")));
+      return true;
+    }
+    const tiering::affinity wanted = m.to == tiering::tier::capacity ? tiering::affinity::archive : tiering::affinity::performance;
+    if (v->record().placement != wanted) {
+      operations_->finish(m.operation, std::unexpected(make_error(errc::canceled, "the volume's affinity was changed while it moved")));
+      return true;
+    }
+    const tiering::tier from = m.to == tiering::tier::capacity ? tiering::tier::performance : tiering::tier::capacity;
+    const std::uint64_t left = v->mapped_extents_on(from);
+    if (left == 0) {
+      operations_->finish(m.operation, {});
+      events_->record(severity::info, "pools/p1/volumes/" + m.volume,
+                      std::string("every extent is on the ") + (m.to == tiering::tier::capacity ? "capacity (HDD)" : "performance (SSD)") +
+                          " tier now (" + m.operation + ")");
+      return true;
+    }
+    if (m.to == tiering::tier::performance && pool_->free_extents(tiering::tier::performance) <= pool_->performance_reserve_extents()) {
+      operations_->finish(m.operation, std::unexpected(make_error(errc::no_space, "the performance tier is full down to its reserve; " +
+                                                                                      std::to_string(left) + " extents stay on HDD")));
+      return true;
+    }
+    operations_->progress(m.operation, m.to_move == 0 ? 0.0 : 1.0 - static_cast<double>(left) / static_cast<double>(std::max(m.to_move, left)));
+    return false;
+  });
+  if (moves_.empty() || closed_) {
+    move_timer_.reset();
+    return;
+  }
+  move_timer_->expires_after(std::chrono::seconds(1));
+  move_timer_->async_wait([this](boost::system::error_code ec) {
+    if (!ec && !closed_) check_moves();
+  });
+}
+
 std::expected<void, error> array::serve() {
   iscsi::server_options options;
   options.log = [this](std::string_view what) { log(std::string(what)); };
@@ -669,6 +724,14 @@ void array::close() {
   }
   if (migrator_) migrator_->stop();
   if (sampler_) sampler_->cancel();
+  for (const followed_move& m : moves_) {
+    operations_->finish(m.operation,
+                        std::unexpected(make_error(errc::canceled, "stopped by the shutdown: the volume keeps its placement, and the "
+                                                                   "migrator goes on moving it after the restart")),
+                        true);
+  }
+  moves_.clear();
+  move_timer_.reset();
   if (pool_) {
     wait([&] {
       for (tiering::volume* v : pool_->volumes()) {

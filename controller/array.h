@@ -129,6 +129,14 @@ class array {
   // performance tier), whose record, and the pool record naming it, the
   // caller has kept: a crash before `done` is finished at the next start.
   void grow_pool(const std::string& name, std::function<void(std::expected<void, error>)> done);
+  // Follows volume `name`'s extents as the migrator moves them all to tier
+  // `to` (after its placement was set to match): operation `operation`
+  // (kind "volume.move") gets the fraction moved each second, and ends
+  // SUCCEEDED once none is left on the other tier; FAILED if the volume
+  // goes, or (to the performance tier) the tier fills to its reserve.
+  void follow_move(const std::string& name, tiering::tier to, const std::string& operation);
+  // Stops following `operation`, which ends CANCELLED.
+  void stop_following(const std::string& operation);
   // Lets host `name` ("hosts/h1") log in on its terms, or changes them.
   // Sessions of initiators the change shuts out are closed; the others go
   // on (iscsi::server::set_target).
@@ -231,6 +239,16 @@ class array {
   };
   std::map<std::string, std::pair<sample, sample>> samples_;  // by short name: (before, last)
   std::unique_ptr<boost::asio::steady_timer> sampler_;
+  // Volumes whose extents the migrator moves to one tier, by command.
+  struct followed_move {
+    std::string volume;  // its short name
+    tiering::tier to = tiering::tier::capacity;
+    std::uint64_t to_move = 0;  // extents on the other tier when it began
+    std::string operation;
+  };
+  std::vector<followed_move> moves_;
+  std::unique_ptr<boost::asio::steady_timer> move_timer_;
+  void check_moves();
   void take_samples();
   bool closed_ = false;
 };

@@ -286,6 +286,55 @@ grpc::Status array_service::UpdateVolume(grpc::ServerContext*, const v1::UpdateV
   return grpc::Status::OK;
 }
 
+grpc::Status array_service::set_affinity(v1::Volume& volume, v1::Affinity affinity) {
+  auto placed = on_loop(*array_, [this, name = volume.name(), p = placement_of(affinity)](auto done) {
+    array_->set_placement(name, p, std::move(done));
+  });
+  if (!placed) return status_of(placed.error(), "volume.affinity");
+  volume.set_affinity(affinity);
+  controller::config_batch b;
+  b.put(volume.name(), volume.SerializeAsString());
+  return commit(config_, b);
+}
+
+grpc::Status array_service::MoveVolume(grpc::ServerContext*, const v1::MoveVolumeRequest* in, v1::Operation* out) {
+  if (in->affinity() != v1::CAPACITY && in->affinity() != v1::PERFORMANCE) {
+    return invalid("affinity", "CAPACITY (off the SSD tier) or PERFORMANCE (onto it)");
+  }
+  const std::string& name = in->name();
+  std::lock_guard hold(changes_);
+  auto volume = name.find("/volumes/") == std::string::npos ? std::nullopt : read<v1::Volume>(config_, name);
+  if (!volume) return fail(grpc::StatusCode::NOT_FOUND, "name", name + " does not exist");
+  if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to move the volume in");
+  const v1::Affinity before = volume->affinity();
+  if (auto set = set_affinity(*volume, in->affinity()); !set.ok()) return set;
+  // Cancelled on a gRPC thread (CancelOperation's): the affinity goes
+  // back as it was, on the array and in the record, as one change.
+  auto op = std::make_shared<std::string>();
+  *out = array_->operations().start("volume.move", name, [this, name, before, op] {
+    std::lock_guard again(changes_);
+    (void)on_loop(*array_, [this, op](auto done) {
+      array_->stop_following(*op);
+      done({});
+    });
+    if (auto back = read<v1::Volume>(config_, name)) {
+      if (auto undone = set_affinity(*back, before); !undone.ok()) {
+        array_->events().record(controller::severity::error, name, "its affinity could not be put back: " + undone.error_message());
+      }
+    }
+  });
+  *op = out->name();
+  (void)on_loop(*array_, [this, name, to = in->affinity() == v1::CAPACITY ? tiering::tier::capacity : tiering::tier::performance,
+                          op = out->name()](auto done) {
+    array_->follow_move(name, to, op);
+    done({});
+  });
+  array_->events().record(controller::severity::info, name,
+                          std::string(in->affinity() == v1::CAPACITY ? "drain off the SSD tier" : "move onto the SSD tier") + " started (" +
+                              out->name() + ")");
+  return grpc::Status::OK;
+}
+
 grpc::Status array_service::DeleteVolume(grpc::ServerContext*, const v1::DeleteRequest* in, v1::Operation* out) {
   const std::string& name = in->name();
   std::lock_guard hold(changes_);

@@ -44,6 +44,7 @@ class array_service final : public v1::Array::Service {
   grpc::Status CreateVolume(grpc::ServerContext*, const v1::CreateVolumeRequest* in, v1::Volume* out) override;
   grpc::Status UpdateVolume(grpc::ServerContext*, const v1::UpdateVolumeRequest* in, v1::Volume* out) override;
   grpc::Status DeleteVolume(grpc::ServerContext*, const v1::DeleteRequest* in, v1::Operation* out) override;
+  grpc::Status MoveVolume(grpc::ServerContext*, const v1::MoveVolumeRequest* in, v1::Operation* out) override;
   grpc::Status CreateHost(grpc::ServerContext*, const v1::CreateHostRequest* in, v1::Host* out) override;
   grpc::Status UpdateHost(grpc::ServerContext*, const v1::UpdateHostRequest* in, v1::Host* out) override;
   grpc::Status DeleteHost(grpc::ServerContext*, const v1::DeleteRequest* in, google::protobuf::Empty* out) override;
@@ -61,6 +62,8 @@ class array_service final : public v1::Array::Service {
   controller::config_store& config_;
   controller::array* array_;
   std::mutex changes_;
+  // A volume's affinity set, on the array and in its record (changes_ held).
+  grpc::Status set_affinity(v1::Volume& volume, v1::Affinity affinity);
 };
 
 }  // namespace strata::mgmt

@@ -127,6 +127,31 @@ check "grpcurl GetDiskGroup: g1 OPTIMAL with hdd-10 as member 2" bash -c \
 check "grpcurl FailDisk of an unknown disk: NotFound" bash -c \
   "grpcurl -plaintext -d '{\"name\":\"disks/hdd-99\"}' $api strata.v1.Array/FailDisk 2>&1 | grep -q 'Code: NotFound'"
 
+# A volume's extents moved between the tiers, as operations.
+lun0="iscsi://127.0.0.1:$port/iqn.2026-11.io.strata:array/0"
+stats() { s --json volume stats v1 | sed -n "s/.*\"$1\":\"\([0-9]*\)\".*/\1/p"; }
+quiet s volume update v1 --affinity capacity
+check "128 MiB written to v1 with capacity affinity" quiet qemu-io -f raw -c 'write -P 0x77 0 128M' "$lun0"
+check "... lands on HDD" test "$(stats capacity_bytes)" = $((128 << 20))
+move=$(s --json volume move v1 --to performance | sed -n 's/.*"name":"\(operations\/op-[0-9]*\)".*/\1/p')
+check "strata volume move v1 --to performance: an operation ($move)" test -n "$move"
+quiet s op cancel "$move"
+check "cancelled at once: CANCELLED" test "$(until_op_ends "$move" 30)" = CANCELLED
+check "... and v1's affinity is CAPACITY again" bash -c "'$cli' --api $api volume show v1 | grep -q ' CAPACITY '"
+check "strata volume move v1 --to performance --wait: SUCCEEDED" bash -c "'$cli' --api $api volume move v1 --to performance --wait | grep -q SUCCEEDED"
+check "... every extent of v1 is on SSD" test "$(stats performance_bytes):$(stats capacity_bytes)" = "$((128 << 20)):0"
+check "strata volume move v1 --to capacity --wait (a drain): SUCCEEDED" bash -c "'$cli' --api $api volume move v1 --to capacity --wait | grep -q SUCCEEDED"
+check "... every extent of v1 is on HDD" test "$(stats performance_bytes):$(stats capacity_bytes)" = "0:$((128 << 20))"
+v1_reads() {
+  local reads=()
+  for mib in $(seq 0 4 124); do reads+=(-c "read -P 0x77 ${mib}M 16k"); done
+  qemu-io -f raw "${reads[@]}" "$lun0" >/dev/null
+}
+check "v1's data moved intact, both ways" v1_reads
+check "refused (grpcurl): a move to AUTO, naming the field" bash -c \
+  "grpcurl -plaintext -d '{\"name\":\"pools/p1/volumes/v1\",\"affinity\":\"AUTO\"}' $api strata.v1.Array/MoveVolume 2>&1 | grep -q 'Code: InvalidArgument' &&
+   grpcurl -plaintext -d '{\"name\":\"pools/p1/volumes/v1\",\"affinity\":\"AUTO\"}' $api strata.v1.Array/MoveVolume 2>&1 | grep -q 'Message: affinity: CAPACITY'"
+
 # A new group from blank disks, and the pool grown by it.
 for d in 11 12 13 14; do quiet s disk add hdd-$d --kind hdd --size 1G; done
 quiet s disk add ssd-03 --kind ssd --size 1G

@@ -16,6 +16,9 @@
 //   volume create NAME --size SIZE [--pool POOL] [--affinity auto|performance|capacity]
 //   volume update NAME [--size SIZE] [--affinity …]     (volumes only grow)
 //   volume delete NAME [--wait]         (an operation; --wait: until it ends)
+//   volume move NAME --to capacity|performance [--wait]
+//                                       (its extents moved to one tier: an operation;
+//                                        cancelling it puts the affinity back)
 //   host add NAME (--iqn IQN)... [--any] [--chap USER:SECRET [--mutual-chap USER:SECRET]]
 //   host update NAME [(--iqn IQN)...] [--chap USER:SECRET | --no-chap] [--mutual-chap …]
 //   host delete NAME
@@ -82,6 +85,7 @@ constexpr int exit_unreachable = 3;
                "  group create NAME --raid6|--raid1|--read-cache DISK... [--pool POOL], group scrub NAME [--wait],\n"
                "  volume list [POOL], volume create NAME --size SIZE [--pool POOL] [--affinity auto|performance|capacity],\n"
                "  volume update NAME [--size SIZE] [--affinity A], volume delete NAME [--wait],\n"
+               "  volume move NAME --to capacity|performance [--wait],\n"
                "  host add NAME (--iqn IQN)... [--any] [--chap USER:SECRET [--mutual-chap USER:SECRET]],\n"
                "  host update NAME [(--iqn IQN)...] [--chap USER:SECRET | --no-chap] [--mutual-chap USER:SECRET],\n"
                "  host delete NAME, map VOLUME --lun N [--host HOST] [--name NAME], unmap NAME,\n"
@@ -359,7 +363,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> words;
   // Options with a value (--iqn may repeat), and those without.
   static const std::set<std::string> valued{"--size", "--pool", "--affinity", "--lun", "--host", "--name",
-                                            "--iqn", "--chap", "--mutual-chap", "--limit", "--with", "--kind"};
+                                            "--iqn", "--chap", "--mutual-chap", "--limit", "--with", "--kind", "--to"};
   static const std::set<std::string> switches{"--wait", "--any", "--no-chap", "--raid6", "--raid1", "--read-cache"};
   std::map<std::string, std::vector<std::string>> flags;
   for (int i = 1; i < argc; ++i) {
@@ -488,6 +492,17 @@ int main(int argc, char** argv) {
     in.set_name(volume_name(name));
     v1::Operation op;
     if (auto s = c.call(&S::DeleteVolume, in, op); !s.ok()) return fail(s);
+    return started(op);
+  }
+  if (noun == "volume" && verb == "move") {
+    need_name();
+    const std::string to = flag("--to", "");
+    if (to != "capacity" && to != "performance") usage("volume move needs --to capacity or --to performance");
+    v1::MoveVolumeRequest in;
+    in.set_name(volume_name(name));
+    in.set_affinity(to == "capacity" ? v1::CAPACITY : v1::PERFORMANCE);
+    v1::Operation op;
+    if (auto s = c.call(&S::MoveVolume, in, op); !s.ok()) return fail(s);
     return started(op);
   }
   if (noun == "disk" && verb == "add") {
