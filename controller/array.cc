@@ -161,8 +161,9 @@ std::expected<void, error> array::build_default() {
                                                                             : v1::AUTO);
     volume.set_serial(new_volume_serial(planned.name));
     std::optional<std::expected<tiering::volume*, error>> created;
-    pool_->create_volume({planned.name, volume.block_size_bytes(), volume.size_bytes() / volume.block_size_bytes(), planned.placement},
-                         [&](auto r) { created = std::move(r); });
+    pool_named(pool.name())->pool->create_volume(
+        {planned.name, volume.block_size_bytes(), volume.size_bytes() / volume.block_size_bytes(), planned.placement},
+        [&](auto r) { created = std::move(r); });
     wait([&] { return created.has_value(); });
     if (!*created) return std::unexpected(error{created->error().code, volume.name() + ": " + created->error().message});
     rest.put(volume.name(), volume.SerializeAsString());
@@ -237,22 +238,9 @@ std::expected<void, error> array::assemble() {
     if (auto opened = open_pool(bytes); !opened) return std::unexpected(opened.error());
     if (auto reconciled = reconcile_volumes(key); !reconciled) return std::unexpected(reconciled.error());
   }
-  return {};
-}
-
-std::expected<void, error> array::reconcile_volumes(const std::string& pool_name) {
-  for (tiering::volume* v : pool_->volumes()) {
-    const std::string name = pool_name + "/volumes/" + v->record().name;
-    if (config_->get(name)) continue;
-    std::optional<std::expected<void, error>> deleted;
-    pool_->delete_volume(v->record().name, [&](std::expected<void, error> r) { deleted = std::move(r); });
-    wait([&] { return deleted.has_value(); });
-    if (!*deleted) return std::unexpected(make_error(errc::io_error, name + ": finishing its delete: " + deleted->error().message));
-    log(name + ": its delete, cut short by the last stop, is finished");
-  }
   for (const v1::Operation& op : operations_->interrupted()) {
     if (op.kind() == "volume.delete" && !config_->get(op.resource())) {
-      operations_->finish(op.name(), {});  // finished just above (or before the stop)
+      operations_->finish(op.name(), {});  // finished by reconcile_volumes (or before the stop)
     } else {
       operations_->finish(op.name(), std::unexpected(make_error(errc::io_error, "the controller stopped while it ran")));
     }
@@ -260,10 +248,31 @@ std::expected<void, error> array::reconcile_volumes(const std::string& pool_name
   return {};
 }
 
+std::expected<void, error> array::reconcile_volumes(const std::string& pool_name) {
+  tiering::pool& pool = *pool_named(pool_name)->pool;
+  for (tiering::volume* v : pool.volumes()) {
+    const std::string name = pool_name + "/volumes/" + v->record().name;
+    if (config_->get(name)) continue;
+    std::optional<std::expected<void, error>> deleted;
+    pool.delete_volume(v->record().name, [&](std::expected<void, error> r) { deleted = std::move(r); });
+    wait([&] { return deleted.has_value(); });
+    if (!*deleted) return std::unexpected(make_error(errc::io_error, name + ": finishing its delete: " + deleted->error().message));
+    log(name + ": its delete, cut short by the last stop, is finished");
+  }
+  return {};
+}
+
 std::expected<void, error> array::open_pool(const std::string& bytes) {
   auto record = decode<v1::Pool>("pools/?", bytes);
   if (!record) return std::unexpected(record.error());
-  if (pool_) return std::unexpected(make_error(errc::not_supported, "config: a second pool (" + record->name() + "): one pool per controller today"));
+  auto loaded = load_pool(*record);
+  if (!loaded) return std::unexpected(loaded.error());
+  adopt_pool(record->name(), std::move(*loaded));
+  return {};
+}
+
+std::expected<array::served_pool, error> array::load_pool(const v1::Pool& record) const {
+  if (pools_.contains(record.name())) return std::unexpected(make_error(errc::invalid_argument, record.name() + " is open already"));
   auto group_named = [&](const std::string& name) -> disk_group* {
     for (std::size_t i = 0; i < groups_.size(); ++i) {
       if (group_names_[i] == name) return groups_[i].get();
@@ -271,33 +280,73 @@ std::expected<void, error> array::open_pool(const std::string& bytes) {
     return nullptr;
   };
   std::vector<tiering::pool_group> members;
-  for (const std::string& name : record->groups()) {
+  for (const std::string& name : record.groups()) {
     disk_group* g = group_named(name);
-    if (g == nullptr) return std::unexpected(make_error(errc::not_found, record->name() + ": its group " + name + " is not in the config"));
+    if (g == nullptr) return std::unexpected(make_error(errc::not_found, record.name() + ": its group " + name + " is not in the config"));
     members.push_back({&g->device(), g->kind() == group_kind::raid6 ? tiering::tier::capacity : tiering::tier::performance});
   }
   tiering::pool_options options;
-  options.clock = &clock_;
-  if (!record->read_cache_group().empty()) {
-    disk_group* cache = group_named(record->read_cache_group());
-    if (cache == nullptr) return std::unexpected(make_error(errc::not_found, record->name() + ": its read cache group is not in the config"));
+  options.clock = const_cast<device::real_clock*>(&clock_);  // the pool reads it; the array's, as every layer's
+  if (!record.read_cache_group().empty()) {
+    disk_group* cache = group_named(record.read_cache_group());
+    if (cache == nullptr) return std::unexpected(make_error(errc::not_found, record.name() + ": its read cache group is not in the config"));
     options.read_cache_device = &cache->device();
   }
-  const std::filesystem::path directory = options_.state_dir / "pools" / short_name(record->name());
+  const std::filesystem::path directory = options_.state_dir / "pools" / short_name(record.name());
   std::error_code ec;
   std::filesystem::create_directories(directory, ec);
+  served_pool p;
   auto store = tiering::metadata_store::open(directory.string(), loop_.get_executor());
   if (!store) return std::unexpected(store.error());
-  metadata_ = std::move(*store);
-  auto p = tiering::pool::open(loop_.get_executor(), *metadata_, members, options);
-  if (!p) return std::unexpected(p.error());
-  pool_ = std::move(*p);
-  migrator_ = std::make_unique<tiering::migrator>(*pool_, tiering::migrator_options{});
-  migrator_->start();
-  pool_groups_.assign(record->groups().begin(), record->groups().end());
-  sampler_ = std::make_unique<boost::asio::steady_timer>(loop_);
-  take_samples();
+  p.metadata = std::move(*store);
+  auto opened = tiering::pool::open(loop_.get_executor(), *p.metadata, members, options);
+  if (!opened) return std::unexpected(opened.error());
+  p.pool = std::move(*opened);
+  p.groups.assign(record.groups().begin(), record.groups().end());
+  return p;
+}
+
+void array::adopt_pool(const std::string& name, served_pool p) {
+  p.migrator = std::make_unique<tiering::migrator>(*p.pool, tiering::migrator_options{});
+  p.migrator->start();
+  pools_.emplace(name, std::move(p));
+  if (!sampler_) {
+    sampler_ = std::make_unique<boost::asio::steady_timer>(loop_);
+    take_samples();
+  }
+}
+
+std::expected<void, error> array::add_pool(const v1::Pool& record) {
+  auto loaded = load_pool(record);  // on this thread: RocksDB's open blocks
+  if (!loaded) return std::unexpected(loaded.error());
+  auto handed = std::make_shared<std::promise<void>>();
+  auto adopted = handed->get_future();
+  auto box = std::make_shared<served_pool>(std::move(*loaded));
+  boost::asio::post(loop_, [this, name = record.name(), box, handed] {
+    adopt_pool(name, std::move(*box));
+    handed->set_value();
+  });
+  adopted.wait();
   return {};
+}
+
+array::served_pool* array::pool_named(std::string_view name) {
+  const auto it = pools_.find(std::string(name));
+  return it == pools_.end() ? nullptr : &it->second;
+}
+
+const array::served_pool* array::pool_named(std::string_view name) const {
+  const auto it = pools_.find(std::string(name));
+  return it == pools_.end() ? nullptr : &it->second;
+}
+
+std::pair<array::served_pool*, tiering::volume*> array::volume_named(std::string_view name) const {
+  const auto at = name.find("/volumes/");
+  if (at == std::string_view::npos) return {nullptr, nullptr};
+  auto it = pools_.find(std::string(name.substr(0, at)));
+  if (it == pools_.end()) return {nullptr, nullptr};
+  auto* p = const_cast<served_pool*>(&it->second);
+  return {p, p->pool->find_volume(name.substr(at + 9))};
 }
 
 std::expected<void, error> array::map_volume(const std::string& volume, const std::string& serial, const std::string& host,
@@ -310,8 +359,8 @@ std::expected<void, error> array::map_volume(const std::string& volume, const st
   }
   auto served = units_.find(volume);
   if (served == units_.end()) {
-    tiering::volume* v = pool_ ? pool_->find_volume(short_name(volume)) : nullptr;
-    if (v == nullptr) return std::unexpected(make_error(errc::not_found, "the pool has no volume " + volume));
+    tiering::volume* v = volume_named(volume).second;
+    if (v == nullptr) return std::unexpected(make_error(errc::not_found, "no pool has volume " + volume));
     scsi::unit_identity id;
     id.serial = serial;
     id.non_rotating = false;  // mostly HDDs behind it
@@ -414,10 +463,13 @@ host_access host_access_of(const v1::Host& host) {
 void array::take_samples() {
   const device::time_point now = clock_.now();
   std::map<std::string, std::pair<sample, sample>> next;
-  for (tiering::volume* v : pool_->volumes()) {
-    auto& [before, last] = next[v->record().name];
-    if (const auto old = samples_.find(v->record().name); old != samples_.end()) before = old->second.second;
-    last = {now, v->counters()};
+  for (const auto& [pool_name, p] : pools_) {
+    for (tiering::volume* v : p.pool->volumes()) {
+      const std::string name = pool_name + "/volumes/" + v->record().name;
+      auto& [before, last] = next[name];
+      if (const auto old = samples_.find(name); old != samples_.end()) before = old->second.second;
+      last = {now, v->counters()};
+    }
   }
   samples_ = std::move(next);  // deleted volumes drop out
   sampler_->expires_after(statistics_interval);
@@ -427,19 +479,19 @@ void array::take_samples() {
 }
 
 std::expected<void, error> array::volume_statistics(const std::string& name, v1::VolumeStatistics& out) const {
-  tiering::volume* v = pool_ ? pool_->find_volume(short_name(name)) : nullptr;
-  if (v == nullptr) return std::unexpected(make_error(errc::not_found, "the pool has no volume " + name));
+  const auto [p, v] = volume_named(name);
+  if (v == nullptr) return std::unexpected(make_error(errc::not_found, "no pool has volume " + name));
   out.set_volume(name);
   const tiering::volume_counters& now = v->counters();
   out.set_reads(now.whole[0].count);
   out.set_writes(now.whole[1].count);
   out.set_read_bytes(now.whole[0].bytes);
   out.set_write_bytes(now.whole[1].bytes);
-  const std::uint64_t extent_bytes = pool_->extent_size_bytes();
+  const std::uint64_t extent_bytes = p->pool->extent_size_bytes();
   out.set_performance_bytes(v->mapped_extents_on(tiering::tier::performance) * extent_bytes);
   out.set_capacity_bytes(v->mapped_extents_on(tiering::tier::capacity) * extent_bytes);
   out.set_allocated_bytes(out.performance_bytes() + out.capacity_bytes());
-  const auto s = samples_.find(v->record().name);
+  const auto s = samples_.find(name);
   if (s == samples_.end() || s->second.first.at == device::time_point{}) return {};  // one sample: no rates yet
   const auto& [before, last] = s->second;
   const double seconds = std::chrono::duration<double>(last.at - before.at).count();
@@ -466,20 +518,22 @@ std::expected<void, error> array::volume_statistics(const std::string& name, v1:
 }
 
 std::expected<void, error> array::pool_statistics(const std::string& name, v1::PoolStatistics& out) const {
-  if (!pool_ || name != "pools/p1") return std::unexpected(make_error(errc::not_found, "no pool " + name));
+  const served_pool* served = pool_named(name);
+  if (served == nullptr) return std::unexpected(make_error(errc::not_found, "no pool " + name));
+  const tiering::pool& pool = *served->pool;
   out.set_pool(name);
-  const std::uint64_t extent_bytes = pool_->extent_size_bytes();
-  out.set_performance_bytes(pool_->capacity_extents(tiering::tier::performance) * extent_bytes);
-  out.set_performance_free_bytes(pool_->free_extents(tiering::tier::performance) * extent_bytes);
-  out.set_capacity_bytes(pool_->capacity_extents(tiering::tier::capacity) * extent_bytes);
-  out.set_capacity_free_bytes(pool_->free_extents(tiering::tier::capacity) * extent_bytes);
-  out.set_committed_bytes(pool_->committed_bytes());
-  if (const device::block_device* cache = pool_->options().read_cache_device) {
+  const std::uint64_t extent_bytes = pool.extent_size_bytes();
+  out.set_performance_bytes(pool.capacity_extents(tiering::tier::performance) * extent_bytes);
+  out.set_performance_free_bytes(pool.free_extents(tiering::tier::performance) * extent_bytes);
+  out.set_capacity_bytes(pool.capacity_extents(tiering::tier::capacity) * extent_bytes);
+  out.set_capacity_free_bytes(pool.free_extents(tiering::tier::capacity) * extent_bytes);
+  out.set_committed_bytes(pool.committed_bytes());
+  if (const device::block_device* cache = pool.options().read_cache_device) {
     out.set_read_cache_bytes(cache->geometry().block_count * cache->geometry().logical_block_size_bytes);
   }
-  for (tiering::volume* v : pool_->volumes()) {
+  for (tiering::volume* v : pool.volumes()) {
     v1::VolumeStatistics each;
-    if (!volume_statistics("pools/p1/volumes/" + v->record().name, each)) continue;
+    if (!volume_statistics(name + "/volumes/" + v->record().name, each)) continue;
     out.set_read_iops(out.read_iops() + each.read_iops());
     out.set_write_iops(out.write_iops() + each.write_iops());
     out.set_read_mb_per_second(out.read_mb_per_second() + each.read_mb_per_second());
@@ -490,11 +544,12 @@ std::expected<void, error> array::pool_statistics(const std::string& name, v1::P
 
 std::expected<void, error> array::heat(const std::string& name, bool hottest_first, std::uint64_t first, std::size_t limit,
                                        v1::ListHeatResponse& out) const {
-  tiering::volume* v = pool_ ? pool_->find_volume(short_name(name)) : nullptr;
-  if (v == nullptr) return std::unexpected(make_error(errc::not_found, "the pool has no volume " + name));
+  const auto [p, v] = volume_named(name);
+  if (v == nullptr) return std::unexpected(make_error(errc::not_found, "no pool has volume " + name));
+  const tiering::pool& pool = *p->pool;
   const tiering::heat_map& map = v->heat();
   const std::uint64_t count = v->extent_count();
-  out.set_extent_bytes(pool_->extent_size_bytes());
+  out.set_extent_bytes(pool.extent_size_bytes());
   out.set_total_extents(count);
   std::vector<std::uint64_t> order;
   if (hottest_first) {
@@ -511,14 +566,14 @@ std::expected<void, error> array::heat(const std::string& name, bool hottest_fir
     const tiering::extent_heat h = map.heat(e);
     v1::ExtentHeat* row = out.add_extents();
     row->set_extent(e);
-    row->set_offset_bytes(e * pool_->extent_size_bytes());
+    row->set_offset_bytes(e * pool.extent_size_bytes());
     row->set_reads(h.read_ios);
     row->set_writes(h.write_ios);
     row->set_read_bytes(h.read_bytes);
     row->set_write_bytes(h.write_bytes);
     if (const auto at = v->location(e)) {
-      row->set_tier(pool_->tier_of(at->group) == tiering::tier::performance ? v1::TIER_PERFORMANCE : v1::TIER_CAPACITY);
-      row->set_group(at->group < pool_groups_.size() ? pool_groups_[at->group] : "");
+      row->set_tier(pool.tier_of(at->group) == tiering::tier::performance ? v1::TIER_PERFORMANCE : v1::TIER_CAPACITY);
+      row->set_group(at->group < p->groups.size() ? p->groups[at->group] : "");
     } else {
       row->set_tier(v1::TIER_UNMAPPED);
     }
@@ -528,13 +583,15 @@ std::expected<void, error> array::heat(const std::string& name, bool hottest_fir
 
 void array::delete_volume(const std::string& name, std::function<void(std::expected<void, error>)> done) {
   if (units_.contains(name)) return done(std::unexpected(make_error(errc::invalid_argument, name + " is served to a host")));
-  if (!pool_) return done(std::unexpected(make_error(errc::not_found, "no pool")));
-  pool_->delete_volume(short_name(name), std::move(done));
+  served_pool* p = volume_named(name).first;
+  if (p == nullptr) return done(std::unexpected(make_error(errc::not_found, "no pool has volume " + name)));
+  p->pool->delete_volume(short_name(name), std::move(done));
 }
 
 void array::resize_volume(const std::string& name, std::uint64_t bytes, std::function<void(std::expected<void, error>)> done) {
-  if (!pool_) return done(std::unexpected(make_error(errc::not_found, "no pool")));
-  pool_->resize_volume(short_name(name), bytes / 4096, [this, name, done = std::move(done)](std::expected<void, error> r) {
+  served_pool* p = volume_named(name).first;
+  if (p == nullptr) return done(std::unexpected(make_error(errc::not_found, "no pool has volume " + name)));
+  p->pool->resize_volume(short_name(name), bytes / 4096, [this, name, done = std::move(done)](std::expected<void, error> r) {
     if (const auto served = units_.find(name); r && served != units_.end()) served->second.unit->capacity_changed();
     done(std::move(r));
   });
@@ -542,14 +599,16 @@ void array::resize_volume(const std::string& name, std::uint64_t bytes, std::fun
 
 void array::set_placement(const std::string& name, tiering::affinity placement,
                           std::function<void(std::expected<void, error>)> done) {
-  if (!pool_) return done(std::unexpected(make_error(errc::not_found, "no pool")));
-  pool_->set_placement(short_name(name), placement, std::move(done));
+  served_pool* p = volume_named(name).first;
+  if (p == nullptr) return done(std::unexpected(make_error(errc::not_found, "no pool has volume " + name)));
+  p->pool->set_placement(short_name(name), placement, std::move(done));
 }
 
 void array::create_volume(const std::string& name, std::uint64_t bytes, tiering::affinity placement,
                           std::function<void(std::expected<void, error>)> done) {
-  if (!pool_) return done(std::unexpected(make_error(errc::not_found, "no pool")));
-  pool_->create_volume({name, 4096, bytes / 4096, placement}, [done = std::move(done)](std::expected<tiering::volume*, error> r) {
+  served_pool* p = volume_named(name).first;
+  if (p == nullptr) return done(std::unexpected(make_error(errc::not_found, "no pool for " + name)));
+  p->pool->create_volume({short_name(name), 4096, bytes / 4096, placement}, [done = std::move(done)](std::expected<tiering::volume*, error> r) {
     if (!r) return done(std::unexpected(r.error()));
     done({});
   });
@@ -599,19 +658,20 @@ void array::form_group(const std::string& name, group_kind kind, const std::vect
                });
 }
 
-void array::grow_pool(const std::string& name, std::function<void(std::expected<void, error>)> done) {
+void array::grow_pool(const std::string& pool, const std::string& name, std::function<void(std::expected<void, error>)> done) {
   const auto it = std::ranges::find(group_names_, name);
   if (it == group_names_.end()) return done(std::unexpected(make_error(errc::not_found, "no group " + name)));
-  if (!pool_) return done(std::unexpected(make_error(errc::not_found, "no pool")));
+  served_pool* p = pool_named(pool);
+  if (p == nullptr) return done(std::unexpected(make_error(errc::not_found, "no pool " + pool)));
   const disk_group& g = *groups_[static_cast<std::size_t>(it - group_names_.begin())];
   if (g.kind() == group_kind::read_cache) {
     return done(std::unexpected(make_error(errc::busy, "a read cache joins a pool when the pool is built")));
   }
-  pool_groups_.push_back(name);  // the pool's next index: heat names it from now on
-  pool_->add_group({&g.device(), g.kind() == group_kind::raid6 ? tiering::tier::capacity : tiering::tier::performance},
-                   [this, name, done = std::move(done)](std::expected<std::uint16_t, error> added) {
+  p->groups.push_back(name);  // the pool's next index: heat names it from now on
+  p->pool->add_group({&g.device(), g.kind() == group_kind::raid6 ? tiering::tier::capacity : tiering::tier::performance},
+                   [p, done = std::move(done)](std::expected<std::uint16_t, error> added) {
                      if (!added) {
-                       if (added.error().code == make_error_code(errc::invalid_argument)) pool_groups_.pop_back();  // refused: not in it
+                       if (added.error().code == make_error_code(errc::invalid_argument)) p->groups.pop_back();  // refused: not in it
                        return done(std::unexpected(added.error()));
                      }
                      done({});
@@ -619,9 +679,9 @@ void array::grow_pool(const std::string& name, std::function<void(std::expected<
 }
 
 void array::follow_move(const std::string& name, tiering::tier to, const std::string& operation) {
-  tiering::volume* v = pool_ ? pool_->find_volume(short_name(name)) : nullptr;
+  tiering::volume* v = volume_named(name).second;
   const tiering::tier from = to == tiering::tier::capacity ? tiering::tier::performance : tiering::tier::capacity;
-  moves_.push_back({short_name(name), to, v ? v->mapped_extents_on(from) : 0, operation});
+  moves_.push_back({name, to, v ? v->mapped_extents_on(from) : 0, operation});
   if (!move_timer_) {
     move_timer_ = std::make_unique<boost::asio::steady_timer>(loop_);
     check_moves();
@@ -636,7 +696,7 @@ void array::stop_following(const std::string& operation) {
 
 void array::check_moves() {
   std::erase_if(moves_, [&](const followed_move& m) {
-    tiering::volume* v = pool_->find_volume(m.volume);
+    const auto [p, v] = volume_named(m.volume);
     if (v == nullptr) {
       operations_->finish(m.operation, std::unexpected(make_error(errc::not_found, "the volume was deleted")));
       return true;
@@ -650,12 +710,12 @@ void array::check_moves() {
     const std::uint64_t left = v->mapped_extents_on(from);
     if (left == 0) {
       operations_->finish(m.operation, {});
-      events_->record(severity::info, "pools/p1/volumes/" + m.volume,
+      events_->record(severity::info, m.volume,
                       std::string("every extent is on the ") + (m.to == tiering::tier::capacity ? "capacity (HDD)" : "performance (SSD)") +
                           " tier now (" + m.operation + ")");
       return true;
     }
-    if (m.to == tiering::tier::performance && pool_->free_extents(tiering::tier::performance) <= pool_->performance_reserve_extents()) {
+    if (m.to == tiering::tier::performance && p->pool->free_extents(tiering::tier::performance) <= p->pool->performance_reserve_extents()) {
       operations_->finish(m.operation, std::unexpected(make_error(errc::no_space, "the performance tier is full down to its reserve; " +
                                                                                       std::to_string(left) + " extents stay on HDD")));
       return true;
@@ -722,7 +782,7 @@ void array::close() {
     bay_->stop();  // a rebuild or scrub cut short here is started again by command
     wait([&] { return bay_->idle(); });
   }
-  if (migrator_) migrator_->stop();
+  for (auto& [name, p] : pools_) p.migrator->stop();
   if (sampler_) sampler_->cancel();
   for (const followed_move& m : moves_) {
     operations_->finish(m.operation,
@@ -732,24 +792,25 @@ void array::close() {
   }
   moves_.clear();
   move_timer_.reset();
-  if (pool_) {
+  for (auto& [name, served] : pools_) {
+    tiering::pool* pool = served.pool.get();
     wait([&] {
-      for (tiering::volume* v : pool_->volumes()) {
+      for (tiering::volume* v : pool->volumes()) {
         if (!v->idle()) return false;
       }
-      return pool_->cache() == nullptr || pool_->cache()->idle();
+      return pool->cache() == nullptr || pool->cache()->idle();
     });
     std::optional<std::error_code> heat;
-    pool_->persist_heat([&](std::error_code ec) { heat = ec; });
+    pool->persist_heat([&](std::error_code ec) { heat = ec; });
     wait([&] { return heat.has_value(); });
     if (*heat) log("the heat map was not saved: " + heat->message());
-    if (pool_->cache() != nullptr) {
+    if (pool->cache() != nullptr) {
       std::optional<std::error_code> index;
-      pool_->cache()->persist([&](std::error_code ec) { index = ec; });
+      pool->cache()->persist([&](std::error_code ec) { index = ec; });
       wait([&] { return index.has_value(); });
       if (*index) log("the read cache's index was not saved: " + index->message());
     }
-    for (tiering::volume* v : pool_->volumes()) {
+    for (tiering::volume* v : pool->volumes()) {
       struct flush_wait {
         device::request req;
         bool done = false;
@@ -767,12 +828,13 @@ void array::close() {
   hosts_.clear();
   retired_maps_.clear();
   units_.clear();
-  migrator_.reset();
-  pool_.reset();
-  if (metadata_) {
-    wait([&] { return metadata_->in_flight() == 0; });
-    metadata_.reset();
+  for (auto& [name, p] : pools_) {
+    p.migrator.reset();
+    p.pool.reset();
+    wait([&] { return p.metadata->in_flight() == 0; });
+    p.metadata.reset();
   }
+  pools_.clear();
   for (const auto& g : groups_) {
     std::optional<std::error_code> clean;
     g->mark_clean([&](std::error_code ec) { clean = ec; });

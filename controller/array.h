@@ -45,6 +45,7 @@ namespace strata::v1 {
 class Disk;
 class DiskGroup;
 class Host;
+class Pool;
 class VolumeStatistics;
 class PoolStatistics;
 class ListHeatResponse;
@@ -102,8 +103,9 @@ class array {
   // Management changes: called on the loop (mgmt posts them there), and
   // answered there. The caller records the change in the config store.
   //
-  // A new thin volume `name` ("v2") in the pool, durable in the pool's
-  // metadata before `done`. errc::no_space: over the pool's overcommit.
+  // A new thin volume `name` ("pools/p1/volumes/v2"), durable in its
+  // pool's metadata before `done`. errc::no_space: over the pool's
+  // overcommit.
   void create_volume(const std::string& name, std::uint64_t bytes, tiering::affinity placement,
                      std::function<void(std::expected<void, error>)> done);
   // Deletes volume `name` ("pools/p1/volumes/v2") from the pool: its
@@ -125,10 +127,16 @@ class array {
   // superblocks carry) for the caller to keep before anything uses it.
   void form_group(const std::string& name, group_kind kind, const std::vector<std::string>& disks,
                   std::function<void(std::expected<v1::DiskGroup, error>)> done);
-  // Grows the pool by group `name` (RAID-6: capacity tier; RAID-1:
+  // Opens a new pool for `record` ("pools/p2": its groups, in no other
+  // pool, and its read cache), whose record the caller has kept, and
+  // serves it. Unlike the other changes, called from a thread that may
+  // block, not the loop: opening the pool's store is RocksDB's open; the
+  // pool is then handed to the loop. An error leaves nothing open.
+  std::expected<void, error> add_pool(const v1::Pool& record);
+  // Grows pool `pool` by group `name` (RAID-6: capacity tier; RAID-1:
   // performance tier), whose record, and the pool record naming it, the
   // caller has kept: a crash before `done` is finished at the next start.
-  void grow_pool(const std::string& name, std::function<void(std::expected<void, error>)> done);
+  void grow_pool(const std::string& pool, const std::string& name, std::function<void(std::expected<void, error>)> done);
   // Follows volume `name`'s extents as the migrator moves them all to tier
   // `to` (after its placement was set to match): operation `operation`
   // (kind "volume.move") gets the fraction moved each second, and ends
@@ -167,6 +175,7 @@ class array {
 
   boost::asio::ip::tcp::endpoint iscsi_endpoint() const { return server_->local_endpoint(); }
   const std::string& target_name() const noexcept { return options_.target_name; }
+  const std::filesystem::path& state_dir() const noexcept { return options_.state_dir; }
   config_store& config() const noexcept { return *config_; }
   controller::event_log& events() const noexcept { return *events_; }
   operation_log& operations() const noexcept { return *operations_; }
@@ -205,13 +214,28 @@ class array {
   std::unique_ptr<shelf> shelf_;
   std::vector<std::unique_ptr<disk_group>> groups_;
   std::vector<std::string> group_names_;  // groups_'s resource names ("groups/g1")
-  std::vector<std::string> pool_groups_;  // the pool's groups by its own index (extent_location::group)
   std::unique_ptr<drive_bay> bay_;        // over shelf_ and groups_
   // How group `index` of groups_ runs: its member failures go to bay_.
   group_options group_options_for(std::size_t index);
-  std::unique_ptr<tiering::metadata_store> metadata_;
-  std::unique_ptr<tiering::pool> pool_;
-  std::unique_ptr<tiering::migrator> migrator_;
+  // A pool this controller owns: its metadata store (STATE/pools/NAME),
+  // the pool, its migrator, and its groups' names by the pool's own index
+  // (extent_location::group).
+  struct served_pool {
+    std::unique_ptr<tiering::metadata_store> metadata;
+    std::unique_ptr<tiering::pool> pool;
+    std::unique_ptr<tiering::migrator> migrator;
+    std::vector<std::string> groups;
+  };
+  std::map<std::string, served_pool> pools_;  // by name: "pools/p1"
+  // Pool `name` ("pools/p1"), or null.
+  served_pool* pool_named(std::string_view name);
+  const served_pool* pool_named(std::string_view name) const;
+  // Volume `name` ("pools/p1/volumes/v1") and its pool, or nulls.
+  std::pair<served_pool*, tiering::volume*> volume_named(std::string_view name) const;
+  // Opens pool `record`'s store and pool over its groups, blocking.
+  std::expected<served_pool, error> load_pool(const v1::Pool& record) const;
+  // Serves a loaded pool: its migrator runs. On the loop.
+  void adopt_pool(const std::string& name, served_pool p);
   boost::asio::thread_pool state_writer_{1};  // the reservation state's synced writes
   // A volume being served: its logical unit, over its reservation state.
   struct served_volume {
@@ -237,11 +261,11 @@ class array {
     device::time_point at{};
     tiering::volume_counters counters;
   };
-  std::map<std::string, std::pair<sample, sample>> samples_;  // by short name: (before, last)
+  std::map<std::string, std::pair<sample, sample>> samples_;  // by volume name: (before, last)
   std::unique_ptr<boost::asio::steady_timer> sampler_;
   // Volumes whose extents the migrator moves to one tier, by command.
   struct followed_move {
-    std::string volume;  // its short name
+    std::string volume;  // its name: "pools/p1/volumes/v1"
     tiering::tier to = tiering::tier::capacity;
     std::uint64_t to_move = 0;  // extents on the other tier when it began
     std::string operation;

@@ -4,6 +4,7 @@
 #include <boost/asio/post.hpp>
 #include <cctype>
 #include <future>
+#include <map>
 #include <set>
 #include <string_view>
 
@@ -227,8 +228,8 @@ grpc::Status array_service::CreateVolume(grpc::ServerContext*, const v1::CreateV
   if (config_.get(name)) return fail(grpc::StatusCode::ALREADY_EXISTS, "volume_id", name + " exists");
   if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to create the volume in");
   const v1::Affinity affinity = in->volume().affinity() == v1::AFFINITY_UNSPECIFIED ? v1::AUTO : in->volume().affinity();
-  auto created = on_loop(*array_, [this, id = in->volume_id(), bytes, placement = placement_of(affinity)](auto done) {
-    array_->create_volume(id, bytes, placement, std::move(done));
+  auto created = on_loop(*array_, [this, name, bytes, placement = placement_of(affinity)](auto done) {
+    array_->create_volume(name, bytes, placement, std::move(done));
   });
   if (!created) return status_of(created.error(), "volume.size_bytes");
   out->set_name(name);
@@ -607,8 +608,44 @@ grpc::Status array_service::ListEvents(grpc::ServerContext*, const v1::ListReque
 }
 
 grpc::Status array_service::GetVersion(grpc::ServerContext*, const v1::GetVersionRequest*, v1::GetVersionResponse* out) {
-  out->set_version("0.1.0");
+  out->set_version(version);
   out->set_controller("A");
+  return grpc::Status::OK;
+}
+
+v1::Controller array_service::self() const {
+  v1::Controller c;
+  c.set_name("controllers/a");
+  c.set_state(v1::CONTROLLER_ACTIVE);
+  c.set_version(version);
+  for (const auto& [key, bytes] : config_.list("pools/")) {
+    if (key.find('/', 6) == std::string::npos) c.add_pools(key);
+  }
+  c.set_start_time_unix_ms(started_ms_);
+  if (array_ != nullptr) {
+    const auto at = array_->iscsi_endpoint();  // fixed once the array serves
+    c.set_iscsi_portal(at.address().to_string() + ":" + std::to_string(at.port()));
+    c.set_target_name(array_->target_name());
+    c.set_state_dir(array_->state_dir().string());
+  }
+  return c;
+}
+
+grpc::Status array_service::ListControllers(grpc::ServerContext*, const v1::ListRequest* in, v1::ListControllersResponse* out) {
+  if (in->page_size() < 0 || in->page_size() > max_page_size) {
+    return invalid("page_size", std::to_string(in->page_size()) + " is outside 0 to " + std::to_string(max_page_size));
+  }
+  if (!in->page_token().empty()) return invalid("page_token", "\"" + in->page_token() + "\" is not a token of this list");
+  *out->add_controllers() = self();  // one controller: one page
+  return grpc::Status::OK;
+}
+
+grpc::Status array_service::GetController(grpc::ServerContext*, const v1::GetRequest* in, v1::Controller* out) {
+  if (in->name() != "controllers/a") {
+    if (!in->name().starts_with("controllers/")) return invalid("name", "\"" + in->name() + "\" is not a controllers/NAME resource name");
+    return fail(grpc::StatusCode::NOT_FOUND, "name", in->name() + " does not exist (this array has controllers/a)");
+  }
+  *out = self();
   return grpc::Status::OK;
 }
 
@@ -742,12 +779,58 @@ grpc::Status array_service::CreateDiskGroup(grpc::ServerContext*, const v1::Crea
   }
   if (auto done = commit(config_, b); !done.ok()) return done;
   if (pool) {
-    auto grown = on_loop(*array_, [this, name](auto done) { array_->grow_pool(name, std::move(done)); });
+    auto grown = on_loop(*array_, [this, pool_name = pool->name(), name](auto done) { array_->grow_pool(pool_name, name, std::move(done)); });
     if (!grown) return status_of(grown.error(), "pool");
   }
   array_->events().record(controller::severity::info, name, v1::GroupKind_Name(g.kind()) + " of " + std::to_string(n) + " disks made" +
                                                                 (pool ? ", " + pool->name() + " grown by it" : ""));
   describe(array_, out);
+  return grpc::Status::OK;
+}
+
+grpc::Status array_service::CreatePool(grpc::ServerContext*, const v1::CreatePoolRequest* in, v1::Pool* out) {
+  if (!valid_id(in->pool_id())) return invalid("pool_id", "\"" + in->pool_id() + "\" is not [a-z][a-z0-9-]*, at most 63");
+  const v1::Pool& want = in->pool();
+  if (want.groups().empty()) return invalid("pool.groups", "a pool needs one or more RAID-6 or RAID-1 groups");
+  std::lock_guard hold(changes_);
+  const std::string name = "pools/" + in->pool_id();
+  if (config_.get(name)) return fail(grpc::StatusCode::ALREADY_EXISTS, "pool_id", name + " exists");
+  // Every group a pool has, and which.
+  std::map<std::string, std::string> taken;
+  for (const auto& [key, bytes] : config_.list("pools/")) {
+    v1::Pool other;
+    if (key.find('/', 6) != std::string::npos || !other.ParseFromString(bytes)) continue;
+    for (const std::string& g : other.groups()) taken[g] = key;
+    if (!other.read_cache_group().empty()) taken[other.read_cache_group()] = key;
+  }
+  std::set<std::string> seen;
+  for (const std::string& g : want.groups()) {
+    auto group = g.starts_with("groups/") ? read<v1::DiskGroup>(config_, g) : std::nullopt;
+    if (!group) return fail(grpc::StatusCode::NOT_FOUND, "pool.groups", g + " does not exist");
+    if (!seen.insert(g).second) return invalid("pool.groups", g + " is listed twice");
+    if (group->kind() == v1::READ_CACHE) return invalid("pool.groups", g + " is a read cache: name it as pool.read_cache_group");
+    if (taken.contains(g)) return fail(grpc::StatusCode::FAILED_PRECONDITION, "pool.groups", g + " is in " + taken[g]);
+  }
+  if (const std::string& cache = want.read_cache_group(); !cache.empty()) {
+    auto group = cache.starts_with("groups/") ? read<v1::DiskGroup>(config_, cache) : std::nullopt;
+    if (!group) return fail(grpc::StatusCode::NOT_FOUND, "pool.read_cache_group", cache + " does not exist");
+    if (group->kind() != v1::READ_CACHE) return invalid("pool.read_cache_group", cache + " is " + v1::GroupKind_Name(group->kind()) + ", not READ_CACHE");
+    if (taken.contains(cache)) return fail(grpc::StatusCode::FAILED_PRECONDITION, "pool.read_cache_group", cache + " is in " + taken[cache]);
+  }
+  if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to make the pool in");
+  *out = want;
+  out->set_name(name);
+  // Recorded first: a crash before it is open opens it at the next start.
+  controller::config_batch b;
+  b.put(name, out->SerializeAsString());
+  if (auto done = commit(config_, b); !done.ok()) return done;
+  if (auto opened = array_->add_pool(*out); !opened) {
+    controller::config_batch undo;  // a failed request changes nothing
+    undo.erase(name);
+    (void)config_.commit(undo);
+    return status_of(opened.error(), "pool");
+  }
+  array_->events().record(controller::severity::info, name, "created over " + std::to_string(want.groups_size()) + " group(s)");
   return grpc::Status::OK;
 }
 

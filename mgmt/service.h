@@ -22,7 +22,11 @@ class array_service final : public v1::Array::Service {
   // resources can be read, and changes are refused (UNAVAILABLE).
   array_service(controller::config_store& config, controller::array* array) : config_(config), array_(array) {}
 
+  static constexpr const char* version = "0.1.0";
+
   grpc::Status GetVersion(grpc::ServerContext*, const v1::GetVersionRequest*, v1::GetVersionResponse* out) override;
+  grpc::Status ListControllers(grpc::ServerContext*, const v1::ListRequest* in, v1::ListControllersResponse* out) override;
+  grpc::Status GetController(grpc::ServerContext*, const v1::GetRequest* in, v1::Controller* out) override;
   grpc::Status ListDisks(grpc::ServerContext*, const v1::ListRequest* in, v1::ListDisksResponse* out) override;
   grpc::Status GetDisk(grpc::ServerContext*, const v1::GetRequest* in, v1::Disk* out) override;
   grpc::Status CreateDisk(grpc::ServerContext*, const v1::CreateDiskRequest* in, v1::Disk* out) override;
@@ -33,6 +37,7 @@ class array_service final : public v1::Array::Service {
   grpc::Status CreateDiskGroup(grpc::ServerContext*, const v1::CreateDiskGroupRequest* in, v1::DiskGroup* out) override;
   grpc::Status ListDiskGroups(grpc::ServerContext*, const v1::ListRequest* in, v1::ListDiskGroupsResponse* out) override;
   grpc::Status GetDiskGroup(grpc::ServerContext*, const v1::GetRequest* in, v1::DiskGroup* out) override;
+  grpc::Status CreatePool(grpc::ServerContext*, const v1::CreatePoolRequest* in, v1::Pool* out) override;
   grpc::Status ListPools(grpc::ServerContext*, const v1::ListRequest* in, v1::ListPoolsResponse* out) override;
   grpc::Status GetPool(grpc::ServerContext*, const v1::GetRequest* in, v1::Pool* out) override;
   grpc::Status ListVolumes(grpc::ServerContext*, const v1::ListRequest* in, v1::ListVolumesResponse* out) override;
@@ -62,6 +67,9 @@ class array_service final : public v1::Array::Service {
   controller::config_store& config_;
   controller::array* array_;
   std::mutex changes_;
+  const std::int64_t started_ms_ = controller::unix_ms_now();  // the daemon's start, near enough
+  // This controller, as it stands.
+  v1::Controller self() const;
   // A volume's affinity set, on the array and in its record (changes_ held).
   grpc::Status set_affinity(v1::Volume& volume, v1::Affinity affinity);
 };

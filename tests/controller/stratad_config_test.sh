@@ -108,6 +108,10 @@ check "hdd-03 is the file at its path, with no timing model" bash -c \
 check "hdd-00 is simulated: a file in the state directory behind the HDD model" bash -c \
   "'$cli' --api $api --json disk show hdd-00 | grep -q '\"path\":\"$dir/array/shelf/hdd-00.img\",\"timing_model\":\"nl_sas_7k2\"'"
 check "the volume is mapped to db1 as LUN 3 (mappings/m1)" bash -c "'$cli' --api $api map list | grep -q '^mappings/m1 *pools/p1/volumes/db *hosts/db1 *3\$'"
+check "strata controller show: controllers/a, ACTIVE, owning p1, serving the file's portal and target from its state_dir" bash -c \
+  "'$cli' --api $api --json controller show | grep -q '\"name\":\"controllers/a\",\"state\":\"CONTROLLER_ACTIVE\",.*\"pools\":\[\"pools/p1\"\],\"iscsi_portal\":\"127.0.0.1:$port\",\"target_name\":\"$target\",.*\"state_dir\":\"$dir/array\"'"
+"$cli" --api "$api" controller show b >/dev/null 2>"$dir/cli.err"
+check "strata controller show b: NOT_FOUND, exit 1" bash -c "[[ $? -eq 1 ]] && grep -q 'NOT_FOUND: name: controllers/b does not exist' '$dir/cli.err'"
 check "SendTargets names the advertised portal" bash -c \
   "iscsi-ls -i $initiator iscsi://127.0.0.1:$port | grep -q 'Target:$target Portal:192.0.2.10:3260'"
 check "db1 sees LUN 3" bash -c "iscsi-inq -i $initiator iscsi://127.0.0.1:$port/$target/3 | grep -q 'Peripheral Device Type:DIRECT_ACCESS'"

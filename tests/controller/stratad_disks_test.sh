@@ -170,6 +170,18 @@ check "the pool's capacity tier grew by g5's 2 GiB, less its reserved areas ($be
 check "pools/p1 names g5 last" bash -c "'$cli' --api $api pool show p1 | grep -q 'groups/g1,groups/g2,groups/g3,groups/g5'"
 check "hdd-11 is ONLINE as g5's member 0" bash -c "'$cli' --api $api disk show hdd-11 | grep -q 'ONLINE *groups/g5#0'"
 
+# A second pool, over a group no pool has; a volume in it, served.
+for d in 15 16 17 18; do quiet s disk add hdd-$d --kind hdd --size 1G; done
+check "strata group create g6 (no pool): a group no pool uses" quiet s group create g6 --raid6 hdd-15 hdd-16 hdd-17 hdd-18
+check "strata pool create p2 g6" bash -c "'$cli' --api $api pool create p2 g6 | grep -q '^pools/p2 *groups/g6 *-'"
+check "refused: a pool over a group another pool has" refused "FAILED_PRECONDITION: pool.groups: groups/g6 is in pools/p2" pool create p3 g6
+check "refused: a pool that exists" refused "ALREADY_EXISTS: pool_id: pools/p2 exists" pool create p2 g6
+check "strata volume create w --pool p2, mapped as LUN 2" bash -c "'$cli' --api $api volume create w --pool p2 --size 1G >/dev/null && '$cli' --api $api map pools/p2/volumes/w --lun 2 >/dev/null"
+lun2="iscsi://127.0.0.1:$port/iqn.2026-11.io.strata:array/2"
+check "a pattern written to p2's volume reads back" quiet qemu-io -f raw -c 'write -P 0x2b 0 8M' -c 'read -P 0x2b 0 16k' -c 'read -P 0x2b 8176k 16k' "$lun2"
+check "it lies on g6, p2's group" bash -c "'$cli' --api $api heat list pools/p2/volumes/w | grep -q 'CAPACITY *groups/g6'"
+check "strata pool stats p2: 8 MiB used of its capacity tier" bash -c "'$cli' --api $api pool stats p2 | grep -q '^pools/p2 .* 8.0 MiB / '"
+
 # kill -9: the same disks, groups and data come back.
 kill -9 "$pid"; wait "$pid" 2>/dev/null
 pid=
@@ -179,6 +191,8 @@ check "after kill -9: hdd-10 is still g1's member 2, hdd-02 still LEFT, g1 OPTIM
 check "after kill -9: the pattern reads back" pattern_reads
 check "after kill -9: g5 is assembled" test "$(group_state g5)" = OPTIMAL
 check "after kill -9: the pool still has g5's capacity" test "$(capacity)" = "$after"
+check "after kill -9: p2 and its volume's data are back" quiet qemu-io -f raw -c 'read -P 0x2b 0 16k' -c 'read -P 0x2b 4M 16k' "$lun2"
+check "strata controller show: it owns p1 and p2" bash -c "'$cli' --api $api controller show | grep -q 'pools/p1,pools/p2'"
 kill -TERM "$pid"; wait "$pid"
 check "SIGTERM: exit 0" test $? -eq 0
 pid=

@@ -3,6 +3,7 @@
 //
 //   strata [--api ADDR:PORT] [--tls-ca FILE] [--token-file FILE] [--json] NOUN VERB [NAME]
 //
+//   controller list | controller show [NAME]   (the controller answering: controllers/a)
 //   disk list | disk show NAME          group list | group show NAME
 //   disk add NAME --kind hdd|ssd --size SIZE   (a simulated drive in a new slot)
 //   disk fail NAME                      (out of its group, as a dying drive)
@@ -11,6 +12,7 @@
 //   group create NAME --raid6|--raid1|--read-cache DISK... [--pool POOL]
 //                                       (blank disks; --pool: the pool grows by it)
 //   group scrub NAME [--wait]           (RAID-6 parity check: an operation)
+//   pool create NAME GROUP... [--cache GROUP]   (over groups no pool has)
 //   pool list | pool show NAME          volume list [POOL] | volume show NAME
 //   host list | host show NAME          map list | map show NAME
 //   volume create NAME --size SIZE [--pool POOL] [--affinity auto|performance|capacity]
@@ -80,9 +82,10 @@ constexpr int exit_unreachable = 3;
   std::fprintf(stderr,
                "strata: %s\n"
                "usage: strata [--api ADDR:PORT] [--tls-ca FILE] [--token-file FILE] [--json] NOUN VERB [NAME]\n"
-               "  disk|group|pool|host|map list, disk|group|pool|volume|host|map show NAME,\n"
+               "  controller|disk|group|pool|host|map list, controller|disk|group|pool|volume|host|map show NAME,\n"
                "  disk add NAME --kind hdd|ssd --size SIZE, disk fail NAME, disk replace NAME --with DISK [--wait], disk spare|unspare NAME,\n"
                "  group create NAME --raid6|--raid1|--read-cache DISK... [--pool POOL], group scrub NAME [--wait],\n"
+               "  pool create NAME GROUP... [--cache GROUP],\n"
                "  volume list [POOL], volume create NAME --size SIZE [--pool POOL] [--affinity auto|performance|capacity],\n"
                "  volume update NAME [--size SIZE] [--affinity A], volume delete NAME [--wait],\n"
                "  volume move NAME --to capacity|performance [--wait],\n"
@@ -151,6 +154,12 @@ void table(const std::vector<std::string>& header, const std::vector<std::vector
   for (const auto& r : rows) print(r);
 }
 
+std::string when(std::int64_t unix_ms);
+std::vector<std::string> row(const v1::Controller& c) {
+  const std::string state = v1::ControllerState_Name(c.state());
+  return {c.name(), state.substr(state.find('_') + 1), c.version(), c.iscsi_portal().empty() ? "-" : c.iscsi_portal(),
+          joined(c.pools()), when(c.start_time_unix_ms())};
+}
 // An enum value's name without its prefix: DISK_ONLINE → ONLINE.
 std::string state_name(const std::string& full, std::string_view prefix) {
   return full.starts_with(prefix) ? full.substr(prefix.size()) : full;
@@ -363,7 +372,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> words;
   // Options with a value (--iqn may repeat), and those without.
   static const std::set<std::string> valued{"--size", "--pool", "--affinity", "--lun", "--host", "--name",
-                                            "--iqn", "--chap", "--mutual-chap", "--limit", "--with", "--kind", "--to"};
+                                            "--iqn", "--chap", "--mutual-chap", "--limit", "--with", "--kind", "--to", "--cache"};
   static const std::set<std::string> switches{"--wait", "--any", "--no-chap", "--raid6", "--raid1", "--read-cache"};
   std::map<std::string, std::vector<std::string>> flags;
   for (int i = 1; i < argc; ++i) {
@@ -433,6 +442,13 @@ int main(int argc, char** argv) {
       pool_h{"NAME", "GROUPS", "READ CACHE"}, volume_h{"NAME", "SIZE", "BLOCK", "AFFINITY", "SERIAL"},
       host_h{"NAME", "INITIATORS", "CHAP"}, map_h{"NAME", "VOLUME", "HOST", "LUN"},
       op_h{"NAME", "KIND", "RESOURCE", "STATE", "PROGRESS", "ERROR"}, event_h{"TIME", "SEVERITY", "RESOURCE", "MESSAGE"};
+  const std::vector<std::string> controller_h{"NAME", "STATE", "VERSION", "ISCSI PORTAL", "POOLS", "STARTED"};
+  if (noun == "controller" && verb == "list") {
+    return c.list<v1::ListControllersResponse>(&S::ListControllers, [](auto& r) { return r.controllers(); }, controller_h);
+  }
+  if (noun == "controller" && verb == "show") {
+    return c.show<v1::Controller>(&S::GetController, resource("controllers/", name.empty() ? "a" : name), controller_h);
+  }
   if (noun == "disk" && verb == "list") return c.list<v1::ListDisksResponse>(&S::ListDisks, [](auto& r) { return r.disks(); }, disk_h);
   if (noun == "disk" && verb == "show") return need_name(), c.show<v1::Disk>(&S::GetDisk, resource("disks/", name), disk_h);
   if (noun == "group" && verb == "list")
@@ -552,6 +568,15 @@ int main(int argc, char** argv) {
     for (std::size_t i = 3; i < words.size(); ++i) in.mutable_group()->add_members(resource("disks/", words[i]));
     if (flags.contains("--pool")) in.set_pool(resource("pools/", flag("--pool", "")));
     return c.change<v1::CreateDiskGroupRequest, v1::DiskGroup>(&S::CreateDiskGroup, in, group_h);
+  }
+  if (noun == "pool" && verb == "create") {
+    need_name();
+    if (words.size() < 4) usage("pool create needs its GROUPs");
+    v1::CreatePoolRequest in;
+    in.set_pool_id(name);
+    for (std::size_t i = 3; i < words.size(); ++i) in.mutable_pool()->add_groups(resource("groups/", words[i]));
+    if (flags.contains("--cache")) in.mutable_pool()->set_read_cache_group(resource("groups/", flag("--cache", "")));
+    return c.change<v1::CreatePoolRequest, v1::Pool>(&S::CreatePool, in, pool_h);
   }
   if (noun == "group" && verb == "scrub") {
     need_name();
