@@ -3,7 +3,7 @@
 // (stratad-bench.sh: "start-up from 100 volumes / 1 M extents").
 //
 //   strata-fill-extents --state-dir DIR --extents K [--pool NAME] [--prefix P] [--volumes N]
-//                       [--batch-records R] [--leave-log]
+//                       [--batch-records R]
 //
 // Maps the first K extents of each volume of the pool (those whose names
 // start with P, the first N of them in name order) that are not mapped
@@ -28,12 +28,6 @@
 // No data is written: an extent mapped here reads what its group holds
 // there, zeros on a fresh shelf of sparse files. The heat and the read
 // cache index are not touched (a never-written extent has neither).
-//
-// The reopen also has RocksDB replay its log into a table file. With
-// --leave-log it is skipped, check included, and the mappings stay in the
-// log, as a stratad that made them since RocksDB's last memtable flush
-// (64 MiB, about a million mappings) leaves them at a clean stop: RocksDB
-// does not flush at close when it has a log. The next open replays them.
 //
 // Run it while stratad is stopped: it takes STATE/stratad.lock as stratad
 // does, and RocksDB's own lock would refuse it anyway.
@@ -69,7 +63,7 @@ namespace tiering = strata::tiering;
   if (!why.empty()) std::fprintf(stderr, "strata-fill-extents: %s\n", why.c_str());
   std::fprintf(stderr,
                "usage: strata-fill-extents --state-dir DIR --extents K [--pool NAME] [--prefix P] [--volumes N]\n"
-               "                           [--batch-records R] [--leave-log]\n");
+               "                           [--batch-records R]\n");
   std::exit(2);
 }
 
@@ -91,7 +85,6 @@ struct settings {
   // Mappings per synced batch: each batch is atomic, and any prefix of the
   // batches is a consistent map too (every mapping in it is unique).
   std::size_t batch_records = 50'000;
-  bool leave_log = false;  // no reopen: the next open replays the log
 };
 
 // The pool as stratad opens it, over stand-ins for its groups. Members are
@@ -175,8 +168,6 @@ int main(int argc, char** argv) {
     } else if (arg == "--batch-records") {
       s.batch_records = number();
       if (s.batch_records == 0) usage("--batch-records must be at least 1");
-    } else if (arg == "--leave-log") {
-      s.leave_log = true;
     } else {
       usage("unknown argument " + std::string(arg));
     }
@@ -250,14 +241,8 @@ int main(int argc, char** argv) {
   for (tiering::volume* v : chosen) names.push_back(v->record().name);
   chosen.clear();
   p.reset();
-  if (s.leave_log) {
-    ::close(lock);
-    return 0;
-  }
-
   // Reopened as stratad will: pool::open refuses an extent mapped twice or
-  // out of range. Reopening RocksDB also replays its log into a table
-  // file, work that would otherwise fall on stratad's first start.
+  // out of range.
   t0 = std::chrono::steady_clock::now();
   p = open_pool(directory);
   const double reopen_s = seconds_since(t0);

@@ -12,10 +12,7 @@
 # K extents (default 10,000) of each in the pool's metadata, through the
 # pool's own allocator, without writing their data (N x K x 4 MiB is 4 TiB
 # by default, past what this machine could write): the restart after it is
-# the issue's "start-up from 100 volumes / 1 M extents". The first start
-# after the fill is shown apart: it replays the mappings from RocksDB's log,
-# once, as a start after a stratad that made them does for those still in
-# the log (RocksDB does not flush at a clean close). A volume's
+# the issue's "start-up from 100 volumes / 1 M extents". A volume's
 # statistics must then show K extents allocated, or the run fails.
 # Each start is timed from exec to the "ready" line, three times, median
 # printed, with stratad's resident memory (VmRSS) once ready.
@@ -106,14 +103,10 @@ if [[ -x "$filler" ]]; then
     cli volume update "b$i" --size "${gib}G" >/dev/null || { echo "stratad-bench: volume update failed" >&2; exit 1; }
   done
   stop
-  # The mappings are left in RocksDB's log, where a stratad that made them
-  # leaves them: the first start replays them (once), the next ones do not.
-  "$filler" --state-dir "$state" --extents "$extents" --prefix b --leave-log >"$state/fill.out" 2>&1 ||
+  "$filler" --state-dir "$state" --extents "$extents" --prefix b >"$state/fill.out" 2>&1 ||
     { echo "stratad-bench: strata-fill-extents failed" >&2; cat "$state/fill.out" >&2; exit 1; }
   extent_bytes=$(sed -n 's/.*extent size: \([0-9]*\) bytes.*/\1/p' "$state/fill.out")
-  first=$(start && stop) || exit 1
   filled=$(timed) || exit 1
-  row "first restart after the fill (replays RocksDB's log)" $first
   row "restart with $((volumes + 1)) volumes, $((volumes * extents)) extents mapped" $filled
   # The figure is real only if stratad sees the extents: b1's allocation.
   start >/dev/null
