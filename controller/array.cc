@@ -317,8 +317,14 @@ void array::adopt_pool(const std::string& name, served_pool p) {
 }
 
 std::expected<void, error> array::add_pool(const v1::Pool& record) {
+  const std::filesystem::path directory = options_.state_dir / "pools" / short_name(record.name());
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(directory, ec);
   auto loaded = load_pool(record);  // on this thread: RocksDB's open blocks
-  if (!loaded) return std::unexpected(loaded.error());
+  if (!loaded) {
+    if (!existed) std::filesystem::remove_all(directory, ec);  // a failed request leaves nothing
+    return std::unexpected(loaded.error());
+  }
   auto handed = std::make_shared<std::promise<void>>();
   auto adopted = handed->get_future();
   auto box = std::make_shared<served_pool>(std::move(*loaded));
@@ -688,10 +694,10 @@ void array::follow_move(const std::string& name, tiering::tier to, const std::st
   }
 }
 
-void array::stop_following(const std::string& operation) {
-  if (std::erase_if(moves_, [&](const followed_move& m) { return m.operation == operation; }) > 0) {
-    operations_->finish(operation, std::unexpected(make_error(errc::canceled, "cancelled")), true);
-  }
+bool array::stop_following(const std::string& operation) {
+  if (std::erase_if(moves_, [&](const followed_move& m) { return m.operation == operation; }) == 0) return false;
+  operations_->finish(operation, std::unexpected(make_error(errc::canceled, "cancelled")), true);
+  return true;
 }
 
 void array::check_moves() {

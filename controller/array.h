@@ -143,8 +143,9 @@ class array {
   // SUCCEEDED once none is left on the other tier; FAILED if the volume
   // goes, or (to the performance tier) the tier fills to its reserve.
   void follow_move(const std::string& name, tiering::tier to, const std::string& operation);
-  // Stops following `operation`, which ends CANCELLED.
-  void stop_following(const std::string& operation);
+  // Stops following `operation`, which ends CANCELLED; false if it had
+  // ended already.
+  bool stop_following(const std::string& operation);
   // Lets host `name` ("hosts/h1") log in on its terms, or changes them.
   // Sessions of initiators the change shuts out are closed; the others go
   // on (iscsi::server::set_target).

@@ -85,12 +85,23 @@ void drive_bay::start(std::function<void()> done) {
 void drive_bay::resume_rebuilds() {
   config_batch done;
   for (const auto& [key, disk] : config_.list(resume_prefix)) {
-    done.erase(key);
     const auto group = group_named(key.substr(resume_prefix.size()));
     const auto drive = drive_named(disk);
     const auto at = drive ? membership(*drive) : std::nullopt;
-    if (!group || !at || at->first != *group || !groups_[*group]->member_failed(at->second)) continue;
-    if (auto started = replace(disk, disk, "resumed: the last stop cut it short"); !started) {
+    if (!group || !at || at->first != *group || !groups_[*group]->member_failed(at->second)) {
+      done.erase(key);  // nothing to resume any more
+      continue;
+    }
+    auto started = replace(disk, disk, "resumed: the last stop cut it short");
+    if (!started && started.error().code == make_error_code(errc::busy) && groups_[*group]->rebuild_status().running == false &&
+        started.error().message.find("resync") != std::string::npos) {
+      // A resync after an unclean stop runs first: the record stays for the next start.
+      events_.record(severity::warning, key.substr(resume_prefix.size()),
+                     "the rebuild onto " + disk + " waits: " + started.error().message + "; it resumes at the next start, or by command");
+      continue;
+    }
+    done.erase(key);
+    if (!started) {
       events_.record(severity::error, key.substr(resume_prefix.size()), "the rebuild onto " + disk + " a stop cut short did not start again: " + started.error().message);
     }
   }
@@ -184,12 +195,12 @@ void drive_bay::member_failed(std::size_t group, const raid::member_event& e) {
   const std::string who = drive ? disk_name(*drive) : group_names_[group] + " " + member_text(e.member);
   events_.record(severity::warning, who,
                  "failed out of " + group_names_[group] + " (" + member_text(e.member) + "): " + std::string(raid::to_string(e.reason)));
-  if (g.failed()) {
+  if (g.kind() == group_kind::read_cache) {
+    events_.record(severity::warning, group_names_[group], "the read cache is offline; nothing is lost: it held copies");
+  } else if (g.failed()) {
     events_.record(severity::critical, group_names_[group],
                    "has failed: " + std::to_string(g.failed_members()) + " of its " + std::to_string(g.member_count()) +
                        " members are lost, and its data with them");
-  } else if (g.kind() == group_kind::read_cache) {
-    // Nothing is lost: the cache held copies.
   } else if (!stopped_) {
     spare_pool_->member_failed(groups_[group]->replacement());
   }
@@ -325,11 +336,14 @@ std::expected<v1::Operation, error> drive_bay::scrub(const std::string& name) {
   if (g.failed_members() > 0 || g.rebuild_status().running) {
     return refuse(errc::busy, name + " is degraded or rebuilding: a scrub needs every member");
   }
-  v1::Operation op = operations_.start("group.scrub", name, [this, alive = alive_, index = *index] {
-    boost::asio::post(loop_, [this, alive, index] {
-      if (*alive) groups_[index]->cancel_scrub();
+  auto op_name = std::make_shared<std::string>();
+  v1::Operation op = operations_.start("group.scrub", name, [this, loop = loop_, alive = alive_, index = *index, op_name] {
+    // On the loop, and only if this scrub still runs: not a later one.
+    boost::asio::post(loop, [this, alive, index, op_name] {
+      if (*alive && std::ranges::find(scrubs_, *op_name, &scrub_run::operation) != scrubs_.end()) groups_[index]->cancel_scrub();
     });
   });
+  *op_name = op.name();
   scrubs_.push_back({*index, op.name()});
   events_.record(severity::info, name, "scrub started (" + op.name() + ")");
   g.scrub([this, alive = alive_, index = *index, op = op.name()](const raid::scrub_report& report) {
@@ -359,11 +373,14 @@ std::expected<v1::Operation, error> drive_bay::scrub(const std::string& name) {
 }
 
 v1::Operation drive_bay::rebuild_started(std::size_t group, unsigned member, std::size_t drive, const std::string& why) {
-  v1::Operation op = operations_.start("group.rebuild", group_names_[group], [this, alive = alive_, group] {
-    boost::asio::post(loop_, [this, alive, group] {
-      if (*alive) groups_[group]->cancel_rebuild();
+  auto op_name = std::make_shared<std::string>();
+  v1::Operation op = operations_.start("group.rebuild", group_names_[group], [this, loop = loop_, alive = alive_, group, op_name] {
+    // On the loop, and only if this rebuild still runs: not a later one.
+    boost::asio::post(loop, [this, alive, group, op_name] {
+      if (*alive && std::ranges::find(rebuilds_, *op_name, &rebuild::operation) != rebuilds_.end()) groups_[group]->cancel_rebuild();
     });
   });
+  *op_name = op.name();
   rebuilds_.push_back({group, member, drive, op.name()});
   used_[drive] = true;  // a member now: should it leave, it keeps the superblock
   events_.record(severity::info, group_names_[group],
@@ -387,8 +404,8 @@ void drive_bay::rebuild_ended(std::size_t group, std::size_t drive, std::error_c
   } else if (result == make_error_code(errc::canceled)) {
     operations_.finish(op, std::unexpected(make_error(errc::canceled, "cancelled")), true);
     events_.record(severity::warning, name,
-                   "rebuild onto " + disk_name(drive) + " cancelled: it is failed out, partly rebuilt; `strata disk replace " +
-                       disk_name(drive) + " --with " + disk_name(drive) + "` starts it again");
+                   "rebuild onto " + disk_name(drive) + " cancelled: it is failed out, partly rebuilt; a hot spare, if one fits, "
+                   "takes its place, or `strata disk replace " + disk_name(drive) + " --with DISK` starts a rebuild again");
   } else {
     operations_.finish(op, std::unexpected(make_error(errc::io_error, "rebuild onto " + disk_name(drive) + " failed: " + result.message())));
     events_.record(severity::error, name, "rebuild onto " + disk_name(drive) + " failed: " + result.message());

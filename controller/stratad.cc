@@ -49,6 +49,7 @@
 #include <fcntl.h>
 #include <optional>
 #include <string>
+#include <thread>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -246,14 +247,20 @@ int main(int argc, char** argv) {
   notify_systemd("READY=1");
 
   boost::asio::signal_set signals(loop, SIGTERM, SIGINT);
+  std::thread api_stopper;
   signals.async_wait([&](const boost::system::error_code& ec, int signal) {
     if (ec) return;
     say("info", std::string(signal == SIGTERM ? "SIGTERM" : "SIGINT") + ": shutting down");
     notify_systemd("STOPPING=1");
-    loop.stop();
+    // The API first, while the loop still runs: a call in flight waits for
+    // the loop, and the server's shutdown waits for the calls. Then the loop.
+    api_stopper = std::thread([&] {
+      api->reset();  // before the config store it reads goes
+      boost::asio::post(loop, [&] { loop.stop(); });
+    });
   });
   strata::device::run_loop(loop, std::chrono::microseconds(100));
-  api->reset();  // before the config store it reads goes
+  if (api_stopper.joinable()) api_stopper.join();
   (*array)->close();
   array->reset();
   say("info", "stopped cleanly");

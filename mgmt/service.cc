@@ -82,6 +82,11 @@ grpc::Status get(const controller::config_store& config, const std::string& coll
   return grpc::Status::OK;
 }
 
+// "pools/NAME", not a name under one ("pools/p1/volumes/v1").
+bool is_pool_name(std::string_view name) {
+  return name.starts_with("pools/") && name.size() > 6 && name.find('/', 6) == std::string_view::npos;
+}
+
 // A short name the API accepts for a new resource: [a-z][a-z0-9-]*, at most 63.
 bool valid_id(const std::string& id) {
   if (id.empty() || id.size() > 63 || id[0] < 'a' || id[0] > 'z') return false;
@@ -106,8 +111,10 @@ grpc::Status status_of(const error& e, const std::string& field = {}) {
   }
 }
 
-// Runs `change` on the array's loop and waits for what it reports, at most
-// 30 s (the loop may be shutting down).
+// Runs `change` on the array's loop and waits for what it reports. No
+// time limit: `change` may use the handler's request, response and the
+// service, which must outlive it; the loop runs until the server has
+// stopped (stratad stops the API first).
 std::expected<void, error> on_loop(controller::array& array,
                                    std::function<void(std::function<void(std::expected<void, error>)>)> change) {
   auto result = std::make_shared<std::promise<std::expected<void, error>>>();
@@ -115,9 +122,6 @@ std::expected<void, error> on_loop(controller::array& array,
   boost::asio::post(array.executor(), [result, change = std::move(change)] {
     change([result](std::expected<void, error> r) { result->set_value(std::move(r)); });
   });
-  if (outcome.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
-    return std::unexpected(make_error(errc::timed_out, "the array did not answer within 30 s"));
-  }
   return outcome.get();
 }
 
@@ -221,8 +225,8 @@ grpc::Status array_service::CreateVolume(grpc::ServerContext*, const v1::CreateV
     return invalid("volume.block_size_bytes", "the pool's drives have 4096-byte blocks: 4096 (or 0)");
   }
   std::lock_guard hold(changes_);
-  if (!config_.get(in->parent()) || !in->parent().starts_with("pools/")) {
-    return fail(grpc::StatusCode::NOT_FOUND, "parent", in->parent() + " does not exist");
+  if (!is_pool_name(in->parent()) || !config_.get(in->parent())) {
+    return fail(grpc::StatusCode::NOT_FOUND, "parent", in->parent() + " is not a pool");
   }
   const std::string name = in->parent() + "/volumes/" + in->volume_id();
   if (config_.get(name)) return fail(grpc::StatusCode::ALREADY_EXISTS, "volume_id", name + " exists");
@@ -314,10 +318,12 @@ grpc::Status array_service::MoveVolume(grpc::ServerContext*, const v1::MoveVolum
   auto op = std::make_shared<std::string>();
   *out = array_->operations().start("volume.move", name, [this, name, before, op] {
     std::lock_guard again(changes_);
-    (void)on_loop(*array_, [this, op](auto done) {
-      array_->stop_following(*op);
+    bool stopped = false;
+    (void)on_loop(*array_, [this, op, &stopped](auto done) {
+      stopped = array_->stop_following(*op);
       done({});
     });
+    if (!stopped) return;  // it ended meanwhile: what it did stands
     if (auto back = read<v1::Volume>(config_, name)) {
       if (auto undone = set_affinity(*back, before); !undone.ok()) {
         array_->events().record(controller::severity::error, name, "its affinity could not be put back: " + undone.error_message());
@@ -753,7 +759,7 @@ grpc::Status array_service::CreateDiskGroup(grpc::ServerContext*, const v1::Crea
   }
   std::optional<v1::Pool> pool;
   if (!in->pool().empty()) {
-    pool = in->pool().starts_with("pools/") ? read<v1::Pool>(config_, in->pool()) : std::nullopt;
+    pool = is_pool_name(in->pool()) ? read<v1::Pool>(config_, in->pool()) : std::nullopt;
     if (!pool) return fail(grpc::StatusCode::NOT_FOUND, "pool", in->pool() + " does not exist");
     if (g.kind() == v1::READ_CACHE) return fail(grpc::StatusCode::FAILED_PRECONDITION, "pool", "a read cache joins a pool only when the pool is built");
   }
@@ -780,7 +786,17 @@ grpc::Status array_service::CreateDiskGroup(grpc::ServerContext*, const v1::Crea
   if (auto done = commit(config_, b); !done.ok()) return done;
   if (pool) {
     auto grown = on_loop(*array_, [this, pool_name = pool->name(), name](auto done) { array_->grow_pool(pool_name, name, std::move(done)); });
-    if (!grown) return status_of(grown.error(), "pool");
+    if (!grown) {
+      if (grown.error().code == make_error_code(errc::invalid_argument)) {
+        // Refused before the pool changed: the pool record goes back; the
+        // group stays, a group no pool uses.
+        controller::config_batch undo;
+        pool->mutable_groups()->RemoveLast();
+        undo.put(pool->name(), pool->SerializeAsString());
+        (void)config_.commit(undo);
+      }
+      return status_of(grown.error(), "pool");
+    }
   }
   array_->events().record(controller::severity::info, name, v1::GroupKind_Name(g.kind()) + " of " + std::to_string(n) + " disks made" +
                                                                 (pool ? ", " + pool->name() + " grown by it" : ""));
@@ -884,7 +900,8 @@ grpc::Status array_service::ReplaceDisk(grpc::ServerContext*, const v1::ReplaceD
     *out = std::move(*op);
     done({});
   });
-  if (!started) return status_of(started.error(), started.error().code == make_error_code(errc::not_found) ? "replacement" : "name");
+  // The bay's messages start with the disk they are about.
+  if (!started) return status_of(started.error(), started.error().message.starts_with(in->replacement()) ? "replacement" : "name");
   return grpc::Status::OK;
 }
 
@@ -910,8 +927,8 @@ grpc::Status array_service::GetPool(grpc::ServerContext*, const v1::GetRequest* 
 }
 grpc::Status array_service::ListVolumes(grpc::ServerContext*, const v1::ListRequest* in, v1::ListVolumesResponse* out) {
   if (in->parent().empty()) return invalid("parent", "the pool whose volumes to list, e.g. pools/p1");
-  if (!config_.get(in->parent()) || !in->parent().starts_with("pools/")) {
-    return fail(grpc::StatusCode::NOT_FOUND, "parent", in->parent() + " does not exist");
+  if (!is_pool_name(in->parent()) || !config_.get(in->parent())) {
+    return fail(grpc::StatusCode::NOT_FOUND, "parent", in->parent() + " is not a pool");
   }
   return list(config_, in->parent() + "/volumes/", *in, out, &v1::ListVolumesResponse::add_volumes);
 }

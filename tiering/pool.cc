@@ -87,13 +87,6 @@ pool::opened pool::open(boost::asio::any_io_executor loop, metadata_store& store
                                         "pool: it has " + std::to_string(recorded->groups.size()) +
                                             " groups, but " + std::to_string(record.groups.size()) + " were given"));
     }
-    if (recorded->groups.size() < record.groups.size()) {
-      metadata_batch batch;
-      batch.put(column::pool, keys::pool(), encode(record));
-      if (auto ec = store.write_now(batch)) {
-        return std::unexpected(error{ec, "pool: cannot record the groups added: " + ec.message()});
-      }
-    }
     for (std::size_t g = 0; g < recorded->groups.size(); ++g) {
       const auto& want = recorded->groups[g];
       const auto& got = record.groups[g];
@@ -103,6 +96,14 @@ pool::opened pool::open(boost::asio::any_io_executor loop, metadata_store& store
                                         " group of " + std::to_string(want.extent_count) +
                                         " extents; the one given is a " + std::string(to_string(got.where)) +
                                         " group of " + std::to_string(got.extent_count)));
+      }
+    }
+    // Checked first: only groups added after the recorded ones.
+    if (recorded->groups.size() < record.groups.size()) {
+      metadata_batch batch;
+      batch.put(column::pool, keys::pool(), encode(record));
+      if (auto ec = store.write_now(batch)) {
+        return std::unexpected(error{ec, "pool: cannot record the groups added: " + ec.message()});
       }
     }
   } else {

@@ -8,6 +8,7 @@
 # FILE:LINE:COLUMN and the reason.
 #   stratad_config_test.sh PATH/TO/stratad PATH/TO/strata
 set -uo pipefail
+source "$(dirname "$0")/lib.sh"
 stratad=$1
 cli=$2
 for tool in iscsi-ls iscsi-inq qemu-io; do
@@ -16,8 +17,6 @@ done
 dir=$(mktemp -d)
 pid=
 trap '[[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
-failed=0
-check() { local what=$1; shift; if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; failed=1; fi; }
 port=$((20000 + RANDOM % 20000))
 api=127.0.0.1:$((port + 2))
 target=iqn.2026-11.test:cfg
@@ -88,13 +87,7 @@ EOF
 start() {
   "$stratad" --config "$dir/strata.toml" >"$dir/$1.out" 2>"$dir/$1.err" &
   pid=$!
-  for _ in $(seq 300); do
-    grep -q "stratad is ready" "$dir/$1.out" 2>/dev/null && return 0
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -0 "$pid" 2>/dev/null && echo "FAIL: stratad did not become ready in 30 s" || { wait "$pid"; echo "FAIL: stratad exited, status $? (128+N: signal N)"; }
-  cat "$dir/$1.err"; exit 1
+  wait_ready "$dir/$1.out" "$dir/$1.err"
 }
 
 start first

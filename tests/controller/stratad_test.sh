@@ -7,6 +7,7 @@
 # SIGTERM stops it cleanly (exit 0).
 #   stratad_test.sh PATH/TO/stratad PATH/TO/strata
 set -uo pipefail
+source "$(dirname "$0")/lib.sh"
 stratad=$1
 cli=$2
 for tool in iscsi-inq qemu-io; do
@@ -15,9 +16,6 @@ done
 state=$(mktemp -d)
 pid=
 trap '[[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null; rm -rf "$state"' EXIT
-failed=0
-check() { local what=$1; shift; if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; failed=1; fi; }
-quiet() { "$@" >/dev/null; }
 port=$((20000 + RANDOM % 20000))
 api=127.0.0.1:$((port + 2))
 url="iscsi://127.0.0.1:$port/iqn.2026-11.io.strata:array/0"
@@ -26,12 +24,7 @@ url="iscsi://127.0.0.1:$port/iqn.2026-11.io.strata:array/0"
 start() {
   "$stratad" --state-dir "$state" --iscsi "127.0.0.1:$port" --grpc "$api" --small-shelf >"$state/$1.out" 2>"$state/$1.err" &
   pid=$!
-  for _ in $(seq 300); do
-    grep -q "stratad is ready" "$state/$1.out" 2>/dev/null && return 0
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "FAIL: stratad did not become ready"; cat "$state/$1.err"; exit 1
+  wait_ready "$state/$1.out" "$state/$1.err"
 }
 
 start first
