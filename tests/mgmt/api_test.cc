@@ -201,6 +201,17 @@ TEST_CASE("api: each bad request gets its status code and names the field", "[mg
   CHECK(s.error_message().starts_with("parent:"));
   s = a.call(&v1::Array::Stub::ListVolumes, page(0, {}, "pools/p9"), volumes);
   CHECK(s.error_code() == grpc::StatusCode::NOT_FOUND);
+  s = a.call(&v1::Array::Stub::ListVolumes, page(0, {}, "pools/p1/volumes/v1"), volumes);  // a volume, not a pool
+  CHECK(s.error_code() == grpc::StatusCode::NOT_FOUND);
+  CHECK(s.error_message() == "parent: pools/p1/volumes/v1 is not a pool");
+  v1::CreateVolumeRequest nested;
+  nested.set_parent("pools/p1/volumes/v1");
+  nested.set_volume_id("x");
+  nested.mutable_volume()->set_size_bytes(1 << 20);
+  v1::Volume made;
+  s = a.call(&v1::Array::Stub::CreateVolume, nested, made);
+  CHECK(s.error_code() == grpc::StatusCode::NOT_FOUND);
+  CHECK(s.error_message() == "parent: pools/p1/volumes/v1 is not a pool");
   v1::Volume volume;
   get.set_name("pools/p1");
   s = a.call(&v1::Array::Stub::GetVolume, get, volume);

@@ -310,6 +310,7 @@ TEST_CASE("pool: reopened over different groups, it refuses with the difference"
   rig r;
   r.create("db", 16);
   r.close();
+  const auto original = r.groups;
   r.groups.pop_back();
   auto s = metadata_store::open((r.dir.path() / "metadata").string(), r.loop.context.get_executor());
   REQUIRE(s);
@@ -321,6 +322,17 @@ TEST_CASE("pool: reopened over different groups, it refuses with the difference"
   opened = pool::open(r.loop.context.get_executor(), **s, r.groups, r.options);
   REQUIRE_FALSE(opened);
   CHECK(opened.error().message.find("group 0 was a performance group") != std::string::npos);
+  // More groups than recorded (an add finished at open), but a recorded
+  // one differs: refused, and the record is left as it was.
+  auto wrong = original;           // performance, capacity, capacity
+  std::swap(wrong[0], wrong[1]);   // group 0 differs
+  wrong.push_back(original[1]);    // and a fourth
+  opened = pool::open(r.loop.context.get_executor(), **s, wrong, r.options);
+  REQUIRE_FALSE(opened);
+  CHECK(opened.error().message.find("group 0 was a performance group") != std::string::npos);
+  opened = pool::open(r.loop.context.get_executor(), **s, original, r.options);
+  INFO((opened ? std::string() : opened.error().message));
+  CHECK(opened);
 }
 
 std::uint64_t free_total(rig& r) { return r.p->free_extents(tier::performance) + r.p->free_extents(tier::capacity); }
