@@ -323,6 +323,43 @@ std::expected<void, error> drive_bay::set_spare(const std::string& name, bool sp
   return {};
 }
 
+void drive_bay::erase_disk(const std::string& name, std::function<void(std::expected<void, error>)> done) {
+  const auto drive = drive_named(name);
+  std::optional<std::unexpected<error>> refused;
+  if (!drive) {
+    refused = refuse(errc::not_found, "no disk " + name);
+  } else if (const auto at = membership(*drive)) {
+    refused = refuse(errc::busy, name + " is a member of " + group_names_[at->first] + ": fail and replace it first");
+  } else if (is_spare(*drive) || std::ranges::any_of(rebuilds_, [&](const rebuild& r) { return r.drive == *drive; })) {
+    refused = refuse(errc::busy, name + " is a hot spare: unspare it first");
+  } else if (!used_[*drive]) {
+    refused = refuse(errc::invalid_argument, name + " holds no superblock: it is blank already");
+  }
+  if (refused) {
+    boost::asio::post(loop_, [done = std::move(done), e = *refused] { done(e); });
+    return;
+  }
+  // Both copies, each a block of zeros, written and flushed one after the
+  // other: a torn erase leaves one copy, which read_superblock still finds.
+  device::block_device& d = shelf_.drive(*drive);
+  const std::uint32_t block = d.geometry().logical_block_size_bytes;
+  auto zeros = std::make_shared<std::vector<std::byte>>(raid::superblock::size_bytes);
+  auto erase_copy = [&d, block, zeros](std::uint64_t offset, std::function<void(std::error_code)> then) {
+    raid::write_reserved(d, offset / block, *zeros, std::move(then));
+  };
+  erase_copy(raid::superblock::copy_a_offset_bytes, [this, alive = alive_, erase_copy, name, i = *drive, done = std::move(done)](std::error_code ec) mutable {
+    if (!*alive) return;
+    if (ec) return done(std::unexpected(make_error(errc::io_error, name + ": erasing its superblock: " + ec.message())));
+    erase_copy(raid::superblock::copy_b_offset_bytes, [this, alive, name, i, done = std::move(done)](std::error_code ec2) {
+      if (!*alive) return;
+      if (ec2) return done(std::unexpected(make_error(errc::io_error, name + ": erasing its superblock: " + ec2.message())));
+      used_[i] = false;
+      events_.record(severity::info, name, "erased: blank, for a spare or a new group");
+      done({});
+    });
+  });
+}
+
 std::expected<v1::Operation, error> drive_bay::scrub(const std::string& name) {
   const auto index = group_named(name);
   if (!index) return refuse(errc::not_found, "no group " + name);

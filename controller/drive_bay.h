@@ -93,6 +93,11 @@ class drive_bay {
   // Makes blank disk `disk` a hot spare, or takes it back (not while a
   // rebuild uses it). The caller records the flag in the Disk record.
   std::expected<void, error> set_spare(const std::string& disk, bool spare);
+  // Wipes both superblock copies of `disk`, a member left behind by a
+  // replacement (LEFT), so that it is blank again: a spare, or a new
+  // group's. `done` from the loop. busy for a disk any group or spare
+  // uses; invalid_argument for one that is blank already.
+  void erase_disk(const std::string& disk, std::function<void(std::expected<void, error>)> done);
   // Checks every stripe of RAID-6 group `group`, repairing what one bad
   // strip explains. Returns the scrub's operation (cancel stops it).
   std::expected<v1::Operation, error> scrub(const std::string& group);

@@ -905,6 +905,16 @@ grpc::Status array_service::ReplaceDisk(grpc::ServerContext*, const v1::ReplaceD
   return grpc::Status::OK;
 }
 
+grpc::Status array_service::EraseDisk(grpc::ServerContext*, const v1::GetRequest* in, v1::Disk* out) {
+  std::lock_guard hold(changes_);
+  if (auto status = get(config_, "disks/", *in, out); !status.ok()) return status;
+  if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to erase the disk in");
+  auto erased = on_loop(*array_, [this, name = in->name()](auto done) { array_->drives().erase_disk(name, std::move(done)); });
+  if (!erased) return status_of(erased.error(), "name");
+  describe(array_, out);
+  return grpc::Status::OK;
+}
+
 grpc::Status array_service::ScrubDiskGroup(grpc::ServerContext*, const v1::GetRequest* in, v1::Operation* out) {
   std::lock_guard hold(changes_);
   if (!in->name().starts_with("groups/") || !config_.get(in->name())) return fail(grpc::StatusCode::NOT_FOUND, "name", in->name() + " does not exist");

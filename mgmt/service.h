@@ -33,6 +33,7 @@ class array_service final : public v1::Array::Service {
   grpc::Status UpdateDisk(grpc::ServerContext*, const v1::UpdateDiskRequest* in, v1::Disk* out) override;
   grpc::Status FailDisk(grpc::ServerContext*, const v1::GetRequest* in, v1::Disk* out) override;
   grpc::Status ReplaceDisk(grpc::ServerContext*, const v1::ReplaceDiskRequest* in, v1::Operation* out) override;
+  grpc::Status EraseDisk(grpc::ServerContext*, const v1::GetRequest* in, v1::Disk* out) override;
   grpc::Status ScrubDiskGroup(grpc::ServerContext*, const v1::GetRequest* in, v1::Operation* out) override;
   grpc::Status CreateDiskGroup(grpc::ServerContext*, const v1::CreateDiskGroupRequest* in, v1::DiskGroup* out) override;
   grpc::Status ListDiskGroups(grpc::ServerContext*, const v1::ListRequest* in, v1::ListDiskGroupsResponse* out) override;

@@ -88,6 +88,9 @@ check "the spare's rebuild SUCCEEDED" test "$(until_op_ends "$rebuild")" = SUCCE
 check "hdd-10 is ONLINE in hdd-02's place; hdd-02 has LEFT" bash -c \
   "'$cli' --api $api disk show hdd-10 | grep -q 'ONLINE *groups/g1#2' && [[ \$('$cli' --api $api disk show hdd-02 | awk 'NR == 2 { print \$6 }') == LEFT ]]"
 check "refused: a disk that left a group, as a spare" refused "holds a superblock of a group it left" disk spare hdd-02
+check "refused: erasing a group's member" refused "FAILED_PRECONDITION: name: disks/hdd-01 is a member of groups/g1" disk erase hdd-01
+check "strata disk erase hdd-02: UNUSED, blank again" bash -c "'$cli' --api $api disk erase hdd-02 | grep -q ' UNUSED '"
+check "refused: erasing a blank disk" refused "INVALID_ARGUMENT: name: disks/hdd-02 holds no superblock" disk erase hdd-02
 
 # A rebuild by command, cut short by SIGTERM: it starts again by itself.
 quiet s disk replace hdd-00 --with hdd-00
@@ -101,6 +104,7 @@ check "the restart says the rebuild resumed" bash -c "'$cli' --api $api events -
 resumed=$(s --json op list | grep -o '"name":"operations/op-[0-9]*","kind":"group.rebuild"' | tail -1 | cut -d'"' -f4)
 check "the resumed rebuild SUCCEEDED ($resumed)" test "$(until_op_ends "$resumed")" = SUCCEEDED
 check "g1 is OPTIMAL again" test "$(group_state g1)" = OPTIMAL
+check "the erased hdd-02 can be a hot spare now" bash -c "'$cli' --api $api disk spare hdd-02 | grep -q ' SPARE '"
 check "the pattern reads back after both rebuilds" pattern_reads
 
 # A scrub, cancelled.
@@ -178,8 +182,8 @@ check "strata pool stats p2: 8 MiB used of its capacity tier" bash -c "'$cli' --
 kill -9 "$pid"; wait "$pid" 2>/dev/null
 pid=
 start third
-check "after kill -9: hdd-10 is still g1's member 2, hdd-02 still LEFT, g1 OPTIMAL" bash -c \
-  "'$cli' --api $api disk show hdd-10 | grep -q 'ONLINE *groups/g1#2' && [[ \$('$cli' --api $api disk show hdd-02 | awk 'NR == 2 { print \$6 }') == LEFT ]] && [[ \$('$cli' --api $api group show g1 | awk 'NR == 2 { print \$3 }') == OPTIMAL ]]"
+check "after kill -9: hdd-10 is still g1's member 2, hdd-02 still a SPARE, g1 OPTIMAL" bash -c \
+  "'$cli' --api $api disk show hdd-10 | grep -q 'ONLINE *groups/g1#2' && [[ \$('$cli' --api $api disk show hdd-02 | awk 'NR == 2 { print \$6 }') == SPARE ]] && [[ \$('$cli' --api $api group show g1 | awk 'NR == 2 { print \$3 }') == OPTIMAL ]]"
 check "after kill -9: the pattern reads back" pattern_reads
 check "after kill -9: g5 is assembled" test "$(group_state g5)" = OPTIMAL
 check "after kill -9: the pool still has g5's capacity" test "$(capacity)" = "$after"

@@ -623,6 +623,9 @@ TEST_CASE("api: disk and group commands check the names and the mask before the 
   s = a.call(&v1::Array::Stub::FailDisk, get, disk);
   CHECK(s.error_code() == grpc::StatusCode::NOT_FOUND);
   CHECK(s.error_message() == "name: disks/hdd-77 does not exist");
+  s = a.call(&v1::Array::Stub::EraseDisk, get, disk);
+  CHECK(s.error_code() == grpc::StatusCode::NOT_FOUND);
+  CHECK(s.error_message() == "name: disks/hdd-77 does not exist");
 
   v1::ReplaceDiskRequest replace;
   v1::Operation op;

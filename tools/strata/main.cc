@@ -7,6 +7,7 @@
 //   disk list | disk show NAME          group list | group show NAME
 //   disk add NAME --kind hdd|ssd --size SIZE   (a simulated drive in a new slot)
 //   disk fail NAME                      (out of its group, as a dying drive)
+//   disk erase NAME                     (a replaced member's superblocks wiped: blank again)
 //   disk replace NAME --with DISK [--wait]   (a rebuild onto DISK: an operation)
 //   disk spare NAME | disk unspare NAME (a hot spare for every group, or not)
 //   group create NAME --raid6|--raid1|--read-cache DISK... [--pool POOL]
@@ -83,7 +84,7 @@ constexpr int exit_unreachable = 3;
                "strata: %s\n"
                "usage: strata [--api ADDR:PORT] [--tls-ca FILE] [--token-file FILE] [--json] NOUN VERB [NAME]\n"
                "  controller|disk|group|pool|host|map list, controller|disk|group|pool|volume|host|map show NAME,\n"
-               "  disk add NAME --kind hdd|ssd --size SIZE, disk fail NAME, disk replace NAME --with DISK [--wait], disk spare|unspare NAME,\n"
+               "  disk add NAME --kind hdd|ssd --size SIZE, disk fail|erase NAME, disk replace NAME --with DISK [--wait], disk spare|unspare NAME,\n"
                "  group create NAME --raid6|--raid1|--read-cache DISK... [--pool POOL], group scrub NAME [--wait],\n"
                "  pool create NAME GROUP... [--cache GROUP],\n"
                "  volume list [POOL], volume create NAME --size SIZE [--pool POOL] [--affinity auto|performance|capacity],\n"
@@ -533,11 +534,11 @@ int main(int argc, char** argv) {
     in.mutable_disk()->set_size_bytes(bytes);
     return c.change<v1::CreateDiskRequest, v1::Disk>(&S::CreateDisk, in, disk_h);
   }
-  if (noun == "disk" && verb == "fail") {
+  if (noun == "disk" && (verb == "fail" || verb == "erase")) {
     need_name();
     v1::GetRequest in;
     in.set_name(resource("disks/", name));
-    return c.change<v1::GetRequest, v1::Disk>(&S::FailDisk, in, disk_h);
+    return c.change<v1::GetRequest, v1::Disk>(verb == "fail" ? &S::FailDisk : &S::EraseDisk, in, disk_h);
   }
   if (noun == "disk" && verb == "replace") {
     need_name();
