@@ -64,7 +64,6 @@ void drive_bay::start(std::function<void()> done) {
         events_.record(severity::warning, disk_name(i), "recorded as a hot spare, but it holds a group's superblock: not used as one");
         continue;
       }
-      spares_.push_back(i);
       spare_pool_->add(shelf_.drive(i));
     }
     resume_rebuilds();
@@ -157,7 +156,7 @@ std::optional<std::pair<std::size_t, unsigned>> drive_bay::membership(std::size_
   return std::nullopt;
 }
 
-bool drive_bay::is_spare(std::size_t drive) const { return std::ranges::find(spares_, drive) != spares_.end(); }
+bool drive_bay::is_spare(std::size_t drive) const { return spare_pool_->holds(shelf_.drive(drive)); }
 
 void drive_bay::drive_added(std::size_t drive) {
   disk_names_.resize(shelf_.size());
@@ -301,7 +300,6 @@ std::expected<v1::Operation, error> drive_bay::replace(const std::string& name, 
     if (spare && *with != *drive) spare_pool_->add(shelf_.drive(*with));
     return refuse(refused->code == errc::invalid_argument ? errc::invalid_argument : errc::busy, name + ": " + refused->message);
   }
-  if (spare) std::erase(spares_, *with);
   return rebuild_started(at->first, at->second, *with, why);
 }
 
@@ -312,13 +310,11 @@ std::expected<void, error> drive_bay::set_spare(const std::string& name, bool sp
   if (spare) {
     if (const auto at = membership(*drive)) return refuse(errc::busy, name + " is a member of " + group_names_[at->first]);
     if (used_[*drive]) return refuse(errc::busy, name + " holds a superblock of a group it left: it cannot be a spare");
-    spares_.push_back(*drive);
     spare_pool_->add(shelf_.drive(*drive));
     events_.record(severity::info, name, "is a hot spare");
     return {};
   }
   if (!spare_pool_->remove(shelf_.drive(*drive))) return refuse(errc::busy, name + " is taken by a rebuild");
-  std::erase(spares_, *drive);
   events_.record(severity::info, name, "is no longer a hot spare");
   return {};
 }
@@ -418,7 +414,7 @@ v1::Operation drive_bay::rebuild_started(std::size_t group, unsigned member, std
     });
   });
   *op_name = op.name();
-  rebuilds_.push_back({group, member, drive, op.name()});
+  rebuilds_.push_back({group, drive, op.name()});
   used_[drive] = true;  // a member now: should it leave, it keeps the superblock
   events_.record(severity::info, group_names_[group],
                  "rebuilding " + member_text(member) + " onto " + disk_name(drive) + " (" + why + "): " + op.name());
@@ -458,7 +454,6 @@ void drive_bay::on_spare_event(const raid::spare_event& e) {
   if (group == groups_.size() || !drive) return;
   switch (e.what) {
     case raid::spare_event::kind::rebuild_started:
-      std::erase(spares_, *drive);
       rebuild_started(group, e.member, *drive, "a hot spare took its place");
       break;
     case raid::spare_event::kind::rebuilt:

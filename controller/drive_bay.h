@@ -105,7 +105,6 @@ class drive_bay {
  private:
   struct rebuild {
     std::size_t group = 0;
-    unsigned member = 0;
     std::size_t drive = 0;  // the new member
     std::string operation;
   };
@@ -118,6 +117,7 @@ class drive_bay {
   std::optional<std::size_t> drive_of(const device::block_device* d) const;
   // Where drive `drive` is a member: (group, member).
   std::optional<std::pair<std::size_t, unsigned>> membership(std::size_t drive) const;
+  // A spare waiting in the spare pool (one a rebuild took is a member).
   bool is_spare(std::size_t drive) const;
   const std::string& disk_name(std::size_t drive) const { return disk_names_[drive]; }
   // replace_disk, saying `why` in its event.
@@ -143,7 +143,6 @@ class drive_bay {
   // Drives that hold a group's superblock: members, and members replaced
   // and left behind, which no group takes.
   std::vector<bool> used_;
-  std::vector<std::size_t> spares_;  // drives given to the spare pool, waiting
   std::unique_ptr<raid::hot_spares> spare_pool_;
   std::vector<rebuild> rebuilds_;
   std::vector<scrub_run> scrubs_;

@@ -35,6 +35,10 @@ bool hot_spares::remove(device::block_device& spare) {
   return std::erase(spares_, &spare) > 0;
 }
 
+bool hot_spares::holds(const device::block_device& spare) const noexcept {
+  return std::find(spares_.begin(), spares_.end(), &spare) != spares_.end();
+}
+
 void hot_spares::watch(member_replacement& group) {
   if (find(group) == nullptr) {
     watched w;

@@ -63,6 +63,8 @@ class hot_spares {
   // Takes back a spare no rebuild uses: false if it is not waiting here
   // (a rebuild took it, or it was never added).
   bool remove(device::block_device& spare);
+  // `spare` waits here: added, and not taken by a rebuild.
+  bool holds(const device::block_device& spare) const noexcept;
   std::size_t available() const noexcept { return spares_.size(); }
   std::size_t rebuilding() const noexcept;
 
