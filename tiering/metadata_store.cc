@@ -32,8 +32,10 @@ void metadata_batch::erase_range(column c, std::string_view begin, std::string_v
 }
 
 std::expected<std::unique_ptr<metadata_store>, error> metadata_store::open(const std::string& directory,
-                                                                           boost::asio::any_io_executor loop) {
+                                                                           boost::asio::any_io_executor loop,
+                                                                           rocksdb::Env* env) {
   rocksdb::DBOptions options;
+  if (env != nullptr) options.env = env;
   options.create_if_missing = true;
   options.create_missing_column_families = true;
   // The pool's metadata is small and written in small batches: keep the

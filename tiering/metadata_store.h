@@ -30,6 +30,7 @@
 
 namespace rocksdb {
 class DB;
+class Env;
 class ColumnFamilyHandle;
 }  // namespace rocksdb
 
@@ -72,8 +73,12 @@ class metadata_store {
   // Opens the database at `directory`, creating it and its column families
   // if missing. Blocking: call at start-up. Outcomes of write() are posted
   // to `loop`.
+  // `env`: the environment RocksDB's files go through, or nullptr for the
+  // default; tests pass one whose file system fails syncs. It must outlive
+  // the store.
   static std::expected<std::unique_ptr<metadata_store>, error> open(const std::string& directory,
-                                                                    boost::asio::any_io_executor loop);
+                                                                    boost::asio::any_io_executor loop,
+                                                                    rocksdb::Env* env = nullptr);
   metadata_store(const metadata_store&) = delete;
   metadata_store& operator=(const metadata_store&) = delete;
   // Finishes the queued writes, then closes.

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "raid/device/buffers.h"
+#include "raid/device/invariant.h"
 #include "tiering/pool.h"
 
 namespace strata::tiering {
@@ -31,27 +32,6 @@ extent_location unpack(std::uint64_t v) noexcept {
 
 }  // namespace
 
-struct volume::move {
-  volume* vol = nullptr;
-  std::uint64_t extent = 0;
-  extent_location from;
-  extent_location to;
-  std::uint64_t dirty = 0;    // granules written since they were last copied
-  std::uint64_t copying = 0;  // granules this pass copies
-  unsigned passes = 0;
-  unsigned writes_in_flight = 0;
-  bool final_pass = false;  // a transition holds new requests back
-  bool copy_failed = false;
-  bool keep_destination = false;  // the commit's outcome is unknown
-  bool holds_cache_lines = false;  // the read cache's lines of the extent are held (begin_write)
-  std::uint64_t run_first = 0;  // the first granule of the copy in flight
-  device::aligned_buffer buffer;
-  iovec segment{};
-  request req;
-  std::vector<piece*> after;  // whole-extent discards, run once the move ends
-  std::function<void(std::error_code)> done;
-};
-
 // An extent being allocated (its first write) or unmapped (a discard):
 // pieces that meet it wait, then run against what it became.
 struct volume::transition {
@@ -66,8 +46,6 @@ volume::volume(pool& owner, const volume_record& record, const device::block_geo
       group_blocks_per_block_(0),
       map_((record.block_count + extent_blocks_ - 1) / extent_blocks_, 0),
       heat_(map_.size(), extent_blocks_, record.block_size_bytes, owner.options().heat, owner.clock()),
-      granules_(std::min<std::uint64_t>(64, extent_blocks_)),
-      granule_blocks_(extent_blocks_ / granules_),
       rejected_(owner.executor()) {
   // Every group's block size divides the volume's (the pool checked).
   group_blocks_per_block_ = record.block_size_bytes / owner.group(0).geometry().logical_block_size_bytes;
@@ -163,7 +141,7 @@ volume::piece& volume::new_piece(outer_io& o, std::uint64_t volume_extent, std::
   p.block_count = block_count;
   p.buffer_offset_bytes = buffer_offset_bytes;
   p.allocated.reset();
-  p.counted_in_move = false;
+  p.counted_write = false;
   p.from_cache = false;
   p.skip_cache = false;
   p.cache_write = false;
@@ -180,16 +158,23 @@ void volume::dispatch(piece& p) {
   }
   if (!online()) return piece_done(p, errc::device_failed);  // it waited, and the volume went offline
   const op operation = p.owner->outer->operation;
+  if (operation != op::read && pool_.metadata_failed()) {
+    // The extent map on disk is unknown (a synced write failed, perhaps the
+    // very transition this piece waited for): sending it to the mapping in
+    // memory could acknowledge a write that the next start does not see.
+    return piece_done(p, errc::io_error);
+  }
   const std::optional<extent_location> where = location(p.extent);
-  if (auto m = moves_.find(p.extent); m != moves_.end() && operation != op::read) {
-    if (operation == op::discard && p.first_block == 0 && p.block_count == extent_blocks_) {
-      m->second->after.push_back(&p);  // unmapping must not race the commit
-      return;
-    }
-    // Goes to the old place; what it touches is copied again.
-    mark_dirty(*m->second, p.first_block, p.block_count);
-    ++m->second->writes_in_flight;
-    p.counted_in_move = true;
+  const bool whole_extent = p.first_block == 0 && p.block_count == extent_blocks_;
+  if (where && (operation == op::write || (operation == op::discard && !whole_extent))) {
+    // Counted until it completes: a move of the extent (running, or
+    // starting while this is in flight) copies what it touched again then,
+    // and commits only once it has drained.
+    ++writes_in_flight_[p.extent];
+    p.counted_write = true;
+  } else if (operation == op::discard && whole_extent && moves_.contains(p.extent)) {
+    after_move_[p.extent].push_back(&p);  // unmapping must not race the commit
+    return;
   }
   switch (operation) {
     case op::read:
@@ -340,14 +325,7 @@ void volume::write_capacity(piece& p, extent_location where, bool zeros) {
     if (ec) {
       pool_.cache()->end_write(first, last, false);
       p.cache_write = false;
-      if (p.counted_in_move) {
-        // As if the group had failed it: the move's count must drop too.
-        p.req.result = ec;
-        p.req.context = &p;
-        on_group_done(p.req);
-        return;
-      }
-      return piece_done(p, ec);
+      return write_completed(p, ec);
     }
     if (!zeros) update_cache(p);
     submit_to_group(p, op::write, where, zeros);
@@ -483,14 +461,7 @@ void volume::on_group_done(request& r) noexcept {
     const auto [first, last] = v.cache_lines(p.extent, p.first_block, p.block_count);
     v.pool_.cache()->end_write(first, last, !r.result);
   }
-  if (p.counted_in_move) {
-    move& m = *v.moves_.at(p.extent);
-    p.counted_in_move = false;
-    const std::uint64_t e = p.extent;
-    v.piece_done(p, r.result);
-    if (--m.writes_in_flight == 0 && m.final_pass && v.moves_.contains(e)) v.move_pass(m);
-    return;
-  }
+  if (p.counted_write) return v.write_completed(p, r.result);
   if (!p.allocated) {
     v.piece_done(p, r.result);
     return;
@@ -537,11 +508,36 @@ bool volume::has_extent_on(std::uint16_t group) const noexcept {
 
 void volume::take_offline(std::string reason) { offline_reason_ = std::move(reason); }
 
-void volume::mark_dirty(move& m, std::uint64_t first_block, std::uint64_t block_count) const noexcept {
-  const std::uint64_t first = first_block / granule_blocks_;
-  const std::uint64_t last = (first_block + block_count - 1) / granule_blocks_;
-  for (std::uint64_t g = first; g <= last; ++g) m.dirty |= 1ull << g;
+void volume::write_completed(piece& p, std::error_code result) {
+  const std::uint64_t e = p.extent;
+  auto it = writes_in_flight_.find(e);
+  STRATA_INVARIANT(p.counted_write && it != writes_in_flight_.end() && it->second > 0);
+  p.counted_write = false;
+  const bool drained = --it->second == 0;
+  if (drained) writes_in_flight_.erase(it);
+  // Its data is at the old place now (all of it, or, if it failed, any
+  // part): a copy that read those granules before may have missed it.
+  if (auto m = moves_.find(e); m != moves_.end()) m->second->write_landed(p.first_block, p.block_count);
+  piece_done(p, result);
+  if (!drained) return;
+  if (auto m = moves_.find(e); m != moves_.end()) m->second->writes_drained();
 }
+
+unsigned volume::writes_in_flight(std::uint64_t volume_extent) const noexcept {
+  auto it = writes_in_flight_.find(volume_extent);
+  return it == writes_in_flight_.end() ? 0 : it->second;
+}
+
+void volume::hold_requests(std::uint64_t volume_extent) {
+  const bool held = transitions_.emplace(volume_extent, std::make_unique<transition>()).second;
+  STRATA_INVARIANT(held);
+}
+
+std::uint64_t volume::group_lba(extent_location where, std::uint64_t first_block) const noexcept {
+  return (where.extent * extent_blocks_ + first_block) * group_blocks_per_block_;
+}
+
+void volume::pool_group_failed(std::uint16_t group) { pool_.group_failed(group, group_gone); }
 
 void volume::move_extent(std::uint64_t volume_extent, tier to, std::function<void(std::error_code)> done) {
   auto refuse = [&](errc e) {
@@ -556,154 +552,45 @@ void volume::move_extent(std::uint64_t volume_extent, tier to, std::function<voi
   }
   const std::optional<extent_location> dest = pool_.allocate_on(to);
   if (!dest) return refuse(errc::no_space);
-  auto m = std::make_unique<move>();
-  m->vol = this;
-  m->extent = volume_extent;
-  m->from = *from;
-  m->to = *dest;
-  m->dirty = granules_ == 64 ? ~0ull : (1ull << granules_) - 1;
-  m->buffer = device::aligned_buffer(pool_.extent_size_bytes());
-  m->done = std::move(done);
   if (pool_.cache() != nullptr && pool_.tier_of(from->group) == tier::capacity) {
     // The cache holds capacity-tier data only: the extent's lines go now
     // (their deletion reaches the store before the commit does), and none
-    // is filled while the move runs.
+    // is filled while the move runs. move_ended lets them go.
     const auto [first, last] = cache_lines(volume_extent, 0, extent_blocks_);
     pool_.cache()->begin_write(first, last, false, [](std::error_code) {});
-    m->holds_cache_lines = true;
   }
-  move& ref = *m;
+  auto m = std::make_unique<extent_move>(*this, volume_extent, *from, *dest, std::move(done));
+  extent_move& ref = *m;
   moves_.emplace(volume_extent, std::move(m));
   ++in_flight_;  // the move counts as I/O in flight: the volume is not idle
-  move_pass(ref);
+  ref.start();
 }
 
-void volume::move_pass(move& m) {
-  if (m.final_pass) {
-    // Nothing new reaches the extent and no write is in flight: copy what
-    // the last writes touched, then commit.
-    if (m.dirty == 0) return move_commit(m);
-  } else if (m.dirty == 0 || m.passes >= 2) {
-    // Two passes while writes go on; for the last, hold new requests back
-    // and let the writes in flight drain (their completion resumes here).
-    m.final_pass = true;
-    transitions_.emplace(m.extent, std::make_unique<transition>());
-    if (m.writes_in_flight == 0) move_pass(m);
-    return;
-  }
-  ++m.passes;
-  m.copying = m.dirty;
-  m.dirty = 0;
-  move_copy_next(m);
+void volume::move_committed(std::uint64_t volume_extent, extent_location from, extent_location to) {
+  map_[volume_extent] = pack(to);
+  --mapped_on(from);
+  ++mapped_on(to);
+  pool_.free_after_io(from);
+  if (!pool_.group_usable(to.group)) take_offline(pool_.lost_group_status(to.group));
 }
 
-void volume::move_copy_next(move& m) {
-  if (m.copying == 0) {
-    if (m.copy_failed) return move_end(m, make_error_code(errc::io_error));
-    return move_pass(m);
-  }
-  // The next run of granules: read it from the old place, then write it to
-  // the new one.
-  const auto first = static_cast<std::uint64_t>(std::countr_zero(m.copying));
-  std::uint64_t count = 0;
-  while (first + count < granules_ && ((m.copying >> (first + count)) & 1)) {
-    m.copying &= ~(1ull << (first + count));
-    ++count;
-  }
-  const std::uint32_t block_size = geometry_.logical_block_size_bytes;
-  const std::uint64_t blocks = count * granule_blocks_;
-  m.run_first = first;
-  m.segment = {m.buffer.data(), blocks * block_size};
-  m.req = request{};
-  m.req.operation = op::read;
-  m.req.priority = device::io_class::background;
-  m.req.lba = (m.from.extent * extent_blocks_ + first * granule_blocks_) * group_blocks_per_block_;
-  m.req.block_count = blocks * group_blocks_per_block_;
-  m.req.buffers = {&m.segment, 1};
-  m.req.context = &m;
-  m.req.on_complete = [](request& r) noexcept {
-    move& mv = *static_cast<move*>(r.context);
-    volume& v = *mv.vol;
-    if (r.result) {
-      if (r.result == errc::device_failed) v.pool_.group_failed(mv.from.group, group_gone);
-      mv.copy_failed = true;
-      mv.copying = 0;
-      v.move_copy_next(mv);
-      return;
-    }
-    const std::uint64_t blocks_read = r.block_count;
-    mv.req = request{};
-    mv.req.operation = op::write;
-    mv.req.priority = device::io_class::background;
-    mv.req.lba = (mv.to.extent * v.extent_blocks_ + mv.run_first * v.granule_blocks_) * v.group_blocks_per_block_;
-    mv.req.block_count = blocks_read;
-    mv.req.buffers = {&mv.segment, 1};
-    mv.req.context = &mv;
-    mv.req.on_complete = [](request& w) noexcept {
-      move& mw = *static_cast<move*>(w.context);
-      if (w.result) {
-        if (w.result == errc::device_failed) mw.vol->pool_.group_failed(mw.to.group, group_gone);
-        mw.copy_failed = true;
-        mw.copying = 0;
-      }
-      mw.vol->move_copy_next(mw);
-    };
-    v.pool_.group(mv.to.group).submit(mv.req);
-  };
-  pool_.group(m.from.group).submit(m.req);
-}
-
-void volume::move_commit(move& m) {
-  // The copy may sit in the destination disks' write caches: flush them
-  // first, or a power cut after the commit would leave the mapping naming
-  // data that never reached the disk.
-  m.req = request{};
-  m.req.operation = op::flush;
-  m.req.priority = device::io_class::background;
-  m.req.context = &m;
-  m.req.on_complete = [](request& r) noexcept {
-    move& mf = *static_cast<move*>(r.context);
-    if (r.result == errc::device_failed) mf.vol->pool_.group_failed(mf.to.group, group_gone);
-    if (r.result) return mf.vol->move_end(mf, r.result);
-    mf.vol->move_write_mapping(mf);
-  };
-  pool_.group(m.to.group).submit(m.req);
-}
-
-void volume::move_write_mapping(move& m) {
-  metadata_batch batch;
-  batch.put(column::extent_map, keys::extent(record_.id, m.extent), encode(m.to));
-  pool_.store().write(std::move(batch), true, [this, &m](std::error_code ec) {
-    if (!ec) {
-      map_[m.extent] = pack(m.to);
-      --mapped_on(m.from);
-      ++mapped_on(m.to);
-      pool_.free_after_io(m.from);
-      if (!pool_.group_usable(m.to.group)) take_offline(pool_.lost_group_status(m.to.group));
-    } else {
-      // The record may be on disk after all: keep the copy, and do not hand
-      // its extent out again (the pool takes no more writes now).
-      m.keep_destination = true;
-    }
-    move_end(m, ec);
-  });
-}
-
-void volume::move_end(move& m, std::error_code result) {
-  if (result && !m.keep_destination) pool_.free_after_io(m.to);  // the old mapping stands
-  const std::uint64_t e = m.extent;
-  auto done = std::move(m.done);
-  std::vector<piece*> after = std::move(m.after);
-  const bool held = m.final_pass;
-  if (m.holds_cache_lines) {
-    const auto [first, last] = cache_lines(e, 0, extent_blocks_);
+void volume::move_ended(std::uint64_t volume_extent) {
+  auto it = moves_.find(volume_extent);
+  STRATA_INVARIANT(it != moves_.end());
+  const bool held = it->second->holds_requests();
+  if (pool_.cache() != nullptr && pool_.tier_of(it->second->from().group) == tier::capacity) {
+    const auto [first, last] = cache_lines(volume_extent, 0, extent_blocks_);
     pool_.cache()->end_write(first, last, true);
   }
-  moves_.erase(e);
+  std::vector<piece*> after;
+  if (auto a = after_move_.find(volume_extent); a != after_move_.end()) {
+    after = std::move(a->second);
+    after_move_.erase(a);
+  }
+  moves_.erase(it);
   --in_flight_;
-  if (held) finish_transition(e);
+  if (held) finish_transition(volume_extent);
   for (piece* p : after) dispatch(*p);
-  done(result);
 }
 
 void volume::finish_transition(std::uint64_t volume_extent) {
@@ -750,7 +637,13 @@ void volume::flush_groups(outer_io& o) {
 void volume::op_done(outer_io& o) {
   if (--o.pending > 0) return;
   request& outer = *o.outer;
-  const std::error_code result = o.result;
+  std::error_code result = o.result;
+  if (!result && (outer.operation == op::write || outer.operation == op::discard) && pool_.metadata_failed()) {
+    // A synced metadata write failed while this was in flight, its outcome
+    // unknown: the pool acknowledges no write from then on
+    // (docs/tiering-keys.md). Its data may be on disk; an error says so.
+    result = errc::io_error;
+  }
   if (outer.operation == op::read || outer.operation == op::write) {
     const device::duration latency = pool_.clock().now() - o.started;
     pool_.note_foreground_latency(latency);

@@ -29,6 +29,7 @@
 #include "raid/device/block_device.h"
 #include "raid/device/request_queue.h"
 #include "raid/device/timing.h"
+#include "tiering/extent_move.h"
 #include "tiering/heat.h"
 #include "tiering/read_cache.h"
 #include "tiering/records.h"
@@ -91,10 +92,11 @@ class volume final : public device::block_device {
 
   // Moves a mapped extent's data to a new extent on tier `to`: copy, then
   // one synced commit of the new mapping, then the old extent is freed
-  // once no I/O can still touch it (docs/tiering-keys.md). Reads go to the
-  // old place until the commit. Writes go there too and mark what they
-  // touched, which is copied again; for the last pass, new requests wait
-  // and the writes in flight drain, so the commit follows every write.
+  // once no I/O can still touch it (extent_move.h has the protocol). Reads
+  // go to the old place until the commit. Writes go there too, and what
+  // they touched is copied again once they complete; for the last pass,
+  // new requests wait and the writes in flight drain, so the commit
+  // follows every write.
   // `done` gets the outcome from the loop: invalid_argument if the extent
   // is unmapped or already moving or on `to`, no_space if `to` is full,
   // io_error once the metadata store has failed, or the first error of the
@@ -150,7 +152,7 @@ class volume final : public device::block_device {
     std::vector<iovec> segments;
     std::uint16_t group = 0;                   // the group its last request went to
     std::optional<extent_location> allocated;  // a new extent this piece fills
-    bool counted_in_move = false;              // a write to a moving extent, counted there
+    bool counted_write = false;                // counted in writes_in_flight_ (a write to a mapped extent)
     bool from_cache = false;                   // a read sent to the read cache
     bool skip_cache = false;                   // the cache failed it: read the capacity tier
     bool cache_write = false;                  // holds the read cache's lines (end_write when done)
@@ -166,7 +168,7 @@ class volume final : public device::block_device {
     bool capacity_done = false;  // the capacity write completed, its result in req
   };
   struct transition;
-  struct move;
+  friend class extent_move;
 
   void start_piece(outer_io& o, std::uint64_t volume_extent, std::uint64_t first_block, std::uint64_t block_count,
                    std::uint64_t buffer_offset_bytes);
@@ -196,12 +198,22 @@ class volume final : public device::block_device {
   void flush_groups(outer_io& o);
   void op_done(outer_io& o);
   static void on_group_done(device::request& r) noexcept;
-  void move_pass(move& m);
-  void move_copy_next(move& m);
-  void move_commit(move& m);
-  void move_write_mapping(move& m);
-  void move_end(move& m, std::error_code result);
-  void mark_dirty(move& m, std::uint64_t first_block, std::uint64_t block_count) const noexcept;
+  // A write counted in writes_in_flight_ completed: a move of its extent
+  // copies what it touched again, and resumes once the last one drains.
+  void write_completed(piece& p, std::error_code result);
+
+  // For extent_move.
+  unsigned writes_in_flight(std::uint64_t volume_extent) const noexcept;
+  // New requests to the extent wait (a transition) until the move ends.
+  void hold_requests(std::uint64_t volume_extent);
+  // The group address of `first_block` (volume blocks) of extent `where`.
+  std::uint64_t group_lba(extent_location where, std::uint64_t first_block) const noexcept;
+  void pool_group_failed(std::uint16_t group);
+  // The new mapping is durable: the volume reads and writes `to` now.
+  void move_committed(std::uint64_t volume_extent, extent_location from, extent_location to);
+  // The move is over (its outcome is on its way to its caller): it is
+  // destroyed, held requests go on, discards that waited for it run.
+  void move_ended(std::uint64_t volume_extent);
   // mapped_on_'s entry for the tier `l` is on.
   std::uint64_t& mapped_on(extent_location l) noexcept;
 
@@ -218,9 +230,15 @@ class volume final : public device::block_device {
   volume_counters counters_;
   // Extents being allocated or unmapped, with the pieces waiting on them.
   std::unordered_map<std::uint64_t, std::unique_ptr<transition>> transitions_;
-  std::unordered_map<std::uint64_t, std::unique_ptr<move>> moves_;
-  std::uint64_t granules_;        // dirty-tracking granules per extent (at most 64)
-  std::uint64_t granule_blocks_;  // volume blocks per granule
+  std::unordered_map<std::uint64_t, std::unique_ptr<extent_move>> moves_;
+  // Whole-extent discards waiting for a move of their extent to end:
+  // unmapping must not race its commit.
+  std::unordered_map<std::uint64_t, std::vector<piece*>> after_move_;
+  // Writes (and partial discards) dispatched to each mapped extent and not
+  // yet completed, whether or not a move runs: a move that starts must wait
+  // for the ones already in flight too. Only extents with writes in flight
+  // have an entry.
+  std::unordered_map<std::uint64_t, unsigned> writes_in_flight_;
   device::slot_pool<outer_io> ios_;
   device::slot_pool<piece> pieces_;
   std::uint64_t in_flight_ = 0;

@@ -1,5 +1,6 @@
 #include "raid/device/fault_device.h"
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <cassert>
 #include <cstring>
@@ -30,6 +31,7 @@ fault_device::fault_device(block_device& backing, clock& c, const fault_options&
       options_(options),
       random_(options.seed),
       delayed_(c, backing.executor(), [this](slot& s) { deliver(s); }),
+      reordered_(c, backing.executor(), [this](slot& s) { release_reordered(s); }),
       answers_(backing.executor()) {}
 
 fault_device::~fault_device() {
@@ -44,6 +46,34 @@ void fault_device::submit(request& req) noexcept {
   if (failed_ || !powered()) {
     ++counters_.requests_failed_device_gone;
     answers_.complete_later(req, errc::device_failed);
+    return;
+  }
+  if (hung_) {
+    held_.push_back(req);
+    return;
+  }
+  if (req.operation != op::flush && reorder_probability_ > 0 &&
+      std::bernoulli_distribution(reorder_probability_)(random_)) {
+    ++counters_.requests_reordered;
+    slot& s = slots_.acquire();
+    s.outer = &req;
+    s.power_cycle = power_cuts_;
+    const auto hold = std::uniform_int_distribution<duration::rep>(1, std::max<duration::rep>(1, reorder_hold_max_.count()))(random_);
+    reordered_.push(clock_.now() + duration(hold), s);
+    return;
+  }
+  start(req);
+}
+
+void fault_device::release_reordered(slot& s) {
+  request& req = *s.outer;
+  const bool power_lost = s.power_cycle != power_cuts_;
+  slots_.release(s);
+  if (failed_ || !powered() || power_lost) {
+    // Never reached the medium: it fails with the device (a request held
+    // across a power cut must not land after the power comes back).
+    ++counters_.requests_failed_device_gone;
+    complete(req, errc::device_failed);
     return;
   }
   if (hung_) {
@@ -298,6 +328,11 @@ void fault_device::fail_writes(std::uint64_t lba, std::uint64_t block_count) {
 
 void fault_device::clear_write_failures() { failing_writes_.clear(); }
 
+void fault_device::set_reorder(duration max_hold, double probability) {
+  reorder_hold_max_ = max_hold;
+  reorder_probability_ = probability;
+}
+
 void fault_device::set_delay(duration extra, double probability) {
   delay_ = extra;
   delay_probability_ = probability;
@@ -313,6 +348,7 @@ void fault_device::resume() {
 
 void fault_device::power_cut(power_loss mode, std::function<void()> settled) {
   power_off_ = true;
+  ++power_cuts_;
   power_loss_mode_ = mode;
   on_power_settled_ = std::move(settled);
   fail_waiting();

@@ -10,6 +10,13 @@
 //   fail_writes()        writes touching these blocks fail with media_error
 //   set_delay()          slow I/O: a seeded fraction of requests completes
 //                        `extra` later
+//   set_reorder()        command queueing: a seeded fraction of reads,
+//                        writes and discards is held back, each for a random
+//                        time in (0, max_hold], before it reaches the medium,
+//                        so later requests overtake it (in application order
+//                        as well as in completion order, as a drive with
+//                        NCQ/TCQ reorders SIMPLE commands). Flushes are never
+//                        held: a flush covers only writes completed before it.
 //   hang()/resume()      the device stops answering: requests are held, not
 //                        lost, until resume() (or fail())
 //   power_cut()          with volatile_write_cache: the power goes; each
@@ -55,6 +62,7 @@ struct fault_counters {
   std::uint64_t write_errors_injected = 0;
   std::uint64_t requests_failed_device_gone = 0;
   std::uint64_t requests_delayed = 0;
+  std::uint64_t requests_reordered = 0;  // held back by set_reorder
   std::uint64_t blocks_lost_at_power_cut = 0;
   std::uint64_t blocks_kept_at_power_cut = 0;
 };
@@ -76,6 +84,8 @@ class fault_device final : public block_device {
   void clear_write_failures();
   // probability 0 turns delays off.
   void set_delay(duration extra, double probability);
+  // probability 0 turns reordering off (requests already held stay held).
+  void set_reorder(duration max_hold, double probability);
   void hang();
   void resume();
 
@@ -98,6 +108,7 @@ class fault_device final : public block_device {
     request* outer = nullptr;
     request inner;
     std::error_code result;  // final, once known
+    std::uint64_t power_cycle = 0;  // set_reorder: power_cuts_ when it was held back
   };
   struct cached_block {
     aligned_buffer data;
@@ -126,6 +137,7 @@ class fault_device final : public block_device {
   static void on_forwarded(request& inner) noexcept;
   void finish(request& req, std::error_code result);
   void deliver(slot& s);
+  void release_reordered(slot& s);
   void write_to_cache(request& req);
   void overlay_cache(const request& req);
   // These cached blocks are on the backing device now: drop them from the
@@ -149,13 +161,17 @@ class fault_device final : public block_device {
   bool failed_ = false;
   bool hung_ = false;
   bool power_off_ = false;
+  std::uint64_t power_cuts_ = 0;
   block_range_set latent_errors_;
   block_range_set failing_writes_;
   duration delay_{};
   double delay_probability_ = 0;
+  duration reorder_hold_max_{};
+  double reorder_probability_ = 0;
 
   slot_pool<slot> slots_;
   deadline_queue<slot> delayed_;
+  deadline_queue<slot> reordered_;  // held back before start()
   completion_queue answers_;
   request_list held_;  // while hung
   std::uint64_t backing_in_flight_ = 0;

@@ -12,6 +12,7 @@
 #include "raid/device/memory_device.h"
 #include "raid/raid1_group.h"
 #include "tests/raid/device/harness.h"
+#include "tests/tiering/fault_fs.h"
 #include "tiering/pool.h"
 #include "tiering/volume.h"
 
@@ -39,6 +40,12 @@ struct rig_shape {
   bool mirrored_performance = false;
 };
 
+// The metadata store's files go through `fs`, which can fail syncs.
+struct faulty_metadata {
+  std::shared_ptr<fault_fs> fs = std::make_shared<fault_fs>();
+  std::unique_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(fs);
+};
+
 // A pool of one performance group and two capacity groups over memory
 // devices (behind fault devices), with its store in a temporary directory.
 struct rig {
@@ -51,6 +58,7 @@ struct rig {
   std::unique_ptr<pool> p;
   pool_options options;
   rig_shape shape;
+  faulty_metadata metadata;
 
   explicit rig(std::uint64_t performance_extents = 8, std::uint64_t capacity_extents = 16,
                new_extent_tier new_extents = new_extent_tier::performance_first, std::uint64_t cache_lines = 0)
@@ -113,7 +121,7 @@ struct rig {
     groups.push_back({mirror.get(), tier::performance});
   }
   void open() {
-    auto s = metadata_store::open(store_path(), loop.context.get_executor());
+    auto s = metadata_store::open(store_path(), loop.context.get_executor(), metadata.env.get());
     REQUIRE(s);
     store = std::move(*s);
     loop.elsewhere = [this] { return store->in_flight(); };

@@ -104,6 +104,43 @@ TEST_CASE("fault device: slow I/O completes exactly that much later", "[device][
   CHECK(f.device->counters().requests_delayed == 1);
 }
 
+TEST_CASE("fault device: reordering lets a later write overtake an earlier one to the medium",
+          "[device][fault]") {
+  faulty f;
+  const std::vector<std::byte> first = pattern(block_size, 1), second = pattern(block_size, 2);
+  f.device->set_reorder(milliseconds(10), 1.0);
+  auto early = io::make(op::write, 7, 1, block_size);
+  std::memcpy(early->buffer.data(), first.data(), first.size());
+  f.device->submit(early->req);
+  f.device->set_reorder({}, 0);
+  auto late = io::make(op::write, 7, 1, block_size);
+  std::memcpy(late->buffer.data(), second.data(), second.size());
+  f.device->submit(late->req);
+  f.loop.run_until([&] { return late->completions == 1; });
+  CHECK(early->completions == 0);  // still held back
+  f.loop.run_until([&] { return early->completions == 1; });
+  CHECK_FALSE(early->req.result);
+  CHECK_FALSE(late->req.result);
+  // The earlier write reached the medium last: it is what the block holds.
+  CHECK(read_blocks(f.loop, *f.device, 7, 1) == first);
+  CHECK(f.device->counters().requests_reordered == 1);
+}
+
+TEST_CASE("fault device: a request held back across a power cut fails and never lands",
+          "[device][fault][power]") {
+  faulty f(fault_options{.seed = 3, .volatile_write_cache = true});
+  const std::vector<std::byte> data = pattern(block_size, 5);
+  f.device->set_reorder(milliseconds(10), 1.0);
+  auto held = io::make(op::write, 3, 1, block_size);
+  std::memcpy(held->buffer.data(), data.data(), data.size());
+  f.device->submit(held->req);
+  f.device->set_reorder({}, 0);
+  f.power_cycle(power_loss::drop);
+  f.loop.run_until([&] { return held->completions == 1; });
+  CHECK(held->req.result == device_failed);
+  CHECK(read_blocks(f.loop, *f.device, 3, 1) == std::vector<std::byte>(block_size, std::byte{0}));
+}
+
 TEST_CASE("fault device: a hung device holds requests until resumed or failed",
           "[device][fault]") {
   faulty f;

@@ -1,0 +1,81 @@
+// A RocksDB file system that fails syncs on demand, for tests of what the
+// pool does after a metadata write whose outcome is unknown (leveldb's
+// fault_injection_test does the same below its Env). It wraps the real
+// file system: the store's files are real files in a temporary directory.
+//
+// fail_syncs(): every Sync/Fsync/RangeSync of a writable file (the WAL, the
+// manifest, table files) fails from now on, with an IOError, as a failed
+// fsync does; RocksDB then fails the write that needed it and every later
+// one. The data may or may not be in the file: exactly the unknown outcome.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include <rocksdb/env.h>
+#include <rocksdb/file_system.h>
+
+namespace strata::tiering::testing {
+
+class fault_fs final : public rocksdb::FileSystemWrapper {
+ public:
+  fault_fs() : FileSystemWrapper(rocksdb::FileSystem::Default()) {}
+  static const char* kClassName() { return "StrataFaultFS"; }
+  const char* Name() const override { return kClassName(); }
+
+  void fail_syncs(bool on = true) noexcept { failing_.store(on); }
+  bool failing() const noexcept { return failing_.load(); }
+  std::uint64_t syncs_failed() const noexcept { return failed_.load(); }
+
+  rocksdb::IOStatus NewWritableFile(const std::string& name, const rocksdb::FileOptions& options,
+                                    std::unique_ptr<rocksdb::FSWritableFile>* result,
+                                    rocksdb::IODebugContext* dbg) override {
+    return wrap(target()->NewWritableFile(name, options, result, dbg), result);
+  }
+  rocksdb::IOStatus ReopenWritableFile(const std::string& name, const rocksdb::FileOptions& options,
+                                       std::unique_ptr<rocksdb::FSWritableFile>* result,
+                                       rocksdb::IODebugContext* dbg) override {
+    return wrap(target()->ReopenWritableFile(name, options, result, dbg), result);
+  }
+  rocksdb::IOStatus ReuseWritableFile(const std::string& name, const std::string& old_name,
+                                      const rocksdb::FileOptions& options,
+                                      std::unique_ptr<rocksdb::FSWritableFile>* result,
+                                      rocksdb::IODebugContext* dbg) override {
+    return wrap(target()->ReuseWritableFile(name, old_name, options, result, dbg), result);
+  }
+
+ private:
+  class file final : public rocksdb::FSWritableFileOwnerWrapper {
+   public:
+    file(std::unique_ptr<rocksdb::FSWritableFile> f, fault_fs& fs)
+        : FSWritableFileOwnerWrapper(std::move(f)), fs_(fs) {}
+    rocksdb::IOStatus Sync(const rocksdb::IOOptions& o, rocksdb::IODebugContext* d) override {
+      return fs_.failing() ? fs_.injected() : target()->Sync(o, d);
+    }
+    rocksdb::IOStatus Fsync(const rocksdb::IOOptions& o, rocksdb::IODebugContext* d) override {
+      return fs_.failing() ? fs_.injected() : target()->Fsync(o, d);
+    }
+    rocksdb::IOStatus RangeSync(std::uint64_t offset, std::uint64_t n, const rocksdb::IOOptions& o,
+                                rocksdb::IODebugContext* d) override {
+      return fs_.failing() ? fs_.injected() : target()->RangeSync(offset, n, o, d);
+    }
+
+   private:
+    fault_fs& fs_;
+  };
+
+  rocksdb::IOStatus wrap(rocksdb::IOStatus s, std::unique_ptr<rocksdb::FSWritableFile>* result) {
+    if (s.ok()) *result = std::make_unique<file>(std::move(*result), *this);
+    return s;
+  }
+  rocksdb::IOStatus injected() {
+    ++failed_;
+    return rocksdb::IOStatus::IOError("fault_fs: injected sync failure");
+  }
+
+  std::atomic<bool> failing_{false};
+  std::atomic<std::uint64_t> failed_{0};
+};
+
+}  // namespace strata::tiering::testing
