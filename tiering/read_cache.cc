@@ -287,7 +287,11 @@ bool read_cache::begin_write(line_key first, line_key last, bool keep,
   std::vector<line_key> deletes;
   std::vector<std::uint64_t> free_after;
   for (line_key l = first; l <= last; ++l) {
-    ++writing_[l];
+    // Another write over the line is in flight: its copy to the slot and
+    // this one's are two unordered writes to the cache device, which may
+    // apply them in either order, whatever order the capacity tier keeps.
+    // So the line is dropped rather than updated twice.
+    const bool overlapped = ++writing_[l] > 1;
     if (auto f = filling_.find(l); f != filling_.end()) f->second->cancelled = true;
     auto it = lines_.find(l);
     if (it == lines_.end()) {
@@ -296,7 +300,7 @@ bool read_cache::begin_write(line_key first, line_key last, bool keep,
       if (deleting_.contains(l)) deletes.push_back(l);
       continue;
     }
-    if (keep && !failed_) {
+    if (keep && !failed_ && !overlapped) {
       // The slot's data is about to change: the index must not name it
       // until a flush after the update (end_write queues it again), and a
       // persist under way must not write the old generation's entry.

@@ -13,7 +13,10 @@
 //               over lines. A write of new data keeps the lines the cache
 //               holds, and the volume writes the data to their slots too
 //               (update_target), beside the capacity tier: the line stays
-//               a hit. Anything else drops them. Either way, if the index
+//               a hit. Anything else drops them, and so does a write
+//               over a line another write is still updating (the cache
+//               device could apply the two copies in either order). Either
+//               way, if the index
 //               on disk names any of them, its entries are deleted (synced)
 //               before the write may start, and an updated line is indexed
 //               again only after a device flush that follows the update.
