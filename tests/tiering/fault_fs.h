@@ -78,4 +78,10 @@ class fault_fs final : public rocksdb::FileSystemWrapper {
   std::atomic<std::uint64_t> failed_{0};
 };
 
+// An Env for metadata_store::open whose files go through `fs`.
+struct faulty_metadata {
+  std::shared_ptr<fault_fs> fs = std::make_shared<fault_fs>();
+  std::unique_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(fs);
+};
+
 }  // namespace strata::tiering::testing

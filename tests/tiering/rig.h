@@ -40,11 +40,6 @@ struct rig_shape {
   bool mirrored_performance = false;
 };
 
-// The metadata store's files go through `fs`, which can fail syncs.
-struct faulty_metadata {
-  std::shared_ptr<fault_fs> fs = std::make_shared<fault_fs>();
-  std::unique_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(fs);
-};
 
 // A pool of one performance group and two capacity groups over memory
 // devices (behind fault devices), with its store in a temporary directory.

@@ -1,0 +1,285 @@
+#include "tests/sim/world.h"
+
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <filesystem>
+#include <optional>
+
+namespace strata::sim {
+
+using namespace device;
+using namespace device::testing;
+
+namespace {
+
+constexpr std::uint64_t performance_extents = 6;
+constexpr std::uint64_t capacity_extents = 16;
+constexpr std::uint64_t cache_lines = 24;
+constexpr std::uint64_t cache_line_bytes = 16 * 1024;
+constexpr std::uint64_t strip_bytes = 16 * 1024;  // 4+2: a stripe of data is one extent
+
+raid::raid1_options mirror_options(clock& c) {
+  raid::raid1_options o;
+  o.reserved_bytes = reserved_bytes;
+  o.clock = &c;
+  o.bitmap_region_bytes = 2 * extent_bytes;  // small regions: resyncs that cover part of the group
+  o.sync_chunk_bytes = extent_bytes;
+  return o;
+}
+
+raid::raid6_options parity_options(clock& c) {
+  raid::raid6_options o;
+  o.strip_size_bytes = strip_bytes;
+  o.reserved_bytes = reserved_bytes;
+  o.clock = &c;
+  o.bitmap_region_bytes = 2 * strip_bytes;  // two stripes a bit
+  return o;
+}
+
+template <class Group>
+std::unique_ptr<Group> make_group(test_loop& loop, std::vector<disk>& disks, const auto& options) {
+  std::vector<block_device*> members;
+  for (disk& d : disks) members.push_back(d.drive.get());
+  auto g = Group::create(members, options);
+  REQUIRE(g);
+  std::optional<std::optional<error>> formatted;
+  (*g)->format([&](std::optional<error> e) { formatted = std::move(e); });
+  loop.run_until([&] { return formatted.has_value(); });
+  REQUIRE_FALSE(*formatted);
+  return std::move(*g);
+}
+
+template <class Group>
+std::unique_ptr<Group> assemble_group(test_loop& loop, std::vector<disk>& disks, const auto& options) {
+  std::vector<block_device*> members;
+  for (disk& d : disks) members.push_back(d.drive.get());
+  std::optional<typename Group::assembled> result;
+  Group::assemble(members, options, [&](typename Group::assembled a) { result = std::move(a); });
+  loop.run_until([&] { return result.has_value(); });
+  INFO((*result ? std::string() : result->error().message));
+  REQUIRE(*result);
+  return std::move(**result);
+}
+
+}  // namespace
+
+world::world(std::uint64_t seed) : random(seed), fault_seed(seed * 7919 + 1) {
+  make_disks(performance_disks, 2, (reserved_bytes + performance_extents * extent_bytes) / block_size);
+  make_disks(capacity_disks, 6, (reserved_bytes + capacity_extents / 4 * extent_bytes) / block_size);
+  make_disks(cache_disks, 1, (reserved_bytes + cache_lines * cache_line_bytes) / block_size);
+  start(true);
+}
+
+world::~world() { wind_down(); }
+
+void world::make_disks(std::vector<disk>& disks, std::size_t count, std::uint64_t blocks) {
+  for (std::size_t i = 0; i < count; ++i) {
+    auto m = memory_device::create(loop.context.get_executor(), {block_size, blocks});
+    REQUIRE(m);
+    disks.push_back({std::move(*m), nullptr, false});
+  }
+}
+
+std::vector<disk*> world::all_disks() {
+  std::vector<disk*> all;
+  for (auto* set : {&performance_disks, &capacity_disks, &cache_disks}) {
+    for (disk& d : *set) all.push_back(&d);
+  }
+  return all;
+}
+
+void world::power_up() {
+  for (disk* d : all_disks()) power_up(*d);
+}
+
+void world::power_up(disk& d) {
+  d.drive = std::make_unique<fault_device>(*d.platters, loop.clock, fault_options{fault_seed++, true});
+  // A queueing disk: a third of its requests are overtaken by later ones.
+  d.drive->set_reorder(std::chrono::microseconds(50 + random() % 3000), 0.3);
+  d.drive->set_delay(std::chrono::microseconds(100 + random() % 2000), 0.2);
+  if (d.dead) d.drive->fail();
+}
+
+void world::replace_failed_disks() {
+  replace(performance_disks, *performance);
+  replace(capacity_disks, *capacity);
+}
+
+void world::replace(std::vector<disk>& slots, raid::member_replacement& group) {
+  for (std::size_t m = 0; m < slots.size(); ++m) {
+    if (!slots[m].dead) continue;
+    const bool under_way = std::any_of(rebuilds_.begin(), rebuilds_.end(), [&](const auto& r) {
+      return r->running && r->slots == &slots && r->member == m;
+    });
+    if (under_way) continue;
+    auto r = std::make_unique<rebuild>();
+    r->slots = &slots;
+    r->member = m;
+    auto platters = memory_device::create(loop.context.get_executor(), slots[m].platters->geometry());
+    REQUIRE(platters);
+    r->spare.platters = std::move(*platters);
+    power_up(r->spare);
+    rebuild* started = r.get();
+    const auto refused = group.replace_member(static_cast<unsigned>(m), r->spare.drive.get(), [this, started](std::error_code ec) {
+      started->running = false;
+      if (ec) return;  // the spare is dropped with the old controller's objects
+      std::vector<disk>& in = *started->slots;
+      replaced_.push_back(std::move(in[started->member]));
+      in[started->member] = std::move(started->spare);
+      ++rebuilds_done;
+    });
+    if (refused) continue;  // busy (a resync runs): the next call tries again
+    rebuilds_.push_back(std::move(r));
+  }
+}
+
+void world::start(bool first_time) {
+  power_up();
+  if (first_time) {
+    performance = make_group<raid::raid1_group>(loop, performance_disks, mirror_options(loop.clock));
+    capacity = make_group<raid::raid6_group>(loop, capacity_disks, parity_options(loop.clock));
+    cache = make_group<raid::raid1_group>(loop, cache_disks, mirror_options(loop.clock));
+  } else {
+    performance = assemble_group<raid::raid1_group>(loop, performance_disks, mirror_options(loop.clock));
+    capacity = assemble_group<raid::raid6_group>(loop, capacity_disks, parity_options(loop.clock));
+    cache = assemble_group<raid::raid1_group>(loop, cache_disks, mirror_options(loop.clock));
+  }
+  auto s = tiering::metadata_store::open((dir.path() / "metadata").string(), loop.context.get_executor(),
+                                         metadata.env.get());
+  INFO((s ? std::string() : s.error().message));
+  REQUIRE(s);
+  store = std::move(*s);
+  loop.elsewhere = [this] { return store->in_flight(); };
+  tiering::pool_options o;
+  o.clock = &loop.clock;
+  o.extent_size_bytes = extent_bytes;
+  o.new_extents = tiering::new_extent_tier::performance_first;
+  o.performance_reserve = 0.2;
+  o.read_cache_device = cache.get();
+  o.read_cache.line_bytes = cache_line_bytes;
+  o.read_cache.persist_interval = std::chrono::milliseconds(20);  // the index is written often
+  o.heat_persist_interval = std::chrono::milliseconds(50);
+  auto p = tiering::pool::open(loop.context.get_executor(), *store,
+                               {{performance.get(), tiering::tier::performance}, {capacity.get(), tiering::tier::capacity}},
+                               o);
+  INFO((p ? std::string() : p.error().message));
+  REQUIRE(p);
+  pool = std::move(*p);
+  if (!first_time) return;
+  for (auto [name, extents] : {std::pair{"a", 12}, std::pair{"b", 6}}) {
+    std::optional<std::expected<tiering::volume*, error>> made;
+    pool->create_volume({name, block_size, extents * extent_blocks, tiering::affinity::automatic},
+                        [&](std::expected<tiering::volume*, error> v) { made = std::move(v); });
+    loop.run_until([&] { return made.has_value(); });
+    REQUIRE(*made);
+  }
+}
+
+bool world::groups_idle() const { return performance->idle() && capacity->idle() && cache->idle(); }
+
+void world::wind_down() {
+  if (!pool) return;
+  loop.run_until([&] {
+    if (store->in_flight() != 0 || (pool->cache() && !pool->cache()->idle())) return false;
+    for (tiering::volume* v : pool->volumes()) {
+      if (!v->idle()) return false;
+    }
+    return true;
+  });
+  pool.reset();
+  store.reset();
+  loop.elsewhere = nullptr;
+  loop.run_until([&] { return groups_idle(); });
+  loop.settle();
+  performance.reset();
+  capacity.reset();
+  cache.reset();
+  loop.settle();
+  for (disk* d : all_disks()) d->drive.reset();
+  // Spares whose rebuild did not finish are blank disks again, for good.
+  rebuilds_.clear();
+  replaced_.clear();
+}
+
+void world::crash_and_restart(bool torn) {
+  // The store's files as they are now (a process crash: what RocksDB
+  // wrote to them survives, synced or not, as the OS still has it). A
+  // checkpoint would need syncs, which may be failing.
+  store->drain();
+  const auto image = dir.path() / "crash-image";
+  std::filesystem::remove_all(image);
+  std::filesystem::copy(dir.path() / "metadata", image, std::filesystem::copy_options::recursive);
+  std::size_t settled = 0;
+  const auto disks = all_disks();
+  for (disk* d : disks) d->drive->power_cut(torn ? power_loss::tear : power_loss::drop, [&] { ++settled; });
+  loop.run_until([&] { return settled == disks.size(); });
+  metadata.fs->fail_syncs(false);
+  wind_down();
+  std::filesystem::remove_all(dir.path() / "metadata");
+  std::filesystem::rename(image, dir.path() / "metadata");
+  start(false);
+}
+
+namespace {
+// Whether one more fault on `disks[index]` keeps at most two disks faulty.
+bool within_raid6_budget(const std::vector<disk>& disks, std::size_t index) {
+  std::size_t faulty = 0;
+  for (const disk& d : disks) faulty += d.dead || d.latent_errors;
+  return disks[index].dead || disks[index].latent_errors || faulty < 2;
+}
+}  // namespace
+
+bool world::fail_capacity_disk(std::size_t index) {
+  if (capacity_disks[index].dead || !within_raid6_budget(capacity_disks, index)) return false;
+  capacity_disks[index].dead = true;
+  capacity_disks[index].drive->fail();
+  return true;
+}
+
+bool world::fail_performance_disk(std::size_t index) {
+  if (performance_disks[0].dead || performance_disks[1].dead) return false;
+  performance_disks[index].dead = true;
+  performance_disks[index].drive->fail();
+  return true;
+}
+
+bool world::add_latent_error(std::size_t capacity_disk, std::uint64_t lba, std::uint64_t blocks) {
+  disk& d = capacity_disks[capacity_disk];
+  if (d.dead || !within_raid6_budget(capacity_disks, capacity_disk)) return false;
+  d.latent_errors = true;
+  d.drive->add_latent_error(lba, blocks);
+  return true;
+}
+
+std::string world::check_redundancy() {
+  std::string wrong;
+  // RAID-1: both members hold the same data (the reserved area holds each
+  // member's own superblock, and differs).
+  if (!performance_disks[0].dead && !performance_disks[1].dead) {
+    const std::uint64_t first = reserved_bytes / block_size;
+    const std::uint64_t blocks = performance_disks[0].platters->geometry().block_count - first;
+    const auto a = read_blocks(loop, *performance_disks[0].drive, first, blocks);
+    const auto b = read_blocks(loop, *performance_disks[1].drive, first, blocks);
+    for (std::uint64_t i = 0; i < blocks; ++i) {
+      if (std::memcmp(a.data() + i * block_size, b.data() + i * block_size, block_size) != 0) {
+        wrong += "RAID-1 members differ at member block " + std::to_string(first + i) + "; ";
+        break;
+      }
+    }
+  }
+  // RAID-6: a scrub finds every stripe's P and Q in agreement with its data.
+  bool degraded = false;
+  for (const disk& d : capacity_disks) degraded |= d.dead;
+  if (!degraded) {
+    std::optional<raid::scrub_report> report;
+    capacity->scrub([&](const raid::scrub_report& r) { report = r; });
+    loop.run_until([&] { return report.has_value(); });
+    if (report->stripes_repaired + report->stripes_unrecoverable > 0 || report->error) {
+      wrong += "RAID-6 scrub found " + std::to_string(report->stripes_repaired) + " stripe(s) to repair and " +
+               std::to_string(report->stripes_unrecoverable) + " unrecoverable; ";
+    }
+  }
+  return wrong;
+}
+
+}  // namespace strata::sim

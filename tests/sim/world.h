@@ -1,0 +1,115 @@
+// The simulated array: the real code of Strata's data path, from thin
+// volumes down to RAID groups, over memory disks behind fault devices, in
+// virtual time, every random choice drawn from one seed.
+//
+//   pool: two volumes, a read cache, the metadata store (real RocksDB
+//         through a file system that can fail syncs)
+//   performance tier: RAID-1 of two SSDs
+//   capacity tier: RAID-6 of six HDDs (4+2)
+//   read cache group: RAID-1 of one SSD
+//
+// Every disk has a volatile write cache, reorders its queue and is slow at
+// random (fault_device). The world can cut the power: every disk loses what
+// it had not flushed (or keeps part of it: torn), the metadata store keeps
+// what it had applied, and a new controller assembles the groups from
+// their superblocks and opens the pool again.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "raid/device/fault_device.h"
+#include "raid/device/memory_device.h"
+#include "raid/raid1_group.h"
+#include "raid/raid6_group.h"
+#include "tests/raid/device/harness.h"
+#include "tests/tiering/fault_fs.h"
+#include "tiering/pool.h"
+#include "tiering/volume.h"
+
+namespace strata::sim {
+
+constexpr std::uint32_t block_size = 4096;
+constexpr std::uint64_t extent_bytes = 64 * 1024;
+constexpr std::uint64_t extent_blocks = extent_bytes / block_size;
+constexpr std::uint64_t reserved_bytes = 1 << 20;
+
+// One disk: its platters (memory) and, while powered, its electronics.
+struct disk {
+  std::unique_ptr<device::memory_device> platters;
+  std::unique_ptr<device::fault_device> drive;
+  bool dead = false;  // failed for good: stays failed across restarts
+  bool latent_errors = false;  // has had latent sector errors injected
+};
+
+struct world {
+  explicit world(std::uint64_t seed);
+  ~world();
+
+  device::testing::test_loop loop;
+  device::testing::temp_dir dir;
+  std::mt19937_64 random;
+  std::uint64_t fault_seed;
+  std::vector<disk> performance_disks;  // RAID-1
+  std::vector<disk> capacity_disks;     // RAID-6
+  std::vector<disk> cache_disks;        // RAID-1 of one
+  std::unique_ptr<raid::raid1_group> performance;
+  std::unique_ptr<raid::raid6_group> capacity;
+  std::unique_ptr<raid::raid1_group> cache;
+  tiering::testing::faulty_metadata metadata;
+  std::unique_ptr<tiering::metadata_store> store;
+  std::unique_ptr<tiering::pool> pool;
+
+  std::vector<disk*> all_disks();
+  // The controller's start: groups assembled (or, the first time, created
+  // and formatted), the store and the pool opened.
+  void start(bool first_time);
+  // Power cut and controller crash: the store keeps what it had applied,
+  // each disk loses its unflushed writes (torn: some of them), the old
+  // controller's objects wind down (every I/O fails), and start() again.
+  void crash_and_restart(bool torn);
+  // Lets every request and background job end, then destroys the pool,
+  // the groups and the drives (the disks stay). The destructor does it
+  // too; callers whose requests' buffers die first call it before.
+  void stop() { wind_down(); }
+  // The groups' background work (resync, superblock updates) is done.
+  bool groups_idle() const;
+  // Disk faults the workload injects, within the groups' redundancy: a
+  // RAID-6 group's faults touch at most two of its disks (failed, or with
+  // latent errors: a read error on a third disk is a triple fault, data
+  // loss no RAID-6 survives), a RAID-1 pair loses at most one. False if
+  // the fault would exceed that.
+  bool fail_capacity_disk(std::size_t index);
+  bool fail_performance_disk(std::size_t index);
+  bool add_latent_error(std::size_t capacity_disk, std::uint64_t lba, std::uint64_t blocks);
+  // Hot spares: each failed member of the RAID-1 and RAID-6 groups is
+  // rebuilt onto a new blank disk, under load. Call between steps; starts
+  // what can start (a group refuses while it resyncs: later, then).
+  void replace_failed_disks();
+  std::uint64_t rebuilds_done = 0;
+  // Checks once the groups are idle: RAID-1 members identical, RAID-6
+  // parity consistent. Empty: fine; else what is wrong.
+  std::string check_redundancy();
+
+ private:
+  void power_up();  // new electronics over every disk's platters
+  void wind_down();
+  void make_disks(std::vector<disk>& disks, std::size_t count, std::uint64_t blocks);
+  void power_up(disk& d);
+  void replace(std::vector<disk>& slots, raid::member_replacement& group);
+
+  // A rebuild onto a spare: the spare takes its slot once it completes.
+  struct rebuild {
+    std::vector<disk>* slots = nullptr;
+    std::size_t member = 0;
+    disk spare;
+    bool running = true;
+  };
+  std::vector<std::unique_ptr<rebuild>> rebuilds_;
+  std::vector<disk> replaced_;  // dead disks a spare took over from: their drives live until wind-down
+};
+
+}  // namespace strata::sim
