@@ -211,6 +211,17 @@ class raid6_group final : public device::block_device, public member_replacement
   std::uint64_t repaired_blocks() const noexcept { return repaired_blocks_; }
 
  private:
+  // What a stripe operation is for. The three background purposes read
+  // the whole stripe, parity included, and are run from
+  // raid6_background.cc; their internal requests carry no caller buffers.
+  enum class stripe_purpose : std::uint8_t {
+    read,     // a caller's read
+    write,    // a caller's write
+    discard,  // a caller's discard: a write of zeros
+    scrub,    // check P and Q against the data; repair a single wrong strip
+    rebuild,  // write the new member's strip, rebuilt from the others
+    resync,   // after a crash: P and Q recomputed from the data
+  };
   struct stripe_op;
   struct member_io {
     stripe_op* op = nullptr;
@@ -233,10 +244,7 @@ class raid6_group final : public device::block_device, public member_replacement
     std::uint64_t begin = 0;  // stripe-data blocks [begin, end) this op covers
     std::uint64_t end = 0;
     std::uint64_t caller_offset_bytes = 0;  // where the op's data sits in the caller's buffers
-    bool zeros = false;                     // a discard: write zeros
-    bool scrub = false;                     // a scrub's check of the whole stripe
-    bool rebuild = false;                   // a rebuild of the new member's strip
-    bool resync = false;                    // a resync: parity recomputed from the data
+    stripe_purpose purpose = stripe_purpose::read;
     bool intent = false;                    // counted as a write in its bitmap region
     bool rmw = false;             // read-modify-write: old data, P and Q only
     bool reconstructing = false;  // reading the touched rows of the surviving strips
@@ -290,6 +298,20 @@ class raid6_group final : public device::block_device, public member_replacement
   std::pair<std::uint64_t, std::uint64_t> rows_of(const stripe_op& op, unsigned data_strip) const noexcept;
   void note_member_error(unsigned member, const device::block_device* device, device::op operation,
                          std::error_code ec);
+  stripe_purpose purpose_of(const device::request& req) const noexcept;
+  static bool background(const stripe_op& op) noexcept {
+    return op.purpose == stripe_purpose::scrub || op.purpose == stripe_purpose::rebuild ||
+           op.purpose == stripe_purpose::resync;
+  }
+  static bool zeros(const stripe_op& op) noexcept { return op.purpose == stripe_purpose::discard; }
+  // Rewrites rows [first, last) of the strips a working member could not
+  // read (rebuilt from the others), then finishes the op.
+  void write_back_repairs(stripe_op& op, std::uint64_t first, std::uint64_t last);
+  // The background purposes' last step, once every strip is read and the
+  // lost ones rebuilt (raid6_background.cc).
+  void scrub_stripe(stripe_op& op, std::span<const unsigned> lost, std::uint64_t row_bytes);
+  void write_rebuilt_strip(stripe_op& op);
+  void resync_stripe(stripe_op& op, std::span<const unsigned> lost, std::uint64_t row_bytes);
   void check_and_repair(stripe_op& op, std::span<std::byte* const> strips, std::uint64_t row_bytes);
   void scrub_next();
   static void on_scrub_stripe(device::request& r) noexcept;
