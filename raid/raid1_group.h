@@ -14,7 +14,9 @@
 //            read; only a block no member can read is a media error.
 //   write    every working member at once; complete when all have answered.
 //            A member that fails a write is failed out of the group; the
-//            write succeeds if one member took it.
+//            write succeeds if one member took it. A write that overlaps
+//            one in flight waits for it, so that both members apply
+//            overlapping writes in the same order.
 //   flush    every working member.
 //   discard  every working member (Strata's devices read discarded blocks
 //            as zeros).
@@ -166,6 +168,9 @@ class raid1_group final : public device::block_device, public member_replacement
     mirror_op* write_prev = nullptr;
     mirror_op* write_next = nullptr;
     bool in_write_list = false;
+    // Writes waiting for an overlapping write in flight, oldest first.
+    mirror_op* overlap_next = nullptr;
+    bool overlap_woken = false;  // let through by wake_overlapping: it goes before later waiters
   };
 
   raid1_group(std::vector<device::block_device*> members, std::uint64_t data_offset_blocks,
@@ -253,6 +258,18 @@ class raid1_group final : public device::block_device, public member_replacement
   std::vector<mirror_op*> repairing_;
   std::vector<mirror_op*> repair_blocked_;
   bool overlaps_write(std::uint64_t lba, std::uint64_t blocks) const noexcept;
+  // Overlapping writes, one at a time: a write (or discard) that overlaps
+  // one in flight waits for it, and for older waiters it overlaps, so every
+  // member applies them in the same order and the mirrors never diverge
+  // (md serializes overlapping writes for the same reason). Reads do not
+  // wait. Intrusive: no allocation per write.
+  bool wait_for_overlaps(mirror_op& o);
+  void wake_overlapping();
+  bool overlaps_waiter_before(const mirror_op& o, const mirror_op* stop) const noexcept;
+  mirror_op* overlap_head_ = nullptr;
+  mirror_op* overlap_tail_ = nullptr;
+  bool waking_ = false;
+  bool wake_again_ = false;
   device::clock* clock_;
   std::uint64_t sync_chunk_blocks_;
   double sync_mb_per_s_;

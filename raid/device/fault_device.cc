@@ -1,6 +1,7 @@
 #include "raid/device/fault_device.h"
 
 #include <boost/asio/post.hpp>
+#include <algorithm>
 #include <cassert>
 #include <cstring>
 
@@ -50,7 +51,28 @@ void fault_device::submit(request& req) noexcept {
     held_.push_back(req);
     return;
   }
+  if (reorder_ && req.operation != op::flush) {
+    if (reordering_.empty()) boost::asio::post(executor(), [this] { start_reordered(); });
+    reordering_.push_back(&req);
+    return;
+  }
   start(req);
+}
+
+void fault_device::start_reordered() {
+  std::vector<request*> batch;
+  batch.swap(reordering_);
+  std::shuffle(batch.begin(), batch.end(), random_);
+  for (request* req : batch) {
+    if (failed_ || !powered()) {
+      ++counters_.requests_failed_device_gone;
+      answers_.complete_later(*req, errc::device_failed);
+    } else if (hung_) {
+      held_.push_back(*req);
+    } else {
+      start(*req);
+    }
+  }
 }
 
 void fault_device::start(request& req) {
