@@ -588,6 +588,7 @@ std::optional<error> raid1_group::replace_member(unsigned member, block_device* 
 
 void raid1_group::start_sync() {
   sync_.running = true;
+  sync_.paused = false;
   sync_.next_lba = 0;
   sync_.chunk_locked = false;
   sync_.bytes_done = 0;
@@ -633,7 +634,7 @@ void raid1_group::cancel_rebuild() {
 // Locks the next chunk: writes already over it are waited for, new ones
 // wait for its copy.
 void raid1_group::sync_next() {
-  if (!sync_.running || sync_.chunk_locked) return;  // ended, or a late pacing tick
+  if (!sync_.running || sync_.chunk_locked || sync_.paused) return;  // ended, paused, or a late pacing tick
   if (sync_.error || (sync_.rebuild && failed_[sync_.target]) || working_members() == 0) {
     end_sync(sync_.error ? sync_.error : make_error_code(errc::device_failed));
     return;
@@ -822,6 +823,9 @@ void raid1_group::format(std::function<void(std::optional<error>)> done) {
 }
 
 void raid1_group::mark_clean(std::function<void(std::error_code)> done) {
+  // A clean shutdown does not wait for a whole resync: the regions not yet
+  // copied keep their bits (held since assembly) for the next start.
+  if (sync_.running && !sync_.rebuild) sync_.paused = true;
   intent_.mark_clean(*this, std::move(done));
 }
 

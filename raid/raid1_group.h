@@ -131,12 +131,14 @@ class raid1_group final : public device::block_device, public member_replacement
   void cancel_rebuild();
   // The resync after an unclean shutdown: bytes of the marked regions.
   rebuild_progress resync_status() const;
-  // As raid6_group::mark_clean.
+  // As raid6_group::mark_clean: a resync still running pauses after the
+  // chunk it is copying, and the next assembly resyncs what it left.
   void mark_clean(std::function<void(std::error_code)> done);
   std::uint64_t intent_regions_set() const noexcept { return intent_.regions_set(); }
   // No background work, metadata write or abandoned I/O in flight.
   bool idle() const noexcept {
-    return !log_.updating() && !intent_.writing() && !sync_.running && !intent_.cleaning() && abandoned_ios_ == 0;
+    return !log_.updating() && !intent_.writing() && !(sync_.running && !(sync_.paused && !sync_.chunk_locked)) &&
+           !intent_.cleaning() && abandoned_ios_ == 0;
   }
 
  private:
@@ -203,6 +205,7 @@ class raid1_group final : public device::block_device, public member_replacement
   struct sync_state {
     bool running = false;
     bool rebuild = false;           // else a resync
+    bool paused = false;            // a resync stopped by mark_clean: no chunk starts any more
     unsigned target = ~0u;          // a rebuild's new member
     unsigned source = ~0u;          // a resync's source (reads of unsynced regions go there)
     std::vector<bool> regions;      // a resync's marked regions, not yet done

@@ -42,14 +42,8 @@ void raid6_group::write_rebuilt_strip(stripe_op& o) {
 void raid6_group::resync_stripe(stripe_op& o, std::span<const unsigned> lost, std::uint64_t row_bytes) {
   const unsigned n = layout_.data_strips();
   std::span<std::byte* const> pointers = o.pointers;
-  // Lost data came from parity that a crash may have left torn. With one
-  // strip lost the other parity vouches for it; with two nothing can.
-  unsigned lost_data = 0;
-  for (unsigned s : lost) lost_data += s < n ? 1 : 0;
-  if (lost_data > 0 && (lost.size() > 1 || codec_.check(pointers, row_bytes).verdict !=
-                                                 pq_check_result::kind::consistent)) {
-    ++resync_.progress.unverifiable;
-  }
+  // Lost data came from parity that a crash may have left torn.
+  if (!rebuilt_verified(lost, pointers, row_bytes)) ++resync_.progress.unverifiable;
   (void)codec_.encode(pointers, row_bytes);  // P and Q from the data
   o.pending = 1;
   for (unsigned s = 0; s < n + 2; ++s) {
@@ -286,6 +280,8 @@ void raid6_group::read_intents(std::function<void()> then) {
     }
     resync_.next_stripe = 0;
     resync_.done_below = 0;
+    resync_.paused = false;
+    resync_.reported = false;
     resync_.running = !marked.empty();
     resync_.progress.running = resync_.running;
     // Every member gets the union, so that no single one must survive
@@ -304,6 +300,23 @@ bool raid6_group::needs_resync(std::uint64_t stripe) const noexcept {
 
 resync_progress raid6_group::resync_status() const { return resync_.progress; }
 
+// A clean shutdown must not wait for a whole resync (hours on a large
+// group, past any service manager's stop timeout): it stops after the
+// stripe in flight. The regions it has not finished keep their bits, held
+// in memory (intent_.begin at assembly) so that mark_clean leaves them set.
+void raid6_group::pause_resync() {
+  if (!resync_.running || resync_.paused) return;
+  resync_.paused = true;
+  resync_.progress.paused = true;
+  if (!resync_.stripe_in_flight) report_resync();  // else once that stripe ends
+}
+
+void raid6_group::report_resync() {
+  if (resync_.reported) return;
+  resync_.reported = true;
+  if (on_resync_stopped_) on_resync_stopped_(resync_.progress);
+}
+
 // One stripe at a time through the marked regions, at background priority.
 void raid6_group::resync_next() {
   const std::uint64_t per_region = intent_region_stripes_;
@@ -311,11 +324,16 @@ void raid6_group::resync_next() {
   while (next < layout_.stripes && !resync_.regions[next / per_region]) {
     next = (next / per_region + 1) * per_region;
   }
+  if (resync_.paused) {
+    report_resync();  // the marked regions left wait for the next assembly
+    return;
+  }
   if (next >= layout_.stripes || group_failed()) {
     resync_.running = false;
     resync_.progress.running = false;
     // The bits go once a flush covers the rewritten parity.
     mark_clean([](std::error_code) {});
+    report_resync();
     return;
   }
   request& r = resync_.req;
@@ -327,12 +345,14 @@ void raid6_group::resync_next() {
   r.context = this;
   r.on_complete = &raid6_group::on_resync_stripe;
   ++next;
+  resync_.stripe_in_flight = true;
   start_request(r);  // internal: reads every strip, writes P and Q
 }
 
 void raid6_group::on_resync_stripe(request& r) noexcept {
   raid6_group& g = *static_cast<raid6_group*>(r.context);
   const std::uint64_t stripe = r.lba / g.layout_.stripe_data_blocks();
+  g.resync_.stripe_in_flight = false;
   ++g.resync_.progress.stripes_done;
   g.resync_.done_below = stripe + 1;
   if ((stripe + 1) % g.intent_region_stripes_ == 0 || stripe + 1 == g.layout_.stripes) {

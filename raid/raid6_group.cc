@@ -82,6 +82,7 @@ raid6_group::raid6_group(std::vector<block_device*> members, const raid6_layout&
               }),
       clock_(options.clock),
       rebuild_mb_per_s_(options.rebuild_mb_per_s),
+      on_resync_stopped_(options.on_resync_stopped),
       log_(members_[0]->executor(), watchdog_,
            membership_log::hooks{
                .members = &members_,
@@ -569,6 +570,16 @@ void raid6_group::after_reads(stripe_op& o) {
       return;
     }
     (void)codec_.rebuild(pointers, lost, row_bytes);
+    if (o.purpose == stripe_purpose::read && needs_resync(o.stripe) &&
+        !rebuilt_verified(lost, pointers, row_bytes)) {
+      // The resync has not reached this stripe, so a crash may have torn
+      // it, and the other parity does not vouch for what this one rebuilt:
+      // returned or written back, it could be neither the old data nor the
+      // new. Nothing is returned or written; the resync deals with the
+      // stripe (docs/raid-write-hole.md).
+      finish(o, errc::media_error);
+      return;
+    }
   }
 
   switch (o.purpose) {
@@ -726,7 +737,18 @@ bool raid6_group::await_intent(stripe_op& o) {
 }
 
 void raid6_group::mark_clean(std::function<void(std::error_code)> done) {
+  pause_resync();
   intent_.mark_clean(*this, std::move(done));
+}
+
+bool raid6_group::rebuilt_verified(std::span<const unsigned> lost, std::span<std::byte* const> strips,
+                                   std::uint64_t row_bytes) {
+  const unsigned n = layout_.data_strips();
+  unsigned lost_data = 0;
+  for (unsigned s : lost) lost_data += s < n ? 1 : 0;
+  if (lost_data == 0) return true;  // the data is as read
+  // With one strip lost the other parity vouches for it; with two nothing can.
+  return lost.size() == 1 && codec_.check(strips, row_bytes).verdict == pq_check_result::kind::consistent;
 }
 
 void raid6_group::write_back_repairs(stripe_op& o, std::uint64_t first, std::uint64_t last) {

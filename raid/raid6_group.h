@@ -104,6 +104,10 @@ struct raid6_options {
   unsigned member_read_error_limit = 20;
   // Told of every member the group fails out, from the loop.
   member_event_fn on_member_event;
+  // Told, from the loop, when the resync after an unclean shutdown ends
+  // or a clean shutdown pauses it: what it found, unverifiable stripes
+  // included (docs/raid-write-hole.md).
+  std::function<void(const resync_progress&)> on_resync_stopped;
   // Member bytes one bit of the write-intent bitmap covers: rounded to
   // whole stripes, and doubled until the bitmap fits the reserved area.
   // Larger: fewer bitmap writes, longer resyncs.
@@ -152,11 +156,15 @@ class raid6_group final : public device::block_device, public member_replacement
   // answers: the device may still write into the group's buffers.
   bool idle() const noexcept {
     return !log_.updating() && rebuild_.member == rebuild_state::none && !scrub_.running &&
-           abandoned_ios_ == 0 && !resync_.running && !intent_.writing() && !intent_.cleaning();
+           abandoned_ios_ == 0 && !(resync_.running && !resync_.paused) && !resync_.stripe_in_flight &&
+           !intent_.writing() && !intent_.cleaning();
   }
   // A clean shutdown: flushes every member and clears every bit of the
   // write-intent bitmap not held by a write in flight, so the next assembly
-  // has nothing to resync. `done` gets the flush's outcome.
+  // has nothing to resync. `done` gets the flush's outcome. A resync still
+  // running pauses after the stripe it has in flight (the group is idle()
+  // then, whatever is left): the regions it has not finished stay marked,
+  // on disk too, and the next assembly resyncs them.
   void mark_clean(std::function<void(std::error_code)> done);
   // The resync an assembly started after an unclean shutdown.
   resync_progress resync_status() const;
@@ -277,6 +285,13 @@ class raid6_group final : public device::block_device, public member_replacement
   bool needs_resync(std::uint64_t stripe) const noexcept;
   void set_intent_geometry(std::uint64_t offset_blocks, std::uint64_t region_stripes);
   void resync_next();
+  void pause_resync();
+  // The resync ended or paused: on_resync_stopped, once.
+  void report_resync();
+  // Whether data strips rebuilt from parity can be trusted: one strip
+  // was lost, and the parity not used to rebuild it agrees.
+  bool rebuilt_verified(std::span<const unsigned> lost, std::span<std::byte* const> strips,
+                        std::uint64_t row_bytes);
   static void on_resync_stripe(device::request& r) noexcept;
   void read_intents(std::function<void()> then);
   // Assembly's second half: the group the superblocks describe.
@@ -400,12 +415,16 @@ class raid6_group final : public device::block_device, public member_replacement
     device::request req;
     std::uint64_t next_stripe = 0;  // the next to start
     std::uint64_t done_below = 0;   // every marked stripe below this is resynced
-    bool running = false;
+    bool running = false;           // marked regions are left to resync
+    bool paused = false;            // by mark_clean: no stripe starts any more
+    bool stripe_in_flight = false;
+    bool reported = false;          // on_resync_stopped told
     resync_progress progress;
   };
   resync_state resync_;
   device::clock* clock_ = nullptr;
   double rebuild_mb_per_s_ = 0;
+  std::function<void(const resync_progress&)> on_resync_stopped_;
   // Superblocks: membership, recorded (after the watchdog, which it uses).
   membership_log log_;
   std::vector<std::unique_ptr<device::block_device>> absent_;  // stand-ins for missing members
