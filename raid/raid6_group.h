@@ -44,7 +44,9 @@
 // and it has been idle for a flush interval. After a crash, assembly
 // resyncs the regions whose bits are set (P and Q recomputed from the
 // data) in the background; writes to a region not yet resynced recompute
-// parity rather than update it.
+// parity rather than update it, and reads there that must rebuild lost
+// data check it against the second parity first (media_error if they
+// cannot). A clean shutdown pauses the resync; the next assembly resumes it.
 //
 // Not yet (the rest of the RAID engine's issue): automatic spare
 // assignment, and a journal for the degraded write hole (see the doc).

@@ -4,7 +4,7 @@
 # a simulated disk added and made a hot spare, a member failed by command
 # and rebuilt onto the spare with no other command, a second failure
 # carried and a third refused, a rebuild cut short by SIGTERM that starts
-# again by itself, scrubs started and cancelled, every refusal with its
+# again by itself, a SIGTERM soon after an unclean stop (resync) prompt, scrubs started and cancelled, every refusal with its
 # status, and the pattern written first read back at each step.
 #   stratad_disks_test.sh PATH/TO/stratad PATH/TO/strata
 set -uo pipefail
@@ -178,9 +178,23 @@ check "a pattern written to p2's volume reads back" quiet qemu-io -f raw -c 'wri
 check "it lies on g6, p2's group" bash -c "'$cli' --api $api heat list pools/p2/volumes/w | grep -q 'CAPACITY *groups/g6'"
 check "strata pool stats p2: 8 MiB used of its capacity tier" bash -c "'$cli' --api $api pool stats p2 | grep -q '^pools/p2 .* 8.0 MiB / '"
 
-# kill -9: the same disks, groups and data come back.
+# kill -9 just after a write, so that its region is marked in the
+# write-intent bitmap: the next start resyncs it. A SIGTERM then stops
+# promptly whether the resync is still running (it pauses) or not.
+quiet qemu-io -f raw -c 'write -P 0x77 700M 1M' "$url"
 kill -9 "$pid"; wait "$pid" 2>/dev/null
 pid=
+start resync
+began=$(date +%s%N)
+kill -TERM "$pid"; wait "$pid"
+status=$?
+took_ms=$((($(date +%s%N) - began) / 1000000))
+check "SIGTERM right after an unclean stop's restart: exit 0" test $status -eq 0
+check "... within 5 s (took $took_ms ms)" test $took_ms -lt 5000
+check "... the log says the resync paused or finished" \
+  grep -q "resync after an unclean shutdown \(paused\|finished\)" "$state/resync.out" "$state/resync.err"
+pid=
+# The same disks, groups and data come back.
 start third
 check "after kill -9: hdd-10 is still g1's member 2, hdd-02 still a SPARE, g1 OPTIMAL" bash -c \
   "'$cli' --api $api disk show hdd-10 | grep -q 'ONLINE *groups/g1#2' && [[ \$('$cli' --api $api disk show hdd-02 | awk 'NR == 2 { print \$6 }') == SPARE ]] && [[ \$('$cli' --api $api group show g1 | awk 'NR == 2 { print \$3 }') == OPTIMAL ]]"
