@@ -203,6 +203,9 @@ class raid1_group final : public device::block_device, public member_replacement
 
   // Rebuild and resync: copying chunks from a source member to targets.
   struct sync_state {
+    // A finished rebuild's new member is flushed before the rebuild ends.
+    device::request target_flush;
+    bool target_flushed = false;
     bool running = false;
     bool rebuild = false;           // else a resync
     bool paused = false;            // a resync stopped by mark_clean: no chunk starts any more

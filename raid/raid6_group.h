@@ -407,6 +407,9 @@ class raid6_group final : public device::block_device, public member_replacement
     std::function<void(std::error_code)> done;
     device::time_point started{};
     std::unique_ptr<device::timer> pacing;
+    // The new member is flushed before the rebuild ends.
+    device::request member_flush;
+    bool member_flushed = false;
   };
   rebuild_state rebuild_;
   // The write-intent bitmap: one bit per region of intent_region_stripes_ stripes.

@@ -64,6 +64,9 @@ std::unique_ptr<Group> assemble_group(test_loop& loop, std::vector<disk>& disks,
 }  // namespace
 
 world::world(std::uint64_t seed) : random(seed), fault_seed(seed * 7919 + 1) {
+  loop.before_step = [this] {
+    if (store) store->drain();
+  };
   make_disks(performance_disks, 2, (reserved_bytes + performance_extents * extent_bytes) / block_size);
   make_disks(capacity_disks, 6, (reserved_bytes + capacity_extents / 4 * extent_bytes) / block_size);
   make_disks(cache_disks, 1, (reserved_bytes + cache_lines * cache_line_bytes) / block_size);

@@ -40,6 +40,10 @@ struct test_loop {
   // metadata store's writes): waited for before virtual time moves, so
   // that such work takes no virtual time.
   std::function<std::size_t()> elsewhere;
+  // Called before every step: a simulation lets that work elsewhere finish
+  // here (a metadata store's drain), so its outcomes reach the loop at the
+  // same point in every run and a seed replays exactly.
+  std::function<void()> before_step;
 
   test_loop();
 
@@ -56,6 +60,7 @@ struct test_loop {
   // One step of run_until: one handler, or one move of the clock. False if
   // nothing can happen. Crash tests stop the world between two steps.
   bool step() {
+    if (before_step) before_step();
     context.restart();
     if (context.poll_one() > 0) return true;
     if (elsewhere && elsewhere() > 0) {
