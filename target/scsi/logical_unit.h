@@ -261,7 +261,7 @@ class logical_unit {
   const copy_results& held_copy_results() const noexcept { return copy_results_; }
 
  private:
-  struct command;  // per-command state of commands that do device I/O (logical_unit.cc)
+  struct command;  // per-command state of commands that do device I/O (unit_internal.h)
   struct copy_operation;  // one EXTENDED COPY in flight (extended_copy.cc)
   // Lets copies_ hold a type complete only in extended_copy.cc.
   struct copy_operation_deleter {
