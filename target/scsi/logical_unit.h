@@ -121,6 +121,17 @@ struct unit_identity {
   // align their I/O. A power of two; 0, or at most the logical block size,
   // means one logical block per physical block.
   std::uint32_t physical_block_bytes = 0;
+  // The largest write that lands whole or not at all across a power cut,
+  // when aligned to its own size: what WRITE ATOMIC(16) may promise, since
+  // a database skips its torn-page protection on the strength of it. The
+  // composer knows it from the layers below; for a Strata volume it is one
+  // 4096-byte block, which every layer writes as one member request
+  // (docs/atomic-writes.md). Advertised in VPD B0h as MAXIMUM ATOMIC
+  // TRANSFER LENGTH, ATOMIC ALIGNMENT and ATOMIC TRANSFER LENGTH
+  // GRANULARITY, all this size in blocks. Less than a logical block: no
+  // atomic write is promised (all three 0), and WRITE ATOMIC of any blocks
+  // is refused.
+  std::uint32_t atomic_write_bytes = 4096;
   // The port through which this unit is reached, for VPD 83h and REPORT
   // TARGET PORT GROUPS (implicit ALUA, one group, active/optimized). Both nonzero.
   std::uint16_t relative_port = 1;
@@ -184,13 +195,13 @@ class logical_unit {
   std::uint32_t max_transfer_blocks() const noexcept {
     return max_transfer_bytes / block_size_bytes();
   }
-  // WRITE ATOMIC(16) is written as ONE device request, so its MAXIMUM
-  // ATOMIC TRANSFER LENGTH (VPD B0h) is what one piece carries. No
-  // alignment or granularity is required (ATOMIC ALIGNMENT and ATOMIC
-  // TRANSFER LENGTH GRANULARITY 0), and atomic boundaries are not supported
-  // (their B0h fields 0; a nonzero ATOMIC BOUNDARY is refused).
+  // WRITE ATOMIC(16): what survives a power cut whole (unit_identity::
+  // atomic_write_bytes), in blocks. It is also the ATOMIC ALIGNMENT and
+  // the ATOMIC TRANSFER LENGTH GRANULARITY (VPD B0h): a WRITE ATOMIC is
+  // exactly that one aligned unit or nothing. Atomic boundaries are not
+  // supported (their B0h fields 0; a nonzero ATOMIC BOUNDARY is refused).
   std::uint32_t max_atomic_transfer_blocks() const noexcept {
-    return std::max<std::uint32_t>(1, piece_bytes / block_size_bytes());
+    return identity_.atomic_write_bytes / block_size_bytes();
   }
   // The 16-byte NAA 6 designator of VPD 83h.
   std::array<std::uint8_t, 16> naa_designator() const noexcept;

@@ -385,10 +385,13 @@ void logical_unit::inquiry(task& t) {
           put_be(&r.bytes[28], granularity_blocks, 4);  // OPTIMAL UNMAP GRANULARITY
         }
         put_be(&r.bytes[36], max_write_same_bytes / bs, 8);  // MAXIMUM WRITE SAME LENGTH
-        // MAXIMUM ATOMIC TRANSFER LENGTH; ATOMIC ALIGNMENT, ATOMIC TRANSFER
-        // LENGTH GRANULARITY, and the two atomic boundary fields stay 0
-        // (none required; boundaries not supported).
+        // MAXIMUM ATOMIC TRANSFER LENGTH, ATOMIC ALIGNMENT, ATOMIC TRANSFER
+        // LENGTH GRANULARITY: one aligned unit of what survives a power
+        // cut (max_atomic_transfer_blocks()). The two atomic boundary
+        // fields stay 0 (boundaries not supported).
         put_be(&r.bytes[44], max_atomic_transfer_blocks(), 4);
+        put_be(&r.bytes[48], max_atomic_transfer_blocks(), 4);
+        put_be(&r.bytes[52], max_atomic_transfer_blocks(), 4);
         break;
       case 0xb1:  // Block device characteristics
         r.zeros(60);
