@@ -46,6 +46,26 @@ void logical_unit::execute(task& t) noexcept {
   t.result = status::good;
   t.sense_data = sense{};
   t.data_in_bytes = 0;
+  // The task set (task attributes) must see the task complete: the unit's
+  // completion stands in for the transport's until then.
+  t.task_set_state.on_complete = t.on_complete;
+  t.task_set_state.context = t.context;
+  t.on_complete = &logical_unit::task_done;
+  t.context = this;
+  if (tasks_.enter(t)) run_task(t);  // else held: task_done() of an older one runs it
+}
+
+void logical_unit::task_done(task& t) noexcept {
+  auto& unit = *static_cast<logical_unit*>(t.context);
+  t.on_complete = t.task_set_state.on_complete;
+  t.context = t.task_set_state.context;
+  unit.tasks_.leave(t);
+  // Tasks whose turn came only start: none completes in here.
+  while (task* next = unit.tasks_.next_enabled()) unit.run_task(*next);
+  t.on_complete(t);  // last: it may destroy the unit
+}
+
+void logical_unit::run_task(task& t) noexcept {
   try {
     // The common case, a unit with no reservation and no unit attention
     // pending, looks at nothing more than these two flags.

@@ -43,11 +43,13 @@
 //
 // Threads: a logical unit lives on its volume's loop (executor()). execute()
 // is called there only, and every task completes there, never inside
-// execute(). Any number of tasks may be in flight; they run concurrently
-// and may complete in any order (the control mode page says QUEUE
-// ALGORITHM MODIFIER 1: unrestricted reordering). Task attributes (ORDERED,
-// HEAD OF QUEUE) are not carried by `task`: a transport that honours them
-// holds back tasks itself. The one exception is the range interlock:
+// execute(). Any number of tasks may be in flight; SIMPLE ones run
+// concurrently and may complete in any order (the control mode page says
+// QUEUE ALGORITHM MODIFIER 1: unrestricted reordering). Task attributes are
+// honoured (task_set.h, SAM-5 8.6): an ORDERED task waits for every older
+// one and holds back every newer one; HEAD OF QUEUE runs at once. The
+// transport hands tasks to execute() in the order they entered the task
+// set (for iSCSI, CmdSN order around an ORDERED task). The range interlock:
 // COMPARE AND WRITE and ORWRITE read, modify and write their range as one
 // operation, and WRITE ATOMIC writes it as one, so while one is in flight
 // no other command writes any block of its range (a write that overlaps
@@ -81,6 +83,7 @@
 #include "target/scsi/reservations.h"
 #include "target/scsi/sense.h"
 #include "target/scsi/task.h"
+#include "target/scsi/task_set.h"
 #include "target/scsi/unit_attentions.h"
 #include "target/scsi/unit_state_store.h"
 
@@ -185,7 +188,7 @@ class logical_unit {
   const unit_identity& identity() const noexcept { return identity_; }
   device::block_device& volume() const noexcept { return volume_; }
   std::size_t commands_in_flight() const noexcept {
-    return in_flight_ + reservations_.operations_in_flight();
+    return in_flight_ + reservations_.operations_in_flight() + tasks_.held();
   }
 
   std::uint32_t block_size_bytes() const noexcept {
@@ -279,6 +282,10 @@ class logical_unit {
     void operator()(copy_operation* op) const noexcept;
   };
 
+  // Runs a task the task set lets run: admission, then the command.
+  void run_task(task& t) noexcept;
+  // Every task's completion while it is in the task set; then the transport's.
+  static void task_done(task& t) noexcept;
   void dispatch(task& t);
   // Unit attentions, then reservations: false, with t's outcome set, when
   // t must not run.
@@ -377,6 +384,8 @@ class logical_unit {
   std::vector<std::unique_ptr<copy_operation, copy_operation_deleter>> copies_;
   copy_results copy_results_;
   copy_target_lookup copy_targets_;
+  // Task attributes: which tasks may run now.
+  task_set tasks_;
   // After everything they use (identity_, and complete_later through this).
   unit_attentions attentions_;
   reservations reservations_;

@@ -361,8 +361,8 @@ void logical_unit::inquiry(task& t) {
       case 0x86:  // Extended INQUIRY data
         r.zeros(60);
         // UASK_SUP: unit attentions carry sense key specific data (the
-        // queue's OVERFLOW bit, unit_attentions.h). HEADSUP, ORDSUP, SIMPSUP
-        // (see the header on task attributes).
+        // queue's OVERFLOW bit, unit_attentions.h). HEADSUP, ORDSUP, SIMPSUP:
+        // the task set honours all three (task_set.h).
         r.bytes[5] = 0x20 | 0x07;
         r.bytes[6] =
             0x01;  // V_SUP: a volatile cache (the volume's: writes are durable after a flush)
