@@ -15,6 +15,11 @@ namespace {
 
 namespace v1 = ::strata::v1;
 
+// The block size of every tiering volume: the pool's groups' (RAID works in
+// 4096-byte blocks). What a LUN presents is the volume record's
+// block_size_bytes; a 512-byte one is emulated over this (map_volume).
+constexpr std::uint32_t tiering_block_bytes = 4096;
+
 std::string random_hex(int bytes) {
   std::random_device seed;
   static constexpr char digits[] = "0123456789abcdef";
@@ -158,14 +163,14 @@ std::expected<void, error> array::build_default() {
     v1::Volume volume;
     volume.set_name(pool.name() + "/volumes/" + planned.name);
     volume.set_size_bytes(planned.bytes);
-    volume.set_block_size_bytes(4096);
+    volume.set_block_size_bytes(planned.block_size_bytes);
     volume.set_affinity(planned.placement == tiering::affinity::performance ? v1::PERFORMANCE
                         : planned.placement == tiering::affinity::archive   ? v1::CAPACITY
                                                                             : v1::AUTO);
     volume.set_serial(new_volume_serial(planned.name));
     std::optional<std::expected<tiering::volume*, error>> created;
     pool_named(pool.name())->pool->create_volume(
-        {planned.name, volume.block_size_bytes(), volume.size_bytes() / volume.block_size_bytes(), planned.placement},
+        {planned.name, tiering_block_bytes, volume.size_bytes() / tiering_block_bytes, planned.placement},
         [&](auto r) { created = std::move(r); });
     wait([&] { return created.has_value(); });
     if (!*created) return std::unexpected(error{created->error().code, volume.name() + ": " + created->error().message});
@@ -358,8 +363,8 @@ std::pair<array::served_pool*, tiering::volume*> array::volume_named(std::string
   return {p, p->pool->find_volume(name.substr(at + 9))};
 }
 
-std::expected<void, error> array::map_volume(const std::string& volume, const std::string& serial, const std::string& host,
-                                             std::uint32_t lun) {
+std::expected<void, error> array::map_volume(const std::string& volume, const std::string& serial,
+                                             std::uint32_t block_size_bytes, const std::string& host, std::uint32_t lun) {
   const auto h = hosts_.find(host);
   if (h == hosts_.end()) return std::unexpected(make_error(errc::not_found, "no host " + host + " is served"));
   scsi::lun_map& luns = *h->second.luns;
@@ -370,13 +375,25 @@ std::expected<void, error> array::map_volume(const std::string& volume, const st
   if (served == units_.end()) {
     tiering::volume* v = volume_named(volume).second;
     if (v == nullptr) return std::unexpected(make_error(errc::not_found, "no pool has volume " + volume));
+    if (block_size_bytes != 0 && block_size_bytes != 512 && block_size_bytes != tiering_block_bytes) {
+      return std::unexpected(make_error(errc::invalid_argument, volume + ": a block size of " +
+                                                                    std::to_string(block_size_bytes) + " bytes is not 512 or 4096"));
+    }
     scsi::unit_identity id;
     id.serial = serial;
     id.non_rotating = false;  // mostly HDDs behind it
+    // Initiators align to the volume's own blocks (READ CAPACITY(16)'s
+    // LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT: 3 for 512e).
+    id.physical_block_bytes = tiering_block_bytes;
     served_volume fresh;
     fresh.state = std::make_unique<config_unit_state_store>(*config_, "reservations/" + volume, loop_.get_executor(),
                                                             state_writer_.get_executor());
-    fresh.unit = std::make_unique<scsi::logical_unit>(*v, id, fresh.state.get());
+    device::block_device* presented = v;
+    if (block_size_bytes == 512) {
+      fresh.emulation = std::make_unique<device::emulated_512e>(*v);
+      presented = fresh.emulation.get();
+    }
+    fresh.unit = std::make_unique<scsi::logical_unit>(*presented, id, fresh.state.get());
     // EXTENDED COPY within the volume only: a lookup across volumes would
     // let one host copy into another host's volume.
     fresh.unit->set_copy_targets([unit = fresh.unit.get()](std::span<const std::uint8_t, 16> naa) {
@@ -600,7 +617,7 @@ void array::delete_volume(const std::string& name, std::function<void(std::expec
 void array::resize_volume(const std::string& name, std::uint64_t bytes, std::function<void(std::expected<void, error>)> done) {
   served_pool* p = volume_named(name).first;
   if (p == nullptr) return done(std::unexpected(make_error(errc::not_found, "no pool has volume " + name)));
-  p->pool->resize_volume(short_name(name), bytes / 4096, [this, name, done = std::move(done)](std::expected<void, error> r) {
+  p->pool->resize_volume(short_name(name), bytes / tiering_block_bytes, [this, name, done = std::move(done)](std::expected<void, error> r) {
     if (const auto served = units_.find(name); r && served != units_.end()) served->second.unit->capacity_changed();
     done(std::move(r));
   });
@@ -617,7 +634,7 @@ void array::create_volume(const std::string& name, std::uint64_t bytes, tiering:
                           std::function<void(std::expected<void, error>)> done) {
   served_pool* p = volume_named(name).first;
   if (p == nullptr) return done(std::unexpected(make_error(errc::not_found, "no pool for " + name)));
-  p->pool->create_volume({short_name(name), 4096, bytes / 4096, placement}, [done = std::move(done)](std::expected<tiering::volume*, error> r) {
+  p->pool->create_volume({short_name(name), tiering_block_bytes, bytes / tiering_block_bytes, placement}, [done = std::move(done)](std::expected<tiering::volume*, error> r) {
     if (!r) return done(std::unexpected(r.error()));
     done({});
   });
@@ -760,7 +777,7 @@ std::expected<void, error> array::serve() {
     if (!volume_bytes) return std::unexpected(make_error(errc::not_found, key + ": no volume " + mapping->volume()));
     auto volume = decode<v1::Volume>(mapping->volume(), *volume_bytes);
     if (!volume) return std::unexpected(volume.error());
-    if (auto mapped = map_volume(volume->name(), volume->serial(), mapping->host(), mapping->lun()); !mapped) {
+    if (auto mapped = map_volume(volume->name(), volume->serial(), volume->block_size_bytes(), mapping->host(), mapping->lun()); !mapped) {
       return std::unexpected(error{mapped.error().code, key + ": " + mapped.error().message});
     }
   }

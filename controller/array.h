@@ -34,6 +34,7 @@
 #include "raid/device/clock.h"
 #include "raid/device/io_ring.h"
 #include "target/iscsi/server.h"
+#include "raid/device/emulated_512e.h"
 #include "target/scsi/logical_unit.h"
 #include "target/scsi/lun_map.h"
 #include "tiering/metadata_store.h"
@@ -154,12 +155,15 @@ class array {
   // LUN is mapped to it.
   std::expected<void, error> remove_host(const std::string& name);
   // Serves volume `volume` ("pools/p1/volumes/v2"), whose unit serial
-  // number is `serial` (its record's), to host `host` as `lun`, at once:
+  // number is `serial` and logical block size `block_size_bytes` (its
+  // record's: 512 is presented as 512e over the pool's 4096-byte blocks,
+  // through device::emulated_512e; 4096, or 0 in a record older than the
+  // field, as it is), to host `host` as `lun`, at once:
   // its live sessions see the new LUN, with REPORTED LUNS DATA HAS CHANGED.
   // One logical unit serves a volume however many hosts see it, so
   // reservations and unit attentions are the volume's.
-  std::expected<void, error> map_volume(const std::string& volume, const std::string& serial, const std::string& host,
-                                        std::uint32_t lun);
+  std::expected<void, error> map_volume(const std::string& volume, const std::string& serial,
+                                        std::uint32_t block_size_bytes, const std::string& host, std::uint32_t lun);
   // Stops serving `lun` to `host`. `done` once no command of it runs any
   // more (when that was the volume's last mapping, its unit is gone then).
   void unmap_volume(const std::string& host, std::uint32_t lun, std::function<void(std::expected<void, error>)> done);
@@ -241,6 +245,9 @@ class array {
   // A volume being served: its logical unit, over its reservation state.
   struct served_volume {
     std::unique_ptr<config_unit_state_store> state;
+    // 512-byte blocks over the volume's 4096-byte ones, for a 512e volume;
+    // declared before the unit, which uses it and goes first.
+    std::unique_ptr<device::emulated_512e> emulation;
     std::unique_ptr<scsi::logical_unit> unit;
     std::size_t mappings = 0;  // hosts that see it
   };

@@ -413,7 +413,7 @@ array_plan read_plan(const toml::table& root, const std::filesystem::path& base,
 
   std::set<std::string> volume_names;
   for (std::size_t i = 0; i < volumes.size(); ++i) {
-    const section s(*volumes[i], "volume", i + 1, {"name", "size", "placement"});
+    const section s(*volumes[i], "volume", i + 1, {"name", "size", "placement", "block_size"});
     volume_plan v;
     v.name = s.name();
     if (!volume_names.insert(v.name).second) s.fail("name", "a second volume named " + v.name);
@@ -430,6 +430,12 @@ array_plan read_plan(const toml::table& root, const std::filesystem::path& base,
       v.placement = tiering::affinity::archive;
     } else {
       s.fail("placement", in_quotes(placement) + " is not \"auto\", \"performance\" or \"capacity\"");
+    }
+    if (const toml::node* block = s.get("block_size")) {
+      if (!block->is_integer()) s.fail(*block, "block_size", std::string("expected 512 or 4096, found ") + type_name(block->type()));
+      const std::int64_t value = block->as_integer()->get();
+      if (value != 512 && value != 4096) s.fail(*block, "block_size", std::to_string(value) + " is not 512 or 4096");
+      v.block_size_bytes = static_cast<std::uint32_t>(value);
     }
     plan.volumes.push_back(std::move(v));
   }
@@ -513,7 +519,7 @@ array_plan default_plan(std::vector<drive_spec> drives, std::uint64_t volume_byt
   plan.pool = "p1";
   plan.pool_groups = {"g1", "g2", "g3"};
   plan.read_cache_group = "g4";
-  plan.volumes = {{"v1", volume_bytes, tiering::affinity::automatic}};
+  plan.volumes = {{"v1", volume_bytes, tiering::affinity::automatic, 512}};
   plan.hosts = {{"all", {}, true, {}, {}, {}, {}}};
   plan.mappings = {{"v1", "all", 0}};
   return plan;

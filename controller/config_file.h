@@ -53,6 +53,9 @@ struct volume_plan {
   std::string name;
   std::uint64_t bytes = 0;  // a positive multiple of 4096
   tiering::affinity placement = tiering::affinity::automatic;
+  // The logical block size its LUN presents: 512 (512e: 512-byte blocks
+  // over the pool's 4096-byte ones, the default) or 4096 (4Kn).
+  std::uint32_t block_size_bytes = 512;
   bool operator==(const volume_plan&) const = default;
 };
 

@@ -221,8 +221,11 @@ grpc::Status array_service::CreateVolume(grpc::ServerContext*, const v1::CreateV
   if (!valid_id(in->volume_id())) return invalid("volume_id", "\"" + in->volume_id() + "\" is not [a-z][a-z0-9-]*, at most 63");
   const std::uint64_t bytes = in->volume().size_bytes();
   if (bytes == 0 || bytes % 4096 != 0) return invalid("volume.size_bytes", std::to_string(bytes) + " is not a positive multiple of 4096");
-  if (in->volume().block_size_bytes() != 0 && in->volume().block_size_bytes() != 4096) {
-    return invalid("volume.block_size_bytes", "the pool's drives have 4096-byte blocks: 4096 (or 0)");
+  // 0 (unset) is the default, 512e: 512-byte logical blocks over the
+  // pool's 4096-byte ones, which every initiator (qemu among them) takes.
+  const std::uint32_t block_size_bytes = in->volume().block_size_bytes() == 0 ? 512 : in->volume().block_size_bytes();
+  if (block_size_bytes != 512 && block_size_bytes != 4096) {
+    return invalid("volume.block_size_bytes", std::to_string(block_size_bytes) + " is not 512 (512e, the default) or 4096 (4Kn)");
   }
   std::lock_guard hold(changes_);
   if (!is_pool_name(in->parent()) || !config_.get(in->parent())) {
@@ -238,7 +241,7 @@ grpc::Status array_service::CreateVolume(grpc::ServerContext*, const v1::CreateV
   if (!created) return status_of(created.error(), "volume.size_bytes");
   out->set_name(name);
   out->set_size_bytes(bytes);
-  out->set_block_size_bytes(4096);
+  out->set_block_size_bytes(block_size_bytes);
   out->set_affinity(affinity);
   out->set_serial(controller::new_volume_serial(in->volume_id()));
   controller::config_batch b;
@@ -492,8 +495,9 @@ grpc::Status array_service::CreateMapping(grpc::ServerContext*, const v1::Create
   b.put(name, out->SerializeAsString());
   if (auto done = commit(config_, b); !done.ok()) return done;
   // The record is read here, on the gRPC thread: the loop gets what it needs.
-  auto mapped = on_loop(*array_, [this, volume = volume->name(), serial = volume->serial(), host = m.host(), lun = m.lun()](auto done) {
-    done(array_->map_volume(volume, serial, host, lun));
+  auto mapped = on_loop(*array_, [this, volume = volume->name(), serial = volume->serial(),
+                                 block_size_bytes = volume->block_size_bytes(), host = m.host(), lun = m.lun()](auto done) {
+    done(array_->map_volume(volume, serial, block_size_bytes, host, lun));
   });
   if (!mapped) {
     controller::config_batch undo;  // a failed request changes nothing

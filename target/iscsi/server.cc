@@ -32,6 +32,21 @@ constexpr std::uint32_t max_command_bytes = 16u << 20;
 // several PDUs (C bit): far above what any key set needs.
 constexpr std::size_t max_text_bytes = 65536;
 
+// The task attribute of a SCSI Command PDU (RFC 7143 11.3.1, ATTR in the
+// low 3 bits of byte 1): 0 untagged and 1 simple are SIMPLE; 2 ORDERED; 3
+// HEAD OF QUEUE; 4 ACA, which needs NACA support this target does not
+// have, and the reserved values run as SIMPLE, as Linux-IO runs them.
+scsi::task_attribute task_attribute_of(std::uint8_t flags) noexcept {
+  switch (flags & 0x07) {
+    case 2:
+      return scsi::task_attribute::ordered;
+    case 3:
+      return scsi::task_attribute::head_of_queue;
+    default:
+      return scsi::task_attribute::simple;
+  }
+}
+
 // Login status (RFC 7143 11.13.5): class << 8 | detail.
 namespace login_status {
 constexpr std::uint16_t success = 0x0000;
@@ -167,6 +182,15 @@ class session : public std::enable_shared_from_this<session> {
   // 11.5.1, RefCmdSN): taken when they come, never run.
   std::vector<std::uint32_t> cancelled_cmd_sns;
   std::size_t executing = 0;  // commands handed to a unit and not yet finished
+  // Commands whose turn has come (CmdSN order) and that are not yet handed
+  // to their unit, oldest first. A unit's task set orders tasks by when
+  // they reach it (scsi/task_set.h), and a command reaches it only once
+  // its data is here, so a command with an ORDERED task attribute waits
+  // until every older one has gone to its unit, and no newer one but HEAD
+  // OF QUEUE passes it (SAM-5 8.6): the task set then sees the initiator's
+  // order. SIMPLE commands pass each other here as before.
+  std::deque<std::shared_ptr<command>> entering;
+  bool admitting = false;
   std::size_t held_write_bytes = 0;  // write data buffered for commands not yet answered
   bool ended = false;
 
@@ -199,6 +223,22 @@ class session : public std::enable_shared_from_this<session> {
       f();
     }
     return true;
+  }
+  // Whether `c` (in `entering`) may go to its unit now, as far as task
+  // order goes.
+  bool may_enter(const command& c) const {
+    if (c.task.attribute == scsi::task_attribute::head_of_queue) return true;
+    for (const auto& older : entering) {
+      if (older.get() == &c) return true;
+      if (!waiting_to_enter(*older)) continue;  // aborted, or its connection gone
+      if (c.task.attribute == scsi::task_attribute::ordered || older->task.attribute == scsi::task_attribute::ordered)
+        return false;
+    }
+    return true;
+  }
+  bool waiting_to_enter(const command& c) const {
+    const auto it = commands.find(c.itt);
+    return it != commands.end() && it->second.get() == &c && c.task.on_complete == nullptr && !c.conn.expired();
   }
   // Gives back the write-data budget a command held.
   void release(command& c) noexcept {
@@ -355,6 +395,9 @@ class connection : public std::enable_shared_from_this<connection> {
   // Runs `c` once its turn has come and its data is here.
   void run_when_ready(command& c);
   void execute(command& c);
+  // `c` went to its unit: it leaves the session's `entering`, and the
+  // commands it held back go.
+  void entered(command& c);
   static void on_task_done(scsi::task& t) noexcept;
   void respond(command& c);
   void stamp(bhs& h, bool advance_stat_sn);
@@ -913,6 +956,7 @@ asio::awaitable<bool> connection::on_scsi_command(const bhs& h) {
   c->writes = (h.flags() & command_flags::write) != 0;
   c->expected_bytes = h.u32(field::expected_transfer_length);
   std::memcpy(c->task.cdb.data(), h.wire().data() + field::cdb, 16);
+  c->task.attribute = task_attribute_of(h.flags());
   const std::uint32_t immediate = h.data_segment_bytes();
   const std::uint32_t first_burst = params_.first_burst_bytes;
   if ((c->writes && (immediate > c->expected_bytes || immediate > first_burst || (immediate > 0 && !params_.immediate_data))) ||
@@ -957,7 +1001,10 @@ asio::awaitable<bool> connection::on_scsi_command(const bhs& h) {
   // only in its turn.
   const bool taken = order(h, [c] {
     c->in_turn = true;
-    if (auto conn = c->conn.lock(); conn && !conn->closed_) conn->run_when_ready(*c);
+    if (auto conn = c->conn.lock(); conn && !conn->closed_) {
+      conn->session_->entering.push_back(c);
+      conn->run_when_ready(*c);
+    }
   });
   if (!taken) {
     s.release(*c);
@@ -988,7 +1035,27 @@ void connection::run_when_ready(command& c) {
   // Aborted, or its connection gone, while it waited: not ours to run.
   auto it = session_->commands.find(c.itt);
   if (it == session_->commands.end() || it->second.get() != &c) return;
+  if (!session_->may_enter(c)) return;  // an older or ORDERED command goes first
   execute(c);
+}
+
+void connection::entered(command& c) {
+  session& s = *session_;
+  const bool was_ordered = c.task.attribute == scsi::task_attribute::ordered;
+  if (auto at = std::ranges::find_if(s.entering, [&](const auto& e) { return e.get() == &c; }); at != s.entering.end())
+    s.entering.erase(at);
+  while (!s.entering.empty() && !s.waiting_to_enter(*s.entering.front())) s.entering.pop_front();
+  // Commands held back by this one, or by an ORDERED one, may go now.
+  const bool ordered_waiting = std::ranges::any_of(
+      s.entering, [](const auto& e) { return e->task.attribute == scsi::task_attribute::ordered; });
+  if (s.admitting || s.entering.empty() || !(was_ordered || ordered_waiting)) return;
+  s.admitting = true;
+  const std::vector<std::shared_ptr<command>> waiting(s.entering.begin(), s.entering.end());
+  for (const auto& w : waiting) {
+    if (!w->in_turn || !w->ready) continue;
+    if (auto conn = w->conn.lock(); conn && !conn->closed_) conn->run_when_ready(*w);
+  }
+  s.admitting = false;
 }
 
 void connection::refuse_command(const bhs& h, const std::optional<scsi::sense>& why) {
@@ -1082,6 +1149,7 @@ void connection::execute(command& c) {
   ++session_->executing;
   ++executing_;
   access_->luns->execute(c.task);
+  entered(c);
 }
 
 void connection::on_task_done(scsi::task& t) noexcept {

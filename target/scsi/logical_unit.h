@@ -43,11 +43,13 @@
 //
 // Threads: a logical unit lives on its volume's loop (executor()). execute()
 // is called there only, and every task completes there, never inside
-// execute(). Any number of tasks may be in flight; they run concurrently
-// and may complete in any order (the control mode page says QUEUE
-// ALGORITHM MODIFIER 1: unrestricted reordering). Task attributes (ORDERED,
-// HEAD OF QUEUE) are not carried by `task`: a transport that honours them
-// holds back tasks itself. The one exception is the range interlock:
+// execute(). Any number of tasks may be in flight; SIMPLE ones run
+// concurrently and may complete in any order (the control mode page says
+// QUEUE ALGORITHM MODIFIER 1: unrestricted reordering). Task attributes are
+// honoured (task_set.h, SAM-5 8.6): an ORDERED task waits for every older
+// one and holds back every newer one; HEAD OF QUEUE runs at once. The
+// transport hands tasks to execute() in the order they entered the task
+// set (for iSCSI, CmdSN order around an ORDERED task). The range interlock:
 // COMPARE AND WRITE and ORWRITE read, modify and write their range as one
 // operation, and WRITE ATOMIC writes it as one, so while one is in flight
 // no other command writes any block of its range (a write that overlaps
@@ -81,6 +83,7 @@
 #include "target/scsi/reservations.h"
 #include "target/scsi/sense.h"
 #include "target/scsi/task.h"
+#include "target/scsi/task_set.h"
 #include "target/scsi/unit_attentions.h"
 #include "target/scsi/unit_state_store.h"
 
@@ -121,6 +124,17 @@ struct unit_identity {
   // align their I/O. A power of two; 0, or at most the logical block size,
   // means one logical block per physical block.
   std::uint32_t physical_block_bytes = 0;
+  // The largest write that lands whole or not at all across a power cut,
+  // when aligned to its own size: what WRITE ATOMIC(16) may promise, since
+  // a database skips its torn-page protection on the strength of it. The
+  // composer knows it from the layers below; for a Strata volume it is one
+  // 4096-byte block, which every layer writes as one member request
+  // (docs/atomic-writes.md). Advertised in VPD B0h as MAXIMUM ATOMIC
+  // TRANSFER LENGTH, ATOMIC ALIGNMENT and ATOMIC TRANSFER LENGTH
+  // GRANULARITY, all this size in blocks. Less than a logical block: no
+  // atomic write is promised (all three 0), and WRITE ATOMIC of any blocks
+  // is refused.
+  std::uint32_t atomic_write_bytes = 4096;
   // The port through which this unit is reached, for VPD 83h and REPORT
   // TARGET PORT GROUPS (implicit ALUA, one group, active/optimized). Both nonzero.
   std::uint16_t relative_port = 1;
@@ -174,7 +188,7 @@ class logical_unit {
   const unit_identity& identity() const noexcept { return identity_; }
   device::block_device& volume() const noexcept { return volume_; }
   std::size_t commands_in_flight() const noexcept {
-    return in_flight_ + reservations_.operations_in_flight();
+    return in_flight_ + reservations_.operations_in_flight() + tasks_.held();
   }
 
   std::uint32_t block_size_bytes() const noexcept {
@@ -184,13 +198,13 @@ class logical_unit {
   std::uint32_t max_transfer_blocks() const noexcept {
     return max_transfer_bytes / block_size_bytes();
   }
-  // WRITE ATOMIC(16) is written as ONE device request, so its MAXIMUM
-  // ATOMIC TRANSFER LENGTH (VPD B0h) is what one piece carries. No
-  // alignment or granularity is required (ATOMIC ALIGNMENT and ATOMIC
-  // TRANSFER LENGTH GRANULARITY 0), and atomic boundaries are not supported
-  // (their B0h fields 0; a nonzero ATOMIC BOUNDARY is refused).
+  // WRITE ATOMIC(16): what survives a power cut whole (unit_identity::
+  // atomic_write_bytes), in blocks. It is also the ATOMIC ALIGNMENT and
+  // the ATOMIC TRANSFER LENGTH GRANULARITY (VPD B0h): a WRITE ATOMIC is
+  // exactly that one aligned unit or nothing. Atomic boundaries are not
+  // supported (their B0h fields 0; a nonzero ATOMIC BOUNDARY is refused).
   std::uint32_t max_atomic_transfer_blocks() const noexcept {
-    return std::max<std::uint32_t>(1, piece_bytes / block_size_bytes());
+    return identity_.atomic_write_bytes / block_size_bytes();
   }
   // The 16-byte NAA 6 designator of VPD 83h.
   std::array<std::uint8_t, 16> naa_designator() const noexcept;
@@ -261,13 +275,17 @@ class logical_unit {
   const copy_results& held_copy_results() const noexcept { return copy_results_; }
 
  private:
-  struct command;  // per-command state of commands that do device I/O (logical_unit.cc)
+  struct command;  // per-command state of commands that do device I/O (unit_internal.h)
   struct copy_operation;  // one EXTENDED COPY in flight (extended_copy.cc)
   // Lets copies_ hold a type complete only in extended_copy.cc.
   struct copy_operation_deleter {
     void operator()(copy_operation* op) const noexcept;
   };
 
+  // Runs a task the task set lets run: admission, then the command.
+  void run_task(task& t) noexcept;
+  // Every task's completion while it is in the task set; then the transport's.
+  static void task_done(task& t) noexcept;
   void dispatch(task& t);
   // Unit attentions, then reservations: false, with t's outcome set, when
   // t must not run.
@@ -366,6 +384,8 @@ class logical_unit {
   std::vector<std::unique_ptr<copy_operation, copy_operation_deleter>> copies_;
   copy_results copy_results_;
   copy_target_lookup copy_targets_;
+  // Task attributes: which tasks may run now.
+  task_set tasks_;
   // After everything they use (identity_, and complete_later through this).
   unit_attentions attentions_;
   reservations reservations_;

@@ -85,8 +85,19 @@ struct i_t_nexus {
   friend bool operator==(const i_t_nexus&, const i_t_nexus&) = default;
 };
 
+// SAM-5 8.6 task attributes: how a task is ordered against the others in
+// its logical unit's task set. A transport maps its own field to these
+// (iSCSI's ATTR: untagged and simple to simple; ACA, which this target
+// does not support (NACA 0), to simple too).
+enum class task_attribute : std::uint8_t {
+  simple,         // runs concurrently with other SIMPLE tasks, in any order
+  ordered,        // runs after every older task has completed, and before every newer one starts
+  head_of_queue,  // runs at once, ahead of any task waiting
+};
+
 struct task {
   std::array<std::uint8_t, 16> cdb{};
+  task_attribute attribute = task_attribute::simple;
   std::uint64_t lun = 0;  // the LUN as the initiator addressed it (single-level, 0..16383)
   // The nexus it came through. A transport that does not set it runs every
   // command as one nexus with an empty name.
@@ -133,6 +144,15 @@ struct task {
   // Called once when the command is done, never inside execute().
   void (*on_complete)(task&) noexcept = nullptr;
   void* context = nullptr;  // the transport's
+
+  // The logical unit's while the task is in its task set (task_set.h):
+  // the transport's completion, which the unit's own stands in for, and
+  // the link of the held tasks' queue. The transport leaves them alone.
+  struct in_task_set {
+    void (*on_complete)(task&) noexcept = nullptr;
+    void* context = nullptr;
+    task* next_held = nullptr;
+  } task_set_state;
 };
 
 }  // namespace strata::scsi

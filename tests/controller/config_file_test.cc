@@ -338,6 +338,15 @@ TEST_CASE("config file: volumes are checked", "[controller][config]") {
   auto capacity = parse_config(with(base, R"(size = "1G"}])", R"(size = "1G", placement = "capacity"}])"), "t.toml");
   REQUIRE(capacity);
   CHECK(capacity->plan->volumes[0].placement == tiering::affinity::archive);
+  // block_size: 512 (512e) unless it says 4096 (4Kn); nothing else.
+  CHECK(capacity->plan->volumes[0].block_size_bytes == 512);
+  auto four_k = parse_config(with(base, R"(size = "1G"}])", R"(size = "1G", block_size = 4096}])"), "t.toml");
+  REQUIRE(four_k);
+  CHECK(four_k->plan->volumes[0].block_size_bytes == 4096);
+  const std::string odd_block = with(base, R"(size = "1G"}])", R"(size = "1G", block_size = 1024}])");
+  CHECK(error_of(odd_block) == where(odd_block, "1024") + ": volume v1: block_size: 1024 is not 512 or 4096");
+  const std::string text_block = with(base, R"(size = "1G"}])", R"(size = "1G", block_size = "4K"}])");
+  CHECK(error_of(text_block) == where(text_block, "\"4K\"") + ": volume v1: block_size: expected 512 or 4096, found a string");
 }
 
 TEST_CASE("config file: hosts are checked", "[controller][config]") {

@@ -112,7 +112,7 @@ check "another initiator does not" bash -c "! iscsi-inq -i iqn.2026-11.test:othe
 url="iscsi://127.0.0.1:$port/$target/3"
 check "a pattern is written to LUN 3 and read back" bash -c \
   "qemu-io --image-opts 'driver=raw,file.driver=iscsi,file.transport=tcp,file.portal=127.0.0.1:$port,file.target=$target,file.lun=3,file.initiator-name=$initiator' \
-     -c 'write -P 0x6e 0 1M' -c 'read -P 0x6e 0 16k' >/dev/null"
+     -c 'write -P 0x6e 0 1M' -c 'read -P 0x6e 0 1M' -c 'read -P 0x6e 448k 64k' >/dev/null"
 kill -TERM "$pid"; wait "$pid"
 check "SIGTERM: exit 0" test $? -eq 0
 pid=
@@ -125,7 +125,7 @@ check "... and says the file's build sections are not read" grep -q "are not rea
 check "the volume is still 1 GiB" bash -c "'$cli' --api $api volume show db | grep -q ' 1.0 GiB '"
 check "the pattern is still there" bash -c \
   "qemu-io --image-opts 'driver=raw,file.driver=iscsi,file.transport=tcp,file.portal=127.0.0.1:$port,file.target=$target,file.lun=3,file.initiator-name=$initiator' \
-     -c 'read -P 0x6e 0 16k' -c 'read -P 0x6e 1008k 16k' >/dev/null"
+     -c 'read -P 0x6e 0 1M' -c 'read -P 0x6e 960k 64k' >/dev/null"
 kill -TERM "$pid"; wait "$pid"
 pid=
 

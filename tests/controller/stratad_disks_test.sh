@@ -43,13 +43,14 @@ until_op_ends() {
 }
 # refused EXPECTED_TEXT CLI-ARGS...: exit 1 and the text on stderr
 refused() { local text=$1; shift; s "$@" >/dev/null 2>"$state/cli.err"; [[ $? -eq 1 ]] && grep -q "$text" "$state/cli.err"; }
-# 16 KiB at each MiB of the pattern: qemu 7.2's iSCSI driver asserts on a
-# read of 32 KiB or more from a 4 KiB-block thin LUN (LBPRZ) whose
-# allocation it has not seen (its block-status probe is not block-aligned).
+# The pattern read back whole, in 1 MiB requests, and in 64 KiB ones at
+# offsets that are not 1 MiB-aligned. qemu 7.2's iSCSI driver asserts on a
+# read of 32 KiB or more from a thin LUN of 4 KiB blocks (its block-status
+# probe is not 4 KiB-aligned); volumes are 512e by default, which it reads.
 pattern_reads() {
   local reads=()
-  for mib in $(seq 0 31); do reads+=(-c "read -P 0x5a ${mib}M 16k"); done
-  for mib in $(seq 512 519); do reads+=(-c "read -P 0xc3 ${mib}M 16k"); done
+  for mib in $(seq 0 31); do reads+=(-c "read -P 0x5a ${mib}M 1M" -c "read -P 0x5a $((mib * 1024 + 448))k 64k"); done
+  for mib in $(seq 512 519); do reads+=(-c "read -P 0xc3 ${mib}M 1M"); done
   qemu-io -f raw "${reads[@]}" "$url" >/dev/null
 }
 
@@ -57,6 +58,20 @@ start first
 # A volume on the capacity tier (the RAID-6 groups), served as LUN 1.
 quiet s volume create vc --size 1G --affinity capacity
 quiet s map vc --lun 1
+check "vc is 512e: 512-byte blocks, 8 per physical block" bash -c \
+  "iscsi-readcapacity16 $url | grep -q 'LOGICAL BLOCK LENGTH IN BYTES:512' && iscsi-readcapacity16 $url | grep -q 'LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT:3'"
+check "qemu-io reads a fresh thin 512e LUN in 1 MiB and 64 KiB requests (zeros)" \
+  quiet qemu-io -f raw -c 'read -P 0 0 1M' -c 'read -P 0 100M 1M' -c 'read -P 0 200M 64k' -c 'read -P 0 300M 32k' "$url"
+# 4Kn stays a choice: --block-size 4096 (anything else refused, naming the field).
+check "refused (CLI): --block-size 1024" bash -c "'$cli' --api $api volume create v4k --size 1G --block-size 1024 2>&1 | grep -q 'block-size 1024 is not 512 or 4096'"
+check "refused (grpcurl): block_size_bytes 1024, naming the field" bash -c \
+  "grpcurl -plaintext -d '{\"parent\":\"pools/p1\",\"volume_id\":\"vx\",\"volume\":{\"size_bytes\":\"1073741824\",\"block_size_bytes\":1024}}' $api strata.v1.Array/CreateVolume 2>&1 | grep -q 'Message: volume.block_size_bytes: 1024 is not 512'"
+check "strata volume create v4k --block-size 4096" bash -c "'$cli' --api $api volume create v4k --size 1G --block-size 4096 | grep -q '^pools/p1/volumes/v4k .* 4096 '"
+quiet s map v4k --lun 5
+check "v4k is 4Kn: 4096-byte blocks, one per physical block" bash -c \
+  "iscsi-readcapacity16 ${url%/1}/5 | grep -q 'LOGICAL BLOCK LENGTH IN BYTES:4096' && iscsi-readcapacity16 ${url%/1}/5 | grep -q 'LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT:0'"
+check "v4k's data is written and read back" quiet qemu-io -f raw -c 'write -P 0x4b 0 1M' -c 'read -P 0x4b 0 1M' "${url%/1}/5"
+quiet s unmap v4k-all
 check "a pattern is written over iSCSI to the capacity tier" \
   quiet qemu-io -f raw -c 'write -P 0x5a 0 32M' -c 'write -P 0xc3 512M 8M' "$url"
 check "some of it is on groups/g1" bash -c "'$cli' --api $api heat list vc | grep -q 'CAPACITY *groups/g1'"
@@ -141,7 +156,7 @@ check "strata volume move v1 --to capacity --wait (a drain): SUCCEEDED" bash -c 
 check "... every extent of v1 is on HDD" test "$(stats performance_bytes):$(stats capacity_bytes)" = "0:$((128 << 20))"
 v1_reads() {
   local reads=()
-  for mib in $(seq 0 4 124); do reads+=(-c "read -P 0x77 ${mib}M 16k"); done
+  for mib in $(seq 0 4 124); do reads+=(-c "read -P 0x77 ${mib}M 1M" -c "read -P 0x77 $((mib * 1024 + 1984))k 64k"); done
   qemu-io -f raw "${reads[@]}" "$lun0" >/dev/null
 }
 check "v1's data moved intact, both ways" v1_reads
@@ -175,7 +190,7 @@ check "refused: a pool over a group another pool has" refused "FAILED_PRECONDITI
 check "refused: a pool that exists" refused "ALREADY_EXISTS: pool_id: pools/p2 exists" pool create p2 g6
 check "strata volume create w --pool p2, mapped as LUN 2" bash -c "'$cli' --api $api volume create w --pool p2 --size 1G >/dev/null && '$cli' --api $api map pools/p2/volumes/w --lun 2 >/dev/null"
 lun2="iscsi://127.0.0.1:$port/iqn.2026-11.io.strata:array/2"
-check "a pattern written to p2's volume reads back" quiet qemu-io -f raw -c 'write -P 0x2b 0 8M' -c 'read -P 0x2b 0 16k' -c 'read -P 0x2b 8176k 16k' "$lun2"
+check "a pattern written to p2's volume reads back" quiet qemu-io -f raw -c 'write -P 0x2b 0 8M' -c 'read -P 0x2b 0 1M' -c 'read -P 0x2b 8128k 64k' "$lun2"
 check "it lies on g6, p2's group" bash -c "'$cli' --api $api heat list pools/p2/volumes/w | grep -q 'CAPACITY *groups/g6'"
 check "strata pool stats p2: 8 MiB used of its capacity tier" bash -c "'$cli' --api $api pool stats p2 | grep -q '^pools/p2 .* 8.0 MiB / '"
 
@@ -205,7 +220,7 @@ check "after kill -9: hdd-10 is still g1's member 2, hdd-02 still a SPARE, g1 OP
 check "after kill -9: the pattern reads back" pattern_reads
 check "after kill -9: g5 is assembled" test "$(group_state g5)" = OPTIMAL
 check "after kill -9: the pool still has g5's capacity" test "$(capacity)" = "$after"
-check "after kill -9: p2 and its volume's data are back" quiet qemu-io -f raw -c 'read -P 0x2b 0 16k' -c 'read -P 0x2b 4M 16k' "$lun2"
+check "after kill -9: p2 and its volume's data are back" quiet qemu-io -f raw -c 'read -P 0x2b 0 1M' -c 'read -P 0x2b 4M 64k' -c 'read -P 0x2b 7M 1M' "$lun2"
 check "strata controller show: it owns p1 and p2" bash -c "'$cli' --api $api controller show | grep -q 'pools/p1,pools/p2'"
 kill -TERM "$pid"; wait "$pid"
 check "SIGTERM: exit 0" test $? -eq 0

@@ -411,6 +411,18 @@ TEST_CASE("api: creating a volume or a mapping checks every field first, and a f
   CHECK((s.error_code() == grpc::StatusCode::INVALID_ARGUMENT && s.error_message().starts_with("volume_id:")));
   s = create("pools/p1", "v3", 1000);
   CHECK((s.error_code() == grpc::StatusCode::INVALID_ARGUMENT && s.error_message().starts_with("volume.size_bytes:")));
+  // The block size: 512 (512e, the default when 0) or 4096 (4Kn), nothing else.
+  for (const std::uint32_t bad : {1u, 1024u, 2048u, 8192u}) {
+    cv.mutable_volume()->set_block_size_bytes(bad);
+    s = create("pools/p1", "v3", 1u << 30);
+    CHECK((s.error_code() == grpc::StatusCode::INVALID_ARGUMENT && s.error_message().starts_with("volume.block_size_bytes:")));
+  }
+  for (const std::uint32_t good : {0u, 512u, 4096u}) {
+    cv.mutable_volume()->set_block_size_bytes(good);
+    s = create("pools/p1", "v3", 1u << 30);  // valid, but no array behind this server
+    CHECK(s.error_code() == grpc::StatusCode::UNAVAILABLE);
+  }
+  cv.mutable_volume()->set_block_size_bytes(0);
   s = create("pools/p9", "v3", 1u << 30);
   CHECK((s.error_code() == grpc::StatusCode::NOT_FOUND && s.error_message().starts_with("parent:")));
   s = create("pools/p1", "v1", 1u << 30);

@@ -103,12 +103,13 @@ class Connection:
         self.send(bhs)
         return self.receive()
 
-    def scsi(self, cdb, itt, lun=0, read_bytes=0, write=b"", edtl=None, writes=None):
+    def scsi(self, cdb, itt, lun=0, read_bytes=0, write=b"", edtl=None, writes=None, attr=0):
         """A SCSI Command; `write` is its immediate data, `writes` says it is
-        a write (the default: when it carries data)."""
+        a write (the default: when it carries data); `attr` its task
+        attribute (ATTR: 0 untagged, 1 simple, 2 ordered, 3 head of queue)."""
         bhs = bytearray(48); bhs[0] = 0x01
         writes = bool(write) if writes is None else writes
-        bhs[1] = 0x80 | (0x40 if read_bytes else 0) | (0x20 if writes else 0); bhs[9] = lun
+        bhs[1] = 0x80 | (0x40 if read_bytes else 0) | (0x20 if writes else 0) | attr; bhs[9] = lun
         bhs[16:20] = itt.to_bytes(4, 'big')
         bhs[20:24] = (edtl if edtl is not None else (read_bytes or len(write))).to_bytes(4, 'big')
         bhs[24:28] = self.cmd_sn.to_bytes(4, 'big'); self.cmd_sn += 1

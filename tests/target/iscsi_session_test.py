@@ -169,6 +169,52 @@ check("a long Text Response comes in pieces of at most 512 bytes, continued by C
 r, _ = c.tmf(5)
 check("task management on a discovery session is rejected", r[0] & 0x3f == 0x3f)
 
+# Task attributes (defect 7, SAM-5 8.6): an ORDERED write whose data comes
+# later holds back a newer SIMPLE read of its block, which then sees the
+# write; a HEAD OF QUEUE read goes at once.
+c = Connection(port, isid=bytes([0x80, 0, 0, 0, 0, 13]))
+c.full_login()
+def rw10(op, lba):
+    return bytes([op, 0]) + lba.to_bytes(4, 'big') + bytes([0, 0, 1, 0])
+def receive(timeout=10):
+    """The next PDU that is not a ping; pings (1 s here) are answered."""
+    while True:
+        r, d = c.receive(timeout=timeout)
+        if r[0] & 0x3f != 0x20:
+            return r, d
+        answer = bytearray(48); answer[0] = 0x40; answer[1] = 0x80
+        answer[16:20] = b"\xff" * 4; answer[20:24] = r[20:24]; answer[24:28] = c.cmd_sn.to_bytes(4, 'big')
+        c.send(answer)
+c.scsi(bytes(6), 0x4ff)  # TEST UNIT READY: collects the new nexus's unit attention
+receive()
+c.scsi(rw10(0x2a, 300), 0x500, edtl=512, writes=True, attr=2)  # ORDERED, its data not sent yet
+r2t, _ = receive()
+check("the ORDERED write asks for its data (R2T)", r2t[0] & 0x3f == 0x31)
+c.scsi(rw10(0x28, 300), 0x501, read_bytes=512, attr=1)  # SIMPLE, newer
+c.scsi(rw10(0x28, 301), 0x502, read_bytes=512, attr=3)  # HEAD OF QUEUE
+first, data = receive()
+check("HEAD OF QUEUE runs at once, past the ORDERED write that waits for its data",
+      first[0] & 0x3f == 0x25 and first[16:20] == (0x502).to_bytes(4, 'big'))
+try:
+    early, _ = receive(timeout=0.5)
+except (TimeoutError, OSError):
+    early = None
+check("the SIMPLE read does not run before the older ORDERED write", early is None)
+out = bytearray(48); out[0] = 0x05; out[1] = 0x80; out[16:20] = (0x500).to_bytes(4, 'big')
+out[20:24] = r2t[20:24]
+c.send(out, b"\x6d" * 512)
+order, read_data = [], b""
+while len(order) < 2:
+    r, d = receive()
+    if r[0] & 0x3f == 0x25:
+        read_data += d
+        if r[1] & 0x01:
+            order.append(int.from_bytes(r[16:20], 'big'))
+    elif r[0] & 0x3f == 0x21:
+        order.append(int.from_bytes(r[16:20], 'big'))
+check("the write completes first, then the read, which sees its data",
+      order == [0x500, 0x501] and read_data == b"\x6d" * 512)
+
 # The target asks initiators to log out.
 c = Connection(port, isid=bytes([0x80, 0, 0, 0, 0, 12]))
 c.full_login()

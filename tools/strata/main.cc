@@ -17,6 +17,7 @@
 //   pool list | pool show NAME          volume list [POOL] | volume show NAME
 //   host list | host show NAME          map list | map show NAME
 //   volume create NAME --size SIZE [--pool POOL] [--affinity auto|performance|capacity]
+//                 [--block-size 512|4096]   (512: 512e, the default; 4096: 4Kn)
 //   volume update NAME [--size SIZE] [--affinity …]     (volumes only grow)
 //   volume delete NAME [--wait]         (an operation; --wait: until it ends)
 //   volume move NAME --to capacity|performance [--wait]
@@ -87,7 +88,7 @@ constexpr int exit_unreachable = 3;
                "  disk add NAME --kind hdd|ssd --size SIZE, disk fail|erase NAME, disk replace NAME --with DISK [--wait], disk spare|unspare NAME,\n"
                "  group create NAME --raid6|--raid1|--read-cache DISK... [--pool POOL], group scrub NAME [--wait],\n"
                "  pool create NAME GROUP... [--cache GROUP],\n"
-               "  volume list [POOL], volume create NAME --size SIZE [--pool POOL] [--affinity auto|performance|capacity],\n"
+               "  volume list [POOL], volume create NAME --size SIZE [--pool POOL] [--affinity auto|performance|capacity] [--block-size 512|4096],\n"
                "  volume update NAME [--size SIZE] [--affinity A], volume delete NAME [--wait],\n"
                "  volume move NAME --to capacity|performance [--wait],\n"
                "  host add NAME (--iqn IQN)... [--any] [--chap USER:SECRET [--mutual-chap USER:SECRET]],\n"
@@ -378,7 +379,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> words;
   // Options with a value (--iqn may repeat), and those without.
   static const std::set<std::string> valued{"--size", "--pool", "--affinity", "--lun", "--host", "--name",
-                                            "--iqn", "--chap", "--mutual-chap", "--limit", "--with", "--kind", "--to", "--cache"};
+                                            "--iqn", "--chap", "--mutual-chap", "--limit", "--with", "--kind", "--to", "--cache", "--block-size"};
   static const std::set<std::string> switches{"--wait", "--any", "--no-chap", "--raid6", "--raid1", "--read-cache"};
   std::map<std::string, std::vector<std::string>> flags;
   for (int i = 1; i < argc; ++i) {
@@ -477,6 +478,11 @@ int main(int argc, char** argv) {
     in.set_volume_id(name);
     in.mutable_volume()->set_size_bytes(bytes);
     in.mutable_volume()->set_affinity(affinity_of(flag("--affinity", "auto")));
+    if (flags.contains("--block-size")) {
+      const std::string block = flag("--block-size", "");
+      if (block != "512" && block != "4096") usage("--block-size " + block + " is not 512 or 4096");
+      in.mutable_volume()->set_block_size_bytes(static_cast<std::uint32_t>(std::stoul(block)));
+    }
     return c.change<v1::CreateVolumeRequest, v1::Volume>(&S::CreateVolume, in, volume_h);
   }
   if (noun == "volume" && verb == "update") {
