@@ -205,6 +205,7 @@ class raid1_group final : public device::block_device, public member_replacement
   struct sync_state {
     // A finished rebuild's new member is flushed before the rebuild ends.
     device::request target_flush;
+    bool target_flushing = false;  // in flight: sync_next's later calls wait for it
     bool target_flushed = false;
     bool running = false;
     bool rebuild = false;           // else a resync

@@ -251,6 +251,7 @@ void raid6_group::on_rebuild_stripe(request& r) noexcept {
 }
 
 void raid6_group::end_rebuild(std::error_code result) {
+  if (rebuild_.member_flushing) return;  // its completion ends the rebuild
   if (!result && !rebuild_.member_flushed) {
     // The rebuilt strips may still sit in the new member's write cache:
     // flush it before its superblock calls it whole. Otherwise a power cut
@@ -262,9 +263,14 @@ void raid6_group::end_rebuild(std::error_code result) {
     rebuild_.member_flush.context = this;
     rebuild_.member_flush.on_complete = [](device::request& r) noexcept {
       raid6_group& g = *static_cast<raid6_group*>(r.context);
+      g.rebuild_.member_flushing = false;
       g.rebuild_.member_flushed = true;
-      g.end_rebuild(r.result ? make_error_code(errc::io_error) : std::error_code{});
+      g.end_rebuild(r.result                         ? make_error_code(errc::io_error)
+                    : g.rebuild_.error               ? g.rebuild_.error
+                    : g.failed_[g.rebuild_.member]   ? make_error_code(errc::device_failed)
+                                                     : std::error_code{});
     };
+    rebuild_.member_flushing = true;
     members_[rebuild_.member]->submit(rebuild_.member_flush);
     return;
   }

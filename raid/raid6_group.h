@@ -409,6 +409,7 @@ class raid6_group final : public device::block_device, public member_replacement
     std::unique_ptr<device::timer> pacing;
     // The new member is flushed before the rebuild ends.
     device::request member_flush;
+    bool member_flushing = false;  // in flight: rebuild_next's later calls wait for it
     bool member_flushed = false;
   };
   rebuild_state rebuild_;

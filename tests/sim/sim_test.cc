@@ -78,7 +78,11 @@ class simulation {
 
  private:
   tiering::volume& vol(std::size_t i) { return *w_.pool->find_volume(volumes_[i].name); }
-  void note(const std::string& what) { log_ += "  [t=" + std::to_string(now_) + "] " + what + "\n"; }
+  void note(const std::string& what) {
+    log_ += "  [t=" + std::to_string(now_) + "] " + what + "\n";
+    // STRATA_SIM_TRACE=1: as it happens too (for a run a check aborts).
+    if (std::getenv("STRATA_SIM_TRACE") != nullptr) std::fprintf(stderr, "sim: [t=%llu] %s\n", static_cast<unsigned long long>(now_), what.c_str());
+  }
   void fail(const std::string& what) {
     if (failure_.empty()) failure_ = "seed " + std::to_string(seed_) + ": " + what;
   }
@@ -230,7 +234,10 @@ class simulation {
     for (client& c : clients_) {
       if (c.x) in_flight.push_back(std::move(c.x));
     }
-    w_.crash_and_restart(torn);
+    if (auto why = w_.crash_and_restart(torn); !why.empty()) {
+      fail(why);
+      return;
+    }
     in_flight.clear();
     // Every block holds its last durable value or a later one. One known
     // exception (docs/raid-write-hole.md, "Limits"): a torn stripe of a
@@ -270,7 +277,7 @@ class simulation {
                       : std::string("unmapped")) +
                ")");
         } else {
-          model.settle_after_crash(b, *seq);
+          model.settle_after_crash(b, seq);  // nothing: garbage a forgiven block may hold
         }
       }
     }

@@ -49,15 +49,20 @@ std::unique_ptr<Group> make_group(test_loop& loop, std::vector<disk>& disks, con
   return std::move(*g);
 }
 
+// Nothing, with `why` set, if the group cannot be assembled (a failure of
+// the run, not of the test binary: the other seeds go on).
 template <class Group>
-std::unique_ptr<Group> assemble_group(test_loop& loop, std::vector<disk>& disks, const auto& options) {
+std::unique_ptr<Group> assemble_group(test_loop& loop, std::vector<disk>& disks, const auto& options,
+                                      std::string& why) {
   std::vector<block_device*> members;
   for (disk& d : disks) members.push_back(d.drive.get());
   std::optional<typename Group::assembled> result;
   Group::assemble(members, options, [&](typename Group::assembled a) { result = std::move(a); });
   loop.run_until([&] { return result.has_value(); });
-  INFO((*result ? std::string() : result->error().message));
-  REQUIRE(*result);
+  if (!*result) {
+    why = result->error().message;
+    return nullptr;
+  }
   return std::move(**result);
 }
 
@@ -137,16 +142,24 @@ void world::replace(std::vector<disk>& slots, raid::member_replacement& group) {
   }
 }
 
-void world::start(bool first_time) {
+std::string world::start(bool first_time) {
   power_up();
   if (first_time) {
     performance = make_group<raid::raid1_group>(loop, performance_disks, mirror_options(loop.clock));
     capacity = make_group<raid::raid6_group>(loop, capacity_disks, parity_options(loop.clock));
     cache = make_group<raid::raid1_group>(loop, cache_disks, mirror_options(loop.clock));
   } else {
-    performance = assemble_group<raid::raid1_group>(loop, performance_disks, mirror_options(loop.clock));
-    capacity = assemble_group<raid::raid6_group>(loop, capacity_disks, parity_options(loop.clock));
-    cache = assemble_group<raid::raid1_group>(loop, cache_disks, mirror_options(loop.clock));
+    std::string why;
+    performance = assemble_group<raid::raid1_group>(loop, performance_disks, mirror_options(loop.clock), why);
+    if (performance) capacity = assemble_group<raid::raid6_group>(loop, capacity_disks, parity_options(loop.clock), why);
+    if (capacity) cache = assemble_group<raid::raid1_group>(loop, cache_disks, mirror_options(loop.clock), why);
+    if (!cache) {
+      performance.reset();
+      capacity.reset();
+      loop.settle();
+      for (disk* d : all_disks()) d->drive.reset();
+      return "a group could not be assembled after the restart: " + why;
+    }
   }
   auto s = tiering::metadata_store::open((dir.path() / "metadata").string(), loop.context.get_executor(),
                                          metadata.env.get());
@@ -169,7 +182,7 @@ void world::start(bool first_time) {
   INFO((p ? std::string() : p.error().message));
   REQUIRE(p);
   pool = std::move(*p);
-  if (!first_time) return;
+  if (!first_time) return {};
   for (auto [name, extents] : {std::pair{"a", 12}, std::pair{"b", 6}}) {
     std::optional<std::expected<tiering::volume*, error>> made;
     pool->create_volume({name, block_size, extents * extent_blocks, tiering::affinity::automatic},
@@ -177,6 +190,7 @@ void world::start(bool first_time) {
     loop.run_until([&] { return made.has_value(); });
     REQUIRE(*made);
   }
+  return {};
 }
 
 bool world::groups_idle() const { return performance->idle() && capacity->idle() && cache->idle(); }
@@ -205,7 +219,7 @@ void world::wind_down() {
   replaced_.clear();
 }
 
-void world::crash_and_restart(bool torn) {
+std::string world::crash_and_restart(bool torn) {
   // The store's files as they are now (a process crash: what RocksDB
   // wrote to them survives, synced or not, as the OS still has it). A
   // checkpoint would need syncs, which may be failing.
@@ -214,14 +228,19 @@ void world::crash_and_restart(bool torn) {
   std::filesystem::remove_all(image);
   std::filesystem::copy(dir.path() / "metadata", image, std::filesystem::copy_options::recursive);
   std::size_t settled = 0;
-  const auto disks = all_disks();
+  auto disks = all_disks();
+  // The spares being rebuilt onto lose their power too: one left on would
+  // take the superblock of a group whose other members just failed.
+  for (auto& r : rebuilds_) {
+    if (r->spare.drive) disks.push_back(&r->spare);
+  }
   for (disk* d : disks) d->drive->power_cut(torn ? power_loss::tear : power_loss::drop, [&] { ++settled; });
   loop.run_until([&] { return settled == disks.size(); });
   metadata.fs->fail_syncs(false);
   wind_down();
   std::filesystem::remove_all(dir.path() / "metadata");
   std::filesystem::rename(image, dir.path() / "metadata");
-  start(false);
+  return start(false);
 }
 
 namespace {
@@ -273,14 +292,15 @@ std::string world::check_redundancy() {
   }
   // RAID-6: a scrub finds every stripe's P and Q in agreement with its data.
   bool degraded = false;
-  for (const disk& d : capacity_disks) degraded |= d.dead;
+  for (unsigned m = 0; m < capacity->member_count(); ++m) degraded |= capacity->member_failed(m);
   if (!degraded) {
     std::optional<raid::scrub_report> report;
     capacity->scrub([&](const raid::scrub_report& r) { report = r; });
     loop.run_until([&] { return report.has_value(); });
     if (report->stripes_repaired + report->stripes_unrecoverable > 0 || report->error) {
       wrong += "RAID-6 scrub found " + std::to_string(report->stripes_repaired) + " stripe(s) to repair and " +
-               std::to_string(report->stripes_unrecoverable) + " unrecoverable; ";
+               std::to_string(report->stripes_unrecoverable) + " unrecoverable" +
+               (report->error ? " (" + report->error.message() + ")" : std::string()) + "; ";
     }
   }
   return wrong;

@@ -66,11 +66,12 @@ struct world {
   std::vector<disk*> all_disks();
   // The controller's start: groups assembled (or, the first time, created
   // and formatted), the store and the pool opened.
-  void start(bool first_time);
+  // Empty, or why the array could not start.
+  std::string start(bool first_time);
   // Power cut and controller crash: the store keeps what it had applied,
   // each disk loses its unflushed writes (torn: some of them), the old
   // controller's objects wind down (every I/O fails), and start() again.
-  void crash_and_restart(bool torn);
+  std::string crash_and_restart(bool torn);
   // Lets every request and background job end, then destroys the pool,
   // the groups and the drives (the disks stay). The destructor does it
   // too; callers whose requests' buffers die first call it before.
