@@ -87,13 +87,22 @@ void metadata_store::write(metadata_batch batch, bool sync, std::function<void(s
 
 void metadata_store::drain() {
   std::unique_lock lock(mutex_);
+  draining_ = true;
+  wake_.notify_all();
   drained_.wait(lock, [&] { return queue_.empty() && !running_job_; });
+  draining_ = false;
+}
+
+void metadata_store::set_step_mode(bool on) {
+  std::lock_guard lock(mutex_);
+  step_mode_ = on;
+  wake_.notify_all();
 }
 
 void metadata_store::run() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    wake_.wait(lock, [&] { return stopping_ || (!queue_.empty() && (!step_mode_ || draining_)); });
     if (queue_.empty()) return;  // stopping, and nothing left
     job j = std::move(queue_.front());
     queue_.pop_front();

@@ -109,6 +109,11 @@ class metadata_store {
   // Blocks until the store's thread has applied every queued write (their
   // outcomes may still be on their way to the loop). For shutdown and tests.
   void drain();
+  // Step mode, for simulations: the store's thread applies writes only
+  // inside drain(), so their outcomes reach the loop at points the caller
+  // chooses (between two steps of a virtual-time loop), never while a
+  // handler runs, and a seeded run replays exactly.
+  void set_step_mode(bool on);
   // Writes a consistent copy of the database, as of the writes applied so
   // far, into `directory` (which must not exist yet): a point-in-time image
   // for support bundles, and the disk image of a crash in the crash tests.
@@ -139,6 +144,8 @@ class metadata_store {
   std::deque<job> queue_;
   bool running_job_ = false;
   bool stopping_ = false;
+  bool step_mode_ = false;
+  bool draining_ = false;  // step mode: drain() lets the thread apply the queue
   std::error_code thread_failure_;  // the store thread's copy of failure_
   std::thread thread_;
 };

@@ -146,6 +146,12 @@ class simulation {
 
   void finish(client& c) {
     const sim_time done = ++now_;
+    if (trace_steps_) {
+      std::fprintf(stderr, "step %llu: client %zu op %d %s %llu+%llu -> %s\n", static_cast<unsigned long long>(steps_),
+                   static_cast<std::size_t>(&c - clients_.data()), static_cast<int>(c.what), volumes_[c.volume].name.c_str(),
+                   static_cast<unsigned long long>(c.lba), static_cast<unsigned long long>(c.blocks),
+                   c.x->req.result.message().c_str());
+    }
     const std::error_code ec = c.x->req.result;
     block_model& model = volumes_[c.volume].model;
     switch (c.what) {
@@ -336,7 +342,8 @@ class simulation {
   unsigned moves_ = 0;
   std::uint64_t latent_errors_ = 0;
   std::uint64_t rebuilds_seen_ = 0;
-  bool hole_window_ = false;  // the last crash hit the degraded write hole: unverifiable reads may fail
+  bool hole_window_ = false;
+  bool trace_steps_ = std::getenv("STRATA_SIM_TRACE_STEPS") != nullptr;  // every completion, for finding where two runs part  // the last crash hit the degraded write hole: unverifiable reads may fail
   std::uint64_t generation_ = 0;  // bumped at each crash: the old pool's callbacks are ignored
   std::string failure_;
   std::string log_;

@@ -166,6 +166,7 @@ std::string world::start(bool first_time) {
   INFO((s ? std::string() : s.error().message));
   REQUIRE(s);
   store = std::move(*s);
+  store->set_step_mode(true);  // outcomes only between steps: a seed replays exactly
   loop.elsewhere = [this] { return store->in_flight(); };
   tiering::pool_options o;
   o.clock = &loop.clock;
