@@ -58,6 +58,9 @@ group_options array::group_options_for(std::size_t index) {
   o.on_member_event = [this, index](const raid::member_event& e) {
     if (bay_) bay_->member_failed(index, e);
   };
+  o.on_resync_stopped = [this, index](const raid::resync_progress& p) {
+    if (bay_) bay_->resync_stopped(index, p);
+  };
   return o;
 }
 

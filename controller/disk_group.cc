@@ -103,6 +103,14 @@ bool disk_group::scrubbing() const noexcept {
   return g != nullptr && (*g)->scrubbing();
 }
 
+raid::resync_progress disk_group::resync_status() const {
+  if (const auto* g = std::get_if<std::unique_ptr<raid::raid6_group>>(&group_)) return (*g)->resync_status();
+  const raid::rebuild_progress copy = std::get<std::unique_ptr<raid::raid1_group>>(group_)->resync_status();
+  raid::resync_progress p;
+  p.running = copy.running;
+  return p;
+}
+
 double disk_group::scrub_fraction() const noexcept {
   const auto* g = std::get_if<std::unique_ptr<raid::raid6_group>>(&group_);
   if (g == nullptr || (*g)->stripes() == 0) return 0;
@@ -116,6 +124,7 @@ raid::raid6_options raid6_options_for(const group_options& g) {
   o.clock = g.clock;
   o.member_timeout = g.member_timeout;
   o.on_member_event = g.on_member_event;
+  o.on_resync_stopped = g.on_resync_stopped;
   return o;
 }
 

@@ -43,6 +43,9 @@ struct group_options {
   device::duration member_timeout = std::chrono::seconds(10);
   // Told of each member the group fails out, from the loop.
   raid::member_event_fn on_member_event;
+  // Told when the resync after an unclean shutdown ends or a clean stop
+  // pauses it, from the loop (RAID-6: raid6_options::on_resync_stopped).
+  std::function<void(const raid::resync_progress&)> on_resync_stopped;
 };
 
 class disk_group;
@@ -54,8 +57,12 @@ class disk_group {
   const group_id& id() const noexcept { return id_; }
   device::block_device& device() const noexcept;
   bool idle() const noexcept;
-  // Flushes the members and records a clean stop (raid6_group::mark_clean).
+  // Flushes the members and records a clean stop (raid6_group::mark_clean);
+  // a resync still running pauses, to go on at the next start.
   void mark_clean(std::function<void(std::error_code)> done);
+  // The resync after an unclean shutdown: whether one is left to run, and
+  // (RAID-6) its stripes and unverifiable count.
+  raid::resync_progress resync_status() const;
 
   // Its members, as raid6_group and raid1_group say.
   unsigned member_count() const noexcept;

@@ -188,6 +188,25 @@ void drive_bay::group_added(std::size_t group) {
   if (groups_[group]->kind() != group_kind::read_cache && !stopped_) spare_pool_->watch(groups_[group]->replacement());
 }
 
+void drive_bay::resync_stopped(std::size_t group, const raid::resync_progress& p) {
+  const std::string& name = group_names_[group];
+  const std::string done = std::to_string(p.stripes_done) + " of " + std::to_string(p.stripes_total) + " stripes";
+  if (p.unverifiable > 0) {
+    // The degraded write hole (docs/raid-write-hole.md): what these stripes
+    // lost is as good as the parity that survived the crash.
+    events_.record(severity::error, name,
+                   "resync after an unclean shutdown: " + std::to_string(p.unverifiable) +
+                       " stripes could not be verified (their lost strips were rebuilt from parity a crash may "
+                       "have torn; a second parity was missing or disagreed)");
+  }
+  if (p.paused) {
+    events_.record(severity::warning, name,
+                   "resync after an unclean shutdown paused by the stop after " + done + "; it resumes at the next start");
+  } else {
+    events_.record(severity::info, name, "resync after an unclean shutdown finished: " + done);
+  }
+}
+
 void drive_bay::member_failed(std::size_t group, const raid::member_event& e) {
   const disk_group& g = *groups_[group];
   const auto drive = drive_of(g.member_device(e.member));
@@ -248,6 +267,9 @@ void drive_bay::describe(v1::DiskGroup& group) const {
   group.set_rebuild_eta_seconds(std::chrono::duration<double>(rebuilt.eta).count());
   group.set_scrubbing(g.scrubbing());
   group.set_repaired_blocks(g.repaired_blocks());
+  const raid::resync_progress resync = g.resync_status();
+  group.set_resyncing(resync.running && !resync.paused);
+  group.set_resync_unverifiable_stripes(resync.unverifiable);
   const device::block_geometry& geometry = g.device().geometry();
   group.set_size_bytes(geometry.block_count * geometry.logical_block_size_bytes);
 }

@@ -65,6 +65,9 @@ class drive_bay {
 
   // Group `group` (its index) failed a member out: its on_member_event.
   void member_failed(std::size_t group, const raid::member_event& e);
+  // Group `group`'s resync after an unclean shutdown ended, or the stop
+  // paused it: its on_resync_stopped. An event says what it found.
+  void resync_stopped(std::size_t group, const raid::resync_progress& p);
   // A drive the shelf gained (shelf::add), blank.
   void drive_added(std::size_t drive);
 

@@ -16,6 +16,9 @@ struct rebuild_progress {
 
 struct resync_progress {
   bool running = false;
+  // Stopped by a clean shutdown (mark_clean) before the end: the regions
+  // not yet resynced stay marked, and the next assembly resyncs them.
+  bool paused = false;
   std::uint64_t stripes_done = 0;
   std::uint64_t stripes_total = 0;  // in the regions marked at the crash
   // Stripes of a degraded group whose lost strips could not be checked

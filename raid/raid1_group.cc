@@ -177,6 +177,8 @@ void raid1_group::submit(request& req) noexcept {
   o.flush_epoch = 0;
   o.eager = false;
   o.intent = false;
+  o.overlap_next = nullptr;
+  o.overlap_woken = false;
   // A working member exists, so every path submits to one or waits: nothing completes here.
   if (req.operation == op::read) {
     read_range(o);
@@ -386,6 +388,7 @@ void raid1_group::start_write(mirror_op& o) {
       sync_.blocked.push_back(&o);  // after the chunk's copy
       return;
     }
+    if (wait_for_overlaps(o)) return;
     o.write_prev = nullptr;
     o.write_next = writes_head_;
     if (writes_head_ != nullptr) writes_head_->write_prev = &o;
@@ -393,6 +396,55 @@ void raid1_group::start_write(mirror_op& o) {
     o.in_write_list = true;
   }
   fan_out(o, operation);
+}
+
+bool raid1_group::overlaps_waiter_before(const mirror_op& o, const mirror_op* stop) const noexcept {
+  const request& r = *o.outer;
+  for (const mirror_op* w = overlap_head_; w != stop; w = w->overlap_next) {
+    if (w->outer->lba < r.lba + r.block_count && r.lba < w->outer->lba + w->outer->block_count) return true;
+  }
+  return false;
+}
+
+bool raid1_group::wait_for_overlaps(mirror_op& o) {
+  // A write let through by wake_overlapping was checked against the
+  // waiters ahead of it; the ones behind it go after it.
+  const bool behind_waiter = !o.overlap_woken && overlaps_waiter_before(o, nullptr);
+  o.overlap_woken = false;
+  if (!behind_waiter && !overlaps_write(o.outer->lba, o.outer->block_count)) return false;
+  o.overlap_next = nullptr;
+  (overlap_tail_ != nullptr ? overlap_tail_->overlap_next : overlap_head_) = &o;
+  overlap_tail_ = &o;
+  return true;
+}
+
+// A write left the members: the waiters that overlap nothing in flight and
+// no older waiter go, oldest first.
+void raid1_group::wake_overlapping() {
+  if (waking_) {
+    wake_again_ = true;  // a write ended inside a start_write below: scan again after
+    return;
+  }
+  waking_ = true;
+  do {
+    wake_again_ = false;
+    mirror_op* prev = nullptr;
+    for (mirror_op* w = overlap_head_; w != nullptr;) {
+      mirror_op* next = w->overlap_next;
+      if (overlaps_write(w->outer->lba, w->outer->block_count) || overlaps_waiter_before(*w, w)) {
+        prev = w;
+        w = next;
+        continue;
+      }
+      (prev != nullptr ? prev->overlap_next : overlap_head_) = next;
+      if (overlap_tail_ == w) overlap_tail_ = prev;
+      w->overlap_next = nullptr;
+      w->overlap_woken = true;
+      start_write(*w);
+      w = next;
+    }
+  } while (wake_again_);
+  waking_ = false;
 }
 
 void raid1_group::fan_out(mirror_op& o, op operation) {
@@ -481,6 +533,7 @@ void raid1_group::finish(mirror_op& o, std::error_code result) {
     if (sync_.chunk_locked && sync_.chunk_waiting > 0 && overlaps_chunk(o) && --sync_.chunk_waiting == 0) {
       copy_chunk();
     }
+    if (overlap_head_ != nullptr) wake_overlapping();
   }
   request& outer = *o.outer;
   if (o.abandoned > 0) {
@@ -535,6 +588,7 @@ std::optional<error> raid1_group::replace_member(unsigned member, block_device* 
 
 void raid1_group::start_sync() {
   sync_.running = true;
+  sync_.paused = false;
   sync_.next_lba = 0;
   sync_.chunk_locked = false;
   sync_.bytes_done = 0;
@@ -580,7 +634,7 @@ void raid1_group::cancel_rebuild() {
 // Locks the next chunk: writes already over it are waited for, new ones
 // wait for its copy.
 void raid1_group::sync_next() {
-  if (!sync_.running || sync_.chunk_locked) return;  // ended, or a late pacing tick
+  if (!sync_.running || sync_.chunk_locked || sync_.paused) return;  // ended, paused, or a late pacing tick
   if (sync_.error || (sync_.rebuild && failed_[sync_.target]) || working_members() == 0) {
     end_sync(sync_.error ? sync_.error : make_error_code(errc::device_failed));
     return;
@@ -769,6 +823,9 @@ void raid1_group::format(std::function<void(std::optional<error>)> done) {
 }
 
 void raid1_group::mark_clean(std::function<void(std::error_code)> done) {
+  // A clean shutdown does not wait for a whole resync: the regions not yet
+  // copied keep their bits (held since assembly) for the next start.
+  if (sync_.running && !sync_.rebuild) sync_.paused = true;
   intent_.mark_clean(*this, std::move(done));
 }
 

@@ -14,7 +14,9 @@
 //            read; only a block no member can read is a media error.
 //   write    every working member at once; complete when all have answered.
 //            A member that fails a write is failed out of the group; the
-//            write succeeds if one member took it.
+//            write succeeds if one member took it. A write that overlaps
+//            one in flight waits for it, so that both members apply
+//            overlapping writes in the same order.
 //   flush    every working member.
 //   discard  every working member (Strata's devices read discarded blocks
 //            as zeros).
@@ -129,12 +131,14 @@ class raid1_group final : public device::block_device, public member_replacement
   void cancel_rebuild();
   // The resync after an unclean shutdown: bytes of the marked regions.
   rebuild_progress resync_status() const;
-  // As raid6_group::mark_clean.
+  // As raid6_group::mark_clean: a resync still running pauses after the
+  // chunk it is copying, and the next assembly resyncs what it left.
   void mark_clean(std::function<void(std::error_code)> done);
   std::uint64_t intent_regions_set() const noexcept { return intent_.regions_set(); }
   // No background work, metadata write or abandoned I/O in flight.
   bool idle() const noexcept {
-    return !log_.updating() && !intent_.writing() && !sync_.running && !intent_.cleaning() && abandoned_ios_ == 0;
+    return !log_.updating() && !intent_.writing() && !(sync_.running && !(sync_.paused && !sync_.chunk_locked)) &&
+           !intent_.cleaning() && abandoned_ios_ == 0;
   }
 
  private:
@@ -166,6 +170,9 @@ class raid1_group final : public device::block_device, public member_replacement
     mirror_op* write_prev = nullptr;
     mirror_op* write_next = nullptr;
     bool in_write_list = false;
+    // Writes waiting for an overlapping write in flight, oldest first.
+    mirror_op* overlap_next = nullptr;
+    bool overlap_woken = false;  // let through by wake_overlapping: it goes before later waiters
   };
 
   raid1_group(std::vector<device::block_device*> members, std::uint64_t data_offset_blocks,
@@ -198,6 +205,7 @@ class raid1_group final : public device::block_device, public member_replacement
   struct sync_state {
     bool running = false;
     bool rebuild = false;           // else a resync
+    bool paused = false;            // a resync stopped by mark_clean: no chunk starts any more
     unsigned target = ~0u;          // a rebuild's new member
     unsigned source = ~0u;          // a resync's source (reads of unsynced regions go there)
     std::vector<bool> regions;      // a resync's marked regions, not yet done
@@ -253,6 +261,18 @@ class raid1_group final : public device::block_device, public member_replacement
   std::vector<mirror_op*> repairing_;
   std::vector<mirror_op*> repair_blocked_;
   bool overlaps_write(std::uint64_t lba, std::uint64_t blocks) const noexcept;
+  // Overlapping writes, one at a time: a write (or discard) that overlaps
+  // one in flight waits for it, and for older waiters it overlaps, so every
+  // member applies them in the same order and the mirrors never diverge
+  // (md serializes overlapping writes for the same reason). Reads do not
+  // wait. Intrusive: no allocation per write.
+  bool wait_for_overlaps(mirror_op& o);
+  void wake_overlapping();
+  bool overlaps_waiter_before(const mirror_op& o, const mirror_op* stop) const noexcept;
+  mirror_op* overlap_head_ = nullptr;
+  mirror_op* overlap_tail_ = nullptr;
+  bool waking_ = false;
+  bool wake_again_ = false;
   device::clock* clock_;
   std::uint64_t sync_chunk_blocks_;
   double sync_mb_per_s_;

@@ -19,7 +19,6 @@ using device::block_device;
 using device::op;
 using device::request;
 
-
 std::expected<std::unique_ptr<raid6_group>, error> raid6_group::create(
     std::vector<block_device*> members, const raid6_options& options) {
   if (auto problem = check_members(members, 4, pq_codec::max_data_strips + 2, "RAID-6")) {
@@ -83,6 +82,7 @@ raid6_group::raid6_group(std::vector<block_device*> members, const raid6_layout&
               }),
       clock_(options.clock),
       rebuild_mb_per_s_(options.rebuild_mb_per_s),
+      on_resync_stopped_(options.on_resync_stopped),
       log_(members_[0]->executor(), watchdog_,
            membership_log::hooks{
                .members = &members_,
@@ -262,14 +262,10 @@ void raid6_group::start_request(request& req) {
     o.begin = std::max(req.lba, stripe_start) - stripe_start;
     o.end = std::min(req.lba + req.block_count, stripe_start + per_stripe) - stripe_start;
     o.caller_offset_bytes = (stripe_start + o.begin - req.lba) * block_size;
-    o.zeros = req.operation == op::discard;
-    o.scrub = &req == &scrub_.req;
+    o.purpose = purpose_of(req);
     o.abandoned = 0;
     o.finished = false;
     o.intent = false;
-    o.resync = &req == &resync_.req;
-    o.rebuild = !rebuild_.reqs.empty() && &req >= rebuild_.reqs.data() &&
-                &req < rebuild_.reqs.data() + rebuild_.reqs.size();
     if (o.strips.size() != (layout_.data_strips() + 2) * strip_bytes) {
       o.strips = device::aligned_buffer((layout_.data_strips() + 2) * strip_bytes);
     }
@@ -284,6 +280,22 @@ void raid6_group::start_request(request& req) {
     const std::error_code result = p.result;
     parents_.release(p);
     rejected_.complete_later(outer, result);
+  }
+}
+
+raid6_group::stripe_purpose raid6_group::purpose_of(const request& req) const noexcept {
+  if (&req == &scrub_.req) return stripe_purpose::scrub;
+  if (&req == &resync_.req) return stripe_purpose::resync;
+  if (!rebuild_.reqs.empty() && &req >= rebuild_.reqs.data() && &req < rebuild_.reqs.data() + rebuild_.reqs.size()) {
+    return stripe_purpose::rebuild;
+  }
+  switch (req.operation) {
+    case op::write:
+      return stripe_purpose::write;
+    case op::discard:
+      return stripe_purpose::discard;
+    default:
+      return stripe_purpose::read;
   }
 }
 
@@ -338,7 +350,7 @@ void raid6_group::run(stripe_op& o) {
   o.rmw = false;
   if (outer.operation == op::read) {
     for (unsigned s = 0; s < n; ++s) o.reconstructing |= o.lost[s] && touches(o, s);
-    o.reconstructing |= o.scrub || o.rebuild || o.resync;  // every strip, parity too
+    o.reconstructing |= background(o);  // every strip, parity too
     start_reads(o);
     return;
   }
@@ -350,13 +362,13 @@ void raid6_group::run(stripe_op& o) {
     std::vector<std::byte*>& pointers = o.pointers;
     pointers.clear();
     for (unsigned s = 0; s < n; ++s) {
-      std::byte* caller = o.zeros ? nullptr
+      std::byte* caller = zeros(o) ? nullptr
                                   : device::contiguous_at(outer.buffers,
                                                           o.caller_offset_bytes + s * strip_bytes,
                                                           strip_bytes);
       o.direct[s] = caller;
       if (caller == nullptr) {
-        if (o.zeros) {
+        if (zeros(o)) {
           std::memset(strip_data(o, s, 0), 0, strip_bytes);
         } else {
           device::copy_from_buffers(outer.buffers, o.caller_offset_bytes + s * strip_bytes,
@@ -432,7 +444,7 @@ void raid6_group::start_reads(stripe_op& o) {
     bool data_lost = false;
     for (unsigned s = 0; s < n; ++s) data_lost |= o.lost[s];
     const auto [first, last] = touched_rows(o);
-    o.wide = data_lost || o.scrub || o.rebuild || o.resync;
+    o.wide = data_lost || background(o);
     for (unsigned s = 0; s < n + 2; ++s) {
       if (o.lost[s] || (s >= n && !o.wide)) continue;
       issue(o, s, op::read, first, last);
@@ -544,12 +556,12 @@ void raid6_group::after_reads(stripe_op& o) {
   // Lost data that matters: for a plain read, only the strips it touches;
   // a write recomputes parity from every data strip, a scrub or rebuild
   // checks or writes whole stripes.
-  const bool whole_stripe = outer.operation != op::read || o.scrub || o.rebuild || o.resync;
+  const bool whole_stripe = o.purpose != stripe_purpose::read;
   bool data_lost = false;
   for (unsigned s : lost) data_lost |= s < n && (whole_stripe || touches(o, s));
   // A scrub reads every strip and rewrites what it could not read, parity
   // included, so it rebuilds whatever it lost.
-  if (data_lost || ((o.scrub || o.rebuild || o.resync) && !lost.empty())) {
+  if (data_lost || (background(o) && !lost.empty())) {
     if (!o.wide) {
       // A read that lost a strip only now (a member's read error) read
       // less than a rebuild needs: read every survivor's touched rows.
@@ -558,72 +570,49 @@ void raid6_group::after_reads(stripe_op& o) {
       return;
     }
     (void)codec_.rebuild(pointers, lost, row_bytes);
+    if (o.purpose == stripe_purpose::read && needs_resync(o.stripe) &&
+        !rebuilt_verified(lost, pointers, row_bytes)) {
+      // The resync has not reached this stripe, so a crash may have torn
+      // it, and the other parity does not vouch for what this one rebuilt:
+      // returned or written back, it could be neither the old data nor the
+      // new. Nothing is returned or written; the resync deals with the
+      // stripe (docs/raid-write-hole.md).
+      finish(o, errc::media_error);
+      return;
+    }
   }
 
-  if (o.resync) {
-    // Lost data came from parity that a crash may have left torn. With one
-    // strip lost the other parity vouches for it; with two nothing can.
-    unsigned lost_data = 0;
-    for (unsigned s : lost) lost_data += s < n ? 1 : 0;
-    if (lost_data > 0 && (lost.size() > 1 || codec_.check(pointers, row_bytes).verdict !=
-                                                   pq_check_result::kind::consistent)) {
-      ++resync_.progress.unverifiable;
-    }
-    (void)codec_.encode(pointers, row_bytes);  // P and Q from the data
-    o.pending = 1;
-    for (unsigned s = 0; s < n + 2; ++s) {
-      if (failed_[layout_.member_of(o.stripe, s)] || (s < n && !o.repair[s]) ||
-          (s >= n && o.lost[s] && !o.repair[s])) {
-        continue;
+  switch (o.purpose) {
+    case stripe_purpose::resync:
+      resync_stripe(o, lost, row_bytes);
+      return;
+    case stripe_purpose::rebuild:
+      write_rebuilt_strip(o);
+      return;
+    case stripe_purpose::scrub:
+      scrub_stripe(o, lost, row_bytes);
+      return;
+    case stripe_purpose::read:
+      for (unsigned s = 0; s < n; ++s) {
+        if (!touches(o, s)) continue;
+        const auto [a, b] = rows_of(o, s);
+        device::copy_to_buffers(outer.buffers,
+                                o.caller_offset_bytes + (s * layout_.strip_blocks + a - o.begin) * block_size,
+                                strip_data(o, s, a), (b - a) * block_size);
       }
-      issue(o, s, op::write, 0, layout_.strip_blocks);
-    }
-    if (--o.pending == 0) finish(o, {});
-    return;
-  }
-  if (o.rebuild) {
-    // The new member's strip, rebuilt above, and anything unreadable.
-    o.pending = 1;
-    for (unsigned s = 0; s < n + 2; ++s) {
-      const unsigned member = layout_.member_of(o.stripe, s);
-      const bool is_new = member == rebuild_.member;
-      if (failed_[member] || (!is_new && !o.repair[s])) continue;
-      issue(o, s, op::write, 0, layout_.strip_blocks);
-    }
-    if (--o.pending == 0) finish(o, {});
-    return;
-  }
-  if (o.scrub && lost.empty()) {
-    check_and_repair(o, pointers, row_bytes);
-    return;
-  }
-  if (outer.operation == op::read) {
-    if (o.scrub) {
-      ++scrub_.report.stripes_repaired;  // unreadable strips: rebuilt and written back below
-    }
-    for (unsigned s = 0; s < n && !o.scrub; ++s) {
-      if (!touches(o, s)) continue;
-      const auto [a, b] = rows_of(o, s);
-      device::copy_to_buffers(outer.buffers,
-                              o.caller_offset_bytes + (s * layout_.strip_blocks + a - o.begin) * block_size,
-                              strip_data(o, s, a), (b - a) * block_size);
-    }
-    // Write what the members could not read back to them; the caller's
-    // data is ready, but the stripe stays locked until the repair is done.
-    o.pending = 1;
-    for (unsigned s = 0; s < n + 2; ++s) {
-      if (!o.repair[s] || failed_[layout_.member_of(o.stripe, s)]) continue;
-      repaired_blocks_ += last - first;
-      issue(o, s, op::write, first, last);
-    }
-    if (--o.pending == 0) finish(o, {});
-    return;
+      // The caller's data is ready, but the stripe stays locked until the
+      // repair is done.
+      write_back_repairs(o, first, last);
+      return;
+    case stripe_purpose::write:
+    case stripe_purpose::discard:
+      break;
   }
   // A reconstruct-write: the new data over the old, then parity over the rows.
   for (unsigned s = 0; s < n; ++s) {
     if (!touches(o, s)) continue;
     const auto [a, b] = rows_of(o, s);
-    if (o.zeros) {
+    if (zeros(o)) {
       std::memset(strip_data(o, s, a), 0, (b - a) * block_size);
     } else {
       device::copy_from_buffers(outer.buffers,
@@ -635,212 +624,8 @@ void raid6_group::after_reads(stripe_op& o) {
   start_writes(o);
 }
 
-void raid6_group::check_and_repair(stripe_op& o, std::span<std::byte* const> strips,
-                                   std::uint64_t row_bytes) {
-  const pq_check_result check = codec_.check(strips, row_bytes);
-  switch (check.verdict) {
-    case pq_check_result::kind::consistent:
-      finish(o, {});
-      return;
-    case pq_check_result::kind::several_wrong:
-      ++scrub_.report.stripes_unrecoverable;  // no single strip explains it: leave it
-      finish(o, {});
-      return;
-    case pq_check_result::kind::one_strip_wrong:
-      break;
-  }
-  ++scrub_.report.stripes_repaired;
-  const unsigned wrong[] = {check.strip};
-  (void)codec_.rebuild(strips, wrong, row_bytes);
-  o.pending = 1;
-  issue(o, check.strip, op::write, 0, layout_.strip_blocks);
-  if (--o.pending == 0) finish(o, {});
-}
-
-void raid6_group::scrub(std::function<void(const scrub_report&)> done) {
-  if (scrub_.running || failed_members() > 0 || rebuild_.member != rebuild_state::none ||
-      resync_.running) {
-    scrub_report refused;
-    refused.error = make_error_code(scrub_.running ? errc::invalid_argument : errc::not_supported);
-    boost::asio::post(executor(), [done = std::move(done), refused] { done(refused); });
-    return;
-  }
-  scrub_.done = std::move(done);
-  scrub_.report = {};
-  scrub_.next_stripe = 0;
-  scrub_.running = true;
-  scrub_.cancel = false;
-  scrub_next();
-}
-
-void raid6_group::scrub_next() {
-  const bool degraded = failed_members() > 0;
-  if (scrub_.next_stripe == layout_.stripes || degraded || scrub_.cancel) {
-    // A member failed mid-scrub: without every member there is nothing to
-    // check against, so stop and say so.
-    if (degraded && !scrub_.report.error) scrub_.report.error = errc::not_supported;
-    if (scrub_.cancel && !scrub_.report.error) scrub_.report.error = errc::canceled;
-    scrub_.cancel = false;
-    scrub_.running = false;
-    auto done = std::move(scrub_.done);
-    done(scrub_.report);
-    return;
-  }
-  request& r = scrub_.req;
-  r = request{};
-  r.operation = op::read;
-  r.priority = device::io_class::background;
-  r.lba = scrub_.next_stripe * layout_.stripe_data_blocks();
-  r.block_count = layout_.stripe_data_blocks();
-  r.context = this;
-  r.on_complete = &raid6_group::on_scrub_stripe;
-  start_request(r);  // internal: no caller buffers; the op checks instead of copying
-}
-
-void raid6_group::on_scrub_stripe(request& r) noexcept {
-  raid6_group& g = *static_cast<raid6_group*>(r.context);
-  if (r.result) {
-    g.scrub_.report.error = r.result;
-    g.scrub_.next_stripe = g.layout_.stripes;  // stop
-  } else {
-    ++g.scrub_.report.stripes_checked;
-    ++g.scrub_.next_stripe;
-  }
-  g.scrub_next();
-}
-
 bool raid6_group::unusable(unsigned member, std::uint64_t stripe) const noexcept {
   return failed_[member] || (member == rebuild_.member && !rebuild_.rebuilt[stripe]);
-}
-
-std::optional<error> raid6_group::replace_member(unsigned member, block_device* spare,
-                                                 std::function<void(std::error_code)> done) {
-  if (member >= members_.size()) {
-    return make_error(errc::invalid_argument, "no member " + std::to_string(member));
-  }
-  if (!failed_[member]) {
-    return make_error(errc::invalid_argument,
-                      "member " + std::to_string(member) + " is working: fail it before replacing it");
-  }
-  if (group_failed()) {
-    return make_error(errc::device_failed, std::to_string(failed_members()) +
-                                               " members have failed: too few are left to rebuild from");
-  }
-  if (rebuild_.member != rebuild_state::none) {
-    return make_error(errc::busy, "member " + std::to_string(rebuild_.member) + " is being rebuilt already");
-  }
-  if (scrub_.running) {
-    return make_error(errc::busy, "a scrub is running; replace the member after it");
-  }
-  if (resync_.running) {
-    return make_error(errc::busy, "the resync after an unclean shutdown is running; replace the member after it");
-  }
-  std::vector<block_device*> check = members_;
-  check[member] = spare;
-  if (auto problem = check_members(check, 4, pq_codec::max_data_strips + 2, "RAID-6")) {
-    return make_error(errc::invalid_argument, "the spare does not fit: " + problem->message);
-  }
-  members_[member] = spare;
-  failed_[member] = false;
-  rebuild_.member = member;
-  rebuild_.rebuilt.assign(layout_.stripes, false);
-  rebuild_.rebuilt_count = 0;
-  rebuild_.next_stripe = 0;
-  rebuild_.error = {};
-  rebuild_.reqs.assign(rebuild_in_flight_max_, request{});
-  rebuild_.idle.clear();
-  for (request& r : rebuild_.reqs) rebuild_.idle.push_back(&r);
-  rebuild_.done = std::move(done);
-  rebuild_.started = clock_ != nullptr ? clock_->now() : device::time_point{};
-  if (clock_ != nullptr && !rebuild_.pacing) {
-    rebuild_.pacing = clock_->make_timer(executor(), [this] { rebuild_next(); });
-  }
-  // Start from the loop: the caller gets its answer first.
-  boost::asio::post(executor(), [this] { rebuild_next(); });
-  return std::nullopt;
-}
-
-void raid6_group::cancel_rebuild() {
-  if (rebuild_.member == rebuild_state::none || rebuild_.error) return;
-  rebuild_.error = make_error_code(errc::canceled);
-  boost::asio::post(executor(), [this] { rebuild_next(); });  // ends it if nothing is in flight
-}
-
-rebuild_progress raid6_group::rebuild_status() const {
-  rebuild_progress p;
-  if (rebuild_.member == rebuild_state::none) return p;
-  const std::uint64_t strip_bytes = layout_.strip_blocks * geometry_.logical_block_size_bytes;
-  p.running = true;
-  p.bytes_done = rebuild_.rebuilt_count * strip_bytes;
-  p.bytes_total = layout_.stripes * strip_bytes;
-  if (clock_ != nullptr && p.bytes_done > 0) {
-    const device::duration elapsed = clock_->now() - rebuild_.started;
-    p.eta = device::duration(static_cast<std::int64_t>(
-        static_cast<double>(elapsed.count()) * static_cast<double>(p.bytes_total - p.bytes_done) /
-        static_cast<double>(p.bytes_done)));
-  }
-  return p;
-}
-
-// Starts stripes while there is room in flight and the rate allows; ends
-// the rebuild when every stripe is in and nothing is in flight.
-void raid6_group::rebuild_next() {
-  if (rebuild_.member == rebuild_state::none) return;  // ended; a late pacing tick
-  const bool stopping = rebuild_.error || failed_[rebuild_.member];
-  const bool all_started = rebuild_.next_stripe == layout_.stripes;
-  if (stopping || all_started) {
-    if (rebuild_.idle.size() == rebuild_.reqs.size()) {
-      end_rebuild(rebuild_.error ? rebuild_.error
-                                 : failed_[rebuild_.member] ? make_error_code(errc::device_failed)
-                                                            : std::error_code{});
-    }
-    return;
-  }
-  const std::uint64_t strip_bytes = layout_.strip_blocks * geometry_.logical_block_size_bytes;
-  while (!rebuild_.idle.empty() && rebuild_.next_stripe < layout_.stripes) {
-    if (clock_ != nullptr && rebuild_mb_per_s_ > 0) {
-      // Not ahead of the ceiling: the next stripe starts when the stripes
-      // started so far would have taken at that rate.
-      const auto allowed = rebuild_.started + device::duration(static_cast<std::int64_t>(
-                                                  static_cast<double>(rebuild_.next_stripe * strip_bytes) *
-                                                  1e3 / rebuild_mb_per_s_));
-      if (clock_->now() < allowed) {
-        rebuild_.pacing->arm(allowed);
-        return;
-      }
-    }
-    request& r = *rebuild_.idle.back();
-    rebuild_.idle.pop_back();
-    r = request{};
-    r.operation = op::read;
-    r.priority = device::io_class::background;
-    r.lba = rebuild_.next_stripe++ * layout_.stripe_data_blocks();
-    r.block_count = layout_.stripe_data_blocks();
-    r.context = this;
-    r.on_complete = &raid6_group::on_rebuild_stripe;
-    start_request(r);  // internal: reads the survivors, writes the new member's strip
-  }
-}
-
-void raid6_group::on_rebuild_stripe(request& r) noexcept {
-  raid6_group& g = *static_cast<raid6_group*>(r.context);
-  if (r.result && !g.rebuild_.error) g.rebuild_.error = r.result;
-  g.rebuild_.idle.push_back(&r);
-  g.rebuild_next();  // finish() has marked the stripe rebuilt
-}
-
-void raid6_group::end_rebuild(std::error_code result) {
-  const unsigned member = rebuild_.member;
-  rebuild_.member = rebuild_state::none;
-  rebuild_.rebuilt.clear();
-  if (rebuild_.pacing) rebuild_.pacing->cancel();
-  log_.report_after_record(std::move(rebuild_.done), result);
-  if (result) {
-    failed_[member] = false;                   // so that set_failed records it
-    set_failed(member, member_failure::rebuild);  // only partly rebuilt: not to be trusted
-  } else {
-    log_.changed();  // a full member now: its superblock says so
-  }
 }
 
 superblock raid6_group::describe(unsigned member) const {
@@ -860,7 +645,6 @@ superblock raid6_group::describe(unsigned member) const {
   }
   return sb;
 }
-
 
 void raid6_group::assemble(std::vector<block_device*> devices, const raid6_options& options,
                            std::function<void(assembled)> done) {
@@ -916,29 +700,6 @@ raid6_group::assembled raid6_group::from_plan(assembly_plan plan, const raid6_op
   return group;
 }
 
-// Reads every current member's bitmap: a region set on any of them was
-// being written when the group stopped, and is resynced.
-void raid6_group::read_intents(std::function<void()> then) {
-  intent_.load([this, then = std::move(then)](std::vector<std::uint64_t> marked) {
-    resync_.regions.assign(intent_.regions(), false);
-    resync_.progress = {};
-    for (std::uint64_t r : marked) {
-      resync_.regions[r] = true;
-      intent_.begin(r);  // held marked until the region is resynced
-      const std::uint64_t first = r * intent_region_stripes_;
-      resync_.progress.stripes_total += std::min(layout_.stripes, first + intent_region_stripes_) - first;
-    }
-    resync_.next_stripe = 0;
-    resync_.done_below = 0;
-    resync_.running = !marked.empty();
-    resync_.progress.running = resync_.running;
-    // Every member gets the union, so that no single one must survive
-    // for the resync to be remembered.
-    if (resync_.running) intent_.write_now([] {});
-    then();
-  });
-}
-
 void raid6_group::format(std::function<void(std::optional<error>)> done) {
   if (!intent_.enabled()) {
     boost::asio::post(executor(), [done = std::move(done)] {
@@ -976,55 +737,28 @@ bool raid6_group::await_intent(stripe_op& o) {
 }
 
 void raid6_group::mark_clean(std::function<void(std::error_code)> done) {
+  pause_resync();
   intent_.mark_clean(*this, std::move(done));
 }
 
-bool raid6_group::needs_resync(std::uint64_t stripe) const noexcept {
-  // Not next_stripe: a stripe whose resync is queued behind a write on its
-  // lock is not resynced yet.
-  return resync_.running && resync_.regions[stripe / intent_region_stripes_] &&
-         stripe >= resync_.done_below;
+bool raid6_group::rebuilt_verified(std::span<const unsigned> lost, std::span<std::byte* const> strips,
+                                   std::uint64_t row_bytes) {
+  const unsigned n = layout_.data_strips();
+  unsigned lost_data = 0;
+  for (unsigned s : lost) lost_data += s < n ? 1 : 0;
+  if (lost_data == 0) return true;  // the data is as read
+  // With one strip lost the other parity vouches for it; with two nothing can.
+  return lost.size() == 1 && codec_.check(strips, row_bytes).verdict == pq_check_result::kind::consistent;
 }
 
-resync_progress raid6_group::resync_status() const { return resync_.progress; }
-
-// One stripe at a time through the marked regions, at background priority.
-void raid6_group::resync_next() {
-  const std::uint64_t per_region = intent_region_stripes_;
-  std::uint64_t& next = resync_.next_stripe;
-  while (next < layout_.stripes && !resync_.regions[next / per_region]) {
-    next = (next / per_region + 1) * per_region;
+void raid6_group::write_back_repairs(stripe_op& o, std::uint64_t first, std::uint64_t last) {
+  o.pending = 1;
+  for (unsigned s = 0; s < layout_.data_strips() + 2; ++s) {
+    if (!o.repair[s] || failed_[layout_.member_of(o.stripe, s)]) continue;
+    repaired_blocks_ += last - first;
+    issue(o, s, op::write, first, last);
   }
-  if (next >= layout_.stripes || group_failed()) {
-    resync_.running = false;
-    resync_.progress.running = false;
-    // The bits go once a flush covers the rewritten parity.
-    mark_clean([](std::error_code) {});
-    return;
-  }
-  request& r = resync_.req;
-  r = request{};
-  r.operation = op::read;
-  r.priority = device::io_class::background;
-  r.lba = next * layout_.stripe_data_blocks();
-  r.block_count = layout_.stripe_data_blocks();
-  r.context = this;
-  r.on_complete = &raid6_group::on_resync_stripe;
-  ++next;
-  start_request(r);  // internal: reads every strip, writes P and Q
-}
-
-void raid6_group::on_resync_stripe(request& r) noexcept {
-  raid6_group& g = *static_cast<raid6_group*>(r.context);
-  const std::uint64_t stripe = r.lba / g.layout_.stripe_data_blocks();
-  ++g.resync_.progress.stripes_done;
-  g.resync_.done_below = stripe + 1;
-  if ((stripe + 1) % g.intent_region_stripes_ == 0 || stripe + 1 == g.layout_.stripes) {
-    const std::uint64_t region = stripe / g.intent_region_stripes_;
-    g.resync_.regions[region] = false;
-    g.intent_.end(region);  // resynced: the next flushes may clear it
-  }
-  g.resync_next();
+  if (--o.pending == 0) finish(o, {});
 }
 
 void raid6_group::read_modify_write(stripe_op& o) {
@@ -1038,9 +772,9 @@ void raid6_group::read_modify_write(stripe_op& o) {
     const std::uint64_t offset = o.caller_offset_bytes + (s * layout_.strip_blocks + a - o.begin) * block_size;
     const std::uint64_t bytes = (b - a) * block_size;
     // old XOR new, folded into P and Q; then the new data, to be written.
-    if (!o.zeros) device::xor_from_buffers(outer.buffers, offset, data, bytes);
+    if (!zeros(o)) device::xor_from_buffers(outer.buffers, offset, data, bytes);
     (void)codec_.update(s, data, strip_data(o, n, a), strip_data(o, n + 1, a), bytes);
-    if (o.zeros) {
+    if (zeros(o)) {
       std::memset(data, 0, bytes);
     } else {
       device::copy_from_buffers(outer.buffers, offset, data, bytes);
@@ -1084,7 +818,7 @@ void raid6_group::finish(stripe_op& o, std::error_code result) {
   if (result && !p.result) p.result = result;
   // The new member holds this stripe now: say so before the lock passes on,
   // so the next writer of the stripe writes the new member too.
-  if (o.rebuild && !result && !failed_[rebuild_.member] && !rebuild_.rebuilt[o.stripe]) {
+  if (o.purpose == stripe_purpose::rebuild && !result && !failed_[rebuild_.member] && !rebuild_.rebuilt[o.stripe]) {
     rebuild_.rebuilt[o.stripe] = true;
     ++rebuild_.rebuilt_count;
   }

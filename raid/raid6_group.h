@@ -44,7 +44,9 @@
 // and it has been idle for a flush interval. After a crash, assembly
 // resyncs the regions whose bits are set (P and Q recomputed from the
 // data) in the background; writes to a region not yet resynced recompute
-// parity rather than update it.
+// parity rather than update it, and reads there that must rebuild lost
+// data check it against the second parity first (media_error if they
+// cannot). A clean shutdown pauses the resync; the next assembly resumes it.
 //
 // Not yet (the rest of the RAID engine's issue): automatic spare
 // assignment, and a journal for the degraded write hole (see the doc).
@@ -104,6 +106,10 @@ struct raid6_options {
   unsigned member_read_error_limit = 20;
   // Told of every member the group fails out, from the loop.
   member_event_fn on_member_event;
+  // Told, from the loop, when the resync after an unclean shutdown ends
+  // or a clean shutdown pauses it: what it found, unverifiable stripes
+  // included (docs/raid-write-hole.md).
+  std::function<void(const resync_progress&)> on_resync_stopped;
   // Member bytes one bit of the write-intent bitmap covers: rounded to
   // whole stripes, and doubled until the bitmap fits the reserved area.
   // Larger: fewer bitmap writes, longer resyncs.
@@ -152,11 +158,15 @@ class raid6_group final : public device::block_device, public member_replacement
   // answers: the device may still write into the group's buffers.
   bool idle() const noexcept {
     return !log_.updating() && rebuild_.member == rebuild_state::none && !scrub_.running &&
-           abandoned_ios_ == 0 && !resync_.running && !intent_.writing() && !intent_.cleaning();
+           abandoned_ios_ == 0 && !(resync_.running && !resync_.paused) && !resync_.stripe_in_flight &&
+           !intent_.writing() && !intent_.cleaning();
   }
   // A clean shutdown: flushes every member and clears every bit of the
   // write-intent bitmap not held by a write in flight, so the next assembly
-  // has nothing to resync. `done` gets the flush's outcome.
+  // has nothing to resync. `done` gets the flush's outcome. A resync still
+  // running pauses after the stripe it has in flight (the group is idle()
+  // then, whatever is left): the regions it has not finished stay marked,
+  // on disk too, and the next assembly resyncs them.
   void mark_clean(std::function<void(std::error_code)> done);
   // The resync an assembly started after an unclean shutdown.
   resync_progress resync_status() const;
@@ -211,6 +221,17 @@ class raid6_group final : public device::block_device, public member_replacement
   std::uint64_t repaired_blocks() const noexcept { return repaired_blocks_; }
 
  private:
+  // What a stripe operation is for. The three background purposes read
+  // the whole stripe, parity included, and are run from
+  // raid6_background.cc; their internal requests carry no caller buffers.
+  enum class stripe_purpose : std::uint8_t {
+    read,     // a caller's read
+    write,    // a caller's write
+    discard,  // a caller's discard: a write of zeros
+    scrub,    // check P and Q against the data; repair a single wrong strip
+    rebuild,  // write the new member's strip, rebuilt from the others
+    resync,   // after a crash: P and Q recomputed from the data
+  };
   struct stripe_op;
   struct member_io {
     stripe_op* op = nullptr;
@@ -233,10 +254,7 @@ class raid6_group final : public device::block_device, public member_replacement
     std::uint64_t begin = 0;  // stripe-data blocks [begin, end) this op covers
     std::uint64_t end = 0;
     std::uint64_t caller_offset_bytes = 0;  // where the op's data sits in the caller's buffers
-    bool zeros = false;                     // a discard: write zeros
-    bool scrub = false;                     // a scrub's check of the whole stripe
-    bool rebuild = false;                   // a rebuild of the new member's strip
-    bool resync = false;                    // a resync: parity recomputed from the data
+    stripe_purpose purpose = stripe_purpose::read;
     bool intent = false;                    // counted as a write in its bitmap region
     bool rmw = false;             // read-modify-write: old data, P and Q only
     bool reconstructing = false;  // reading the touched rows of the surviving strips
@@ -269,6 +287,13 @@ class raid6_group final : public device::block_device, public member_replacement
   bool needs_resync(std::uint64_t stripe) const noexcept;
   void set_intent_geometry(std::uint64_t offset_blocks, std::uint64_t region_stripes);
   void resync_next();
+  void pause_resync();
+  // The resync ended or paused: on_resync_stopped, once.
+  void report_resync();
+  // Whether data strips rebuilt from parity can be trusted: one strip
+  // was lost, and the parity not used to rebuild it agrees.
+  bool rebuilt_verified(std::span<const unsigned> lost, std::span<std::byte* const> strips,
+                        std::uint64_t row_bytes);
   static void on_resync_stripe(device::request& r) noexcept;
   void read_intents(std::function<void()> then);
   // Assembly's second half: the group the superblocks describe.
@@ -290,6 +315,20 @@ class raid6_group final : public device::block_device, public member_replacement
   std::pair<std::uint64_t, std::uint64_t> rows_of(const stripe_op& op, unsigned data_strip) const noexcept;
   void note_member_error(unsigned member, const device::block_device* device, device::op operation,
                          std::error_code ec);
+  stripe_purpose purpose_of(const device::request& req) const noexcept;
+  static bool background(const stripe_op& op) noexcept {
+    return op.purpose == stripe_purpose::scrub || op.purpose == stripe_purpose::rebuild ||
+           op.purpose == stripe_purpose::resync;
+  }
+  static bool zeros(const stripe_op& op) noexcept { return op.purpose == stripe_purpose::discard; }
+  // Rewrites rows [first, last) of the strips a working member could not
+  // read (rebuilt from the others), then finishes the op.
+  void write_back_repairs(stripe_op& op, std::uint64_t first, std::uint64_t last);
+  // The background purposes' last step, once every strip is read and the
+  // lost ones rebuilt (raid6_background.cc).
+  void scrub_stripe(stripe_op& op, std::span<const unsigned> lost, std::uint64_t row_bytes);
+  void write_rebuilt_strip(stripe_op& op);
+  void resync_stripe(stripe_op& op, std::span<const unsigned> lost, std::uint64_t row_bytes);
   void check_and_repair(stripe_op& op, std::span<std::byte* const> strips, std::uint64_t row_bytes);
   void scrub_next();
   static void on_scrub_stripe(device::request& r) noexcept;
@@ -378,12 +417,16 @@ class raid6_group final : public device::block_device, public member_replacement
     device::request req;
     std::uint64_t next_stripe = 0;  // the next to start
     std::uint64_t done_below = 0;   // every marked stripe below this is resynced
-    bool running = false;
+    bool running = false;           // marked regions are left to resync
+    bool paused = false;            // by mark_clean: no stripe starts any more
+    bool stripe_in_flight = false;
+    bool reported = false;          // on_resync_stopped told
     resync_progress progress;
   };
   resync_state resync_;
   device::clock* clock_ = nullptr;
   double rebuild_mb_per_s_ = 0;
+  std::function<void(const resync_progress&)> on_resync_stopped_;
   // Superblocks: membership, recorded (after the watchdog, which it uses).
   membership_log log_;
   std::vector<std::unique_ptr<device::block_device>> absent_;  // stand-ins for missing members

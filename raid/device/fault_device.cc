@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <boost/asio/post.hpp>
+#include <algorithm>
 #include <cassert>
 #include <cstring>
 
@@ -62,6 +63,11 @@ void fault_device::submit(request& req) noexcept {
     reordered_.push(clock_.now() + duration(hold), s);
     return;
   }
+  if (shuffle_ && req.operation != op::flush) {
+    if (shuffling_.empty()) boost::asio::post(executor(), [this] { start_shuffled(); });
+    shuffling_.push_back(&req);
+    return;
+  }
   start(req);
 }
 
@@ -81,6 +87,22 @@ void fault_device::release_reordered(slot& s) {
     return;
   }
   start(req);
+}
+
+void fault_device::start_shuffled() {
+  std::vector<request*> batch;
+  batch.swap(shuffling_);
+  std::shuffle(batch.begin(), batch.end(), random_);
+  for (request* req : batch) {
+    if (failed_ || !powered()) {
+      ++counters_.requests_failed_device_gone;
+      answers_.complete_later(*req, errc::device_failed);
+    } else if (hung_) {
+      held_.push_back(*req);
+    } else {
+      start(*req);
+    }
+  }
 }
 
 void fault_device::start(request& req) {

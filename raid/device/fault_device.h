@@ -19,6 +19,11 @@
 //                        held: a flush covers only writes completed before it.
 //   hang()/resume()      the device stops answering: requests are held, not
 //                        lost, until resume() (or fail())
+//   set_shuffle()        reads, writes and discards submitted in one turn of
+//                        the loop reach the backing device -- so land and
+//                        complete -- in a seeded random order, as a drive's
+//                        queue reorders them (flushes keep their place: they
+//                        cover only writes completed before them)
 //   power_cut()          with volatile_write_cache: the power goes; each
 //                        block written since the last completed flush is
 //                        lost (drop) or, at random, kept or lost (tear: a
@@ -88,6 +93,7 @@ class fault_device final : public block_device {
   void set_reorder(duration max_hold, double probability);
   void hang();
   void resume();
+  void set_shuffle(bool on) noexcept { shuffle_ = on; }
 
   // Cuts the power (see above). `settled` is called, on the executor, once
   // in-flight backing I/O has finished and what survives is on the backing
@@ -150,6 +156,7 @@ class fault_device final : public block_device {
   void end_destage();
   void backing_done();
   void fail_waiting();  // held and queued requests complete with device_failed
+  void start_shuffled();  // the requests held for shuffling, in a random order
   void apply_power_cut();
 
   block_device& backing_;
@@ -174,6 +181,8 @@ class fault_device final : public block_device {
   deadline_queue<slot> reordered_;  // held back before start()
   completion_queue answers_;
   request_list held_;  // while hung
+  bool shuffle_ = false;
+  std::vector<request*> shuffling_;  // submitted this turn, to start in a random order
   std::uint64_t backing_in_flight_ = 0;
 
   // volatile_write_cache

@@ -27,7 +27,7 @@ std::vector<device::block_device*> drives(const shelf& s, std::size_t from, std:
 
 // Virtual time over real files: no member watchdog, which would fire
 // before a file's I/O completes.
-group_options opts(test_loop& loop) { return {&loop.clock, {}, {}}; }
+group_options opts(test_loop& loop) { return {&loop.clock, {}, {}, {}}; }
 
 std::unique_ptr<disk_group> wait(test_loop& loop, std::function<void(group_done)> start) {
   std::optional<std::expected<std::unique_ptr<disk_group>, error>> got;

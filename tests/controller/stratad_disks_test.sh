@@ -4,7 +4,8 @@
 # a simulated disk added and made a hot spare, a member failed by command
 # and rebuilt onto the spare with no other command, a second failure
 # carried and a third refused, a rebuild cut short by SIGTERM that starts
-# again by itself, scrubs started and cancelled, every refusal with its
+# again by itself, scrubs started and cancelled, a SIGTERM during the
+# resync after a kill -9 that stops promptly, every refusal with its
 # status, and the pattern written first read back at each step.
 #   stratad_disks_test.sh PATH/TO/stratad PATH/TO/strata
 set -uo pipefail
@@ -178,9 +179,26 @@ check "a pattern written to p2's volume reads back" quiet qemu-io -f raw -c 'wri
 check "it lies on g6, p2's group" bash -c "'$cli' --api $api heat list pools/p2/volumes/w | grep -q 'CAPACITY *groups/g6'"
 check "strata pool stats p2: 8 MiB used of its capacity tier" bash -c "'$cli' --api $api pool stats p2 | grep -q '^pools/p2 .* 8.0 MiB / '"
 
-# kill -9: the same disks, groups and data come back.
+# kill -9 in the middle of a long write (past the pattern's blocks), so
+# that regions are marked in the write-intent bitmap: the next start
+# resyncs them. A SIGTERM soon after pauses that resync, promptly.
+qemu-io -f raw -c 'write -P 0x77 600M 256M' "$url" >/dev/null 2>&1 &
+writer=$!
+sleep 1.5
 kill -9 "$pid"; wait "$pid" 2>/dev/null
+kill "$writer" 2>/dev/null; wait "$writer" 2>/dev/null  # qemu-io would retry the connection forever
 pid=
+start resync
+began=$(date +%s%N)
+kill -TERM "$pid"; wait "$pid"
+status=$?
+took_ms=$((($(date +%s%N) - began) / 1000000))
+check "SIGTERM right after an unclean stop's restart: exit 0" test $status -eq 0
+check "... within 5 s (took $took_ms ms)" test $took_ms -lt 5000
+check "... the log says the resync paused, to resume at the next start" \
+  grep -q "resync after an unclean shutdown paused by the stop" "$state/resync.out" "$state/resync.err"
+pid=
+# The same disks, groups and data come back.
 start third
 check "after kill -9: hdd-10 is still g1's member 2, hdd-02 still a SPARE, g1 OPTIMAL" bash -c \
   "'$cli' --api $api disk show hdd-10 | grep -q 'ONLINE *groups/g1#2' && [[ \$('$cli' --api $api disk show hdd-02 | awk 'NR == 2 { print \$6 }') == SPARE ]] && [[ \$('$cli' --api $api group show g1 | awk 'NR == 2 { print \$3 }') == OPTIMAL ]]"

@@ -321,4 +321,40 @@ TEST_CASE("raid1: a write only the half-rebuilt spare took is not a success", "[
   CHECK(*done);  // the rebuild cannot finish without a source
 }
 
+TEST_CASE("raid1: a clean shutdown pauses the resync promptly; the next assembly finishes it",
+          "[raid][raid1][crash]") {
+  shelf s(2, test_seed());
+  s.create_and_format(group_options());
+  // Every region written and flushed; every bit still set at the crash.
+  write_blocks(s.loop, *s.group, 0, pattern(data_blocks * block_size, 3));
+  flush(s.loop, *s.group);
+  REQUIRE(s.group->intent_regions_set() == 8);
+  s.group.reset();  // a crash
+  // Member 1 missed the last write to the last region: only the resync of
+  // that region makes the mirrors agree.
+  write_blocks(s.loop, *s.disks[1], reserved_blocks + data_blocks - 8, pattern(8 * block_size, 4));
+  auto g = s.assemble(s.power_up(), group_options());
+  REQUIRE(g);
+  s.group = std::move(*g);
+  for (auto& f : s.faults) f->set_delay(std::chrono::milliseconds(10), 1.0);  // slow drives
+  s.loop.run_until([&] { return s.group->resync_status().bytes_done >= 32 * block_size; });
+  const auto stop_started = s.loop.clock.now();
+  std::optional<std::error_code> clean;
+  s.group->mark_clean([&](std::error_code ec) { clean = ec; });
+  s.loop.run_until([&] { return clean.has_value() && s.group->idle(); });
+  CHECK(s.loop.clock.now() - stop_started < std::chrono::milliseconds(200));
+  CHECK_FALSE(*clean);
+  CHECK(s.group->resync_status().bytes_done < s.group->resync_status().bytes_total);
+  CHECK(s.group->intent_regions_set() > 0);
+  s.group.reset();
+
+  g = s.assemble(s.power_up(), group_options());
+  REQUIRE(g);
+  s.group = std::move(*g);
+  CHECK(s.group->resync_status().running);
+  s.loop.run_until([&] { return s.group->idle(); });
+  CHECK_FALSE(s.group->resync_status().running);
+  CHECK(s.member_data(0) == s.member_data(1));
+}
+
 }  // namespace strata::raid

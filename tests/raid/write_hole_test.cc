@@ -271,4 +271,135 @@ TEST_CASE("raid6: an unclean shutdown resyncs only the regions being written", "
   CHECK((**result)->resync_status().stripes_done == 4);
 }
 
+namespace {
+
+// Assembles the shelf's members after a restart, leaving out member
+// `missing` (none: every member there).
+std::unique_ptr<raid6_group> restart(shelf& s, const raid6_options& options, unsigned missing = ~0u) {
+  std::vector<block_device*> devices = s.power_up();
+  if (missing < devices.size()) devices.erase(devices.begin() + missing);
+  std::optional<raid6_group::assembled> result;
+  raid6_group::assemble(devices, options, [&](raid6_group::assembled r) { result = std::move(r); });
+  s.loop.run_until([&] { return result.has_value(); });
+  REQUIRE(*result);
+  return std::move(**result);
+}
+
+scrub_report scrub_all(shelf& s) {
+  std::optional<scrub_report> report;
+  s.group->scrub([&](const scrub_report& r) { report = r; });
+  s.loop.run_until([&] { return report.has_value(); });
+  return *report;
+}
+
+}  // namespace
+
+TEST_CASE("raid6: a clean shutdown pauses the resync promptly; the next assembly finishes it",
+          "[raid][raid6][crash]") {
+  shelf s(5, test_seed());
+  s.create_and_format();
+  const std::uint64_t per_stripe = s.group->layout().stripe_data_blocks();
+  // Every stripe written and flushed: durable, but every region's bit still
+  // set (written within the last flush interval) when the power goes.
+  write_blocks(s.loop, *s.group, 0, pattern(s.group->geometry().size_bytes(), 4));
+  flush(s.loop, *s.group);
+  REQUIRE(s.group->intent_regions_set() == 8);
+  const raid6_layout layout = s.group->layout();
+  s.group.reset();  // a crash
+  // The last stripe's P was torn: only its resync puts it right.
+  const unsigned p_member = layout.member_of(stripes - 1, layout.data_strips());
+  write_blocks(s.loop, *s.disks[p_member], layout.member_lba(stripes - 1, 0), pattern(strip_blocks * block_size, 5));
+
+  std::vector<resync_progress> reported;
+  raid6_options options = group_options();
+  options.on_resync_stopped = [&](const resync_progress& p) { reported.push_back(p); };
+  s.group = restart(s, options);
+  for (auto& f : s.faults) f->set_delay(std::chrono::milliseconds(10), 1.0);  // slow drives
+  s.loop.run_until([&] { return s.group->resync_status().stripes_done >= 2; });
+  // The stop: back within a few member I/Os, not after the 30 stripes left.
+  const auto stop_started = s.loop.clock.now();
+  std::optional<std::error_code> clean;
+  s.group->mark_clean([&](std::error_code ec) { clean = ec; });
+  s.loop.run_until([&] { return clean.has_value() && s.group->idle(); });
+  CHECK(s.loop.clock.now() - stop_started < std::chrono::milliseconds(200));
+  CHECK_FALSE(*clean);
+  const resync_progress paused = s.group->resync_status();
+  CHECK(paused.paused);
+  CHECK(paused.stripes_done < stripes);
+  CHECK(s.group->intent_regions_set() > 0);  // what is left stays marked, on disk too
+  REQUIRE(reported.size() == 1);
+  CHECK(reported[0].paused);
+  s.group.reset();
+
+  // The next start resyncs what the last one left, and only that.
+  reported.clear();
+  s.group = restart(s, options);
+  const resync_progress resumed = s.group->resync_status();
+  CHECK(resumed.running);
+  CHECK(resumed.stripes_total > 0);
+  CHECK(resumed.stripes_total <= stripes - paused.stripes_done + 3);  // the region it stopped in, again
+  s.loop.run_until([&] { return s.group->idle(); });
+  CHECK_FALSE(s.group->resync_status().running);
+  REQUIRE(reported.size() == 1);
+  CHECK_FALSE(reported[0].paused);
+  const scrub_report report = scrub_all(s);
+  CHECK(report.stripes_checked == stripes);
+  CHECK(report.stripes_repaired == 0);  // the torn P was resynced
+  CHECK(report.stripes_unrecoverable == 0);
+  const auto written = pattern(s.group->geometry().size_bytes(), 4);
+  CHECK(read_blocks(s.loop, *s.group, 0, per_stripe) == std::vector<std::byte>(written.begin(), written.begin() + static_cast<std::ptrdiff_t>(per_stripe * block_size)));
+}
+
+TEST_CASE("raid6: a degraded read before the resync reaches a torn stripe returns nothing unverified",
+          "[raid][raid6][crash]") {
+  shelf s(6, test_seed());  // 4 + 2
+  s.create_and_format();
+  const raid6_layout layout = s.group->layout();
+  const std::uint64_t per_stripe = layout.stripe_data_blocks();
+  const std::uint64_t strip_bytes = strip_blocks * block_size;
+  // Region 0 (stripes 0-3) written and flushed; its bit still set at the crash.
+  const auto old_data = pattern(4 * per_stripe * block_size, 6);
+  write_blocks(s.loop, *s.group, 0, old_data);
+  flush(s.loop, *s.group);
+  s.group.reset();  // a crash
+  // Stripe 3 was being rewritten: data strip 0 landed, P and Q did not.
+  constexpr std::uint64_t torn = 3;
+  write_blocks(s.loop, *s.disks[layout.member_of(torn, 0)], layout.member_lba(torn, 0), pattern(strip_bytes, 7));
+  // The restart finds the member holding data strip 1 of stripe 3 gone.
+  const unsigned missing = layout.member_of(torn, 1);
+  std::vector<resync_progress> reported;
+  raid6_options options = group_options();
+  options.on_resync_stopped = [&](const resync_progress& p) { reported.push_back(p); };
+  s.group = restart(s, options, missing);
+  REQUIRE(s.group->resync_status().running);
+  REQUIRE(s.group->resync_status().stripes_done == 0);  // stripes 2 and 3 not reached yet
+
+  auto expected = [&](std::uint64_t lba, std::uint64_t blocks) {
+    const auto from = old_data.begin() + static_cast<std::ptrdiff_t>(lba * block_size);
+    return std::vector<std::byte>(from, from + static_cast<std::ptrdiff_t>(blocks * block_size));
+  };
+  // Strip 1 of stripe 2 (not torn) and of stripe 3 (torn), both lost with
+  // the member, both in flight before the resync gets there.
+  const std::uint64_t clean_lba = 2 * per_stripe + strip_blocks;
+  const std::uint64_t torn_lba = torn * per_stripe + strip_blocks;
+  auto clean_read = io::make(op::read, clean_lba, strip_blocks, block_size);
+  auto torn_read = io::make(op::read, torn_lba, strip_blocks, block_size);
+  s.group->submit(clean_read->req);
+  s.group->submit(torn_read->req);
+  s.loop.run_until([&] { return clean_read->completions == 1 && torn_read->completions == 1; });
+  // The stripe that P and Q agree on reads as it was written.
+  REQUIRE_FALSE(clean_read->req.result);
+  CHECK(std::vector<std::byte>(clean_read->buffer.data(), clean_read->buffer.data() + strip_bytes) ==
+        expected(clean_lba, strip_blocks));
+  // The torn one: P rebuilds something that is neither the old data nor a
+  // write's; Q disagrees. The read says so instead of returning it.
+  CHECK(torn_read->req.result == make_error_code(errc::media_error));
+  // The resync counts the stripe it could not verify, and reports it.
+  s.loop.run_until([&] { return s.group->idle(); });
+  CHECK(s.group->resync_status().unverifiable == 1);
+  REQUIRE(reported.size() == 1);
+  CHECK(reported[0].unverifiable == 1);
+  CHECK(read_blocks(s.loop, *s.group, clean_lba, strip_blocks) == expected(clean_lba, strip_blocks));
+}
+
 }  // namespace strata::raid

@@ -115,7 +115,8 @@ void world::replace(std::vector<disk>& slots, raid::member_replacement& group) {
     auto r = std::make_unique<rebuild>();
     r->slots = &slots;
     r->member = m;
-    auto platters = memory_device::create(loop.context.get_executor(), slots[m].platters->geometry());
+    auto platters = memory_device::create(loop.context.get_executor(),
+                                          {block_size, slots[m].platters->geometry().block_count});
     REQUIRE(platters);
     r->spare.platters = std::move(*platters);
     power_up(r->spare);

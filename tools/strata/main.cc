@@ -181,6 +181,11 @@ std::vector<std::string> row(const v1::DiskGroup& g) {
     work = buf;
   } else if (g.scrubbing()) {
     work = "scrubbing";
+  } else if (g.resyncing()) {
+    work = "resync";
+  }
+  if (g.resync_unverifiable_stripes() > 0) {
+    work = (work == "-" ? "" : work + ", ") + std::to_string(g.resync_unverifiable_stripes()) + " stripes unverifiable";
   }
   return {g.name(), v1::GroupKind_Name(g.kind()), state_name(v1::GroupState_Name(g.state()), "GROUP_"), size(g.size_bytes()), work,
           std::to_string(g.repaired_blocks()), joined(g.members())};
