@@ -103,7 +103,7 @@ std::expected<void, error> array::build_default() {
   const array_plan& plan = options_.plan;
   log("an empty state directory: building " + options_.plan_origin + " in " + options_.state_dir.string() + " (" + std::to_string(plan.drives.size()) +
       " drives, " + std::to_string(plan.groups.size()) + " groups, " + std::to_string(plan.volumes.size()) + " volumes)");
-  auto s = shelf::open(*ring_, clock_, options_.state_dir / "shelf", plan.drives);
+  auto s = shelf::open(*ring_, clock_, options_.state_dir / "shelf", plan.drives, {.volatile_write_caches = options_.volatile_drive_caches});
   if (!s) return std::unexpected(s.error());
   shelf_ = std::move(*s);
   config_batch records;
@@ -222,7 +222,7 @@ std::expected<void, error> array::assemble() {
   std::ranges::stable_sort(slots, {}, &std::pair<std::uint32_t, drive_spec>::first);
   std::vector<drive_spec> drives;
   for (auto& [slot, d] : slots) drives.push_back(std::move(d));
-  auto s = shelf::open(*ring_, clock_, options_.state_dir / "shelf", drives);
+  auto s = shelf::open(*ring_, clock_, options_.state_dir / "shelf", drives, {.volatile_write_caches = options_.volatile_drive_caches});
   if (!s) return std::unexpected(s.error());
   shelf_ = std::move(*s);
   std::vector<device::block_device*> all;

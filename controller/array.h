@@ -83,6 +83,9 @@ struct array_options {
   // The portals SendTargets names ("host:port"); empty: the address each
   // discovery connection came in on.
   std::vector<std::string> iscsi_portals;
+  // Test and torture mode: the shelf's drives keep their unflushed writes
+  // in this process's memory (shelf_options::volatile_write_caches).
+  bool volatile_drive_caches = false;
   // Words for an administrator: what was built or found, and why not.
   std::function<void(std::string_view)> log;
   // Each event of the event log, as it is recorded.

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "raid/device/fault_device.h"
 #include "raid/device/file_device.h"
 #include "raid/device/hdd_model.h"
 #include "raid/device/ssd_model.h"
@@ -53,8 +54,8 @@ std::vector<drive_spec> default_shelf() {
 
 std::expected<std::unique_ptr<shelf>, error> shelf::open(device::io_ring& ring, device::clock& clock,
                                                          const std::filesystem::path& directory,
-                                                         const std::vector<drive_spec>& drives) {
-  std::unique_ptr<shelf> s(new shelf(ring, clock, directory));
+                                                         const std::vector<drive_spec>& drives, const shelf_options& options) {
+  std::unique_ptr<shelf> s(new shelf(ring, clock, directory, options));
   for (const drive_spec& d : drives) {
     if (auto added = s->add(d); !added) return std::unexpected(added.error());
   }
@@ -99,16 +100,25 @@ std::expected<std::size_t, error> shelf::add(const drive_spec& spec) {
   } else if (model != nullptr) {
     front = std::make_unique<device::ssd_model>(**file, clock_, device::ssd_profile::sas_12g());
   }
-  drives_.push_back(front ? front.get() : file->get());
+  device::block_device& beneath = front ? *front : **file;
+  std::unique_ptr<device::block_device> cache;
+  if (options_.volatile_write_caches) {
+    // The seed only drives faults this mode never injects (delays, reordering, tears).
+    cache = std::make_unique<device::fault_device>(beneath, clock_,
+                                                   device::fault_options{.seed = drives_.size() + 1, .volatile_write_cache = true});
+  }
+  drives_.push_back(cache ? cache.get() : &beneath);
   specs_.push_back(std::move(d));
   files_.push_back(std::move(*file));
   models_.push_back(std::move(front));
+  caches_.push_back(std::move(cache));
   return drives_.size() - 1;
 }
 
 shelf::~shelf() {
   drives_.clear();
-  models_.clear();  // the models before the files they sit on
+  caches_.clear();  // each layer before the one it sits on
+  models_.clear();
   files_.clear();
 }
 

@@ -74,6 +74,17 @@ const timing_model_info& default_timing_model(drive_kind kind);
 // with its lines (about 500 MiB of memory for a whole 1.92 TB drive).
 std::vector<drive_spec> default_shelf();
 
+struct shelf_options {
+  // A test and torture mode (stratad --volatile-drive-caches): every drive
+  // behind a device::fault_device with a volatile write cache, which holds
+  // each write in this process's memory until a flush puts it on the
+  // drive. A kill -9 of the process then loses exactly what a power cut
+  // would lose on drives with volatile caches: every write not yet
+  // flushed. Without it a write reaches the file (the page cache) at once,
+  // and a kill -9 loses nothing, which would hide a missing flush.
+  bool volatile_write_caches = false;
+};
+
 class shelf {
  public:
   // Opens every drive: the simulated ones under `directory` (created if
@@ -82,7 +93,8 @@ class shelf {
   // model of the other kind, a missing or too small device).
   static std::expected<std::unique_ptr<shelf>, error> open(device::io_ring& ring, device::clock& clock,
                                                            const std::filesystem::path& directory,
-                                                           const std::vector<drive_spec>& drives);
+                                                           const std::vector<drive_spec>& drives,
+                                                           const shelf_options& options = {});
   // Opens one more drive (a slot filled while the array runs), as open()
   // opens each; it becomes drive size() - 1. Blocks like open(): call it
   // where a blocking call is allowed (not a busy loop).
@@ -96,19 +108,21 @@ class shelf {
   // its size in bytes, and its timing model's name (empty: none).
   const drive_spec& spec(std::size_t i) const noexcept { return specs_[i]; }
   // The drive as the layers above see it: the model over the file, or the
-  // file itself.
+  // file itself (with volatile_write_caches, behind its cache).
   device::block_device& drive(std::size_t i) const noexcept { return *drives_[i]; }
 
  private:
-  shelf(device::io_ring& ring, device::clock& clock, std::filesystem::path directory)
-      : ring_(ring), clock_(clock), directory_(std::move(directory)) {}
+  shelf(device::io_ring& ring, device::clock& clock, std::filesystem::path directory, const shelf_options& options)
+      : ring_(ring), clock_(clock), directory_(std::move(directory)), options_(options) {}
   device::io_ring& ring_;
   device::clock& clock_;
   std::filesystem::path directory_;  // the simulated drives' files
+  shelf_options options_;
   std::vector<drive_spec> specs_;
   std::vector<std::unique_ptr<device::block_device>> files_;
   std::vector<std::unique_ptr<device::block_device>> models_;  // over files_; null for a drive with no model
-  std::vector<device::block_device*> drives_;                  // models_[i], or files_[i] if it has none
+  std::vector<std::unique_ptr<device::block_device>> caches_;  // over models_ or files_; null without volatile_write_caches
+  std::vector<device::block_device*> drives_;                  // caches_[i], models_[i] or files_[i]: the topmost
 };
 
 }  // namespace strata::controller

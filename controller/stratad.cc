@@ -2,7 +2,7 @@
 //
 //   stratad [--config FILE] [--state-dir DIR] [--iscsi ADDR:PORT] [--portal HOST:PORT]...
 //           [--grpc ADDR:PORT] [--grpc-tls-cert FILE --grpc-tls-key FILE --grpc-token-file FILE]
-//           [--small-shelf]
+//           [--small-shelf] [--volatile-drive-caches]
 //
 // --config      a configuration file (TOML: controller/strata.example.toml,
 //               README.md): how the daemon runs ([daemon]), and what array
@@ -26,6 +26,11 @@
 // --small-shelf build the embedded default on 10 HDDs and 3 SSDs of a few
 //               GiB (sparse), with a 1 GiB volume: for tests. Not with a
 //               file that has build sections
+// --volatile-drive-caches
+//               a test and torture mode: each drive keeps the writes it has
+//               not flushed yet in stratad's memory, as a drive's volatile
+//               write cache does, so that a kill -9 loses exactly what a
+//               power cut would (tools/torture/). Never for real data
 //
 // Exit status: 0 after a clean shutdown; 1 if the array cannot start (or
 // another daemon holds the state directory); 2 for a wrong command line or
@@ -77,7 +82,7 @@ void say(const char* level, const std::string& what) {
   std::fprintf(stderr,
                "usage: stratad [--config FILE] [--state-dir DIR] [--iscsi ADDR:PORT] [--portal HOST:PORT]...\n"
                "               [--grpc ADDR:PORT] [--grpc-tls-cert FILE --grpc-tls-key FILE --grpc-token-file FILE]\n"
-               "               [--small-shelf]\n");
+               "               [--small-shelf] [--volatile-drive-caches]\n");
   std::exit(2);
 }
 
@@ -137,6 +142,7 @@ int main(int argc, char** argv) {
   std::optional<std::string> iscsi, grpc;
   std::optional<std::vector<std::string>> portals;
   bool small_shelf = false;
+  bool volatile_drive_caches = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -163,6 +169,8 @@ int main(int argc, char** argv) {
       token_file = value();
     } else if (arg == "--small-shelf") {
       small_shelf = true;
+    } else if (arg == "--volatile-drive-caches") {
+      volatile_drive_caches = true;
     } else {
       usage("unknown argument " + arg);
     }
@@ -197,6 +205,7 @@ int main(int argc, char** argv) {
   options.iscsi = {boost::asio::ip::make_address(listen->address), listen->port};
   options.iscsi_portals = settings.iscsi_portals;
   options.target_name = settings.target_name;
+  options.volatile_drive_caches = volatile_drive_caches;
   if (config.plan) {
     options.plan = std::move(*config.plan);
     options.plan_origin = "the array of " + config_path->string();
@@ -217,6 +226,7 @@ int main(int argc, char** argv) {
     }
   }
   const int lock = take_lock(options.state_dir);
+  if (volatile_drive_caches) say("warning", "--volatile-drive-caches: unflushed writes live in this process's memory (a test mode)");
   options.log = [](std::string_view what) { say("info", std::string(what)); };
   options.event = [](strata::controller::severity level, std::string_view what) {
     say(strata::controller::to_string(level), "event: " + std::string(what));

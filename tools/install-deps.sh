@@ -24,6 +24,7 @@ packages=(
   # benchmark peers and test clients
   fio
   libiscsi-bin       # iscsi-test-cu, iscsi-inq, iscsi-perf: the iSCSI target's real clients
+  libiscsi-dev       # strata-torture (tools/torture/): the crash torture's initiator, libiscsi's async API
   qemu-utils qemu-block-extra  # qemu-io/qemu-img with iscsi:// URLs: a second real initiator, and sequential writes in the benchmark
   tgt                # tgtd: the iSCSI target to beat
   python3            # protocol tests that speak raw PDUs

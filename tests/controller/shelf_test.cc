@@ -38,6 +38,34 @@ TEST_CASE("shelf: drives are sparse files behind models; reopened, they hold wha
   CHECK(read_blocks(loop, (*s)->drive(1), 7, 8) == data);
 }
 
+TEST_CASE("shelf: with volatile write caches, what was not flushed is lost with the process", "[controller]") {
+  temp_dir dir;
+  const std::vector<drive_spec> drives{{"hdd-00", drive_kind::hdd, 1ull << 30}, {"ssd-00", drive_kind::ssd, 1ull << 30}};
+  const auto flushed = pattern(4 * 4096, test_seed());
+  const auto unflushed = pattern(4 * 4096, test_seed() + 1);
+  const std::vector<std::byte> zeros(4 * 4096);
+  {
+    test_loop loop;
+    auto s = shelf::open(*loop.ring, loop.clock, dir.path() / "shelf", drives, {.volatile_write_caches = true});
+    REQUIRE(s);
+    for (std::size_t i = 0; i < 2; ++i) {
+      write_blocks(loop, (*s)->drive(i), 100, flushed);
+      flush(loop, (*s)->drive(i));
+      write_blocks(loop, (*s)->drive(i), 200, unflushed);
+      // The cache answers reads of what it holds.
+      CHECK(read_blocks(loop, (*s)->drive(i), 200, 4) == unflushed);
+    }
+    // The shelf goes without a flush, as its process would at a kill -9.
+  }
+  test_loop loop;
+  auto s = shelf::open(*loop.ring, loop.clock, dir.path() / "shelf", drives);
+  REQUIRE(s);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK(read_blocks(loop, (*s)->drive(i), 100, 4) == flushed);
+    CHECK(read_blocks(loop, (*s)->drive(i), 200, 4) == zeros);
+  }
+}
+
 TEST_CASE("shelf: a drive size that is not whole 4 KiB blocks is refused, naming the drive", "[controller]") {
   temp_dir dir;
   test_loop loop;
