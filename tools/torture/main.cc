@@ -105,12 +105,17 @@ class initiator {
       return nullptr;
     }
     const auto* capacity = static_cast<scsi_readcapacity16*>(scsi_datain_unmarshall(t));
-    const bool fits = capacity != nullptr && capacity->block_length == block_bytes && capacity->returned_lba + 1 >= area_blocks;
+    // The torture's blocks are 4 KiB; a 512e LUN (the default) has 8
+    // logical blocks in each.
+    const std::uint32_t lun_block_bytes = capacity != nullptr ? capacity->block_length : 0;
+    const bool fits = (lun_block_bytes == 512 || lun_block_bytes == block_bytes) &&
+                      (capacity->returned_lba + 1) * lun_block_bytes >= area_blocks * block_bytes;
     scsi_free_scsi_task(t);
     if (!fits) {
-      why = "LUN 0 is not 4 KiB blocks, or smaller than the torture's area";
+      why = "LUN 0 has neither 512- nor 4096-byte blocks, or is smaller than the torture's area";
       return nullptr;
     }
+    i->lun_block_bytes_ = lun_block_bytes;
     return i;
   }
   ~initiator() {
@@ -122,11 +127,13 @@ class initiator {
     scsi_task* t = nullptr;
     switch (c.what) {
       case command::kind::write:
-        t = iscsi_write16_task(ctx_, lun, c.lba, reinterpret_cast<unsigned char*>(c.data.data()), static_cast<std::uint32_t>(c.data.size()),
-                               block_bytes, 0, 0, c.fua ? 1 : 0, 0, 0, on_done, this);
+        t = iscsi_write16_task(ctx_, lun, lun_lba(c.lba), reinterpret_cast<unsigned char*>(c.data.data()),
+                               static_cast<std::uint32_t>(c.data.size()), static_cast<int>(lun_block_bytes_), 0, 0,
+                               c.fua ? 1 : 0, 0, 0, on_done, this);
         break;
       case command::kind::read:
-        t = iscsi_read16_task(ctx_, lun, c.lba, c.block_count * block_bytes, block_bytes, 0, 0, 0, 0, 0, on_done, this);
+        t = iscsi_read16_task(ctx_, lun, lun_lba(c.lba), c.block_count * block_bytes, static_cast<int>(lun_block_bytes_), 0, 0,
+                              0, 0, 0, on_done, this);
         break;
       case command::kind::flush:
         t = iscsi_synchronizecache10_task(ctx_, lun, 0, 0, 0, 0, on_done, this);
@@ -172,6 +179,9 @@ class initiator {
     scsi_free_scsi_task(t);
   }
   iscsi_context* ctx_ = nullptr;
+  std::uint32_t lun_block_bytes_ = block_bytes;  // the LUN's logical block: 512 (512e) or 4096
+  // The LUN address of torture block `block` (4 KiB).
+  std::uint64_t lun_lba(std::uint64_t block) const noexcept { return block * (block_bytes / lun_block_bytes_); }
   bool dead_ = false;
 };
 
