@@ -91,6 +91,13 @@ class fault_device final : public block_device {
   void set_delay(duration extra, double probability);
   // probability 0 turns reordering off (requests already held stay held).
   void set_reorder(duration max_hold, double probability);
+  // Requests taken and not yet answered (held back by set_reorder, late by
+  // set_delay, or at the backing device): each completes later. A caller
+  // that stopped waiting for this device (a group that failed it out)
+  // must outlive them.
+  std::size_t requests_pending() const noexcept {
+    return reordered_.size() + delayed_.size() + backing_in_flight_;
+  }
   void hang();
   void resume();
   void set_shuffle(bool on) noexcept { shuffle_ = on; }

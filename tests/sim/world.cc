@@ -208,7 +208,17 @@ void world::wind_down() {
   pool.reset();
   store.reset();
   loop.elsewhere = nullptr;
-  loop.run_until([&] { return groups_idle(); });
+  // The groups may stop waiting for a member that failed; its requests,
+  // still held back by a reordering drive, must complete (with
+  // device_failed) while the groups that sent them still exist.
+  auto drives_quiet = [&] {
+    std::vector<disk*> disks = all_disks();
+    for (auto& r : rebuilds_) disks.push_back(&r->spare);
+    for (disk& d : replaced_) disks.push_back(&d);
+    return std::none_of(disks.begin(), disks.end(),
+                        [](disk* d) { return d->drive && d->drive->requests_pending() > 0; });
+  };
+  loop.run_until([&] { return groups_idle() && drives_quiet(); });
   loop.settle();
   performance.reset();
   capacity.reset();
