@@ -49,6 +49,7 @@ volume::volume(pool& owner, const volume_record& record, const device::block_geo
       rejected_(owner.executor()) {
   // Every group's block size divides the volume's (the pool checked).
   group_blocks_per_block_ = record.block_size_bytes / owner.group(0).geometry().logical_block_size_bytes;
+  writes_in_flight_.assign(map_.size(), 0);
 }
 
 volume::~volume() { assert(idle()); }
@@ -80,6 +81,7 @@ void volume::grow(std::uint64_t block_count) {
   record_.block_count = block_count;
   geometry_.block_count = block_count;
   map_.resize((block_count + extent_blocks_ - 1) / extent_blocks_, 0);
+  writes_in_flight_.resize(map_.size(), 0);
   heat_.grow(map_.size());
 }
 
@@ -170,6 +172,7 @@ void volume::dispatch(piece& p) {
     // Counted until it completes: a move of the extent (running, or
     // starting while this is in flight) copies what it touched again then,
     // and commits only once it has drained.
+    STRATA_INVARIANT(writes_in_flight_[p.extent] < UINT16_MAX);  // far above any queue depth
     ++writes_in_flight_[p.extent];
     p.counted_write = true;
   } else if (operation == op::discard && whole_extent && moves_.contains(p.extent)) {
@@ -510,11 +513,9 @@ void volume::take_offline(std::string reason) { offline_reason_ = std::move(reas
 
 void volume::write_completed(piece& p, std::error_code result) {
   const std::uint64_t e = p.extent;
-  auto it = writes_in_flight_.find(e);
-  STRATA_INVARIANT(p.counted_write && it != writes_in_flight_.end() && it->second > 0);
+  STRATA_INVARIANT(p.counted_write && writes_in_flight_[e] > 0);
   p.counted_write = false;
-  const bool drained = --it->second == 0;
-  if (drained) writes_in_flight_.erase(it);
+  const bool drained = --writes_in_flight_[e] == 0;
   // Its data is at the old place now (all of it, or, if it failed, any
   // part): a copy that read those granules before may have missed it.
   if (auto m = moves_.find(e); m != moves_.end()) m->second->write_landed(p.first_block, p.block_count);
@@ -524,8 +525,7 @@ void volume::write_completed(piece& p, std::error_code result) {
 }
 
 unsigned volume::writes_in_flight(std::uint64_t volume_extent) const noexcept {
-  auto it = writes_in_flight_.find(volume_extent);
-  return it == writes_in_flight_.end() ? 0 : it->second;
+  return writes_in_flight_[volume_extent];
 }
 
 void volume::hold_requests(std::uint64_t volume_extent) {
