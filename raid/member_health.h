@@ -43,6 +43,9 @@ constexpr std::string_view to_string(member_failure f) noexcept {
 struct member_health {
   std::uint64_t read_errors = 0;  // reads the member failed (each repaired from the others)
   std::uint64_t timeouts = 0;     // I/Os it left unanswered past the timeout
+  // Writes and flushes its backing store had no room for (a file-backed
+  // drive on a full filesystem): the member stays, the I/O fails.
+  std::uint64_t no_space_errors = 0;
   member_failure failure = member_failure::none;
 };
 

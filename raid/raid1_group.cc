@@ -167,6 +167,7 @@ void raid1_group::submit(request& req) noexcept {
   o.abandoned = 0;
   o.finished = false;
   o.last_error = {};
+  o.out_of_space = false;
   o.range_lba = req.lba;
   o.range_blocks = req.block_count;
   o.range_buffers = req.buffers;
@@ -218,11 +219,43 @@ bool raid1_group::unsynced(std::uint64_t lba, std::uint64_t blocks) const noexce
   return false;
 }
 
+bool raid1_group::torn(std::uint64_t lba, std::uint64_t blocks) const noexcept {
+  if (torn_regions_ == 0) return false;
+  for (std::uint64_t r = lba / intent_region_blocks_; r <= (lba + blocks - 1) / intent_region_blocks_; ++r) {
+    if (torn_[r]) return true;
+  }
+  return false;
+}
+
+unsigned raid1_group::divergent_reader() const noexcept {
+  if (sync_.running && !sync_.rebuild && sync_.source < members_.size() && !failed_[sync_.source]) {
+    return sync_.source;
+  }
+  for (unsigned m = 0; m < members_.size(); ++m) {
+    if (!failed_[m] && !(sync_.running && sync_.rebuild && m == sync_.target)) return m;
+  }
+  return 0;
+}
+
 bool raid1_group::may_read(unsigned member, std::uint64_t lba, std::uint64_t blocks) const noexcept {
   if (sync_.running && sync_.rebuild && member == sync_.target) return lba + blocks <= sync_.next_lba;
-  // Not yet resynced: the members may disagree, so one of them answers.
+  // Not yet resynced, or torn: the members may disagree, so one of them answers.
   if (member != sync_.source && unsynced(lba, blocks)) return false;
+  if (torn(lba, blocks) && member != divergent_reader()) return false;
   return true;
+}
+
+void raid1_group::tear(std::uint64_t lba, std::uint64_t blocks) {
+  if (!intent_.enabled() || members_.size() < 2) return;  // one copy cannot diverge
+  if (torn_.empty()) torn_.assign(intent_.regions(), false);
+  for (std::uint64_t r = lba / intent_region_blocks_; r <= (lba + blocks - 1) / intent_region_blocks_; ++r) {
+    if (torn_[r]) continue;
+    torn_[r] = true;
+    ++torn_regions_;
+    // Never ended: mark_clean leaves it set, for the next assembly's resync
+    // (on disk already: the write waited for it).
+    if (log_.formatted()) intent_.begin(r);
+  }
 }
 
 void raid1_group::read_range(mirror_op& o) {
@@ -301,7 +334,9 @@ void raid1_group::on_repair_done(request& r) noexcept {
   raid1_group& g = *o.group;
   const auto member = static_cast<unsigned>(&r - o.reqs.data());
   --g.in_flight_[member];
-  if (r.result) {
+  if (r.result == errc::no_space) {
+    ++g.health_[member].no_space_errors;  // the bad copy stays bad; the next read tries again
+  } else if (r.result) {
     g.set_failed(member, member_failure::write_error);  // cannot even rewrite: done for
   } else {
     g.repaired_blocks_ += r.block_count;
@@ -501,8 +536,12 @@ void raid1_group::fan_out_done(mirror_op& o, unsigned member, std::error_code re
   } else {
     o.last_error = result;
     // A member that cannot write or flush no longer holds what the group
-    // holds. A discard it cannot do changes nothing.
-    if (members_[member] == o.watches[member].device) {
+    // holds. A discard it cannot do changes nothing. A full backing store
+    // is not the disk's fault: the member stays, and the I/O fails.
+    if (result == errc::no_space) {
+      o.out_of_space = true;
+      if (members_[member] == o.watches[member].device) ++health_[member].no_space_errors;
+    } else if (members_[member] == o.watches[member].device) {
       if (result == errc::device_failed) {
         set_failed(member, member_failure::device_failed);
       } else if (operation == op::flush) {
@@ -515,6 +554,12 @@ void raid1_group::fan_out_done(mirror_op& o, unsigned member, std::error_code re
   if (--o.pending > 0) return;
   std::error_code outcome;
   if (o.succeeded == 0) outcome = o.last_error ? o.last_error : make_error_code(errc::device_failed);
+  if (o.out_of_space && outcome != errc::device_failed) {
+    // Some members may hold the new data and some the old: not a write
+    // the group took (and a flush that did not cover every member).
+    outcome = errc::no_space;
+    if (operation != op::flush) tear(o.outer->lba, o.outer->block_count);
+  }
   if (!outcome && operation == op::flush) intent_.flush_done(o.flush_epoch, o.eager);
   finish(o, outcome);
 }
@@ -739,7 +784,19 @@ void raid1_group::on_sync_read(request& r) noexcept {
 
 void raid1_group::on_sync_written(request& r) noexcept {
   raid1_group& g = *static_cast<raid1_group*>(r.context);
-  if (r.result) g.set_failed(static_cast<unsigned>(&r - g.sync_.writes.data()), member_failure::write_error);
+  const auto member = static_cast<unsigned>(&r - g.sync_.writes.data());
+  if (r.result == errc::no_space) {
+    // Not the disk's fault: it stays. A rebuild cannot finish without the
+    // copy; a resync leaves the chunk's region torn, for the next assembly.
+    ++g.health_[member].no_space_errors;
+    if (g.sync_.rebuild) {
+      if (!g.sync_.error) g.sync_.error = r.result;
+    } else {
+      g.tear(g.sync_.next_lba, g.sync_.chunk_end - g.sync_.next_lba);
+    }
+  } else if (r.result) {
+    g.set_failed(member, member_failure::write_error);
+  }
   if (--g.sync_.pending == 0) g.chunk_done();
 }
 

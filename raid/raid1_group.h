@@ -35,6 +35,13 @@
 // everywhere. A write never overlaps the chunk being copied: it waits for
 // the copy, and the copy waits for the writes already in flight over it.
 //
+// A member whose backing store is full (no_space: a file-backed drive on a
+// full filesystem) is not failed: nothing is wrong with the disk. The
+// write fails with no_space, even if another member took it, and the
+// regions it touched are torn (the members may differ there): reads of
+// them go to one member only, and their bitmap bits stay set until the
+// next assembly resyncs them.
+//
 // Members that fail a write or flush, keep failing reads
 // (options.member_read_error_limit), or leave a write or flush unanswered
 // past options.member_timeout are failed out; health() and
@@ -117,6 +124,8 @@ class raid1_group final : public device::block_device, public member_replacement
   const member_health& health(unsigned member) const noexcept { return health_[member]; }
   std::uint64_t reads_served(unsigned member) const noexcept { return reads_served_[member]; }
   std::uint64_t repaired_blocks() const noexcept { return repaired_blocks_; }
+  // Bitmap regions torn by writes a full backing store refused.
+  std::uint64_t torn_regions() const noexcept { return torn_regions_; }
   std::uint64_t events() const noexcept { return log_.events(); }
 
   // Puts `spare` in the place of failed member `member` and copies the
@@ -152,6 +161,7 @@ class raid1_group final : public device::block_device, public member_replacement
     unsigned abandoned = 0;             // member I/Os timed out, not yet answered
     bool finished = false;              // done, but held for its abandoned I/Os
     std::error_code last_error;
+    bool out_of_space = false;  // a member's backing store refused a write, discard or flush
     // Reads: the range being read now -- the whole request, or one block of
     // it in the block-by-block retry -- and who has tried it.
     std::uint64_t range_lba = 0;  // of the group
@@ -241,6 +251,12 @@ class raid1_group final : public device::block_device, public member_replacement
   void end_sync(std::error_code result);
   bool overlaps_chunk(const mirror_op& o) const noexcept;
   bool unsynced(std::uint64_t lba, std::uint64_t blocks) const noexcept;
+  // A write of these group blocks reached some members only, for want of
+  // space: their regions stay marked until the next assembly resyncs them.
+  void tear(std::uint64_t lba, std::uint64_t blocks);
+  bool torn(std::uint64_t lba, std::uint64_t blocks) const noexcept;
+  // The one member that answers reads of regions whose members may differ.
+  unsigned divergent_reader() const noexcept;
 
   std::vector<device::block_device*> members_;
   std::uint64_t data_offset_blocks_;
@@ -284,6 +300,8 @@ class raid1_group final : public device::block_device, public member_replacement
   std::uint64_t abandoned_ios_ = 0;
   bool deferring_acks_ = false;
   sync_state sync_;
+  std::vector<bool> torn_;  // per bitmap region: torn by a full backing store
+  std::uint64_t torn_regions_ = 0;
   write_intent intent_;
   std::uint64_t intent_region_blocks_ = 0;
   membership_log log_;

@@ -81,8 +81,10 @@ void raid6_group::check_and_repair(stripe_op& o, std::span<std::byte* const> str
 }
 
 void raid6_group::scrub(std::function<void(const scrub_report&)> done) {
+  // A torn stripe's parity disagrees with its data for a known reason: a
+  // scrub would take it for corruption and could "repair" a data strip.
   if (scrub_.running || failed_members() > 0 || rebuild_.member != rebuild_state::none ||
-      resync_.running) {
+      resync_.running || torn_regions_ > 0) {
     scrub_report refused;
     refused.error = make_error_code(scrub_.running ? errc::invalid_argument : errc::not_supported);
     boost::asio::post(executor(), [done = std::move(done), refused] { done(refused); });
@@ -316,10 +318,27 @@ void raid6_group::read_intents(std::function<void()> then) {
 }
 
 bool raid6_group::needs_resync(std::uint64_t stripe) const noexcept {
+  const std::uint64_t region = stripe / intent_region_stripes_;
+  if (torn_regions_ > 0 && torn_[region]) return true;
   // Not next_stripe: a stripe whose resync is queued behind a write on its
   // lock is not resynced yet.
-  return resync_.running && resync_.regions[stripe / intent_region_stripes_] &&
-         stripe >= resync_.done_below;
+  return resync_.running && resync_.regions[region] && stripe >= resync_.done_below;
+}
+
+// A torn stripe's parity may disagree with its data, as after a crash, and
+// the same repair applies: a resync. Not now -- its writes would meet the
+// same full store -- but at the next assembly, from the region's bit, held
+// set (on disk already: the write waited for it) until then.
+void raid6_group::tear(std::uint64_t stripe) {
+  if (!intent_.enabled()) return;  // no regions: nothing to mark
+  const std::uint64_t region = stripe / intent_region_stripes_;
+  if (torn_.empty()) torn_.assign(intent_.regions(), false);
+  if (torn_[region]) return;
+  torn_[region] = true;
+  ++torn_regions_;
+  // Never ended: mark_clean leaves it set. (An unformatted group has no
+  // bitmap on disk: it remembers the tear until it is destroyed only.)
+  if (log_.formatted()) intent_.begin(region);
 }
 
 resync_progress raid6_group::resync_status() const { return resync_.progress; }

@@ -225,7 +225,12 @@ void raid6_group::expire_member_flush(watched_io& w) {
 
 void raid6_group::member_flush_done(member_flush& mf, std::error_code result) {
   flush_op& f = *mf.flush;
-  if (result && members_[mf.member] == mf.watch.device) {
+  if (result == errc::no_space) {
+    // Its cache could not be written out for want of room on the backing
+    // store: the disk is sound, the flush is not done.
+    if (members_[mf.member] == mf.watch.device) ++health_[mf.member].no_space_errors;
+    f.result = result;
+  } else if (result && members_[mf.member] == mf.watch.device) {
     // The member may have lost what it acknowledged: it cannot be trusted.
     set_failed(mf.member, member_failure::flush_error);
   }
@@ -233,13 +238,14 @@ void raid6_group::member_flush_done(member_flush& mf, std::error_code result) {
   request& outer = *f.outer;
   const std::uint64_t epoch = f.epoch;
   const bool eager = f.eager;
+  const std::error_code outcome = group_failed() ? make_error_code(errc::device_failed) : f.result;
   if (f.abandoned > 0) {
     f.finished = true;
   } else {
     flushes_.release(f);
   }
-  if (!group_failed()) intent_.flush_done(epoch, eager);
-  acknowledge(outer, group_failed() ? make_error_code(errc::device_failed) : std::error_code{});
+  if (!outcome) intent_.flush_done(epoch, eager);
+  acknowledge(outer, outcome);
 }
 
 void raid6_group::start_request(request& req) {
@@ -266,6 +272,7 @@ void raid6_group::start_request(request& req) {
     o.abandoned = 0;
     o.finished = false;
     o.intent = false;
+    o.out_of_space = false;
     if (o.strips.size() != (layout_.data_strips() + 2) * strip_bytes) {
       o.strips = device::aligned_buffer((layout_.data_strips() + 2) * strip_bytes);
     }
@@ -459,8 +466,11 @@ void raid6_group::note_member_error(unsigned member, const block_device* device,
   if (members_[member] != device) return;
   // A member that is gone, or cannot write, leaves the group (one that
   // timed out has left already). A read error costs only this operation a
-  // strip, which it reconstructs -- until the member has had too many.
-  if (ec == errc::device_failed) {
+  // strip, which it reconstructs -- until the member has had too many. A
+  // full backing store is not the disk's fault: the member stays.
+  if (ec == errc::no_space) {
+    ++health_[member].no_space_errors;
+  } else if (ec == errc::device_failed) {
     set_failed(member, member_failure::device_failed);
   } else if (operation == op::write) {
     set_failed(member, member_failure::write_error);
@@ -500,7 +510,12 @@ void raid6_group::member_io_done(member_io& io, std::error_code result) {
   stripe_op& o = *io.op;
   raid6_group& g = *this;
   const op operation = io.req.operation;
-  if (result) {
+  if (result == errc::no_space && operation != op::read) {
+    // The strip is as it was (or partly written): the member still serves
+    // the stripe, which is torn now.
+    g.note_member_error(io.member, io.device, operation, result);
+    o.out_of_space = true;
+  } else if (result) {
     g.note_member_error(io.member, io.device, operation, result);
     for (unsigned s = 0; s < g.layout_.data_strips() + 2; ++s) {
       if (g.layout_.member_of(o.stripe, s) != io.member) continue;
@@ -518,7 +533,19 @@ void raid6_group::member_io_done(member_io& io, std::error_code result) {
     for (unsigned s = 0; s < g.layout_.data_strips() + 2; ++s) {
       unusable += g.unusable(g.layout_.member_of(o.stripe, s), o.stripe) ? 1 : 0;
     }
-    g.finish(o, unusable > 2 ? make_error_code(errc::device_failed) : std::error_code{});
+    if (unusable > 2) {
+      g.finish(o, errc::device_failed);
+    } else if (o.out_of_space && o.purpose != stripe_purpose::read && o.purpose != stripe_purpose::scrub) {
+      // A caller's write or a resync changed the stripe on some members
+      // only. (A read's or scrub's repair that could not land left a strip
+      // as it was, still unreadable or wrong: the read's data is good, and
+      // the next read or scrub tries again. A rebuild's strip is missing:
+      // the rebuild fails.)
+      if (o.purpose != stripe_purpose::rebuild) g.tear(o.stripe);
+      g.finish(o, errc::no_space);
+    } else {
+      g.finish(o, {});
+    }
   }
 }
 

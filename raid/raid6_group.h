@@ -22,6 +22,15 @@
 // write at all, is failed out of the group. A third failure fails the
 // group: every request then gets device_failed, never wrong data.
 //
+// A member whose backing store is full (no_space: a file-backed drive on a
+// full filesystem) is not failed: nothing is wrong with the disk, and
+// failing members one by one would lose the group. The write fails with
+// no_space and the stripes it touched are torn (some strips new, some
+// old): their write-intent region stays marked, on disk, until the next
+// assembly resyncs it, and until then it is treated as one the resync has
+// not reached (writes recompute parity, rebuilt reads are checked against
+// Q, scrubs are refused). A flush that fails so fails with no_space.
+//
 // A member that leaves an I/O unanswered past options.member_timeout, or
 // fails more reads than options.member_read_error_limit, is failed out
 // too; health() keeps its counters and the reason, and on_member_event
@@ -219,6 +228,9 @@ class raid6_group final : public device::block_device, public member_replacement
   // Blocks that members could not read, rebuilt from the others and
   // written back (a drive remaps a sector when it is rewritten).
   std::uint64_t repaired_blocks() const noexcept { return repaired_blocks_; }
+  // Bitmap regions torn by writes a full backing store refused: resynced
+  // at the next assembly.
+  std::uint64_t torn_regions() const noexcept { return torn_regions_; }
 
  private:
   // What a stripe operation is for. The three background purposes read
@@ -259,6 +271,7 @@ class raid6_group final : public device::block_device, public member_replacement
     bool rmw = false;             // read-modify-write: old data, P and Q only
     bool reconstructing = false;  // reading the touched rows of the surviving strips
     bool wide = false;            // ... parity included: enough to rebuild lost data
+    bool out_of_space = false;    // a member's backing store refused a write
     unsigned pending = 0;
     unsigned abandoned = 0;     // member I/Os timed out whose devices have not answered yet
     bool finished = false;      // done, but held for its abandoned I/Os
@@ -285,6 +298,9 @@ class raid6_group final : public device::block_device, public member_replacement
   // be on disk (it is queued and run again then).
   bool await_intent(stripe_op& op);
   bool needs_resync(std::uint64_t stripe) const noexcept;
+  // A write to `stripe` landed on some members only, for want of space:
+  // its region stays marked until the next assembly resyncs it.
+  void tear(std::uint64_t stripe);
   void set_intent_geometry(std::uint64_t offset_blocks, std::uint64_t region_stripes);
   void resync_next();
   void pause_resync();
@@ -428,6 +444,8 @@ class raid6_group final : public device::block_device, public member_replacement
     resync_progress progress;
   };
   resync_state resync_;
+  std::vector<bool> torn_;  // per bitmap region: torn by a full backing store (see tear())
+  std::uint64_t torn_regions_ = 0;
   device::clock* clock_ = nullptr;
   double rebuild_mb_per_s_ = 0;
   std::function<void(const resync_progress&)> on_resync_stopped_;

@@ -48,6 +48,15 @@ class block_range_set {
     return it != ranges_.end() && it->first < lba + count;
   }
 
+  // Whether every block of [lba, lba + count) is in the set.
+  bool covers(std::uint64_t lba, std::uint64_t count) const {
+    if (count == 0) return true;
+    auto it = ranges_.upper_bound(lba);
+    if (it == ranges_.begin()) return false;
+    --it;  // the range starting at or before lba; ranges never touch, so one must hold it all
+    return it->second >= lba + count;
+  }
+
   bool empty() const noexcept { return ranges_.empty(); }
   void clear() noexcept { ranges_.clear(); }
   std::uint64_t block_count() const noexcept {

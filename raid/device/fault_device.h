@@ -8,6 +8,12 @@
 //   add_latent_error()   reads touching these blocks fail with media_error
 //                        until the blocks are written again
 //   fail_writes()        writes touching these blocks fail with media_error
+//   set_full()           the backing store is full, as a sparse file on a
+//                        full filesystem: a write that touches a block
+//                        never written through this device (or discarded
+//                        since: a punched hole) fails with no_space until
+//                        set_full(false); overwrites, reads, discards and
+//                        flushes go on
 //   set_delay()          slow I/O: a seeded fraction of requests completes
 //                        `extra` later
 //   set_reorder()        command queueing: a seeded fraction of reads,
@@ -65,6 +71,7 @@ enum class power_loss { drop, tear };
 struct fault_counters {
   std::uint64_t read_errors_injected = 0;
   std::uint64_t write_errors_injected = 0;
+  std::uint64_t writes_refused_full = 0;  // set_full
   std::uint64_t requests_failed_device_gone = 0;
   std::uint64_t requests_delayed = 0;
   std::uint64_t requests_reordered = 0;  // held back by set_reorder
@@ -87,6 +94,7 @@ class fault_device final : public block_device {
   std::uint64_t latent_error_blocks() const { return latent_errors_.block_count(); }
   void fail_writes(std::uint64_t lba, std::uint64_t block_count);
   void clear_write_failures();
+  void set_full(bool full) noexcept { full_ = full; }
   // probability 0 turns delays off.
   void set_delay(duration extra, double probability);
   // probability 0 turns reordering off (requests already held stay held).
@@ -175,9 +183,11 @@ class fault_device final : public block_device {
   bool failed_ = false;
   bool hung_ = false;
   bool power_off_ = false;
+  bool full_ = false;
   std::uint64_t power_cuts_ = 0;
   block_range_set latent_errors_;
   block_range_set failing_writes_;
+  block_range_set allocated_;  // written through this device: set_full lets them be overwritten
   duration delay_{};
   double delay_probability_ = 0;
   duration reorder_hold_max_{};
