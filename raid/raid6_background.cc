@@ -318,11 +318,10 @@ void raid6_group::read_intents(std::function<void()> then) {
 }
 
 bool raid6_group::needs_resync(std::uint64_t stripe) const noexcept {
-  const std::uint64_t region = stripe / intent_region_stripes_;
-  if (torn_regions_ > 0 && torn_[region]) return true;
+  if (torn_regions_ > 0 && torn_[stripe / intent_region_stripes_]) return true;
   // Not next_stripe: a stripe whose resync is queued behind a write on its
   // lock is not resynced yet.
-  return resync_.running && resync_.regions[region] && stripe >= resync_.done_below;
+  return resync_.running && resync_.regions[stripe / intent_region_stripes_] && stripe >= resync_.done_below;
 }
 
 // A torn stripe's parity may disagree with its data, as after a crash, and
