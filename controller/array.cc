@@ -295,6 +295,13 @@ std::expected<array::served_pool, error> array::load_pool(const v1::Pool& record
   }
   tiering::pool_options options;
   options.clock = const_cast<device::real_clock*>(&clock_);  // the pool reads it; the array's, as every layer's
+  options.on_writes_stopped = [this, pool_name = record.name()](const std::string& why) {
+    if (why.empty()) {
+      events_->record(severity::warning, pool_name, "writes go on again (retried after a full backing store)");
+    } else {
+      events_->record(severity::critical, pool_name, "writes stopped: " + why);
+    }
+  };
   if (!record.read_cache_group().empty()) {
     disk_group* cache = group_named(record.read_cache_group());
     if (cache == nullptr) return std::unexpected(make_error(errc::not_found, record.name() + ": its read cache group is not in the config"));
@@ -554,6 +561,7 @@ std::expected<void, error> array::pool_statistics(const std::string& name, v1::P
   out.set_capacity_bytes(pool.capacity_extents(tiering::tier::capacity) * extent_bytes);
   out.set_capacity_free_bytes(pool.free_extents(tiering::tier::capacity) * extent_bytes);
   out.set_committed_bytes(pool.committed_bytes());
+  out.set_writes_stopped(pool.writes_stopped());
   if (const device::block_device* cache = pool.options().read_cache_device) {
     out.set_read_cache_bytes(cache->geometry().block_count * cache->geometry().logical_block_size_bytes);
   }

@@ -117,7 +117,7 @@ void extent_move::on_copy_write(request& r) noexcept {
 }
 
 void extent_move::group_error(std::uint16_t group, std::error_code ec) {
-  if (ec == errc::device_failed) vol_.pool_group_failed(group);
+  vol_.note_group_result(group, ec);
   copy_failed_ = true;
   copying_ = 0;
 }
@@ -132,7 +132,7 @@ void extent_move::commit() {
   req_.context = this;
   req_.on_complete = [](request& r) noexcept {
     extent_move& m = *static_cast<extent_move*>(r.context);
-    if (r.result == errc::device_failed) m.vol_.pool_group_failed(m.to_.group);
+    m.vol_.note_group_result(m.to_.group, r.result);
     if (r.result) return m.end(r.result);
     m.write_mapping();
   };

@@ -31,6 +31,7 @@ pool::pool(boost::asio::any_io_executor loop, metadata_store& store, std::vector
 pool::~pool() {
   if (heat_timer_) heat_timer_->cancel();
   if (history_timer_) history_timer_->cancel();
+  if (retry_writes_timer_) retry_writes_timer_->cancel();
 }
 
 pool::opened pool::open(boost::asio::any_io_executor loop, metadata_store& store, std::vector<pool_group> groups,
@@ -576,6 +577,20 @@ std::optional<extent_location> pool::allocate_on(tier t) { return allocate_from(
 std::string pool::lost_group_status(std::uint16_t g) const {
   return group_name(g) + " (" + std::string(to_string(groups_[g].where)) +
          " tier) is lost beyond its redundancy: " + group_failures_[g];
+}
+
+void pool::stop_writes(std::uint16_t g) {
+  if (!writes_stopped_.empty()) return;
+  writes_stopped_ = "the backing store of " + std::string(tier_of(g) == tier::performance ? "performance" : "capacity") +
+                    " group " + std::to_string(g) + " is full (no space left): writes fail until space is freed";
+  if (options_.on_writes_stopped) options_.on_writes_stopped(writes_stopped_);
+  if (!retry_writes_timer_) {
+    retry_writes_timer_ = options_.clock->make_timer(loop_, [this] {
+      writes_stopped_.clear();
+      if (options_.on_writes_stopped) options_.on_writes_stopped(writes_stopped_);
+    });
+  }
+  retry_writes_timer_->arm(options_.clock->now() + options_.no_space_retry_interval);
 }
 
 void pool::group_failed(std::uint16_t g, const std::string& reason) {

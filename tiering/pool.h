@@ -66,6 +66,12 @@ struct pool_options {
   // line size must divide the extent size.
   device::block_device* read_cache_device = nullptr;
   read_cache_options read_cache;
+  // A group's backing store full (stop_writes): how long the pool refuses
+  // writes before it lets them try again (space may have been freed).
+  device::duration no_space_retry_interval = std::chrono::seconds(30);
+  // Told, from the loop, when the pool stops taking writes (the reason)
+  // and when it takes them again (empty). For the event log.
+  std::function<void(const std::string&)> on_writes_stopped;
 };
 
 struct volume_spec {
@@ -231,6 +237,19 @@ class pool {
   // The metadata store failed a write: the pool takes no more writes.
   bool metadata_failed() const noexcept { return static_cast<bool>(store_.failure()); }
 
+  // Group `g`'s backing store is full (a write or flush failed with
+  // no_space: file-backed drives on a full filesystem). Writes and
+  // discards to every volume of the pool fail with no_space from now on
+  // -- SCSI's SPACE ALLOCATION FAILED WRITE PROTECT, as a thin pool out
+  // of space answers -- and extent moves stop; reads and flushes go on,
+  // and no disk or group is given up. After
+  // options.no_space_retry_interval the pool takes writes again: if the
+  // store is still full, the next write stops it again. Calls while
+  // stopped change nothing.
+  void stop_writes(std::uint16_t g);
+  // Why the pool takes no writes now, or empty.
+  const std::string& writes_stopped() const noexcept { return writes_stopped_; }
+
  private:
   pool(boost::asio::any_io_executor loop, metadata_store& store, std::vector<pool_group> groups,
        const pool_options& options);
@@ -275,6 +294,8 @@ class pool {
   device::aligned_buffer zeros_;
   std::unique_ptr<device::timer> heat_timer_;
   std::unique_ptr<device::timer> history_timer_;
+  std::string writes_stopped_;  // stop_writes: why; empty while writes go on
+  std::unique_ptr<device::timer> retry_writes_timer_;
   std::optional<heat_history> history_;
   latency_window latency_;
   std::unique_ptr<tiering::read_cache> cache_;

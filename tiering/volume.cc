@@ -99,6 +99,10 @@ void volume::submit(request& req) noexcept {
     rejected_.complete_later(req, errc::io_error);
     return;
   }
+  if (req.operation != op::read && req.operation != op::flush && !pool_.writes_stopped().empty()) {
+    rejected_.complete_later(req, errc::no_space);  // a backing store is full
+    return;
+  }
   outer_io& o = ios_.acquire();
   o.vol = this;
   o.outer = &req;
@@ -166,6 +170,7 @@ void volume::dispatch(piece& p) {
     // memory could acknowledge a write that the next start does not see.
     return piece_done(p, errc::io_error);
   }
+  if (operation != op::read && !pool_.writes_stopped().empty()) return piece_done(p, errc::no_space);
   const std::optional<extent_location> where = location(p.extent);
   const bool whole_extent = p.first_block == 0 && p.block_count == extent_blocks_;
   if (where && (operation == op::write || (operation == op::discard && !whole_extent))) {
@@ -458,7 +463,7 @@ void volume::on_group_done(request& r) noexcept {
     p.capacity_done = true;  // the cache's copies finish the piece
     return;
   }
-  if (r.result == errc::device_failed) v.pool_.group_failed(p.group, group_gone);
+  v.note_group_result(p.group, r.result);
   if (p.cache_write) {
     p.cache_write = false;
     const auto [first, last] = v.cache_lines(p.extent, p.first_block, p.block_count);
@@ -537,7 +542,13 @@ std::uint64_t volume::group_lba(extent_location where, std::uint64_t first_block
   return (where.extent * extent_blocks_ + first_block) * group_blocks_per_block_;
 }
 
-void volume::pool_group_failed(std::uint16_t group) { pool_.group_failed(group, group_gone); }
+void volume::note_group_result(std::uint16_t group, std::error_code result) {
+  if (result == errc::device_failed) {
+    pool_.group_failed(group, group_gone);
+  } else if (result == errc::no_space) {
+    pool_.stop_writes(group);  // the group's backing store is full: not a lost group
+  }
+}
 
 void volume::move_extent(std::uint64_t volume_extent, tier to, std::function<void(std::error_code)> done) {
   auto refuse = [&](errc e) {
@@ -545,6 +556,7 @@ void volume::move_extent(std::uint64_t volume_extent, tier to, std::function<voi
   };
   const std::optional<extent_location> from = volume_extent < map_.size() ? location(volume_extent) : std::nullopt;
   if (pool_.metadata_failed()) return refuse(errc::io_error);
+  if (!pool_.writes_stopped().empty()) return refuse(errc::no_space);
   if (!online() || (from && !pool_.group_usable(from->group))) return refuse(errc::device_failed);
   if (!from || moves_.contains(volume_extent) || transitions_.contains(volume_extent) ||
       pool_.tier_of(from->group) == to) {
@@ -622,10 +634,8 @@ void volume::flush_groups(outer_io& o) {
       outer_io& fo = *static_cast<outer_io*>(r.context);
       volume& v = *fo.vol;
       std::error_code result = r.result;
-      if (result == errc::device_failed) {
-        v.pool_.group_failed(static_cast<std::uint16_t>(&r - fo.flushes.data()), group_gone);
-        if (v.online()) result = {};  // the volume had nothing there to flush
-      }
+      v.note_group_result(static_cast<std::uint16_t>(&r - fo.flushes.data()), result);
+      if (result == errc::device_failed && v.online()) result = {};  // the volume had nothing there to flush
       if (result && !fo.result) fo.result = result;
       v.op_done(fo);
     };

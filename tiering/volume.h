@@ -208,7 +208,9 @@ class volume final : public device::block_device {
   void hold_requests(std::uint64_t volume_extent);
   // The group address of `first_block` (volume blocks) of extent `where`.
   std::uint64_t group_lba(extent_location where, std::uint64_t first_block) const noexcept;
-  void pool_group_failed(std::uint16_t group);
+  // What a group's answer says of the group: device_failed, lost
+  // (pool::group_failed); no_space, its store full (pool::stop_writes).
+  void note_group_result(std::uint16_t group, std::error_code result);
   // The new mapping is durable: the volume reads and writes `to` now.
   void move_committed(std::uint64_t volume_extent, extent_location from, extent_location to);
   // The move is over (its outcome is on its way to its caller): it is

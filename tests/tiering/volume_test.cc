@@ -174,6 +174,58 @@ TEST_CASE("volume: a full pool fails the write with no_space and keeps every wri
   CHECK(read_blocks(r.loop, v, 0, 5 * extent_blocks) == data);
 }
 
+TEST_CASE("volume: a full backing store stops the pool's writes, fails no group, and writes resume once space is back",
+          "[tiering][volume][no_space]") {
+  rig r;
+  std::vector<std::string> stops;  // the events: a reason, or empty when writes resume
+  r.options.on_writes_stopped = [&](const std::string& why) { stops.push_back(why); };
+  r.restart();
+  volume& v = r.create("db", 8 * extent_blocks);
+  const auto data = pattern(extent_bytes, test_seed());
+  write_blocks(r.loop, v, 0, data);
+  const std::uint16_t g = v.location(0)->group;
+
+  // The group's store fills: a write to a new extent there (space the
+  // store never gave) fails with no_space, and the pool stops taking
+  // writes, to every extent, before they reach any disk.
+  r.faults[g]->set_full(true);
+  CHECK(r.io(v, io::make(op::write, extent_blocks + 1, 1, block_size)) == make_error_code(errc::no_space));
+  REQUIRE(stops.size() == 1);
+  CHECK(stops[0].find("full") != std::string::npos);
+  CHECK(r.p->writes_stopped() == stops[0]);
+  const auto refused = r.faults[g]->counters().writes_refused_full;
+  CHECK(r.io(v, io::make(op::write, 5 * extent_blocks, 1, block_size)) == make_error_code(errc::no_space));
+  CHECK(r.io(v, io::discard(2, 1)) == make_error_code(errc::no_space));
+  CHECK(r.faults[g]->counters().writes_refused_full == refused);
+  // Nothing is given up: reads and flushes go on, the volume stays online.
+  CHECK(r.p->group_usable(g));
+  CHECK(v.online());
+  CHECK(read_blocks(r.loop, v, 0, extent_blocks) == data);
+  flush(r.loop, v);
+  std::optional<std::error_code> moved;
+  v.move_extent(0, r.p->tier_of(g) == tier::performance ? tier::capacity : tier::performance,
+                [&](std::error_code ec) { moved = ec; });
+  r.loop.run_until([&] { return moved.has_value(); });
+  CHECK(*moved == make_error_code(errc::no_space));
+
+  // The pool tries again after the retry interval: still full, it stops again.
+  r.loop.clock.advance_by(r.options.no_space_retry_interval);
+  r.loop.settle();
+  REQUIRE(stops.size() == 2);
+  CHECK(stops[1].empty());
+  CHECK(r.io(v, io::make(op::write, extent_blocks + 1, 1, block_size)) == make_error_code(errc::no_space));
+  CHECK(stops.size() == 3);
+  // Space is freed: after the next interval, writes succeed.
+  r.faults[g]->set_full(false);
+  r.loop.clock.advance_by(r.options.no_space_retry_interval);
+  r.loop.settle();
+  CHECK(r.p->writes_stopped().empty());
+  const auto more = pattern(block_size, 5);
+  write_blocks(r.loop, v, extent_blocks + 1, more);
+  CHECK(read_blocks(r.loop, v, extent_blocks + 1, 1) == more);
+  CHECK(read_blocks(r.loop, v, 0, extent_blocks) == data);
+}
+
 TEST_CASE("volume: bad input gets a clear error", "[tiering][volume]") {
   rig r(2, 4);  // 10 extents: 640 KiB; overcommit 2x allows 1.25 MiB of volumes
   auto message = [&](const volume_spec& spec, errc code = errc::invalid_argument) {

@@ -230,7 +230,7 @@ std::vector<std::string> row(const v1::PoolStatistics& s) {
   return {s.pool(), size(s.performance_bytes() - s.performance_free_bytes()) + " / " + size(s.performance_bytes()),
           size(s.capacity_bytes() - s.capacity_free_bytes()) + " / " + size(s.capacity_bytes()), size(s.committed_bytes()),
           size(s.read_cache_bytes()), fixed(s.read_iops(), 0), fixed(s.write_iops(), 0), fixed(s.read_mb_per_second(), 1),
-          fixed(s.write_mb_per_second(), 1)};
+          fixed(s.write_mb_per_second(), 1), s.writes_stopped().empty() ? "yes" : "STOPPED: " + s.writes_stopped()};
 }
 std::vector<std::string> row(const v1::ExtentHeat& h) {
   return {std::to_string(h.extent()), size(h.offset_bytes()), fixed(h.reads(), 2), fixed(h.writes(), 2),
@@ -694,7 +694,7 @@ int main(int argc, char** argv) {
     }
     return c.show<v1::PoolStatistics>(&S::GetPoolStatistics, resource("pools/", name),
                                       {"POOL", "SSD USED", "HDD USED", "COMMITTED", "READ CACHE", "READ IOPS", "WRITE IOPS",
-                                       "READ MB/S", "WRITE MB/S"});
+                                       "READ MB/S", "WRITE MB/S", "WRITES"});
   }
   if (noun == "heat" && (verb == "top" || verb == "list")) {
     need_name();
