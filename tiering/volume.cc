@@ -46,7 +46,7 @@ volume::volume(pool& owner, const volume_record& record, const device::block_geo
       group_blocks_per_block_(0),
       map_((record.block_count + extent_blocks_ - 1) / extent_blocks_, 0),
       heat_(map_.size(), extent_blocks_, record.block_size_bytes, owner.options().heat, owner.clock()),
-      rejected_(owner.executor()) {
+      deferred_(owner.executor(), [this](const request& r) { return refusal(r.operation); }) {
   // Every group's block size divides the volume's (the pool checked).
   group_blocks_per_block_ = record.block_size_bytes / owner.group(0).geometry().logical_block_size_bytes;
   writes_in_flight_.assign(map_.size(), 0);
@@ -87,16 +87,16 @@ void volume::grow(std::uint64_t block_count) {
 
 void volume::submit(request& req) noexcept {
   if (auto ec = device::validate(geometry_, req)) {
-    rejected_.complete_later(req, ec);
+    deferred_.complete_later(req, ec);
     return;
   }
   if (!online()) {
-    rejected_.complete_later(req, errc::device_failed);
+    deferred_.complete_later(req, errc::device_failed);
     return;
   }
   if (req.operation != op::read && req.operation != op::flush && pool_.metadata_failed()) {
     // The metadata's state on disk is unknown: change nothing more.
-    rejected_.complete_later(req, errc::io_error);
+    deferred_.complete_later(req, errc::io_error);
     return;
   }
   if (req.operation != op::read && req.operation != op::flush && !pool_.writes_stopped().empty()) {
@@ -644,16 +644,20 @@ void volume::flush_groups(outer_io& o) {
   }
 }
 
-void volume::op_done(outer_io& o) {
-  if (--o.pending > 0) return;
-  request& outer = *o.outer;
-  std::error_code result = o.result;
-  if (!result && (outer.operation == op::write || outer.operation == op::discard) && pool_.metadata_failed()) {
+std::error_code volume::refusal(op operation) const noexcept {
+  if ((operation == op::write || operation == op::discard) && pool_.metadata_failed()) {
     // A synced metadata write failed while this was in flight, its outcome
     // unknown: the pool acknowledges no write from then on
     // (docs/tiering-keys.md). Its data may be on disk; an error says so.
-    result = errc::io_error;
+    return errc::io_error;
   }
+  return {};
+}
+
+void volume::op_done(outer_io& o) {
+  if (--o.pending > 0) return;
+  request& outer = *o.outer;
+  const std::error_code result = o.result;
   if (outer.operation == op::read || outer.operation == op::write) {
     const device::duration latency = pool_.clock().now() - o.started;
     pool_.note_foreground_latency(latency);
@@ -667,9 +671,11 @@ void volume::op_done(outer_io& o) {
   o.outer = nullptr;
   ios_.release(o);
   if (submitting_) {
-    rejected_.complete_later(outer, result);
+    // Answered from the loop, later: a metadata failure may become known
+    // before then, so deferred_ decides a success's answer as it delivers it.
+    deferred_.complete_later(outer, result);
   } else {
-    device::complete(outer, result);
+    device::complete(outer, result ? result : refusal(outer.operation));
   }
 }
 

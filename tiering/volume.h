@@ -197,6 +197,10 @@ class volume final : public device::block_device {
   void finish_transition(std::uint64_t volume_extent);
   void flush_groups(outer_io& o);
   void op_done(outer_io& o);
+  // What a request that succeeded is answered instead, decided when the
+  // answer is delivered (not when the request finished): io_error for a
+  // write or discard once the metadata store has failed, else nothing.
+  std::error_code refusal(device::op operation) const noexcept;
   static void on_group_done(device::request& r) noexcept;
   // A write counted in writes_in_flight_ completed: a move of its extent
   // copies what it touched again, and resumes once the last one drains.
@@ -244,7 +248,9 @@ class volume final : public device::block_device {
   device::slot_pool<outer_io> ios_;
   device::slot_pool<piece> pieces_;
   std::uint64_t in_flight_ = 0;
-  device::completion_queue rejected_;
+  // Answers that must not be given inside submit(): refusals, and requests
+  // finished there. A success is checked against refusal() on delivery.
+  device::completion_queue deferred_;
   bool submitting_ = false;  // inside submit(): completions must wait for the loop
   std::string offline_reason_;  // empty: online
 };
