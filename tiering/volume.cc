@@ -100,7 +100,7 @@ void volume::submit(request& req) noexcept {
     return;
   }
   if (req.operation != op::read && req.operation != op::flush && !pool_.writes_stopped().empty()) {
-    rejected_.complete_later(req, errc::no_space);  // a backing store is full
+    deferred_.complete_later(req, errc::no_space);  // a backing store is full
     return;
   }
   outer_io& o = ios_.acquire();
