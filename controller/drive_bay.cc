@@ -195,15 +195,15 @@ void drive_bay::resync_stopped(std::size_t group, const raid::resync_progress& p
     // The degraded write hole (docs/raid-write-hole.md): what these stripes
     // lost is as good as the parity that survived the crash.
     events_.record(severity::error, name,
-                   "resync after an unclean shutdown: " + std::to_string(p.unverifiable) +
+                   "resync: " + std::to_string(p.unverifiable) +
                        " stripes could not be verified (their lost strips were rebuilt from parity a crash may "
                        "have torn; a second parity was missing or disagreed)");
   }
   if (p.paused) {
     events_.record(severity::warning, name,
-                   "resync after an unclean shutdown paused by the stop after " + done + "; it resumes at the next start");
+                   "resync paused by the stop after " + done + "; it resumes at the next start");
   } else {
-    events_.record(severity::info, name, "resync after an unclean shutdown finished: " + done);
+    events_.record(severity::info, name, "resync of the regions marked in the write-intent bitmap finished: " + done);
   }
 }
 

@@ -90,7 +90,7 @@ TEST_CASE("drive bay: a degraded resync's unverifiable stripes reach an event an
           return m.find("1 stripes could not be verified") != std::string::npos;
         }) == 1);
   CHECK(std::ranges::count_if(messages, [](const std::string& m) {
-          return m.find("resync after an unclean shutdown finished") != std::string::npos;
+          return m.find("resync of the regions marked in the write-intent bitmap finished") != std::string::npos;
         }) == 1);
 
   bay.stop();

@@ -211,7 +211,7 @@ took_ms=$((($(date +%s%N) - began) / 1000000))
 check "SIGTERM right after an unclean stop's restart: exit 0" test $status -eq 0
 check "... within 5 s (took $took_ms ms)" test $took_ms -lt 5000
 check "... the log says the resync paused, to resume at the next start" \
-  grep -q "resync after an unclean shutdown paused by the stop" "$state/resync.out" "$state/resync.err"
+  grep -q "resync paused by the stop" "$state/resync.out" "$state/resync.err"
 pid=
 # The same disks, groups and data come back.
 start third
