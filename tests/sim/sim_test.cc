@@ -230,6 +230,24 @@ class simulation {
     } else if (roll < 71 && !w_.metadata.fs->failing()) {
       note("the metadata store's syncs start failing");
       w_.metadata.fs->fail_syncs();
+    } else if (roll < 73 && full_drive_ == nullptr) {
+      // A disk's backing store fills (a sparse file on a full filesystem),
+      // for a while: its writes to blocks it never held fail with
+      // no_space. No member may be failed for it (a failure shows as
+      // device_failed within the budget, which fails the run).
+      const std::vector<disk*> disks = w_.all_disks();
+      const std::size_t d = random_() % disks.size();
+      if (!disks[d]->dead && disks[d]->drive) {
+        full_drive_ = disks[d]->drive.get();
+        full_drive_->set_full(true);
+        full_until_step_ = steps_ + 50 + random_() % 400;
+        note("disk " + std::to_string(d) + "'s backing store is full");
+      }
+    }
+    if (full_drive_ != nullptr && steps_ >= full_until_step_) {
+      full_drive_->set_full(false);
+      full_drive_ = nullptr;
+      note("the backing store has room again");
     }
   }
 
@@ -239,6 +257,7 @@ class simulation {
     for (const disk& d : w_.capacity_disks) capacity_degraded |= d.dead;
     ++generation_;
     moves_ = 0;
+    full_drive_ = nullptr;  // the drives are new after the restart, and not full
     failure_known_before_step_ = false;
     for (client& c : clients_) c.what = client::idle;  // what was in flight is never acknowledged
     std::vector<std::unique_ptr<io>> in_flight;  // their buffers live until the old pool winds down
@@ -347,6 +366,8 @@ class simulation {
   unsigned moves_ = 0;
   std::uint64_t latent_errors_ = 0;
   std::uint64_t rebuilds_seen_ = 0;
+  device::fault_device* full_drive_ = nullptr;  // a drive whose backing store is full, until full_until_step_
+  std::uint64_t full_until_step_ = 0;
   bool hole_window_ = false;
   bool failure_known_before_step_ = false;  // the pool knew of a metadata failure when the last step began
   bool trace_steps_ = std::getenv("STRATA_SIM_TRACE_STEPS") != nullptr;  // every completion, for finding where two runs part  // the last crash hit the degraded write hole: unverifiable reads may fail

@@ -177,6 +177,7 @@ std::string world::start(bool first_time) {
   o.read_cache.line_bytes = cache_line_bytes;
   o.read_cache.persist_interval = std::chrono::milliseconds(20);  // the index is written often
   o.heat_persist_interval = std::chrono::milliseconds(50);
+  o.no_space_retry_interval = std::chrono::milliseconds(20);  // a full store stops writes for a short while
   auto p = tiering::pool::open(loop.context.get_executor(), *store,
                                {{performance.get(), tiering::tier::performance}, {capacity.get(), tiering::tier::capacity}},
                                o);
