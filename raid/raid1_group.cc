@@ -178,7 +178,7 @@ void raid1_group::submit(request& req) noexcept {
   o.flush_epoch = 0;
   o.eager = false;
   o.intent = false;
-  o.overlap_next = nullptr;
+  o.next_waiting = nullptr;
   o.overlap_woken = false;
   // A working member exists, so every path submits to one or waits: nothing completes here.
   if (req.operation == op::read) {
@@ -435,10 +435,9 @@ void raid1_group::start_write(mirror_op& o) {
 
 bool raid1_group::overlaps_waiter_before(const mirror_op& o, const mirror_op* stop) const noexcept {
   const request& r = *o.outer;
-  for (const mirror_op* w = overlap_head_; w != stop; w = w->overlap_next) {
-    if (w->outer->lba < r.lba + r.block_count && r.lba < w->outer->lba + w->outer->block_count) return true;
-  }
-  return false;
+  return overlap_waiters_.any_ahead_of(stop, [&r](const mirror_op& w) {
+    return w.outer->lba < r.lba + r.block_count && r.lba < w.outer->lba + w.outer->block_count;
+  });
 }
 
 bool raid1_group::wait_for_overlaps(mirror_op& o) {
@@ -447,9 +446,7 @@ bool raid1_group::wait_for_overlaps(mirror_op& o) {
   const bool behind_waiter = !o.overlap_woken && overlaps_waiter_before(o, nullptr);
   o.overlap_woken = false;
   if (!behind_waiter && !overlaps_write(o.outer->lba, o.outer->block_count)) return false;
-  o.overlap_next = nullptr;
-  (overlap_tail_ != nullptr ? overlap_tail_->overlap_next : overlap_head_) = &o;
-  overlap_tail_ = &o;
+  overlap_waiters_.push_back(o);
   return true;
 }
 
@@ -463,21 +460,14 @@ void raid1_group::wake_overlapping() {
   waking_ = true;
   do {
     wake_again_ = false;
-    mirror_op* prev = nullptr;
-    for (mirror_op* w = overlap_head_; w != nullptr;) {
-      mirror_op* next = w->overlap_next;
-      if (overlaps_write(w->outer->lba, w->outer->block_count) || overlaps_waiter_before(*w, w)) {
-        prev = w;
-        w = next;
-        continue;
-      }
-      (prev != nullptr ? prev->overlap_next : overlap_head_) = next;
-      if (overlap_tail_ == w) overlap_tail_ = prev;
-      w->overlap_next = nullptr;
-      w->overlap_woken = true;
-      start_write(*w);
-      w = next;
-    }
+    overlap_waiters_.admit(
+        [this](const mirror_op& w) {
+          return overlaps_write(w.outer->lba, w.outer->block_count) || overlaps_waiter_before(w, &w);
+        },
+        [this](mirror_op& w) {
+          w.overlap_woken = true;
+          start_write(w);
+        });
   } while (wake_again_);
   waking_ = false;
 }
@@ -578,7 +568,7 @@ void raid1_group::finish(mirror_op& o, std::error_code result) {
     if (sync_.chunk_locked && sync_.chunk_waiting > 0 && overlaps_chunk(o) && --sync_.chunk_waiting == 0) {
       copy_chunk();
     }
-    if (overlap_head_ != nullptr) wake_overlapping();
+    if (!overlap_waiters_.empty()) wake_overlapping();
   }
   request& outer = *o.outer;
   if (o.abandoned > 0) {

@@ -66,6 +66,7 @@
 #include "raid/device/clock.h"
 #include "raid/device/request_queue.h"
 #include "raid/device/timing.h"
+#include "raid/device/wait_queue.h"
 #include "raid/member_health.h"
 #include "raid/member_replacement.h"
 #include "raid/membership_log.h"
@@ -181,7 +182,7 @@ class raid1_group final : public device::block_device, public member_replacement
     mirror_op* write_next = nullptr;
     bool in_write_list = false;
     // Writes waiting for an overlapping write in flight, oldest first.
-    mirror_op* overlap_next = nullptr;
+    mirror_op* next_waiting = nullptr;  // in overlap_waiters_
     bool overlap_woken = false;  // let through by wake_overlapping: it goes before later waiters
   };
 
@@ -289,8 +290,7 @@ class raid1_group final : public device::block_device, public member_replacement
   bool wait_for_overlaps(mirror_op& o);
   void wake_overlapping();
   bool overlaps_waiter_before(const mirror_op& o, const mirror_op* stop) const noexcept;
-  mirror_op* overlap_head_ = nullptr;
-  mirror_op* overlap_tail_ = nullptr;
+  device::wait_queue<mirror_op> overlap_waiters_;
   bool waking_ = false;
   bool wake_again_ = false;
   device::clock* clock_;

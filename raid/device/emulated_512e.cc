@@ -101,7 +101,8 @@ void emulated_512e::release(slot& s) noexcept {
   s.pending = 0;
   free_.push_back(&s);
   // Its range is free: requests that waited for it may go (they only submit).
-  if (waiting_head_ != nullptr) admit_waiting();
+  waiting_.admit([this](const slot& w) { return blocked(w); },
+                 [this](slot& w) { run(w); });  // only submits: nothing completes, so the queue stays as it is
 }
 
 void emulated_512e::submit(request& req) noexcept {
@@ -174,17 +175,12 @@ bool emulated_512e::blocked(const slot& s) const noexcept {
   for (const auto& other : slots_) {
     if (other.get() != &s && other->running && conflict(*other)) return true;
   }
-  for (const slot* w = waiting_head_; w != nullptr && w != &s; w = w->next_waiting) {
-    if (conflict(*w)) return true;
-  }
-  return false;
+  return waiting_.any_ahead_of(&s, conflict);
 }
 
 void emulated_512e::start(slot& s) noexcept {
   if (s.locks && rmw_holders_ != 0 && blocked(s)) {
-    s.next_waiting = nullptr;
-    (waiting_tail_ != nullptr ? waiting_tail_->next_waiting : waiting_head_) = &s;
-    waiting_tail_ = &s;
+    waiting_.push_back(s);
     return;
   }
   run(s);
@@ -198,22 +194,6 @@ void emulated_512e::run(slot& s) noexcept {
                       s.outer->block_count * logical_block_bytes);
   }
   issue_transfer(s);
-}
-
-void emulated_512e::admit_waiting() noexcept {
-  slot* previous = nullptr;
-  for (slot* w = waiting_head_; w != nullptr;) {
-    slot* next = w->next_waiting;
-    if (blocked(*w)) {
-      previous = w;
-    } else {
-      (previous != nullptr ? previous->next_waiting : waiting_head_) = next;
-      if (waiting_tail_ == w) waiting_tail_ = previous;
-      w->next_waiting = nullptr;
-      run(*w);  // only submits: nothing completes, so the list stays as it is
-    }
-    w = next;
-  }
 }
 
 // ---------------------------------------------------------------------------

@@ -48,6 +48,7 @@
 #include "raid/device/aligned_buffer.h"
 #include "raid/device/block_device.h"
 #include "raid/device/request_queue.h"
+#include "raid/device/wait_queue.h"
 
 namespace strata::device {
 
@@ -86,7 +87,6 @@ class emulated_512e final : public block_device {
   void start(slot& s) noexcept;  // through the range lock
   void run(slot& s) noexcept;
   bool blocked(const slot& s) const noexcept;
-  void admit_waiting() noexcept;
   void issue_fetch(slot& s) noexcept;
   void issue_transfer(slot& s) noexcept;
   void issue_inner(slot& s, op operation, std::uint64_t physical_lba, std::uint64_t physical_blocks,
@@ -102,8 +102,7 @@ class emulated_512e final : public block_device {
   std::vector<slot*> free_;
   // The range lock: requests that do a read-modify-write, running or waiting.
   std::size_t rmw_holders_ = 0;
-  slot* waiting_head_ = nullptr;
-  slot* waiting_tail_ = nullptr;
+  wait_queue<slot> waiting_;
   std::uint64_t read_modify_writes_ = 0;
 };
 

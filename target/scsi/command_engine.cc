@@ -64,7 +64,8 @@ void logical_unit::release(command& c) noexcept {
   free_commands_.push_back(&c);
   --in_flight_;
   // Its range is free: commands that waited for it may go.
-  if (waiting_head_ != nullptr) admit_waiting();
+  waiting_.admit([this](const command& w) { return blocked(w); },
+                 [this](command& w) { run(w); });  // only submits: nothing completes, so the queue stays as it is
 }
 
 // ---------------------------------------------------------------------------
@@ -108,9 +109,7 @@ void logical_unit::start(command& c) {
                                 ? atomic_commands_ != 0
                                 : c.lock != command::access::none && exclusive_commands_ != 0;
   if (!may_conflict || !blocked(c)) return run(c);
-  c.next_waiting = nullptr;
-  (waiting_tail_ != nullptr ? waiting_tail_->next_waiting : waiting_head_) = &c;
-  waiting_tail_ = &c;
+  waiting_.push_back(c);
 }
 
 bool logical_unit::blocked(const command& c) const noexcept {
@@ -127,26 +126,7 @@ bool logical_unit::blocked(const command& c) const noexcept {
     if (other->running && other->lock != command::access::none && conflict(*other)) return true;
   }
   // Those waiting ahead of it: all of them for a command not yet queued.
-  for (const command* w = waiting_head_; w != nullptr && w != &c; w = w->next_waiting) {
-    if (conflict(*w)) return true;
-  }
-  return false;
-}
-
-void logical_unit::admit_waiting() noexcept {
-  command* previous = nullptr;
-  for (command* w = waiting_head_; w != nullptr;) {
-    command* next = w->next_waiting;
-    if (blocked(*w)) {
-      previous = w;
-    } else {
-      (previous != nullptr ? previous->next_waiting : waiting_head_) = next;
-      if (waiting_tail_ == w) waiting_tail_ = previous;
-      w->next_waiting = nullptr;
-      run(*w);  // only submits: nothing completes, so the list stays as it is
-    }
-    w = next;
-  }
+  return waiting_.any_ahead_of(&c, conflict);
 }
 
 // ---------------------------------------------------------------------------

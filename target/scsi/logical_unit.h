@@ -79,6 +79,7 @@
 #include <vector>
 
 #include "raid/device/block_device.h"
+#include "raid/device/wait_queue.h"
 #include "target/scsi/extended_copy.h"
 #include "target/scsi/reservations.h"
 #include "target/scsi/sense.h"
@@ -351,7 +352,6 @@ class logical_unit {
   void start(command& c);
   void run(command& c);
   bool blocked(const command& c) const noexcept;
-  void admit_waiting() noexcept;
   void issue(command& c);
   void on_piece_done(device::request& req) noexcept;
   void step_done(command& c);
@@ -374,8 +374,7 @@ class logical_unit {
   std::size_t exclusive_commands_ = 0;
   // Commands waiting for their range, oldest first (linked through the
   // commands themselves: no allocation).
-  command* waiting_head_ = nullptr;
-  command* waiting_tail_ = nullptr;
+  device::wait_queue<command> waiting_;
   // WRITE ATOMIC commands running or waiting: while there are none, a
   // read starts without looking at anything else.
   std::size_t atomic_commands_ = 0;
