@@ -79,6 +79,11 @@ raid::rebuild_progress disk_group::rebuild_status() const {
   return std::visit([](const auto& g) { return g->rebuild_status(); }, group_);
 }
 
+std::uint64_t disk_group::rebuild_unverifiable() const noexcept {
+  const auto* g = std::get_if<std::unique_ptr<raid::raid6_group>>(&group_);
+  return g != nullptr ? (*g)->rebuild_unverifiable() : 0;
+}
+
 void disk_group::cancel_rebuild() {
   std::visit([](const auto& g) { g->cancel_rebuild(); }, group_);
 }

@@ -75,6 +75,9 @@ class disk_group {
   void fail_member(unsigned member);
   raid::member_replacement& replacement() noexcept;
   raid::rebuild_progress rebuild_status() const;
+  // RAID-6: stripes a rebuild wrote from torn parity it could not verify
+  // since assembly (raid6_group::rebuild_unverifiable); RAID-1: none.
+  std::uint64_t rebuild_unverifiable() const noexcept;
   void cancel_rebuild();
   std::uint64_t repaired_blocks() const noexcept;
 

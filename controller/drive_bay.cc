@@ -453,6 +453,14 @@ void drive_bay::rebuild_ended(std::size_t group, std::size_t drive, std::error_c
   if (!result) {
     operations_.finish(op, {});
     events_.record(severity::info, name, disk_name(drive) + " is rebuilt: a full member");
+    if (const std::uint64_t unverifiable = groups_[group]->rebuild_unverifiable(); unverifiable > 0) {
+      // The degraded write hole (docs/raid-write-hole.md), reached by a
+      // rebuild rather than a resync: say so, as the resync does.
+      events_.record(severity::error, name,
+                     "rebuilds since the group was assembled wrote " + std::to_string(unverifiable) +
+                         " stripes from parity that a crash or a full store had torn while the group was degraded; "
+                         "the second parity was missing or disagreed, so their rebuilt strips could not be verified");
+    }
   } else if (result == make_error_code(errc::canceled) && stopped_) {
     operations_.finish(op, std::unexpected(make_error(errc::canceled, "stopped by the shutdown; it starts again at the next start")), true);
     events_.record(severity::warning, name, "rebuild onto " + disk_name(drive) + " stopped by the shutdown; it starts again at the next start");

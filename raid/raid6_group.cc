@@ -614,6 +614,11 @@ void raid6_group::after_reads(stripe_op& o) {
       resync_stripe(o, lost, row_bytes);
       return;
     case stripe_purpose::rebuild:
+      // A torn stripe (the resync has not reached it, or a full store tore
+      // it) may have parity that disagrees with its data: what the new
+      // member gets from it is the degraded write hole's, unless the other
+      // parity vouches for it. Counted, as the resync counts its own.
+      if (needs_resync(o.stripe) && !rebuilt_verified(lost, pointers, row_bytes)) ++rebuild_unverifiable_;
       write_rebuilt_strip(o);
       return;
     case stripe_purpose::scrub:

@@ -231,6 +231,10 @@ class raid6_group final : public device::block_device, public member_replacement
   // Bitmap regions torn by writes a full backing store refused: resynced
   // at the next assembly.
   std::uint64_t torn_regions() const noexcept { return torn_regions_; }
+  // Stripes whose lost strip a rebuild wrote to a new member from torn
+  // parity that the other parity could not vouch for (the degraded write
+  // hole, docs/raid-write-hole.md), since the group was assembled.
+  std::uint64_t rebuild_unverifiable() const noexcept { return rebuild_unverifiable_; }
 
  private:
   // What a stripe operation is for. The three background purposes read
@@ -446,6 +450,7 @@ class raid6_group final : public device::block_device, public member_replacement
   resync_state resync_;
   std::vector<bool> torn_;  // per bitmap region: torn by a full backing store (see tear())
   std::uint64_t torn_regions_ = 0;
+  std::uint64_t rebuild_unverifiable_ = 0;
   device::clock* clock_ = nullptr;
   double rebuild_mb_per_s_ = 0;
   std::function<void(const resync_progress&)> on_resync_stopped_;

@@ -179,6 +179,37 @@ TEST_CASE("raid6: every member's store full: every write fails, the group stays 
   CHECK(group->failed_members() == 0);
 }
 
+TEST_CASE("raid6: a rebuild over a stripe a full store tore while degraded counts it unverifiable",
+          "[raid][raid6][no_space]") {
+  // The degraded write hole without a crash: member 0 is gone, and a
+  // write to a stripe lands on some survivors only. The lost strip can
+  // then be rebuilt only from parity that may not match the data; the
+  // rebuild cannot tell which blocks are wrong, but it must say so.
+  shelf s(7, reserved_blocks + stripes * strip_blocks);  // six members and a spare
+  std::vector<block_device*> devices = s.power_up();
+  block_device* spare = devices.back();
+  devices.pop_back();
+  auto g = raid6_group::create(devices, raid6_opts());
+  REQUIRE(g);
+  std::unique_ptr<raid6_group> group = std::move(*g);
+  s.format(*group);
+  const std::uint64_t per_stripe = group->layout().stripe_data_blocks();
+  write_blocks(s.loop, *group, 0, pattern(4 * per_stripe * block_size, 1));
+  flush(s.loop, *group);
+  group->fail_member(0);
+  s.faults[1]->set_full(true);
+  CHECK(s.write(*group, 20 * per_stripe, pattern(per_stripe * block_size, 2)) == no_space);
+  s.faults[1]->set_full(false);
+  CHECK(group->rebuild_unverifiable() == 0);
+
+  std::optional<std::error_code> rebuilt;
+  REQUIRE_FALSE(group->replace_member(0, spare, [&](std::error_code ec) { rebuilt = ec; }));
+  s.loop.run_until([&] { return rebuilt.has_value() && group->idle(); });
+  REQUIRE_FALSE(*rebuilt);
+  CHECK(group->rebuild_unverifiable() == 1);  // stripe 20; the stripes no tear touched are verified or whole
+  CHECK(read_blocks(s.loop, *group, 0, 4 * per_stripe) == pattern(4 * per_stripe * block_size, 1));
+}
+
 TEST_CASE("raid1: a full member fails the write, stays, and the torn region reads from one member until resynced",
           "[raid][raid1][no_space]") {
   shelf s(2, reserved_blocks + data_blocks);
