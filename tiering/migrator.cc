@@ -82,7 +82,7 @@ void migrator::pace() {
 void migrator::plan() {
   plan_.clear();
   planned_at_ = pool_.volume_changes();
-  if (pool_.metadata_failed() || !pool_.writes_stopped().empty()) return;  // moves write
+  if (pool_.write_refusal()) return;  // moves write
   constexpr double archive_score = -1;
   std::vector<ranked> residents;  // on the performance tier
   std::vector<ranked> outsiders;  // on the capacity tier, promotable

@@ -249,6 +249,14 @@ class pool {
   void stop_writes(std::uint16_t g);
   // Why the pool takes no writes now, or empty.
   const std::string& writes_stopped() const noexcept { return writes_stopped_; }
+  // What a write, discard or move begun now is refused with: io_error
+  // after a metadata failure, no_space while writes are stopped, or
+  // nothing.
+  std::error_code write_refusal() const noexcept {
+    if (metadata_failed()) return make_error_code(errc::io_error);
+    if (!writes_stopped_.empty()) return make_error_code(errc::no_space);
+    return {};
+  }
 
  private:
   pool(boost::asio::any_io_executor loop, metadata_store& store, std::vector<pool_group> groups,

@@ -94,14 +94,13 @@ void volume::submit(request& req) noexcept {
     deferred_.complete_later(req, errc::device_failed);
     return;
   }
-  if (req.operation != op::read && req.operation != op::flush && pool_.metadata_failed()) {
-    // The metadata's state on disk is unknown: change nothing more.
-    deferred_.complete_later(req, errc::io_error);
-    return;
-  }
-  if (req.operation != op::read && req.operation != op::flush && !pool_.writes_stopped().empty()) {
-    deferred_.complete_later(req, errc::no_space);  // a backing store is full
-    return;
+  if (req.operation != op::read && req.operation != op::flush) {
+    // The metadata's state on disk is unknown, or a backing store is full:
+    // change nothing more.
+    if (const std::error_code refused = pool_.write_refusal()) {
+      deferred_.complete_later(req, refused);
+      return;
+    }
   }
   outer_io& o = ios_.acquire();
   o.vol = this;
@@ -164,13 +163,13 @@ void volume::dispatch(piece& p) {
   }
   if (!online()) return piece_done(p, errc::device_failed);  // it waited, and the volume went offline
   const op operation = p.owner->outer->operation;
-  if (operation != op::read && pool_.metadata_failed()) {
-    // The extent map on disk is unknown (a synced write failed, perhaps the
-    // very transition this piece waited for): sending it to the mapping in
-    // memory could acknowledge a write that the next start does not see.
-    return piece_done(p, errc::io_error);
+  if (operation != op::read) {
+    // After a metadata failure the extent map on disk is unknown (a synced
+    // write failed, perhaps the very transition this piece waited for):
+    // sending it to the mapping in memory could acknowledge a write that
+    // the next start does not see. A full store refuses it too.
+    if (const std::error_code refused = pool_.write_refusal()) return piece_done(p, refused);
   }
-  if (operation != op::read && !pool_.writes_stopped().empty()) return piece_done(p, errc::no_space);
   const std::optional<extent_location> where = location(p.extent);
   const bool whole_extent = p.first_block == 0 && p.block_count == extent_blocks_;
   if (where && (operation == op::write || (operation == op::discard && !whole_extent))) {
@@ -551,12 +550,11 @@ void volume::note_group_result(std::uint16_t group, std::error_code result) {
 }
 
 void volume::move_extent(std::uint64_t volume_extent, tier to, std::function<void(std::error_code)> done) {
-  auto refuse = [&](errc e) {
-    boost::asio::post(pool_.executor(), [done = std::move(done), e] { done(make_error_code(e)); });
+  auto refuse = [&](std::error_code ec) {
+    boost::asio::post(pool_.executor(), [done = std::move(done), ec] { done(ec); });
   };
   const std::optional<extent_location> from = volume_extent < map_.size() ? location(volume_extent) : std::nullopt;
-  if (pool_.metadata_failed()) return refuse(errc::io_error);
-  if (!pool_.writes_stopped().empty()) return refuse(errc::no_space);
+  if (const std::error_code refused = pool_.write_refusal()) return refuse(refused);
   if (!online() || (from && !pool_.group_usable(from->group))) return refuse(errc::device_failed);
   if (!from || moves_.contains(volume_extent) || transitions_.contains(volume_extent) ||
       pool_.tier_of(from->group) == to) {
