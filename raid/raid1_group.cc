@@ -808,30 +808,16 @@ void raid1_group::chunk_done() {
 }
 
 void raid1_group::end_sync(std::error_code result) {
-  if (sync_.target_flushing) return;  // its completion ends the rebuild
-  if (!result && sync_.rebuild && !sync_.target_flushed) {
-    // The copies may still sit in the new member's write cache: flush it
-    // before its superblock calls it whole. Otherwise a power cut could
-    // keep the superblock and drop the copies, and assembly would trust a
-    // member holding data it never had. The rebuild runs until then.
-    sync_.target_flush = device::request{};
-    sync_.target_flush.operation = device::op::flush;
-    sync_.target_flush.priority = device::io_class::background;
-    sync_.target_flush.context = this;
-    sync_.target_flush.on_complete = [](device::request& r) noexcept {
-      raid1_group& g = *static_cast<raid1_group*>(r.context);
-      g.sync_.target_flushing = false;
-      g.sync_.target_flushed = true;
-      g.end_sync(r.result                      ? make_error_code(errc::io_error)
-                 : g.sync_.error               ? g.sync_.error
-                 : g.failed_[g.sync_.target]   ? make_error_code(errc::device_failed)
-                                               : std::error_code{});
+  if (sync_.rebuild) {
+    const auto resume = [](void* group, std::error_code flushed) {
+      raid1_group& g = *static_cast<raid1_group*>(group);
+      g.end_sync(flushed                      ? make_error_code(errc::io_error)
+                 : g.sync_.error              ? g.sync_.error
+                 : g.failed_[g.sync_.target]  ? make_error_code(errc::device_failed)
+                                              : std::error_code{});
     };
-    sync_.target_flushing = true;
-    members_[sync_.target]->submit(sync_.target_flush);
-    return;
+    if (!sync_.target_flush.ready(result, *members_[sync_.target], this, resume)) return;
   }
-  sync_.target_flushed = false;
   const bool rebuild = sync_.rebuild;
   const unsigned target = sync_.target;
   sync_.running = false;

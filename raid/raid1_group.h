@@ -70,6 +70,7 @@
 #include "raid/member_health.h"
 #include "raid/member_replacement.h"
 #include "raid/membership_log.h"
+#include "raid/new_member_flush.h"
 #include "raid/progress.h"
 #include "raid/watchdog.h"
 #include "raid/write_intent.h"
@@ -215,9 +216,7 @@ class raid1_group final : public device::block_device, public member_replacement
   // Rebuild and resync: copying chunks from a source member to targets.
   struct sync_state {
     // A finished rebuild's new member is flushed before the rebuild ends.
-    device::request target_flush;
-    bool target_flushing = false;  // in flight: sync_next's later calls wait for it
-    bool target_flushed = false;
+    new_member_flush target_flush;
     bool running = false;
     bool rebuild = false;           // else a resync
     bool paused = false;            // a resync stopped by mark_clean: no chunk starts any more

@@ -253,30 +253,14 @@ void raid6_group::on_rebuild_stripe(request& r) noexcept {
 }
 
 void raid6_group::end_rebuild(std::error_code result) {
-  if (rebuild_.member_flushing) return;  // its completion ends the rebuild
-  if (!result && !rebuild_.member_flushed) {
-    // The rebuilt strips may still sit in the new member's write cache:
-    // flush it before its superblock calls it whole. Otherwise a power cut
-    // could keep the superblock and drop the strips, and assembly would
-    // trust a member holding data it never had. The rebuild runs until then.
-    rebuild_.member_flush = device::request{};
-    rebuild_.member_flush.operation = device::op::flush;
-    rebuild_.member_flush.priority = device::io_class::background;
-    rebuild_.member_flush.context = this;
-    rebuild_.member_flush.on_complete = [](device::request& r) noexcept {
-      raid6_group& g = *static_cast<raid6_group*>(r.context);
-      g.rebuild_.member_flushing = false;
-      g.rebuild_.member_flushed = true;
-      g.end_rebuild(r.result                         ? make_error_code(errc::io_error)
-                    : g.rebuild_.error               ? g.rebuild_.error
-                    : g.failed_[g.rebuild_.member]   ? make_error_code(errc::device_failed)
-                                                     : std::error_code{});
-    };
-    rebuild_.member_flushing = true;
-    members_[rebuild_.member]->submit(rebuild_.member_flush);
-    return;
-  }
-  rebuild_.member_flushed = false;
+  const auto resume = [](void* group, std::error_code flushed) {
+    raid6_group& g = *static_cast<raid6_group*>(group);
+    g.end_rebuild(flushed                          ? make_error_code(errc::io_error)
+                  : g.rebuild_.error               ? g.rebuild_.error
+                  : g.failed_[g.rebuild_.member]   ? make_error_code(errc::device_failed)
+                                                   : std::error_code{});
+  };
+  if (!rebuild_.member_flush.ready(result, *members_[rebuild_.member], this, resume)) return;
   const unsigned member = rebuild_.member;
   rebuild_.member = rebuild_state::none;
   rebuild_.rebuilt.clear();
