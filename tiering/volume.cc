@@ -62,6 +62,14 @@ std::optional<extent_location> volume::location(std::uint64_t volume_extent) con
   return unpack(v);
 }
 
+device::allocation_run volume::allocation_at(std::uint64_t lba, std::uint64_t max_blocks) const noexcept {
+  const bool mapped = map_[lba / extent_blocks_] != 0;
+  const std::uint64_t limit = lba + max_blocks;
+  std::uint64_t end = lba;
+  while (end < limit && (map_[end / extent_blocks_] != 0) == mapped) end = (end / extent_blocks_ + 1) * extent_blocks_;
+  return {mapped ? device::allocation::mapped : device::allocation::deallocated, std::min(end, limit) - lba};
+}
+
 void volume::load_mapping(std::uint64_t volume_extent, extent_location where) noexcept {
   if (map_[volume_extent] == 0) {
     ++mapped_;

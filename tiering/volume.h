@@ -75,6 +75,10 @@ class volume final : public device::block_device {
   const device::block_geometry& geometry() const noexcept override { return geometry_; }
   boost::asio::any_io_executor executor() const noexcept override;
   void submit(device::request& req) noexcept override;
+  // From the extent map in memory: an extent never written, or unmapped by
+  // a whole-extent discard, is deallocated (it reads as zeros); a mapped
+  // one is mapped throughout. A run goes on across extents in one state.
+  device::allocation_run allocation_at(std::uint64_t lba, std::uint64_t max_blocks) const noexcept override;
 
   const volume_record& record() const noexcept { return record_; }
   std::uint64_t extent_count() const noexcept { return map_.size(); }

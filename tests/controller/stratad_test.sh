@@ -56,6 +56,12 @@ check "strata heat top v2: the written extent first, on the SSD tier" bash -c \
   "'$cli' --api $api heat top v2 --limit 2 | sed -n 2p | grep -q '^16 *64.0 MiB .*PERFORMANCE *groups/g3'"
 check "strata volume stats v2: 4 MiB allocated, on SSD; one write, one read" bash -c \
   "'$cli' --api $api --json volume stats v2 | grep -q '\"reads\":\"1\",\"writes\":\"1\",.*\"allocated_bytes\":\"4194304\",\"performance_bytes\":\"4194304\"'"
+check "GET LBA STATUS (qemu-img map): data only in the extent written, the rest of the thin LUN deallocated" bash -c \
+  "qemu-img map --output=json -f raw $url1 | python3 -c '
+import json, sys
+runs = json.load(sys.stdin)
+data = [(r[\"start\"], r[\"length\"]) for r in runs if r[\"data\"]]
+sys.exit(0 if data == [(64 << 20, 4 << 20)] else 1)'"
 check "strata pool stats p1: 4 MiB (v1's pattern) + 4 MiB used on SSD" bash -c "'$cli' --api $api pool stats p1 | grep -q '^pools/p1 *12.0 MiB / '"
 "$cli" --api "$api" volume create huge --size 100T >/dev/null 2>"$state/cli.err"
 check "a volume past the pool's overcommit: RESOURCE_EXHAUSTED, exit 1, nothing made" bash -c \

@@ -80,6 +80,27 @@ TEST_CASE("volume: discarding whole extents returns them; a partial discard read
   CHECK(got == std::vector<std::byte>(got.size(), std::byte{0}));
 }
 
+TEST_CASE("volume: allocation_at reports never-written and unmapped extents deallocated, in runs",
+          "[tiering][volume]") {
+  rig r;
+  volume& v = r.create("db", 6 * extent_blocks);
+  using device::allocation;
+  auto run = [&](std::uint64_t lba, std::uint64_t max) { return v.allocation_at(lba, max); };
+  CHECK(run(0, 6 * extent_blocks).state == allocation::deallocated);
+  CHECK(run(0, 6 * extent_blocks).block_count == 6 * extent_blocks);  // one run: the whole volume
+  write_blocks(r.loop, v, 2 * extent_blocks + 3, pattern(block_size, 1));
+  write_blocks(r.loop, v, 3 * extent_blocks, pattern(block_size, 2));
+  CHECK(run(1, 6 * extent_blocks - 1).block_count == 2 * extent_blocks - 1);  // to the first mapped extent
+  CHECK(run(2 * extent_blocks + 5, 4 * extent_blocks - 5).state == allocation::mapped);
+  CHECK(run(2 * extent_blocks + 5, 4 * extent_blocks - 5).block_count == 2 * extent_blocks - 5);  // extents 2 and 3
+  CHECK(run(2 * extent_blocks, 3).block_count == 3);  // never past max_blocks
+  // A whole-extent discard unmaps; a partial one leaves the extent mapped.
+  REQUIRE_FALSE(r.io(v, io::discard(2 * extent_blocks, extent_blocks)));
+  REQUIRE_FALSE(r.io(v, io::discard(3 * extent_blocks, 1)));
+  CHECK(run(2 * extent_blocks, extent_blocks).state == allocation::deallocated);
+  CHECK(run(3 * extent_blocks, extent_blocks).state == allocation::mapped);
+}
+
 TEST_CASE("volume: a read in flight keeps a discarded extent from being reused", "[tiering][volume]") {
   rig r(1, 4);
   volume& v = r.create("db", 2 * extent_blocks, affinity::archive);
