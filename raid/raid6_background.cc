@@ -43,7 +43,10 @@ void raid6_group::resync_stripe(stripe_op& o, std::span<const unsigned> lost, st
   const unsigned n = layout_.data_strips();
   std::span<std::byte* const> pointers = o.pointers;
   // Lost data came from parity that a crash may have left torn.
-  if (!rebuilt_verified(lost, pointers, row_bytes)) ++resync_.progress.unverifiable;
+  if (!rebuilt_verified(lost, pointers, row_bytes)) {
+    ++resync_.progress.unverifiable;
+    ++unverifiable_stripes_;
+  }
   (void)codec_.encode(pointers, row_bytes);  // P and Q from the data
   o.pending = 1;
   for (unsigned s = 0; s < n + 2; ++s) {
@@ -292,6 +295,7 @@ void raid6_group::read_intents(std::function<void()> then) {
     resync_.done_below = 0;
     resync_.paused = false;
     resync_.reported = false;
+    resync_.torn_pass = false;
     resync_.running = !marked.empty();
     resync_.progress.running = resync_.running;
     // Every member gets the union, so that no single one must survive
@@ -315,10 +319,23 @@ bool raid6_group::needs_resync(std::uint64_t stripe) const noexcept {
 void raid6_group::tear(std::uint64_t stripe) {
   if (!intent_.enabled()) return;  // no regions: nothing to mark
   const std::uint64_t region = stripe / intent_region_stripes_;
-  if (torn_.empty()) torn_.assign(intent_.regions(), false);
-  if (torn_[region]) return;
+  if (torn_.empty()) {
+    torn_.assign(intent_.regions(), false);
+    retorn_.assign(intent_.regions(), false);
+  }
+  if (torn_[region]) {
+    // Torn again while a resync of torn regions is at it: its pin is
+    // released when that resync ends the region, so the region takes a
+    // second one, and stays torn.
+    if (resync_.running && resync_.torn_pass && resync_.regions[region] && !retorn_[region]) {
+      retorn_[region] = true;
+      intent_.begin(region);
+    }
+    return;
+  }
   torn_[region] = true;
   ++torn_regions_;
+  ++regions_torn_;
   // Never ended: mark_clean leaves it set. (An unformatted group has no
   // bitmap on disk: it remembers the tear until it is destroyed only.)
   if (log_.formatted()) intent_.begin(region);
@@ -384,9 +401,49 @@ void raid6_group::on_resync_stripe(request& r) noexcept {
   if ((stripe + 1) % g.intent_region_stripes_ == 0 || stripe + 1 == g.layout_.stripes) {
     const std::uint64_t region = stripe / g.intent_region_stripes_;
     g.resync_.regions[region] = false;
+    if (g.resync_.torn_pass && g.torn_[region]) {
+      if (g.retorn_[region]) {
+        g.retorn_[region] = false;  // torn again meanwhile: its second pin stays
+      } else {
+        g.torn_[region] = false;  // consistent again
+        --g.torn_regions_;
+      }
+    }
     g.intent_.end(region);  // resynced: the next flushes may clear it
   }
   g.resync_next();
+}
+
+// Torn regions are resynced as soon as a write lands again (the store has
+// room, perhaps), not only at the next assembly: until then a member
+// failure would leave their lost strips rebuildable only from parity that
+// may not match the data. At most once per torn_resync_interval, so that
+// a store still full is not read through again and again. The tear's own
+// pin on each region is what this pass releases as it ends the region.
+void raid6_group::resync_torn() {
+  if (torn_regions_ == 0 || !log_.formatted() || resync_.running || rebuild_.member != rebuild_state::none ||
+      scrub_.running || group_failed()) {
+    return;
+  }
+  if (clock_ != nullptr) {
+    if (clock_->now() < next_torn_resync_) return;
+    next_torn_resync_ = clock_->now() + torn_resync_interval_;
+  }
+  resync_.regions = torn_;
+  resync_.progress = {};
+  for (std::uint64_t r = 0; r < torn_.size(); ++r) {
+    if (!torn_[r]) continue;
+    const std::uint64_t first = r * intent_region_stripes_;
+    resync_.progress.stripes_total += std::min(layout_.stripes, first + intent_region_stripes_) - first;
+  }
+  resync_.next_stripe = 0;
+  resync_.done_below = 0;
+  resync_.paused = false;
+  resync_.reported = false;
+  resync_.torn_pass = true;
+  resync_.running = true;
+  resync_.progress.running = true;
+  boost::asio::post(executor(), [this] { resync_next(); });  // resync_.running keeps the group from idle() till then
 }
 
 }  // namespace strata::raid

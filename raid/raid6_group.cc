@@ -95,6 +95,7 @@ raid6_group::raid6_group(std::vector<block_device*> members, const raid6_layout&
                    },
            }),
       rebuild_in_flight_max_(std::max(1u, options.rebuild_stripes_in_flight)) {
+  torn_resync_interval_ = options.torn_resync_interval;
   const device::block_geometry& member = members_[0]->geometry();
   geometry_.logical_block_size_bytes = member.logical_block_size_bytes;
   geometry_.buffer_alignment_bytes = member.logical_block_size_bytes;
@@ -618,7 +619,10 @@ void raid6_group::after_reads(stripe_op& o) {
       // it) may have parity that disagrees with its data: what the new
       // member gets from it is the degraded write hole's, unless the other
       // parity vouches for it. Counted, as the resync counts its own.
-      if (needs_resync(o.stripe) && !rebuilt_verified(lost, pointers, row_bytes)) ++rebuild_unverifiable_;
+      if (needs_resync(o.stripe) && !rebuilt_verified(lost, pointers, row_bytes)) {
+        ++rebuild_unverifiable_;
+        ++unverifiable_stripes_;
+      }
       write_rebuilt_strip(o);
       return;
     case stripe_purpose::scrub:
@@ -863,12 +867,14 @@ void raid6_group::finish(stripe_op& o, std::error_code result) {
   } else {
     next = it->second.front();
   }
+  const bool wrote = !result && (o.purpose == stripe_purpose::write || o.purpose == stripe_purpose::discard);
   if (o.abandoned > 0) {
     o.finished = true;  // its buffers stay until the abandoned I/Os answer
   } else {
     ops_.release(o);
   }
   if (next != nullptr) run(*next);
+  if (wrote && torn_regions_ > 0) resync_torn();  // a write landed: the store may have room again
   if (--p.pending > 0) return;
   request& outer = *p.outer;
   const std::error_code final_result = p.result;

@@ -26,10 +26,12 @@
 // full filesystem) is not failed: nothing is wrong with the disk, and
 // failing members one by one would lose the group. The write fails with
 // no_space and the stripes it touched are torn (some strips new, some
-// old): their write-intent region stays marked, on disk, until the next
-// assembly resyncs it, and until then it is treated as one the resync has
-// not reached (writes recompute parity, rebuilt reads are checked against
-// Q, scrubs are refused). A flush that fails so fails with no_space.
+// old): their write-intent region stays marked, on disk, until a resync
+// of the torn regions (started when a write succeeds again, at most every
+// options.torn_resync_interval) or the next assembly resyncs it; until then
+// it is treated as one the resync has not reached (writes recompute
+// parity, rebuilt reads are checked against Q, scrubs are refused). A
+// flush that fails so fails with no_space.
 //
 // A member that leaves an I/O unanswered past options.member_timeout, or
 // fails more reads than options.member_read_error_limit, is failed out
@@ -124,6 +126,9 @@ struct raid6_options {
   // whole stripes, and doubled until the bitmap fits the reserved area.
   // Larger: fewer bitmap writes, longer resyncs.
   std::uint64_t bitmap_region_bytes = 64ull << 20;
+  // Regions a full backing store tore are resynced once a write succeeds
+  // again, at most this often (needs the clock; without one, each time).
+  device::duration torn_resync_interval = std::chrono::seconds(10);
 };
 
 class raid6_group final : public device::block_device, public member_replacement {
@@ -236,6 +241,10 @@ class raid6_group final : public device::block_device, public member_replacement
   // parity that the other parity could not vouch for (the degraded write
   // hole, docs/raid-write-hole.md), since the group was assembled.
   std::uint64_t rebuild_unverifiable() const noexcept { return rebuild_unverifiable_; }
+  // Since the group was assembled: stripes that any resync or rebuild
+  // rebuilt from parity it could not verify, and regions ever torn.
+  std::uint64_t unverifiable_stripes() const noexcept { return unverifiable_stripes_; }
+  std::uint64_t regions_torn() const noexcept { return regions_torn_; }
 
  private:
   // What a stripe operation is for. The three background purposes read
@@ -306,6 +315,8 @@ class raid6_group final : public device::block_device, public member_replacement
   // A write to `stripe` landed on some members only, for want of space:
   // its region stays marked until the next assembly resyncs it.
   void tear(std::uint64_t stripe);
+  // Starts a resync of the torn regions, if none runs and the interval allows.
+  void resync_torn();
   void set_intent_geometry(std::uint64_t offset_blocks, std::uint64_t region_stripes);
   void resync_next();
   void pause_resync();
@@ -443,12 +454,18 @@ class raid6_group final : public device::block_device, public member_replacement
     bool paused = false;            // by mark_clean: no stripe starts any more
     bool stripe_in_flight = false;
     bool reported = false;          // on_resync_stopped told
+    bool torn_pass = false;         // of torn regions (resync_torn), not after a crash
     resync_progress progress;
   };
   resync_state resync_;
   std::vector<bool> torn_;  // per bitmap region: torn by a full backing store (see tear())
+  std::vector<bool> retorn_;  // ... and torn again while resync_torn's pass was at it
   std::uint64_t torn_regions_ = 0;
+  device::time_point next_torn_resync_{};
+  device::duration torn_resync_interval_{};
   std::uint64_t rebuild_unverifiable_ = 0;
+  std::uint64_t unverifiable_stripes_ = 0;
+  std::uint64_t regions_torn_ = 0;
   device::clock* clock_ = nullptr;
   double rebuild_mb_per_s_ = 0;
   std::function<void(const resync_progress&)> on_resync_stopped_;

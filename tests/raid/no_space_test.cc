@@ -130,7 +130,9 @@ TEST_CASE("raid6: a full backing store fails writes, never members; the next ass
   CHECK(report->error == make_error_code(errc::not_supported));
 
   // Space is freed: writes succeed again (one rewrites a refused range),
-  // and a clean shutdown keeps the torn regions' bits for the next start.
+  // and a clean shutdown keeps the torn regions' bits for the next start
+  // (the resync of torn regions that write starts pauses before its first
+  // stripe: the next test lets it run).
   s.faults[2]->set_full(false);
   const std::vector<std::byte> again = pattern(counts[2] * block_size, 99);
   REQUIRE_FALSE(s.write(*group, lbas[2], again));
@@ -177,6 +179,52 @@ TEST_CASE("raid6: every member's store full: every write fails, the group stays 
   group.reset();  // a crash
   group = s.assemble<raid6_group>(raid6_opts());
   CHECK(group->failed_members() == 0);
+}
+
+TEST_CASE("raid6: torn stripes are resynced once a write lands again, and stay torn while the store is full",
+          "[raid][raid6][no_space]") {
+  shelf s(6, reserved_blocks + stripes * strip_blocks);
+  auto g = raid6_group::create(s.power_up(), raid6_opts());
+  REQUIRE(g);
+  std::unique_ptr<raid6_group> group = std::move(*g);
+  s.format(*group);
+  const std::uint64_t per_stripe = group->layout().stripe_data_blocks();
+  const std::vector<std::byte> first = pattern(4 * per_stripe * block_size, 1);
+  write_blocks(s.loop, *group, 0, first);
+  flush(s.loop, *group);
+  s.faults[2]->set_full(true);
+  CHECK(s.write(*group, 17 * per_stripe, pattern(per_stripe * block_size, 2)) == no_space);
+  REQUIRE(group->torn_regions() == 1);
+
+  // An overwrite lands while the store is still full: a resync of the torn
+  // region starts, meets the full store again, and the region stays torn
+  // (and marked: its bit survives a clean stop).
+  const std::vector<std::byte> over = pattern(per_stripe * block_size, 3);
+  REQUIRE_FALSE(s.write(*group, 0, over));
+  s.loop.run_until([&] { return group->idle() && !group->resync_status().running; });
+  CHECK(group->resync_status().stripes_done == 4);
+  CHECK(group->torn_regions() == 1);
+  CHECK(group->failed_members() == 0);
+
+  // Room again: the next write's resync makes the stripes consistent, with
+  // no restart, and a scrub (allowed again) finds nothing to repair.
+  s.faults[2]->set_full(false);
+  REQUIRE_FALSE(s.write(*group, 0, over));
+  s.loop.run_until([&] { return group->idle() && !group->resync_status().running; });
+  CHECK(group->torn_regions() == 0);
+  std::optional<scrub_report> report;
+  group->scrub([&](const scrub_report& r) { report = r; });
+  s.loop.run_until([&] { return report.has_value(); });
+  CHECK_FALSE(report->error);
+  CHECK(report->stripes_repaired == 0);
+  std::vector<std::byte> expected = first;
+  std::copy(over.begin(), over.end(), expected.begin());
+  CHECK(read_blocks(s.loop, *group, 0, 4 * per_stripe) == expected);
+  // Nothing is left marked once a clean stop has flushed.
+  std::optional<std::error_code> clean;
+  group->mark_clean([&](std::error_code ec) { clean = ec; });
+  s.loop.run_until([&] { return clean.has_value() && group->idle(); });
+  CHECK(group->intent_regions_set() == 0);
 }
 
 TEST_CASE("raid6: a rebuild over a stripe a full store tore while degraded counts it unverifiable",

@@ -157,9 +157,10 @@ class simulation {
     block_model& model = volumes_[c.volume].model;
     switch (c.what) {
       case client::read:
-        if (ec == errc::media_error && hole_window_) {
-          // The degraded write hole: a torn stripe the resync could not
-          // verify reads as a medium error (forgiven, as after the crash).
+        if (ec == errc::media_error && (hole_window_ || w_.capacity->regions_torn() > 0)) {
+          // The degraded write hole: a torn stripe (by a crash, or by a
+          // full store) that a degraded read cannot verify reads as a
+          // medium error rather than as a guess.
           break;
         }
         if (ec) {
@@ -357,11 +358,12 @@ class simulation {
     if (auto wrong = w_.check_redundancy(); !wrong.empty()) fail(wrong);
   }
 
-  // The degraded write hole reached through a rebuild: a rebuild wrote a
-  // new member's strip from a torn stripe's parity that the other parity
-  // could not vouch for (the group counts it: rebuild_unverifiable). The
-  // capacity tier's blocks may then read as anything until rewritten.
-  bool rebuild_hole() const { return w_.capacity && w_.capacity->rebuild_unverifiable() > 0; }
+  // The degraded write hole reached with no crash: a rebuild, or the
+  // resync of regions a full store tore, rebuilt a lost strip from a torn
+  // stripe's parity that the other parity could not vouch for (the group
+  // counts it). The capacity tier's blocks may then read as anything
+  // until rewritten.
+  bool rebuild_hole() const { return w_.capacity && w_.capacity->unverifiable_stripes() > 0; }
   bool on_capacity(std::size_t volume, std::uint64_t block) {
     const auto where = vol(volume).location(block / extent_blocks);
     return where && w_.pool->tier_of(where->group) == tiering::tier::capacity;

@@ -33,6 +33,7 @@ raid::raid6_options parity_options(clock& c) {
   o.reserved_bytes = reserved_bytes;
   o.clock = &c;
   o.bitmap_region_bytes = 2 * strip_bytes;  // two stripes a bit
+  o.torn_resync_interval = std::chrono::milliseconds(20);  // torn regions resynced often, as the run's time goes
   return o;
 }
 
