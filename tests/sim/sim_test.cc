@@ -172,7 +172,12 @@ class simulation {
           const auto seq = decode_block(std::span(c.x->buffer.data() + b * block_size, block_size), c.lba + b);
           if (auto why = model.check_read(c.lba + b, seq, c.began)) {
             if (rebuild_hole() && on_capacity(c.volume, c.lba + b)) continue;  // forgiven: see rebuild_hole()
-            fail("volume " + volumes_[c.volume].name + ": a read begun at t=" + std::to_string(c.began) + ": " + *why);
+            const auto where = vol(c.volume).location((c.lba + b) / extent_blocks);
+            fail("volume " + volumes_[c.volume].name + ": a read begun at t=" + std::to_string(c.began) + ": " + *why +
+                 " (its extent now " +
+                 (where ? "on group " + std::to_string(where->group) + " extent " + std::to_string(where->extent)
+                        : std::string("unmapped")) +
+                 ")");
           }
         }
         break;
