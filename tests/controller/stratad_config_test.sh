@@ -17,7 +17,7 @@ done
 dir=$(mktemp -d)
 pid=
 trap '[[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
-port=$((20000 + RANDOM % 20000))
+port=$((20000 + RANDOM % 12000))  # below Linux's ephemeral ports (32768 and up), which outgoing connections take
 api=127.0.0.1:$((port + 2))
 target=iqn.2026-11.test:cfg
 initiator=iqn.2026-11.test:db1

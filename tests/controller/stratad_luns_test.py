@@ -13,7 +13,7 @@ from iscsi_raw import Connection, check, failures
 stratad, cli = sys.argv[1], sys.argv[2]
 state = tempfile.mkdtemp()
 atexit.register(shutil.rmtree, state, True)
-port = 20000 + random.randrange(20000)
+port = 20000 + random.randrange(12000)  # below Linux's ephemeral ports (32768 and up)
 api = "127.0.0.1:%d" % (port + 2)
 daemon = subprocess.Popen([stratad, "--state-dir", state, "--iscsi", "127.0.0.1:%d" % port, "--grpc", api, "--small-shelf"],
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

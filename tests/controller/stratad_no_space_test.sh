@@ -30,7 +30,7 @@ pid=
 trap '[[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null; umount "$dir/full" 2>/dev/null; rm -rf "$dir"' EXIT
 mkdir "$dir/full"
 mount -t tmpfs -o size=40m strata-full "$dir/full" || { echo "FAIL: cannot mount a tmpfs in the namespace"; exit 1; }
-port=$((20000 + RANDOM % 20000))
+port=$((20000 + RANDOM % 12000))  # below Linux's ephemeral ports (32768 and up), which outgoing connections take
 api=127.0.0.1:$((port + 2))
 target=iqn.2026-11.test:full
 initiator=iqn.2026-11.test:db1

@@ -16,7 +16,7 @@ done
 state=$(mktemp -d)
 pid=
 trap '[[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null; rm -rf "$state"' EXIT
-port=$((20000 + RANDOM % 20000))
+port=$((20000 + RANDOM % 12000))  # below Linux's ephemeral ports (32768 and up), which outgoing connections take
 api=127.0.0.1:$((port + 2))
 url="iscsi://127.0.0.1:$port/iqn.2026-11.io.strata:array/0"
 

@@ -536,7 +536,9 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   std::mt19937_64 ports(s.seed ^ static_cast<std::uint64_t>(::getpid()));
-  const int iscsi_port = 20000 + static_cast<int>(ports() % 20000);  // the API on the port two above
+  // Below Linux's ephemeral ports (32768 and up): an outgoing connection
+  // of another process could hold one of those when stratad restarts on it.
+  const int iscsi_port = 20000 + static_cast<int>(ports() % 12000);  // the API on the port two above
   totals t;
   bool ok = false;
   {
