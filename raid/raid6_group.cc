@@ -433,6 +433,13 @@ void raid6_group::issue(stripe_op& o, unsigned strip, op operation, std::uint64_
 
 void raid6_group::start_reads(stripe_op& o) {
   const unsigned n = layout_.data_strips();
+  // A second pass (a read failed) may come after the membership changed:
+  // a member failed since the op began, or a spare took its place that
+  // holds nothing of this stripe yet. Its strip is lost now; read from the
+  // spare, it would be taken for data.
+  for (unsigned s = 0; s < n + 2; ++s) {
+    o.lost[s] = o.lost[s] || unusable(layout_.member_of(o.stripe, s), o.stripe);
+  }
   o.pending = 1;  // held while issuing
   o.wide = false;
   if (!o.reconstructing) {

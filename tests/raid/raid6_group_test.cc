@@ -512,6 +512,46 @@ TEST_CASE("raid6: a late error from a replaced disk does not fail its replacemen
   r.verify_all();
 }
 
+TEST_CASE("raid6: a write that must read again after a member was replaced treats the new member as lost",
+          "[raid][raid6][rebuild]") {
+  // Found by the simulation (seed 643): a reconstruct-write read the data
+  // strips; one read failed on a latent error, so it read every strip again
+  // to rebuild that one -- but meanwhile another member had failed and a
+  // spare had taken its place, not yet rebuilt there. The second pass read
+  // the blank spare as data, computed parity over it, and the rebuild then
+  // rebuilt the lost strip from that parity: zeros where data stood.
+  const std::uint64_t seed = test_seed();
+  INFO("seed " << seed);
+  array r(6, seed);
+  r.write_mix(seed);
+  const raid6_layout& layout = r.group->layout();
+  const std::uint64_t stripe = 1;
+  const unsigned unreadable = layout.data_member(stripe, 2);  // read in the first pass, fails
+  const unsigned replaced = layout.data_member(stripe, 3);    // read in the first pass, then replaced
+  r.faults[unreadable]->add_latent_error(layout.member_lba(stripe, 0), strip_blocks);
+  r.faults[unreadable]->hang();
+  // Strips 0 and 1 of the stripe: a reconstruct-write (two of four data strips).
+  const std::uint64_t lba = stripe * layout.stripe_data_blocks() + strip_blocks - 2;
+  auto w = io::make(op::write, lba, 4, block_size);
+  const auto data = pattern(4 * block_size, seed + 7);
+  std::memcpy(w->buffer.data(), data.data(), data.size());
+  std::memcpy(r.reference.data() + lba * block_size, data.data(), data.size());
+  r.group->submit(w->req);
+  r.loop.settle();  // every first-pass read but the hung one answered
+  r.group->fail_member(replaced);
+  std::optional<std::error_code> done;
+  REQUIRE_FALSE(r.group->replace_member(replaced, &add_spare(r), [&](std::error_code ec) { done = ec; }));
+  r.faults[unreadable]->resume();  // media_error: the write reads again, wide
+  r.loop.run_until([&] { return w->completions == 1 && done.has_value(); });
+  REQUIRE_FALSE(w->req.result);
+  REQUIRE_FALSE(*done);
+  // The spare's strips came from parity: wrong parity shows once two
+  // other members are gone and reads come from the spare and parity.
+  r.group->fail_member(layout.data_member(stripe, 0));
+  r.group->fail_member(layout.data_member(stripe, 1));
+  r.verify_all();
+}
+
 TEST_CASE("raid6: replacing a member while a scrub runs is refused", "[raid][raid6][rebuild]") {
   array r(6);
   r.write_mix(test_seed());
