@@ -112,7 +112,9 @@ void membership_log::update_done() {
 void membership_log::report_after_record(std::function<void(std::error_code)> done, std::error_code result) {
   if (!done) return;
   if (formatted()) {
-    after([done = std::move(done), result](std::error_code) { done(result); });
+    // Work that succeeded is done only once recorded: a member rebuilt
+    // whose superblock never landed is not a member after a restart.
+    after([done = std::move(done), result](std::error_code recorded) { done(result ? result : recorded); });
   } else {
     boost::asio::post(executor_, [done = std::move(done), result] { done(result); });
   }

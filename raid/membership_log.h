@@ -63,7 +63,8 @@ class membership_log {
   // and any that follow it, are done. Callers start one with changed().
   void after(std::function<void(std::error_code)> fn) { after_.push_back(std::move(fn)); }
   // Tells `done` the outcome of background work once the change it causes
-  // is recorded (the caller then calls changed(), or fails a member); on a
+  // is recorded (the caller then calls changed(), or fails a member): its
+  // own error, or else the record's (work not recorded is not done); on a
   // group never formatted, at once, from the loop.
   void report_after_record(std::function<void(std::error_code)> done, std::error_code result);
   // Holds a request's completion while an update is in flight: true if held.

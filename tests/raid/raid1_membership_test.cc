@@ -8,6 +8,7 @@
 #include "raid/device/fault_device.h"
 #include "raid/device/memory_device.h"
 #include "raid/raid1_group.h"
+#include "raid/superblock.h"
 #include "tests/raid/device/harness.h"
 
 namespace strata::raid {
@@ -319,6 +320,29 @@ TEST_CASE("raid1: a write only the half-rebuilt spare took is not a success", "[
   CHECK(run(s.loop, *s.group, *x) == make_error_code(errc::device_failed));
   s.loop.run_until([&] { return done.has_value() && s.group->idle(); });
   CHECK(*done);  // the rebuild cannot finish without a source
+}
+
+TEST_CASE("raid1: a rebuild whose superblocks never land is not reported done", "[raid][raid1][rebuild]") {
+  // Found by the simulation (seed 106): a power cut as the rebuild was
+  // being recorded; the rebuild was reported done, but after the restart
+  // the new member held no superblock and was absent. An administrator
+  // (and the hot-spare logic) must not count a member the array will not
+  // find again.
+  shelf s(2, test_seed());
+  s.create_and_format(group_options(&s.loop.clock));
+  write_blocks(s.loop, *s.group, 0, pattern(data_blocks * block_size, 5));
+  s.group->fail_member(1);
+  s.loop.run_until([&] { return s.group->idle(); });  // the failure is recorded
+  s.disks.push_back(s.blank());
+  auto spare = std::make_unique<fault_device>(*s.disks.back(), s.loop.clock, fault_options{});
+  const std::uint64_t superblock_blocks = 2 * superblock::size_bytes / block_size;
+  s.faults[0]->fail_writes(0, superblock_blocks);
+  spare->fail_writes(0, superblock_blocks);
+  std::optional<std::error_code> done;
+  REQUIRE_FALSE(s.group->replace_member(1, spare.get(), [&](std::error_code ec) { done = ec; }));
+  s.loop.run_until([&] { return done.has_value(); });
+  CHECK(*done);
+  s.loop.run_until([&] { return s.group->idle(); });
 }
 
 TEST_CASE("raid1: a clean shutdown pauses the resync promptly; the next assembly finishes it",
