@@ -544,9 +544,11 @@ void raid1_group::fan_out_done(mirror_op& o, unsigned member, std::error_code re
   if (--o.pending > 0) return;
   std::error_code outcome;
   if (o.succeeded == 0) outcome = o.last_error ? o.last_error : make_error_code(errc::device_failed);
-  if (o.out_of_space && outcome != errc::device_failed) {
+  if (o.out_of_space && working_members() > 0) {
     // Some members may hold the new data and some the old: not a write
-    // the group took (and a flush that did not cover every member).
+    // the group took (and a flush that did not cover every member). The
+    // group is whole even if no member took it (the others failed out
+    // meanwhile): a full store, not a lost group.
     outcome = errc::no_space;
     if (operation != op::flush) tear(o.outer->lba, o.outer->block_count);
   }

@@ -297,4 +297,31 @@ TEST_CASE("raid1: a full member fails the write, stays, and the torn region read
   CHECK(images[0] == images[1]);
 }
 
+
+TEST_CASE("raid1: a full member's refusal is the write's answer when the other fails meanwhile",
+          "[raid][raid1][no_space]") {
+  // Found by the simulation (seed 1143): member 0's store was full, member
+  // 1 failed while a write was on both. No member took the write, but the
+  // group is whole (member 0 works): the write fails for want of space,
+  // not with device_failed, which says the group is lost.
+  shelf s(2, reserved_blocks + data_blocks);
+  auto g = raid1_group::create(s.power_up(), raid1_opts());
+  REQUIRE(g);
+  std::unique_ptr<raid1_group> group = std::move(*g);
+  s.format(*group);
+  CHECK_FALSE(s.write(*group, 720, pattern(8 * block_size, 1)));  // its region's bit is on disk now
+  s.faults[0]->set_full(true);
+  s.faults[1]->hang();
+  auto x = io::make(op::write, 704, 8, block_size);
+  group->submit(x->req);
+  s.loop.settle();       // member 0 refused it
+  s.faults[1]->fail();   // member 1 is gone
+  s.loop.run_until([&] { return x->completions == 1; });
+  CHECK(x->req.result == no_space);
+  CHECK(group->working_members() == 1);
+  s.faults[0]->set_full(false);
+  CHECK_FALSE(s.write(*group, 704, pattern(8 * block_size, 3)));
+  s.loop.run_until([&] { return group->idle(); });
+}
+
 }  // namespace strata::raid
