@@ -620,6 +620,11 @@ std::optional<error> raid1_group::replace_member(unsigned member, block_device* 
   sync_.bytes_total = geometry_.size_bytes();
   sync_.done = std::move(done);
   start_sync();
+  sync_.target_steps.claim(*spare, data_offset_blocks_, this, [](void* group, std::error_code ec) {
+    raid1_group& g = *static_cast<raid1_group*>(group);
+    if (!g.sync_.error) g.sync_.error = ec;
+    g.sync_next();  // ends it unless a chunk is being copied (which calls it again)
+  });
   return std::nullopt;
 }
 
@@ -813,12 +818,12 @@ void raid1_group::end_sync(std::error_code result) {
   if (sync_.rebuild) {
     const auto resume = [](void* group, std::error_code flushed) {
       raid1_group& g = *static_cast<raid1_group*>(group);
-      g.end_sync(flushed                      ? make_error_code(errc::io_error)
+      g.end_sync(flushed                      ? flushed
                  : g.sync_.error              ? g.sync_.error
                  : g.failed_[g.sync_.target]  ? make_error_code(errc::device_failed)
                                               : std::error_code{});
     };
-    if (!sync_.target_flush.ready(result, *members_[sync_.target], this, resume)) return;
+    if (!sync_.target_steps.ready(result, *members_[sync_.target], this, resume)) return;
   }
   const bool rebuild = sync_.rebuild;
   const unsigned target = sync_.target;

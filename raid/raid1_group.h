@@ -70,7 +70,7 @@
 #include "raid/member_health.h"
 #include "raid/member_replacement.h"
 #include "raid/membership_log.h"
-#include "raid/new_member_flush.h"
+#include "raid/new_member.h"
 #include "raid/progress.h"
 #include "raid/watchdog.h"
 #include "raid/write_intent.h"
@@ -216,7 +216,7 @@ class raid1_group final : public device::block_device, public member_replacement
   // Rebuild and resync: copying chunks from a source member to targets.
   struct sync_state {
     // A finished rebuild's new member is flushed before the rebuild ends.
-    new_member_flush target_flush;
+    new_member target_steps;  // the new member claimed first, flushed last
     bool running = false;
     bool rebuild = false;           // else a resync
     bool paused = false;            // a resync stopped by mark_clean: no chunk starts any more

@@ -181,6 +181,11 @@ std::optional<error> raid6_group::replace_member(unsigned member, block_device* 
   if (clock_ != nullptr && !rebuild_.pacing) {
     rebuild_.pacing = clock_->make_timer(executor(), [this] { rebuild_next(); });
   }
+  rebuild_.member_steps.claim(*spare, layout_.data_offset_blocks, this, [](void* group, std::error_code ec) {
+    raid6_group& g = *static_cast<raid6_group*>(group);
+    if (!g.rebuild_.error) g.rebuild_.error = ec;
+    g.rebuild_next();  // ends it once its stripes in flight are done
+  });
   // Start from the loop: the caller gets its answer first.
   boost::asio::post(executor(), [this] { rebuild_next(); });
   return std::nullopt;
@@ -258,12 +263,12 @@ void raid6_group::on_rebuild_stripe(request& r) noexcept {
 void raid6_group::end_rebuild(std::error_code result) {
   const auto resume = [](void* group, std::error_code flushed) {
     raid6_group& g = *static_cast<raid6_group*>(group);
-    g.end_rebuild(flushed                          ? make_error_code(errc::io_error)
+    g.end_rebuild(flushed                          ? flushed
                   : g.rebuild_.error               ? g.rebuild_.error
                   : g.failed_[g.rebuild_.member]   ? make_error_code(errc::device_failed)
                                                    : std::error_code{});
   };
-  if (!rebuild_.member_flush.ready(result, *members_[rebuild_.member], this, resume)) return;
+  if (!rebuild_.member_steps.ready(result, *members_[rebuild_.member], this, resume)) return;
   const unsigned member = rebuild_.member;
   rebuild_.member = rebuild_state::none;
   rebuild_.rebuilt.clear();

@@ -83,7 +83,7 @@
 #include "raid/member_health.h"
 #include "raid/member_replacement.h"
 #include "raid/membership_log.h"
-#include "raid/new_member_flush.h"
+#include "raid/new_member.h"
 #include "raid/pq.h"
 #include "raid/progress.h"
 #include "raid/raid6_layout.h"
@@ -439,7 +439,7 @@ class raid6_group final : public device::block_device, public member_replacement
     std::function<void(std::error_code)> done;
     device::time_point started{};
     std::unique_ptr<device::timer> pacing;
-    new_member_flush member_flush;  // before the rebuild ends
+    new_member member_steps;  // the new member claimed first, flushed before the rebuild ends
   };
   rebuild_state rebuild_;
   // The write-intent bitmap: one bit per region of intent_region_stripes_ stripes.

@@ -121,15 +121,15 @@ void fault_device::start(request& req) {
         finish(req, errc::media_error);
         return;
       }
-      if (full_ && !allocated_.covers(req.lba, req.block_count)) {
+      if (full_ && !allocated_->covers(req.lba, req.block_count)) {
         ++counters_.writes_refused_full;
         finish(req, errc::no_space);
         return;
       }
-      allocated_.insert(req.lba, req.block_count);
+      allocated_->insert(req.lba, req.block_count);
       [[fallthrough]];
     case op::discard:
-      if (req.operation == op::discard) allocated_.erase(req.lba, req.block_count);
+      if (req.operation == op::discard) allocated_->erase(req.lba, req.block_count);
       if (options_.volatile_write_cache) {
         write_to_cache(req);
         latent_errors_.erase(req.lba, req.block_count);

@@ -95,6 +95,11 @@ class fault_device final : public block_device {
   void fail_writes(std::uint64_t lba, std::uint64_t block_count);
   void clear_write_failures();
   void set_full(bool full) noexcept { full_ = full; }
+  // The backing store's blocks ever written (what set_full lets be
+  // overwritten), from now on kept in `blocks`: a sparse file keeps its
+  // blocks across power cycles, so a caller that powers new electronics
+  // over the same medium passes the same set. Until then: our own, empty.
+  void keep_allocation_in(std::shared_ptr<block_range_set> blocks) noexcept { allocated_ = std::move(blocks); }
   // probability 0 turns delays off.
   void set_delay(duration extra, double probability);
   // probability 0 turns reordering off (requests already held stay held).
@@ -187,7 +192,7 @@ class fault_device final : public block_device {
   std::uint64_t power_cuts_ = 0;
   block_range_set latent_errors_;
   block_range_set failing_writes_;
-  block_range_set allocated_;  // written through this device: set_full lets them be overwritten
+  std::shared_ptr<block_range_set> allocated_ = std::make_shared<block_range_set>();  // see keep_allocation_in
   duration delay_{};
   double delay_probability_ = 0;
   duration reorder_hold_max_{};

@@ -258,6 +258,61 @@ TEST_CASE("raid6: a rebuild over a stripe a full store tore while degraded count
   CHECK(read_blocks(s.loop, *group, 0, 4 * per_stripe) == pattern(4 * per_stripe * block_size, 1));
 }
 
+TEST_CASE("raid6: a new member's metadata blocks are claimed as its rebuild starts: its store filling later fails no member",
+          "[raid][raid6][no_space]") {
+  // Found by the simulation (seed 544): a spare was rebuilt, its store
+  // filled, and the next bitmap write -- to blocks its store had never
+  // held -- failed it out as a member that cannot keep metadata.
+  shelf s(7, reserved_blocks + stripes * strip_blocks);  // six members and a spare
+  std::vector<block_device*> devices = s.power_up();
+  block_device* spare = devices.back();
+  devices.pop_back();
+  auto g = raid6_group::create(devices, raid6_opts());
+  REQUIRE(g);
+  std::unique_ptr<raid6_group> group = std::move(*g);
+  s.format(*group);
+  const std::uint64_t per_stripe = group->layout().stripe_data_blocks();
+  const auto data = pattern(data_blocks * block_size, 1);
+  write_blocks(s.loop, *group, 0, data);
+  flush(s.loop, *group);
+  // Let the bitmap clear: the next write needs a bitmap write.
+  flush(s.loop, *group);
+  flush(s.loop, *group);
+  s.loop.run_until([&] { return group->idle(); });
+  CHECK(group->intent_regions_set() == 0);
+  group->fail_member(3);
+  std::optional<std::error_code> rebuilt;
+  REQUIRE_FALSE(group->replace_member(3, spare, [&](std::error_code ec) { rebuilt = ec; }));
+  s.loop.run_until([&] { return rebuilt.has_value() && group->idle(); });
+  REQUIRE_FALSE(*rebuilt);
+  s.faults[6]->set_full(true);  // the new member's store
+  CHECK_FALSE(s.write(*group, 5 * per_stripe, pattern(per_stripe * block_size, 2)));
+  CHECK_FALSE(group->member_failed(3));
+  CHECK(group->failed_members() == 0);
+}
+
+TEST_CASE("raid6: a spare whose store cannot take its metadata fails the rebuild, not a member",
+          "[raid][raid6][no_space]") {
+  shelf s(7, reserved_blocks + stripes * strip_blocks);
+  std::vector<block_device*> devices = s.power_up();
+  block_device* spare = devices.back();
+  devices.pop_back();
+  auto g = raid6_group::create(devices, raid6_opts());
+  REQUIRE(g);
+  std::unique_ptr<raid6_group> group = std::move(*g);
+  s.format(*group);
+  write_blocks(s.loop, *group, 0, pattern(data_blocks * block_size, 1));
+  group->fail_member(3);
+  s.faults[6]->set_full(true);
+  std::optional<std::error_code> rebuilt;
+  REQUIRE_FALSE(group->replace_member(3, spare, [&](std::error_code ec) { rebuilt = ec; }));
+  s.loop.run_until([&] { return rebuilt.has_value() && group->idle(); });
+  CHECK(*rebuilt == no_space);
+  CHECK(group->member_failed(3));  // still to be rebuilt
+  CHECK(group->failed_members() == 1);
+  CHECK(read_blocks(s.loop, *group, 0, data_blocks) == pattern(data_blocks * block_size, 1));
+}
+
 TEST_CASE("raid1: a full member fails the write, stays, and the torn region reads from one member until resynced",
           "[raid][raid1][no_space]") {
   shelf s(2, reserved_blocks + data_blocks);

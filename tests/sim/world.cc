@@ -103,6 +103,7 @@ void world::power_up() {
 
 void world::power_up(disk& d) {
   d.drive = std::make_unique<fault_device>(*d.platters, loop.clock, fault_options{fault_seed++, true});
+  d.drive->keep_allocation_in(d.allocation);
   // A queueing disk: a third of its requests are overtaken by later ones.
   d.drive->set_reorder(std::chrono::microseconds(50 + random() % 3000), 0.3);
   d.drive->set_delay(std::chrono::microseconds(100 + random() % 2000), 0.2);

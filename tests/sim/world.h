@@ -43,6 +43,9 @@ struct disk {
   std::unique_ptr<device::fault_device> drive;
   bool dead = false;  // failed for good: stays failed across restarts
   bool latent_errors = false;  // has had latent sector errors injected
+  // The blocks its backing store holds (a sparse file's): what a full
+  // store still lets be overwritten, across power cycles too.
+  std::shared_ptr<device::block_range_set> allocation = std::make_shared<device::block_range_set>();
 };
 
 struct world {

@@ -1,0 +1,113 @@
+// A rebuild's first and last steps on the new member, the same for RAID-1
+// and RAID-6.
+//
+// First (claim): zeros over the member's reserved area -- the superblock
+// copies and the write-intent bitmap -- as the rebuild starts, before the
+// member holds any of the group's metadata. Two reasons:
+//  - a disk that was a member before still holds its old superblock: an
+//    assembly after a crash mid-rebuild would take it for a member merely
+//    behind in events, and trust data it never got;
+//  - every block of its metadata is then written once, so a full backing
+//    store (a sparse file on a full filesystem refuses only blocks it
+//    never held) cannot refuse the bitmap or superblock writes that would
+//    fail it out of the group later. A claim the store refuses fails the
+//    rebuild instead (no_space), and no member.
+// Last (flush): the new member is flushed before its superblock calls it
+// whole. Its copies may still sit in its write cache; a power cut could
+// then keep the superblock and drop the copies, and assembly would trust a
+// member holding data it never had.
+//
+// Threads: the group's loop. The group must not be destroyed while either
+// step is in flight (the rebuild runs until both are done).
+#pragma once
+
+#include <cstring>
+#include <system_error>
+
+#include "raid/device/aligned_buffer.h"
+#include "raid/device/block_device.h"
+
+namespace strata::raid {
+
+class new_member {
+ public:
+  // Called back, from the step's completion, with its outcome.
+  using resume_fn = void (*)(void* group, std::error_code outcome);
+
+  // The first step: zeros over blocks [0, reserved_blocks) of `member`. If
+  // it fails, `failed(group, its error)` runs: the rebuild is to stop.
+  void claim(device::block_device& member, std::uint64_t reserved_blocks, void* group, resume_fn failed) {
+    group_ = group;
+    failed_ = failed;
+    const std::uint64_t bytes = reserved_blocks * member.geometry().logical_block_size_bytes;
+    zeros_ = device::aligned_buffer(bytes);  // zero-filled
+    segment_ = {zeros_.data(), bytes};
+    claim_req_ = device::request{};
+    claim_req_.operation = device::op::write;
+    claim_req_.priority = device::io_class::background;
+    claim_req_.lba = 0;
+    claim_req_.block_count = reserved_blocks;
+    claim_req_.buffers = {&segment_, 1};
+    claim_req_.context = this;
+    claim_req_.on_complete = [](device::request& r) noexcept {
+      auto& m = *static_cast<new_member*>(r.context);
+      m.claiming_ = false;
+      m.zeros_ = {};
+      if (m.waiting_) {
+        m.waiting_ = false;
+        m.resume_(m.group_, r.result);  // the rebuild tried to end meanwhile: again
+      } else if (r.result) {
+        m.failed_(m.group_, r.result);
+      }
+    };
+    claiming_ = true;
+    member.submit(claim_req_);
+  }
+
+  // Whether a rebuild ending with `result` may end now: yes if the claim
+  // is done and either the rebuild failed or the flush has completed since
+  // the last end. Otherwise the claim is awaited, or the flush of `member`
+  // starts (or is in flight already), and `resume(group, its outcome)`
+  // runs when it completes, to end the rebuild again: it runs until then.
+  bool ready(std::error_code result, device::block_device& member, void* group, resume_fn resume) {
+    group_ = group;
+    resume_ = resume;
+    if (claiming_) {
+      waiting_ = true;
+      return false;
+    }
+    if (flushing_) return false;
+    if (result || flushed_) {
+      flushed_ = false;
+      return true;
+    }
+    flush_req_ = device::request{};
+    flush_req_.operation = device::op::flush;
+    flush_req_.priority = device::io_class::background;
+    flush_req_.context = this;
+    flush_req_.on_complete = [](device::request& r) noexcept {
+      auto& m = *static_cast<new_member*>(r.context);
+      m.flushing_ = false;
+      m.flushed_ = true;
+      m.resume_(m.group_, r.result);
+    };
+    flushing_ = true;
+    member.submit(flush_req_);
+    return false;
+  }
+
+ private:
+  device::aligned_buffer zeros_;
+  iovec segment_{};
+  device::request claim_req_;
+  device::request flush_req_;
+  bool claiming_ = false;
+  bool waiting_ = false;  // ready() was asked while the claim ran
+  bool flushing_ = false;
+  bool flushed_ = false;
+  void* group_ = nullptr;
+  resume_fn failed_ = nullptr;
+  resume_fn resume_ = nullptr;
+};
+
+}  // namespace strata::raid
