@@ -179,6 +179,9 @@ pool::opened pool::open(boost::asio::any_io_executor loop, metadata_store& store
     auto cache = read_cache::open(loop, *options.read_cache_device, store, *options.clock, options.read_cache);
     if (!cache) return std::unexpected(cache.error());
     p->cache_ = std::move(*cache);
+    for (const pool_group& g : p->groups_) {
+      if (g.where == tier::capacity) p->cache_->add_source(*g.device);
+    }
   }
   auto history = heat_history::open(store, options.heat_history);
   if (!history) return std::unexpected(history.error());
@@ -350,6 +353,7 @@ void pool::add_group(pool_group g, std::function<void(std::expected<std::uint16_
   // which the owner gives the group to (it records the group first).
   const auto index = static_cast<std::uint16_t>(groups_.size());
   groups_.push_back(g);
+  if (cache_ && g.where == tier::capacity) cache_->add_source(*g.device);
   allocators_.emplace_back(geometry.size_bytes() / options_.extent_size_bytes);
   group_failures_.emplace_back();
   pool_record record;

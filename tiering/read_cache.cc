@@ -394,39 +394,62 @@ void read_cache::persist(std::function<void(std::error_code)> done) {
     boost::asio::post(loop_, [done = std::move(done)] { done({}); });
     return;
   }
-  // The lines filled so far: their data must be durable on the device
-  // before any entry names it.
+  // The lines filled or updated so far: their data must be durable on the
+  // cache device, and on the groups they copy, before any entry names it.
   persisting_ = true;
-
-  flush_.req = request{};
-  flush_.req.operation = op::flush;
-  flush_.req.priority = device::io_class::background;
-  flush_.req.context = this;
   flush_.done = std::move(done);
   flush_.lines = std::exchange(to_persist_, {});
-  flush_.req.on_complete = [](request& r) noexcept {
-    read_cache& c = *static_cast<read_cache*>(r.context);
-    auto finish = [&c](std::error_code ec) {
-      c.persisting_ = false;
-      auto d = std::move(c.flush_.done);
-      c.flush_.lines.clear();
-      d(ec);
+  flush_.reqs.assign(1 + sources_.size(), request{});
+  flush_.outstanding = static_cast<unsigned>(flush_.reqs.size());
+  flush_.device_error = false;
+  flush_.error = {};
+  for (std::size_t i = 0; i < flush_.reqs.size(); ++i) {
+    request& f = flush_.reqs[i];
+    f.operation = op::flush;
+    f.priority = device::io_class::background;
+    f.context = this;
+    f.on_complete = [](request& r) noexcept {
+      read_cache& c = *static_cast<read_cache*>(r.context);
+      const bool device = &r == &c.flush_.reqs[0];
+      // A lost group holds nothing to make durable (its volumes are offline).
+      if (r.result && (device || r.result != errc::device_failed)) {
+        c.flush_.device_error |= device;
+        if (!c.flush_.error) c.flush_.error = r.result;
+      }
+      if (--c.flush_.outstanding == 0) c.flushed();
     };
-    if (r.result) {
-      c.device_failed();
-      return finish(r.result);
-    }
-    metadata_batch puts;
-    for (const pending& p : c.flush_.lines) {
-      auto it = c.lines_.find(p.line);
-      if (it == c.lines_.end() || it->second.generation != p.generation || it->second.persisted) continue;
-      it->second.persisted = true;
-      puts.put(column::cache_index, keys::cache_line(p.line), encode_cache_slot(it->second.slot));
-    }
-    if (puts.empty()) return finish({});
-    c.store_.write(std::move(puts), false, finish);
+  }
+  // Members never complete inside submit: the requests may all go now.
+  device_.submit(flush_.reqs[0]);
+  for (std::size_t i = 0; i < sources_.size(); ++i) sources_[i]->submit(flush_.reqs[1 + i]);
+}
+
+void read_cache::flushed() {
+  auto finish = [this](std::error_code ec) {
+    persisting_ = false;
+    auto d = std::move(flush_.done);
+    flush_.lines.clear();
+    d(ec);
   };
-  device_.submit(flush_.req);
+  if (flush_.device_error) {
+    device_failed();
+    return finish(flush_.error);
+  }
+  if (flush_.error) {
+    // A source could not flush: its copies may not be durable. The lines
+    // stay cached, unindexed; the next persist tries again.
+    to_persist_.insert(to_persist_.end(), flush_.lines.begin(), flush_.lines.end());
+    return finish(flush_.error);
+  }
+  metadata_batch puts;
+  for (const pending& p : flush_.lines) {
+    auto it = lines_.find(p.line);
+    if (it == lines_.end() || it->second.generation != p.generation || it->second.persisted) continue;
+    it->second.persisted = true;
+    puts.put(column::cache_index, keys::cache_line(p.line), encode_cache_slot(it->second.slot));
+  }
+  if (puts.empty()) return finish({});
+  store_.write(std::move(puts), false, finish);
 }
 
 }  // namespace strata::tiering

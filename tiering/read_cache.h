@@ -19,7 +19,8 @@
 //               way, if the index
 //               on disk names any of them, its entries are deleted (synced)
 //               before the write may start, and an updated line is indexed
-//               again only after a device flush that follows the update.
+//               again only after flushes (of the cache device and the
+//               capacity groups) that follow the update.
 //               Fills of those lines are cancelled, and none starts until
 //               end_write, so no fill can copy data older than a write it
 //               overlapped.
@@ -29,8 +30,14 @@
 // The index (line -> slot) is persisted in the pool's cache_index column so
 // that a restart starts warm. Its rules (docs/tiering-keys.md):
 //   - an entry is written only after its data is on the cache device and a
-//     flush of the device has completed (entries go in unsynced batches,
-//     every persist_interval);
+//     flush of the device, and of the groups the lines copy, has completed
+//     (entries go in unsynced batches, every persist_interval). The source
+//     matters as much as the slot: a fill or an update copies data the
+//     capacity tier may hold only in its disks' write caches. Indexed
+//     before that is flushed, a power cut could leave the slot newer than
+//     the capacity tier: the cache would answer the new data, and once the
+//     line is evicted the capacity tier the old -- a read going back in
+//     time (the simulation's seed 3129);
 //   - an entry is deleted, synced, before its line is written over on the
 //     capacity tier, and before its slot is reused;
 // so every entry on disk names a slot whose data is the line's current
@@ -97,6 +104,10 @@ class read_cache {
   ~read_cache();
   read_cache(const read_cache&) = delete;
   read_cache& operator=(const read_cache&) = delete;
+
+  // A group whose data lines may copy (each capacity-tier group): flushed
+  // with the cache device before entries are written (above).
+  void add_source(device::block_device& group) { sources_.push_back(&group); }
 
   std::uint64_t line_bytes() const noexcept { return options_.line_bytes; }
   bool enabled() const noexcept { return !failed_; }
@@ -167,6 +178,9 @@ class read_cache {
   struct fill;
   read_cache(boost::asio::any_io_executor loop, device::block_device& device, metadata_store& store, device::clock& c,
              const read_cache_options& options, std::unique_ptr<cache_policy> policy);
+  // The persist's flushes (the cache device's and the sources') are done:
+  // write the entries of the lines they cover.
+  void flushed();
   // Forgets `line`. Its slot is free at once, or, if the index on disk may
   // name it, goes to `free_after` (free once `deletes` is synced).
   void drop(line_key line, std::vector<line_key>& deletes, std::vector<std::uint64_t>& free_after);
@@ -185,6 +199,7 @@ class read_cache {
 
   boost::asio::any_io_executor loop_;
   device::block_device& device_;
+  std::vector<device::block_device*> sources_;
   metadata_store& store_;
   device::clock& clock_;
   read_cache_options options_;
@@ -203,7 +218,10 @@ class read_cache {
   std::uint64_t generation_ = 0;
   bool persisting_ = false;
   struct {
-    device::request req;
+    std::vector<device::request> reqs;  // the cache device's, then one per source
+    unsigned outstanding = 0;
+    bool device_error = false;  // the cache device's flush failed
+    std::error_code error;      // the first flush that failed
     std::function<void(std::error_code)> done;
     std::vector<pending> lines;
   } flush_;

@@ -49,6 +49,7 @@ struct client {
   std::size_t volume = 0;
   std::uint64_t lba = 0, blocks = 0;
   std::uint64_t model_id = 0;
+  std::uint64_t seq = 0;  // a write's value (what a read of its blocks returns)
   sim_time began = 0;
 };
 
@@ -125,7 +126,7 @@ class simulation {
     } else if (roll < 88) {
       c.what = client::write;
       c.x = io::make(op::write, c.lba, c.blocks, block_size);
-      const std::uint64_t seq = ++seq_;
+      const std::uint64_t seq = c.seq = ++seq_;
       for (std::uint64_t b = 0; b < c.blocks; ++b) {
         fill_block(std::span(c.x->buffer.data() + b * block_size, block_size), c.lba + b, seq);
       }
@@ -148,10 +149,11 @@ class simulation {
   void finish(client& c) {
     const sim_time done = ++now_;
     if (trace_steps_) {
-      std::fprintf(stderr, "step %llu: client %zu op %d %s %llu+%llu -> %s\n", static_cast<unsigned long long>(steps_),
+      std::fprintf(stderr, "step %llu: client %zu op %d %s %llu+%llu (t=%llu..%llu, write %llu) -> %s\n", static_cast<unsigned long long>(steps_),
                    static_cast<std::size_t>(&c - clients_.data()), static_cast<int>(c.what), volumes_[c.volume].name.c_str(),
                    static_cast<unsigned long long>(c.lba), static_cast<unsigned long long>(c.blocks),
-                   c.x->req.result.message().c_str());
+                   static_cast<unsigned long long>(c.began), static_cast<unsigned long long>(done),
+                   static_cast<unsigned long long>(c.what == client::write ? c.seq : 0), c.x->req.result.message().c_str());
     }
     const std::error_code ec = c.x->req.result;
     block_model& model = volumes_[c.volume].model;
@@ -219,8 +221,22 @@ class simulation {
         const auto to = w_.pool->tier_of(where->group) == tiering::tier::capacity ? tiering::tier::performance
                                                                                    : tiering::tier::capacity;
         ++moves_;
-        v.move_extent(e, to, [this, generation = generation_](std::error_code) {
-          if (generation == generation_) --moves_;
+        if (trace_steps_) {
+          std::fprintf(stderr, "step %llu: move %s extent %llu from group %u extent %llu\n",
+                       static_cast<unsigned long long>(steps_), volumes_[i].name.c_str(),
+                       static_cast<unsigned long long>(e), static_cast<unsigned>(where->group),
+                       static_cast<unsigned long long>(where->extent));
+        }
+        v.move_extent(e, to, [this, &v, e, generation = generation_](std::error_code ec) {
+          if (generation != generation_) return;
+          --moves_;
+          if (trace_steps_) {
+            const auto now_at = v.location(e);
+            std::fprintf(stderr, "step %llu: move of extent %llu ended: %s; now group %d extent %lld\n",
+                         static_cast<unsigned long long>(steps_), static_cast<unsigned long long>(e),
+                         ec.message().c_str(), now_at ? static_cast<int>(now_at->group) : -1,
+                         now_at ? static_cast<long long>(now_at->extent) : -1LL);
+          }
         });
       }
     } else if (roll < 62) {
