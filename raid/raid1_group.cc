@@ -841,7 +841,8 @@ void raid1_group::end_sync(std::error_code result) {
     failed_[target] = false;                       // so that set_failed records it
     set_failed(target, member_failure::rebuild);   // only partly copied: not to be trusted
   } else {
-    log_.changed();  // a full member now: its superblock says so
+    intent_.member_joined();  // it holds the bitmap from now on
+    log_.changed();           // a full member now: its superblock says so
   }
 }
 

@@ -278,7 +278,8 @@ void raid6_group::end_rebuild(std::error_code result) {
     failed_[member] = false;                   // so that set_failed records it
     set_failed(member, member_failure::rebuild);  // only partly rebuilt: not to be trusted
   } else {
-    log_.changed();  // a full member now: its superblock says so
+    intent_.member_joined();  // it holds the bitmap from now on
+    log_.changed();           // a full member now: its superblock says so
   }
 }
 

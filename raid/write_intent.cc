@@ -1,5 +1,6 @@
 #include "raid/write_intent.h"
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 
 #include "raid/superblock_io.h"
@@ -120,7 +121,8 @@ void write_intent::forget(unsigned m) {
 
 void write_intent::round_done() {
   write_in_flight_ = false;
-  durable_ = writing_;
+  if (!round_left_member_out_) durable_ = writing_;
+  round_left_member_out_ = false;
   if (again_ || wanted_ != durable_) start_round();
   auto after = std::move(after_round_);
   after_round_.clear();
@@ -159,6 +161,17 @@ void write_intent::flush_done(std::uint64_t epoch, bool eager) {
   if (!changed) return;
   if (write_in_flight_) {
     again_ = true;
+  } else {
+    start_round();
+  }
+}
+
+void write_intent::member_joined() {
+  if (regions_ == 0) return;
+  std::fill(durable_.begin(), durable_.end(), std::byte{0});
+  if (write_in_flight_) {
+    again_ = true;
+    round_left_member_out_ = true;  // it cannot make anything durable on every member
   } else {
     start_round();
   }

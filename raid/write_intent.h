@@ -68,6 +68,13 @@ class write_intent {
 
   // A member failed: its bitmap write is not waited for.
   void forget(unsigned member);
+  // A member holds metadata now (a rebuild onto it ended): its bitmap is
+  // blank, so no bit is on every metadata member any more. The image is
+  // written to all of them again, and until that round ends no region
+  // counts as durable: writes wait for it, as for a bit of their own.
+  // (Without it, once every member had been replaced in turn, no member's
+  // bitmap would name a region written since: a crash, and no resync.)
+  void member_joined();
   // Writes the bitmap as it is now to every member that holds metadata;
   // `then` once it is on them (at format, and after assembly).
   void write_now(std::function<void()> then);
@@ -114,6 +121,7 @@ class write_intent {
   unsigned pending_ = 0;
   bool write_in_flight_ = false;
   bool again_ = false;
+  bool round_left_member_out_ = false;  // member_joined() during the round in flight
   device::request clean_req_;
   std::function<void(std::error_code)> clean_done_;
   bool cleaning_ = false;
