@@ -308,6 +308,23 @@ raid6_group::stripe_purpose raid6_group::purpose_of(const request& req) const no
 }
 
 void raid6_group::lock_and_run(stripe_op& o) {
+  o.unlocked = false;
+  if (o.purpose == stripe_purpose::read) {
+    bool healthy = true;
+    for (unsigned s = 0; s < layout_.data_strips() && healthy; ++s) {
+      healthy = !touches(o, s) || !unusable(layout_.data_member(o.stripe, s), o.stripe);
+    }
+    if (healthy) {
+      o.unlocked = true;
+      run(o);
+      return;
+    }
+  }
+  run_locked(o);
+}
+
+void raid6_group::run_locked(stripe_op& o) {
+  o.unlocked = false;
   std::deque<stripe_op*>& holders = locks_[o.stripe];
   holders.push_back(&o);
   if (holders.size() == 1) run(o);
@@ -569,6 +586,12 @@ void raid6_group::after_reads(stripe_op& o) {
     return;
   }
   const std::span<const unsigned> lost(lost_strips.data(), lost_count);
+  if (o.unlocked && !lost.empty()) {
+    // A read beside the lock lost a strip: rebuilding it needs the stripe
+    // held (parity must match the data it is rebuilt from). Again, locked.
+    run_locked(o);
+    return;
+  }
   if (o.rmw && !lost.empty()) {
     // A read failed: the stripe is not whole, so reconstruct instead.
     o.rmw = false;
@@ -867,12 +890,14 @@ void raid6_group::finish(stripe_op& o, std::error_code result) {
   }
   // Hand the stripe to the next operation waiting for it.
   stripe_op* next = nullptr;
-  auto it = locks_.find(o.stripe);
-  it->second.pop_front();
-  if (it->second.empty()) {
-    locks_.erase(it);
-  } else {
-    next = it->second.front();
+  if (!o.unlocked) {
+    auto it = locks_.find(o.stripe);
+    it->second.pop_front();
+    if (it->second.empty()) {
+      locks_.erase(it);
+    } else {
+      next = it->second.front();
+    }
   }
   const bool wrote = !result && (o.purpose == stripe_purpose::write || o.purpose == stripe_purpose::discard);
   if (o.abandoned > 0) {

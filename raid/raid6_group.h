@@ -3,9 +3,11 @@
 // Each request is cut at stripe boundaries; each piece runs as a stripe
 // operation under that stripe's lock, so concurrent writes to one stripe
 // never interleave their parity updates:
-//   read        the touched data ranges; if a member holding one has failed
-//               or fails the read, the same rows of every surviving strip,
-//               and the lost strips are rebuilt (pq_codec)
+//   read        the touched data ranges -- at once, beside the lock's
+//               holders, when their members all work (md's direct read of a
+//               healthy chunk); if a member holding one has failed or fails
+//               the read, under the lock: the same rows of every surviving
+//               strip, and the lost strips are rebuilt (pq_codec)
 //   full-stripe write
 //               P and Q from the new data, no reads
 //   partial write
@@ -286,6 +288,7 @@ class raid6_group final : public device::block_device, public member_replacement
     bool reconstructing = false;  // reading the touched rows of the surviving strips
     bool wide = false;            // ... parity included: enough to rebuild lost data
     bool out_of_space = false;    // a member's backing store refused a write
+    bool unlocked = false;        // a healthy read run beside the stripe's lock holders
     unsigned pending = 0;
     unsigned abandoned = 0;     // member I/Os timed out whose devices have not answered yet
     bool finished = false;      // done, but held for its abandoned I/Os
@@ -302,7 +305,14 @@ class raid6_group final : public device::block_device, public member_replacement
   raid6_group(std::vector<device::block_device*> members, const raid6_layout& layout,
               pq_codec codec, const raid6_options& options);
   void start_request(device::request& req);
+  // Runs the op under its stripe's FIFO lock -- except a read whose data
+  // strips all work, which reads them at once, beside whatever holds the
+  // lock (md reads a healthy chunk directly): each block it returns is
+  // then the old or the new of a write in flight, as any read overlapping
+  // a write may return. If one of its reads fails, it queues for the lock
+  // and starts again (reconstruction needs the stripe still).
   void lock_and_run(stripe_op& op);
+  void run_locked(stripe_op& op);
   void run(stripe_op& op);
   void start_reads(stripe_op& op);
   void after_reads(stripe_op& op);

@@ -27,6 +27,12 @@ device::duration workload_result::mean() const {
   return total / static_cast<std::int64_t>(latencies.size());
 }
 
+device::duration workload_result::write_mean() const {
+  if (write_latencies.empty()) return {};
+  const auto total = std::accumulate(write_latencies.begin(), write_latencies.end(), device::duration::zero());
+  return total / static_cast<std::int64_t>(write_latencies.size());
+}
+
 workload::workload(device::block_device& target, device::clock& clock, const workload_spec& spec)
     : target_(target),
       clock_(clock),
@@ -35,7 +41,9 @@ workload::workload(device::block_device& target, device::clock& clock, const wor
       // At least one: a request larger than the device is then out of range
       // and reported as an error, rather than dividing by zero.
       span_ios_(std::max<std::uint64_t>(
-          1, target.geometry().block_count / std::max<std::uint32_t>(spec.io_blocks, 1))) {
+          1, (spec.span_blocks > 0 ? std::min(spec.span_blocks, target.geometry().block_count)
+                                   : target.geometry().block_count) /
+                 std::max<std::uint32_t>(spec.io_blocks, 1))) {
   const std::uint64_t io_bytes = std::uint64_t{spec.io_blocks} * target.geometry().logical_block_size_bytes;
   const std::uint64_t buffer_count =
       std::max<std::uint64_t>(spec.queue_depth, io_bytes > 0 ? spec.buffer_pool_bytes / io_bytes : 0);
@@ -91,6 +99,10 @@ void workload::issue(slot& s) {
     index = next_sequential_++ % span_ios_;
   }
   s.req.lba = index * spec_.io_blocks;
+  if (spec_.write_percent > 0) {
+    const bool write = std::uniform_int_distribution<unsigned>(0, 99)(random_) < spec_.write_percent;
+    s.req.operation = write ? device::op::write : spec_.operation;
+  }
   s.segment = buffers_[next_buffer_].segment();
   next_buffer_ = (next_buffer_ + 1) % buffers_.size();
   s.issued = clock_.now();
@@ -109,7 +121,8 @@ void workload::on_done(device::request& req) noexcept {
     if (self.result_.errors++ == 0) self.result_.first_error = req.result;
   } else {
     ++self.result_.completed;
-    self.result_.latencies.push_back(now - s.issued);
+    const bool mixed_write = self.spec_.write_percent > 0 && req.operation != self.spec_.operation;
+    (mixed_write ? self.result_.write_latencies : self.result_.latencies).push_back(now - s.issued);
   }
   if (self.more_to_issue()) self.issue(s);
 }
@@ -117,6 +130,7 @@ void workload::on_done(device::request& req) noexcept {
 workload_result workload::finish() {
   result_.elapsed = last_completion_ - start_time_;
   std::sort(result_.latencies.begin(), result_.latencies.end());
+  std::sort(result_.write_latencies.begin(), result_.write_latencies.end());
   return std::move(result_);
 }
 

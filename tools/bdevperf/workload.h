@@ -31,6 +31,12 @@ struct workload_spec {
   // that (when it is larger than the caches) data comes from DRAM, as a
   // host's writes would.
   std::uint64_t buffer_pool_bytes = 0;
+  // Of a random read workload, this share of requests (percent) are writes
+  // instead: a mixed load, as OLTP's. Their latencies are kept apart.
+  unsigned write_percent = 0;
+  // Random offsets fall in blocks [0, span_blocks) only (0: the whole
+  // device): hot blocks clustered in a few stripes.
+  std::uint64_t span_blocks = 0;
 };
 
 struct workload_result {
@@ -39,8 +45,11 @@ struct workload_result {
   std::error_code first_error;
   device::duration elapsed{};
   std::vector<device::duration> latencies;  // sorted
+  std::vector<device::duration> write_latencies;  // of a mixed load's writes, sorted
 
   double iops() const;
+  // The mean of a mixed load's writes.
+  device::duration write_mean() const;
   double mb_per_s(std::uint64_t bytes_per_io) const;
   device::duration percentile(double p) const;  // p in [0, 100]
   device::duration mean() const;
