@@ -358,15 +358,11 @@ int main(int argc, char** argv) {
       oltp.span_blocks = 4 * rig.group->layout().stripe_data_blocks();
       const auto clustered = rig.run(oltp, seconds);
       auto ms = [](device::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
-      auto iops = [](const tools::workload_result& r) {
-        return static_cast<double>(r.latencies.size() + r.write_latencies.size()) /
-               std::chrono::duration<double>(r.elapsed).count();
-      };
       fmt::print("8 KiB OLTP, 95% reads, QD90    spread: {:5.0f} IOPS, reads {:5.1f} ms (p99 {:5.1f}), writes {:6.1f} ms\n",
-                 iops(spread), ms(spread.mean()), ms(spread.percentile(99)), ms(spread.write_mean()));
+                 spread.iops(), ms(spread.mean()), ms(spread.percentile(99)), ms(spread.write_mean()));
       fmt::print("  hot blocks in 4 stripes      {:5.0f} IOPS, reads {:5.1f} ms (p99 {:5.1f}), writes {:6.1f} ms   "
                  "reads {:.2f}x spread\n",
-                 iops(clustered), ms(clustered.mean()), ms(clustered.percentile(99)), ms(clustered.write_mean()),
+                 clustered.iops(), ms(clustered.mean()), ms(clustered.percentile(99)), ms(clustered.write_mean()),
                  ms(clustered.mean()) / ms(spread.mean()));
     }
   } catch (const std::exception& e) {
