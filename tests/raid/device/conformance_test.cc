@@ -16,6 +16,9 @@
 #include "raid/raid1_group.h"
 #include "raid/raid6_group.h"
 #include "tests/raid/device/harness.h"
+#include "tiering/metadata_store.h"
+#include "tiering/pool.h"
+#include "tiering/volume.h"
 
 namespace strata::device::testing {
 namespace {
@@ -29,6 +32,56 @@ struct stack {
   // what survived: everything flushed, maybe more.
   std::function<void(stack&, test_loop&)> restart;
   block_device& top() { return *layers.back(); }
+};
+
+// A thin volume of a pool over two memory groups (a performance and a
+// capacity tier), its store in `dir`: the suite's device. The pool and store
+// live here, so the stack holds one device; a restart closes them once
+// idle and opens them again over the same groups, as stratad does.
+class volume_device final : public block_device {
+ public:
+  volume_device(test_loop& loop, std::filesystem::path dir, std::vector<tiering::pool_group> groups,
+                std::uint32_t block_size, bool create)
+      : loop_(loop), dir_(std::move(dir)), groups_(std::move(groups)) {
+    auto s = tiering::metadata_store::open(dir_.string(), loop.context.get_executor());
+    REQUIRE(s);
+    store_ = std::move(*s);
+    loop_.elsewhere = [this] { return store_->in_flight(); };
+    tiering::pool_options options;
+    options.extent_size_bytes = 64 * 1024;
+    options.clock = &loop.clock;
+    auto p = tiering::pool::open(loop.context.get_executor(), *store_, groups_, options);
+    INFO((p ? "" : p.error().message));
+    REQUIRE(p);
+    pool_ = std::move(*p);
+    if (create) {
+      std::optional<std::expected<tiering::volume*, error>> made;
+      pool_->create_volume({"lun", block_size, device_blocks},
+                           [&](std::expected<tiering::volume*, error> v) { made = std::move(v); });
+      loop.run_until([&] { return made.has_value(); });
+      INFO((*made ? "" : made->error().message));
+      REQUIRE(*made);
+    }
+    volume_ = pool_->find_volume("lun");
+    REQUIRE(volume_ != nullptr);
+  }
+  ~volume_device() override {
+    loop_.run_until([&] { return store_->in_flight() == 0 && volume_->idle(); });
+    pool_.reset();
+    store_.reset();
+    loop_.elsewhere = nullptr;
+  }
+  const block_geometry& geometry() const noexcept override { return volume_->geometry(); }
+  boost::asio::any_io_executor executor() const noexcept override { return volume_->executor(); }
+  void submit(request& req) noexcept override { volume_->submit(req); }
+
+ private:
+  test_loop& loop_;
+  std::filesystem::path dir_;
+  std::vector<tiering::pool_group> groups_;
+  std::unique_ptr<tiering::metadata_store> store_;
+  std::unique_ptr<tiering::pool> pool_;
+  tiering::volume* volume_ = nullptr;
 };
 
 struct implementation {
@@ -243,6 +296,30 @@ std::vector<implementation> implementations() {
                    return s;
                  },
                  {512}});
+  // A thin volume over the tiers: the pool maps extents on first write
+  // (performance tier first, then capacity), unmaps whole-extent discards;
+  // a restart reopens the pool from its store.
+  all.push_back({"thin volume over a pool of memory groups", [](test_loop& loop, std::uint32_t bs, const temp_dir& dir) {
+                   stack s;
+                   // The capacity tier holds the whole volume, the performance tier a quarter.
+                   for (int i = 0; i < 2; ++i) {
+                     auto m = memory_device::create(loop.context.get_executor(),
+                                                    {bs, i == 0 ? device_blocks / 4 : device_blocks});
+                     REQUIRE(m);
+                     s.layers.push_back(std::move(*m));
+                   }
+                   auto groups = [&s] {
+                     return std::vector<tiering::pool_group>{{s.layers[0].get(), tiering::tier::performance},
+                                                             {s.layers[1].get(), tiering::tier::capacity}};
+                   };
+                   const auto where = dir.path() / "metadata";
+                   s.layers.push_back(std::make_unique<volume_device>(loop, where, groups(), bs, true));
+                   s.restart = [where, groups](stack& st, test_loop& l) {
+                     st.layers.back().reset();  // closed once idle
+                     st.layers.back() = std::make_unique<volume_device>(l, where, groups(), 0, false);
+                   };
+                   return s;
+                 }});
   return all;
 }
 
