@@ -280,6 +280,7 @@ void raid1_group::read_range(mirror_op& o) {
   }
   next_read_ = (chosen + 1) % m;
   o.tried[chosen] = true;
+  o.watches[chosen].device = members_[chosen];  // who answers (reads are not timed)
   prepare(o, chosen, op::read, &raid1_group::on_read_done);
   members_[chosen]->submit(o.reqs[chosen]);
 }
@@ -291,7 +292,11 @@ void raid1_group::on_read_done(request& r) noexcept {
   --g.in_flight_[member];
   if (r.result) {
     o.last_error = r.result;
-    if (r.result == errc::device_failed) {
+    if (g.members_[member] != o.watches[member].device) {
+      // A late answer from a device since replaced says nothing of its
+      // successor, which may serve the range.
+      o.tried[member] = false;
+    } else if (r.result == errc::device_failed) {
       g.set_failed(member, member_failure::device_failed);
     } else {
       o.bad.push_back(member);  // unreadable here; rewrite it once read elsewhere
@@ -310,7 +315,7 @@ void raid1_group::on_read_done(request& r) noexcept {
   if (g.writes_started_ != o.writes_before || g.overlaps_write(o.range_lba, o.range_blocks)) o.bad.clear();
   o.pending = 0;
   for (unsigned bad : o.bad) {
-    if (g.failed_[bad]) continue;
+    if (g.failed_[bad] || g.members_[bad] != o.watches[bad].device) continue;
     g.prepare(o, bad, op::write, &raid1_group::on_repair_done);
     ++o.pending;
     g.members_[bad]->submit(o.reqs[bad]);
@@ -334,7 +339,9 @@ void raid1_group::on_repair_done(request& r) noexcept {
   raid1_group& g = *o.group;
   const auto member = static_cast<unsigned>(&r - o.reqs.data());
   --g.in_flight_[member];
-  if (r.result == errc::no_space) {
+  if (g.members_[member] != o.watches[member].device) {
+    // Replaced while the repair was in flight: nothing to say of its successor.
+  } else if (r.result == errc::no_space) {
     ++g.health_[member].no_space_errors;  // the bad copy stays bad; the next read tries again
   } else if (r.result) {
     g.set_failed(member, member_failure::write_error);  // cannot even rewrite: done for

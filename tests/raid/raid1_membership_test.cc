@@ -385,6 +385,41 @@ TEST_CASE("raid1: once every member was replaced in turn, the bitmap still names
         read_blocks(s.loop, *after[1], reserved_blocks, data_blocks));
 }
 
+TEST_CASE("raid1: a late read error from a replaced disk does not fail its replacement", "[raid][raid1][rebuild]") {
+  // Found by the simulation (seed 1551): a read held by a dying disk
+  // answered device_failed after a spare had taken its place and been
+  // rebuilt; the group failed the spare for it, and with the other disk's
+  // failure next, lost the mirror.
+  shelf s(2, test_seed());
+  s.create_and_format(group_options(&s.loop.clock));
+  const auto data = pattern(data_blocks * block_size, 5);
+  write_blocks(s.loop, *s.group, 0, data);
+  // Reads go round the members: hang member 0 and send two, one to each.
+  s.faults[0]->hang();
+  auto x = io::make(op::read, 0, 8, block_size);
+  auto y = io::make(op::read, 8, 8, block_size);
+  s.group->submit(x->req);
+  s.group->submit(y->req);
+  s.loop.settle();
+  REQUIRE(x->completions + y->completions == 1);  // member 1's; member 0's is held
+  s.group->fail_member(0);
+  s.disks.push_back(s.blank());
+  auto spare = std::make_unique<fault_device>(*s.disks.back(), s.loop.clock, fault_options{});
+  std::optional<std::error_code> done;
+  REQUIRE_FALSE(s.group->replace_member(0, spare.get(), [&](std::error_code ec) { done = ec; }));
+  s.loop.run_until([&] { return done.has_value() && s.group->idle(); });
+  REQUIRE_FALSE(*done);
+  s.faults[0]->fail();  // now the old disk answers: device_failed
+  s.loop.run_until([&] { return x->completions == 1 && y->completions == 1; });
+  CHECK_FALSE(x->req.result);
+  CHECK_FALSE(y->req.result);
+  CHECK(std::memcmp(x->buffer.data(), data.data(), 8 * block_size) == 0);
+  CHECK(std::memcmp(y->buffer.data(), data.data() + 8 * block_size, 8 * block_size) == 0);
+  CHECK_FALSE(s.group->member_failed(0));
+  s.group->fail_member(1);  // the replacement alone holds everything
+  CHECK(read_blocks(s.loop, *s.group, 0, data_blocks) == data);
+}
+
 TEST_CASE("raid1: a clean shutdown pauses the resync promptly; the next assembly finishes it",
           "[raid][raid1][crash]") {
   shelf s(2, test_seed());
