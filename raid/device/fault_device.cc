@@ -126,18 +126,24 @@ void fault_device::start(request& req) {
         finish(req, errc::no_space);
         return;
       }
-      allocated_->insert(req.lba, req.block_count);
       [[fallthrough]];
-    case op::discard:
-      if (req.operation == op::discard) allocated_->erase(req.lba, req.block_count);
+    case op::discard: {
+      const std::uint64_t landing = landing_lba(req);
+      if (req.operation == op::write) {
+        allocated_->insert(landing, req.block_count);
+      } else {
+        allocated_->erase(landing, req.block_count);
+      }
+      corrupted_.erase(landing, req.block_count);  // rewritten: whole again
       if (options_.volatile_write_cache) {
-        write_to_cache(req);
-        latent_errors_.erase(req.lba, req.block_count);
+        write_to_cache(req, landing);
+        latent_errors_.erase(landing, req.block_count);
         finish(req, {});
         return;
       }
-      forward(req);
+      forward(req, landing);
       return;
+    }
     case op::flush:
       if (!options_.volatile_write_cache) {
         forward(req);
@@ -152,11 +158,21 @@ void fault_device::start(request& req) {
   }
 }
 
-void fault_device::forward(request& req) {
+std::uint64_t fault_device::landing_lba(const request& req) {
+  if (req.operation != op::write || misdirect_offset_blocks_ == 0) return req.lba;
+  const std::int64_t target = static_cast<std::int64_t>(req.lba) + misdirect_offset_blocks_;
+  misdirect_offset_blocks_ = 0;  // one write
+  if (target < 0 || static_cast<std::uint64_t>(target) + req.block_count > geometry().block_count) return req.lba;
+  ++counters_.writes_misdirected;
+  return static_cast<std::uint64_t>(target);
+}
+
+void fault_device::forward(request& req, std::optional<std::uint64_t> lba) {
   slot& s = slots_.acquire();
   s.owner = this;
   s.outer = &req;
   copy_io(req, s.inner);
+  if (lba) s.inner.lba = *lba;
   s.inner.context = &s;
   s.inner.on_complete = &fault_device::on_forwarded;
   if (req.operation == op::read && options_.volatile_write_cache) ++cache_reads_in_flight_;
@@ -169,16 +185,18 @@ void fault_device::on_forwarded(request& inner) noexcept {
   fault_device& self = *s.owner;
   request& outer = *s.outer;
   std::error_code result = inner.result;
+  const std::uint64_t landed = inner.lba;  // where a write went (misdirect_next_write)
   self.slots_.release(s);
   --self.backing_in_flight_;
 
   if (self.failed_ || !self.powered()) {
     ++self.counters_.requests_failed_device_gone;
     result = errc::device_failed;
-  } else if (!result && outer.operation == op::read && self.options_.volatile_write_cache) {
-    self.overlay_cache(outer);
+  } else if (!result && outer.operation == op::read) {
+    if (self.options_.volatile_write_cache) self.overlay_cache(outer);
+    self.rot(outer);
   } else if (!result && (outer.operation == op::write || outer.operation == op::discard)) {
-    self.latent_errors_.erase(outer.lba, outer.block_count);  // rewritten: readable again
+    self.latent_errors_.erase(landed, outer.block_count);  // rewritten: readable again
   }
   if (outer.operation == op::read && self.options_.volatile_write_cache &&
       --self.cache_reads_in_flight_ == 0 && !self.written_out_.empty()) {
@@ -214,10 +232,23 @@ void fault_device::deliver(slot& s) {
   complete(req, result);
 }
 
-void fault_device::write_to_cache(request& req) {
+void fault_device::rot(const request& req) {
+  if (corrupted_.block_count() == 0 || !corrupted_.intersects(req.lba, req.block_count)) return;
   const std::uint32_t block_size = geometry().logical_block_size_bytes;
   for (std::uint64_t i = 0; i < req.block_count; ++i) {
-    cached_block& block = dirty_[req.lba + i];
+    if (!corrupted_.covers(req.lba + i, 1)) continue;
+    ++counters_.corrupt_blocks_read;
+    std::byte* b = block_in(req.buffers, i, block_size);
+    b[block_size / 2] ^= std::byte{0x5a};  // a few bits flipped mid-block, no error
+  }
+}
+
+void fault_device::corrupt(std::uint64_t lba, std::uint64_t block_count) { corrupted_.insert(lba, block_count); }
+
+void fault_device::write_to_cache(request& req, std::uint64_t lba) {
+  const std::uint32_t block_size = geometry().logical_block_size_bytes;
+  for (std::uint64_t i = 0; i < req.block_count; ++i) {
+    cached_block& block = dirty_[lba + i];
     if (block.data.size() == 0) block.data = aligned_buffer(block_size);
     if (req.operation == op::discard) {
       std::memset(block.data.data(), 0, block_size);

@@ -23,6 +23,15 @@
 //                        as well as in completion order, as a drive with
 //                        NCQ/TCQ reorders SIMPLE commands). Flushes are never
 //                        held: a flush covers only writes completed before it.
+//   corrupt()            silent corruption (bit rot): reads of these blocks
+//                        return them with bits flipped, and no error, until
+//                        they are written again
+//   misdirect_next_write()
+//                        the next write lands `offset` blocks from where it
+//                        was sent (a misdirected write, as a drive's firmware
+//                        or a cable can cause): it succeeds, the blocks it was
+//                        meant for keep their old data, and others are
+//                        overwritten
 //   hang()/resume()      the device stops answering: requests are held, not
 //                        lost, until resume() (or fail())
 //   set_shuffle()        reads, writes and discards submitted in one turn of
@@ -49,6 +58,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -72,6 +82,8 @@ struct fault_counters {
   std::uint64_t read_errors_injected = 0;
   std::uint64_t write_errors_injected = 0;
   std::uint64_t writes_refused_full = 0;  // set_full
+  std::uint64_t writes_misdirected = 0;   // misdirect_next_write
+  std::uint64_t corrupt_blocks_read = 0;  // corrupt
   std::uint64_t requests_failed_device_gone = 0;
   std::uint64_t requests_delayed = 0;
   std::uint64_t requests_reordered = 0;  // held back by set_reorder
@@ -95,6 +107,9 @@ class fault_device final : public block_device {
   void fail_writes(std::uint64_t lba, std::uint64_t block_count);
   void clear_write_failures();
   void set_full(bool full) noexcept { full_ = full; }
+  void corrupt(std::uint64_t lba, std::uint64_t block_count);
+  // Off the device's end (or 0): the write lands where it was sent.
+  void misdirect_next_write(std::int64_t offset_blocks) noexcept { misdirect_offset_blocks_ = offset_blocks; }
   // The backing store's blocks ever written (what set_full lets be
   // overwritten), from now on kept in `blocks`: a sparse file keeps its
   // blocks across power cycles, so a caller that powers new electronics
@@ -159,12 +174,15 @@ class fault_device final : public block_device {
 
   bool powered() const noexcept { return !power_off_; }
   void start(request& req);
-  void forward(request& req);
+  // Where a write lands: where it was sent, unless misdirected (once).
+  std::uint64_t landing_lba(const request& req);
+  void forward(request& req, std::optional<std::uint64_t> lba = std::nullopt);
+  void rot(const request& req);  // corrupt(): flips bits of a read's corrupted blocks
   static void on_forwarded(request& inner) noexcept;
   void finish(request& req, std::error_code result);
   void deliver(slot& s);
   void release_reordered(slot& s);
-  void write_to_cache(request& req);
+  void write_to_cache(request& req, std::uint64_t lba);
   void overlay_cache(const request& req);
   // These cached blocks are on the backing device now: drop them from the
   // cache (unless rewritten since), or later, once no read that may have
@@ -192,6 +210,8 @@ class fault_device final : public block_device {
   std::uint64_t power_cuts_ = 0;
   block_range_set latent_errors_;
   block_range_set failing_writes_;
+  block_range_set corrupted_;
+  std::int64_t misdirect_offset_blocks_ = 0;
   std::shared_ptr<block_range_set> allocated_ = std::make_shared<block_range_set>();  // see keep_allocation_in
   duration delay_{};
   double delay_probability_ = 0;

@@ -50,6 +50,50 @@ const std::error_code device_failed = make_error_code(errc::device_failed);
 
 }  // namespace
 
+TEST_CASE("fault device: silent corruption returns wrong data without an error, until rewritten",
+          "[device][fault]") {
+  for (bool cache : {false, true}) {
+    INFO("volatile cache " << cache);
+    faulty f(fault_options{.seed = 5, .volatile_write_cache = cache});
+    const auto data = pattern(8 * block_size, 1);
+    REQUIRE_FALSE(f.write(100, data));
+    f.device->corrupt(102, 2);
+    CHECK(read_blocks(f.loop, *f.device, 100, 2) == std::vector<std::byte>(data.begin(), data.begin() + 2 * block_size));
+    const auto rotten = read_blocks(f.loop, *f.device, 100, 8);  // no error
+    CHECK(rotten != data);
+    for (std::uint64_t b = 0; b < 8; ++b) {
+      const bool same = std::memcmp(rotten.data() + b * block_size, data.data() + b * block_size, block_size) == 0;
+      CHECK(same == (b < 2 || b >= 4));
+    }
+    CHECK(f.device->counters().corrupt_blocks_read == 2);
+    REQUIRE_FALSE(f.write(102, std::span(data).subspan(2 * block_size, 2 * block_size)));
+    CHECK(read_blocks(f.loop, *f.device, 100, 8) == data);
+  }
+}
+
+TEST_CASE("fault device: a misdirected write lands elsewhere and succeeds", "[device][fault]") {
+  for (bool cache : {false, true}) {
+    INFO("volatile cache " << cache);
+    faulty f(fault_options{.seed = 6, .volatile_write_cache = cache});
+    const auto old_data = pattern(4 * block_size, 1);
+    const auto victim = pattern(4 * block_size, 2);
+    REQUIRE_FALSE(f.write(200, old_data));
+    REQUIRE_FALSE(f.write(264, victim));
+    f.device->misdirect_next_write(64);
+    const auto new_data = pattern(4 * block_size, 3);
+    CHECK_FALSE(f.write(200, new_data));  // sent to 200, lands at 264
+    CHECK(read_blocks(f.loop, *f.device, 200, 4) == old_data);
+    CHECK(read_blocks(f.loop, *f.device, 264, 4) == new_data);
+    CHECK(f.device->counters().writes_misdirected == 1);
+    CHECK_FALSE(f.write(200, new_data));  // once only
+    CHECK(read_blocks(f.loop, *f.device, 200, 4) == new_data);
+    f.device->misdirect_next_write(-1000);  // off the device: where it was sent
+    CHECK_FALSE(f.write(0, victim));
+    CHECK(read_blocks(f.loop, *f.device, 0, 4) == victim);
+    CHECK(f.device->counters().writes_misdirected == 1);
+  }
+}
+
 TEST_CASE("fault device: a latent sector error fails reads until the blocks are rewritten",
           "[device][fault]") {
   faulty f;
