@@ -290,6 +290,20 @@ bool world::add_latent_error(std::size_t capacity_disk, std::uint64_t lba, std::
 
 std::string world::check_redundancy() {
   std::string wrong;
+  // No group fails out a member whose disk works: every fault here is the
+  // simulation's, and the only one a group may fail a working disk for is
+  // too many read errors (latent errors, injected on the RAID-6 disks; the
+  // failure shows as "recorded" after a restart).
+  auto check_members = [&](const char* name, const auto& group, const std::vector<disk>& disks) {
+    for (unsigned m = 0; m < group.member_count(); ++m) {
+      const raid::member_failure why = group.health(m).failure;
+      if (!group.member_failed(m) || disks[m].dead || disks[m].latent_errors) continue;
+      wrong += std::string(name) + " member " + std::to_string(m) + " failed (" + std::string(raid::to_string(why)) +
+               ") though its disk works; ";
+    }
+  };
+  check_members("RAID-1", *performance, performance_disks);
+  check_members("RAID-6", *capacity, capacity_disks);
   // RAID-1: both members hold the same data (the reserved area holds each
   // member's own superblock, and differs).
   if (!performance_disks[0].dead && !performance_disks[1].dead) {
