@@ -27,7 +27,7 @@ std::byte* block_in(std::span<const iovec> buffers, std::uint64_t index,
 }  // namespace
 
 fault_device::fault_device(block_device& backing, clock& c, const fault_options& options)
-    : backing_(backing),
+    : forwarding_device(backing),
       clock_(c),
       options_(options),
       random_(options.seed),
@@ -37,6 +37,11 @@ fault_device::fault_device(block_device& backing, clock& c, const fault_options&
 
 fault_device::~fault_device() {
   assert(backing_in_flight_ == 0 && "fault_device destroyed with I/O in flight");
+}
+
+allocation_run fault_device::allocation_at(std::uint64_t lba, std::uint64_t max_blocks) const noexcept {
+  if (options_.volatile_write_cache) return {allocation::mapped, max_blocks};
+  return forwarding_device::allocation_at(lba, max_blocks);
 }
 
 void fault_device::submit(request& req) noexcept {
@@ -177,7 +182,7 @@ void fault_device::forward(request& req, std::optional<std::uint64_t> lba) {
   s.inner.on_complete = &fault_device::on_forwarded;
   if (req.operation == op::read && options_.volatile_write_cache) ++cache_reads_in_flight_;
   ++backing_in_flight_;
-  backing_.submit(s.inner);
+  backing().submit(s.inner);
 }
 
 void fault_device::on_forwarded(request& inner) noexcept {
@@ -315,10 +320,10 @@ void fault_device::start_destage() {
   d.backing_flush.on_complete = &fault_device::on_destage_flush;
   if (d.writes.empty()) {
     ++backing_in_flight_;
-    backing_.submit(d.backing_flush);
+    backing().submit(d.backing_flush);
     return;
   }
-  for (auto& w : d.writes) backing_.submit(w->req);
+  for (auto& w : d.writes) backing().submit(w->req);
 }
 
 void fault_device::on_destage_write(request& req) noexcept {
@@ -337,7 +342,7 @@ void fault_device::on_destage_write(request& req) noexcept {
   }
   // Ordered after the writes it makes durable: only now do they all exist.
   ++self.backing_in_flight_;
-  self.backing_.submit(d.backing_flush);
+  self.backing().submit(d.backing_flush);
 }
 
 void fault_device::on_destage_flush(request& req) noexcept {
@@ -456,7 +461,7 @@ void fault_device::apply_power_cut() {
     });
     return;
   }
-  for (auto& w : crash_writes_) backing_.submit(w->req);
+  for (auto& w : crash_writes_) backing().submit(w->req);
 }
 
 void fault_device::power_on() {

@@ -64,6 +64,7 @@
 
 #include "raid/device/aligned_buffer.h"
 #include "raid/device/block_device.h"
+#include "raid/device/forwarding_device.h"
 #include "raid/device/block_range_set.h"
 #include "raid/device/clock.h"
 #include "raid/device/request_queue.h"
@@ -91,13 +92,14 @@ struct fault_counters {
   std::uint64_t blocks_kept_at_power_cut = 0;
 };
 
-class fault_device final : public block_device {
+class fault_device final : public forwarding_device {
  public:
   fault_device(block_device& backing, clock& c, const fault_options& options);
   ~fault_device() override;
 
-  const block_geometry& geometry() const noexcept override { return backing_.geometry(); }
-  boost::asio::any_io_executor executor() const noexcept override { return backing_.executor(); }
+  // With a volatile write cache, "mapped" throughout: the device below has
+  // not seen the cached writes. Without one, the device below's answer.
+  allocation_run allocation_at(std::uint64_t lba, std::uint64_t max_blocks) const noexcept override;
   void submit(request& req) noexcept override;
 
   void fail();
@@ -197,7 +199,6 @@ class fault_device final : public block_device {
   void start_shuffled();  // the requests held for shuffling, in a random order
   void apply_power_cut();
 
-  block_device& backing_;
   clock& clock_;
   fault_options options_;
   std::mt19937_64 random_;

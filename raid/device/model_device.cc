@@ -3,8 +3,8 @@
 namespace strata::device {
 
 model_device::model_device(block_device& backing, clock& c)
-    : clock_(c),
-      backing_(backing),
+    : forwarding_device(backing),
+      clock_(c),
       due_(c, backing.executor(), [this](slot& s) { on_due(s); }),
       rejected_(backing.executor()) {}
 
@@ -28,7 +28,7 @@ void model_device::begin(slot& s, time_point finish) {
   s.inner.context = &s;
   s.inner.on_complete = &model_device::on_backing_done;
   due_.push(finish, s);
-  backing_.submit(s.inner);
+  backing().submit(s.inner);
 }
 
 void model_device::on_backing_done(request& inner) noexcept {

@@ -11,17 +11,15 @@
 // outlive the model; the model uses the backing device's executor.
 #pragma once
 
-#include "raid/device/block_device.h"
 #include "raid/device/clock.h"
+#include "raid/device/forwarding_device.h"
 #include "raid/device/request_queue.h"
 #include "raid/device/timing.h"
 
 namespace strata::device {
 
-class model_device : public block_device {
+class model_device : public forwarding_device {
  public:
-  const block_geometry& geometry() const noexcept final { return backing_.geometry(); }
-  boost::asio::any_io_executor executor() const noexcept final { return backing_.executor(); }
   void submit(request& req) noexcept final;
 
  protected:
@@ -53,7 +51,6 @@ class model_device : public block_device {
   void on_due(slot& s);
   void finish_if_done(slot& s);
 
-  block_device& backing_;
   slot_pool<slot> slots_;
   deadline_queue<slot> due_;
   completion_queue rejected_;

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "raid/device/fault_device.h"
+#include "raid/device/forwarding_device.h"
 #include "raid/device/memory_device.h"
 #include "raid/device/ssd_model.h"
 #include "tests/raid/device/harness.h"
@@ -49,6 +50,33 @@ const std::error_code media_error = make_error_code(errc::media_error);
 const std::error_code device_failed = make_error_code(errc::device_failed);
 
 }  // namespace
+
+// A device below that tracks allocation: its first half deallocated.
+class half_thin final : public forwarding_device {
+ public:
+  explicit half_thin(block_device& below) : forwarding_device(below) {}
+  void submit(request& req) noexcept override { backing().submit(req); }
+  allocation_run allocation_at(std::uint64_t lba, std::uint64_t max_blocks) const noexcept override {
+    const std::uint64_t half = geometry().block_count / 2;
+    if (lba < half) return {allocation::deallocated, std::min(max_blocks, half - lba)};
+    return {allocation::mapped, max_blocks};
+  }
+};
+
+TEST_CASE("decorators forward allocation_at, except a volatile write cache's", "[device][fault]") {
+  test_loop loop;
+  auto m = memory_device::create(loop.context.get_executor(), {block_size, device_blocks});
+  REQUIRE(m);
+  half_thin thin(**m);
+  ssd_model ssd(thin, loop.clock, ssd_profile::sas_12g());
+  fault_device plain(ssd, loop.clock, fault_options{});
+  fault_device cached(ssd, loop.clock, fault_options{.seed = 2, .volatile_write_cache = true});
+  CHECK(ssd.allocation_at(0, 10).state == allocation::deallocated);
+  CHECK(plain.allocation_at(0, device_blocks).block_count == device_blocks / 2);
+  CHECK(plain.allocation_at(device_blocks / 2, 8).state == allocation::mapped);
+  // Its cache may hold writes the device below has not seen.
+  CHECK(cached.allocation_at(0, 10).state == allocation::mapped);
+}
 
 TEST_CASE("fault device: silent corruption returns wrong data without an error, until rewritten",
           "[device][fault]") {
