@@ -1,17 +1,17 @@
 // A rebuild's first and last steps on the new member, the same for RAID-1
 // and RAID-6.
 //
-// First (claim): zeros over the member's reserved area -- the superblock
-// copies and the write-intent bitmap -- as the rebuild starts, before the
-// member holds any of the group's metadata. Two reasons:
-//  - a disk that was a member before still holds its old superblock: an
-//    assembly after a crash mid-rebuild would take it for a member merely
-//    behind in events, and trust data it never got;
-//  - every block of its metadata is then written once, so a full backing
-//    store (a sparse file on a full filesystem refuses only blocks it
-//    never held) cannot refuse the bitmap or superblock writes that would
-//    fail it out of the group later. A claim the store refuses fails the
-//    rebuild instead (no_space), and no member.
+// First (claim): the member's reserved area -- the superblock copies and
+// the write-intent bitmap -- is read and written back as it is (zeros
+// where it cannot be read) as the rebuild starts, before the member holds
+// any of the group's metadata. Every block of its metadata is then held by
+// its store, so a full backing store (a sparse file on a full filesystem
+// refuses only blocks it never held) cannot refuse the bitmap or
+// superblock writes that would fail it out of the group later. A claim the
+// store refuses fails the rebuild instead (no_space), and no member. What
+// the area held stays: a disk rebuilt in place keeps the superblock by
+// which the next start finds it again (the group records it failed until
+// its rebuild is recorded, so an old superblock is never trusted).
 // Last (flush): the new member is flushed before its superblock calls it
 // whole. Its copies may still sit in its write cache; a power cut could
 // then keep the superblock and drop the copies, and assembly would trust a
@@ -34,16 +34,18 @@ class new_member {
   // Called back, from the step's completion, with its outcome.
   using resume_fn = void (*)(void* group, std::error_code outcome);
 
-  // The first step: zeros over blocks [0, reserved_blocks) of `member`. If
-  // it fails, `failed(group, its error)` runs: the rebuild is to stop.
+  // The first step: blocks [0, reserved_blocks) of `member` read and
+  // written back. If that fails, `failed(group, its error)` runs: the
+  // rebuild is to stop.
   void claim(device::block_device& member, std::uint64_t reserved_blocks, void* group, resume_fn failed) {
     group_ = group;
     failed_ = failed;
     const std::uint64_t bytes = reserved_blocks * member.geometry().logical_block_size_bytes;
-    zeros_ = device::aligned_buffer(bytes);  // zero-filled
-    segment_ = {zeros_.data(), bytes};
+    area_ = device::aligned_buffer(bytes);
+    segment_ = {area_.data(), bytes};
+    member_ = &member;
     claim_req_ = device::request{};
-    claim_req_.operation = device::op::write;
+    claim_req_.operation = device::op::read;
     claim_req_.priority = device::io_class::background;
     claim_req_.lba = 0;
     claim_req_.block_count = reserved_blocks;
@@ -51,8 +53,16 @@ class new_member {
     claim_req_.context = this;
     claim_req_.on_complete = [](device::request& r) noexcept {
       auto& m = *static_cast<new_member*>(r.context);
+      if (r.operation == device::op::read) {
+        // Unreadable: zeros (what a blank area holds) take its place.
+        if (r.result) std::memset(m.area_.data(), 0, m.area_.size());
+        r.operation = device::op::write;
+        r.result = {};
+        m.member_->submit(r);
+        return;
+      }
       m.claiming_ = false;
-      m.zeros_ = {};
+      m.area_ = {};
       if (m.waiting_) {
         m.waiting_ = false;
         m.resume_(m.group_, r.result);  // the rebuild tried to end meanwhile: again
@@ -97,7 +107,8 @@ class new_member {
   }
 
  private:
-  device::aligned_buffer zeros_;
+  device::aligned_buffer area_;  // the reserved area, while it is claimed
+  device::block_device* member_ = nullptr;
   iovec segment_{};
   device::request claim_req_;
   device::request flush_req_;

@@ -864,7 +864,10 @@ superblock raid1_group::describe(unsigned member) const {
   sb.member_block_count = members_[member]->geometry().block_count;
   sb.data_offset_blocks = data_offset_blocks_;
   sb.stripes = geometry_.block_count;  // RAID-1: the group's blocks
-  for (unsigned i = 0; i < failed_.size(); ++i) sb.failed[i] = failed_[i];
+  // A member being rebuilt is not whole until its rebuild is recorded: if
+  // it was a member before (a rebuild in place), its old superblock must
+  // not pass for one merely behind in events after a crash.
+  for (unsigned i = 0; i < failed_.size(); ++i) sb.failed[i] = failed_[i] || (sync_.rebuild && i == sync_.target);
   if (intent_.enabled()) {
     sb.bitmap_offset_blocks = intent_.offset_blocks();
     sb.bitmap_region_stripes = intent_region_blocks_;  // RAID-1: blocks per bit

@@ -704,7 +704,10 @@ superblock raid6_group::describe(unsigned member) const {
   sb.data_offset_blocks = layout_.data_offset_blocks;
   sb.strip_blocks = layout_.strip_blocks;
   sb.stripes = layout_.stripes;
-  for (unsigned i = 0; i < failed_.size(); ++i) sb.failed[i] = failed_[i];
+  // A member being rebuilt is not whole until its rebuild is recorded: if
+  // it was a member before (a rebuild in place), its old superblock must
+  // not pass for one merely behind in events after a crash.
+  for (unsigned i = 0; i < failed_.size(); ++i) sb.failed[i] = failed_[i] || i == rebuild_.member;
   if (intent_.enabled()) {
     sb.bitmap_offset_blocks = intent_.offset_blocks();
     sb.bitmap_region_stripes = intent_region_stripes_;

@@ -147,6 +147,36 @@ TEST_CASE("superblock: a member failed before the restart stays failed, its stal
   CHECK(read_blocks(s.loop, **g, 0, blocks) == newer);
 }
 
+TEST_CASE("superblock: a member rebuilt in place stays failed across a crash until its rebuild is recorded",
+          "[raid][superblock][rebuild]") {
+  // A disk failed out and rebuilt in place keeps its old superblock. Were
+  // a membership change during its rebuild to record it working, a crash
+  // would leave it looking merely behind in events: trusted, with data it
+  // never got.
+  shelf s(6);
+  s.create_and_format();
+  const std::uint64_t blocks = s.group->geometry().block_count;
+  write_blocks(s.loop, *s.group, 0, pattern(blocks * block_size, 1));
+  s.group->fail_member(2);
+  const auto newer = pattern(blocks * block_size, 2);
+  write_blocks(s.loop, *s.group, 0, newer);  // member 2 misses it
+  s.faults[2]->hang();  // the rebuild in place stalls on it
+  REQUIRE_FALSE(s.group->replace_member(2, s.faults[2].get(), [](std::error_code) {}));
+  s.group->fail_member(4);  // recorded on the others while member 2 rebuilds
+  s.loop.settle();
+
+  // A crash: new electronics over the same disks.
+  auto g = s.assemble(s.power_up());
+  INFO(message_of(g));
+  REQUIRE(g);
+  CHECK((*g)->member_failed(2));
+  CHECK((*g)->member_failed(4));
+  // The stripes it held are rebuilt from the others (once the crash's
+  // resync has passed: before, a degraded read there cannot be verified).
+  s.loop.run_until([&] { return (*g)->idle() && !(*g)->resync_status().running; });
+  CHECK(read_blocks(s.loop, **g, 0, blocks) == newer);
+}
+
 TEST_CASE("superblock: a member one event behind, not recorded failed, is trusted",
           "[raid][superblock]") {
   // A crash that cut a superblock update short leaves some members a copy
