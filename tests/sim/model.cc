@@ -32,7 +32,7 @@ std::optional<std::uint64_t> decode_block(std::span<const std::byte> block, std:
   return seq;
 }
 
-block_model::block_model(std::uint64_t block_count) : blocks_(block_count) {
+block_model::block_model(std::uint64_t block_count) : blocks_(block_count), anything_(block_count, false) {
   ops_.push_back({0, block_count, 0, true});  // id 0: the zeros every block starts with
   for (auto& b : blocks_) b.push_back({0, 0, 0, 0, true, true});
 }
@@ -65,6 +65,7 @@ void block_model::flush_completed(sim_time submitted_at) {
     const op& o = ops_[id];
     if (o.completed >= submitted_at) return false;
     for (std::uint64_t b = o.first; b < o.first + o.count; ++b) {
+      anything_[b] = false;  // a durable value again
       for (write& w : blocks_[b]) {
         if (w.id == id) w.durable = true;
       }
@@ -120,6 +121,8 @@ std::optional<std::string> block_model::check_after_crash(std::uint64_t block, s
 }
 
 void block_model::settle_after_crash(std::uint64_t block, std::optional<std::uint64_t> seq) {
+  if (!seq) anything_[block] = true;
+  if (anything_[block]) seq = std::nullopt;
   blocks_[block].clear();
   blocks_[block].push_back({0, seq.value_or(garbage), 0, 0, true, true});
   not_durable_.clear();  // ops from before the crash: never acknowledged, or in the history no more

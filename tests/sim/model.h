@@ -58,7 +58,9 @@ class block_model {
   std::optional<std::string> check_after_crash(std::uint64_t block, std::optional<std::uint64_t> seq) const;
   // After a crash, the block holds what was read: that value alone,
   // durable. Nothing: a block the test forgave (the degraded write hole),
-  // which may then read as anything until a durable write replaces it.
+  // which may then read as anything until a durable write replaces it --
+  // across later crashes too: what a read returns then may be a copy (the
+  // read cache's) of a value the capacity tier no longer holds.
   void settle_after_crash(std::uint64_t block, std::optional<std::uint64_t> seq);
   // Drops what no read still possible can return: values certainly
   // overwritten by a durable write that completed before `oldest_read`.
@@ -86,6 +88,7 @@ class block_model {
                                    bool after_crash) const;
 
   std::vector<std::vector<write>> blocks_;
+  std::vector<bool> anything_;  // per block: forgiven, and no durable write since
   std::vector<op> ops_;  // by id
   std::vector<std::uint64_t> not_durable_;  // ids of ops that completed successfully, not yet durable
 };
