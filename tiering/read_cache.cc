@@ -419,7 +419,7 @@ void read_cache::persist(std::function<void(std::error_code)> done) {
       if (--c.flush_.outstanding == 0) c.flushed();
     };
   }
-  // Members never complete inside submit: the requests may all go now.
+  // Devices never complete inside submit: the requests may all go now.
   device_.submit(flush_.reqs[0]);
   for (std::size_t i = 0; i < sources_.size(); ++i) sources_[i]->submit(flush_.reqs[1 + i]);
 }
