@@ -54,6 +54,17 @@ struct shelf {
       disks.push_back(std::move(*m));
     }
   }
+  // A formatted RAID-6 group of all the disks but the last, which it
+  // returns as a blank spare.
+  std::pair<std::unique_ptr<raid6_group>, block_device*> formatted_raid6_and_spare() {
+    std::vector<block_device*> devices = power_up();
+    block_device* spare = devices.back();
+    devices.pop_back();
+    auto g = raid6_group::create(devices, raid6_opts());
+    REQUIRE(g);
+    format(**g);
+    return {std::move(*g), spare};
+  }
   std::vector<block_device*> power_up() {
     faults.clear();
     std::vector<block_device*> list;
@@ -234,13 +245,7 @@ TEST_CASE("raid6: a rebuild over a stripe a full store tore while degraded count
   // then be rebuilt only from parity that may not match the data; the
   // rebuild cannot tell which blocks are wrong, but it must say so.
   shelf s(7, reserved_blocks + stripes * strip_blocks);  // six members and a spare
-  std::vector<block_device*> devices = s.power_up();
-  block_device* spare = devices.back();
-  devices.pop_back();
-  auto g = raid6_group::create(devices, raid6_opts());
-  REQUIRE(g);
-  std::unique_ptr<raid6_group> group = std::move(*g);
-  s.format(*group);
+  auto [group, spare] = s.formatted_raid6_and_spare();
   const std::uint64_t per_stripe = group->layout().stripe_data_blocks();
   write_blocks(s.loop, *group, 0, pattern(4 * per_stripe * block_size, 1));
   flush(s.loop, *group);
@@ -264,13 +269,7 @@ TEST_CASE("raid6: a new member's metadata blocks are claimed as its rebuild star
   // filled, and the next bitmap write -- to blocks its store had never
   // held -- failed it out as a member that cannot keep metadata.
   shelf s(7, reserved_blocks + stripes * strip_blocks);  // six members and a spare
-  std::vector<block_device*> devices = s.power_up();
-  block_device* spare = devices.back();
-  devices.pop_back();
-  auto g = raid6_group::create(devices, raid6_opts());
-  REQUIRE(g);
-  std::unique_ptr<raid6_group> group = std::move(*g);
-  s.format(*group);
+  auto [group, spare] = s.formatted_raid6_and_spare();
   const std::uint64_t per_stripe = group->layout().stripe_data_blocks();
   const auto data = pattern(data_blocks * block_size, 1);
   write_blocks(s.loop, *group, 0, data);
@@ -293,14 +292,8 @@ TEST_CASE("raid6: a new member's metadata blocks are claimed as its rebuild star
 
 TEST_CASE("raid6: a spare whose store cannot take its metadata fails the rebuild, not a member",
           "[raid][raid6][no_space]") {
-  shelf s(7, reserved_blocks + stripes * strip_blocks);
-  std::vector<block_device*> devices = s.power_up();
-  block_device* spare = devices.back();
-  devices.pop_back();
-  auto g = raid6_group::create(devices, raid6_opts());
-  REQUIRE(g);
-  std::unique_ptr<raid6_group> group = std::move(*g);
-  s.format(*group);
+  shelf s(7, reserved_blocks + stripes * strip_blocks);  // six members and a spare
+  auto [group, spare] = s.formatted_raid6_and_spare();
   write_blocks(s.loop, *group, 0, pattern(data_blocks * block_size, 1));
   group->fail_member(3);
   s.faults[6]->set_full(true);

@@ -100,6 +100,51 @@ TEST_CASE("raid6: every single and pair of failed members, 4 to 8 members", "[ra
   }
 }
 
+namespace {
+
+// Stripe 1 held by a read-modify-write of strip 0 whose parity read hangs
+// (until release()), for reads of that stripe to run beside it.
+struct held_stripe {
+  static constexpr std::uint64_t stripe = 1;
+  array& r;
+  std::uint64_t base;  // the stripe's first block
+  unsigned parity_member;
+  std::vector<std::byte> data;
+  std::unique_ptr<io> w;
+
+  held_stripe(array& a, std::uint64_t seed)
+      : r(a),
+        base(stripe * a.group->layout().stripe_data_blocks()),
+        parity_member(a.group->layout().p_member(stripe)),
+        data(pattern(2 * block_size, seed + 5)),
+        w(io::make(op::write, base + 1, 2, block_size)) {
+    r.faults[parity_member]->hang();
+    std::memcpy(w->buffer.data(), data.data(), data.size());
+    r.group->submit(w->req);
+    r.loop.settle();
+    REQUIRE(w->completions == 0);
+  }
+  // A read of strip 2, which the write does not touch.
+  std::unique_ptr<io> read_strip_2() {
+    auto x = io::make(op::read, base + 2 * strip_blocks, strip_blocks, block_size);
+    r.group->submit(x->req);
+    return x;
+  }
+  bool holds_strip_2(const io& x) const {
+    return std::memcmp(x.buffer.data(), r.reference.data() + (base + 2 * strip_blocks) * block_size,
+                       strip_blocks * block_size) == 0;
+  }
+  // The parity read answers: the write ends, and the reference takes it.
+  void release(const io* also = nullptr) {
+    r.faults[parity_member]->resume();
+    r.loop.run_until([&] { return w->completions == 1 && (also == nullptr || also->completions == 1); });
+    REQUIRE_FALSE(w->req.result);
+    std::memcpy(r.reference.data() + (base + 1) * block_size, data.data(), data.size());
+  }
+};
+
+}  // namespace
+
 TEST_CASE("raid6: a healthy read does not wait for a write holding its stripe", "[raid][raid6]") {
   // md reads a healthy chunk directly: an OLTP load whose hot blocks
   // cluster in a few stripes must not queue its reads behind each
@@ -108,33 +153,18 @@ TEST_CASE("raid6: a healthy read does not wait for a write holding its stripe", 
   INFO("seed " << seed);
   array r(6, seed);
   r.write_mix(seed);
-  const raid6_layout& layout = r.group->layout();
-  const std::uint64_t stripe = 1;
-  const std::uint64_t base = stripe * layout.stripe_data_blocks();
-  // A read-modify-write of strip 0, its parity read hung: it holds the stripe.
-  r.faults[layout.p_member(stripe)]->hang();
-  auto w = io::make(op::write, base + 1, 2, block_size);
-  const auto data = pattern(2 * block_size, seed + 5);
-  std::memcpy(w->buffer.data(), data.data(), data.size());
-  r.group->submit(w->req);
-  r.loop.settle();
-  REQUIRE(w->completions == 0);
-  // A read of strip 2 of that stripe, and one of strip 0 itself (it may
-  // see the old data or the new, as the write is not acknowledged yet).
-  auto x = io::make(op::read, base + 2 * strip_blocks, strip_blocks, block_size);
-  r.group->submit(x->req);
-  auto y = io::make(op::read, base, 4, block_size);
+  held_stripe held(r, seed);
+  // A read of strip 2, and one of strip 0 itself (it may see the old data
+  // or the new, as the write is not acknowledged yet).
+  auto x = held.read_strip_2();
+  auto y = io::make(op::read, held.base, 4, block_size);
   r.group->submit(y->req);
   r.loop.settle();
   CHECK(x->completions == 1);
   CHECK(y->completions == 1);
   CHECK_FALSE(x->req.result);
-  CHECK(std::memcmp(x->buffer.data(), r.reference.data() + (base + 2 * strip_blocks) * block_size,
-                    strip_blocks * block_size) == 0);
-  r.faults[layout.p_member(stripe)]->resume();
-  r.loop.run_until([&] { return w->completions == 1; });
-  REQUIRE_FALSE(w->req.result);
-  std::memcpy(r.reference.data() + (base + 1) * block_size, data.data(), data.size());
+  CHECK(held.holds_strip_2(*x));
+  held.release();
   r.verify_all();
 }
 
@@ -145,31 +175,18 @@ TEST_CASE("raid6: a healthy read that meets a read error waits for its stripe an
   array r(6, seed);
   r.write_mix(seed);
   const raid6_layout& layout = r.group->layout();
-  const std::uint64_t stripe = 1;
-  const std::uint64_t base = stripe * layout.stripe_data_blocks();
-  r.faults[layout.data_member(stripe, 2)]->add_latent_error(layout.member_lba(stripe, 0), strip_blocks);
-  // A write holds the stripe (its parity read hung) while the read fails
-  // and must queue: it completes only after the write, with the data the
-  // write left (the read began before the write was acknowledged: old or
-  // new are both allowed for the written blocks; the read touches none).
-  r.faults[layout.p_member(stripe)]->hang();
-  auto w = io::make(op::write, base + 1, 2, block_size);
-  const auto data = pattern(2 * block_size, seed + 5);
-  std::memcpy(w->buffer.data(), data.data(), data.size());
-  r.group->submit(w->req);
-  r.loop.settle();
-  auto x = io::make(op::read, base + 2 * strip_blocks, strip_blocks, block_size);
-  r.group->submit(x->req);
+  r.faults[layout.data_member(held_stripe::stripe, 2)]->add_latent_error(layout.member_lba(held_stripe::stripe, 0),
+                                                                         strip_blocks);
+  // The read fails while the write holds the stripe, and must queue: it
+  // completes only after the write.
+  held_stripe held(r, seed);
+  auto x = held.read_strip_2();
   r.loop.settle();
   CHECK(x->completions == 0);  // its strip is lost: it waits for the stripe
-  r.faults[layout.p_member(stripe)]->resume();
-  r.loop.run_until([&] { return w->completions == 1 && x->completions == 1; });
-  REQUIRE_FALSE(w->req.result);
+  held.release(x.get());
   REQUIRE_FALSE(x->req.result);
-  CHECK(std::memcmp(x->buffer.data(), r.reference.data() + (base + 2 * strip_blocks) * block_size,
-                    strip_blocks * block_size) == 0);
+  CHECK(held.holds_strip_2(*x));
   CHECK(r.group->repaired_blocks() == strip_blocks);
-  std::memcpy(r.reference.data() + (base + 1) * block_size, data.data(), data.size());
   r.verify_all();
 }
 
