@@ -287,23 +287,31 @@ void raid6_group::end_rebuild(std::error_code result) {
 
 // Reads every current member's bitmap: a region set on any of them was
 // being written when the group stopped, and is resynced.
+void raid6_group::begin_resync(std::vector<bool> regions, bool torn_pass) {
+  resync_.regions = std::move(regions);
+  resync_.progress = {};
+  for (std::uint64_t r = 0; r < resync_.regions.size(); ++r) {
+    if (!resync_.regions[r]) continue;
+    const std::uint64_t first = r * intent_region_stripes_;
+    resync_.progress.stripes_total += std::min(layout_.stripes, first + intent_region_stripes_) - first;
+  }
+  resync_.next_stripe = 0;
+  resync_.done_below = 0;
+  resync_.paused = false;
+  resync_.reported = false;
+  resync_.torn_pass = torn_pass;
+  resync_.running = resync_.progress.stripes_total > 0;
+  resync_.progress.running = resync_.running;
+}
+
 void raid6_group::read_intents(std::function<void()> then) {
   intent_.load([this, then = std::move(then)](std::vector<std::uint64_t> marked) {
-    resync_.regions.assign(intent_.regions(), false);
-    resync_.progress = {};
+    std::vector<bool> regions(intent_.regions(), false);
     for (std::uint64_t r : marked) {
-      resync_.regions[r] = true;
+      regions[r] = true;
       intent_.begin(r);  // held marked until the region is resynced
-      const std::uint64_t first = r * intent_region_stripes_;
-      resync_.progress.stripes_total += std::min(layout_.stripes, first + intent_region_stripes_) - first;
     }
-    resync_.next_stripe = 0;
-    resync_.done_below = 0;
-    resync_.paused = false;
-    resync_.reported = false;
-    resync_.torn_pass = false;
-    resync_.running = !marked.empty();
-    resync_.progress.running = resync_.running;
+    begin_resync(std::move(regions), false);
     // Every member gets the union, so that no single one must survive
     // for the resync to be remembered.
     if (resync_.running) intent_.write_now([] {});
@@ -435,20 +443,7 @@ void raid6_group::resync_torn() {
     if (clock_->now() < next_torn_resync_) return;
     next_torn_resync_ = clock_->now() + torn_resync_interval_;
   }
-  resync_.regions = torn_;
-  resync_.progress = {};
-  for (std::uint64_t r = 0; r < torn_.size(); ++r) {
-    if (!torn_[r]) continue;
-    const std::uint64_t first = r * intent_region_stripes_;
-    resync_.progress.stripes_total += std::min(layout_.stripes, first + intent_region_stripes_) - first;
-  }
-  resync_.next_stripe = 0;
-  resync_.done_below = 0;
-  resync_.paused = false;
-  resync_.reported = false;
-  resync_.torn_pass = true;
-  resync_.running = true;
-  resync_.progress.running = true;
+  begin_resync(torn_, true);
   boost::asio::post(executor(), [this] { resync_next(); });  // resync_.running keeps the group from idle() till then
 }
 

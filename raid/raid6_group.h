@@ -327,6 +327,9 @@ class raid6_group final : public device::block_device, public member_replacement
   void tear(std::uint64_t stripe);
   // Starts a resync of the torn regions, if none runs and the interval allows.
   void resync_torn();
+  // A resync of `regions` (of the write-intent bitmap) is to run: its
+  // progress counted, nothing started (resync_next does).
+  void begin_resync(std::vector<bool> regions, bool torn_pass);
   void set_intent_geometry(std::uint64_t offset_blocks, std::uint64_t region_stripes);
   void resync_next();
   void pause_resync();
