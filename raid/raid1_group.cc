@@ -37,54 +37,48 @@ std::expected<std::unique_ptr<raid1_group>, error> raid1_group::create(
 
 raid1_group::raid1_group(std::vector<block_device*> members, std::uint64_t data_offset_blocks,
                          const raid1_options& options)
-    : members_(std::move(members)),
+    : members_(members,  // copied, not moved: its size is read in the same call
+               member_set_options{
+                   .budget = {.members_lost_survived = static_cast<unsigned>(members.size()) - 1,
+                              .rebuilding_counts_as_lost = true},
+                   .clock = options.clock,
+                   .timeout = options.member_timeout,
+                   .read_error_limit = options.member_read_error_limit,
+                   .on_member_event = options.on_member_event,
+               },
+               member_set::hooks{
+                   .describe = [this](unsigned m) { return describe(m); },
+                   .failed = [this](unsigned m) { source_failed(m); },
+               }),
       data_offset_blocks_(data_offset_blocks),
-      failed_(members_.size(), false),
-      health_(members_.size()),
-      on_member_event_(options.on_member_event),
-      read_error_limit_(options.member_read_error_limit),
       in_flight_(members_.size(), 0),
       reads_served_(members_.size(), 0),
-      rejected_(members_[0]->executor()),
+      rejected_(members_.executor()),
       clock_(options.clock),
       sync_chunk_blocks_(options.sync_chunk_bytes / members_[0]->geometry().logical_block_size_bytes),
       sync_mb_per_s_(options.sync_mb_per_s),
-      watchdog_(options.clock, options.member_timeout, members_[0]->executor(),
-                [this](unsigned member, const block_device* device) { on_overdue(member, device); }),
-      intent_(members_[0]->executor(), watchdog_,
+      intent_(members_.executor(), members_.watchdog(),
               write_intent::hooks{
-                  .members = &members_,
-                  .holds_metadata =
-                      [this](unsigned m) { return !failed_[m] && !(sync_.rebuild && m == sync_.target); },
-                  .write_failed = [this](unsigned m) { set_failed(m, member_failure::metadata); },
+                  .members = &members_.devices(),
+                  .holds_metadata = [this](unsigned m) { return members_.whole(m); },
+                  .write_failed = [this](unsigned m) { members_.fail(m, member_failure::metadata); },
                   .resume =
                       [this](void* op) {
                         auto& o = *static_cast<mirror_op*>(op);
-                        if (working_members() == 0) {
+                        if (members_.group_failed()) {
                           finish(o, errc::device_failed);
                         } else {
                           start_write(o);
                         }
                       },
-              }),
-      log_(members_[0]->executor(), watchdog_,
-           membership_log::hooks{
-               .members = &members_,
-               .holds_metadata =
-                   [this](unsigned m) { return !failed_[m] && !(sync_.rebuild && m == sync_.target); },
-               .describe = [this](unsigned m) { return describe(m); },
-               .write_failed = [this](unsigned m) { set_failed(m, member_failure::metadata); },
-               .outcome =
-                   [this] {
-                     return working_members() == 0 ? make_error_code(errc::device_failed) : std::error_code{};
-                   },
-           }) {
+              }) {
+  members_.attach(intent_);
   const device::block_geometry& member = members_[0]->geometry();
   geometry_ = member;
   geometry_.block_count = member.block_count - data_offset_blocks;
   geometry_.buffer_alignment_bytes = member.logical_block_size_bytes;
   geometry_.max_segments = std::min<std::uint32_t>(member.max_segments, 64);
-  for (block_device* m : members_) {
+  for (block_device* m : members_.devices()) {
     geometry_.max_segments = std::min(geometry_.max_segments, m->geometry().max_segments);
   }
   sync_.tried.assign(members_.size(), false);
@@ -107,45 +101,15 @@ raid1_group::raid1_group(std::vector<block_device*> members, std::uint64_t data_
 
 raid1_group::~raid1_group() = default;
 
-unsigned raid1_group::working_members() const noexcept {
-  unsigned working = 0;
-  for (unsigned m = 0; m < members_.size(); ++m) {
-    // A member being rebuilt does not hold the group's data yet.
-    working += !failed_[m] && !(sync_.running && sync_.rebuild && m == sync_.target) ? 1 : 0;
-  }
-  return working;
-}
-
-void raid1_group::fail_member(unsigned member) {
-  if (member < failed_.size()) set_failed(member, member_failure::administrator);
-}
-
-void raid1_group::set_failed(unsigned member, member_failure reason) {
-  if (failed_[member]) return;
-  failed_[member] = true;
-  health_[member].failure = reason;
-  log_.forget(member);
-  intent_.forget(member);
+void raid1_group::source_failed(unsigned member) {
   if (sync_.running && !sync_.rebuild && member == sync_.source) {
     // The resync's source is gone: the next working member wins instead,
     // and answers the reads of the regions not yet resynced.
     sync_.source = ~0u;
     for (unsigned m = 0; m < members_.size() && sync_.source == ~0u; ++m) {
-      if (!failed_[m]) sync_.source = m;
+      if (!members_.failed(m)) sync_.source = m;
     }
   }
-  log_.changed();
-  if (on_member_event_) on_member_event_(member_event{member, reason, log_.events()});
-}
-
-void raid1_group::on_overdue(unsigned member, const block_device* device) {
-  deferring_acks_ = true;
-  if (members_[member] == device) {
-    ++health_[member].timeouts;
-    set_failed(member, member_failure::timed_out);
-  }
-  watchdog_.abandon_all(device);
-  deferring_acks_ = false;
 }
 
 void raid1_group::submit(request& req) noexcept {
@@ -153,8 +117,12 @@ void raid1_group::submit(request& req) noexcept {
     rejected_.complete_later(req, ec);
     return;
   }
-  if (working_members() == 0) {
+  if (members_.group_failed()) {
     rejected_.complete_later(req, errc::device_failed);
+    return;
+  }
+  if (req.operation == op::flush) {
+    members_.flush(req);
     return;
   }
   mirror_op& o = ops_.acquire();
@@ -175,22 +143,13 @@ void raid1_group::submit(request& req) noexcept {
   o.bad.clear();
   o.narrow = false;
   o.writes_before = writes_started_;
-  o.flush_epoch = 0;
-  o.eager = false;
   o.intent = false;
-  o.next_waiting = nullptr;
-  o.overlap_woken = false;
   // A working member exists, so every path submits to one or waits: nothing completes here.
   if (req.operation == op::read) {
     read_range(o);
     return;
   }
-  if (req.operation == op::flush) {
-    o.flush_epoch = intent_.flush_started();
-    o.eager = intent_.is_clean_flush(req);
-  } else {
-    ++writes_started_;
-  }
+  ++writes_started_;
   start_write(o);
 }
 
@@ -199,10 +158,8 @@ void raid1_group::prepare(mirror_op& o, unsigned member, op operation, device::c
   r = request{};
   r.operation = operation;
   r.priority = o.outer->priority;
-  if (operation != op::flush) {
-    r.lba = o.range_lba + data_offset_blocks_;
-    r.block_count = o.range_blocks;
-  }
+  r.lba = o.range_lba + data_offset_blocks_;
+  r.block_count = o.range_blocks;
   if (operation == op::read || operation == op::write) r.buffers = o.range_buffers;
   r.context = &o;
   r.on_complete = done;
@@ -228,17 +185,17 @@ bool raid1_group::torn(std::uint64_t lba, std::uint64_t blocks) const noexcept {
 }
 
 unsigned raid1_group::divergent_reader() const noexcept {
-  if (sync_.running && !sync_.rebuild && sync_.source < members_.size() && !failed_[sync_.source]) {
+  if (sync_.running && !sync_.rebuild && sync_.source < members_.size() && !members_.failed(sync_.source)) {
     return sync_.source;
   }
   for (unsigned m = 0; m < members_.size(); ++m) {
-    if (!failed_[m] && !(sync_.running && sync_.rebuild && m == sync_.target)) return m;
+    if (members_.whole(m)) return m;
   }
   return 0;
 }
 
 bool raid1_group::may_read(unsigned member, std::uint64_t lba, std::uint64_t blocks) const noexcept {
-  if (sync_.running && sync_.rebuild && member == sync_.target) return lba + blocks <= sync_.next_lba;
+  if (member == members_.rebuilding()) return lba + blocks <= sync_.next_lba;
   // Not yet resynced, or torn: the members may disagree, so one of them answers.
   if (member != sync_.source && unsynced(lba, blocks)) return false;
   if (torn(lba, blocks) && member != divergent_reader()) return false;
@@ -254,7 +211,7 @@ void raid1_group::tear(std::uint64_t lba, std::uint64_t blocks) {
     ++torn_regions_;
     // Never ended: mark_clean leaves it set, for the next assembly's resync
     // (on disk already: the write waited for it).
-    if (log_.formatted()) intent_.begin(r);
+    if (members_.log().formatted()) intent_.begin(r);
   }
 }
 
@@ -267,9 +224,9 @@ void raid1_group::read_range(mirror_op& o) {
   for (int pass = 0; pass < 2 && chosen == m; ++pass) {
     for (unsigned k = 0; k < m; ++k) {
       const unsigned i = (next_read_ + k) % m;
-      if (failed_[i] || o.tried[i]) continue;
+      if (members_.failed(i) || o.tried[i]) continue;
       const bool allowed = pass == 0 ? may_read(i, o.range_lba, o.range_blocks)
-                                     : !(sync_.running && sync_.rebuild && i == sync_.target);
+                                     : i != members_.rebuilding();
       if (!allowed) continue;
       if (chosen == m || in_flight_[i] < in_flight_[chosen]) chosen = i;
     }
@@ -296,13 +253,10 @@ void raid1_group::on_read_done(request& r) noexcept {
       // A late answer from a device since replaced says nothing of its
       // successor, which may serve the range.
       o.tried[member] = false;
-    } else if (r.result == errc::device_failed) {
-      g.set_failed(member, member_failure::device_failed);
     } else {
-      o.bad.push_back(member);  // unreadable here; rewrite it once read elsewhere
-      if (++g.health_[member].read_errors > g.read_error_limit_) {
-        g.set_failed(member, member_failure::read_errors);
-      }
+      // Unreadable here: rewrite it once read elsewhere (unless the member is gone).
+      if (r.result != errc::device_failed) o.bad.push_back(member);
+      g.members_.note_error(member, o.watches[member].device, op::read, r.result);
     }
     g.read_range(o);
     return;
@@ -315,7 +269,7 @@ void raid1_group::on_read_done(request& r) noexcept {
   if (g.writes_started_ != o.writes_before || g.overlaps_write(o.range_lba, o.range_blocks)) o.bad.clear();
   o.pending = 0;
   for (unsigned bad : o.bad) {
-    if (g.failed_[bad] || g.members_[bad] != o.watches[bad].device) continue;
+    if (g.members_.failed(bad) || g.members_[bad] != o.watches[bad].device) continue;
     g.prepare(o, bad, op::write, &raid1_group::on_repair_done);
     ++o.pending;
     g.members_[bad]->submit(o.reqs[bad]);
@@ -339,15 +293,11 @@ void raid1_group::on_repair_done(request& r) noexcept {
   raid1_group& g = *o.group;
   const auto member = static_cast<unsigned>(&r - o.reqs.data());
   --g.in_flight_[member];
-  if (g.members_[member] != o.watches[member].device) {
-    // Replaced while the repair was in flight: nothing to say of its successor.
-  } else if (r.result == errc::no_space) {
-    ++g.health_[member].no_space_errors;  // the bad copy stays bad; the next read tries again
-  } else if (r.result) {
-    g.set_failed(member, member_failure::write_error);  // cannot even rewrite: done for
-  } else {
-    g.repaired_blocks_ += r.block_count;
-  }
+  // A member that cannot even rewrite is done for; a full store leaves the
+  // bad copy bad (the next read tries again); a device since replaced says
+  // nothing of its successor.
+  g.members_.note_error(member, o.watches[member].device, op::write, r.result);
+  if (!r.result && g.members_[member] == o.watches[member].device) g.repaired_blocks_ += r.block_count;
   if (--o.pending > 0) return;
   std::erase(g.repairing_, &o);
   // Writes that waited for this repair go now; the read goes on.
@@ -405,7 +355,7 @@ bool raid1_group::overlaps_chunk(const mirror_op& o) const noexcept {
 
 void raid1_group::start_write(mirror_op& o) {
   const op operation = o.outer->operation;
-  if (operation != op::flush && intent_.enabled() && log_.formatted()) {
+  if (intent_.enabled() && members_.log().formatted()) {
     const auto [first, last] = regions_of(o);
     if (!o.intent) {
       o.intent = true;
@@ -418,78 +368,41 @@ void raid1_group::start_write(mirror_op& o) {
       }
     }
   }
-  if (operation != op::flush) {
-    for (const mirror_op* repair : repairing_) {
-      if (repair->range_lba < o.outer->lba + o.outer->block_count &&
-          o.outer->lba < repair->range_lba + repair->range_blocks) {
-        repair_blocked_.push_back(&o);  // after the repair, so the newer data lands last
-        return;
-      }
-    }
-    if (sync_.chunk_locked && overlaps_chunk(o)) {
-      sync_.blocked.push_back(&o);  // after the chunk's copy
+  for (const mirror_op* repair : repairing_) {
+    if (repair->range_lba < o.outer->lba + o.outer->block_count &&
+        o.outer->lba < repair->range_lba + repair->range_blocks) {
+      repair_blocked_.push_back(&o);  // after the repair, so the newer data lands last
       return;
     }
-    if (wait_for_overlaps(o)) return;
-    o.write_prev = nullptr;
-    o.write_next = writes_head_;
-    if (writes_head_ != nullptr) writes_head_->write_prev = &o;
-    writes_head_ = &o;
-    o.in_write_list = true;
   }
-  fan_out(o, operation);
-}
-
-bool raid1_group::overlaps_waiter_before(const mirror_op& o, const mirror_op* stop) const noexcept {
-  const request& r = *o.outer;
-  return overlap_waiters_.any_ahead_of(stop, [&r](const mirror_op& w) {
-    return w.outer->lba < r.lba + r.block_count && r.lba < w.outer->lba + w.outer->block_count;
-  });
-}
-
-bool raid1_group::wait_for_overlaps(mirror_op& o) {
-  // A write let through by wake_overlapping was checked against the
-  // waiters ahead of it; the ones behind it go after it.
-  const bool behind_waiter = !o.overlap_woken && overlaps_waiter_before(o, nullptr);
-  o.overlap_woken = false;
-  if (!behind_waiter && !overlaps_write(o.outer->lba, o.outer->block_count)) return false;
-  overlap_waiters_.push_back(o);
-  return true;
-}
-
-// A write left the members: the waiters that overlap nothing in flight and
-// no older waiter go, oldest first.
-void raid1_group::wake_overlapping() {
-  if (waking_) {
-    wake_again_ = true;  // a write ended inside a start_write below: scan again after
+  if (sync_.chunk_locked && overlaps_chunk(o)) {
+    sync_.blocked.push_back(&o);  // after the chunk's copy
     return;
   }
-  waking_ = true;
-  do {
-    wake_again_ = false;
-    overlap_waiters_.admit(
-        [this](const mirror_op& w) {
-          return overlaps_write(w.outer->lba, w.outer->block_count) || overlaps_waiter_before(w, &w);
-        },
-        [this](mirror_op& w) {
-          w.overlap_woken = true;
-          start_write(w);
-        });
-  } while (wake_again_);
-  waking_ = false;
+  // Woken from the lock, it holds it already.
+  if (!overlapping_writes_.holds(o) &&
+      !overlapping_writes_.acquire(o, o.outer->lba, o.outer->lba + o.outer->block_count)) {
+    return;  // started again once the overlapping writes ahead of it end
+  }
+  o.write_prev = nullptr;
+  o.write_next = writes_head_;
+  if (writes_head_ != nullptr) writes_head_->write_prev = &o;
+  writes_head_ = &o;
+  o.in_write_list = true;
+  fan_out(o, operation);
 }
 
 void raid1_group::fan_out(mirror_op& o, op operation) {
   // Members never complete inside submit, so counting as we go is safe.
   o.pending = 0;
   for (unsigned i = 0; i < members_.size(); ++i) {
-    if (failed_[i]) continue;
+    if (members_.failed(i)) continue;
     prepare(o, i, operation, &raid1_group::on_fan_out_done);
     watched_io& w = o.watches[i];
     w.owner = &o;
     w.expire = &raid1_group::expire_fan_out;
     w.abandonable = operation != op::write;  // a write's buffers are the caller's
-    watchdog_.start(w, i, members_[i]);
+    members_.watchdog().start(w, i, members_[i]);
     ++o.pending;
     members_[i]->submit(o.reqs[i]);
   }
@@ -504,7 +417,7 @@ void raid1_group::on_fan_out_done(request& r) noexcept {
   if (w.abandoned) {
     // The late answer of an I/O given up on: the op may go now.
     w.abandoned = false;
-    --g.abandoned_ios_;
+    g.members_.abandoned_answered();
     --g.in_flight_[member];
     if (--o.abandoned == 0 && o.finished) {
       o.finished = false;
@@ -512,7 +425,7 @@ void raid1_group::on_fan_out_done(request& r) noexcept {
     }
     return;
   }
-  g.watchdog_.stop(w);
+  g.members_.watchdog().stop(w);
   --g.in_flight_[member];
   g.fan_out_done(o, member, r.result);
 }
@@ -520,7 +433,7 @@ void raid1_group::on_fan_out_done(request& r) noexcept {
 void raid1_group::expire_fan_out(watched_io& w) {
   mirror_op& o = *static_cast<mirror_op*>(w.owner);
   ++o.abandoned;
-  ++o.group->abandoned_ios_;
+  o.group->members_.count_abandoned();
   o.group->fan_out_done(o, w.member, errc::timed_out);
 }
 
@@ -529,37 +442,24 @@ void raid1_group::fan_out_done(mirror_op& o, unsigned member, std::error_code re
   if (!result) {
     // A member being rebuilt holds part of the group only: its taking a
     // write is not the group's taking it.
-    if (!(sync_.running && sync_.rebuild && member == sync_.target)) ++o.succeeded;
+    if (member != members_.rebuilding()) ++o.succeeded;
   } else {
+    // A full backing store is not the disk's fault: the member stays, and
+    // the I/O fails (below).
     o.last_error = result;
-    // A member that cannot write or flush no longer holds what the group
-    // holds. A discard it cannot do changes nothing. A full backing store
-    // is not the disk's fault: the member stays, and the I/O fails.
-    if (result == errc::no_space) {
-      o.out_of_space = true;
-      if (members_[member] == o.watches[member].device) ++health_[member].no_space_errors;
-    } else if (members_[member] == o.watches[member].device) {
-      if (result == errc::device_failed) {
-        set_failed(member, member_failure::device_failed);
-      } else if (operation == op::flush) {
-        set_failed(member, member_failure::flush_error);
-      } else if (operation == op::write) {
-        set_failed(member, member_failure::write_error);
-      }
-    }
+    if (result == errc::no_space) o.out_of_space = true;
+    members_.note_error(member, o.watches[member].device, operation, result);
   }
   if (--o.pending > 0) return;
   std::error_code outcome;
   if (o.succeeded == 0) outcome = o.last_error ? o.last_error : make_error_code(errc::device_failed);
-  if (o.out_of_space && working_members() > 0) {
+  if (o.out_of_space && !members_.group_failed()) {
     // Some members may hold the new data and some the old: not a write
-    // the group took (and a flush that did not cover every member). The
-    // group is whole even if no member took it (the others failed out
-    // meanwhile): a full store, not a lost group.
+    // the group took. The group is whole even if no member took it (the
+    // others failed out meanwhile): a full store, not a lost group.
     outcome = errc::no_space;
-    if (operation != op::flush) tear(o.outer->lba, o.outer->block_count);
+    tear(o.outer->lba, o.outer->block_count);
   }
-  if (!outcome && operation == op::flush) intent_.flush_done(o.flush_epoch, o.eager);
   finish(o, outcome);
 }
 
@@ -577,7 +477,9 @@ void raid1_group::finish(mirror_op& o, std::error_code result) {
     if (sync_.chunk_locked && sync_.chunk_waiting > 0 && overlaps_chunk(o) && --sync_.chunk_waiting == 0) {
       copy_chunk();
     }
-    if (!overlap_waiters_.empty()) wake_overlapping();
+  }
+  if (overlapping_writes_.holds(o)) {
+    overlapping_writes_.release(o, [this](mirror_op& next) { start_write(next); });
   }
   request& outer = *o.outer;
   if (o.abandoned > 0) {
@@ -585,12 +487,7 @@ void raid1_group::finish(mirror_op& o, std::error_code result) {
   } else {
     ops_.release(o);
   }
-  if (log_.hold(outer, result)) return;
-  if (deferring_acks_) {
-    rejected_.complete_later(outer, result);
-    return;
-  }
-  device::complete(outer, result);
+  members_.acknowledge(outer, result);
 }
 
 // ---- Rebuild and resync ----
@@ -602,27 +499,24 @@ std::optional<error> raid1_group::replace_member(unsigned member, block_device* 
   }
   if (sync_.running) {
     return make_error(errc::busy, sync_.rebuild
-                                                  ? "member " + std::to_string(sync_.target) + " is being rebuilt already"
+                                                  ? "member " + std::to_string(members_.rebuilding()) + " is being rebuilt already"
                                                   : std::string("the resync after an unclean shutdown is running; "
                                                                 "replace the member after it"));
   }
-  if (!failed_[member]) {
+  if (!members_.failed(member)) {
     return make_error(errc::invalid_argument,
                       "member " + std::to_string(member) + " is working: fail it before replacing it");
   }
-  if (working_members() == 0) {
+  if (members_.whole_count() == 0) {
     return make_error(errc::device_failed, "no working member to copy from");
   }
-  std::vector<block_device*> check = members_;
+  std::vector<block_device*> check = members_.devices();
   check[member] = spare;
   if (auto problem = check_members(check, 1, 255, "RAID-1")) {
     return make_error(errc::invalid_argument, "the spare does not fit: " + problem->message);
   }
-  members_[member] = spare;
-  failed_[member] = false;
-  health_[member] = {};
+  members_.begin_rebuild(member, spare);
   sync_.rebuild = true;
-  sync_.target = member;
   sync_.source = ~0u;
   sync_.bytes_total = geometry_.size_bytes();
   sync_.done = std::move(done);
@@ -684,7 +578,7 @@ void raid1_group::cancel_rebuild() {
 // wait for its copy.
 void raid1_group::sync_next() {
   if (!sync_.running || sync_.chunk_locked || sync_.paused) return;  // ended, paused, or a late pacing tick
-  if (sync_.error || (sync_.rebuild && failed_[sync_.target]) || working_members() == 0) {
+  if (sync_.error || (sync_.rebuild && members_.failed(members_.rebuilding())) || members_.group_failed()) {
     end_sync(sync_.error ? sync_.error : make_error_code(errc::device_failed));
     return;
   }
@@ -725,11 +619,11 @@ void raid1_group::copy_chunk() {
   // takes the least busy working member.
   const unsigned m = static_cast<unsigned>(members_.size());
   unsigned source = m;
-  if (!sync_.rebuild && sync_.source < m && !failed_[sync_.source] && !sync_.tried[sync_.source]) {
+  if (!sync_.rebuild && sync_.source < m && !members_.failed(sync_.source) && !sync_.tried[sync_.source]) {
     source = sync_.source;
   }
   for (unsigned i = 0; i < m && source == m; ++i) {
-    if (failed_[i] || sync_.tried[i] || (sync_.rebuild && i == sync_.target)) continue;
+    if (!members_.whole(i) || sync_.tried[i]) continue;
     source = i;
   }
   if (source == m) {
@@ -759,18 +653,14 @@ void raid1_group::on_sync_read(request& r) noexcept {
   raid1_group& g = *static_cast<raid1_group*>(r.context);
   const unsigned source = g.sync_.reading_from;
   if (r.result) {
-    if (r.result == errc::device_failed) {
-      g.set_failed(source, member_failure::device_failed);
-    } else if (++g.health_[source].read_errors > g.read_error_limit_) {
-      g.set_failed(source, member_failure::read_errors);
-    }
+    g.members_.note_error(source, g.members_[source], op::read, r.result);
     g.copy_chunk();  // another source
     return;
   }
   g.sync_.pending = 1;
   for (unsigned i = 0; i < g.members_.size(); ++i) {
-    const bool target = g.sync_.rebuild ? i == g.sync_.target : i != source;
-    if (!target || g.failed_[i]) continue;
+    const bool target = g.sync_.rebuild ? i == g.members_.rebuilding() : i != source;
+    if (!target || g.members_.failed(i)) continue;
     request& w = g.sync_.writes[i];
     w = request{};
     w.operation = op::write;
@@ -789,17 +679,15 @@ void raid1_group::on_sync_read(request& r) noexcept {
 void raid1_group::on_sync_written(request& r) noexcept {
   raid1_group& g = *static_cast<raid1_group*>(r.context);
   const auto member = static_cast<unsigned>(&r - g.sync_.writes.data());
+  g.members_.note_error(member, g.members_[member], op::write, r.result);
   if (r.result == errc::no_space) {
     // Not the disk's fault: it stays. A rebuild cannot finish without the
     // copy; a resync leaves the chunk's region torn, for the next assembly.
-    ++g.health_[member].no_space_errors;
     if (g.sync_.rebuild) {
       if (!g.sync_.error) g.sync_.error = r.result;
     } else {
       g.tear(g.sync_.next_lba, g.sync_.chunk_end - g.sync_.next_lba);
     }
-  } else if (r.result) {
-    g.set_failed(member, member_failure::write_error);
   }
   if (--g.sync_.pending == 0) g.chunk_done();
 }
@@ -827,30 +715,21 @@ void raid1_group::end_sync(std::error_code result) {
       raid1_group& g = *static_cast<raid1_group*>(group);
       g.end_sync(flushed                      ? flushed
                  : g.sync_.error              ? g.sync_.error
-                 : g.failed_[g.sync_.target]  ? make_error_code(errc::device_failed)
+                 : g.members_.failed(g.members_.rebuilding()) ? make_error_code(errc::device_failed)
                                               : std::error_code{});
     };
-    if (!sync_.target_steps.ready(result, *members_[sync_.target], this, resume)) return;
+    if (!sync_.target_steps.ready(result, *members_[members_.rebuilding()], this, resume)) return;
   }
   const bool rebuild = sync_.rebuild;
-  const unsigned target = sync_.target;
   sync_.running = false;
   sync_.rebuild = false;
-  sync_.target = ~0u;
   sync_.source = ~0u;
   if (sync_.pacing) sync_.pacing->cancel();
   if (!rebuild) {
     mark_clean([](std::error_code) {});  // the bits go once a flush covers the copies
     return;
   }
-  log_.report_after_record(std::move(sync_.done), result);
-  if (result) {
-    failed_[target] = false;                       // so that set_failed records it
-    set_failed(target, member_failure::rebuild);   // only partly copied: not to be trusted
-  } else {
-    intent_.member_joined();  // it holds the bitmap from now on
-    log_.changed();           // a full member now: its superblock says so
-  }
+  members_.end_rebuild(result, std::move(sync_.done));
 }
 
 // ---- Superblocks, the bitmap, assembly ----
@@ -867,7 +746,7 @@ superblock raid1_group::describe(unsigned member) const {
   // A member being rebuilt is not whole until its rebuild is recorded: if
   // it was a member before (a rebuild in place), its old superblock must
   // not pass for one merely behind in events after a crash.
-  for (unsigned i = 0; i < failed_.size(); ++i) sb.failed[i] = failed_[i] || (sync_.rebuild && i == sync_.target);
+  for (unsigned i = 0; i < members_.size(); ++i) sb.failed[i] = !members_.whole(i);
   if (intent_.enabled()) {
     sb.bitmap_offset_blocks = intent_.offset_blocks();
     sb.bitmap_region_stripes = intent_region_blocks_;  // RAID-1: blocks per bit
@@ -882,7 +761,7 @@ void raid1_group::format(std::function<void(std::optional<error>)> done) {
     });
     return;
   }
-  check_blank(members_, [this, done = std::move(done)](std::optional<error> problem) mutable {
+  check_blank(members_.devices(), [this, done = std::move(done)](std::optional<error> problem) mutable {
     if (problem) {
       done(std::move(problem));
       return;
@@ -890,7 +769,7 @@ void raid1_group::format(std::function<void(std::optional<error>)> done) {
     // A clear bitmap first (the disks may hold anything there), then the
     // superblocks that point at it.
     intent_.write_now([this, done = std::move(done)]() mutable {
-      log_.format([done = std::move(done)](std::error_code ec) {
+      members_.log().format([done = std::move(done)](std::error_code ec) {
         done(ec ? std::optional<error>(error{ec, "the superblocks could not be written"}) : std::nullopt);
       });
     });
@@ -919,7 +798,7 @@ void raid1_group::assemble(std::vector<block_device*> devices, const raid1_optio
                   g.intent_.load([shared_result, &g, done](std::vector<std::uint64_t> marked) {
                     // With two or more working members, the marked regions
                     // may differ between them: copy the first over the rest.
-                    const bool resync = !marked.empty() && g.working_members() > 1;
+                    const bool resync = !marked.empty() && g.members_.whole_count() > 1;
                     if (resync) {
                       g.sync_.regions.assign(g.intent_.regions(), false);
                       g.sync_.bytes_total = 0;
@@ -932,15 +811,15 @@ void raid1_group::assemble(std::vector<block_device*> devices, const raid1_optio
                             g.geometry_.logical_block_size_bytes;
                       }
                       for (unsigned m = 0; m < g.members_.size() && g.sync_.source == ~0u; ++m) {
-                        if (!g.failed_[m]) g.sync_.source = m;
+                        if (!g.members_.failed(m)) g.sync_.source = m;
                       }
                       g.sync_.rebuild = false;
                       g.start_sync();
                       g.intent_.write_now([] {});  // every member gets the union
                     }
                     // Recorded as an event before the group is handed out.
-                    g.log_.after([shared_result, done](std::error_code) { done(std::move(*shared_result)); });
-                    g.log_.changed();
+                    g.members_.log().after([shared_result, done](std::error_code) { done(std::move(*shared_result)); });
+                    g.members_.log().changed();
                   });
                 });
 }
@@ -965,13 +844,8 @@ raid1_group::assembled raid1_group::from_plan(assembly_plan plan, const raid1_op
                         (newest.stripes + g.intent_region_blocks_ - 1) / g.intent_region_blocks_,
                         newest.logical_block_size_bytes);
   }
-  g.stand_ins_ = std::move(plan.stand_ins);
-  g.log_.adopt(newest.group_id, newest.events);
-  const auto failures = member_failures(plan);
-  for (unsigned i = 0; i < g.members_.size(); ++i) {
-    g.failed_[i] = failures[i] != member_failure::none;
-    g.health_[i].failure = failures[i];
-  }
+  g.members_.log().adopt(newest.group_id, newest.events);
+  g.members_.assembled(member_failures(plan), std::move(plan.stand_ins));
   return group;
 }
 

@@ -66,13 +66,12 @@
 #include "raid/device/clock.h"
 #include "raid/device/request_queue.h"
 #include "raid/device/timing.h"
-#include "raid/device/wait_queue.h"
+#include "raid/device/range_lock.h"
 #include "raid/member_health.h"
 #include "raid/member_replacement.h"
-#include "raid/membership_log.h"
+#include "raid/members.h"
 #include "raid/new_member.h"
 #include "raid/progress.h"
-#include "raid/watchdog.h"
 #include "raid/write_intent.h"
 
 namespace strata::raid {
@@ -117,18 +116,19 @@ class raid1_group final : public device::block_device, public member_replacement
   boost::asio::any_io_executor executor() const noexcept override { return members_[0]->executor(); }
   void submit(device::request& req) noexcept override;
 
-  void fail_member(unsigned member);
-  unsigned member_count() const noexcept override { return static_cast<unsigned>(members_.size()); }
-  bool member_failed(unsigned member) const noexcept override { return failed_[member]; }
+  void fail_member(unsigned member) { members_.fail(member, member_failure::administrator); }
+  unsigned member_count() const noexcept override { return members_.size(); }
+  bool member_failed(unsigned member) const noexcept override { return members_.failed(member); }
   // As raid6_group::member_device.
   const device::block_device* member_device(unsigned member) const noexcept { return members_[member]; }
-  unsigned working_members() const noexcept;
-  const member_health& health(unsigned member) const noexcept { return health_[member]; }
+  // Members that hold the group's data: neither failed nor being rebuilt.
+  unsigned working_members() const noexcept { return members_.whole_count(); }
+  const member_health& health(unsigned member) const noexcept { return members_.health(member); }
   std::uint64_t reads_served(unsigned member) const noexcept { return reads_served_[member]; }
   std::uint64_t repaired_blocks() const noexcept { return repaired_blocks_; }
   // Bitmap regions torn by writes a full backing store refused.
   std::uint64_t torn_regions() const noexcept { return torn_regions_; }
-  std::uint64_t events() const noexcept { return log_.events(); }
+  std::uint64_t events() const noexcept { return members_.log().events(); }
 
   // Puts `spare` in the place of failed member `member` and copies the
   // group onto it in the background. A clear error, nothing changed, if
@@ -148,8 +148,9 @@ class raid1_group final : public device::block_device, public member_replacement
   std::uint64_t intent_regions_set() const noexcept { return intent_.regions_set(); }
   // No background work, metadata write or abandoned I/O in flight.
   bool idle() const noexcept {
-    return !log_.updating() && !intent_.writing() && !(sync_.running && !(sync_.paused && !sync_.chunk_locked)) &&
-           !intent_.cleaning() && abandoned_ios_ == 0;
+    return !members_.log().updating() && !intent_.writing() &&
+           !(sync_.running && !(sync_.paused && !sync_.chunk_locked)) && !intent_.cleaning() &&
+           members_.abandoned_ios() == 0;
   }
 
  private:
@@ -174,17 +175,12 @@ class raid1_group final : public device::block_device, public member_replacement
     std::vector<unsigned> bad;    // members that could not read the range
     bool narrow = false;          // in the block-by-block retry
     std::uint64_t writes_before = 0;  // writes_started_ when this read began
-    // Flushes: which one (write_intent::flush_started), and mark_clean's.
-    std::uint64_t flush_epoch = 0;
-    bool eager = false;
     // Writes: counted in the bitmap, and in the list of writes in flight.
     bool intent = false;
     mirror_op* write_prev = nullptr;
     mirror_op* write_next = nullptr;
     bool in_write_list = false;
-    // Writes waiting for an overlapping write in flight, oldest first.
-    mirror_op* next_waiting = nullptr;  // in overlap_waiters_
-    bool overlap_woken = false;  // let through by wake_overlapping: it goes before later waiters
+    device::range_lock_entry lock_entry;  // in overlapping_writes_
   };
 
   raid1_group(std::vector<device::block_device*> members, std::uint64_t data_offset_blocks,
@@ -200,7 +196,8 @@ class raid1_group final : public device::block_device, public member_replacement
   void range_done(mirror_op& o);
   void range_unreadable(mirror_op& o);
   void set_range(mirror_op& o, std::uint64_t block);  // one block of the request, for the retry
-  // Writes, discards, flushes: the bitmap, then the sync chunk, then every member.
+  // Writes and discards: the bitmap, then the sync chunk, then every member.
+  // (Flushes go to members_.flush.)
   void start_write(mirror_op& o);
   void fan_out(mirror_op& o, device::op operation);
   static void on_fan_out_done(device::request& r) noexcept;
@@ -208,8 +205,8 @@ class raid1_group final : public device::block_device, public member_replacement
   static void expire_fan_out(watched_io& w);
   void prepare(mirror_op& o, unsigned member, device::op operation, device::completion_fn done);
   void finish(mirror_op& o, std::error_code result);
-  void set_failed(unsigned member, member_failure reason);
-  void on_overdue(unsigned member, const device::block_device* device);
+  // A member failed out: a resync reading from it picks another source.
+  void source_failed(unsigned member);
   superblock describe(unsigned member) const;
   std::pair<std::uint64_t, std::uint64_t> regions_of(const mirror_op& o) const noexcept;
 
@@ -220,7 +217,6 @@ class raid1_group final : public device::block_device, public member_replacement
     bool running = false;
     bool rebuild = false;           // else a resync
     bool paused = false;            // a resync stopped by mark_clean: no chunk starts any more
-    unsigned target = ~0u;          // a rebuild's new member
     unsigned source = ~0u;          // a resync's source (reads of unsynced regions go there)
     std::vector<bool> regions;      // a resync's marked regions, not yet done
     std::uint64_t next_lba = 0;     // everything below is in sync
@@ -258,13 +254,13 @@ class raid1_group final : public device::block_device, public member_replacement
   // The one member that answers reads of regions whose members may differ.
   unsigned divergent_reader() const noexcept;
 
-  std::vector<device::block_device*> members_;
+  // Which device is each member, their failures (all but one survived;
+  // a rebuild's new member counts as lost until it ends), timeouts,
+  // flushes, acknowledgements and the superblocks that record membership.
+  // A rebuild's new member is members_.rebuilding().
+  member_set members_;
   std::uint64_t data_offset_blocks_;
   device::block_geometry geometry_;
-  std::vector<bool> failed_;
-  std::vector<member_health> health_;
-  member_event_fn on_member_event_;
-  unsigned read_error_limit_;
   std::vector<unsigned> in_flight_;
   std::vector<std::uint64_t> reads_served_;
   unsigned next_read_ = 0;
@@ -282,29 +278,20 @@ class raid1_group final : public device::block_device, public member_replacement
   std::vector<mirror_op*> repair_blocked_;
   bool overlaps_write(std::uint64_t lba, std::uint64_t blocks) const noexcept;
   // Overlapping writes, one at a time: a write (or discard) that overlaps
-  // one in flight waits for it, and for older waiters it overlaps, so every
-  // member applies them in the same order and the mirrors never diverge
-  // (md serializes overlapping writes for the same reason). Reads do not
-  // wait. Intrusive: no allocation per write.
-  bool wait_for_overlaps(mirror_op& o);
-  void wake_overlapping();
-  bool overlaps_waiter_before(const mirror_op& o, const mirror_op* stop) const noexcept;
-  device::wait_queue<mirror_op> overlap_waiters_;
-  bool waking_ = false;
-  bool wake_again_ = false;
+  // one holding the lock waits for it, and for older waiters it overlaps,
+  // so every member applies them in the same order and the mirrors never
+  // diverge (md serializes overlapping writes for the same reason). Reads
+  // do not take it. A write takes it last, after the bitmap, repairs and
+  // the sync chunk, and holds it until it ends.
+  device::range_lock<mirror_op, &mirror_op::lock_entry> overlapping_writes_;
   device::clock* clock_;
   std::uint64_t sync_chunk_blocks_;
   double sync_mb_per_s_;
-  member_watchdog watchdog_;
-  std::uint64_t abandoned_ios_ = 0;
-  bool deferring_acks_ = false;
   sync_state sync_;
   std::vector<bool> torn_;  // per bitmap region: torn by a full backing store
   std::uint64_t torn_regions_ = 0;
   write_intent intent_;
   std::uint64_t intent_region_blocks_ = 0;
-  membership_log log_;
-  std::vector<std::unique_ptr<device::block_device>> stand_ins_;
 };
 
 }  // namespace strata::raid

@@ -32,8 +32,8 @@ void raid6_group::write_rebuilt_strip(stripe_op& o) {
   o.pending = 1;
   for (unsigned s = 0; s < n + 2; ++s) {
     const unsigned member = layout_.member_of(o.stripe, s);
-    const bool is_new = member == rebuild_.member;
-    if (failed_[member] || (!is_new && !o.repair[s])) continue;
+    const bool is_new = member == members_.rebuilding();
+    if (members_.failed(member) || (!is_new && !o.repair[s])) continue;
     issue(o, s, op::write, 0, layout_.strip_blocks);
   }
   if (--o.pending == 0) finish(o, {});
@@ -50,7 +50,7 @@ void raid6_group::resync_stripe(stripe_op& o, std::span<const unsigned> lost, st
   (void)codec_.encode(pointers, row_bytes);  // P and Q from the data
   o.pending = 1;
   for (unsigned s = 0; s < n + 2; ++s) {
-    if (failed_[layout_.member_of(o.stripe, s)] || (s < n && !o.repair[s]) ||
+    if (members_.failed(layout_.member_of(o.stripe, s)) || (s < n && !o.repair[s]) ||
         (s >= n && o.lost[s] && !o.repair[s])) {
       continue;
     }
@@ -86,7 +86,7 @@ void raid6_group::check_and_repair(stripe_op& o, std::span<std::byte* const> str
 void raid6_group::scrub(std::function<void(const scrub_report&)> done) {
   // A torn stripe's parity disagrees with its data for a known reason: a
   // scrub would take it for corruption and could "repair" a data strip.
-  if (scrub_.running || failed_members() > 0 || rebuild_.member != rebuild_state::none ||
+  if (scrub_.running || failed_members() > 0 || members_.rebuilding() != member_set::none ||
       resync_.running || torn_regions_ > 0) {
     scrub_report refused;
     refused.error = make_error_code(scrub_.running ? errc::invalid_argument : errc::not_supported);
@@ -144,7 +144,7 @@ std::optional<error> raid6_group::replace_member(unsigned member, block_device* 
   if (member >= members_.size()) {
     return make_error(errc::invalid_argument, "no member " + std::to_string(member));
   }
-  if (!failed_[member]) {
+  if (!members_.failed(member)) {
     return make_error(errc::invalid_argument,
                       "member " + std::to_string(member) + " is working: fail it before replacing it");
   }
@@ -152,8 +152,8 @@ std::optional<error> raid6_group::replace_member(unsigned member, block_device* 
     return make_error(errc::device_failed, std::to_string(failed_members()) +
                                                " members have failed: too few are left to rebuild from");
   }
-  if (rebuild_.member != rebuild_state::none) {
-    return make_error(errc::busy, "member " + std::to_string(rebuild_.member) + " is being rebuilt already");
+  if (members_.rebuilding() != member_set::none) {
+    return make_error(errc::busy, "member " + std::to_string(members_.rebuilding()) + " is being rebuilt already");
   }
   if (scrub_.running) {
     return make_error(errc::busy, "a scrub is running; replace the member after it");
@@ -161,14 +161,12 @@ std::optional<error> raid6_group::replace_member(unsigned member, block_device* 
   if (resync_.running) {
     return make_error(errc::busy, "the resync after an unclean shutdown is running; replace the member after it");
   }
-  std::vector<block_device*> check = members_;
+  std::vector<block_device*> check = members_.devices();
   check[member] = spare;
   if (auto problem = check_members(check, 4, pq_codec::max_data_strips + 2, "RAID-6")) {
     return make_error(errc::invalid_argument, "the spare does not fit: " + problem->message);
   }
-  members_[member] = spare;
-  failed_[member] = false;
-  rebuild_.member = member;
+  members_.begin_rebuild(member, spare);
   rebuild_.rebuilt.assign(layout_.stripes, false);
   rebuild_.rebuilt_count = 0;
   rebuild_.next_stripe = 0;
@@ -192,14 +190,14 @@ std::optional<error> raid6_group::replace_member(unsigned member, block_device* 
 }
 
 void raid6_group::cancel_rebuild() {
-  if (rebuild_.member == rebuild_state::none || rebuild_.error) return;
+  if (members_.rebuilding() == member_set::none || rebuild_.error) return;
   rebuild_.error = make_error_code(errc::canceled);
   boost::asio::post(executor(), [this] { rebuild_next(); });  // ends it if nothing is in flight
 }
 
 rebuild_progress raid6_group::rebuild_status() const {
   rebuild_progress p;
-  if (rebuild_.member == rebuild_state::none) return p;
+  if (members_.rebuilding() == member_set::none) return p;
   const std::uint64_t strip_bytes = layout_.strip_blocks * geometry_.logical_block_size_bytes;
   p.running = true;
   p.bytes_done = rebuild_.rebuilt_count * strip_bytes;
@@ -216,13 +214,13 @@ rebuild_progress raid6_group::rebuild_status() const {
 // Starts stripes while there is room in flight and the rate allows; ends
 // the rebuild when every stripe is in and nothing is in flight.
 void raid6_group::rebuild_next() {
-  if (rebuild_.member == rebuild_state::none) return;  // ended; a late pacing tick
-  const bool stopping = rebuild_.error || failed_[rebuild_.member];
+  if (members_.rebuilding() == member_set::none) return;  // ended; a late pacing tick
+  const bool stopping = rebuild_.error || members_.failed(members_.rebuilding());
   const bool all_started = rebuild_.next_stripe == layout_.stripes;
   if (stopping || all_started) {
     if (rebuild_.idle.size() == rebuild_.reqs.size()) {
       end_rebuild(rebuild_.error ? rebuild_.error
-                                 : failed_[rebuild_.member] ? make_error_code(errc::device_failed)
+                                   : members_.failed(members_.rebuilding()) ? make_error_code(errc::device_failed)
                                                             : std::error_code{});
     }
     return;
@@ -265,22 +263,13 @@ void raid6_group::end_rebuild(std::error_code result) {
     raid6_group& g = *static_cast<raid6_group*>(group);
     g.end_rebuild(flushed                          ? flushed
                   : g.rebuild_.error               ? g.rebuild_.error
-                  : g.failed_[g.rebuild_.member]   ? make_error_code(errc::device_failed)
+                  : g.members_.failed(g.members_.rebuilding()) ? make_error_code(errc::device_failed)
                                                    : std::error_code{});
   };
-  if (!rebuild_.member_steps.ready(result, *members_[rebuild_.member], this, resume)) return;
-  const unsigned member = rebuild_.member;
-  rebuild_.member = rebuild_state::none;
+  if (!rebuild_.member_steps.ready(result, *members_[members_.rebuilding()], this, resume)) return;
   rebuild_.rebuilt.clear();
   if (rebuild_.pacing) rebuild_.pacing->cancel();
-  log_.report_after_record(std::move(rebuild_.done), result);
-  if (result) {
-    failed_[member] = false;                   // so that set_failed records it
-    set_failed(member, member_failure::rebuild);  // only partly rebuilt: not to be trusted
-  } else {
-    intent_.member_joined();  // it holds the bitmap from now on
-    log_.changed();           // a full member now: its superblock says so
-  }
+  members_.end_rebuild(result, std::move(rebuild_.done));
 }
 
 // ---- The resync after an unclean shutdown ----
@@ -352,7 +341,7 @@ void raid6_group::tear(std::uint64_t stripe) {
   ++regions_torn_;
   // Never ended: mark_clean leaves it set. (An unformatted group has no
   // bitmap on disk: it remembers the tear until it is destroyed only.)
-  if (log_.formatted()) intent_.begin(region);
+  if (members_.log().formatted()) intent_.begin(region);
 }
 
 resync_progress raid6_group::resync_status() const { return resync_.progress; }
@@ -435,7 +424,7 @@ void raid6_group::on_resync_stripe(request& r) noexcept {
 // a store still full is not read through again and again. The tear's own
 // pin on each region is what this pass releases as it ends the region.
 void raid6_group::resync_torn() {
-  if (torn_regions_ == 0 || !log_.formatted() || resync_.running || rebuild_.member != rebuild_state::none ||
+  if (torn_regions_ == 0 || !members_.log().formatted() || resync_.running || members_.rebuilding() != member_set::none ||
       scrub_.running || group_failed()) {
     return;
   }

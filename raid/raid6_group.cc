@@ -55,21 +55,23 @@ std::expected<std::unique_ptr<raid6_group>, error> raid6_group::create(
 
 raid6_group::raid6_group(std::vector<block_device*> members, const raid6_layout& layout,
                          pq_codec codec, const raid6_options& options)
-    : members_(std::move(members)),
+    : members_(std::move(members),
+               member_set_options{
+                   .budget = {.members_lost_survived = 2, .rebuilding_counts_as_lost = false},
+                   .clock = options.clock,
+                   .timeout = options.member_timeout,
+                   .read_error_limit = options.member_read_error_limit,
+                   .on_member_event = options.on_member_event,
+               },
+               member_set::hooks{.describe = [this](unsigned m) { return describe(m); }, .failed = {}}),
       layout_(layout),
       codec_(std::move(codec)),
-      failed_(members_.size(), false),
-      health_(members_.size()),
-      on_member_event_(options.on_member_event),
-      read_error_limit_(options.member_read_error_limit),
-      watchdog_(options.clock, options.member_timeout, members_[0]->executor(),
-                [this](unsigned member, const block_device* device) { on_overdue(member, device); }),
-      rejected_(members_[0]->executor()),
-      intent_(members_[0]->executor(), watchdog_,
+      rejected_(members_.executor()),
+      intent_(members_.executor(), members_.watchdog(),
               write_intent::hooks{
-                  .members = &members_,
-                  .holds_metadata = [this](unsigned m) { return !failed_[m] && m != rebuild_.member; },
-                  .write_failed = [this](unsigned m) { set_failed(m, member_failure::metadata); },
+                  .members = &members_.devices(),
+                  .holds_metadata = [this](unsigned m) { return members_.whole(m); },
+                  .write_failed = [this](unsigned m) { members_.fail(m, member_failure::metadata); },
                   .resume =
                       [this](void* op) {
                         auto& o = *static_cast<stripe_op*>(op);
@@ -83,18 +85,8 @@ raid6_group::raid6_group(std::vector<block_device*> members, const raid6_layout&
       clock_(options.clock),
       rebuild_mb_per_s_(options.rebuild_mb_per_s),
       on_resync_stopped_(options.on_resync_stopped),
-      log_(members_[0]->executor(), watchdog_,
-           membership_log::hooks{
-               .members = &members_,
-               .holds_metadata = [this](unsigned m) { return !failed_[m] && m != rebuild_.member; },
-               .describe = [this](unsigned m) { return describe(m); },
-               .write_failed = [this](unsigned m) { set_failed(m, member_failure::metadata); },
-               .outcome =
-                   [this] {
-                     return group_failed() ? make_error_code(errc::device_failed) : std::error_code{};
-                   },
-           }),
       rebuild_in_flight_max_(std::max(1u, options.rebuild_stripes_in_flight)) {
+  members_.attach(intent_);
   torn_resync_interval_ = options.torn_resync_interval;
   const device::block_geometry& member = members_[0]->geometry();
   geometry_.logical_block_size_bytes = member.logical_block_size_bytes;
@@ -127,36 +119,6 @@ void raid6_group::set_intent_geometry(std::uint64_t offset_blocks, std::uint64_t
 
 raid6_group::~raid6_group() = default;
 
-unsigned raid6_group::failed_members() const noexcept {
-  return static_cast<unsigned>(std::count(failed_.begin(), failed_.end(), true));
-}
-
-void raid6_group::fail_member(unsigned member) {
-  if (member < failed_.size()) set_failed(member, member_failure::administrator);
-}
-
-void raid6_group::set_failed(unsigned member, member_failure reason) {
-  if (failed_[member]) return;
-  failed_[member] = true;
-  health_[member].failure = reason;
-  // Its metadata writes are not waited for any more: a hung member must
-  // not hold up the recording of its own failure.
-  log_.forget(member);
-  intent_.forget(member);
-  log_.changed();
-  if (on_member_event_) on_member_event_(member_event{member, reason, log_.events()});
-}
-
-void raid6_group::on_overdue(unsigned member, const block_device* device) {
-  deferring_acks_ = true;
-  if (members_[member] == device) {
-    ++health_[member].timeouts;
-    set_failed(member, member_failure::timed_out);
-  }
-  watchdog_.abandon_all(device);
-  deferring_acks_ = false;
-}
-
 void raid6_group::submit(request& req) noexcept {
   if (auto ec = device::validate(geometry_, req)) {
     rejected_.complete_later(req, ec);
@@ -167,86 +129,10 @@ void raid6_group::submit(request& req) noexcept {
     return;
   }
   if (req.operation == op::flush) {
-    flush_op& f = flushes_.acquire();
-    f.group = this;
-    f.outer = &req;
-    f.result = {};
-    f.epoch = intent_.flush_started();
-    f.eager = intent_.is_clean_flush(req);
-    f.members.resize(members_.size());
-    f.pending = 1;  // held until every member's flush is submitted
-    for (unsigned i = 0; i < members_.size(); ++i) {
-      if (failed_[i]) continue;
-      member_flush& mf = f.members[i];
-      mf.flush = &f;
-      mf.member = i;
-      mf.req = request{};
-      mf.req.operation = op::flush;
-      mf.req.context = &mf;
-      mf.req.on_complete = &raid6_group::on_flush_done;
-      mf.watch.owner = &mf;
-      mf.watch.expire = &raid6_group::expire_member_flush;
-      watchdog_.start(mf.watch, i, members_[i]);
-      ++f.pending;
-      members_[i]->submit(mf.req);
-    }
-    if (--f.pending == 0) {  // cannot happen: a member works
-      flushes_.release(f);
-      rejected_.complete_later(req, {});
-    }
+    members_.flush(req);
     return;
   }
   start_request(req);
-}
-
-void raid6_group::on_flush_done(request& r) noexcept {
-  member_flush& mf = *static_cast<member_flush*>(r.context);
-  flush_op& f = *mf.flush;
-  raid6_group& g = *f.group;
-  if (mf.watch.abandoned) {
-    // The late answer of a flush given up on: its state may go now.
-    mf.watch.abandoned = false;
-    --g.abandoned_ios_;
-    if (--f.abandoned == 0 && f.finished) {
-      f.finished = false;
-      g.flushes_.release(f);
-    }
-    return;
-  }
-  g.watchdog_.stop(mf.watch);
-  g.member_flush_done(mf, r.result);
-}
-
-void raid6_group::expire_member_flush(watched_io& w) {
-  member_flush& mf = *static_cast<member_flush*>(w.owner);
-  ++mf.flush->abandoned;
-  ++mf.flush->group->abandoned_ios_;
-  mf.flush->group->member_flush_done(mf, errc::timed_out);
-}
-
-void raid6_group::member_flush_done(member_flush& mf, std::error_code result) {
-  flush_op& f = *mf.flush;
-  if (result == errc::no_space) {
-    // Its cache could not be written out for want of room on the backing
-    // store: the disk is sound, the flush is not done.
-    if (members_[mf.member] == mf.watch.device) ++health_[mf.member].no_space_errors;
-    f.result = result;
-  } else if (result && members_[mf.member] == mf.watch.device) {
-    // The member may have lost what it acknowledged: it cannot be trusted.
-    set_failed(mf.member, member_failure::flush_error);
-  }
-  if (--f.pending > 0) return;
-  request& outer = *f.outer;
-  const std::uint64_t epoch = f.epoch;
-  const bool eager = f.eager;
-  const std::error_code outcome = group_failed() ? make_error_code(errc::device_failed) : f.result;
-  if (f.abandoned > 0) {
-    f.finished = true;
-  } else {
-    flushes_.release(f);
-  }
-  if (!outcome) intent_.flush_done(epoch, eager);
-  acknowledge(outer, outcome);
 }
 
 void raid6_group::start_request(request& req) {
@@ -325,9 +211,7 @@ void raid6_group::lock_and_run(stripe_op& o) {
 
 void raid6_group::run_locked(stripe_op& o) {
   o.unlocked = false;
-  std::deque<stripe_op*>& holders = locks_[o.stripe];
-  holders.push_back(&o);
-  if (holders.size() == 1) run(o);
+  if (stripes_.acquire(o, o.stripe, o.stripe + 1)) run(o);
 }
 
 std::byte* raid6_group::strip_data(stripe_op& o, unsigned strip, std::uint64_t row) const noexcept {
@@ -443,7 +327,7 @@ void raid6_group::issue(stripe_op& o, unsigned strip, op operation, std::uint64_
   io.watch.owner = &io;
   io.watch.expire = &raid6_group::expire_member_io;
   io.watch.abandonable = !from_caller;
-  watchdog_.start(io.watch, member, members_[member]);
+  members_.watchdog().start(io.watch, member, members_[member]);
   ++o.pending;
   members_[member]->submit(io.req);
 }
@@ -485,25 +369,6 @@ void raid6_group::start_reads(stripe_op& o) {
   if (--o.pending == 0) after_reads(o);
 }
 
-void raid6_group::note_member_error(unsigned member, const block_device* device, op operation,
-                                    std::error_code ec) {
-  // A late answer from a device since replaced says nothing of its successor.
-  if (members_[member] != device) return;
-  // A member that is gone, or cannot write, leaves the group (one that
-  // timed out has left already). A read error costs only this operation a
-  // strip, which it reconstructs -- until the member has had too many. A
-  // full backing store is not the disk's fault: the member stays.
-  if (ec == errc::no_space) {
-    ++health_[member].no_space_errors;
-  } else if (ec == errc::device_failed) {
-    set_failed(member, member_failure::device_failed);
-  } else if (operation == op::write) {
-    set_failed(member, member_failure::write_error);
-  } else if (ec != errc::timed_out && ++health_[member].read_errors > read_error_limit_) {
-    set_failed(member, member_failure::read_errors);
-  }
-}
-
 void raid6_group::on_member_done(request& r) noexcept {
   member_io& io = *static_cast<member_io*>(r.context);
   stripe_op& o = *io.op;
@@ -511,18 +376,18 @@ void raid6_group::on_member_done(request& r) noexcept {
   if (io.watch.abandoned) {
     // The late answer of an I/O given up on: the op's buffers may go now.
     io.watch.abandoned = false;
-    --g.abandoned_ios_;
+    g.members_.abandoned_answered();
     if (--o.abandoned == 0 && o.finished) g.release_op(o);
     return;
   }
-  g.watchdog_.stop(io.watch);
+  g.members_.watchdog().stop(io.watch);
   g.member_io_done(io, r.result);
 }
 
 void raid6_group::expire_member_io(watched_io& w) {
   member_io& io = *static_cast<member_io*>(w.owner);
   ++io.op->abandoned;
-  ++io.op->group->abandoned_ios_;
+  io.op->group->members_.count_abandoned();
   io.op->group->member_io_done(io, errc::timed_out);
 }
 
@@ -538,14 +403,14 @@ void raid6_group::member_io_done(member_io& io, std::error_code result) {
   if (result == errc::no_space && operation != op::read) {
     // The strip is as it was (or partly written): the member still serves
     // the stripe, which is torn now.
-    g.note_member_error(io.member, io.device, operation, result);
+    g.members_.note_error(io.member, io.device, operation, result);
     o.out_of_space = true;
   } else if (result) {
-    g.note_member_error(io.member, io.device, operation, result);
+    g.members_.note_error(io.member, io.device, operation, result);
     for (unsigned s = 0; s < g.layout_.data_strips() + 2; ++s) {
       if (g.layout_.member_of(o.stripe, s) != io.member) continue;
       o.lost[s] = true;
-      o.repair[s] = operation == op::read && !g.failed_[io.member];
+      o.repair[s] = operation == op::read && !g.members_.failed(io.member);
     }
   }
   if (--o.pending > 0) return;
@@ -691,7 +556,7 @@ void raid6_group::after_reads(stripe_op& o) {
 }
 
 bool raid6_group::unusable(unsigned member, std::uint64_t stripe) const noexcept {
-  return failed_[member] || (member == rebuild_.member && !rebuild_.rebuilt[stripe]);
+  return members_.failed(member) || (member == members_.rebuilding() && !rebuild_.rebuilt[stripe]);
 }
 
 superblock raid6_group::describe(unsigned member) const {
@@ -707,7 +572,7 @@ superblock raid6_group::describe(unsigned member) const {
   // A member being rebuilt is not whole until its rebuild is recorded: if
   // it was a member before (a rebuild in place), its old superblock must
   // not pass for one merely behind in events after a crash.
-  for (unsigned i = 0; i < failed_.size(); ++i) sb.failed[i] = failed_[i] || i == rebuild_.member;
+  for (unsigned i = 0; i < members_.size(); ++i) sb.failed[i] = !members_.whole(i);
   if (intent_.enabled()) {
     sb.bitmap_offset_blocks = intent_.offset_blocks();
     sb.bitmap_region_stripes = intent_region_stripes_;
@@ -732,11 +597,11 @@ void raid6_group::assemble(std::vector<block_device*> devices, const raid6_optio
                   // current member before the group is handed out, so a
                   // later assembly agrees.
                   g.read_intents([shared_result, &g, done] {
-                    g.log_.after([shared_result, &g, done](std::error_code) {
+                    g.members_.log().after([shared_result, &g, done](std::error_code) {
                       if (g.resync_.running) boost::asio::post(g.executor(), [&g] { g.resync_next(); });
                       done(std::move(*shared_result));
                     });
-                    g.log_.changed();
+                    g.members_.log().changed();
                   });
                 });
 }
@@ -759,13 +624,8 @@ raid6_group::assembled raid6_group::from_plan(assembly_plan plan, const raid6_op
   } else {
     g.set_intent_geometry(newest.bitmap_offset_blocks, newest.bitmap_region_stripes);
   }
-  g.absent_ = std::move(plan.stand_ins);
-  g.log_.adopt(newest.group_id, newest.events);
-  const auto failures = member_failures(plan);
-  for (unsigned i = 0; i < g.members_.size(); ++i) {
-    g.failed_[i] = failures[i] != member_failure::none;
-    g.health_[i].failure = failures[i];
-  }
+  g.members_.log().adopt(newest.group_id, newest.events);
+  g.members_.assembled(member_failures(plan), std::move(plan.stand_ins));
   return group;
 }
 
@@ -776,7 +636,7 @@ void raid6_group::format(std::function<void(std::optional<error>)> done) {
     });
     return;
   }
-  check_blank(members_, [this, done = std::move(done)](std::optional<error> problem) mutable {
+  check_blank(members_.devices(), [this, done = std::move(done)](std::optional<error> problem) mutable {
     if (problem) {
       done(std::move(problem));
       return;
@@ -784,7 +644,7 @@ void raid6_group::format(std::function<void(std::optional<error>)> done) {
     // A clear bitmap first (the disks may hold anything there), then the
     // superblocks that point at it.
     intent_.write_now([this, done = std::move(done)]() mutable {
-      log_.format([done = std::move(done)](std::error_code ec) {
+      members_.log().format([done = std::move(done)](std::error_code ec) {
         done(ec ? std::optional<error>(error{ec, "the superblocks could not be written"}) : std::nullopt);
       });
     });
@@ -794,7 +654,7 @@ void raid6_group::format(std::function<void(std::optional<error>)> done) {
 // ---- The write-intent bitmap (docs/raid-write-hole.md) ----
 
 bool raid6_group::await_intent(stripe_op& o) {
-  if (!intent_.enabled() || !log_.formatted()) return false;  // not formatted: nothing to resync after all
+  if (!intent_.enabled() || !members_.log().formatted()) return false;  // not formatted: nothing to resync after all
   const std::uint64_t region = o.stripe / intent_region_stripes_;
   if (!o.intent) {
     o.intent = true;
@@ -823,7 +683,7 @@ bool raid6_group::rebuilt_verified(std::span<const unsigned> lost, std::span<std
 void raid6_group::write_back_repairs(stripe_op& o, std::uint64_t first, std::uint64_t last) {
   o.pending = 1;
   for (unsigned s = 0; s < layout_.data_strips() + 2; ++s) {
-    if (!o.repair[s] || failed_[layout_.member_of(o.stripe, s)]) continue;
+    if (!o.repair[s] || members_.failed(layout_.member_of(o.stripe, s))) continue;
     repaired_blocks_ += last - first;
     issue(o, s, op::write, first, last);
   }
@@ -857,7 +717,7 @@ void raid6_group::start_writes(stripe_op& o) {
   const auto [first, last] = touched_rows(o);
   o.pending = 1;
   for (unsigned s = 0; s < n; ++s) {
-    const bool repairing = o.repair[s] && !failed_[layout_.member_of(o.stripe, s)];
+    const bool repairing = o.repair[s] && !members_.failed(layout_.member_of(o.stripe, s));
     if (repairing) {
       // Rebuilt over the touched rows (with any new data laid over them):
       // rewrite them all, which repairs the member's unreadable blocks.
@@ -870,7 +730,7 @@ void raid6_group::start_writes(stripe_op& o) {
     issue(o, s, op::write, a, b);
   }
   for (unsigned s = n; s < n + 2; ++s) {
-    if (!o.lost[s] || (o.repair[s] && !failed_[layout_.member_of(o.stripe, s)])) {
+    if (!o.lost[s] || (o.repair[s] && !members_.failed(layout_.member_of(o.stripe, s)))) {
       if (o.repair[s]) repaired_blocks_ += last - first;
       issue(o, s, op::write, first, last);
     }
@@ -887,43 +747,24 @@ void raid6_group::finish(stripe_op& o, std::error_code result) {
   if (result && !p.result) p.result = result;
   // The new member holds this stripe now: say so before the lock passes on,
   // so the next writer of the stripe writes the new member too.
-  if (o.purpose == stripe_purpose::rebuild && !result && !failed_[rebuild_.member] && !rebuild_.rebuilt[o.stripe]) {
+  if (o.purpose == stripe_purpose::rebuild && !result && !members_.failed(members_.rebuilding()) && !rebuild_.rebuilt[o.stripe]) {
     rebuild_.rebuilt[o.stripe] = true;
     ++rebuild_.rebuilt_count;
   }
-  // Hand the stripe to the next operation waiting for it.
-  stripe_op* next = nullptr;
-  if (!o.unlocked) {
-    auto it = locks_.find(o.stripe);
-    it->second.pop_front();
-    if (it->second.empty()) {
-      locks_.erase(it);
-    } else {
-      next = it->second.front();
-    }
-  }
   const bool wrote = !result && (o.purpose == stripe_purpose::write || o.purpose == stripe_purpose::discard);
+  // Hand the stripe to the next operation waiting for it.
+  if (!o.unlocked) stripes_.release(o, [this](stripe_op& next) { run(next); });
   if (o.abandoned > 0) {
     o.finished = true;  // its buffers stay until the abandoned I/Os answer
   } else {
     ops_.release(o);
   }
-  if (next != nullptr) run(*next);
   if (wrote && torn_regions_ > 0) resync_torn();  // a write landed: the store may have room again
   if (--p.pending > 0) return;
   request& outer = *p.outer;
   const std::error_code final_result = p.result;
   parents_.release(p);
-  acknowledge(outer, final_result);
-}
-
-void raid6_group::acknowledge(request& req, std::error_code result) {
-  if (log_.hold(req, result)) return;
-  if (deferring_acks_) {
-    rejected_.complete_later(req, result);
-    return;
-  }
-  device::complete(req, result);
+  members_.acknowledge(outer, final_result);
 }
 
 }  // namespace strata::raid

@@ -68,23 +68,22 @@
 // and outlive the group.
 #pragma once
 
-#include <deque>
 #include <expected>
 #include <functional>
 #include <memory>
 #include <optional>
-#include <unordered_map>
 #include <vector>
 
 #include "raid/device/aligned_buffer.h"
 #include "raid/device/block_device.h"
 #include "raid/device/clock.h"
+#include "raid/device/range_lock.h"
 #include "raid/device/request_queue.h"
 #include "raid/device/timing.h"
 #include "raid/assembly.h"
 #include "raid/member_health.h"
 #include "raid/member_replacement.h"
-#include "raid/membership_log.h"
+#include "raid/members.h"
 #include "raid/new_member.h"
 #include "raid/pq.h"
 #include "raid/progress.h"
@@ -168,14 +167,14 @@ class raid6_group final : public device::block_device, public member_replacement
 
   const raid6_layout& layout() const noexcept { return layout_; }
   // Membership changes recorded so far (0: never formatted).
-  std::uint64_t events() const noexcept { return log_.events(); }
+  std::uint64_t events() const noexcept { return members_.log().events(); }
   // No background work (superblock update, rebuild, scrub) in flight: the
   // group may be destroyed once this holds and no request is in flight.
   // I/O abandoned to a timeout counts as in flight until its device
   // answers: the device may still write into the group's buffers.
   bool idle() const noexcept {
-    return !log_.updating() && rebuild_.member == rebuild_state::none && !scrub_.running &&
-           abandoned_ios_ == 0 && !(resync_.running && !resync_.paused) && !resync_.stripe_in_flight &&
+    return !members_.log().updating() && members_.rebuilding() == member_set::none && !scrub_.running &&
+           members_.abandoned_ios() == 0 && !(resync_.running && !resync_.paused) && !resync_.stripe_in_flight &&
            !intent_.writing() && !intent_.cleaning();
   }
   // A clean shutdown: flushes every member and clears every bit of the
@@ -192,16 +191,16 @@ class raid6_group final : public device::block_device, public member_replacement
   std::uint64_t intent_regions_set() const noexcept { return intent_.regions_set(); }
   ~raid6_group() override;
   // Takes a member out of the group (an administrator's "fail disk").
-  void fail_member(unsigned member);
-  const member_health& health(unsigned member) const noexcept { return health_[member]; }
+  void fail_member(unsigned member) { members_.fail(member, member_failure::administrator); }
+  const member_health& health(unsigned member) const noexcept { return members_.health(member); }
   unsigned member_count() const noexcept override { return layout_.members; }
-  bool member_failed(unsigned member) const noexcept override { return failed_[member]; }
+  bool member_failed(unsigned member) const noexcept override { return members_.failed(member); }
   // The device in member `member`'s place: after a replacement the spare;
   // for a member missing at assembly a stand-in that fails every I/O.
   const device::block_device* member_device(unsigned member) const noexcept { return members_[member]; }
-  unsigned failed_members() const noexcept;
+  unsigned failed_members() const noexcept { return members_.failed_count(); }
   // More members failed than the group survives.
-  bool group_failed() const noexcept { return failed_members() > 2; }
+  bool group_failed() const noexcept { return members_.group_failed(); }
   // Puts `spare` in the place of failed member `member` and rebuilds its
   // strips from the others, stripe by stripe under each stripe's lock, at
   // background priority and at most options.rebuild_mb_per_s. Foreground
@@ -289,6 +288,7 @@ class raid6_group final : public device::block_device, public member_replacement
     bool wide = false;            // ... parity included: enough to rebuild lost data
     bool out_of_space = false;    // a member's backing store refused a write
     bool unlocked = false;        // a healthy read run beside the stripe's lock holders
+    device::range_lock_entry lock_entry;  // in stripes_
     unsigned pending = 0;
     unsigned abandoned = 0;     // member I/Os timed out whose devices have not answered yet
     bool finished = false;      // done, but held for its abandoned I/Os
@@ -350,16 +350,12 @@ class raid6_group final : public device::block_device, public member_replacement
   // A member I/O's outcome: its answer, or timed_out when abandoned.
   void member_io_done(member_io& io, std::error_code result);
   static void expire_member_io(watched_io& w);
-  void on_overdue(unsigned member, const device::block_device* device);
   void release_op(stripe_op& op);
-  static void on_flush_done(device::request& req) noexcept;
   std::byte* strip_data(stripe_op& op, unsigned strip, std::uint64_t row) const noexcept;
   // Rows [first, last) of the strips touched by the op.
   std::pair<std::uint64_t, std::uint64_t> touched_rows(const stripe_op& op) const noexcept;
   bool touches(const stripe_op& op, unsigned data_strip) const noexcept;
   std::pair<std::uint64_t, std::uint64_t> rows_of(const stripe_op& op, unsigned data_strip) const noexcept;
-  void note_member_error(unsigned member, const device::block_device* device, device::op operation,
-                         std::error_code ec);
   stripe_purpose purpose_of(const device::request& req) const noexcept;
   static bool background(const stripe_op& op) noexcept {
     return op.purpose == stripe_purpose::scrub || op.purpose == stripe_purpose::rebuild ||
@@ -383,54 +379,21 @@ class raid6_group final : public device::block_device, public member_replacement
   void rebuild_next();
   static void on_rebuild_stripe(device::request& r) noexcept;
   void end_rebuild(std::error_code result);
-  // Marks a member failed and, on a formatted group, records it.
-  void set_failed(unsigned member, member_failure reason);
   superblock describe(unsigned member) const;
-  // Completes a caller's request, unless a superblock update is in flight:
-  // then after it, so nothing is acknowledged before a failure it depends
-  // on is recorded.
-  void acknowledge(device::request& req, std::error_code result);
 
-  std::vector<device::block_device*> members_;
+  // Which device is each member, their failures (at most two), timeouts,
+  // flushes, acknowledgements and the superblocks that record membership.
+  member_set members_;
   raid6_layout layout_;
   pq_codec codec_;
   device::block_geometry geometry_;
-  std::vector<bool> failed_;
-  std::vector<member_health> health_;
-  member_event_fn on_member_event_;
-  unsigned read_error_limit_ = 20;
-  member_watchdog watchdog_;
-  std::uint64_t abandoned_ios_ = 0;
-  // While the watchdog abandons I/O, completions go through the loop: a
-  // caller may destroy the group from its completion.
-  bool deferring_acks_ = false;
   std::uint64_t repaired_blocks_ = 0;
   device::slot_pool<stripe_op> ops_;
   device::slot_pool<parent> parents_;
-  std::unordered_map<std::uint64_t, std::deque<stripe_op*>> locks_;  // stripe -> holder first
+  // The stripe lock: one operation per stripe at a time, in arrival order
+  // (ranges of one stripe; buckets by stripe number).
+  device::range_lock<stripe_op, &stripe_op::lock_entry> stripes_{256};
   device::completion_queue rejected_;
-  // A flush in flight: its per-member requests.
-  struct flush_op;
-  struct member_flush {
-    flush_op* flush = nullptr;
-    unsigned member = 0;
-    device::request req;
-    watched_io watch;
-  };
-  struct flush_op {
-    raid6_group* group = nullptr;
-    device::request* outer = nullptr;
-    unsigned pending = 0;
-    unsigned abandoned = 0;
-    bool finished = false;
-    std::error_code result;
-    std::uint64_t epoch = 0;  // flushes started up to this one
-    bool eager = false;       // mark_clean's: clear every idle region after it
-    std::vector<member_flush> members;
-  };
-  void member_flush_done(member_flush& mf, std::error_code result);
-  static void expire_member_flush(watched_io& w);
-  device::slot_pool<flush_op> flushes_;
   struct scrub_state {
     device::request req;  // the stripe being checked, as an internal whole-stripe read
     std::function<void(const scrub_report&)> done;
@@ -440,9 +403,8 @@ class raid6_group final : public device::block_device, public member_replacement
     bool cancel = false;  // stop before the next stripe
   };
   scrub_state scrub_;
+  // A rebuild onto a spare; the member it rebuilds is members_.rebuilding().
   struct rebuild_state {
-    static constexpr unsigned none = ~0u;
-    unsigned member = none;
     std::vector<bool> rebuilt;           // per stripe: the new member holds it
     std::uint64_t rebuilt_count = 0;
     std::uint64_t next_stripe = 0;       // the next to start
@@ -482,9 +444,6 @@ class raid6_group final : public device::block_device, public member_replacement
   device::clock* clock_ = nullptr;
   double rebuild_mb_per_s_ = 0;
   std::function<void(const resync_progress&)> on_resync_stopped_;
-  // Superblocks: membership, recorded (after the watchdog, which it uses).
-  membership_log log_;
-  std::vector<std::unique_ptr<device::block_device>> absent_;  // stand-ins for missing members
   unsigned rebuild_in_flight_max_ = 8;
 };
 

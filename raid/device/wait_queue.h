@@ -4,10 +4,10 @@
 // `T* next_waiting` -- so waiting allocates nothing on the per-request
 // path. (T may be incomplete where the queue is declared.)
 //
-// What conflicts is the user's business (the 512e read-modify-write lock,
-// the SCSI command interlock, RAID-1's overlapping writes each have their
-// own rule); the queue keeps the order and lets through, oldest first,
-// every waiter that nothing blocks any more.
+// What conflicts is the user's business (the 512e read-modify-write lock
+// and the SCSI command interlock each have their own rule; locks whose
+// rule is plain overlap use range_lock.h); the queue keeps the order and
+// lets through, oldest first, every waiter that nothing blocks any more.
 //
 // Threads: one loop's; not reentrant (see admit()).
 #pragma once
