@@ -5,6 +5,7 @@
 #include "raid/device/fault_device.h"
 #include "raid/device/file_device.h"
 #include "raid/device/hdd_model.h"
+#include "raid/device/io_scheduler.h"
 #include "raid/device/ssd_model.h"
 
 namespace strata::controller {
@@ -107,17 +108,30 @@ std::expected<std::size_t, error> shelf::add(const drive_spec& spec) {
     cache = std::make_unique<device::fault_device>(beneath, clock_,
                                                    device::fault_options{.seed = drives_.size() + 1, .volatile_write_cache = true});
   }
-  drives_.push_back(cache ? cache.get() : &beneath);
+  // On top, the scheduler that puts the array's background work behind the
+  // hosts' I/O: one background request beside host I/O on an HDD (its one
+  // actuator), four on an SSD (its channels), more once the drive is quiet.
+  device::block_device& below = cache ? *cache : beneath;
+  auto scheduler = std::make_unique<device::io_scheduler>(
+      below, clock_,
+      d.kind == drive_kind::hdd
+          ? device::io_scheduler_options{.busy_background_in_flight = 1, .idle_background_in_flight = 8,
+                                         .idle_wait = std::chrono::milliseconds(10)}
+          : device::io_scheduler_options{.busy_background_in_flight = 4, .idle_background_in_flight = 32,
+                                         .idle_wait = std::chrono::milliseconds(1)});
+  drives_.push_back(scheduler.get());
   specs_.push_back(std::move(d));
   files_.push_back(std::move(*file));
   models_.push_back(std::move(front));
   caches_.push_back(std::move(cache));
+  schedulers_.push_back(std::move(scheduler));
   return drives_.size() - 1;
 }
 
 shelf::~shelf() {
   drives_.clear();
-  caches_.clear();  // each layer before the one it sits on
+  schedulers_.clear();  // each layer before the one it sits on
+  caches_.clear();
   models_.clear();
   files_.clear();
 }

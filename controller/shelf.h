@@ -108,7 +108,8 @@ class shelf {
   // its size in bytes, and its timing model's name (empty: none).
   const drive_spec& spec(std::size_t i) const noexcept { return specs_[i]; }
   // The drive as the layers above see it: the model over the file, or the
-  // file itself (with volatile_write_caches, behind its cache).
+  // file itself (with volatile_write_caches, behind its cache), behind the
+  // scheduler that puts background I/O after the hosts' (io_scheduler.h).
   device::block_device& drive(std::size_t i) const noexcept { return *drives_[i]; }
 
  private:
@@ -122,7 +123,8 @@ class shelf {
   std::vector<std::unique_ptr<device::block_device>> files_;
   std::vector<std::unique_ptr<device::block_device>> models_;  // over files_; null for a drive with no model
   std::vector<std::unique_ptr<device::block_device>> caches_;  // over models_ or files_; null without volatile_write_caches
-  std::vector<device::block_device*> drives_;                  // caches_[i], models_[i] or files_[i]: the topmost
+  std::vector<std::unique_ptr<device::block_device>> schedulers_;  // over caches_, models_ or files_
+  std::vector<device::block_device*> drives_;                      // schedulers_[i]: the topmost
 };
 
 }  // namespace strata::controller

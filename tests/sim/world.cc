@@ -40,7 +40,7 @@ raid::raid6_options parity_options(clock& c) {
 template <class Group>
 std::unique_ptr<Group> make_group(test_loop& loop, std::vector<disk>& disks, const auto& options) {
   std::vector<block_device*> members;
-  for (disk& d : disks) members.push_back(d.drive.get());
+  for (disk& d : disks) members.push_back(d.scheduler.get());
   auto g = Group::create(members, options);
   REQUIRE(g);
   std::optional<std::optional<error>> formatted;
@@ -56,7 +56,7 @@ template <class Group>
 std::unique_ptr<Group> assemble_group(test_loop& loop, std::vector<disk>& disks, const auto& options,
                                       std::string& why) {
   std::vector<block_device*> members;
-  for (disk& d : disks) members.push_back(d.drive.get());
+  for (disk& d : disks) members.push_back(d.scheduler.get());
   std::optional<typename Group::assembled> result;
   Group::assemble(members, options, [&](typename Group::assembled a) { result = std::move(a); });
   loop.run_until([&] { return result.has_value(); });
@@ -85,7 +85,7 @@ void world::make_disks(std::vector<disk>& disks, std::size_t count, std::uint64_
   for (std::size_t i = 0; i < count; ++i) {
     auto m = memory_device::create(loop.context.get_executor(), {block_size, blocks});
     REQUIRE(m);
-    disks.push_back({std::move(*m), nullptr, false});
+    disks.push_back({std::move(*m), nullptr, nullptr, false});
   }
 }
 
@@ -108,6 +108,13 @@ void world::power_up(disk& d) {
   d.drive->set_reorder(std::chrono::microseconds(50 + random() % 3000), 0.3);
   d.drive->set_delay(std::chrono::microseconds(100 + random() % 2000), 0.2);
   if (d.dead) d.drive->fail();
+  // Background work (rebuilds, resyncs, moves, cache fills) behind the
+  // clients' I/O, as on stratad's shelf: held requests reorder it further.
+  d.scheduler = std::make_unique<io_scheduler>(
+      *d.drive, loop.clock,
+      io_scheduler_options{.busy_background_in_flight = 1,
+                           .idle_background_in_flight = 4,
+                           .idle_wait = std::chrono::microseconds(500)});
 }
 
 void world::replace_failed_disks() {
@@ -131,7 +138,7 @@ void world::replace(std::vector<disk>& slots, raid::member_replacement& group) {
     r->spare.platters = std::move(*platters);
     power_up(r->spare);
     rebuild* started = r.get();
-    const auto refused = group.replace_member(static_cast<unsigned>(m), r->spare.drive.get(), [this, started](std::error_code ec) {
+    const auto refused = group.replace_member(static_cast<unsigned>(m), r->spare.scheduler.get(), [this, started](std::error_code ec) {
       started->running = false;
       if (ec) return;  // the spare is dropped with the old controller's objects
       std::vector<disk>& in = *started->slots;
@@ -159,7 +166,10 @@ std::string world::start(bool first_time) {
       performance.reset();
       capacity.reset();
       loop.settle();
-      for (disk* d : all_disks()) d->drive.reset();
+      for (disk* d : all_disks()) {
+        d->scheduler.reset();
+        d->drive.reset();
+      }
       return "a group could not be assembled after the restart: " + why;
     }
   }
@@ -219,7 +229,10 @@ void world::wind_down() {
     for (auto& r : rebuilds_) disks.push_back(&r->spare);
     for (disk& d : replaced_) disks.push_back(&d);
     return std::none_of(disks.begin(), disks.end(),
-                        [](disk* d) { return d->drive && d->drive->requests_pending() > 0; });
+                        [](disk* d) {
+                          return (d->drive && d->drive->requests_pending() > 0) ||
+                                 (d->scheduler && d->scheduler->background_waiting() > 0);
+                        });
   };
   loop.run_until([&] { return groups_idle() && drives_quiet(); });
   loop.settle();
@@ -227,7 +240,10 @@ void world::wind_down() {
   capacity.reset();
   cache.reset();
   loop.settle();
-  for (disk* d : all_disks()) d->drive.reset();
+  for (disk* d : all_disks()) {
+    d->scheduler.reset();
+    d->drive.reset();
+  }
   // Spares whose rebuild did not finish are blank disks again, for good.
   rebuilds_.clear();
   replaced_.clear();

@@ -27,6 +27,7 @@
 #include "raid/raid6_group.h"
 #include "tests/raid/device/harness.h"
 #include "tests/tiering/fault_fs.h"
+#include "raid/device/io_scheduler.h"
 #include "tiering/pool.h"
 #include "tiering/volume.h"
 
@@ -41,6 +42,9 @@ constexpr std::uint64_t reserved_bytes = 1 << 20;
 struct disk {
   std::unique_ptr<device::memory_device> platters;
   std::unique_ptr<device::fault_device> drive;
+  // Over the drive, as on stratad's shelf: what the groups see. Gone with
+  // the drive (declared after it, so destroyed first).
+  std::unique_ptr<device::io_scheduler> scheduler;
   bool dead = false;  // failed for good: stays failed across restarts
   bool latent_errors = false;  // has had latent sector errors injected
   // The blocks its backing store holds (a sparse file's): what a full

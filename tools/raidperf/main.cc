@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "raid/device/hdd_model.h"
+#include "raid/device/io_scheduler.h"
 #include "raid/device/memory_device.h"
 #include "raid/device/null_device.h"
 #include "raid/raid6_group.h"
@@ -101,16 +102,17 @@ double device_copy_rate(double seconds) {
 }
 
 // A 10+2 group over memory devices, null devices, or 10K HDD models over
-// memory devices.
+// memory devices; `scheduled`: each model behind the I/O scheduler, as on
+// stratad's shelf.
 struct group_rig {
   boost::asio::io_context context;
   real_clock clock;
   std::vector<std::unique_ptr<block_device>> disks;
-  std::vector<std::unique_ptr<hdd_model>> models;
+  std::vector<std::unique_ptr<block_device>> models;
   std::unique_ptr<raid::raid6_group> group;
   std::uint64_t member_blocks = 0;
 
-  group_rig(std::uint64_t stripe_count, backing kind) {
+  group_rig(std::uint64_t stripe_count, backing kind, bool scheduled = false) {
     raid::raid6_options options;
     options.strip_size_bytes = strip_bytes;
     options.clock = &clock;
@@ -126,6 +128,10 @@ struct group_rig {
       if (kind == backing::hdd_model) {
         models.push_back(std::make_unique<hdd_model>(*member, clock, hdd_profile::sas_10k()));
         member = models.back().get();
+        if (scheduled) {
+          models.push_back(std::make_unique<io_scheduler>(*member, clock));
+          member = models.back().get();
+        }
       }
       if (i < data_strips + 2) members.push_back(member);
     }
@@ -133,7 +139,7 @@ struct group_rig {
     if (!g) throw std::runtime_error(g.error().message);
     group = std::move(*g);
   }
-  block_device& spare() { return models.empty() ? static_cast<block_device&>(*disks.back()) : *models.back(); }
+  block_device& spare() { return models.empty() ? *disks.back() : *models.back(); }
 
   tools::workload_result run(tools::workload_spec spec, double seconds) {
     spec.run_time = std::chrono::duration_cast<duration>(std::chrono::duration<double>(seconds));
@@ -160,18 +166,23 @@ struct group_rig {
   }
   double full_stripe_rate(double seconds) { return stripe_rate(op::write, seconds); }
 
-  // MB/s of the new member while member 3 is rebuilt onto the spare.
-  double rebuild_rate() {
+  // Starts rebuilding member 3 onto the spare; `done` is set at its end.
+  void start_rebuild(bool& done, std::error_code& result) {
     group->fail_member(3);
-    bool done = false;
-    std::error_code result;
-    const auto start = clock_type::now();
     if (auto problem = group->replace_member(3, &spare(), [&](std::error_code ec) {
           done = true;
           result = ec;
         })) {
       throw std::runtime_error(problem->message);
     }
+  }
+
+  // MB/s of the new member while member 3 is rebuilt onto the spare.
+  double rebuild_rate() {
+    bool done = false;
+    std::error_code result;
+    const auto start = clock_type::now();
+    start_rebuild(done, result);
     context.restart();
     while (!done) {
       if (context.run_one() == 0) throw std::runtime_error("the loop ran dry");
@@ -364,6 +375,43 @@ int main(int argc, char** argv) {
                  "reads {:.2f}x spread\n",
                  clustered.iops(), ms(clustered.mean()), ms(clustered.percentile(99)), ms(clustered.write_mean()),
                  ms(clustered.mean()) / ms(spread.mean()));
+    }
+    {
+      // The same OLTP load (spread) while a member is rebuilt, with the
+      // members behind the I/O scheduler (as on stratad's shelf) and
+      // without: the hosts' latency against the rebuild's pace. The rebuild
+      // is cancelled after the run if it has not finished.
+      constexpr std::uint64_t hdd_stripes = 2048;
+      auto ms = [](device::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+      fmt::print("8 KiB OLTP, QD90, spread, while a member is rebuilt:\n");
+      for (const bool scheduled : {false, true}) {
+        group_rig rig(hdd_stripes, backing::hdd_model, scheduled);
+        tools::workload_spec oltp;
+        oltp.operation = op::read;
+        oltp.random = true;
+        oltp.io_blocks = 8192 / block_size;
+        oltp.queue_depth = 90;
+        oltp.write_percent = 5;
+        const auto idle = rig.run(oltp, seconds);
+        bool done = false;
+        std::error_code result;
+        rig.start_rebuild(done, result);
+        const auto start = clock_type::now();
+        const auto busy = rig.run(oltp, seconds);
+        const double elapsed = std::chrono::duration<double>(clock_type::now() - start).count();
+        const bool finished = done;
+        const double rebuilt_mb = finished ? static_cast<double>(hdd_stripes * strip_bytes) / 1e6
+                                           : static_cast<double>(rig.group->rebuild_status().bytes_done) / 1e6;
+        if (!finished) rig.group->cancel_rebuild();
+        rig.context.restart();
+        while (!done) {
+          if (rig.context.run_one() == 0) throw std::runtime_error("the loop ran dry");
+        }
+        if (result && result != errc::canceled) throw std::runtime_error("rebuild failed: " + result.message());
+        fmt::print("  {} reads p99 {:5.1f} ms idle, {:5.1f} ms during a rebuild ({:4.0f} IOPS); rebuild {:5.1f} MB/s{}\n",
+                   scheduled ? "scheduled:  " : "unscheduled:", ms(idle.percentile(99)), ms(busy.percentile(99)),
+                   busy.iops(), rebuilt_mb / elapsed, finished ? " (finished within the run: at least)" : "");
+      }
     }
   } catch (const std::exception& e) {
     fmt::print(stderr, "strata-raidperf: {}\n", e.what());

@@ -11,6 +11,7 @@
 #include "raid/device/fault_device.h"
 #include "raid/device/file_device.h"
 #include "raid/device/hdd_model.h"
+#include "raid/device/io_scheduler.h"
 #include "raid/device/memory_device.h"
 #include "raid/device/ssd_model.h"
 #include "raid/raid1_group.h"
@@ -164,6 +165,19 @@ std::vector<implementation> implementations() {
                    auto add = [](stack& st, test_loop& l) {
                      st.layers.push_back(std::make_unique<ssd_model>(*st.layers[0], l.clock,
                                                                      ssd_profile::sas_12g()));
+                   };
+                   stack s;
+                   s.layers.push_back(memory(loop, bs));
+                   add(s, loop);
+                   s.restart = rebuild_above_bottom(add);
+                   return s;
+                 }});
+  all.push_back({"io scheduler over hdd model (10K) over memory",
+                 [](test_loop& loop, std::uint32_t bs, const temp_dir&) {
+                   auto add = [](stack& st, test_loop& l) {
+                     st.layers.push_back(std::make_unique<hdd_model>(*st.layers[0], l.clock,
+                                                                     hdd_profile::sas_10k()));
+                     st.layers.push_back(std::make_unique<io_scheduler>(*st.layers[1], l.clock));
                    };
                    stack s;
                    s.layers.push_back(memory(loop, bs));
