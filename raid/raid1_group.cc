@@ -371,12 +371,15 @@ void raid1_group::start_write(mirror_op& o) {
   for (const mirror_op* repair : repairing_) {
     if (repair->range_lba < o.outer->lba + o.outer->block_count &&
         o.outer->lba < repair->range_lba + repair->range_blocks) {
+      leave_overlap_lock(o);
       repair_blocked_.push_back(&o);  // after the repair, so the newer data lands last
       return;
     }
   }
   if (sync_.chunk_locked && overlaps_chunk(o)) {
+    leave_overlap_lock(o);
     sync_.blocked.push_back(&o);  // after the chunk's copy
+    if (o.outer->priority == device::io_class::foreground) expedite_chunk();
     return;
   }
   // Woken from the lock, it holds it already.
@@ -390,6 +393,16 @@ void raid1_group::start_write(mirror_op& o) {
   writes_head_ = &o;
   o.in_write_list = true;
   fan_out(o, operation);
+}
+
+void raid1_group::leave_overlap_lock(mirror_op& o) {
+  // Woken from the lock, then stopped by a repair or the sync chunk: the
+  // writes behind it need not wait for that too. It takes the lock again
+  // when it goes on; members still see overlapping writes one at a time,
+  // in the order they reach them.
+  if (overlapping_writes_.holds(o)) {
+    overlapping_writes_.release(o, [this](mirror_op& next) { start_write(next); });
+  }
 }
 
 void raid1_group::fan_out(mirror_op& o, op operation) {
@@ -529,6 +542,15 @@ std::optional<error> raid1_group::replace_member(unsigned member, block_device* 
   return std::nullopt;
 }
 
+void raid1_group::expedite_chunk() {
+  if (sync_.expedited) return;
+  sync_.expedited = true;
+  // Whichever of these is held by a member's scheduler goes now; the rest
+  // of the chunk's copy is issued as foreground.
+  members_[sync_.reading_from]->expedite(sync_.read);
+  for (unsigned i = 0; i < members_.size(); ++i) members_[i]->expedite(sync_.writes[i]);
+}
+
 void raid1_group::start_sync() {
   sync_.running = true;
   sync_.paused = false;
@@ -640,7 +662,7 @@ void raid1_group::copy_chunk() {
   request& r = sync_.read;
   r = request{};
   r.operation = op::read;
-  r.priority = device::io_class::background;
+  r.priority = sync_.expedited ? device::io_class::foreground : device::io_class::background;
   r.lba = sync_.next_lba + data_offset_blocks_;
   r.block_count = sync_.chunk_end - sync_.next_lba;
   r.buffers = {&sync_.segment, 1};
@@ -664,7 +686,7 @@ void raid1_group::on_sync_read(request& r) noexcept {
     request& w = g.sync_.writes[i];
     w = request{};
     w.operation = op::write;
-    w.priority = device::io_class::background;
+    w.priority = g.sync_.expedited ? device::io_class::foreground : device::io_class::background;
     w.lba = r.lba;
     w.block_count = r.block_count;
     w.buffers = {&g.sync_.segment, 1};
@@ -702,6 +724,7 @@ void raid1_group::chunk_done() {
   }
   sync_.next_lba = end;
   sync_.chunk_locked = false;
+  sync_.expedited = false;
   // The writes that waited for the chunk go now.
   std::vector<mirror_op*> blocked;
   blocked.swap(sync_.blocked);

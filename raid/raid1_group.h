@@ -222,6 +222,7 @@ class raid1_group final : public device::block_device, public member_replacement
     std::uint64_t next_lba = 0;     // everything below is in sync
     std::uint64_t chunk_end = 0;    // the chunk [next_lba, chunk_end) being copied
     bool chunk_locked = false;
+    bool expedited = false;         // a host write waits for the chunk: its copy goes as foreground
     unsigned chunk_waiting = 0;     // writes in flight over the chunk, to wait for
     std::vector<bool> tried;        // sources tried for the chunk
     unsigned reading_from = 0;      // the chunk's source now
@@ -241,6 +242,9 @@ class raid1_group final : public device::block_device, public member_replacement
   void start_sync();
   void sync_next();
   void copy_chunk();
+  // A host write waits for the chunk being copied: the copy's held I/O goes
+  // at once and the rest as foreground (priority inheritance; io_scheduler.h).
+  void expedite_chunk();
   static void on_sync_read(device::request& r) noexcept;
   static void on_sync_written(device::request& r) noexcept;
   void chunk_done();
@@ -282,8 +286,10 @@ class raid1_group final : public device::block_device, public member_replacement
   // so every member applies them in the same order and the mirrors never
   // diverge (md serializes overlapping writes for the same reason). Reads
   // do not take it. A write takes it last, after the bitmap, repairs and
-  // the sync chunk, and holds it until it ends.
+  // the sync chunk, and holds it until it ends (one woken from it that a
+  // repair or the chunk then stops lets go of it meanwhile).
   device::range_lock<mirror_op, &mirror_op::lock_entry> overlapping_writes_;
+  void leave_overlap_lock(mirror_op& o);
   device::clock* clock_;
   std::uint64_t sync_chunk_blocks_;
   double sync_mb_per_s_;

@@ -160,6 +160,7 @@ void raid6_group::start_request(request& req) {
     o.finished = false;
     o.intent = false;
     o.out_of_space = false;
+    o.expedited = false;
     if (o.strips.size() != (layout_.data_strips() + 2) * strip_bytes) {
       o.strips = device::aligned_buffer((layout_.data_strips() + 2) * strip_bytes);
     }
@@ -211,7 +212,19 @@ void raid6_group::lock_and_run(stripe_op& o) {
 
 void raid6_group::run_locked(stripe_op& o) {
   o.unlocked = false;
-  if (stripes_.acquire(o, o.stripe, o.stripe + 1)) run(o);
+  if (stripes_.acquire(o, o.stripe, o.stripe + 1)) {
+    run(o);
+  } else if (!background(o)) {
+    stripes_.for_each_ahead(o, [this](stripe_op& ahead) { expedite_op(ahead); });
+  }
+}
+
+void raid6_group::expedite_op(stripe_op& holder) {
+  if (!background(holder) || holder.expedited) return;
+  holder.expedited = true;
+  for (member_io& io : holder.ios) {
+    if (io.in_flight && members_[io.member] == io.device) members_[io.member]->expedite(io.req);
+  }
 }
 
 std::byte* raid6_group::strip_data(stripe_op& o, unsigned strip, std::uint64_t row) const noexcept {
@@ -318,7 +331,7 @@ void raid6_group::issue(stripe_op& o, unsigned strip, op operation, std::uint64_
   io.segment = {base, (row_end - row_begin) * block_size};
   io.req = request{};
   io.req.operation = operation;
-  io.req.priority = o.owner->outer->priority;
+  io.req.priority = o.expedited ? device::io_class::foreground : o.owner->outer->priority;
   io.req.lba = layout_.member_lba(o.stripe, row_begin);
   io.req.block_count = row_end - row_begin;
   io.req.buffers = {&io.segment, 1};
@@ -329,6 +342,7 @@ void raid6_group::issue(stripe_op& o, unsigned strip, op operation, std::uint64_
   io.watch.abandonable = !from_caller;
   members_.watchdog().start(io.watch, member, members_[member]);
   ++o.pending;
+  io.in_flight = true;
   members_[member]->submit(io.req);
 }
 
@@ -371,6 +385,7 @@ void raid6_group::start_reads(stripe_op& o) {
 
 void raid6_group::on_member_done(request& r) noexcept {
   member_io& io = *static_cast<member_io*>(r.context);
+  io.in_flight = false;
   stripe_op& o = *io.op;
   raid6_group& g = *o.group;
   if (io.watch.abandoned) {

@@ -267,6 +267,7 @@ class raid6_group final : public device::block_device, public member_replacement
     device::request req;
     iovec segment{};
     watched_io watch;
+    bool in_flight = false;  // submitted, not yet answered
   };
   // One request's progress over its stripes.
   struct parent {
@@ -288,6 +289,9 @@ class raid6_group final : public device::block_device, public member_replacement
     bool wide = false;            // ... parity included: enough to rebuild lost data
     bool out_of_space = false;    // a member's backing store refused a write
     bool unlocked = false;        // a healthy read run beside the stripe's lock holders
+    // Background work a caller's op waits for (behind it on the stripe's
+    // lock): its member I/O goes as foreground from then on.
+    bool expedited = false;
     device::range_lock_entry lock_entry;  // in stripes_
     unsigned pending = 0;
     unsigned abandoned = 0;     // member I/Os timed out whose devices have not answered yet
@@ -313,6 +317,11 @@ class raid6_group final : public device::block_device, public member_replacement
   // and starts again (reconstruction needs the stripe still).
   void lock_and_run(stripe_op& op);
   void run_locked(stripe_op& op);
+  // A caller's op waits for `holder` on the stripe's lock: if that is
+  // background work (scrub, rebuild, resync), its held member I/O goes at
+  // once and the rest of it as foreground, so the host does not wait at
+  // background pace (priority inheritance).
+  void expedite_op(stripe_op& holder);
   void run(stripe_op& op);
   void start_reads(stripe_op& op);
   void after_reads(stripe_op& op);

@@ -83,7 +83,7 @@ void extent_move::copy_next_run() {
   segment_ = {buffer_.data(), blocks * block_size};
   req_ = request{};
   req_.operation = op::read;
-  req_.priority = device::io_class::background;
+  req_.priority = io_priority();
   req_.lba = vol_.group_lba(from_, first * granule_blocks_);
   req_.block_count = blocks * vol_.group_blocks_per_block_;
   req_.buffers = {&segment_, 1};
@@ -101,7 +101,7 @@ void extent_move::on_copy_read(request& r) noexcept {
   const std::uint64_t blocks_read = r.block_count;
   m.req_ = request{};
   m.req_.operation = op::write;
-  m.req_.priority = device::io_class::background;
+  m.req_.priority = m.io_priority();
   m.req_.lba = m.vol_.group_lba(m.to_, m.run_first_ * m.granule_blocks_);
   m.req_.block_count = blocks_read;
   m.req_.buffers = {&m.segment_, 1};
@@ -128,7 +128,7 @@ void extent_move::commit() {
   // data that never reached the disk.
   req_ = request{};
   req_.operation = op::flush;
-  req_.priority = device::io_class::background;
+  req_.priority = io_priority();
   req_.context = this;
   req_.on_complete = [](request& r) noexcept {
     extent_move& m = *static_cast<extent_move*>(r.context);

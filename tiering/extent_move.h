@@ -81,6 +81,12 @@ class extent_move {
   void write_mapping();
   void end(std::error_code result);
   void group_error(std::uint16_t group, std::error_code ec);
+  // Background while host I/O goes on; foreground once the final pass holds
+  // the hosts' requests to the extent, which then wait on the copy and the
+  // commit's flush (io_scheduler.h).
+  device::io_class io_priority() const noexcept {
+    return final_pass_ ? device::io_class::foreground : device::io_class::background;
+  }
 
   volume& vol_;
   pool& pool_;

@@ -144,6 +144,14 @@ class block_device {
                                        std::uint64_t max_blocks) const noexcept {
     return {allocation::mapped, max_blocks};
   }
+
+  // `req`, submitted here as background I/O and not yet completed, is
+  // waited on by foreground work now (a host write behind a rebuild's
+  // stripe, say): a device that holds background requests back
+  // (io_scheduler.h) lets it go at once. Only the device `req` was
+  // submitted to can tell it; the default does nothing.
+  // REQUIRES: on executor()'s thread.
+  virtual void expedite(request& /*req*/) noexcept {}
 };
 
 // Checks a request against a geometry: the preconditions every device

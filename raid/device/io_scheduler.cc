@@ -41,6 +41,23 @@ void io_scheduler::submit(request& req) noexcept {
   admit();  // arms the timer if the idle wait is what holds it
 }
 
+void io_scheduler::expedite(request& req) noexcept {
+  request_list rest;
+  bool found = false;
+  while (request* r = held_.pop_front()) {
+    if (r == &req) {
+      found = true;
+    } else {
+      rest.push_back(*r);
+    }
+  }
+  held_ = rest.take_all();
+  if (!found) return;
+  ++counters_.expedited;
+  ++background_in_flight_;
+  dispatch(req);
+}
+
 bool io_scheduler::quiet() const noexcept {
   return foreground_in_flight_ == 0 && clock_.now() - last_foreground_end_ >= options_.idle_wait;
 }

@@ -19,6 +19,11 @@
 // (queue depth 1): without it, background work would fill the queue in
 // the gap (CFQ's slice_idle for the same reason).
 //
+// Background work that holds something foreground work then waits for (a
+// RAID stripe or sync chunk, a moving extent's held requests) would hold
+// the host behind it: the layer that knows calls expedite() on its held
+// requests, and issues the rest of that work as foreground.
+//
 // Holding a request changes nothing a caller may rely on: requests in
 // flight together may complete in any order, and a flush covers only
 // writes completed before it was submitted.
@@ -47,6 +52,7 @@ struct io_scheduler_counters {
   std::uint64_t foreground = 0;       // requests passed
   std::uint64_t background = 0;
   std::uint64_t background_held = 0;  // background requests that had to wait
+  std::uint64_t expedited = 0;        // ... of which let go early, foreground work waiting on them
 };
 
 class io_scheduler final : public forwarding_device {
@@ -55,6 +61,9 @@ class io_scheduler final : public forwarding_device {
   ~io_scheduler() override;
 
   void submit(request& req) noexcept override;
+  // A held background request goes at once, beside the cap (foreground
+  // work waits on it); nothing for one already passed on.
+  void expedite(request& req) noexcept override;
   const io_scheduler_counters& counters() const noexcept { return counters_; }
   std::size_t background_waiting() const noexcept { return held_.size(); }
 

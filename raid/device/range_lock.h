@@ -64,6 +64,16 @@ class range_lock {
 
   bool holds(const T& t) const noexcept { return (t.*Entry).linked && (t.*Entry).holding; }
 
+  // Calls fn(o) for every request ahead of waiting `t` (holding, or
+  // waiting before it) that it conflicts with: what `t` waits for.
+  template <class Fn>
+  void for_each_ahead(T& t, Fn fn) {
+    range_lock_entry& e = t.*Entry;
+    for (range_lock_entry* o = heads_[bucket(e)]; o != nullptr && o != &e; o = o->next) {
+      if (conflict(*o, e)) fn(owner(*o));
+    }
+  }
+
   // Gives up `t`'s range, and runs, oldest first, each waiter nothing holds
   // back any more. `run` may acquire and release (it may complete requests):
   // the waiters it frees are run by that inner release.

@@ -63,6 +63,25 @@ TEST_CASE("io scheduler: background waits behind foreground one at a time, then 
   CHECK(d.scheduler->counters().foreground == 1);
 }
 
+TEST_CASE("io scheduler: an expedited background request goes at once, beside the cap",
+          "[device][io_scheduler]") {
+  drive d(true);
+  auto host = io::make(op::read, 500000, 2, block_size);
+  d.top().submit(host->req);
+  auto first = background_read(0, 64);
+  auto second = background_read(64, 64);
+  d.top().submit(first->req);
+  d.top().submit(second->req);
+  REQUIRE(d.scheduler->background_waiting() == 1);  // `second`, behind the cap
+  d.scheduler->expedite(host->req);                 // not held: nothing
+  CHECK(d.scheduler->background_waiting() == 1);
+  d.scheduler->expedite(second->req);
+  CHECK(d.scheduler->background_waiting() == 0);
+  CHECK(d.scheduler->counters().expedited == 1);
+  d.loop.run_until([&] { return host->completions == 1 && first->completions == 1 && second->completions == 1; });
+  CHECK(second->req.result == std::error_code{});
+}
+
 TEST_CASE("io scheduler: a host's random reads beside a background stream on an HDD keep near their idle "
           "latency, and the stream still moves",
           "[device][io_scheduler]") {
