@@ -108,8 +108,8 @@ std::expected<std::size_t, error> shelf::add(const drive_spec& spec) {
     cache = std::make_unique<device::fault_device>(beneath, clock_,
                                                    device::fault_options{.seed = drives_.size() + 1, .volatile_write_cache = true});
   }
-  // On top, the scheduler that puts the array's background work behind the
-  // hosts' I/O: one background request beside host I/O on an HDD (its one
+  // On top, the scheduler that puts the array's deferrable work (scrub,
+  // moves, cache fills) behind the hosts' I/O: one background request beside host I/O on an HDD (its one
   // actuator), four on an SSD (its channels), more once the drive is quiet.
   device::block_device& below = cache ? *cache : beneath;
   auto scheduler = std::make_unique<device::io_scheduler>(

@@ -46,7 +46,7 @@ class new_member {
     member_ = &member;
     claim_req_ = device::request{};
     claim_req_.operation = device::op::read;
-    claim_req_.priority = device::io_class::background;
+    claim_req_.priority = device::io_class::foreground;  // part of the rebuild: not deferred
     claim_req_.lba = 0;
     claim_req_.block_count = reserved_blocks;
     claim_req_.buffers = {&segment_, 1};
@@ -93,7 +93,7 @@ class new_member {
     }
     flush_req_ = device::request{};
     flush_req_.operation = device::op::flush;
-    flush_req_.priority = device::io_class::background;
+    flush_req_.priority = device::io_class::foreground;
     flush_req_.context = this;
     flush_req_.on_complete = [](device::request& r) noexcept {
       auto& m = *static_cast<new_member*>(r.context);

@@ -379,7 +379,6 @@ void raid1_group::start_write(mirror_op& o) {
   if (sync_.chunk_locked && overlaps_chunk(o)) {
     leave_overlap_lock(o);
     sync_.blocked.push_back(&o);  // after the chunk's copy
-    if (o.outer->priority == device::io_class::foreground) expedite_chunk();
     return;
   }
   // Woken from the lock, it holds it already.
@@ -542,15 +541,6 @@ std::optional<error> raid1_group::replace_member(unsigned member, block_device* 
   return std::nullopt;
 }
 
-void raid1_group::expedite_chunk() {
-  if (sync_.expedited) return;
-  sync_.expedited = true;
-  // Whichever of these is held by a member's scheduler goes now; the rest
-  // of the chunk's copy is issued as foreground.
-  members_[sync_.reading_from]->expedite(sync_.read);
-  for (unsigned i = 0; i < members_.size(); ++i) members_[i]->expedite(sync_.writes[i]);
-}
-
 void raid1_group::start_sync() {
   sync_.running = true;
   sync_.paused = false;
@@ -662,7 +652,9 @@ void raid1_group::copy_chunk() {
   request& r = sync_.read;
   r = request{};
   r.operation = op::read;
-  r.priority = sync_.expedited ? device::io_class::foreground : device::io_class::background;
+  // Not deferred behind the hosts (io_scheduler.h): a rebuild ends the
+  // degraded window, a resync the one where the mirrors may differ.
+  r.priority = device::io_class::foreground;
   r.lba = sync_.next_lba + data_offset_blocks_;
   r.block_count = sync_.chunk_end - sync_.next_lba;
   r.buffers = {&sync_.segment, 1};
@@ -686,7 +678,7 @@ void raid1_group::on_sync_read(request& r) noexcept {
     request& w = g.sync_.writes[i];
     w = request{};
     w.operation = op::write;
-    w.priority = g.sync_.expedited ? device::io_class::foreground : device::io_class::background;
+    w.priority = device::io_class::foreground;
     w.lba = r.lba;
     w.block_count = r.block_count;
     w.buffers = {&g.sync_.segment, 1};
@@ -724,7 +716,6 @@ void raid1_group::chunk_done() {
   }
   sync_.next_lba = end;
   sync_.chunk_locked = false;
-  sync_.expedited = false;
   // The writes that waited for the chunk go now.
   std::vector<mirror_op*> blocked;
   blocked.swap(sync_.blocked);

@@ -222,7 +222,6 @@ class raid1_group final : public device::block_device, public member_replacement
     std::uint64_t next_lba = 0;     // everything below is in sync
     std::uint64_t chunk_end = 0;    // the chunk [next_lba, chunk_end) being copied
     bool chunk_locked = false;
-    bool expedited = false;         // a host write waits for the chunk: its copy goes as foreground
     unsigned chunk_waiting = 0;     // writes in flight over the chunk, to wait for
     std::vector<bool> tried;        // sources tried for the chunk
     unsigned reading_from = 0;      // the chunk's source now
@@ -242,9 +241,6 @@ class raid1_group final : public device::block_device, public member_replacement
   void start_sync();
   void sync_next();
   void copy_chunk();
-  // A host write waits for the chunk being copied: the copy's held I/O goes
-  // at once and the rest as foreground (priority inheritance; io_scheduler.h).
-  void expedite_chunk();
   static void on_sync_read(device::request& r) noexcept;
   static void on_sync_written(device::request& r) noexcept;
   void chunk_done();

@@ -242,7 +242,10 @@ void raid6_group::rebuild_next() {
     rebuild_.idle.pop_back();
     r = request{};
     r.operation = op::read;
-    r.priority = device::io_class::background;
+    // Not deferred behind the hosts (io_scheduler.h): until the rebuild
+    // ends the group is degraded, the window a second failure is dangerous
+    // in, and host reads of stripes it has not reached rebuild their strips.
+    r.priority = device::io_class::foreground;
     r.lba = rebuild_.next_stripe++ * layout_.stripe_data_blocks();
     r.block_count = layout_.stripe_data_blocks();
     r.context = this;
@@ -385,7 +388,7 @@ void raid6_group::resync_next() {
   request& r = resync_.req;
   r = request{};
   r.operation = op::read;
-  r.priority = device::io_class::background;
+  r.priority = device::io_class::foreground;  // as a rebuild: the torn window is the exposure
   r.lba = next * layout_.stripe_data_blocks();
   r.block_count = layout_.stripe_data_blocks();
   r.context = this;

@@ -220,7 +220,7 @@ void raid6_group::run_locked(stripe_op& o) {
 }
 
 void raid6_group::expedite_op(stripe_op& holder) {
-  if (!background(holder) || holder.expedited) return;
+  if (holder.owner->outer->priority != device::io_class::background || holder.expedited) return;
   holder.expedited = true;
   for (member_io& io : holder.ios) {
     if (io.in_flight && members_[io.member] == io.device) members_[io.member]->expedite(io.req);

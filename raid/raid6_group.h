@@ -318,9 +318,9 @@ class raid6_group final : public device::block_device, public member_replacement
   void lock_and_run(stripe_op& op);
   void run_locked(stripe_op& op);
   // A caller's op waits for `holder` on the stripe's lock: if that is
-  // background work (scrub, rebuild, resync), its held member I/O goes at
-  // once and the rest of it as foreground, so the host does not wait at
-  // background pace (priority inheritance).
+  // background I/O (a scrub's), its held member I/O goes at once and the
+  // rest of it as foreground, so the host does not wait at background pace
+  // (priority inheritance). Rebuilds and resyncs run as foreground.
   void expedite_op(stripe_op& holder);
   void run(stripe_op& op);
   void start_reads(stripe_op& op);

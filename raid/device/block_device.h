@@ -50,8 +50,9 @@ enum class op : std::uint8_t {
   discard,  // the range's contents are no longer needed; reads of it return zeros; no buffers
 };
 
-// Whose I/O this is: a host's (foreground) or the array's own work
-// (background: rebuild, resync, scrub, extent moves, cache fills). Groups
+// Whose I/O this is: a host's, or work that must not wait (foreground:
+// rebuilds and resyncs too, which end a degraded window); or the array's
+// deferrable work (background: scrub, extent moves, cache fills). Groups
 // pass it on to their members; io_scheduler.h puts background I/O behind
 // foreground on each drive. Other devices ignore it.
 enum class io_class : std::uint8_t { foreground, background };

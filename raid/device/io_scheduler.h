@@ -1,8 +1,8 @@
 // A decorator that puts a drive's background I/O behind its foreground I/O:
-// the array's own work (rebuild, resync, scrub, extent moves, cache fills,
-// destage) yields to the hosts', as Linux's BFQ and io.latency make a
-// disk's idle-class I/O yield, and md throttles its resync to
-// sync_speed_min while other I/O runs.
+// the array's deferrable work (scrub, extent moves, cache fills; destage to
+// come) yields to the hosts', as Linux's BFQ and io.latency make a disk's
+// idle-class I/O yield. Rebuilds and resyncs are foreground: deferring
+// them lengthens the window in which a group is degraded.
 //
 //   foreground  passes at once, never held.
 //   background  held, in arrival order, while the drive has
@@ -20,7 +20,7 @@
 // the gap (CFQ's slice_idle for the same reason).
 //
 // Background work that holds something foreground work then waits for (a
-// RAID stripe or sync chunk, a moving extent's held requests) would hold
+// RAID-6 stripe a scrub holds, a moving extent's held requests) would hold
 // the host behind it: the layer that knows calls expedite() on its held
 // requests, and issues the rest of that work as foreground.
 //

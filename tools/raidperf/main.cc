@@ -377,14 +377,18 @@ int main(int argc, char** argv) {
                  ms(clustered.mean()) / ms(spread.mean()));
     }
     {
-      // The same OLTP load (spread) while a member is rebuilt, with the
-      // members behind the I/O scheduler (as on stratad's shelf) and
-      // without: the hosts' latency against the rebuild's pace. The rebuild
-      // is cancelled after the run if it has not finished.
+      // The same OLTP load (spread) while background work runs, the members
+      // behind the I/O scheduler (as on stratad's shelf) or not: the reads'
+      // p99 against the work's pace. A scrub is deferrable work; a rebuild
+      // is not deferred (its I/O is foreground: the group is degraded until
+      // it ends), so it is shown once. Work not finished by the end of the
+      // run is cancelled.
       constexpr std::uint64_t hdd_stripes = 2048;
       auto ms = [](device::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
-      fmt::print("8 KiB OLTP, QD90, spread, while a member is rebuilt:\n");
-      for (const bool scheduled : {false, true}) {
+      fmt::print("8 KiB OLTP, QD90, spread, beside background work:\n");
+      enum class work { rebuild, scrub };
+      for (const auto& [kind, scheduled] : {std::pair{work::rebuild, true}, std::pair{work::scrub, false},
+                                            std::pair{work::scrub, true}}) {
         group_rig rig(hdd_stripes, backing::hdd_model, scheduled);
         tools::workload_spec oltp;
         oltp.operation = op::read;
@@ -395,22 +399,33 @@ int main(int argc, char** argv) {
         const auto idle = rig.run(oltp, seconds);
         bool done = false;
         std::error_code result;
-        rig.start_rebuild(done, result);
+        if (kind == work::rebuild) {
+          rig.start_rebuild(done, result);
+        } else {
+          rig.group->scrub([&](const raid::scrub_report& r) {
+            done = true;
+            result = r.error;
+          });
+        }
         const auto start = clock_type::now();
         const auto busy = rig.run(oltp, seconds);
         const double elapsed = std::chrono::duration<double>(clock_type::now() - start).count();
         const bool finished = done;
-        const double rebuilt_mb = finished ? static_cast<double>(hdd_stripes * strip_bytes) / 1e6
-                                           : static_cast<double>(rig.group->rebuild_status().bytes_done) / 1e6;
-        if (!finished) rig.group->cancel_rebuild();
+        const std::uint64_t stripes_done = finished                 ? hdd_stripes
+                                           : kind == work::rebuild ? rig.group->rebuild_status().bytes_done / strip_bytes
+                                                                   : rig.group->scrub_stripes_done();
+        // MB/s of one member's share (a strip per stripe), as the rebuild rows count.
+        const double pace = static_cast<double>(stripes_done * strip_bytes) / 1e6 / elapsed;
+        if (!finished) kind == work::rebuild ? rig.group->cancel_rebuild() : rig.group->cancel_scrub();
         rig.context.restart();
         while (!done) {
           if (rig.context.run_one() == 0) throw std::runtime_error("the loop ran dry");
         }
-        if (result && result != errc::canceled) throw std::runtime_error("rebuild failed: " + result.message());
-        fmt::print("  {} reads p99 {:5.1f} ms idle, {:5.1f} ms during a rebuild ({:4.0f} IOPS); rebuild {:5.1f} MB/s{}\n",
-                   scheduled ? "scheduled:  " : "unscheduled:", ms(idle.percentile(99)), ms(busy.percentile(99)),
-                   busy.iops(), rebuilt_mb / elapsed, finished ? " (finished within the run: at least)" : "");
+        if (result && result != errc::canceled) throw std::runtime_error("background work failed: " + result.message());
+        fmt::print("  {} reads p99 {:5.1f} ms idle, {:5.1f} ms beside it ({:4.0f} IOPS); its pace {:5.1f} MB/s a member{}\n",
+                   kind == work::rebuild ? "rebuild:              " : scheduled ? "scrub, scheduled:     " : "scrub, not scheduled: ",
+                   ms(idle.percentile(99)), ms(busy.percentile(99)), busy.iops(), pace,
+                   finished ? " (finished within the run: at least)" : "");
       }
     }
   } catch (const std::exception& e) {
