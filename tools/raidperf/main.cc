@@ -46,6 +46,21 @@ constexpr std::uint64_t strip_bytes = 64 * 1024;
 constexpr std::uint64_t stripes = 128;  // 80 MiB of data per pass
 constexpr std::uint32_t block_size = 4096;
 
+// The OLTP rows: 8 KiB, 95% reads, 90 in flight, random over the group
+// (span_blocks narrows it), on a group of this many stripes.
+constexpr std::uint64_t oltp_stripes = 2048;
+tools::workload_spec oltp_spec() {
+  tools::workload_spec oltp;
+  oltp.operation = op::read;
+  oltp.random = true;
+  oltp.io_blocks = 8192 / block_size;
+  oltp.queue_depth = 90;
+  oltp.write_percent = 5;
+  return oltp;
+}
+
+double ms(device::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
@@ -357,18 +372,11 @@ int main(int argc, char** argv) {
       // healthy strip goes straight to its member (md's direct read); one
       // that waited for its stripe's lock would queue behind each
       // read-modify-write there.
-      constexpr std::uint64_t hdd_stripes = 2048;
-      group_rig rig(hdd_stripes, backing::hdd_model);
-      tools::workload_spec oltp;
-      oltp.operation = op::read;
-      oltp.random = true;
-      oltp.io_blocks = 8192 / block_size;
-      oltp.queue_depth = 90;
-      oltp.write_percent = 5;
+      group_rig rig(oltp_stripes, backing::hdd_model);
+      tools::workload_spec oltp = oltp_spec();
       const auto spread = rig.run(oltp, seconds);
       oltp.span_blocks = 4 * rig.group->layout().stripe_data_blocks();
       const auto clustered = rig.run(oltp, seconds);
-      auto ms = [](device::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
       fmt::print("8 KiB OLTP, 95% reads, QD90    spread: {:5.0f} IOPS, reads {:5.1f} ms (p99 {:5.1f}), writes {:6.1f} ms\n",
                  spread.iops(), ms(spread.mean()), ms(spread.percentile(99)), ms(spread.write_mean()));
       fmt::print("  hot blocks in 4 stripes      {:5.0f} IOPS, reads {:5.1f} ms (p99 {:5.1f}), writes {:6.1f} ms   "
@@ -383,19 +391,12 @@ int main(int argc, char** argv) {
       // is not deferred (its I/O is foreground: the group is degraded until
       // it ends), so it is shown once. Work not finished by the end of the
       // run is cancelled.
-      constexpr std::uint64_t hdd_stripes = 2048;
-      auto ms = [](device::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
       fmt::print("8 KiB OLTP, QD90, spread, beside background work:\n");
       enum class work { rebuild, scrub };
       for (const auto& [kind, scheduled] : {std::pair{work::rebuild, true}, std::pair{work::scrub, false},
                                             std::pair{work::scrub, true}}) {
-        group_rig rig(hdd_stripes, backing::hdd_model, scheduled);
-        tools::workload_spec oltp;
-        oltp.operation = op::read;
-        oltp.random = true;
-        oltp.io_blocks = 8192 / block_size;
-        oltp.queue_depth = 90;
-        oltp.write_percent = 5;
+        group_rig rig(oltp_stripes, backing::hdd_model, scheduled);
+        const tools::workload_spec oltp = oltp_spec();
         const auto idle = rig.run(oltp, seconds);
         bool done = false;
         std::error_code result;
@@ -411,7 +412,7 @@ int main(int argc, char** argv) {
         const auto busy = rig.run(oltp, seconds);
         const double elapsed = std::chrono::duration<double>(clock_type::now() - start).count();
         const bool finished = done;
-        const std::uint64_t stripes_done = finished                 ? hdd_stripes
+        const std::uint64_t stripes_done = finished                 ? oltp_stripes
                                            : kind == work::rebuild ? rig.group->rebuild_status().bytes_done / strip_bytes
                                                                    : rig.group->scrub_stripes_done();
         // MB/s of one member's share (a strip per stripe), as the rebuild rows count.
