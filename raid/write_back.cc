@@ -1,0 +1,1329 @@
+#include "raid/write_back.h"
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <cassert>
+#include <cstring>
+#include <random>
+
+#include "raid/device/buffers.h"
+#include "raid/device/invariant.h"
+
+namespace strata::raid {
+
+using device::op;
+using device::request;
+
+const char* to_string(cache_mode m) noexcept { return m == cache_mode::write_back ? "write-back" : "write-through"; }
+
+// One log record: in flight, or in the log until the checkpoint passes it.
+struct write_back_device::record : lock_user {
+  write_back_device* dev = nullptr;
+  host_io* owner = nullptr;  // the write it logs; null once acknowledged, and for replayed records and markers
+  std::uint64_t seq = 0;
+  std::uint64_t next_seq = 0;
+  std::uint64_t position = 0;
+  std::uint64_t lba = 0;
+  std::uint32_t blocks = 0;  // 0: a marker
+  std::uint64_t dirty_blocks = 0;  // index blocks still dirty that point here
+  std::uint32_t pins = 0;          // reads of its data from the log in flight
+  bool in_log_io = false;          // its log write is in flight
+  bool written = false;            // its log write succeeded
+  std::uint64_t written_epoch = 0;
+  bool acked = false;  // durable and in the index (or, after a log failure, written direct)
+  bool redo = false;   // the log failed first: written to the group directly
+  bool orphan = false;  // out of records_ (the log failed before it was durable): freed once its I/O ends
+  device::time_point acked_at{};
+  device::aligned_buffer header{wlog::block_bytes};
+  std::vector<iovec> segments;  // the header, then the data
+  request req;     // to the log
+  request direct;  // redo: to the group
+};
+
+// A request from above.
+struct write_back_device::host_io : lock_user {
+  write_back_device* dev = nullptr;
+  request* outer = nullptr;
+  unsigned pending = 0;
+  std::error_code result;
+  std::uint64_t next_block = 0;  // a logged write: the first block not yet in a record
+  std::uint64_t direct_from = 0;  // a direct write: its first block
+  struct piece {
+    host_io* owner = nullptr;
+    record* pinned = nullptr;  // a read from the log: the record it reads
+    request req;
+    std::vector<iovec> segments;
+  };
+  std::vector<piece> pieces;  // a read's
+  std::vector<iovec> direct_segments;
+  request direct;
+};
+
+// One stripe being destaged.
+struct write_back_device::destage_job : lock_user {
+  write_back_device* dev = nullptr;
+  bool busy = false;
+  std::uint64_t stripe = 0;
+  std::uint64_t begin = 0;  // the stripe's blocks [begin, end)
+  std::uint64_t end = 0;
+  struct part {
+    std::uint64_t lba = 0;
+    std::uint64_t blocks = 0;
+    std::uint64_t log_block = 0;
+    record* rec = nullptr;
+  };
+  std::vector<part> parts;
+  std::vector<request> ios;
+  std::vector<iovec> segments;  // one per request
+  unsigned pending = 0;
+  std::error_code error;
+  device::aligned_buffer buffer;
+};
+
+// The superblock write of a checkpoint, and the flushes around it.
+struct write_back_device::checkpoint_io {
+  enum class step : std::uint8_t { group_flush, superblock, log_flush } at = step::group_flush;
+  bool retire = false;      // the last one of a failed log
+  std::size_t records = 0;  // the oldest records it frees
+  std::uint64_t tail = 0;
+  std::uint64_t tail_seq = 0;
+  device::aligned_buffer block{wlog::block_bytes};
+  iovec segment{};
+  request req;
+};
+
+write_back_device::write_back_device(device::block_device& group, device::block_device& log,
+                                     const wlog::superblock& sb, const write_back_options& options)
+    : forwarding_device(group),
+      group_(group),
+      log_(log),
+      options_(options),
+      geometry_(group.geometry()),
+      id_(sb.id),
+      data_blocks_(sb.data_blocks),
+      sb_generation_(sb.generation),
+      head_(sb.tail_position),
+      tail_(sb.tail_position),
+      next_seq_(sb.tail_seq),
+      deferred_(group.executor()),
+      zeros_(std::uint64_t{options.max_record_blocks} * wlog::block_bytes) {
+  geometry_.max_segments = std::min(group.geometry().max_segments, log.geometry().max_segments - 1);
+  options_.stripe_blocks = std::max<std::uint64_t>(1, options_.stripe_blocks);
+  for (unsigned i = 0; i < std::max(1u, options_.destage_stripes_in_flight); ++i) {
+    auto j = std::make_unique<destage_job>();
+    j->dev = this;
+    j->buffer = device::aligned_buffer(options_.stripe_blocks * wlog::block_bytes);
+    jobs_.push_back(std::move(j));
+  }
+  checkpoint_ = std::make_unique<checkpoint_io>();
+  age_timer_ = options_.clock->make_timer(group.executor(), [this] {
+    maybe_destage();
+    maybe_checkpoint();
+  });
+}
+
+write_back_device::~write_back_device() { assert(idle()); }
+
+std::string write_back_device::write_through_reason() const {
+  if (log_failed_) return "the write log cannot be written";
+  if (log_degraded_) return "the write log's group has lost its redundancy";
+  if (requested_ == cache_mode::write_through) return "an administrator asked for write-through";
+  return "";
+}
+
+std::string write_back_device::debug_state() const {
+  std::string o = "dirty " + std::to_string(dirty_blocks_) + " records " + std::to_string(records_.size()) +
+                  " unacked_from " + std::to_string(unacked_from_) + " index " + std::to_string(index_.size()) +
+                  " held " + std::to_string(held_.size()) + " waiters " + std::to_string(space_waiters_.size()) +
+                  " host " + std::to_string(host_in_flight_) + " orphans " + std::to_string(orphans_) +
+                  " failed " + std::to_string(log_failed_) + " retired " + std::to_string(retired_) +
+                  " cp " + std::to_string(checkpoint_in_flight_) + " flush " + std::to_string(log_flush_in_flight_) +
+                  " head " + std::to_string(head_) + " tail " + std::to_string(tail_);
+  for (auto& j : jobs_) o += " job" + std::to_string(j->busy);
+  for (std::size_t i = 0; i < records_.size() && i < 5; ++i) {
+    const record* r = records_[i];
+    o += " [seq " + std::to_string(r->seq) + " acked " + std::to_string(r->acked) + " io " + std::to_string(r->in_log_io) +
+         " dirty " + std::to_string(r->dirty_blocks) + " pins " + std::to_string(r->pins) + "]";
+  }
+  return o;
+}
+
+std::string write_back_device::check_invariants() const {
+  std::map<const record*, std::uint64_t> dirty;
+  std::uint64_t total = 0;
+  std::uint64_t prev_end = 0;
+  for (const auto& [lba, e] : index_) {
+    if (lba < prev_end) return "overlapping entries at " + std::to_string(lba);
+    prev_end = lba + e.blocks;
+    if (std::ranges::find(records_, e.rec) == records_.end()) return "entry at " + std::to_string(lba) + " names a record not in the log";
+    if (lba < e.rec->lba || lba + e.blocks > e.rec->lba + e.rec->blocks) return "entry outside its record at " + std::to_string(lba);
+    if (e.log_block != wlog::physical(e.rec->position, data_blocks_) + 1 + (lba - e.rec->lba)) {
+      return "entry at " + std::to_string(lba) + " points at the wrong log block";
+    }
+    if (e.dirty) {
+      dirty[e.rec] += e.blocks;
+      total += e.blocks;
+    }
+  }
+  if (total != dirty_blocks_) return "dirty_blocks_ " + std::to_string(dirty_blocks_) + " != " + std::to_string(total);
+  for (const record* r : records_) {
+    if (r->dirty_blocks != dirty[r]) return "record " + std::to_string(r->seq) + " dirty count wrong";
+    if (r->position < tail_ || r->position + 1 + r->blocks > head_) return "record outside [tail, head)";
+  }
+  for (std::size_t i = 1; i < records_.size(); ++i) {
+    if (records_[i]->seq != records_[i - 1]->next_seq) return "records out of sequence";
+    if (records_[i]->position < records_[i - 1]->position + 1 + records_[i - 1]->blocks) return "records overlap in the log";
+  }
+  if (head_ - tail_ > data_blocks_) return "log over full";
+  return "";
+}
+
+bool write_back_device::drained() const noexcept {
+  return dirty_blocks_ == 0 && records_.empty() && host_in_flight_ == 0;
+}
+
+bool write_back_device::idle() const noexcept {
+  if (host_in_flight_ != 0 || checkpoint_in_flight_ || log_flush_in_flight_ || orphans_ != 0 || retiring_elsewhere_) {
+    return false;
+  }
+  if (std::ranges::any_of(jobs_, [](const auto& j) { return j->busy; })) return false;
+  return std::ranges::none_of(records_, [](const record* r) { return r->in_log_io || !r->acked; });
+}
+
+void write_back_device::stop(std::function<void()> done) {
+  stopping_ = true;
+  age_timer_->cancel();
+  on_stopped_ = std::move(done);
+  check_idle();
+}
+
+void write_back_device::check_idle() {
+  if (!stopping_ || !on_stopped_ || !idle()) return;
+  boost::asio::post(group_.executor(), std::move(on_stopped_));
+  on_stopped_ = nullptr;
+}
+
+void write_back_device::note_event(const std::string& what) {
+  if (options_.on_event) options_.on_event(what);
+}
+
+void write_back_device::set_mode(cache_mode m) {
+  if (m == requested_) return;
+  requested_ = m;
+  drain_announced_ = false;
+  if (m == cache_mode::write_through && dirty_blocks_ > 0) {
+    note_event("write cache set to write-through: destaging " + std::to_string(dirty_blocks_ * wlog::block_bytes >> 20) +
+               " MiB of dirty data first");
+  } else {
+    note_event(std::string("write cache set to ") + to_string(m));
+  }
+  maybe_destage();
+}
+
+void write_back_device::set_log_degraded(bool degraded) {
+  if (degraded == log_degraded_) return;
+  log_degraded_ = degraded;
+  note_event(degraded ? "the write log's group lost its redundancy: writing through, destaging the log"
+                      : "the write log's group is redundant again: write-back resumes");
+  maybe_destage();
+}
+
+// ---------------------------------------------------------------------------
+// Requests from above.
+
+void write_back_device::submit(request& req) noexcept {
+  if (auto ec = device::validate(geometry_, req)) return deferred_.complete_later(req, ec);
+  host_io& h = ios_.acquire();
+  h.dev = this;
+  h.outer = &req;
+  h.result = {};
+  h.pending = 1;  // held while it starts
+  ++host_in_flight_;
+  submitting_ = true;
+  switch (req.operation) {
+    case op::read:
+      start_read(h);
+      break;
+    case op::write:
+    case op::discard:
+      start_write(h);
+      break;
+    case op::flush:
+      if (log_failed_ || direct_writes_since_flush_ > 0) {
+        // Writes went to the group directly: they need its flush. Logged
+        // ones were durable when acknowledged.
+        direct_writes_since_flush_ = 0;
+        h.direct = request{};
+        h.direct.operation = op::flush;
+        h.direct.priority = req.priority;
+        h.direct.context = &h;
+        h.direct.on_complete = &write_back_device::on_direct_written;
+        ++h.pending;
+        group_.submit(h.direct);
+      }
+      break;
+  }
+  host_part_done(h, {});
+  submitting_ = false;
+}
+
+void write_back_device::host_part_done(host_io& h, std::error_code result) {
+  if (result && !h.result) h.result = result;
+  if (--h.pending > 0) return;
+  request& outer = *h.outer;
+  const std::error_code r = h.result;
+  h.outer = nullptr;
+  ios_.release(h);
+  --host_in_flight_;
+  if (submitting_) {
+    deferred_.complete_later(outer, r);
+  } else {
+    device::complete(outer, r);
+  }
+  check_idle();
+}
+
+void write_back_device::start_read(host_io& h) {
+  const request& outer = *h.outer;
+  const std::uint64_t end = outer.lba + outer.block_count;
+  if (!lost_.empty() && lost_.intersects(outer.lba, outer.block_count)) {
+    // Dirty data the failed log could not give back: the group's copy is
+    // older than what was acknowledged.
+    h.result = make_error_code(errc::media_error);
+    return;
+  }
+  // The pieces: runs the index holds dirty come from the log, the rest
+  // from the group. Counted first, so that no piece moves once submitted.
+  struct span_of {
+    std::uint64_t lba, blocks, log_block;
+    record* rec;
+  };
+  std::vector<span_of> spans;  // small: most reads are one piece
+  std::uint64_t b = outer.lba;
+  auto it = index_.upper_bound(b);
+  if (it != index_.begin()) {
+    auto p = std::prev(it);
+    if (p->first + p->second.blocks > b) it = p;
+  }
+  while (b < end) {
+    while (it != index_.end() && it->first < end && (!it->second.dirty || it->first + it->second.blocks <= b)) ++it;
+    if (it == index_.end() || it->first >= end) {
+      spans.push_back({b, end - b, 0, nullptr});
+      break;
+    }
+    if (it->first > b) {
+      spans.push_back({b, it->first - b, 0, nullptr});
+      b = it->first;
+    }
+    const std::uint64_t stop = std::min(end, it->first + it->second.blocks);
+    spans.push_back({b, stop - b, it->second.log_block + (b - it->first), it->second.rec});
+    b = stop;
+    ++it;
+  }
+  h.pieces.resize(spans.size());
+  const std::uint32_t bs = geometry_.logical_block_size_bytes;
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    host_io::piece& p = h.pieces[i];
+    p.owner = &h;
+    p.pinned = spans[i].rec;
+    p.segments.clear();
+    device::for_each_piece(outer.buffers, (spans[i].lba - outer.lba) * bs, spans[i].blocks * bs,
+                           [&](std::byte* d, std::uint64_t n) { p.segments.push_back({d, n}); });
+    p.req = request{};
+    p.req.operation = op::read;
+    p.req.priority = outer.priority;
+    p.req.lba = p.pinned != nullptr ? spans[i].log_block : spans[i].lba;
+    p.req.block_count = spans[i].blocks;
+    p.req.buffers = p.segments;
+    p.req.context = &p;
+    p.req.on_complete = &write_back_device::on_read_piece;
+    if (p.pinned != nullptr) {
+      ++p.pinned->pins;
+      ++counters_.reads_from_log;
+    }
+  }
+  h.pending += static_cast<unsigned>(spans.size());
+  for (host_io::piece& p : h.pieces) (p.pinned != nullptr ? log_ : group_).submit(p.req);
+}
+
+void write_back_device::on_read_piece(request& r) noexcept {
+  host_io::piece& p = *static_cast<host_io::piece*>(r.context);
+  host_io& h = *p.owner;
+  write_back_device& d = *h.dev;
+  std::error_code result = r.result;
+  if (p.pinned != nullptr) {
+    --p.pinned->pins;
+    p.pinned = nullptr;
+    if (result) {
+      // The mirrored log could not give the data back (both copies): the
+      // log is failed, and the read an error rather than older data.
+      d.fail_log(result);
+      result = make_error_code(errc::media_error);
+    }
+  }
+  d.host_part_done(h, result);
+  d.maybe_checkpoint();
+}
+
+void write_back_device::start_write(host_io& h) {
+  const request& outer = *h.outer;
+  if (log_failed_) return write_after_failure(h, outer.lba);
+  if (mode() == cache_mode::write_through && !index_overlaps(outer.lba, outer.block_count)) {
+    return write_direct(h, outer.lba);
+  }
+  ++counters_.writes_logged;
+  h.next_block = outer.lba;
+  if (!space_waiters_.empty()) {
+    // Behind the writes already waiting for room: in arrival order.
+    ++counters_.writes_waited_for_space;
+    ++h.pending;  // held while it waits: its records so far may all be acknowledged meanwhile
+    space_waiters_.push_back(&h);
+    return;
+  }
+  log_next_records(h);
+}
+
+void write_back_device::log_next_records(host_io& h) {
+  const std::uint64_t end = h.outer->lba + h.outer->block_count;
+  while (h.next_block < end) {
+    if (!place_record(h)) {
+      ++counters_.writes_waited_for_space;
+      ++h.pending;  // held while it waits
+      space_waiters_.push_back(&h);
+      maybe_destage();
+      maybe_checkpoint();
+      return;
+    }
+  }
+}
+
+bool write_back_device::place_record(host_io& h) {
+  const request& outer = *h.outer;
+  const std::uint64_t end = outer.lba + outer.block_count;
+  const std::uint32_t n = static_cast<std::uint32_t>(std::min<std::uint64_t>(options_.max_record_blocks, end - h.next_block));
+  const std::uint64_t need = 1 + n;
+  const std::uint64_t at = wlog::place(head_, need, data_blocks_);
+  // One block stays free for the marker a restart appends.
+  if (at + need - tail_ > data_blocks_ - 1) return false;
+  record& rec = record_slots_.acquire();
+  rec.dev = this;
+  rec.owner = &h;
+  rec.seq = next_seq_++;
+  rec.next_seq = next_seq_;
+  rec.position = at;
+  rec.lba = h.next_block;
+  rec.blocks = n;
+  rec.dirty_blocks = 0;
+  rec.pins = 0;
+  rec.written = rec.acked = rec.redo = false;
+  rec.in_log_io = true;
+  const std::uint32_t bs = geometry_.logical_block_size_bytes;
+  rec.segments.clear();
+  rec.segments.push_back(rec.header.segment());
+  if (outer.operation == op::discard) {
+    rec.segments.push_back(zeros_.segment(0, std::uint64_t{n} * bs));
+  } else {
+    device::for_each_piece(outer.buffers, (h.next_block - outer.lba) * bs, std::uint64_t{n} * bs,
+                           [&](std::byte* d, std::uint64_t len) { rec.segments.push_back({d, len}); });
+  }
+  wlog::record_header hdr{.id = id_,
+                          .seq = rec.seq,
+                          .next_seq = rec.next_seq,
+                          .position = at,
+                          .lba = rec.lba,
+                          .data_blocks = n,
+                          .data_crc = wlog::data_crc(std::span(rec.segments).subspan(1), std::uint64_t{n} * bs)};
+  wlog::encode(hdr, rec.header.bytes().first<wlog::block_bytes>());
+  head_ = at + need;
+  h.next_block += n;
+  records_.push_back(&rec);
+  ++h.pending;
+  ++counters_.records;
+  rec.req = request{};
+  rec.req.operation = op::write;
+  rec.req.priority = outer.priority;
+  rec.req.lba = wlog::physical(at, data_blocks_);
+  rec.req.block_count = need;
+  rec.req.buffers = rec.segments;
+  rec.req.context = &rec;
+  rec.req.on_complete = &write_back_device::on_record_written;
+  log_.submit(rec.req);
+  return true;
+}
+
+void write_back_device::on_record_written(request& r) noexcept {
+  record& rec = *static_cast<record*>(r.context);
+  write_back_device& d = *rec.dev;
+  rec.in_log_io = false;
+  if (rec.orphan) {
+    d.release_orphan(rec);
+  } else if (r.result) {
+    d.fail_log(r.result);  // redoes rec, and every record not yet durable, directly
+  } else if (!d.log_failed_) {
+    rec.written = true;
+    rec.written_epoch = d.flush_epoch_;
+    d.issue_log_flush();
+  }
+  d.maybe_checkpoint();
+  d.check_idle();
+}
+
+void write_back_device::issue_log_flush() {
+  if (log_flush_in_flight_ || log_failed_) return;
+  const bool waiting = std::any_of(records_.begin() + static_cast<std::ptrdiff_t>(unacked_from_), records_.end(),
+                                   [&](const record* r) { return r->written && r->written_epoch >= durable_epoch_ && !r->acked; });
+  if (!waiting) return;
+  ++flush_epoch_;
+  log_flush_in_flight_ = true;
+  ++counters_.log_flushes;
+  log_flush_ = request{};
+  log_flush_.operation = op::flush;
+  log_flush_.context = this;
+  log_flush_.on_complete = &write_back_device::on_log_flush;
+  log_.submit(log_flush_);
+}
+
+void write_back_device::on_log_flush(request& r) noexcept {
+  write_back_device& d = *static_cast<write_back_device*>(r.context);
+  d.log_flush_in_flight_ = false;
+  if (r.result) {
+    d.fail_log(r.result);
+  } else {
+    d.durable_epoch_ = d.flush_epoch_;
+    d.acknowledge_durable();
+    d.issue_log_flush();  // for the records written while it ran
+  }
+  d.check_idle();
+}
+
+// Acknowledges, in log order, every record the last flush made durable: a
+// replay stops at the first torn record, so none after a record still in
+// flight may be acknowledged before it.
+void write_back_device::acknowledge_durable() {
+  const device::time_point now = options_.clock->now();
+  while (unacked_from_ < records_.size()) {
+    record& rec = *records_[unacked_from_];
+    if (!rec.written || rec.written_epoch >= durable_epoch_) break;
+    ++unacked_from_;
+    rec.acked = true;
+    rec.acked_at = now;
+    if (rec.blocks > 0) {
+      index_insert(rec, rec.lba, rec.blocks, wlog::physical(rec.position, data_blocks_) + 1);
+      if (!lost_.empty()) lost_.erase(rec.lba, rec.blocks);
+    }
+    if (host_io* h = std::exchange(rec.owner, nullptr)) {
+      host_part_done(*h, {});
+    } else if (rec.blocks == 0 && marker_done_) {
+      std::exchange(marker_done_, nullptr)({});
+    }
+  }
+  maybe_destage();
+  maybe_checkpoint();
+}
+
+// ---------------------------------------------------------------------------
+// Writing through.
+
+void write_back_device::lock(lock_user& u, std::uint64_t lba, std::uint64_t blocks) {
+  if (group_lock_.acquire(u, lba, lba + blocks)) u.granted(*this, u);
+}
+
+void write_back_device::unlock(lock_user& u) {
+  group_lock_.release(u, [this](lock_user& w) { w.granted(*this, w); });
+}
+
+void write_back_device::write_direct(host_io& h, std::uint64_t from) {
+  ++counters_.writes_direct;
+  h.direct_from = from;
+  ++h.pending;
+  h.granted = [](write_back_device& d, lock_user& u) noexcept {
+    host_io& w = static_cast<host_io&>(u);
+    const request& outer = *w.outer;
+    const std::uint32_t bs = d.geometry_.logical_block_size_bytes;
+    w.direct_segments.clear();
+    if (outer.operation == op::write) {
+      device::for_each_piece(outer.buffers, (w.direct_from - outer.lba) * bs,
+                             (outer.lba + outer.block_count - w.direct_from) * bs,
+                             [&](std::byte* b, std::uint64_t n) { w.direct_segments.push_back({b, n}); });
+    }
+    w.direct = request{};
+    w.direct.operation = outer.operation;
+    w.direct.priority = outer.priority;
+    w.direct.lba = w.direct_from;
+    w.direct.block_count = outer.lba + outer.block_count - w.direct_from;
+    w.direct.buffers = w.direct_segments;
+    w.direct.context = &w;
+    w.direct.on_complete = &write_back_device::on_direct_written;
+    d.group_.submit(w.direct);
+  };
+  lock(h, from, h.outer->lba + h.outer->block_count - from);
+}
+
+void write_back_device::on_direct_written(request& r) noexcept {
+  host_io& h = *static_cast<host_io*>(r.context);
+  write_back_device& d = *h.dev;
+  if (r.operation != op::flush) {
+    if (!r.result) {
+      if (!d.lost_.empty()) d.lost_.erase(r.lba, r.block_count);
+      ++d.direct_writes_since_flush_;
+    }
+    d.unlock(h);
+  }
+  d.host_part_done(h, r.result);
+  d.maybe_destage();
+}
+
+// The log failed: nothing more is appended. Every record not yet
+// acknowledged, and every write waiting for room, goes to the group
+// directly -- except over blocks a record still in the log covers: a
+// replay of the log at the next start would bring that record back over
+// the direct write. Those wait until the dirty data is destaged (from the
+// log, while it reads) and a last checkpoint empties the log ("retired").
+void write_back_device::fail_log(std::error_code why) {
+  if (log_failed_) return;
+  log_failed_ = true;
+  note_event("the write log failed (" + why.message() + "): writing through; " +
+             std::to_string(dirty_blocks_ * wlog::block_bytes >> 20) + " MiB of dirty data to destage from it");
+  // The records not yet durable leave the log's list: no replay needs
+  // them, and the last checkpoint must not wait for them.
+  std::vector<record*> unacked(records_.begin() + static_cast<std::ptrdiff_t>(unacked_from_), records_.end());
+  records_.resize(unacked_from_);
+  for (record* rec : unacked) {
+    rec->orphan = true;
+    ++orphans_;
+    if (rec->blocks == 0) {
+      rec->acked = true;  // a marker: open() hands over a device that writes through
+      if (marker_done_) std::exchange(marker_done_, nullptr)(why);
+      release_orphan(*rec);
+      continue;
+    }
+    rec->redo = true;
+    if (index_overlaps(rec->lba, rec->blocks)) {
+      held_.push_back([this, rec] { redo_direct(*rec); });
+    } else {
+      redo_direct(*rec);
+    }
+  }
+  std::deque<host_io*> waiting = std::move(space_waiters_);
+  space_waiters_.clear();
+  for (host_io* h : waiting) {
+    write_after_failure(*h, h->next_block);
+    host_part_done(*h, {});
+  }
+  maybe_destage();
+  maybe_checkpoint();
+}
+
+void write_back_device::release_orphan(record& rec) {
+  if (rec.in_log_io || !rec.acked) return;  // its log write, or its write to the group, still runs
+  rec.orphan = false;
+  --orphans_;
+  record_slots_.release(rec);
+  check_idle();
+}
+
+void write_back_device::write_after_failure(host_io& h, std::uint64_t from) {
+  const std::uint64_t end = h.outer->lba + h.outer->block_count;
+  if (!retired_ && index_overlaps(from, end - from)) {
+    ++h.pending;  // held: not answered before it is written
+    held_.push_back([this, &h, from] {
+      write_direct(h, from);
+      host_part_done(h, {});
+    });
+    return;
+  }
+  write_direct(h, from);
+}
+
+void write_back_device::release_held() {
+  retired_ = true;
+  std::vector<std::function<void()>> held = std::move(held_);
+  held_.clear();
+  for (auto& go : held) go();
+}
+
+void write_back_device::redo_direct(record& rec) {
+  rec.granted = [](write_back_device& d, lock_user& u) noexcept {
+    record& w = static_cast<record&>(u);
+    w.direct = request{};
+    w.direct.operation = op::write;
+    w.direct.lba = w.lba;
+    w.direct.block_count = w.blocks;
+    w.direct.buffers = std::span(w.segments).subspan(1);
+    w.direct.context = &w;
+    w.direct.on_complete = [](request& r) noexcept {
+      record& x = *static_cast<record*>(r.context);
+      write_back_device& dv = *x.dev;
+      if (!r.result) {
+        if (!dv.lost_.empty()) dv.lost_.erase(x.lba, x.blocks);
+        ++dv.direct_writes_since_flush_;
+      }
+      dv.unlock(x);
+      x.acked = true;
+      if (host_io* h = std::exchange(x.owner, nullptr)) dv.host_part_done(*h, r.result);
+      dv.release_orphan(x);
+      dv.maybe_checkpoint();
+      dv.maybe_destage();
+    };
+    d.group_.submit(w.direct);
+  };
+  ++counters_.writes_direct;
+  lock(rec, rec.lba, rec.blocks);
+}
+
+// ---------------------------------------------------------------------------
+// The dirty index.
+
+void write_back_device::index_cut(std::uint64_t a, std::uint64_t b) {
+  auto it = index_.upper_bound(a);
+  if (it != index_.begin()) {
+    auto p = std::prev(it);
+    if (p->first + p->second.blocks > a) it = p;
+  }
+  while (it != index_.end() && it->first < b) {
+    const std::uint64_t s = it->first;
+    extent e = it->second;
+    const std::uint64_t en = s + e.blocks;
+    const std::uint64_t removed = std::min(en, b) - std::max(s, a);
+    if (en > b) index_.emplace(b, extent{en - b, e.log_block + (b - s), e.rec, e.dirty});
+    if (e.dirty) {
+      e.rec->dirty_blocks -= removed;
+      dirty_blocks_ -= removed;
+    }
+    if (s < a) {
+      it->second.blocks = a - s;
+      ++it;
+    } else {
+      it = index_.erase(it);
+    }
+  }
+}
+
+void write_back_device::index_insert(record& rec, std::uint64_t lba, std::uint64_t blocks, std::uint64_t log_block) {
+  // Cut at stripe boundaries: destage takes a stripe's entries whole.
+  const std::uint64_t u = options_.stripe_blocks;
+  for (std::uint64_t a = lba; a < lba + blocks;) {
+    const std::uint64_t b = std::min(lba + blocks, (a / u + 1) * u);
+    index_cut(a, b);
+    index_.emplace(a, extent{b - a, log_block + (a - lba), &rec, true});
+    rec.dirty_blocks += b - a;
+    dirty_blocks_ += b - a;
+    a = b;
+  }
+}
+
+void write_back_device::index_erase(std::uint64_t lba, std::uint64_t blocks) {
+  if (!index_.empty()) index_cut(lba, lba + blocks);
+}
+
+bool write_back_device::index_overlaps(std::uint64_t lba, std::uint64_t blocks) const {
+  auto it = index_.upper_bound(lba);
+  if (it != index_.begin() && std::prev(it)->first + std::prev(it)->second.blocks > lba) return true;
+  return it != index_.end() && it->first < lba + blocks;
+}
+
+void write_back_device::mark_clean(const record* rec, std::uint64_t lba, std::uint64_t blocks) {
+  for (auto it = index_.lower_bound(lba); it != index_.end() && it->first < lba + blocks;) {
+    extent& e = it->second;
+    if (e.rec != rec || !e.dirty) {
+      ++it;
+      continue;
+    }
+    e.dirty = false;
+    e.rec->dirty_blocks -= e.blocks;
+    dirty_blocks_ -= e.blocks;
+    ++it;
+  }
+}
+
+void write_back_device::lose(std::uint64_t lba, std::uint64_t blocks, const std::string& why) {
+  lost_.insert(lba, blocks);
+  counters_.blocks_lost += blocks;
+  note_event("dirty data lost: blocks " + std::to_string(lba) + "+" + std::to_string(blocks) +
+             " of the group read as media errors until written again (" + why + ")");
+}
+
+// ---------------------------------------------------------------------------
+// Destage.
+
+bool write_back_device::want_destage() const noexcept {
+  if (dirty_blocks_ == 0 || stopping_) return false;
+  if (options_.clock->now() < destage_paused_until_) return false;
+  if (mode() == cache_mode::write_through || !space_waiters_.empty()) return true;
+  if (static_cast<double>(head_ - tail_) > options_.destage_above_fraction * static_cast<double>(data_blocks_)) {
+    return true;
+  }
+  for (const record* r : records_) {
+    if (!r->acked) break;
+    if (r->dirty_blocks > 0) return options_.clock->now() - r->acked_at >= options_.destage_age;
+  }
+  return false;
+}
+
+void write_back_device::maybe_destage() {
+  while (want_destage()) {
+    auto free_job = std::ranges::find_if(jobs_, [](const auto& j) { return !j->busy; });
+    if (free_job == jobs_.end()) return;
+    // The oldest dirty record's first stripe no other job has: destaging
+    // oldest first frees the log's tail soonest.
+    std::optional<std::uint64_t> stripe;
+    std::size_t looked = 0;
+    for (const record* r : records_) {
+      if (!r->acked || ++looked > 256) break;
+      if (r->dirty_blocks == 0) continue;
+      for (auto it = index_.lower_bound(r->lba); it != index_.end() && it->first < r->lba + r->blocks; ++it) {
+        if (it->second.rec != r || !it->second.dirty) continue;
+        const std::uint64_t s = it->first / options_.stripe_blocks;
+        if (std::ranges::find(stripes_destaging_, s) == stripes_destaging_.end()) {
+          stripe = s;
+          break;
+        }
+      }
+      if (stripe) break;
+    }
+    if (!stripe) break;
+    destage_job& j = **free_job;
+    j.busy = true;
+    j.stripe = *stripe;
+    j.begin = *stripe * options_.stripe_blocks;
+    j.end = std::min(j.begin + options_.stripe_blocks, geometry_.block_count);
+    stripes_destaging_.push_back(*stripe);
+    j.granted = [](write_back_device& d, lock_user& u) noexcept { d.destage_locked(static_cast<destage_job&>(u)); };
+    lock(j, j.begin, j.end - j.begin);
+  }
+  // Old dirty data is destaged even with no write to prompt it.
+  if (dirty_blocks_ > 0 && !stopping_) age_timer_->arm(options_.clock->now() + options_.destage_age);
+}
+
+// The stripe is locked: no direct write or other destage runs over it, and
+// what the index says of it is what this job writes.
+void write_back_device::destage_locked(destage_job& j) {
+  j.parts.clear();
+  for (auto it = index_.lower_bound(j.begin); it != index_.end() && it->first < j.end; ++it) {
+    if (!it->second.dirty) continue;
+    j.parts.push_back({it->first, it->second.blocks, it->second.log_block, it->second.rec});
+    ++it->second.rec->pins;
+  }
+  if (j.parts.empty()) return destage_done(j);
+  j.error = {};
+  j.ios.resize(j.parts.size());
+  j.segments.resize(j.parts.size());
+  const std::uint32_t bs = geometry_.logical_block_size_bytes;
+  // Behind the hosts, unless writes wait for room.
+  const device::io_class priority = space_waiters_.empty() ? device::io_class::background : device::io_class::foreground;
+  for (std::size_t i = 0; i < j.parts.size(); ++i) {
+    const destage_job::part& p = j.parts[i];
+    j.segments[i] = j.buffer.segment((p.lba - j.begin) * bs, p.blocks * bs);
+    request& r = j.ios[i];
+    r = request{};
+    r.operation = op::read;
+    r.priority = priority;
+    r.lba = p.log_block;
+    r.block_count = p.blocks;
+    r.buffers = std::span(&j.segments[i], 1);
+    r.context = &j;
+    r.on_complete = &write_back_device::on_destage_read;
+  }
+  j.pending = static_cast<unsigned>(j.ios.size());
+  for (request& r : j.ios) log_.submit(r);
+}
+
+void write_back_device::on_destage_read(request& r) noexcept {
+  destage_job& j = *static_cast<destage_job*>(r.context);
+  write_back_device& d = *j.dev;
+  if (r.result && !j.error) j.error = r.result;
+  if (--j.pending > 0) return;
+  if (j.error) {
+    // Both copies of the log are unreadable here: what the index still
+    // holds dirty of these parts is lost.
+    d.fail_log(j.error);
+    for (const destage_job::part& p : j.parts) {
+      for (auto it = d.index_.lower_bound(p.lba); it != d.index_.end() && it->first < p.lba + p.blocks;) {
+        if (it->second.rec != p.rec || !it->second.dirty) {
+          ++it;
+          continue;
+        }
+        // Kept, clean: the failed log is still retired before a write
+        // goes direct over these blocks (should it read again later).
+        const std::uint64_t lba = it->first, blocks = it->second.blocks;
+        ++it;
+        d.mark_clean(p.rec, lba, blocks);
+        d.lose(lba, blocks, "the write log could not be read: " + j.error.message());
+      }
+    }
+    return d.destage_done(j);
+  }
+  // Adjacent parts are one write: a stripe all dirty is one full-stripe
+  // write, with no read-modify-write in the group.
+  const std::uint32_t bs = d.geometry_.logical_block_size_bytes;
+  std::size_t runs = 0;
+  for (std::size_t i = 0; i < j.parts.size(); ++runs) {
+    std::size_t k = i + 1;
+    while (k < j.parts.size() && j.parts[k].lba == j.parts[k - 1].lba + j.parts[k - 1].blocks) ++k;
+    const std::uint64_t lba = j.parts[i].lba;
+    const std::uint64_t blocks = j.parts[k - 1].lba + j.parts[k - 1].blocks - lba;
+    j.segments[runs] = j.buffer.segment((lba - j.begin) * bs, blocks * bs);
+    request& w = j.ios[runs];
+    const device::io_class priority = w.priority;
+    w = request{};
+    w.operation = op::write;
+    w.priority = priority;
+    w.lba = lba;
+    w.block_count = blocks;
+    w.buffers = std::span(&j.segments[runs], 1);
+    w.context = &j;
+    w.on_complete = &write_back_device::on_destage_written;
+    if (lba == j.begin && blocks == j.end - j.begin) ++d.counters_.full_stripe_writes;
+    i = k;
+  }
+  j.pending = static_cast<unsigned>(runs);
+  for (std::size_t i = 0; i < runs; ++i) d.group_.submit(j.ios[i]);
+}
+
+void write_back_device::on_destage_written(request& r) noexcept {
+  destage_job& j = *static_cast<destage_job*>(r.context);
+  write_back_device& d = *j.dev;
+  if (r.result && !j.error) j.error = r.result;
+  if (--j.pending > 0) return;
+  if (j.error) {
+    // The group failed the write: the data stays dirty in the log (reads
+    // are served from it), and destage tries again later.
+    d.destage_paused_until_ = d.options_.clock->now() + std::chrono::seconds(5);
+    d.note_event("destage to the group failed (" + j.error.message() + "): the data stays in the write log");
+  } else {
+    ++d.counters_.stripes_destaged;
+    for (const destage_job::part& p : j.parts) {
+      d.counters_.blocks_destaged += p.blocks;
+      d.mark_clean(p.rec, p.lba, p.blocks);
+    }
+  }
+  d.destage_done(j);
+}
+
+void write_back_device::destage_done(destage_job& j) {
+  // Pinned until now, not just while their data was read: a record freed
+  // meanwhile could give its slot to a new one, which mark_clean would
+  // then take for the record this job wrote.
+  for (destage_job::part& p : j.parts) --p.rec->pins;
+  j.parts.clear();
+  unlock(j);
+  std::erase(stripes_destaging_, j.stripe);
+  j.busy = false;
+  maybe_checkpoint();
+  maybe_destage();
+  check_idle();
+}
+
+// ---------------------------------------------------------------------------
+// Reclaim.
+
+bool write_back_device::reclaimable(const record& rec) const noexcept {
+  return rec.acked && !rec.in_log_io && rec.dirty_blocks == 0 && rec.pins == 0;
+}
+
+void write_back_device::maybe_checkpoint() {
+  if (checkpoint_in_flight_ || stopping_ || (log_failed_ && (retired_ || retiring_elsewhere_))) return;
+  if (!log_failed_ && options_.clock->now() < destage_paused_until_) return;  // the group's flush failed: later
+  std::size_t n = 0;
+  while (n < records_.size() && n < unacked_from_ && reclaimable(*records_[n])) ++n;
+  // A failed log gets one last checkpoint, once nothing in it is needed.
+  if (log_failed_ && (n < records_.size() || dirty_blocks_ > 0)) return;
+  if (n == 0 && !log_failed_) return;
+  const std::uint64_t new_tail = n == records_.size() ? head_ : records_[n]->position;
+  const bool worth = !space_waiters_.empty() || (new_tail - tail_) * 8 >= data_blocks_ ||
+                     (n == records_.size() && dirty_blocks_ == 0) ||
+                     options_.clock->now() - last_checkpoint_ >= options_.destage_age;
+  if (!worth) return;
+  checkpoint_io& c = *checkpoint_;
+  c.records = n;
+  c.tail = new_tail;
+  c.tail_seq = n == records_.size() ? next_seq_ : records_[n]->seq;
+  c.at = checkpoint_io::step::group_flush;
+  c.retire = log_failed_;
+  checkpoint_in_flight_ = true;
+  // The destaged data first: the log forgets it only once the group holds it durably.
+  c.req = request{};
+  c.req.operation = op::flush;
+  c.req.priority = device::io_class::background;
+  c.req.context = this;
+  c.req.on_complete = [](request& r) noexcept { static_cast<write_back_device*>(r.context)->checkpoint_step(r.result); };
+  group_.submit(c.req);
+}
+
+void write_back_device::checkpoint_step(std::error_code ec) {
+  checkpoint_io& c = *checkpoint_;
+  if (ec) {
+    checkpoint_in_flight_ = false;
+    if (!c.retire) {
+      if (c.at == checkpoint_io::step::group_flush) {
+        destage_paused_until_ = options_.clock->now() + std::chrono::seconds(5);
+        age_timer_->arm(destage_paused_until_);
+        note_event("a flush of the group failed (" + ec.message() + "): the write log keeps its data");
+      } else {
+        fail_log(ec);
+      }
+      maybe_checkpoint();  // a failed log's last one, if it is due
+    } else {
+      // The failed log cannot even be emptied. Should it read again at the
+      // next start, its replay would bring back data older than the held
+      // writes': the owner records, elsewhere, that it must not be
+      // replayed, and then they go on.
+      note_event(std::string("the failed write log could not be retired (") +
+                 (c.at == checkpoint_io::step::group_flush ? "the group's flush failed: " : "") + ec.message() +
+                 "): it must not be replayed");
+      if (c.at == checkpoint_io::step::group_flush || !options_.persist_retirement) {
+        release_held();
+      } else {
+        retiring_elsewhere_ = true;
+        options_.persist_retirement([this](std::error_code recorded) {
+          retiring_elsewhere_ = false;
+          if (recorded) note_event("recording that the write log must not be replayed failed: " + recorded.message());
+          release_held();
+          check_idle();
+        });
+      }
+    }
+    return check_idle();
+  }
+  auto next = [&](op o) {
+    c.req = request{};
+    c.req.operation = o;
+    c.req.context = this;
+    c.req.on_complete = [](request& r) noexcept { static_cast<write_back_device*>(r.context)->checkpoint_step(r.result); };
+  };
+  switch (c.at) {
+    case checkpoint_io::step::group_flush: {
+      wlog::superblock sb{.id = id_,
+                          .generation = sb_generation_ + 1,
+                          .data_blocks = data_blocks_,
+                          .backing_blocks = geometry_.block_count,
+                          .backing_block_bytes = geometry_.logical_block_size_bytes,
+                          .tail_position = c.tail,
+                          .tail_seq = c.tail_seq};
+      wlog::encode(sb, c.block.bytes().first<wlog::block_bytes>());
+      c.segment = c.block.segment();
+      next(op::write);
+      c.req.lba = sb.generation % 2;
+      c.req.block_count = 1;
+      c.req.buffers = std::span(&c.segment, 1);
+      c.at = checkpoint_io::step::superblock;
+      return log_.submit(c.req);
+    }
+    case checkpoint_io::step::superblock:
+      next(op::flush);
+      c.at = checkpoint_io::step::log_flush;
+      return log_.submit(c.req);
+    case checkpoint_io::step::log_flush:
+      break;
+  }
+  // The new checkpoint is durable: the records before it are free.
+  checkpoint_in_flight_ = false;
+  last_checkpoint_ = options_.clock->now();
+  ++sb_generation_;
+  ++counters_.checkpoints;
+  tail_ = c.tail;
+  for (std::size_t i = 0; i < c.records; ++i) {
+    record& rec = *records_.front();
+    // Its clean index entries go: nothing a replay could bring back now.
+    for (auto it = index_.lower_bound(rec.lba); it != index_.end() && it->first < rec.lba + rec.blocks;) {
+      it = it->second.rec == &rec ? index_.erase(it) : std::next(it);
+    }
+    records_.pop_front();
+    --unacked_from_;
+    record_slots_.release(rec);
+  }
+  wake_space_waiters();
+  if (log_failed_ && index_.empty()) {
+    note_event("the failed write log is empty: every write goes to the group");
+    release_held();
+  }
+  if (requested_ == cache_mode::write_through && drained() && !drain_announced_) {
+    drain_announced_ = true;
+    note_event("write cache drained: writing through");
+  }
+  maybe_checkpoint();
+  maybe_destage();
+  check_idle();
+}
+
+void write_back_device::wake_space_waiters() {
+  while (!space_waiters_.empty()) {
+    host_io& h = *space_waiters_.front();
+    const std::uint64_t end = h.outer->lba + h.outer->block_count;
+    while (h.next_block < end && place_record(h)) {
+    }
+    if (h.next_block < end) return;
+    space_waiters_.pop_front();
+    host_part_done(h, {});
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Format, open and replay.
+
+namespace {
+
+std::error_code check_sizes(const device::block_geometry& log, const device::block_geometry& group) {
+  if (log.logical_block_size_bytes != wlog::block_bytes || group.logical_block_size_bytes != wlog::block_bytes ||
+      log.block_count < wlog::data_start + 64) {
+    return make_error_code(errc::invalid_argument);
+  }
+  return {};
+}
+
+}  // namespace
+
+void write_back_device::format(device::block_device& log, const device::block_geometry& group, const wlog::log_id& id,
+                               std::function<void(std::error_code)> done) {
+  // Both superblocks and a first header of zeros, then a flush.
+  struct formatting {
+    device::block_device* log = nullptr;
+    std::shared_ptr<formatting> self;  // alive until done
+    device::aligned_buffer blocks{3 * wlog::block_bytes};
+    iovec segment{};
+    request req;
+    std::function<void(std::error_code)> done;
+  };
+  if (auto ec = check_sizes(log.geometry(), group)) {
+    return boost::asio::post(log.executor(), [done = std::move(done), ec] { done(ec); });
+  }
+  auto f = std::make_shared<formatting>();
+  f->log = &log;
+  f->self = f;
+  f->done = std::move(done);
+  // A random first seq: a stale record of an earlier format of this log
+  // is never taken for the first one.
+  std::random_device entropy;
+  const std::uint64_t first_seq = ((std::uint64_t{entropy()} << 32) | entropy()) >> 8;
+  wlog::superblock sb{.id = id,
+                      .generation = 2,
+                      .data_blocks = log.geometry().block_count - wlog::data_start,
+                      .backing_blocks = group.block_count,
+                      .backing_block_bytes = group.logical_block_size_bytes,
+                      .tail_position = 0,
+                      .tail_seq = first_seq};
+  auto all = f->blocks.bytes();
+  wlog::encode(sb, all.subspan(0, wlog::block_bytes).first<wlog::block_bytes>());
+  sb.generation = 1;
+  wlog::encode(sb, all.subspan(wlog::block_bytes, wlog::block_bytes).first<wlog::block_bytes>());
+  f->segment = f->blocks.segment();
+  f->req.operation = op::write;
+  f->req.lba = 0;
+  f->req.block_count = 3;
+  f->req.buffers = std::span(&f->segment, 1);
+  f->req.context = f.get();
+  f->req.on_complete = [](request& r) noexcept {
+    auto* fm = static_cast<formatting*>(r.context);
+    if (!r.result && r.operation == op::write) {
+      const device::completion_fn again = r.on_complete;
+      r = request{};
+      r.operation = op::flush;
+      r.context = fm;
+      r.on_complete = again;
+      return fm->log->submit(r);
+    }
+    auto keep = std::move(fm->self);
+    fm->done(r.result);
+  };
+  log.submit(f->req);
+}
+
+// Reads the superblocks, then the records from the checkpoint on, one
+// header and its data at a time, into a new device's records and index.
+class write_back_device::replayer {
+ public:
+  static void start(device::block_device& group, device::block_device& log, const wlog::log_id& id,
+                    const write_back_options& options, std::function<void(opened)> done) {
+    auto r = std::shared_ptr<replayer>(new replayer(group, log, id, options, std::move(done)));
+    r->self_ = r;
+    r->read(0, 2, &replayer::on_superblocks);
+  }
+
+ private:
+  replayer(device::block_device& group, device::block_device& log, const wlog::log_id& id,
+           const write_back_options& options, std::function<void(opened)> done)
+      : group_(group), log_(log), id_(id), options_(options), done_(std::move(done)) {}
+
+  void read(std::uint64_t lba, std::uint64_t blocks, void (replayer::*next)()) {
+    if (buffer_.size() < blocks * wlog::block_bytes) buffer_ = device::aligned_buffer(blocks * wlog::block_bytes);
+    segment_ = buffer_.segment(0, blocks * wlog::block_bytes);
+    next_ = next;
+    req_ = request{};
+    req_.operation = op::read;
+    req_.lba = lba;
+    req_.block_count = blocks;
+    req_.buffers = std::span(&segment_, 1);
+    req_.context = this;
+    req_.on_complete = [](request& q) noexcept {
+      auto* self = static_cast<replayer*>(q.context);
+      if (q.result) return self->fail(q.result, "the write log could not be read");
+      (self->*(self->next_))();
+    };
+    log_.submit(req_);
+  }
+
+  void fail(std::error_code ec, const std::string& why) {
+    if (device_) {
+      // Nothing of it is in flight while the scan runs.
+      device_.reset();
+    }
+    auto keep = std::move(self_);
+    done_(std::unexpected(error{ec, why}));
+  }
+
+  void on_superblocks() {
+    std::optional<wlog::superblock> best;
+    for (std::size_t copy = 0; copy < 2; ++copy) {
+      auto sb = wlog::decode_superblock(buffer_.bytes().subspan(copy * wlog::block_bytes, wlog::block_bytes).first<wlog::block_bytes>());
+      if (sb && (!best || sb->generation > best->generation)) best = sb;
+    }
+    const auto invalid = make_error_code(errc::invalid_argument);
+    if (!best) return fail(invalid, "no write log superblock on the log device");
+    if (best->id != id_) return fail(invalid, "the write log belongs to another group");
+    if (best->backing_blocks != group_.geometry().block_count || best->backing_block_bytes != wlog::block_bytes ||
+        best->data_blocks + wlog::data_start > log_.geometry().block_count || best->data_blocks < 64) {
+      return fail(invalid, "the write log was written for a group of another size");
+    }
+    if (auto ec = check_sizes(log_.geometry(), group_.geometry())) return fail(ec, "block sizes other than 4096");
+    device_.reset(new write_back_device(group_, log_, *best, options_));
+    expect_position_ = best->tail_position;
+    expect_seq_ = best->tail_seq;
+    wrapped_ = false;
+    read_header();
+  }
+
+  void read_header() {
+    const std::uint64_t d = device_->data_blocks_;
+    if (expect_position_ - device_->tail_ >= d) return finish();  // a whole lap: nothing more can be live
+    read(wlog::physical(expect_position_, d), 1, &replayer::on_header);
+  }
+
+  // The next record, at the expected position, or at the next lap's start.
+  bool try_next_lap() {
+    const std::uint64_t d = device_->data_blocks_;
+    if (wrapped_ || expect_position_ % d == 0) return false;
+    wrapped_ = true;
+    expect_position_ = (expect_position_ / d + 1) * d;
+    return true;
+  }
+
+  void on_header() {
+    const std::uint64_t d = device_->data_blocks_;
+    header_ = wlog::decode_record(buffer_.bytes().first<wlog::block_bytes>());
+    const bool ours = header_ && header_->id == id_ && header_->seq == expect_seq_ &&
+                      header_->position == expect_position_ && expect_position_ % d + 1 + header_->data_blocks <= d &&
+                      header_->lba + header_->data_blocks <= group_.geometry().block_count;
+    if (!ours) {
+      if (try_next_lap()) return read_header();
+      return finish();
+    }
+    if (header_->data_blocks == 0) return accept();
+    read(wlog::physical(expect_position_, d) + 1, header_->data_blocks, &replayer::on_data);
+  }
+
+  void on_data() {
+    const iovec data = buffer_.segment(0, std::uint64_t{header_->data_blocks} * wlog::block_bytes);
+    // Torn: written, never acknowledged. The log ends here.
+    if (wlog::data_crc(std::span(&data, 1), data.iov_len) != header_->data_crc) return finish();
+    accept();
+  }
+
+  void accept() {
+    write_back_device& dv = *device_;
+    record& rec = dv.record_slots_.acquire();
+    rec.dev = &dv;
+    rec.owner = nullptr;
+    rec.seq = header_->seq;
+    rec.next_seq = header_->next_seq;
+    rec.position = header_->position;
+    rec.lba = header_->lba;
+    rec.blocks = header_->data_blocks;
+    rec.dirty_blocks = 0;
+    rec.pins = 0;
+    rec.in_log_io = false;
+    rec.written = rec.acked = true;
+    rec.redo = false;
+    rec.acked_at = options_.clock->now();
+    dv.records_.push_back(&rec);
+    dv.unacked_from_ = dv.records_.size();
+    if (rec.blocks > 0) dv.index_insert(rec, rec.lba, rec.blocks, wlog::physical(rec.position, dv.data_blocks_) + 1);
+    ++dv.counters_.records_replayed;
+    expect_position_ = rec.position + 1 + rec.blocks;
+    expect_seq_ = rec.next_seq;
+    wrapped_ = false;
+    dv.head_ = expect_position_;
+    read_header();
+  }
+
+  // The log ends here. A marker goes where the next record would: its
+  // next_seq skips past every seq a record written before the crash can
+  // carry, so none of those beyond this point is ever taken for a later one.
+  void finish() {
+    write_back_device& dv = *device_;
+    dv.next_seq_ = expect_seq_;
+    if (dv.head_ < dv.tail_) dv.head_ = dv.tail_;
+    if (dv.records_.empty()) dv.head_ = dv.tail_;
+    dv.marker_done_ = [self = self_](std::error_code) {
+      // A marker the log could not take leaves the device writing
+      // through, its dirty data destaged from the log if it reads.
+      auto keep = std::move(self->self_);
+      self->device_->maybe_destage();
+      self->done_(std::move(self->device_));
+    };
+    dv.append_marker();
+  }
+
+  device::block_device& group_;
+  device::block_device& log_;
+  wlog::log_id id_;
+  write_back_options options_;
+  std::function<void(opened)> done_;
+  std::shared_ptr<replayer> self_;
+  std::unique_ptr<write_back_device> device_;
+  device::aligned_buffer buffer_{2 * wlog::block_bytes};
+  iovec segment_{};
+  request req_;
+  void (replayer::*next_)() = nullptr;
+  std::optional<wlog::record_header> header_;
+  std::uint64_t expect_position_ = 0;
+  std::uint64_t expect_seq_ = 0;
+  bool wrapped_ = false;
+};
+
+void write_back_device::open(device::block_device& group, device::block_device& log, const wlog::log_id& id,
+                             const write_back_options& options, std::function<void(opened)> done) {
+  replayer::start(group, log, id, options, std::move(done));
+}
+
+void write_back_device::append_marker() {
+  const std::uint64_t at = wlog::place(head_, 1, data_blocks_);
+  STRATA_INVARIANT(at + 1 - tail_ <= data_blocks_);  // writers leave one block for it
+  record& rec = record_slots_.acquire();
+  rec.dev = this;
+  rec.owner = nullptr;
+  rec.seq = next_seq_;
+  rec.next_seq = next_seq_ + data_blocks_ + 2;
+  next_seq_ = rec.next_seq;
+  rec.position = at;
+  rec.lba = 0;
+  rec.blocks = 0;
+  rec.dirty_blocks = 0;
+  rec.pins = 0;
+  rec.written = rec.acked = rec.redo = false;
+  rec.in_log_io = true;
+  wlog::encode(wlog::record_header{.id = id_, .seq = rec.seq, .next_seq = rec.next_seq, .position = at},
+               rec.header.bytes().first<wlog::block_bytes>());
+  rec.segments.assign(1, rec.header.segment());
+  head_ = at + 1;
+  records_.push_back(&rec);
+  rec.req = request{};
+  rec.req.operation = op::write;
+  rec.req.lba = wlog::physical(at, data_blocks_);
+  rec.req.block_count = 1;
+  rec.req.buffers = rec.segments;
+  rec.req.context = &rec;
+  rec.req.on_complete = &write_back_device::on_record_written;
+  log_.submit(rec.req);
+}
+
+}  // namespace strata::raid
