@@ -47,10 +47,16 @@ bool top_level(std::string_view key, std::string_view collection) {
 std::string short_name(std::string_view resource) { return std::string(resource.substr(resource.rfind('/') + 1)); }
 
 group_kind kind_of(v1::GroupKind k) {
-  return k == v1::RAID6 ? group_kind::raid6 : k == v1::RAID1 ? group_kind::raid1 : group_kind::read_cache;
+  return k == v1::RAID6       ? group_kind::raid6
+         : k == v1::RAID1     ? group_kind::raid1
+         : k == v1::WRITE_LOG ? group_kind::write_log
+                              : group_kind::read_cache;
 }
 v1::GroupKind kind_of(group_kind k) {
-  return k == group_kind::raid6 ? v1::RAID6 : k == group_kind::raid1 ? v1::RAID1 : v1::READ_CACHE;
+  return k == group_kind::raid6       ? v1::RAID6
+         : k == group_kind::raid1     ? v1::RAID1
+         : k == group_kind::write_log ? v1::WRITE_LOG
+                                      : v1::READ_CACHE;
 }
 
 }  // namespace
@@ -62,6 +68,9 @@ group_options array::group_options_for(std::size_t index) {
   o.clock = &clock_;
   o.on_member_event = [this, index](const raid::member_event& e) {
     if (bay_) bay_->member_failed(index, e);
+    for (auto& [name, p] : pools_) {
+      if (p.write_cache) p.write_cache->redundancy_changed();  // it may be the pool's write log that lost a member
+    }
   };
   o.on_resync_stopped = [this, index](const raid::resync_progress& p) {
     if (bay_) bay_->resync_stopped(index, p);
@@ -149,6 +158,7 @@ std::expected<void, error> array::build_default() {
   }
   for (const std::string& g : plan.pool_groups) pool.add_groups("groups/" + g);  // in the plan's order
   if (!plan.read_cache_group.empty()) pool.set_read_cache_group("groups/" + plan.read_cache_group);
+  if (!plan.write_log_group.empty()) pool.set_write_log_group("groups/" + plan.write_log_group);
   records.put(pool.name(), pool.SerializeAsString());
   // The groups are on the drives now: remember them before anything else,
   // so that a restart finds them.
@@ -273,13 +283,13 @@ std::expected<void, error> array::reconcile_volumes(const std::string& pool_name
 std::expected<void, error> array::open_pool(const std::string& bytes) {
   auto record = decode<v1::Pool>("pools/?", bytes);
   if (!record) return std::unexpected(record.error());
-  auto loaded = load_pool(*record);
+  auto loaded = load_pool(*record, true);
   if (!loaded) return std::unexpected(loaded.error());
   adopt_pool(record->name(), std::move(*loaded));
   return {};
 }
 
-std::expected<array::served_pool, error> array::load_pool(const v1::Pool& record) const {
+std::expected<array::served_pool, error> array::load_pool(const v1::Pool& record, bool on_loop) {
   if (pools_.contains(record.name())) return std::unexpected(make_error(errc::invalid_argument, record.name() + " is open already"));
   auto group_named = [&](const std::string& name) -> disk_group* {
     for (std::size_t i = 0; i < groups_.size(); ++i) {
@@ -287,11 +297,32 @@ std::expected<array::served_pool, error> array::load_pool(const v1::Pool& record
     }
     return nullptr;
   };
-  std::vector<tiering::pool_group> members;
+  served_pool p;
+  std::vector<write_cache::cached_group> cached;
   for (const std::string& name : record.groups()) {
     disk_group* g = group_named(name);
     if (g == nullptr) return std::unexpected(make_error(errc::not_found, record.name() + ": its group " + name + " is not in the config"));
-    members.push_back({&g->device(), g->kind() == group_kind::raid6 ? tiering::tier::capacity : tiering::tier::performance});
+    cached.push_back({g, name});
+  }
+  if (!record.write_log_group().empty()) {
+    disk_group* log_group = group_named(record.write_log_group());
+    if (log_group == nullptr) return std::unexpected(make_error(errc::not_found, record.name() + ": its write log group is not in the config"));
+    if (!on_loop) return std::unexpected(make_error(errc::not_supported, record.name() + ": a write log is opened at start-up only"));
+    write_cache_options wo{.clock = &clock_,
+                           .config = config_.get(),
+                           .loop = loop_.get_executor(),
+                           .writer = state_writer_.get_executor(),
+                           .events = events_.get(),
+                           .pool = record.name()};
+    auto opened = write_cache::open(*log_group, record.write_log_group(), cached, wo, [this](const std::function<bool()>& ready) { wait(ready); });
+    if (!opened) return std::unexpected(opened.error());
+    p.write_cache = std::move(*opened);
+    if (record.write_cache() == v1::WRITE_THROUGH) p.write_cache->set_mode(raid::cache_mode::write_through);
+  }
+  std::vector<tiering::pool_group> members;
+  for (const write_cache::cached_group& c : cached) {
+    device::block_device& d = p.write_cache ? p.write_cache->device_for(*c.group) : c.group->device();
+    members.push_back({&d, c.group->kind() == group_kind::raid6 ? tiering::tier::capacity : tiering::tier::performance});
   }
   tiering::pool_options options;
   options.clock = const_cast<device::real_clock*>(&clock_);  // the pool reads it; the array's, as every layer's
@@ -310,7 +341,6 @@ std::expected<array::served_pool, error> array::load_pool(const v1::Pool& record
   const std::filesystem::path directory = options_.state_dir / "pools" / short_name(record.name());
   std::error_code ec;
   std::filesystem::create_directories(directory, ec);
-  served_pool p;
   auto store = tiering::metadata_store::open(directory.string(), loop_.get_executor());
   if (!store) return std::unexpected(store.error());
   p.metadata = std::move(*store);
@@ -335,7 +365,7 @@ std::expected<void, error> array::add_pool(const v1::Pool& record) {
   const std::filesystem::path directory = options_.state_dir / "pools" / short_name(record.name());
   std::error_code ec;
   const bool existed = std::filesystem::exists(directory, ec);
-  auto loaded = load_pool(record);  // on this thread: RocksDB's open blocks
+  auto loaded = load_pool(record, false);  // on this thread: RocksDB's open blocks
   if (!loaded) {
     if (!existed) std::filesystem::remove_all(directory, ec);  // a failed request leaves nothing
     return std::unexpected(loaded.error());
@@ -389,6 +419,7 @@ std::expected<void, error> array::map_volume(const std::string& volume, const st
     scsi::unit_identity id;
     id.serial = serial;
     id.non_rotating = false;  // mostly HDDs behind it
+    id.non_volatile_cache = volume_named(volume).first->write_cache != nullptr;
     // Initiators align to the volume's own blocks (READ CAPACITY(16)'s
     // LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT: 3 for 512e).
     id.physical_block_bytes = tiering_block_bytes;
@@ -503,6 +534,10 @@ void array::take_samples() {
       if (const auto old = samples_.find(name); old != samples_.end()) before = old->second.second;
       last = {now, v->counters()};
     }
+    if (p.write_cache) {
+      p.write_cache->sample(std::chrono::duration<double>(statistics_interval).count());
+      p.write_cache->redundancy_changed();  // a rebuilt log member makes it redundant again
+    }
   }
   samples_ = std::move(next);  // deleted volumes drop out
   sampler_->expires_after(statistics_interval);
@@ -562,6 +597,7 @@ std::expected<void, error> array::pool_statistics(const std::string& name, v1::P
   out.set_capacity_free_bytes(pool.free_extents(tiering::tier::capacity) * extent_bytes);
   out.set_committed_bytes(pool.committed_bytes());
   out.set_writes_stopped(pool.writes_stopped());
+  if (served->write_cache) served->write_cache->statistics(out);
   if (const device::block_device* cache = pool.options().read_cache_device) {
     out.set_read_cache_bytes(cache->geometry().block_count * cache->geometry().logical_block_size_bytes);
   }
@@ -856,6 +892,8 @@ void array::close() {
       wait([&] { return f.done; });
       if (f.req.result) log("a volume flush failed: " + f.req.result.message());
     }
+    // What is dirty stays in the write log: the next start replays it.
+    if (served.write_cache) served.write_cache->stop([this](const std::function<bool()>& ready) { wait(ready); });
   }
   state_writer_.join();
   server_.reset();
@@ -865,6 +903,7 @@ void array::close() {
   for (auto& [name, p] : pools_) {
     p.migrator.reset();
     p.pool.reset();
+    p.write_cache.reset();
     wait([&] { return p.metadata->in_flight() == 0; });
     p.metadata.reset();
   }

@@ -31,6 +31,7 @@
 #include "controller/operations.h"
 #include "controller/shelf.h"
 #include "controller/unit_state.h"
+#include "controller/write_cache.h"
 #include "raid/device/clock.h"
 #include "raid/device/io_ring.h"
 #include "target/iscsi/server.h"
@@ -230,6 +231,7 @@ class array {
   // (extent_location::group).
   struct served_pool {
     std::unique_ptr<tiering::metadata_store> metadata;
+    std::unique_ptr<controller::write_cache> write_cache;  // before the pool, which uses its devices
     std::unique_ptr<tiering::pool> pool;
     std::unique_ptr<tiering::migrator> migrator;
     std::vector<std::string> groups;
@@ -241,7 +243,9 @@ class array {
   // Volume `name` ("pools/p1/volumes/v1") and its pool, or nulls.
   std::pair<served_pool*, tiering::volume*> volume_named(std::string_view name) const;
   // Opens pool `record`'s store and pool over its groups, blocking.
-  std::expected<served_pool, error> load_pool(const v1::Pool& record) const;
+  // `on_loop`: called where it may drive the loop (start-up), which
+  // opening a write log (its replay) needs.
+  std::expected<served_pool, error> load_pool(const v1::Pool& record, bool on_loop);
   // Serves a loaded pool: its migrator runs. On the loop.
   void adopt_pool(const std::string& name, served_pool p);
   boost::asio::thread_pool state_writer_{1};  // the reservation state's synced writes

@@ -348,15 +348,17 @@ array_plan read_plan(const toml::table& root, const std::filesystem::path& base,
     const section s(*groups[i], "group", i + 1, {"name", "kind", "drives"});
     group_plan g;
     g.name = s.name();
-    const std::string kind = s.required_string("kind", "\"raid6\", \"raid1\" or \"read_cache\"");
+    const std::string kind = s.required_string("kind", "\"raid6\", \"raid1\", \"read_cache\" or \"write_log\"");
     if (kind == "raid6") {
       g.kind = group_kind::raid6;
     } else if (kind == "raid1") {
       g.kind = group_kind::raid1;
     } else if (kind == "read_cache") {
       g.kind = group_kind::read_cache;
+    } else if (kind == "write_log") {
+      g.kind = group_kind::write_log;
     } else {
-      s.fail("kind", in_quotes(kind) + " is not \"raid6\", \"raid1\" or \"read_cache\"");
+      s.fail("kind", in_quotes(kind) + " is not \"raid6\", \"raid1\", \"read_cache\" or \"write_log\"");
     }
     if (!group_kinds.emplace(g.name, g.kind).second) s.fail("name", "a second group named " + g.name);
     if (s.get("drives") == nullptr) s.missing("drives", "the names of its drives, in member order");
@@ -369,6 +371,9 @@ array_plan read_plan(const toml::table& root, const std::filesystem::path& base,
       if (g.kind == group_kind::read_cache && plan.drives[d->second].kind != drive_kind::ssd) {
         s.fail(*at, "drives", "the read cache is an SSD; " + drive + " is an HDD");
       }
+      if (g.kind == group_kind::write_log && plan.drives[d->second].kind != drive_kind::ssd) {
+        s.fail(*at, "drives", "the write log is on SSDs; " + drive + " is an HDD");
+      }
       g.drives.push_back(drive);
     }
     const std::size_t n = g.drives.size();
@@ -376,12 +381,15 @@ array_plan read_plan(const toml::table& root, const std::filesystem::path& base,
     if (g.kind == group_kind::raid6 && (n < 4 || n > group_members_max)) s.fail("drives", "RAID-6 needs 4 to 255 drives" + has);
     if (g.kind == group_kind::raid1 && (n < 2 || n > group_members_max)) s.fail("drives", "RAID-1 needs 2 to 255 drives" + has);
     if (g.kind == group_kind::read_cache && n != 1) s.fail("drives", "the read cache is exactly one SSD" + has);
+    if (g.kind == group_kind::write_log && (n < 2 || n > group_members_max)) {
+      s.fail("drives", "the write log is mirrored: 2 to 255 SSDs" + has);
+    }
     plan.groups.push_back(std::move(g));
   }
 
   {
     if (!pool->is_table()) throw bad_config{pool->source().begin, std::string("pool: expected a [pool] table, found ") + type_name(pool->type())};
-    section s(*pool->as_table(), "pool", 0, {"name", "groups", "read_cache"});
+    section s(*pool->as_table(), "pool", 0, {"name", "groups", "read_cache", "write_log"});
     if (s.get("name") != nullptr) plan.pool = s.name();
     s.rename("pool " + plan.pool);  // named, as the default's is too
     if (s.get("groups") == nullptr) s.missing("groups", "its RAID-6 and RAID-1 groups, in order");
@@ -389,6 +397,7 @@ array_plan read_plan(const toml::table& root, const std::filesystem::path& base,
       const auto g = group_kinds.find(group);
       if (g == group_kinds.end()) s.fail(*at, "groups", "no group is named " + in_quotes(group));
       if (g->second == group_kind::read_cache) s.fail(*at, "groups", group + " is a read cache: name it in read_cache");
+      if (g->second == group_kind::write_log) s.fail(*at, "groups", group + " is a write log: name it in write_log");
       if (std::ranges::find(plan.pool_groups, group) != plan.pool_groups.end()) s.fail(*at, "groups", group + " is listed twice");
       plan.pool_groups.push_back(group);
     }
@@ -401,14 +410,30 @@ array_plan read_plan(const toml::table& root, const std::filesystem::path& base,
       }
       plan.read_cache_group = *cache;
     }
+    if (auto log = s.string("write_log")) {
+      const auto g = group_kinds.find(*log);
+      if (g == group_kinds.end()) s.fail("write_log", "no group is named " + in_quotes(*log));
+      if (g->second != group_kind::write_log) s.fail("write_log", *log + " is not a write_log group");
+      if (std::ranges::none_of(plan.pool_groups, [&](const std::string& n) { return group_kinds[n] == group_kind::raid6; })) {
+        s.fail("write_log", "the pool has no RAID-6 group for it to cache");
+      }
+      plan.write_log_group = *log;
+    }
   }
 
   // A group outside the pool would be formatted and never used: a slip.
   for (std::size_t i = 0; i < groups.size(); ++i) {
     const group_plan& g = plan.groups[i];
-    if (g.name == plan.read_cache_group || std::ranges::find(plan.pool_groups, g.name) != plan.pool_groups.end()) continue;
+    if (g.name == plan.read_cache_group || g.name == plan.write_log_group ||
+        std::ranges::find(plan.pool_groups, g.name) != plan.pool_groups.end()) {
+      continue;
+    }
     const section s(*groups[i], "group", i + 1, {"name", "kind", "drives"});
-    s.fail("name", "the pool does not use it (name it in [pool] " + std::string(g.kind == group_kind::read_cache ? "read_cache" : "groups") + ")");
+    s.fail("name", "the pool does not use it (name it in [pool] " +
+                       std::string(g.kind == group_kind::read_cache ? "read_cache"
+                                   : g.kind == group_kind::write_log ? "write_log"
+                                                                     : "groups") +
+                       ")");
   }
 
   std::set<std::string> volume_names;
@@ -519,6 +544,10 @@ array_plan default_plan(std::vector<drive_spec> drives, std::uint64_t volume_byt
   plan.pool = "p1";
   plan.pool_groups = {"g1", "g2", "g3"};
   plan.read_cache_group = "g4";
+  if (ssds.size() >= 5) {  // a shelf of 3 SSDs (before the write log) has none
+    plan.groups.push_back({"g5", group_kind::write_log, {ssds.at(3), ssds.at(4)}});
+    plan.write_log_group = "g5";
+  }
   plan.volumes = {{"v1", volume_bytes, tiering::affinity::automatic, 512}};
   plan.hosts = {{"all", {}, true, {}, {}, {}, {}}};
   plan.mappings = {{"v1", "all", 0}};

@@ -88,6 +88,7 @@ struct array_plan {
   std::string pool = "p1";
   std::vector<std::string> pool_groups;  // in the pool's order (extents name their group by its index)
   std::string read_cache_group;          // "": no read cache
+  std::string write_log_group;           // "": no write-back cache
   std::vector<volume_plan> volumes;
   std::vector<host_plan> hosts;
   std::vector<mapping_plan> mappings;
@@ -95,8 +96,9 @@ struct array_plan {
 };
 
 // The embedded default: 20 nearline HDDs as two RAID-6 groups of 10 (g1,
-// g2), ssd-00 and ssd-01 as RAID-1 (g3), ssd-02 the read cache (g4); pool
-// p1 on g1 g2 g3 with g4 as its read cache; volume v1, 100 GiB, auto
+// g2), ssd-00 and ssd-01 as RAID-1 (g3), ssd-02 the read cache (g4),
+// ssd-03 and ssd-04 the mirrored write log (g5); pool p1 on g1 g2 g3 with
+// g4 as its read cache and g5 as its write log (write-back); volume v1, 100 GiB, auto
 // placement; host "all" (any initiator); v1 mapped to it as LUN 0 (m1).
 array_plan default_plan();
 // The embedded default's layout over other drives (HDDs in two RAID-6

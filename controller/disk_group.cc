@@ -14,6 +14,8 @@ const char* to_string(group_kind k) noexcept {
       return "RAID1";
     case group_kind::read_cache:
       return "READ_CACHE";
+    case group_kind::write_log:
+      return "WRITE_LOG";
   }
   return "?";
 }
@@ -30,6 +32,11 @@ std::string to_hex(const group_id& id) {
 
 device::block_device& disk_group::device() const noexcept {
   return std::visit([](const auto& g) -> device::block_device& { return *g; }, group_);
+}
+
+std::uint64_t disk_group::stripe_data_blocks() const noexcept {
+  if (const auto* r6 = std::get_if<std::unique_ptr<raid::raid6_group>>(&group_)) return (*r6)->layout().stripe_data_blocks();
+  return 1;
 }
 
 bool disk_group::idle() const noexcept {
@@ -157,8 +164,10 @@ void create_group(group_kind kind, std::vector<device::block_device*> members, c
     done(std::unexpected(make_error(errc::invalid_argument, "group: a read cache is one SSD, not " + std::to_string(members.size()))));
     return;
   }
-  if (kind == group_kind::raid1 && members.size() < 2) {
-    done(std::unexpected(make_error(errc::invalid_argument, "group: RAID-1 needs 2 or more members")));
+  if ((kind == group_kind::raid1 || kind == group_kind::write_log) && members.size() < 2) {
+    done(std::unexpected(make_error(errc::invalid_argument, std::string("group: ") +
+                                                                (kind == group_kind::raid1 ? "RAID-1" : "a write log (mirrored)") +
+                                                                " needs 2 or more members")));
     return;
   }
   if (members.empty()) {

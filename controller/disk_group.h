@@ -27,9 +27,10 @@
 
 namespace strata::controller {
 
-// RAID-6 (the capacity tier), RAID-1 (the performance tier), and the
-// read cache: a RAID-1 group of one SSD, whose loss loses nothing.
-enum class group_kind : std::uint8_t { raid6, raid1, read_cache };
+// RAID-6 (the capacity tier), RAID-1 (the performance tier), the read
+// cache: a RAID-1 group of one SSD, whose loss loses nothing, and the
+// write log of a pool's write-back cache: a RAID-1 group of 2 or more SSDs.
+enum class group_kind : std::uint8_t { raid6, raid1, read_cache, write_log };
 const char* to_string(group_kind k) noexcept;
 
 using group_id = std::array<std::uint8_t, 16>;
@@ -56,6 +57,9 @@ class disk_group {
   group_kind kind() const noexcept { return kind_; }
   const group_id& id() const noexcept { return id_; }
   device::block_device& device() const noexcept;
+  // A full stripe's data blocks (RAID-6), or 1: what writes without a
+  // read-modify-write cover.
+  std::uint64_t stripe_data_blocks() const noexcept;
   bool idle() const noexcept;
   // Flushes the members and records a clean stop (raid6_group::mark_clean);
   // a resync still running pauses, to go on at the next start.

@@ -13,6 +13,8 @@ namespace strata::controller {
 namespace {
 constexpr std::uint32_t drive_block_bytes = 4096;
 constexpr std::uint64_t read_cache_bytes = 32ull << 30;
+// The write log's mirrored pair: a quarter each for up to four RAID-6 groups.
+constexpr std::uint64_t write_log_bytes = 8ull << 30;
 
 std::string slot(const char* kind, int i) {
   char name[16];
@@ -50,6 +52,7 @@ std::vector<drive_spec> default_shelf() {
   for (int i = 0; i < 20; ++i) drives.push_back({slot("hdd", i), drive_kind::hdd, hdd.nominal_bytes, {}, std::string(hdd.name)});
   for (int i = 0; i < 2; ++i) drives.push_back({slot("ssd", i), drive_kind::ssd, ssd.nominal_bytes, {}, std::string(ssd.name)});
   drives.push_back({slot("ssd", 2), drive_kind::ssd, read_cache_bytes, {}, std::string(ssd.name)});
+  for (int i = 3; i < 5; ++i) drives.push_back({slot("ssd", i), drive_kind::ssd, write_log_bytes, {}, std::string(ssd.name)});
   return drives;
 }
 

@@ -23,7 +23,7 @@
 //               unencrypted key, and a file whose one line (at least 32
 //               characters) is the bearer token every call must carry. With
 //               them the API is TLS only, on any address (mgmt/README.md)
-// --small-shelf build the embedded default on 10 HDDs and 3 SSDs of a few
+// --small-shelf build the embedded default on 10 HDDs and 5 SSDs of a few
 //               GiB (sparse), with a 1 GiB volume: for tests. Not with a
 //               file that has build sections
 // --volatile-drive-caches
@@ -129,7 +129,7 @@ strata::controller::array_plan small_plan() {
   using strata::controller::drive_kind;
   std::vector<strata::controller::drive_spec> d;
   for (int i = 0; i < 10; ++i) d.push_back({"hdd-0" + std::to_string(i), drive_kind::hdd, 4ull << 30, {}, "nl_sas_7k2"});
-  for (int i = 0; i < 3; ++i) d.push_back({"ssd-0" + std::to_string(i), drive_kind::ssd, 2ull << 30, {}, "sas_12g"});
+  for (int i = 0; i < 5; ++i) d.push_back({"ssd-0" + std::to_string(i), drive_kind::ssd, 2ull << 30, {}, "sas_12g"});
   return strata::controller::default_plan(std::move(d), 1ull << 30);
 }
 

@@ -766,12 +766,16 @@ grpc::Status array_service::CreateDiskGroup(grpc::ServerContext*, const v1::Crea
     pool = is_pool_name(in->pool()) ? read<v1::Pool>(config_, in->pool()) : std::nullopt;
     if (!pool) return fail(grpc::StatusCode::NOT_FOUND, "pool", in->pool() + " does not exist");
     if (g.kind() == v1::READ_CACHE) return fail(grpc::StatusCode::FAILED_PRECONDITION, "pool", "a read cache joins a pool only when the pool is built");
+    if (g.kind() == v1::WRITE_LOG) return fail(grpc::StatusCode::FAILED_PRECONDITION, "pool", "a write log joins a pool only when the pool is built");
   }
   if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to make the group in");
   const std::vector<std::string> members(g.members().begin(), g.members().end());
   auto formed = on_loop(*array_, [this, name, kind = g.kind(), members, out](auto done) {
-    array_->form_group(name, kind == v1::RAID6 ? controller::group_kind::raid6 : kind == v1::RAID1 ? controller::group_kind::raid1
-                                                                                                    : controller::group_kind::read_cache,
+    array_->form_group(name,
+                       kind == v1::RAID6       ? controller::group_kind::raid6
+                       : kind == v1::RAID1     ? controller::group_kind::raid1
+                       : kind == v1::WRITE_LOG ? controller::group_kind::write_log
+                                               : controller::group_kind::read_cache,
                        members, [out, done](std::expected<v1::DiskGroup, error> r) {
                          if (!r) return done(std::unexpected(r.error()));
                          *out = std::move(*r);
@@ -822,6 +826,7 @@ grpc::Status array_service::CreatePool(grpc::ServerContext*, const v1::CreatePoo
     if (key.find('/', 6) != std::string::npos || !other.ParseFromString(bytes)) continue;
     for (const std::string& g : other.groups()) taken[g] = key;
     if (!other.read_cache_group().empty()) taken[other.read_cache_group()] = key;
+    if (!other.write_log_group().empty()) taken[other.write_log_group()] = key;
   }
   std::set<std::string> seen;
   for (const std::string& g : want.groups()) {
@@ -829,6 +834,7 @@ grpc::Status array_service::CreatePool(grpc::ServerContext*, const v1::CreatePoo
     if (!group) return fail(grpc::StatusCode::NOT_FOUND, "pool.groups", g + " does not exist");
     if (!seen.insert(g).second) return invalid("pool.groups", g + " is listed twice");
     if (group->kind() == v1::READ_CACHE) return invalid("pool.groups", g + " is a read cache: name it as pool.read_cache_group");
+    if (group->kind() == v1::WRITE_LOG) return invalid("pool.groups", g + " is a write log: name it as pool.write_log_group");
     if (taken.contains(g)) return fail(grpc::StatusCode::FAILED_PRECONDITION, "pool.groups", g + " is in " + taken[g]);
   }
   if (const std::string& cache = want.read_cache_group(); !cache.empty()) {
@@ -836,6 +842,13 @@ grpc::Status array_service::CreatePool(grpc::ServerContext*, const v1::CreatePoo
     if (!group) return fail(grpc::StatusCode::NOT_FOUND, "pool.read_cache_group", cache + " does not exist");
     if (group->kind() != v1::READ_CACHE) return invalid("pool.read_cache_group", cache + " is " + v1::GroupKind_Name(group->kind()) + ", not READ_CACHE");
     if (taken.contains(cache)) return fail(grpc::StatusCode::FAILED_PRECONDITION, "pool.read_cache_group", cache + " is in " + taken[cache]);
+  }
+  if (const std::string& log = want.write_log_group(); !log.empty()) {
+    // The write log's replay runs at start-up, where the loop is the
+    // array's alone; a pool made through the API writes through.
+    return fail(grpc::StatusCode::UNIMPLEMENTED, "pool.write_log_group",
+                "a write log is set up with the pool in the configuration file's build sections (write_log); "
+                "pools made through the API write through");
   }
   if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to make the pool in");
   *out = want;

@@ -109,6 +109,9 @@ write_back_device::write_back_device(device::block_device& group, device::block_
       zeros_(std::uint64_t{options.max_record_blocks} * wlog::block_bytes) {
   geometry_.max_segments = std::min(group.geometry().max_segments, log.geometry().max_segments - 1);
   options_.stripe_blocks = std::max<std::uint64_t>(1, options_.stripe_blocks);
+  if (options_.bypass_min_blocks == 0) {
+    options_.bypass_min_blocks = std::max<std::uint64_t>((1u << 20) / wlog::block_bytes, options_.stripe_blocks);
+  }
   for (unsigned i = 0; i < std::max(1u, options_.destage_stripes_in_flight); ++i) {
     auto j = std::make_unique<destage_job>();
     j->dev = this;
@@ -368,7 +371,8 @@ void write_back_device::on_read_piece(request& r) noexcept {
 void write_back_device::start_write(host_io& h) {
   const request& outer = *h.outer;
   if (log_failed_) return write_after_failure(h, outer.lba);
-  if (mode() == cache_mode::write_through && !index_overlaps(outer.lba, outer.block_count)) {
+  const bool bypass = outer.block_count >= options_.bypass_min_blocks;
+  if ((bypass || mode() == cache_mode::write_through) && !index_overlaps(outer.lba, outer.block_count)) {
     return write_direct(h, outer.lba);
   }
   ++counters_.writes_logged;

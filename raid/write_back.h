@@ -9,6 +9,8 @@
 //            Records are acknowledged in log order, so a replay that stops
 //            at the first torn record loses nothing acknowledged. Then the
 //            dirty index (memory) points the blocks at the log.
+//            A long write over blocks the log holds nothing of goes to
+//            the group directly (bypass_min_blocks).
 //   read     blocks the index holds dirty are read from the log; the rest
 //            from the group. Always the newest acknowledged data.
 //   destage  in the background, oldest first: every dirty block of one
@@ -77,6 +79,12 @@ struct write_back_options {
   unsigned destage_stripes_in_flight = 4;
   // A longer write is logged as several records.
   std::uint32_t max_record_blocks = 256;
+  // A write of at least this many blocks over blocks the log holds
+  // nothing of goes straight to the group, as bcache's sequential cutoff
+  // sends streams past the cache: its full stripes cost the group no
+  // read-modify-write, and logging it would only copy it twice. 0: the
+  // larger of 1 MiB and one full stripe.
+  std::uint64_t bypass_min_blocks = 0;
   // The log failed and its last checkpoint could not be written: the
   // owner records durably, elsewhere, that this log must not be replayed
   // (and formats it anew rather than open it), then calls back. Writes
@@ -90,7 +98,7 @@ struct write_back_options {
 
 struct write_back_counters {
   std::uint64_t writes_logged = 0;  // host writes acknowledged from the log
-  std::uint64_t writes_direct = 0;  // host writes sent to the group (write-through)
+  std::uint64_t writes_direct = 0;  // host writes sent to the group (write-through, long ones)
   std::uint64_t reads_from_log = 0;  // read pieces served from dirty data
   std::uint64_t log_flushes = 0;     // group commits
   std::uint64_t records = 0;

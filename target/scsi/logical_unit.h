@@ -115,6 +115,10 @@ struct unit_identity {
   bool thin_provisioned = true;
   // VPD B1h MEDIUM ROTATION RATE: 1 (non-rotating) when set, else 0 (not reported).
   bool non_rotating = true;
+  // Part of the volume's cache is non-volatile (a write-back cache's log:
+  // what it acknowledged survives a power loss; VPD 86h NV_SUP). Its
+  // volatile part (drive caches) still needs SYNCHRONIZE CACHE.
+  bool non_volatile_cache = false;
   // Write-protected (a snapshot, a replica): every command that would change
   // the medium ends in DATA PROTECT 27/00 WRITE PROTECTED, and MODE SENSE
   // sets WP.

@@ -364,8 +364,11 @@ void logical_unit::inquiry(task& t) {
         // queue's OVERFLOW bit, unit_attentions.h). HEADSUP, ORDSUP, SIMPSUP:
         // the task set honours all three (task_set.h).
         r.bytes[5] = 0x20 | 0x07;
-        r.bytes[6] =
-            0x01;  // V_SUP: a volatile cache (the volume's: writes are durable after a flush)
+        // V_SUP: a volatile cache (drive caches: writes are durable after a
+        // flush). NV_SUP: and a non-volatile one (a write-back cache's log),
+        // which SYNCHRONIZE CACHE does not empty (SBC-3: data in a
+        // non-volatile cache is durable).
+        r.bytes[6] = 0x01 | (identity_.non_volatile_cache ? 0x02 : 0x00);
         break;
       case 0x8f: {  // Third-party copy (extended_copy.h)
         const auto descriptors = third_party_copy_descriptors(bs);

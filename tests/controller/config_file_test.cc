@@ -159,6 +159,8 @@ TEST_CASE("config file: the embedded default's shape", "[controller][config]") {
   CHECK(plan.pool == "p1");
   CHECK(plan.pool_groups == std::vector<std::string>{"g1", "g2", "g3"});
   CHECK(plan.read_cache_group == "g4");
+  CHECK(plan.groups[4] == group_plan{"g5", group_kind::write_log, {"ssd-03", "ssd-04"}});
+  CHECK(plan.write_log_group == "g5");
   CHECK(plan.volumes == std::vector<volume_plan>{{"v1", 100ull << 30, tiering::affinity::automatic}});
   REQUIRE(plan.hosts.size() == 1);
   CHECK(plan.hosts[0].name == "all");

@@ -74,11 +74,13 @@ TEST_CASE("shelf: a drive size that is not whole 4 KiB blocks is refused, naming
   CHECK(s.error().message.find("hdd-07") != std::string::npos);
 }
 
-TEST_CASE("shelf: the embedded default is 20 HDDs and 3 SSDs, the read-cache SSD small", "[controller]") {
+TEST_CASE("shelf: the embedded default is 20 HDDs and 5 SSDs, the read-cache and write-log SSDs small", "[controller]") {
   const auto d = default_shelf();
-  REQUIRE(d.size() == 23);
+  REQUIRE(d.size() == 25);
   CHECK(std::count_if(d.begin(), d.end(), [](const drive_spec& x) { return x.kind == drive_kind::hdd; }) == 20);
   CHECK(d[20].bytes == d[21].bytes);
   CHECK(d[22].bytes < d[21].bytes);
+  CHECK(d[23].bytes == d[24].bytes);
+  CHECK(d[23].bytes < d[22].bytes);
   for (const auto& x : d) CHECK(x.bytes % 4096 == 0);
 }

@@ -246,6 +246,7 @@ TEST_CASE("write-back: overlapping I/O, reordering disks, power cuts and log wri
     r.group->set_reorder(std::chrono::milliseconds(3), 0.3);
     r.log->set_reorder(std::chrono::milliseconds(1), 0.3);
     r.options.destage_age = std::chrono::milliseconds(1 + rng() % 20);
+    r.options.bypass_min_blocks = rng() % 2 == 0 ? 8 + rng() % 12 : 0;  // some long writes go straight to the group
     r.stop();
     r.open();  // with the options above
     const std::uint64_t hot = 64 + rng() % 512;

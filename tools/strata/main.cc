@@ -230,7 +230,11 @@ std::vector<std::string> row(const v1::PoolStatistics& s) {
   return {s.pool(), size(s.performance_bytes() - s.performance_free_bytes()) + " / " + size(s.performance_bytes()),
           size(s.capacity_bytes() - s.capacity_free_bytes()) + " / " + size(s.capacity_bytes()), size(s.committed_bytes()),
           size(s.read_cache_bytes()), fixed(s.read_iops(), 0), fixed(s.write_iops(), 0), fixed(s.read_mb_per_second(), 1),
-          fixed(s.write_mb_per_second(), 1), s.writes_stopped().empty() ? "yes" : "STOPPED: " + s.writes_stopped()};
+          fixed(s.write_mb_per_second(), 1), s.writes_stopped().empty() ? "yes" : "STOPPED: " + s.writes_stopped(),
+          s.write_cache().empty() ? "-" : s.write_cache() + (s.write_through_reason().empty() ? "" : " (" + s.write_through_reason() + ")"),
+          size(s.dirty_bytes()), size(s.write_log_used_bytes()) + " / " + size(s.write_log_bytes()),
+          fixed(s.destage_mb_per_second(), 1), std::to_string(s.writes_logged()), std::to_string(s.writes_through()),
+          std::to_string(s.dirty_bytes_lost())};
 }
 std::vector<std::string> row(const v1::ExtentHeat& h) {
   return {std::to_string(h.extent()), size(h.offset_bytes()), fixed(h.reads(), 2), fixed(h.writes(), 2),
@@ -694,7 +698,8 @@ int main(int argc, char** argv) {
     }
     return c.show<v1::PoolStatistics>(&S::GetPoolStatistics, resource("pools/", name),
                                       {"POOL", "SSD USED", "HDD USED", "COMMITTED", "READ CACHE", "READ IOPS", "WRITE IOPS",
-                                       "READ MB/S", "WRITE MB/S", "WRITES"});
+                                       "READ MB/S", "WRITE MB/S", "WRITES", "WRITE CACHE", "DIRTY", "LOG USED", "DESTAGE MB/S",
+                                       "WRITES LOGGED", "WRITES THROUGH", "DIRTY LOST"});
   }
   if (noun == "heat" && (verb == "top" || verb == "list")) {
     need_name();

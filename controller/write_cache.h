@@ -1,0 +1,100 @@
+// A pool's write-back cache as the controller composes it (issue 18;
+// raid/write_back.h is the cache itself, docs/write-log.md its format).
+//
+// The pool's write-log group, a mirrored SSD group (WRITE_LOG), is cut into
+// four equal slices; the pool's RAID-6 groups, in pool order, log to one
+// each (a fifth and later group writes through). Over each such group a
+// raid::write_back_device on its slice stands in for the group: the pool
+// reads and writes it, not the group. Opening it replays the slice's log
+// -- after a crash, or for a controller taking the pool over: nothing but
+// the drives is needed. A blank slice is formatted. A slice whose log
+// failed and was retired elsewhere (its record `write_logs/GROUP` in the
+// config store) is formatted anew rather than replayed.
+//
+// The cache writes through, with an event, while the log group is
+// degraded (redundancy_changed), after the log failed, or when asked to
+// (set_mode).
+//
+// Threads: open() and stop() drive the loop through `wait` (start-up and
+// shutdown); the rest runs on the loop.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <expected>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "controller/config_store.h"
+#include "controller/disk_group.h"
+#include "controller/event_log.h"
+#include "raid/device/slice_device.h"
+#include "raid/write_back.h"
+
+namespace strata::v1 {
+class PoolStatistics;
+}
+
+namespace strata::controller {
+
+struct write_cache_options {
+  device::clock* clock = nullptr;
+  config_store* config = nullptr;
+  boost::asio::any_io_executor loop;
+  boost::asio::any_io_executor writer;  // a thread that may block: the config store's synced writes
+  event_log* events = nullptr;
+  std::string pool;  // "pools/p1", for events
+};
+
+class write_cache {
+ public:
+  static constexpr unsigned slices = 4;
+  struct cached_group {
+    disk_group* group = nullptr;
+    std::string name;  // "groups/g1"
+  };
+  using waiter = std::function<void(const std::function<bool()>&)>;
+
+  // Opens (replays) or formats the log of each RAID-6 group in `groups`
+  // (the pool's, in order; other kinds are skipped) on its slice of `log`.
+  // Errors: a slice holding another group's log, an unreadable log.
+  static std::expected<std::unique_ptr<write_cache>, error> open(disk_group& log, const std::string& log_name,
+                                                                 const std::vector<cached_group>& groups,
+                                                                 const write_cache_options& options, const waiter& wait);
+  ~write_cache();
+
+  // The device the pool uses for `g`: its write-back device, or the group
+  // itself when it has no slice.
+  device::block_device& device_for(const disk_group& g) const noexcept;
+  // An administrator's choice for the whole pool.
+  void set_mode(raid::cache_mode m);
+  raid::cache_mode requested_mode() const noexcept { return requested_; }
+  // The log group lost or regained a member.
+  void redundancy_changed();
+  // Stops destaging (what is dirty stays in the log for the next start).
+  void stop(const waiter& wait);
+  // Takes a sample of the destage rate over the last `seconds`.
+  void sample(double seconds);
+  // Adds the cache's figures to a pool's statistics.
+  void statistics(v1::PoolStatistics& out) const;
+
+ private:
+  struct cached {
+    disk_group* group = nullptr;
+    std::string name;
+    std::unique_ptr<device::slice_device> slice;
+    std::unique_ptr<raid::write_back_device> device;
+    std::uint64_t destaged_blocks_seen = 0;
+  };
+  write_cache(disk_group& log, const write_cache_options& options) : log_(log), options_(options) {}
+  raid::write_back_options device_options(const cached& c);
+
+  disk_group& log_;
+  write_cache_options options_;
+  std::vector<std::unique_ptr<cached>> cached_;
+  raid::cache_mode requested_ = raid::cache_mode::write_back;
+  double destage_mb_per_second_ = 0;
+};
+
+}  // namespace strata::controller
