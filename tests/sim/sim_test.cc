@@ -245,6 +245,7 @@ class simulation {
     } else if (roll < 63) {
       const std::size_t d = random_() % 2;
       if (w_.fail_performance_disk(d)) note("performance disk " + std::to_string(d) + " fails");
+      if (random_() % 2 == 0 && w_.fail_log_disk(d)) note("write log disk " + std::to_string(d) + " fails");
     } else if (roll < 70) {
       const std::size_t d = random_() % w_.capacity_disks.size();
       const std::uint64_t blocks = w_.capacity_disks[d].platters->geometry().block_count;
@@ -436,10 +437,17 @@ TEST_CASE("sim: seeded whole-stack runs lose no acknowledged write and return no
     }
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  std::fprintf(stderr, "sim: %llu seed(s) from %llu, %llu failed, %.1f s; %llu crash(es) hit the degraded write hole\n",
+  const raid::write_back_counters& wb = write_back_totals();
+  std::fprintf(stderr,
+               "sim: %llu seed(s) from %llu, %llu failed, %.1f s; %llu crash(es) hit the degraded write hole; write-back: "
+               "%llu writes logged, %llu direct, %llu records replayed, %llu full-stripe destages, %llu writes waited for "
+               "log space, %llu blocks lost\n",
                static_cast<unsigned long long>(ran),
                static_cast<unsigned long long>(options.one_seed ? *options.one_seed : options.first_seed),
-               static_cast<unsigned long long>(failed), seconds, static_cast<unsigned long long>(known_limit_hits));
+               static_cast<unsigned long long>(failed), seconds, static_cast<unsigned long long>(known_limit_hits),
+               static_cast<unsigned long long>(wb.writes_logged), static_cast<unsigned long long>(wb.writes_direct),
+               static_cast<unsigned long long>(wb.records_replayed), static_cast<unsigned long long>(wb.full_stripe_writes),
+               static_cast<unsigned long long>(wb.writes_waited_for_space), static_cast<unsigned long long>(wb.blocks_lost));
 }
 
 }  // namespace strata::sim

@@ -17,6 +17,7 @@ constexpr std::uint64_t capacity_extents = 16;
 constexpr std::uint64_t cache_lines = 24;
 constexpr std::uint64_t cache_line_bytes = 16 * 1024;
 constexpr std::uint64_t strip_bytes = 16 * 1024;  // 4+2: a stripe of data is one extent
+constexpr std::uint64_t log_blocks = 2 + 96;      // a small log: it wraps, fills and pushes back often
 
 raid::raid1_options mirror_options(clock& c) {
   raid::raid1_options o;
@@ -69,6 +70,11 @@ std::unique_ptr<Group> assemble_group(test_loop& loop, std::vector<disk>& disks,
 
 }  // namespace
 
+raid::write_back_counters& write_back_totals() {
+  static raid::write_back_counters totals;
+  return totals;
+}
+
 world::world(std::uint64_t seed) : random(seed), fault_seed(seed * 7919 + 1) {
   loop.before_step = [this] {
     if (store) store->drain();
@@ -76,6 +82,8 @@ world::world(std::uint64_t seed) : random(seed), fault_seed(seed * 7919 + 1) {
   make_disks(performance_disks, 2, (reserved_bytes + performance_extents * extent_bytes) / block_size);
   make_disks(capacity_disks, 6, (reserved_bytes + capacity_extents / 4 * extent_bytes) / block_size);
   make_disks(cache_disks, 1, (reserved_bytes + cache_lines * cache_line_bytes) / block_size);
+  make_disks(log_disks, 2, reserved_bytes / block_size + log_blocks);
+  bypass_min_blocks = random() % 2 == 0 ? extent_blocks : 1u << 20;  // allocations' whole extents past the log, or logged
   start(true);
 }
 
@@ -91,7 +99,7 @@ void world::make_disks(std::vector<disk>& disks, std::size_t count, std::uint64_
 
 std::vector<disk*> world::all_disks() {
   std::vector<disk*> all;
-  for (auto* set : {&performance_disks, &capacity_disks, &cache_disks}) {
+  for (auto* set : {&performance_disks, &capacity_disks, &cache_disks, &log_disks}) {
     for (disk& d : *set) all.push_back(&d);
   }
   return all;
@@ -120,6 +128,8 @@ void world::power_up(disk& d) {
 void world::replace_failed_disks() {
   replace(performance_disks, *performance);
   replace(capacity_disks, *capacity);
+  replace(log_disks, *log);
+  write_back->set_log_degraded(log->working_members() < 2);
 }
 
 void world::replace(std::vector<disk>& slots, raid::member_replacement& group) {
@@ -157,14 +167,21 @@ std::string world::start(bool first_time) {
     performance = make_group<raid::raid1_group>(loop, performance_disks, mirror_options(loop.clock));
     capacity = make_group<raid::raid6_group>(loop, capacity_disks, parity_options(loop.clock));
     cache = make_group<raid::raid1_group>(loop, cache_disks, mirror_options(loop.clock));
+    log = make_group<raid::raid1_group>(loop, log_disks, mirror_options(loop.clock));
+    std::optional<std::error_code> formatted;
+    raid::write_back_device::format(*log, capacity->geometry(), {7}, [&](std::error_code ec) { formatted = ec; });
+    loop.run_until([&] { return formatted.has_value(); });
+    REQUIRE_FALSE(*formatted);
   } else {
     std::string why;
     performance = assemble_group<raid::raid1_group>(loop, performance_disks, mirror_options(loop.clock), why);
     if (performance) capacity = assemble_group<raid::raid6_group>(loop, capacity_disks, parity_options(loop.clock), why);
     if (capacity) cache = assemble_group<raid::raid1_group>(loop, cache_disks, mirror_options(loop.clock), why);
-    if (!cache) {
+    if (cache) log = assemble_group<raid::raid1_group>(loop, log_disks, mirror_options(loop.clock), why);
+    if (!log) {
       performance.reset();
       capacity.reset();
+      cache.reset();
       loop.settle();
       for (disk* d : all_disks()) {
         d->scheduler.reset();
@@ -173,6 +190,19 @@ std::string world::start(bool first_time) {
       return "a group could not be assembled after the restart: " + why;
     }
   }
+  // The log replayed (after a crash) before the pool sees the group.
+  raid::write_back_options wo;
+  wo.clock = &loop.clock;
+  wo.stripe_blocks = extent_blocks;
+  wo.max_record_blocks = extent_blocks;
+  wo.bypass_min_blocks = bypass_min_blocks;
+  wo.destage_age = std::chrono::milliseconds(5);
+  std::optional<raid::write_back_device::opened> opened;
+  raid::write_back_device::open(*capacity, *log, {7}, wo, [&](raid::write_back_device::opened r) { opened = std::move(r); });
+  loop.run_until([&] { return opened.has_value(); });
+  if (!*opened) return "the write log could not be opened: " + opened->error().message;
+  write_back = std::move(**opened);
+  write_back->set_log_degraded(log->working_members() < 2);
   auto s = tiering::metadata_store::open((dir.path() / "metadata").string(), loop.context.get_executor(),
                                          metadata.env.get());
   INFO((s ? std::string() : s.error().message));
@@ -191,7 +221,7 @@ std::string world::start(bool first_time) {
   o.heat_persist_interval = std::chrono::milliseconds(50);
   o.no_space_retry_interval = std::chrono::milliseconds(20);  // a full store stops writes for a short while
   auto p = tiering::pool::open(loop.context.get_executor(), *store,
-                               {{performance.get(), tiering::tier::performance}, {capacity.get(), tiering::tier::capacity}},
+                               {{performance.get(), tiering::tier::performance}, {write_back.get(), tiering::tier::capacity}},
                                o);
   INFO((p ? std::string() : p.error().message));
   REQUIRE(p);
@@ -207,7 +237,9 @@ std::string world::start(bool first_time) {
   return {};
 }
 
-bool world::groups_idle() const { return performance->idle() && capacity->idle() && cache->idle(); }
+bool world::groups_idle() const {
+  return performance->idle() && capacity->idle() && cache->idle() && log->idle() && (!write_back || write_back->idle());
+}
 
 void world::wind_down() {
   if (!pool) return;
@@ -221,6 +253,19 @@ void world::wind_down() {
   pool.reset();
   store.reset();
   loop.elsewhere = nullptr;
+  bool stopped = false;
+  write_back->stop([&] { stopped = true; });
+  loop.run_until([&] { return stopped; });
+  raid::write_back_counters& t = write_back_totals();
+  const raid::write_back_counters& k = write_back->counters();
+  t.writes_logged += k.writes_logged;
+  t.writes_direct += k.writes_direct;
+  t.records_replayed += k.records_replayed;
+  t.full_stripe_writes += k.full_stripe_writes;
+  t.writes_waited_for_space += k.writes_waited_for_space;
+  t.blocks_lost += lost_at_cut_.value_or(k.blocks_lost);
+  lost_at_cut_.reset();
+  write_back.reset();
   // The groups may stop waiting for a member that failed; its requests,
   // still held back by a reordering drive, must complete (with
   // device_failed) while the groups that sent them still exist.
@@ -239,6 +284,7 @@ void world::wind_down() {
   performance.reset();
   capacity.reset();
   cache.reset();
+  log.reset();
   loop.settle();
   for (disk* d : all_disks()) {
     d->scheduler.reset();
@@ -264,6 +310,7 @@ std::string world::crash_and_restart(bool torn) {
   for (auto& r : rebuilds_) {
     if (r->spare.drive) disks.push_back(&r->spare);
   }
+  lost_at_cut_ = write_back->counters().blocks_lost;
   for (disk* d : disks) d->drive->power_cut(torn ? power_loss::tear : power_loss::drop, [&] { ++settled; });
   loop.run_until([&] { return settled == disks.size(); });
   metadata.fs->fail_syncs(false);
@@ -293,6 +340,14 @@ bool world::fail_performance_disk(std::size_t index) {
   if (performance_disks[0].dead || performance_disks[1].dead) return false;
   performance_disks[index].dead = true;
   performance_disks[index].drive->fail();
+  return true;
+}
+
+bool world::fail_log_disk(std::size_t index) {
+  if (log_disks[0].dead || log_disks[1].dead) return false;
+  log_disks[index].dead = true;
+  log_disks[index].drive->fail();
+  write_back->set_log_degraded(true);  // as the controller does on the group's member event
   return true;
 }
 

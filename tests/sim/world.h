@@ -25,8 +25,11 @@
 #include "raid/device/memory_device.h"
 #include "raid/raid1_group.h"
 #include "raid/raid6_group.h"
+#include "raid/write_back.h"
 #include "tests/raid/device/harness.h"
 #include "tests/tiering/fault_fs.h"
+#include <optional>
+
 #include "raid/device/io_scheduler.h"
 #include "tiering/pool.h"
 #include "tiering/volume.h"
@@ -52,6 +55,10 @@ struct disk {
   std::shared_ptr<device::block_range_set> allocation = std::make_shared<device::block_range_set>();
 };
 
+// What the write-back caches of every world so far did, summed (the run's
+// summary line: the cache's paths were taken).
+raid::write_back_counters& write_back_totals();
+
 struct world {
   explicit world(std::uint64_t seed);
   ~world();
@@ -63,9 +70,14 @@ struct world {
   std::vector<disk> performance_disks;  // RAID-1
   std::vector<disk> capacity_disks;     // RAID-6
   std::vector<disk> cache_disks;        // RAID-1 of one
+  std::vector<disk> log_disks;          // RAID-1: the write-back cache's log
   std::unique_ptr<raid::raid1_group> performance;
   std::unique_ptr<raid::raid6_group> capacity;
   std::unique_ptr<raid::raid1_group> cache;
+  std::unique_ptr<raid::raid1_group> log;
+  // The capacity group as the pool sees it: write-back over its log.
+  std::unique_ptr<raid::write_back_device> write_back;
+  std::uint64_t bypass_min_blocks = 0;  // the seed's choice: long writes past the log, or none
   tiering::testing::faulty_metadata metadata;
   std::unique_ptr<tiering::metadata_store> store;
   std::unique_ptr<tiering::pool> pool;
@@ -92,6 +104,9 @@ struct world {
   // the fault would exceed that.
   bool fail_capacity_disk(std::size_t index);
   bool fail_performance_disk(std::size_t index);
+  // One of the write log's mirrored pair (the cache writes through while
+  // it is degraded, and back once a spare is rebuilt).
+  bool fail_log_disk(std::size_t index);
   bool add_latent_error(std::size_t capacity_disk, std::uint64_t lba, std::uint64_t blocks);
   // Hot spares: each failed member of the RAID-1 and RAID-6 groups is
   // rebuilt onto a new blank disk, under load. Call between steps; starts
@@ -118,6 +133,9 @@ struct world {
   };
   std::vector<std::unique_ptr<rebuild>> rebuilds_;
   std::vector<disk> replaced_;  // dead disks a spare took over from: their drives live until wind-down
+  // Blocks the write-back cache had lost when the power went: what it
+  // "loses" after (its log unreadable, powered off) is the dead controller's view.
+  std::optional<std::uint64_t> lost_at_cut_;
 };
 
 }  // namespace strata::sim
