@@ -552,6 +552,16 @@ void raid6_group::after_reads(stripe_op& o) {
       return;
     case stripe_purpose::write:
     case stripe_purpose::discard:
+      // A write over a stripe the resync has not reached, rebuilding a
+      // lost strip the other parity does not vouch for: the new parity
+      // takes in what a torn stripe left there, and the resync will find
+      // it consistent. The degraded write hole's, so counted as the
+      // resync counts its own (a write-back cache destaging its replayed
+      // log right after a restart does this).
+      if (data_lost && needs_resync(o.stripe) && !rebuilt_verified(lost, pointers, row_bytes)) {
+        ++resync_.progress.unverifiable;
+        ++unverifiable_stripes_;
+      }
       break;
   }
   // A reconstruct-write: the new data over the old, then parity over the rows.

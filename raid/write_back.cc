@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <cassert>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -1022,6 +1024,7 @@ void write_back_device::checkpoint_step(std::error_code ec) {
   }
   // The new checkpoint is durable: the records before it are free.
   checkpoint_in_flight_ = false;
+  if (std::getenv("WB_DEBUG")) std::fprintf(stderr, "checkpoint: gen %lu tail %lu seq %lu retire %d\n", sb_generation_ + 1, c.tail, c.tail_seq, c.retire);
   last_checkpoint_ = options_.clock->now();
   ++sb_generation_;
   ++counters_.checkpoints;
@@ -1037,7 +1040,10 @@ void write_back_device::checkpoint_step(std::error_code ec) {
     record_slots_.release(rec);
   }
   wake_space_waiters();
-  if (log_failed_ && index_.empty()) {
+  if (c.retire) {
+    // Its tail is the head: the records the failure left unacknowledged
+    // (written to the group directly since), perhaps whole on one mirror,
+    // are behind it too, and no replay can bring them back.
     note_event("the failed write log is empty: every write goes to the group");
     release_held();
   }
@@ -1189,6 +1195,7 @@ class write_back_device::replayer {
       return fail(invalid, "the write log was written for a group of another size");
     }
     if (auto ec = check_sizes(log_.geometry(), group_.geometry())) return fail(ec, "block sizes other than 4096");
+    if (std::getenv("WB_DEBUG")) std::fprintf(stderr, "replay: superblock gen %lu tail %lu seq %lu\n", best->generation, best->tail_position, best->tail_seq);
     device_.reset(new write_back_device(group_, log_, *best, options_));
     expect_position_ = best->tail_position;
     expect_seq_ = best->tail_seq;
@@ -1242,6 +1249,7 @@ class write_back_device::replayer {
     rec.position = header_->position;
     rec.lba = header_->lba;
     rec.blocks = header_->data_blocks;
+    if (std::getenv("WB_DEBUG")) std::fprintf(stderr, "replay: record seq %lu pos %lu lba %lu+%u\n", rec.seq, rec.position, rec.lba, rec.blocks);
     rec.dirty_blocks = 0;
     rec.pins = 0;
     rec.in_log_io = false;

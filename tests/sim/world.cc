@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 
@@ -197,6 +199,9 @@ std::string world::start(bool first_time) {
   wo.max_record_blocks = extent_blocks;
   wo.bypass_min_blocks = bypass_min_blocks;
   wo.destage_age = std::chrono::milliseconds(5);
+  if (std::getenv("STRATA_SIM_TRACE") != nullptr) {
+    wo.on_event = [](const std::string& e) { std::fprintf(stderr, "sim: write cache: %s\n", e.c_str()); };
+  }
   std::optional<raid::write_back_device::opened> opened;
   raid::write_back_device::open(*capacity, *log, {7}, wo, [&](raid::write_back_device::opened r) { opened = std::move(r); });
   loop.run_until([&] { return opened.has_value(); });

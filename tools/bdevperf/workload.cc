@@ -1,6 +1,7 @@
 #include "tools/bdevperf/workload.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -27,6 +28,12 @@ device::duration workload_result::mean() const {
   return total / static_cast<std::int64_t>(latencies.size());
 }
 
+device::duration workload_result::write_percentile(double p) const {
+  if (write_latencies.empty()) return {};
+  const auto rank = static_cast<std::size_t>(p / 100.0 * static_cast<double>(write_latencies.size() - 1) + 0.5);
+  return write_latencies[std::min(rank, write_latencies.size() - 1)];
+}
+
 device::duration workload_result::write_mean() const {
   if (write_latencies.empty()) return {};
   const auto total = std::accumulate(write_latencies.begin(), write_latencies.end(), device::duration::zero());
@@ -44,6 +51,12 @@ workload::workload(device::block_device& target, device::clock& clock, const wor
           1, (spec.span_blocks > 0 ? std::min(spec.span_blocks, target.geometry().block_count)
                                    : target.geometry().block_count) /
                  std::max<std::uint32_t>(spec.io_blocks, 1))) {
+  if (spec.zipf_theta > 0) {
+    zipf_cdf_.resize(span_ios_);
+    double sum = 0;
+    for (std::uint64_t i = 0; i < span_ios_; ++i) zipf_cdf_[i] = sum += 1.0 / std::pow(static_cast<double>(i + 1), spec.zipf_theta);
+    for (double& c : zipf_cdf_) c /= sum;
+  }
   const std::uint64_t io_bytes = std::uint64_t{spec.io_blocks} * target.geometry().logical_block_size_bytes;
   const std::uint64_t buffer_count =
       std::max<std::uint64_t>(spec.queue_depth, io_bytes > 0 ? spec.buffer_pool_bytes / io_bytes : 0);
@@ -93,7 +106,13 @@ bool workload::more_to_issue() const noexcept {
 
 void workload::issue(slot& s) {
   std::uint64_t index;
-  if (spec_.random) {
+  if (spec_.random && !zipf_cdf_.empty()) {
+    const double u = std::uniform_real_distribution<double>(0, 1)(random_);
+    const std::uint64_t rank = static_cast<std::uint64_t>(std::lower_bound(zipf_cdf_.begin(), zipf_cdf_.end(), u) - zipf_cdf_.begin());
+    // Rank r's place, by a fixed multiplicative hash: hot ranks land far
+    // apart (two ranks may share a place, which only merges hot spots).
+    index = (std::min(rank, span_ios_ - 1) * 0x9E3779B97F4A7C15ull) % span_ios_;
+  } else if (spec_.random) {
     index = std::uniform_int_distribution<std::uint64_t>(0, span_ios_ - 1)(random_);
   } else {
     index = next_sequential_++ % span_ios_;

@@ -37,6 +37,10 @@ struct workload_spec {
   // Random offsets fall in blocks [0, span_blocks) only (0: the whole
   // device): hot blocks clustered in a few stripes.
   std::uint64_t span_blocks = 0;
+  // Above 0: random offsets are skewed, Zipf-distributed with this
+  // exponent (fio's random_distribution=zipf:1.1), the hot ones scattered
+  // over the span by a fixed permutation, as fio scatters them.
+  double zipf_theta = 0;
 };
 
 struct workload_result {
@@ -50,6 +54,7 @@ struct workload_result {
   double iops() const;
   // The mean of a mixed load's writes.
   device::duration write_mean() const;
+  device::duration write_percentile(double p) const;  // of a mixed load's writes
   double mb_per_s(std::uint64_t bytes_per_io) const;
   device::duration percentile(double p) const;  // p in [0, 100]
   device::duration mean() const;
@@ -81,6 +86,7 @@ class workload {
   workload_spec spec_;
   std::mt19937_64 random_;
   std::uint64_t span_ios_;       // how many io-sized pieces the device holds
+  std::vector<double> zipf_cdf_;  // zipf_theta > 0: P(rank <= i)
   std::uint64_t next_sequential_ = 0;
   std::uint64_t issued_ = 0;
   std::uint64_t in_flight_ = 0;
