@@ -119,7 +119,8 @@ void write_cache::set_mode(raid::cache_mode m) {
 }
 
 void write_cache::redundancy_changed() {
-  const bool degraded = log_.failed_members() > 0;
+  // A member being rebuilt holds only part of the log yet.
+  const bool degraded = log_.failed_members() > 0 || log_.rebuild_status().running;
   for (auto& c : cached_) c->device->set_log_degraded(degraded);
 }
 

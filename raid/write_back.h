@@ -76,7 +76,7 @@ struct write_back_options {
   // through; below both it waits, so that rewrites of hot blocks coalesce.
   double destage_above_fraction = 0.10;
   device::duration destage_age = std::chrono::seconds(2);
-  unsigned destage_stripes_in_flight = 4;
+  unsigned destage_stripes_in_flight = 16;
   // A longer write is logged as several records.
   std::uint32_t max_record_blocks = 256;
   // A write of at least this many blocks over blocks the log holds

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <chrono>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
@@ -185,6 +186,7 @@ int main(int argc, char** argv) {
     fmt::print("== write-back (log: RAID-1 of 2 SAS SSD models, {} MiB) against write-through, RAID-6 10+2 of 10K SAS "
                "HDD models; {} s runs, median of {} ==\n",
                log_mib, seconds, repeat);
+    std::fflush(stdout);
     struct row {
       const char* name;
       tools::workload_spec spec;
@@ -237,6 +239,7 @@ int main(int argc, char** argv) {
       fmt::print("  ratio          {:5.2f}x IOPS", median(back.iops) / median(through.iops));
       if (w.mixed) fmt::print(", writes {:5.1f}x faster", median(through.write_mean) / median(back.write_mean));
       fmt::print("\n");
+      std::fflush(stdout);
     }
     const raid::write_back_counters& k = r.cache->counters();
     fmt::print("cache: {} writes logged, {} direct, {} group commits, {} stripes destaged ({} full-stripe writes), {} "
