@@ -667,6 +667,14 @@ void array::resize_volume(const std::string& name, std::uint64_t bytes, std::fun
   });
 }
 
+std::expected<void, error> array::set_write_cache(const std::string& name, raid::cache_mode mode) {
+  served_pool* p = pool_named(name);
+  if (p == nullptr) return std::unexpected(make_error(errc::not_found, "no pool " + name));
+  if (!p->write_cache) return std::unexpected(make_error(errc::not_supported, name + " has no write log"));
+  p->write_cache->set_mode(mode);
+  return {};
+}
+
 void array::set_placement(const std::string& name, tiering::affinity placement,
                           std::function<void(std::expected<void, error>)> done) {
   served_pool* p = volume_named(name).first;

@@ -122,6 +122,10 @@ class array {
   void resize_volume(const std::string& name, std::uint64_t bytes, std::function<void(std::expected<void, error>)> done);
   void set_placement(const std::string& name, tiering::affinity placement,
                      std::function<void(std::expected<void, error>)> done);
+  // Pool `name`'s write cache (its record, which the caller keeps, says
+  // the same): write-through destages what is dirty first, with events.
+  // not_found: no such pool; not_supported: it has no write log.
+  std::expected<void, error> set_write_cache(const std::string& name, raid::cache_mode mode);
   // A simulated drive in a new slot `name` ("hdd-20"): a sparse file in
   // the shelf's directory behind its kind's timing model, blank, unused.
   // Returns its Disk record for the caller to keep. Opening the file is a

@@ -104,7 +104,8 @@ grpc::Status status_of(const error& e, const std::string& field = {}) {
       return fail(grpc::StatusCode::NOT_FOUND, field, e.message);
     case errc::timed_out:
       return fail(grpc::StatusCode::DEADLINE_EXCEEDED, field, e.message);
-    case errc::busy:  // the resource's state does not allow it now
+    case errc::busy:           // the resource's state does not allow it now
+    case errc::not_supported:  // nor its make-up (a pool without a write log)
       return fail(grpc::StatusCode::FAILED_PRECONDITION, field, e.message);
     default:
       return fail(grpc::StatusCode::INTERNAL, field, e.message);
@@ -290,6 +291,35 @@ grpc::Status array_service::UpdateVolume(grpc::ServerContext*, const v1::UpdateV
   if (auto done = commit(config_, b); !done.ok()) return done;
   array_->events().record(controller::severity::info, name, "changed: size " + std::to_string(updated.size_bytes()) + " bytes, affinity " +
                                                                 v1::Affinity_Name(updated.affinity()));
+  *out = updated;
+  return grpc::Status::OK;
+}
+
+grpc::Status array_service::UpdatePool(grpc::ServerContext*, const v1::UpdatePoolRequest* in, v1::Pool* out) {
+  const auto paths = paths_of(in->update_mask(), {"write_cache"});
+  if (!paths) return paths.error();
+  const std::string& name = in->pool().name();
+  std::lock_guard hold(changes_);
+  auto pool = is_pool_name(name) ? read<v1::Pool>(config_, name) : std::nullopt;
+  if (!pool) return fail(grpc::StatusCode::NOT_FOUND, "pool.name", name + " does not exist");
+  const v1::WriteCache mode = in->pool().write_cache();
+  if (mode != v1::WRITE_BACK && mode != v1::WRITE_THROUGH) return invalid("pool.write_cache", "WRITE_BACK or WRITE_THROUGH");
+  if (pool->write_log_group().empty()) {
+    return fail(grpc::StatusCode::FAILED_PRECONDITION, "pool.write_cache",
+                name + " has no write log (its write_log_group): it writes through, and cannot write back");
+  }
+  if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to change the pool in");
+  v1::Pool updated = *pool;
+  updated.set_write_cache(mode);
+  // Recorded first: the next start opens the pool in the mode asked for.
+  controller::config_batch b;
+  b.put(name, updated.SerializeAsString());
+  if (auto done = commit(config_, b); !done.ok()) return done;
+  auto set = on_loop(*array_, [this, name, mode](auto done) {
+    done(array_->set_write_cache(name, mode == v1::WRITE_BACK ? raid::cache_mode::write_back : raid::cache_mode::write_through));
+  });
+  if (!set) return status_of(set.error(), "pool.write_cache");
+  array_->events().record(controller::severity::info, name, std::string("changed: write cache ") + v1::WriteCache_Name(mode));
   *out = updated;
   return grpc::Status::OK;
 }

@@ -34,6 +34,9 @@ write_back_device::write_back_device(device::block_device& group, device::block_
       zeros_(std::uint64_t{options.max_record_blocks} * wlog::block_bytes) {
   geometry_.max_segments = std::min(group.geometry().max_segments, log.geometry().max_segments - 1);
   options_.stripe_blocks = std::max<std::uint64_t>(1, options_.stripe_blocks);
+  // A record must fit a small log several times over, or a write could wait for room forever.
+  options_.max_record_blocks = static_cast<std::uint32_t>(
+      std::clamp<std::uint64_t>((data_blocks_ - 1) / 4, 1, options_.max_record_blocks));
   if (options_.bypass_min_blocks == 0) {
     options_.bypass_min_blocks = std::max<std::uint64_t>((1u << 20) / wlog::block_bytes, options_.stripe_blocks);
   }
@@ -175,11 +178,8 @@ void write_back_device::start_read(host_io& h) {
   }
   // The pieces: runs the index holds dirty come from the log, the rest
   // from the group. Counted first, so that no piece moves once submitted.
-  struct span_of {
-    std::uint64_t lba, blocks, log_block;
-    record* rec;
-  };
-  std::vector<span_of> spans;  // small: most reads are one piece
+  std::vector<read_span>& spans = read_spans_;  // scratch, reused: nothing allocated per read
+  spans.clear();
   std::uint64_t b = outer.lba;
   auto it = index_.upper_bound(b);
   if (it != index_.begin()) {
@@ -635,11 +635,13 @@ bool write_back_device::want_destage() const noexcept {
   if (static_cast<double>(head_ - tail_) > options_.destage_above_fraction * static_cast<double>(data_blocks_)) {
     return true;
   }
-  for (const record* r : records_) {
-    if (!r->acked) break;
-    if (r->dirty_blocks > 0) return options_.clock->now() - r->acked_at >= options_.destage_age;
-  }
-  return false;
+  const std::size_t i = first_dirty();
+  return i < unacked_from_ && options_.clock->now() - records_[i]->acked_at >= options_.destage_age;
+}
+
+std::size_t write_back_device::first_dirty() const noexcept {
+  while (first_dirty_ < unacked_from_ && records_[first_dirty_]->dirty_blocks == 0) ++first_dirty_;
+  return first_dirty_;
 }
 
 void write_back_device::maybe_destage() {
@@ -650,9 +652,10 @@ void write_back_device::maybe_destage() {
     // oldest first frees the log's tail soonest.
     std::optional<std::uint64_t> stripe;
     std::size_t looked = 0;
-    for (const record* r : records_) {
-      if (!r->acked || ++looked > 256) break;
+    for (std::size_t i = first_dirty(); i < unacked_from_ && looked < 256 && !stripe; ++i) {
+      const record* r = records_[i];
       if (r->dirty_blocks == 0) continue;
+      ++looked;
       for (auto it = index_.lower_bound(r->lba); it != index_.end() && it->first < r->lba + r->blocks; ++it) {
         if (it->second.rec != r || !it->second.dirty) continue;
         const std::uint64_t s = it->first / options_.stripe_blocks;
@@ -661,7 +664,6 @@ void write_back_device::maybe_destage() {
           break;
         }
       }
-      if (stripe) break;
     }
     if (!stripe) break;
     destage_job& j = **free_job;

@@ -175,6 +175,11 @@ class write_back_device final : public device::forwarding_device {
   // data starts at log block `log_block`. Dirty until destaged; then clean,
   // and kept until the checkpoint passes `rec` (a write over them must
   // go to the log too, or a replay would bring `rec` back over it).
+  struct read_span {  // a piece of a read: from the log (rec set) or the group
+    std::uint64_t lba, blocks, log_block;
+    record* rec;
+  };
+  std::vector<read_span> read_spans_;
   struct extent {
     std::uint64_t blocks = 0;
     std::uint64_t log_block = 0;
@@ -268,6 +273,12 @@ class write_back_device final : public device::forwarding_device {
   void lock(lock_user& u, std::uint64_t lba, std::uint64_t blocks);
   void unlock(lock_user& u);
   std::size_t unacked_from_ = 0;  // records_[unacked_from_] is the oldest not yet acknowledged
+  // records_[0, reclaimable_) are reclaimable (a record never stops being so).
+  std::size_t reclaimable_ = 0;
+  // Every acknowledged record before records_[first_dirty_] is destaged (a
+  // record's dirty count only falls): where destage's search starts.
+  mutable std::size_t first_dirty_ = 0;
+  std::size_t first_dirty() const noexcept;
   std::uint64_t durable_epoch_ = 0;
   std::function<void(std::error_code)> marker_done_;  // open(): the restart marker is durable
   bool submitting_ = false;

@@ -71,8 +71,10 @@ bool write_back_device::reclaimable(const record& rec) const noexcept {
 void write_back_device::maybe_checkpoint() {
   if (checkpoint_in_flight_ || stopping_ || (log_failed_ && (retired_ || retiring_elsewhere_))) return;
   if (!log_failed_ && options_.clock->now() < destage_paused_until_) return;  // the group's flush failed: later
-  std::size_t n = 0;
-  while (n < records_.size() && n < unacked_from_ && reclaimable(*records_[n])) ++n;
+  while (reclaimable_ < records_.size() && reclaimable_ < unacked_from_ && reclaimable(*records_[reclaimable_])) {
+    ++reclaimable_;
+  }
+  const std::size_t n = reclaimable_;
   // A failed log gets one last checkpoint, once nothing in it is needed.
   if (log_failed_ && (n < records_.size() || dirty_blocks_ > 0)) return;
   if (n == 0 && !log_failed_) return;
@@ -177,6 +179,8 @@ void write_back_device::checkpoint_step(std::error_code ec) {
     }
     records_.pop_front();
     --unacked_from_;
+    --reclaimable_;
+    if (first_dirty_ > 0) --first_dirty_;
     record_slots_.release(rec);
   }
   wake_space_waiters();

@@ -70,6 +70,20 @@ quiet s disk replace ssd-03 --with ssd-03
 for _ in $(seq 150); do [[ $(stat_of write_cache) == write-back ]] && break; sleep 0.2; done
 check "rebuilt: write-back resumes" test "$(stat_of write_cache)" = write-back
 
+# An administrator turns write-back off: the dirty data is destaged first,
+# and the events say so; then on again.
+qemu-io --image-opts "$lun" -c "write -P 0x55 32k 8k" >/dev/null 2>&1
+check "pool update --write-cache write-through is taken" quiet s pool update p1 --write-cache write-through
+check "... the pool record says so" bash -c "'$cli' --api $api pool show p1 | grep -q 'write-through'"
+check "... the statistics say why" bash -c "'$cli' --api $api --json pool stats p1 | grep -q 'an administrator asked for write-through'"
+for _ in $(seq 100); do s events | grep -q 'write cache drained' && break; sleep 0.2; done
+check "... an event says the log drained" bash -c "'$cli' --api $api events | grep -q 'write cache drained: writing through'"
+check "... no dirty data is left" test "$(stat_of dirty_bytes)" = 0
+check "... and the write reads back" bash -c "qemu-io --image-opts '$lun' -c 'read -P 0x55 32k 8k' | grep -q '^read 8192/8192 bytes'"
+check "pool update --write-cache write-back" quiet s pool update p1 --write-cache write-back
+check "... write-back again" test "$(stat_of write_cache)" = write-back
+check "a bad mode is refused, saying why" bash -c "! '$cli' --api $api pool update p1 --write-cache sometimes 2>&1 | grep -q '^NAME'"
+
 kill -TERM "$pid"; wait "$pid"
 check "SIGTERM: exit 0" test $? -eq 0
 pid=

@@ -18,6 +18,8 @@
 //   host list | host show NAME          map list | map show NAME
 //   volume create NAME --size SIZE [--pool POOL] [--affinity auto|performance|capacity]
 //                 [--block-size 512|4096]   (512: 512e, the default; 4096: 4Kn)
+//   pool update NAME --write-cache write-back|write-through
+//                                       (a pool with a write log; write-through destages first)
 //   volume update NAME [--size SIZE] [--affinity …]     (volumes only grow)
 //   volume delete NAME [--wait]         (an operation; --wait: until it ends)
 //   volume move NAME --to capacity|performance [--wait]
@@ -87,7 +89,7 @@ constexpr int exit_unreachable = 3;
                "  controller|disk|group|pool|host|map list, controller|disk|group|pool|volume|host|map show NAME,\n"
                "  disk add NAME --kind hdd|ssd --size SIZE, disk fail|erase NAME, disk replace NAME --with DISK [--wait], disk spare|unspare NAME,\n"
                "  group create NAME --raid6|--raid1|--read-cache DISK... [--pool POOL], group scrub NAME [--wait],\n"
-               "  pool create NAME GROUP... [--cache GROUP],\n"
+               "  pool create NAME GROUP... [--cache GROUP], pool update NAME --write-cache write-back|write-through,\n"
                "  volume list [POOL], volume create NAME --size SIZE [--pool POOL] [--affinity auto|performance|capacity] [--block-size 512|4096],\n"
                "  volume update NAME [--size SIZE] [--affinity A], volume delete NAME [--wait],\n"
                "  volume move NAME --to capacity|performance [--wait],\n"
@@ -192,7 +194,9 @@ std::vector<std::string> row(const v1::DiskGroup& g) {
           std::to_string(g.repaired_blocks()), joined(g.members())};
 }
 std::vector<std::string> row(const v1::Pool& p) {
-  return {p.name(), joined(p.groups()), p.read_cache_group().empty() ? "-" : p.read_cache_group()};
+  return {p.name(), joined(p.groups()), p.read_cache_group().empty() ? "-" : p.read_cache_group(),
+          p.write_log_group().empty() ? "-" : p.write_log_group(),
+          p.write_log_group().empty() ? "-" : p.write_cache() == v1::WRITE_THROUGH ? "write-through" : "write-back"};
 }
 std::vector<std::string> row(const v1::Volume& v) {
   return {v.name(), size(v.size_bytes()), std::to_string(v.block_size_bytes()), v1::Affinity_Name(v.affinity()), v.serial()};
@@ -383,7 +387,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> words;
   // Options with a value (--iqn may repeat), and those without.
   static const std::set<std::string> valued{"--size", "--pool", "--affinity", "--lun", "--host", "--name",
-                                            "--iqn", "--chap", "--mutual-chap", "--limit", "--with", "--kind", "--to", "--cache", "--block-size"};
+                                            "--iqn", "--chap", "--mutual-chap", "--limit", "--with", "--kind", "--to", "--cache", "--block-size",
+                                            "--write-cache"};
   static const std::set<std::string> switches{"--wait", "--any", "--no-chap", "--raid6", "--raid1", "--read-cache"};
   std::map<std::string, std::vector<std::string>> flags;
   for (int i = 1; i < argc; ++i) {
@@ -450,7 +455,7 @@ int main(int argc, char** argv) {
   }
   const std::vector<std::string> disk_h{"NAME", "SLOT", "KIND", "SIZE", "STATE", "GROUP#MEMBER", "READ ERRORS/TIMEOUTS", "MODEL", "SERIAL"},
       group_h{"NAME", "KIND", "STATE", "SIZE", "BACKGROUND", "REPAIRED BLOCKS", "MEMBERS"},
-      pool_h{"NAME", "GROUPS", "READ CACHE"}, volume_h{"NAME", "SIZE", "BLOCK", "AFFINITY", "SERIAL"},
+      pool_h{"NAME", "GROUPS", "READ CACHE", "WRITE LOG", "WRITE CACHE"}, volume_h{"NAME", "SIZE", "BLOCK", "AFFINITY", "SERIAL"},
       host_h{"NAME", "INITIATORS", "CHAP"}, map_h{"NAME", "VOLUME", "HOST", "LUN"},
       op_h{"NAME", "KIND", "RESOURCE", "STATE", "PROGRESS", "ERROR"}, event_h{"TIME", "SEVERITY", "RESOURCE", "MESSAGE"};
   const std::vector<std::string> controller_h{"NAME", "STATE", "VERSION", "ISCSI PORTAL", "POOLS", "STARTED"};
@@ -584,6 +589,17 @@ int main(int argc, char** argv) {
     for (std::size_t i = 3; i < words.size(); ++i) in.mutable_group()->add_members(resource("disks/", words[i]));
     if (flags.contains("--pool")) in.set_pool(resource("pools/", flag("--pool", "")));
     return c.change<v1::CreateDiskGroupRequest, v1::DiskGroup>(&S::CreateDiskGroup, in, group_h);
+  }
+  if (noun == "pool" && verb == "update") {
+    need_name();
+    v1::UpdatePoolRequest in;
+    in.mutable_pool()->set_name(resource("pools/", name));
+    if (!flags.contains("--write-cache")) usage("pool update needs --write-cache write-back|write-through");
+    const std::string mode = flag("--write-cache", "");
+    if (mode != "write-back" && mode != "write-through") usage("--write-cache " + mode + " is not write-back or write-through");
+    in.mutable_pool()->set_write_cache(mode == "write-back" ? v1::WRITE_BACK : v1::WRITE_THROUGH);
+    in.mutable_update_mask()->add_paths("write_cache");
+    return c.change<v1::UpdatePoolRequest, v1::Pool>(&S::UpdatePool, in, pool_h);
   }
   if (noun == "pool" && verb == "create") {
     need_name();

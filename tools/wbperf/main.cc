@@ -123,7 +123,10 @@ struct rig {
   void drive_until(Done done) {
     context.restart();
     while (!done()) {
-      if (context.run_one() == 0) throw std::runtime_error("the loop ran dry");
+      // Nothing for a minute: a request lost somewhere; say where things stand.
+      if (context.run_one_for(std::chrono::seconds(60)) == 0) {
+        throw std::runtime_error("nothing happened for a minute; the cache: " + (cache ? cache->debug_state() : std::string("-")));
+      }
     }
   }
 
