@@ -737,31 +737,78 @@ void write_back_device::on_destage_read(request& r) noexcept {
     }
     return d.destage_done(j);
   }
-  // Adjacent parts are one write: a stripe all dirty is one full-stripe
-  // write, with no read-modify-write in the group.
+  // One write per stripe: the dirty parts, and the clean blocks between
+  // them read from the group (the lock keeps them as they are). A span of
+  // half the stripe or more grows to the whole stripe: one full-stripe
+  // write, no read-modify-write in the group. Several small writes to one
+  // stripe would each be a read-modify-write, one after the other.
   const std::uint32_t bs = d.geometry_.logical_block_size_bytes;
-  std::size_t runs = 0;
-  for (std::size_t i = 0; i < j.parts.size(); ++runs) {
-    std::size_t k = i + 1;
-    while (k < j.parts.size() && j.parts[k].lba == j.parts[k - 1].lba + j.parts[k - 1].blocks) ++k;
-    const std::uint64_t lba = j.parts[i].lba;
-    const std::uint64_t blocks = j.parts[k - 1].lba + j.parts[k - 1].blocks - lba;
-    j.segments[runs] = j.buffer.segment((lba - j.begin) * bs, blocks * bs);
-    request& w = j.ios[runs];
-    const device::io_class priority = w.priority;
-    w = request{};
-    w.operation = op::write;
-    w.priority = priority;
-    w.lba = lba;
-    w.block_count = blocks;
-    w.buffers = std::span(&j.segments[runs], 1);
-    w.context = &j;
-    w.on_complete = &write_back_device::on_destage_written;
-    if (lba == j.begin && blocks == j.end - j.begin) ++d.counters_.full_stripe_writes;
-    i = k;
+  j.write_begin = j.parts.front().lba;
+  j.write_end = j.parts.back().lba + j.parts.back().blocks;
+  if (j.parts.size() > 1 && (j.write_end - j.write_begin) * 2 >= j.end - j.begin) {
+    j.write_begin = j.begin;
+    j.write_end = j.end;
   }
-  j.pending = static_cast<unsigned>(runs);
-  for (std::size_t i = 0; i < runs; ++i) d.group_.submit(j.ios[i]);
+  const device::io_class priority = j.ios.front().priority;
+  j.ios.resize(j.parts.size() + 1);  // no request is in flight now
+  j.segments.resize(j.parts.size() + 1);
+  std::size_t gaps = 0;
+  std::uint64_t at = j.write_begin;
+  auto gap = [&](std::uint64_t from, std::uint64_t to) {
+    if (from >= to) return;
+    j.segments[gaps] = j.buffer.segment((from - j.begin) * bs, (to - from) * bs);
+    request& g = j.ios[gaps];
+    g = request{};
+    g.operation = op::read;
+    g.priority = priority;
+    g.lba = from;
+    g.block_count = to - from;
+    g.buffers = std::span(&j.segments[gaps], 1);
+    g.context = &j;
+    g.on_complete = &write_back_device::on_gaps_read;
+    ++gaps;
+  };
+  for (const destage_job::part& p : j.parts) {
+    gap(at, p.lba);
+    at = p.lba + p.blocks;
+  }
+  gap(at, j.write_end);
+  if (gaps == 0) return d.write_destage(j);
+  j.pending = static_cast<unsigned>(gaps);
+  for (std::size_t i = 0; i < gaps; ++i) d.group_.submit(j.ios[i]);
+}
+
+void write_back_device::on_gaps_read(request& r) noexcept {
+  destage_job& j = *static_cast<destage_job*>(r.context);
+  write_back_device& d = *j.dev;
+  if (r.result && !j.error) j.error = r.result;
+  if (--j.pending > 0) return;
+  if (j.error) {
+    // The group could not read its own blocks: nothing was written, the
+    // data stays dirty in the log, and destage tries again later.
+    d.destage_paused_until_ = d.options_.clock->now() + std::chrono::seconds(5);
+    d.note_event("destage could not read the group (" + j.error.message() + "): the data stays in the write log");
+    return d.destage_done(j);
+  }
+  d.write_destage(j);
+}
+
+void write_back_device::write_destage(destage_job& j) {
+  const std::uint32_t bs = geometry_.logical_block_size_bytes;
+  j.segments[0] = j.buffer.segment((j.write_begin - j.begin) * bs, (j.write_end - j.write_begin) * bs);
+  request& w = j.ios[0];
+  const device::io_class priority = w.priority;
+  w = request{};
+  w.operation = op::write;
+  w.priority = priority;
+  w.lba = j.write_begin;
+  w.block_count = j.write_end - j.write_begin;
+  w.buffers = std::span(&j.segments[0], 1);
+  w.context = &j;
+  w.on_complete = &write_back_device::on_destage_written;
+  if (j.write_begin == j.begin && j.write_end == j.end) ++counters_.full_stripe_writes;
+  j.pending = 1;
+  group_.submit(w);
 }
 
 void write_back_device::on_destage_written(request& r) noexcept {
@@ -774,6 +821,7 @@ void write_back_device::on_destage_written(request& r) noexcept {
     // are served from it), and destage tries again later.
     d.destage_paused_until_ = d.options_.clock->now() + std::chrono::seconds(5);
     d.note_event("destage to the group failed (" + j.error.message() + "): the data stays in the write log");
+    d.group_unwritable(j.error);
   } else {
     ++d.counters_.stripes_destaged;
     for (const destage_job::part& p : j.parts) {

@@ -226,6 +226,8 @@ class write_back_device final : public device::forwarding_device {
   bool want_destage() const noexcept;
   void destage_locked(destage_job& j);
   static void on_destage_read(device::request& r) noexcept;
+  static void on_gaps_read(device::request& r) noexcept;
+  void write_destage(destage_job& j);
   static void on_destage_written(device::request& r) noexcept;
   void destage_done(destage_job& j);
   void maybe_checkpoint();
@@ -233,6 +235,7 @@ class write_back_device final : public device::forwarding_device {
   bool reclaimable(const record& rec) const noexcept;
   void release_record(record& rec);
   void wake_space_waiters();
+  void group_unwritable(std::error_code why);
   void note_event(const std::string& what);
   void lose(std::uint64_t lba, std::uint64_t blocks, const std::string& why);
   void check_idle();

@@ -108,6 +108,7 @@ void write_back_device::checkpoint_step(std::error_code ec) {
         destage_paused_until_ = options_.clock->now() + std::chrono::seconds(5);
         age_timer_->arm(destage_paused_until_);
         note_event("a flush of the group failed (" + ec.message() + "): the write log keeps its data");
+        group_unwritable(ec);
       } else {
         fail_log(ec);
       }
@@ -198,6 +199,16 @@ void write_back_device::checkpoint_step(std::error_code ec) {
   maybe_checkpoint();
   maybe_destage();
   check_idle();
+}
+
+void write_back_device::group_unwritable(std::error_code why) {
+  // A group lost (past its redundancy) takes no destage again: writes
+  // waiting for log space would wait for ever. They fail as a write to
+  // the group would.
+  if (why != errc::device_failed) return;
+  std::deque<host_io*> waiting = std::move(space_waiters_);
+  space_waiters_.clear();
+  for (host_io* h : waiting) host_part_done(*h, why);
 }
 
 void write_back_device::wake_space_waiters() {

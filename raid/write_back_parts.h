@@ -72,6 +72,8 @@ struct write_back_device::destage_job : lock_user {
   std::vector<part> parts;
   std::vector<device::request> ios;
   std::vector<iovec> segments;  // one per request
+  std::uint64_t write_begin = 0;  // the one range written to the group
+  std::uint64_t write_end = 0;
   unsigned pending = 0;
   std::error_code error;
   device::aligned_buffer buffer;
