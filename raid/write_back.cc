@@ -712,11 +712,19 @@ void write_back_device::destage_locked(destage_job& j) {
   for (request& r : j.ios) log_.submit(r);
 }
 
-void write_back_device::on_destage_read(request& r) noexcept {
+// One of a destage job's requests completed: the job once its last one has
+// (its first error kept), else nothing.
+write_back_device::destage_job* write_back_device::destage_job_step(request& r) noexcept {
   destage_job& j = *static_cast<destage_job*>(r.context);
-  write_back_device& d = *j.dev;
   if (r.result && !j.error) j.error = r.result;
-  if (--j.pending > 0) return;
+  return --j.pending == 0 ? &j : nullptr;
+}
+
+void write_back_device::on_destage_read(request& r) noexcept {
+  destage_job* last = destage_job_step(r);
+  if (last == nullptr) return;
+  destage_job& j = *last;
+  write_back_device& d = *j.dev;
   if (j.error) {
     // Both copies of the log are unreadable here: what the index still
     // holds dirty of these parts is lost.
@@ -779,10 +787,10 @@ void write_back_device::on_destage_read(request& r) noexcept {
 }
 
 void write_back_device::on_gaps_read(request& r) noexcept {
-  destage_job& j = *static_cast<destage_job*>(r.context);
+  destage_job* last = destage_job_step(r);
+  if (last == nullptr) return;
+  destage_job& j = *last;
   write_back_device& d = *j.dev;
-  if (r.result && !j.error) j.error = r.result;
-  if (--j.pending > 0) return;
   if (j.error) {
     // The group could not read its own blocks: nothing was written, the
     // data stays dirty in the log, and destage tries again later.
@@ -812,10 +820,10 @@ void write_back_device::write_destage(destage_job& j) {
 }
 
 void write_back_device::on_destage_written(request& r) noexcept {
-  destage_job& j = *static_cast<destage_job*>(r.context);
+  destage_job* last = destage_job_step(r);
+  if (last == nullptr) return;
+  destage_job& j = *last;
   write_back_device& d = *j.dev;
-  if (r.result && !j.error) j.error = r.result;
-  if (--j.pending > 0) return;
   if (j.error) {
     // The group failed the write: the data stays dirty in the log (reads
     // are served from it), and destage tries again later.

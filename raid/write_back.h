@@ -226,6 +226,7 @@ class write_back_device final : public device::forwarding_device {
   bool want_destage() const noexcept;
   void destage_locked(destage_job& j);
   static void on_destage_read(device::request& r) noexcept;
+  static destage_job* destage_job_step(device::request& r) noexcept;
   static void on_gaps_read(device::request& r) noexcept;
   void write_destage(destage_job& j);
   static void on_destage_written(device::request& r) noexcept;

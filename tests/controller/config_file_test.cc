@@ -118,14 +118,14 @@ TEST_CASE("config file: the example's commented-out settings parse too, each as 
   CHECK(d.grpc_tls_key == "/etc/strata/api.key");
   CHECK(d.grpc_token_file == "/etc/strata/api.token");
   const array_plan& plan = *config->plan;
-  REQUIRE(plan.drives.size() == 25);
-  const drive_spec& disk = plan.drives[23];
+  REQUIRE(plan.drives.size() == 27);
+  const drive_spec& disk = plan.drives[25];
   CHECK(disk.name == "hdd-20");
   CHECK(disk.path == "/dev/disk/by-id/wwn-0x5000c500a1b2c3d4");
   CHECK(disk.bytes == 0);             // all of it
   CHECK(disk.timing_model.empty());  // used as it is
-  const drive_spec& file = plan.drives[24];
-  CHECK(file.path == "/srv/strata/ssd-03.img");
+  const drive_spec& file = plan.drives[26];
+  CHECK(file.path == "/srv/strata/ssd-05.img");
   CHECK(file.bytes == 64ull << 30);
   CHECK(file.timing_model == "sas_12g");
   REQUIRE(plan.volumes.size() == 2);
@@ -139,14 +139,14 @@ TEST_CASE("config file: the example's commented-out settings parse too, each as 
 
 TEST_CASE("config file: the embedded default's shape", "[controller][config]") {
   const array_plan plan = default_plan();
-  REQUIRE(plan.drives.size() == 23);
+  REQUIRE(plan.drives.size() == 25);
   CHECK(std::ranges::count(plan.drives, drive_kind::hdd, &drive_spec::kind) == 20);
   for (const drive_spec& d : plan.drives) {
     CHECK(d.path.empty());  // simulated, under STATE/shelf
     CHECK(d.timing_model == (d.kind == drive_kind::hdd ? "nl_sas_7k2" : "sas_12g"));
     CHECK(d.bytes % 4096 == 0);
   }
-  REQUIRE(plan.groups.size() == 4);
+  REQUIRE(plan.groups.size() == 5);
   CHECK(plan.groups[0].name == "g1");
   CHECK(plan.groups[0].kind == group_kind::raid6);
   CHECK(plan.groups[0].drives.size() == 10);
@@ -311,7 +311,7 @@ TEST_CASE("config file: groups are checked", "[controller][config]") {
                                      R"(["h0", "h1", "h2", "s2"])");
   CHECK(error_of(hdd_cache) == where(hdd_cache, "\"h3\"]") + ": group g3: drives: the read cache is an SSD; h3 is an HDD");
   const std::string kind = with(base, R"(kind = "raid1")", R"(kind = "raid5")");
-  CHECK(error_of(kind) == where(kind, "\"raid5\"") + ": group g2: kind: \"raid5\" is not \"raid6\", \"raid1\" or \"read_cache\"");
+  CHECK(error_of(kind) == where(kind, "\"raid5\"") + ": group g2: kind: \"raid5\" is not \"raid6\", \"raid1\", \"read_cache\" or \"write_log\"");
   const std::string unused = with(base, R"(groups = ["g1", "g2"])", R"(groups = ["g1"])");
   CHECK(error_of(unused) == where(unused, "\"g2\"") + ": group g2: name: the pool does not use it (name it in [pool] groups)");
 }

@@ -166,21 +166,21 @@ check "refused (grpcurl): a move to AUTO, naming the field" bash -c \
 
 # A new group from blank disks, and the pool grown by it.
 for d in 11 12 13 14; do quiet s disk add hdd-$d --kind hdd --size 1G; done
-quiet s disk add ssd-03 --kind ssd --size 1G
+quiet s disk add ssd-05 --kind ssd --size 1G
 capacity() { s --json pool stats p1 | sed -n 's/.*"capacity_bytes":"\([0-9]*\)".*/\1/p'; }
 before=$(capacity)
 check "refused: a group with a member of another" refused "FAILED_PRECONDITION: group.members: disks/hdd-10 is a member of groups/g1" \
-  group create g5 --raid6 hdd-10 hdd-11 hdd-12 hdd-13
-check "refused: HDDs in a RAID-1 group" refused "INVALID_ARGUMENT: group.members: disks/hdd-11 is an HDD" group create g5 --raid1 hdd-11 hdd-12
+  group create g7 --raid6 hdd-10 hdd-11 hdd-12 hdd-13
+check "refused: HDDs in a RAID-1 group" refused "INVALID_ARGUMENT: group.members: disks/hdd-11 is an HDD" group create g7 --raid1 hdd-11 hdd-12
 check "refused: a read cache added to a running pool" refused "FAILED_PRECONDITION: pool: a read cache joins a pool only when the pool is built" \
-  group create g6 --read-cache ssd-03 --pool p1
-check "strata group create g5 --raid6 (4 new disks) --pool p1: OPTIMAL" bash -c \
-  "'$cli' --api $api group create g5 --raid6 hdd-11 hdd-12 hdd-13 hdd-14 --pool p1 | grep -q '^groups/g5 *RAID6 *OPTIMAL *2.0 GiB'"
+  group create g6 --read-cache ssd-05 --pool p1
+check "strata group create g7 --raid6 (4 new disks) --pool p1: OPTIMAL" bash -c \
+  "'$cli' --api $api group create g7 --raid6 hdd-11 hdd-12 hdd-13 hdd-14 --pool p1 | grep -q '^groups/g7 *RAID6 *OPTIMAL *2.0 GiB'"
 after=$(capacity)
-check "the pool's capacity tier grew by g5's 2 GiB, less its reserved areas ($before -> $after)" \
+check "the pool's capacity tier grew by g7's 2 GiB, less its reserved areas ($before -> $after)" \
   test $((after - before)) -ge $((1900 << 20)) -a $((after - before)) -le $((2048 << 20))
-check "pools/p1 names g5 last" bash -c "'$cli' --api $api pool show p1 | grep -q 'groups/g1,groups/g2,groups/g3,groups/g5'"
-check "hdd-11 is ONLINE as g5's member 0" bash -c "'$cli' --api $api disk show hdd-11 | grep -q 'ONLINE *groups/g5#0'"
+check "pools/p1 names g7 last" bash -c "'$cli' --api $api pool show p1 | grep -q 'groups/g1,groups/g2,groups/g3,groups/g7'"
+check "hdd-11 is ONLINE as g7's member 0" bash -c "'$cli' --api $api disk show hdd-11 | grep -q 'ONLINE *groups/g7#0'"
 
 # A second pool, over a group no pool has; a volume in it, served.
 for d in 15 16 17 18; do quiet s disk add hdd-$d --kind hdd --size 1G; done
@@ -218,8 +218,8 @@ start third
 check "after kill -9: hdd-10 is still g1's member 2, hdd-02 still a SPARE, g1 OPTIMAL" bash -c \
   "'$cli' --api $api disk show hdd-10 | grep -q 'ONLINE *groups/g1#2' && [[ \$('$cli' --api $api disk show hdd-02 | awk 'NR == 2 { print \$6 }') == SPARE ]] && [[ \$('$cli' --api $api group show g1 | awk 'NR == 2 { print \$3 }') == OPTIMAL ]]"
 check "after kill -9: the pattern reads back" pattern_reads
-check "after kill -9: g5 is assembled" test "$(group_state g5)" = OPTIMAL
-check "after kill -9: the pool still has g5's capacity" test "$(capacity)" = "$after"
+check "after kill -9: g7 is assembled" test "$(group_state g7)" = OPTIMAL
+check "after kill -9: the pool still has g7's capacity" test "$(capacity)" = "$after"
 check "after kill -9: p2 and its volume's data are back" quiet qemu-io -f raw -c 'read -P 0x2b 0 1M' -c 'read -P 0x2b 4M 64k' -c 'read -P 0x2b 7M 1M' "$lun2"
 check "strata controller show: it owns p1 and p2" bash -c "'$cli' --api $api controller show | grep -q 'pools/p1,pools/p2'"
 kill -TERM "$pid"; wait "$pid"
