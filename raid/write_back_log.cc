@@ -1,10 +1,11 @@
+#include "raid/write_back.h"
+
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <map>
 #include <random>
 
 #include "raid/device/invariant.h"
-#include "raid/write_back.h"
 #include "raid/write_back_parts.h"
 
 // The log's own work: reclaim (checkpoints), format, open and replay, and
