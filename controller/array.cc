@@ -312,8 +312,7 @@ std::expected<array::served_pool, error> array::load_pool(const v1::Pool& record
                            .config = config_.get(),
                            .loop = loop_.get_executor(),
                            .writer = state_writer_.get_executor(),
-                           .events = events_.get(),
-                           .pool = record.name()};
+                           .events = events_.get()};
     auto opened = write_cache::open(*log_group, record.write_log_group(), cached, wo, [this](const std::function<bool()>& ready) { wait(ready); });
     if (!opened) return std::unexpected(opened.error());
     p.write_cache = std::move(*opened);

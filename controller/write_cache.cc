@@ -114,7 +114,6 @@ device::block_device& write_cache::device_for(const disk_group& g) const noexcep
 }
 
 void write_cache::set_mode(raid::cache_mode m) {
-  requested_ = m;
   for (auto& c : cached_) c->device->set_mode(m);
 }
 

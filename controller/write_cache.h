@@ -44,7 +44,6 @@ struct write_cache_options {
   boost::asio::any_io_executor loop;
   boost::asio::any_io_executor writer;  // a thread that may block: the config store's synced writes
   event_log* events = nullptr;
-  std::string pool;  // "pools/p1", for events
 };
 
 class write_cache {
@@ -69,7 +68,6 @@ class write_cache {
   device::block_device& device_for(const disk_group& g) const noexcept;
   // An administrator's choice for the whole pool.
   void set_mode(raid::cache_mode m);
-  raid::cache_mode requested_mode() const noexcept { return requested_; }
   // The log group lost or regained a member.
   void redundancy_changed();
   // Stops destaging (what is dirty stays in the log for the next start).
@@ -93,7 +91,6 @@ class write_cache {
   disk_group& log_;
   write_cache_options options_;
   std::vector<std::unique_ptr<cached>> cached_;
-  raid::cache_mode requested_ = raid::cache_mode::write_back;
   double destage_mb_per_second_ = 0;
 };
 

@@ -594,10 +594,6 @@ void write_back_device::index_insert(record& rec, std::uint64_t lba, std::uint64
   }
 }
 
-void write_back_device::index_erase(std::uint64_t lba, std::uint64_t blocks) {
-  if (!index_.empty()) index_cut(lba, lba + blocks);
-}
-
 bool write_back_device::index_overlaps(std::uint64_t lba, std::uint64_t blocks) const {
   auto it = index_.upper_bound(lba);
   if (it != index_.begin() && std::prev(it)->first + std::prev(it)->second.blocks > lba) return true;
@@ -616,6 +612,12 @@ void write_back_device::mark_clean(const record* rec, std::uint64_t lba, std::ui
     dirty_blocks_ -= e.blocks;
     ++it;
   }
+}
+
+void write_back_device::pause_destage(const std::string& why) {
+  destage_paused_until_ = options_.clock->now() + std::chrono::seconds(5);
+  age_timer_->arm(destage_paused_until_);
+  note_event(why);
 }
 
 void write_back_device::lose(std::uint64_t lba, std::uint64_t blocks, const std::string& why) {
@@ -794,8 +796,7 @@ void write_back_device::on_gaps_read(request& r) noexcept {
   if (j.error) {
     // The group could not read its own blocks: nothing was written, the
     // data stays dirty in the log, and destage tries again later.
-    d.destage_paused_until_ = d.options_.clock->now() + std::chrono::seconds(5);
-    d.note_event("destage could not read the group (" + j.error.message() + "): the data stays in the write log");
+    d.pause_destage("destage could not read the group (" + j.error.message() + "): the data stays in the write log");
     return d.destage_done(j);
   }
   d.write_destage(j);
@@ -827,8 +828,7 @@ void write_back_device::on_destage_written(request& r) noexcept {
   if (j.error) {
     // The group failed the write: the data stays dirty in the log (reads
     // are served from it), and destage tries again later.
-    d.destage_paused_until_ = d.options_.clock->now() + std::chrono::seconds(5);
-    d.note_event("destage to the group failed (" + j.error.message() + "): the data stays in the write log");
+    d.pause_destage("destage to the group failed (" + j.error.message() + "): the data stays in the write log");
     d.group_unwritable(j.error);
   } else {
     ++d.counters_.stripes_destaged;

@@ -216,8 +216,6 @@ class write_back_device final : public device::forwarding_device {
   // Takes [a, b) out of the index's entries, trimming and splitting them.
   void index_cut(std::uint64_t a, std::uint64_t b);
   void index_insert(record& rec, std::uint64_t lba, std::uint64_t blocks, std::uint64_t log_block);
-  // Removes [lba, lba + blocks) from the index (a direct write over it).
-  void index_erase(std::uint64_t lba, std::uint64_t blocks);
   bool index_overlaps(std::uint64_t lba, std::uint64_t blocks) const;
   void mark_clean(const record* rec, std::uint64_t lba, std::uint64_t blocks);
 
@@ -238,6 +236,8 @@ class write_back_device final : public device::forwarding_device {
   void wake_space_waiters();
   void group_unwritable(std::error_code why);
   void note_event(const std::string& what);
+  // The group failed a destage or a flush: none for 5 s, then again.
+  void pause_destage(const std::string& why);
   void lose(std::uint64_t lba, std::uint64_t blocks, const std::string& why);
   void check_idle();
 

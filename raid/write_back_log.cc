@@ -106,9 +106,7 @@ void write_back_device::checkpoint_step(std::error_code ec) {
     checkpoint_in_flight_ = false;
     if (!c.retire) {
       if (c.at == checkpoint_io::step::group_flush) {
-        destage_paused_until_ = options_.clock->now() + std::chrono::seconds(5);
-        age_timer_->arm(destage_paused_until_);
-        note_event("a flush of the group failed (" + ec.message() + "): the write log keeps its data");
+        pause_destage("a flush of the group failed (" + ec.message() + "): the write log keeps its data");
         group_unwritable(ec);
       } else {
         fail_log(ec);
