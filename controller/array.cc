@@ -270,7 +270,13 @@ std::expected<void, error> array::reconcile_volumes(const std::string& pool_name
   tiering::pool& pool = *pool_named(pool_name)->pool;
   for (tiering::volume* v : pool.volumes()) {
     const std::string name = pool_name + "/volumes/" + v->record().name;
-    if (config_->get(name)) continue;
+    if (const auto bytes = config_->get(name)) {
+      // The volume's own write cache mode lives in its record only.
+      auto record = decode<v1::Volume>(name, *bytes);
+      if (!record) return std::unexpected(record.error());
+      v->set_write_through(record->write_cache() == v1::WRITE_THROUGH);
+      continue;
+    }
     std::optional<std::expected<void, error>> deleted;
     pool.delete_volume(v->record().name, [&](std::expected<void, error> r) { deleted = std::move(r); });
     wait([&] { return deleted.has_value(); });
@@ -558,6 +564,35 @@ std::expected<void, error> array::volume_statistics(const std::string& name, v1:
   out.set_performance_bytes(v->mapped_extents_on(tiering::tier::performance) * extent_bytes);
   out.set_capacity_bytes(v->mapped_extents_on(tiering::tier::capacity) * extent_bytes);
   out.set_allocated_bytes(out.performance_bytes() + out.capacity_bytes());
+  if (p->write_cache) {
+    // The volume's share of each cached group's dirty and lost blocks,
+    // extent by extent.
+    std::vector<const raid::write_back_device*> caches;
+    for (const std::string& g : p->groups) {
+      const disk_group* group = nullptr;
+      for (std::size_t i = 0; i < groups_.size(); ++i) {
+        if (group_names_[i] == g) group = groups_[i].get();
+      }
+      caches.push_back(group == nullptr ? nullptr : p->write_cache->cache_of(*group));
+    }
+    std::uint64_t dirty_bytes = 0, lost_bytes = 0;
+    bool write_back = !v->write_through();
+    for (const raid::write_back_device* c : caches) {
+      if (c != nullptr && c->mode() != raid::cache_mode::write_back) write_back = false;
+    }
+    for (std::uint64_t e = 0; e < v->extent_count(); ++e) {
+      const std::optional<tiering::extent_location> at = v->location(e);
+      if (!at || at->group >= caches.size() || caches[at->group] == nullptr) continue;
+      const raid::write_back_device& c = *caches[at->group];
+      const std::uint32_t block_bytes = c.geometry().logical_block_size_bytes;
+      const std::uint64_t blocks = extent_bytes / block_bytes;
+      dirty_bytes += c.dirty_blocks_in(at->extent * blocks, blocks) * block_bytes;
+      lost_bytes += c.lost_blocks_in(at->extent * blocks, blocks) * block_bytes;
+    }
+    out.set_write_cache(write_back ? "write-back" : "write-through");
+    out.set_dirty_bytes(dirty_bytes);
+    out.set_lost_bytes(lost_bytes);
+  }
   const auto s = samples_.find(name);
   if (s == samples_.end() || s->second.first.at == device::time_point{}) return {};  // one sample: no rates yet
   const auto& [before, last] = s->second;
@@ -671,6 +706,16 @@ std::expected<void, error> array::set_write_cache(const std::string& name, raid:
   if (p == nullptr) return std::unexpected(make_error(errc::not_found, "no pool " + name));
   if (!p->write_cache) return std::unexpected(make_error(errc::not_supported, name + " has no write log"));
   p->write_cache->set_mode(mode);
+  return {};
+}
+
+std::expected<void, error> array::set_volume_write_cache(const std::string& name, raid::cache_mode mode) {
+  const auto [p, v] = volume_named(name);
+  if (v == nullptr) return std::unexpected(make_error(errc::not_found, "no pool has volume " + name));
+  if (mode == raid::cache_mode::write_through && !p->write_cache) {
+    return std::unexpected(make_error(errc::not_supported, name + ": its pool has no write log"));
+  }
+  v->set_write_through(mode == raid::cache_mode::write_through);
   return {};
 }
 

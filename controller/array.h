@@ -126,6 +126,11 @@ class array {
   // the same): write-through destages what is dirty first, with events.
   // not_found: no such pool; not_supported: it has no write log.
   std::expected<void, error> set_write_cache(const std::string& name, raid::cache_mode mode);
+  // Volume `name`'s own write cache mode: write-through sends its writes
+  // past its pool's write-back cache from now on (request::write_through);
+  // write-back leaves them to the pool's mode. not_found: no such volume;
+  // not_supported: write-through asked of a pool with no write log.
+  std::expected<void, error> set_volume_write_cache(const std::string& name, raid::cache_mode mode);
   // A simulated drive in a new slot `name` ("hdd-20"): a sparse file in
   // the shelf's directory behind its kind's timing model, blank, unused.
   // Returns its Disk record for the caller to keep. Opening the file is a

@@ -1,6 +1,8 @@
 #include "controller/write_cache.h"
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
+#include <exception>
 #include <optional>
 
 #include "strata/v1/resources.pb.h"
@@ -13,6 +15,40 @@ namespace {
 // replayed (write_back_options::persist_retirement).
 std::string retired_key(const std::string& group_name) {
   return "write_logs/" + group_name.substr(group_name.rfind('/') + 1) + "/retired";
+}
+
+// Where it keeps the group's blocks lost with a failed log
+// (write_back_options::persist_lost): "LBA+COUNT" ranges, comma-separated.
+std::string lost_key(const std::string& group_name) {
+  return "write_logs/" + group_name.substr(group_name.rfind('/') + 1) + "/lost";
+}
+
+std::string encode_ranges(const device::block_range_set& set) {
+  std::string text;
+  set.for_each([&](std::uint64_t lba, std::uint64_t count) {
+    text += (text.empty() ? "" : ",") + std::to_string(lba) + "+" + std::to_string(count);
+  });
+  return text;
+}
+
+// What encode_ranges wrote; a range it cannot read is skipped (the store's
+// values are checksummed: this is a newer format, not a torn one).
+device::block_range_set decode_ranges(const std::string& text) {
+  device::block_range_set set;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t end = std::min(text.find(',', at), text.size());
+    const std::string range = text.substr(at, end - at);
+    const std::size_t plus = range.find('+');
+    if (plus != std::string::npos) {
+      try {
+        set.insert(std::stoull(range.substr(0, plus)), std::stoull(range.substr(plus + 1)));
+      } catch (const std::exception&) {
+      }
+    }
+    at = end + 1;
+  }
+  return set;
 }
 
 }  // namespace
@@ -37,6 +73,24 @@ raid::write_back_options write_cache::device_options(const cached& c) {
       auto committed = config->commit(b);
       const std::error_code ec = committed ? std::error_code{} : committed.error().code;
       boost::asio::post(loop, [done, ec] { done(ec); });
+    });
+  };
+  if (const auto lost = options_.config->get(lost_key(c.name))) o.lost_at_open = decode_ranges(*lost);
+  o.persist_lost = [config = options_.config, writer = options_.writer, events = options_.events, subject = c.name,
+                    key = lost_key(c.name)](const device::block_range_set& lost) {
+    // Encoded on the loop; written in call order by the one writer thread.
+    boost::asio::post(writer, [config, events, subject, key, text = encode_ranges(lost)] {
+      config_batch b;
+      if (text.empty()) {
+        b.erase(key);
+      } else {
+        b.put(key, text);
+      }
+      if (auto committed = config->commit(b); !committed) {
+        events->record(severity::error, subject,
+                       "write cache: its list of lost blocks could not be saved (" + committed.error().message +
+                           "): after a restart they would read as the group's older data");
+      }
     });
   };
   return o;
@@ -111,6 +165,13 @@ device::block_device& write_cache::device_for(const disk_group& g) const noexcep
     if (c->group == &g) return *c->device;
   }
   return g.device();
+}
+
+const raid::write_back_device* write_cache::cache_of(const disk_group& g) const noexcept {
+  for (const auto& c : cached_) {
+    if (c->group == &g) return c->device.get();
+  }
+  return nullptr;
 }
 
 void write_cache::set_mode(raid::cache_mode m) {

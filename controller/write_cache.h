@@ -68,6 +68,8 @@ class write_cache {
   device::block_device& device_for(const disk_group& g) const noexcept;
   // An administrator's choice for the whole pool.
   void set_mode(raid::cache_mode m);
+  // The write-back device standing in for `g`, or null (no slice).
+  const raid::write_back_device* cache_of(const disk_group& g) const noexcept;
   // The log group lost or regained a member.
   void redundancy_changed();
   // Stops destaging (what is dirty stays in the log for the next start).

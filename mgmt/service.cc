@@ -236,14 +236,22 @@ grpc::Status array_service::CreateVolume(grpc::ServerContext*, const v1::CreateV
   if (config_.get(name)) return fail(grpc::StatusCode::ALREADY_EXISTS, "volume_id", name + " exists");
   if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to create the volume in");
   const v1::Affinity affinity = in->volume().affinity() == v1::AFFINITY_UNSPECIFIED ? v1::AUTO : in->volume().affinity();
+  const v1::WriteCache write_cache = in->volume().write_cache() == v1::WRITE_CACHE_UNSPECIFIED ? v1::WRITE_BACK : in->volume().write_cache();
+  if (auto refused = check_volume_write_cache(in->parent(), write_cache); !refused.ok()) return refused;
   auto created = on_loop(*array_, [this, name, bytes, placement = placement_of(affinity)](auto done) {
     array_->create_volume(name, bytes, placement, std::move(done));
   });
   if (!created) return status_of(created.error(), "volume.size_bytes");
+  if (write_cache == v1::WRITE_THROUGH) {
+    // Before any host sees it: the record below says the same.
+    auto set = on_loop(*array_, [this, name](auto done) { done(array_->set_volume_write_cache(name, raid::cache_mode::write_through)); });
+    if (!set) return status_of(set.error(), "volume.write_cache");
+  }
   out->set_name(name);
   out->set_size_bytes(bytes);
   out->set_block_size_bytes(block_size_bytes);
   out->set_affinity(affinity);
+  out->set_write_cache(write_cache);
   out->set_serial(controller::new_volume_serial(in->volume_id()));
   controller::config_batch b;
   b.put(name, out->SerializeAsString());
@@ -255,7 +263,7 @@ grpc::Status array_service::CreateVolume(grpc::ServerContext*, const v1::CreateV
 }
 
 grpc::Status array_service::UpdateVolume(grpc::ServerContext*, const v1::UpdateVolumeRequest* in, v1::Volume* out) {
-  const auto paths = paths_of(in->update_mask(), {"size_bytes", "affinity"});
+  const auto paths = paths_of(in->update_mask(), {"size_bytes", "affinity", "write_cache"});
   if (!paths) return paths.error();
   const std::string& name = in->volume().name();
   std::lock_guard hold(changes_);
@@ -270,6 +278,11 @@ grpc::Status array_service::UpdateVolume(grpc::ServerContext*, const v1::UpdateV
         return invalid("volume.size_bytes", "shrinking from " + std::to_string(volume->size_bytes()) + " would lose data; volumes only grow");
       }
       updated.set_size_bytes(bytes);
+    } else if (p == "write_cache") {
+      const v1::WriteCache mode = in->volume().write_cache();
+      const std::string pool = name.substr(0, name.find("/volumes/"));
+      if (auto refused = check_volume_write_cache(pool, mode); !refused.ok()) return refused;
+      updated.set_write_cache(mode);
     } else {
       if (in->volume().affinity() == v1::AFFINITY_UNSPECIFIED) return invalid("volume.affinity", "AUTO, PERFORMANCE or CAPACITY");
       updated.set_affinity(in->volume().affinity());
@@ -289,9 +302,39 @@ grpc::Status array_service::UpdateVolume(grpc::ServerContext*, const v1::UpdateV
   controller::config_batch b;
   b.put(name, updated.SerializeAsString());
   if (auto done = commit(config_, b); !done.ok()) return done;
+  // After the record: a crash between the two leaves the next start in
+  // the recorded mode, and either mode keeps every acknowledged write.
+  const bool write_through = updated.write_cache() == v1::WRITE_THROUGH;
+  if (write_through != (volume->write_cache() == v1::WRITE_THROUGH)) {
+    auto set = on_loop(*array_, [this, name, write_through](auto done) {
+      done(array_->set_volume_write_cache(name, write_through ? raid::cache_mode::write_through : raid::cache_mode::write_back));
+    });
+    if (!set) return status_of(set.error(), "volume.write_cache");
+    if (write_through) {
+      v1::VolumeStatistics now;
+      (void)on_loop(*array_, [this, name, &now](auto done) { done(array_->volume_statistics(name, now)); });
+      array_->events().record(controller::severity::info, name,
+                              "write cache: writing through; its " + std::to_string(now.dirty_bytes()) +
+                                  " dirty bytes in the write log are destaged in the background");
+    }
+  }
   array_->events().record(controller::severity::info, name, "changed: size " + std::to_string(updated.size_bytes()) + " bytes, affinity " +
-                                                                v1::Affinity_Name(updated.affinity()));
+                                                                v1::Affinity_Name(updated.affinity()) + ", write cache " +
+                                                                v1::WriteCache_Name(updated.write_cache() == v1::WRITE_CACHE_UNSPECIFIED
+                                                                                        ? v1::WRITE_BACK
+                                                                                        : updated.write_cache()));
   *out = updated;
+  return grpc::Status::OK;
+}
+
+grpc::Status array_service::check_volume_write_cache(const std::string& pool_name, v1::WriteCache mode) {
+  if (mode != v1::WRITE_BACK && mode != v1::WRITE_THROUGH) return invalid("volume.write_cache", "WRITE_BACK or WRITE_THROUGH");
+  if (mode == v1::WRITE_BACK) return grpc::Status::OK;
+  const auto pool = read<v1::Pool>(config_, pool_name);
+  if (pool && pool->write_log_group().empty()) {
+    return fail(grpc::StatusCode::FAILED_PRECONDITION, "volume.write_cache",
+                pool_name + " has no write log (its write_log_group): its volumes write through already");
+  }
   return grpc::Status::OK;
 }
 

@@ -74,6 +74,9 @@ class array_service final : public v1::Array::Service {
   v1::Controller self() const;
   // A volume's affinity set, on the array and in its record (changes_ held).
   grpc::Status set_affinity(v1::Volume& volume, v1::Affinity affinity);
+  // Whether a volume of pool `pool_name` may have write cache `mode`:
+  // WRITE_BACK or WRITE_THROUGH, the latter only where the pool has a log.
+  grpc::Status check_volume_write_cache(const std::string& pool_name, v1::WriteCache mode);
 };
 
 }  // namespace strata::mgmt

@@ -32,6 +32,7 @@ write_back_device::write_back_device(device::block_device& group, device::block_
       next_seq_(sb.tail_seq),
       deferred_(group.executor()),
       zeros_(std::uint64_t{options.max_record_blocks} * wlog::block_bytes) {
+  lost_ = options.lost_at_open;
   geometry_.max_segments = std::min(group.geometry().max_segments, log.geometry().max_segments - 1);
   options_.stripe_blocks = std::max<std::uint64_t>(1, options_.stripe_blocks);
   // A record must fit a small log several times over, or a write could wait for room forever.
@@ -250,7 +251,8 @@ void write_back_device::start_write(host_io& h) {
   const request& outer = *h.outer;
   if (log_failed_) return write_after_failure(h, outer.lba);
   const bool bypass = outer.block_count >= options_.bypass_min_blocks;
-  if ((bypass || mode() == cache_mode::write_through) && !index_overlaps(outer.lba, outer.block_count)) {
+  if ((bypass || outer.write_through || mode() == cache_mode::write_through) &&
+      !index_overlaps(outer.lba, outer.block_count)) {
     return write_direct(h, outer.lba);
   }
   ++counters_.writes_logged;
@@ -391,7 +393,7 @@ void write_back_device::acknowledge_durable() {
     rec.acked_at = now;
     if (rec.blocks > 0) {
       index_insert(rec, rec.lba, rec.blocks, wlog::physical(rec.position, data_blocks_) + 1);
-      if (!lost_.empty()) lost_.erase(rec.lba, rec.blocks);
+      forget_lost(rec.lba, rec.blocks);
     }
     if (host_io* h = std::exchange(rec.owner, nullptr)) {
       host_part_done(*h, {});
@@ -446,7 +448,7 @@ void write_back_device::on_direct_written(request& r) noexcept {
   write_back_device& d = *h.dev;
   if (r.operation != op::flush) {
     if (!r.result) {
-      if (!d.lost_.empty()) d.lost_.erase(r.lba, r.block_count);
+      d.forget_lost(r.lba, r.block_count);
       ++d.direct_writes_since_flush_;
     }
     d.unlock(h);
@@ -537,7 +539,7 @@ void write_back_device::redo_direct(record& rec) {
       record& x = *static_cast<record*>(r.context);
       write_back_device& dv = *x.dev;
       if (!r.result) {
-        if (!dv.lost_.empty()) dv.lost_.erase(x.lba, x.blocks);
+        dv.forget_lost(x.lba, x.blocks);
         ++dv.direct_writes_since_flush_;
       }
       dv.unlock(x);
@@ -600,6 +602,18 @@ bool write_back_device::index_overlaps(std::uint64_t lba, std::uint64_t blocks) 
   return it != index_.end() && it->first < lba + blocks;
 }
 
+std::uint64_t write_back_device::dirty_blocks_in(std::uint64_t lba, std::uint64_t blocks) const {
+  const std::uint64_t end = lba + blocks;
+  std::uint64_t n = 0;
+  auto it = index_.upper_bound(lba);
+  if (it != index_.begin()) --it;
+  for (; it != index_.end() && it->first < end; ++it) {
+    const std::uint64_t a = std::max(it->first, lba), b = std::min(it->first + it->second.blocks, end);
+    if (it->second.dirty && a < b) n += b - a;
+  }
+  return n;
+}
+
 void write_back_device::mark_clean(const record* rec, std::uint64_t lba, std::uint64_t blocks) {
   for (auto it = index_.lower_bound(lba); it != index_.end() && it->first < lba + blocks;) {
     extent& e = it->second;
@@ -623,8 +637,15 @@ void write_back_device::pause_destage(const std::string& why) {
 void write_back_device::lose(std::uint64_t lba, std::uint64_t blocks, const std::string& why) {
   lost_.insert(lba, blocks);
   counters_.blocks_lost += blocks;
+  if (options_.persist_lost) options_.persist_lost(lost_);
   note_event("dirty data lost: blocks " + std::to_string(lba) + "+" + std::to_string(blocks) +
              " of the group read as media errors until written again (" + why + ")");
+}
+
+void write_back_device::forget_lost(std::uint64_t lba, std::uint64_t blocks) {
+  if (lost_.empty() || !lost_.intersects(lba, blocks)) return;
+  lost_.erase(lba, blocks);
+  if (options_.persist_lost) options_.persist_lost(lost_);
 }
 
 // ---------------------------------------------------------------------------

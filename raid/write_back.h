@@ -10,7 +10,8 @@
 //            at the first torn record loses nothing acknowledged. Then the
 //            dirty index (memory) points the blocks at the log.
 //            A long write over blocks the log holds nothing of goes to
-//            the group directly (bypass_min_blocks).
+//            the group directly (bypass_min_blocks), as does any write
+//            marked request::write_through (its volume writes through).
 //   read     blocks the index holds dirty are read from the log; the rest
 //            from the group. Always the newest acknowledged data.
 //   destage  in the background, oldest first: every dirty block of one
@@ -92,6 +93,15 @@ struct write_back_options {
   // and a log that reads again at the next start could bring older data
   // back over them.
   std::function<void(std::function<void(std::error_code)>)> persist_retirement;
+  // Blocks lost with an earlier log (persist_lost's last set): they read
+  // as media errors until written, as blocks lost here do.
+  device::block_range_set lost_at_open;
+  // The lost blocks changed (some lost, or lost ones written again): the
+  // owner keeps the set durably, elsewhere (the log may be what failed),
+  // and gives it back as lost_at_open at the next open, so that a restart
+  // never serves the group's older data for them. On the loop; only the
+  // last call's set matters.
+  std::function<void(const device::block_range_set&)> persist_lost;
   // Mode changes and lost data, in words, from the loop.
   std::function<void(const std::string&)> on_event;
 };
@@ -152,6 +162,11 @@ class write_back_device final : public device::forwarding_device {
   bool log_failed() const noexcept { return log_failed_; }
 
   std::uint64_t dirty_blocks() const noexcept { return dirty_blocks_; }
+  // Of the group's blocks [lba, lba + blocks): how many are dirty, and how
+  // many were lost with the log (what a volume's statistics report of the
+  // extents it has here). O(log n + the index entries in the range).
+  std::uint64_t dirty_blocks_in(std::uint64_t lba, std::uint64_t blocks) const;
+  std::uint64_t lost_blocks_in(std::uint64_t lba, std::uint64_t blocks) const { return lost_.count_in(lba, blocks); }
   std::uint64_t log_capacity_blocks() const noexcept { return data_blocks_; }
   std::uint64_t log_used_blocks() const noexcept { return head_ - tail_; }
   const write_back_counters& counters() const noexcept { return counters_; }
@@ -239,6 +254,9 @@ class write_back_device final : public device::forwarding_device {
   // The group failed a destage or a flush: none for 5 s, then again.
   void pause_destage(const std::string& why);
   void lose(std::uint64_t lba, std::uint64_t blocks, const std::string& why);
+  // Lost blocks [lba, +blocks) hold good data again (written, or
+  // discarded): no longer lost.
+  void forget_lost(std::uint64_t lba, std::uint64_t blocks);
   void check_idle();
 
   device::block_device& group_;

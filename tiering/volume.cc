@@ -251,6 +251,7 @@ void volume::submit_to_group(piece& p, op operation, extent_location where, bool
   p.req = request{};
   p.req.operation = operation;
   p.req.priority = p.owner->outer->priority;
+  p.req.write_through = write_through_ && operation == op::write;
   p.req.lba = where.extent * group_extent_blocks + p.first_block * group_blocks_per_block_;
   p.req.block_count = p.block_count * group_blocks_per_block_;
   p.req.buffers = p.segments;
@@ -415,6 +416,7 @@ void volume::allocate_and_write(piece& p) {
   p.req = request{};
   p.req.operation = op::write;
   p.req.priority = p.owner->outer->priority;
+  p.req.write_through = write_through_;
   p.req.lba = where->extent * extent_blocks_ * group_blocks_per_block_;
   p.req.block_count = extent_blocks_ * group_blocks_per_block_;
   p.req.buffers = p.segments;

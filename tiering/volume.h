@@ -128,6 +128,12 @@ class volume final : public device::block_device {
   // For the pool's set_placement, once the record is durable: new extents
   // and the migrator's next plan follow `placement`.
   void set_placement(affinity placement) noexcept { record_.placement = placement; }
+  // Whether its writes must reach the groups before they complete, past
+  // any write-back cache (request::write_through): the volume's
+  // write_cache mode, which the controller keeps; false (write-back) at
+  // first. Applies to writes submitted from then on.
+  void set_write_through(bool on) noexcept { write_through_ = on; }
+  bool write_through() const noexcept { return write_through_; }
 
   // For the pool's load: the extent map as committed.
   void load_mapping(std::uint64_t volume_extent, extent_location where) noexcept;
@@ -257,6 +263,7 @@ class volume final : public device::block_device {
   device::completion_queue deferred_;
   bool submitting_ = false;  // inside submit(): completions must wait for the loop
   std::string offline_reason_;  // empty: online
+  bool write_through_ = false;
 };
 
 }  // namespace strata::tiering

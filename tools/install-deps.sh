@@ -30,6 +30,12 @@ packages=(
   python3            # protocol tests that speak raw PDUs
   openssl            # the management API tests make a TLS certificate
 )
+# --pgbench: also what tools/pgbench/ needs (a real database on a Strata
+# LUN): PostgreSQL with pgbench, and qemu-storage-daemon (its FUSE export of
+# the LUN) with fuse3. Not needed to build or test.
+if [[ "${1:-}" == "--pgbench" ]]; then
+  packages+=(postgresql qemu-system-common fuse3)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -91,6 +91,11 @@ using completion_fn = void (*)(request&) noexcept;
 struct request {
   op operation = op::read;
   io_class priority = io_class::foreground;
+  // A write its volume wants on the backing store before it completes
+  // (the volume's write_cache is write-through): a write-back cache passes
+  // it on rather than logging it, unless the blocks are in its log already
+  // (raid/write_back.h). Other devices ignore it.
+  bool write_through = false;
   std::uint64_t lba = 0;
   std::uint64_t block_count = 0;
   // Scatter-gather list: each segment aligned to buffer_alignment_bytes and a
@@ -170,6 +175,7 @@ inline std::uint64_t transfer_bytes(const block_geometry& g, const request& req)
 inline void copy_io(const request& from, request& to) noexcept {
   to.operation = from.operation;
   to.priority = from.priority;
+  to.write_through = from.write_through;
   to.lba = from.lba;
   to.block_count = from.block_count;
   to.buffers = from.buffers;

@@ -1,6 +1,7 @@
 // A set of block numbers kept as disjoint, non-adjacent ranges.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <iterator>
 #include <map>
@@ -55,6 +56,25 @@ class block_range_set {
     if (it == ranges_.begin()) return false;
     --it;  // the range starting at or before lba; ranges never touch, so one must hold it all
     return it->second >= lba + count;
+  }
+
+  // How many blocks of [lba, lba + count) are in the set.
+  std::uint64_t count_in(std::uint64_t lba, std::uint64_t count) const {
+    const std::uint64_t end = lba + count;
+    std::uint64_t n = 0;
+    auto it = ranges_.upper_bound(lba);
+    if (it != ranges_.begin()) --it;
+    for (; it != ranges_.end() && it->first < end; ++it) {
+      const std::uint64_t a = std::max(it->first, lba), b = std::min(it->second, end);
+      if (a < b) n += b - a;
+    }
+    return n;
+  }
+
+  // Calls f(lba, count) for each range, in order.
+  template <class F>
+  void for_each(F f) const {
+    for (const auto& [start, end] : ranges_) f(start, end - start);
   }
 
   bool empty() const noexcept { return ranges_.empty(); }

@@ -200,6 +200,10 @@ TEST_CASE("write-back: a mirrored log that loses a member writes through and los
 TEST_CASE("write-back: a log gone with dirty data: its blocks are reported lost and read as errors, not stale",
           "[raid][write_back]") {
   rig r(6);
+  std::optional<std::uint64_t> persisted_lost;  // the owner's copy: blocks in the last set given
+  r.options.persist_lost = [&](const block_range_set& lost) { persisted_lost = lost.block_count(); };
+  r.stop();
+  r.open();
   write_blocks(r.loop, *r.wb, 100, stamped(100, 4, 1));
   r.drain();
   write_blocks(r.loop, *r.wb, 100, stamped(100, 2, 2));  // dirty, only in the log
@@ -208,6 +212,9 @@ TEST_CASE("write-back: a log gone with dirty data: its blocks are reported lost 
   CHECK(run(r.loop, *r.wb, *x) == make_error_code(errc::media_error));
   r.loop.run_until([&] { return r.wb->dirty_blocks() == 0; });
   CHECK(r.wb->counters().blocks_lost == 2);
+  CHECK(r.wb->lost_blocks_in(0, group_blocks) == 2);
+  CHECK(r.wb->lost_blocks_in(101, 10) == 1);
+  CHECK(persisted_lost == 2);  // kept where a restart finds it
   CHECK(r.wb->log_failed());
   // Stale data is never returned; a write makes the blocks whole again.
   auto y = io::make(op::read, 100, 1, bs);
@@ -215,7 +222,71 @@ TEST_CASE("write-back: a log gone with dirty data: its blocks are reported lost 
   CHECK(read_blocks(r.loop, *r.wb, 102, 2) == stamped(102, 2, 1));
   write_blocks(r.loop, *r.wb, 100, stamped(100, 2, 3));
   CHECK(read_blocks(r.loop, *r.wb, 100, 2) == stamped(100, 2, 3));
+  CHECK(persisted_lost == 0);
   CHECK(std::ranges::any_of(r.events, [](auto& e) { return e.find("dirty data lost") != std::string::npos; }));
+  r.stop();
+}
+
+TEST_CASE("write-back: a write its volume wants written through goes to the group, unless the log has its blocks",
+          "[raid][write_back]") {
+  rig r(7);
+  write_blocks(r.loop, *r.wb, 40, stamped(40, 4, 1));  // logged: dirty
+  auto through = [&](std::uint64_t lba, std::uint64_t blocks, std::uint64_t seq) {
+    auto x = io::make(op::write, lba, blocks, bs);
+    x->req.write_through = true;
+    auto data = stamped(lba, blocks, seq);
+    std::memcpy(x->buffer.data(), data.data(), data.size());
+    REQUIRE_FALSE(run(r.loop, *r.wb, *x));
+  };
+  through(200, 4, 2);  // blocks the log has nothing of: straight to the group
+  CHECK(r.wb->counters().writes_logged == 1);
+  CHECK(r.wb->counters().writes_direct == 1);
+  CHECK(read_blocks(r.loop, *r.group, 200, 4) == stamped(200, 4, 2));
+  CHECK(r.wb->dirty_blocks() == 4);
+  // Over blocks in the log: logged too, or a replay would bring the older
+  // record back over it.
+  through(42, 4, 3);
+  CHECK(r.wb->counters().writes_logged == 2);
+  CHECK(r.wb->dirty_blocks_in(40, 8) == 6);
+  CHECK(r.wb->dirty_blocks_in(0, 41) == 1);
+  CHECK(r.wb->dirty_blocks_in(100, 200) == 0);
+  auto expect = stamped(40, 2, 1);
+  auto tail = stamped(42, 4, 3);
+  expect.insert(expect.end(), tail.begin(), tail.end());
+  CHECK(read_blocks(r.loop, *r.wb, 40, 6) == expect);
+  r.drain();
+  CHECK(r.wb->dirty_blocks_in(0, group_blocks) == 0);
+  through(42, 4, 4);  // destaged and checkpointed: the log has nothing of them now
+  CHECK(r.wb->counters().writes_direct == 2);
+  CHECK(read_blocks(r.loop, *r.group, 42, 4) == stamped(42, 4, 4));
+  r.stop();
+}
+
+TEST_CASE("write-back: blocks lost with an earlier log stay lost across a restart until written",
+          "[raid][write_back]") {
+  rig r(8);
+  write_blocks(r.loop, *r.wb, 100, stamped(100, 4, 1));
+  r.drain();
+  // What the owner kept of the last log's losses, given back at the open.
+  r.options.lost_at_open.insert(100, 2);
+  std::optional<std::uint64_t> persisted_lost;
+  r.options.persist_lost = [&](const block_range_set& lost) { persisted_lost = lost.block_count(); };
+  r.stop();
+  r.open();
+  CHECK(r.wb->lost_blocks_in(0, group_blocks) == 2);
+  auto x = io::make(op::read, 99, 3, bs);
+  CHECK(run(r.loop, *r.wb, *x) == make_error_code(errc::media_error));  // never the group's older data
+  CHECK(read_blocks(r.loop, *r.wb, 102, 2) == stamped(102, 2, 1));
+  write_blocks(r.loop, *r.wb, 101, stamped(101, 1, 2));
+  CHECK(persisted_lost == 1);
+  auto y = io::make(op::read, 100, 1, bs);
+  CHECK(run(r.loop, *r.wb, *y) == make_error_code(errc::media_error));
+  write_blocks(r.loop, *r.wb, 100, stamped(100, 1, 3));
+  CHECK(persisted_lost == 0);
+  auto both = stamped(100, 1, 3);
+  const auto second = stamped(101, 1, 2);
+  both.insert(both.end(), second.begin(), second.end());
+  CHECK(read_blocks(r.loop, *r.wb, 100, 2) == both);
   r.stop();
 }
 
@@ -274,6 +345,7 @@ TEST_CASE("write-back: overlapping I/O, reordering disks, power cuts and log wri
       c.busy = true;
       if (kind < 5) {
         c.x = io::make(op::write, lba, blocks, bs);
+        c.x->req.write_through = rng() % 4 == 0;  // its volume writes through
         const std::uint64_t seq = next_seq++;
         auto data = stamped(lba, blocks, seq);
         std::memcpy(c.x->buffer.data(), data.data(), data.size());

@@ -254,6 +254,12 @@ class simulation {
     } else if (roll < 71 && !w_.metadata.fs->failing()) {
       note("the metadata store's syncs start failing");
       w_.metadata.fs->fail_syncs();
+    } else if (roll < 72) {
+      // An administrator turns a volume's write cache off or on: its
+      // writes go past the write-back cache (or back into it) from now on.
+      const std::size_t i = random_() % volumes_.size();
+      vol(i).set_write_through(!vol(i).write_through());
+      note(volumes_[i].name + (vol(i).write_through() ? " writes through" : " writes back"));
     } else if (roll < 73 && full_drive_ == nullptr) {
       // A disk's backing store fills (a sparse file on a full filesystem),
       // for a while: its writes to blocks it never held fail with

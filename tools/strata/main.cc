@@ -17,10 +17,13 @@
 //   pool list | pool show NAME          volume list [POOL] | volume show NAME
 //   host list | host show NAME          map list | map show NAME
 //   volume create NAME --size SIZE [--pool POOL] [--affinity auto|performance|capacity]
-//                 [--block-size 512|4096]   (512: 512e, the default; 4096: 4Kn)
+//                 [--block-size 512|4096] [--write-cache write-back|write-through]
+//                                       (512: 512e, the default; 4096: 4Kn)
 //   pool update NAME --write-cache write-back|write-through
 //                                       (a pool with a write log; write-through destages first)
-//   volume update NAME [--size SIZE] [--affinity …]     (volumes only grow)
+//   volume update NAME [--size SIZE] [--affinity …] [--write-cache write-back|write-through]
+//                                       (volumes only grow; write-through: past the pool's
+//                                        write-back cache, whatever the pool's mode)
 //   volume delete NAME [--wait]         (an operation; --wait: until it ends)
 //   volume move NAME --to capacity|performance [--wait]
 //                                       (its extents moved to one tier: an operation;
@@ -90,8 +93,9 @@ constexpr int exit_unreachable = 3;
                "  disk add NAME --kind hdd|ssd --size SIZE, disk fail|erase NAME, disk replace NAME --with DISK [--wait], disk spare|unspare NAME,\n"
                "  group create NAME --raid6|--raid1|--read-cache DISK... [--pool POOL], group scrub NAME [--wait],\n"
                "  pool create NAME GROUP... [--cache GROUP], pool update NAME --write-cache write-back|write-through,\n"
-               "  volume list [POOL], volume create NAME --size SIZE [--pool POOL] [--affinity auto|performance|capacity] [--block-size 512|4096],\n"
-               "  volume update NAME [--size SIZE] [--affinity A], volume delete NAME [--wait],\n"
+               "  volume list [POOL], volume create NAME --size SIZE [--pool POOL] [--affinity auto|performance|capacity] [--block-size 512|4096]\n"
+               "    [--write-cache write-back|write-through],\n"
+               "  volume update NAME [--size SIZE] [--affinity A] [--write-cache M], volume delete NAME [--wait],\n"
                "  volume move NAME --to capacity|performance [--wait],\n"
                "  host add NAME (--iqn IQN)... [--any] [--chap USER:SECRET [--mutual-chap USER:SECRET]],\n"
                "  host update NAME [(--iqn IQN)...] [--chap USER:SECRET | --no-chap] [--mutual-chap USER:SECRET],\n"
@@ -199,7 +203,8 @@ std::vector<std::string> row(const v1::Pool& p) {
           p.write_log_group().empty() ? "-" : p.write_cache() == v1::WRITE_THROUGH ? "write-through" : "write-back"};
 }
 std::vector<std::string> row(const v1::Volume& v) {
-  return {v.name(), size(v.size_bytes()), std::to_string(v.block_size_bytes()), v1::Affinity_Name(v.affinity()), v.serial()};
+  return {v.name(), size(v.size_bytes()), std::to_string(v.block_size_bytes()), v1::Affinity_Name(v.affinity()),
+          v.write_cache() == v1::WRITE_THROUGH ? "write-through" : "write-back", v.serial()};
 }
 std::vector<std::string> row(const v1::Host& h) {
   return {h.name(), h.any_initiator() ? "(every initiator)" : joined(h.iqns()), h.chap_user().empty() ? "no" : "yes"};
@@ -228,7 +233,8 @@ std::vector<std::string> row(const v1::VolumeStatistics& s) {
   return {s.volume(), fixed(s.read_iops(), 0), fixed(s.write_iops(), 0), fixed(s.read_mb_per_second(), 1),
           fixed(s.write_mb_per_second(), 1), fixed(s.read_latency_ms(), 2), fixed(s.write_latency_ms(), 2),
           fixed(s.cache_hit_fraction() * 100, 0) + "%", fixed(s.performance_tier_fraction() * 100, 0) + "%",
-          size(s.allocated_bytes()), size(s.performance_bytes()), size(s.capacity_bytes())};
+          size(s.allocated_bytes()), size(s.performance_bytes()), size(s.capacity_bytes()),
+          s.write_cache().empty() ? "-" : s.write_cache(), size(s.dirty_bytes()), size(s.lost_bytes())};
 }
 std::vector<std::string> row(const v1::PoolStatistics& s) {
   return {s.pool(), size(s.performance_bytes() - s.performance_free_bytes()) + " / " + size(s.performance_bytes()),
@@ -373,6 +379,11 @@ std::pair<std::string, std::string> credentials(const std::string& flag, const s
   return {value.substr(0, colon), value.substr(colon + 1)};
 }
 
+v1::WriteCache write_cache_of(const std::string& text) {
+  if (text == "write-back") return v1::WRITE_BACK;
+  if (text == "write-through") return v1::WRITE_THROUGH;
+  usage("--write-cache " + text + " is not write-back or write-through");
+}
 v1::Affinity affinity_of(const std::string& text) {
   if (text == "auto") return v1::AUTO;
   if (text == "performance") return v1::PERFORMANCE;
@@ -455,7 +466,7 @@ int main(int argc, char** argv) {
   }
   const std::vector<std::string> disk_h{"NAME", "SLOT", "KIND", "SIZE", "STATE", "GROUP#MEMBER", "READ ERRORS/TIMEOUTS", "MODEL", "SERIAL"},
       group_h{"NAME", "KIND", "STATE", "SIZE", "BACKGROUND", "REPAIRED BLOCKS", "MEMBERS"},
-      pool_h{"NAME", "GROUPS", "READ CACHE", "WRITE LOG", "WRITE CACHE"}, volume_h{"NAME", "SIZE", "BLOCK", "AFFINITY", "SERIAL"},
+      pool_h{"NAME", "GROUPS", "READ CACHE", "WRITE LOG", "WRITE CACHE"}, volume_h{"NAME", "SIZE", "BLOCK", "AFFINITY", "WRITE CACHE", "SERIAL"},
       host_h{"NAME", "INITIATORS", "CHAP"}, map_h{"NAME", "VOLUME", "HOST", "LUN"},
       op_h{"NAME", "KIND", "RESOURCE", "STATE", "PROGRESS", "ERROR"}, event_h{"TIME", "SEVERITY", "RESOURCE", "MESSAGE"};
   const std::vector<std::string> controller_h{"NAME", "STATE", "VERSION", "ISCSI PORTAL", "POOLS", "STARTED"};
@@ -487,6 +498,7 @@ int main(int argc, char** argv) {
     in.set_volume_id(name);
     in.mutable_volume()->set_size_bytes(bytes);
     in.mutable_volume()->set_affinity(affinity_of(flag("--affinity", "auto")));
+    if (flags.contains("--write-cache")) in.mutable_volume()->set_write_cache(write_cache_of(flag("--write-cache", "")));
     if (flags.contains("--block-size")) {
       const std::string block = flag("--block-size", "");
       if (block != "512" && block != "4096") usage("--block-size " + block + " is not 512 or 4096");
@@ -508,7 +520,11 @@ int main(int argc, char** argv) {
       in.mutable_volume()->set_affinity(affinity_of(flag("--affinity", "")));
       in.mutable_update_mask()->add_paths("affinity");
     }
-    if (in.update_mask().paths().empty()) usage("volume update needs --size or --affinity");
+    if (flags.contains("--write-cache")) {
+      in.mutable_volume()->set_write_cache(write_cache_of(flag("--write-cache", "")));
+      in.mutable_update_mask()->add_paths("write_cache");
+    }
+    if (in.update_mask().paths().empty()) usage("volume update needs --size, --affinity or --write-cache");
     return c.change<v1::UpdateVolumeRequest, v1::Volume>(&S::UpdateVolume, in, volume_h);
   }
   // An operation just started: printed at once, or with --wait when it
@@ -595,9 +611,7 @@ int main(int argc, char** argv) {
     v1::UpdatePoolRequest in;
     in.mutable_pool()->set_name(resource("pools/", name));
     if (!flags.contains("--write-cache")) usage("pool update needs --write-cache write-back|write-through");
-    const std::string mode = flag("--write-cache", "");
-    if (mode != "write-back" && mode != "write-through") usage("--write-cache " + mode + " is not write-back or write-through");
-    in.mutable_pool()->set_write_cache(mode == "write-back" ? v1::WRITE_BACK : v1::WRITE_THROUGH);
+    in.mutable_pool()->set_write_cache(write_cache_of(flag("--write-cache", "")));
     in.mutable_update_mask()->add_paths("write_cache");
     return c.change<v1::UpdatePoolRequest, v1::Pool>(&S::UpdatePool, in, pool_h);
   }
@@ -710,7 +724,8 @@ int main(int argc, char** argv) {
     if (noun == "volume") {
       return c.show<v1::VolumeStatistics>(&S::GetVolumeStatistics, volume_name(name),
                                           {"VOLUME", "READ IOPS", "WRITE IOPS", "READ MB/S", "WRITE MB/S", "READ MS", "WRITE MS",
-                                           "CACHE HITS", "SSD READS", "ALLOCATED", "ON SSD", "ON HDD"});
+                                           "CACHE HITS", "SSD READS", "ALLOCATED", "ON SSD", "ON HDD", "WRITE CACHE", "DIRTY",
+                                           "LOST"});
     }
     return c.show<v1::PoolStatistics>(&S::GetPoolStatistics, resource("pools/", name),
                                       {"POOL", "SSD USED", "HDD USED", "COMMITTED", "READ CACHE", "READ IOPS", "WRITE IOPS",
