@@ -77,6 +77,7 @@ struct world {
   std::unique_ptr<raid::raid1_group> log;
   // The capacity group as the pool sees it: write-back over its log.
   std::unique_ptr<raid::write_back_device> write_back;
+  device::block_range_set lost_blocks;  // the controller's copy (write_back_options::persist_lost)
   std::uint64_t bypass_min_blocks = 0;  // the seed's choice: long writes past the log, or none
   tiering::testing::faulty_metadata metadata;
   std::unique_ptr<tiering::metadata_store> store;

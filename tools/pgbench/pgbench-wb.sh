@@ -4,6 +4,7 @@
 #
 #   tools/pgbench/pgbench-wb.sh [--stratad PATH] [--cli PATH] [--scale N] [--clients N]
 #                               [--seconds S] [--repeat N] [--oltp-seconds S]
+# (--seconds 0: the OLTP part only; --oltp-seconds 0: pgbench only)
 #
 # stratad runs on its embedded default (the model drives: RAID-6 10+2 of
 # 10K HDD models, the write log on a RAID-1 pair of SSD models), with v1
@@ -56,12 +57,14 @@ chmod 755 "$state"
 mkdir -p "$state/mnt" "$state/sock" "$state/logs"
 touch "$state/lun"
 chown postgres "$state/sock" "$state/logs"
-array_pid= qsd_pid= loop=
+array_pid= qsd_pid= nbd_pid= loop=
 cleanup() {
   [[ -f "$state/mnt/pg/data/postmaster.pid" ]] && su postgres -c "$pgbin/pg_ctl -D '$state/mnt/pg/data' -m immediate stop" >/dev/null 2>&1
   mountpoint -q "$state/mnt" && umount "$state/mnt"
   [[ -n "$loop" ]] && losetup -d "$loop"
+  [[ -n "$nbd_pid" ]] && kill "$nbd_pid" 2>/dev/null && wait "$nbd_pid" 2>/dev/null
   [[ -n "$qsd_pid" ]] && kill "$qsd_pid" 2>/dev/null && wait "$qsd_pid" 2>/dev/null
+  mountpoint -q "$state/lun" && umount -l "$state/lun"
   [[ -n "$array_pid" ]] && kill "$array_pid" 2>/dev/null && wait "$array_pid" 2>/dev/null
   rm -rf "$state"
 }
@@ -84,26 +87,11 @@ s volume update v1 --affinity capacity >/dev/null || die "could not pin v1 to th
 
 qemu-storage-daemon \
   --blockdev "driver=iscsi,node-name=lun,transport=tcp,portal=127.0.0.1:$port,target=iqn.2026-11.io.strata:array,lun=0,initiator-name=iqn.2026-11.io.strata:pgbench" \
-  --export "type=fuse,id=lun,node-name=lun,mountpoint=$state/lun,writable=on" \
-  --nbd-server "addr.type=unix,addr.path=$state/nbd.sock" \
-  --export "type=nbd,id=nbd,node-name=lun,name=lun,writable=on" >"$state/qsd.out" 2>&1 &
+  --export "type=fuse,id=lun,node-name=lun,mountpoint=$state/lun,writable=on" >"$state/qsd.out" 2>&1 &
 qsd_pid=$!
-for _ in $(seq 100); do (($(stat -c %s "$state/lun") > 0)) && break; sleep 0.1; done
-(($(stat -c %s "$state/lun") > 0)) || { cat "$state/qsd.out" >&2; die "qemu-storage-daemon did not export the LUN"; }
-
-loop=$(losetup --find --show --sizelimit $((8 << 30)) "$state/lun") || die "losetup failed (no loop devices?)"
-mkfs.ext4 -q -F -E nodiscard "$loop" || die "mkfs.ext4 failed"
-mount -o noatime "$loop" "$state/mnt" || die "mounting the ext4 failed"
-mkdir "$state/mnt/pg" && chown postgres:postgres "$state/mnt/pg"
-as_postgres() { su postgres -c "$*"; }
-as_postgres "$pgbin/initdb -D '$state/mnt/pg/data' -N -A trust" >"$state/initdb.out" 2>&1 || { cat "$state/initdb.out" >&2; die "initdb failed"; }
-as_postgres "$pgbin/pg_ctl -D '$state/mnt/pg/data' -l '$state/logs/postgres.log' -w \
-  -o \"-p $pgport -k $state/sock -c listen_addresses=''\" start" >/dev/null || { cat "$state/logs/postgres.log" >&2; die "PostgreSQL did not start"; }
-pg() { "$pgbin/$1" -h "$state/sock" -p "$pgport" -U postgres "${@:2}"; }
-echo "loading pgbench at scale $scale (about $((scale * 16)) MB) through ext4, a loop device, FUSE and iSCSI..."
-t0=$(date +%s)
-pg pgbench -i -q -s "$scale" postgres >"$state/init.out" 2>&1 || { cat "$state/init.out" >&2; die "pgbench -i failed"; }
-echo "loaded in $(($(date +%s) - t0)) s; database $(pg psql -Atc "select pg_size_pretty(pg_database_size('postgres'))" postgres)"
+lun_bytes() { stat -c %s "$state/lun" 2>/dev/null || echo 0; }
+for _ in $(seq 100); do (($(lun_bytes) > 0)) && break; kill -0 "$qsd_pid" 2>/dev/null || break; sleep 0.1; done
+(($(lun_bytes) > 0)) || { cat "$state/qsd.out" >&2; die "qemu-storage-daemon did not export the LUN"; }
 
 # drained: the pool writes through until its log is empty
 drained() {
@@ -111,60 +99,86 @@ drained() {
   for _ in $(seq 600); do (($(stat_of dirty_bytes) == 0)) && return; sleep 0.2; done
   die "the write log did not drain in 120 s"
 }
-# run MODE N: one pgbench run; prints "tps mean_ms p99_ms"
-run() {
-  # The checkpoint writes what the last run left in shared buffers: while
-  # writing back, so that it takes seconds, not minutes.
-  s pool update p1 --write-cache write-back >/dev/null || die "pool update failed"
-  pg psql -qc checkpoint postgres || die "CHECKPOINT failed"
-  drained
-  s pool update p1 --write-cache "$1" >/dev/null || die "pool update failed"
-  rm -f "$state/logs"/run.*
-  pg pgbench -c "$clients" -j 2 -T "$seconds" -l --log-prefix="$state/logs/run" postgres >"$state/logs/$1.$2.out" 2>&1 ||
-    { cat "$state/logs/$1.$2.out" >&2; die "pgbench failed"; }
-  local tps
-  tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$state/logs/$1.$2.out")
-  # the per-transaction log: client, transaction, latency (µs), ...
-  cat "$state/logs"/run.* | awk '{ print $3 }' | sort -n | awk -v tps="$tps" \
-    '{ v[NR] = $1; sum += $1 } END { printf "%s %.2f %.2f\n", tps, sum / NR / 1000, v[int(NR * 0.99 + 0.5)] / 1000 }'
-}
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
-declare -A rows
-for r in $(seq "$repeat"); do
-  for mode in write-through write-back; do
-    line=$(run "$mode" "$r") || exit 1
-    rows[$mode]+="$line"$'\n'
-    echo "run $r, $mode: $line (TPS, mean ms, p99 ms)"
+if ((seconds > 0)); then
+  loop=$(losetup --find --show --sizelimit $((8 << 30)) "$state/lun") || die "losetup failed (no loop devices?)"
+  mkfs.ext4 -q -F -E nodiscard "$loop" || die "mkfs.ext4 failed"
+  mount -o noatime "$loop" "$state/mnt" || die "mounting the ext4 failed"
+  mkdir "$state/mnt/pg" && chown postgres:postgres "$state/mnt/pg"
+  as_postgres() { su postgres -c "$*"; }
+  as_postgres "$pgbin/initdb -D '$state/mnt/pg/data' -N -A trust" >"$state/initdb.out" 2>&1 || { cat "$state/initdb.out" >&2; die "initdb failed"; }
+  as_postgres "$pgbin/pg_ctl -D '$state/mnt/pg/data' -l '$state/logs/postgres.log' -w \
+    -o \"-p $pgport -k $state/sock -c listen_addresses=''\" start" >/dev/null || { cat "$state/logs/postgres.log" >&2; die "PostgreSQL did not start"; }
+  pg() { "$pgbin/$1" -h "$state/sock" -p "$pgport" -U postgres "${@:2}"; }
+  echo "loading pgbench at scale $scale (about $((scale * 16)) MB) through ext4, a loop device, FUSE and iSCSI..."
+  t0=$(date +%s)
+  pg pgbench -i -q -s "$scale" postgres >"$state/init.out" 2>&1 || { cat "$state/init.out" >&2; die "pgbench -i failed"; }
+  echo "loaded in $(($(date +%s) - t0)) s; database $(pg psql -Atc "select pg_size_pretty(pg_database_size('postgres'))" postgres)"
+
+  # run MODE N: one pgbench run; prints "tps mean_ms p99_ms"
+  run() {
+    # The checkpoint writes what the last run left in shared buffers: while
+    # writing back, so that it takes seconds, not minutes.
+    s pool update p1 --write-cache write-back >/dev/null || die "pool update failed"
+    pg psql -qc checkpoint postgres || die "CHECKPOINT failed"
+    drained
+    s pool update p1 --write-cache "$1" >/dev/null || die "pool update failed"
+    rm -f "$state/logs"/run.*
+    pg pgbench -c "$clients" -j 2 -T "$seconds" -l --log-prefix="$state/logs/run" postgres >"$state/logs/$1.$2.out" 2>&1 ||
+      { cat "$state/logs/$1.$2.out" >&2; die "pgbench failed"; }
+    local tps
+    tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$state/logs/$1.$2.out")
+    # the per-transaction log: client, transaction, latency (µs), ...
+    cat "$state/logs"/run.* | awk '{ print $3 }' | sort -n | awk -v tps="$tps" \
+      '{ v[NR] = $1; sum += $1 } END { printf "%s %.2f %.2f\n", tps, sum / NR / 1000, v[int(NR * 0.99 + 0.5)] / 1000 }'
+  }
+
+  declare -A rows
+  for r in $(seq "$repeat"); do
+    for mode in write-through write-back; do
+      line=$(run "$mode" "$r") || exit 1
+      rows[$mode]+="$line"$'\n'
+      echo "run $r, $mode: $line (TPS, mean ms, p99 ms)"
+    done
   done
-done
-field() { awk -v f="$2" 'NF { print $f }' <<<"${rows[$1]}" | median; }
-printf '\npgbench TPC-B-like, scale %s, %s clients, %s s, median of %s; v1 on RAID-6 10+2 (10K HDD models)\n' \
-  "$scale" "$clients" "$seconds" "$repeat"
-printf '%-14s %10s %14s %12s\n' "write cache" "TPS" "latency ms" "p99 ms"
-for mode in write-through write-back; do
-  printf '%-14s %10.1f %14.2f %12.2f\n' "$mode" "$(field "$mode" 1)" "$(field "$mode" 2)" "$(field "$mode" 3)"
-done
-printf 'write-back / write-through: %.2fx TPS\n' "$(echo "$(field write-back 1) / $(field write-through 1)" | bc -l)"
-echo "the pool's counters: $(stat_of writes_logged) writes logged, $(stat_of writes_through) written through," \
-  "$(stat_of full_stripe_destages) full-stripe destages"
+  field() { awk -v f="$2" 'NF { print $f }' <<<"${rows[$1]}" | median; }
+  printf '\npgbench TPC-B-like, scale %s, %s clients, %s s, median of %s; v1 on RAID-6 10+2 (10K HDD models)\n' \
+    "$scale" "$clients" "$seconds" "$repeat"
+  printf '%-14s %10s %14s %12s\n' "write cache" "TPS" "latency ms" "p99 ms"
+  for mode in write-through write-back; do
+    printf '%-14s %10.1f %14.2f %12.2f\n' "$mode" "$(field "$mode" 1)" "$(field "$mode" 2)" "$(field "$mode" 3)"
+  done
+  printf 'write-back / write-through: %.2fx TPS\n' "$(echo "$(field write-back 1) / $(field write-through 1)" | bc -l)"
+  echo "the pool's counters: $(stat_of writes_logged) writes logged, $(stat_of writes_through) written through," \
+    "$(stat_of full_stripe_destages) full-stripe destages"
+fi
 
 # The OLTP mix with the read cache (the pool's g4), on the same LUN past
-# the ext4: fio's NBD engine through qemu-storage-daemon's NBD export of it.
+# the ext4: fio's NBD engine through a second qemu-storage-daemon's NBD
+# export of it (a second iSCSI session).
 ((oltp_seconds > 0)) || exit 0
+qemu-storage-daemon \
+  --blockdev "driver=iscsi,node-name=lun,transport=tcp,portal=127.0.0.1:$port,target=iqn.2026-11.io.strata:array,lun=0,initiator-name=iqn.2026-11.io.strata:fio" \
+  --nbd-server "addr.type=unix,addr.path=$state/nbd.sock" \
+  --export "type=nbd,id=nbd,node-name=lun,name=lun,writable=on" >"$state/nbd.out" 2>&1 &
+nbd_pid=$!
+for _ in $(seq 100); do [[ -S "$state/nbd.sock" ]] && break; kill -0 "$nbd_pid" 2>/dev/null || break; sleep 0.1; done
+[[ -S "$state/nbd.sock" ]] || { cat "$state/nbd.out" >&2; die "qemu-storage-daemon did not export the LUN over NBD"; }
 fio_at() {  # NAME ARGS...: one fio job on the LUN's 16-18 GiB, JSON out
   fio --name="$1" --ioengine=nbd --uri="nbd+unix:///lun?socket=$state/nbd.sock" --offset=16g --size=2g \
-    --output-format=json "${@:2}"
+    --output-format=json --output="$state/logs/$1.json" "${@:2}" >"$state/logs/$1.fio.out" 2>&1 ||
+    { cat "$state/logs/$1.fio.out" >&2; return 1; }
 }
 echo
 echo "writing the OLTP region (2 GiB at 16 GiB, 1 MiB sequential writes)..."
-fio_at fill --rw=write --bs=1m --iodepth=8 >/dev/null || die "fio could not write the region"
+fio_at fill --rw=write --bs=1m --iodepth=8 || die "fio could not write the region"
 # oltp MODE N: prints "iops read_mean read_p99 write_mean write_p99" (ms)
 oltp() {
   drained
   s pool update p1 --write-cache "$1" >/dev/null || die "pool update failed"
-  fio_at oltp --rw=randrw --rwmixread=95 --bs=8k --iodepth=90 --random_distribution=zipf:1.1 \
-    --time_based --runtime="$oltp_seconds" >"$state/logs/oltp.$1.$2.json" || die "fio failed"
+  fio_at "oltp.$1.$2" --rw=randrw --rwmixread=95 --bs=8k --iodepth=90 --random_distribution=zipf:1.1 \
+    --time_based --runtime="$oltp_seconds" || die "fio failed"
   python3 - "$state/logs/oltp.$1.$2.json" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))["jobs"][0]

@@ -260,11 +260,15 @@ class torture {
           sc = scenario::plain;
           return "no rebuild: one is under way or a disk is failed";
         }
-        // A RAID-1 SSD member by default: a crash of a degraded RAID-6 group
-        // tears stripes whose lost strip no parity can restore (the degraded
-        // write hole, docs/raid-write-hole.md, open until the journal).
+        // A RAID-1 SSD member by default, of the performance tier (ssd-00,
+        // ssd-01) or of the write log (ssd-03, ssd-04: the cache writes
+        // through and drains while it rebuilds): a crash of a degraded
+        // RAID-6 group tears stripes whose lost strip no parity can restore
+        // (the degraded write hole, docs/raid-write-hole.md, open until the
+        // journal).
         const bool raid6 = s_.raid6_rebuilds && uniform(0, 1) == 0;
-        const std::string disk = raid6 ? "hdd-0" + std::to_string(uniform(0, 9)) : "ssd-0" + std::to_string(uniform(0, 1));
+        constexpr int raid1_ssds[] = {0, 1, 3, 4};
+        const std::string disk = raid6 ? "hdd-0" + std::to_string(uniform(0, 9)) : "ssd-0" + std::to_string(raid1_ssds[uniform(0, 3)]);
         std::string ignored;
         if (daemon_.cli({"disk", "fail", disk}, out) != 0) return "disk fail " + disk + " refused: " + first_line(out);
         if (daemon_.cli({"disk", "replace", disk, "--with", disk}, ignored) != 0) return "disk replace " + disk + " refused: " + first_line(ignored);
