@@ -200,9 +200,12 @@ std::string world::start(bool first_time) {
   wo.bypass_min_blocks = bypass_min_blocks;
   wo.destage_age = std::chrono::milliseconds(5);
   // The controller keeps the blocks lost with a failed log in its own
-  // store, which a power cut does not touch.
+  // store, which a power cut does not touch; what the device does while
+  // it winds down after the cut, the dead controller never records.
   wo.lost_at_open = lost_blocks;
-  wo.persist_lost = [this](const device::block_range_set& lost) { lost_blocks = lost; };
+  wo.persist_lost = [this](const device::block_range_set& lost) {
+    if (!lost_at_cut_) lost_blocks = lost;
+  };
   if (std::getenv("STRATA_SIM_TRACE") != nullptr) {
     wo.on_event = [](const std::string& e) { std::fprintf(stderr, "sim: write cache: %s\n", e.c_str()); };
   }

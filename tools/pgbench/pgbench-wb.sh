@@ -100,6 +100,23 @@ drained() {
   die "the write log did not drain in 120 s"
 }
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# alternate FUNCTION LEGEND: FUNCTION write-through N, then FUNCTION
+# write-back N, for each repeat N; each prints one line of figures, kept
+# in results[MODE] and shown with LEGEND
+declare -A results
+alternate() {
+  results=()
+  local r mode line
+  for r in $(seq "$repeat"); do
+    for mode in write-through write-back; do
+      line=$("$1" "$mode" "$r") || exit 1
+      results[$mode]+="$line"$'\n'
+      echo "run $r, $mode: $line ($2)"
+    done
+  done
+}
+# figure MODE K: the median of the K-th figure of MODE's runs
+figure() { awk -v f="$2" 'NF { print $f }' <<<"${results[$1]}" | median; }
 
 if ((seconds > 0)); then
   loop=$(losetup --find --show --sizelimit $((8 << 30)) "$state/lun") || die "losetup failed (no loop devices?)"
@@ -134,22 +151,14 @@ if ((seconds > 0)); then
       '{ v[NR] = $1; sum += $1 } END { printf "%s %.2f %.2f\n", tps, sum / NR / 1000, v[int(NR * 0.99 + 0.5)] / 1000 }'
   }
 
-  declare -A rows
-  for r in $(seq "$repeat"); do
-    for mode in write-through write-back; do
-      line=$(run "$mode" "$r") || exit 1
-      rows[$mode]+="$line"$'\n'
-      echo "run $r, $mode: $line (TPS, mean ms, p99 ms)"
-    done
-  done
-  field() { awk -v f="$2" 'NF { print $f }' <<<"${rows[$1]}" | median; }
+  alternate run "TPS, mean ms, p99 ms"
   printf '\npgbench TPC-B-like, scale %s, %s clients, %s s, median of %s; v1 on RAID-6 10+2 (10K HDD models)\n' \
     "$scale" "$clients" "$seconds" "$repeat"
   printf '%-14s %10s %14s %12s\n' "write cache" "TPS" "latency ms" "p99 ms"
   for mode in write-through write-back; do
-    printf '%-14s %10.1f %14.2f %12.2f\n' "$mode" "$(field "$mode" 1)" "$(field "$mode" 2)" "$(field "$mode" 3)"
+    printf '%-14s %10.1f %14.2f %12.2f\n' "$mode" "$(figure "$mode" 1)" "$(figure "$mode" 2)" "$(figure "$mode" 3)"
   done
-  printf 'write-back / write-through: %.2fx TPS\n' "$(echo "$(field write-back 1) / $(field write-through 1)" | bc -l)"
+  printf 'write-back / write-through: %.2fx TPS\n' "$(echo "$(figure write-back 1) / $(figure write-through 1)" | bc -l)"
   echo "the pool's counters: $(stat_of writes_logged) writes logged, $(stat_of writes_through) written through," \
     "$(stat_of full_stripe_destages) full-stripe destages"
 fi
@@ -187,20 +196,12 @@ print("%.0f %.2f %.2f %.2f %.2f" % (j["read"]["iops"] + j["write"]["iops"], ms("
                                     ms("write", "mean"), ms("write", "p99")))
 PY
 }
-declare -A mix
-for r in $(seq "$repeat"); do
-  for mode in write-through write-back; do
-    line=$(oltp "$mode" "$r") || exit 1
-    mix[$mode]+="$line"$'\n'
-    echo "run $r, $mode: $line (IOPS, read mean/p99 ms, write mean/p99 ms)"
-  done
-done
-mixed() { awk -v f="$2" 'NF { print $f }' <<<"${mix[$1]}" | median; }
+alternate oltp "IOPS, read mean/p99 ms, write mean/p99 ms"
 printf '\nOLTP: 8 KiB, 95%% reads, 90 in flight, zipf:1.1 over 2 GiB, %s s, median of %s; RAID-6 with the read cache\n' \
   "$oltp_seconds" "$repeat"
 printf '%-14s %8s %12s %12s %12s %12s\n' "write cache" "IOPS" "read ms" "read p99" "write ms" "write p99"
 for mode in write-through write-back; do
-  printf '%-14s %8.0f %12.2f %12.2f %12.2f %12.2f\n' "$mode" "$(mixed "$mode" 1)" "$(mixed "$mode" 2)" "$(mixed "$mode" 3)" \
-    "$(mixed "$mode" 4)" "$(mixed "$mode" 5)"
+  printf '%-14s %8.0f %12.2f %12.2f %12.2f %12.2f\n' "$mode" "$(figure "$mode" 1)" "$(figure "$mode" 2)" "$(figure "$mode" 3)" \
+    "$(figure "$mode" 4)" "$(figure "$mode" 5)"
 done
-printf 'write-back / write-through: %.2fx IOPS\n' "$(echo "$(mixed write-back 1) / $(mixed write-through 1)" | bc -l)"
+printf 'write-back / write-through: %.2fx IOPS\n' "$(echo "$(figure write-back 1) / $(figure write-through 1)" | bc -l)"
