@@ -134,10 +134,13 @@ void write_back_device::submit(request& req) noexcept {
       start_write(h);
       break;
     case op::flush:
-      if (log_failed_ || direct_writes_since_flush_ > 0) {
+      if (log_failed_ || direct_writes_since_flush_ > 0 || group_flushes_in_flight_ > 0) {
         // Writes went to the group directly: they need its flush. Logged
-        // ones were durable when acknowledged.
+        // ones were durable when acknowledged. A group flush already on
+        // its way covers the direct writes before it, but is not done: a
+        // flush behind it may not be answered first, so it sends its own.
         direct_writes_since_flush_ = 0;
+        ++group_flushes_in_flight_;
         h.direct = request{};
         h.direct.operation = op::flush;
         h.direct.priority = req.priority;
@@ -446,7 +449,9 @@ void write_back_device::write_direct(host_io& h, std::uint64_t from) {
 void write_back_device::on_direct_written(request& r) noexcept {
   host_io& h = *static_cast<host_io*>(r.context);
   write_back_device& d = *h.dev;
-  if (r.operation != op::flush) {
+  if (r.operation == op::flush) {
+    --d.group_flushes_in_flight_;
+  } else {
     if (!r.result) {
       d.forget_lost(r.lba, r.block_count);
       ++d.direct_writes_since_flush_;

@@ -288,6 +288,7 @@ class write_back_device final : public device::forwarding_device {
   std::deque<host_io*> space_waiters_;  // writes waiting for log space, in arrival order
   std::uint64_t host_in_flight_ = 0;
   std::uint64_t direct_writes_since_flush_ = 0;
+  std::uint64_t group_flushes_in_flight_ = 0;  // host flushes sent on to the group, not yet done
   device::completion_queue deferred_;
   // Direct writes and destages: one at a time over any block of the group,
   // in arrival order.

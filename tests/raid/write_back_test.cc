@@ -262,6 +262,41 @@ TEST_CASE("write-back: a write its volume wants written through goes to the grou
   r.stop();
 }
 
+// A flush that finds a group flush already on its way (sent for writes
+// before it) must not be answered first: the writes it covers are not
+// durable until a group flush that follows them completes. Found by
+// strata-torture while the write log's SSD was being rebuilt (every write
+// went to the group directly).
+TEST_CASE("write-back: a flush is answered only after a group flush that covers the direct writes before it",
+          "[raid][write_back]") {
+  rig r(9);
+  r.wb->set_mode(cache_mode::write_through);
+  write_blocks(r.loop, *r.wb, 300, stamped(300, 2, 1));  // straight to the group, in its volatile cache
+  CHECK(r.wb->counters().writes_direct == 1);
+  r.group->hang();  // the group's flushes are on their way, not done
+  auto first = io::flush();
+  auto second = io::flush();
+  r.wb->submit(first->req);
+  r.wb->submit(second->req);
+  for (int i = 0; i < 1000 && r.loop.step(); ++i) {
+  }
+  CHECK(first->completions == 0);
+  CHECK(second->completions == 0);  // not answered while the write before it may still be lost
+  r.group->resume();
+  r.loop.run_until([&] { return first->completions == 1 && second->completions == 1; });
+  CHECK_FALSE(second->req.result);
+  int settled = 0;
+  r.group->power_cut(power_loss::drop, [&] { ++settled; });
+  r.log->power_cut(power_loss::drop, [&] { ++settled; });
+  r.loop.run_until([&] { return settled == 2; });
+  r.stop();
+  r.group->power_on();
+  r.log->power_on();
+  r.open();
+  CHECK(read_blocks(r.loop, *r.wb, 300, 2) == stamped(300, 2, 1));
+  r.stop();
+}
+
 TEST_CASE("write-back: blocks lost with an earlier log stay lost across a restart until written",
           "[raid][write_back]") {
   rig r(8);
