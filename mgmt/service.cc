@@ -234,10 +234,10 @@ grpc::Status array_service::CreateVolume(grpc::ServerContext*, const v1::CreateV
   }
   const std::string name = in->parent() + "/volumes/" + in->volume_id();
   if (config_.get(name)) return fail(grpc::StatusCode::ALREADY_EXISTS, "volume_id", name + " exists");
-  if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to create the volume in");
-  const v1::Affinity affinity = in->volume().affinity() == v1::AFFINITY_UNSPECIFIED ? v1::AUTO : in->volume().affinity();
   const v1::WriteCache write_cache = in->volume().write_cache() == v1::WRITE_CACHE_UNSPECIFIED ? v1::WRITE_BACK : in->volume().write_cache();
   if (auto refused = check_volume_write_cache(in->parent(), write_cache); !refused.ok()) return refused;
+  if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to create the volume in");
+  const v1::Affinity affinity = in->volume().affinity() == v1::AFFINITY_UNSPECIFIED ? v1::AUTO : in->volume().affinity();
   auto created = on_loop(*array_, [this, name, bytes, placement = placement_of(affinity)](auto done) {
     array_->create_volume(name, bytes, placement, std::move(done));
   });

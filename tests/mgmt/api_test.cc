@@ -495,6 +495,16 @@ TEST_CASE("api: updates name their fields in a mask, and volumes only grow", "[m
   CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::INVALID_ARGUMENT, "volume.size_bytes"));
   in.mutable_update_mask()->set_paths(0, "affinity");
   CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::INVALID_ARGUMENT, "volume.affinity"));
+  in.mutable_update_mask()->set_paths(0, "write_cache");
+  CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::INVALID_ARGUMENT, "volume.write_cache"));
+  in.mutable_volume()->set_write_cache(v1::WRITE_THROUGH);  // p1 has no write log: it writes through already
+  CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::FAILED_PRECONDITION, "volume.write_cache"));
+  v1::CreateVolumeRequest create;
+  create.set_parent("pools/p1");
+  create.set_volume_id("v3");
+  create.mutable_volume()->set_size_bytes(1u << 30);
+  create.mutable_volume()->set_write_cache(v1::WRITE_THROUGH);
+  CHECK(refused(a.call(&v1::Array::Stub::CreateVolume, create, out), grpc::StatusCode::FAILED_PRECONDITION, "volume.write_cache"));
   in.mutable_volume()->set_name("pools/p1/volumes/v9");
   CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::NOT_FOUND, "volume.name"));
 }
