@@ -949,13 +949,16 @@ grpc::Status array_service::UpdateDisk(grpc::ServerContext*, const v1::UpdateDis
   if (!disk) return fail(grpc::StatusCode::NOT_FOUND, "disk.name", name + " does not exist");
   if (array_ == nullptr) return fail(grpc::StatusCode::UNAVAILABLE, "", "no array to change the disk in");
   const bool spare = in->disk().spare();
+  const bool was = disk->spare();
   auto changed = on_loop(*array_, [this, name, spare](auto done) { done(array_->drives().set_spare(name, spare)); });
   if (!changed) return status_of(changed.error(), "disk.spare");
   disk->set_spare(spare);
   controller::config_batch b;
   b.put(name, disk->SerializeAsString());
   if (auto done = commit(config_, b); !done.ok()) {
-    (void)on_loop(*array_, [this, name, spare](auto undo) { undo(array_->drives().set_spare(name, !spare)); });
+    // Back to what it was (not to the opposite of what was asked: asking
+    // a spare to be a spare changes nothing to undo).
+    if (was != spare) (void)on_loop(*array_, [this, name, was](auto undo) { undo(array_->drives().set_spare(name, was)); });
     return done;
   }
   *out = *disk;
