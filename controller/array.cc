@@ -295,14 +295,15 @@ std::expected<void, error> array::open_pool(const std::string& bytes) {
   return {};
 }
 
+disk_group* array::group_named(const std::string& name) const {
+  for (std::size_t i = 0; i < groups_.size(); ++i) {
+    if (group_names_[i] == name) return groups_[i].get();
+  }
+  return nullptr;
+}
+
 std::expected<array::served_pool, error> array::load_pool(const v1::Pool& record, bool on_loop) {
   if (pools_.contains(record.name())) return std::unexpected(make_error(errc::invalid_argument, record.name() + " is open already"));
-  auto group_named = [&](const std::string& name) -> disk_group* {
-    for (std::size_t i = 0; i < groups_.size(); ++i) {
-      if (group_names_[i] == name) return groups_[i].get();
-    }
-    return nullptr;
-  };
   served_pool p;
   std::vector<write_cache::cached_group> cached;
   for (const std::string& name : record.groups()) {
@@ -569,10 +570,7 @@ std::expected<void, error> array::volume_statistics(const std::string& name, v1:
     // extent by extent.
     std::vector<const raid::write_back_device*> caches;
     for (const std::string& g : p->groups) {
-      const disk_group* group = nullptr;
-      for (std::size_t i = 0; i < groups_.size(); ++i) {
-        if (group_names_[i] == g) group = groups_[i].get();
-      }
+      const disk_group* group = group_named(g);
       caches.push_back(group == nullptr ? nullptr : p->write_cache->cache_of(*group));
     }
     std::uint64_t dirty_bytes = 0, lost_bytes = 0;

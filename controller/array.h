@@ -249,6 +249,8 @@ class array {
   // Pool `name` ("pools/p1"), or null.
   served_pool* pool_named(std::string_view name);
   const served_pool* pool_named(std::string_view name) const;
+  // Group `name` ("groups/g1"), or null.
+  disk_group* group_named(const std::string& name) const;
   // Volume `name` ("pools/p1/volumes/v1") and its pool, or nulls.
   std::pair<served_pool*, tiering::volume*> volume_named(std::string_view name) const;
   // Opens pool `record`'s store and pool over its groups, blocking.
