@@ -240,7 +240,8 @@ int main(int argc, char** argv) {
   }
   // The server checks the three go together and reads the files: its
   // message names the one at fault.
-  auto api = strata::mgmt::management_server::start((*array)->config(), array->get(), grpc_address, grpc_security);
+  strata::controller::management manage((*array)->config(), array->get());
+  auto api = strata::mgmt::management_server::start(manage, grpc_address, grpc_security);
   if (!api) {
     say("error", api.error().message);
     (*array)->close();

@@ -209,8 +209,7 @@ std::expected<std::shared_ptr<grpc::ServerCredentials>, error> credentials_for(c
 
 }  // namespace
 
-std::expected<std::unique_ptr<management_server>, error> management_server::start(controller::config_store& config,
-                                                                                  controller::array* array,
+std::expected<std::unique_ptr<management_server>, error> management_server::start(controller::management& manage,
                                                                                   const std::string& address,
                                                                                   const security_options& security) {
   auto credentials = credentials_for(address, security);
@@ -218,7 +217,7 @@ std::expected<std::unique_ptr<management_server>, error> management_server::star
   // Registers the reflection service with every server built from here on;
   // called explicitly so that the linker keeps it.
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  std::unique_ptr<management_server> s(new management_server(config, array));
+  std::unique_ptr<management_server> s(new management_server(manage));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, *credentials, &s->port_);
   builder.RegisterService(&s->service_);

@@ -19,7 +19,7 @@
 #include <memory>
 #include <string>
 
-#include "controller/config_store.h"
+#include "controller/management.h"
 #include "mgmt/service.h"
 #include "raid/device/status.h"
 
@@ -35,12 +35,11 @@ struct security_options {
 class management_server {
  public:
   // Serves at `address` ("127.0.0.1:50051"; port 0: any free one).
-  // `array` may be null (service.h). Refused, with a message naming what
+  // `manage`'s array may be null (service.h). Refused, with a message naming what
   // to fix: an address off loopback without `security`; only some of
   // `security`; a file that cannot be read or holds no certificate, key or
   // valid token; a key that is not the certificate's.
-  static std::expected<std::unique_ptr<management_server>, error> start(controller::config_store& config,
-                                                                        controller::array* array,
+  static std::expected<std::unique_ptr<management_server>, error> start(controller::management& manage,
                                                                         const std::string& address,
                                                                         const security_options& security = {});
   ~management_server();
@@ -49,7 +48,7 @@ class management_server {
   void stop();
 
  private:
-  management_server(controller::config_store& config, controller::array* array) : service_(config, array) {}
+  explicit management_server(controller::management& manage) : service_(manage) {}
   array_service service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

@@ -1,26 +1,25 @@
 // The management API's service (proto/strata/v1/array.proto): the array's
 // resources as the controller keeps them in its config store.
 //
+// It translates: a request to a call of controller::management (which
+// checks, applies, records and undoes every change) and its answer or
+// refusal back to a response or a status; lists are paged here.
+//
 // Threads: gRPC's. The handlers read the config store, which is safe from
-// any thread (controller/config_store.h). A change to the array runs on the
-// array's loop (posted there); the handler waits for it, on its gRPC
-// thread, never on the loop. Changes are serialised by one mutex: each
-// checks, applies and records as one step.
+// any thread (controller/config_store.h), and wait for the management
+// calls on their gRPC thread, never on the array's loop.
 #pragma once
 
-#include <mutex>
-
-#include "controller/array.h"
-#include "controller/config_store.h"
+#include "controller/management.h"
 #include "strata/v1/array.grpc.pb.h"
 
 namespace strata::mgmt {
 
 class array_service final : public v1::Array::Service {
  public:
-  // `array`: the running array that changes are applied to; null: the
-  // resources can be read, and changes are refused (UNAVAILABLE).
-  array_service(controller::config_store& config, controller::array* array) : config_(config), array_(array) {}
+  // `manage`'s array may be null: the resources can be read, and changes
+  // that pass their checks are refused (UNAVAILABLE).
+  explicit array_service(controller::management& manage) : manage_(manage), config_(manage.config()) {}
 
   static constexpr const char* version = "0.1.0";
 
@@ -66,17 +65,8 @@ class array_service final : public v1::Array::Service {
   grpc::Status ListEvents(grpc::ServerContext*, const v1::ListRequest* in, v1::ListEventsResponse* out) override;
 
  private:
-  controller::config_store& config_;
-  controller::array* array_;
-  std::mutex changes_;
-  const std::int64_t started_ms_ = controller::unix_ms_now();  // the daemon's start, near enough
-  // This controller, as it stands.
-  v1::Controller self() const;
-  // A volume's affinity set, on the array and in its record (changes_ held).
-  grpc::Status set_affinity(v1::Volume& volume, v1::Affinity affinity);
-  // Whether a volume of pool `pool_name` may have write cache `mode`:
-  // WRITE_BACK or WRITE_THROUGH, the latter only where the pool has a log.
-  grpc::Status check_volume_write_cache(const std::string& pool_name, v1::WriteCache mode);
+  controller::management& manage_;
+  const controller::config_store& config_;
 };
 
 }  // namespace strata::mgmt

@@ -55,6 +55,7 @@ struct tls_files {
 struct api {
   temp_dir dir;
   std::unique_ptr<controller::config_store> config;
+  std::unique_ptr<controller::management> manage;  // over no array: every check answers, changes are UNAVAILABLE
   std::unique_ptr<mgmt::management_server> server;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Array::Stub> stub;
@@ -84,7 +85,8 @@ struct api {
       b.put(v.name(), v.SerializeAsString());
     }
     REQUIRE(config->commit(b));
-    auto s = mgmt::management_server::start(*config, nullptr, "127.0.0.1:0", tls ? tls->options() : mgmt::security_options{});
+    manage = std::make_unique<controller::management>(*config, nullptr);
+    auto s = mgmt::management_server::start(*manage, "127.0.0.1:0", tls ? tls->options() : mgmt::security_options{});
     if (!s) FAIL(s.error().message);
     server = std::move(*s);
     auto credentials = grpc::InsecureChannelCredentials();
@@ -222,7 +224,8 @@ TEST_CASE("api: off loopback the server refuses to start, saying why", "[mgmt]")
   temp_dir dir;
   auto c = controller::config_store::open((dir.path() / "config").string());
   REQUIRE(c);
-  auto s = mgmt::management_server::start(**c, nullptr, "0.0.0.0:0");
+  controller::management manage(**c, nullptr);
+  auto s = mgmt::management_server::start(manage, "0.0.0.0:0");
   REQUIRE_FALSE(s);
   CHECK(s.error().code == errc::permission_denied);
   CHECK(s.error().message.find("TLS") != std::string::npos);
@@ -289,14 +292,16 @@ using started = std::expected<std::unique_ptr<mgmt::management_server>, error>;
 struct empty_store {
   temp_dir dir;
   std::unique_ptr<controller::config_store> config;
+  std::unique_ptr<controller::management> manage;
 
   empty_store() {
     auto c = controller::config_store::open((dir.path() / "config").string());
     REQUIRE(c);
     config = std::move(*c);
+    manage = std::make_unique<controller::management>(*config, nullptr);
   }
   started start(const mgmt::security_options& security, const std::string& address = "127.0.0.1:0") {
-    return mgmt::management_server::start(*config, nullptr, address, security);
+    return mgmt::management_server::start(*manage, address, security);
   }
 };
 

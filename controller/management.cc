@@ -1,0 +1,864 @@
+#include "controller/management.h"
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <cctype>
+#include <future>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "target/iscsi/chap.h"
+
+namespace strata::controller {
+
+namespace {
+
+using kind = refusal::kind;
+
+std::unexpected<refusal> refuse(kind why, std::string field, std::string message) {
+  return std::unexpected(refusal{why, std::move(field), std::move(message)});
+}
+
+std::unexpected<refusal> invalid(std::string field, std::string message) {
+  return refuse(kind::invalid, std::move(field), std::move(message));
+}
+
+std::unexpected<refusal> refused(const error& e, const std::string& field = {}) { return std::unexpected(refusal_of(e, field)); }
+
+// Runs `change` on the array's loop and waits for what it reports. No
+// time limit (management.h).
+std::expected<void, error> on_loop(array& a, std::function<void(std::function<void(std::expected<void, error>)>)> change) {
+  auto result = std::make_shared<std::promise<std::expected<void, error>>>();
+  auto reported = result->get_future();
+  boost::asio::post(a.executor(), [result, change = std::move(change)] {
+    change([result](std::expected<void, error> r) { result->set_value(std::move(r)); });
+  });
+  return reported.get();
+}
+
+template <class Message>
+std::optional<Message> read(const config_store& config, const std::string& name) {
+  const auto bytes = config.get(name);
+  Message m;
+  if (!bytes || !m.ParseFromString(*bytes)) return std::nullopt;
+  return m;
+}
+
+// A short name for a new resource: [a-z][a-z0-9-]*, at most 63.
+bool valid_id(const std::string& id) {
+  if (id.empty() || id.size() > 63 || id[0] < 'a' || id[0] > 'z') return false;
+  return std::ranges::all_of(id, [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; });
+}
+
+std::unexpected<refusal> bad_id(const std::string& field, const std::string& id) {
+  return invalid(field, "\"" + id + "\" is not [a-z][a-z0-9-]*, at most 63");
+}
+
+// The fields an update names, each checked against the ones `allowed`.
+outcome<void> check_fields(const std::vector<std::string>& fields, std::initializer_list<std::string_view> allowed) {
+  std::string names;
+  for (const std::string_view a : allowed) names += (names.empty() ? "" : ", ") + std::string(a);
+  if (fields.empty()) return invalid("update_mask", "empty; name the fields to change (" + names + ")");
+  for (const std::string& f : fields) {
+    if (std::ranges::find(allowed, f) == allowed.end()) return invalid("update_mask", "\"" + f + "\" cannot be changed; these can: " + names);
+  }
+  return {};
+}
+
+// iSCSI names compare case-insensitively (RFC 3722 folds them to lower case).
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// An iSCSI name (RFC 3720 3.2.6.3): iqn., eui. or naa., at most 223 bytes.
+bool valid_iscsi_name(const std::string& n) {
+  if (n.size() > 223 || n.size() < 5) return false;
+  const std::string folded = lower(n);
+  if (!folded.starts_with("iqn.") && !folded.starts_with("eui.") && !folded.starts_with("naa.")) return false;
+  return std::ranges::none_of(n, [](char c) { return c <= ' ' || c == ',' || static_cast<unsigned char>(c) >= 0x7f; });
+}
+
+bool is_volume_name(const std::string& name) { return name.find("/volumes/") != std::string::npos; }
+
+tiering::affinity placement_of(v1::Affinity a) {
+  return a == v1::PERFORMANCE ? tiering::affinity::performance
+         : a == v1::CAPACITY  ? tiering::affinity::archive
+                              : tiering::affinity::automatic;
+}
+
+std::unexpected<refusal> no_array(const std::string& to) { return refuse(kind::unavailable, "", "no array " + to); }
+
+}  // namespace
+
+refusal refusal_of(const error& e, const std::string& field) {
+  switch (static_cast<errc>(e.code.value())) {
+    case errc::no_space:
+      return {kind::no_space, field, e.message};
+    case errc::invalid_argument:
+      return {kind::invalid, field, e.message};
+    case errc::not_found:
+      return {kind::not_found, field, e.message};
+    case errc::timed_out:
+      return {kind::timed_out, field, e.message};
+    case errc::busy:           // the resource's state does not allow it now
+    case errc::not_supported:  // nor its make-up (a pool without a write log)
+      return {kind::precondition, field, e.message};
+    default:
+      return {kind::internal, field, e.message};
+  }
+}
+
+bool is_pool_name(std::string_view name) {
+  return name.starts_with("pools/") && name.size() > 6 && name.find('/', 6) == std::string_view::npos;
+}
+
+outcome<void> management::commit(const config_batch& b) {
+  if (auto done = config_.commit(b); !done) return refused(done.error());
+  return {};
+}
+
+// ---- volumes ----
+
+outcome<v1::Volume> management::create_volume(const std::string& pool, const std::string& volume_id, const v1::Volume& want) {
+  if (pool.empty()) return invalid("parent", "the pool to create the volume in, e.g. pools/p1");
+  if (!valid_id(volume_id)) return bad_id("volume_id", volume_id);
+  const std::uint64_t bytes = want.size_bytes();
+  if (bytes == 0 || bytes % 4096 != 0) return invalid("volume.size_bytes", std::to_string(bytes) + " is not a positive multiple of 4096");
+  // 0 (unset) is the default, 512e: 512-byte logical blocks over the
+  // pool's 4096-byte ones, which every initiator (qemu among them) takes.
+  const std::uint32_t block_size_bytes = want.block_size_bytes() == 0 ? 512 : want.block_size_bytes();
+  if (block_size_bytes != 512 && block_size_bytes != 4096) {
+    return invalid("volume.block_size_bytes", std::to_string(block_size_bytes) + " is not 512 (512e, the default) or 4096 (4Kn)");
+  }
+  std::lock_guard hold(changes_);
+  if (!is_pool_name(pool) || !config_.get(pool)) return refuse(kind::not_found, "parent", pool + " is not a pool");
+  const std::string name = pool + "/volumes/" + volume_id;
+  if (config_.get(name)) return refuse(kind::exists, "volume_id", name + " exists");
+  const v1::WriteCache write_cache = want.write_cache() == v1::WRITE_CACHE_UNSPECIFIED ? v1::WRITE_BACK : want.write_cache();
+  if (auto ok = check_volume_write_cache(pool, write_cache); !ok) return std::unexpected(ok.error());
+  if (array_ == nullptr) return no_array("to create the volume in");
+  const v1::Affinity affinity = want.affinity() == v1::AFFINITY_UNSPECIFIED ? v1::AUTO : want.affinity();
+  auto created = on_loop(*array_, [this, name, bytes, placement = placement_of(affinity)](auto done) {
+    array_->create_volume(name, bytes, placement, std::move(done));
+  });
+  if (!created) return refused(created.error(), "volume.size_bytes");
+  if (write_cache == v1::WRITE_THROUGH) {
+    // Before any host sees it: the record below says the same.
+    auto set = on_loop(*array_, [this, name](auto done) { done(array_->set_volume_write_cache(name, raid::cache_mode::write_through)); });
+    if (!set) return refused(set.error(), "volume.write_cache");
+  }
+  v1::Volume out;
+  out.set_name(name);
+  out.set_size_bytes(bytes);
+  out.set_block_size_bytes(block_size_bytes);
+  out.set_affinity(affinity);
+  out.set_write_cache(write_cache);
+  out.set_serial(new_volume_serial(volume_id));
+  config_batch b;
+  b.put(name, out.SerializeAsString());
+  // A crash before this commit leaves a volume in the pool with no record:
+  // the next start deletes it (array::reconcile_volumes).
+  if (auto done = commit(b); !done) return std::unexpected(done.error());
+  array_->events().record(severity::info, name, "created, " + std::to_string(bytes) + " bytes");
+  return out;
+}
+
+outcome<v1::Volume> management::update_volume(const v1::Volume& want, const std::vector<std::string>& fields) {
+  if (auto ok = check_fields(fields, {"size_bytes", "affinity", "write_cache"}); !ok) return std::unexpected(ok.error());
+  const std::string& name = want.name();
+  std::lock_guard hold(changes_);
+  auto volume = is_volume_name(name) ? read<v1::Volume>(config_, name) : std::nullopt;
+  if (!volume) return refuse(kind::not_found, "volume.name", name + " does not exist");
+  v1::Volume updated = *volume;
+  for (const std::string& f : fields) {
+    if (f == "size_bytes") {
+      const std::uint64_t bytes = want.size_bytes();
+      if (bytes == 0 || bytes % 4096 != 0) return invalid("volume.size_bytes", std::to_string(bytes) + " is not a positive multiple of 4096");
+      if (bytes < volume->size_bytes()) {
+        return invalid("volume.size_bytes", "shrinking from " + std::to_string(volume->size_bytes()) + " would lose data; volumes only grow");
+      }
+      updated.set_size_bytes(bytes);
+    } else if (f == "write_cache") {
+      const std::string pool = name.substr(0, name.find("/volumes/"));
+      if (auto ok = check_volume_write_cache(pool, want.write_cache()); !ok) return std::unexpected(ok.error());
+      updated.set_write_cache(want.write_cache());
+    } else {
+      if (want.affinity() == v1::AFFINITY_UNSPECIFIED) return invalid("volume.affinity", "AUTO, PERFORMANCE or CAPACITY");
+      updated.set_affinity(want.affinity());
+    }
+  }
+  if (array_ == nullptr) return no_array("to change the volume in");
+  if (updated.size_bytes() != volume->size_bytes()) {
+    auto grown = on_loop(*array_, [this, name, bytes = updated.size_bytes()](auto done) { array_->resize_volume(name, bytes, std::move(done)); });
+    if (!grown) return refused(grown.error(), "volume.size_bytes");
+  }
+  if (updated.affinity() != volume->affinity()) {
+    auto placed = on_loop(*array_, [this, name, p = placement_of(updated.affinity())](auto done) {
+      array_->set_placement(name, p, std::move(done));
+    });
+    if (!placed) return refused(placed.error(), "volume.affinity");
+  }
+  config_batch b;
+  b.put(name, updated.SerializeAsString());
+  if (auto done = commit(b); !done) return std::unexpected(done.error());
+  // After the record: a crash between the two leaves the next start in
+  // the recorded mode, and either mode keeps every acknowledged write.
+  const bool write_through = updated.write_cache() == v1::WRITE_THROUGH;
+  if (write_through != (volume->write_cache() == v1::WRITE_THROUGH)) {
+    auto set = on_loop(*array_, [this, name, write_through](auto done) {
+      done(array_->set_volume_write_cache(name, write_through ? raid::cache_mode::write_through : raid::cache_mode::write_back));
+    });
+    if (!set) return refused(set.error(), "volume.write_cache");
+    if (write_through) {
+      v1::VolumeStatistics now;
+      (void)on_loop(*array_, [this, name, &now](auto done) { done(array_->volume_statistics(name, now)); });
+      array_->events().record(severity::info, name,
+                              "write cache: writing through; its " + std::to_string(now.dirty_bytes()) +
+                                  " dirty bytes in the write log are destaged in the background");
+    }
+  }
+  array_->events().record(severity::info, name, "changed: size " + std::to_string(updated.size_bytes()) + " bytes, affinity " +
+                                                    v1::Affinity_Name(updated.affinity()) + ", write cache " +
+                                                    v1::WriteCache_Name(updated.write_cache() == v1::WRITE_CACHE_UNSPECIFIED
+                                                                            ? v1::WRITE_BACK
+                                                                            : updated.write_cache()));
+  return updated;
+}
+
+outcome<void> management::check_volume_write_cache(const std::string& pool_name, v1::WriteCache mode) const {
+  if (mode != v1::WRITE_BACK && mode != v1::WRITE_THROUGH) return invalid("volume.write_cache", "WRITE_BACK or WRITE_THROUGH");
+  if (mode == v1::WRITE_BACK) return {};
+  const auto pool = read<v1::Pool>(config_, pool_name);
+  if (pool && pool->write_log_group().empty()) {
+    return refuse(kind::precondition, "volume.write_cache", pool_name + " has no write log (its write_log_group): its volumes write through already");
+  }
+  return {};
+}
+
+outcome<void> management::set_affinity(v1::Volume& volume, v1::Affinity affinity) {
+  auto placed = on_loop(*array_, [this, name = volume.name(), p = placement_of(affinity)](auto done) {
+    array_->set_placement(name, p, std::move(done));
+  });
+  if (!placed) return refused(placed.error(), "volume.affinity");
+  volume.set_affinity(affinity);
+  config_batch b;
+  b.put(volume.name(), volume.SerializeAsString());
+  return commit(b);
+}
+
+outcome<v1::Operation> management::move_volume(const std::string& name, v1::Affinity to) {
+  if (to != v1::CAPACITY && to != v1::PERFORMANCE) return invalid("affinity", "CAPACITY (off the SSD tier) or PERFORMANCE (onto it)");
+  std::lock_guard hold(changes_);
+  auto volume = is_volume_name(name) ? read<v1::Volume>(config_, name) : std::nullopt;
+  if (!volume) return refuse(kind::not_found, "name", name + " does not exist");
+  if (array_ == nullptr) return no_array("to move the volume in");
+  const v1::Affinity before = volume->affinity();
+  if (auto set = set_affinity(*volume, to); !set) return std::unexpected(set.error());
+  // Cancelled on the canceller's thread (a gRPC handler's): the affinity
+  // goes back as it was, on the array and in the record, as one change.
+  auto op = std::make_shared<std::string>();
+  v1::Operation out = array_->operations().start("volume.move", name, [this, name, before, op] {
+    std::lock_guard again(changes_);
+    bool stopped = false;
+    (void)on_loop(*array_, [this, op, &stopped](auto done) {
+      stopped = array_->stop_following(*op);
+      done({});
+    });
+    if (!stopped) return;  // it ended meanwhile: what it did stands
+    if (auto back = read<v1::Volume>(config_, name)) {
+      if (auto undone = set_affinity(*back, before); !undone) {
+        array_->events().record(severity::error, name, "its affinity could not be put back: " + undone.error().message);
+      }
+    }
+  });
+  *op = out.name();
+  (void)on_loop(*array_, [this, name, tier = to == v1::CAPACITY ? tiering::tier::capacity : tiering::tier::performance,
+                          op = out.name()](auto done) {
+    array_->follow_move(name, tier, op);
+    done({});
+  });
+  array_->events().record(severity::info, name,
+                          std::string(to == v1::CAPACITY ? "drain off the SSD tier" : "move onto the SSD tier") + " started (" + out.name() + ")");
+  return out;
+}
+
+outcome<v1::Operation> management::delete_volume(const std::string& name) {
+  std::lock_guard hold(changes_);
+  auto volume = is_volume_name(name) ? read<v1::Volume>(config_, name) : std::nullopt;
+  if (!volume) return refuse(kind::not_found, "name", name + " does not exist");
+  for (const auto& [key, bytes] : config_.list("mappings/")) {
+    v1::Mapping m;
+    if (m.ParseFromString(bytes) && m.volume() == name) {
+      return refuse(kind::precondition, "name", name + " is mapped (" + key + "); delete its mappings first");
+    }
+  }
+  if (array_ == nullptr) return no_array("to delete the volume from");
+  // The record goes first: from now on the volume is gone for the API,
+  // and a restart before the pool has let it go finishes the delete.
+  config_batch b;
+  b.erase(name);
+  b.erase("reservations/" + name);
+  if (auto done = commit(b); !done) return std::unexpected(done.error());
+  v1::Operation out = array_->operations().start("volume.delete", name);
+  boost::asio::post(array_->executor(), [array = array_, name, op = out.name()] {
+    array->delete_volume(name, [array, name, op](std::expected<void, error> r) {
+      array->operations().finish(op, r);
+      if (r) {
+        array->events().record(severity::info, name, "deleted");
+      } else {
+        array->events().record(severity::error, name, "its delete failed: " + r.error().message);
+      }
+    });
+  });
+  return out;
+}
+
+// ---- pools ----
+
+outcome<v1::Pool> management::update_pool(const v1::Pool& want, const std::vector<std::string>& fields) {
+  if (auto ok = check_fields(fields, {"write_cache"}); !ok) return std::unexpected(ok.error());
+  const std::string& name = want.name();
+  std::lock_guard hold(changes_);
+  auto pool = is_pool_name(name) ? read<v1::Pool>(config_, name) : std::nullopt;
+  if (!pool) return refuse(kind::not_found, "pool.name", name + " does not exist");
+  const v1::WriteCache mode = want.write_cache();
+  if (mode != v1::WRITE_BACK && mode != v1::WRITE_THROUGH) return invalid("pool.write_cache", "WRITE_BACK or WRITE_THROUGH");
+  if (pool->write_log_group().empty()) {
+    return refuse(kind::precondition, "pool.write_cache", name + " has no write log (its write_log_group): it writes through, and cannot write back");
+  }
+  if (array_ == nullptr) return no_array("to change the pool in");
+  v1::Pool updated = *pool;
+  updated.set_write_cache(mode);
+  // Recorded first: the next start opens the pool in the mode asked for.
+  config_batch b;
+  b.put(name, updated.SerializeAsString());
+  if (auto done = commit(b); !done) return std::unexpected(done.error());
+  auto set = on_loop(*array_, [this, name, mode](auto done) {
+    done(array_->set_write_cache(name, mode == v1::WRITE_BACK ? raid::cache_mode::write_back : raid::cache_mode::write_through));
+  });
+  if (!set) return refused(set.error(), "pool.write_cache");
+  array_->events().record(severity::info, name, std::string("changed: write cache ") + v1::WriteCache_Name(mode));
+  return updated;
+}
+
+outcome<v1::Pool> management::create_pool(const std::string& pool_id, const v1::Pool& want) {
+  if (!valid_id(pool_id)) return bad_id("pool_id", pool_id);
+  if (want.groups().empty()) return invalid("pool.groups", "a pool needs one or more RAID-6 or RAID-1 groups");
+  std::lock_guard hold(changes_);
+  const std::string name = "pools/" + pool_id;
+  if (config_.get(name)) return refuse(kind::exists, "pool_id", name + " exists");
+  // Every group a pool has, and which.
+  std::map<std::string, std::string> taken;
+  for (const auto& [key, bytes] : config_.list("pools/")) {
+    v1::Pool other;
+    if (key.find('/', 6) != std::string::npos || !other.ParseFromString(bytes)) continue;
+    for (const std::string& g : other.groups()) taken[g] = key;
+    if (!other.read_cache_group().empty()) taken[other.read_cache_group()] = key;
+    if (!other.write_log_group().empty()) taken[other.write_log_group()] = key;
+  }
+  std::set<std::string> seen;
+  for (const std::string& g : want.groups()) {
+    auto group = g.starts_with("groups/") ? read<v1::DiskGroup>(config_, g) : std::nullopt;
+    if (!group) return refuse(kind::not_found, "pool.groups", g + " does not exist");
+    if (!seen.insert(g).second) return invalid("pool.groups", g + " is listed twice");
+    if (group->kind() == v1::READ_CACHE) return invalid("pool.groups", g + " is a read cache: name it as pool.read_cache_group");
+    if (group->kind() == v1::WRITE_LOG) return invalid("pool.groups", g + " is a write log: name it as pool.write_log_group");
+    if (taken.contains(g)) return refuse(kind::precondition, "pool.groups", g + " is in " + taken[g]);
+  }
+  if (const std::string& cache = want.read_cache_group(); !cache.empty()) {
+    auto group = cache.starts_with("groups/") ? read<v1::DiskGroup>(config_, cache) : std::nullopt;
+    if (!group) return refuse(kind::not_found, "pool.read_cache_group", cache + " does not exist");
+    if (group->kind() != v1::READ_CACHE) return invalid("pool.read_cache_group", cache + " is " + v1::GroupKind_Name(group->kind()) + ", not READ_CACHE");
+    if (taken.contains(cache)) return refuse(kind::precondition, "pool.read_cache_group", cache + " is in " + taken[cache]);
+  }
+  if (!want.write_log_group().empty()) {
+    // The write log's replay runs at start-up, where the loop is the
+    // array's alone; a pool made through the API writes through.
+    return refuse(kind::unimplemented, "pool.write_log_group",
+                  "a write log is set up with the pool in the configuration file's build sections (write_log); "
+                  "pools made through the API write through");
+  }
+  if (array_ == nullptr) return no_array("to make the pool in");
+  v1::Pool out = want;
+  out.set_name(name);
+  // Recorded first: a crash before it is open opens it at the next start.
+  config_batch b;
+  b.put(name, out.SerializeAsString());
+  if (auto done = commit(b); !done) return std::unexpected(done.error());
+  if (auto opened = array_->add_pool(out); !opened) {
+    config_batch undo;  // a failed request changes nothing
+    undo.erase(name);
+    (void)config_.commit(undo);
+    return refused(opened.error(), "pool");
+  }
+  array_->events().record(severity::info, name, "created over " + std::to_string(want.groups_size()) + " group(s)");
+  return out;
+}
+
+// ---- hosts and mappings ----
+
+outcome<void> management::check_host(const v1::Host& h) const {
+  if (h.iqns().empty() && !h.any_initiator()) return invalid("host.iqns", "a host needs an initiator name, or any_initiator");
+  std::set<std::string> own;
+  for (const std::string& iqn : h.iqns()) {
+    if (!valid_iscsi_name(iqn)) return invalid("host.iqns", "\"" + iqn + "\" is not an iSCSI name (iqn.…, eui.… or naa.…)");
+    if (!own.insert(lower(iqn)).second) return invalid("host.iqns", iqn + " is listed twice");
+  }
+  if (h.chap_user().empty() != h.chap_secret().empty()) {
+    return invalid(h.chap_user().empty() ? "host.chap_user" : "host.chap_secret", "CHAP needs both a user and a secret");
+  }
+  if (h.mutual_chap_user().empty() != h.mutual_chap_secret().empty()) {
+    return invalid(h.mutual_chap_user().empty() ? "host.mutual_chap_user" : "host.mutual_chap_secret", "mutual CHAP needs both a user and a secret");
+  }
+  if (!h.mutual_chap_user().empty() && h.chap_user().empty()) return invalid("host.mutual_chap_user", "mutual CHAP needs CHAP");
+  if (!h.chap_user().empty()) {
+    const auto access = host_access_of(h);
+    if (auto bad = iscsi::check_chap_secrets(*access.chap, std::nullopt)) return invalid("host.chap_secret", *bad);
+    if (auto bad = iscsi::check_chap_secrets(*access.chap, access.mutual_chap)) return invalid("host.mutual_chap_secret", *bad);
+  }
+  for (const auto& [key, bytes] : config_.list("hosts/")) {
+    v1::Host other;
+    if (key == h.name() || !other.ParseFromString(bytes)) continue;
+    if (h.any_initiator() && other.any_initiator()) return refuse(kind::exists, "host.any_initiator", key + " already stands for every initiator");
+    for (const std::string& iqn : other.iqns()) {
+      if (own.contains(lower(iqn))) return refuse(kind::exists, "host.iqns", iqn + " belongs to " + key);
+    }
+  }
+  return {};
+}
+
+outcome<v1::Host> management::create_host(const std::string& host_id, const v1::Host& want) {
+  if (!valid_id(host_id)) return bad_id("host_id", host_id);
+  v1::Host host = want;
+  host.set_name("hosts/" + host_id);
+  std::lock_guard hold(changes_);
+  if (config_.get(host.name())) return refuse(kind::exists, "host_id", host.name() + " exists");
+  if (auto ok = check_host(host); !ok) return std::unexpected(ok.error());
+  if (array_ == nullptr) return no_array("to serve the host");
+  auto served = on_loop(*array_, [this, name = host.name(), access = host_access_of(host)](auto done) { done(array_->set_host(name, access)); });
+  if (!served) return refused(served.error(), "host");
+  config_batch b;
+  b.put(host.name(), host.SerializeAsString());
+  if (auto done = commit(b); !done) {
+    (void)on_loop(*array_, [this, name = host.name()](auto undo) { undo(array_->remove_host(name)); });
+    return std::unexpected(done.error());
+  }
+  array_->events().record(severity::info, host.name(), "created");
+  return host;
+}
+
+outcome<v1::Host> management::update_host(const v1::Host& want, const std::vector<std::string>& fields) {
+  if (auto ok = check_fields(fields, {"iqns", "any_initiator", "chap_user", "chap_secret", "mutual_chap_user", "mutual_chap_secret"}); !ok) {
+    return std::unexpected(ok.error());
+  }
+  std::lock_guard hold(changes_);
+  const std::string& name = want.name();
+  auto before = name.starts_with("hosts/") ? read<v1::Host>(config_, name) : std::nullopt;
+  if (!before) return refuse(kind::not_found, "host.name", name + " does not exist");
+  v1::Host host = *before;
+  for (const std::string& f : fields) {
+    if (f == "iqns") {
+      host.mutable_iqns()->CopyFrom(want.iqns());
+    } else if (f == "any_initiator") {
+      host.set_any_initiator(want.any_initiator());
+    } else if (f == "chap_user") {
+      host.set_chap_user(want.chap_user());
+    } else if (f == "chap_secret") {
+      host.set_chap_secret(want.chap_secret());
+    } else if (f == "mutual_chap_user") {
+      host.set_mutual_chap_user(want.mutual_chap_user());
+    } else {
+      host.set_mutual_chap_secret(want.mutual_chap_secret());
+    }
+  }
+  if (auto ok = check_host(host); !ok) return std::unexpected(ok.error());
+  if (array_ == nullptr) return no_array("to serve the host");
+  auto served = on_loop(*array_, [this, name, access = host_access_of(host)](auto done) { done(array_->set_host(name, access)); });
+  if (!served) return refused(served.error(), "host");
+  config_batch b;
+  b.put(name, host.SerializeAsString());
+  if (auto done = commit(b); !done) {
+    (void)on_loop(*array_, [this, name, access = host_access_of(*before)](auto undo) { undo(array_->set_host(name, access)); });
+    return std::unexpected(done.error());
+  }
+  array_->events().record(severity::info, name, "changed");
+  return host;
+}
+
+outcome<void> management::delete_host(const std::string& name) {
+  std::lock_guard hold(changes_);
+  auto host = name.starts_with("hosts/") ? read<v1::Host>(config_, name) : std::nullopt;
+  if (!host) return refuse(kind::not_found, "name", name + " does not exist");
+  for (const auto& [key, bytes] : config_.list("mappings/")) {
+    v1::Mapping m;
+    if (m.ParseFromString(bytes) && m.host() == name) {
+      return refuse(kind::precondition, "name", name + " has LUNs mapped (" + key + "); delete its mappings first");
+    }
+  }
+  if (array_ == nullptr) return no_array("to remove the host from");
+  auto removed = on_loop(*array_, [this, name](auto done) { done(array_->remove_host(name)); });
+  if (!removed) return refused(removed.error(), "name");
+  config_batch b;
+  b.erase(name);
+  if (auto done = commit(b); !done) {
+    (void)on_loop(*array_, [this, name, access = host_access_of(*host)](auto undo) { undo(array_->set_host(name, access)); });
+    return std::unexpected(done.error());
+  }
+  array_->events().record(severity::info, name, "deleted; its sessions were closed");
+  return {};
+}
+
+outcome<v1::Mapping> management::create_mapping(const std::string& mapping_id, const v1::Mapping& m) {
+  if (!valid_id(mapping_id)) return bad_id("mapping_id", mapping_id);
+  if (m.lun() >= 16384) return invalid("mapping.lun", std::to_string(m.lun()) + " is not below 16384");
+  std::lock_guard hold(changes_);
+  const std::string name = "mappings/" + mapping_id;
+  if (config_.get(name)) return refuse(kind::exists, "mapping_id", name + " exists");
+  const auto volume = is_volume_name(m.volume()) ? read<v1::Volume>(config_, m.volume()) : std::nullopt;
+  if (!volume) return refuse(kind::not_found, "mapping.volume", m.volume() + " does not exist");
+  if (!m.host().starts_with("hosts/") || !read<v1::Host>(config_, m.host())) return refuse(kind::not_found, "mapping.host", m.host() + " does not exist");
+  for (const auto& [key, bytes] : config_.list("mappings/")) {
+    v1::Mapping other;
+    if (!other.ParseFromString(bytes) || other.host() != m.host()) continue;
+    if (other.lun() == m.lun()) return refuse(kind::exists, "mapping.lun", "LUN " + std::to_string(m.lun()) + " of " + m.host() + " is " + key);
+    if (other.volume() == m.volume()) {
+      return refuse(kind::precondition, "mapping.volume",
+                    m.volume() + " is already mapped to " + m.host() + " (" + key + ", LUN " + std::to_string(other.lun()) + ")");
+    }
+  }
+  if (array_ == nullptr) return no_array("to serve the volume");
+  v1::Mapping out = m;
+  out.set_name(name);
+  config_batch b;
+  b.put(name, out.SerializeAsString());
+  if (auto done = commit(b); !done) return std::unexpected(done.error());
+  // The record is read here, off the loop: the loop gets what it needs.
+  auto mapped = on_loop(*array_, [this, volume = volume->name(), serial = volume->serial(), block_size_bytes = volume->block_size_bytes(),
+                                 host = m.host(), lun = m.lun()](auto done) {
+    done(array_->map_volume(volume, serial, block_size_bytes, host, lun));
+  });
+  if (!mapped) {
+    config_batch undo;  // a failed request changes nothing
+    undo.erase(name);
+    (void)config_.commit(undo);
+    return refused(mapped.error(), "mapping");
+  }
+  array_->events().record(severity::info, name, m.volume() + " served to " + m.host() + " as LUN " + std::to_string(m.lun()));
+  return out;
+}
+
+outcome<void> management::delete_mapping(const std::string& name) {
+  std::lock_guard hold(changes_);
+  auto mapping = name.starts_with("mappings/") ? read<v1::Mapping>(config_, name) : std::nullopt;
+  if (!mapping) return refuse(kind::not_found, "name", name + " does not exist");
+  if (array_ == nullptr) return no_array("to unmap the volume from");
+  auto unmapped = on_loop(*array_, [this, host = mapping->host(), lun = mapping->lun()](auto done) {
+    array_->unmap_volume(host, lun, std::move(done));
+  });
+  if (!unmapped) return refused(unmapped.error(), "name");
+  config_batch b;
+  b.erase(name);
+  if (auto done = commit(b); !done) return std::unexpected(done.error());
+  array_->events().record(severity::info, name, "deleted: " + mapping->host() + " no longer sees LUN " + std::to_string(mapping->lun()));
+  return {};
+}
+
+// ---- disks and groups ----
+
+outcome<v1::Disk> management::create_disk(const std::string& disk_id, const v1::Disk& d) {
+  if (!valid_id(disk_id)) return bad_id("disk_id", disk_id);
+  if (d.kind() != v1::HDD && d.kind() != v1::SSD) return invalid("disk.kind", "HDD or SSD");
+  constexpr std::uint64_t smallest = 64ull << 20;
+  if (d.size_bytes() < smallest || d.size_bytes() % 4096 != 0) {
+    return invalid("disk.size_bytes", std::to_string(d.size_bytes()) + " is not a multiple of 4096 of at least 64 MiB");
+  }
+  std::lock_guard hold(changes_);
+  const std::string name = "disks/" + disk_id;
+  if (config_.get(name)) return refuse(kind::exists, "disk_id", name + " exists");
+  if (array_ == nullptr) return no_array("to add the disk to");
+  v1::Disk out;
+  auto added = on_loop(*array_, [this, disk_id, drive = d.kind() == v1::HDD ? drive_kind::hdd : drive_kind::ssd, bytes = d.size_bytes(),
+                                 &out](auto done) {
+    auto disk = array_->add_disk(disk_id, drive, bytes);
+    if (!disk) return done(std::unexpected(disk.error()));
+    out = std::move(*disk);
+    done({});
+  });
+  if (!added) return refused(added.error(), "disk");
+  config_batch b;
+  b.put(name, out.SerializeAsString());
+  if (auto done = commit(b); !done) return std::unexpected(done.error());
+  array_->events().record(severity::info, name, "added: a simulated " + v1::DiskKind_Name(d.kind()) + " of " + std::to_string(d.size_bytes()) +
+                                                    " bytes in slot " + std::to_string(out.slot()));
+  describe(out);
+  return out;
+}
+
+outcome<v1::Disk> management::update_disk(const v1::Disk& want, const std::vector<std::string>& fields) {
+  if (auto ok = check_fields(fields, {"spare"}); !ok) return std::unexpected(ok.error());
+  const std::string& name = want.name();
+  std::lock_guard hold(changes_);
+  auto disk = name.starts_with("disks/") ? read<v1::Disk>(config_, name) : std::nullopt;
+  if (!disk) return refuse(kind::not_found, "disk.name", name + " does not exist");
+  if (array_ == nullptr) return no_array("to change the disk in");
+  const bool spare = want.spare();
+  const bool was = disk->spare();
+  auto changed = on_loop(*array_, [this, name, spare](auto done) { done(array_->drives().set_spare(name, spare)); });
+  if (!changed) return refused(changed.error(), "disk.spare");
+  disk->set_spare(spare);
+  config_batch b;
+  b.put(name, disk->SerializeAsString());
+  if (auto done = commit(b); !done) {
+    // Back to what it was (not to the opposite of what was asked: asking
+    // a spare to be a spare changes nothing to undo).
+    if (was != spare) (void)on_loop(*array_, [this, name, was](auto undo) { undo(array_->drives().set_spare(name, was)); });
+    return std::unexpected(done.error());
+  }
+  describe(*disk);
+  return *disk;
+}
+
+outcome<v1::Disk> management::fail_disk(const std::string& name) {
+  std::lock_guard hold(changes_);
+  auto disk = get_record<v1::Disk>(config_, "disks/", name);
+  if (!disk) return disk;
+  if (array_ == nullptr) return no_array("to fail the disk in");
+  // Described in the same turn of the loop: a hot spare may take its place right after.
+  auto failed = on_loop(*array_, [this, &disk](auto done) {
+    auto r = array_->drives().fail_disk(disk->name());
+    if (r) array_->drives().describe(*disk);
+    done(std::move(r));
+  });
+  if (!failed) return refused(failed.error(), "name");
+  return disk;
+}
+
+outcome<v1::Operation> management::replace_disk(const std::string& name, const std::string& replacement) {
+  std::lock_guard hold(changes_);
+  if (!name.starts_with("disks/") || !config_.get(name)) return refuse(kind::not_found, "name", name + " does not exist");
+  if (!replacement.starts_with("disks/") || !config_.get(replacement)) return refuse(kind::not_found, "replacement", replacement + " does not exist");
+  if (array_ == nullptr) return no_array("to replace the disk in");
+  v1::Operation out;
+  auto started = on_loop(*array_, [this, &name, &replacement, &out](auto done) {
+    auto op = array_->drives().replace_disk(name, replacement);
+    if (!op) return done(std::unexpected(op.error()));
+    out = std::move(*op);
+    done({});
+  });
+  // The bay's messages start with the disk they are about.
+  if (!started) return refused(started.error(), started.error().message.starts_with(replacement) ? "replacement" : "name");
+  return out;
+}
+
+outcome<v1::Disk> management::erase_disk(const std::string& name) {
+  std::lock_guard hold(changes_);
+  auto disk = get_record<v1::Disk>(config_, "disks/", name);
+  if (!disk) return disk;
+  if (array_ == nullptr) return no_array("to erase the disk in");
+  auto erased = on_loop(*array_, [this, name](auto done) { array_->drives().erase_disk(name, std::move(done)); });
+  if (!erased) return refused(erased.error(), "name");
+  describe(*disk);
+  return disk;
+}
+
+outcome<v1::DiskGroup> management::create_group(const std::string& id, const v1::DiskGroup& g, const std::string& pool_name) {
+  if (!valid_id(id)) return bad_id("group_id", id);
+  const int n = g.members_size();
+  switch (g.kind()) {
+    case v1::RAID6:
+      if (n < 4 || n > 255) return invalid("group.members", "RAID-6 needs 4 to 255 disks, not " + std::to_string(n));
+      break;
+    case v1::RAID1:
+      if (n < 2) return invalid("group.members", "RAID-1 needs 2 or more disks, not " + std::to_string(n));
+      break;
+    case v1::READ_CACHE:
+      if (n != 1) return invalid("group.members", "a read cache is one SSD, not " + std::to_string(n) + " disks");
+      break;
+    default:
+      return invalid("group.kind", "RAID6, RAID1 or READ_CACHE");
+  }
+  std::lock_guard hold(changes_);
+  const std::string name = "groups/" + id;
+  if (config_.get(name)) return refuse(kind::exists, "group_id", name + " exists");
+  std::set<std::string> seen;
+  for (const std::string& d : g.members()) {
+    auto disk = d.starts_with("disks/") ? read<v1::Disk>(config_, d) : std::nullopt;
+    if (!disk) return refuse(kind::not_found, "group.members", d + " does not exist");
+    if (!seen.insert(d).second) return invalid("group.members", d + " is listed twice");
+    if (g.kind() != v1::RAID6 && disk->kind() != v1::SSD) {
+      return invalid("group.members", d + " is an HDD: " + v1::GroupKind_Name(g.kind()) + " groups are the SSD tier");
+    }
+  }
+  std::optional<v1::Pool> pool;
+  if (!pool_name.empty()) {
+    pool = is_pool_name(pool_name) ? read<v1::Pool>(config_, pool_name) : std::nullopt;
+    if (!pool) return refuse(kind::not_found, "pool", pool_name + " does not exist");
+    if (g.kind() == v1::READ_CACHE) return refuse(kind::precondition, "pool", "a read cache joins a pool only when the pool is built");
+    if (g.kind() == v1::WRITE_LOG) return refuse(kind::precondition, "pool", "a write log joins a pool only when the pool is built");
+  }
+  if (array_ == nullptr) return no_array("to make the group in");
+  const std::vector<std::string> members(g.members().begin(), g.members().end());
+  v1::DiskGroup out;
+  auto formed = on_loop(*array_, [this, name, made = g.kind(), members, &out](auto done) {
+    array_->form_group(name,
+                       made == v1::RAID6       ? group_kind::raid6
+                       : made == v1::RAID1     ? group_kind::raid1
+                       : made == v1::WRITE_LOG ? group_kind::write_log
+                                               : group_kind::read_cache,
+                       members, [&out, done](std::expected<v1::DiskGroup, error> r) {
+                         if (!r) return done(std::unexpected(r.error()));
+                         out = std::move(*r);
+                         done({});
+                       });
+  });
+  if (!formed) return refused(formed.error(), "group.members");
+  // The group, and the pool naming it, are recorded before the pool uses
+  // it: a crash in between is finished by the next start.
+  config_batch b;
+  b.put(name, out.SerializeAsString());
+  if (pool) {
+    pool->add_groups(name);
+    b.put(pool->name(), pool->SerializeAsString());
+  }
+  if (auto done = commit(b); !done) return std::unexpected(done.error());
+  if (pool) {
+    auto grown = on_loop(*array_, [this, pool_name = pool->name(), name](auto done) { array_->grow_pool(pool_name, name, std::move(done)); });
+    if (!grown) {
+      if (grown.error().code == make_error_code(errc::invalid_argument)) {
+        // Refused before the pool changed: the pool record goes back; the
+        // group stays, a group no pool uses.
+        config_batch undo;
+        pool->mutable_groups()->RemoveLast();
+        undo.put(pool->name(), pool->SerializeAsString());
+        (void)config_.commit(undo);
+      }
+      return refused(grown.error(), "pool");
+    }
+  }
+  array_->events().record(severity::info, name, v1::GroupKind_Name(g.kind()) + " of " + std::to_string(n) + " disks made" +
+                                                    (pool ? ", " + pool->name() + " grown by it" : ""));
+  describe(out);
+  return out;
+}
+
+outcome<v1::Operation> management::scrub_group(const std::string& name) {
+  std::lock_guard hold(changes_);
+  if (!name.starts_with("groups/") || !config_.get(name)) return refuse(kind::not_found, "name", name + " does not exist");
+  if (array_ == nullptr) return no_array("to scrub");
+  v1::Operation out;
+  auto started = on_loop(*array_, [this, &name, &out](auto done) {
+    auto op = array_->drives().scrub(name);
+    if (!op) return done(std::unexpected(op.error()));
+    out = std::move(*op);
+    done({});
+  });
+  if (!started) return refused(started.error(), "name");
+  return out;
+}
+
+// ---- operations ----
+
+outcome<v1::Operation> management::operation(const std::string& name) const {
+  if (array_ == nullptr) return get_record<v1::Operation>(config_, "operations/", name);
+  if (!name.starts_with("operations/")) return invalid("name", "\"" + name + "\" is not an operations/NAME resource name");
+  auto op = array_->operations().get(name);
+  if (!op) return refuse(kind::not_found, "name", name + " does not exist");
+  return std::move(*op);
+}
+
+outcome<v1::Operation> management::cancel_operation(const std::string& name) {
+  if (array_ == nullptr) return no_array("runs operations");
+  auto op = array_->operations().cancel(name);
+  if (!op) return refuse(op.error().code == make_error_code(errc::not_found) ? kind::not_found : kind::precondition, "name", op.error().message);
+  return std::move(*op);
+}
+
+// ---- what the running array knows ----
+
+void management::describe(v1::Disk& disk) const {
+  if (array_ == nullptr) return;
+  (void)on_loop(*array_, [this, &disk](auto done) {
+    array_->drives().describe(disk);
+    done({});
+  });
+}
+
+void management::describe(v1::DiskGroup& group) const {
+  if (array_ == nullptr) return;
+  (void)on_loop(*array_, [this, &group](auto done) {
+    array_->drives().describe(group);
+    done({});
+  });
+}
+
+void management::describe(google::protobuf::RepeatedPtrField<v1::Disk>& disks) const {
+  if (array_ == nullptr) return;
+  (void)on_loop(*array_, [this, &disks](auto done) {
+    for (v1::Disk& d : disks) array_->drives().describe(d);
+    done({});
+  });
+}
+
+void management::describe(google::protobuf::RepeatedPtrField<v1::DiskGroup>& groups) const {
+  if (array_ == nullptr) return;
+  (void)on_loop(*array_, [this, &groups](auto done) {
+    for (v1::DiskGroup& g : groups) array_->drives().describe(g);
+    done({});
+  });
+}
+
+outcome<v1::VolumeStatistics> management::volume_statistics(const std::string& name) const {
+  if (!is_volume_name(name)) return invalid("name", "\"" + name + "\" is not a pools/POOL/volumes/NAME resource name");
+  if (array_ == nullptr) return no_array("to measure");
+  v1::VolumeStatistics out;
+  auto measured = on_loop(*array_, [this, &name, &out](auto done) { done(array_->volume_statistics(name, out)); });
+  if (!measured) return refused(measured.error(), "name");
+  return out;
+}
+
+outcome<v1::PoolStatistics> management::pool_statistics(const std::string& name) const {
+  if (!name.starts_with("pools/") || name.find('/', 6) != std::string::npos) return invalid("name", "\"" + name + "\" is not a pools/NAME resource name");
+  if (array_ == nullptr) return no_array("to measure");
+  v1::PoolStatistics out;
+  auto measured = on_loop(*array_, [this, &name, &out](auto done) { done(array_->pool_statistics(name, out)); });
+  if (!measured) return refused(measured.error(), "name");
+  return out;
+}
+
+outcome<v1::ListHeatResponse> management::heat(const std::string& volume, bool hottest_first, std::uint64_t first, std::size_t limit) const {
+  if (array_ == nullptr) return no_array("to read heat from");
+  v1::ListHeatResponse out;
+  auto read_heat = on_loop(*array_, [&](auto done) { done(array_->heat(volume, hottest_first, first, limit, out)); });
+  if (!read_heat) return refused(read_heat.error(), "volume");
+  return out;
+}
+
+void management::drain_events() const {
+  if (array_ != nullptr) array_->events().drain();
+}
+
+void management::drain_operations() const {
+  if (array_ != nullptr) array_->operations().drain();
+}
+
+v1::Controller management::self(const std::string& version) const {
+  v1::Controller c;
+  c.set_name("controllers/a");
+  c.set_state(v1::CONTROLLER_ACTIVE);
+  c.set_version(version);
+  for (const auto& [key, bytes] : config_.list("pools/")) {
+    if (key.find('/', 6) == std::string::npos) c.add_pools(key);
+  }
+  c.set_start_time_unix_ms(started_ms_);
+  if (array_ != nullptr) {
+    const auto at = array_->iscsi_endpoint();  // fixed once the array serves
+    c.set_iscsi_portal(at.address().to_string() + ":" + std::to_string(at.port()));
+    c.set_target_name(array_->target_name());
+    c.set_state_dir(array_->state_dir().string());
+  }
+  return c;
+}
+
+}  // namespace strata::controller
