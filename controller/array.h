@@ -28,6 +28,7 @@
 #include "controller/disk_group.h"
 #include "controller/drive_bay.h"
 #include "controller/event_log.h"
+#include "controller/identity.h"
 #include "controller/operations.h"
 #include "controller/shelf.h"
 #include "controller/unit_state.h"
@@ -73,6 +74,13 @@ host_access host_access_of(const v1::Host& host);
 
 struct array_options {
   std::filesystem::path state_dir = "/var/lib/strata";
+  // Where the simulated drives' files are (NAME.img); empty: STATE/shelf.
+  // Two controllers of one array are given the same shelf and their own
+  // state directories (README.md, "Two controllers").
+  std::filesystem::path shelf_dir{};
+  // This controller's name: "a" (it builds the array on an empty state
+  // directory and owns the pools it builds) or "b".
+  std::string controller = "a";
   boost::asio::ip::tcp::endpoint iscsi{boost::asio::ip::make_address("127.0.0.1"), 3260};
   std::string target_name = "iqn.2026-11.io.strata:array";
   // What an empty state directory is built as (config_file.h): the
@@ -194,6 +202,11 @@ class array {
   boost::asio::ip::tcp::endpoint iscsi_endpoint() const { return server_->local_endpoint(); }
   const std::string& target_name() const noexcept { return options_.target_name; }
   const std::filesystem::path& state_dir() const noexcept { return options_.state_dir; }
+  // Where the simulated drives are (array_options::shelf_dir, resolved).
+  std::filesystem::path shelf_dir() const { return options_.shelf_dir.empty() ? options_.state_dir / "shelf" : options_.shelf_dir; }
+  const std::string& controller_name() const noexcept { return options_.controller; }
+  // The array this controller belongs to (controller/identity.h).
+  const array_identity& identity() const noexcept { return identity_; }
   config_store& config() const noexcept { return *config_; }
   controller::event_log& events() const noexcept { return *events_; }
   operation_log& operations() const noexcept { return *operations_; }
@@ -209,6 +222,15 @@ class array {
   // pool has and the config does not is the rest of a delete (or of a
   // create that crashed before its record): it is deleted.
   std::expected<void, error> reconcile_volumes(const std::string& pool_name);
+  // The shelf's controller areas (identity.h), read at start-up.
+  std::vector<drive_area> read_shelf_areas();
+  // Refuses a shelf that holds another array (or, building, any array),
+  // with an event; nothing is written to it.
+  std::expected<void, error> check_shelf(const std::vector<drive_area>& areas, bool building);
+  // Writes the identity to every group member's area, and each pool's
+  // ownership to its groups' members (at the build; at the first start of
+  // an array built before the areas existed).
+  std::expected<void, error> stamp_shelf();
   std::expected<void, error> serve();
   // The target node the hosts make: each named IQN its host's access,
   // every other initiator the any_initiator host's (if there is one).
@@ -230,6 +252,7 @@ class array {
   std::unique_ptr<controller::event_log> events_;
   std::unique_ptr<operation_log> operations_;
   std::unique_ptr<shelf> shelf_;
+  array_identity identity_{};
   std::vector<std::unique_ptr<disk_group>> groups_;
   std::vector<std::string> group_names_;  // groups_'s resource names ("groups/g1")
   std::unique_ptr<drive_bay> bay_;        // over shelf_ and groups_

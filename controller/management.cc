@@ -857,6 +857,7 @@ v1::Controller management::self(const std::string& version) const {
     c.set_iscsi_portal(at.address().to_string() + ":" + std::to_string(at.port()));
     c.set_target_name(array_->target_name());
     c.set_state_dir(array_->state_dir().string());
+    c.set_array_id(id_text(array_->identity()));
   }
   return c;
 }

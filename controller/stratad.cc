@@ -1,6 +1,6 @@
 // stratad: the array daemon (README.md).
 //
-//   stratad [--config FILE] [--state-dir DIR] [--iscsi ADDR:PORT] [--portal HOST:PORT]...
+//   stratad [--config FILE] [--state-dir DIR] [--shelf DIR] [--iscsi ADDR:PORT] [--portal HOST:PORT]...
 //           [--grpc ADDR:PORT] [--grpc-tls-cert FILE --grpc-tls-key FILE --grpc-token-file FILE]
 //           [--small-shelf] [--volatile-drive-caches]
 //
@@ -12,6 +12,11 @@
 //               [daemon] settings.
 // --state-dir   where the array keeps everything (default /var/lib/strata);
 //               an empty one gets the file's array or the embedded default
+// --shelf       where the simulated drives' files are (default STATE/shelf):
+//               the drives two controllers share. An empty state directory
+//               is never built over a shelf that holds an array, and a
+//               state directory never starts on another array's shelf
+//               (the array's id on the drives' controller areas)
 // --iscsi       the iSCSI portal (default 127.0.0.1:3260)
 // --portal      a portal SendTargets names to initiators (repeated for
 //               several; default: the address each discovery came in on).
@@ -80,7 +85,7 @@ void say(const char* level, const std::string& what) {
 [[noreturn]] void usage(const std::string& problem) {
   say("error", problem);
   std::fprintf(stderr,
-               "usage: stratad [--config FILE] [--state-dir DIR] [--iscsi ADDR:PORT] [--portal HOST:PORT]...\n"
+               "usage: stratad [--config FILE] [--state-dir DIR] [--shelf DIR] [--iscsi ADDR:PORT] [--portal HOST:PORT]...\n"
                "               [--grpc ADDR:PORT] [--grpc-tls-cert FILE --grpc-tls-key FILE --grpc-token-file FILE]\n"
                "               [--small-shelf] [--volatile-drive-caches]\n");
   std::exit(2);
@@ -138,7 +143,7 @@ strata::controller::array_plan small_plan() {
 int main(int argc, char** argv) {
   namespace controller = strata::controller;
   // The command line, which overrides the file's [daemon] settings.
-  std::optional<std::filesystem::path> config_path, state_dir, tls_cert, tls_key, token_file;
+  std::optional<std::filesystem::path> config_path, state_dir, shelf_dir, tls_cert, tls_key, token_file;
   std::optional<std::string> iscsi, grpc;
   std::optional<std::vector<std::string>> portals;
   bool small_shelf = false;
@@ -153,6 +158,8 @@ int main(int argc, char** argv) {
       config_path = value();
     } else if (arg == "--state-dir") {
       state_dir = value();
+    } else if (arg == "--shelf") {
+      shelf_dir = value();
     } else if (arg == "--iscsi") {
       iscsi = value();
       if (auto bad = controller::parse_listen_address(*iscsi); !bad) usage("--iscsi takes ADDR:PORT: " + bad.error());
@@ -200,6 +207,7 @@ int main(int argc, char** argv) {
 
   controller::array_options options;
   options.state_dir = settings.state_dir;
+  if (shelf_dir) options.shelf_dir = *shelf_dir;
   const auto listen = controller::parse_listen_address(settings.iscsi_listen);  // checked by the file's parser or above
   if (!listen) usage("the iSCSI portal: " + listen.error());
   options.iscsi = {boost::asio::ip::make_address(listen->address), listen->port};

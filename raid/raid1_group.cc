@@ -87,7 +87,8 @@ raid1_group::raid1_group(std::vector<block_device*> members, std::uint64_t data_
   // small as asked and the reserved area allows.
   const std::uint64_t block_size = member.logical_block_size_bytes;
   const std::uint64_t offset_bytes = 2 * superblock::size_bytes;
-  const std::uint64_t reserved_bytes = data_offset_blocks * block_size;
+  // The bitmap's room: the reserved area up to the controller's part of it.
+  const std::uint64_t reserved_bytes = controller_area::room_before(data_offset_blocks * block_size);
   if (reserved_bytes >= offset_bytes + block_size) {
     std::uint64_t region_blocks = std::max<std::uint64_t>(1, options.bitmap_region_bytes / block_size);
     auto regions = [&](std::uint64_t per_region) { return (geometry_.block_count + per_region - 1) / per_region; };

@@ -97,7 +97,8 @@ raid6_group::raid6_group(std::vector<block_device*> members, const raid6_layout&
   // small as asked and the reserved area allows.
   const std::uint64_t block_size = geometry_.logical_block_size_bytes;
   const std::uint64_t offset_bytes = 2 * superblock::size_bytes;
-  const std::uint64_t reserved_bytes = layout_.data_offset_blocks * block_size;
+  // The bitmap's room: the reserved area up to the controller's part of it.
+  const std::uint64_t reserved_bytes = controller_area::room_before(layout_.data_offset_blocks * block_size);
   if (reserved_bytes >= offset_bytes + block_size) {
     const std::uint64_t strip_bytes = layout_.strip_blocks * block_size;
     std::uint64_t region_stripes = std::max<std::uint64_t>(1, options.bitmap_region_bytes / strip_bytes);

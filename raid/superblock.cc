@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "raid/write_intent.h"
+
 namespace strata::raid {
 namespace {
 
@@ -54,6 +56,13 @@ void superblock::encode(std::span<std::byte, size_bytes> out) const {
   put<std::uint64_t>(out, 128, bitmap_offset_blocks);
   put<std::uint64_t>(out, 136, bitmap_region_stripes);
   put<std::uint32_t>(out, checksum_offset, checksum(out));
+}
+
+std::uint64_t superblock::bitmap_end_bytes() const noexcept {
+  if (bitmap_offset_blocks == 0 || bitmap_region_stripes == 0) return 0;
+  // Bits over `stripes`: a RAID-6 group's stripes, a RAID-1 group's blocks.
+  const std::uint64_t regions = (stripes + bitmap_region_stripes - 1) / bitmap_region_stripes;
+  return bitmap_offset_blocks * logical_block_size_bytes + write_intent::bytes_for(regions, logical_block_size_bytes);
 }
 
 std::expected<superblock, std::error_code> superblock::decode(std::span<const std::byte, size_bytes> in) {

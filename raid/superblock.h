@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <expected>
+#include <optional>
 #include <span>
 
 #include "raid/device/status.h"
@@ -45,11 +46,32 @@ struct superblock {
   std::uint64_t bitmap_region_stripes = 0;
   std::bitset<256> failed;  // members failed out, as of `events`
 
+  // Where the member's write-intent bitmap ends, in bytes from the
+  // member's start; 0 without a bitmap.
+  std::uint64_t bitmap_end_bytes() const noexcept;
+
   // Exactly size_bytes bytes, checksummed (CRC32C).
   void encode(std::span<std::byte, size_bytes> out) const;
   // not_found: no Strata superblock here (wrong magic); media_error: one,
   // but corrupt (checksum); not_supported: a newer format version.
   static std::expected<superblock, std::error_code> decode(std::span<const std::byte, size_bytes> in);
+};
+
+// The last 64 KiB of a member's reserved area belong to the controller
+// (docs/controller-area.md: the array's identity, the controllers' drive
+// heartbeats, pool ownership), where the reserved area is at least
+// 256 KiB; the write-intent bitmap stays clear of them.
+struct controller_area {
+  static constexpr std::uint64_t size_bytes = 64 * 1024;
+  static constexpr std::uint64_t smallest_reserved_bytes = 256 * 1024;
+  // Where it starts on a member whose reserved area is `reserved_bytes`
+  // long; none in a smaller one.
+  static std::optional<std::uint64_t> offset_bytes(std::uint64_t reserved_bytes) noexcept {
+    if (reserved_bytes < smallest_reserved_bytes) return std::nullopt;
+    return reserved_bytes - size_bytes;
+  }
+  // The bytes of the reserved area before it: the superblocks and the bitmap's room.
+  static std::uint64_t room_before(std::uint64_t reserved_bytes) noexcept { return offset_bytes(reserved_bytes).value_or(reserved_bytes); }
 };
 
 }  // namespace strata::raid

@@ -1,0 +1,295 @@
+// The array's start-up: an empty state directory built from its plan (the
+// embedded default or a configuration file's build sections), or the array
+// the config store remembers assembled again from its drives (array.h).
+#include "controller/array.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "controller/array_records.h"
+#include "strata/v1/array.pb.h"
+#include "strata/v1/resources.pb.h"
+
+namespace strata::controller {
+
+using namespace records;
+
+std::expected<void, error> array::build_default() {
+  const array_plan& plan = options_.plan;
+  log("an empty state directory: building " + options_.plan_origin + " in " + options_.state_dir.string() + " (" + std::to_string(plan.drives.size()) +
+      " drives, " + std::to_string(plan.groups.size()) + " groups, " + std::to_string(plan.volumes.size()) + " volumes)");
+  auto s = shelf::open(*ring_, clock_, shelf_dir(), plan.drives, {.volatile_write_caches = options_.volatile_drive_caches});
+  if (!s) return std::unexpected(s.error());
+  shelf_ = std::move(*s);
+  // Before anything is formatted: never over another array's drives.
+  if (auto mine = check_shelf(read_shelf_areas(), true); !mine) return mine;
+  auto fresh_identity = make_identity();
+  if (!fresh_identity) return std::unexpected(fresh_identity.error());
+  identity_ = *fresh_identity;
+  config_batch records;
+  std::map<std::string, std::size_t> slot_of;  // drive name -> shelf index
+  for (std::size_t i = 0; i < shelf_->size(); ++i) {
+    const drive_spec& d = shelf_->spec(i);  // as opened: its path, size and model
+    const timing_model_info* model = find_timing_model(d.timing_model);
+    v1::Disk disk;
+    disk.set_name("disks/" + d.name);
+    disk.set_kind(d.kind == drive_kind::hdd ? v1::HDD : v1::SSD);
+    disk.set_model(model != nullptr ? std::string(model->description) : "");
+    // A simulated drive gets a serial; a real one's is its own, which we do not read yet.
+    disk.set_serial(plan.drives[i].path.empty() ? "SIM-" + random_hex(6) : "");
+    disk.set_size_bytes(d.bytes);
+    disk.set_path(d.path.string());
+    disk.set_timing_model(d.timing_model);
+    disk.set_slot(static_cast<std::uint32_t>(i));
+    records.put(disk.name(), disk.SerializeAsString());
+    slot_of[d.name] = i;
+  }
+  v1::Pool pool;
+  pool.set_name("pools/" + plan.pool);
+  for (const group_plan& planned : plan.groups) {
+    std::vector<device::block_device*> members;
+    v1::DiskGroup record;
+    record.set_name("groups/" + planned.name);
+    record.set_kind(kind_of(planned.kind));
+    for (const std::string& drive : planned.drives) {
+      const auto at = slot_of.find(drive);
+      if (at == slot_of.end()) return std::unexpected(make_error(errc::invalid_argument, record.name() + ": no drive " + drive));
+      members.push_back(&shelf_->drive(at->second));
+      record.add_members("disks/" + drive);
+    }
+    std::optional<std::expected<std::unique_ptr<disk_group>, error>> made;
+    create_group(planned.kind, members, group_options_for(groups_.size()), [&](auto r) { made = std::move(r); });
+    wait([&] { return made.has_value(); });
+    if (!*made) return std::unexpected(make_error(errc::io_error, record.name() + ": " + made->error().message));
+    record.set_group_id(std::string((**made)->id().begin(), (**made)->id().end()));
+    records.put(record.name(), record.SerializeAsString());
+    log(record.name() + ": " + to_string(planned.kind) + " of " + std::to_string(members.size()) + " drive(s), id " + to_hex((**made)->id()));
+    groups_.push_back(std::move(**made));
+    group_names_.push_back(record.name());
+  }
+  for (const std::string& g : plan.pool_groups) pool.add_groups("groups/" + g);  // in the plan's order
+  if (!plan.read_cache_group.empty()) pool.set_read_cache_group("groups/" + plan.read_cache_group);
+  if (!plan.write_log_group.empty()) pool.set_write_log_group("groups/" + plan.write_log_group);
+  pool.set_owner("controllers/" + options_.controller);
+  pool.set_ownership_epoch(1);
+  records.put(pool.name(), pool.SerializeAsString());
+  const auto identity_bytes = area::encode(identity_, 1);
+  records.put("array/identity", std::string(reinterpret_cast<const char*>(identity_bytes.data()), identity_bytes.size()));
+  // The groups are on the drives now: remember them before anything else,
+  // so that a restart finds them. Then the areas: a crash in between
+  // leaves groups with blank areas, which the next start stamps.
+  if (auto done = config_->commit(records); !done) return std::unexpected(done.error());
+  if (auto stamped = stamp_shelf(); !stamped) return stamped;
+  log("the array's id is " + id_text(identity_) + " (on every group member's controller area)");
+  if (auto opened = open_pool(pool.SerializeAsString()); !opened) return std::unexpected(opened.error());
+
+  // A crash from here to the commit below leaves pool volumes with no
+  // record, which the next start deletes (reconcile_volumes); that start
+  // assembles what was committed and does not build again.
+  config_batch rest;
+  for (const volume_plan& planned : plan.volumes) {
+    v1::Volume volume;
+    volume.set_name(pool.name() + "/volumes/" + planned.name);
+    volume.set_size_bytes(planned.bytes);
+    volume.set_block_size_bytes(planned.block_size_bytes);
+    volume.set_affinity(planned.placement == tiering::affinity::performance ? v1::PERFORMANCE
+                        : planned.placement == tiering::affinity::archive   ? v1::CAPACITY
+                                                                            : v1::AUTO);
+    volume.set_serial(new_volume_serial(planned.name));
+    std::optional<std::expected<tiering::volume*, error>> created;
+    pool_named(pool.name())->pool->create_volume(
+        {planned.name, tiering_block_bytes, volume.size_bytes() / tiering_block_bytes, planned.placement},
+        [&](auto r) { created = std::move(r); });
+    wait([&] { return created.has_value(); });
+    if (!*created) return std::unexpected(error{created->error().code, volume.name() + ": " + created->error().message});
+    rest.put(volume.name(), volume.SerializeAsString());
+    log(volume.name() + ": " + std::to_string(volume.size_bytes()) + " bytes thin, placement " + std::string(tiering::to_string(planned.placement)));
+  }
+  for (const host_plan& planned : plan.hosts) {
+    v1::Host host;
+    host.set_name("hosts/" + planned.name);
+    for (const std::string& iqn : planned.iqns) host.add_iqns(iqn);
+    host.set_any_initiator(planned.any_initiator);
+    host.set_chap_user(planned.chap_user);
+    host.set_chap_secret(planned.chap_secret);
+    host.set_mutual_chap_user(planned.mutual_chap_user);
+    host.set_mutual_chap_secret(planned.mutual_chap_secret);
+    rest.put(host.name(), host.SerializeAsString());
+  }
+  for (std::size_t i = 0; i < plan.mappings.size(); ++i) {
+    const mapping_plan& planned = plan.mappings[i];
+    v1::Mapping mapping;
+    mapping.set_name("mappings/m" + std::to_string(i + 1));
+    mapping.set_volume(pool.name() + "/volumes/" + planned.volume);
+    mapping.set_host("hosts/" + planned.host);
+    mapping.set_lun(planned.lun);
+    rest.put(mapping.name(), mapping.SerializeAsString());
+    log(mapping.name() + ": " + mapping.volume() + " to " + mapping.host() + " as LUN " + std::to_string(planned.lun));
+  }
+  if (auto done = config_->commit(rest); !done) return std::unexpected(done.error());
+  return {};
+}
+
+std::expected<void, error> array::assemble() {
+  std::vector<std::pair<std::uint32_t, drive_spec>> slots;  // (slot, drive)
+  for (const auto& [key, bytes] : config_->list("disks/")) {
+    auto disk = decode<v1::Disk>(key, bytes);
+    if (!disk) return std::unexpected(disk.error());
+    drive_spec d{short_name(disk->name()), disk->kind() == v1::HDD ? drive_kind::hdd : drive_kind::ssd, disk->size_bytes(), disk->path(),
+                 disk->timing_model()};
+    // A simulated drive (its file STATE/shelf/NAME.img) is opened as one:
+    // created if missing, and behind its kind's model if its record is
+    // from before timing_model was kept (shelf.h). Any other path is a
+    // drive of its own, opened as recorded.
+    const std::filesystem::path own = shelf_dir() / (d.name + ".img");
+    std::error_code ec;
+    if (d.path.empty() || d.path.lexically_normal() == own.lexically_normal() || std::filesystem::equivalent(d.path, own, ec)) d.path.clear();
+    slots.emplace_back(disk->slot(), std::move(d));
+  }
+  // In slot order (records from before slots were kept all say 0: their key order).
+  std::ranges::stable_sort(slots, {}, &std::pair<std::uint32_t, drive_spec>::first);
+  std::vector<drive_spec> drives;
+  for (auto& [slot, d] : slots) drives.push_back(std::move(d));
+  auto s = shelf::open(*ring_, clock_, shelf_dir(), drives, {.volatile_write_caches = options_.volatile_drive_caches});
+  if (!s) return std::unexpected(s.error());
+  shelf_ = std::move(*s);
+  // Which array this is, by its record; then no drive may say another.
+  bool stamped = false;
+  if (const auto recorded = config_->get("array/identity")) {
+    // The record is the identity's slot as the areas hold it.
+    std::vector<std::byte> as_area(area::slots * area::slot_bytes);
+    std::memcpy(as_area.data(), recorded->data(), std::min(recorded->size(), area::slot_bytes));
+    auto decoded = area::decode(as_area);
+    if (!decoded || !decoded->array) return std::unexpected(make_error(errc::invalid_argument, "config: the record array/identity is corrupt"));
+    identity_ = *decoded->array;
+    stamped = true;
+  }
+  const auto areas = read_shelf_areas();
+  if (auto mine = check_shelf(areas, !stamped); !mine) return mine;
+  std::vector<device::block_device*> all;
+  for (std::size_t i = 0; i < shelf_->size(); ++i) all.push_back(&shelf_->drive(i));
+  for (const auto& [key, bytes] : config_->list("groups/")) {
+    auto record = decode<v1::DiskGroup>(key, bytes);
+    if (!record) return std::unexpected(record.error());
+    group_id id{};
+    if (record->group_id().size() != id.size()) return std::unexpected(make_error(errc::invalid_argument, "config: " + key + " has no group id"));
+    std::copy(record->group_id().begin(), record->group_id().end(), id.begin());
+    std::optional<std::expected<std::unique_ptr<disk_group>, error>> found;
+    assemble_group(kind_of(record->kind()), id, all, group_options_for(groups_.size()), [&](auto r) { found = std::move(r); });
+    wait([&] { return found.has_value(); });
+    if (!*found) return std::unexpected(make_error(errc::io_error, key + ": " + found->error().message));
+    log(key + ": assembled from its superblocks");
+    groups_.push_back(std::move(**found));
+    group_names_.push_back(key);
+  }
+  if (!stamped) {
+    // An array built before the controller areas: it gets its identity now.
+    auto made = make_identity();
+    if (!made) return std::unexpected(made.error());
+    identity_ = *made;
+    const auto identity_bytes = area::encode(identity_, 1);
+    config_batch b;
+    b.put("array/identity", std::string(reinterpret_cast<const char*>(identity_bytes.data()), identity_bytes.size()));
+    if (auto done = config_->commit(b); !done) return std::unexpected(done.error());
+    if (auto written = stamp_shelf(); !written) return written;
+    log("the array had no id on its drives: it is " + id_text(identity_) + " from now on");
+  }
+  for (const auto& [key, bytes] : config_->list("pools/")) {
+    if (!top_level(key, "pools/")) continue;
+    if (auto opened = open_pool(bytes); !opened) return std::unexpected(opened.error());
+    if (auto reconciled = reconcile_volumes(key); !reconciled) return std::unexpected(reconciled.error());
+  }
+  for (const v1::Operation& op : operations_->interrupted()) {
+    if (op.kind() == "volume.delete" && !config_->get(op.resource())) {
+      operations_->finish(op.name(), {});  // finished by reconcile_volumes (or before the stop)
+    } else {
+      operations_->finish(op.name(), std::unexpected(make_error(errc::io_error, "the controller stopped while it ran")));
+    }
+  }
+  return {};
+}
+
+std::expected<void, error> array::reconcile_volumes(const std::string& pool_name) {
+  tiering::pool& pool = *pool_named(pool_name)->pool;
+  for (tiering::volume* v : pool.volumes()) {
+    const std::string name = pool_name + "/volumes/" + v->record().name;
+    if (const auto bytes = config_->get(name)) {
+      // The volume's own write cache mode lives in its record only.
+      auto record = decode<v1::Volume>(name, *bytes);
+      if (!record) return std::unexpected(record.error());
+      v->set_write_through(record->write_cache() == v1::WRITE_THROUGH);
+      continue;
+    }
+    std::optional<std::expected<void, error>> deleted;
+    pool.delete_volume(v->record().name, [&](std::expected<void, error> r) { deleted = std::move(r); });
+    wait([&] { return deleted.has_value(); });
+    if (!*deleted) return std::unexpected(make_error(errc::io_error, name + ": finishing its delete: " + deleted->error().message));
+    log(name + ": its delete, cut short by the last stop, is finished");
+  }
+  return {};
+}
+
+std::vector<drive_area> array::read_shelf_areas() {
+  std::vector<device::block_device*> drives;
+  for (std::size_t i = 0; i < shelf_->size(); ++i) drives.push_back(&shelf_->drive(i));
+  std::optional<std::vector<drive_area>> found;
+  read_areas(drives, [&](std::vector<drive_area> r) { found = std::move(r); });
+  wait([&] { return found.has_value(); });
+  return std::move(*found);
+}
+
+std::expected<void, error> array::check_shelf(const std::vector<drive_area>& areas, bool building) {
+  for (const drive_area& a : areas) {
+    if (!a.contents.array) continue;
+    const std::string drive = "disks/" + shelf_->spec(a.drive).name;
+    std::string why;
+    if (building) {
+      why = "the shelf in " + shelf_dir().string() + " holds array " + id_text(*a.contents.array) + " (" + drive +
+            " says so): a new array is not built over another's drives. Start with that array's state directory, or give "
+            "this one a shelf of its own (--shelf)";
+    } else if (a.contents.array->id != identity_.id) {
+      why = drive + " belongs to array " + id_text(*a.contents.array) + ", not to this one (" + id_text(identity_) +
+            "): this state directory is not for the shelf in " + shelf_dir().string();
+    } else {
+      continue;
+    }
+    events_->record(severity::error, "", "refused to start: " + why);
+    return std::unexpected(make_error(errc::busy, why));
+  }
+  return {};
+}
+
+std::expected<void, error> array::stamp_shelf() {
+  std::map<std::string, pool_ownership> owner_of_group;  // group record name -> its pool's ownership
+  for (const auto& [key, bytes] : config_->list("pools/")) {
+    if (!top_level(key, "pools/")) continue;
+    auto pool = decode<v1::Pool>(key, bytes);
+    if (!pool) return std::unexpected(pool.error());
+    const std::string owner = pool->owner().empty() ? options_.controller : short_name(pool->owner());
+    const pool_ownership o{key, owner, std::max<std::uint64_t>(1, pool->ownership_epoch()), identity_.created_unix_ms};
+    for (const std::string& g : pool->groups()) owner_of_group[g] = o;
+    if (!pool->read_cache_group().empty()) owner_of_group[pool->read_cache_group()] = o;
+    if (!pool->write_log_group().empty()) owner_of_group[pool->write_log_group()] = o;
+  }
+  std::map<const device::block_device*, std::optional<pool_ownership>> member_of;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const auto owned = owner_of_group.find(group_names_[g]);
+    for (unsigned m = 0; m < groups_[g]->member_count(); ++m) {
+      member_of[groups_[g]->member_device(m)] = owned == owner_of_group.end() ? std::nullopt : std::optional(owned->second);
+    }
+  }
+  std::vector<area_stamp> stamps;
+  for (const drive_area& a : read_shelf_areas()) {
+    device::block_device* d = &shelf_->drive(a.drive);
+    const auto m = member_of.find(d);
+    if (m == member_of.end()) continue;  // an area left on a drive no group uses now
+    stamps.push_back({d, a.offset_bytes, identity_, m->second});
+  }
+  std::optional<std::error_code> written;
+  write_stamps(std::move(stamps), [&](std::error_code e) { written = e; });
+  wait([&] { return written.has_value(); });
+  if (*written) return std::unexpected(make_error(errc::io_error, "cannot write the array's identity to the drives' controller areas: " + written->message()));
+  return {};
+}
+
+}  // namespace strata::controller

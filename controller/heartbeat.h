@@ -1,0 +1,109 @@
+// The drive heartbeat: this controller's beat written to a few shared
+// drives' controller areas (controller/controller_area.h) every interval,
+// and its partner's read back from them. It is the half of failure
+// detection that does not go through the partner link: a cut link with a
+// beating partner is a cut link, not a dead partner, so it never makes two
+// owners (README.md, "Two controllers").
+//
+// Each beat bumps the counter, writes this controller's slot on every
+// heartbeat drive (write and flush, in parallel), renews the lease when at
+// least one drive took it, and then reads the partner's slot from every
+// drive: the highest counter found is the partner's. The partner is
+// beating while its counter moves, silent once it has stood still for
+// partner_silence, stopped when its last beat says it stopped cleanly.
+//
+// The beats go to the drives themselves, not through the gates the pools
+// use: a controller whose lease lapsed must still be able to renew it.
+//
+// Threads: the loop's (the drives'). Lifetime: stop() before destroying;
+// the drives outlive it.
+#pragma once
+
+#include <boost/asio/post.hpp>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "controller/controller_area.h"
+#include "controller/lease.h"
+#include "raid/device/block_device.h"
+#include "raid/device/clock.h"
+
+namespace strata::controller {
+
+struct heartbeat_drive {
+  device::block_device* drive = nullptr;
+  std::uint64_t area_offset_bytes = 0;  // area::locate's answer
+};
+
+struct heartbeat_options {
+  device::duration interval = std::chrono::milliseconds(250);
+  // How long the partner's counter may stand still before it is silent.
+  // Longer than the lease, so that a partner silent this long has lost its
+  // lease (lease.h): detection within 2 s, the lease 1 s.
+  device::duration partner_silence = std::chrono::seconds(2);
+};
+
+enum class partner_state { unknown, beating, silent, stopped };
+const char* to_string(partner_state s) noexcept;
+
+class drive_heartbeats {
+ public:
+  drive_heartbeats(device::clock& clock, boost::asio::any_io_executor loop, std::string self, std::string partner,
+                   std::vector<heartbeat_drive> drives, lease& lease, heartbeat_options options = {});
+  ~drive_heartbeats();
+  drive_heartbeats(const drive_heartbeats&) = delete;
+  drive_heartbeats& operator=(const drive_heartbeats&) = delete;
+
+  // Beats now and every interval.
+  void start();
+  // Stops beating; with `clean`, a last beat says so (state stopped), and
+  // the partner knows this controller handed its pools over rather than
+  // died. `done` once that beat is written (or at once).
+  void stop(bool clean, std::function<void()> done);
+
+  // Written with every beat: the newest configuration change held here.
+  void set_config_generation(std::uint64_t g) noexcept { config_generation_ = g; }
+
+  partner_state partner() const noexcept { return partner_; }
+  // The partner's newest beat read, if any.
+  const std::optional<drive_heartbeat>& partner_beat() const noexcept { return partner_beat_; }
+  std::uint64_t beats() const noexcept { return counter_; }
+  // Beats that reached no drive at all, in a row.
+  unsigned failed_in_a_row() const noexcept { return failed_in_a_row_; }
+
+  // The partner's state changed.
+  std::function<void(partner_state)> on_partner;
+  // A beat reached the drives and renewed the lease.
+  std::function<void()> on_renewed;
+
+ private:
+  void tick();
+  void written(device::time_point started, unsigned reached);
+  void read_back(std::vector<area_contents> found);
+  void set_partner(partner_state s);
+  void write_final();
+
+  device::clock& clock_;
+  boost::asio::any_io_executor loop_;
+  const std::string self_, partner_name_;
+  const std::vector<heartbeat_drive> drives_;
+  lease& lease_;
+  const heartbeat_options options_;
+  std::unique_ptr<device::timer> timer_;
+  std::uint64_t counter_ = 0;
+  std::uint64_t config_generation_ = 0;
+  bool running_ = false;
+  bool in_flight_ = false;  // a beat is still being written or read: the next tick skips
+  unsigned failed_in_a_row_ = 0;
+  partner_state partner_ = partner_state::unknown;
+  std::optional<drive_heartbeat> partner_beat_;
+  device::time_point partner_moved_{};  // when its counter last moved (or we started looking)
+  std::function<void()> final_beat_;  // stop(clean)'s `done`, once the last beat is written
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+};
+
+}  // namespace strata::controller

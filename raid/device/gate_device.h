@@ -1,0 +1,87 @@
+// A gate in front of a device, for fencing: while it is open, requests go
+// straight through (the caller's request itself, nothing copied); while it
+// is held, every request (reads too) waits in arrival order; once shut,
+// every request fails. The controller puts one in front of each shared
+// drive and holds it whenever its ownership lease is not known to be valid
+// (controller/lease.h), so that a controller that was frozen and lost its
+// pools meanwhile neither writes to their drives nor reads what its partner
+// has written since (a stale read), even for a moment after it thaws.
+//
+// The check is made at submit(), against `allowed()` (the lease's clock
+// test): not by a timer that might run after the first request of a thawed
+// loop. A request the check stops holds the gate and calls on_hold once;
+// whoever renews the lease then opens the gate (or shuts it, when the pool
+// is gone). Reads are held as well because a controller that lost a pool
+// may hold stale maps of it.
+//
+// Requests already passed to the device below are not called back: a
+// frozen process's submitted I/O completes while it is frozen, long before
+// the partner's takeover (which waits out the lease).
+//
+// Threads, lifetime: as block_device. The device below outlives the gate.
+#pragma once
+
+#include <functional>
+#include <system_error>
+
+#include "raid/device/forwarding_device.h"
+#include "raid/device/request_queue.h"
+
+namespace strata::device {
+
+class gate_device final : public forwarding_device {
+ public:
+  enum class state { open, held, shut };
+
+  // `allowed`: asked at each submit() while the gate is open; false holds
+  // it. Empty: always allowed.
+  gate_device(block_device& backing, std::function<bool()> allowed = {}, std::function<void()> on_hold = {})
+      : forwarding_device(backing), allowed_(std::move(allowed)), on_hold_(std::move(on_hold)), rejected_(backing.executor()) {}
+
+  void submit(request& req) noexcept override {
+    if (state_ == state::open && allowed_ && !allowed_()) hold();
+    switch (state_) {
+      case state::open:
+        backing().submit(req);
+        return;
+      case state::held:
+        held_.push_back(req);
+        return;
+      case state::shut:
+        rejected_.complete_later(req, why_);
+        return;
+    }
+  }
+  // The next request is stopped (as when allowed() says no).
+  void hold() noexcept {
+    if (state_ != state::open) return;
+    state_ = state::held;
+    if (on_hold_) on_hold_();
+  }
+  // Lets the held requests through, in the order they came, and the rest.
+  void open() noexcept {
+    if (state_ == state::shut) return;
+    state_ = state::open;
+    request_list waiting = held_.take_all();
+    while (request* r = waiting.pop_front()) backing().submit(*r);
+  }
+  // Fails the held requests, and every later one, with `why`. For good.
+  void shut(std::error_code why) noexcept {
+    state_ = state::shut;
+    why_ = why;
+    request_list waiting = held_.take_all();
+    while (request* r = waiting.pop_front()) rejected_.complete_later(*r, why_);
+  }
+  state current() const noexcept { return state_; }
+  std::size_t held() const noexcept { return held_.size(); }
+
+ private:
+  std::function<bool()> allowed_;
+  std::function<void()> on_hold_;
+  state state_ = state::open;
+  std::error_code why_;
+  request_list held_;
+  completion_queue rejected_;
+};
+
+}  // namespace strata::device

@@ -1,0 +1,150 @@
+// Drive heartbeats and the lease, in virtual time: controllers a and b
+// beating on the same three drives (memory devices, behind fault devices
+// where a drive must fail), each seeing the other; a partner killed
+// (silent after the silence limit, its lease lapsed long before), one
+// stopped cleanly, one frozen and thawed; drives failing under the beats.
+#include "controller/heartbeat.h"
+
+#include <catch2/catch.hpp>
+
+#include "raid/device/fault_device.h"
+#include "raid/device/memory_device.h"
+#include "tests/raid/device/harness.h"
+
+using namespace strata;
+using namespace strata::controller;
+using namespace strata::device::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Three shared drives, each behind a fault device (to fail one at will).
+struct shelf_of_three {
+  test_loop loop;
+  std::vector<std::unique_ptr<device::memory_device>> drives;
+  std::vector<std::unique_ptr<device::fault_device>> faults;
+
+  shelf_of_three() {
+    for (int i = 0; i < 3; ++i) {
+      auto m = device::memory_device::create(loop.context.get_executor(), {4096, 64});
+      REQUIRE(m);
+      drives.push_back(std::move(*m));
+      faults.push_back(std::make_unique<device::fault_device>(*drives.back(), loop.clock, device::fault_options{}));
+    }
+  }
+  std::vector<heartbeat_drive> heartbeat_drives() {
+    std::vector<heartbeat_drive> out;
+    for (auto& f : faults) out.push_back({f.get(), 0});
+    return out;
+  }
+  void run_for(device::duration d) {
+    const auto until = loop.clock.now() + d;
+    loop.run_until([&] { return loop.clock.now() >= until; });
+  }
+};
+
+struct controller_beat {
+  lease own;
+  drive_heartbeats beats;
+  std::vector<partner_state> seen;
+  int renewals = 0;
+  controller_beat(shelf_of_three& s, const std::string& self, const std::string& partner)
+      : own(s.loop.clock, 1s), beats(s.loop.clock, s.loop.context.get_executor(), self, partner, s.heartbeat_drives(), own) {
+    beats.on_partner = [this](partner_state p) { seen.push_back(p); };
+    beats.on_renewed = [this] { ++renewals; };
+  }
+};
+
+}  // namespace
+
+TEST_CASE("heartbeat: a and b see each other beat, and each beat renews the lease", "[controller][heartbeat]") {
+  shelf_of_three s;
+  controller_beat a(s, "a", "b"), b(s, "b", "a");
+  CHECK_FALSE(a.own.valid());  // no lease before the first beat reaches a drive
+  a.beats.start();
+  b.beats.start();
+  s.run_for(2s);
+  CHECK(a.beats.partner() == partner_state::beating);
+  CHECK(b.beats.partner() == partner_state::beating);
+  CHECK(a.seen == std::vector<partner_state>{partner_state::beating});
+  CHECK(a.own.valid());
+  CHECK(b.own.valid());
+  CHECK(a.renewals >= 7);  // every 250 ms
+  b.beats.set_config_generation(42);
+  s.run_for(1s);
+  REQUIRE(a.beats.partner_beat());
+  CHECK(a.beats.partner_beat()->config_generation == 42);
+  CHECK(a.beats.partner_beat()->controller == "b");
+  bool stopped = false;
+  a.beats.stop(true, [&] { stopped = true; });
+  b.beats.stop(true, [&] {});
+  s.loop.run_until([&] { return stopped; });
+}
+
+TEST_CASE("heartbeat: a partner killed goes silent after the silence limit, long after its lease lapsed", "[controller][heartbeat]") {
+  shelf_of_three s;
+  controller_beat a(s, "a", "b");
+  auto b = std::make_unique<controller_beat>(s, "b", "a");
+  a.beats.start();
+  b->beats.start();
+  s.run_for(1s);
+  REQUIRE(a.beats.partner() == partner_state::beating);
+  // kill -9: no last beat; b's lease runs out on its own.
+  const auto killed = s.loop.clock.now();
+  const auto b_lease_until = b->own.until();
+  b.reset();
+  while (a.beats.partner() != partner_state::silent) s.run_for(50ms);
+  const auto detected = s.loop.clock.now() - killed;
+  CHECK(detected <= 2s + 500ms);  // the silence limit and a beat or two
+  CHECK(detected >= 1750ms);
+  // Whatever b was doing, its lease ended a second before anyone calls it silent.
+  CHECK(b_lease_until <= killed + 1s);
+  CHECK(s.loop.clock.now() - b_lease_until >= 750ms);
+  a.beats.stop(false, [] {});
+}
+
+TEST_CASE("heartbeat: a partner stopped cleanly is stopped, not silent; started again, it beats", "[controller][heartbeat]") {
+  shelf_of_three s;
+  controller_beat a(s, "a", "b");
+  auto b = std::make_unique<controller_beat>(s, "b", "a");
+  a.beats.start();
+  b->beats.start();
+  s.run_for(1s);
+  bool stopped = false;
+  b->beats.stop(true, [&] { stopped = true; });
+  s.loop.run_until([&] { return stopped; });
+  CHECK_FALSE(b->own.valid());  // a clean stop gives the lease up
+  b.reset();
+  s.run_for(5s);
+  CHECK(a.beats.partner() == partner_state::stopped);
+  b = std::make_unique<controller_beat>(s, "b", "a");
+  b->beats.start();
+  s.run_for(1s);
+  CHECK(a.beats.partner() == partner_state::beating);
+  CHECK(a.seen == std::vector<partner_state>{partner_state::beating, partner_state::stopped, partner_state::beating});
+  a.beats.stop(false, [] {});
+  b->beats.stop(false, [] {});
+}
+
+TEST_CASE("heartbeat: one drive that takes the beat is enough; with none the lease lapses and comes back with the drives", "[controller][heartbeat]") {
+  shelf_of_three s;
+  controller_beat a(s, "a", "b"), b(s, "b", "a");
+  a.beats.start();
+  b.beats.start();
+  s.run_for(1s);
+  s.faults[0]->fail_writes(0, 64);
+  s.faults[1]->fail_writes(0, 64);
+  s.run_for(3s);
+  CHECK(a.own.valid());
+  CHECK(a.beats.partner() == partner_state::beating);  // read from the third
+  s.faults[2]->fail_writes(0, 64);
+  s.run_for(1500ms);
+  CHECK_FALSE(a.own.valid());
+  CHECK(a.beats.failed_in_a_row() >= 4);
+  s.faults[2]->clear_write_failures();
+  s.run_for(500ms);
+  CHECK(a.own.valid());
+  CHECK(a.beats.failed_in_a_row() == 0);
+  a.beats.stop(false, [] {});
+  b.beats.stop(false, [] {});
+}
