@@ -6,6 +6,7 @@
 #include <random>
 
 #include "controller/array_records.h"
+#include "controller/record_writer.h"
 #include "strata/v1/array.pb.h"
 #include "strata/v1/resources.pb.h"
 #include "tiering/volume.h"
@@ -83,6 +84,8 @@ disk_group* array::group_named(const std::string& name) const {
 std::expected<array::served_pool, error> array::load_pool(const v1::Pool& record, bool on_loop) {
   if (pools_.contains(record.name())) return std::unexpected(make_error(errc::invalid_argument, record.name() + " is open already"));
   served_pool p;
+  p.ownership = {record.name(), record.owner().empty() ? options_.controller : short_name(record.owner()),
+                 std::max<std::uint64_t>(1, record.ownership_epoch()), unix_ms_now()};
   std::vector<write_cache::cached_group> cached;
   for (const std::string& name : record.groups()) {
     disk_group* g = group_named(name);
@@ -157,9 +160,22 @@ std::expected<void, error> array::add_pool(const v1::Pool& record) {
   auto handed = std::make_shared<std::promise<void>>();
   auto adopted = handed->get_future();
   auto box = std::make_shared<served_pool>(std::move(*loaded));
-  boost::asio::post(loop_, [this, name = record.name(), box, handed] {
-    adopt_pool(name, std::move(*box));
-    handed->set_value();
+  std::vector<std::string> group_names(record.groups().begin(), record.groups().end());
+  if (!record.read_cache_group().empty()) group_names.push_back(record.read_cache_group());
+  boost::asio::post(loop_, [this, name = record.name(), box, handed, group_names] {
+    // Its groups' areas say who owns it before it serves.
+    std::vector<const disk_group*> groups;
+    for (const std::string& g : group_names) {
+      if (const disk_group* found = group_named(g)) groups.push_back(found);
+    }
+    auto left = std::make_shared<std::size_t>(groups.size() + 1);
+    auto one_less = [this, name, box, handed, left] {
+      if (--*left > 0) return;
+      adopt_pool(name, std::move(*box));
+      handed->set_value();
+    };
+    for (const disk_group* g : groups) stamp_group(*g, box->ownership, one_less);
+    one_less();
   });
   adopted.wait();
   return {};
@@ -399,7 +415,7 @@ void array::form_group(const std::string& name, group_kind kind, const std::vect
                  group_names_.push_back(name);
                  bay_->group_added(groups_.size() - 1);
                  log(name + ": " + to_string(kind) + " of " + std::to_string(disks.size()) + " drive(s), id " + to_hex(groups_.back()->id()));
-                 done(std::move(record));
+                 stamp_group(*groups_.back(), std::nullopt, [record = std::move(record), done] { done(record); });
                });
 }
 
@@ -414,12 +430,12 @@ void array::grow_pool(const std::string& pool, const std::string& name, std::fun
   }
   p->groups.push_back(name);  // the pool's next index: heat names it from now on
   p->pool->add_group({&g.device(), g.kind() == group_kind::raid6 ? tiering::tier::capacity : tiering::tier::performance},
-                   [p, done = std::move(done)](std::expected<std::uint16_t, error> added) {
+                   [this, p, &g, done = std::move(done)](std::expected<std::uint16_t, error> added) {
                      if (!added) {
                        if (added.error().code == make_error_code(errc::invalid_argument)) p->groups.pop_back();  // refused: not in it
                        return done(std::unexpected(added.error()));
                      }
-                     done({});
+                     stamp_group(g, p->ownership, [done] { done({}); });
                    });
 }
 

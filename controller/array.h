@@ -228,9 +228,15 @@ class array {
   // with an event; nothing is written to it.
   std::expected<void, error> check_shelf(const std::vector<drive_area>& areas, bool building);
   // Writes the identity to every group member's area, and each pool's
-  // ownership to its groups' members (at the build; at the first start of
-  // an array built before the areas existed).
+  // ownership to its groups' members, where an area lacks them (all of
+  // them at the build; at each start, what a crash or a failed write left
+  // out). An ownership record is never overwritten here.
   std::expected<void, error> stamp_shelf();
+  // The same for one group made or taken into a pool while the array
+  // runs, on the loop: its members' areas get the identity and
+  // `ownership`. A failure is an event (the group stands; the next start
+  // stamps what is missing), and `done` follows either way.
+  void stamp_group(const disk_group& g, std::optional<pool_ownership> ownership, std::function<void()> done);
   std::expected<void, error> serve();
   // The target node the hosts make: each named IQN its host's access,
   // every other initiator the any_initiator host's (if there is one).
@@ -267,6 +273,7 @@ class array {
     std::unique_ptr<tiering::pool> pool;
     std::unique_ptr<tiering::migrator> migrator;
     std::vector<std::string> groups;
+    pool_ownership ownership;  // its owner and epoch, as on its groups' controller areas
   };
   std::map<std::string, served_pool> pools_;  // by name: "pools/p1"
   // Pool `name` ("pools/p1"), or null.

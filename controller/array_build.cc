@@ -191,9 +191,11 @@ std::expected<void, error> array::assemble() {
     config_batch b;
     b.put("array/identity", std::string(reinterpret_cast<const char*>(identity_bytes.data()), identity_bytes.size()));
     if (auto done = config_->commit(b); !done) return std::unexpected(done.error());
-    if (auto written = stamp_shelf(); !written) return written;
     log("the array had no id on its drives: it is " + id_text(identity_) + " from now on");
   }
+  // What a crash or a failed write left out (a group made just before,
+  // an array built before the areas) is written now.
+  if (auto written = stamp_shelf(); !written) return written;
   for (const auto& [key, bytes] : config_->list("pools/")) {
     if (!top_level(key, "pools/")) continue;
     if (auto opened = open_pool(bytes); !opened) return std::unexpected(opened.error());
@@ -278,18 +280,43 @@ std::expected<void, error> array::stamp_shelf() {
       member_of[groups_[g]->member_device(m)] = owned == owner_of_group.end() ? std::nullopt : std::optional(owned->second);
     }
   }
+  // Only what is missing: an ownership record is never overwritten here
+  // (the partner may have taken the pool over with a newer epoch).
   std::vector<area_stamp> stamps;
   for (const drive_area& a : read_shelf_areas()) {
     device::block_device* d = &shelf_->drive(a.drive);
     const auto m = member_of.find(d);
     if (m == member_of.end()) continue;  // an area left on a drive no group uses now
-    stamps.push_back({d, a.offset_bytes, identity_, m->second});
+    area_stamp stamp{d, a.offset_bytes, std::nullopt, std::nullopt};
+    if (!a.contents.array) stamp.identity = identity_;
+    if (!a.contents.ownership) stamp.ownership = m->second;
+    if (stamp.identity || stamp.ownership) stamps.push_back(stamp);
   }
   std::optional<std::error_code> written;
   write_stamps(std::move(stamps), [&](std::error_code e) { written = e; });
   wait([&] { return written.has_value(); });
   if (*written) return std::unexpected(make_error(errc::io_error, "cannot write the array's identity to the drives' controller areas: " + written->message()));
   return {};
+}
+
+void array::stamp_group(const disk_group& g, std::optional<pool_ownership> ownership, std::function<void()> done) {
+  std::vector<device::block_device*> members;  // the shelf's own pointers to them
+  for (unsigned m = 0; m < g.member_count(); ++m) {
+    for (std::size_t i = 0; i < shelf_->size(); ++i) {
+      if (&shelf_->drive(i) == g.member_device(m)) members.push_back(&shelf_->drive(i));
+    }
+  }
+  read_areas(members, [this, members, ownership, done = std::move(done)](std::vector<drive_area> found) {
+    std::vector<area_stamp> stamps;
+    for (const drive_area& a : found) stamps.push_back({members[a.drive], a.offset_bytes, identity_, ownership});
+    write_stamps(std::move(stamps), [this, done](std::error_code e) {
+      if (e) {
+        events_->record(severity::warning, "",
+                        "the array's id could not be written to a group's controller areas (" + e.message() + "); the next start writes it");
+      }
+      done();
+    });
+  });
 }
 
 }  // namespace strata::controller

@@ -37,6 +37,16 @@ wait_ready "$dir/out" "$dir/err"
 id=$(s --json controller show a | sed -n 's/.*"array_id": *"\([0-9a-f]*\)".*/\1/p')
 check "the controller says which array it belongs to (32 hex digits)" test "${#id}" = 32
 check "the build logged the id" grep -q "the array's id is $id" "$dir/err"
+# A group and a pool made through the API carry the id and the ownership too.
+# area FILE: the controller area of a member (the last 64 KiB of its 1 MiB reserved area)
+area() { dd if="$1" bs=65536 skip=15 count=1 status=none | tr -c '[:print:]' '.'; }
+quiet s disk add ssd-x --kind ssd --size 1G
+quiet s disk add ssd-y --kind ssd --size 1G
+quiet s group create gx --raid1 ssd-x ssd-y
+quiet s pool create px gx
+check "a new group's members carry the array's identity (STRATACA records)" grep -q STRATACA <(area "$dir/shelf-x/ssd-x.img")
+check "and its pool's ownership (pools/px, controller a)" grep -q 'pools/px.a' <(area "$dir/shelf-x/ssd-y.img")
+check "the pool says who owns it" bash -c "'$cli' --api $api --json pool show px | grep -q '\"owner\": *\"controllers/a\"'"
 check "stratad stops cleanly" stop
 
 start array-x shelf-x
