@@ -54,14 +54,25 @@ std::expected<std::unique_ptr<array>, error> array::open(boost::asio::io_context
   const bool fresh = a->config_->list("disks/", {}, 1).empty();
   a->events_ = std::make_unique<event_log>(*a->config_, options.event);
   a->operations_ = std::make_unique<operation_log>(*a->config_);
-  if (auto built = fresh ? a->build_default() : a->assemble(); !built) return std::unexpected(built.error());
+  const bool joining = fresh && options.controller != "a";
+  if (joining && !options.partner_link) {
+    return std::unexpected(make_error(errc::invalid_argument, "controller " + options.controller +
+                                                                  " joins an array on an empty state directory over the partner link: give "
+                                                                  "--partner-link (controller a builds arrays)"));
+  }
+  if (auto built = joining ? a->join() : fresh ? a->build_default() : a->assemble(); !built) return std::unexpected(built.error());
+  if (options.partner_link && !a->partner_) {
+    if (auto linked = a->start_partner(); !linked) return std::unexpected(linked.error());
+  }
   a->bay_ = std::make_unique<drive_bay>(loop.get_executor(), a->clock_, *a->shelf_, a->groups_, a->group_names_, *a->config_,
                                         *a->events_, *a->operations_);
   bool bay_started = false;
   a->bay_->start([&] { bay_started = true; });
   a->wait([&] { return bay_started; });
   if (auto served = a->serve(); !served) return std::unexpected(served.error());
-  a->events_->record(severity::info, "", fresh ? "the array was built (" + options.plan_origin + ") and started" : "the array started");
+  a->events_->record(severity::info, "", joining ? "controller " + options.controller + " joined the array and started"
+                                         : fresh  ? "the array was built (" + options.plan_origin + ") and started"
+                                                  : "the array started");
   return a;
 }
 
@@ -512,6 +523,10 @@ std::expected<void, error> array::serve() {
     if (!volume_bytes) return std::unexpected(make_error(errc::not_found, key + ": no volume " + mapping->volume()));
     auto volume = decode<v1::Volume>(mapping->volume(), *volume_bytes);
     if (!volume) return std::unexpected(volume.error());
+    if (pool_named(mapping->volume().substr(0, mapping->volume().find("/volumes/"))) == nullptr) {
+      log(key + ": " + mapping->volume() + " is in a pool the partner serves: not presented here yet (forwarding comes with ALUA)");
+      continue;
+    }
     if (auto mapped = map_volume(volume->name(), volume->serial(), volume->block_size_bytes(), mapping->host(), mapping->lun()); !mapped) {
       return std::unexpected(error{mapped.error().code, key + ": " + mapped.error().message});
     }
@@ -523,6 +538,7 @@ std::expected<void, error> array::serve() {
 void array::close() {
   if (closed_) return;
   closed_ = true;
+  if (partner_) partner_->stop();
   loop_.restart();
   auto units_idle = [&] {
     for (const auto& [name, v] : units_) {

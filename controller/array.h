@@ -29,6 +29,7 @@
 #include "controller/drive_bay.h"
 #include "controller/event_log.h"
 #include "controller/identity.h"
+#include "controller/partner.h"
 #include "controller/operations.h"
 #include "controller/shelf.h"
 #include "controller/unit_state.h"
@@ -81,6 +82,12 @@ struct array_options {
   // This controller's name: "a" (it builds the array on an empty state
   // directory and owns the pools it builds) or "b".
   std::string controller = "a";
+  // The partner link's address (controller b listens there, controller a
+  // dials it); none: a controller without a partner. Controller b starting
+  // on an empty state directory joins the array on its shelf: it reads the
+  // array's identity from the drives, and copies the configuration from
+  // controller a over the link.
+  std::optional<boost::asio::ip::tcp::endpoint> partner_link;
   boost::asio::ip::tcp::endpoint iscsi{boost::asio::ip::make_address("127.0.0.1"), 3260};
   std::string target_name = "iqn.2026-11.io.strata:array";
   // What an empty state directory is built as (config_file.h): the
@@ -207,6 +214,8 @@ class array {
   const std::string& controller_name() const noexcept { return options_.controller; }
   // The array this controller belongs to (controller/identity.h).
   const array_identity& identity() const noexcept { return identity_; }
+  // The partner controller, if one is configured (partner.h).
+  const controller::partner* partner() const noexcept { return partner_.get(); }
   config_store& config() const noexcept { return *config_; }
   controller::event_log& events() const noexcept { return *events_; }
   operation_log& operations() const noexcept { return *operations_; }
@@ -232,6 +241,14 @@ class array {
   // them at the build; at each start, what a crash or a failed write left
   // out). An ownership record is never overwritten here.
   std::expected<void, error> stamp_shelf();
+  // Controller b on an empty state directory: the identity from the
+  // drives, the configuration from controller a (waiting for it to link).
+  std::expected<void, error> join();
+  // Starts the partner link (options_.partner_link), with the array's key.
+  std::expected<void, error> start_partner();
+  // Whether this controller serves pool record `pool` (its owner; a
+  // record older than owners: controller a).
+  bool owns(const v1::Pool& pool) const;
   // The same for one group made or taken into a pool while the array
   // runs, on the loop: its members' areas get the identity and
   // `ownership`. A failure is an event (the group stands; the next start
@@ -259,6 +276,7 @@ class array {
   std::unique_ptr<operation_log> operations_;
   std::unique_ptr<shelf> shelf_;
   array_identity identity_{};
+  std::unique_ptr<controller::partner> partner_;
   std::vector<std::unique_ptr<disk_group>> groups_;
   std::vector<std::string> group_names_;  // groups_'s resource names ("groups/g1")
   std::unique_ptr<drive_bay> bay_;        // over shelf_ and groups_

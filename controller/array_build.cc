@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "controller/array_records.h"
 #include "strata/v1/array.pb.h"
@@ -168,7 +169,30 @@ std::expected<void, error> array::assemble() {
   if (auto mine = check_shelf(areas, !stamped); !mine) return mine;
   std::vector<device::block_device*> all;
   for (std::size_t i = 0; i < shelf_->size(); ++i) all.push_back(&shelf_->drive(i));
+  // Only the groups of the pools this controller serves (and, on
+  // controller a, the groups in no pool): the partner's are the partner's
+  // to assemble, and assembling writes (superblocks, a resync).
+  std::set<std::string> others;
+  for (const auto& [key, bytes] : config_->list("pools/")) {
+    if (!top_level(key, "pools/")) continue;
+    auto pool = decode<v1::Pool>(key, bytes);
+    if (!pool) return std::unexpected(pool.error());
+    if (owns(*pool)) continue;
+    for (const std::string& g : pool->groups()) others.insert(g);
+    if (!pool->read_cache_group().empty()) others.insert(pool->read_cache_group());
+    if (!pool->write_log_group().empty()) others.insert(pool->write_log_group());
+  }
+  std::set<std::string> in_pools;
+  for (const auto& [key, bytes] : config_->list("pools/")) {
+    if (!top_level(key, "pools/")) continue;
+    if (auto pool = decode<v1::Pool>(key, bytes)) {
+      for (const std::string& g : pool->groups()) in_pools.insert(g);
+      in_pools.insert(pool->read_cache_group());
+      in_pools.insert(pool->write_log_group());
+    }
+  }
   for (const auto& [key, bytes] : config_->list("groups/")) {
+    if (others.contains(key) || (options_.controller != "a" && !in_pools.contains(key))) continue;
     auto record = decode<v1::DiskGroup>(key, bytes);
     if (!record) return std::unexpected(record.error());
     group_id id{};
@@ -198,6 +222,12 @@ std::expected<void, error> array::assemble() {
   if (auto written = stamp_shelf(); !written) return written;
   for (const auto& [key, bytes] : config_->list("pools/")) {
     if (!top_level(key, "pools/")) continue;
+    auto pool = decode<v1::Pool>(key, bytes);
+    if (!pool) return std::unexpected(pool.error());
+    if (!owns(*pool)) {
+      log(key + ": served by controller " + short_name(pool->owner()));
+      continue;
+    }
     if (auto opened = open_pool(bytes); !opened) return std::unexpected(opened.error());
     if (auto reconciled = reconcile_volumes(key); !reconciled) return std::unexpected(reconciled.error());
   }
@@ -317,6 +347,50 @@ void array::stamp_group(const disk_group& g, std::optional<pool_ownership> owner
       done();
     });
   });
+}
+
+bool array::owns(const v1::Pool& pool) const {
+  return (pool.owner().empty() ? std::string("a") : short_name(pool.owner())) == options_.controller;
+}
+
+std::expected<void, error> array::start_partner() {
+  partner_link_options o;
+  o.self = options_.controller;
+  o.partner = options_.controller == "a" ? "b" : "a";
+  o.listen_at = *options_.partner_link;
+  o.key = identity_.link_key;
+  partner_ = std::make_unique<controller::partner>(loop_.get_executor(), *config_, *events_, o);
+  if (auto started = partner_->start(); !started) return started;
+  log(std::string(o.self < o.partner ? "dialing" : "listening for") + " controller " + o.partner + " on the partner link at " +
+      o.listen_at.address().to_string() + ":" + std::to_string(o.listen_at.port()));
+  return {};
+}
+
+std::expected<void, error> array::join() {
+  log("an empty state directory: controller " + options_.controller + " joins the array on the shelf in " + shelf_dir().string());
+  auto found = identity_in_files(shelf_dir());
+  if (!found) return std::unexpected(found.error());
+  identity_ = *found;
+  log("the shelf holds array " + id_text(identity_));
+  if (auto linked = start_partner(); !linked) return linked;
+  // Controller a may start after this one: wait for it, saying so.
+  bool gave_up = false;
+  boost::asio::steady_timer patience(loop_, std::chrono::seconds(120));
+  patience.async_wait([&](boost::system::error_code ec) { gave_up = !ec; });
+  wait([&] { return partner_->up() || gave_up; });
+  patience.cancel();
+  if (!partner_->up()) {
+    return std::unexpected(make_error(errc::timed_out, "controller " + partner_->name() + " did not link within 120 s: the configuration to join with is its"));
+  }
+  std::optional<std::expected<config_records, error>> copied;
+  partner_->fetch_configuration([&](auto r) { copied = std::move(r); });
+  wait([&] { return copied.has_value(); });
+  if (!*copied) return std::unexpected(error{copied->error().code, "copying the configuration from controller " + partner_->name() + ": " + copied->error().message});
+  config_batch records;
+  for (auto& [key, value] : **copied) records.put(key, value);
+  if (auto done = config_->commit(records); !done) return std::unexpected(done.error());
+  log("copied " + std::to_string((*copied)->size()) + " records of the array's configuration from controller " + partner_->name());
+  return assemble();
 }
 
 }  // namespace strata::controller

@@ -2,8 +2,13 @@
 
 #include <openssl/rand.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <memory>
+
+#include "raid/superblock.h"
 
 namespace strata::controller {
 
@@ -93,6 +98,38 @@ void write_stamps(std::vector<area_stamp> stamps, std::function<void(std::error_
       area::write_both(*drive, at, area::ownership_slot, area::encode(*ownership, ownership->epoch), [s](std::error_code e2) { s->one_less(e2); });
     }
   }
+}
+
+std::expected<array_identity, error> identity_in_files(const std::filesystem::path& directory) {
+  std::error_code ec;
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(directory, ec)) {
+    if (entry.path().extension() == ".img") files.push_back(entry.path());
+  }
+  if (ec) {
+    return std::unexpected(make_error(errc::not_found, "no shelf at " + directory.string() + " (" + ec.message() +
+                                                           "): no array to join (start controller a first)"));
+  }
+  std::ranges::sort(files);
+  for (const auto& path : files) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    std::vector<std::byte> block(raid::superblock::size_bytes);
+    std::optional<array_identity> found;
+    if (::pread(fd, block.data(), block.size(), 0) == static_cast<ssize_t>(block.size())) {
+      auto sb = raid::superblock::decode(std::span<const std::byte, raid::superblock::size_bytes>(block.data(), block.size()));
+      const auto at = sb ? raid::controller_area::offset_bytes(sb->data_offset_blocks * sb->logical_block_size_bytes) : std::nullopt;
+      if (at) {
+        std::vector<std::byte> bytes(area::slots * area::slot_bytes);
+        if (::pread(fd, bytes.data(), bytes.size(), static_cast<off_t>(*at)) == static_cast<ssize_t>(bytes.size())) {
+          if (auto c = area::decode(bytes); c && c->array) found = c->array;
+        }
+      }
+    }
+    ::close(fd);
+    if (found) return *found;
+  }
+  return std::unexpected(make_error(errc::not_found, "no drive in " + directory.string() + " holds an array (start controller a first)"));
 }
 
 }  // namespace strata::controller

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <expected>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -50,5 +51,16 @@ struct area_stamp {
 // in turn); all drives at once. `done` gets the first error (at once, with
 // nothing to write).
 void write_stamps(std::vector<area_stamp> stamps, std::function<void(std::error_code)> done);
+
+}  // namespace strata::controller
+
+namespace strata::controller {
+
+// The identity on a simulated shelf's drive files (`directory`/*.img),
+// read with plain reads before any drive is opened: how controller b,
+// starting with an empty state directory, learns which array it joins and
+// the link key to prove itself to controller a with. not_found: no file
+// there holds one.
+std::expected<array_identity, error> identity_in_files(const std::filesystem::path& directory);
 
 }  // namespace strata::controller

@@ -845,15 +845,22 @@ void management::drain_operations() const {
   if (array_ != nullptr) array_->operations().drain();
 }
 
-v1::Controller management::self(const std::string& version) const {
+std::vector<v1::Controller> management::controllers(const std::string& version) const {
+  const std::string self = array_ != nullptr ? array_->controller_name() : "a";
+  // Each pool's owner, as its record says (a record older than owners: a).
+  std::map<std::string, std::vector<std::string>> pools_of;
+  for (const auto& [key, bytes] : config_.list("pools/")) {
+    v1::Pool p;
+    if (key.find('/', 6) != std::string::npos || !p.ParseFromString(bytes)) continue;
+    pools_of[p.owner().empty() ? "controllers/a" : p.owner()].push_back(key);
+  }
   v1::Controller c;
-  c.set_name("controllers/a");
+  c.set_name("controllers/" + self);
   c.set_state(v1::CONTROLLER_ACTIVE);
   c.set_version(version);
-  for (const auto& [key, bytes] : config_.list("pools/")) {
-    if (key.find('/', 6) == std::string::npos) c.add_pools(key);
-  }
+  for (const std::string& p : pools_of[c.name()]) c.add_pools(p);
   c.set_start_time_unix_ms(started_ms_);
+  std::vector<v1::Controller> out;
   if (array_ != nullptr) {
     const auto at = array_->iscsi_endpoint();  // fixed once the array serves
     c.set_iscsi_portal(at.address().to_string() + ":" + std::to_string(at.port()));
@@ -861,7 +868,17 @@ v1::Controller management::self(const std::string& version) const {
     c.set_state_dir(array_->state_dir().string());
     c.set_array_id(id_text(array_->identity()));
   }
-  return c;
+  out.push_back(c);
+  if (array_ != nullptr && array_->partner() != nullptr) {
+    // What this controller knows of its partner: whether it hears it.
+    v1::Controller p;
+    p.set_name("controllers/" + array_->partner()->name());
+    p.set_state(array_->partner()->up() ? v1::CONTROLLER_ACTIVE : v1::CONTROLLER_DOWN);
+    for (const std::string& pool : pools_of[p.name()]) p.add_pools(pool);
+    p.set_array_id(c.array_id());
+    out.push_back(p);
+  }
+  return out;
 }
 
 }  // namespace strata::controller

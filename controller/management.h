@@ -140,8 +140,9 @@ class management {
   // list made next includes it.
   void drain_events() const;
   void drain_operations() const;
-  // This controller, as it stands.
-  v1::Controller self(const std::string& version) const;
+  // The array's controllers, as this one sees them: itself first, then
+  // its partner (if it has one).
+  std::vector<v1::Controller> controllers(const std::string& version) const;
 
  private:
   config_store& config_;

@@ -1,6 +1,7 @@
 // stratad: the array daemon (README.md).
 //
-//   stratad [--config FILE] [--state-dir DIR] [--shelf DIR] [--iscsi ADDR:PORT] [--portal HOST:PORT]...
+//   stratad [--config FILE] [--state-dir DIR] [--shelf DIR] [--controller a|b] [--partner-link ADDR:PORT]
+//           [--iscsi ADDR:PORT] [--portal HOST:PORT]...
 //           [--grpc ADDR:PORT] [--grpc-tls-cert FILE --grpc-tls-key FILE --grpc-token-file FILE]
 //           [--small-shelf] [--volatile-drive-caches]
 //
@@ -17,6 +18,14 @@
 //               is never built over a shelf that holds an array, and a
 //               state directory never starts on another array's shelf
 //               (the array's id on the drives' controller areas)
+// --controller  which of the array's two controllers this is (default a).
+//               Controller a builds an array on an empty state directory;
+//               controller b, on an empty state directory, joins the array
+//               on its shelf (--shelf), copying the configuration from
+//               controller a over the partner link
+// --partner-link
+//               the partner link's address: controller b listens there,
+//               controller a dials it (loopback; docs/partner-link.md)
 // --iscsi       the iSCSI portal (default 127.0.0.1:3260)
 // --portal      a portal SendTargets names to initiators (repeated for
 //               several; default: the address each discovery came in on).
@@ -85,7 +94,8 @@ void say(const char* level, const std::string& what) {
 [[noreturn]] void usage(const std::string& problem) {
   say("error", problem);
   std::fprintf(stderr,
-               "usage: stratad [--config FILE] [--state-dir DIR] [--shelf DIR] [--iscsi ADDR:PORT] [--portal HOST:PORT]...\n"
+               "usage: stratad [--config FILE] [--state-dir DIR] [--shelf DIR] [--controller a|b] [--partner-link ADDR:PORT]\n"
+               "               [--iscsi ADDR:PORT] [--portal HOST:PORT]...\n"
                "               [--grpc ADDR:PORT] [--grpc-tls-cert FILE --grpc-tls-key FILE --grpc-token-file FILE]\n"
                "               [--small-shelf] [--volatile-drive-caches]\n");
   std::exit(2);
@@ -144,7 +154,8 @@ int main(int argc, char** argv) {
   namespace controller = strata::controller;
   // The command line, which overrides the file's [daemon] settings.
   std::optional<std::filesystem::path> config_path, state_dir, shelf_dir, tls_cert, tls_key, token_file;
-  std::optional<std::string> iscsi, grpc;
+  std::optional<std::string> iscsi, grpc, partner_link;
+  std::string controller_name = "a";
   std::optional<std::vector<std::string>> portals;
   bool small_shelf = false;
   bool volatile_drive_caches = false;
@@ -160,6 +171,12 @@ int main(int argc, char** argv) {
       state_dir = value();
     } else if (arg == "--shelf") {
       shelf_dir = value();
+    } else if (arg == "--controller") {
+      controller_name = value();
+      if (controller_name != "a" && controller_name != "b") usage("--controller is a or b");
+    } else if (arg == "--partner-link") {
+      partner_link = value();
+      if (auto bad = controller::parse_listen_address(*partner_link); !bad) usage("--partner-link takes ADDR:PORT: " + bad.error());
     } else if (arg == "--iscsi") {
       iscsi = value();
       if (auto bad = controller::parse_listen_address(*iscsi); !bad) usage("--iscsi takes ADDR:PORT: " + bad.error());
@@ -208,6 +225,12 @@ int main(int argc, char** argv) {
   controller::array_options options;
   options.state_dir = settings.state_dir;
   if (shelf_dir) options.shelf_dir = *shelf_dir;
+  options.controller = controller_name;
+  if (partner_link) {
+    const auto at = controller::parse_listen_address(*partner_link);
+    options.partner_link = boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address(at->address), at->port);
+    if (!options.partner_link->address().is_loopback()) usage("the partner link runs on loopback only (127.0.0.0/8)");
+  }
   const auto listen = controller::parse_listen_address(settings.iscsi_listen);  // checked by the file's parser or above
   if (!listen) usage("the iSCSI portal: " + listen.error());
   options.iscsi = {boost::asio::ip::make_address(listen->address), listen->port};

@@ -255,17 +255,21 @@ grpc::Status array_service::ListControllers(grpc::ServerContext*, const v1::List
     return invalid("page_size", std::to_string(in->page_size()) + " is outside 0 to " + std::to_string(max_page_size));
   }
   if (!in->page_token().empty()) return invalid("page_token", "\"" + in->page_token() + "\" is not a token of this list");
-  *out->add_controllers() = manage_.self(version);  // one controller: one page
+  for (v1::Controller& c : manage_.controllers(version)) *out->add_controllers() = std::move(c);  // two at most: one page
   return grpc::Status::OK;
 }
 
 grpc::Status array_service::GetController(grpc::ServerContext*, const v1::GetRequest* in, v1::Controller* out) {
-  if (in->name() != "controllers/a") {
-    if (!in->name().starts_with("controllers/")) return invalid("name", "\"" + in->name() + "\" is not a controllers/NAME resource name");
-    return fail(grpc::StatusCode::NOT_FOUND, "name", in->name() + " does not exist (this array has controllers/a)");
+  if (!in->name().starts_with("controllers/")) return invalid("name", "\"" + in->name() + "\" is not a controllers/NAME resource name");
+  std::string names;
+  for (v1::Controller& c : manage_.controllers(version)) {
+    if (c.name() == in->name()) {
+      *out = std::move(c);
+      return grpc::Status::OK;
+    }
+    names += (names.empty() ? "" : " and ") + c.name();
   }
-  *out = manage_.self(version);
-  return grpc::Status::OK;
+  return fail(grpc::StatusCode::NOT_FOUND, "name", in->name() + " does not exist (this array has " + names + ")");
 }
 
 grpc::Status array_service::ListDisks(grpc::ServerContext*, const v1::ListRequest* in, v1::ListDisksResponse* out) {

@@ -165,8 +165,8 @@ void table(const std::vector<std::string>& header, const std::vector<std::vector
 std::string when(std::int64_t unix_ms);
 std::vector<std::string> row(const v1::Controller& c) {
   const std::string state = v1::ControllerState_Name(c.state());
-  return {c.name(), state.substr(state.find('_') + 1), c.version(), c.iscsi_portal().empty() ? "-" : c.iscsi_portal(),
-          joined(c.pools()), when(c.start_time_unix_ms())};
+  return {c.name(), state.substr(state.find('_') + 1), c.version().empty() ? "-" : c.version(), c.iscsi_portal().empty() ? "-" : c.iscsi_portal(),
+          joined(c.pools()), c.start_time_unix_ms() == 0 ? "-" : when(c.start_time_unix_ms())};
 }
 // An enum value's name without its prefix: DISK_ONLINE → ONLINE.
 std::string state_name(const std::string& full, std::string_view prefix) {

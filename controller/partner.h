@@ -1,0 +1,52 @@
+// The partner controller, as this controller sees it: the partner link
+// (partner_link.h) with the requests each side answers, and the events
+// its state makes. Today: the link's state, and the array-wide
+// configuration copied to a joining controller b (config_sync.h). To come
+// (README.md, "Two controllers"): each change replicated before it is
+// acknowledged, mirrored pool metadata, forwarded I/O, takeover.
+//
+// Threads: the loop's. Reading the config store blocks, so the snapshot is
+// read on a thread of its own and answered from the loop.
+#pragma once
+
+#include <boost/asio/thread_pool.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "controller/config_store.h"
+#include "controller/config_sync.h"
+#include "controller/event_log.h"
+#include "controller/partner_link.h"
+
+namespace strata::controller {
+
+class partner {
+ public:
+  partner(boost::asio::any_io_executor loop, const config_store& config, event_log& events, partner_link_options options);
+  ~partner();
+  partner(const partner&) = delete;
+  partner& operator=(const partner&) = delete;
+
+  std::expected<void, error> start() { return link_.start(); }
+  // Closes the link; the snapshot reader finishes what it read.
+  void stop();
+  bool up() const noexcept { return link_.up(); }
+  const std::string& name() const noexcept { return options_.partner; }
+  // Where the link is (the listener's address).
+  boost::asio::ip::tcp::endpoint link_endpoint() const { return link_.listen_endpoint(); }
+
+  // Asks the partner for its array-wide records.
+  void fetch_configuration(std::function<void(std::expected<config_records, error>)> done);
+
+ private:
+  boost::asio::any_io_executor loop_;
+  const config_store& config_;
+  event_log& events_;
+  const partner_link_options options_;
+  partner_link link_;
+  boost::asio::thread_pool reader_{1};
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+};
+
+}  // namespace strata::controller

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Two controllers over one shelf, with real processes (README.md, "Two
+# controllers"): controller a builds the array (--partner-link); controller
+# b, on an empty state directory of its own, finds the array's identity and
+# link key on the shared drives, links to a (proving the key both ways),
+# and copies the array-wide configuration; each controller's API lists
+# both, with the pools each owns; b sees a go DOWN when a stops, and a
+# restarted b links again. Without a, and without a shelf holding an array,
+# b says why it cannot join.
+#   stratad_partner_test.sh PATH/TO/stratad PATH/TO/strata
+set -uo pipefail
+source "$(dirname "$0")/lib.sh"
+stratad=$1
+cli=$2
+dir=$(mktemp -d)
+pid=
+pid_b=
+trap '[[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null; [[ -n "$pid_b" ]] && kill -9 "$pid_b" 2>/dev/null; rm -rf "$dir"' EXIT
+port=$((20000 + RANDOM % 12000))
+api_a=127.0.0.1:$((port + 2))
+api_b=127.0.0.2:$((port + 2))
+link=127.0.0.2:$((port + 5))
+a() { "$cli" --api "$api_a" "$@"; }
+b() { "$cli" --api "$api_b" "$@"; }
+
+# b with no array on its shelf: nothing to join.
+"$stratad" --controller b --state-dir "$dir/b" --shelf "$dir/shelf" --iscsi 127.0.0.2:$port --grpc "$api_b" \
+  --partner-link "$link" >"$dir/b.out" 2>"$dir/b.err"
+check "b on a shelf with no array: exit 1" test $? = 1
+check "it says to start controller a first" grep -q "(start controller a first)" "$dir/b.err"
+rm -rf "$dir/b"
+
+"$stratad" --small-shelf --state-dir "$dir/a" --shelf "$dir/shelf" --iscsi 127.0.0.1:$port --grpc "$api_a" \
+  --partner-link "$link" >"$dir/a.out" 2>"$dir/a.err" &
+pid=$!
+wait_ready "$dir/a.out" "$dir/a.err"
+start_b() {
+  "$stratad" --controller b --state-dir "$dir/b" --shelf "$dir/shelf" --iscsi 127.0.0.2:$port --grpc "$api_b" \
+    --partner-link "$link" >"$dir/b.out" 2>"$dir/b.err" &
+  pid_b=$!
+  local saved=$pid
+  pid=$pid_b
+  wait_ready "$dir/b.out" "$dir/b.err"
+  pid=$saved
+}
+start_b
+check "b joined the array on the shelf" grep -q "the shelf holds array" "$dir/b.err"
+check "b copied the configuration from a" grep -q "records of the array's configuration from controller a" "$dir/b.err"
+# controllers NAME STATE on API: the row's state column
+state_of() { "$cli" --api "$1" controller list | awk -v n="$2" '$1 == n { print $2 }'; }
+check "b lists itself ACTIVE" test "$(state_of "$api_b" controllers/b)" = ACTIVE
+check "b lists a ACTIVE (the link is up)" test "$(state_of "$api_b" controllers/a)" = ACTIVE
+check "a lists b ACTIVE" test "$(state_of "$api_a" controllers/b)" = ACTIVE
+check "b says a owns pools/p1" bash -c "'$cli' --api $api_b controller list | grep controllers/a | grep -q pools/p1"
+check "both controllers report one array id" test "$(a --json controller show a | sed -n 's/.*"array_id": *"\([0-9a-f]*\)".*/\1/p')" = \
+  "$(b --json controller show b | sed -n 's/.*"array_id": *"\([0-9a-f]*\)".*/\1/p')"
+check "b's API shows the array's volumes" bash -c "'$cli' --api $api_b volume list p1 | grep -q pools/p1/volumes/v1"
+check "b's API shows the array's hosts" test "$(b host list | tail -n +2)" = "$(a host list | tail -n +2)"
+check "b's event log: the link came up" bash -c "'$cli' --api $api_b events | grep -q 'the partner link is up'"
+check "a refuses b's name for itself" bash -c "! '$cli' --api $api_a controller show c 2>/dev/null"
+
+# a stops: b sees it DOWN.
+kill -TERM "$pid"; wait "$pid"; pid=
+down=
+for _ in $(seq 30); do [[ "$(state_of "$api_b" controllers/a)" = DOWN ]] && { down=1; break; }; sleep 0.1; done
+check "b sees a DOWN once it stopped" test -n "$down"
+check "b's event log: the link went down" bash -c "'$cli' --api $api_b events | grep -q 'the partner link is down'"
+kill -TERM "$pid_b"; wait "$pid_b"
+check "b stops cleanly" test $? = 0
+pid_b=
+
+# Both again, b first (it waits for a), from their state directories.
+start_b_bg() {
+  "$stratad" --controller b --state-dir "$dir/b" --shelf "$dir/shelf" --iscsi 127.0.0.2:$port --grpc "$api_b" \
+    --partner-link "$link" >"$dir/b.out" 2>"$dir/b.err" &
+  pid_b=$!
+}
+start_b_bg
+"$stratad" --small-shelf --state-dir "$dir/a" --shelf "$dir/shelf" --iscsi 127.0.0.1:$port --grpc "$api_a" \
+  --partner-link "$link" >"$dir/a.out" 2>"$dir/a.err" &
+pid=$!
+wait_ready "$dir/a.out" "$dir/a.err"
+saved=$pid; pid=$pid_b; wait_ready "$dir/b.out" "$dir/b.err"; pid=$saved
+linked=
+for _ in $(seq 50); do [[ "$(state_of "$api_b" controllers/a)" = ACTIVE && "$(state_of "$api_a" controllers/b)" = ACTIVE ]] && { linked=1; break; }; sleep 0.1; done
+check "restarted, they link again" test -n "$linked"
+kill -TERM "$pid_b"; wait "$pid_b"; pid_b=
+kill -TERM "$pid"; wait "$pid"
+check "a stops cleanly" test $? = 0
+pid=
+exit $failed
