@@ -216,6 +216,9 @@ class array {
   const array_identity& identity() const noexcept { return identity_; }
   // The partner controller, if one is configured (partner.h).
   const controller::partner* partner() const noexcept { return partner_.get(); }
+  // Copies a committed configuration change to the partner; `done` once
+  // the partner committed it (at once without a partner). On the loop.
+  void replicate(const config_batch& change, std::function<void(std::expected<void, error>)> done);
   config_store& config() const noexcept { return *config_; }
   controller::event_log& events() const noexcept { return *events_; }
   operation_log& operations() const noexcept { return *operations_; }
@@ -246,6 +249,9 @@ class array {
   std::expected<void, error> join();
   // Starts the partner link (options_.partner_link), with the array's key.
   std::expected<void, error> start_partner();
+  // The partner's configuration changes, committed here: what this
+  // controller serves follows them (hosts today).
+  void partner_changed(const config_change& change);
   // Whether this controller serves pool record `pool` (its owner; a
   // record older than owners: controller a).
   bool owns(const v1::Pool& pool) const;

@@ -360,6 +360,7 @@ std::expected<void, error> array::start_partner() {
   o.listen_at = *options_.partner_link;
   o.key = identity_.link_key;
   partner_ = std::make_unique<controller::partner>(loop_.get_executor(), *config_, *events_, o);
+  partner_->on_applied = [this](const config_change& change) { partner_changed(change); };
   if (auto started = partner_->start(); !started) return started;
   log(std::string(o.self < o.partner ? "dialing" : "listening for") + " controller " + o.partner + " on the partner link at " +
       o.listen_at.address().to_string() + ":" + std::to_string(o.listen_at.port()));
@@ -391,6 +392,23 @@ std::expected<void, error> array::join() {
   if (auto done = config_->commit(records); !done) return std::unexpected(done.error());
   log("copied " + std::to_string((*copied)->size()) + " records of the array's configuration from controller " + partner_->name());
   return assemble();
+}
+
+void array::replicate(const config_batch& change, std::function<void(std::expected<void, error>)> done) {
+  if (!partner_) return done({});
+  partner_->replicate(change, std::move(done));
+}
+
+void array::partner_changed(const config_change& change) {
+  for (const auto& [key, value] : change) {
+    if (!key.starts_with("hosts/")) continue;
+    v1::Host host;
+    if (value && host.ParseFromString(*value)) {
+      if (auto served = set_host(key, host_access_of(host)); !served) log(key + ": " + served.error().message);
+    } else if (!value && hosts_.contains(key)) {
+      if (auto removed = remove_host(key); !removed) log(key + ": " + removed.error().message);
+    }
+  }
 }
 
 }  // namespace strata::controller

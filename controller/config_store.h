@@ -37,6 +37,11 @@ class config_batch {
   void put(std::string key, std::string value) { ops_.push_back({std::move(key), std::move(value), false}); }
   void erase(std::string key) { ops_.push_back({std::move(key), {}, true}); }
   bool empty() const noexcept { return ops_.empty(); }
+  // Each put (`value` set) and erase (`value` null), in order.
+  template <class F>
+  void visit(F f) const {
+    for (const op& o : ops_) f(o.key, o.erase ? nullptr : &o.value);
+  }
 
  private:
   friend class config_store;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <set>
 
+#include "controller/config_sync.h"
 #include "target/iscsi/chap.h"
 
 namespace strata::controller {
@@ -114,8 +115,31 @@ bool is_pool_name(std::string_view name) {
   return name.starts_with("pools/") && name.size() > 6 && name.find('/', 6) == std::string_view::npos;
 }
 
-outcome<void> management::commit(const config_batch& b) {
+outcome<void> management::may_change(const std::string& to) const {
+  if (array_ == nullptr) return no_array(to);
+  if (array_->partner() != nullptr && array_->controller_name() != "a") {
+    // One controller changes the array at a time, so that the two never
+    // diverge; until b forwards its changes to a, b takes none.
+    return refuse(kind::precondition, "", "controller " + array_->controller_name() + " takes no changes yet: make them through controller " +
+                                              array_->partner()->name() + "'s API (both show the whole array)");
+  }
+  return {};
+}
+
+outcome<void> management::commit(config_batch b) {
+  bool array_wide_change = false;
+  b.visit([&](const std::string& key, const std::string*) { array_wide_change = array_wide_change || array_wide(key); });
+  if (array_wide_change) bump_generation(b, generation_of(config_));
   if (auto done = config_.commit(b); !done) return refused(done.error());
+  if (!array_wide_change || array_ == nullptr || array_->partner() == nullptr) return {};
+  // Then the partner, before the change is acknowledged. Without the link
+  // it goes on (this is controller a: the partner catches up by generation
+  // when it is back), and says so.
+  auto copied = on_loop(*array_, [this, &b](auto done) { array_->replicate(b, std::move(done)); });
+  if (!copied) {
+    array_->events().record(severity::warning, "", "a configuration change was not copied to controller " + array_->partner()->name() + " (" +
+                                                       copied.error().message + "); it catches up when it links again");
+  }
   return {};
 }
 
@@ -138,7 +162,7 @@ outcome<v1::Volume> management::create_volume(const std::string& pool, const std
   if (config_.get(name)) return refuse(kind::exists, "volume_id", name + " exists");
   const v1::WriteCache write_cache = want.write_cache() == v1::WRITE_CACHE_UNSPECIFIED ? v1::WRITE_BACK : want.write_cache();
   if (auto ok = check_volume_write_cache(pool, write_cache); !ok) return std::unexpected(ok.error());
-  if (array_ == nullptr) return no_array("to create the volume in");
+  if (auto allowed = may_change("to create the volume in"); !allowed) return std::unexpected(allowed.error());
   const v1::Affinity affinity = want.affinity() == v1::AFFINITY_UNSPECIFIED ? v1::AUTO : want.affinity();
   auto created = on_loop(*array_, [this, name, bytes, placement = placement_of(affinity)](auto done) {
     array_->create_volume(name, bytes, placement, std::move(done));
@@ -189,7 +213,7 @@ outcome<v1::Volume> management::update_volume(const v1::Volume& want, const std:
       updated.set_affinity(want.affinity());
     }
   }
-  if (array_ == nullptr) return no_array("to change the volume in");
+  if (auto allowed = may_change("to change the volume in"); !allowed) return std::unexpected(allowed.error());
   if (updated.size_bytes() != volume->size_bytes()) {
     auto grown = on_loop(*array_, [this, name, bytes = updated.size_bytes()](auto done) { array_->resize_volume(name, bytes, std::move(done)); });
     if (!grown) return refused(grown.error(), "volume.size_bytes");
@@ -253,7 +277,7 @@ outcome<v1::Operation> management::move_volume(const std::string& name, v1::Affi
   std::lock_guard hold(changes_);
   auto volume = is_volume_name(name) ? read<v1::Volume>(config_, name) : std::nullopt;
   if (!volume) return refuse(kind::not_found, "name", name + " does not exist");
-  if (array_ == nullptr) return no_array("to move the volume in");
+  if (auto allowed = may_change("to move the volume in"); !allowed) return std::unexpected(allowed.error());
   const v1::Affinity before = volume->affinity();
   if (auto set = set_affinity(*volume, to); !set) return std::unexpected(set.error());
   // Cancelled on the canceller's thread (a gRPC handler's): the affinity
@@ -294,7 +318,7 @@ outcome<v1::Operation> management::delete_volume(const std::string& name) {
       return refuse(kind::precondition, "name", name + " is mapped (" + key + "); delete its mappings first");
     }
   }
-  if (array_ == nullptr) return no_array("to delete the volume from");
+  if (auto allowed = may_change("to delete the volume from"); !allowed) return std::unexpected(allowed.error());
   // The record goes first: from now on the volume is gone for the API,
   // and a restart before the pool has let it go finishes the delete.
   config_batch b;
@@ -328,7 +352,7 @@ outcome<v1::Pool> management::update_pool(const v1::Pool& want, const std::vecto
   if (pool->write_log_group().empty()) {
     return refuse(kind::precondition, "pool.write_cache", name + " has no write log (its write_log_group): it writes through, and cannot write back");
   }
-  if (array_ == nullptr) return no_array("to change the pool in");
+  if (auto allowed = may_change("to change the pool in"); !allowed) return std::unexpected(allowed.error());
   v1::Pool updated = *pool;
   updated.set_write_cache(mode);
   // Recorded first: the next start opens the pool in the mode asked for.
@@ -380,7 +404,7 @@ outcome<v1::Pool> management::create_pool(const std::string& pool_id, const v1::
                   "a write log is set up with the pool in the configuration file's build sections (write_log); "
                   "pools made through the API write through");
   }
-  if (array_ == nullptr) return no_array("to make the pool in");
+  if (auto allowed = may_change("to make the pool in"); !allowed) return std::unexpected(allowed.error());
   v1::Pool out = want;
   out.set_name(name);
   out.set_owner("controllers/" + array_->controller_name());  // the controller asked serves it
@@ -392,7 +416,7 @@ outcome<v1::Pool> management::create_pool(const std::string& pool_id, const v1::
   if (auto opened = array_->add_pool(out); !opened) {
     config_batch undo;  // a failed request changes nothing
     undo.erase(name);
-    (void)config_.commit(undo);
+    (void)commit(undo);
     return refused(opened.error(), "pool");
   }
   array_->events().record(severity::info, name, "created over " + std::to_string(want.groups_size()) + " group(s)");
@@ -438,7 +462,7 @@ outcome<v1::Host> management::create_host(const std::string& host_id, const v1::
   std::lock_guard hold(changes_);
   if (config_.get(host.name())) return refuse(kind::exists, "host_id", host.name() + " exists");
   if (auto ok = check_host(host); !ok) return std::unexpected(ok.error());
-  if (array_ == nullptr) return no_array("to serve the host");
+  if (auto allowed = may_change("to serve the host"); !allowed) return std::unexpected(allowed.error());
   auto served = on_loop(*array_, [this, name = host.name(), access = host_access_of(host)](auto done) { done(array_->set_host(name, access)); });
   if (!served) return refused(served.error(), "host");
   config_batch b;
@@ -476,7 +500,7 @@ outcome<v1::Host> management::update_host(const v1::Host& want, const std::vecto
     }
   }
   if (auto ok = check_host(host); !ok) return std::unexpected(ok.error());
-  if (array_ == nullptr) return no_array("to serve the host");
+  if (auto allowed = may_change("to serve the host"); !allowed) return std::unexpected(allowed.error());
   auto served = on_loop(*array_, [this, name, access = host_access_of(host)](auto done) { done(array_->set_host(name, access)); });
   if (!served) return refused(served.error(), "host");
   config_batch b;
@@ -499,7 +523,7 @@ outcome<void> management::delete_host(const std::string& name) {
       return refuse(kind::precondition, "name", name + " has LUNs mapped (" + key + "); delete its mappings first");
     }
   }
-  if (array_ == nullptr) return no_array("to remove the host from");
+  if (auto allowed = may_change("to remove the host from"); !allowed) return std::unexpected(allowed.error());
   auto removed = on_loop(*array_, [this, name](auto done) { done(array_->remove_host(name)); });
   if (!removed) return refused(removed.error(), "name");
   config_batch b;
@@ -530,7 +554,7 @@ outcome<v1::Mapping> management::create_mapping(const std::string& mapping_id, c
                     m.volume() + " is already mapped to " + m.host() + " (" + key + ", LUN " + std::to_string(other.lun()) + ")");
     }
   }
-  if (array_ == nullptr) return no_array("to serve the volume");
+  if (auto allowed = may_change("to serve the volume"); !allowed) return std::unexpected(allowed.error());
   v1::Mapping out = m;
   out.set_name(name);
   config_batch b;
@@ -544,7 +568,7 @@ outcome<v1::Mapping> management::create_mapping(const std::string& mapping_id, c
   if (!mapped) {
     config_batch undo;  // a failed request changes nothing
     undo.erase(name);
-    (void)config_.commit(undo);
+    (void)commit(undo);
     return refused(mapped.error(), "mapping");
   }
   array_->events().record(severity::info, name, m.volume() + " served to " + m.host() + " as LUN " + std::to_string(m.lun()));
@@ -555,7 +579,7 @@ outcome<void> management::delete_mapping(const std::string& name) {
   std::lock_guard hold(changes_);
   auto mapping = name.starts_with("mappings/") ? read<v1::Mapping>(config_, name) : std::nullopt;
   if (!mapping) return refuse(kind::not_found, "name", name + " does not exist");
-  if (array_ == nullptr) return no_array("to unmap the volume from");
+  if (auto allowed = may_change("to unmap the volume from"); !allowed) return std::unexpected(allowed.error());
   auto unmapped = on_loop(*array_, [this, host = mapping->host(), lun = mapping->lun()](auto done) {
     array_->unmap_volume(host, lun, std::move(done));
   });
@@ -579,7 +603,7 @@ outcome<v1::Disk> management::create_disk(const std::string& disk_id, const v1::
   std::lock_guard hold(changes_);
   const std::string name = "disks/" + disk_id;
   if (config_.get(name)) return refuse(kind::exists, "disk_id", name + " exists");
-  if (array_ == nullptr) return no_array("to add the disk to");
+  if (auto allowed = may_change("to add the disk to"); !allowed) return std::unexpected(allowed.error());
   v1::Disk out;
   auto added = on_loop(*array_, [this, disk_id, drive = d.kind() == v1::HDD ? drive_kind::hdd : drive_kind::ssd, bytes = d.size_bytes(),
                                  &out](auto done) {
@@ -604,7 +628,7 @@ outcome<v1::Disk> management::update_disk(const v1::Disk& want, const std::vecto
   std::lock_guard hold(changes_);
   auto disk = name.starts_with("disks/") ? read<v1::Disk>(config_, name) : std::nullopt;
   if (!disk) return refuse(kind::not_found, "disk.name", name + " does not exist");
-  if (array_ == nullptr) return no_array("to change the disk in");
+  if (auto allowed = may_change("to change the disk in"); !allowed) return std::unexpected(allowed.error());
   const bool spare = want.spare();
   const bool was = disk->spare();
   auto changed = on_loop(*array_, [this, name, spare](auto done) { done(array_->drives().set_spare(name, spare)); });
@@ -626,7 +650,7 @@ outcome<v1::Disk> management::fail_disk(const std::string& name) {
   std::lock_guard hold(changes_);
   auto disk = get_record<v1::Disk>(config_, "disks/", name);
   if (!disk) return disk;
-  if (array_ == nullptr) return no_array("to fail the disk in");
+  if (auto allowed = may_change("to fail the disk in"); !allowed) return std::unexpected(allowed.error());
   // Described in the same turn of the loop: a hot spare may take its place right after.
   auto failed = on_loop(*array_, [this, &disk](auto done) {
     auto r = array_->drives().fail_disk(disk->name());
@@ -641,7 +665,7 @@ outcome<v1::Operation> management::replace_disk(const std::string& name, const s
   std::lock_guard hold(changes_);
   if (!name.starts_with("disks/") || !config_.get(name)) return refuse(kind::not_found, "name", name + " does not exist");
   if (!replacement.starts_with("disks/") || !config_.get(replacement)) return refuse(kind::not_found, "replacement", replacement + " does not exist");
-  if (array_ == nullptr) return no_array("to replace the disk in");
+  if (auto allowed = may_change("to replace the disk in"); !allowed) return std::unexpected(allowed.error());
   v1::Operation out;
   auto started = on_loop(*array_, [this, &name, &replacement, &out](auto done) {
     auto op = array_->drives().replace_disk(name, replacement);
@@ -658,7 +682,7 @@ outcome<v1::Disk> management::erase_disk(const std::string& name) {
   std::lock_guard hold(changes_);
   auto disk = get_record<v1::Disk>(config_, "disks/", name);
   if (!disk) return disk;
-  if (array_ == nullptr) return no_array("to erase the disk in");
+  if (auto allowed = may_change("to erase the disk in"); !allowed) return std::unexpected(allowed.error());
   auto erased = on_loop(*array_, [this, name](auto done) { array_->drives().erase_disk(name, std::move(done)); });
   if (!erased) return refused(erased.error(), "name");
   describe(*disk);
@@ -700,7 +724,7 @@ outcome<v1::DiskGroup> management::create_group(const std::string& id, const v1:
     if (g.kind() == v1::READ_CACHE) return refuse(kind::precondition, "pool", "a read cache joins a pool only when the pool is built");
     if (g.kind() == v1::WRITE_LOG) return refuse(kind::precondition, "pool", "a write log joins a pool only when the pool is built");
   }
-  if (array_ == nullptr) return no_array("to make the group in");
+  if (auto allowed = may_change("to make the group in"); !allowed) return std::unexpected(allowed.error());
   const std::vector<std::string> members(g.members().begin(), g.members().end());
   v1::DiskGroup out;
   auto formed = on_loop(*array_, [this, name, made = g.kind(), members, &out](auto done) {
@@ -734,7 +758,7 @@ outcome<v1::DiskGroup> management::create_group(const std::string& id, const v1:
         config_batch undo;
         pool->mutable_groups()->RemoveLast();
         undo.put(pool->name(), pool->SerializeAsString());
-        (void)config_.commit(undo);
+        (void)commit(undo);
       }
       return refused(grown.error(), "pool");
     }
@@ -748,7 +772,7 @@ outcome<v1::DiskGroup> management::create_group(const std::string& id, const v1:
 outcome<v1::Operation> management::scrub_group(const std::string& name) {
   std::lock_guard hold(changes_);
   if (!name.starts_with("groups/") || !config_.get(name)) return refuse(kind::not_found, "name", name + " does not exist");
-  if (array_ == nullptr) return no_array("to scrub");
+  if (auto allowed = may_change("to scrub"); !allowed) return std::unexpected(allowed.error());
   v1::Operation out;
   auto started = on_loop(*array_, [this, &name, &out](auto done) {
     auto op = array_->drives().scrub(name);

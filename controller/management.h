@@ -157,7 +157,13 @@ class management {
   outcome<void> check_volume_write_cache(const std::string& pool_name, v1::WriteCache mode) const;
   // A host's own fields, and that no other host claims what it does.
   outcome<void> check_host(const v1::Host& h) const;
-  outcome<void> commit(const config_batch& b);
+  // Records a change: with the configuration generation bumped when it
+  // touches array-wide records, and copied to the partner before it is
+  // acknowledged (config_sync.h).
+  outcome<void> commit(config_batch b);
+  // Whether this controller may make a change now: an array runs, and it
+  // is the one that takes changes.
+  outcome<void> may_change(const std::string& to) const;
 };
 
 }  // namespace strata::controller

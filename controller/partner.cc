@@ -1,14 +1,16 @@
 #include "controller/partner.h"
 
 #include <boost/asio/post.hpp>
+#include <cstdlib>
 
 namespace strata::controller {
 
-partner::partner(boost::asio::any_io_executor loop, const config_store& config, event_log& events, partner_link_options options)
+partner::partner(boost::asio::any_io_executor loop, config_store& config, event_log& events, partner_link_options options)
     : loop_(loop), config_(config), events_(events), options_(options), link_(loop, std::move(options)) {
   link_.on_state = [this](bool up, const std::string& why) {
     if (up) {
       events_.record(severity::info, "controllers/" + options_.partner, "the partner link is up");
+      catch_up();
     } else {
       events_.record(severity::warning, "controllers/" + options_.partner, "the partner link is down: " + why);
     }
@@ -21,6 +23,105 @@ partner::partner(boost::asio::any_io_executor loop, const config_store& config, 
         if (!alive.expired()) reply(std::move(bytes));
       });
     });
+  });
+  link_.handle(link_type::config_apply, [this](link_bytes payload, link_reply reply) {
+    auto change = decode_change(payload);
+    if (!change) return reply(std::unexpected(change.error()));
+    apply(std::move(*change), std::move(reply));
+  });
+  link_.handle(link_type::config_generation, [this](link_bytes, link_reply reply) {
+    boost::asio::post(reader_, [this, reply = std::move(reply), alive = std::weak_ptr<int>(alive_)]() mutable {
+      link_bytes bytes(8);
+      const std::uint64_t g = generation_of(config_);
+      for (int i = 0; i < 8; ++i) bytes[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(g >> (8 * i));
+      boost::asio::post(loop_, [reply = std::move(reply), bytes = std::move(bytes), alive]() mutable {
+        if (!alive.expired()) reply(std::move(bytes));
+      });
+    });
+  });
+}
+
+namespace {
+
+std::uint64_t generation_in(const config_change& c) {
+  for (const auto& [key, value] : c) {
+    if (key == generation_key && value) return std::strtoull(value->c_str(), nullptr, 10);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void partner::apply(config_change change, link_reply reply) {
+  boost::asio::post(reader_, [this, change = std::move(change), reply = std::move(reply), alive = std::weak_ptr<int>(alive_)]() mutable {
+    const std::uint64_t mine = generation_of(config_);
+    const std::uint64_t theirs = generation_in(change);
+    std::expected<void, error> done;
+    bool applied = false;
+    bool behind = false;
+    if (theirs <= mine) {
+      // Held already (a catch-up brought it): nothing to do.
+    } else if (theirs == mine + 1) {
+      done = config_.commit(batch_of(change));
+      applied = bool(done);
+    } else {
+      behind = true;  // a change missed: the whole configuration instead
+    }
+    boost::asio::post(loop_, [this, change = std::move(change), reply = std::move(reply), done, applied, behind, alive]() mutable {
+      if (alive.expired()) return;
+      if (applied && on_applied) on_applied(change);
+      if (behind) catch_up();
+      reply(done ? std::expected<link_bytes, error>(link_bytes{}) : std::unexpected(done.error()));
+    });
+  });
+}
+
+void partner::catch_up() {
+  link_.call(link_type::config_generation, {}, [this](std::expected<link_bytes, error> r) {
+    if (!r || r->size() != 8) return;
+    std::uint64_t theirs = 0;
+    for (int i = 7; i >= 0; --i) theirs = (theirs << 8) | (*r)[static_cast<std::size_t>(i)];
+    boost::asio::post(reader_, [this, theirs, alive = std::weak_ptr<int>(alive_)] {
+      if (theirs <= generation_of(config_)) return;  // this side is as new, or newer: the partner catches up from it
+      boost::asio::post(loop_, [this, alive] {
+        if (alive.expired()) return;
+        link_.call(link_type::config_snapshot, {}, [this](std::expected<link_bytes, error> bytes) {
+          if (!bytes) return;
+          if (auto snapshot = decode_records(*bytes)) install(*snapshot);
+        });
+      });
+    });
+  });
+}
+
+void partner::install(const config_records& snapshot) {
+  boost::asio::post(reader_, [this, snapshot, alive = std::weak_ptr<int>(alive_)]() mutable {
+    std::uint64_t theirs = 0;
+    for (const auto& [key, value] : snapshot) {
+      if (key == generation_key) theirs = std::strtoull(value.c_str(), nullptr, 10);
+    }
+    const std::uint64_t mine = generation_of(config_);
+    if (theirs <= mine) return;  // a change came first and brought it further
+    const config_batch b = replace_with(config_, snapshot);
+    auto done = config_.commit(b);
+    config_change change = change_of(b);
+    boost::asio::post(loop_, [this, change = std::move(change), done, theirs, mine, alive] {
+      if (alive.expired()) return;
+      if (!done) {
+        events_.record(severity::error, "", "catching up with controller " + options_.partner + "'s configuration failed: " + done.error().message);
+        return;
+      }
+      events_.record(severity::info, "", "the configuration caught up with controller " + options_.partner + "'s: generation " +
+                                             std::to_string(mine) + " to " + std::to_string(theirs));
+      if (on_applied) on_applied(change);
+    });
+  });
+}
+
+void partner::replicate(const config_batch& change, std::function<void(std::expected<void, error>)> done) {
+  link_.call(link_type::config_apply, encode_change(change_of(change)), [done = std::move(done)](std::expected<link_bytes, error> r) {
+    if (!r) return done(std::unexpected(r.error()));
+    done({});
   });
 }
 

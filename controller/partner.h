@@ -1,7 +1,9 @@
 // The partner controller, as this controller sees it: the partner link
 // (partner_link.h) with the requests each side answers, and the events
 // its state makes. Today: the link's state, and the array-wide
-// configuration copied to a joining controller b (config_sync.h). To come
+// configuration (config_sync.h): copied to a joining controller b, each
+// change replicated before it is acknowledged, and a controller that comes
+// back with an older generation brought up to date. To come
 // (README.md, "Two controllers"): each change replicated before it is
 // acknowledged, mirrored pool metadata, forwarded I/O, takeover.
 //
@@ -23,7 +25,7 @@ namespace strata::controller {
 
 class partner {
  public:
-  partner(boost::asio::any_io_executor loop, const config_store& config, event_log& events, partner_link_options options);
+  partner(boost::asio::any_io_executor loop, config_store& config, event_log& events, partner_link_options options);
   ~partner();
   partner(const partner&) = delete;
   partner& operator=(const partner&) = delete;
@@ -38,13 +40,29 @@ class partner {
 
   // Asks the partner for its array-wide records.
   void fetch_configuration(std::function<void(std::expected<config_records, error>)> done);
+  // Sends a change this controller committed (its generation bump
+  // included) and calls `done` once the partner has committed it too; an
+  // error if it could not (the link went down: the partner catches up by
+  // generation when it is back).
+  void replicate(const config_batch& change, std::function<void(std::expected<void, error>)> done);
+  // The partner's changes (and catch-ups), once committed here: the keys
+  // they touched, for the array to apply what it serves. On the loop.
+  std::function<void(const config_change&)> on_applied;
 
  private:
   boost::asio::any_io_executor loop_;
-  const config_store& config_;
+  config_store& config_;
   event_log& events_;
   const partner_link_options options_;
   partner_link link_;
+  // Applies a change from the partner, or installs its snapshot, on the
+  // store thread; `done` on the loop.
+  void apply(config_change change, link_reply reply);
+  void catch_up();
+  void install(const config_records& snapshot);
+  // The config store's thread: snapshots read, and the partner's changes
+  // committed, one at a time in arrival order (so a change and a catch-up
+  // never cross).
   boost::asio::thread_pool reader_{1};
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };

@@ -59,6 +59,15 @@ check "b's API shows the array's hosts" test "$(b host list | tail -n +2)" = "$(
 check "b's event log: the link came up" bash -c "'$cli' --api $api_b events | grep -q 'the partner link is up'"
 check "a refuses b's name for itself" bash -c "! '$cli' --api $api_a controller show c 2>/dev/null"
 
+# Changes: made through a, on b before a answers; b takes none itself yet.
+quiet a host add h2 --iqn iqn.2026-11.test:h2
+check "a host added through a is on b at once" bash -c "'$cli' --api $api_b host list | grep -q hosts/h2"
+quiet a host delete h2
+check "and its delete too" bash -c "! '$cli' --api $api_b host list | grep -q hosts/h2"
+check "b refuses a change, sending the admin to a" bash -c \
+  "'$cli' --api $api_b host add h9 --iqn iqn.2026-11.test:h9 2>&1 | grep -q 'FAILED_PRECONDITION: controller b takes no changes yet: make them through controller a'"
+check "the refused change is nowhere" bash -c "! '$cli' --api $api_a host list | grep -q hosts/h9"
+
 # a stops: b sees it DOWN.
 kill -TERM "$pid"; wait "$pid"; pid=
 down=
@@ -69,21 +78,28 @@ kill -TERM "$pid_b"; wait "$pid_b"
 check "b stops cleanly" test $? = 0
 pid_b=
 
-# Both again, b first (it waits for a), from their state directories.
+# a alone takes a change; b, back, catches up by generation.
+"$stratad" --small-shelf --state-dir "$dir/a" --shelf "$dir/shelf" --iscsi 127.0.0.1:$port --grpc "$api_a" \
+  --partner-link "$link" >"$dir/a.out" 2>"$dir/a.err" &
+pid=$!
+wait_ready "$dir/a.out" "$dir/a.err"
+quiet a host add h3 --iqn iqn.2026-11.test:h3
+check "a, alone, takes the change and says b is behind" bash -c "'$cli' --api $api_a events | grep -q 'was not copied to controller b'"
 start_b_bg() {
   "$stratad" --controller b --state-dir "$dir/b" --shelf "$dir/shelf" --iscsi 127.0.0.2:$port --grpc "$api_b" \
     --partner-link "$link" >"$dir/b.out" 2>"$dir/b.err" &
   pid_b=$!
 }
 start_b_bg
-"$stratad" --small-shelf --state-dir "$dir/a" --shelf "$dir/shelf" --iscsi 127.0.0.1:$port --grpc "$api_a" \
-  --partner-link "$link" >"$dir/a.out" 2>"$dir/a.err" &
-pid=$!
-wait_ready "$dir/a.out" "$dir/a.err"
 saved=$pid; pid=$pid_b; wait_ready "$dir/b.out" "$dir/b.err"; pid=$saved
 linked=
 for _ in $(seq 50); do [[ "$(state_of "$api_b" controllers/a)" = ACTIVE && "$(state_of "$api_a" controllers/b)" = ACTIVE ]] && { linked=1; break; }; sleep 0.1; done
 check "restarted, they link again" test -n "$linked"
+caught=
+for _ in $(seq 50); do b host list | grep -q hosts/h3 && { caught=1; break; }; sleep 0.1; done
+check "b caught up with the change it missed" test -n "$caught"
+check "b's event log says so" bash -c "'$cli' --api $api_b events | grep -q 'the configuration caught up with controller a'"
+check "the two hold the same hosts" test "$(b host list | tail -n +2)" = "$(a host list | tail -n +2)"
 kill -TERM "$pid_b"; wait "$pid_b"; pid_b=
 kill -TERM "$pid"; wait "$pid"
 check "a stops cleanly" test $? = 0
