@@ -538,7 +538,10 @@ std::expected<void, error> array::serve() {
 void array::close() {
   if (closed_) return;
   closed_ = true;
-  if (partner_) partner_->stop();
+  if (partner_) {
+    partner_->stop();
+    wait([&] { return partner_->idle(); });  // a call of the partner's in flight waits for this loop
+  }
   loop_.restart();
   auto units_idle = [&] {
     for (const auto& [name, v] : units_) {

@@ -219,6 +219,13 @@ class array {
   // Copies a committed configuration change to the partner; `done` once
   // the partner committed it (at once without a partner). On the loop.
   void replicate(const config_batch& change, std::function<void(std::expected<void, error>)> done);
+  // A request of `type` to the partner (canceled without one, or while
+  // the link is down). On the loop.
+  void call_partner(std::uint16_t type, link_bytes payload, link_reply done);
+  // Who answers the partner's management calls (remote_management.h): run
+  // on a thread of the partner's, which may block. Set once, before the
+  // partner links (stratad, which makes the management object).
+  void answer_partner_calls(std::function<link_bytes(link_bytes)> answer);
   config_store& config() const noexcept { return *config_; }
   controller::event_log& events() const noexcept { return *events_; }
   operation_log& operations() const noexcept { return *operations_; }

@@ -399,6 +399,15 @@ void array::replicate(const config_batch& change, std::function<void(std::expect
   partner_->replicate(change, std::move(done));
 }
 
+void array::call_partner(std::uint16_t type, link_bytes payload, link_reply done) {
+  if (!partner_) return done(std::unexpected(make_error(errc::canceled, "no partner controller")));
+  partner_->call(type, std::move(payload), std::move(done));
+}
+
+void array::answer_partner_calls(std::function<link_bytes(link_bytes)> answer) {
+  if (partner_) partner_->answer_calls(std::move(answer));
+}
+
 void array::partner_changed(const config_change& change) {
   for (const auto& [key, value] : change) {
     if (!key.starts_with("hosts/")) continue;

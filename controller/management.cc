@@ -9,6 +9,7 @@
 #include <set>
 
 #include "controller/config_sync.h"
+#include "controller/remote_management.h"
 #include "target/iscsi/chap.h"
 
 namespace strata::controller {
@@ -117,13 +118,39 @@ bool is_pool_name(std::string_view name) {
 
 outcome<void> management::may_change(const std::string& to) const {
   if (array_ == nullptr) return no_array(to);
-  if (array_->partner() != nullptr && array_->controller_name() != "a") {
-    // One controller changes the array at a time, so that the two never
-    // diverge; until b forwards its changes to a, b takes none.
-    return refuse(kind::precondition, "", "controller " + array_->controller_name() + " takes no changes yet: make them through controller " +
+  if (forwards()) {
+    // Reached only by a change forward() does not carry (mgmt forwards the rest).
+    return refuse(kind::precondition, "", "controller " + array_->controller_name() + " does not make this change itself: make it through controller " +
                                               array_->partner()->name() + "'s API (both show the whole array)");
   }
   return {};
+}
+
+bool management::forwards() const noexcept { return array_ != nullptr && array_->partner() != nullptr && array_->controller_name() != "a"; }
+
+outcome<std::string> management::forward(std::string_view method, const google::protobuf::Message& request) {
+  if (!forwards()) return refuse(kind::internal, "", "nothing to forward to");
+  std::string answer;
+  std::optional<refusal> refused_there;
+  auto sent = on_loop(*array_, [this, call = encode_call(method, request), &answer, &refused_there](auto done) mutable {
+    array_->call_partner(link_type::management_call, std::move(call), [&answer, &refused_there, done](std::expected<link_bytes, error> r) {
+      if (!r) return done(std::unexpected(r.error()));
+      auto decoded = decode_answer(*r);
+      if (decoded) {
+        answer = std::move(*decoded);
+      } else {
+        refused_there = decoded.error();
+      }
+      done({});
+    });
+  });
+  if (!sent) {
+    // No link: one controller changes the array at a time, so b makes no change of its own.
+    return refuse(kind::unavailable, "", "controller " + array_->partner()->name() + " makes the array's changes, and the partner link to it is down (" +
+                                             sent.error().message + "): try again, or through its API");
+  }
+  if (refused_there) return std::unexpected(*refused_there);
+  return answer;
 }
 
 outcome<void> management::commit(config_batch b) {

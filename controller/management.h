@@ -121,6 +121,12 @@ class management {
   outcome<v1::DiskGroup> create_group(const std::string& id, const v1::DiskGroup& want, const std::string& pool);
   outcome<v1::Operation> scrub_group(const std::string& name);
 
+  // Controller b with a partner hands every change to controller a
+  // (remote_management.h): forwards() says so, and forward() makes the
+  // call there and returns the response message's bytes. Blocking.
+  bool forwards() const noexcept;
+  outcome<std::string> forward(std::string_view method, const google::protobuf::Message& request);
+
   // Operations. Without an array, read from their records.
   outcome<v1::Operation> operation(const std::string& name) const;
   outcome<v1::Operation> cancel_operation(const std::string& name);

@@ -3,6 +3,8 @@
 #include <boost/asio/post.hpp>
 #include <cstdlib>
 
+#include "controller/remote_management.h"
+
 namespace strata::controller {
 
 partner::partner(boost::asio::any_io_executor loop, config_store& config, event_log& events, partner_link_options options)
@@ -125,8 +127,22 @@ void partner::replicate(const config_batch& change, std::function<void(std::expe
   });
 }
 
+void partner::answer_calls(std::function<link_bytes(link_bytes)> answer) {
+  link_.handle(link_type::management_call, [this, answer = std::move(answer)](link_bytes call, link_reply reply) {
+    ++calls_in_flight_;
+    boost::asio::post(caller_, [this, answer, call = std::move(call), reply = std::move(reply), alive = std::weak_ptr<int>(alive_)]() mutable {
+      link_bytes bytes = answer(std::move(call));
+      --calls_in_flight_;  // before the reply is posted: the array's close waits on the loop for this
+      boost::asio::post(loop_, [reply = std::move(reply), bytes = std::move(bytes), alive]() mutable {
+        if (!alive.expired()) reply(std::move(bytes));
+      });
+    });
+  });
+}
+
 partner::~partner() {
   stop();
+  caller_.join();
   reader_.join();
   alive_.reset();
 }

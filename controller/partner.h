@@ -11,6 +11,7 @@
 // read on a thread of its own and answered from the loop.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/thread_pool.hpp>
 #include <functional>
 #include <memory>
@@ -45,6 +46,15 @@ class partner {
   // error if it could not (the link went down: the partner catches up by
   // generation when it is back).
   void replicate(const config_batch& change, std::function<void(std::expected<void, error>)> done);
+  // Any request to the partner (link_type's), answered in any order.
+  void call(std::uint16_t type, link_bytes payload, link_reply done) { link_.call(type, std::move(payload), std::move(done)); }
+  // Management calls from the partner: `answer` runs on a thread of its
+  // own (it blocks), one call at a time, and its bytes are the reply.
+  void answer_calls(std::function<link_bytes(link_bytes)> answer);
+  // No management call of the partner's is being made here: one waits for
+  // the loop, so the array's close drives the loop until this holds.
+  bool idle() const noexcept { return calls_in_flight_ == 0; }
+
   // The partner's changes (and catch-ups), once committed here: the keys
   // they touched, for the array to apply what it serves. On the loop.
   std::function<void(const config_change&)> on_applied;
@@ -64,6 +74,8 @@ class partner {
   // committed, one at a time in arrival order (so a change and a catch-up
   // never cross).
   boost::asio::thread_pool reader_{1};
+  boost::asio::thread_pool caller_{1};
+  std::atomic<int> calls_in_flight_{0};  // the partner's management calls, which wait for the loop
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 

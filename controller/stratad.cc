@@ -75,6 +75,7 @@
 #include <unistd.h>
 
 #include "controller/array.h"
+#include "controller/remote_management.h"
 #include "controller/config_file.h"
 #include "mgmt/server.h"
 #include "raid/device/run_loop.h"
@@ -272,6 +273,8 @@ int main(int argc, char** argv) {
   // The server checks the three go together and reads the files: its
   // message names the one at fault.
   strata::controller::management manage((*array)->config(), array->get());
+  // Controller b's API hands its changes to this one over the partner link.
+  (*array)->answer_partner_calls([&manage](strata::controller::link_bytes call) { return strata::controller::answer_call(manage, call); });
   auto api = strata::mgmt::management_server::start(manage, grpc_address, grpc_security);
   if (!api) {
     say("error", api.error().message);

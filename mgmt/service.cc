@@ -65,6 +65,16 @@ grpc::Status answer(controller::outcome<T>&& got, T* out) {
 
 grpc::Status answer(const controller::outcome<void>& got) { return got ? grpc::Status::OK : to_status(got.error()); }
 
+// A change controller b hands to controller a (controller/remote_management.h):
+// a's answer, or its refusal, as if made here.
+template <class Request, class Response>
+grpc::Status forwarded(controller::management& m, std::string_view method, const Request& in, Response* out) {
+  auto got = m.forward(method, in);
+  if (!got) return to_status(got.error());
+  if (!out->ParseFromString(*got)) return fail(grpc::StatusCode::INTERNAL, "", "the partner's answer to " + std::string(method) + " is corrupt");
+  return grpc::Status::OK;
+}
+
 std::vector<std::string> fields_of(const google::protobuf::FieldMask& mask) { return {mask.paths().begin(), mask.paths().end()}; }
 
 // One page of the records directly under `collection` ("disks/"): not
@@ -118,65 +128,84 @@ void redact(v1::Host& h) {
 // ---- changes: the controller's (controller/management.h) ----
 
 grpc::Status array_service::CreateVolume(grpc::ServerContext*, const v1::CreateVolumeRequest* in, v1::Volume* out) {
+  if (manage_.forwards()) return forwarded(manage_, "CreateVolume", *in, out);
   return answer(manage_.create_volume(in->parent(), in->volume_id(), in->volume()), out);
 }
 grpc::Status array_service::UpdateVolume(grpc::ServerContext*, const v1::UpdateVolumeRequest* in, v1::Volume* out) {
+  if (manage_.forwards()) return forwarded(manage_, "UpdateVolume", *in, out);
   return answer(manage_.update_volume(in->volume(), fields_of(in->update_mask())), out);
 }
 grpc::Status array_service::MoveVolume(grpc::ServerContext*, const v1::MoveVolumeRequest* in, v1::Operation* out) {
+  if (manage_.forwards()) return forwarded(manage_, "MoveVolume", *in, out);
   return answer(manage_.move_volume(in->name(), in->affinity()), out);
 }
 grpc::Status array_service::DeleteVolume(grpc::ServerContext*, const v1::DeleteRequest* in, v1::Operation* out) {
+  if (manage_.forwards()) return forwarded(manage_, "DeleteVolume", *in, out);
   return answer(manage_.delete_volume(in->name()), out);
 }
 grpc::Status array_service::CreatePool(grpc::ServerContext*, const v1::CreatePoolRequest* in, v1::Pool* out) {
+  if (manage_.forwards()) return forwarded(manage_, "CreatePool", *in, out);
   return answer(manage_.create_pool(in->pool_id(), in->pool()), out);
 }
 grpc::Status array_service::UpdatePool(grpc::ServerContext*, const v1::UpdatePoolRequest* in, v1::Pool* out) {
+  if (manage_.forwards()) return forwarded(manage_, "UpdatePool", *in, out);
   return answer(manage_.update_pool(in->pool(), fields_of(in->update_mask())), out);
 }
 grpc::Status array_service::CreateHost(grpc::ServerContext*, const v1::CreateHostRequest* in, v1::Host* out) {
-  auto status = answer(manage_.create_host(in->host_id(), in->host()), out);
+  auto status = manage_.forwards() ? forwarded(manage_, "CreateHost", *in, out) : answer(manage_.create_host(in->host_id(), in->host()), out);
   redact(*out);
   return status;
 }
 grpc::Status array_service::UpdateHost(grpc::ServerContext*, const v1::UpdateHostRequest* in, v1::Host* out) {
-  auto status = answer(manage_.update_host(in->host(), fields_of(in->update_mask())), out);
+  auto status = manage_.forwards() ? forwarded(manage_, "UpdateHost", *in, out) : answer(manage_.update_host(in->host(), fields_of(in->update_mask())), out);
   redact(*out);
   return status;
 }
-grpc::Status array_service::DeleteHost(grpc::ServerContext*, const v1::DeleteRequest* in, google::protobuf::Empty*) {
+grpc::Status array_service::DeleteHost(grpc::ServerContext*, const v1::DeleteRequest* in, google::protobuf::Empty* out) {
+  if (manage_.forwards()) return forwarded(manage_, "DeleteHost", *in, out);
   return answer(manage_.delete_host(in->name()));
 }
 grpc::Status array_service::CreateMapping(grpc::ServerContext*, const v1::CreateMappingRequest* in, v1::Mapping* out) {
+  if (manage_.forwards()) return forwarded(manage_, "CreateMapping", *in, out);
   return answer(manage_.create_mapping(in->mapping_id(), in->mapping()), out);
 }
-grpc::Status array_service::DeleteMapping(grpc::ServerContext*, const v1::DeleteRequest* in, google::protobuf::Empty*) {
+grpc::Status array_service::DeleteMapping(grpc::ServerContext*, const v1::DeleteRequest* in, google::protobuf::Empty* out) {
+  if (manage_.forwards()) return forwarded(manage_, "DeleteMapping", *in, out);
   return answer(manage_.delete_mapping(in->name()));
 }
 grpc::Status array_service::CreateDisk(grpc::ServerContext*, const v1::CreateDiskRequest* in, v1::Disk* out) {
+  if (manage_.forwards()) return forwarded(manage_, "CreateDisk", *in, out);
   return answer(manage_.create_disk(in->disk_id(), in->disk()), out);
 }
 grpc::Status array_service::UpdateDisk(grpc::ServerContext*, const v1::UpdateDiskRequest* in, v1::Disk* out) {
+  if (manage_.forwards()) return forwarded(manage_, "UpdateDisk", *in, out);
   return answer(manage_.update_disk(in->disk(), fields_of(in->update_mask())), out);
 }
 grpc::Status array_service::FailDisk(grpc::ServerContext*, const v1::GetRequest* in, v1::Disk* out) {
+  if (manage_.forwards()) return forwarded(manage_, "FailDisk", *in, out);
   return answer(manage_.fail_disk(in->name()), out);
 }
 grpc::Status array_service::ReplaceDisk(grpc::ServerContext*, const v1::ReplaceDiskRequest* in, v1::Operation* out) {
+  if (manage_.forwards()) return forwarded(manage_, "ReplaceDisk", *in, out);
   return answer(manage_.replace_disk(in->name(), in->replacement()), out);
 }
 grpc::Status array_service::EraseDisk(grpc::ServerContext*, const v1::GetRequest* in, v1::Disk* out) {
+  if (manage_.forwards()) return forwarded(manage_, "EraseDisk", *in, out);
   return answer(manage_.erase_disk(in->name()), out);
 }
 grpc::Status array_service::CreateDiskGroup(grpc::ServerContext*, const v1::CreateDiskGroupRequest* in, v1::DiskGroup* out) {
+  if (manage_.forwards()) return forwarded(manage_, "CreateDiskGroup", *in, out);
   return answer(manage_.create_group(in->group_id(), in->group(), in->pool()), out);
 }
 grpc::Status array_service::ScrubDiskGroup(grpc::ServerContext*, const v1::GetRequest* in, v1::Operation* out) {
+  if (manage_.forwards()) return forwarded(manage_, "ScrubDiskGroup", *in, out);
   return answer(manage_.scrub_group(in->name()), out);
 }
 grpc::Status array_service::CancelOperation(grpc::ServerContext*, const v1::GetRequest* in, v1::Operation* out) {
-  return answer(manage_.cancel_operation(in->name()), out);
+  auto got = manage_.cancel_operation(in->name());
+  // One of the partner's (a change b handed to it started it).
+  if (!got && got.error().why == controller::refusal::kind::not_found && manage_.forwards()) return forwarded(manage_, "CancelOperation", *in, out);
+  return answer(std::move(got), out);
 }
 
 // ---- reads: the config store's records, paged here ----
@@ -187,7 +216,9 @@ grpc::Status array_service::ListOperations(grpc::ServerContext*, const v1::ListR
 }
 
 grpc::Status array_service::GetOperation(grpc::ServerContext*, const v1::GetRequest* in, v1::Operation* out) {
-  return answer(manage_.operation(in->name()), out);
+  auto got = manage_.operation(in->name());
+  if (!got && got.error().why == controller::refusal::kind::not_found && manage_.forwards()) return forwarded(manage_, "GetOperation", *in, out);
+  return answer(std::move(got), out);
 }
 
 grpc::Status array_service::GetVolumeStatistics(grpc::ServerContext*, const v1::GetRequest* in, v1::VolumeStatistics* out) {

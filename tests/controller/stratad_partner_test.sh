@@ -64,9 +64,19 @@ quiet a host add h2 --iqn iqn.2026-11.test:h2
 check "a host added through a is on b at once" bash -c "'$cli' --api $api_b host list | grep -q hosts/h2"
 quiet a host delete h2
 check "and its delete too" bash -c "! '$cli' --api $api_b host list | grep -q hosts/h2"
-check "b refuses a change, sending the admin to a" bash -c \
-  "'$cli' --api $api_b host add h9 --iqn iqn.2026-11.test:h9 2>&1 | grep -q 'FAILED_PRECONDITION: controller b takes no changes yet: make them through controller a'"
-check "the refused change is nowhere" bash -c "! '$cli' --api $api_a host list | grep -q hosts/h9"
+# Through b: b hands the change to a, which makes it and copies it back.
+quiet b host add h9 --iqn iqn.2026-11.test:h9 --chap user9:secret-of-h9-0123
+check "a host added through b is on a" bash -c "'$cli' --api $api_a host list | grep -q hosts/h9"
+check "and on b when b answers" bash -c "'$cli' --api $api_b host list | grep -q hosts/h9"
+check "b's answer hides the CHAP secret, as a's does" bash -c "! '$cli' --api $api_b --json host show h9 | grep -q secret-of-h9"
+check "a refusal made by a comes back through b with its code and field" bash -c \
+  "'$cli' --api $api_b host add h10 --iqn iqn.2026-11.test:h9 2>&1 | grep -q 'ALREADY_EXISTS: host.iqns: iqn.2026-11.test:h9 belongs to hosts/h9'"
+quiet b volume create v7 --size 1G --pool p1
+check "a volume created through b is in a's pool" bash -c "'$cli' --api $api_a volume list p1 | grep -q pools/p1/volumes/v7"
+quiet b volume delete v7 --wait
+check "and deleted through b" bash -c "! '$cli' --api $api_a volume list p1 | grep -q pools/p1/volumes/v7"
+quiet b host delete h9
+check "the two hold the same hosts" test "$(b host list | tail -n +2)" = "$(a host list | tail -n +2)"
 
 # a stops: b sees it DOWN.
 kill -TERM "$pid"; wait "$pid"; pid=
@@ -74,6 +84,8 @@ down=
 for _ in $(seq 30); do [[ "$(state_of "$api_b" controllers/a)" = DOWN ]] && { down=1; break; }; sleep 0.1; done
 check "b sees a DOWN once it stopped" test -n "$down"
 check "b's event log: the link went down" bash -c "'$cli' --api $api_b events | grep -q 'the partner link is down'"
+check "b makes no change of its own without a (UNAVAILABLE, saying why)" bash -c \
+  "'$cli' --api $api_b host add h11 --iqn iqn.2026-11.test:h11 2>&1 | grep -q 'UNAVAILABLE: controller a makes the array.s changes, and the partner link to it is down'"
 kill -TERM "$pid_b"; wait "$pid_b"
 check "b stops cleanly" test $? = 0
 pid_b=
