@@ -64,6 +64,7 @@ std::expected<std::unique_ptr<array>, error> array::open(boost::asio::io_context
   if (options.partner_link && !a->partner_) {
     if (auto linked = a->start_partner(); !linked) return std::unexpected(linked.error());
   }
+  if (a->partner_) a->start_drive_heartbeats();
   a->bay_ = std::make_unique<drive_bay>(loop.get_executor(), a->clock_, *a->shelf_, a->groups_, a->group_names_, *a->config_,
                                         *a->events_, *a->operations_);
   bool bay_started = false;
@@ -538,11 +539,16 @@ std::expected<void, error> array::serve() {
 void array::close() {
   if (closed_) return;
   closed_ = true;
+  loop_.restart();  // stopped by the daemon: the waits below run it again
   if (partner_) {
+    // The last drive beat says this controller stopped (it hands its
+    // pools over, not loses them), before the link goes.
+    bool beaten = false;
+    partner_->stop_heartbeats(true, [&] { beaten = true; });
+    wait([&] { return beaten; });
     partner_->stop();
     wait([&] { return partner_->idle(); });  // a call of the partner's in flight waits for this loop
   }
-  loop_.restart();
   auto units_idle = [&] {
     for (const auto& [name, v] : units_) {
       if (v.unit->commands_in_flight() > 0) return false;

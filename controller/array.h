@@ -29,6 +29,7 @@
 #include "controller/drive_bay.h"
 #include "controller/event_log.h"
 #include "controller/identity.h"
+#include "controller/lease.h"
 #include "controller/partner.h"
 #include "controller/operations.h"
 #include "controller/shelf.h"
@@ -256,6 +257,10 @@ class array {
   std::expected<void, error> join();
   // Starts the partner link (options_.partner_link), with the array's key.
   std::expected<void, error> start_partner();
+  // The drive heartbeat (with a partner): on up to three drives with a
+  // controller area, SSDs first, in slot order, which both controllers
+  // choose alike from the shelf they share.
+  void start_drive_heartbeats();
   // The partner's configuration changes, committed here: what this
   // controller serves follows them (hosts today).
   void partner_changed(const config_change& change);
@@ -290,6 +295,10 @@ class array {
   std::unique_ptr<shelf> shelf_;
   array_identity identity_{};
   std::unique_ptr<controller::partner> partner_;
+  // This controller's lease on its pools, renewed by its drive heartbeat
+  // (lease.h; with a partner only). Not yet asked by gates: fencing comes
+  // with takeover.
+  std::unique_ptr<controller::lease> lease_;
   std::vector<std::unique_ptr<disk_group>> groups_;
   std::vector<std::string> group_names_;  // groups_'s resource names ("groups/g1")
   std::unique_ptr<drive_bay> bay_;        // over shelf_ and groups_

@@ -367,6 +367,21 @@ std::expected<void, error> array::start_partner() {
   return {};
 }
 
+void array::start_drive_heartbeats() {
+  std::vector<drive_area> areas = read_shelf_areas();
+  std::ranges::stable_sort(areas, {}, [this](const drive_area& a) { return shelf_->spec(a.drive).kind == drive_kind::ssd ? 0 : 1; });
+  std::vector<heartbeat_drive> drives;
+  std::string names;
+  for (const drive_area& a : areas) {
+    if (drives.size() == 3) break;
+    drives.push_back({&shelf_->drive(a.drive), a.offset_bytes});
+    names += (names.empty() ? "" : ", ") + shelf_->spec(a.drive).name;
+  }
+  lease_ = std::make_unique<controller::lease>(clock_, std::chrono::seconds(1));
+  partner_->start_heartbeats(clock_, std::move(drives), *lease_);
+  log("drive heartbeat on " + (names.empty() ? std::string("no drive (none has a controller area)") : names));
+}
+
 std::expected<void, error> array::join() {
   log("an empty state directory: controller " + options_.controller + " joins the array on the shelf in " + shelf_dir().string());
   auto found = identity_in_files(shelf_dir());

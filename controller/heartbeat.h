@@ -43,8 +43,10 @@ struct heartbeat_options {
   device::duration interval = std::chrono::milliseconds(250);
   // How long the partner's counter may stand still before it is silent.
   // Longer than the lease, so that a partner silent this long has lost its
-  // lease (lease.h): detection within 2 s, the lease 1 s.
-  device::duration partner_silence = std::chrono::seconds(2);
+  // lease (lease.h) 0.75 s earlier at least: the lease is 1 s from the
+  // start of a beat, and a beat is seen no earlier than it started. With a
+  // beat read every interval, a dead partner is silent within 2 s.
+  device::duration partner_silence = std::chrono::milliseconds(1750);
 };
 
 enum class partner_state { unknown, beating, silent, stopped };

@@ -924,7 +924,17 @@ std::vector<v1::Controller> management::controllers(const std::string& version) 
     // What this controller knows of its partner: whether it hears it.
     v1::Controller p;
     p.set_name("controllers/" + array_->partner()->name());
-    p.set_state(array_->partner()->up() ? v1::CONTROLLER_ACTIVE : v1::CONTROLLER_DOWN);
+    switch (array_->partner()->state()) {
+      case partner::liveness::active:
+        p.set_state(v1::CONTROLLER_ACTIVE);
+        break;
+      case partner::liveness::unreachable:
+        p.set_state(v1::CONTROLLER_UNREACHABLE);
+        break;
+      case partner::liveness::down:
+        p.set_state(v1::CONTROLLER_DOWN);
+        break;
+    }
     for (const std::string& pool : pools_of[p.name()]) p.add_pools(pool);
     p.set_array_id(c.array_id());
     out.push_back(p);

@@ -11,11 +11,11 @@ partner::partner(boost::asio::any_io_executor loop, config_store& config, event_
     : loop_(loop), config_(config), events_(events), options_(options), link_(loop, std::move(options)) {
   link_.on_state = [this](bool up, const std::string& why) {
     if (up) {
-      events_.record(severity::info, "controllers/" + options_.partner, "the partner link is up");
-      catch_up();
+      catch_up();  // note_state() says it is up
     } else {
       events_.record(severity::warning, "controllers/" + options_.partner, "the partner link is down: " + why);
     }
+    note_state();
   };
   link_.on_refused = [this](const std::string& what) { events_.record(severity::warning, "", what); };
   link_.handle(link_type::config_snapshot, [this](link_bytes, link_reply reply) {
@@ -125,6 +125,55 @@ void partner::replicate(const config_batch& change, std::function<void(std::expe
     if (!r) return done(std::unexpected(r.error()));
     done({});
   });
+}
+
+partner::liveness partner::state() const noexcept {
+  if (link_.up()) return liveness::active;
+  if (heartbeats_ && heartbeats_->partner() == partner_state::beating) return liveness::unreachable;
+  return liveness::down;
+}
+
+const char* partner::to_string(liveness l) noexcept {
+  switch (l) {
+    case liveness::active:
+      return "ACTIVE";
+    case liveness::unreachable:
+      return "UNREACHABLE";
+    case liveness::down:
+      return "DOWN";
+  }
+  return "DOWN";
+}
+
+void partner::note_state() {
+  const liveness now = state();
+  if (now == last_state_) return;
+  last_state_ = now;
+  const std::string who = "controllers/" + options_.partner;
+  switch (now) {
+    case liveness::active:
+      events_.record(severity::info, who, "ACTIVE: the partner link is up");
+      break;
+    case liveness::unreachable:
+      events_.record(severity::warning, who, "UNREACHABLE: the partner link is down, but its drive heartbeat beats (a cut link: no takeover)");
+      break;
+    case liveness::down:
+      events_.record(severity::error, who,
+                     heartbeats_ && heartbeats_->partner() == partner_state::stopped ? "DOWN: it stopped cleanly"
+                                                                                    : "DOWN: its link and its drive heartbeat are silent");
+      break;
+  }
+}
+
+void partner::start_heartbeats(device::clock& clock, std::vector<heartbeat_drive> drives, lease& own) {
+  heartbeats_ = std::make_unique<drive_heartbeats>(clock, loop_, options_.self, options_.partner, std::move(drives), own);
+  heartbeats_->on_partner = [this](partner_state) { note_state(); };
+  heartbeats_->start();
+}
+
+void partner::stop_heartbeats(bool clean, std::function<void()> done) {
+  if (!heartbeats_) return done();
+  heartbeats_->stop(clean, std::move(done));
 }
 
 void partner::answer_calls(std::function<link_bytes(link_bytes)> answer) {

@@ -20,6 +20,7 @@
 #include "controller/config_store.h"
 #include "controller/config_sync.h"
 #include "controller/event_log.h"
+#include "controller/heartbeat.h"
 #include "controller/partner_link.h"
 
 namespace strata::controller {
@@ -38,6 +39,20 @@ class partner {
   const std::string& name() const noexcept { return options_.partner; }
   // Where the link is (the listener's address).
   boost::asio::ip::tcp::endpoint link_endpoint() const { return link_.listen_endpoint(); }
+
+  // How the partner is, from both its heartbeats: ACTIVE (the link is
+  // up), UNREACHABLE (the link is down but its drive heartbeat beats: a
+  // cut link, never a reason to take over), DOWN (both silent, or it
+  // stopped cleanly). Without drive heartbeats, the link alone.
+  enum class liveness { active, unreachable, down };
+  liveness state() const noexcept;
+  static const char* to_string(liveness l) noexcept;
+  // Starts this controller's drive heartbeat on `drives` (heartbeat.h),
+  // renewing `own`, and watching the partner's.
+  void start_heartbeats(device::clock& clock, std::vector<heartbeat_drive> drives, lease& own);
+  // Stops it; with `clean`, a last beat says this controller stopped.
+  void stop_heartbeats(bool clean, std::function<void()> done);
+  const drive_heartbeats* heartbeats() const noexcept { return heartbeats_.get(); }
 
   // Asks the partner for its array-wide records.
   void fetch_configuration(std::function<void(std::expected<config_records, error>)> done);
@@ -68,6 +83,10 @@ class partner {
   // Applies a change from the partner, or installs its snapshot, on the
   // store thread; `done` on the loop.
   void apply(config_change change, link_reply reply);
+  // Records an event when state() changed.
+  void note_state();
+  liveness last_state_ = liveness::down;
+  std::unique_ptr<drive_heartbeats> heartbeats_;
   void catch_up();
   void install(const config_records& snapshot);
   // The config store's thread: snapshots read, and the partner's changes

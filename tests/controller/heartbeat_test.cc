@@ -95,11 +95,11 @@ TEST_CASE("heartbeat: a partner killed goes silent after the silence limit, long
   b.reset();
   while (a.beats.partner() != partner_state::silent) s.run_for(50ms);
   const auto detected = s.loop.clock.now() - killed;
-  CHECK(detected <= 2s + 500ms);  // the silence limit and a beat or two
-  CHECK(detected >= 1750ms);
+  CHECK(detected <= 2s + 50ms);  // the silence limit and a beat
+  CHECK(detected >= 1500ms);
   // Whatever b was doing, its lease ended a second before anyone calls it silent.
   CHECK(b_lease_until <= killed + 1s);
-  CHECK(s.loop.clock.now() - b_lease_until >= 750ms);
+  CHECK(s.loop.clock.now() - b_lease_until >= 500ms);
   a.beats.stop(false, [] {});
 }
 

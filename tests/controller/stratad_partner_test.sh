@@ -83,6 +83,7 @@ kill -TERM "$pid"; wait "$pid"; pid=
 down=
 for _ in $(seq 30); do [[ "$(state_of "$api_b" controllers/a)" = DOWN ]] && { down=1; break; }; sleep 0.1; done
 check "b sees a DOWN once it stopped" test -n "$down"
+check "b's event log: DOWN, it stopped cleanly (its last drive beat says so)" bash -c "'$cli' --api $api_b events | grep -q 'DOWN: it stopped cleanly'"
 check "b's event log: the link went down" bash -c "'$cli' --api $api_b events | grep -q 'the partner link is down'"
 check "b makes no change of its own without a (UNAVAILABLE, saying why)" bash -c \
   "'$cli' --api $api_b host add h11 --iqn iqn.2026-11.test:h11 2>&1 | grep -q 'UNAVAILABLE: controller a makes the array.s changes, and the partner link to it is down'"
@@ -112,6 +113,34 @@ for _ in $(seq 50); do b host list | grep -q hosts/h3 && { caught=1; break; }; s
 check "b caught up with the change it missed" test -n "$caught"
 check "b's event log says so" bash -c "'$cli' --api $api_b events | grep -q 'the configuration caught up with controller a'"
 check "the two hold the same hosts" test "$(b host list | tail -n +2)" = "$(a host list | tail -n +2)"
+check "both beat on the shared drives" grep -q "drive heartbeat on ssd-" "$dir/b.err"
+
+# until_state API NAME STATE SECONDS: polls; prints the milliseconds it took, or fails
+until_state() {
+  local t0; t0=$(date +%s%N)
+  for _ in $(seq $(($4 * 20))); do
+    if [[ "$(state_of "$1" "$2")" = "$3" ]]; then echo $((($(date +%s%N) - t0) / 1000000)); return 0; fi
+    sleep 0.05
+  done
+  return 1
+}
+# a frozen (SIGSTOP): its link goes silent after 1 s, its drive heartbeat after 2 s; then DOWN.
+kill -STOP "$pid"
+took=$(until_state "$api_b" controllers/a DOWN 6) && echo "b saw a frozen a DOWN after $took ms"
+check "b sees a frozen a DOWN within 3 s" test -n "$took" -a "${took:-99999}" -le 3000
+check "b's event log: DOWN, both heartbeats silent" bash -c "'$cli' --api $api_b events | grep -q 'DOWN: its link and its drive heartbeat are silent'"
+kill -CONT "$pid"
+took=$(until_state "$api_b" controllers/a ACTIVE 10) && echo "b saw the thawed a ACTIVE after $took ms"
+check "b sees the thawed a ACTIVE again" test -n "$took"
+# a killed: its socket closes at once (the drive heartbeat still looks fresh: UNREACHABLE), then DOWN.
+kill -9 "$pid"; wait "$pid" 2>/dev/null; pid=
+took=$(until_state "$api_b" controllers/a DOWN 6) && echo "b saw a killed a DOWN after $took ms"
+check "b sees a killed a DOWN within 3 s" test -n "$took" -a "${took:-99999}" -le 3000
+"$stratad" --small-shelf --state-dir "$dir/a" --shelf "$dir/shelf" --iscsi 127.0.0.1:$port --grpc "$api_a" \
+  --partner-link "$link" >"$dir/a.out" 2>"$dir/a.err" &
+pid=$!
+wait_ready "$dir/a.out" "$dir/a.err"
+check "a restarted after kill -9 is ACTIVE to b again" test -n "$(until_state "$api_b" controllers/a ACTIVE 10)"
 kill -TERM "$pid_b"; wait "$pid_b"; pid_b=
 kill -TERM "$pid"; wait "$pid"
 check "a stops cleanly" test $? = 0
