@@ -924,7 +924,13 @@ std::vector<v1::Controller> management::controllers(const std::string& version) 
     // What this controller knows of its partner: whether it hears it.
     v1::Controller p;
     p.set_name("controllers/" + array_->partner()->name());
-    switch (array_->partner()->state()) {
+    // The partner's state is the loop's (its link and heartbeats): asked there.
+    partner::liveness seen = partner::liveness::down;
+    (void)on_loop(*array_, [this, &seen](auto done) {
+      seen = array_->partner()->state();
+      done({});
+    });
+    switch (seen) {
       case partner::liveness::active:
         p.set_state(v1::CONTROLLER_ACTIVE);
         break;
