@@ -434,6 +434,15 @@ class write_back_device::replayer {
       self->device_->maybe_destage();
       self->done_(std::move(self->device_));
     };
+    if (dv.head_ - dv.tail_ >= dv.data_blocks_) {
+      // Full: the block writers leave free holds the marker of an earlier
+      // restart, and no reclaim has freed space since (two restarts with a
+      // full log). No record can have been placed past it, so there is
+      // nothing stale there to guard against, and that marker's seq jump
+      // stands: no new marker (there is no room for one).
+      std::exchange(dv.marker_done_, nullptr)({});
+      return;
+    }
     dv.append_marker();
   }
 
