@@ -220,6 +220,11 @@ class array {
   // Copies a committed configuration change to the partner; `done` once
   // the partner committed it (at once without a partner). On the loop.
   void replicate(const config_batch& change, std::function<void(std::expected<void, error>)> done);
+  // This controller committed configuration `generation`: its drive
+  // heartbeat says so from the next beat. On the loop.
+  void note_generation(std::uint64_t generation) {
+    if (partner_) partner_->note_generation(generation);
+  }
   // A request of `type` to the partner (canceled without one, or while
   // the link is down). On the loop.
   void call_partner(std::uint16_t type, link_bytes payload, link_reply done);

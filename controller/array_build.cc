@@ -378,7 +378,7 @@ void array::start_drive_heartbeats() {
     names += (names.empty() ? "" : ", ") + shelf_->spec(a.drive).name;
   }
   lease_ = std::make_unique<controller::lease>(clock_, std::chrono::seconds(1));
-  partner_->start_heartbeats(clock_, std::move(drives), *lease_);
+  partner_->start_heartbeats(clock_, std::move(drives), *lease_, generation_of(*config_));  // start-up: the store may be read here
   log("drive heartbeat on " + (names.empty() ? std::string("no drive (none has a controller area)") : names));
 }
 

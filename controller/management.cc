@@ -156,9 +156,11 @@ outcome<std::string> management::forward(std::string_view method, const google::
 outcome<void> management::commit(config_batch b) {
   bool array_wide_change = false;
   b.visit([&](const std::string& key, const std::string*) { array_wide_change = array_wide_change || array_wide(key); });
-  if (array_wide_change) bump_generation(b, generation_of(config_));
+  const std::uint64_t generation = generation_of(config_) + (array_wide_change ? 1 : 0);
+  if (array_wide_change) bump_generation(b, generation - 1);
   if (auto done = config_.commit(b); !done) return refused(done.error());
   if (!array_wide_change || array_ == nullptr || array_->partner() == nullptr) return {};
+  boost::asio::post(array_->executor(), [a = array_, generation] { a->note_generation(generation); });
   // Then the partner, before the change is acknowledged. Without the link
   // it goes on (this is controller a: the partner catches up by generation
   // when it is back), and says so.

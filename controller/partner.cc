@@ -69,8 +69,9 @@ void partner::apply(config_change change, link_reply reply) {
     } else {
       behind = true;  // a change missed: the whole configuration instead
     }
-    boost::asio::post(loop_, [this, change = std::move(change), reply = std::move(reply), done, applied, behind, alive]() mutable {
+    boost::asio::post(loop_, [this, change = std::move(change), reply = std::move(reply), done, applied, behind, alive, theirs]() mutable {
       if (alive.expired()) return;
+      if (applied) note_generation(theirs);
       if (applied && on_applied) on_applied(change);
       if (behind) catch_up();
       reply(done ? std::expected<link_bytes, error>(link_bytes{}) : std::unexpected(done.error()));
@@ -115,6 +116,7 @@ void partner::install(const config_records& snapshot) {
       }
       events_.record(severity::info, "", "the configuration caught up with controller " + options_.partner + "'s: generation " +
                                              std::to_string(mine) + " to " + std::to_string(theirs));
+      note_generation(theirs);
       if (on_applied) on_applied(change);
     });
   });
@@ -165,8 +167,9 @@ void partner::note_state() {
   }
 }
 
-void partner::start_heartbeats(device::clock& clock, std::vector<heartbeat_drive> drives, lease& own) {
+void partner::start_heartbeats(device::clock& clock, std::vector<heartbeat_drive> drives, lease& own, std::uint64_t generation) {
   heartbeats_ = std::make_unique<drive_heartbeats>(clock, loop_, options_.self, options_.partner, std::move(drives), own);
+  heartbeats_->set_config_generation(generation);
   heartbeats_->on_partner = [this](partner_state) { note_state(); };
   heartbeats_->start();
 }

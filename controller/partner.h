@@ -48,11 +48,17 @@ class partner {
   liveness state() const noexcept;
   static const char* to_string(liveness l) noexcept;
   // Starts this controller's drive heartbeat on `drives` (heartbeat.h),
-  // renewing `own`, and watching the partner's.
-  void start_heartbeats(device::clock& clock, std::vector<heartbeat_drive> drives, lease& own);
+  // renewing `own`, carrying configuration `generation`, and watching the
+  // partner's.
+  void start_heartbeats(device::clock& clock, std::vector<heartbeat_drive> drives, lease& own, std::uint64_t generation);
   // Stops it; with `clean`, a last beat says this controller stopped.
   void stop_heartbeats(bool clean, std::function<void()> done);
   const drive_heartbeats* heartbeats() const noexcept { return heartbeats_.get(); }
+  // The newest configuration generation held here, for the drive
+  // heartbeat to carry (a controller starting alone compares it).
+  void note_generation(std::uint64_t g) {
+    if (heartbeats_) heartbeats_->set_config_generation(g);
+  }
 
   // Asks the partner for its array-wide records.
   void fetch_configuration(std::function<void(std::expected<config_records, error>)> done);
