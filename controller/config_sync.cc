@@ -4,15 +4,16 @@
 #include <charconv>
 #include <set>
 
+#include "controller/wire.h"
+
 namespace strata::controller {
 
 namespace {
 
 constexpr std::array<std::string_view, 6> array_wide_prefixes = {"disks/", "groups/", "pools/", "hosts/", "mappings/", "array/"};
 
-void put32(link_bytes& out, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
-}
+using wire::put32;
+using wire::put_text;
 
 }  // namespace
 
@@ -35,45 +36,22 @@ link_bytes encode_records(const config_records& records) {
   link_bytes out;
   put32(out, static_cast<std::uint32_t>(records.size()));
   for (const auto& [key, value] : records) {
-    put32(out, static_cast<std::uint32_t>(key.size()));
-    out.insert(out.end(), key.begin(), key.end());
-    put32(out, static_cast<std::uint32_t>(value.size()));
-    out.insert(out.end(), value.begin(), value.end());
+    put_text(out, key);
+    put_text(out, value);
   }
   return out;
 }
 
 std::expected<config_records, error> decode_records(std::span<const std::uint8_t> bytes) {
-  std::size_t at = 0;
-  bool ok = true;
-  auto u32 = [&]() -> std::uint32_t {
-    if (at + 4 > bytes.size()) {
-      ok = false;
-      return 0;
-    }
-    std::uint32_t v = 0;
-    for (int i = 3; i >= 0; --i) v = (v << 8) | bytes[at + static_cast<std::size_t>(i)];
-    at += 4;
-    return v;
-  };
-  auto text = [&]() -> std::string {
-    const std::uint32_t n = u32();
-    if (!ok || at + n > bytes.size()) {
-      ok = false;
-      return {};
-    }
-    std::string s(reinterpret_cast<const char*>(bytes.data() + at), n);
-    at += n;
-    return s;
-  };
-  const std::uint32_t count = u32();
+  wire::reader in(bytes);
+  const auto count = in.u32();
   config_records out;
-  for (std::uint32_t i = 0; ok && i < count; ++i) {
-    std::string key = text();
-    std::string value = text();
-    if (ok) out.emplace_back(std::move(key), std::move(value));
+  for (std::uint32_t i = 0; count && i < *count && in.ok(); ++i) {
+    auto key = in.text();
+    auto value = in.text();
+    if (key && value) out.emplace_back(std::move(*key), std::move(*value));
   }
-  if (!ok || at != bytes.size()) return std::unexpected(make_error(errc::invalid_argument, "a malformed list of configuration records"));
+  if (!in.done()) return std::unexpected(make_error(errc::invalid_argument, "a malformed list of configuration records"));
   return out;
 }
 
@@ -111,56 +89,28 @@ link_bytes encode_change(const config_change& c) {
   put32(out, static_cast<std::uint32_t>(c.size()));
   for (const auto& [key, value] : c) {
     out.push_back(value ? 1 : 0);
-    put32(out, static_cast<std::uint32_t>(key.size()));
-    out.insert(out.end(), key.begin(), key.end());
-    if (value) {
-      put32(out, static_cast<std::uint32_t>(value->size()));
-      out.insert(out.end(), value->begin(), value->end());
-    }
+    put_text(out, key);
+    if (value) put_text(out, *value);
   }
   return out;
 }
 
 std::expected<config_change, error> decode_change(std::span<const std::uint8_t> bytes) {
-  std::size_t at = 0;
-  bool ok = true;
-  auto u32 = [&]() -> std::uint32_t {
-    if (at + 4 > bytes.size()) {
-      ok = false;
-      return 0;
-    }
-    std::uint32_t v = 0;
-    for (int i = 3; i >= 0; --i) v = (v << 8) | bytes[at + static_cast<std::size_t>(i)];
-    at += 4;
-    return v;
-  };
-  auto text = [&]() -> std::string {
-    const std::uint32_t n = u32();
-    if (!ok || at + n > bytes.size()) {
-      ok = false;
-      return {};
-    }
-    std::string s(reinterpret_cast<const char*>(bytes.data() + at), n);
-    at += n;
-    return s;
-  };
-  const std::uint32_t count = u32();
+  wire::reader in(bytes);
+  const auto count = in.u32();
   config_change c;
-  for (std::uint32_t i = 0; ok && i < count; ++i) {
-    if (at >= bytes.size()) {
-      ok = false;
-      break;
-    }
-    const bool put = bytes[at++] == 1;
-    std::string key = text();
-    if (put) {
-      std::string value = text();
-      c.emplace_back(std::move(key), std::move(value));
+  for (std::uint32_t i = 0; count && i < *count && in.ok(); ++i) {
+    const auto put = in.byte();
+    auto key = in.text();
+    if (!put || !key) break;
+    if (*put == 1) {
+      auto value = in.text();
+      if (value) c.emplace_back(std::move(*key), std::move(*value));
     } else {
-      c.emplace_back(std::move(key), std::nullopt);
+      c.emplace_back(std::move(*key), std::nullopt);
     }
   }
-  if (!ok || at != bytes.size()) return std::unexpected(make_error(errc::invalid_argument, "a malformed configuration change"));
+  if (!in.done()) return std::unexpected(make_error(errc::invalid_argument, "a malformed configuration change"));
   for (const auto& [key, value] : c) {
     // A partner changes the array-wide records only.
     if (!array_wide(key)) return std::unexpected(make_error(errc::invalid_argument, "a configuration change of " + key + ", which is not array-wide"));

@@ -233,6 +233,15 @@ class partner_link::connection : public std::enable_shared_from_this<connection>
     co_return true;
   }
 
+  // The peer's `refuse` frame in the handshake: reported, and closed.
+  bool refused_by_peer(const header& h, const link_bytes& p) {
+    if (h.type != type::refuse) return false;
+    const std::string why(p.begin(), p.end());
+    if (!alive_.expired()) link_->refused("partner link: " + peer_ + " refused us: " + why);
+    close("refused: " + why);
+    return true;
+  }
+
   asio::awaitable<bool> handshake();
   asio::awaitable<void> run();
   asio::awaitable<void> writer();
@@ -275,12 +284,7 @@ asio::awaitable<bool> partner_link::connection::handshake() {
     hello.insert(hello.end(), ours.begin(), ours.end());
     send({type::hello, 0, 0, 0, 0}, std::move(hello));
     if (!co_await read_frame(h, p)) co_return false;
-    if (h.type == type::refuse) {
-      const std::string why(p.begin(), p.end());
-      if (!alive_.expired()) link_->refused("partner link: " + peer_ + " refused us: " + why);
-      close("refused: " + why);
-      co_return false;
-    }
+    if (refused_by_peer(h, p)) co_return false;
     std::span<const std::uint8_t> in(p);
     const auto name = h.type == type::challenge ? take_name(in) : std::nullopt;
     if (!name || in.size() != nonce_bytes + mac_bytes) {
@@ -301,12 +305,7 @@ asio::awaitable<bool> partner_link::connection::handshake() {
     const mac mine = proof_of(options_.key, "dialer", theirs, ours, options_.self);
     send({type::proof, 0, 0, 0, 0}, link_bytes(mine.begin(), mine.end()));
     if (!co_await read_frame(h, p)) co_return false;
-    if (h.type == type::refuse) {
-      const std::string why(p.begin(), p.end());
-      if (!alive_.expired()) link_->refused("partner link: " + peer_ + " refused us: " + why);
-      close("refused: " + why);
-      co_return false;
-    }
+    if (refused_by_peer(h, p)) co_return false;
     if (h.type != type::welcome) {
       refuse("expected a welcome", "partner link: " + peer_ + " sent an unexpected frame in the handshake; closed");
       co_return false;
@@ -345,12 +344,7 @@ asio::awaitable<bool> partner_link::connection::handshake() {
   challenge.insert(challenge.end(), mine.begin(), mine.end());
   send({type::challenge, 0, 0, 0, 0}, std::move(challenge));
   if (!co_await read_frame(h, p)) co_return false;
-  if (h.type == type::refuse) {
-    const std::string why(p.begin(), p.end());
-    if (!alive_.expired()) link_->refused("partner link: " + peer_ + " refused us: " + why);
-    close("refused: " + why);
-    co_return false;
-  }
+  if (refused_by_peer(h, p)) co_return false;
   if (h.type != type::proof || !same(proof_of(options_.key, "dialer", ours, theirs, *name), p)) {
     refuse("wrong link key", "partner link: " + peer_ + " (calling itself controller " + *name +
                                  ") does not hold this array's link key (another array, or not a controller); closed");

@@ -2,6 +2,7 @@
 
 #include <google/protobuf/empty.pb.h>
 
+#include "controller/wire.h"
 #include "strata/v1/array.pb.h"
 #include "strata/v1/operations.pb.h"
 
@@ -9,28 +10,7 @@ namespace strata::controller {
 
 namespace {
 
-void put32(link_bytes& out, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
-}
-void put_text(link_bytes& out, std::string_view s) {
-  put32(out, static_cast<std::uint32_t>(s.size()));
-  out.insert(out.end(), s.begin(), s.end());
-}
-
-// Reads length-prefixed texts off the front of `in`.
-struct reader {
-  std::span<const std::uint8_t> in;
-  bool ok = true;
-  std::optional<std::string> text() {
-    if (in.size() < 4) return ok = false, std::nullopt;
-    std::uint32_t n = 0;
-    for (int i = 3; i >= 0; --i) n = (n << 8) | in[static_cast<std::size_t>(i)];
-    if (in.size() - 4 < n) return ok = false, std::nullopt;
-    std::string s(reinterpret_cast<const char*>(in.data() + 4), n);
-    in = in.subspan(4 + n);
-    return s;
-  }
-};
+using wire::put_text;
 
 link_bytes refusal_bytes(const refusal& r) {
   link_bytes out{0, static_cast<std::uint8_t>(r.why)};
@@ -66,24 +46,24 @@ link_bytes encode_call(std::string_view method, const google::protobuf::Message&
 
 outcome<std::string> decode_answer(std::span<const std::uint8_t> bytes) {
   if (bytes.size() < 2) return std::unexpected(bad_call("an empty answer"));
-  reader r{bytes.subspan(bytes[0] == 1 ? 1 : 2)};
+  wire::reader r(bytes.subspan(bytes[0] == 1 ? 1 : 2));
   if (bytes[0] == 1) {
     auto body = r.text();
-    if (!body || !r.in.empty()) return std::unexpected(bad_call("a malformed answer"));
+    if (!body || !r.done()) return std::unexpected(bad_call("a malformed answer"));
     return *body;
   }
   const auto why = static_cast<refusal::kind>(bytes[1]);
   auto field = r.text();
   auto message = r.text();
-  if (!field || !message || !r.in.empty() || why > refusal::kind::internal) return std::unexpected(bad_call("a malformed refusal"));
+  if (!field || !message || !r.done() || why > refusal::kind::internal) return std::unexpected(bad_call("a malformed refusal"));
   return std::unexpected(refusal{why, *field, *message});
 }
 
 link_bytes answer_call(management& m, std::span<const std::uint8_t> call) {
-  reader r{call};
+  wire::reader r(call);
   auto method = r.text();
   auto body = r.text();
-  if (!method || !body || !r.in.empty()) return refusal_bytes(bad_call("a malformed call"));
+  if (!method || !body || !r.done()) return refusal_bytes(bad_call("a malformed call"));
   // Parses the request as `Request` and makes the call.
   auto with = [&]<class Request>(auto make) -> link_bytes {
     Request request;
