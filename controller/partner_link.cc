@@ -577,6 +577,12 @@ void partner_link::call(std::uint16_t t, link_bytes payload, link_reply done) {
     done(std::unexpected(make_error(errc::canceled, "the partner link is down")));
     return;
   }
+  if (payload.size() > max_payload_bytes) {
+    // The partner would take it for garbage and drop the link: refused here.
+    done(std::unexpected(make_error(errc::invalid_argument, "a partner link request of " + std::to_string(payload.size()) +
+                                                                " bytes, above the limit of " + std::to_string(max_payload_bytes))));
+    return;
+  }
   current_->call(t, std::move(payload), std::move(done));
 }
 

@@ -80,7 +80,8 @@ class partner_link {
   // answers through the reply (at once or later).
   void handle(std::uint16_t type, std::function<void(link_bytes payload, link_reply reply)> handler);
   // Sends a request of `type` and calls `done` with the answer; errc::canceled
-  // at once while the link is down, or when it goes down first.
+  // at once while the link is down, or when it goes down first;
+  // invalid_argument at once for a payload over max_payload_bytes.
   void call(std::uint16_t type, link_bytes payload, link_reply done);
   // The link came up (`why` empty) or went down (`why`: what happened).
   std::function<void(bool up, const std::string& why)> on_state;

@@ -201,6 +201,12 @@ TEST_CASE("partner link: A and B prove the key to each other; calls go both ways
   r = c.a.call(echo + 9, {});
   REQUIRE_FALSE(r);
   CHECK(r.error().code == errc::not_supported);
+  // A request over the limit is refused here, and the link stays up.
+  r = c.a.call(echo, controller::link_bytes(controller::partner_link::max_payload_bytes + 1));
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::invalid_argument);
+  CHECK(c.a.up());
+  CHECK(c.a.call(echo, {5}).value_or(controller::link_bytes{}) == controller::link_bytes{5});
 }
 
 TEST_CASE("partner link: a partner with another key is refused with the reason on both sides, and no link comes up", "[controller][link]") {
