@@ -71,6 +71,7 @@ std::expected<std::unique_ptr<array>, error> array::open(boost::asio::io_context
   a->bay_->start([&] { bay_started = true; });
   a->wait([&] { return bay_started; });
   if (auto served = a->serve(); !served) return std::unexpected(served.error());
+  a->started_ = true;
   a->events_->record(severity::info, "", joining ? "controller " + options.controller + " joined the array and started"
                                          : fresh  ? "the array was built (" + options.plan_origin + ") and started"
                                                   : "the array started");
@@ -633,7 +634,9 @@ void array::close() {
   bay_.reset();
   groups_.clear();
   shelf_.reset();
-  if (events_) events_->record(severity::info, "", "the array stopped cleanly");
+  // An array that never started (a refused start) did not stop: its
+  // refusal is the last word in the event log.
+  if (events_ && started_) events_->record(severity::info, "", "the array stopped cleanly");
   operations_.reset();  // their last writes drain first
   events_.reset();
   config_.reset();

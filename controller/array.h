@@ -376,6 +376,7 @@ class array {
   void check_moves();
   void take_samples();
   bool closed_ = false;
+  bool started_ = false;  // open() finished: close() then records a clean stop
 };
 
 }  // namespace strata::controller

@@ -62,6 +62,7 @@ status=$?
 check "an empty state directory is not built over another array's shelf (exit 1)" test "$status" = 1
 check "it says which array holds the shelf" grep -q "holds array $id" "$dir/err"
 check "and records the refusal as an event" grep -q "event: refused to start" "$dir/err"
+check "and not a clean stop of an array that never started" bash -c "! grep -q 'event: the array stopped cleanly' '$dir/err'"
 check "no drive's reserved area changed" test "$(reserved_areas shelf-x)" = "$before"
 # Refused again the next time (the refusal's event is all its state directory holds).
 start_status array-y shelf-x
