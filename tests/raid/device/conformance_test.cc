@@ -30,6 +30,10 @@ constexpr std::uint64_t device_blocks = 2048;
 
 // A device under test, with what survives a crash below it.
 struct stack {
+  // Removes a backing file outside the test's temporary directory (on
+  // /dev/shm) once the layers over it are gone: declared first, so
+  // destroyed last. Before, each test process left an 8 MiB file there.
+  std::shared_ptr<void> remove_backing;
   std::vector<std::unique_ptr<block_device>> layers;  // bottom first
   // Loses power and starts again; afterwards top() is a fresh device over
   // what survived: everything flushed, maybe more.
@@ -141,6 +145,12 @@ std::vector<implementation> implementations() {
                             ("conformance-" + std::to_string(::getpid()) + ".img");
           std::filesystem::remove(path);
           stack s;
+          if (!parent.empty()) {
+            s.remove_backing = std::shared_ptr<void>(nullptr, [path](void*) {
+              std::error_code ignored;
+              std::filesystem::remove(path, ignored);
+            });
+          }
           s.layers.push_back(file(loop, path, bs, direct, queue_depth));
           s.restart = [=](stack& st, test_loop& l) {
             st.layers.clear();
