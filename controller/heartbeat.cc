@@ -1,5 +1,7 @@
 #include "controller/heartbeat.h"
 
+#include <algorithm>
+
 #include "controller/record_writer.h"
 
 namespace strata::controller {
@@ -56,8 +58,9 @@ void drive_heartbeats::tick() {
   if (drives_.empty()) return;
   in_flight_ = true;
   const device::time_point started = clock_.now();
-  ++counter_;
-  const drive_heartbeat h{self_, counter_, unix_ms_now(), controller_state::running, config_generation_};
+  const std::int64_t wall_ms = unix_ms_now();
+  next_count(wall_ms);
+  const drive_heartbeat h{self_, counter_, wall_ms, controller_state::running, config_generation_};
   const auto record = area::encode(h, counter_);
   auto left = std::make_shared<std::size_t>(drives_.size());
   auto reached = std::make_shared<unsigned>(0);
@@ -118,8 +121,9 @@ void drive_heartbeats::read_back(std::vector<area_contents> found) {
 
 void drive_heartbeats::write_final() {
   in_flight_ = true;
-  ++counter_;
-  const auto record = area::encode(drive_heartbeat{self_, counter_, unix_ms_now(), controller_state::stopped, config_generation_}, counter_);
+  const std::int64_t wall_ms = unix_ms_now();
+  next_count(wall_ms);
+  const auto record = area::encode(drive_heartbeat{self_, counter_, wall_ms, controller_state::stopped, config_generation_}, counter_);
   auto left = std::make_shared<std::size_t>(drives_.size());
   for (const heartbeat_drive& d : drives_) {
     area::write(*d.drive, d.area_offset_bytes, *area::heartbeat_slot(self_), record,
@@ -130,6 +134,14 @@ void drive_heartbeats::write_final() {
                   if (auto done = std::exchange(final_beat_, nullptr)) done();
                 });
   }
+}
+
+void drive_heartbeats::next_count(std::int64_t wall_ms) {
+  // The wall clock's milliseconds, or one more than the last count: a
+  // restarted controller's beats count past its earlier ones (beats are
+  // 250 ms apart), so a drive that missed the new beats (failing writes)
+  // and still holds an old count cannot make a live controller look silent.
+  counter_ = std::max(counter_ + 1, static_cast<std::uint64_t>(std::max<std::int64_t>(wall_ms, 0)));
 }
 
 void drive_heartbeats::set_partner(partner_state s) {

@@ -73,6 +73,7 @@ class drive_heartbeats {
   partner_state partner() const noexcept { return partner_; }
   // The partner's newest beat read, if any.
   const std::optional<drive_heartbeat>& partner_beat() const noexcept { return partner_beat_; }
+  // The last beat's count: its wall-clock ms, or one more than the one before.
   std::uint64_t beats() const noexcept { return counter_; }
   // Beats that reached no drive at all, in a row.
   unsigned failed_in_a_row() const noexcept { return failed_in_a_row_; }
@@ -88,6 +89,7 @@ class drive_heartbeats {
   void read_back(std::vector<area_contents> found);
   void set_partner(partner_state s);
   void write_final();
+  void next_count(std::int64_t wall_ms);
 
   device::clock& clock_;
   boost::asio::any_io_executor loop_;

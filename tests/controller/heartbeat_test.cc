@@ -6,6 +6,7 @@
 #include "controller/heartbeat.h"
 
 #include <catch2/catch.hpp>
+#include <thread>
 
 #include "raid/device/fault_device.h"
 #include "raid/device/memory_device.h"
@@ -147,4 +148,26 @@ TEST_CASE("heartbeat: one drive that takes the beat is enough; with none the lea
   CHECK(a.beats.failed_in_a_row() == 0);
   a.beats.stop(false, [] {});
   b.beats.stop(false, [] {});
+}
+
+TEST_CASE("heartbeat: a restarted partner counts past its old beats, even where a drive kept an old count", "[controller][heartbeat]") {
+  shelf_of_three s;
+  controller_beat a(s, "a", "b");
+  auto b = std::make_unique<controller_beat>(s, "b", "a");
+  a.beats.start();
+  b->beats.start();
+  s.run_for(10s);  // 40 beats: in virtual time they count faster than the wall clock's ms
+  REQUIRE(a.beats.partner() == partner_state::beating);
+  const std::uint64_t old_count = b->beats.beats();
+  b.reset();  // killed
+  s.faults[0]->fail_writes(0, 64);  // drive 0 keeps b's old count: the new b's beats miss it
+  std::this_thread::sleep_for(200ms);  // real beats are 250 ms apart: let the wall clock pass the old count
+  b = std::make_unique<controller_beat>(s, "b", "a");
+  b->beats.start();
+  s.run_for(3s);
+  CHECK(b->beats.beats() > old_count);
+  CHECK(a.beats.partner() == partner_state::beating);  // not silent: its count moves past the old one
+  CHECK(a.beats.partner_beat()->counter == b->beats.beats());
+  a.beats.stop(false, [] {});
+  b->beats.stop(false, [] {});
 }
