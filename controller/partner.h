@@ -37,8 +37,6 @@ class partner {
   void stop();
   bool up() const noexcept { return link_.up(); }
   const std::string& name() const noexcept { return options_.partner; }
-  // Where the link is (the listener's address).
-  boost::asio::ip::tcp::endpoint link_endpoint() const { return link_.listen_endpoint(); }
 
   // How the partner is, from both its heartbeats: ACTIVE (the link is
   // up), UNREACHABLE (the link is down but its drive heartbeat beats: a
@@ -53,7 +51,6 @@ class partner {
   void start_heartbeats(device::clock& clock, std::vector<heartbeat_drive> drives, lease& own, std::uint64_t generation);
   // Stops it; with `clean`, a last beat says this controller stopped.
   void stop_heartbeats(bool clean, std::function<void()> done);
-  const drive_heartbeats* heartbeats() const noexcept { return heartbeats_.get(); }
   // The newest configuration generation held here, for the drive
   // heartbeat to carry (a controller starting alone compares it).
   void note_generation(std::uint64_t g) {

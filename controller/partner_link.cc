@@ -182,8 +182,6 @@ class partner_link::connection : public std::enable_shared_from_this<connection>
     send({t, 0, id, 0, 0}, std::move(payload));
   }
 
-  const std::string& peer() const noexcept { return peer_; }
-
  private:
   struct outgoing {
     header h;
