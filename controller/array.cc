@@ -21,12 +21,14 @@ group_options array::group_options_for(std::size_t index) {
   group_options o;
   o.clock = &clock_;
   o.on_member_event = [this, index](const raid::member_event& e) {
+    if (lost_groups_.contains(index)) return;  // a pool lost to the partner: its drives are not this controller's to fail
     if (bay_) bay_->member_failed(index, e);
     for (auto& [name, p] : pools_) {
       if (p.write_cache) p.write_cache->redundancy_changed();  // it may be the pool's write log that lost a member
     }
   };
   o.on_resync_stopped = [this, index](const raid::resync_progress& p) {
+    if (lost_groups_.contains(index)) return;
     if (bay_) bay_->resync_stopped(index, p);
   };
   return o;
@@ -71,6 +73,7 @@ std::expected<std::unique_ptr<array>, error> array::open(boost::asio::io_context
   a->bay_->start([&] { bay_started = true; });
   a->wait([&] { return bay_started; });
   if (auto served = a->serve(); !served) return std::unexpected(served.error());
+  a->drive_owners_.clear();  // from now on, takeovers and hand-overs change ownership
   a->started_ = true;
   a->events_->record(severity::info, "", joining ? "controller " + options.controller + " joined the array and started"
                                          : fresh  ? "the array was built (" + options.plan_origin + ") and started"
@@ -83,6 +86,7 @@ std::expected<void, error> array::open_pool(const std::string& bytes) {
   if (!record) return std::unexpected(record.error());
   auto loaded = load_pool(*record, true);
   if (!loaded) return std::unexpected(loaded.error());
+  if (const auto on_drives = drive_owners_.find(record->name()); on_drives != drive_owners_.end()) loaded->ownership = on_drives->second;
   adopt_pool(record->name(), std::move(*loaded));
   return {};
 }
@@ -154,7 +158,9 @@ std::expected<array::served_pool, error> array::load_pool(const v1::Pool& record
 void array::adopt_pool(const std::string& name, served_pool p) {
   p.migrator = std::make_unique<tiering::migrator>(*p.pool, tiering::migrator_options{});
   p.migrator->start();
-  pools_.emplace(name, std::move(p));
+  auto [at, added] = pools_.emplace(name, std::move(p));
+  if (replicas_) replicas_->hold(name);
+  attach_mirror(name, at->second);
   if (!sampler_) {
     sampler_ = std::make_unique<boost::asio::steady_timer>(loop_);
     take_samples();
@@ -541,15 +547,6 @@ void array::close() {
   if (closed_) return;
   closed_ = true;
   loop_.restart();  // stopped by the daemon: the waits below run it again
-  if (partner_) {
-    // The last drive beat says this controller stopped (it hands its
-    // pools over, not loses them), before the link goes.
-    bool beaten = false;
-    partner_->stop_heartbeats(true, [&] { beaten = true; });
-    wait([&] { return beaten; });
-    partner_->stop();
-    wait([&] { return partner_->idle(); });  // a call of the partner's in flight waits for this loop
-  }
   auto units_idle = [&] {
     for (const auto& [name, v] : units_) {
       if (v.unit->commands_in_flight() > 0) return false;
@@ -559,6 +556,8 @@ void array::close() {
     }
     return retiring_.empty();
   };
+  // The drives of pools lost to the partner fail what waits for them.
+  if (shelf_) shelf_->shut_lost(make_error_code(errc::permission_denied));
   if (server_) {
     server_->stop();
     bool retired = false;
@@ -569,7 +568,9 @@ void array::close() {
     bay_->stop();  // a rebuild or scrub cut short here is started again by command
     wait([&] { return bay_->idle(); });
   }
-  for (auto& [name, p] : pools_) p.migrator->stop();
+  for (auto& [name, p] : pools_) {
+    if (!p.lost) p.migrator->stop();
+  }
   if (sampler_) sampler_->cancel();
   for (const followed_move& m : moves_) {
     operations_->finish(m.operation,
@@ -580,6 +581,7 @@ void array::close() {
   moves_.clear();
   move_timer_.reset();
   for (auto& [name, served] : pools_) {
+    if (served.lost) continue;  // its drives are the partner's now: nothing more goes to them
     tiering::pool* pool = served.pool.get();
     wait([&] {
       for (tiering::volume* v : pool->volumes()) {
@@ -611,6 +613,21 @@ void array::close() {
     }
     // What is dirty stays in the write log: the next start replays it.
     if (served.write_cache) served.write_cache->stop([this](const std::function<bool()>& ready) { wait(ready); });
+  }
+  // The pools' last metadata reached the partner's copies (or the drives
+  // say the copies are behind): they stop; then the last drive beat says
+  // this controller stopped (it hands its pools over, not loses them),
+  // and the link goes.
+  for (auto& [name, served] : pools_) {
+    wait([&] { return served.metadata->in_flight() == 0; });
+    if (served.mirror) served.mirror->stop();
+  }
+  if (partner_) {
+    bool beaten = false;
+    partner_->stop_heartbeats(true, [&] { beaten = true; });
+    wait([&] { return beaten; });
+    partner_->stop();
+    wait([&] { return partner_->idle(); });  // a call of the partner's in flight waits for this loop
   }
   state_writer_.join();
   server_.reset();

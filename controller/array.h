@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -30,6 +31,7 @@
 #include "controller/event_log.h"
 #include "controller/identity.h"
 #include "controller/lease.h"
+#include "controller/metadata_mirror.h"
 #include "controller/partner.h"
 #include "controller/operations.h"
 #include "controller/shelf.h"
@@ -243,6 +245,9 @@ class array {
   std::expected<void, error> build_default();
   std::expected<void, error> assemble();
   std::expected<void, error> open_pool(const std::string& pool_record);
+  // Assembles group record `key` from its superblocks on the shelf's drives
+  // (driving the loop), and adds it to groups_.
+  std::expected<void, error> assemble_named(const std::string& key, const std::string& bytes);
   // Makes the pool's volumes what the config records say: a volume the
   // pool has and the config does not is the rest of a delete (or of a
   // create that crashed before its record): it is deleted.
@@ -269,9 +274,11 @@ class array {
   // The partner's configuration changes, committed here: what this
   // controller serves follows them (hosts today).
   void partner_changed(const config_change& change);
-  // Whether this controller serves pool record `pool` (its owner; a
-  // record older than owners: controller a).
+  // Whether this controller serves pool record `pool`: the owner its
+  // drives name, read at start-up; else its record's (a record older than
+  // owners: controller a).
   bool owns(const v1::Pool& pool) const;
+  std::map<std::string, pool_ownership> drive_owners_;  // start-up only: by pool name, the newest record found
   // The same for one group made or taken into a pool while the array
   // runs, on the loop: its members' areas get the identity and
   // `ownership`. A failure is an event (the group stands; the next start
@@ -313,12 +320,16 @@ class array {
   // the pool, its migrator, and its groups' names by the pool's own index
   // (extent_location::group).
   struct served_pool {
+    // The partner's copy of the metadata (with a partner): before the
+    // store, which feeds it until it is gone.
+    std::unique_ptr<pool_mirror> mirror;
     std::unique_ptr<tiering::metadata_store> metadata;
     std::unique_ptr<controller::write_cache> write_cache;  // before the pool, which uses its devices
     std::unique_ptr<tiering::pool> pool;
     std::unique_ptr<tiering::migrator> migrator;
     std::vector<std::string> groups;
     pool_ownership ownership;  // its owner and epoch, as on its groups' controller areas
+    bool lost = false;         // the partner took it over while this controller was frozen: stepped down
   };
   std::map<std::string, served_pool> pools_;  // by name: "pools/p1"
   // Pool `name` ("pools/p1"), or null.
@@ -334,6 +345,39 @@ class array {
   std::expected<served_pool, error> load_pool(const v1::Pool& record, bool on_loop);
   // Serves a loaded pool: its migrator runs. On the loop.
   void adopt_pool(const std::string& name, served_pool p);
+  // The pool's metadata mirrored to the partner (metadata_mirror.h), from
+  // now on; on the loop, with a partner.
+  void attach_mirror(const std::string& name, served_pool& p);
+  // Rewrites pool `name`'s ownership records saying whether the partner's
+  // copy of its metadata is current; refused without a valid lease.
+  void record_copy(const std::string& name, bool current, std::function<void(std::error_code)> done);
+  // The partner is DOWN: each pool it owned is taken over, from this
+  // controller's copy of its metadata, if the records on its drives say
+  // that copy is current (takeover.cc).
+  void take_over_pools();
+  void take_over(const v1::Pool& record);
+  // Its groups assembled, its pool opened from the copy (the write log
+  // replayed), its LUNs presented, its record updated. Drives the loop.
+  std::expected<void, error> take_over_now(const v1::Pool& record, const pool_ownership& o);
+  // Pool `pool`'s ownership, as the newest record on its drives says, and
+  // where each of its members' areas is.
+  struct ownership_found {
+    std::optional<pool_ownership> newest;
+    std::vector<area_stamp> members;  // drive and area, nothing to write yet
+  };
+  void read_ownership(const std::string& pool, std::function<void(ownership_found)> done);
+  // A gate held a drive request because the lease had lapsed: once the
+  // lease is renewed, the ownership records say whether this controller
+  // still owns each pool it serves; the gates open for those it does, and
+  // shut for good on the drives of those it lost (it steps down).
+  void confirm_ownership();
+  void step_down(const std::string& pool, const pool_ownership& newer, const std::vector<std::size_t>& drives);
+  bool confirming_ = false;
+  std::set<std::size_t> lost_groups_;  // indexes into groups_ of the pools stepped down from: their member events are ignored
+  std::unique_ptr<boost::asio::steady_timer> confirm_timer_;
+  // The partner's copies of its pools' metadata (with a partner).
+  std::unique_ptr<metadata_replicas> replicas_;
+  std::set<std::string> taking_over_;  // pools whose takeover runs
   boost::asio::thread_pool state_writer_{1};  // the reservation state's synced writes
   // A volume being served: its logical unit, over its reservation state.
   struct served_volume {

@@ -167,8 +167,14 @@ std::expected<void, error> array::assemble() {
   }
   const auto areas = read_shelf_areas();
   if (auto mine = check_shelf(areas, !stamped); !mine) return mine;
-  std::vector<device::block_device*> all;
-  for (std::size_t i = 0; i < shelf_->size(); ++i) all.push_back(&shelf_->drive(i));
+  // Who owns each pool is what its drives say (the partner may have taken
+  // one over while this controller was away), then the config's record.
+  for (const drive_area& a : areas) {
+    const auto& o = a.contents.ownership;
+    if (!o) continue;
+    auto [at, added] = drive_owners_.emplace(o->pool, *o);
+    if (!added && o->sequence() > at->second.sequence()) at->second = *o;
+  }
   // Only the groups of the pools this controller serves (and, on
   // controller a, the groups in no pool): the partner's are the partner's
   // to assemble, and assembling writes (superblocks, a resync).
@@ -193,18 +199,7 @@ std::expected<void, error> array::assemble() {
   }
   for (const auto& [key, bytes] : config_->list("groups/")) {
     if (others.contains(key) || (options_.controller != "a" && !in_pools.contains(key))) continue;
-    auto record = decode<v1::DiskGroup>(key, bytes);
-    if (!record) return std::unexpected(record.error());
-    group_id id{};
-    if (record->group_id().size() != id.size()) return std::unexpected(make_error(errc::invalid_argument, "config: " + key + " has no group id"));
-    std::copy(record->group_id().begin(), record->group_id().end(), id.begin());
-    std::optional<std::expected<std::unique_ptr<disk_group>, error>> found;
-    assemble_group(kind_of(record->kind()), id, all, group_options_for(groups_.size()), [&](auto r) { found = std::move(r); });
-    wait([&] { return found.has_value(); });
-    if (!*found) return std::unexpected(make_error(errc::io_error, key + ": " + found->error().message));
-    log(key + ": assembled from its superblocks");
-    groups_.push_back(std::move(**found));
-    group_names_.push_back(key);
+    if (auto assembled = assemble_named(key, bytes); !assembled) return assembled;
   }
   if (!stamped) {
     // An array built before the controller areas: it gets its identity now.
@@ -238,6 +233,25 @@ std::expected<void, error> array::assemble() {
       operations_->finish(op.name(), std::unexpected(make_error(errc::io_error, "the controller stopped while it ran")));
     }
   }
+  return {};
+}
+
+std::expected<void, error> array::assemble_named(const std::string& key, const std::string& bytes) {
+  auto record = decode<v1::DiskGroup>(key, bytes);
+  if (!record) return std::unexpected(record.error());
+  group_id id{};
+  if (record->group_id().size() != id.size()) return std::unexpected(make_error(errc::invalid_argument, "config: " + key + " has no group id"));
+  std::copy(record->group_id().begin(), record->group_id().end(), id.begin());
+  std::vector<device::block_device*> all;
+  for (std::size_t i = 0; i < shelf_->size(); ++i) all.push_back(&shelf_->drive(i));
+  std::optional<std::expected<std::unique_ptr<disk_group>, error>> found;
+  assemble_group(kind_of(record->kind()), id, all, group_options_for(groups_.size()), [&](auto r) { found = std::move(r); });
+  wait([&] { return found.has_value(); });
+  if (!*found) return std::unexpected(make_error(errc::io_error, key + ": " + found->error().message));
+  log(key + ": assembled from its superblocks");
+  groups_.push_back(std::move(**found));
+  group_names_.push_back(key);
+  if (bay_) bay_->group_added(groups_.size() - 1);
   return {};
 }
 
@@ -350,6 +364,9 @@ void array::stamp_group(const disk_group& g, std::optional<pool_ownership> owner
 }
 
 bool array::owns(const v1::Pool& pool) const {
+  if (const auto on_drives = drive_owners_.find(pool.name()); on_drives != drive_owners_.end()) {
+    return on_drives->second.owner == options_.controller;
+  }
   return (pool.owner().empty() ? std::string("a") : short_name(pool.owner())) == options_.controller;
 }
 
@@ -361,6 +378,22 @@ std::expected<void, error> array::start_partner() {
   o.key = identity_.link_key;
   partner_ = std::make_unique<controller::partner>(loop_.get_executor(), *config_, *events_, o);
   partner_->on_applied = [this](const config_change& change) { partner_changed(change); };
+  replicas_ = std::make_unique<metadata_replicas>(loop_.get_executor(), options_.state_dir / "pools", partner_->link());
+  partner_->on_link = [this](bool up) {
+    if (!up) return;
+    for (auto& [name, p] : pools_) {
+      if (!p.mirror) continue;
+      p.mirror->link_up();  // a new copy of everything: batches may have gone missing while it was down
+      p.metadata->poke();
+    }
+  };
+  partner_->on_liveness = [this](partner::liveness l) {
+    if (l == partner::liveness::down) take_over_pools();
+  };
+  for (auto& [name, p] : pools_) {
+    replicas_->hold(name);
+    attach_mirror(name, p);
+  }
   if (auto started = partner_->start(); !started) return started;
   log(std::string(o.self < o.partner ? "dialing" : "listening for") + " controller " + o.partner + " on the partner link at " +
       o.listen_at.address().to_string() + ":" + std::to_string(o.listen_at.port()));
@@ -374,10 +407,15 @@ void array::start_drive_heartbeats() {
   std::string names;
   for (const drive_area& a : areas) {
     if (drives.size() == 3) break;
-    drives.push_back({&shelf_->drive(a.drive), a.offset_bytes});
+    drives.push_back({&shelf_->raw_drive(a.drive), a.offset_bytes});  // past the gates: a lapsed lease is renewed here
     names += (names.empty() ? "" : ", ") + shelf_->spec(a.drive).name;
   }
   lease_ = std::make_unique<controller::lease>(clock_, std::chrono::seconds(1));
+  // Fenced from the first renewal on: a drive request made while the lease
+  // has lapsed is held until the drives say this controller still owns
+  // its pools (takeover.cc, confirm_ownership).
+  shelf_->fence([this] { return lease_->until() == device::time_point{} || lease_->valid(); },
+                [this] { boost::asio::post(loop_, [this] { confirm_ownership(); }); });
   partner_->start_heartbeats(clock_, std::move(drives), *lease_, generation_of(*config_));  // start-up: the store may be read here
   log("drive heartbeat on " + (names.empty() ? std::string("no drive (none has a controller area)") : names));
 }

@@ -78,6 +78,7 @@ class reader {
   }
   void seek(std::size_t to) { at_ = to; }
   bool ok() const noexcept { return ok_; }
+  std::size_t remaining() const noexcept { return at_ < in_.size() ? in_.size() - at_ : 0; }
 
  private:
   bool fits(std::size_t n) {
@@ -174,6 +175,8 @@ std::vector<std::byte> encode(const pool_ownership& o, std::uint64_t sequence) {
   w.name(o.owner);
   w.u64(o.epoch);
   w.u64(static_cast<std::uint64_t>(o.unix_ms));
+  w.u64(o.serial);
+  w.u32(o.partner_copy ? 1 : 0);
   return seal(std::move(out), w.at());
 }
 
@@ -224,6 +227,11 @@ std::expected<area_contents, std::error_code> decode(std::span<const std::byte> 
         o.owner = r.name();
         o.epoch = r.u64();
         o.unix_ms = static_cast<std::int64_t>(r.u64());
+        if (!r.ok()) break;
+        if (r.remaining() >= 12) {  // records written before the copy's state have neither field
+          o.serial = r.u64();
+          o.partner_copy = r.u32() == 1;
+        }
         if (r.ok()) keep_newer(c.ownership, owner_seq, o, slot->sequence);
         break;
       }

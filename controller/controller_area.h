@@ -59,6 +59,14 @@ struct pool_ownership {
   std::string owner;  // "a" or "b"
   std::uint64_t epoch = 0;  // bumped by every change of owner; the higher wins
   std::int64_t unix_ms = 0;
+  // Rewritten by the owner within its epoch, each time with a higher
+  // serial: whether the partner holds a current copy of the pool's
+  // metadata (controller/metadata_mirror.h). A controller takes a pool
+  // over only from a record that says so: the copy is what it opens.
+  std::uint64_t serial = 0;
+  bool partner_copy = false;
+  // Which of two records is the newer: the higher epoch, then serial.
+  std::uint64_t sequence() const noexcept { return (epoch << 32) | (serial & 0xffffffffu); }
   bool operator==(const pool_ownership&) const = default;
 };
 

@@ -90,12 +90,12 @@ void write_stamps(std::vector<area_stamp> stamps, std::function<void(std::error_
     auto at = stamp.offset_bytes;
     auto then = [s, drive, at, ownership](std::error_code e) {
       s->one_less(e);
-      if (ownership) area::write_both(*drive, at, area::ownership_slot, area::encode(*ownership, ownership->epoch), [s](std::error_code e2) { s->one_less(e2); });
+      if (ownership) area::write_both(*drive, at, area::ownership_slot, area::encode(*ownership, ownership->sequence()), [s](std::error_code e2) { s->one_less(e2); });
     };
     if (stamp.identity) {
       area::write_both(*drive, at, area::array_slot, area::encode(*stamp.identity, 1), std::move(then));
     } else if (ownership) {
-      area::write_both(*drive, at, area::ownership_slot, area::encode(*ownership, ownership->epoch), [s](std::error_code e2) { s->one_less(e2); });
+      area::write_both(*drive, at, area::ownership_slot, area::encode(*ownership, ownership->sequence()), [s](std::error_code e2) { s->one_less(e2); });
     }
   }
 }

@@ -15,6 +15,7 @@ partner::partner(boost::asio::any_io_executor loop, config_store& config, event_
     } else {
       events_.record(severity::warning, "controllers/" + options_.partner, "the partner link is down: " + why);
     }
+    if (on_link) on_link(up);
     note_state();
   };
   link_.on_refused = [this](const std::string& what) { events_.record(severity::warning, "", what); };
@@ -151,6 +152,9 @@ void partner::note_state() {
   const liveness now = state();
   if (now == last_state_) return;
   last_state_ = now;
+  if (on_liveness) boost::asio::post(loop_, [this, now, alive = std::weak_ptr<int>(alive_)] {
+      if (!alive.expired() && on_liveness) on_liveness(now);
+    });
   const std::string who = "controllers/" + options_.partner;
   switch (now) {
     case liveness::active:

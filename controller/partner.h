@@ -76,6 +76,12 @@ class partner {
   // The partner's changes (and catch-ups), once committed here: the keys
   // they touched, for the array to apply what it serves. On the loop.
   std::function<void(const config_change&)> on_applied;
+  // The link came up or went down; the partner's liveness changed. On the loop.
+  std::function<void(bool up)> on_link;
+  std::function<void(liveness)> on_liveness;
+  // The link itself, for the services that add their own frames
+  // (metadata_mirror.h).
+  partner_link& link() noexcept { return link_; }
 
  private:
   boost::asio::any_io_executor loop_;

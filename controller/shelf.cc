@@ -122,7 +122,13 @@ std::expected<std::size_t, error> shelf::add(const drive_spec& spec) {
                                          .idle_wait = std::chrono::milliseconds(10)}
           : device::io_scheduler_options{.busy_background_in_flight = 4, .idle_background_in_flight = 32,
                                          .idle_wait = std::chrono::milliseconds(1)});
-  drives_.push_back(scheduler.get());
+  auto gate = std::make_unique<device::gate_device>(
+      *scheduler, [this] { return !fence_allowed_ || fence_allowed_(); }, [this] {
+        if (fence_on_hold_) fence_on_hold_();
+      });
+  drives_.push_back(gate.get());
+  raw_.push_back(scheduler.get());
+  gates_.push_back(std::move(gate));
   specs_.push_back(std::move(d));
   files_.push_back(std::move(*file));
   models_.push_back(std::move(front));
@@ -131,9 +137,38 @@ std::expected<std::size_t, error> shelf::add(const drive_spec& spec) {
   return drives_.size() - 1;
 }
 
+void shelf::fence(std::function<bool()> allowed, std::function<void()> on_hold) {
+  fence_allowed_ = std::move(allowed);
+  fence_on_hold_ = std::move(on_hold);
+}
+
+void shelf::open_gates() {
+  for (std::size_t i = 0; i < gates_.size(); ++i) {
+    if (!lost_.contains(i)) gates_[i]->open();
+  }
+}
+
+void shelf::hold_for_good(std::size_t i) {
+  lost_.insert(i);
+  gates_[i]->hold();
+}
+
+void shelf::shut_lost(std::error_code why) {
+  for (std::size_t i : lost_) gates_[i]->shut(why);
+}
+
+bool shelf::held() const {
+  for (const auto& g : gates_) {
+    if (g->current() == device::gate_device::state::held) return true;
+  }
+  return false;
+}
+
 shelf::~shelf() {
   drives_.clear();
-  schedulers_.clear();  // each layer before the one it sits on
+  raw_.clear();
+  gates_.clear();  // each layer before the one it sits on
+  schedulers_.clear();
   caches_.clear();
   models_.clear();
   files_.clear();

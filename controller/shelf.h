@@ -18,7 +18,9 @@
 #include <cstdint>
 #include <expected>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -26,6 +28,7 @@
 
 #include "raid/device/block_device.h"
 #include "raid/device/clock.h"
+#include "raid/device/gate_device.h"
 #include "raid/device/io_ring.h"
 #include "raid/device/status.h"
 
@@ -110,7 +113,23 @@ class shelf {
   // The drive as the layers above see it: the model over the file, or the
   // file itself (with volatile_write_caches, behind its cache), behind the
   // scheduler that puts background I/O after the hosts' (io_scheduler.h).
+  // Behind its gate (raid/device/gate_device.h): held while fence()'s
+  // test fails, until open_gates().
   device::block_device& drive(std::size_t i) const noexcept { return *drives_[i]; }
+  // The same drive past its gate: for the drive heartbeat and for reading
+  // the ownership records, which a fenced controller must still do.
+  device::block_device& raw_drive(std::size_t i) const noexcept { return *raw_[i]; }
+  // Fencing (controller/lease.h): each drive's gate asks `allowed` at
+  // every request, and holds when it fails, calling `on_hold`; a held gate
+  // opens at open_gates(), except those held for good: the drives of a
+  // pool this controller lost, whose requests wait (failing them would
+  // fail the members, and start rebuilds) until shut_lost() fails them
+  // at shutdown. Without a fence, the gates are always open.
+  void fence(std::function<bool()> allowed, std::function<void()> on_hold);
+  void open_gates();
+  void hold_for_good(std::size_t i);
+  void shut_lost(std::error_code why);
+  bool held() const;  // some gate holds requests
 
  private:
   shelf(device::io_ring& ring, device::clock& clock, std::filesystem::path directory, const shelf_options& options)
@@ -124,7 +143,12 @@ class shelf {
   std::vector<std::unique_ptr<device::block_device>> models_;  // over files_; null for a drive with no model
   std::vector<std::unique_ptr<device::block_device>> caches_;  // over models_ or files_; null without volatile_write_caches
   std::vector<std::unique_ptr<device::block_device>> schedulers_;  // over caches_, models_ or files_
-  std::vector<device::block_device*> drives_;                      // schedulers_[i]: the topmost
+  std::vector<std::unique_ptr<device::gate_device>> gates_;        // over schedulers_
+  std::vector<device::block_device*> raw_;                         // schedulers_[i]
+  std::vector<device::block_device*> drives_;                      // gates_[i]: the topmost
+  std::set<std::size_t> lost_;  // held for good
+  std::function<bool()> fence_allowed_;
+  std::function<void()> fence_on_hold_;
 };
 
 }  // namespace strata::controller

@@ -31,6 +31,64 @@ void metadata_batch::erase_range(column c, std::string_view begin, std::string_v
   ops_.push_back({c, kind::erase_range, std::string(begin), std::string(end)});
 }
 
+namespace {
+
+void put_u32(std::string& out, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+}
+
+std::optional<std::uint32_t> take_u32(std::string_view& in) {
+  if (in.size() < 4) return std::nullopt;
+  std::uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<std::uint8_t>(in[static_cast<std::size_t>(i)]);
+  in.remove_prefix(4);
+  return v;
+}
+
+std::optional<std::string> take_bytes(std::string_view& in) {
+  const auto n = take_u32(in);
+  if (!n || in.size() < *n) return std::nullopt;
+  std::string s(in.substr(0, *n));
+  in.remove_prefix(*n);
+  return s;
+}
+
+}  // namespace
+
+std::string metadata_batch::encode() const {
+  std::string out;
+  put_u32(out, static_cast<std::uint32_t>(ops_.size()));
+  for (const entry& e : ops_) {
+    out.push_back(static_cast<char>(e.where));
+    out.push_back(static_cast<char>(e.what));
+    put_u32(out, static_cast<std::uint32_t>(e.key.size()));
+    out += e.key;
+    put_u32(out, static_cast<std::uint32_t>(e.value.size()));
+    out += e.value;
+  }
+  return out;
+}
+
+std::optional<metadata_batch> metadata_batch::decode(std::string_view in) {
+  const auto count = take_u32(in);
+  if (!count) return std::nullopt;
+  metadata_batch b;
+  for (std::uint32_t i = 0; i < *count; ++i) {
+    if (in.size() < 2) return std::nullopt;
+    const auto where = static_cast<std::uint8_t>(in[0]);
+    const auto what = static_cast<std::uint8_t>(in[1]);
+    in.remove_prefix(2);
+    if (where >= column_count || what > static_cast<std::uint8_t>(kind::erase_range)) return std::nullopt;
+    auto key = take_bytes(in);
+    if (!key) return std::nullopt;
+    auto value = take_bytes(in);
+    if (!value) return std::nullopt;
+    b.ops_.push_back({static_cast<column>(where), static_cast<kind>(what), std::move(*key), std::move(*value)});
+  }
+  if (!in.empty()) return std::nullopt;
+  return b;
+}
+
 std::expected<std::unique_ptr<metadata_store>, error> metadata_store::open(const std::string& directory,
                                                                            boost::asio::any_io_executor loop,
                                                                            rocksdb::Env* env) {
@@ -99,16 +157,54 @@ void metadata_store::set_step_mode(bool on) {
   wake_.notify_all();
 }
 
+void metadata_store::set_copy(metadata_copy* copy) {
+  std::lock_guard lock(mutex_);
+  copy_ = copy;
+}
+
+void metadata_store::poke() {
+  {
+    std::lock_guard lock(mutex_);
+    poked_ = true;
+  }
+  wake_.notify_all();
+}
+
 void metadata_store::run() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    wake_.wait(lock, [&] { return stopping_ || (!queue_.empty() && (!step_mode_ || draining_)); });
+    wake_.wait(lock, [&] { return stopping_ || poked_ || (!queue_.empty() && (!step_mode_ || draining_)); });
+    metadata_copy* copy = copy_;
+    if (poked_) {
+      poked_ = false;
+      if (copy != nullptr && !stopping_) {
+        running_job_ = true;
+        lock.unlock();
+        if (copy->wants_everything()) copy->send_everything(*this);
+        lock.lock();
+        running_job_ = false;
+        if (queue_.empty()) drained_.notify_all();
+      }
+      continue;
+    }
     if (queue_.empty()) return;  // stopping, and nothing left
     job j = std::move(queue_.front());
     queue_.pop_front();
     running_job_ = true;
     lock.unlock();
-    const std::error_code result = apply(j.batch, j.sync);
+    std::error_code result;
+    if (copy != nullptr && !thread_failure_) {
+      // Sent first, so that the copy's write and ours overlap; a batch the
+      // copy holds and this store failed to take was never acknowledged.
+      if (copy->wants_everything()) copy->send_everything(*this);
+      const std::uint64_t ticket = copy->send(j.batch, j.sync);
+      result = apply(j.batch, j.sync);
+      if (!result) {
+        if (const std::error_code fenced = copy->wait(ticket)) result = thread_failure_ = fenced;
+      }
+    } else {
+      result = apply(j.batch, j.sync);
+    }
     // The outcome travels to the loop; the guard keeps the loop's context
     // from running out of work while it does.
     boost::asio::post(loop_, [this, result, done = std::move(j.done),
@@ -134,10 +230,10 @@ std::expected<void, error> metadata_store::checkpoint(const std::string& directo
   return {};
 }
 
-std::error_code metadata_store::write_now(const metadata_batch& batch) {
+std::error_code metadata_store::write_now(const metadata_batch& batch, bool sync) {
   // Start-up only: the store's thread has no job, so nothing else applies.
   std::lock_guard lock(mutex_);
-  return apply(batch, true);
+  return apply(batch, sync);
 }
 
 std::error_code metadata_store::apply(const metadata_batch& j, bool sync) {

@@ -55,6 +55,11 @@ class metadata_batch {
   void erase_range(column c, std::string_view begin, std::string_view end);
   bool empty() const noexcept { return ops_.empty(); }
   std::size_t size() const noexcept { return ops_.size(); }
+  // Its bytes, for a copy of the store kept elsewhere (metadata_copy):
+  // docs/partner-link.md, "Mirrored pool metadata". decode() of bytes it
+  // did not make: nullopt.
+  std::string encode() const;
+  static std::optional<metadata_batch> decode(std::string_view bytes);
 
  private:
   friend class metadata_store;
@@ -66,6 +71,33 @@ class metadata_batch {
     std::string value;  // erase_range: the end key
   };
   std::vector<entry> ops_;
+};
+
+class metadata_store;
+
+// A copy of a store kept elsewhere: the partner controller's, so that it
+// can take the pool over with the metadata of every write acknowledged
+// (controller/metadata_mirror.h). The store's thread feeds it, in the
+// order the batches are applied here: each batch as it is applied, and
+// the whole store when the copy asks for it (it is new, or it missed
+// batches). Called on the store's thread only; each call may block.
+class metadata_copy {
+ public:
+  virtual ~metadata_copy() = default;
+  // Whether the copy must be made anew before the next batch: asked before
+  // each batch, and when the store is poked.
+  virtual bool wants_everything() = 0;
+  // Sends the whole store (`store`'s scan(): nothing else writes it
+  // meanwhile), and returns once the copy holds it or could not take it.
+  virtual void send_everything(const metadata_store& store) = 0;
+  // Starts sending `batch`, the next after those sent before; the answer
+  // is a ticket for wait().
+  virtual std::uint64_t send(const metadata_batch& batch, bool sync) = 0;
+  // Returns once the copy holds batch `ticket` (durably for a synced one),
+  // or it is recorded, where a controller taking the pool over looks, that
+  // the copy is behind. An error: neither could be done (this controller
+  // was fenced off the pool's drives); the write then fails.
+  virtual std::error_code wait(std::uint64_t ticket) = 0;
 };
 
 class metadata_store {
@@ -89,10 +121,21 @@ class metadata_store {
   // WAL synced) before `done` is called. `done` runs on the loop.
   void write(metadata_batch batch, bool sync, std::function<void(std::error_code)> done);
 
-  // Applies `batch` at once on the caller's thread, synced. For start-up,
-  // before the loop runs: a blocking call on a running loop is a bug.
+  // Applies `batch` at once on the caller's thread, synced (or not, for a
+  // copy's batches that were not synced where they were made). For
+  // start-up, before the loop runs, and for a copy no loop writes: a
+  // blocking call on a running loop is a bug.
   // REQUIRES: no write() queued or running.
-  std::error_code write_now(const metadata_batch& batch);
+  std::error_code write_now(const metadata_batch& batch, bool sync = true);
+
+  // From now on, every batch write() applies goes to `copy` too (before
+  // its outcome reaches the loop), and poke() makes the store's thread
+  // send it everything when it asks. Null: none. Set before the first
+  // write(), or with none in flight; `copy` outlives the store.
+  void set_copy(metadata_copy* copy);
+  // Wakes the store's thread to ask the copy whether it wants everything
+  // (the partner link came up), even with no batch queued.
+  void poke();
 
   // Blocking reads, for start-up: every record of a column in key order, or one.
   std::error_code scan(column c, const std::function<void(std::string_view key, std::string_view value)>& fn) const;
@@ -146,6 +189,8 @@ class metadata_store {
   bool stopping_ = false;
   bool step_mode_ = false;
   bool draining_ = false;  // step mode: drain() lets the thread apply the queue
+  bool poked_ = false;
+  metadata_copy* copy_ = nullptr;
   std::error_code thread_failure_;  // the store thread's copy of failure_
   std::thread thread_;
 };

@@ -1,0 +1,258 @@
+#include "controller/metadata_mirror.h"
+
+#include <boost/asio/post.hpp>
+#include <cstring>
+#include <future>
+
+namespace strata::controller {
+
+namespace {
+
+// Frames carry at most this much of a copy's whole store each.
+constexpr std::size_t chunk_bytes = 1 << 20;
+// Chunks sent before waiting for the first of them.
+constexpr std::size_t chunks_in_flight = 8;
+
+link_bytes frame_for(const std::string& pool, std::optional<bool> synced, std::string_view batch) {
+  const std::size_t head = 1 + pool.size() + (synced ? 1 : 0);
+  link_bytes out(head + batch.size());
+  out[0] = static_cast<std::uint8_t>(pool.size());
+  std::memcpy(out.data() + 1, pool.data(), pool.size());
+  if (synced) out[head - 1] = *synced ? 1 : 0;
+  if (!batch.empty()) std::memcpy(out.data() + head, batch.data(), batch.size());
+  return out;
+}
+
+// The pool's name at the frame's start, and the rest.
+std::optional<std::pair<std::string, std::span<const std::uint8_t>>> split_frame(std::span<const std::uint8_t> in) {
+  if (in.empty() || in.size() < 1u + in[0]) return std::nullopt;
+  std::string pool(reinterpret_cast<const char*>(in.data() + 1), in[0]);
+  return std::pair{std::move(pool), in.subspan(1u + in[0])};
+}
+
+}  // namespace
+
+std::optional<std::string> pool_directory(std::string_view pool) {
+  if (!pool.starts_with("pools/")) return std::nullopt;
+  const std::string_view name = pool.substr(6);
+  if (name.empty() || name.size() > 63) return std::nullopt;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || (c >= 'A' && c <= 'Z');
+    if (!ok) return std::nullopt;
+  }
+  return std::string(name);
+}
+
+pool_mirror::pool_mirror(boost::asio::any_io_executor loop, std::string pool, call_fn call, record_fn record)
+    : loop_(std::move(loop)), pool_(std::move(pool)), call_(std::move(call)), record_(std::move(record)) {}
+
+void pool_mirror::link_up() {
+  std::lock_guard lock(mutex_);
+  want_everything_ = true;
+}
+
+void pool_mirror::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopped_ = true;
+  }
+  answered_.notify_all();
+}
+
+bool pool_mirror::current() const {
+  std::lock_guard lock(mutex_);
+  return current_;
+}
+
+bool pool_mirror::wants_everything() {
+  std::lock_guard lock(mutex_);
+  return want_everything_ && !stopped_;
+}
+
+std::uint64_t pool_mirror::post_call(std::uint16_t type, link_bytes payload, bool synced) {
+  std::uint64_t t = 0;
+  {
+    std::lock_guard lock(mutex_);
+    t = ++next_ticket_;
+    if (synced) results_[t] = std::nullopt;
+  }
+  boost::asio::post(loop_, [this, t, type, synced, payload = std::move(payload)]() mutable {
+    call_(type, std::move(payload), [this, t, synced](std::expected<link_bytes, error> r) {
+      {
+        std::lock_guard lock(mutex_);
+        if (!r) current_ = false;  // a batch missed: only a whole new copy mends it
+        if (synced) results_[t] = bool(r);
+      }
+      answered_.notify_all();
+    });
+  });
+  return t;
+}
+
+bool pool_mirror::answered_ok(std::uint64_t t) {
+  std::unique_lock lock(mutex_);
+  answered_.wait(lock, [&] { return stopped_ || results_[t].has_value(); });
+  const bool ok = results_[t].value_or(false);
+  results_.erase(t);
+  return ok;
+}
+
+void pool_mirror::send_everything(const tiering::metadata_store& store) {
+  {
+    std::lock_guard lock(mutex_);
+    want_everything_ = false;
+    current_ = false;
+    if (stopped_) return;
+  }
+  std::vector<std::uint64_t> waiting;
+  bool ok = answered_ok(post_call(link_type::metadata_begin, frame_for(pool_, std::nullopt, {}), true));
+  tiering::metadata_batch chunk;
+  std::size_t chunk_size = 0;
+  auto flush = [&](bool synced) {
+    if (!ok) return;
+    waiting.push_back(post_call(link_type::metadata_batch, frame_for(pool_, synced, chunk.encode()), true));
+    chunk = {};
+    chunk_size = 0;
+    if (waiting.size() >= chunks_in_flight) {
+      ok = answered_ok(waiting.front());
+      waiting.erase(waiting.begin());
+    }
+  };
+  for (std::size_t c = 0; c < tiering::column_count && ok; ++c) {
+    const auto col = static_cast<tiering::column>(c);
+    const std::error_code scanned = store.scan(col, [&](std::string_view k, std::string_view v) {
+      chunk.put(col, k, v);
+      chunk_size += k.size() + v.size() + 10;
+      if (chunk_size >= chunk_bytes) flush(false);
+    });
+    if (scanned) ok = false;
+  }
+  flush(true);  // the last one synced: the copy is durable once it is answered
+  for (std::uint64_t t : waiting) ok = answered_ok(t) && ok;
+  {
+    std::lock_guard lock(mutex_);
+    if (!ok || stopped_) return;
+    current_ = true;
+  }
+  (void)record(true);  // failing, the drives say "behind": safe, and mended at the next link-up
+}
+
+std::uint64_t pool_mirror::send(const tiering::metadata_batch& batch, bool sync) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!current_ || stopped_) return 0;
+  }
+  return post_call(link_type::metadata_batch, frame_for(pool_, sync, batch.encode()), sync);
+}
+
+std::error_code pool_mirror::wait(std::uint64_t ticket) {
+  bool ok = false;
+  if (ticket != 0) {
+    bool synced = false;
+    {
+      std::lock_guard lock(mutex_);
+      synced = results_.contains(ticket);
+      ok = current_;
+    }
+    if (synced) ok = answered_ok(ticket);
+  }
+  if (ok) return {};
+  {
+    std::lock_guard lock(mutex_);
+    if (stopped_) return {};  // closing: the pool's last batches; the next owner's copy comes from a new link-up
+    current_ = false;
+    if (recorded_ == false) return {};
+  }
+  return record(false);
+}
+
+std::error_code pool_mirror::record(bool current) {
+  auto promise = std::make_shared<std::promise<std::error_code>>();
+  auto outcome = promise->get_future();
+  boost::asio::post(loop_, [this, current, promise] { record_(current, [promise](std::error_code e) { promise->set_value(e); }); });
+  const std::error_code e = outcome.get();
+  std::lock_guard lock(mutex_);
+  if (!e) recorded_ = current;
+  return e;
+}
+
+metadata_replicas::metadata_replicas(boost::asio::any_io_executor loop, std::filesystem::path pools_dir, partner_link& link)
+    : loop_(std::move(loop)), pools_dir_(std::move(pools_dir)) {
+  auto answer_on_thread = [this](link_bytes payload, link_reply reply, bool begin) {
+    boost::asio::post(thread_, [this, payload = std::move(payload), reply = std::move(reply), begin, alive = std::weak_ptr<int>(alive_)]() mutable {
+      std::expected<link_bytes, error> outcome = link_bytes{};
+      auto parts = split_frame(payload);
+      const auto dir = parts ? pool_directory(parts->first) : std::nullopt;
+      if (!dir) {
+        outcome = std::unexpected(make_error(errc::invalid_argument, "a metadata frame names no pool"));
+      } else if (begin && [&] { std::lock_guard l(held_mutex_); return held_.contains(parts->first); }()) {
+        outcome = std::unexpected(make_error(errc::busy, parts->first + " is open on this controller: no copy of it is made here"));
+      } else if (begin) {
+        std::string why;
+        copies_.erase(parts->first);
+        if (auto store = open_copy(parts->first, true, why)) {
+          copies_[parts->first] = std::move(store);
+        } else {
+          outcome = std::unexpected(make_error(errc::io_error, why));
+        }
+      } else {
+        const auto it = copies_.find(parts->first);
+        const std::span<const std::uint8_t> rest = parts->second;
+        std::optional<tiering::metadata_batch> batch;
+        if (!rest.empty()) batch = tiering::metadata_batch::decode(std::string_view(reinterpret_cast<const char*>(rest.data() + 1), rest.size() - 1));
+        if (it == copies_.end()) {
+          outcome = std::unexpected(make_error(errc::invalid_argument, parts->first + ": a batch before its copy began"));
+        } else if (!batch) {
+          outcome = std::unexpected(make_error(errc::invalid_argument, parts->first + ": a metadata batch that does not parse"));
+        } else if (auto e = it->second->write_now(*batch, rest[0] == 1)) {
+          outcome = std::unexpected(make_error(errc::io_error, parts->first + ": the copy's write failed: " + e.message()));
+        }
+      }
+      boost::asio::post(loop_, [reply = std::move(reply), outcome = std::move(outcome), alive]() mutable {
+        if (!alive.expired()) reply(std::move(outcome));
+      });
+    });
+  };
+  link.handle(link_type::metadata_begin, [answer_on_thread](link_bytes p, link_reply r) { answer_on_thread(std::move(p), std::move(r), true); });
+  link.handle(link_type::metadata_batch, [answer_on_thread](link_bytes p, link_reply r) { answer_on_thread(std::move(p), std::move(r), false); });
+}
+
+metadata_replicas::~metadata_replicas() {
+  alive_.reset();
+  thread_.join();
+  copies_.clear();
+}
+
+std::unique_ptr<tiering::metadata_store> metadata_replicas::open_copy(const std::string& pool, bool anew, std::string& why) {
+  const std::filesystem::path dir = pools_dir_ / *pool_directory(pool);
+  std::error_code ec;
+  if (anew) std::filesystem::remove_all(dir, ec);
+  std::filesystem::create_directories(dir, ec);
+  auto store = tiering::metadata_store::open(dir.string(), loop_);
+  if (!store) {
+    why = store.error().message;
+    return nullptr;
+  }
+  return std::move(*store);
+}
+
+void metadata_replicas::hold(const std::string& pool) {
+  std::lock_guard lock(held_mutex_);
+  held_.insert(pool);
+}
+
+void metadata_replicas::release(const std::string& pool) {
+  std::lock_guard lock(held_mutex_);
+  held_.erase(pool);
+}
+
+void metadata_replicas::take(const std::string& pool, std::function<void(bool)> done) {
+  boost::asio::post(thread_, [this, pool, done = std::move(done), alive = std::weak_ptr<int>(alive_)]() mutable {
+    const bool copied = copies_.erase(pool) > 0;  // closed: flushed, its lock released
+    boost::asio::post(loop_, [done = std::move(done), copied, alive]() mutable {
+      if (!alive.expired()) done(copied);
+    });
+  });
+}
+
+}  // namespace strata::controller

@@ -1,0 +1,132 @@
+// Pool metadata mirrored to the partner controller, so that it can take a
+// pool over with the metadata of every acknowledged write: the extent map
+// and the read cache's index (heat too, which may lag). The frames are in
+// docs/partner-link.md, "Mirrored pool metadata".
+//
+// The owner's side, `pool_mirror`, is the copy (tiering::metadata_copy)
+// the pool's metadata store feeds on its own thread: every batch goes to
+// the partner over the link as it is applied locally, and a synced batch
+// is acknowledged only once the partner holds it synced too. When the
+// link goes down, the copy falls behind: before the next batch is
+// acknowledged, the pool's ownership records on its drives say so
+// (pool_ownership::partner_copy), so that the partner never takes the
+// pool over from a copy that lacks an acknowledged write (it waits for
+// the owner instead). When the link comes back, the whole store is sent
+// anew, and the records say the copy is current again.
+//
+// The partner's side, `metadata_replicas`: one RocksDB per pool at
+// STATE/pools/NAME (where the pool's own store is when this controller
+// owns it), written on a thread of its own in the order the frames come,
+// and handed to the pool at takeover.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <condition_variable>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "controller/partner_link.h"
+#include "tiering/metadata_store.h"
+
+namespace strata::controller {
+
+namespace link_type {
+// Request: the pool's name. The partner's copy of it starts anew, empty.
+// Answer: empty, once it is.
+constexpr std::uint16_t metadata_begin = partner_link::first_user_type + 4;
+// Request: the pool's name, a flags byte (1: synced), a batch's bytes
+// (tiering::metadata_batch::encode). Answer: empty, once the copy holds it.
+constexpr std::uint16_t metadata_batch = partner_link::first_user_type + 5;
+}  // namespace link_type
+
+class pool_mirror final : public tiering::metadata_copy {
+ public:
+  // A request over the link (to be made on the loop; `done` runs there).
+  using call_fn = std::function<void(std::uint16_t type, link_bytes payload, link_reply done)>;
+  // Writes the pool's ownership records anew saying whether the partner's
+  // copy is current; on the loop. An error: not written (this controller
+  // lost its lease, or the drives failed).
+  using record_fn = std::function<void(bool current, std::function<void(std::error_code)> done)>;
+
+  pool_mirror(boost::asio::any_io_executor loop, std::string pool, call_fn call, record_fn record);
+
+  // The link came up: the next thing the store's thread does is send the
+  // whole store (the caller pokes the store).
+  void link_up();
+  // The pool closes: every wait returns at once from now on, and nothing
+  // more is sent. Call before the store is destroyed, on the loop.
+  void stop();
+  // Whether the partner holds every batch sent (for people: the records
+  // on the drives are what counts).
+  bool current() const;
+
+  bool wants_everything() override;
+  void send_everything(const tiering::metadata_store& store) override;
+  std::uint64_t send(const tiering::metadata_batch& batch, bool sync) override;
+  std::error_code wait(std::uint64_t ticket) override;
+
+ private:
+  // Makes the records on the drives say `current` (blocking: the store's
+  // thread waits for the loop).
+  std::error_code record(bool current);
+  // Sends one request and returns its ticket; its outcome lands in results_.
+  std::uint64_t post_call(std::uint16_t type, link_bytes payload, bool synced);
+  // Blocks until ticket `t` is answered (or stop()); true if it succeeded.
+  bool answered_ok(std::uint64_t t);
+
+  boost::asio::any_io_executor loop_;
+  const std::string pool_;
+  call_fn call_;
+  record_fn record_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable answered_;
+  bool stopped_ = false;
+  bool want_everything_ = false;
+  bool current_ = false;           // every batch sent so far reached the copy
+  std::optional<bool> recorded_;   // what the drives were last made to say
+  std::uint64_t next_ticket_ = 0;
+  std::map<std::uint64_t, std::optional<bool>> results_;  // synced batches' outcomes, until waited for
+};
+
+class metadata_replicas {
+ public:
+  // Answers the metadata frames on `link`; the copies live under
+  // `pools_dir` (STATE/pools), each opened with `loop` as its store's loop.
+  metadata_replicas(boost::asio::any_io_executor loop, std::filesystem::path pools_dir, partner_link& link);
+  ~metadata_replicas();
+  metadata_replicas(const metadata_replicas&) = delete;
+  metadata_replicas& operator=(const metadata_replicas&) = delete;
+
+  // Takeover: closes the copy of `pool` ("pools/p1") so that the pool
+  // opens its directory as its store; false if no copy was begun since
+  // this process started (a copy on disk from before may lack batches).
+  // `done` on the loop, once the frames before have been applied.
+  void take(const std::string& pool, std::function<void(bool)> done);
+  // Pool `pool` is open here (this controller serves it, or still holds it
+  // open after losing it): a copy of it is refused until release().
+  void hold(const std::string& pool);
+  void release(const std::string& pool);
+
+ private:
+  std::unique_ptr<tiering::metadata_store> open_copy(const std::string& pool, bool anew, std::string& why);
+  boost::asio::any_io_executor loop_;
+  const std::filesystem::path pools_dir_;
+  std::map<std::string, std::unique_ptr<tiering::metadata_store>> copies_;  // the thread's
+  std::mutex held_mutex_;
+  std::set<std::string> held_;
+  boost::asio::thread_pool thread_{1};
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+};
+
+// "pools/p1" -> the directory name "p1"; nullopt for anything else (a
+// name with a slash or a dot, which must not reach the file system).
+std::optional<std::string> pool_directory(std::string_view pool);
+
+}  // namespace strata::controller

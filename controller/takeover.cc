@@ -1,0 +1,251 @@
+// Two controllers, the pools' side (array.h; README.md, "Two controllers"):
+// each owned pool's metadata mirrored to the partner, the records on its
+// drives saying whether that copy is current, and the takeover of a DOWN
+// partner's pools from those copies.
+#include <algorithm>
+
+#include <boost/asio/post.hpp>
+
+#include "controller/array.h"
+#include "controller/array_records.h"
+#include "controller/config_sync.h"
+#include "strata/v1/resources.pb.h"
+
+namespace strata::controller {
+
+using namespace records;
+
+void array::attach_mirror(const std::string& name, served_pool& p) {
+  if (!partner_ || !p.metadata || p.mirror) return;
+  p.mirror = std::make_unique<pool_mirror>(
+      loop_.get_executor(), name,
+      [this](std::uint16_t type, link_bytes payload, link_reply done) { partner_->call(type, std::move(payload), std::move(done)); },
+      [this, name](bool current, std::function<void(std::error_code)> done) { record_copy(name, current, std::move(done)); });
+  p.metadata->set_copy(p.mirror.get());
+  if (partner_->up()) {
+    p.mirror->link_up();
+    p.metadata->poke();
+  }
+}
+
+void array::read_ownership(const std::string& pool, std::function<void(ownership_found)> done) {
+  std::vector<device::block_device*> drives;
+  for (std::size_t i = 0; i < shelf_->size(); ++i) drives.push_back(&shelf_->drive(i));
+  read_areas(drives, [drives, pool, done = std::move(done)](std::vector<drive_area> areas) {
+    ownership_found f;
+    for (const drive_area& a : areas) {
+      const auto& o = a.contents.ownership;
+      if (!o || o->pool != pool) continue;
+      f.members.push_back({drives[a.drive], a.offset_bytes, std::nullopt, std::nullopt});
+      if (!f.newest || o->sequence() > f.newest->sequence()) f.newest = *o;
+    }
+    done(std::move(f));
+  });
+}
+
+void array::record_copy(const std::string& name, bool current, std::function<void(std::error_code)> done) {
+  const auto fenced = [](const std::string&) { return make_error_code(errc::permission_denied); };
+  if (pool_named(name) == nullptr) return done(make_error_code(errc::not_found));
+  if (lease_ && !lease_->valid()) return done(fenced(name));
+  read_ownership(name, [this, name, current, fenced, done = std::move(done)](ownership_found f) {
+    served_pool* p = pool_named(name);
+    if (p == nullptr) return done(make_error_code(errc::not_found));
+    if (f.newest && f.newest->sequence() > p->ownership.sequence() && f.newest->owner != options_.controller) {
+      events_->record(severity::critical, name,
+                      "its drives say controller " + f.newest->owner + " owns it (epoch " + std::to_string(f.newest->epoch) +
+                          "): this controller no longer writes to them");
+      return done(fenced(name));
+    }
+    if (lease_ && !lease_->valid()) return done(fenced(name));  // again, right before writing
+    pool_ownership o = p->ownership;
+    o.serial = std::max(o.serial, f.newest ? f.newest->serial : 0) + 1;
+    o.partner_copy = current;
+    o.unix_ms = unix_ms_now();
+    p->ownership = o;
+    for (area_stamp& s : f.members) s.ownership = o;
+    write_stamps(std::move(f.members), [this, name, current, done](std::error_code e) {
+      if (e) {
+        events_->record(severity::error, name, "its drives could not be told whether controller " + partner_->name() + "'s copy of its metadata is current: " + e.message());
+      } else {
+        events_->record(current ? severity::info : severity::warning, name,
+                        current ? "controller " + partner_->name() + " holds a current copy of its metadata: it can take the pool over"
+                                : "controller " + partner_->name() + "'s copy of its metadata is behind: it cannot take the pool over until the link is back and the copy is made anew");
+      }
+      done(e);
+    });
+  });
+}
+
+void array::take_over_pools() {
+  if (closed_ || !partner_ || partner_->state() != partner::liveness::down) return;
+  // A read of the config store on the loop: rare (a partner just died), and small.
+  for (const auto& [key, bytes] : config_->list("pools/")) {
+    if (!top_level(key, "pools/")) continue;
+    auto record = decode<v1::Pool>(key, bytes);
+    if (!record || short_name(record->owner()) != partner_->name() || pools_.contains(key) || taking_over_.contains(key)) continue;
+    take_over(*record);
+  }
+}
+
+void array::take_over(const v1::Pool& record) {
+  const std::string name = record.name();
+  taking_over_.insert(name);
+  events_->record(severity::warning, name, "controller " + partner_->name() + " is DOWN: taking the pool over");
+  const auto started = clock_.now();
+  auto fail = [this, name](const std::string& why) {
+    taking_over_.erase(name);
+    events_->record(severity::critical, name, "not taken over: " + why);
+    log(name + ": not taken over: " + why);
+  };
+  read_ownership(name, [this, record, name, fail, started](ownership_found f) {
+    if (closed_) return;
+    if (partner_->state() != partner::liveness::down) return fail("controller " + partner_->name() + " is back");
+    if (!f.newest) return fail("no drive holds its ownership record");
+    if (f.newest->owner != partner_->name()) return fail("its drives say controller " + f.newest->owner + " owns it");
+    if (!f.newest->partner_copy) {
+      return fail("its drives say this controller's copy of its metadata is behind (the partner link was down when controller " +
+                  partner_->name() + " last wrote it): taking it over would lose acknowledged writes. It waits for controller " +
+                  partner_->name());
+    }
+    replicas_->take(name, [this, record, name, fail, started, f](bool copied) {
+      if (closed_) return;
+      if (!copied) return fail("this controller holds no copy of its metadata made since it started");
+      // Fenced from here on: the old owner, if it only froze, finds the
+      // higher epoch before it writes again (its lease lapsed already).
+      pool_ownership o{name, options_.controller, f.newest->epoch + 1, unix_ms_now(), 0, false};
+      std::vector<area_stamp> stamps = f.members;
+      for (area_stamp& s : stamps) s.ownership = o;
+      write_stamps(std::move(stamps), [this, record, name, fail, started, o](std::error_code e) {
+        if (closed_) return;
+        if (e) return fail("the new ownership epoch could not be written to its drives: " + e.message());
+        // Out of the drive's completion first: opening the pool drives the
+        // loop, whose ring takes completions again only after this one.
+        boost::asio::post(loop_, [this, record, name, fail, started, o] {
+        if (closed_) return;
+        if (auto served = take_over_now(record, o); !served) return fail(served.error().message);
+        taking_over_.erase(name);
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - started).count();
+        events_->record(severity::warning, name,
+                        "taken over from controller " + partner_->name() + " (epoch " + std::to_string(o.epoch) + ") in " + std::to_string(ms) + " ms: served here");
+        log(name + ": taken over from controller " + partner_->name() + " in " + std::to_string(ms) + " ms");
+        });
+      });
+    });
+  });
+}
+
+std::expected<void, error> array::take_over_now(const v1::Pool& record, const pool_ownership& o) {
+  std::vector<std::string> groups(record.groups().begin(), record.groups().end());
+  if (!record.read_cache_group().empty()) groups.push_back(record.read_cache_group());
+  if (!record.write_log_group().empty()) groups.push_back(record.write_log_group());
+  for (const std::string& g : groups) {
+    if (group_named(g) != nullptr) continue;
+    const auto bytes = config_->get(g);
+    if (!bytes) return std::unexpected(make_error(errc::not_found, "its group " + g + " is not in the config"));
+    if (auto assembled = assemble_named(g, *bytes); !assembled) return assembled;
+  }
+  auto loaded = load_pool(record, true);  // the copy at STATE/pools/NAME; its write log replayed
+  if (!loaded) return std::unexpected(loaded.error());
+  loaded->ownership = o;
+  adopt_pool(record.name(), std::move(*loaded));
+  for (const auto& [key, bytes] : config_->list("mappings/")) {
+    auto mapping = decode<v1::Mapping>(key, bytes);
+    if (!mapping || !mapping->volume().starts_with(record.name() + "/volumes/")) continue;
+    const auto volume_bytes = config_->get(mapping->volume());
+    if (!volume_bytes) continue;
+    auto volume = decode<v1::Volume>(mapping->volume(), *volume_bytes);
+    if (!volume) continue;
+    if (auto mapped = map_volume(volume->name(), volume->serial(), volume->block_size_bytes(), mapping->host(), mapping->lun()); !mapped) {
+      events_->record(severity::error, key, "not presented after the takeover: " + mapped.error().message);
+    }
+  }
+  // The configuration says so too; the partner catches up when it is back.
+  v1::Pool updated = record;
+  updated.set_owner("controllers/" + options_.controller);
+  updated.set_ownership_epoch(o.epoch);
+  config_batch b;
+  b.put(record.name(), updated.SerializeAsString());
+  const std::uint64_t generation = generation_of(*config_);
+  bump_generation(b, generation);
+  if (auto committed = config_->commit(b); !committed) {
+    events_->record(severity::error, record.name(), "the takeover is not in the configuration: " + committed.error().message);
+  } else {
+    note_generation(generation + 1);
+  }
+  return {};
+}
+
+void array::confirm_ownership() {
+  if (confirming_ || closed_ || !lease_) return;
+  confirming_ = true;
+  events_->record(severity::warning, "",
+                  "this controller's lease on its pools lapsed (it was frozen, or its drive heartbeat stalled): its I/O to the "
+                  "shared drives is held until the drives say it still owns its pools");
+  confirm_timer_ = std::make_unique<boost::asio::steady_timer>(loop_);
+  // Polls for the renewed lease (the next drive beat), then reads.
+  auto poll = std::make_shared<std::function<void()>>();
+  *poll = [this, poll] {
+    if (closed_) return;
+    if (!lease_->valid()) {
+      confirm_timer_->expires_after(std::chrono::milliseconds(20));
+      confirm_timer_->async_wait([poll](boost::system::error_code ec) {
+        if (!ec) (*poll)();
+      });
+      return;
+    }
+    std::vector<device::block_device*> raw;
+    for (std::size_t i = 0; i < shelf_->size(); ++i) raw.push_back(&shelf_->raw_drive(i));
+    read_areas(raw, [this, poll](std::vector<drive_area> areas) {
+      *poll = nullptr;  // the cycle ends
+      if (closed_) return;
+      std::map<std::string, std::pair<pool_ownership, std::vector<std::size_t>>> newest;  // by pool: its newest record, its drives
+      for (const drive_area& a : areas) {
+        const auto& o = a.contents.ownership;
+        if (!o) continue;
+        auto& [best, drives] = newest[o->pool];
+        if (drives.empty() || o->sequence() > best.sequence()) best = *o;
+        drives.push_back(a.drive);
+      }
+      for (auto& [name, p] : pools_) {
+        const auto found = newest.find(name);
+        if (p.lost || found == newest.end()) continue;
+        const pool_ownership& o = found->second.first;
+        if (o.owner != options_.controller && o.sequence() > p.ownership.sequence()) step_down(name, o, found->second.second);
+      }
+      shelf_->open_gates();  // those of lost pools stay held
+      confirming_ = false;
+      std::string kept;
+      for (const auto& [name, p] : pools_) {
+        if (!p.lost) kept += (kept.empty() ? "" : ", ") + name;
+      }
+      events_->record(severity::info, "", kept.empty() ? std::string("the drives say this controller owns no pool now")
+                                                        : "the drives say this controller still owns " + kept + ": their I/O goes on");
+    });
+  };
+  (*poll)();
+}
+
+void array::step_down(const std::string& name, const pool_ownership& newer, const std::vector<std::size_t>& drives) {
+  served_pool& p = *pool_named(name);
+  p.lost = true;
+  std::vector<std::string> groups = p.groups;
+  if (const auto bytes = config_->get(name)) {
+    if (auto record = decode<v1::Pool>(name, *bytes)) {
+      groups.push_back(record->read_cache_group());
+      groups.push_back(record->write_log_group());
+    }
+  }
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    if (std::ranges::find(groups, group_names_[g]) != groups.end()) lost_groups_.insert(g);
+  }
+  for (std::size_t d : drives) shelf_->hold_for_good(d);
+  if (p.mirror) p.mirror->stop();
+  p.migrator->stop();
+  const std::string why = "controller " + newer.owner + " took it over (epoch " + std::to_string(newer.epoch) +
+                          ") while this controller was frozen: it stepped down. Nothing it held was written to the pool's drives "
+                          "after its lease lapsed; its I/O to the pool waits from now on (hosts time out and take another path), and a restart makes it a partner again";
+  events_->record(severity::critical, name, why);
+  log(name + ": " + why);
+}
+
+}  // namespace strata::controller
