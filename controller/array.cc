@@ -543,6 +543,40 @@ std::expected<void, error> array::serve() {
   return {};
 }
 
+void array::quiesce_pool(served_pool& served) {
+  tiering::pool* pool = served.pool.get();
+  wait([&] {
+    for (tiering::volume* v : pool->volumes()) {
+      if (!v->idle()) return false;
+    }
+    return pool->cache() == nullptr || pool->cache()->idle();
+  });
+  std::optional<std::error_code> heat;
+  pool->persist_heat([&](std::error_code ec) { heat = ec; });
+  wait([&] { return heat.has_value(); });
+  if (*heat) log("the heat map was not saved: " + heat->message());
+  if (pool->cache() != nullptr) {
+    std::optional<std::error_code> index;
+    pool->cache()->persist([&](std::error_code ec) { index = ec; });
+    wait([&] { return index.has_value(); });
+    if (*index) log("the read cache's index was not saved: " + index->message());
+  }
+  for (tiering::volume* v : pool->volumes()) {
+    struct flush_wait {
+      device::request req;
+      bool done = false;
+    } f;
+    f.req.operation = device::op::flush;
+    f.req.context = &f;
+    f.req.on_complete = [](device::request& r) noexcept { static_cast<flush_wait*>(r.context)->done = true; };
+    v->submit(f.req);
+    wait([&] { return f.done; });
+    if (f.req.result) log("a volume flush failed: " + f.req.result.message());
+  }
+  // What is dirty stays in the write log: the next start replays it.
+  if (served.write_cache) served.write_cache->stop([this](const std::function<bool()>& ready) { wait(ready); });
+}
+
 void array::close() {
   if (closed_) return;
   closed_ = true;
@@ -581,38 +615,7 @@ void array::close() {
   moves_.clear();
   move_timer_.reset();
   for (auto& [name, served] : pools_) {
-    if (served.lost) continue;  // its drives are the partner's now: nothing more goes to them
-    tiering::pool* pool = served.pool.get();
-    wait([&] {
-      for (tiering::volume* v : pool->volumes()) {
-        if (!v->idle()) return false;
-      }
-      return pool->cache() == nullptr || pool->cache()->idle();
-    });
-    std::optional<std::error_code> heat;
-    pool->persist_heat([&](std::error_code ec) { heat = ec; });
-    wait([&] { return heat.has_value(); });
-    if (*heat) log("the heat map was not saved: " + heat->message());
-    if (pool->cache() != nullptr) {
-      std::optional<std::error_code> index;
-      pool->cache()->persist([&](std::error_code ec) { index = ec; });
-      wait([&] { return index.has_value(); });
-      if (*index) log("the read cache's index was not saved: " + index->message());
-    }
-    for (tiering::volume* v : pool->volumes()) {
-      struct flush_wait {
-        device::request req;
-        bool done = false;
-      } f;
-      f.req.operation = device::op::flush;
-      f.req.context = &f;
-      f.req.on_complete = [](device::request& r) noexcept { static_cast<flush_wait*>(r.context)->done = true; };
-      v->submit(f.req);
-      wait([&] { return f.done; });
-      if (f.req.result) log("a volume flush failed: " + f.req.result.message());
-    }
-    // What is dirty stays in the write log: the next start replays it.
-    if (served.write_cache) served.write_cache->stop([this](const std::function<bool()>& ready) { wait(ready); });
+    if (!served.lost) quiesce_pool(served);  // a lost pool's drives are the partner's now: nothing more goes to them
   }
   // The pools' last metadata reached the partner's copies (or the drives
   // say the copies are behind): they stop; then the last drive beat says

@@ -345,6 +345,11 @@ class array {
   std::expected<served_pool, error> load_pool(const v1::Pool& record, bool on_loop);
   // Serves a loaded pool: its migrator runs. On the loop.
   void adopt_pool(const std::string& name, served_pool p);
+  // Lets a pool's I/O end, then saves its heat and cache index, flushes
+  // its volumes and stops its write cache (what is dirty stays in the log,
+  // for whoever opens the pool next). Drives the loop; its migrator is
+  // stopped already.
+  void quiesce_pool(served_pool& served);
   // The pool's metadata mirrored to the partner (metadata_mirror.h), from
   // now on; on the loop, with a partner.
   void attach_mirror(const std::string& name, served_pool& p);
@@ -366,6 +371,19 @@ class array {
     std::vector<area_stamp> members;  // drive and area, nothing to write yet
   };
   void read_ownership(const std::string& pool, std::function<void(ownership_found)> done);
+  // Failback: pool `name`, served here away from its home controller (the
+  // partner), goes back once the partner is ACTIVE and holds a current
+  // copy of its metadata: its LUNs are withdrawn, the pool closed (its
+  // last metadata mirrored), the partner's ownership written on its
+  // drives with a new epoch, and the partner told to serve it; should the
+  // partner fail to, this controller takes it back. Drives the loop.
+  void hand_over(const std::string& name);
+  void take_back(const v1::Pool& record, const std::string& why);
+  // The partner handed pool `name` over (link_type::pool_handover).
+  void receive_pool(const std::string& name, link_reply reply);
+  // Whether pool record `record`'s home is the partner.
+  bool home_is_partner(const v1::Pool& record) const;
+  std::set<std::string> handing_over_;
   // A gate held a drive request because the lease had lapsed: once the
   // lease is renewed, the ownership records say whether this controller
   // still owns each pool it serves; the gates open for those it does, and

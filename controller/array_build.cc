@@ -73,6 +73,7 @@ std::expected<void, error> array::build_default() {
   if (!plan.write_log_group.empty()) pool.set_write_log_group("groups/" + plan.write_log_group);
   pool.set_owner("controllers/" + options_.controller);
   pool.set_ownership_epoch(1);
+  pool.set_home("controllers/" + options_.controller);
   records.put(pool.name(), pool.SerializeAsString());
   const auto identity_bytes = area::encode(identity_, 1);
   records.put("array/identity", std::string(reinterpret_cast<const char*>(identity_bytes.data()), identity_bytes.size()));
@@ -220,7 +221,8 @@ std::expected<void, error> array::assemble() {
     auto pool = decode<v1::Pool>(key, bytes);
     if (!pool) return std::unexpected(pool.error());
     if (!owns(*pool)) {
-      log(key + ": served by controller " + short_name(pool->owner()));
+      const auto on_drives = drive_owners_.find(key);
+      log(key + ": served by controller " + (on_drives != drive_owners_.end() ? on_drives->second.owner : short_name(pool->owner())));
       continue;
     }
     if (auto opened = open_pool(bytes); !opened) return std::unexpected(opened.error());
@@ -244,11 +246,20 @@ std::expected<void, error> array::assemble_named(const std::string& key, const s
   std::copy(record->group_id().begin(), record->group_id().end(), id.begin());
   std::vector<device::block_device*> all;
   for (std::size_t i = 0; i < shelf_->size(); ++i) all.push_back(&shelf_->drive(i));
+  // A group this controller handed over or lost earlier is assembled
+  // anew in its place: the partner may have changed it since.
+  const auto existing = std::ranges::find(group_names_, key);
+  const std::size_t index = existing == group_names_.end() ? groups_.size() : static_cast<std::size_t>(existing - group_names_.begin());
   std::optional<std::expected<std::unique_ptr<disk_group>, error>> found;
-  assemble_group(kind_of(record->kind()), id, all, group_options_for(groups_.size()), [&](auto r) { found = std::move(r); });
+  assemble_group(kind_of(record->kind()), id, all, group_options_for(index), [&](auto r) { found = std::move(r); });
   wait([&] { return found.has_value(); });
   if (!*found) return std::unexpected(make_error(errc::io_error, key + ": " + found->error().message));
   log(key + ": assembled from its superblocks");
+  lost_groups_.erase(index);
+  if (index < groups_.size()) {
+    groups_[index] = std::move(**found);
+    return {};
+  }
   groups_.push_back(std::move(**found));
   group_names_.push_back(key);
   if (bay_) bay_->group_added(groups_.size() - 1);
@@ -387,6 +398,9 @@ std::expected<void, error> array::start_partner() {
       p.metadata->poke();
     }
   };
+  partner_->link().handle(link_type::pool_handover, [this](link_bytes payload, link_reply reply) {
+    receive_pool(std::string(payload.begin(), payload.end()), std::move(reply));
+  });
   partner_->on_liveness = [this](partner::liveness l) {
     if (l == partner::liveness::down) take_over_pools();
   };

@@ -438,6 +438,7 @@ outcome<v1::Pool> management::create_pool(const std::string& pool_id, const v1::
   out.set_name(name);
   out.set_owner("controllers/" + array_->controller_name());  // the controller asked serves it
   out.set_ownership_epoch(1);
+  out.set_home("controllers/" + array_->controller_name());
   // Recorded first: a crash before it is open opens it at the next start.
   config_batch b;
   b.put(name, out.SerializeAsString());

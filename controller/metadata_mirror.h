@@ -43,6 +43,10 @@ constexpr std::uint16_t metadata_begin = partner_link::first_user_type + 4;
 // Request: the pool's name, a flags byte (1: synced), a batch's bytes
 // (tiering::metadata_batch::encode). Answer: empty, once the copy holds it.
 constexpr std::uint16_t metadata_batch = partner_link::first_user_type + 5;
+// Request: a pool's name, once its owner closed it and wrote this
+// controller's ownership (a new epoch) on its drives. Answer: empty once
+// the pool is served here, or why not (the sender then takes it back).
+constexpr std::uint16_t pool_handover = partner_link::first_user_type + 6;
 }  // namespace link_type
 
 class pool_mirror final : public tiering::metadata_copy {

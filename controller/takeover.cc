@@ -70,6 +70,8 @@ void array::record_copy(const std::string& name, bool current, std::function<voi
         events_->record(current ? severity::info : severity::warning, name,
                         current ? "controller " + partner_->name() + " holds a current copy of its metadata: it can take the pool over"
                                 : "controller " + partner_->name() + "'s copy of its metadata is behind: it cannot take the pool over until the link is back and the copy is made anew");
+        // Its home is back and caught up: failback (out of this drive completion: it drives the loop).
+        if (current) boost::asio::post(loop_, [this, name] { hand_over(name); });
       }
       done(e);
     });
@@ -139,7 +141,8 @@ std::expected<void, error> array::take_over_now(const v1::Pool& record, const po
   if (!record.read_cache_group().empty()) groups.push_back(record.read_cache_group());
   if (!record.write_log_group().empty()) groups.push_back(record.write_log_group());
   for (const std::string& g : groups) {
-    if (group_named(g) != nullptr) continue;
+    const auto at = std::ranges::find(group_names_, g);
+    if (at != group_names_.end() && !lost_groups_.contains(static_cast<std::size_t>(at - group_names_.begin()))) continue;
     const auto bytes = config_->get(g);
     if (!bytes) return std::unexpected(make_error(errc::not_found, "its group " + g + " is not in the config"));
     if (auto assembled = assemble_named(g, *bytes); !assembled) return assembled;
@@ -168,11 +171,124 @@ std::expected<void, error> array::take_over_now(const v1::Pool& record, const po
   const std::uint64_t generation = generation_of(*config_);
   bump_generation(b, generation);
   if (auto committed = config_->commit(b); !committed) {
-    events_->record(severity::error, record.name(), "the takeover is not in the configuration: " + committed.error().message);
+    events_->record(severity::error, record.name(), "the new owner is not in the configuration: " + committed.error().message);
   } else {
     note_generation(generation + 1);
+    if (partner_->up()) partner_->replicate(b, [](std::expected<void, error>) {});  // a hand-over: the partner is there (else it catches up)
   }
   return {};
+}
+
+bool array::home_is_partner(const v1::Pool& record) const {
+  return partner_ && (record.home().empty() ? std::string("a") : short_name(record.home())) == partner_->name();
+}
+
+void array::hand_over(const std::string& name) {
+  served_pool* p = pool_named(name);
+  if (closed_ || p == nullptr || p->lost || handing_over_.contains(name) || !partner_ || !partner_->up()) return;
+  if (!p->mirror || !p->mirror->current()) return;  // the partner's copy first
+  const auto bytes = config_->get(name);
+  auto record = bytes ? decode<v1::Pool>(name, *bytes) : std::unexpected(make_error(errc::not_found, name));
+  if (!record || !home_is_partner(*record)) return;
+  handing_over_.insert(name);
+  const std::string to = partner_->name();
+  events_->record(severity::info, name, "handing the pool back to controller " + to + ", its home, which holds a current copy of its metadata: its I/O pauses");
+  const auto started = clock_.now();
+  // Its LUNs withdrawn here first: commands in flight end.
+  std::vector<std::pair<std::string, std::uint32_t>> luns;
+  for (const auto& [key, mapping_bytes] : config_->list("mappings/")) {
+    auto mapping = decode<v1::Mapping>(key, mapping_bytes);
+    if (mapping && mapping->volume().starts_with(name + "/volumes/")) luns.emplace_back(mapping->host(), mapping->lun());
+  }
+  std::size_t left = luns.size();
+  for (const auto& [host, lun] : luns) {
+    unmap_volume(host, lun, [&left](std::expected<void, error>) { --left; });
+  }
+  wait([&] { return left == 0; });
+  p = pool_named(name);
+  p->migrator->stop();
+  quiesce_pool(*p);
+  wait([&] { return p->metadata->in_flight() == 0; });
+  const bool copied = p->mirror->current();
+  p->mirror->stop();
+  p->migrator.reset();
+  p->pool.reset();
+  p->write_cache.reset();
+  p->metadata.reset();
+  const pool_ownership mine = p->ownership;
+  pools_.erase(name);
+  replicas_->release(name);
+  std::vector<std::string> groups(record->groups().begin(), record->groups().end());
+  groups.push_back(record->read_cache_group());
+  groups.push_back(record->write_log_group());
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    if (std::ranges::find(groups, group_names_[g]) == groups.end()) continue;
+    std::optional<std::error_code> clean;
+    groups_[g]->mark_clean([&](std::error_code ec) { clean = ec; });
+    wait([&] { return clean.has_value() && groups_[g]->idle(); });
+    lost_groups_.insert(g);  // the partner's from now on: assembled anew if the pool comes back
+  }
+  if (!copied) return take_back(*record, "its last metadata did not reach controller " + to);
+  read_ownership(name, [this, record = *record, name, to, started, mine](ownership_found f) {
+    pool_ownership o{name, to, std::max(mine.epoch, f.newest ? f.newest->epoch : 0) + 1, unix_ms_now(), 0, false};
+    for (area_stamp& s : f.members) s.ownership = o;
+    write_stamps(std::move(f.members), [this, record, name, to, started](std::error_code e) {
+      if (e) return take_back(record, "its new owner could not be written to its drives: " + e.message());
+      partner_->call(link_type::pool_handover, link_bytes(name.begin(), name.end()),
+                     [this, record, name, to, started](std::expected<link_bytes, error> r) {
+                       handing_over_.erase(name);
+                       if (!r) return take_back(record, "controller " + to + " did not take it: " + r.error().message);
+                       const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - started).count();
+                       events_->record(severity::info, name, "handed back to controller " + to + " in " + std::to_string(ms) + " ms");
+                       log(name + ": handed back to controller " + to + " in " + std::to_string(ms) + " ms");
+                     });
+    });
+  });
+}
+
+void array::take_back(const v1::Pool& record, const std::string& why) {
+  const std::string name = record.name();
+  handing_over_.erase(name);
+  events_->record(severity::error, name, "not handed over: " + why + "; this controller serves it again");
+  read_ownership(name, [this, record, name](ownership_found f) {
+    pool_ownership o{name, options_.controller, (f.newest ? f.newest->epoch : 0) + 1, unix_ms_now(), 0, false};
+    for (area_stamp& s : f.members) s.ownership = o;
+    write_stamps(std::move(f.members), [this, record, name, o](std::error_code e) {
+      boost::asio::post(loop_, [this, record, name, o, e] {
+        if (closed_) return;
+        if (e) {
+          events_->record(severity::critical, name, "cannot take it back: its drives did not take the ownership record (" + e.message() + "): no controller serves it");
+          return;
+        }
+        if (auto served = take_over_now(record, o); !served) {
+          events_->record(severity::critical, name, "cannot take it back: " + served.error().message + ": no controller serves it");
+        }
+      });
+    });
+  });
+}
+
+void array::receive_pool(const std::string& name, link_reply reply) {
+  const auto bytes = config_->get(name);
+  auto record = bytes ? decode<v1::Pool>(name, *bytes) : std::unexpected(make_error(errc::not_found, name + " is not in this controller's configuration"));
+  if (!record) return reply(std::unexpected(record.error()));
+  if (pools_.contains(name)) {
+    return reply(std::unexpected(make_error(errc::busy, name + " is still open on controller " + options_.controller + " (it stepped down from it): restart it first")));
+  }
+  read_ownership(name, [this, record = *record, name, reply = std::move(reply)](ownership_found f) mutable {
+    if (!f.newest || f.newest->owner != options_.controller) {
+      return reply(std::unexpected(make_error(errc::invalid_argument, "the drives of " + name + " do not name controller " + options_.controller)));
+    }
+    replicas_->take(name, [this, record, name, o = *f.newest, reply = std::move(reply)](bool copied) mutable {
+      if (!copied) return reply(std::unexpected(make_error(errc::not_found, "controller " + options_.controller + " holds no copy of " + name + "'s metadata")));
+      boost::asio::post(loop_, [this, record, o, reply = std::move(reply)]() mutable {
+        if (closed_) return reply(std::unexpected(make_error(errc::canceled, "stopping")));
+        if (auto served = take_over_now(record, o); !served) return reply(std::unexpected(served.error()));
+        events_->record(severity::info, record.name(), "handed back by controller " + partner_->name() + " (epoch " + std::to_string(o.epoch) + "): served here");
+        reply(link_bytes{});
+      });
+    });
+  });
 }
 
 void array::confirm_ownership() {
