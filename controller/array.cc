@@ -36,7 +36,17 @@ group_options array::group_options_for(std::size_t index) {
 
 void array::wait(const std::function<bool()>& ready) {
   auto busy = boost::asio::make_work_guard(loop_);
-  while (!ready()) loop_.run_one();
+  // A wait inside a handler (a takeover, a hand-over) may see the daemon
+  // stop the loop: it runs the loop on to its end, and stops it again.
+  bool stopped = false;
+  while (!ready()) {
+    if (loop_.stopped()) {
+      stopped = true;
+      loop_.restart();
+    }
+    loop_.run_one();
+  }
+  if (stopped) loop_.stop();
 }
 
 std::expected<std::unique_ptr<array>, error> array::open(boost::asio::io_context& loop, const array_options& options) {

@@ -381,6 +381,13 @@ class array {
   void take_back(const v1::Pool& record, const std::string& why);
   // The partner handed pool `name` over (link_type::pool_handover).
   void receive_pool(const std::string& name, link_reply reply);
+  // Pool `pool`'s record in this controller's config store says `owner`
+  // and `epoch`, as its drives do. Who owns a pool is what its drives say;
+  // each controller keeps its own record of it, changed when it learns
+  // of a takeover or a hand-over, and not an array-wide change (no
+  // generation: the two controllers' records would otherwise diverge when
+  // one takes a pool over while the other is away). Blocking: rare.
+  void note_owner(const std::string& pool, const std::string& owner, std::uint64_t epoch);
   // Whether pool record `record`'s home is the partner.
   bool home_is_partner(const v1::Pool& record) const;
   std::set<std::string> handing_over_;

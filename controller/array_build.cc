@@ -213,6 +213,7 @@ std::expected<void, error> array::assemble() {
     if (auto done = config_->commit(b); !done) return std::unexpected(done.error());
     log("the array had no id on its drives: it is " + id_text(identity_) + " from now on");
   }
+  for (const auto& [pool, o] : drive_owners_) note_owner(pool, o.owner, o.epoch);  // taken over or handed back while this controller was away
   // What a crash or a failed write left out (a group made just before,
   // an array built before the areas) is written now.
   if (auto written = stamp_shelf(); !written) return written;
@@ -477,6 +478,18 @@ void array::answer_partner_calls(std::function<link_bytes(link_bytes)> answer) {
 
 void array::partner_changed(const config_change& change) {
   for (const auto& [key, value] : change) {
+    if (top_level(key, "pools/") && value) {
+      // The partner's record of who owns the pool is the partner's view:
+      // this controller's is what it serves.
+      v1::Pool pool;
+      if (pool.ParseFromString(*value)) {
+        if (const served_pool* p = pool_named(key); p != nullptr && !p->lost) {
+          note_owner(key, options_.controller, p->ownership.epoch);
+        } else if (short_name(pool.owner()) == options_.controller) {
+          note_owner(key, partner_->name(), pool.ownership_epoch());
+        }
+      }
+    }
     if (!key.starts_with("hosts/")) continue;
     v1::Host host;
     if (value && host.ParseFromString(*value)) {

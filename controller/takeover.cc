@@ -78,6 +78,19 @@ void array::record_copy(const std::string& name, bool current, std::function<voi
   });
 }
 
+void array::note_owner(const std::string& pool, const std::string& owner, std::uint64_t epoch) {
+  const auto bytes = config_->get(pool);
+  auto record = bytes ? decode<v1::Pool>(pool, *bytes) : std::unexpected(make_error(errc::not_found, pool));
+  if (!record || (record->owner() == "controllers/" + owner && record->ownership_epoch() == epoch)) return;
+  record->set_owner("controllers/" + owner);
+  record->set_ownership_epoch(epoch);
+  config_batch b;
+  b.put(pool, record->SerializeAsString());
+  if (auto committed = config_->commit(b); !committed) {
+    events_->record(severity::error, pool, "its new owner is not in this controller's configuration: " + committed.error().message);
+  }
+}
+
 void array::take_over_pools() {
   if (closed_ || !partner_ || partner_->state() != partner::liveness::down) return;
   // A read of the config store on the loop: rare (a partner just died), and small.
@@ -162,20 +175,7 @@ std::expected<void, error> array::take_over_now(const v1::Pool& record, const po
       events_->record(severity::error, key, "not presented after the takeover: " + mapped.error().message);
     }
   }
-  // The configuration says so too; the partner catches up when it is back.
-  v1::Pool updated = record;
-  updated.set_owner("controllers/" + options_.controller);
-  updated.set_ownership_epoch(o.epoch);
-  config_batch b;
-  b.put(record.name(), updated.SerializeAsString());
-  const std::uint64_t generation = generation_of(*config_);
-  bump_generation(b, generation);
-  if (auto committed = config_->commit(b); !committed) {
-    events_->record(severity::error, record.name(), "the new owner is not in the configuration: " + committed.error().message);
-  } else {
-    note_generation(generation + 1);
-    if (partner_->up()) partner_->replicate(b, [](std::expected<void, error>) {});  // a hand-over: the partner is there (else it catches up)
-  }
+  note_owner(record.name(), options_.controller, o.epoch);
   return {};
 }
 
@@ -232,12 +232,13 @@ void array::hand_over(const std::string& name) {
   read_ownership(name, [this, record = *record, name, to, started, mine](ownership_found f) {
     pool_ownership o{name, to, std::max(mine.epoch, f.newest ? f.newest->epoch : 0) + 1, unix_ms_now(), 0, false};
     for (area_stamp& s : f.members) s.ownership = o;
-    write_stamps(std::move(f.members), [this, record, name, to, started](std::error_code e) {
+    write_stamps(std::move(f.members), [this, record, name, to, started, o](std::error_code e) {
       if (e) return take_back(record, "its new owner could not be written to its drives: " + e.message());
       partner_->call(link_type::pool_handover, link_bytes(name.begin(), name.end()),
-                     [this, record, name, to, started](std::expected<link_bytes, error> r) {
+                     [this, record, name, to, started, o](std::expected<link_bytes, error> r) {
                        handing_over_.erase(name);
                        if (!r) return take_back(record, "controller " + to + " did not take it: " + r.error().message);
+                       note_owner(name, to, o.epoch);
                        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - started).count();
                        events_->record(severity::info, name, "handed back to controller " + to + " in " + std::to_string(ms) + " ms");
                        log(name + ": handed back to controller " + to + " in " + std::to_string(ms) + " ms");
