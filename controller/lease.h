@@ -23,17 +23,32 @@ class lease {
   lease(device::clock& clock, device::duration length) : clock_(clock), length_(length) {}
 
   bool valid() const noexcept { return clock_.now() < until_; }
+  // Valid, and not lapsed since the ownership records were last read: a
+  // lease renewed after it lapsed (a thawed controller's first beat) does
+  // not say the pools are still this controller's; the gates wait for
+  // confirm().
+  bool usable() const noexcept { return valid() && !lapsed_; }
+  bool lapsed() const noexcept { return lapsed_ || (until_ != device::time_point{} && !valid()); }
   device::time_point until() const noexcept { return until_; }
   device::duration length() const noexcept { return length_; }
   // A heartbeat that started at `beat_started` reached the drives.
-  void renew(device::time_point beat_started) noexcept { until_ = std::max(until_, beat_started + length_); }
+  void renew(device::time_point beat_started) noexcept {
+    if (until_ != device::time_point{} && !valid()) lapsed_ = true;
+    until_ = std::max(until_, beat_started + length_);
+  }
+  // The ownership records were read while the lease was valid again.
+  void confirm() noexcept { lapsed_ = false; }
   // Gives it up (stepping down, stopping): valid() is false from now on, until renewed.
-  void end() noexcept { until_ = device::time_point{}; }
+  void end() noexcept {
+    until_ = device::time_point{};
+    lapsed_ = false;
+  }
 
  private:
   device::clock& clock_;
   const device::duration length_;
   device::time_point until_{};
+  bool lapsed_ = false;
 };
 
 }  // namespace strata::controller

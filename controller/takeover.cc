@@ -45,8 +45,20 @@ void array::read_ownership(const std::string& pool, std::function<void(ownership
 
 void array::record_copy(const std::string& name, bool current, std::function<void(std::error_code)> done) {
   const auto fenced = [](const std::string&) { return make_error_code(errc::permission_denied); };
-  if (pool_named(name) == nullptr) return done(make_error_code(errc::not_found));
-  if (lease_ && !lease_->valid()) return done(fenced(name));
+  const served_pool* served = pool_named(name);
+  if (served == nullptr) return done(make_error_code(errc::not_found));
+  if (served->lost) return done(fenced(name));
+  if (closed_) return done(make_error_code(errc::canceled));
+  if (lease_ && lease_->until() != device::time_point{} && !lease_->usable()) {
+    // Lapsed: once the drives say whether the pool is still this
+    // controller's (confirm_ownership), again.
+    confirm_ownership();
+    auto later = std::make_shared<boost::asio::steady_timer>(loop_, std::chrono::milliseconds(20));
+    later->async_wait([this, later, name, current, done = std::move(done)](boost::system::error_code) mutable {
+      record_copy(name, current, std::move(done));
+    });
+    return;
+  }
   read_ownership(name, [this, name, current, fenced, done = std::move(done)](ownership_found f) {
     served_pool* p = pool_named(name);
     if (p == nullptr) return done(make_error_code(errc::not_found));
@@ -56,7 +68,7 @@ void array::record_copy(const std::string& name, bool current, std::function<voi
                           "): this controller no longer writes to them");
       return done(fenced(name));
     }
-    if (lease_ && !lease_->valid()) return done(fenced(name));  // again, right before writing
+    if (lease_ && lease_->until() != device::time_point{} && !lease_->usable()) return record_copy(name, current, std::move(done));  // again, right before writing
     pool_ownership o = p->ownership;
     o.serial = std::max(o.serial, f.newest ? f.newest->serial : 0) + 1;
     o.partner_copy = current;
@@ -323,6 +335,7 @@ void array::confirm_ownership() {
         if (drives.empty() || o->sequence() > best.sequence()) best = *o;
         drives.push_back(a.drive);
       }
+      lease_->confirm();  // read while valid: what the drives say now is what this controller goes by
       for (auto& [name, p] : pools_) {
         const auto found = newest.find(name);
         if (p.lost || found == newest.end()) continue;

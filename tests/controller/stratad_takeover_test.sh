@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Takeover, failback and fencing with real processes and a real initiator
+# (README.md, "Two controllers"): controller a owns the pool and mirrors
+# its metadata to b; a killed with -9 is taken over by b, which serves
+# every acknowledged write; a restarted gets its pool back (failback);
+# a frozen a (SIGSTOP) is taken over too, and once thawed finds the newer
+# epoch on the drives, steps down, and writes nothing: the write a host
+# queued on it while it was frozen never lands over what b wrote since.
+# The drives keep unflushed writes in each process's memory
+# (--volatile-drive-caches): a kill -9 loses what a power cut would.
+# Writes go several at once (qemu-io's aio_write), then a flush.
+#   stratad_takeover_test.sh PATH/TO/stratad PATH/TO/strata
+set -uo pipefail
+source "$(dirname "$0")/lib.sh"
+stratad=$1
+cli=$2
+command -v qemu-io >/dev/null || { echo "SKIP: qemu-io is missing (tools/install-deps.sh installs qemu-utils, qemu-block-extra)"; exit 77; }
+dir=$(mktemp -d); echo "state in $dir"
+pid=
+pid_b=
+stale=
+trap '[[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null; [[ -n "$pid_b" ]] && kill -9 "$pid_b" 2>/dev/null; [[ -n "$stale" ]] && kill -9 "$stale" 2>/dev/null; [[ -n "${KEEP:-}" ]] || rm -rf "$dir"' EXIT
+port=$((20000 + RANDOM % 12000))
+api_a=127.0.0.1:$((port + 2))
+api_b=127.0.0.2:$((port + 2))
+link=127.0.0.2:$((port + 5))
+lun=iqn.2026-11.io.strata:array/0
+on_a=iscsi://127.0.0.1:$port/$lun
+on_b=iscsi://127.0.0.2:$port/$lun
+
+start_a() {
+  "$stratad" --small-shelf --volatile-drive-caches --state-dir "$dir/a" --shelf "$dir/shelf" --iscsi 127.0.0.1:$port --grpc "$api_a" \
+    --partner-link "$link" >"$dir/a.out" 2>"$dir/a.err" &
+  pid=$!
+  wait_ready "$dir/a.out" "$dir/a.err"
+}
+start_b() {
+  "$stratad" --controller b --volatile-drive-caches --state-dir "$dir/b" --shelf "$dir/shelf" --iscsi 127.0.0.2:$port --grpc "$api_b" \
+    --partner-link "$link" >"$dir/b.out" 2>"$dir/b.err" &
+  pid_b=$!
+  local saved=$pid
+  pid=$pid_b
+  wait_ready "$dir/b.out" "$dir/b.err"
+  pid=$saved
+}
+# write URL BYTE OFFSET_MIB: 4 MiB at OFFSET as four 1 MiB writes in flight at once, then a flush
+write4() {
+  local o=$(($3 * 1048576))
+  qemu-io -f raw -c "aio_write -P $2 $o 1M" -c "aio_write -P $2 $((o + 1048576)) 1M" -c "aio_write -P $2 $((o + 2097152)) 1M" \
+    -c "aio_write -P $2 $((o + 3145728)) 1M" -c "aio_flush" -c flush "$1" >"$dir/io.out" 2>&1 && ! grep -qi "error\|fail" "$dir/io.out"
+}
+# holds URL BYTE OFFSET_MIB LENGTH_MIB: those MiB hold BYTE
+holds() { qemu-io -f raw -c "read -P $2 $(($3 * 1048576)) $4M" "$1" >"$dir/io.out" 2>&1 && ! grep -qi "error\|fail\|mismatch" "$dir/io.out"; }
+# events_say API TEXT SECONDS: polls the event log for TEXT
+events_say() {
+  for _ in $(seq $(($3 * 10))); do "$cli" --api "$1" events 2>/dev/null | grep -q "$2" && return 0; sleep 0.1; done
+  return 1
+}
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+start_a
+start_b
+check "b holds a current copy of the pool's metadata (a says so on the drives)" events_say "$api_a" "controller b holds a current copy of its metadata" 10
+check "four writes at once through a, flushed" write4 "$on_a" 0xa1 0
+check "more, overlapping the first by 2 MiB" write4 "$on_a" 0xa2 2
+
+# kill -9 of the owner: b takes the pool over from its copy and the drives.
+t0=$(now_ms)
+kill -9 "$pid"; wait "$pid" 2>/dev/null; pid=
+served=
+for _ in $(seq 200); do holds "$on_b" 0xa1 0 2 && { served=$(($(now_ms) - t0)); break; }; sleep 0.05; done
+echo "b served the pool $served ms after a's kill -9"
+check "b serves the pool within 10 s of a's kill -9" test -n "$served" -a "${served:-99999}" -le 10000
+check "every write a acknowledged is there on b" holds "$on_b" 0xa2 2 4
+check "and the first write's blocks a later one did not overwrite" holds "$on_b" 0xa1 0 2
+check "b's event log: taken over, with a new epoch" events_say "$api_b" "taken over from controller a (epoch 2)" 1
+check "b lists itself as the pool's owner" bash -c "'$cli' --api $api_b controller list | grep controllers/b | grep -q pools/p1"
+check "b takes writes for it" write4 "$on_b" 0xb1 4
+
+# a back: it serves nothing it lost, catches up, and gets its pool back.
+start_a
+check "a, restarted, leaves the pool to b at first (the drives say b owns it)" grep -q "pools/p1: served by controller b" "$dir/a.err"
+check "b hands the pool back once a holds a current copy" events_say "$api_b" "handed back to controller a in" 30
+took=$("$cli" --api "$api_b" events | sed -n 's/.*handed back to controller a in \([0-9]*\) ms.*/\1/p' | head -1)
+echo "failback: the pool paused for $took ms"
+check "failback pauses the pool under 2 s" test "${took:-99999}" -le 2000
+check "a serves every write, its own and b's" bash -c "$(declare -f holds); dir=$dir; holds $on_a 0xa1 0 2 && holds $on_a 0xa2 2 2 && holds $on_a 0xb1 4 4"
+check "both controllers' records say a owns it, epoch 3" bash -c \
+  "'$cli' --api $api_a controller list | grep controllers/a | grep -q pools/p1 && '$cli' --api $api_b controller list | grep controllers/a | grep -q pools/p1"
+
+# a frozen: b takes over; a, thawed, is fenced and steps down.
+# events_count API TEXT N SECONDS: polls until TEXT is in the event log N times
+events_count() {
+  for _ in $(seq $(($4 * 10))); do [[ $("$cli" --api "$1" events 2>/dev/null | grep -c "$2") -ge $3 ]] && return 0; sleep 0.1; done
+  return 1
+}
+check "a mirrors the pool to b again (its drives say b's copy is current)" events_count "$api_a" "controller b holds a current copy of its metadata" 2 10
+check "a write through a before it freezes" write4 "$on_a" 0xc1 0
+kill -STOP "$pid"
+# A host's write queued on the frozen a: it must never land.
+qemu-io -f raw -c "write -P 0xee 0 1M" -c flush "$on_a" >"$dir/stale.out" 2>&1 &
+stale=$!
+check "b takes the pool over from the frozen a" events_say "$api_b" "taken over from controller a (epoch 4)" 15
+check "b takes writes over the same blocks" write4 "$on_b" 0xd1 0
+kill -CONT "$pid"
+check "a, thawed, finds the newer epoch and steps down" events_say "$api_a" "while this controller was frozen: it stepped down" 15
+sleep 1
+check "what b wrote since stands: the frozen a's queued write never landed" holds "$on_b" 0xd1 0 4
+check "every earlier acknowledged write is there too" holds "$on_b" 0xb1 4 4
+kill -9 "$stale" 2>/dev/null; wait "$stale" 2>/dev/null; stale=
+check "b's event log shows every transition" bash -c "'$cli' --api $api_b events | grep -q 'controller a is DOWN: taking the pool over'"
+
+kill -TERM "$pid"; wait "$pid"
+check "a (stepped down) stops cleanly" test $? = 0
+pid=
+kill -TERM "$pid_b"; wait "$pid_b"
+check "b stops cleanly" test $? = 0
+pid_b=
+exit $failed
