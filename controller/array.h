@@ -378,6 +378,13 @@ class array {
   // drives with a new epoch, and the partner told to serve it; should the
   // partner fail to, this controller takes it back. Drives the loop.
   void hand_over(const std::string& name);
+ public:
+  // Pool `name`'s home changed (a planned move, management.h): if this
+  // controller serves it and the home is now the partner, it hands it
+  // over. On the loop.
+  void home_changed(const std::string& name) { hand_over(name); }
+
+ private:
   void take_back(const v1::Pool& record, const std::string& why);
   // The partner handed pool `name` over (link_type::pool_handover).
   void receive_pool(const std::string& name, link_reply reply);

@@ -485,6 +485,7 @@ void array::partner_changed(const config_change& change) {
       if (pool.ParseFromString(*value)) {
         if (const served_pool* p = pool_named(key); p != nullptr && !p->lost) {
           note_owner(key, options_.controller, p->ownership.epoch);
+          if (home_is_partner(pool)) boost::asio::post(loop_, [this, key] { hand_over(key); });  // a planned move, made through the partner
         } else if (short_name(pool.owner()) == options_.controller) {
           note_owner(key, partner_->name(), pool.ownership_epoch());
         }

@@ -1,5 +1,7 @@
 #include "controller/management.h"
 
+#include <thread>
+
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <cctype>
@@ -371,7 +373,11 @@ outcome<v1::Operation> management::delete_volume(const std::string& name) {
 // ---- pools ----
 
 outcome<v1::Pool> management::update_pool(const v1::Pool& want, const std::vector<std::string>& fields) {
-  if (auto ok = check_fields(fields, {"write_cache"}); !ok) return std::unexpected(ok.error());
+  if (auto ok = check_fields(fields, {"write_cache", "home"}); !ok) return std::unexpected(ok.error());
+  if (std::ranges::find(fields, "home") != fields.end()) {
+    if (fields.size() > 1) return invalid("update_mask", "home moves the pool: change it alone");
+    return move_pool(want.name(), want.home());
+  }
   const std::string& name = want.name();
   std::lock_guard hold(changes_);
   auto pool = is_pool_name(name) ? read<v1::Pool>(config_, name) : std::nullopt;
@@ -394,6 +400,41 @@ outcome<v1::Pool> management::update_pool(const v1::Pool& want, const std::vecto
   if (!set) return refused(set.error(), "pool.write_cache");
   array_->events().record(severity::info, name, std::string("changed: write cache ") + v1::WriteCache_Name(mode));
   return updated;
+}
+
+outcome<v1::Pool> management::move_pool(const std::string& name, const std::string& to) {
+  std::string home = to.starts_with("controllers/") ? to : "controllers/" + to;
+  if (home != "controllers/a" && home != "controllers/b") return invalid("pool.home", "controllers/a or controllers/b, not '" + to + "'");
+  v1::Pool updated;
+  {
+    std::lock_guard hold(changes_);
+    auto pool = is_pool_name(name) ? read<v1::Pool>(config_, name) : std::nullopt;
+    if (!pool) return refuse(kind::not_found, "pool.name", name + " does not exist");
+    if (array_ == nullptr || array_->partner() == nullptr) {
+      return refuse(kind::precondition, "pool.home", "this array has one controller: there is nowhere to move the pool to");
+    }
+    if (auto allowed = may_change("to move the pool in"); !allowed) return std::unexpected(allowed.error());
+    updated = *pool;
+    if (pool->owner() == home && (pool->home() == home || (pool->home().empty() && home == "controllers/a"))) return updated;  // there already
+    if (array_->partner()->state() != partner::liveness::active) {
+      return refuse(kind::unavailable, "pool.home", "controller " + array_->partner()->name() + " is not ACTIVE: a pool moves between two running controllers");
+    }
+    updated.set_home(home);
+    config_batch b;
+    b.put(name, updated.SerializeAsString());
+    if (auto done = commit(b); !done) return std::unexpected(done.error());
+  }
+  array_->events().record(severity::info, name, "moving to " + home + " (its home from now on): it is handed over once that controller holds a current copy of its metadata");
+  boost::asio::post(array_->executor(), [a = array_, name] { a->home_changed(name); });
+  // The owner hands it over (here, or on the partner, which the change
+  // reached before it was acknowledged); this controller's record says
+  // when it is done.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < until) {
+    if (auto now = read<v1::Pool>(config_, name); now && now->owner() == home) return *now;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return refuse(kind::unavailable, "pool.home", name + "'s home is " + home + " now, but it has not moved there within 60 s: the events say why");
 }
 
 outcome<v1::Pool> management::create_pool(const std::string& pool_id, const v1::Pool& want) {

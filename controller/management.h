@@ -101,6 +101,8 @@ class management {
 
   // Pools.
   outcome<v1::Pool> create_pool(const std::string& pool_id, const v1::Pool& want);
+  // Fields write_cache, or home alone: a planned move of the pool to that
+  // controller (failover, or failback), answered once it serves the pool.
   outcome<v1::Pool> update_pool(const v1::Pool& want, const std::vector<std::string>& fields);
 
   // Hosts (answered with their secrets: a front end that shows hosts
@@ -169,6 +171,7 @@ class management {
   outcome<void> commit(config_batch b);
   // Whether this controller may make a change now: an array runs, and it
   // is the one that takes changes.
+  outcome<v1::Pool> move_pool(const std::string& name, const std::string& to);
   outcome<void> may_change(const std::string& to) const;
 };
 

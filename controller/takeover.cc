@@ -204,7 +204,7 @@ void array::hand_over(const std::string& name) {
   if (!record || !home_is_partner(*record)) return;
   handing_over_.insert(name);
   const std::string to = partner_->name();
-  events_->record(severity::info, name, "handing the pool back to controller " + to + ", its home, which holds a current copy of its metadata: its I/O pauses");
+  events_->record(severity::info, name, "handing the pool over to controller " + to + ", its home, which holds a current copy of its metadata: its I/O pauses");
   const auto started = clock_.now();
   // Its LUNs withdrawn here first: commands in flight end.
   std::vector<std::pair<std::string, std::uint32_t>> luns;
@@ -252,8 +252,8 @@ void array::hand_over(const std::string& name) {
                        if (!r) return take_back(record, "controller " + to + " did not take it: " + r.error().message);
                        note_owner(name, to, o.epoch);
                        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - started).count();
-                       events_->record(severity::info, name, "handed back to controller " + to + " in " + std::to_string(ms) + " ms");
-                       log(name + ": handed back to controller " + to + " in " + std::to_string(ms) + " ms");
+                       events_->record(severity::info, name, "handed over to controller " + to + ", its home, in " + std::to_string(ms) + " ms");
+                       log(name + ": handed over to controller " + to + ", its home, in " + std::to_string(ms) + " ms");
                      });
     });
   });
@@ -297,7 +297,7 @@ void array::receive_pool(const std::string& name, link_reply reply) {
       boost::asio::post(loop_, [this, record, o, reply = std::move(reply)]() mutable {
         if (closed_) return reply(std::unexpected(make_error(errc::canceled, "stopping")));
         if (auto served = take_over_now(record, o); !served) return reply(std::unexpected(served.error()));
-        events_->record(severity::info, record.name(), "handed back by controller " + partner_->name() + " (epoch " + std::to_string(o.epoch) + "): served here");
+        events_->record(severity::info, record.name(), "handed over by controller " + partner_->name() + " (epoch " + std::to_string(o.epoch) + "): served here");
         reply(link_bytes{});
       });
     });

@@ -56,6 +56,11 @@ events_say() {
   for _ in $(seq $(($3 * 10))); do "$cli" --api "$1" events 2>/dev/null | grep -q "$2" && return 0; sleep 0.1; done
   return 1
 }
+# events_count API TEXT N SECONDS: polls until TEXT is in the event log N times
+events_count() {
+  for _ in $(seq $(($4 * 10))); do [[ $("$cli" --api "$1" events 2>/dev/null | grep -c "$2") -ge $3 ]] && return 0; sleep 0.1; done
+  return 1
+}
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 start_a
@@ -80,27 +85,34 @@ check "b takes writes for it" write4 "$on_b" 0xb1 4
 # a back: it serves nothing it lost, catches up, and gets its pool back.
 start_a
 check "a, restarted, leaves the pool to b at first (the drives say b owns it)" grep -q "pools/p1: served by controller b" "$dir/a.err"
-check "b hands the pool back once a holds a current copy" events_say "$api_b" "handed back to controller a in" 30
-took=$("$cli" --api "$api_b" events | sed -n 's/.*handed back to controller a in \([0-9]*\) ms.*/\1/p' | head -1)
+check "b hands the pool back once a holds a current copy" events_say "$api_b" "handed over to controller a, its home, in" 30
+took=$("$cli" --api "$api_b" events | sed -n 's/.*handed over to controller a, its home, in \([0-9]*\) ms.*/\1/p' | head -1)
 echo "failback: the pool paused for $took ms"
 check "failback pauses the pool under 2 s" test "${took:-99999}" -le 2000
 check "a serves every write, its own and b's" bash -c "$(declare -f holds); dir=$dir; holds $on_a 0xa1 0 2 && holds $on_a 0xa2 2 2 && holds $on_a 0xb1 4 4"
 check "both controllers' records say a owns it, epoch 3" bash -c \
   "'$cli' --api $api_a controller list | grep controllers/a | grep -q pools/p1 && '$cli' --api $api_b controller list | grep controllers/a | grep -q pools/p1"
 
+# A planned failover through b's API (b hands the change to a), and back through a's.
+check "strata pool move p1 --to b: answered once b serves it" bash -c "'$cli' --api $api_b pool move p1 --to b | grep -q controllers/b"
+check "b serves it, with every write" bash -c "$(declare -f holds); dir=$dir; holds $on_b 0xa1 0 2 && holds $on_b 0xb1 4 4"
+check "a's event log: handed over to b, its home now" events_say "$api_a" "handed over to controller b, its home, in" 5
+took=$("$cli" --api "$api_a" events | sed -n 's/.*handed over to controller b, its home, in \([0-9]*\) ms.*/\1/p' | head -1)
+echo "planned failover: the pool paused for $took ms"
+check "a planned failover pauses the pool under 2 s" test "${took:-99999}" -le 2000
+check "a move to where it is answers at once" bash -c "'$cli' --api $api_a pool move p1 --to b | grep -q controllers/b"
+check "a move to controller c is refused, naming the field" bash -c "'$cli' --api $api_a pool move p1 --to c 2>&1 | grep -q 'INVALID_ARGUMENT: pool.home'"
+check "strata pool move p1 --to a: back (failback by command)" bash -c "'$cli' --api $api_a pool move p1 --to a | grep -q controllers/a"
+check "a serves it again" bash -c "$(declare -f holds); dir=$dir; holds $on_a 0xb1 4 4"
+
 # a frozen: b takes over; a, thawed, is fenced and steps down.
-# events_count API TEXT N SECONDS: polls until TEXT is in the event log N times
-events_count() {
-  for _ in $(seq $(($4 * 10))); do [[ $("$cli" --api "$1" events 2>/dev/null | grep -c "$2") -ge $3 ]] && return 0; sleep 0.1; done
-  return 1
-}
 check "a mirrors the pool to b again (its drives say b's copy is current)" events_count "$api_a" "controller b holds a current copy of its metadata" 2 10
 check "a write through a before it freezes" write4 "$on_a" 0xc1 0
 kill -STOP "$pid"
 # A host's write queued on the frozen a: it must never land.
 qemu-io -f raw -c "write -P 0xee 0 1M" -c flush "$on_a" >"$dir/stale.out" 2>&1 &
 stale=$!
-check "b takes the pool over from the frozen a" events_say "$api_b" "taken over from controller a (epoch 4)" 15
+check "b takes the pool over from the frozen a" events_count "$api_b" "taken over from controller a (epoch" 2 15
 check "b takes writes over the same blocks" write4 "$on_b" 0xd1 0
 kill -CONT "$pid"
 check "a, thawed, finds the newer epoch and steps down" events_say "$api_a" "while this controller was frozen: it stepped down" 15

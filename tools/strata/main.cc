@@ -20,6 +20,7 @@
 //                 [--block-size 512|4096] [--write-cache write-back|write-through]
 //                                       (512: 512e, the default; 4096: 4Kn)
 //   pool update NAME --write-cache write-back|write-through
+//   pool move NAME --to a|b     (a planned failover or failback)
 //                                       (a pool with a write log; write-through destages first)
 //   volume update NAME [--size SIZE] [--affinity …] [--write-cache write-back|write-through]
 //                                       (volumes only grow; write-through: past the pool's
@@ -92,7 +93,7 @@ constexpr int exit_unreachable = 3;
                "  controller|disk|group|pool|host|map list, controller|disk|group|pool|volume|host|map show NAME,\n"
                "  disk add NAME --kind hdd|ssd --size SIZE, disk fail|erase NAME, disk replace NAME --with DISK [--wait], disk spare|unspare NAME,\n"
                "  group create NAME --raid6|--raid1|--read-cache DISK... [--pool POOL], group scrub NAME [--wait],\n"
-               "  pool create NAME GROUP... [--cache GROUP], pool update NAME --write-cache write-back|write-through,\n"
+               "  pool create NAME GROUP... [--cache GROUP], pool update NAME --write-cache write-back|write-through, pool move NAME --to a|b,\n"
                "  volume list [POOL], volume create NAME --size SIZE [--pool POOL] [--affinity auto|performance|capacity] [--block-size 512|4096]\n"
                "    [--write-cache write-back|write-through],\n"
                "  volume update NAME [--size SIZE] [--affinity A] [--write-cache M], volume delete NAME [--wait],\n"
@@ -200,7 +201,8 @@ std::vector<std::string> row(const v1::DiskGroup& g) {
 std::vector<std::string> row(const v1::Pool& p) {
   return {p.name(), joined(p.groups()), p.read_cache_group().empty() ? "-" : p.read_cache_group(),
           p.write_log_group().empty() ? "-" : p.write_log_group(),
-          p.write_log_group().empty() ? "-" : p.write_cache() == v1::WRITE_THROUGH ? "write-through" : "write-back"};
+          p.write_log_group().empty() ? "-" : p.write_cache() == v1::WRITE_THROUGH ? "write-through" : "write-back",
+          p.owner().empty() ? "controllers/a" : p.owner(), p.home().empty() ? "controllers/a" : p.home()};
 }
 std::vector<std::string> row(const v1::Volume& v) {
   return {v.name(), size(v.size_bytes()), std::to_string(v.block_size_bytes()), v1::Affinity_Name(v.affinity()),
@@ -466,7 +468,7 @@ int main(int argc, char** argv) {
   }
   const std::vector<std::string> disk_h{"NAME", "SLOT", "KIND", "SIZE", "STATE", "GROUP#MEMBER", "READ ERRORS/TIMEOUTS", "MODEL", "SERIAL"},
       group_h{"NAME", "KIND", "STATE", "SIZE", "BACKGROUND", "REPAIRED BLOCKS", "MEMBERS"},
-      pool_h{"NAME", "GROUPS", "READ CACHE", "WRITE LOG", "WRITE CACHE"}, volume_h{"NAME", "SIZE", "BLOCK", "AFFINITY", "WRITE CACHE", "SERIAL"},
+      pool_h{"NAME", "GROUPS", "READ CACHE", "WRITE LOG", "WRITE CACHE", "OWNER", "HOME"}, volume_h{"NAME", "SIZE", "BLOCK", "AFFINITY", "WRITE CACHE", "SERIAL"},
       host_h{"NAME", "INITIATORS", "CHAP"}, map_h{"NAME", "VOLUME", "HOST", "LUN"},
       op_h{"NAME", "KIND", "RESOURCE", "STATE", "PROGRESS", "ERROR"}, event_h{"TIME", "SEVERITY", "RESOURCE", "MESSAGE"};
   const std::vector<std::string> controller_h{"NAME", "STATE", "VERSION", "ISCSI PORTAL", "POOLS", "STARTED"};
@@ -613,6 +615,17 @@ int main(int argc, char** argv) {
     if (!flags.contains("--write-cache")) usage("pool update needs --write-cache write-back|write-through");
     in.mutable_pool()->set_write_cache(write_cache_of(flag("--write-cache", "")));
     in.mutable_update_mask()->add_paths("write_cache");
+    return c.change<v1::UpdatePoolRequest, v1::Pool>(&S::UpdatePool, in, pool_h);
+  }
+  if (noun == "pool" && verb == "move") {
+    // A planned failover or failback: the pool's home becomes the
+    // controller named, which serves it once this answers.
+    need_name();
+    if (!flags.contains("--to")) usage("pool move needs --to a|b");
+    v1::UpdatePoolRequest in;
+    in.mutable_pool()->set_name(resource("pools/", name));
+    in.mutable_pool()->set_home(resource("controllers/", flag("--to", "")));
+    in.mutable_update_mask()->add_paths("home");
     return c.change<v1::UpdatePoolRequest, v1::Pool>(&S::UpdatePool, in, pool_h);
   }
   if (noun == "pool" && verb == "create") {

@@ -35,10 +35,10 @@ now_ms() { echo $(($(date +%s%N) / 1000000)); }
 ready() { for _ in $(seq 600); do grep -q "stratad is ready" "$1" 2>/dev/null && return 0; sleep 0.05; done; echo "not ready: $1" >&2; cat "${1%.out}.err" >&2; exit 1; }
 start_a() { "$stratad" --small-shelf --state-dir "$dir/a" --shelf "$dir/shelf" --iscsi 127.0.0.1:$port --grpc 127.0.0.1:$((port + 2)) --partner-link "$link" >"$dir/a.out" 2>"$dir/a.err" & pid_a=$!; ready "$dir/a.out"; }
 start_b() { "$stratad" --controller b --state-dir "$dir/b" --shelf "$dir/shelf" --iscsi 127.0.0.2:$port --grpc 127.0.0.2:$((port + 2)) --partner-link "$link" >"$dir/b.out" 2>"$dir/b.err" & pid_b=$!; ready "$dir/b.out"; }
-events_b() { "$cli" --api 127.0.0.2:$((port + 2)) events --limit 50 2>/dev/null; }
+events_b() { "$cli" --api 127.0.0.2:$((port + 2)) events --limit 10000 2>/dev/null; }
 count_b() { events_b | grep -c "$1"; }
 wait_count_b() { for _ in $(seq 600); do [[ $(count_b "$1") -ge $2 ]] && return 0; sleep 0.05; done; return 1; }
-count_a() { "$cli" --api 127.0.0.1:$((port + 2)) events --limit 200 2>/dev/null | grep -c "$1"; }
+count_a() { "$cli" --api 127.0.0.1:$((port + 2)) events --limit 10000 2>/dev/null | grep -c "$1"; }
 wait_count_a() { for _ in $(seq 600); do [[ $(count_a "$1") -ge $2 ]] && return 0; sleep 0.05; done; return 1; }
 # stats FILE: "median p99 max" of the numbers in FILE
 stats() { sort -n "$1" | awk '{ v[NR] = $1 } END { m = v[int((NR + 1) / 2)]; p = v[int(NR * 0.99 + 0.999)]; if (p == "") p = v[NR]; print m, p, v[NR] }'; }
@@ -64,8 +64,8 @@ for luns in "${luns_list[@]}"; do
     wait_count_b "taken over from controller a" 1
     events_b | sed -n 's/.*taken over from controller a (epoch [0-9]*) in \([0-9]*\) ms.*/\1/p' | head -1 >>"$dir/inner"
     start_a
-    wait_count_b "handed back to controller a in" $k || { echo "no failback" >&2; exit 1; }
-    events_b | sed -n 's/.*handed back to controller a in \([0-9]*\) ms.*/\1/p' | head -1 >>"$dir/back"
+    wait_count_b "handed over to controller a, its home, in" $k || { echo "no failback" >&2; exit 1; }
+    events_b | sed -n 's/.*handed over to controller a, its home, in \([0-9]*\) ms.*/\1/p' | head -1 >>"$dir/back"
   done
   read -r fm fp _ < <(stats "$dir/first")
   read -r im ip _ < <(stats "$dir/inner")
