@@ -591,6 +591,7 @@ void array::close() {
   if (closed_) return;
   closed_ = true;
   loop_.restart();  // stopped by the daemon: the waits below run it again
+  if (partner_) partner_->stop_answering();  // the partner's management calls: refused from now on
   auto units_idle = [&] {
     for (const auto& [name, v] : units_) {
       if (v.unit->commands_in_flight() > 0) return false;
@@ -635,13 +636,6 @@ void array::close() {
     wait([&] { return served.metadata->in_flight() == 0; });
     if (served.mirror) served.mirror->stop();
   }
-  if (partner_) {
-    bool beaten = false;
-    partner_->stop_heartbeats(true, [&] { beaten = true; });
-    wait([&] { return beaten; });
-    partner_->stop();
-    wait([&] { return partner_->idle(); });  // a call of the partner's in flight waits for this loop
-  }
   state_writer_.join();
   server_.reset();
   hosts_.clear();
@@ -655,11 +649,24 @@ void array::close() {
     p.metadata.reset();
   }
   pools_.clear();
-  for (const auto& g : groups_) {
+  for (std::size_t i = 0; i < groups_.size(); ++i) {
+    if (lost_groups_.contains(i)) continue;  // handed over or lost: the partner's superblocks now
+    const auto& g = groups_[i];
     std::optional<std::error_code> clean;
     g->mark_clean([&](std::error_code ec) { clean = ec; });
     wait([&] { return clean.has_value() && g->idle(); });
     if (*clean) log("a group was not marked clean: " + clean->message());
+  }
+  if (partner_) {
+    // Only now, with every group marked clean, does the last drive beat
+    // say this controller stopped (it hands its pools over, not loses
+    // them): the partner takes them over from then on, and a superblock
+    // written here after it began would be written over its own.
+    bool beaten = false;
+    partner_->stop_heartbeats(true, [&] { beaten = true; });
+    wait([&] { return beaten; });
+    partner_->stop();
+    wait([&] { return partner_->idle(); });  // a call of the partner's in flight waits for this loop
   }
   bay_.reset();
   groups_.clear();

@@ -185,6 +185,7 @@ void partner::stop_heartbeats(bool clean, std::function<void()> done) {
 
 void partner::answer_calls(std::function<link_bytes(link_bytes)> answer) {
   link_.handle(link_type::management_call, [this, answer = std::move(answer)](link_bytes call, link_reply reply) {
+    if (!answering_) return reply(std::unexpected(make_error(errc::canceled, "controller " + options_.self + " is stopping")));
     ++calls_in_flight_;
     boost::asio::post(caller_, [this, answer, call = std::move(call), reply = std::move(reply), alive = std::weak_ptr<int>(alive_)]() mutable {
       link_bytes bytes = answer(std::move(call));

@@ -72,6 +72,9 @@ class partner {
   // No management call of the partner's is being made here: one waits for
   // the loop, so the array's close drives the loop until this holds.
   bool idle() const noexcept { return calls_in_flight_ == 0; }
+  // The partner's management calls are refused from now on (this
+  // controller is stopping: its pools are closing under them).
+  void stop_answering() noexcept { answering_ = false; }
 
   // The partner's changes (and catch-ups), once committed here: the keys
   // they touched, for the array to apply what it serves. On the loop.
@@ -103,7 +106,8 @@ class partner {
   // never cross).
   boost::asio::thread_pool reader_{1};
   boost::asio::thread_pool caller_{1};
-  std::atomic<int> calls_in_flight_{0};  // the partner's management calls, which wait for the loop
+  std::atomic<int> calls_in_flight_{0};
+  bool answering_ = true;  // the loop's  // the partner's management calls, which wait for the loop
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 

@@ -157,13 +157,6 @@ void shelf::shut_lost(std::error_code why) {
   for (std::size_t i : lost_) gates_[i]->shut(why);
 }
 
-bool shelf::held() const {
-  for (const auto& g : gates_) {
-    if (g->current() == device::gate_device::state::held) return true;
-  }
-  return false;
-}
-
 shelf::~shelf() {
   drives_.clear();
   raw_.clear();

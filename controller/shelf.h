@@ -129,7 +129,6 @@ class shelf {
   void open_gates();
   void hold_for_good(std::size_t i);
   void shut_lost(std::error_code why);
-  bool held() const;  // some gate holds requests
 
  private:
   shelf(device::io_ring& ring, device::clock& clock, std::filesystem::path directory, const shelf_options& options)

@@ -148,13 +148,14 @@ void array::take_over(const v1::Pool& record) {
         // Out of the drive's completion first: opening the pool drives the
         // loop, whose ring takes completions again only after this one.
         boost::asio::post(loop_, [this, record, name, fail, started, o] {
-        if (closed_) return;
-        if (auto served = take_over_now(record, o); !served) return fail(served.error().message);
-        taking_over_.erase(name);
-        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - started).count();
-        events_->record(severity::warning, name,
-                        "taken over from controller " + partner_->name() + " (epoch " + std::to_string(o.epoch) + ") in " + std::to_string(ms) + " ms: served here");
-        log(name + ": taken over from controller " + partner_->name() + " in " + std::to_string(ms) + " ms");
+          if (closed_) return;
+          if (auto served = take_over_now(record, o); !served) return fail(served.error().message);
+          taking_over_.erase(name);
+          const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - started).count();
+          events_->record(severity::warning, name,
+                          "taken over from controller " + partner_->name() + " (epoch " + std::to_string(o.epoch) + ") in " +
+                              std::to_string(ms) + " ms: served here");
+          log(name + ": taken over from controller " + partner_->name() + " in " + std::to_string(ms) + " ms");
         });
       });
     });

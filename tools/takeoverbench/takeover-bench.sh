@@ -25,21 +25,19 @@ while [[ $# -gt 0 ]]; do
 done
 [[ ${#luns_list[@]} -eq 0 ]] && luns_list=(1 100)
 command -v qemu-io >/dev/null || { echo "qemu-io is missing (tools/install-deps.sh)" >&2; exit 1; }
-dir=$(mktemp -d)
+dir=$(mktemp -d); [[ -n "${KEEP:-}" ]] && echo "state in $dir" >&2
 pid_a=
 pid_b=
-trap '[[ -n "$pid_a" ]] && kill -9 $pid_a 2>/dev/null; [[ -n "$pid_b" ]] && kill -9 $pid_b 2>/dev/null; rm -rf "$dir"' EXIT
+trap '[[ -n "$pid_a" ]] && kill -9 $pid_a 2>/dev/null; [[ -n "$pid_b" ]] && kill -9 $pid_b 2>/dev/null; [[ -n "${KEEP:-}" ]] || rm -rf "$dir"' EXIT
 port=$((20000 + RANDOM % 12000))
 link=127.0.0.2:$((port + 5))
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 ready() { for _ in $(seq 600); do grep -q "stratad is ready" "$1" 2>/dev/null && return 0; sleep 0.05; done; echo "not ready: $1" >&2; cat "${1%.out}.err" >&2; exit 1; }
 start_a() { "$stratad" --small-shelf --state-dir "$dir/a" --shelf "$dir/shelf" --iscsi 127.0.0.1:$port --grpc 127.0.0.1:$((port + 2)) --partner-link "$link" >"$dir/a.out" 2>"$dir/a.err" & pid_a=$!; ready "$dir/a.out"; }
 start_b() { "$stratad" --controller b --state-dir "$dir/b" --shelf "$dir/shelf" --iscsi 127.0.0.2:$port --grpc 127.0.0.2:$((port + 2)) --partner-link "$link" >"$dir/b.out" 2>"$dir/b.err" & pid_b=$!; ready "$dir/b.out"; }
-events_b() { "$cli" --api 127.0.0.2:$((port + 2)) events --limit 10000 2>/dev/null; }
+events_b() { "$cli" --api 127.0.0.2:$((port + 2)) events --limit 1000 2>/dev/null; }
 count_b() { events_b | grep -c "$1"; }
 wait_count_b() { for _ in $(seq 600); do [[ $(count_b "$1") -ge $2 ]] && return 0; sleep 0.05; done; return 1; }
-count_a() { "$cli" --api 127.0.0.1:$((port + 2)) events --limit 10000 2>/dev/null | grep -c "$1"; }
-wait_count_a() { for _ in $(seq 600); do [[ $(count_a "$1") -ge $2 ]] && return 0; sleep 0.05; done; return 1; }
 # stats FILE: "median p99 max" of the numbers in FILE
 stats() { sort -n "$1" | awk '{ v[NR] = $1 } END { m = v[int((NR + 1) / 2)]; p = v[int(NR * 0.99 + 0.999)]; if (p == "") p = v[NR]; print m, p, v[NR] }'; }
 
@@ -49,13 +47,15 @@ for luns in "${luns_list[@]}"; do
   start_a
   start_b
   for i in $(seq 1 $((luns - 1))); do
-    "$cli" --api 127.0.0.1:$((port + 2)) volume create "x$i" --size 1G --pool p1 >/dev/null && \
+    "$cli" --api 127.0.0.1:$((port + 2)) volume create "x$i" --size 256M --pool p1 >/dev/null && \
       "$cli" --api 127.0.0.1:$((port + 2)) map "x$i" --lun "$i" >/dev/null || { echo "cannot map LUN $i" >&2; exit 1; }
   done
   url_b=iscsi://127.0.0.2:$port/iqn.2026-11.io.strata:array/0
   : >"$dir/first" ; : >"$dir/inner" ; : >"$dir/back"
   for k in $(seq "$kills"); do
-    wait_count_a "controller b holds a current copy" $k || { echo "b's copy never became current" >&2; exit 1; }
+    # a's stderr (written anew at each start) says when b's copy is current
+    for _ in $(seq 600); do grep -q "controller b holds a current copy" "$dir/a.err" && break; sleep 0.05; done
+    grep -q "controller b holds a current copy" "$dir/a.err" || { echo "kill $k: b's copy never became current" >&2; exit 1; }
     sleep 0.5
     t0=$(now_ms)
     kill -9 "$pid_a"; wait "$pid_a" 2>/dev/null; pid_a=
@@ -64,7 +64,7 @@ for luns in "${luns_list[@]}"; do
     wait_count_b "taken over from controller a" 1
     events_b | sed -n 's/.*taken over from controller a (epoch [0-9]*) in \([0-9]*\) ms.*/\1/p' | head -1 >>"$dir/inner"
     start_a
-    wait_count_b "handed over to controller a, its home, in" $k || { echo "no failback" >&2; exit 1; }
+    wait_count_b "handed over to controller a, its home, in" $k || { echo "kill $k: no failback" >&2; exit 1; }
     events_b | sed -n 's/.*handed over to controller a, its home, in \([0-9]*\) ms.*/\1/p' | head -1 >>"$dir/back"
   done
   read -r fm fp _ < <(stats "$dir/first")

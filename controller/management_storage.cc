@@ -1,0 +1,333 @@
+// Management changes to the array's storage: pools (made, updated, moved
+// between the controllers), disks and RAID groups (management.h; the
+// rest is in management.cc).
+#include <chrono>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "controller/management.h"
+#include "controller/management_detail.h"
+
+namespace strata::controller {
+
+using namespace management_detail;
+
+// ---- pools ----
+
+outcome<v1::Pool> management::update_pool(const v1::Pool& want, const std::vector<std::string>& fields) {
+  if (auto ok = check_fields(fields, {"write_cache", "home"}); !ok) return std::unexpected(ok.error());
+  if (std::ranges::find(fields, "home") != fields.end()) {
+    if (fields.size() > 1) return invalid("update_mask", "home moves the pool: change it alone");
+    return move_pool(want.name(), want.home());
+  }
+  const std::string& name = want.name();
+  std::lock_guard hold(changes_);
+  auto pool = is_pool_name(name) ? read<v1::Pool>(config_, name) : std::nullopt;
+  if (!pool) return refuse(kind::not_found, "pool.name", name + " does not exist");
+  const v1::WriteCache mode = want.write_cache();
+  if (mode != v1::WRITE_BACK && mode != v1::WRITE_THROUGH) return invalid("pool.write_cache", "WRITE_BACK or WRITE_THROUGH");
+  if (pool->write_log_group().empty()) {
+    return refuse(kind::precondition, "pool.write_cache", name + " has no write log (its write_log_group): it writes through, and cannot write back");
+  }
+  if (auto allowed = may_change("to change the pool in"); !allowed) return std::unexpected(allowed.error());
+  v1::Pool updated = *pool;
+  updated.set_write_cache(mode);
+  // Recorded first: the next start opens the pool in the mode asked for.
+  config_batch b;
+  b.put(name, updated.SerializeAsString());
+  if (auto done = commit(b); !done) return std::unexpected(done.error());
+  auto set = on_loop(*array_, [this, name, mode](auto done) {
+    done(array_->set_write_cache(name, mode == v1::WRITE_BACK ? raid::cache_mode::write_back : raid::cache_mode::write_through));
+  });
+  if (!set) return refused(set.error(), "pool.write_cache");
+  array_->events().record(severity::info, name, std::string("changed: write cache ") + v1::WriteCache_Name(mode));
+  return updated;
+}
+
+outcome<v1::Pool> management::move_pool(const std::string& name, const std::string& to) {
+  std::string home = to.starts_with("controllers/") ? to : "controllers/" + to;
+  if (home != "controllers/a" && home != "controllers/b") return invalid("pool.home", "controllers/a or controllers/b, not '" + to + "'");
+  v1::Pool updated;
+  {
+    std::lock_guard hold(changes_);
+    auto pool = is_pool_name(name) ? read<v1::Pool>(config_, name) : std::nullopt;
+    if (!pool) return refuse(kind::not_found, "pool.name", name + " does not exist");
+    if (array_ == nullptr || array_->partner() == nullptr) {
+      return refuse(kind::precondition, "pool.home", "this array has one controller: there is nowhere to move the pool to");
+    }
+    if (auto allowed = may_change("to move the pool in"); !allowed) return std::unexpected(allowed.error());
+    updated = *pool;
+    if (pool->owner() == home && (pool->home() == home || (pool->home().empty() && home == "controllers/a"))) return updated;  // there already
+    if (array_->partner()->state() != partner::liveness::active) {
+      return refuse(kind::unavailable, "pool.home", "controller " + array_->partner()->name() + " is not ACTIVE: a pool moves between two running controllers");
+    }
+    updated.set_home(home);
+    config_batch b;
+    b.put(name, updated.SerializeAsString());
+    if (auto done = commit(b); !done) return std::unexpected(done.error());
+  }
+  array_->events().record(severity::info, name, "moving to " + home + " (its home from now on): it is handed over once that controller holds a current copy of its metadata");
+  boost::asio::post(array_->executor(), [a = array_, name] { a->home_changed(name); });
+  // The owner hands it over (here, or on the partner, which the change
+  // reached before it was acknowledged); this controller's record says
+  // when it is done.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < until) {
+    if (auto now = read<v1::Pool>(config_, name); now && now->owner() == home) return *now;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return refuse(kind::unavailable, "pool.home", name + "'s home is " + home + " now, but it has not moved there within 60 s: the events say why");
+}
+
+outcome<v1::Pool> management::create_pool(const std::string& pool_id, const v1::Pool& want) {
+  if (!valid_id(pool_id)) return bad_id("pool_id", pool_id);
+  if (want.groups().empty()) return invalid("pool.groups", "a pool needs one or more RAID-6 or RAID-1 groups");
+  std::lock_guard hold(changes_);
+  const std::string name = "pools/" + pool_id;
+  if (config_.get(name)) return refuse(kind::exists, "pool_id", name + " exists");
+  // Every group a pool has, and which.
+  std::map<std::string, std::string> taken;
+  for (const auto& [key, bytes] : config_.list("pools/")) {
+    v1::Pool other;
+    if (key.find('/', 6) != std::string::npos || !other.ParseFromString(bytes)) continue;
+    for (const std::string& g : other.groups()) taken[g] = key;
+    if (!other.read_cache_group().empty()) taken[other.read_cache_group()] = key;
+    if (!other.write_log_group().empty()) taken[other.write_log_group()] = key;
+  }
+  std::set<std::string> seen;
+  for (const std::string& g : want.groups()) {
+    auto group = g.starts_with("groups/") ? read<v1::DiskGroup>(config_, g) : std::nullopt;
+    if (!group) return refuse(kind::not_found, "pool.groups", g + " does not exist");
+    if (!seen.insert(g).second) return invalid("pool.groups", g + " is listed twice");
+    if (group->kind() == v1::READ_CACHE) return invalid("pool.groups", g + " is a read cache: name it as pool.read_cache_group");
+    if (group->kind() == v1::WRITE_LOG) return invalid("pool.groups", g + " is a write log: name it as pool.write_log_group");
+    if (taken.contains(g)) return refuse(kind::precondition, "pool.groups", g + " is in " + taken[g]);
+  }
+  if (const std::string& cache = want.read_cache_group(); !cache.empty()) {
+    auto group = cache.starts_with("groups/") ? read<v1::DiskGroup>(config_, cache) : std::nullopt;
+    if (!group) return refuse(kind::not_found, "pool.read_cache_group", cache + " does not exist");
+    if (group->kind() != v1::READ_CACHE) return invalid("pool.read_cache_group", cache + " is " + v1::GroupKind_Name(group->kind()) + ", not READ_CACHE");
+    if (taken.contains(cache)) return refuse(kind::precondition, "pool.read_cache_group", cache + " is in " + taken[cache]);
+  }
+  if (!want.write_log_group().empty()) {
+    // The write log's replay runs at start-up, where the loop is the
+    // array's alone; a pool made through the API writes through.
+    return refuse(kind::unimplemented, "pool.write_log_group",
+                  "a write log is set up with the pool in the configuration file's build sections (write_log); "
+                  "pools made through the API write through");
+  }
+  if (auto allowed = may_change("to make the pool in"); !allowed) return std::unexpected(allowed.error());
+  v1::Pool out = want;
+  out.set_name(name);
+  out.set_owner("controllers/" + array_->controller_name());  // the controller asked serves it
+  out.set_ownership_epoch(1);
+  out.set_home("controllers/" + array_->controller_name());
+  // Recorded first: a crash before it is open opens it at the next start.
+  config_batch b;
+  b.put(name, out.SerializeAsString());
+  if (auto done = commit(b); !done) return std::unexpected(done.error());
+  if (auto opened = array_->add_pool(out); !opened) {
+    config_batch undo;  // a failed request changes nothing
+    undo.erase(name);
+    (void)commit(undo);
+    return refused(opened.error(), "pool");
+  }
+  array_->events().record(severity::info, name, "created over " + std::to_string(want.groups_size()) + " group(s)");
+  return out;
+}
+
+// ---- disks and groups ----
+
+outcome<v1::Disk> management::create_disk(const std::string& disk_id, const v1::Disk& d) {
+  if (!valid_id(disk_id)) return bad_id("disk_id", disk_id);
+  if (d.kind() != v1::HDD && d.kind() != v1::SSD) return invalid("disk.kind", "HDD or SSD");
+  constexpr std::uint64_t smallest = 64ull << 20;
+  if (d.size_bytes() < smallest || d.size_bytes() % 4096 != 0) {
+    return invalid("disk.size_bytes", std::to_string(d.size_bytes()) + " is not a multiple of 4096 of at least 64 MiB");
+  }
+  std::lock_guard hold(changes_);
+  const std::string name = "disks/" + disk_id;
+  if (config_.get(name)) return refuse(kind::exists, "disk_id", name + " exists");
+  if (auto allowed = may_change("to add the disk to"); !allowed) return std::unexpected(allowed.error());
+  v1::Disk out;
+  auto added = on_loop(*array_, [this, disk_id, drive = d.kind() == v1::HDD ? drive_kind::hdd : drive_kind::ssd, bytes = d.size_bytes(),
+                                 &out](auto done) {
+    auto disk = array_->add_disk(disk_id, drive, bytes);
+    if (!disk) return done(std::unexpected(disk.error()));
+    out = std::move(*disk);
+    done({});
+  });
+  if (!added) return refused(added.error(), "disk");
+  config_batch b;
+  b.put(name, out.SerializeAsString());
+  if (auto done = commit(b); !done) return std::unexpected(done.error());
+  array_->events().record(severity::info, name, "added: a simulated " + v1::DiskKind_Name(d.kind()) + " of " + std::to_string(d.size_bytes()) +
+                                                    " bytes in slot " + std::to_string(out.slot()));
+  describe(out);
+  return out;
+}
+
+outcome<v1::Disk> management::update_disk(const v1::Disk& want, const std::vector<std::string>& fields) {
+  if (auto ok = check_fields(fields, {"spare"}); !ok) return std::unexpected(ok.error());
+  const std::string& name = want.name();
+  std::lock_guard hold(changes_);
+  auto disk = name.starts_with("disks/") ? read<v1::Disk>(config_, name) : std::nullopt;
+  if (!disk) return refuse(kind::not_found, "disk.name", name + " does not exist");
+  if (auto allowed = may_change("to change the disk in"); !allowed) return std::unexpected(allowed.error());
+  const bool spare = want.spare();
+  const bool was = disk->spare();
+  auto changed = on_loop(*array_, [this, name, spare](auto done) { done(array_->drives().set_spare(name, spare)); });
+  if (!changed) return refused(changed.error(), "disk.spare");
+  disk->set_spare(spare);
+  config_batch b;
+  b.put(name, disk->SerializeAsString());
+  if (auto done = commit(b); !done) {
+    // Back to what it was (not to the opposite of what was asked: asking
+    // a spare to be a spare changes nothing to undo).
+    if (was != spare) (void)on_loop(*array_, [this, name, was](auto undo) { undo(array_->drives().set_spare(name, was)); });
+    return std::unexpected(done.error());
+  }
+  describe(*disk);
+  return *disk;
+}
+
+outcome<v1::Disk> management::fail_disk(const std::string& name) {
+  std::lock_guard hold(changes_);
+  auto disk = get_record<v1::Disk>(config_, "disks/", name);
+  if (!disk) return disk;
+  if (auto allowed = may_change("to fail the disk in"); !allowed) return std::unexpected(allowed.error());
+  // Described in the same turn of the loop: a hot spare may take its place right after.
+  auto failed = on_loop(*array_, [this, &disk](auto done) {
+    auto r = array_->drives().fail_disk(disk->name());
+    if (r) array_->drives().describe(*disk);
+    done(std::move(r));
+  });
+  if (!failed) return refused(failed.error(), "name");
+  return disk;
+}
+
+outcome<v1::Operation> management::replace_disk(const std::string& name, const std::string& replacement) {
+  std::lock_guard hold(changes_);
+  if (!name.starts_with("disks/") || !config_.get(name)) return refuse(kind::not_found, "name", name + " does not exist");
+  if (!replacement.starts_with("disks/") || !config_.get(replacement)) return refuse(kind::not_found, "replacement", replacement + " does not exist");
+  if (auto allowed = may_change("to replace the disk in"); !allowed) return std::unexpected(allowed.error());
+  v1::Operation out;
+  auto started = on_loop(*array_, [this, &name, &replacement, &out](auto done) {
+    auto op = array_->drives().replace_disk(name, replacement);
+    if (!op) return done(std::unexpected(op.error()));
+    out = std::move(*op);
+    done({});
+  });
+  // The bay's messages start with the disk they are about.
+  if (!started) return refused(started.error(), started.error().message.starts_with(replacement) ? "replacement" : "name");
+  return out;
+}
+
+outcome<v1::Disk> management::erase_disk(const std::string& name) {
+  std::lock_guard hold(changes_);
+  auto disk = get_record<v1::Disk>(config_, "disks/", name);
+  if (!disk) return disk;
+  if (auto allowed = may_change("to erase the disk in"); !allowed) return std::unexpected(allowed.error());
+  auto erased = on_loop(*array_, [this, name](auto done) { array_->drives().erase_disk(name, std::move(done)); });
+  if (!erased) return refused(erased.error(), "name");
+  describe(*disk);
+  return disk;
+}
+
+outcome<v1::DiskGroup> management::create_group(const std::string& id, const v1::DiskGroup& g, const std::string& pool_name) {
+  if (!valid_id(id)) return bad_id("group_id", id);
+  const int n = g.members_size();
+  switch (g.kind()) {
+    case v1::RAID6:
+      if (n < 4 || n > 255) return invalid("group.members", "RAID-6 needs 4 to 255 disks, not " + std::to_string(n));
+      break;
+    case v1::RAID1:
+      if (n < 2) return invalid("group.members", "RAID-1 needs 2 or more disks, not " + std::to_string(n));
+      break;
+    case v1::READ_CACHE:
+      if (n != 1) return invalid("group.members", "a read cache is one SSD, not " + std::to_string(n) + " disks");
+      break;
+    default:
+      return invalid("group.kind", "RAID6, RAID1 or READ_CACHE");
+  }
+  std::lock_guard hold(changes_);
+  const std::string name = "groups/" + id;
+  if (config_.get(name)) return refuse(kind::exists, "group_id", name + " exists");
+  std::set<std::string> seen;
+  for (const std::string& d : g.members()) {
+    auto disk = d.starts_with("disks/") ? read<v1::Disk>(config_, d) : std::nullopt;
+    if (!disk) return refuse(kind::not_found, "group.members", d + " does not exist");
+    if (!seen.insert(d).second) return invalid("group.members", d + " is listed twice");
+    if (g.kind() != v1::RAID6 && disk->kind() != v1::SSD) {
+      return invalid("group.members", d + " is an HDD: " + v1::GroupKind_Name(g.kind()) + " groups are the SSD tier");
+    }
+  }
+  std::optional<v1::Pool> pool;
+  if (!pool_name.empty()) {
+    pool = is_pool_name(pool_name) ? read<v1::Pool>(config_, pool_name) : std::nullopt;
+    if (!pool) return refuse(kind::not_found, "pool", pool_name + " does not exist");
+    if (g.kind() == v1::READ_CACHE) return refuse(kind::precondition, "pool", "a read cache joins a pool only when the pool is built");
+    if (g.kind() == v1::WRITE_LOG) return refuse(kind::precondition, "pool", "a write log joins a pool only when the pool is built");
+  }
+  if (auto allowed = may_change("to make the group in"); !allowed) return std::unexpected(allowed.error());
+  const std::vector<std::string> members(g.members().begin(), g.members().end());
+  v1::DiskGroup out;
+  auto formed = on_loop(*array_, [this, name, made = g.kind(), members, &out](auto done) {
+    array_->form_group(name,
+                       made == v1::RAID6       ? group_kind::raid6
+                       : made == v1::RAID1     ? group_kind::raid1
+                       : made == v1::WRITE_LOG ? group_kind::write_log
+                                               : group_kind::read_cache,
+                       members, [&out, done](std::expected<v1::DiskGroup, error> r) {
+                         if (!r) return done(std::unexpected(r.error()));
+                         out = std::move(*r);
+                         done({});
+                       });
+  });
+  if (!formed) return refused(formed.error(), "group.members");
+  // The group, and the pool naming it, are recorded before the pool uses
+  // it: a crash in between is finished by the next start.
+  config_batch b;
+  b.put(name, out.SerializeAsString());
+  if (pool) {
+    pool->add_groups(name);
+    b.put(pool->name(), pool->SerializeAsString());
+  }
+  if (auto done = commit(b); !done) return std::unexpected(done.error());
+  if (pool) {
+    auto grown = on_loop(*array_, [this, pool_name = pool->name(), name](auto done) { array_->grow_pool(pool_name, name, std::move(done)); });
+    if (!grown) {
+      if (grown.error().code == make_error_code(errc::invalid_argument)) {
+        // Refused before the pool changed: the pool record goes back; the
+        // group stays, a group no pool uses.
+        config_batch undo;
+        pool->mutable_groups()->RemoveLast();
+        undo.put(pool->name(), pool->SerializeAsString());
+        (void)commit(undo);
+      }
+      return refused(grown.error(), "pool");
+    }
+  }
+  array_->events().record(severity::info, name, v1::GroupKind_Name(g.kind()) + " of " + std::to_string(n) + " disks made" +
+                                                    (pool ? ", " + pool->name() + " grown by it" : ""));
+  describe(out);
+  return out;
+}
+
+outcome<v1::Operation> management::scrub_group(const std::string& name) {
+  std::lock_guard hold(changes_);
+  if (!name.starts_with("groups/") || !config_.get(name)) return refuse(kind::not_found, "name", name + " does not exist");
+  if (auto allowed = may_change("to scrub"); !allowed) return std::unexpected(allowed.error());
+  v1::Operation out;
+  auto started = on_loop(*array_, [this, &name, &out](auto done) {
+    auto op = array_->drives().scrub(name);
+    if (!op) return done(std::unexpected(op.error()));
+    out = std::move(*op);
+    done({});
+  });
+  if (!started) return refused(started.error(), "name");
+  return out;
+}
+
+}  // namespace strata::controller
