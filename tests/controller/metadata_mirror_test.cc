@@ -129,15 +129,19 @@ TEST_CASE("a pool's metadata mirrored over the partner link: every synced batch 
   for (int i = 0; i < 3000; ++i) before.put(column::extent_map, "v1/" + std::to_string(i), std::string(300, char('a' + i % 26)));
   REQUIRE(!(*store)->write_now(before));
   (*store)->set_copy(&mirror);
-  a.run([&] {
-    link_a->on_state = [&](bool up, const std::string&) {
-      if (!up) return;
-      mirror.link_up();
-      (*store)->poke();
-    };
-    return link_a->start();
-  });
-  REQUIRE(within(5s, [&] { return mirror.current(); }));
+  // Starts a's link; at each link-up, as the array does, a whole copy.
+  auto link_up = [&] {
+    a.run([&] {
+      link_a->on_state = [&](bool up, const std::string&) {
+        if (!up) return;
+        mirror.link_up();
+        (*store)->poke();
+      };
+      return link_a->start();
+    });
+    REQUIRE(within(5s, [&] { return mirror.current(); }));
+  };
+  link_up();
   CHECK(records_now() == std::vector<bool>{true});
 
   // write WHAT SYNC: a batch through the store on a's loop; its outcome.
@@ -154,19 +158,21 @@ TEST_CASE("a pool's metadata mirrored over the partner link: every synced batch 
     w.put(column::heat, "h" + std::to_string(i), "1");
     CHECK(!write(std::move(w), i % 2 == 0));
   }
-  // A synced batch is in the copy before its write is acknowledged.
-  tiering::metadata_batch last;
-  last.put(column::cache_index, "line/1", "slot 5");
-  REQUIRE(!write(std::move(last), true));
-  {
+  // Closes b's copy (as a takeover does) and compares it with a's store, column by column.
+  auto check_copy = [&](std::initializer_list<column> columns) {
     std::promise<bool> taken;
     auto got = taken.get_future();
     asio::post(b.io, [&] { replicas->take("pools/p1", [&](bool copied) { taken.set_value(copied); }); });
     REQUIRE(got.get());
     auto copy = tiering::metadata_store::open((dir.path / "b" / "p1").string(), b.io.get_executor());
     REQUIRE(copy);
-    for (column c : {column::extent_map, column::heat, column::cache_index}) CHECK(contents(**copy, c) == contents(**store, c));
-  }
+    for (column c : columns) CHECK(contents(**copy, c) == contents(**store, c));
+  };
+  // A synced batch is in the copy before its write is acknowledged.
+  tiering::metadata_batch last;
+  last.put(column::cache_index, "line/1", "slot 5");
+  REQUIRE(!write(std::move(last), true));
+  check_copy({column::extent_map, column::heat, column::cache_index});
 
   // The link goes down: the next synced write waits until the drives say the copy is behind.
   a.run([&] { link_a->stop(); });
@@ -182,25 +188,9 @@ TEST_CASE("a pool's metadata mirrored over the partner link: every synced batch 
 
   // Back: the whole store again, and the drives say so.
   link_a = std::make_unique<controller::partner_link>(a.io.get_executor(), o);
-  a.run([&] {
-    link_a->on_state = [&](bool up, const std::string&) {
-      if (!up) return;
-      mirror.link_up();
-      (*store)->poke();
-    };
-    return link_a->start();
-  });
-  REQUIRE(within(5s, [&] { return mirror.current(); }));
+  link_up();
   CHECK(records_now() == std::vector<bool>{true, false, true});
-  {
-    std::promise<bool> taken;
-    auto got = taken.get_future();
-    asio::post(b.io, [&] { replicas->take("pools/p1", [&](bool copied) { taken.set_value(copied); }); });
-    REQUIRE(got.get());
-    auto copy = tiering::metadata_store::open((dir.path / "b" / "p1").string(), b.io.get_executor());
-    REQUIRE(copy);
-    CHECK(contents(**copy, column::extent_map) == contents(**store, column::extent_map));
-  }
+  check_copy({column::extent_map});
   // A pool open on the partner is never overwritten by a copy of it.
   replicas->hold("pools/p1");
   mirror.link_up();

@@ -5,7 +5,8 @@
 # every acknowledged write; a restarted gets its pool back (failback);
 # a frozen a (SIGSTOP) is taken over too, and once thawed finds the newer
 # epoch on the drives, steps down, and writes nothing: the write a host
-# queued on it while it was frozen never lands over what b wrote since.
+# queued on it while it was frozen never lands over what b wrote since;
+# 64 writes in flight at a kill -9 land as whole blocks or not at all.
 # The drives keep unflushed writes in each process's memory
 # (--volatile-drive-caches): a kill -9 loses what a power cut would.
 # Writes go several at once (qemu-io's aio_write), then a flush.
@@ -19,7 +20,8 @@ dir=$(mktemp -d); echo "state in $dir"
 pid=
 pid_b=
 stale=
-trap '[[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null; [[ -n "$pid_b" ]] && kill -9 "$pid_b" 2>/dev/null; [[ -n "$stale" ]] && kill -9 "$stale" 2>/dev/null; [[ -n "${KEEP:-}" ]] || rm -rf "$dir"' EXIT
+writer=
+trap '[[ -n "$writer" ]] && kill -9 "$writer" 2>/dev/null; [[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null; [[ -n "$pid_b" ]] && kill -9 "$pid_b" 2>/dev/null; [[ -n "$stale" ]] && kill -9 "$stale" 2>/dev/null; [[ -n "${KEEP:-}" ]] || rm -rf "$dir"' EXIT
 port=$((20000 + RANDOM % 12000))
 api_a=127.0.0.1:$((port + 2))
 api_b=127.0.0.2:$((port + 2))
@@ -68,16 +70,57 @@ start_b
 check "b holds a current copy of the pool's metadata (a says so on the drives)" events_say "$api_a" "controller b holds a current copy of its metadata" 10
 check "four writes at once through a, flushed" write4 "$on_a" 0xa1 0
 check "more, overlapping the first by 2 MiB" write4 "$on_a" 0xa2 2
+check "and 4 MiB past the first 16" write4 "$on_a" 0xa2 16
 
-# kill -9 of the owner: b takes the pool over from its copy and the drives.
+# inflight URL: 64 writes of 256 KiB at once over the first 16 MiB, write i
+# of byte 0x40+i at i * 256 KiB, in the background (into $dir/inflight.out)
+inflight() {
+  local cmds=()
+  for i in $(seq 0 63); do cmds+=(-c "aio_write -P $((0x40 + i)) $((i * 262144)) 256k"); done
+  stdbuf -o0 qemu-io -f raw "${cmds[@]}" -c aio_flush "$1" >"$dir/inflight.out" 2>&1 &
+  writer=$!
+}
+# whole_blocks URL OLD_HEX...: every 4 KiB block of the first 16 MiB holds one
+# byte throughout: its write's (0x40+i) or one of the OLD bytes given per MiB
+# (MiB m holds OLD[m]): a write cut by the kill lands whole blocks or none,
+# and nothing else is ever read
+whole_blocks() {
+  local url=$1; shift
+  qemu-img dd -f raw -O raw bs=1M count=16 if="$url" of="$dir/first16" >/dev/null 2>&1 || return 1
+  python3 - "$dir/first16" "$@" <<'PY'
+import sys
+data = open(sys.argv[1], 'rb').read()
+old = [int(x, 16) for x in sys.argv[2:]]
+bad = 0
+for block in range(len(data) // 4096):
+    b = data[block * 4096:(block + 1) * 4096]
+    mib = block // 256
+    allowed = {0x40 + block // 64, old[mib] if mib < len(old) else 0}
+    if b != bytes([b[0]]) * 4096 or b[0] not in allowed:
+        bad += 1
+        if bad <= 3:
+            print(f"block {block}: starts {b[:8].hex()}, expected one of {sorted(allowed)}", file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
+}
+
+# kill -9 of the owner, with 64 writes in flight: b takes the pool over
+# from its copy and the drives.
+inflight "$on_a"
+for _ in $(seq 500); do grep -q "^wrote" "$dir/inflight.out" 2>/dev/null && break; sleep 0.005; done  # the first is acknowledged
 t0=$(now_ms)
 kill -9 "$pid"; wait "$pid" 2>/dev/null; pid=
+kill -9 "$writer" 2>/dev/null; wait "$writer" 2>/dev/null  # a host whose only path died (it would retry it for ever)
+writer=
+echo "at the kill, $(grep -c '^wrote' "$dir/inflight.out") of the 64 writes in flight had been acknowledged"
 served=
-for _ in $(seq 200); do holds "$on_b" 0xa1 0 2 && { served=$(($(now_ms) - t0)); break; }; sleep 0.05; done
+for _ in $(seq 200); do holds "$on_b" 0xa2 16 1 && { served=$(($(now_ms) - t0)); break; }; sleep 0.05; done
 echo "b served the pool $served ms after a's kill -9"
 check "b serves the pool within 10 s of a's kill -9" test -n "$served" -a "${served:-99999}" -le 10000
-check "every write a acknowledged is there on b" holds "$on_b" 0xa2 2 4
-check "and the first write's blocks a later one did not overwrite" holds "$on_b" 0xa1 0 2
+# Before the kill, MiB 0-1 held 0xa1, 2-5 0xa2, 6-15 nothing written (zeros).
+check "after the kill, the 64 writes in flight landed as whole blocks or not at all: nothing else is read" \
+  whole_blocks "$on_b" a1 a1 a2 a2 a2 a2 0 0 0 0 0 0 0 0 0 0
+check "every write a acknowledged beyond them is there on b" holds "$on_b" 0xa2 16 4
 check "b's event log: taken over, with a new epoch" events_say "$api_b" "taken over from controller a (epoch 2)" 1
 check "b lists itself as the pool's owner" bash -c "'$cli' --api $api_b controller list | grep controllers/b | grep -q pools/p1"
 check "b takes writes for it" write4 "$on_b" 0xb1 4
@@ -89,13 +132,13 @@ check "b hands the pool back once a holds a current copy" events_say "$api_b" "h
 took=$("$cli" --api "$api_b" events | sed -n 's/.*handed over to controller a, its home, in \([0-9]*\) ms.*/\1/p' | head -1)
 echo "failback: the pool paused for $took ms"
 check "failback pauses the pool under 2 s" test "${took:-99999}" -le 2000
-check "a serves every write, its own and b's" bash -c "$(declare -f holds); dir=$dir; holds $on_a 0xa1 0 2 && holds $on_a 0xa2 2 2 && holds $on_a 0xb1 4 4"
+check "a serves every write, its own and b's" bash -c "$(declare -f holds); dir=$dir; holds $on_a 0xa2 16 4 && holds $on_a 0xb1 4 4"
 check "both controllers' records say a owns it, epoch 3" bash -c \
   "'$cli' --api $api_a controller list | grep controllers/a | grep -q pools/p1 && '$cli' --api $api_b controller list | grep controllers/a | grep -q pools/p1"
 
 # A planned failover through b's API (b hands the change to a), and back through a's.
 check "strata pool move p1 --to b: answered once b serves it" bash -c "'$cli' --api $api_b pool move p1 --to b | grep -q controllers/b"
-check "b serves it, with every write" bash -c "$(declare -f holds); dir=$dir; holds $on_b 0xa1 0 2 && holds $on_b 0xb1 4 4"
+check "b serves it, with every write" bash -c "$(declare -f holds); dir=$dir; holds $on_b 0xa2 16 4 && holds $on_b 0xb1 4 4"
 check "a's event log: handed over to b, its home now" events_say "$api_a" "handed over to controller b, its home, in" 5
 took=$("$cli" --api "$api_a" events | sed -n 's/.*handed over to controller b, its home, in \([0-9]*\) ms.*/\1/p' | head -1)
 echo "planned failover: the pool paused for $took ms"
