@@ -250,8 +250,21 @@ void array::hand_over(const std::string& name) {
       partner_->call(link_type::pool_handover, link_bytes(name.begin(), name.end()),
                      [this, record, name, to, started, o](std::expected<link_bytes, error> r) {
                        handing_over_.erase(name);
-                       if (!r) return take_back(record, "controller " + to + " did not take it: " + r.error().message);
+                       if (!r && r.error().code != make_error_code(errc::canceled)) {
+                         return take_back(record, "controller " + to + " did not take it: " + r.error().message);
+                       }
                        note_owner(name, to, o.epoch);
+                       if (!r) {
+                         // The link went down with the answer unknown: the partner may
+                         // serve the pool. Taking it back could make two owners; the
+                         // drives name the partner, which serves it at its next start.
+                         events_->record(severity::critical, name,
+                                         "the partner link went down during the hand-over to controller " + to +
+                                             ", whose answer never came: the drives name it as the owner, so this controller "
+                                             "does not take the pool back; if controller " + to +
+                                             " does not serve it, restarting it does");
+                         return;
+                       }
                        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - started).count();
                        events_->record(severity::info, name, "handed over to controller " + to + ", its home, in " + std::to_string(ms) + " ms");
                        log(name + ": handed over to controller " + to + ", its home, in " + std::to_string(ms) + " ms");
