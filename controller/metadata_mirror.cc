@@ -76,8 +76,12 @@ std::uint64_t pool_mirror::post_call(std::uint16_t type, link_bytes payload, boo
     t = ++next_ticket_;
     if (synced) results_[t] = std::nullopt;
   }
-  boost::asio::post(loop_, [this, t, type, synced, payload = std::move(payload)]() mutable {
-    call_(type, std::move(payload), [this, t, synced](std::expected<link_bytes, error> r) {
+  // The answer may come after the pool closed (an unsynced batch is not
+  // waited for): the mirror is gone then, and the answer is dropped.
+  boost::asio::post(loop_, [this, t, type, synced, payload = std::move(payload), alive = std::weak_ptr<int>(alive_)]() mutable {
+    if (alive.expired()) return;
+    call_(type, std::move(payload), [this, t, synced, alive](std::expected<link_bytes, error> r) {
+      if (alive.expired()) return;
       {
         std::lock_guard lock(mutex_);
         if (!r) current_ = false;  // a batch missed: only a whole new copy mends it
@@ -169,7 +173,10 @@ std::error_code pool_mirror::wait(std::uint64_t ticket) {
 std::error_code pool_mirror::record(bool current) {
   auto promise = std::make_shared<std::promise<std::error_code>>();
   auto outcome = promise->get_future();
-  boost::asio::post(loop_, [this, current, promise] { record_(current, [promise](std::error_code e) { promise->set_value(e); }); });
+  boost::asio::post(loop_, [this, current, promise, alive = std::weak_ptr<int>(alive_)] {
+    if (alive.expired()) return promise->set_value(make_error_code(errc::canceled));
+    record_(current, [promise](std::error_code e) { promise->set_value(e); });
+  });
   const std::error_code e = outcome.get();
   std::lock_guard lock(mutex_);
   if (!e) recorded_ = current;

@@ -59,6 +59,8 @@ class pool_mirror final : public tiering::metadata_copy {
   using record_fn = std::function<void(bool current, std::function<void(std::error_code)> done)>;
 
   pool_mirror(boost::asio::any_io_executor loop, std::string pool, call_fn call, record_fn record);
+  // On the loop, after the store that fed it is gone.
+  ~pool_mirror() override = default;
 
   // The link came up: the next thing the store's thread does is send the
   // whole store (the caller pokes the store).
@@ -97,6 +99,8 @@ class pool_mirror final : public tiering::metadata_copy {
   std::optional<bool> recorded_;   // what the drives were last made to say
   std::uint64_t next_ticket_ = 0;
   std::map<std::uint64_t, std::optional<bool>> results_;  // synced batches' outcomes, until waited for
+  // The loop's: answers and posts that come after the mirror is gone see it expired.
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 
 class metadata_replicas {
