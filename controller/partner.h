@@ -1,11 +1,12 @@
 // The partner controller, as this controller sees it: the partner link
 // (partner_link.h) with the requests each side answers, and the events
-// its state makes. Today: the link's state, and the array-wide
-// configuration (config_sync.h): copied to a joining controller b, each
-// change replicated before it is acknowledged, and a controller that comes
-// back with an older generation brought up to date. To come
-// (README.md, "Two controllers"): each change replicated before it is
-// acknowledged, mirrored pool metadata, forwarded I/O, takeover.
+// its state makes: the array-wide configuration (config_sync.h) copied to
+// a joining controller b, each change replicated before it is
+// acknowledged, and a controller that comes back with an older
+// generation brought up to date; the partner's liveness from both
+// heartbeats. The pools' metadata copies and the hand-overs add their own
+// frames to link() (metadata_mirror.h, takeover.cc). To come (README.md,
+// "Two controllers"): forwarded I/O.
 //
 // Threads: the loop's. Reading the config store blocks, so the snapshot is
 // read on a thread of its own and answered from the loop.
