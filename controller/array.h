@@ -308,8 +308,8 @@ class array {
   array_identity identity_{};
   std::unique_ptr<controller::partner> partner_;
   // This controller's lease on its pools, renewed by its drive heartbeat
-  // (lease.h; with a partner only). Not yet asked by gates: fencing comes
-  // with takeover.
+  // (lease.h; with a partner only), which the gates in front of the
+  // shelf's drives ask at every request (shelf::fence).
   std::unique_ptr<controller::lease> lease_;
   std::vector<std::unique_ptr<disk_group>> groups_;
   std::vector<std::string> group_names_;  // groups_'s resource names ("groups/g1")
