@@ -429,7 +429,7 @@ void array::start_drive_heartbeats() {
   // Fenced from the first renewal on: a drive request made while the lease
   // has lapsed is held until the drives say this controller still owns
   // its pools (takeover.cc, confirm_ownership).
-  shelf_->fence([this] { return lease_->until() == device::time_point{} || lease_->usable(); },
+  shelf_->fence([this] { return !lease_->fenced(); },
                 [this] { boost::asio::post(loop_, [this] { confirm_ownership(); }); });
   partner_->start_heartbeats(clock_, std::move(drives), *lease_, generation_of(*config_));  // start-up: the store may be read here
   log("drive heartbeat on " + (names.empty() ? std::string("no drive (none has a controller area)") : names));

@@ -28,7 +28,10 @@ class lease {
   // not say the pools are still this controller's; the gates wait for
   // confirm().
   bool usable() const noexcept { return valid() && !lapsed_; }
-  bool lapsed() const noexcept { return lapsed_ || (until_ != device::time_point{} && !valid()); }
+  // Fenced: the lease was taken (the first beat renewed it) and is not
+  // usable now. Before the first beat, and after end(), nothing is held:
+  // a controller without a lease yet (start-up) or any more (its stop).
+  bool fenced() const noexcept { return until_ != device::time_point{} && !usable(); }
   device::time_point until() const noexcept { return until_; }
   device::duration length() const noexcept { return length_; }
   // A heartbeat that started at `beat_started` reached the drives.

@@ -197,7 +197,7 @@ metadata_replicas::metadata_replicas(boost::asio::any_io_executor loop, std::fil
       } else if (begin) {
         std::string why;
         copies_.erase(parts->first);
-        if (auto store = open_copy(parts->first, true, why)) {
+        if (auto store = open_copy(parts->first, why)) {
           copies_[parts->first] = std::move(store);
         } else {
           outcome = std::unexpected(make_error(errc::io_error, why));
@@ -230,10 +230,10 @@ metadata_replicas::~metadata_replicas() {
   copies_.clear();
 }
 
-std::unique_ptr<tiering::metadata_store> metadata_replicas::open_copy(const std::string& pool, bool anew, std::string& why) {
+std::unique_ptr<tiering::metadata_store> metadata_replicas::open_copy(const std::string& pool, std::string& why) {
   const std::filesystem::path dir = pools_dir_ / *pool_directory(pool);
   std::error_code ec;
-  if (anew) std::filesystem::remove_all(dir, ec);
+  std::filesystem::remove_all(dir, ec);  // a copy always begins empty
   std::filesystem::create_directories(dir, ec);
   auto store = tiering::metadata_store::open(dir.string(), loop_);
   if (!store) {

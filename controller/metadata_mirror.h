@@ -123,7 +123,8 @@ class metadata_replicas {
   void release(const std::string& pool);
 
  private:
-  std::unique_ptr<tiering::metadata_store> open_copy(const std::string& pool, bool anew, std::string& why);
+  // An empty copy of `pool`, anything there before removed; null and `why` if it cannot be opened.
+  std::unique_ptr<tiering::metadata_store> open_copy(const std::string& pool, std::string& why);
   boost::asio::any_io_executor loop_;
   const std::filesystem::path pools_dir_;
   std::map<std::string, std::unique_ptr<tiering::metadata_store>> copies_;  // the thread's

@@ -44,12 +44,12 @@ void array::read_ownership(const std::string& pool, std::function<void(ownership
 }
 
 void array::record_copy(const std::string& name, bool current, std::function<void(std::error_code)> done) {
-  const auto fenced = [](const std::string&) { return make_error_code(errc::permission_denied); };
+  const std::error_code fenced = make_error_code(errc::permission_denied);
   const served_pool* served = pool_named(name);
   if (served == nullptr) return done(make_error_code(errc::not_found));
-  if (served->lost) return done(fenced(name));
+  if (served->lost) return done(fenced);
   if (closed_) return done(make_error_code(errc::canceled));
-  if (lease_ && lease_->until() != device::time_point{} && !lease_->usable()) {
+  if (lease_ && lease_->fenced()) {
     // Lapsed: once the drives say whether the pool is still this
     // controller's (confirm_ownership), again.
     confirm_ownership();
@@ -66,9 +66,9 @@ void array::record_copy(const std::string& name, bool current, std::function<voi
       events_->record(severity::critical, name,
                       "its drives say controller " + f.newest->owner + " owns it (epoch " + std::to_string(f.newest->epoch) +
                           "): this controller no longer writes to them");
-      return done(fenced(name));
+      return done(fenced);
     }
-    if (lease_ && lease_->until() != device::time_point{} && !lease_->usable()) return record_copy(name, current, std::move(done));  // again, right before writing
+    if (lease_ && lease_->fenced()) return record_copy(name, current, std::move(done));  // again, right before writing
     pool_ownership o = p->ownership;
     o.serial = std::max(o.serial, f.newest ? f.newest->serial : 0) + 1;
     o.partner_copy = current;

@@ -5,6 +5,7 @@
 // goes down makes the next synced write wait until the drives are told
 // the copy is behind; a link back makes the whole copy anew.
 #include "controller/metadata_mirror.h"
+#include "tests/controller/within.h"
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -18,6 +19,7 @@
 #include <thread>
 
 using namespace strata;
+using strata::test::within;
 using namespace std::chrono_literals;
 namespace asio = boost::asio;
 using asio::ip::tcp;
@@ -55,16 +57,6 @@ std::map<std::string, std::string> contents(const tiering::metadata_store& s, co
   std::map<std::string, std::string> out;
   REQUIRE(!s.scan(c, [&](std::string_view k, std::string_view v) { out.emplace(k, v); }));
   return out;
-}
-
-template <class Pred>
-bool within(std::chrono::milliseconds limit, Pred pred) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return pred();
 }
 
 }  // namespace

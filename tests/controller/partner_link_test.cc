@@ -4,6 +4,7 @@
 // answered out of order, a wrong key, strangers, a partner frozen (its loop
 // blocked, as by SIGSTOP) and back.
 #include "controller/partner_link.h"
+#include "tests/controller/within.h"
 
 #include "target/iscsi/digest.h"
 
@@ -17,6 +18,7 @@
 #include <thread>
 
 using namespace strata;
+using strata::test::within;
 using namespace std::chrono_literals;
 namespace asio = boost::asio;
 using asio::ip::tcp;
@@ -103,16 +105,6 @@ struct side {
     return refusals;
   }
 };
-
-template <class Pred>
-bool within(std::chrono::milliseconds limit, Pred pred) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return pred();
-}
 
 bool any_says(const std::vector<std::string>& texts, const std::string& part) {
   for (const auto& t : texts) {
