@@ -229,6 +229,76 @@ std::pair<array::served_pool*, tiering::volume*> array::volume_named(std::string
   return {p, p->pool->find_volume(name.substr(at + 9))};
 }
 
+std::expected<array::served_volume, error> array::make_unit(const std::string& volume, const std::string& serial,
+                                                           std::uint32_t block_size_bytes, scsi::state_origin origin) {
+  if (block_size_bytes != 0 && block_size_bytes != 512 && block_size_bytes != tiering_block_bytes) {
+    return std::unexpected(make_error(errc::invalid_argument, volume + ": a block size of " +
+                                                                  std::to_string(block_size_bytes) + " bytes is not 512 or 4096"));
+  }
+  served_volume fresh;
+  fresh.serial = serial;
+  fresh.block_size_bytes = block_size_bytes;
+  const auto [pool, v] = volume_named(volume);
+  if (v == nullptr) {
+    const std::string pool_name = volume.substr(0, volume.find("/volumes/"));
+    if (!partner_ || pool_named(pool_name) != nullptr) return std::unexpected(make_error(errc::not_found, "no pool has volume " + volume));
+    // The partner serves it: this controller's ports forward to it.
+    fresh.forwarded = std::make_unique<forwarded_unit>(volume, forwarding_);
+    return fresh;
+  }
+  scsi::unit_identity id;
+  id.serial = serial;
+  id.non_rotating = false;  // mostly HDDs behind it
+  id.non_volatile_cache = pool->write_cache != nullptr;
+  // Initiators align to the volume's own blocks (READ CAPACITY(16)'s
+  // LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT: 3 for 512e).
+  id.physical_block_bytes = tiering_block_bytes;
+  id.relative_port = server_ ? server_->options().relative_target_port : 1;
+  id.port_group = id.relative_port;
+  id.port_groups = port_groups();
+  fresh.state = std::make_unique<config_unit_state_store>(*config_, "reservations/" + volume, loop_.get_executor(),
+                                                          state_writer_.get_executor());
+  device::block_device* presented = v;
+  if (block_size_bytes == 512) {
+    fresh.emulation = std::make_unique<device::emulated_512e>(*v);
+    presented = fresh.emulation.get();
+  }
+  fresh.unit = std::make_unique<scsi::logical_unit>(*presented, id, fresh.state.get());
+  // EXTENDED COPY within the volume only: a lookup across volumes would
+  // let one host copy into another host's volume.
+  fresh.unit->set_copy_targets([unit = fresh.unit.get()](std::span<const std::uint8_t, 16> naa) {
+    return std::ranges::equal(unit->naa_designator(), naa) ? unit : nullptr;
+  });
+  if (auto restored = fresh.unit->restore_state(origin); !restored) {
+    log(volume + ": its reservation state was not restored: " + restored.error().message);
+  }
+  return fresh;
+}
+
+std::vector<scsi::target_port_group> array::port_groups() const {
+  if (!partner_) return {};  // one controller: one group, one port
+  const bool a = options_.controller == "a";
+  const scsi::target_port_group own{static_cast<std::uint16_t>(a ? 1 : 2), scsi::alua_state::active_optimized, {static_cast<std::uint16_t>(a ? 1 : 2)}};
+  const scsi::target_port_group other{static_cast<std::uint16_t>(a ? 2 : 1), scsi::alua_state::active_non_optimized, {static_cast<std::uint16_t>(a ? 2 : 1)}};
+  return a ? std::vector{own, other} : std::vector{other, own};
+}
+
+forwarding_state array::forwarding_now() const {
+  if (!partner_) return forwarding_state::transitioning;
+  switch (partner_->state()) {
+    case partner::liveness::active:
+      return partner_->up() ? forwarding_state::forwarding : forwarding_state::transitioning;
+    case partner::liveness::unreachable:
+      // Alive by its drive heartbeat with the link down: for the first
+      // seconds that is also what a dead partner looks like.
+      return clock_.now() - liveness_since_ > std::chrono::seconds(3) ? forwarding_state::unavailable
+                                                                      : forwarding_state::transitioning;
+    case partner::liveness::down:
+      break;
+  }
+  return forwarding_state::transitioning;  // taken over from here, or nobody can serve it
+}
+
 std::expected<void, error> array::map_volume(const std::string& volume, const std::string& serial,
                                              std::uint32_t block_size_bytes, const std::string& host, std::uint32_t lun) {
   const auto h = hosts_.find(host);
@@ -239,39 +309,11 @@ std::expected<void, error> array::map_volume(const std::string& volume, const st
   }
   auto served = units_.find(volume);
   if (served == units_.end()) {
-    tiering::volume* v = volume_named(volume).second;
-    if (v == nullptr) return std::unexpected(make_error(errc::not_found, "no pool has volume " + volume));
-    if (block_size_bytes != 0 && block_size_bytes != 512 && block_size_bytes != tiering_block_bytes) {
-      return std::unexpected(make_error(errc::invalid_argument, volume + ": a block size of " +
-                                                                    std::to_string(block_size_bytes) + " bytes is not 512 or 4096"));
-    }
-    scsi::unit_identity id;
-    id.serial = serial;
-    id.non_rotating = false;  // mostly HDDs behind it
-    id.non_volatile_cache = volume_named(volume).first->write_cache != nullptr;
-    // Initiators align to the volume's own blocks (READ CAPACITY(16)'s
-    // LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT: 3 for 512e).
-    id.physical_block_bytes = tiering_block_bytes;
-    served_volume fresh;
-    fresh.state = std::make_unique<config_unit_state_store>(*config_, "reservations/" + volume, loop_.get_executor(),
-                                                            state_writer_.get_executor());
-    device::block_device* presented = v;
-    if (block_size_bytes == 512) {
-      fresh.emulation = std::make_unique<device::emulated_512e>(*v);
-      presented = fresh.emulation.get();
-    }
-    fresh.unit = std::make_unique<scsi::logical_unit>(*presented, id, fresh.state.get());
-    // EXTENDED COPY within the volume only: a lookup across volumes would
-    // let one host copy into another host's volume.
-    fresh.unit->set_copy_targets([unit = fresh.unit.get()](std::span<const std::uint8_t, 16> naa) {
-      return std::ranges::equal(unit->naa_designator(), naa) ? unit : nullptr;
-    });
-    if (auto restored = fresh.unit->restore_state(scsi::state_origin::power_loss); !restored) {
-      log(volume + ": its reservation state was not restored: " + restored.error().message);
-    }
-    served = units_.emplace(volume, std::move(fresh)).first;
+    auto fresh = make_unit(volume, serial, block_size_bytes, scsi::state_origin::power_loss);
+    if (!fresh) return std::unexpected(fresh.error());
+    served = units_.emplace(volume, std::move(*fresh)).first;
   }
-  if (auto e = luns.add(static_cast<std::uint16_t>(lun), *served->second.unit)) {
+  if (auto e = luns.add(static_cast<std::uint16_t>(lun), served->second.presented())) {
     if (served->second.mappings == 0) units_.erase(served);
     return std::unexpected(make_error(errc::invalid_argument, "LUN " + std::to_string(lun) + ": " + e.message()));
   }
@@ -280,13 +322,50 @@ std::expected<void, error> array::map_volume(const std::string& volume, const st
   return {};
 }
 
+void array::present_pool(const std::string& pool, bool here) {
+  const std::string prefix = pool + "/volumes/";
+  std::set<scsi::lun_map*> changed;
+  for (auto& [volume, served] : units_) {
+    if (!volume.starts_with(prefix) || (served.unit != nullptr) == here) continue;
+    auto fresh = here ? make_unit(volume, served.serial, served.block_size_bytes, scsi::state_origin::failover)
+                      : [&]() -> std::expected<served_volume, error> {
+                          served_volume f;
+                          f.serial = served.serial;
+                          f.block_size_bytes = served.block_size_bytes;
+                          f.forwarded = std::make_unique<forwarded_unit>(volume, forwarding_);
+                          return f;
+                        }();
+    if (!fresh) {
+      events_->record(severity::error, volume, "its hosts' LUNs still reach it the old way: " + fresh.error().message);
+      continue;
+    }
+    scsi::unit_interface& old = served.presented();
+    for (auto& [name, h] : hosts_) {
+      for (const std::uint16_t lun : h.luns->luns()) {
+        if (h.luns->find(lun) != &old) continue;
+        h.luns->replace(lun, fresh->presented());
+        changed.insert(h.luns.get());
+      }
+    }
+    fresh->mappings = served.mappings;
+    retiring_.push_back(std::move(served));
+    served = std::move(*fresh);
+    if (served.forwarded) served.forwarded->reannounce();
+  }
+  // The same volumes behind the same LUNs: no REPORTED LUNS DATA HAS CHANGED.
+  if (server_) {
+    for (scsi::lun_map* luns : changed) server_->luns_changed(*luns, false);
+  }
+  retire_units([] {});
+}
+
 void array::unmap_volume(const std::string& host, std::uint32_t lun, std::function<void(std::expected<void, error>)> done) {
   const auto h = hosts_.find(host);
-  scsi::logical_unit* unit = h == hosts_.end() || lun >= scsi::lun_count ? nullptr : h->second.luns->find(lun);
+  scsi::unit_interface* unit = h == hosts_.end() || lun >= scsi::lun_count ? nullptr : h->second.luns->find(lun);
   if (unit == nullptr) return done(std::unexpected(make_error(errc::not_found, host + " has no LUN " + std::to_string(lun))));
   h->second.luns->remove(static_cast<std::uint16_t>(lun));
   server_->luns_changed(*h->second.luns);  // before the unit may go: sessions tell it their nexus is gone
-  const auto served = std::ranges::find_if(units_, [&](const auto& u) { return u.second.unit.get() == unit; });
+  const auto served = std::ranges::find_if(units_, [&](const auto& u) { return &u.second.presented() == unit; });
   if (--served->second.mappings == 0) {
     retiring_.push_back(std::move(served->second));
     units_.erase(served);
@@ -296,7 +375,7 @@ void array::unmap_volume(const std::string& host, std::uint32_t lun, std::functi
 
 void array::retire_units(std::function<void()> done) {
   std::erase_if(retiring_, [&](const served_volume& v) {
-    return v.unit->commands_in_flight() == 0 && std::ranges::all_of(hosts_, [](const auto& h) { return h.second.luns->answers_in_flight() == 0; });
+    return v.presented().commands_in_flight() == 0 && std::ranges::all_of(hosts_, [](const auto& h) { return h.second.luns->answers_in_flight() == 0; });
   });
   if (retiring_.empty()) return done();
   auto later = std::make_shared<boost::asio::steady_timer>(loop_, std::chrono::milliseconds(1));
@@ -364,7 +443,7 @@ void array::resize_volume(const std::string& name, std::uint64_t bytes, std::fun
   served_pool* p = volume_named(name).first;
   if (p == nullptr) return done(std::unexpected(make_error(errc::not_found, "no pool has volume " + name)));
   p->pool->resize_volume(short_name(name), bytes / tiering_block_bytes, [this, name, done = std::move(done)](std::expected<void, error> r) {
-    if (const auto served = units_.find(name); r && served != units_.end()) served->second.unit->capacity_changed();
+    if (const auto served = units_.find(name); r && served != units_.end() && served->second.unit) served->second.unit->capacity_changed();
     done(std::move(r));
   });
 }
@@ -527,6 +606,7 @@ std::expected<void, error> array::serve() {
   iscsi::server_options options;
   options.log = [this](std::string_view what) { log(std::string(what)); };
   options.portals = options_.iscsi_portals;
+  options.relative_target_port = options_.controller == "a" ? 1 : 2;
   server_ = std::make_unique<iscsi::server>(loop_.get_executor(), std::vector<iscsi::target_node>{}, options);
   for (const auto& [key, bytes] : config_->list("hosts/")) {
     auto host = decode<v1::Host>(key, bytes);
@@ -541,8 +621,8 @@ std::expected<void, error> array::serve() {
     if (!volume_bytes) return std::unexpected(make_error(errc::not_found, key + ": no volume " + mapping->volume()));
     auto volume = decode<v1::Volume>(mapping->volume(), *volume_bytes);
     if (!volume) return std::unexpected(volume.error());
-    if (pool_named(mapping->volume().substr(0, mapping->volume().find("/volumes/"))) == nullptr) {
-      log(key + ": " + mapping->volume() + " is in a pool the partner serves: not presented here yet (forwarding comes with ALUA)");
+    if (!partner_ && pool_named(mapping->volume().substr(0, mapping->volume().find("/volumes/"))) == nullptr) {
+      log(key + ": " + mapping->volume() + " is in a pool this controller does not serve: not presented");
       continue;
     }
     if (auto mapped = map_volume(volume->name(), volume->serial(), volume->block_size_bytes(), mapping->host(), mapping->lun()); !mapped) {
@@ -592,9 +672,13 @@ void array::close() {
   closed_ = true;
   loop_.restart();  // stopped by the daemon: the waits below run it again
   if (partner_) partner_->stop_answering();  // the partner's management calls: refused from now on
+  // Forwarded commands too: the partner's ports answer them "transitioning"
+  // until it takes the pools over or this controller is back.
+  receiving_ = false;
   auto units_idle = [&] {
+    if (receiver_ && receiver_->in_flight() > 0) return false;
     for (const auto& [name, v] : units_) {
-      if (v.unit->commands_in_flight() > 0) return false;
+      if (v.presented().commands_in_flight() > 0) return false;
     }
     for (const auto& [name, h] : hosts_) {
       if (h.luns->answers_in_flight() > 0) return false;

@@ -29,6 +29,7 @@
 #include "controller/disk_group.h"
 #include "controller/drive_bay.h"
 #include "controller/event_log.h"
+#include "controller/forwarded_unit.h"
 #include "controller/identity.h"
 #include "controller/lease.h"
 #include "controller/metadata_mirror.h"
@@ -411,15 +412,49 @@ class array {
   std::unique_ptr<metadata_replicas> replicas_;
   std::set<std::string> taking_over_;  // pools whose takeover runs
   boost::asio::thread_pool state_writer_{1};  // the reservation state's synced writes
-  // A volume being served: its logical unit, over its reservation state.
+  // A volume presented to hosts: its logical unit here, over its
+  // reservation state, when this controller serves its pool; else a
+  // forwarded unit, which sends its commands to the partner's
+  // (forwarded_unit.h). Hosts see one LUN either way.
   struct served_volume {
+    std::string serial;
+    std::uint32_t block_size_bytes = 0;
     std::unique_ptr<config_unit_state_store> state;
     // 512-byte blocks over the volume's 4096-byte ones, for a 512e volume;
     // declared before the unit, which uses it and goes first.
     std::unique_ptr<device::emulated_512e> emulation;
     std::unique_ptr<scsi::logical_unit> unit;
+    std::unique_ptr<forwarded_unit> forwarded;
     std::size_t mappings = 0;  // hosts that see it
+    scsi::unit_interface& presented() const { return unit ? static_cast<scsi::unit_interface&>(*unit) : *forwarded; }
   };
+  // The unit for `volume` as things stand: a logical unit when its pool
+  // is served here, else (with a partner) a forwarded unit; why not.
+  std::expected<served_volume, error> make_unit(const std::string& volume, const std::string& serial,
+                                                std::uint32_t block_size_bytes, scsi::state_origin origin);
+  // Every volume of pool `pool` presented to hosts is now reached through
+  // a logical unit here (`here`, after a takeover or a hand-over to this
+  // controller), or through a forwarded unit (after this controller
+  // handed the pool over). The hosts' LUNs stay; the sessions announce
+  // their nexuses to the new units; the old ones retire once idle.
+  void present_pool(const std::string& pool, bool here);
+  // Presents every mapping of the configuration and withdraws LUNs no
+  // mapping names: after the partner changed the mappings.
+  void present_mappings();
+  // The target port groups, from this controller's view: its own ports
+  // active/optimized (it serves the units it runs), the partner's
+  // active/non-optimized (they forward to it).
+  std::vector<scsi::target_port_group> port_groups() const;
+  // Where forwarding stands (forwarded_unit.h): forwarding while the link
+  // is up; unavailable when the partner has been alive without a link for
+  // longer than it takes to notice a dead one; transitioning otherwise.
+  forwarding_state forwarding_now() const;
+  forwarding_path forwarding_;
+  // Runs the partner's forwarded commands on the units here (with a
+  // partner); not while close() drains them (`receiving_` false).
+  std::unique_ptr<forward_receiver> receiver_;
+  bool receiving_ = true;
+  device::time_point liveness_since_{};  // when the partner's liveness last changed
   std::map<std::string, served_volume> units_;  // by volume name
   // A host: its terms and its view of the units (LUN masking).
   struct served_host {

@@ -391,8 +391,31 @@ std::expected<void, error> array::start_partner() {
   partner_ = std::make_unique<controller::partner>(loop_.get_executor(), *config_, *events_, o);
   partner_->on_applied = [this](const config_change& change) { partner_changed(change); };
   replicas_ = std::make_unique<metadata_replicas>(loop_.get_executor(), options_.state_dir / "pools", partner_->link());
+  forwarding_.loop = loop_.get_executor();
+  forwarding_.call = [this](std::uint16_t type, link_bytes payload, link_reply done) {
+    partner_->link().call(type, std::move(payload), std::move(done));
+  };
+  forwarding_.state = [this] { return forwarding_now(); };
+  const auto groups = port_groups();
+  const bool a = options_.controller == "a";
+  forwarding_.own_group = groups[a ? 0 : 1];
+  forwarding_.partner_group = groups[a ? 1 : 0];
+  receiver_ = std::make_unique<forward_receiver>([this](const std::string& volume) -> scsi::logical_unit* {
+    const auto it = units_.find(volume);
+    return receiving_ && it != units_.end() ? it->second.unit.get() : nullptr;
+  });
+  partner_->link().handle(link_type::scsi_command, [this](link_bytes payload, link_reply reply) {
+    receiver_->command(std::move(payload), std::move(reply));
+  });
+  partner_->link().handle(link_type::scsi_nexus_event, [this](link_bytes payload, link_reply reply) {
+    receiver_->nexus_event(std::move(payload), std::move(reply));
+  });
   partner_->on_link = [this](bool up) {
     if (!up) return;
+    // The partner's units hear again of the nexuses of the hosts logged in here.
+    for (auto& [volume, served] : units_) {
+      if (served.forwarded) served.forwarded->reannounce();
+    }
     for (auto& [name, p] : pools_) {
       if (!p.mirror) continue;
       p.mirror->link_up();  // a new copy of everything: batches may have gone missing while it was down
@@ -403,6 +426,7 @@ std::expected<void, error> array::start_partner() {
     receive_pool(std::string(payload.begin(), payload.end()), std::move(reply));
   });
   partner_->on_liveness = [this](partner::liveness l) {
+    liveness_since_ = clock_.now();
     if (l == partner::liveness::down) take_over_pools();
   };
   for (auto& [name, p] : pools_) {
@@ -477,6 +501,7 @@ void array::answer_partner_calls(std::function<link_bytes(link_bytes)> answer) {
 }
 
 void array::partner_changed(const config_change& change) {
+  bool mappings_changed = false;
   for (const auto& [key, value] : change) {
     if (top_level(key, "pools/") && value) {
       // The partner's record of who owns the pool is the partner's view:
@@ -491,12 +516,39 @@ void array::partner_changed(const config_change& change) {
         }
       }
     }
+    if (key.starts_with("mappings/")) {
+      mappings_changed = true;
+      continue;
+    }
     if (!key.starts_with("hosts/")) continue;
     v1::Host host;
     if (value && host.ParseFromString(*value)) {
       if (auto served = set_host(key, host_access_of(host)); !served) log(key + ": " + served.error().message);
     } else if (!value && hosts_.contains(key)) {
       if (auto removed = remove_host(key); !removed) log(key + ": " + removed.error().message);
+    }
+  }
+  if (mappings_changed) present_mappings();
+}
+
+void array::present_mappings() {
+  std::set<std::pair<std::string, std::uint32_t>> wanted;
+  for (const auto& [key, bytes] : config_->list("mappings/")) {
+    auto mapping = decode<v1::Mapping>(key, bytes);
+    if (!mapping) continue;
+    wanted.emplace(mapping->host(), mapping->lun());
+    const auto h = hosts_.find(mapping->host());
+    if (h == hosts_.end() || h->second.luns->find(mapping->lun()) != nullptr) continue;
+    const auto volume_bytes = config_->get(mapping->volume());
+    auto volume = volume_bytes ? decode<v1::Volume>(mapping->volume(), *volume_bytes)
+                               : std::unexpected(make_error(errc::not_found, "no volume " + mapping->volume()));
+    auto mapped = volume ? map_volume(volume->name(), volume->serial(), volume->block_size_bytes(), mapping->host(), mapping->lun())
+                         : std::expected<void, error>(std::unexpected(volume.error()));
+    if (!mapped) events_->record(severity::error, key, "made through controller " + partner_->name() + ", not presented here: " + mapped.error().message);
+  }
+  for (const auto& [name, h] : hosts_) {
+    for (const std::uint16_t lun : h.luns->luns()) {
+      if (!wanted.contains({name, lun})) unmap_volume(name, lun, [](std::expected<void, error>) {});
     }
   }
 }

@@ -177,9 +177,13 @@ std::expected<void, error> array::take_over_now(const v1::Pool& record, const po
   if (!loaded) return std::unexpected(loaded.error());
   loaded->ownership = o;
   adopt_pool(record.name(), std::move(*loaded));
+  // The LUNs this controller's ports forwarded are served here now; any
+  // mapping not yet presented (made while the link was down) is added.
+  present_pool(record.name(), true);
   for (const auto& [key, bytes] : config_->list("mappings/")) {
     auto mapping = decode<v1::Mapping>(key, bytes);
     if (!mapping || !mapping->volume().starts_with(record.name() + "/volumes/")) continue;
+    if (const auto h = hosts_.find(mapping->host()); h != hosts_.end() && h->second.luns->find(mapping->lun()) != nullptr) continue;
     const auto volume_bytes = config_->get(mapping->volume());
     if (!volume_bytes) continue;
     auto volume = decode<v1::Volume>(mapping->volume(), *volume_bytes);
@@ -207,17 +211,10 @@ void array::hand_over(const std::string& name) {
   const std::string to = partner_->name();
   events_->record(severity::info, name, "handing the pool over to controller " + to + ", its home, which holds a current copy of its metadata: its I/O pauses");
   const auto started = clock_.now();
-  // Its LUNs withdrawn here first: commands in flight end.
-  std::vector<std::pair<std::string, std::uint32_t>> luns;
-  for (const auto& [key, mapping_bytes] : config_->list("mappings/")) {
-    auto mapping = decode<v1::Mapping>(key, mapping_bytes);
-    if (mapping && mapping->volume().starts_with(name + "/volumes/")) luns.emplace_back(mapping->host(), mapping->lun());
-  }
-  std::size_t left = luns.size();
-  for (const auto& [host, lun] : luns) {
-    unmap_volume(host, lun, [&left](std::expected<void, error>) { --left; });
-  }
-  wait([&] { return left == 0; });
+  // Its LUNs forwarded from now on (answering "transitioning" until the
+  // partner serves the pool); the units here retire once their commands end.
+  present_pool(name, false);
+  wait([&] { return retiring_.empty(); });
   p = pool_named(name);
   p->migrator->stop();
   quiesce_pool(*p);

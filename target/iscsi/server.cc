@@ -254,24 +254,26 @@ class session : public std::enable_shared_from_this<session> {
   void announce_nexus() {
     if (target == nullptr) return;
     for (const std::uint16_t l : access->luns->luns()) {
-      scsi::logical_unit* unit = access->luns->find(l);
-      unit->nexus_created(scsi::i_t_nexus{*initiator_port});
+      scsi::unit_interface* unit = access->luns->find(l);
+      unit->nexus_created(nexus());
       announced_.push_back(unit);
     }
     nexus_announced_ = true;
   }
+  // This session's I_T nexus: its initiator port, the server's target port.
+  scsi::i_t_nexus nexus() const { return scsi::i_t_nexus{*initiator_port, server_.options().relative_target_port}; }
   // The units behind access->luns changed (server::luns_changed).
-  void reannounce_nexus() {
+  void reannounce_nexus(bool inventory_changed) {
     if (!nexus_announced_ || ended) return;
-    const scsi::i_t_nexus nexus{*initiator_port};
-    std::vector<scsi::logical_unit*> now;
+    const scsi::i_t_nexus nexus = this->nexus();
+    std::vector<scsi::unit_interface*> now;
     for (const std::uint16_t l : access->luns->luns()) now.push_back(access->luns->find(l));
-    for (scsi::logical_unit* gone : announced_) {
+    for (scsi::unit_interface* gone : announced_) {
       if (std::ranges::find(now, gone) == now.end()) gone->nexus_lost(nexus);
     }
-    for (scsi::logical_unit* unit : now) {
+    for (scsi::unit_interface* unit : now) {
       if (std::ranges::find(announced_, unit) == announced_.end()) unit->nexus_created(nexus);
-      unit->establish_unit_attention(nexus, scsi::asc::reported_luns_data_has_changed);
+      if (inventory_changed) unit->establish_unit_attention(nexus, scsi::asc::reported_luns_data_has_changed);
     }
     announced_ = std::move(now);
   }
@@ -285,7 +287,7 @@ class session : public std::enable_shared_from_this<session> {
     server_.sessions_.erase(this);
     if (!nexus_announced_) return;
     nexus_announced_ = false;
-    for (scsi::logical_unit* unit : announced_) unit->nexus_lost(scsi::i_t_nexus{*initiator_port});
+    for (scsi::unit_interface* unit : announced_) unit->nexus_lost(nexus());
     announced_.clear();
   }
 
@@ -294,7 +296,7 @@ class session : public std::enable_shared_from_this<session> {
   bool nexus_announced_ = false;
   // The units told of this session's nexus: those of access->luns when it
   // was announced or last changed.
-  std::vector<scsi::logical_unit*> announced_;
+  std::vector<scsi::unit_interface*> announced_;
 };
 
 class connection : public std::enable_shared_from_this<connection> {
@@ -703,7 +705,7 @@ asio::awaitable<bool> connection::login() {
       co_return fail(login_status::authentication_failed, "the operational stage before CHAP; this initiator must authenticate");
     }
     if (!portal_group_sent_ && params_.type == session_type::normal) {
-      answers.emplace_back("TargetPortalGroupTag", "1");  // in the first response only
+      answers.emplace_back("TargetPortalGroupTag", std::to_string(server_.options().relative_target_port));  // in the first response only
       portal_group_sent_ = true;
     }
     const bool entering = transit && nsg == full_feature_phase;
@@ -1142,6 +1144,7 @@ void connection::execute(command& c) {
   if (c.writes && !c.discard) c.task.data_out = c.out.bytes().first(c.received_bytes);
   c.port = session_->initiator_port;  // the task may outlive the session
   c.task.nexus.initiator_port = *c.port;
+  c.task.nexus.relative_target_port = server_.options().relative_target_port;
   c.task.context = &c;
   c.task.on_complete = &connection::on_task_done;
   c.self = c.shared_from_this();
@@ -1310,14 +1313,17 @@ void connection::answer_text(const bhs& h, std::vector<std::uint8_t> data) {
       answers.emplace_back(k, "NotUnderstood");
       continue;
     }
-    std::vector<std::string> addresses;  // "host:port,1"
-    for (const std::string& portal : server_.options().portals) addresses.push_back(portal + ",1");
+    std::vector<std::string> addresses;  // "host:port,TAG"
+    const std::string tag = "," + std::to_string(server_.options().relative_target_port);
+    for (const std::string& portal : server_.options().portals) {
+      addresses.push_back(portal.find(',') == std::string::npos ? portal + tag : portal);
+    }
     if (addresses.empty()) {
       boost::system::error_code ec;
       const auto here = socket_.local_endpoint(ec);
       if (ec) break;
       addresses.push_back((here.address().is_v6() ? "[" + here.address().to_string() + "]" : here.address().to_string()) + ":" +
-                          std::to_string(here.port()) + ",1");
+                          std::to_string(here.port()) + tag);
     }
     for (const auto& t : server_.targets()) {
       if (v != "All" && v != t->name && !(v.empty() && target_ != nullptr && t->name == target_->name)) continue;
@@ -1381,7 +1387,7 @@ void connection::manage_tasks(const bhs& h) {
   };
   const std::uint8_t function = h.flags() & 0x7f;
   const std::uint64_t lun_field = h.lun_field();
-  scsi::logical_unit* unit = access_->luns->find(lun_of(lun_field));
+  scsi::unit_interface* unit = access_->luns->find(lun_of(lun_field));
   // Every command of this session (on any of its connections) that `pred`
   // picks is aborted; the response goes when the last of those the unit
   // runs has finished.
@@ -1424,20 +1430,22 @@ void connection::manage_tasks(const bhs& h) {
     case tmf::logical_unit_reset:
       if (unit == nullptr) return respond_now(tmf::lun_does_not_exist);
       abort_all([&](const command& c) { return c.lun_field == lun_field; });
-      tmf->then = [unit, port = s.initiator_port]() { unit->reset(scsi::i_t_nexus{*port}); };
+      tmf->then = [unit, port = s.initiator_port, at = server_.options().relative_target_port]() {
+        unit->reset(scsi::i_t_nexus{*port, at});
+      };
       break;
     case tmf::target_warm_reset:
     case tmf::target_cold_reset: {
       if (function == tmf::target_cold_reset && !timing_.allow_target_cold_reset) return respond_now(tmf::authorization_failed);
       abort_all([](const command&) { return true; });
-      std::vector<scsi::logical_unit*> units;
+      std::vector<scsi::unit_interface*> units;
       for (const std::uint16_t l : access_->luns->luns()) units.push_back(access_->luns->find(l));
       // A cold reset ends every session of the target (RFC 7143 11.5.1),
       // this connection once its response is written.
       tmf->close_after = function == tmf::target_cold_reset;
-      tmf->then = [units, port = s.initiator_port, cold = tmf->close_after, srv = &server_, alive = server_alive_,
-                   target = target_->name, except = weak_from_this()]() {
-        for (scsi::logical_unit* u : units) u->reset(scsi::i_t_nexus{*port});
+      tmf->then = [units, port = s.initiator_port, at = server_.options().relative_target_port, cold = tmf->close_after,
+                   srv = &server_, alive = server_alive_, target = target_->name, except = weak_from_this()]() {
+        for (scsi::unit_interface* u : units) u->reset(scsi::i_t_nexus{*port, at});
         if (cold && !alive.expired()) srv->close_sessions_of(target, except.lock().get());
       };
       break;
@@ -1670,9 +1678,9 @@ void server::set_target(target_node target) {
   }
 }
 
-void server::luns_changed(const scsi::lun_map& luns) {
+void server::luns_changed(const scsi::lun_map& luns, bool inventory_changed) {
   for (session* s : std::vector<session*>(sessions_.begin(), sessions_.end())) {
-    if (s->access != nullptr && s->access->luns == &luns) s->reannounce_nexus();
+    if (s->access != nullptr && s->access->luns == &luns) s->reannounce_nexus(inventory_changed);
   }
 }
 

@@ -77,8 +77,15 @@ struct server_options {
   // answered (up to 16 MiB each): its CmdSN window closes at this, so that
   // one initiator cannot pin the memory every other session needs.
   std::size_t max_held_write_bytes = 64u << 20;
+  // This server's target portal group tag (the TargetPortalGroupTag of its
+  // logins), which is also its SCSI target port's relative target port
+  // identifier (task::nexus): on a dual-controller array, 1 on controller
+  // a and 2 on b, so that a host logged in to both is two I_T nexuses and
+  // ALUA tells the two paths apart.
+  std::uint16_t relative_target_port = 1;
   // The portals SendTargets names in TargetAddress, each "host:port" (a
-  // DNS name, an IPv4 address or an [IPv6] one), all in portal group 1:
+  // DNS name, an IPv4 address or an [IPv6] one) in this server's portal
+  // group, or "host:port,TAG" in another's (the partner controller's):
   // the addresses initiators reach the target at, where that is not the
   // one they came in on (NAT, a service address, several interfaces).
   // Empty: the address the discovery connection came in on.
@@ -140,7 +147,11 @@ class server {
   // REPORTED LUNS DATA HAS CHANGED (3F/0E) on every unit it now sees
   // (SPC-4 6.33, as Linux-IO does). Call it before a unit that left the
   // map is destroyed. REQUIRES: the units run on this server's loop.
-  void luns_changed(const scsi::lun_map& luns);
+  // `inventory_changed` false: the same volumes behind the same LUNs, each
+  // now reached through another unit (a controller took its pool over or
+  // handed it back): the nexuses are announced to the new units, and no
+  // 3F/0E is reported.
+  void luns_changed(const scsi::lun_map& luns, bool inventory_changed = true);
 
   const std::vector<std::shared_ptr<const target_node>>& targets() const noexcept { return targets_; }
   const server_options& options() const noexcept { return options_; }

@@ -85,10 +85,39 @@
 #include "target/scsi/sense.h"
 #include "target/scsi/task.h"
 #include "target/scsi/task_set.h"
+#include "target/scsi/unit_interface.h"
 #include "target/scsi/unit_attentions.h"
 #include "target/scsi/unit_state_store.h"
 
 namespace strata::scsi {
+
+// Asymmetric access states (SPC-4 5.16.2.1), as REPORT TARGET PORT GROUPS
+// codes them.
+enum class alua_state : std::uint8_t {
+  active_optimized = 0x0,
+  active_non_optimized = 0x1,
+  standby = 0x2,
+  unavailable = 0x3,
+  transitioning = 0xf,
+};
+
+// One target port group: its id, its state, its ports' relative target
+// port identifiers. All nonzero.
+struct target_port_group {
+  std::uint16_t id = 1;
+  alua_state state = alua_state::active_optimized;
+  std::vector<std::uint16_t> relative_ports;
+};
+
+// The REPORT TARGET PORT GROUPS parameter data for `groups` (SPC-4
+// 6.37), for the allocation length of `cdb`: whoever answers it (a unit,
+// or a controller whose path to the unit is down) answers the same way.
+// Empty when the CDB asks for a format other than 000b or 001b.
+// `implicit_transition_seconds`: how long a transition may take (the
+// extended header's IMPLICIT TRANSITION TIME; Linux waits that long).
+std::vector<std::uint8_t> report_target_port_groups_data(std::span<const target_port_group> groups,
+                                                         std::uint8_t format,
+                                                         std::uint8_t implicit_transition_seconds);
 
 // What a logical unit says about itself: INQUIRY, its VPD pages, READ
 // CAPACITY(16) and REPORT TARGET PORT GROUPS.
@@ -141,12 +170,20 @@ struct unit_identity {
   // is refused.
   std::uint32_t atomic_write_bytes = 4096;
   // The port through which this unit is reached, for VPD 83h and REPORT
-  // TARGET PORT GROUPS (implicit ALUA, one group, active/optimized). Both nonzero.
+  // TARGET PORT GROUPS, when `port_groups` is empty: one group,
+  // active/optimized, with this one port. Both nonzero.
   std::uint16_t relative_port = 1;
   std::uint16_t port_group = 1;
+  // Implicit ALUA over several target ports (a dual-controller array: each
+  // controller's ports one group, active/optimized on the controller that
+  // serves the volume, active/non-optimized on the one that forwards to
+  // it). VPD 83h reports the port a command came through
+  // (task::nexus.relative_target_port) and the group holding it; REPORT
+  // TARGET PORT GROUPS lists every group. Empty: the one group above.
+  std::vector<target_port_group> port_groups;
 };
 
-class logical_unit {
+class logical_unit final : public unit_interface {
  public:
   // Limits, reported in VPD B0h and enforced (ILLEGAL REQUEST 24/00 beyond).
   // The transfer cap bounds the memory one command may pin.
@@ -172,6 +209,10 @@ class logical_unit {
   // allocation length holds fewer); the initiator asks again from where the
   // last one ends. Bounds the work of one command.
   static constexpr std::size_t max_lba_status_descriptors = 128;
+  // REPORT TARGET PORT GROUPS' IMPLICIT TRANSITION TIME: the longest a
+  // controller takeover may keep a path transitioning (the goal is 10 s
+  // p99; Linux's ALUA handler waits this long before giving up on it).
+  static constexpr std::uint8_t implicit_transition_seconds = 30;
 
   // REQUIRES: identity.relative_port and identity.port_group nonzero.
   // `state_store`, if given, keeps the persistent reservation state across
@@ -187,12 +228,12 @@ class logical_unit {
   // t.data_in and t.data_in_bytes, then calls t.on_complete(t) once, later,
   // on executor().
   // REQUIRES: on executor()'s thread; t.on_complete set; t not in flight.
-  void execute(task& t) noexcept;
+  void execute(task& t) noexcept override;
 
-  boost::asio::any_io_executor executor() const noexcept { return volume_.executor(); }
+  boost::asio::any_io_executor executor() const noexcept override { return volume_.executor(); }
   const unit_identity& identity() const noexcept { return identity_; }
   device::block_device& volume() const noexcept { return volume_; }
-  std::size_t commands_in_flight() const noexcept {
+  std::size_t commands_in_flight() const noexcept override {
     return in_flight_ + reservations_.operations_in_flight() + tasks_.held();
   }
 
@@ -244,30 +285,31 @@ class logical_unit {
   // The transport announces each I_T nexus to each unit it can reach, and
   // says when one ends (unit_attentions.h: the unit learns of none from the
   // commands themselves). A lost nexus also loses its RESERVE(6).
-  void nexus_created(const i_t_nexus& n) { attentions_.nexus_created(n); }
-  void nexus_lost(const i_t_nexus& n) {
+  void nexus_created(const i_t_nexus& n) override { attentions_.nexus_created(n); }
+  void nexus_lost(const i_t_nexus& n) override {
     reservations_.nexus_lost(n);
     attentions_.nexus_lost(n);
     forget_copy_results(&n);  // held EXTENDED COPY results die with their nexus
   }
   // A condition the transport reports for nexus `n` (3F/0E REPORTED LUNS
   // DATA HAS CHANGED when its LUN map changed): unit_attentions.h.
-  void establish_unit_attention(const i_t_nexus& n, additional_sense code) { attentions_.establish(n, code); }
-  void clear_unit_attention(const i_t_nexus& n, additional_sense code) { attentions_.clear(n, code); }
+  void establish_unit_attention(const i_t_nexus& n, additional_sense code) override { attentions_.establish(n, code); }
+  void clear_unit_attention(const i_t_nexus& n, additional_sense code) override { attentions_.clear(n, code); }
   // LOGICAL UNIT RESET, received on nexus `by`: releases the RESERVE(6)
   // reservation (persistent ones stay) and establishes 29/03 for every
   // nexus, `by` included (SAM-5 6.3.3: "every I_T nexus"; libiscsi's
   // multipath reset test checks the issuing path too). Commands in flight
   // complete normally (there is no abort).
-  void reset([[maybe_unused]] const i_t_nexus& by) {
+  void reset([[maybe_unused]] const i_t_nexus& by) override {
     reservations_.reset();
     reservations_.notify_all(asc::bus_device_reset_function_occurred);
     forget_copy_results(nullptr);
   }
   // The volume grew or shrank: 2A/09 CAPACITY DATA HAS CHANGED for every nexus.
   void capacity_changed() { reservations_.notify_all(asc::capacity_data_has_changed); }
-  // This unit's ALUA state changed (the dual-controller work): 2A/06 for every nexus.
-  void asymmetric_access_state_changed() {
+  // The ports' ALUA states changed: 2A/06 for every nexus.
+  void set_port_groups(std::vector<target_port_group> groups) {
+    identity_.port_groups = std::move(groups);
     reservations_.notify_all(asc::asymmetric_access_state_changed);
   }
   // A MODE SELECT on `by` changed a page: 2A/01 for every other nexus. No
@@ -307,6 +349,9 @@ class logical_unit {
   void mode_select(task& t, bool ten);
   void report_supported_operation_codes(task& t);
   void report_target_port_groups(task& t);
+  // The relative target port a command came through and its group: the
+  // identity's one port and group unless port_groups names the port.
+  std::pair<std::uint16_t, std::uint16_t> port_and_group(std::uint16_t relative_port) const noexcept;
   void read_write(task& t, bool write, std::uint64_t lba, std::uint64_t blocks, bool fua);
   // The blocks of a write that lie within t.expected_transfer_bytes (all
   // of them, unless the initiator expects less than the CDB describes);
@@ -362,7 +407,7 @@ class logical_unit {
   void finish(command& c) noexcept;
 
   device::block_device& volume_;
-  const unit_identity identity_;
+  unit_identity identity_;  // only its port groups change (set_port_groups)
   // Blocks per device request (piece_bytes, kept a multiple of the buffer
   // alignment), and the fewest blocks a request may carry for its buffer
   // to stay aligned.

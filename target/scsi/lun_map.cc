@@ -5,6 +5,7 @@
 #include <boost/asio/post.hpp>
 #include <cassert>
 #include <new>
+#include <utility>
 
 #include "raid/device/status.h"
 #include "target/scsi/sense.h"
@@ -44,7 +45,7 @@ lun_map::~lun_map() {
   assert(in_flight_ == 0 && "lun_map destroyed with answers in flight");
 }
 
-std::error_code lun_map::add(std::uint16_t lun, logical_unit& unit) {
+std::error_code lun_map::add(std::uint16_t lun, unit_interface& unit) {
   if (lun >= lun_count || units_.contains(lun)) return errc::invalid_argument;
   units_.emplace(lun, &unit);
   return {};
@@ -54,7 +55,13 @@ bool lun_map::remove(std::uint16_t lun) {
   return units_.erase(lun) > 0;
 }
 
-logical_unit* lun_map::find(std::uint64_t lun) const noexcept {
+unit_interface* lun_map::replace(std::uint16_t lun, unit_interface& by) {
+  const auto it = units_.find(lun);
+  if (it == units_.end()) return nullptr;
+  return std::exchange(it->second, &by);
+}
+
+unit_interface* lun_map::find(std::uint64_t lun) const noexcept {
   if (lun >= lun_count) return nullptr;
   const auto it = units_.find(static_cast<std::uint16_t>(lun));
   return it == units_.end() ? nullptr : it->second;
@@ -72,7 +79,7 @@ void lun_map::execute(task& t) noexcept {
     // REPORT LUNS is the target's, whatever LUN it is addressed to (SPC-4
     // 6.33: LUN 0, or any, for a target with no LUN 0).
     if (t.cdb[0] == 0xa0) return report_luns(t);
-    logical_unit* unit = find(t.lun);
+    unit_interface* unit = find(t.lun);
     if (unit == nullptr) return absent_lun(t);
     // On the unit's loop: inline when that is this thread, else posted.
     boost::asio::dispatch(unit->executor(), [unit, &t] { unit->execute(t); });

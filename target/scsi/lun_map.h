@@ -36,6 +36,7 @@
 
 #include "target/scsi/logical_unit.h"
 #include "target/scsi/task.h"
+#include "target/scsi/unit_interface.h"
 
 namespace strata::scsi {
 
@@ -66,10 +67,15 @@ class lun_map {
   lun_map& operator=(const lun_map&) = delete;
 
   // Maps `lun` to `unit`. invalid_argument if lun >= lun_count or already mapped.
-  std::error_code add(std::uint16_t lun, logical_unit& unit);
+  std::error_code add(std::uint16_t lun, unit_interface& unit);
   // False if `lun` was not mapped. Tasks already handed to the unit go on.
   bool remove(std::uint16_t lun);
-  logical_unit* find(std::uint64_t lun) const noexcept;
+  // Puts `by` where `lun`'s unit was (the same volume, now reached another
+  // way: served here after a takeover, or forwarded after a hand-over);
+  // the unit it replaced, or null if `lun` was not mapped (then nothing
+  // changes). Tasks already handed to the old unit go on there.
+  unit_interface* replace(std::uint16_t lun, unit_interface& by);
+  unit_interface* find(std::uint64_t lun) const noexcept;
   std::vector<std::uint16_t> luns() const;
 
   // Runs t for t.lun: answers it here, or hands it to the unit (above).
@@ -85,7 +91,7 @@ class lun_map {
   void complete_later(task& t);
 
   boost::asio::any_io_executor executor_;
-  std::map<std::uint16_t, logical_unit*> units_;  // ordered: REPORT LUNS lists them ascending
+  std::map<std::uint16_t, unit_interface*> units_;  // ordered: REPORT LUNS lists them ascending
   std::size_t in_flight_ = 0;
 };
 

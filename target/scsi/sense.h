@@ -49,6 +49,8 @@ struct additional_sense {
 namespace asc {
 inline constexpr additional_sense no_additional_sense{0x00, 0x00};
 inline constexpr additional_sense operation_in_progress{0x00, 0x16};
+inline constexpr additional_sense asymmetric_access_state_transition{0x04, 0x0a};
+inline constexpr additional_sense target_port_in_unavailable_state{0x04, 0x0c};
 inline constexpr additional_sense lu_communication_timeout{0x08, 0x01};
 // EXTENDED COPY (extended_copy.h): with COPY ABORTED, during the segments.
 inline constexpr additional_sense unreachable_copy_target{0x08, 0x04};

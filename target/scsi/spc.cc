@@ -346,16 +346,19 @@ void logical_unit::inquiry(task& t) {
         // Relative target port and target port group, associated with the
         // target port (01b); PIV 0, so no protocol identifier: this layer
         // does not know the transport.
+        // The port is the one the command came through, when the unit is
+        // reached through several (port_groups).
+        const auto [port, group] = port_and_group(t.nexus.relative_target_port);
         r.u8(0x01);
         r.u8(0x14);
         r.u8(0x00);
         r.u8(4);
-        r.be(identity_.relative_port, 4);
+        r.be(port, 4);
         r.u8(0x01);
         r.u8(0x15);
         r.u8(0x00);
         r.u8(4);
-        r.be(identity_.port_group, 4);
+        r.be(group, 4);
         break;
       }
       case 0x86:  // Extended INQUIRY data
@@ -614,30 +617,50 @@ void logical_unit::report_supported_operation_codes(task& t) {
   complete_later(t);
 }
 
-void logical_unit::report_target_port_groups(task& t) {
-  const std::uint8_t format = t.cdb[1] >> 5;  // 000b length only, 001b extended header
-  const std::uint32_t allocation_length = get32(t.cdb.data() + 6);
-  if (format > 1) return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+std::pair<std::uint16_t, std::uint16_t> logical_unit::port_and_group(std::uint16_t relative_port) const noexcept {
+  for (const target_port_group& g : identity_.port_groups) {
+    if (std::ranges::find(g.relative_ports, relative_port) != g.relative_ports.end()) return {relative_port, g.id};
+  }
+  return {identity_.relative_port, identity_.port_group};
+}
+
+std::vector<std::uint8_t> report_target_port_groups_data(std::span<const target_port_group> groups,
+                                                         std::uint8_t format,
+                                                         std::uint8_t implicit_transition_seconds) {
+  if (format > 1) return {};  // 000b length only, 001b extended header
   response r;
   r.zeros(4);
   if (format == 1) {
     r.u8(0x10);  // FORMAT TYPE 001b
-    r.u8(0);     // IMPLICIT TRANSITION TIME: none happen
+    r.u8(implicit_transition_seconds);
     r.zeros(2);
   }
-  // One group, this port, active/optimized: the only state a unit has
-  // until controllers fail over between each other.
-  r.u8(0x00);  // PREF 0, ASYMMETRIC ACCESS STATE 0h active/optimized
-  r.u8(0x01);  // AO_SUP
-  r.be(identity_.port_group, 2);
-  r.u8(0);
-  r.u8(0);  // STATUS CODE: no status available
-  r.u8(0);
-  r.u8(1);  // TARGET PORT COUNT
-  r.zeros(2);
-  r.be(identity_.relative_port, 2);
+  for (const target_port_group& g : groups) {
+    r.u8(static_cast<std::uint8_t>(g.state));  // PREF 0
+    // The states a group of this unit can be in: T_SUP, U_SUP, AN_SUP,
+    // AO_SUP (a single-group unit only ever active/optimized).
+    r.u8(groups.size() == 1 ? 0x01 : 0x8b);
+    r.be(g.id, 2);
+    r.u8(0);
+    r.u8(0);  // STATUS CODE: no status available
+    r.u8(0);
+    r.u8(static_cast<std::uint8_t>(g.relative_ports.size()));
+    for (const std::uint16_t port : g.relative_ports) {
+      r.zeros(2);
+      r.be(port, 2);
+    }
+  }
   r.patch(0, r.size() - 4, 4);
-  if (!set_data_in(t, r.bytes, allocation_length)) t.result = status::busy;
+  return std::move(r.bytes);
+}
+
+void logical_unit::report_target_port_groups(task& t) {
+  const std::uint32_t allocation_length = get32(t.cdb.data() + 6);
+  const std::vector<target_port_group> one{{identity_.port_group, alua_state::active_optimized, {identity_.relative_port}}};
+  const auto data = report_target_port_groups_data(identity_.port_groups.empty() ? std::span(one) : std::span(identity_.port_groups),
+                                                   t.cdb[1] >> 5, implicit_transition_seconds);
+  if (data.empty()) return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
+  if (!set_data_in(t, data, allocation_length)) t.result = status::busy;
   complete_later(t);
 }
 

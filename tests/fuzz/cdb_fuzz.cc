@@ -166,7 +166,7 @@ void unit_event(scsi::logical_unit& unit, unsigned event, const scsi::i_t_nexus&
     case 4:
       return unit.capacity_changed();
     case 5:
-      return unit.asymmetric_access_state_changed();
+      return unit.set_port_groups({{1, scsi::alua_state::active_optimized, {1}}, {2, scsi::alua_state::active_non_optimized, {2}}});
     default:
       return;
   }

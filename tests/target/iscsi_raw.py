@@ -35,8 +35,8 @@ def digest(data):
     return struct.pack('<I', crc32c(data) ^ 0xffffffff)
 
 class Connection:
-    def __init__(self, port, isid=bytes([0x80, 0, 0, 0, 0, 1])):
-        self.s = socket.create_connection(("127.0.0.1", port))
+    def __init__(self, port, isid=bytes([0x80, 0, 0, 0, 0, 1]), host="127.0.0.1"):
+        self.s = socket.create_connection((host, port))
         self.isid = isid
         self.cmd_sn = 1
 

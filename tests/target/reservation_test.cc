@@ -1085,7 +1085,7 @@ TEST_CASE("unit attentions: reset, capacity, ALUA, mode parameters", "[target][s
   }
   SECTION("capacity and ALUA state: every nexus, oldest first") {
     r.unit->capacity_changed();
-    r.unit->asymmetric_access_state_changed();
+    r.unit->set_port_groups({{1, alua_state::active_non_optimized, {1}}, {2, alua_state::active_optimized, {2}}});
     r.unit->capacity_changed();  // pending already: once
     for (const i_t_nexus& n : {node_a, node_b}) {
       require_attention(*r.read(n), asc::capacity_data_has_changed);

@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""Every LUN on both controllers' ports, with ALUA (README.md, "Two
+controllers"): a host logged in to a (relative port 1, group 1) and b
+(port 2, group 2) sees one unit through two target ports, active/optimized
+on the pool's owner and active/non-optimized on the partner, whose port
+forwards every command to the owner's unit: writes through one port are
+read through the other (qemu's iSCSI initiator), a reservation key
+registered through b is the owner's, and a unit attention raised through
+one nexus reaches the other. When a is killed, b's port answers NOT READY
+04/0A (ASYMMETRIC ACCESS STATE TRANSITION) until it has taken the pool
+over, then serves it as active/optimized with the data and the
+registration; when a is back and the pool fails back, b's port forwards
+again. A mapping made through either controller is presented by both.
+   stratad_alua_test.py PATH/TO/stratad PATH/TO/strata"""
+import os, random, shutil, subprocess, sys, tempfile, time, atexit
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "target"))
+from iscsi_raw import Connection, check, failures
+
+stratad, cli = sys.argv[1], sys.argv[2]
+if shutil.which("qemu-io") is None:
+    print("SKIP: qemu-io is missing (tools/install-deps.sh installs qemu-utils, qemu-block-extra)")
+    sys.exit(77)
+state = tempfile.mkdtemp()
+print("state in", state)
+port = 20000 + random.randrange(12000)  # below Linux's ephemeral ports (32768 and up)
+api = {"a": "127.0.0.1:%d" % (port + 2), "b": "127.0.0.2:%d" % (port + 2)}
+link = "127.0.0.2:%d" % (port + 5)
+daemons = {}
+
+def start(name):
+    args = [stratad, "--volatile-drive-caches", "--state-dir", os.path.join(state, name), "--shelf", os.path.join(state, "shelf"),
+            "--iscsi", "127.0.0.%d:%d" % (1 if name == "a" else 2, port), "--grpc", api[name], "--partner-link", link]
+    args += ["--small-shelf"] if name == "a" else ["--controller", "b"]
+    err = open(os.path.join(state, name + ".err"), "a")
+    d = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, text=True)
+    for line in d.stdout:
+        if "stratad is ready" in line:
+            break
+    daemons[name] = d
+    return d
+
+def stop_all():
+    for d in daemons.values():
+        d.kill()
+        d.wait()
+    if not os.environ.get("KEEP"):
+        shutil.rmtree(state, True)
+atexit.register(stop_all)
+
+def strata(name, *words):
+    r = subprocess.run([cli, "--api", api[name], *words], capture_output=True, text=True)
+    if r.returncode != 0:
+        print("strata %s: %s" % (" ".join(words), r.stderr.strip()))
+    return r.stdout if r.returncode == 0 else None
+
+def events_say(name, text, seconds):
+    for _ in range(seconds * 10):
+        out = strata(name, "events")
+        if out and text in out:
+            return True
+        time.sleep(0.1)
+    return False
+
+TARGET = "iqn.2026-11.io.strata:array"
+IQN = "iqn.2026-11.test:alua"
+itt = 0x100
+def command(c, cdb, lun=0, read_bytes=0, write=b""):
+    """Runs a command; returns (status, sense key, ASC, ASCQ, data)."""
+    global itt
+    itt += 1
+    c.scsi(cdb, itt, lun=lun, read_bytes=read_bytes, write=write)
+    data = b""
+    while True:
+        r, d = c.receive()
+        if r[0] & 0x3f == 0x25:  # Data-In, perhaps with status
+            data += d
+            if r[1] & 0x01:
+                return r[3], 0, 0, 0, data
+            continue
+        if r[0] & 0x3f == 0x21:
+            if r[3] == 2 and len(d) >= 16:
+                sense = d[2:]
+                return 2, sense[2] & 0x0f, sense[12], sense[13], data
+            return r[3], 0, 0, 0, data
+
+TUR = bytes(6)
+def settle(c):
+    """TEST UNIT READY until GOOD (the 29/00 of a first login), or 20 tries."""
+    for _ in range(20):
+        if command(c, TUR)[0] == 0:
+            return True
+        time.sleep(0.1)
+    return False
+
+def vpd83_port_and_group(c):
+    cdb = bytes([0x12, 0x01, 0x83, 0x01, 0x00, 0x00])
+    status, _, _, _, d = command(c, cdb, read_bytes=256)
+    port = group = None
+    at = 4
+    while status == 0 and at + 4 <= len(d):
+        kind, n = d[at + 1] & 0x0f, d[at + 3]
+        if kind == 0x04:
+            port = int.from_bytes(d[at + 4 + 2:at + 4 + 4], 'big')
+        if kind == 0x05:
+            group = int.from_bytes(d[at + 4 + 2:at + 4 + 4], 'big')
+        at += 4 + n
+    return port, group
+
+def rtpg(c):
+    """{group id: (state, [ports])}, or the sense tuple on failure."""
+    cdb = bytearray(12); cdb[0] = 0xa3; cdb[1] = 0x0a; cdb[6:10] = (1024).to_bytes(4, 'big')
+    status, key, asc, ascq, d = command(c, bytes(cdb), read_bytes=1024)
+    if status != 0:
+        return (status, key, asc, ascq)
+    groups, at, end = {}, 4, 4 + int.from_bytes(d[0:4], 'big')
+    while at + 8 <= end:
+        count = d[at + 7]
+        ports = [int.from_bytes(d[at + 8 + 4 * i + 2:at + 8 + 4 * i + 4], 'big') for i in range(count)]
+        groups[int.from_bytes(d[at + 2:at + 4], 'big')] = (d[at] & 0x0f, ports)
+        at += 8 + 4 * count
+    return groups
+
+AO, ANO = 0, 1
+def register(c, key):
+    cdb = bytearray(10); cdb[0] = 0x5f; cdb[1] = 0x00; cdb[7:9] = (24).to_bytes(2, 'big')
+    params = bytearray(24); params[8:16] = key.to_bytes(8, 'big')
+    return command(c, bytes(cdb), write=bytes(params))[0]
+
+def read_keys(c):
+    cdb = bytearray(10); cdb[0] = 0x5e; cdb[1] = 0x00; cdb[7:9] = (256).to_bytes(2, 'big')
+    status, _, _, _, d = command(c, bytes(cdb), read_bytes=256)
+    if status != 0:
+        return None
+    n = int.from_bytes(d[4:8], 'big') // 8
+    return sorted(int.from_bytes(d[8 + 8 * i:16 + 8 * i], 'big') for i in range(n))
+
+def url(name):
+    return "iscsi://127.0.0.%d:%d/%s/0" % (1 if name == "a" else 2, port, TARGET)
+
+def qemu_io(name, *cmds):
+    args = ["qemu-io", "-f", "raw"]
+    for cmd in cmds:
+        args += ["-c", cmd]
+    r = subprocess.run(args + [url(name)], capture_output=True, text=True, timeout=120)
+    out = r.stdout + r.stderr
+    ok = r.returncode == 0 and not any(w in out.lower() for w in ("error", "fail", "mismatch"))
+    if not ok:
+        print(out.strip()[:600])
+    return ok
+
+start("a")
+start("b")
+check("b holds a current copy of the pool's metadata", events_say("a", "controller b holds a current copy of its metadata", 15))
+
+# The host logs in to both controllers: two nexuses (same ISID, two target ports).
+ca = Connection(port, isid=bytes([0x80, 0, 0, 0, 0, 0x41]), host="127.0.0.1")
+cb = Connection(port, isid=bytes([0x80, 0, 0, 0, 0, 0x41]), host="127.0.0.2")
+r, _ = ca.full_login(initiator=IQN, target=TARGET)
+check("the host logs in to a", r[36] == 0)
+r, d = cb.login(0, 1, [("InitiatorName", IQN), ("TargetName", TARGET), ("AuthMethod", "None"), ("SessionType", "Normal")])
+check("... b's login says target portal group 2", r[36] == 0 and b"TargetPortalGroupTag=2" in d)
+r, _ = cb.login(1, 3, [])
+check("the host logs in to b", r[36] == 0)
+check("LUN 0 ready through a", settle(ca))
+check("LUN 0 ready through b (forwarded to a)", settle(cb))
+check("VPD 83h through a: relative port 1, group 1", vpd83_port_and_group(ca) == (1, 1))
+check("VPD 83h through b: relative port 2, group 2", vpd83_port_and_group(cb) == (2, 2))
+expected = {1: (AO, [1]), 2: (ANO, [2])}
+check("REPORT TARGET PORT GROUPS through a: group 1 active/optimized, 2 active/non-optimized", rtpg(ca) == expected)
+check("... the same through b", rtpg(cb) == expected)
+
+check("1 MiB written through b (forwarded)", qemu_io("b", "write -P 0x5b 0 1M", "flush"))
+check("... read back through a", qemu_io("a", "read -P 0x5b 0 1M"))
+check("1 MiB written through a", qemu_io("a", "write -P 0x5a 1M 1M", "flush"))
+check("... read back through b", qemu_io("b", "read -P 0x5a 1M 1M"))
+
+check("a reservation key registered through b", register(cb, 0xb0b) == 0)
+check("a reservation key registered through a", register(ca, 0xa0a) == 0)
+check("READ KEYS through a lists both (one unit, the owner's)", read_keys(ca) == [0xa0a, 0xb0b])
+check("... and through b", read_keys(cb) == [0xa0a, 0xb0b])
+
+# A mapping made through b's API is presented by both controllers.
+check("a second volume and LUN 1, through b's API", strata("b", "volume", "create", "v9", "--size", "1G") is not None and
+      strata("b", "map", "v9", "--host", "all", "--lun", "1") is not None)
+def luns_of(c):
+    cdb = bytearray(12); cdb[0] = 0xa0; cdb[6:10] = (4096).to_bytes(4, 'big')
+    for _ in range(5):  # 3F/0E first, then the list
+        status, _, _, _, data = command(c, bytes(cdb), read_bytes=4096)
+        if status == 0:
+            n = int.from_bytes(data[0:4], 'big') // 8
+            return [int.from_bytes(data[8 + 8 * i:10 + 8 * i], 'big') & 0x3fff for i in range(n)]
+    return None
+ok = False
+for _ in range(30):
+    if luns_of(ca) == [0, 1] and luns_of(cb) == [0, 1]:
+        ok = True
+        break
+    time.sleep(0.1)
+check("... REPORT LUNS lists LUN 0 and 1 through a and b", ok)
+
+# a killed: b's port is transitioning, then serves.
+daemons["a"].kill()
+daemons["a"].wait()
+t0 = time.monotonic()
+first = command(cb, TUR)
+check("right after a's kill -9, b answers NOT READY 04/0A (transition) or, taken over already, UNIT ATTENTION",
+      first[:4] == (2, 2, 0x04, 0x0a) or first[1] == 6)
+served = None
+while time.monotonic() - t0 < 15:
+    s = command(cb, TUR)
+    if s[0] == 0:
+        served = time.monotonic() - t0
+        break
+    time.sleep(0.05)
+print("b's port served LUN 0 %.2f s after a's kill -9" % (served or -1))
+check("b's port serves LUN 0 within 10 s of the kill", served is not None and served <= 10)
+g = rtpg(cb)
+check("REPORT TARGET PORT GROUPS through b: group 2 active/optimized now", isinstance(g, dict) and g.get(2, (None,))[0] == AO)
+check("the data written through both ports is there", qemu_io("b", "read -P 0x5b 0 1M", "read -P 0x5a 1M 1M"))
+check("the registrations made through both ports survived the takeover", read_keys(cb) == [0xa0a, 0xb0b])
+check("b takes writes", qemu_io("b", "write -P 0xbb 2M 1M", "flush"))
+
+# a back: the pool fails back, and b's port forwards again.
+start("a")
+check("b hands the pool back to a", events_say("b", "handed over to controller a, its home, in", 30))
+ca = Connection(port, isid=bytes([0x80, 0, 0, 0, 0, 0x42]), host="127.0.0.1")
+r, _ = ca.full_login(initiator=IQN, target=TARGET)
+check("the host logs in to a again", r[36] == 0 and settle(ca))
+check("after failback, RTPG through a: group 1 active/optimized", rtpg(ca) == expected)
+ok = False
+for _ in range(100):
+    if command(cb, TUR)[0] == 0 and rtpg(cb) == expected:
+        ok = True
+        break
+    time.sleep(0.1)
+check("... and through b, which forwards again", ok)
+check("everything is read through both ports", qemu_io("a", "read -P 0x5b 0 1M", "read -P 0x5a 1M 1M", "read -P 0xbb 2M 1M") and
+      qemu_io("b", "read -P 0xbb 2M 1M"))
+check("the registrations came back with the pool", read_keys(ca) == [0xa0a, 0xb0b])
+
+sys.exit(1 if failures else 0)
