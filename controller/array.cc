@@ -9,6 +9,7 @@
 #include "controller/record_writer.h"
 #include "strata/v1/array.pb.h"
 #include "strata/v1/resources.pb.h"
+#include "tiering/records.h"
 #include "tiering/volume.h"
 
 namespace strata::controller {
@@ -256,8 +257,8 @@ std::expected<array::served_volume, error> array::make_unit(const std::string& v
   id.relative_port = server_ ? server_->options().relative_target_port : 1;
   id.port_group = id.relative_port;
   id.port_groups = port_groups();
-  fresh.state = std::make_unique<config_unit_state_store>(*config_, "reservations/" + volume, loop_.get_executor(),
-                                                          state_writer_.get_executor());
+  fresh.state = std::make_unique<pool_unit_state_store>(*pool->metadata, tiering::keys::unit_state(v->record().id), *config_,
+                                                        "reservations/" + volume);
   device::block_device* presented = v;
   if (block_size_bytes == 512) {
     fresh.emulation = std::make_unique<device::emulated_512e>(*v);

@@ -411,7 +411,7 @@ class array {
   // The partner's copies of its pools' metadata (with a partner).
   std::unique_ptr<metadata_replicas> replicas_;
   std::set<std::string> taking_over_;  // pools whose takeover runs
-  boost::asio::thread_pool state_writer_{1};  // the reservation state's synced writes
+  boost::asio::thread_pool state_writer_{1};  // the write cache's synced config writes
   // A volume presented to hosts: its logical unit here, over its
   // reservation state, when this controller serves its pool; else a
   // forwarded unit, which sends its commands to the partner's
@@ -419,7 +419,7 @@ class array {
   struct served_volume {
     std::string serial;
     std::uint32_t block_size_bytes = 0;
-    std::unique_ptr<config_unit_state_store> state;
+    std::unique_ptr<pool_unit_state_store> state;
     // 512-byte blocks over the volume's 4096-byte ones, for a 512e volume;
     // declared before the unit, which uses it and goes first.
     std::unique_ptr<device::emulated_512e> emulation;

@@ -1,23 +1,18 @@
 #include "controller/unit_state.h"
 
-#include <boost/asio/post.hpp>
-
 namespace strata::controller {
 
-std::vector<std::uint8_t> config_unit_state_store::load() {
-  const auto value = store_.get(key_);
+std::vector<std::uint8_t> pool_unit_state_store::load() {
+  auto value = store_.get(tiering::column::pool, key_);
+  if (!value) value = config_.get(earlier_);
   if (!value) return {};
   return {value->begin(), value->end()};
 }
 
-void config_unit_state_store::save(std::vector<std::uint8_t> bytes, std::function<void(std::error_code)> done) {
-  boost::asio::post(writer_, [this, bytes = std::move(bytes), done = std::move(done)]() mutable {
-    config_batch b;
-    b.put(key_, std::string(bytes.begin(), bytes.end()));
-    const auto committed = store_.commit(b);
-    const std::error_code ec = committed ? std::error_code{} : committed.error().code;
-    boost::asio::post(unit_loop_, [done = std::move(done), ec] { done(ec); });
-  });
+void pool_unit_state_store::save(std::vector<std::uint8_t> bytes, std::function<void(std::error_code)> done) {
+  tiering::metadata_batch b;
+  b.put(tiering::column::pool, key_, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  store_.write(std::move(b), true, std::move(done));
 }
 
 }  // namespace strata::controller

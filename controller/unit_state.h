@@ -1,37 +1,43 @@
-// A logical unit's persistent reservation state in the controller's
-// config_store (scsi::unit_state_store), under the unit's own key, so that
-// registrations and reservations survive a restart and a takeover.
+// A logical unit's persistent reservation state (scsi::unit_state_store),
+// kept in the metadata of the volume's pool (tiering::keys::unit_state,
+// docs/tiering-keys.md), which is mirrored to the partner controller
+// before each write is acknowledged: so registrations and reservations
+// survive a restart, and follow the pool to whichever controller serves
+// it after a takeover or a hand-over.
 //
-// save() runs the synced RocksDB write on `writer` (a thread of the
-// controller's, never the unit's loop: the write is a disk flush) and
-// calls `done` back on the unit's loop. load() reads at once: the unit
-// calls it once, before its first command, at start-up.
-// Lifetime: the config_store and `writer` outlive this store, which
-// outlives its unit; the controller drains `writer` before destroying it.
+// save() is a synced write of the pool's store (on the store's thread;
+// `done` runs on the loop, the unit's). load() reads at once, when the
+// unit is made. A volume whose state is not in its pool (saved by a
+// release that kept it in the controller's config_store, key
+// "reservations/VOLUME") loads it from there; its next save puts it in
+// the pool.
+// Lifetime: the pool's store and the config_store outlive this store,
+// which outlives its unit.
 #pragma once
 
-#include <boost/asio/any_io_executor.hpp>
 #include <string>
 
 #include "controller/config_store.h"
 #include "target/scsi/unit_state_store.h"
+#include "tiering/metadata_store.h"
 
 namespace strata::controller {
 
-class config_unit_state_store final : public scsi::unit_state_store {
+class pool_unit_state_store final : public scsi::unit_state_store {
  public:
-  config_unit_state_store(config_store& store, std::string key, boost::asio::any_io_executor unit_loop,
-                          boost::asio::any_io_executor writer)
-      : store_(store), key_(std::move(key)), unit_loop_(std::move(unit_loop)), writer_(std::move(writer)) {}
+  // `key`: tiering::keys::unit_state of the volume's id. `earlier`: the
+  // config_store key it was kept under before, read when the pool has none.
+  pool_unit_state_store(tiering::metadata_store& pool_store, std::string key, const config_store& config, std::string earlier)
+      : store_(pool_store), key_(std::move(key)), config_(config), earlier_(std::move(earlier)) {}
 
   std::vector<std::uint8_t> load() override;
   void save(std::vector<std::uint8_t> bytes, std::function<void(std::error_code)> done) override;
 
  private:
-  config_store& store_;
+  tiering::metadata_store& store_;
   const std::string key_;
-  boost::asio::any_io_executor unit_loop_;
-  boost::asio::any_io_executor writer_;
+  const config_store& config_;
+  const std::string earlier_;
 };
 
 }  // namespace strata::controller

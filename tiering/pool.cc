@@ -395,6 +395,7 @@ void pool::delete_volume(std::string_view name, std::function<void(std::expected
   // number far fewer than 2^64 - 1, so the ranges end past its last key.
   metadata_batch batch;
   batch.erase(column::pool, keys::volume(record.id));
+  batch.erase(column::pool, keys::unit_state(record.id));
   batch.erase_range(column::extent_map, keys::extent(record.id, 0), keys::extent(record.id, ~0ull));
   batch.erase_range(column::heat, keys::heat(record.id, 0), keys::heat(record.id, ~0ull));
   // The next start may give the volume's id to a new volume: no cache

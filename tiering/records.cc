@@ -31,6 +31,11 @@ std::string volume(std::uint32_t id) {
   put_be(k, id, 4);
   return k;
 }
+std::string unit_state(std::uint32_t volume_id) {
+  std::string k("unit_state/");
+  put_be(k, volume_id, 4);
+  return k;
+}
 std::string extent(std::uint32_t volume, std::uint64_t volume_extent) {
   std::string k;
   put_be(k, volume, 4);

@@ -91,6 +91,9 @@ namespace keys {
 std::string pool();                     // "pool"
 std::string volume(std::uint32_t id);   // "volume/" + be32(id)
 constexpr std::string_view volume_prefix = "volume/";
+// A volume's SCSI unit state (its persistent reservations), saved by the
+// controller's unit (controller/unit_state.h), erased with the volume.
+std::string unit_state(std::uint32_t volume_id);  // "unit_state/" + be32(id)
 // column::extent_map
 std::string extent(std::uint32_t volume, std::uint64_t volume_extent);  // be32 + be64
 std::optional<std::pair<std::uint32_t, std::uint64_t>> parse_extent(std::string_view key);

@@ -657,8 +657,10 @@ std::vector<std::uint8_t> report_target_port_groups_data(std::span<const target_
 void logical_unit::report_target_port_groups(task& t) {
   const std::uint32_t allocation_length = get32(t.cdb.data() + 6);
   const std::vector<target_port_group> one{{identity_.port_group, alua_state::active_optimized, {identity_.relative_port}}};
-  const auto data = report_target_port_groups_data(identity_.port_groups.empty() ? std::span(one) : std::span(identity_.port_groups),
-                                                   t.cdb[1] >> 5, implicit_transition_seconds);
+  // A unit with one group never changes state: no transition time.
+  const bool one_group = identity_.port_groups.empty();
+  const auto data = report_target_port_groups_data(one_group ? std::span(one) : std::span(identity_.port_groups),
+                                                   t.cdb[1] >> 5, one_group ? 0 : implicit_transition_seconds);
   if (data.empty()) return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
   if (!set_data_in(t, data, allocation_length)) t.result = status::busy;
   complete_later(t);

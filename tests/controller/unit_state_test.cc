@@ -2,26 +2,33 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <catch2/catch.hpp>
 #include <thread>
 
 #include "tests/raid/device/harness.h"
+#include "tiering/records.h"
 
 using namespace strata::controller;
 using strata::device::testing::temp_dir;
+namespace tiering = strata::tiering;
 
-TEST_CASE("unit state: a save is durable before done, which runs on the unit's loop; a reopen loads it",
+TEST_CASE("unit state: kept in the pool's metadata; a save is durable before done, which runs on the loop; a reopen loads it; "
+          "a state only in the config store is loaded from there",
           "[controller]") {
   temp_dir dir;
-  const std::string path = (dir.path() / "config").string();
+  const std::string pool_path = (dir.path() / "pool").string();
+  auto config = config_store::open((dir.path() / "config").string());
+  REQUIRE(config);
   const std::vector<std::uint8_t> state{1, 2, 3, 0, 255, 7};
+  const std::vector<std::uint8_t> earlier{9, 9, 9};
+  config_batch b;
+  b.put("reservations/pools/p1/volumes/v2", std::string(earlier.begin(), earlier.end()));
+  REQUIRE((*config)->commit(b));
   {
-    auto store = config_store::open(path);
+    boost::asio::io_context loop;
+    auto store = tiering::metadata_store::open(pool_path, loop.get_executor());
     REQUIRE(store);
-    boost::asio::io_context unit_loop;
-    boost::asio::thread_pool writer(1);
-    config_unit_state_store units(**store, "units/u1/reservations", unit_loop.get_executor(), writer.get_executor());
+    pool_unit_state_store units(**store, tiering::keys::unit_state(1), **config, "reservations/pools/p1/volumes/v1");
     CHECK(units.load().empty());
     std::optional<std::error_code> outcome;
     std::thread::id ran_on;
@@ -29,20 +36,23 @@ TEST_CASE("unit state: a save is durable before done, which runs on the unit's l
       outcome = ec;
       ran_on = std::this_thread::get_id();
     });
-    // The outcome is posted from the writer's thread: keep the loop from
+    // The outcome is posted from the store's thread: keep the loop from
     // running out of work (and stopping) while it waits.
-    auto busy = boost::asio::make_work_guard(unit_loop);
-    while (!outcome) unit_loop.run_one();
+    auto busy = boost::asio::make_work_guard(loop);
+    while (!outcome) loop.run_one();
     CHECK(!*outcome);
-    CHECK(ran_on == std::this_thread::get_id());  // the unit's loop
+    CHECK(ran_on == std::this_thread::get_id());  // the loop
     CHECK(units.load() == state);
-    writer.join();
+    (*store)->drain();
   }
-  auto store = config_store::open(path);
+  boost::asio::io_context loop;
+  auto store = tiering::metadata_store::open(pool_path, loop.get_executor());
   REQUIRE(store);
-  boost::asio::io_context unit_loop;
-  config_unit_state_store again(**store, "units/u1/reservations", unit_loop.get_executor(), unit_loop.get_executor());
+  CHECK((*store)->get(tiering::column::pool, tiering::keys::unit_state(1)).has_value());
+  pool_unit_state_store again(**store, tiering::keys::unit_state(1), **config, "reservations/pools/p1/volumes/v1");
   CHECK(again.load() == state);
-  config_unit_state_store other(**store, "units/u2/reservations", unit_loop.get_executor(), unit_loop.get_executor());
-  CHECK(other.load().empty());
+  pool_unit_state_store older(**store, tiering::keys::unit_state(2), **config, "reservations/pools/p1/volumes/v2");
+  CHECK(older.load() == earlier);
+  pool_unit_state_store none(**store, tiering::keys::unit_state(3), **config, "reservations/pools/p1/volumes/v3");
+  CHECK(none.load().empty());
 }

@@ -251,7 +251,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::memcpy(c->t.cdb.data(), cdb.data(), cdb.size());
     c->t.lun = lun;
     c->t.nexus = nexuses[control >> 6];
-    if (scsi::logical_unit* unit = map.find(lun)) unit_event(*unit, cdb_control >> 5, c->t.nexus);
+    if (auto* unit = dynamic_cast<scsi::logical_unit*>(map.find(lun))) unit_event(*unit, cdb_control >> 5, c->t.nexus);
     c->t.expected_transfer_bytes = static_cast<std::uint32_t>(in.be(4));
     const auto out_bytes = static_cast<std::uint32_t>(std::min<std::uint64_t>(in.be(3), max_data_out_bytes));
     const auto pattern = in.take(in.be(2));
