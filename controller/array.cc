@@ -240,9 +240,11 @@ std::expected<array::served_volume, error> array::make_unit(const std::string& v
   fresh.serial = serial;
   fresh.block_size_bytes = block_size_bytes;
   const auto [pool, v] = volume_named(volume);
-  if (v == nullptr) {
-    const std::string pool_name = volume.substr(0, volume.find("/volumes/"));
-    if (!partner_ || pool_named(pool_name) != nullptr) return std::unexpected(make_error(errc::not_found, "no pool has volume " + volume));
+  if (v == nullptr || pool->lost) {
+    // Not served here: the partner serves it (or, for a pool this
+    // controller stepped down from, its new owner does).
+    const served_pool* here = pool_named(volume.substr(0, volume.find("/volumes/")));
+    if (!partner_ || (here != nullptr && !here->lost)) return std::unexpected(make_error(errc::not_found, "no pool has volume " + volume));
     // The partner serves it: this controller's ports forward to it.
     fresh.forwarded = std::make_unique<forwarded_unit>(volume, forwarding_);
     return fresh;
@@ -323,7 +325,7 @@ std::expected<void, error> array::map_volume(const std::string& volume, const st
   return {};
 }
 
-void array::present_pool(const std::string& pool, bool here) {
+void array::present_pool(const std::string& pool, bool here, bool stranded) {
   const std::string prefix = pool + "/volumes/";
   std::set<scsi::lun_map*> changed;
   for (auto& [volume, served] : units_) {
@@ -349,7 +351,7 @@ void array::present_pool(const std::string& pool, bool here) {
       }
     }
     fresh->mappings = served.mappings;
-    retiring_.push_back(std::move(served));
+    (stranded ? stranded_ : retiring_).push_back(std::move(served));
     served = std::move(*fresh);
     if (served.forwarded) served.forwarded->reannounce();
   }
@@ -684,6 +686,9 @@ void array::close() {
     for (const auto& [name, h] : hosts_) {
       if (h.luns->answers_in_flight() > 0) return false;
     }
+    for (const served_volume& v : stranded_) {
+      if (v.presented().commands_in_flight() > 0) return false;  // failed by shut_lost(), above
+    }
     return retiring_.empty();
   };
   // The drives of pools lost to the partner fail what waits for them.
@@ -726,6 +731,7 @@ void array::close() {
   hosts_.clear();
   retired_maps_.clear();
   units_.clear();
+  stranded_.clear();
   for (auto& [name, p] : pools_) {
     p.migrator.reset();
     p.pool.reset();

@@ -437,7 +437,9 @@ class array {
   // controller), or through a forwarded unit (after this controller
   // handed the pool over). The hosts' LUNs stay; the sessions announce
   // their nexuses to the new units; the old ones retire once idle.
-  void present_pool(const std::string& pool, bool here);
+  // `stranded`: the old units wait for good (a pool stepped down from:
+  // their commands are held at the lost drives' gates until close()).
+  void present_pool(const std::string& pool, bool here, bool stranded = false);
   // Presents every mapping of the configuration and withdraws LUNs no
   // mapping names: after the partner changed the mappings.
   void present_mappings();
@@ -467,6 +469,9 @@ class array {
   std::vector<std::unique_ptr<scsi::lun_map>> retired_maps_;
   // Units no host sees any more, destroyed once their last command ends.
   std::vector<served_volume> retiring_;
+  // Units of pools stepped down from, whose commands wait at the lost
+  // drives' gates: destroyed at close(), once shut_lost() failed them.
+  std::vector<served_volume> stranded_;
   std::unique_ptr<iscsi::server> server_;
   // The volumes' counters at the last two samples, for rates.
   struct sample {

@@ -382,9 +382,13 @@ void array::step_down(const std::string& name, const pool_ownership& newer, cons
   for (std::size_t d : drives) shelf_->hold_for_good(d);
   if (p.mirror) p.mirror->stop();
   p.migrator->stop();
+  // Its LUNs forward to the new owner from now on; the commands the old
+  // units hold (stopped at the gates, never applied) wait until close().
+  present_pool(name, false, true);
   const std::string why = "controller " + newer.owner + " took it over (epoch " + std::to_string(newer.epoch) +
                           ") while this controller was frozen: it stepped down. Nothing it held was written to the pool's drives "
-                          "after its lease lapsed; its I/O to the pool waits from now on (hosts time out and take another path), and a restart makes it a partner again";
+                          "after its lease lapsed; the commands it held wait for good (hosts time out and send them again), its ports "
+                          "forward the pool's LUNs to controller " + newer.owner + ", and a restart makes it a partner again";
   events_->record(severity::critical, name, why);
   log(name + ": " + why);
 }

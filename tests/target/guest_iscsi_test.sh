@@ -27,29 +27,17 @@
 set -uo pipefail
 target_bin=${1:-}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-guest_dir=${GUEST_DIR:-/work/shared/guest}
 guest_script=$here/guest/iscsi_linux_initiator.sh
+test_name=guest_iscsi_test.sh
 budget=${GUEST_ISCSI_TIMEOUT:-900}
 start_time=$SECONDS
-export GUEST_CACHE=${GUEST_CACHE:-/var/tmp/storage-guest-e2fsprogs}
-case " ${GUEST_EXTRA_PKGS:-} " in *" e2fsprogs "*) ;; *) export GUEST_EXTRA_PKGS="${GUEST_EXTRA_PKGS:-} e2fsprogs" ;; esac
-
-skip() {
-  local line='*************************************************************************'
-  local msg="$line"$'\n'"SKIP: guest_iscsi_test.sh: the test guest cannot run here: $*"$'\n'"$line"
-  echo "$msg"
-  echo "$msg" >&2
-  exit 77
-}
-remaining() { echo $((budget - (SECONDS - start_time))); }
+source "$here/guest/host_lib.sh"
 
 if [[ -z "$target_bin" || ! -x "$target_bin" ]]; then
   echo "FAIL: usage: $0 PATH/TO/strata-iscsi-target (got '${target_bin}', not an executable)"
   exit 2
 fi
-[[ -x "$guest_dir/run-guest.sh" ]] || skip "no guest harness at $guest_dir/run-guest.sh"
 [[ -r "$guest_script" ]] || { echo "FAIL: missing $guest_script"; exit 1; }
-[[ "$(id -u)" = 0 ]] || skip "run-guest.sh needs root (mmdebstrap, 9p shares); this is uid $(id -u)"
 
 work=$(mktemp -d)
 target_pid=""
@@ -59,25 +47,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The guest image (cached; the first build downloads Debian packages, ~2-4 min).
-echo "== guest image in $GUEST_CACHE (GUEST_EXTRA_PKGS=$GUEST_EXTRA_PKGS)"
-if ! timeout -k 10 "$(remaining)" "$guest_dir/run-guest.sh" -b >"$work/build.log" 2>&1; then
-  tail -n 25 "$work/build.log" | sed 's/^/    /'
-  skip "the guest image could not be built (run-guest.sh -b failed; log above)"
-fi
-command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 is not installed (Debian package qemu-system-x86)"
-# The image carries no ext4 module: share Debian's ext4.ko and its
-# dependencies (from the image's kernel package) with the guest.
 share=$work/share
-mkdir -p "$share/modules"
-kver=$(cat "$GUEST_CACHE/kver" 2>/dev/null)
-modprobe -d "$GUEST_CACHE/base/kroot" -S "$kver" --show-depends ext4 2>/dev/null |
-  awk '$1 == "insmod" {print $2}' >"$work/ext4.deps"
-while read -r ko; do
-  cp "$ko" "$share/modules/" && basename "$ko" >>"$share/modules/order"
-done <"$work/ext4.deps"
-grep -q '^ext4\.ko' "$share/modules/order" 2>/dev/null ||
-  skip "no ext4.ko for guest kernel '$kver' under $GUEST_CACHE/base/kroot to share with the guest"
+guest_prepare "$share"
 
 # The target: a free loopback port (port 0), CHAP + mutual CHAP + discovery CHAP,
 # and an ACL that admits only the initiator name the guest script sets.
@@ -112,7 +83,7 @@ timeout -k 10 "$left" "$guest_dir/run-guest.sh" -t "$((left - 15))" -s "$share" 
   "$disc_user" "$disc_secret" 2>&1 | tee "$work/guest.log"
 rc=${PIPESTATUS[0]}
 if ((rc == 125)) && ! grep -q 'GUEST-READY' "$work/guest.log"; then
-  skip "the guest never booted (run-guest.sh status 125, no GUEST-READY; QEMU's stderr above)"
+  guest_skip "the guest never booted (run-guest.sh status 125, no GUEST-READY; QEMU's stderr above)"
 fi
 
 # Host-side checks on the target.
