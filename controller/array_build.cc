@@ -45,8 +45,6 @@ std::expected<void, error> array::build_default() {
     records.put(disk.name(), disk.SerializeAsString());
     slot_of[d.name] = i;
   }
-  v1::Pool pool;
-  pool.set_name("pools/" + plan.pool);
   for (const group_plan& planned : plan.groups) {
     std::vector<device::block_device*> members;
     v1::DiskGroup record;
@@ -68,13 +66,20 @@ std::expected<void, error> array::build_default() {
     groups_.push_back(std::move(**made));
     group_names_.push_back(record.name());
   }
-  for (const std::string& g : plan.pool_groups) pool.add_groups("groups/" + g);  // in the plan's order
-  if (!plan.read_cache_group.empty()) pool.set_read_cache_group("groups/" + plan.read_cache_group);
-  if (!plan.write_log_group.empty()) pool.set_write_log_group("groups/" + plan.write_log_group);
-  pool.set_owner("controllers/" + options_.controller);
-  pool.set_ownership_epoch(1);
-  pool.set_home("controllers/" + options_.controller);
-  records.put(pool.name(), pool.SerializeAsString());
+  // This controller serves every pool it builds; a pool whose home is the
+  // partner is handed over once the partner's copy of it is current.
+  std::vector<v1::Pool> pools;
+  for (const pool_plan& planned : plan.pools) {
+    v1::Pool& pool = pools.emplace_back();
+    pool.set_name("pools/" + planned.name);
+    for (const std::string& g : planned.groups) pool.add_groups("groups/" + g);  // in the plan's order
+    if (!planned.read_cache_group.empty()) pool.set_read_cache_group("groups/" + planned.read_cache_group);
+    if (!planned.write_log_group.empty()) pool.set_write_log_group("groups/" + planned.write_log_group);
+    pool.set_owner("controllers/" + options_.controller);
+    pool.set_ownership_epoch(1);
+    pool.set_home("controllers/" + planned.home);
+    records.put(pool.name(), pool.SerializeAsString());
+  }
   const auto identity_bytes = area::encode(identity_, 1);
   records.put("array/identity", std::string(reinterpret_cast<const char*>(identity_bytes.data()), identity_bytes.size()));
   // The groups are on the drives now: remember them before anything else,
@@ -83,15 +88,18 @@ std::expected<void, error> array::build_default() {
   if (auto done = config_->commit(records); !done) return std::unexpected(done.error());
   if (auto stamped = stamp_shelf(); !stamped) return stamped;
   log("the array's id is " + id_text(identity_) + " (on every group member's controller area)");
-  if (auto opened = open_pool(pool.SerializeAsString()); !opened) return std::unexpected(opened.error());
+  for (const v1::Pool& pool : pools) {
+    if (auto opened = open_pool(pool.SerializeAsString()); !opened) return std::unexpected(opened.error());
+  }
 
   // A crash from here to the commit below leaves pool volumes with no
   // record, which the next start deletes (reconcile_volumes); that start
   // assembles what was committed and does not build again.
   config_batch rest;
   for (const volume_plan& planned : plan.volumes) {
+    const std::string pool = "pools/" + planned.pool;
     v1::Volume volume;
-    volume.set_name(pool.name() + "/volumes/" + planned.name);
+    volume.set_name(pool + "/volumes/" + planned.name);
     volume.set_size_bytes(planned.bytes);
     volume.set_block_size_bytes(planned.block_size_bytes);
     volume.set_affinity(planned.placement == tiering::affinity::performance ? v1::PERFORMANCE
@@ -99,7 +107,7 @@ std::expected<void, error> array::build_default() {
                                                                             : v1::AUTO);
     volume.set_serial(new_volume_serial(planned.name));
     std::optional<std::expected<tiering::volume*, error>> created;
-    pool_named(pool.name())->pool->create_volume(
+    pool_named(pool)->pool->create_volume(
         {planned.name, tiering_block_bytes, volume.size_bytes() / tiering_block_bytes, planned.placement},
         [&](auto r) { created = std::move(r); });
     wait([&] { return created.has_value(); });
@@ -122,7 +130,8 @@ std::expected<void, error> array::build_default() {
     const mapping_plan& planned = plan.mappings[i];
     v1::Mapping mapping;
     mapping.set_name("mappings/m" + std::to_string(i + 1));
-    mapping.set_volume(pool.name() + "/volumes/" + planned.volume);
+    const auto volume = std::ranges::find(plan.volumes, planned.volume, &volume_plan::name);
+    mapping.set_volume("pools/" + (volume != plan.volumes.end() ? volume->pool : plan.pools.front().name) + "/volumes/" + planned.volume);
     mapping.set_host("hosts/" + planned.host);
     mapping.set_lun(planned.lun);
     rest.put(mapping.name(), mapping.SerializeAsString());

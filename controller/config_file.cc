@@ -387,49 +387,70 @@ array_plan read_plan(const toml::table& root, const std::filesystem::path& base,
     plan.groups.push_back(std::move(g));
   }
 
-  {
-    if (!pool->is_table()) throw bad_config{pool->source().begin, std::string("pool: expected a [pool] table, found ") + type_name(pool->type())};
-    section s(*pool->as_table(), "pool", 0, {"name", "groups", "read_cache", "write_log"});
-    if (s.get("name") != nullptr) plan.pool = s.name();
-    s.rename("pool " + plan.pool);  // named, as the default's is too
+  // One [pool] table, or several [[pool]] tables (the two controllers' default has one each).
+  std::vector<const toml::table*> pools;
+  if (pool->is_table()) {
+    pools.push_back(pool->as_table());
+  } else if (pool->is_array()) {
+    pools = tables_of(root, "pool");
+  } else {
+    throw bad_config{pool->source().begin, std::string("pool: expected a [pool] table or [[pool]] tables, found ") + type_name(pool->type())};
+  }
+  std::map<std::string, std::string> group_pool;  // group -> the pool using it
+  for (std::size_t i = 0; i < pools.size(); ++i) {
+    section s(*pools[i], "pool", pools.size() == 1 ? 0 : i + 1, {"name", "groups", "read_cache", "write_log", "home"});
+    pool_plan p;
+    if (s.get("name") != nullptr) p.name = s.name();
+    s.rename("pool " + p.name);  // named, as the default's is too
+    if (std::ranges::any_of(plan.pools, [&](const pool_plan& o) { return o.name == p.name; })) s.fail("name", "a second pool named " + p.name);
+    auto take = [&](const toml::node& at, const char* key, const std::string& group) {
+      if (const auto [user, fresh] = group_pool.emplace(group, p.name); !fresh) {
+        s.fail(at, key, group + (user->second == p.name ? " is named twice" : " is pool " + user->second + "'s"));
+      }
+    };
     if (s.get("groups") == nullptr) s.missing("groups", "its RAID-6 and RAID-1 groups, in order");
     for (const auto& [group, at] : s.strings("groups")) {
       const auto g = group_kinds.find(group);
       if (g == group_kinds.end()) s.fail(*at, "groups", "no group is named " + in_quotes(group));
       if (g->second == group_kind::read_cache) s.fail(*at, "groups", group + " is a read cache: name it in read_cache");
       if (g->second == group_kind::write_log) s.fail(*at, "groups", group + " is a write log: name it in write_log");
-      if (std::ranges::find(plan.pool_groups, group) != plan.pool_groups.end()) s.fail(*at, "groups", group + " is listed twice");
-      plan.pool_groups.push_back(group);
+      if (std::ranges::find(p.groups, group) != p.groups.end()) s.fail(*at, "groups", group + " is listed twice");
+      take(*at, "groups", group);
+      p.groups.push_back(group);
     }
-    if (plan.pool_groups.empty()) s.fail("groups", "a pool needs a RAID-6 or RAID-1 group");
+    if (p.groups.empty()) s.fail("groups", "a pool needs a RAID-6 or RAID-1 group");
     if (auto cache = s.string("read_cache")) {
       const auto g = group_kinds.find(*cache);
       if (g == group_kinds.end()) s.fail("read_cache", "no group is named " + in_quotes(*cache));
       if (g->second != group_kind::read_cache) {
         s.fail("read_cache", *cache + " is a " + (g->second == group_kind::raid6 ? "raid6" : "raid1") + " group, not a read_cache one");
       }
-      plan.read_cache_group = *cache;
+      take(*s.get("read_cache"), "read_cache", *cache);
+      p.read_cache_group = *cache;
     }
     if (auto log = s.string("write_log")) {
       const auto g = group_kinds.find(*log);
       if (g == group_kinds.end()) s.fail("write_log", "no group is named " + in_quotes(*log));
       if (g->second != group_kind::write_log) s.fail("write_log", *log + " is not a write_log group");
-      if (std::ranges::none_of(plan.pool_groups, [&](const std::string& n) { return group_kinds[n] == group_kind::raid6; })) {
+      if (std::ranges::none_of(p.groups, [&](const std::string& n) { return group_kinds[n] == group_kind::raid6; })) {
         s.fail("write_log", "the pool has no RAID-6 group for it to cache");
       }
-      plan.write_log_group = *log;
+      take(*s.get("write_log"), "write_log", *log);
+      p.write_log_group = *log;
     }
+    if (auto home = s.string("home")) {
+      if (*home != "a" && *home != "b") s.fail("home", in_quotes(*home) + " is not \"a\" or \"b\"");
+      p.home = *home;
+    }
+    plan.pools.push_back(std::move(p));
   }
 
-  // A group outside the pool would be formatted and never used: a slip.
+  // A group outside the pools would be formatted and never used: a slip.
   for (std::size_t i = 0; i < groups.size(); ++i) {
     const group_plan& g = plan.groups[i];
-    if (g.name == plan.read_cache_group || g.name == plan.write_log_group ||
-        std::ranges::find(plan.pool_groups, g.name) != plan.pool_groups.end()) {
-      continue;
-    }
+    if (group_pool.contains(g.name)) continue;
     const section s(*groups[i], "group", i + 1, {"name", "kind", "drives"});
-    s.fail("name", "the pool does not use it (name it in [pool] " +
+    s.fail("name", "no pool uses it (name it in a [pool]'s " +
                        std::string(g.kind == group_kind::read_cache ? "read_cache"
                                    : g.kind == group_kind::write_log ? "write_log"
                                                                      : "groups") +
@@ -438,9 +459,11 @@ array_plan read_plan(const toml::table& root, const std::filesystem::path& base,
 
   std::set<std::string> volume_names;
   for (std::size_t i = 0; i < volumes.size(); ++i) {
-    const section s(*volumes[i], "volume", i + 1, {"name", "size", "placement", "block_size"});
+    const section s(*volumes[i], "volume", i + 1, {"name", "size", "placement", "block_size", "pool"});
     volume_plan v;
     v.name = s.name();
+    v.pool = s.string("pool").value_or(plan.pools.front().name);
+    if (std::ranges::none_of(plan.pools, [&](const pool_plan& p) { return p.name == v.pool; })) s.fail("pool", "no pool is named " + in_quotes(v.pool));
     if (!volume_names.insert(v.name).second) s.fail("name", "a second volume named " + v.name);
     const auto bytes = s.size("size");
     if (!bytes) s.missing("size", "e.g. \"100G\"");
@@ -541,18 +564,41 @@ array_plan default_plan(std::vector<drive_spec> drives, std::uint64_t volume_byt
                  {"g2", group_kind::raid6, {hdds.begin() + half, hdds.end()}},
                  {"g3", group_kind::raid1, {ssds.at(0), ssds.at(1)}},
                  {"g4", group_kind::read_cache, {ssds.at(2)}}};
-  plan.pool = "p1";
-  plan.pool_groups = {"g1", "g2", "g3"};
-  plan.read_cache_group = "g4";
+  pool_plan pool{"p1", {"g1", "g2", "g3"}, "g4", "", "a"};
   if (ssds.size() >= 5) {  // a shelf of 3 SSDs (before the write log) has none
     plan.groups.push_back({"g5", group_kind::write_log, {ssds.at(3), ssds.at(4)}});
-    plan.write_log_group = "g5";
+    pool.write_log_group = "g5";
   }
-  plan.volumes = {{"v1", volume_bytes, tiering::affinity::automatic, 512}};
+  plan.pools = {pool};
+  plan.volumes = {{"v1", volume_bytes, tiering::affinity::automatic, 512, "p1"}};
   plan.hosts = {{"all", {}, true, {}, {}, {}, {}}};
   plan.mappings = {{"v1", "all", 0}};
   return plan;
 }
+
+array_plan dual_plan(std::vector<drive_spec> drives, std::uint64_t volume_bytes) {
+  array_plan plan;
+  std::vector<std::string> hdds, ssds;
+  for (const drive_spec& d : drives) (d.kind == drive_kind::hdd ? hdds : ssds).push_back(d.name);
+  const auto half = static_cast<std::ptrdiff_t>(hdds.size() / 2);
+  plan.drives = std::move(drives);
+  plan.groups = {{"g1", group_kind::raid6, {hdds.begin(), hdds.begin() + half}},
+                 {"g2", group_kind::raid6, {hdds.begin() + half, hdds.end()}},
+                 {"g3", group_kind::raid1, {ssds.at(0), ssds.at(1)}},
+                 {"g4", group_kind::read_cache, {ssds.at(2)}},
+                 {"g5", group_kind::write_log, {ssds.at(3), ssds.at(4)}},
+                 {"g6", group_kind::raid1, {ssds.at(5), ssds.at(6)}},
+                 {"g7", group_kind::read_cache, {ssds.at(7)}},
+                 {"g8", group_kind::write_log, {ssds.at(8), ssds.at(9)}}};
+  plan.pools = {{"p1", {"g1", "g3"}, "g4", "g5", "a"}, {"p2", {"g2", "g6"}, "g7", "g8", "b"}};
+  plan.volumes = {{"v1", volume_bytes, tiering::affinity::automatic, 512, "p1"},
+                  {"v2", volume_bytes, tiering::affinity::automatic, 512, "p2"}};
+  plan.hosts = {{"all", {}, true, {}, {}, {}, {}}};
+  plan.mappings = {{"v1", "all", 0}, {"v2", "all", 1}};
+  return plan;
+}
+
+array_plan dual_plan() { return dual_plan(dual_shelf(), 100 * gib); }
 
 array_plan default_plan() { return default_plan(default_shelf(), 100 * gib); }
 

@@ -48,7 +48,21 @@ struct group_plan {
   bool operator==(const group_plan&) const = default;
 };
 
-// A thin volume of the pool.
+// A pool over groups of the plan: its RAID-6 and RAID-1 groups in order
+// (extents name their group by its index), its read cache and write log.
+struct pool_plan {
+  std::string name = "p1";
+  std::vector<std::string> groups;
+  std::string read_cache_group;  // "": no read cache
+  std::string write_log_group;   // "": no write-back cache
+  // The controller that serves it when both run ("a" or "b"); controller
+  // a builds every pool and hands b its own once b's copy of the pool's
+  // metadata is current.
+  std::string home = "a";
+  bool operator==(const pool_plan&) const = default;
+};
+
+// A thin volume of a pool.
 struct volume_plan {
   std::string name;
   std::uint64_t bytes = 0;  // a positive multiple of 4096
@@ -56,6 +70,7 @@ struct volume_plan {
   // The logical block size its LUN presents: 512 (512e: 512-byte blocks
   // over the pool's 4096-byte ones, the default) or 4096 (4Kn).
   std::uint32_t block_size_bytes = 512;
+  std::string pool = "p1";  // its pool's name
   bool operator==(const volume_plan&) const = default;
 };
 
@@ -85,11 +100,8 @@ struct mapping_plan {
 struct array_plan {
   std::vector<drive_spec> drives;  // slots in this order; drives in no group stay unused
   std::vector<group_plan> groups;
-  std::string pool = "p1";
-  std::vector<std::string> pool_groups;  // in the pool's order (extents name their group by its index)
-  std::string read_cache_group;          // "": no read cache
-  std::string write_log_group;           // "": no write-back cache
-  std::vector<volume_plan> volumes;
+  std::vector<pool_plan> pools;
+  std::vector<volume_plan> volumes;  // names unique across the pools
   std::vector<host_plan> hosts;
   std::vector<mapping_plan> mappings;
   bool operator==(const array_plan&) const = default;
@@ -102,9 +114,21 @@ struct array_plan {
 // placement; host "all" (any initiator); v1 mapped to it as LUN 0 (m1).
 array_plan default_plan();
 // The embedded default's layout over other drives (HDDs in two RAID-6
-// halves, the first two SSDs RAID-1, the third the read cache), with v1 of
-// `volume_bytes`. REQUIRES: 8 or more HDDs, 3 or more SSDs.
+// halves, the first two SSDs RAID-1, the third the read cache, the fourth
+// and fifth the write log), with v1 of `volume_bytes`.
+// REQUIRES: 8 or more HDDs, 3 or more SSDs.
 array_plan default_plan(std::vector<drive_spec> drives, std::uint64_t volume_bytes);
+
+// The embedded default of two controllers (dual_shelf(): 20 HDDs, 10 SSDs):
+// one pool per controller, as the seed array had one RAID-6 group each.
+// Pool p1 (home a) on g1 (HDDs 0-9, RAID-6) and g3 (ssd-00, ssd-01,
+// RAID-1), read cache g4 (ssd-02), write log g5 (ssd-03, ssd-04); pool p2
+// (home b) on g2 (HDDs 10-19) and g6 (ssd-05, ssd-06), read cache g7
+// (ssd-07), write log g8 (ssd-08, ssd-09). Volume v1 in p1 and v2 in p2,
+// `volume_bytes` each, mapped to host "all" as LUN 0 and LUN 1.
+// REQUIRES: 8 or more HDDs, 10 or more SSDs.
+array_plan dual_plan(std::vector<drive_spec> drives, std::uint64_t volume_bytes);
+array_plan dual_plan();
 
 // How the daemon runs. Command-line flags override each (stratad.cc).
 struct daemon_settings {

@@ -56,6 +56,15 @@ std::vector<drive_spec> default_shelf() {
   return drives;
 }
 
+std::vector<drive_spec> dual_shelf() {
+  std::vector<drive_spec> drives = default_shelf();
+  const timing_model_info& ssd = default_timing_model(drive_kind::ssd);
+  for (int i = 5; i < 7; ++i) drives.push_back({slot("ssd", i), drive_kind::ssd, ssd.nominal_bytes, {}, std::string(ssd.name)});
+  drives.push_back({slot("ssd", 7), drive_kind::ssd, read_cache_bytes, {}, std::string(ssd.name)});
+  for (int i = 8; i < 10; ++i) drives.push_back({slot("ssd", i), drive_kind::ssd, write_log_bytes, {}, std::string(ssd.name)});
+  return drives;
+}
+
 std::expected<std::unique_ptr<shelf>, error> shelf::open(device::io_ring& ring, device::clock& clock,
                                                          const std::filesystem::path& directory,
                                                          const std::vector<drive_spec>& drives, const shelf_options& options) {

@@ -76,6 +76,10 @@ const timing_model_info& default_timing_model(drive_kind kind);
 // SSD's, which is kept small: the cache's index and admission sketch grow
 // with its lines (about 500 MiB of memory for a whole 1.92 TB drive).
 std::vector<drive_spec> default_shelf();
+// The two controllers' embedded default (config_file.h, dual_plan()): the
+// same, and five more SSDs for the second pool (ssd-05 to ssd-09: two
+// for its RAID-1, a read cache, two for its write log).
+std::vector<drive_spec> dual_shelf();
 
 struct shelf_options {
   // A test and torture mode (stratad --volatile-drive-caches): every drive

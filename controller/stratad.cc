@@ -25,7 +25,10 @@
 //               controller a over the partner link
 // --partner-link
 //               the partner link's address: controller b listens there,
-//               controller a dials it (loopback; docs/partner-link.md)
+//               controller a dials it (loopback; docs/partner-link.md).
+//               Controller a then builds the two controllers' embedded
+//               default on an empty state directory (dual_plan(): a pool
+//               for each; b gets its own once it has joined)
 // --iscsi       the iSCSI portal (default 127.0.0.1:3260)
 // --portal      a portal SendTargets names to initiators (repeated for
 //               several; default: the address each discovery came in on).
@@ -38,8 +41,10 @@
 //               characters) is the bearer token every call must carry. With
 //               them the API is TLS only, on any address (mgmt/README.md)
 // --small-shelf build the embedded default on 10 HDDs and 5 SSDs of a few
-//               GiB (sparse), with a 1 GiB volume: for tests. Not with a
-//               file that has build sections
+//               GiB (sparse), with a 1 GiB volume: for tests (with
+//               --partner-link, the two controllers' default on 10 HDDs
+//               and 10 SSDs, a 1 GiB volume in each pool). Not with a file
+//               that has build sections
 // --volatile-drive-caches
 //               a test and torture mode: each drive keeps the writes it has
 //               not flushed yet in stratad's memory, as a drive's volatile
@@ -140,13 +145,14 @@ void notify_systemd(const char* state) {
   ::close(fd);
 }
 
-// --small-shelf: the embedded default's layout over small drives.
-strata::controller::array_plan small_plan() {
+// --small-shelf: the embedded default's layout over small drives (the two
+// controllers' default, with five more SSDs, when `dual`).
+strata::controller::array_plan small_plan(bool dual) {
   using strata::controller::drive_kind;
   std::vector<strata::controller::drive_spec> d;
   for (int i = 0; i < 10; ++i) d.push_back({"hdd-0" + std::to_string(i), drive_kind::hdd, 4ull << 30, {}, "nl_sas_7k2"});
-  for (int i = 0; i < 5; ++i) d.push_back({"ssd-0" + std::to_string(i), drive_kind::ssd, 2ull << 30, {}, "sas_12g"});
-  return strata::controller::default_plan(std::move(d), 1ull << 30);
+  for (int i = 0; i < (dual ? 10 : 5); ++i) d.push_back({"ssd-0" + std::to_string(i), drive_kind::ssd, 2ull << 30, {}, "sas_12g"});
+  return dual ? strata::controller::dual_plan(std::move(d), 1ull << 30) : strata::controller::default_plan(std::move(d), 1ull << 30);
 }
 
 }  // namespace
@@ -241,8 +247,16 @@ int main(int argc, char** argv) {
   if (config.plan) {
     options.plan = std::move(*config.plan);
     options.plan_origin = "the array of " + config_path->string();
-  } else if (small_shelf) {
-    options.plan = small_plan();
+  } else {
+    // With a partner, the embedded default is the two controllers' one:
+    // a pool each (controller a builds both; b joins).
+    const bool dual = options.partner_link.has_value();
+    if (small_shelf) {
+      options.plan = small_plan(dual);
+    } else if (dual) {
+      options.plan = controller::dual_plan();
+      options.plan_origin = "the two controllers' embedded default";
+    }
   }
   const std::string grpc_address = settings.grpc_listen;
   strata::mgmt::security_options grpc_security{settings.grpc_tls_cert, settings.grpc_tls_key, settings.grpc_token_file};

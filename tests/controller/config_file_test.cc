@@ -99,9 +99,7 @@ TEST_CASE("config file: the example, as shipped, builds the embedded default", "
     CHECK(plan.drives[i] == embedded.drives[i]);
   }
   CHECK(plan.groups == embedded.groups);
-  CHECK(plan.pool == embedded.pool);
-  CHECK(plan.pool_groups == embedded.pool_groups);
-  CHECK(plan.read_cache_group == embedded.read_cache_group);
+  CHECK(plan.pools == embedded.pools);
   CHECK(plan.volumes == embedded.volumes);
   CHECK(plan.hosts == embedded.hosts);
   CHECK(plan.mappings == embedded.mappings);
@@ -156,12 +154,9 @@ TEST_CASE("config file: the embedded default's shape", "[controller][config]") {
   CHECK(plan.groups[1].drives.back() == "hdd-19");
   CHECK(plan.groups[2] == group_plan{"g3", group_kind::raid1, {"ssd-00", "ssd-01"}});
   CHECK(plan.groups[3] == group_plan{"g4", group_kind::read_cache, {"ssd-02"}});
-  CHECK(plan.pool == "p1");
-  CHECK(plan.pool_groups == std::vector<std::string>{"g1", "g2", "g3"});
-  CHECK(plan.read_cache_group == "g4");
   CHECK(plan.groups[4] == group_plan{"g5", group_kind::write_log, {"ssd-03", "ssd-04"}});
-  CHECK(plan.write_log_group == "g5");
-  CHECK(plan.volumes == std::vector<volume_plan>{{"v1", 100ull << 30, tiering::affinity::automatic}});
+  CHECK(plan.pools == std::vector<pool_plan>{{"p1", {"g1", "g2", "g3"}, "g4", "g5", "a"}});
+  CHECK(plan.volumes == std::vector<volume_plan>{{"v1", 100ull << 30, tiering::affinity::automatic, 512, "p1"}});
   REQUIRE(plan.hosts.size() == 1);
   CHECK(plan.hosts[0].name == "all");
   CHECK(plan.hosts[0].any_initiator);
@@ -247,7 +242,8 @@ TEST_CASE("config file: the base of the error tests is valid", "[controller][con
   REQUIRE(config);
   CHECK(config->plan->drives.size() == 7);
   CHECK(config->plan->drives[0].timing_model == "nl_sas_7k2");  // a simulated drive's default model
-  CHECK(config->plan->pool == "p1");
+  REQUIRE(config->plan->pools.size() == 1);
+  CHECK(config->plan->pools[0].name == "p1");
 }
 
 TEST_CASE("config file: unknown keys are errors, with a suggestion", "[controller][config]") {
@@ -313,7 +309,7 @@ TEST_CASE("config file: groups are checked", "[controller][config]") {
   const std::string kind = with(base, R"(kind = "raid1")", R"(kind = "raid5")");
   CHECK(error_of(kind) == where(kind, "\"raid5\"") + ": group g2: kind: \"raid5\" is not \"raid6\", \"raid1\", \"read_cache\" or \"write_log\"");
   const std::string unused = with(base, R"(groups = ["g1", "g2"])", R"(groups = ["g1"])");
-  CHECK(error_of(unused) == where(unused, "\"g2\"") + ": group g2: name: the pool does not use it (name it in [pool] groups)");
+  CHECK(error_of(unused) == where(unused, "\"g2\"") + ": group g2: name: no pool uses it (name it in a [pool]'s groups)");
 }
 
 TEST_CASE("config file: the pool is checked", "[controller][config]") {
@@ -325,6 +321,30 @@ TEST_CASE("config file: the pool is checked", "[controller][config]") {
   CHECK(error_of(not_cache) == where(not_cache, "\"g2\"}") + ": pool p1: read_cache: g2 is a raid1 group, not a read_cache one");
   const std::string none = with(base, "pool = {groups = [\"g1\", \"g2\"], read_cache = \"g3\"}\n", "");
   CHECK(error_of(none).find(": the array to build needs a [pool]") != std::string::npos);
+}
+
+TEST_CASE("config file: several [[pool]] tables, each with its home and its volumes; a group in two pools is refused",
+          "[controller][config]") {
+  const std::string two = with(with(base, "pool = {groups = [\"g1\", \"g2\"], read_cache = \"g3\"}\n",
+                                    "pool = [{name = \"p1\", groups = [\"g1\"], read_cache = \"g3\"},\n"
+                                    "        {name = \"p2\", groups = [\"g2\"], home = \"b\"}]\n"),
+                               R"(volume = [{name = "v1", size = "1G"}])", R"(volume = [{name = "v1", size = "1G"}, {name = "v2", size = "1G", pool = "p2"}])");
+  auto parsed = parse_config(two, "t.toml", "");
+  REQUIRE(parsed);
+  REQUIRE(parsed->plan);
+  CHECK(parsed->plan->pools == std::vector<pool_plan>{{"p1", {"g1"}, "g3", "", "a"}, {"p2", {"g2"}, "", "", "b"}});
+  REQUIRE(parsed->plan->volumes.size() == 2);
+  CHECK(parsed->plan->volumes[0].pool == "p1");  // the first pool's, unless said
+  CHECK(parsed->plan->volumes[1].pool == "p2");
+
+  const std::string shared = with(two, R"(groups = ["g2"], home)", R"(groups = ["g2", "g1"], home)");
+  CHECK(error_of(shared) == where(shared, "\"g1\"], home") + ": pool p2: groups: g1 is pool p1's");
+  const std::string home = with(two, R"(home = "b")", R"(home = "c")");
+  CHECK(error_of(home) == where(home, "\"c\"") + ": pool p2: home: \"c\" is not \"a\" or \"b\"");
+  const std::string nowhere = with(two, R"(pool = "p2")", R"(pool = "p9")");
+  CHECK(error_of(nowhere) == where(nowhere, "\"p9\"") + ": volume v2: pool: no pool is named \"p9\"");
+  const std::string twice = with(two, R"(name = "p2")", R"(name = "p1")");
+  CHECK(error_of(twice).find(": a second pool named p1") != std::string::npos);
 }
 
 TEST_CASE("config file: volumes are checked", "[controller][config]") {

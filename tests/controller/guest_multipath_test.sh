@@ -3,7 +3,8 @@
 # guest (QEMU, Debian's kernel, open-iscsi, dm-multipath with
 # docs/multipath.conf) logs in to both controllers' portals, puts ext4 on
 # the multipath device and runs fio --verify=crc32c rounds with four jobs
-# (guest/multipath_failover.sh), while this script, on the host:
+# (guest/multipath_failover.sh) on LUN 0 (pool p1, a's) and raw on LUN 1
+# (pool p2, b's), while this script, on the host:
 #   1. kills the pool's owner (a) with -9 mid-run: b takes the pool over;
 #   2. restarts a: b hands the pool back once a's copy is current
 #      (failback under load);
@@ -75,7 +76,8 @@ note() { echo "$(date +%T) $*"; echo "$*" >"$share/note"; }
 
 start_a
 start_b
-check "b holds a current copy of the pool's metadata" events_count "$api_a" "controller b holds a current copy of its metadata" 1 30
+check "b holds a current copy of pool p1's metadata" events_count "$api_a" "controller b holds a current copy of its metadata" 1 30
+check "a handed pool p2 over to b, its home (the two controllers' default)" events_count "$api_a" "handed over to controller b, its home, in" 1 60
 
 left=$(remaining)
 ((left > 300)) || { echo "FAIL: the image build used up the budget"; exit 1; }

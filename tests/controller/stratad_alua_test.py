@@ -5,8 +5,9 @@ controllers"): a host logged in to a (relative port 1, group 1) and b
 on the pool's owner and active/non-optimized on the partner, whose port
 forwards every command to the owner's unit: writes through one port are
 read through the other (qemu's iSCSI initiator), a reservation key
-registered through b is the owner's, and a unit attention raised through
-one nexus reaches the other. When a is killed, b's port answers NOT READY
+registered through b is the owner's, and both keys follow the pool through
+the takeover and back. With the two controllers' default, LUN 1 (pool
+p2) is b's: optimized through b's port. When a is killed, b's port answers NOT READY
 04/0A (ASYMMETRIC ACCESS STATE TRANSITION) until it has taken the pool
 over, then serves it as active/optimized with the data and the
 registration; when a is back and the pool fails back, b's port forwards
@@ -106,10 +107,10 @@ def vpd83_port_and_group(c):
         at += 4 + n
     return port, group
 
-def rtpg(c):
+def rtpg(c, lun=0):
     """{group id: (state, [ports])}, or the sense tuple on failure."""
     cdb = bytearray(12); cdb[0] = 0xa3; cdb[1] = 0x0a; cdb[6:10] = (1024).to_bytes(4, 'big')
-    status, key, asc, ascq, d = command(c, bytes(cdb), read_bytes=1024)
+    status, key, asc, ascq, d = command(c, bytes(cdb), lun=lun, read_bytes=1024)
     if status != 0:
         return (status, key, asc, ascq)
     groups, at, end = {}, 4, 4 + int.from_bytes(d[0:4], 'big')
@@ -151,6 +152,8 @@ def qemu_io(name, *cmds):
 start("a")
 start("b")
 check("b holds a current copy of the pool's metadata", events_say("a", "controller b holds a current copy of its metadata", 15))
+# The two controllers' default: p1 (v1, LUN 0) is a's, p2 (v2, LUN 1) b's, which a built and hands over.
+check("a hands pool p2 over to b, its home", events_say("a", "handed over to controller b, its home, in", 30))
 
 # The host logs in to both controllers: two nexuses (same ISID, two target ports).
 ca = Connection(port, isid=bytes([0x80, 0, 0, 0, 0, 0x41]), host="127.0.0.1")
@@ -168,6 +171,15 @@ check("VPD 83h through b: relative port 2, group 2", vpd83_port_and_group(cb) ==
 expected = {1: (AO, [1]), 2: (ANO, [2])}
 check("REPORT TARGET PORT GROUPS through a: group 1 active/optimized, 2 active/non-optimized", rtpg(ca) == expected)
 check("... the same through b", rtpg(cb) == expected)
+def settle_lun(c, lun):
+    for _ in range(20):
+        if command(c, TUR, lun)[0] == 0:
+            return True
+        time.sleep(0.1)
+    return False
+flipped = {1: (ANO, [1]), 2: (AO, [2])}
+check("LUN 1 (pool p2, b's): REPORT TARGET PORT GROUPS through a and b says group 2 is the optimized one",
+      settle_lun(ca, 1) and settle_lun(cb, 1) and rtpg(ca, 1) == flipped and rtpg(cb, 1) == flipped)
 
 check("1 MiB written through b (forwarded)", qemu_io("b", "write -P 0x5b 0 1M", "flush"))
 check("... read back through a", qemu_io("a", "read -P 0x5b 0 1M"))
@@ -180,8 +192,8 @@ check("READ KEYS through a lists both (one unit, the owner's)", read_keys(ca) ==
 check("... and through b", read_keys(cb) == [0xa0a, 0xb0b])
 
 # A mapping made through b's API is presented by both controllers.
-check("a second volume and LUN 1, through b's API", strata("b", "volume", "create", "v9", "--size", "1G") is not None and
-      strata("b", "map", "v9", "--host", "all", "--lun", "1") is not None)
+check("a third volume as LUN 2, through b's API", strata("b", "volume", "create", "v9", "--size", "1G") is not None and
+      strata("b", "map", "v9", "--host", "all", "--lun", "2") is not None)
 def luns_of(c):
     cdb = bytearray(12); cdb[0] = 0xa0; cdb[6:10] = (4096).to_bytes(4, 'big')
     for _ in range(5):  # 3F/0E first, then the list
@@ -192,11 +204,11 @@ def luns_of(c):
     return None
 ok = False
 for _ in range(30):
-    if luns_of(ca) == [0, 1] and luns_of(cb) == [0, 1]:
+    if luns_of(ca) == [0, 1, 2] and luns_of(cb) == [0, 1, 2]:
         ok = True
         break
     time.sleep(0.1)
-check("... REPORT LUNS lists LUN 0 and 1 through a and b", ok)
+check("... REPORT LUNS lists LUNs 0, 1 and 2 through a and b", ok)
 
 # a killed: b's port is transitioning, then serves.
 daemons["a"].kill()
