@@ -92,6 +92,9 @@ struct array_options {
   // array's identity from the drives, and copies the configuration from
   // controller a over the link.
   std::optional<boost::asio::ip::tcp::endpoint> partner_link;
+  // Controller a dials here instead (a relay to partner_link; tests cut
+  // the link with it).
+  std::optional<boost::asio::ip::tcp::endpoint> partner_dial;
   boost::asio::ip::tcp::endpoint iscsi{boost::asio::ip::make_address("127.0.0.1"), 3260};
   std::string target_name = "iqn.2026-11.io.strata:array";
   // What an empty state directory is built as (config_file.h): the

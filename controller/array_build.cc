@@ -396,6 +396,7 @@ std::expected<void, error> array::start_partner() {
   o.self = options_.controller;
   o.partner = options_.controller == "a" ? "b" : "a";
   o.listen_at = *options_.partner_link;
+  o.dial_at = options_.partner_dial;
   o.key = identity_.link_key;
   partner_ = std::make_unique<controller::partner>(loop_.get_executor(), *config_, *events_, o);
   partner_->on_applied = [this](const config_change& change) { partner_changed(change); };

@@ -500,7 +500,7 @@ void partner_link::accept() {
 void partner_link::dial() {
   if (stopped_ || current_ || dialing_) return;
   auto socket = std::make_shared<tcp::socket>(loop_);
-  socket->async_connect(options_.listen_at, [this, socket, alive = std::weak_ptr<int>(alive_)](boost::system::error_code ec) {
+  socket->async_connect(options_.dial_at.value_or(options_.listen_at), [this, socket, alive = std::weak_ptr<int>(alive_)](boost::system::error_code ec) {
     if (alive.expired() || stopped_) return;
     if (ec) return redial_later();
     socket->set_option(tcp::no_delay(true), ec);

@@ -29,6 +29,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,6 +49,9 @@ struct partner_link_options {
   // The listener's address (the one whose name sorts second): where it
   // listens, and where the dialer dials. Port 0 lets the listener pick.
   boost::asio::ip::tcp::endpoint listen_at;
+  // Where the dialer dials, when not listen_at: a relay between the two
+  // (a test's, to cut the link while both controllers run).
+  std::optional<boost::asio::ip::tcp::endpoint> dial_at;
   link_key key{};
   std::chrono::milliseconds heartbeat_interval{200};
   std::chrono::milliseconds silence_limit{1000};

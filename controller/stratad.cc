@@ -1,6 +1,7 @@
 // stratad: the array daemon (README.md).
 //
 //   stratad [--config FILE] [--state-dir DIR] [--shelf DIR] [--controller a|b] [--partner-link ADDR:PORT]
+//           [--partner-dial ADDR:PORT]
 //           [--iscsi ADDR:PORT] [--portal HOST:PORT]...
 //           [--grpc ADDR:PORT] [--grpc-tls-cert FILE --grpc-tls-key FILE --grpc-token-file FILE]
 //           [--small-shelf] [--volatile-drive-caches]
@@ -29,6 +30,10 @@
 //               Controller a then builds the two controllers' embedded
 //               default on an empty state directory (dual_plan(): a pool
 //               for each; b gets its own once it has joined)
+// --partner-dial
+//               controller a dials the link here instead of at
+//               --partner-link: a relay's address (tests cut the link
+//               with one while both controllers run)
 // --iscsi       the iSCSI portal (default 127.0.0.1:3260)
 // --portal      a portal SendTargets names to initiators (repeated for
 //               several; default: the address each discovery came in on).
@@ -101,6 +106,7 @@ void say(const char* level, const std::string& what) {
   say("error", problem);
   std::fprintf(stderr,
                "usage: stratad [--config FILE] [--state-dir DIR] [--shelf DIR] [--controller a|b] [--partner-link ADDR:PORT]\n"
+               "               [--partner-dial ADDR:PORT]\n"
                "               [--iscsi ADDR:PORT] [--portal HOST:PORT]...\n"
                "               [--grpc ADDR:PORT] [--grpc-tls-cert FILE --grpc-tls-key FILE --grpc-token-file FILE]\n"
                "               [--small-shelf] [--volatile-drive-caches]\n");
@@ -161,7 +167,7 @@ int main(int argc, char** argv) {
   namespace controller = strata::controller;
   // The command line, which overrides the file's [daemon] settings.
   std::optional<std::filesystem::path> config_path, state_dir, shelf_dir, tls_cert, tls_key, token_file;
-  std::optional<std::string> iscsi, grpc, partner_link;
+  std::optional<std::string> iscsi, grpc, partner_link, partner_dial;
   std::string controller_name = "a";
   std::optional<std::vector<std::string>> portals;
   bool small_shelf = false;
@@ -184,6 +190,9 @@ int main(int argc, char** argv) {
     } else if (arg == "--partner-link") {
       partner_link = value();
       if (auto bad = controller::parse_listen_address(*partner_link); !bad) usage("--partner-link takes ADDR:PORT: " + bad.error());
+    } else if (arg == "--partner-dial") {
+      partner_dial = value();
+      if (auto bad = controller::parse_listen_address(*partner_dial); !bad) usage("--partner-dial takes ADDR:PORT: " + bad.error());
     } else if (arg == "--iscsi") {
       iscsi = value();
       if (auto bad = controller::parse_listen_address(*iscsi); !bad) usage("--iscsi takes ADDR:PORT: " + bad.error());
@@ -237,6 +246,11 @@ int main(int argc, char** argv) {
     const auto at = controller::parse_listen_address(*partner_link);
     options.partner_link = boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address(at->address), at->port);
     if (!options.partner_link->address().is_loopback()) usage("the partner link runs on loopback only (127.0.0.0/8)");
+    if (partner_dial) {
+      const auto dial = controller::parse_listen_address(*partner_dial);
+      options.partner_dial = boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address(dial->address), dial->port);
+      if (!options.partner_dial->address().is_loopback()) usage("the partner link runs on loopback only (127.0.0.0/8)");
+    }
   }
   const auto listen = controller::parse_listen_address(settings.iscsi_listen);  // checked by the file's parser or above
   if (!listen) usage("the iSCSI portal: " + listen.error());
