@@ -552,10 +552,10 @@ array_plan read_plan(const toml::table& root, const std::filesystem::path& base,
   return plan;
 }
 
-}  // namespace
-
-array_plan default_plan(std::vector<drive_spec> drives, std::uint64_t volume_bytes) {
-  array_plan plan;
+// The default layouts' start: the drives, the HDDs' two RAID-6 halves (g1,
+// g2), ssd 0 and 1 as RAID-1 (g3), ssd 2 the read cache (g4); the SSDs'
+// names, for the rest.
+std::vector<std::string> start_default(array_plan& plan, std::vector<drive_spec> drives) {
   std::vector<std::string> hdds, ssds;
   for (const drive_spec& d : drives) (d.kind == drive_kind::hdd ? hdds : ssds).push_back(d.name);
   const auto half = static_cast<std::ptrdiff_t>(hdds.size() / 2);
@@ -564,6 +564,15 @@ array_plan default_plan(std::vector<drive_spec> drives, std::uint64_t volume_byt
                  {"g2", group_kind::raid6, {hdds.begin() + half, hdds.end()}},
                  {"g3", group_kind::raid1, {ssds.at(0), ssds.at(1)}},
                  {"g4", group_kind::read_cache, {ssds.at(2)}}};
+  plan.hosts = {{"all", {}, true, {}, {}, {}, {}}};
+  return ssds;
+}
+
+}  // namespace
+
+array_plan default_plan(std::vector<drive_spec> drives, std::uint64_t volume_bytes) {
+  array_plan plan;
+  const std::vector<std::string> ssds = start_default(plan, std::move(drives));
   pool_plan pool{"p1", {"g1", "g2", "g3"}, "g4", "", "a"};
   if (ssds.size() >= 5) {  // a shelf of 3 SSDs (before the write log) has none
     plan.groups.push_back({"g5", group_kind::write_log, {ssds.at(3), ssds.at(4)}});
@@ -571,29 +580,20 @@ array_plan default_plan(std::vector<drive_spec> drives, std::uint64_t volume_byt
   }
   plan.pools = {pool};
   plan.volumes = {{"v1", volume_bytes, tiering::affinity::automatic, 512, "p1"}};
-  plan.hosts = {{"all", {}, true, {}, {}, {}, {}}};
   plan.mappings = {{"v1", "all", 0}};
   return plan;
 }
 
 array_plan dual_plan(std::vector<drive_spec> drives, std::uint64_t volume_bytes) {
   array_plan plan;
-  std::vector<std::string> hdds, ssds;
-  for (const drive_spec& d : drives) (d.kind == drive_kind::hdd ? hdds : ssds).push_back(d.name);
-  const auto half = static_cast<std::ptrdiff_t>(hdds.size() / 2);
-  plan.drives = std::move(drives);
-  plan.groups = {{"g1", group_kind::raid6, {hdds.begin(), hdds.begin() + half}},
-                 {"g2", group_kind::raid6, {hdds.begin() + half, hdds.end()}},
-                 {"g3", group_kind::raid1, {ssds.at(0), ssds.at(1)}},
-                 {"g4", group_kind::read_cache, {ssds.at(2)}},
-                 {"g5", group_kind::write_log, {ssds.at(3), ssds.at(4)}},
-                 {"g6", group_kind::raid1, {ssds.at(5), ssds.at(6)}},
-                 {"g7", group_kind::read_cache, {ssds.at(7)}},
-                 {"g8", group_kind::write_log, {ssds.at(8), ssds.at(9)}}};
+  const std::vector<std::string> ssds = start_default(plan, std::move(drives));
+  plan.groups.insert(plan.groups.end(), {{"g5", group_kind::write_log, {ssds.at(3), ssds.at(4)}},
+                                         {"g6", group_kind::raid1, {ssds.at(5), ssds.at(6)}},
+                                         {"g7", group_kind::read_cache, {ssds.at(7)}},
+                                         {"g8", group_kind::write_log, {ssds.at(8), ssds.at(9)}}});
   plan.pools = {{"p1", {"g1", "g3"}, "g4", "g5", "a"}, {"p2", {"g2", "g6"}, "g7", "g8", "b"}};
   plan.volumes = {{"v1", volume_bytes, tiering::affinity::automatic, 512, "p1"},
                   {"v2", volume_bytes, tiering::affinity::automatic, 512, "p2"}};
-  plan.hosts = {{"all", {}, true, {}, {}, {}, {}}};
   plan.mappings = {{"v1", "all", 0}, {"v2", "all", 1}};
   return plan;
 }

@@ -13,85 +13,23 @@ over, then serves it as active/optimized with the data and the
 registration; when a is back and the pool fails back, b's port forwards
 again. A mapping made through either controller is presented by both.
    stratad_alua_test.py PATH/TO/stratad PATH/TO/strata"""
-import os, random, shutil, subprocess, sys, tempfile, time, atexit
+import os, shutil, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "target"))
-from iscsi_raw import Connection, check, failures
+from iscsi_raw import Connection, check, command, failures, until
+from two_controllers import ANO, AO, TARGET, Pair, rtpg
 
 stratad, cli = sys.argv[1], sys.argv[2]
 if shutil.which("qemu-io") is None:
     print("SKIP: qemu-io is missing (tools/install-deps.sh installs qemu-utils, qemu-block-extra)")
     sys.exit(77)
-state = tempfile.mkdtemp()
-print("state in", state)
-port = 20000 + random.randrange(12000)  # below Linux's ephemeral ports (32768 and up)
-api = {"a": "127.0.0.1:%d" % (port + 2), "b": "127.0.0.2:%d" % (port + 2)}
-link = "127.0.0.2:%d" % (port + 5)
-daemons = {}
-
-def start(name):
-    args = [stratad, "--volatile-drive-caches", "--state-dir", os.path.join(state, name), "--shelf", os.path.join(state, "shelf"),
-            "--iscsi", "127.0.0.%d:%d" % (1 if name == "a" else 2, port), "--grpc", api[name], "--partner-link", link]
-    args += ["--small-shelf"] if name == "a" else ["--controller", "b"]
-    err = open(os.path.join(state, name + ".err"), "a")
-    d = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, text=True)
-    for line in d.stdout:
-        if "stratad is ready" in line:
-            break
-    daemons[name] = d
-    return d
-
-def stop_all():
-    for d in daemons.values():
-        d.kill()
-        d.wait()
-    if not os.environ.get("KEEP"):
-        shutil.rmtree(state, True)
-atexit.register(stop_all)
-
-def strata(name, *words):
-    r = subprocess.run([cli, "--api", api[name], *words], capture_output=True, text=True)
-    if r.returncode != 0:
-        print("strata %s: %s" % (" ".join(words), r.stderr.strip()))
-    return r.stdout if r.returncode == 0 else None
-
-def events_say(name, text, seconds):
-    for _ in range(seconds * 10):
-        out = strata(name, "events")
-        if out and text in out:
-            return True
-        time.sleep(0.1)
-    return False
-
-TARGET = "iqn.2026-11.io.strata:array"
+pair = Pair(stratad, cli)
+port = pair.port
 IQN = "iqn.2026-11.test:alua"
-itt = 0x100
-def command(c, cdb, lun=0, read_bytes=0, write=b""):
-    """Runs a command; returns (status, sense key, ASC, ASCQ, data)."""
-    global itt
-    itt += 1
-    c.scsi(cdb, itt, lun=lun, read_bytes=read_bytes, write=write)
-    data = b""
-    while True:
-        r, d = c.receive()
-        if r[0] & 0x3f == 0x25:  # Data-In, perhaps with status
-            data += d
-            if r[1] & 0x01:
-                return r[3], 0, 0, 0, data
-            continue
-        if r[0] & 0x3f == 0x21:
-            if r[3] == 2 and len(d) >= 16:
-                sense = d[2:]
-                return 2, sense[2] & 0x0f, sense[12], sense[13], data
-            return r[3], 0, 0, 0, data
-
 TUR = bytes(6)
-def settle(c):
-    """TEST UNIT READY until GOOD (the 29/00 of a first login), or 20 tries."""
-    for _ in range(20):
-        if command(c, TUR)[0] == 0:
-            return True
-        time.sleep(0.1)
-    return False
+
+def settle(c, lun=0):
+    """TEST UNIT READY until GOOD (the 29/00 of a first login), for 2 s."""
+    return until(lambda: command(c, TUR, lun)[0] == 0, 2)
 
 def vpd83_port_and_group(c):
     cdb = bytes([0x12, 0x01, 0x83, 0x01, 0x00, 0x00])
@@ -107,21 +45,6 @@ def vpd83_port_and_group(c):
         at += 4 + n
     return port, group
 
-def rtpg(c, lun=0):
-    """{group id: (state, [ports])}, or the sense tuple on failure."""
-    cdb = bytearray(12); cdb[0] = 0xa3; cdb[1] = 0x0a; cdb[6:10] = (1024).to_bytes(4, 'big')
-    status, key, asc, ascq, d = command(c, bytes(cdb), lun=lun, read_bytes=1024)
-    if status != 0:
-        return (status, key, asc, ascq)
-    groups, at, end = {}, 4, 4 + int.from_bytes(d[0:4], 'big')
-    while at + 8 <= end:
-        count = d[at + 7]
-        ports = [int.from_bytes(d[at + 8 + 4 * i + 2:at + 8 + 4 * i + 4], 'big') for i in range(count)]
-        groups[int.from_bytes(d[at + 2:at + 4], 'big')] = (d[at] & 0x0f, ports)
-        at += 8 + 4 * count
-    return groups
-
-AO, ANO = 0, 1
 def register(c, key):
     cdb = bytearray(10); cdb[0] = 0x5f; cdb[1] = 0x00; cdb[7:9] = (24).to_bytes(2, 'big')
     params = bytearray(24); params[8:16] = key.to_bytes(8, 'big')
@@ -135,22 +58,11 @@ def read_keys(c):
     n = int.from_bytes(d[4:8], 'big') // 8
     return sorted(int.from_bytes(d[8 + 8 * i:16 + 8 * i], 'big') for i in range(n))
 
-def url(name):
-    return "iscsi://127.0.0.%d:%d/%s/0" % (1 if name == "a" else 2, port, TARGET)
-
+strata, events_say = pair.strata, pair.events_say
 def qemu_io(name, *cmds):
-    args = ["qemu-io", "-f", "raw"]
-    for cmd in cmds:
-        args += ["-c", cmd]
-    r = subprocess.run(args + [url(name)], capture_output=True, text=True, timeout=120)
-    out = r.stdout + r.stderr
-    ok = r.returncode == 0 and not any(w in out.lower() for w in ("error", "fail", "mismatch"))
-    if not ok:
-        print(out.strip()[:600])
-    return ok
-
-start("a")
-start("b")
+    return pair.qemu_io(name, 0, *cmds)
+pair.start("a", "--volatile-drive-caches")
+pair.start("b", "--volatile-drive-caches")
 check("b holds a current copy of the pool's metadata", events_say("a", "controller b holds a current copy of its metadata", 15))
 # The two controllers' default: p1 (v1, LUN 0) is a's, p2 (v2, LUN 1) b's, which a built and hands over.
 check("a hands pool p2 over to b, its home", events_say("a", "handed over to controller b, its home, in", 30))
@@ -171,15 +83,9 @@ check("VPD 83h through b: relative port 2, group 2", vpd83_port_and_group(cb) ==
 expected = {1: (AO, [1]), 2: (ANO, [2])}
 check("REPORT TARGET PORT GROUPS through a: group 1 active/optimized, 2 active/non-optimized", rtpg(ca) == expected)
 check("... the same through b", rtpg(cb) == expected)
-def settle_lun(c, lun):
-    for _ in range(20):
-        if command(c, TUR, lun)[0] == 0:
-            return True
-        time.sleep(0.1)
-    return False
 flipped = {1: (ANO, [1]), 2: (AO, [2])}
 check("LUN 1 (pool p2, b's): REPORT TARGET PORT GROUPS through a and b says group 2 is the optimized one",
-      settle_lun(ca, 1) and settle_lun(cb, 1) and rtpg(ca, 1) == flipped and rtpg(cb, 1) == flipped)
+      settle(ca, 1) and settle(cb, 1) and rtpg(ca, 1) == flipped and rtpg(cb, 1) == flipped)
 
 check("1 MiB written through b (forwarded)", qemu_io("b", "write -P 0x5b 0 1M", "flush"))
 check("... read back through a", qemu_io("a", "read -P 0x5b 0 1M"))
@@ -202,17 +108,10 @@ def luns_of(c):
             n = int.from_bytes(data[0:4], 'big') // 8
             return [int.from_bytes(data[8 + 8 * i:10 + 8 * i], 'big') & 0x3fff for i in range(n)]
     return None
-ok = False
-for _ in range(30):
-    if luns_of(ca) == [0, 1, 2] and luns_of(cb) == [0, 1, 2]:
-        ok = True
-        break
-    time.sleep(0.1)
-check("... REPORT LUNS lists LUNs 0, 1 and 2 through a and b", ok)
+check("... REPORT LUNS lists LUNs 0, 1 and 2 through a and b", until(lambda: luns_of(ca) == [0, 1, 2] and luns_of(cb) == [0, 1, 2], 3))
 
 # a killed: b's port is transitioning, then serves.
-daemons["a"].kill()
-daemons["a"].wait()
+pair.kill("a")
 t0 = time.monotonic()
 first = command(cb, TUR)
 check("right after a's kill -9, b answers NOT READY 04/0A (transition) or, taken over already, UNIT ATTENTION",
@@ -233,19 +132,13 @@ check("the registrations made through both ports survived the takeover", read_ke
 check("b takes writes", qemu_io("b", "write -P 0xbb 2M 1M", "flush"))
 
 # a back: the pool fails back, and b's port forwards again.
-start("a")
+pair.start("a", "--volatile-drive-caches")
 check("b hands the pool back to a", events_say("b", "handed over to controller a, its home, in", 30))
 ca = Connection(port, isid=bytes([0x80, 0, 0, 0, 0, 0x42]), host="127.0.0.1")
 r, _ = ca.full_login(initiator=IQN, target=TARGET)
 check("the host logs in to a again", r[36] == 0 and settle(ca))
 check("after failback, RTPG through a: group 1 active/optimized", rtpg(ca) == expected)
-ok = False
-for _ in range(100):
-    if command(cb, TUR)[0] == 0 and rtpg(cb) == expected:
-        ok = True
-        break
-    time.sleep(0.1)
-check("... and through b, which forwards again", ok)
+check("... and through b, which forwards again", until(lambda: command(cb, TUR)[0] == 0 and rtpg(cb) == expected, 10))
 check("everything is read through both ports", qemu_io("a", "read -P 0x5b 0 1M", "read -P 0x5a 1M 1M", "read -P 0xbb 2M 1M") and
       qemu_io("b", "read -P 0xbb 2M 1M"))
 check("the registrations came back with the pool", read_keys(ca) == [0xa0a, 0xb0b])

@@ -8,7 +8,7 @@ closes its session.
    stratad_luns_test.py PATH/TO/stratad PATH/TO/strata"""
 import os, random, shutil, subprocess, sys, tempfile, time, atexit
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "target"))
-from iscsi_raw import Connection, check, failures
+from iscsi_raw import Connection, check, command, failures
 
 stratad, cli = sys.argv[1], sys.argv[2]
 state = tempfile.mkdtemp()
@@ -34,26 +34,6 @@ check("setup: three volumes and host 'live' with v2 as its LUN 0",
       strata("volume", "create", "v2", "--size", "1G") and strata("volume", "create", "v3", "--size", "1G") and
       strata("volume", "create", "v4", "--size", "1G") and strata("host", "add", "live", "--iqn", IQN) and
       strata("map", "v2", "--host", "live", "--lun", "0"))
-
-itt = 0x100
-def command(c, cdb, lun=0, read_bytes=0):
-    """Runs a command; returns (status, sense key, ASC, ASCQ, data)."""
-    global itt
-    itt += 1
-    c.scsi(cdb, itt, lun=lun, read_bytes=read_bytes)
-    data = b""
-    while True:
-        r, d = c.receive()
-        if r[0] & 0x3f == 0x25:  # Data-In, perhaps with status
-            data += d
-            if r[1] & 0x01:
-                return r[3], 0, 0, 0, data
-            continue
-        if r[0] & 0x3f == 0x21:
-            if r[3] == 2 and len(d) >= 16:
-                sense = d[2:]
-                return 2, sense[2] & 0x0f, sense[12], sense[13], data
-            return r[3], 0, 0, 0, data
 
 TUR = bytes(6)
 def report_luns(c):

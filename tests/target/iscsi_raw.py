@@ -115,3 +115,32 @@ class Connection:
         bhs[24:28] = self.cmd_sn.to_bytes(4, 'big'); self.cmd_sn += 1
         bhs[32:32 + len(cdb)] = cdb
         self.send(bhs, write)
+
+_next_itt = [0x100]
+def command(c, cdb, lun=0, read_bytes=0, write=b""):
+    """Runs one SCSI command on `c` and waits for its end; returns (status,
+    sense key, ASC, ASCQ, data-in)."""
+    _next_itt[0] += 1
+    c.scsi(cdb, _next_itt[0], lun=lun, read_bytes=read_bytes, write=write)
+    data = b""
+    while True:
+        r, d = c.receive()
+        if r[0] & 0x3f == 0x25:  # Data-In, perhaps with status
+            data += d
+            if r[1] & 0x01:
+                return r[3], 0, 0, 0, data
+            continue
+        if r[0] & 0x3f == 0x21:
+            if r[3] == 2 and len(d) >= 16:
+                sense = d[2:]
+                return 2, sense[2] & 0x0f, sense[12], sense[13], data
+            return r[3], 0, 0, 0, data
+
+def until(predicate, seconds, every=0.1):
+    """True once predicate() is, polled for up to `seconds`."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(every)
+    return False

@@ -29,19 +29,9 @@ done
 for tool in iscsi-perf iscsi-readcapacity16 qemu-img; do
   command -v "$tool" >/dev/null || { echo "forward-bench: $tool is missing (tools/install-deps.sh)" >&2; exit 1; }
 done
-dir=$(mktemp -d); [[ -n "${KEEP:-}" ]] && echo "state in $dir" >&2
-pid_a=
-pid_b=
-trap '[[ -n "$pid_a" ]] && kill -9 $pid_a 2>/dev/null; [[ -n "$pid_b" ]] && kill -9 $pid_b 2>/dev/null; [[ -n "${KEEP:-}" ]] || rm -rf "$dir"' EXIT
-port=$((20000 + RANDOM % 12000))
-link=127.0.0.2:$((port + 5))
-ready() { for _ in $(seq 600); do grep -q "stratad is ready" "$1" 2>/dev/null && return 0; sleep 0.05; done; echo "not ready: $1" >&2; cat "${1%.out}.err" >&2; exit 1; }
-"$stratad" --small-shelf --state-dir "$dir/a" --shelf "$dir/shelf" --iscsi 127.0.0.1:$port --grpc 127.0.0.1:$((port + 2)) \
-  --partner-link "$link" >"$dir/a.out" 2>"$dir/a.err" & pid_a=$!
-ready "$dir/a.out"
-"$stratad" --controller b --state-dir "$dir/b" --shelf "$dir/shelf" --iscsi 127.0.0.2:$port --grpc 127.0.0.2:$((port + 2)) \
-  --partner-link "$link" >"$dir/b.out" 2>"$dir/b.err" & pid_b=$!
-ready "$dir/b.out"
+source "$here/tools/takeoverbench/pair.sh"
+start_a
+start_b
 declare -A url=([direct]=iscsi://127.0.0.1:$port/iqn.2026-11.io.strata:array/0
                 [forwarded]=iscsi://127.0.0.2:$port/iqn.2026-11.io.strata:array/0)
 for _ in $(seq 100); do iscsi-readcapacity16 "${url[forwarded]}" >/dev/null 2>&1 && break; sleep 0.1; done

@@ -25,16 +25,8 @@ while [[ $# -gt 0 ]]; do
 done
 [[ ${#luns_list[@]} -eq 0 ]] && luns_list=(1 100)
 command -v qemu-io >/dev/null || { echo "qemu-io is missing (tools/install-deps.sh)" >&2; exit 1; }
-dir=$(mktemp -d); [[ -n "${KEEP:-}" ]] && echo "state in $dir" >&2
-pid_a=
-pid_b=
-trap '[[ -n "$pid_a" ]] && kill -9 $pid_a 2>/dev/null; [[ -n "$pid_b" ]] && kill -9 $pid_b 2>/dev/null; [[ -n "${KEEP:-}" ]] || rm -rf "$dir"' EXIT
-port=$((20000 + RANDOM % 12000))
-link=127.0.0.2:$((port + 5))
+source "$here/tools/takeoverbench/pair.sh"
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
-ready() { for _ in $(seq 600); do grep -q "stratad is ready" "$1" 2>/dev/null && return 0; sleep 0.05; done; echo "not ready: $1" >&2; cat "${1%.out}.err" >&2; exit 1; }
-start_a() { "$stratad" --small-shelf --state-dir "$dir/a" --shelf "$dir/shelf" --iscsi 127.0.0.1:$port --grpc 127.0.0.1:$((port + 2)) --partner-link "$link" >"$dir/a.out" 2>"$dir/a.err" & pid_a=$!; ready "$dir/a.out"; }
-start_b() { "$stratad" --controller b --state-dir "$dir/b" --shelf "$dir/shelf" --iscsi 127.0.0.2:$port --grpc 127.0.0.2:$((port + 2)) --partner-link "$link" >"$dir/b.out" 2>"$dir/b.err" & pid_b=$!; ready "$dir/b.out"; }
 events_b() { "$cli" --api 127.0.0.2:$((port + 2)) events --limit 1000 2>/dev/null; }
 count_b() { events_b | grep -c "$1"; }
 wait_count_b() { for _ in $(seq 600); do [[ $(count_b "$1") -ge $2 ]] && return 0; sleep 0.05; done; return 1; }

@@ -25,16 +25,7 @@ die() {
     multipath -ll 2>&1; iscsiadm -m session -P 1 2>&1 | head -40; dmesg | tail -n 60
     exit 1
 }
-load_ext4() {
-    grep -qw ext4 /proc/filesystems && return 0
-    local m n
-    while read -r m; do
-        n=${m%%.ko*}; n=${n//-/_}
-        [ -d "/sys/module/$n" ] && continue
-        insmod "/share/modules/$m" || return 1
-    done < /share/modules/order
-    grep -qw ext4 /proc/filesystems
-}
+. /share/strata_guest.sh  # load_ext4 (guest_prepare put it there)
 
 modprobe -a dm-multipath dm-round-robin dm-service-time scsi_dh_alua || die "no dm-multipath modules"
 load_ext4 || die "ext4 could not be loaded from /share/modules"

@@ -5,10 +5,11 @@
 # Before sourcing, set `test_name` (for messages), `budget` (seconds, the
 # image build included) and `start_time` ($SECONDS at the start).
 # guest_prepare SHARE_DIR builds (or finds) the image, which needs
-# e2fsprogs, and shares Debian's ext4.ko and its dependencies with the
-# guest at SHARE_DIR/modules (load order in SHARE_DIR/modules/order): the
-# image carries no ext4 module. It skips (exit 77, loudly) only when the
-# guest cannot run here.
+# e2fsprogs, and shares with the guest Debian's ext4.ko and its
+# dependencies at SHARE_DIR/modules (load order in SHARE_DIR/modules/order;
+# the image carries no ext4 module) and the guest-side helpers
+# (strata_guest.sh, which guest scripts source from /share). It skips
+# (exit 77, loudly) only when the guest cannot run here.
 guest_dir=${GUEST_DIR:-/work/shared/guest}
 # The image needs mkfs.ext4, which the harness's default image lacks (adding
 # it to the shared cache would make every other guest test rebuild it).
@@ -25,7 +26,8 @@ guest_skip() {
 remaining() { echo $((budget - (SECONDS - start_time))); }
 
 guest_prepare() {
-  local share=$1 log
+  local share=$1 log here
+  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
   [[ -x "$guest_dir/run-guest.sh" ]] || guest_skip "no guest harness at $guest_dir/run-guest.sh"
   [[ "$(id -u)" = 0 ]] || guest_skip "run-guest.sh needs root (mmdebstrap, 9p shares); this is uid $(id -u)"
   log=$(mktemp)
@@ -38,6 +40,7 @@ guest_prepare() {
   rm -f "$log"
   command -v qemu-system-x86_64 >/dev/null || guest_skip "qemu-system-x86_64 is not installed (Debian package qemu-system-x86)"
   mkdir -p "$share/modules"
+  cp "$here/strata_guest.sh" "$share/"
   local kver ko
   kver=$(cat "$GUEST_CACHE/kver" 2>/dev/null)
   while read -r ko; do

@@ -21,7 +21,8 @@
 #       MUTUAL_USER MUTUAL_SECRET DISCOVERY_USER DISCOVERY_SECRET
 # Needs mkfs.ext4 in the guest (run-guest.sh with GUEST_EXTRA_PKGS=e2fsprogs)
 # and, as the image has no ext4 module, ext4.ko and its dependencies shared
-# at /share/modules with a load-order file /share/modules/order (-s DIR).
+# at /share/modules with a load-order file /share/modules/order, and
+# /share/strata_guest.sh (-s DIR; host_lib.sh's guest_prepare).
 . "$GUEST_LIB"
 set -u
 if [ $# -ne 9 ]; then
@@ -111,20 +112,8 @@ write_files() {
     echo "written by the Linux initiator through Strata's target" > "$MNT/data/note.txt" &&
     (cd "$MNT" && sha256sum data/*) > "$SUMS"
 }
-# ext4 is a module the guest image leaves out: the host shares Debian's
-# ext4.ko and its dependencies at /share/modules (in load order).
-load_ext4() {
-    grep -qw ext4 /proc/filesystems && return 0
-    modprobe -q ext4 2>/dev/null && grep -qw ext4 /proc/filesystems && return 0
-    [ -r /share/modules/order ] || { echo "no /share/modules/order"; return 1; }
-    local m n
-    while read -r m; do
-        n=${m%%.ko*}; n=${n//-/_}
-        [ -d "/sys/module/$n" ] && continue
-        insmod "/share/modules/$m" || return 1
-    done < /share/modules/order
-    grep -qw ext4 /proc/filesystems
-}
+# load_ext4, from the share (guest_prepare put it there).
+. /share/strata_guest.sh
 
 export IQN P MNT SUMS
 export -f log iscsi_disk_for_iqn node_login node_logout write_files fio_verify discover load_ext4
