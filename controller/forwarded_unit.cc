@@ -127,6 +127,7 @@ void forwarded_unit::execute(scsi::task& t) noexcept {
   auto inside = std::make_shared<bool>(true);
   path_.call(link_type::scsi_command, std::move(payload), [this, &t, inside](std::expected<link_bytes, error> answer) {
     auto finish = [this, &t, answer = std::move(answer)] {
+      owner_answered(answer);
       if (!answer || !decode_outcome(*answer, t)) {
         // Lost with the link, refused by a partner that does not serve the
         // volume (a hand-over or a takeover under way), or garbled: the
@@ -186,7 +187,22 @@ void forwarded_unit::send_event(event e, const scsi::i_t_nexus& n, scsi::additio
   payload.push_back(code.asc);
   payload.push_back(code.ascq);
   // Lost with the link: reannounce() at the next link-up says it again.
-  path_.call(link_type::scsi_nexus_event, std::move(payload), [](std::expected<link_bytes, error>) {});
+  path_.call(link_type::scsi_nexus_event, std::move(payload),
+             [this, alive = std::weak_ptr<int>(alive_)](std::expected<link_bytes, error> answer) {
+               if (!alive.expired()) owner_answered(answer);
+             });
+}
+
+void forwarded_unit::owner_answered(const std::expected<link_bytes, error>& answer) {
+  // Refused by a partner that did not serve the volume yet (a hand-over
+  // under way): the unit it makes next has not heard of our nexuses, so
+  // they are announced again once it answers.
+  if (!answer && answer.error().code == make_error_code(errc::not_found)) {
+    owner_missed_ = true;
+  } else if (answer && owner_missed_) {
+    owner_missed_ = false;
+    reannounce();
+  }
 }
 
 void forwarded_unit::nexus_created(const scsi::i_t_nexus& n) {

@@ -95,12 +95,16 @@ class forwarded_unit final : public scsi::unit_interface {
   void send_event(event e, const scsi::i_t_nexus& n, scsi::additional_sense code = {});
   // Ends `t` here, later, with what the path's state says.
   void answer_here(scsi::task& t, forwarding_state state);
+  // Every answer from the owner: after a refusal for a volume it did not
+  // serve yet, the first good answer announces the nexuses again.
+  void owner_answered(const std::expected<link_bytes, error>& answer);
 
   const std::string volume_;
   const forwarding_path& path_;
   std::size_t in_flight_ = 0;
   // The nexuses announced and not lost (initiator port, relative port).
   std::map<std::pair<std::string, std::uint16_t>, int> nexuses_;
+  bool owner_missed_ = false;  // the owner refused an event or command as not serving the volume
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 

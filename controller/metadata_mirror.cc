@@ -177,6 +177,15 @@ std::error_code pool_mirror::record(bool current) {
     if (alive.expired()) return promise->set_value(make_error_code(errc::canceled));
     record_(current, [promise](std::error_code e) { promise->set_value(e); });
   });
+  // The loop may not run again before the store's thread must end: a
+  // stopped mirror's owner closes the store next, joining this thread,
+  // without running the loop (a whole copy finishing as the controller
+  // stops deadlocked there). Stopped, it gives up: the drives keep saying
+  // what they said, and "behind" is safe.
+  while (outcome.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
+    std::lock_guard lock(mutex_);
+    if (stopped_) return make_error_code(errc::canceled);
+  }
   const std::error_code e = outcome.get();
   std::lock_guard lock(mutex_);
   if (!e) recorded_ = current;

@@ -265,15 +265,17 @@ TEST_CASE("forwarded unit: commands in flight when the link drops end in NOT REA
 }
 
 TEST_CASE("forwarded unit: a volume the owner does not serve (a hand-over under way) is a transition; once it does, "
-          "reannounce() tells its unit of the nexuses",
+          "its unit hears of the nexuses again",
           "[controller][forwarding]") {
   rig r;
   r.serving = false;
   r.forwarded->nexus_created(i_t_nexus{"iqn.x:host,i,0x000000000001", 2});  // refused there: not served
   require_sense(*r.run(*r.forwarded, cdb_bytes{}), sense_key::not_ready, asc::asymmetric_access_state_transition);
-  // Served now (the hand-over is done): the nexuses are announced again.
+  // Served now (the hand-over is done): the first good answer makes the
+  // forwarding side announce its nexuses again, so the unit hears of the
+  // host before its next command.
   r.serving = true;
-  r.forwarded->reannounce();
+  require_good(*r.run(*r.forwarded, cdb_bytes{}));  // a nexus the unit does not know yet
   require_sense(*r.run(*r.forwarded, cdb_bytes{}), sense_key::unit_attention, asc::power_on_reset_occurred);
   require_good(*r.run(*r.forwarded, cdb_bytes{}));
 }
