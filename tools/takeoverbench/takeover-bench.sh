@@ -5,7 +5,9 @@
 # through controller b's portal (the surviving path), and the takeover's
 # own figure from b's event log (from b's decision to the pool served);
 # then a is restarted and the pool handed back (failback: its pause, from
-# b's event log). Run with 1 LUN and with 100 (99 more volumes mapped).
+# b's event log). Run with 1 LUN and with 100 in the pool taken over, p1
+# (99 more volumes mapped, LUNs 2-100: LUN 1 is p2's, b's own, in the two
+# controllers' default).
 # Prints a table of medians and p99s.
 #   tools/takeoverbench/takeover-bench.sh [--kills N] [--luns N]... [--stratad PATH] [--cli PATH]
 set -uo pipefail
@@ -33,12 +35,14 @@ wait_count_b() { for _ in $(seq 600); do [[ $(count_b "$1") -ge $2 ]] && return 
 # stats FILE: "median p99 max" of the numbers in FILE
 stats() { sort -n "$1" | awk '{ v[NR] = $1 } END { m = v[int((NR + 1) / 2)]; p = v[int(NR * 0.99 + 0.999)]; if (p == "") p = v[NR]; print m, p, v[NR] }'; }
 
-printf "%-6s %-6s %-28s %-28s %-22s\n" LUNS KILLS "KILL->FIRST I/O ms (med p99)" "TAKEOVER ITSELF ms (med p99)" "FAILBACK ms (med p99)"
+printf "%-6s %-6s %-28s %-28s %-22s\n" "P1 LUNS" KILLS "KILL->FIRST I/O ms (med p99)" "TAKEOVER ITSELF ms (med p99)" "FAILBACK ms (med p99)"
 for luns in "${luns_list[@]}"; do
   rm -rf "$dir/a" "$dir/b" "$dir/shelf"
   start_a
   start_b
-  for i in $(seq 1 $((luns - 1))); do
+  # p1 (the pool a owns and b takes over) holds v1 as LUN 0 and the rest
+  # from LUN 2 on; LUN 1 is p2's, b's own (the two controllers' default).
+  for i in $(seq 2 "$luns"); do
     "$cli" --api 127.0.0.1:$((port + 2)) volume create "x$i" --size 256M --pool p1 >/dev/null && \
       "$cli" --api 127.0.0.1:$((port + 2)) map "x$i" --lun "$i" >/dev/null || { echo "cannot map LUN $i" >&2; exit 1; }
   done
