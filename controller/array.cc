@@ -240,11 +240,15 @@ std::expected<array::served_volume, error> array::make_unit(const std::string& v
   fresh.serial = serial;
   fresh.block_size_bytes = block_size_bytes;
   const auto [pool, v] = volume_named(volume);
-  if (v == nullptr || pool->lost) {
+  const std::string pool_name = volume.substr(0, volume.find("/volumes/"));
+  if (v == nullptr || pool->lost || handing_over_.contains(pool_name)) {
     // Not served here: the partner serves it (or, for a pool this
-    // controller stepped down from, its new owner does).
-    const served_pool* here = pool_named(volume.substr(0, volume.find("/volumes/")));
-    if (!partner_ || (here != nullptr && !here->lost)) return std::unexpected(make_error(errc::not_found, "no pool has volume " + volume));
+    // controller stepped down from or is handing over, the partner is
+    // about to: the pool's objects here are going).
+    const served_pool* here = pool_named(pool_name);
+    if (!partner_ || (here != nullptr && !here->lost && !handing_over_.contains(pool_name))) {
+      return std::unexpected(make_error(errc::not_found, "no pool has volume " + volume));
+    }
     // The partner serves it: this controller's ports forward to it.
     fresh.forwarded = std::make_unique<forwarded_unit>(volume, forwarding_);
     return fresh;

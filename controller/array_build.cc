@@ -548,7 +548,14 @@ void array::present_mappings() {
     if (!mapping) continue;
     wanted.emplace(mapping->host(), mapping->lun());
     const auto h = hosts_.find(mapping->host());
-    if (h == hosts_.end() || h->second.luns->find(mapping->lun()) != nullptr) continue;
+    if (h == hosts_.end()) continue;
+    if (scsi::unit_interface* there = h->second.luns->find(mapping->lun())) {
+      // The LUN shows this volume already, or another one the partner
+      // moved it from (while this controller was away): that one goes.
+      const auto shown = std::ranges::find_if(units_, [&](const auto& u) { return &u.second.presented() == there; });
+      if (shown != units_.end() && shown->first == mapping->volume()) continue;
+      unmap_volume(mapping->host(), mapping->lun(), [](std::expected<void, error>) {});
+    }
     const auto volume_bytes = config_->get(mapping->volume());
     auto volume = volume_bytes ? decode<v1::Volume>(mapping->volume(), *volume_bytes)
                                : std::unexpected(make_error(errc::not_found, "no volume " + mapping->volume()));

@@ -186,10 +186,15 @@ void forwarded_unit::send_event(event e, const scsi::i_t_nexus& n, scsi::additio
   wire::put32(payload, n.relative_target_port);
   payload.push_back(code.asc);
   payload.push_back(code.ascq);
-  // Lost with the link: reannounce() at the next link-up says it again.
+  // Lost with the link: reannounce() at the next link-up says it again
+  // (a nexus lost or a reset meanwhile too: the owner's unit must not keep
+  // the nexus's RESERVE(6), nor miss the reset's unit attentions).
   path_.call(link_type::scsi_nexus_event, std::move(payload),
-             [this, alive = std::weak_ptr<int>(alive_)](std::expected<link_bytes, error> answer) {
-               if (!alive.expired()) owner_answered(answer);
+             [this, e, n = std::pair<std::string, std::uint16_t>(n.initiator_port, n.relative_target_port),
+              alive = std::weak_ptr<int>(alive_)](std::expected<link_bytes, error> answer) {
+               if (alive.expired()) return;
+               if (!answer && (e == event::lost || e == event::reset)) missed_events_.emplace_back(e, n);
+               owner_answered(answer);
              });
 }
 
@@ -227,6 +232,8 @@ void forwarded_unit::clear_unit_attention(const scsi::i_t_nexus& n, scsi::additi
 }
 
 void forwarded_unit::reannounce() {
+  auto missed = std::exchange(missed_events_, {});
+  for (const auto& [e, n] : missed) send_event(e, scsi::i_t_nexus{n.first, n.second});
   for (const auto& [n, count] : nexuses_) send_event(event::created, scsi::i_t_nexus{n.first, n.second});
 }
 

@@ -105,6 +105,9 @@ class forwarded_unit final : public scsi::unit_interface {
   // The nexuses announced and not lost (initiator port, relative port).
   std::map<std::pair<std::string, std::uint16_t>, int> nexuses_;
   bool owner_missed_ = false;  // the owner refused an event or command as not serving the volume
+  // Nexus losses and resets the owner did not hear of (the link was down),
+  // said again by reannounce() before the live nexuses.
+  std::vector<std::pair<event, std::pair<std::string, std::uint16_t>>> missed_events_;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 

@@ -1430,22 +1430,23 @@ void connection::manage_tasks(const bhs& h) {
     case tmf::logical_unit_reset:
       if (unit == nullptr) return respond_now(tmf::lun_does_not_exist);
       abort_all([&](const command& c) { return c.lun_field == lun_field; });
-      tmf->then = [unit, port = s.initiator_port, at = server_.options().relative_target_port]() {
-        unit->reset(scsi::i_t_nexus{*port, at});
+      // The unit is looked up again when the reset runs: the one there now
+      // (a takeover may have swapped it, and retired the old one).
+      tmf->then = [luns = access_->luns, lun = lun_of(lun_field), port = s.initiator_port, at = server_.options().relative_target_port]() {
+        if (scsi::unit_interface* now = luns->find(lun)) now->reset(scsi::i_t_nexus{*port, at});
       };
       break;
     case tmf::target_warm_reset:
     case tmf::target_cold_reset: {
       if (function == tmf::target_cold_reset && !timing_.allow_target_cold_reset) return respond_now(tmf::authorization_failed);
       abort_all([](const command&) { return true; });
-      std::vector<scsi::unit_interface*> units;
-      for (const std::uint16_t l : access_->luns->luns()) units.push_back(access_->luns->find(l));
       // A cold reset ends every session of the target (RFC 7143 11.5.1),
-      // this connection once its response is written.
+      // this connection once its response is written. The units are looked
+      // up when the reset runs (a takeover may have swapped some).
       tmf->close_after = function == tmf::target_cold_reset;
-      tmf->then = [units, port = s.initiator_port, at = server_.options().relative_target_port, cold = tmf->close_after,
+      tmf->then = [luns = access_->luns, port = s.initiator_port, at = server_.options().relative_target_port, cold = tmf->close_after,
                    srv = &server_, alive = server_alive_, target = target_->name, except = weak_from_this()]() {
-        for (scsi::unit_interface* u : units) u->reset(scsi::i_t_nexus{*port, at});
+        for (const std::uint16_t l : luns->luns()) luns->find(l)->reset(scsi::i_t_nexus{*port, at});
         if (cold && !alive.expired()) srv->close_sessions_of(target, except.lock().get());
       };
       break;
