@@ -249,9 +249,7 @@ std::expected<array::served_volume, error> array::make_unit(const std::string& v
     if (!partner_ || (here != nullptr && !here->lost && !handing_over_.contains(pool_name))) {
       return std::unexpected(make_error(errc::not_found, "no pool has volume " + volume));
     }
-    // The partner serves it: this controller's ports forward to it.
-    fresh.forwarded = std::make_unique<forwarded_unit>(volume, forwarding_);
-    return fresh;
+    return forwarded_volume(volume, serial, block_size_bytes);
   }
   scsi::unit_identity id;
   id.serial = serial;
@@ -282,6 +280,14 @@ std::expected<array::served_volume, error> array::make_unit(const std::string& v
   return fresh;
 }
 
+array::served_volume array::forwarded_volume(const std::string& volume, const std::string& serial, std::uint32_t block_size_bytes) {
+  served_volume v;
+  v.serial = serial;
+  v.block_size_bytes = block_size_bytes;
+  v.forwarded = std::make_unique<forwarded_unit>(volume, forwarding_);
+  return v;
+}
+
 std::vector<scsi::target_port_group> array::port_groups() const {
   if (!partner_) return {};  // one controller: one group, one port
   const bool a = options_.controller == "a";
@@ -293,8 +299,8 @@ std::vector<scsi::target_port_group> array::port_groups() const {
 forwarding_state array::forwarding_now() const {
   if (!partner_) return forwarding_state::transitioning;
   switch (partner_->state()) {
-    case partner::liveness::active:
-      return partner_->up() ? forwarding_state::forwarding : forwarding_state::transitioning;
+    case partner::liveness::active:  // the link is up
+      return forwarding_state::forwarding;
     case partner::liveness::unreachable:
       // Alive by its drive heartbeat with the link down: for the first
       // seconds that is also what a dead partner looks like.
@@ -335,13 +341,7 @@ void array::present_pool(const std::string& pool, bool here, bool stranded) {
   for (auto& [volume, served] : units_) {
     if (!volume.starts_with(prefix) || (served.unit != nullptr) == here) continue;
     auto fresh = here ? make_unit(volume, served.serial, served.block_size_bytes, scsi::state_origin::failover)
-                      : [&]() -> std::expected<served_volume, error> {
-                          served_volume f;
-                          f.serial = served.serial;
-                          f.block_size_bytes = served.block_size_bytes;
-                          f.forwarded = std::make_unique<forwarded_unit>(volume, forwarding_);
-                          return f;
-                        }();
+                      : forwarded_volume(volume, served.serial, served.block_size_bytes);
     if (!fresh) {
       events_->record(severity::error, volume, "its hosts' LUNs still reach it the old way: " + fresh.error().message);
       continue;

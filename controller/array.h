@@ -435,6 +435,9 @@ class array {
   // is served here, else (with a partner) a forwarded unit; why not.
   std::expected<served_volume, error> make_unit(const std::string& volume, const std::string& serial,
                                                 std::uint32_t block_size_bytes, scsi::state_origin origin);
+  // The forwarded unit for `volume`, whose pool the partner serves: this
+  // controller's ports send its commands to the partner's unit.
+  served_volume forwarded_volume(const std::string& volume, const std::string& serial, std::uint32_t block_size_bytes);
   // Every volume of pool `pool` presented to hosts is now reached through
   // a logical unit here (`here`, after a takeover or a hand-over to this
   // controller), or through a forwarded unit (after this controller
