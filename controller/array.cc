@@ -66,7 +66,7 @@ std::expected<std::unique_ptr<array>, error> array::open(boost::asio::io_context
   // to be built.
   const bool fresh = a->config_->list("disks/", {}, 1).empty();
   a->events_ = std::make_unique<event_log>(*a->config_, options.event);
-  a->operations_ = std::make_unique<operation_log>(*a->config_);
+  a->operations_ = std::make_unique<operation_log>(*a->config_, options.controller);
   const bool joining = fresh && options.controller != "a";
   if (joining && !options.partner_link) {
     return std::unexpected(make_error(errc::invalid_argument, "controller " + options.controller +

@@ -219,6 +219,12 @@ class array {
   // Where the simulated drives are (array_options::shelf_dir, resolved).
   std::filesystem::path shelf_dir() const { return options_.shelf_dir.empty() ? options_.state_dir / "shelf" : options_.shelf_dir; }
   const std::string& controller_name() const noexcept { return options_.controller; }
+  // Whether this controller serves pool `name` now: it owns it, and is
+  // neither handing it over nor stepped down from it. On the loop.
+  bool serves(const std::string& name) const {
+    const served_pool* p = pool_named(name);
+    return p != nullptr && !p->lost && !handing_over_.contains(name);
+  }
   // The array this controller belongs to (controller/identity.h).
   const array_identity& identity() const noexcept { return identity_; }
   // The partner controller, if one is configured (partner.h).
@@ -237,7 +243,7 @@ class array {
   // Who answers the partner's management calls (remote_management.h): run
   // on a thread of the partner's, which may block. Set once, before the
   // partner links (stratad, which makes the management object).
-  void answer_partner_calls(std::function<link_bytes(link_bytes)> answer);
+  void answer_partner_calls(std::function<link_bytes(link_bytes, bool delegated)> answer);
   config_store& config() const noexcept { return *config_; }
   controller::event_log& events() const noexcept { return *events_; }
   operation_log& operations() const noexcept { return *operations_; }

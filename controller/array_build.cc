@@ -506,7 +506,7 @@ void array::call_partner(std::uint16_t type, link_bytes payload, link_reply done
   partner_->call(type, std::move(payload), std::move(done));
 }
 
-void array::answer_partner_calls(std::function<link_bytes(link_bytes)> answer) {
+void array::answer_partner_calls(std::function<link_bytes(link_bytes, bool delegated)> answer) {
   if (partner_) partner_->answer_calls(std::move(answer));
 }
 

@@ -40,9 +40,22 @@ bool is_pool_name(std::string_view name) {
   return name.starts_with("pools/") && name.size() > 6 && name.find('/', 6) == std::string_view::npos;
 }
 
+namespace {
+
+// This thread makes a call the partner handed it (management::delegated_call).
+thread_local bool delegated = false;
+
+// "pools/p1" of "pools/p1/volumes/v1".
+std::string pool_of_volume(const std::string& volume) { return volume.substr(0, volume.find("/volumes/")); }
+
+}  // namespace
+
+management::delegated_call::delegated_call() { delegated = true; }
+management::delegated_call::~delegated_call() { delegated = false; }
+
 outcome<void> management::may_change(const std::string& to) const {
   if (array_ == nullptr) return no_array(to);
-  if (forwards()) {
+  if (forwards() && !delegated) {
     // Reached only by a change forward() does not carry (mgmt forwards the rest).
     return refuse(kind::precondition, "", "controller " + array_->controller_name() + " does not make this change itself: make it through controller " +
                                               array_->partner()->name() + "'s API (both show the whole array)");
@@ -52,12 +65,11 @@ outcome<void> management::may_change(const std::string& to) const {
 
 bool management::forwards() const noexcept { return array_ != nullptr && array_->partner() != nullptr && array_->controller_name() != "a"; }
 
-outcome<std::string> management::forward(std::string_view method, const google::protobuf::Message& request) {
-  if (!forwards()) return refuse(kind::internal, "", "nothing to forward to");
+outcome<std::string> management::call_partner(std::uint16_t type, std::string_view method, const google::protobuf::Message& request) const {
   std::string answer;
   std::optional<refusal> refused_there;
-  auto sent = on_loop(*array_, [this, call = encode_call(method, request), &answer, &refused_there](auto done) mutable {
-    array_->call_partner(link_type::management_call, std::move(call), [&answer, &refused_there, done](std::expected<link_bytes, error> r) {
+  auto sent = on_loop(*array_, [this, type, call = encode_call(method, request), &answer, &refused_there](auto done) mutable {
+    array_->call_partner(type, std::move(call), [&answer, &refused_there, done](std::expected<link_bytes, error> r) {
       if (!r) return done(std::unexpected(r.error()));
       auto decoded = decode_answer(*r);
       if (decoded) {
@@ -69,12 +81,67 @@ outcome<std::string> management::forward(std::string_view method, const google::
     });
   });
   if (!sent) {
-    // No link: one controller changes the array at a time, so b makes no change of its own.
-    return refuse(kind::unavailable, "", "controller " + array_->partner()->name() + " makes the array's changes, and the partner link to it is down (" +
-                                             sent.error().message + "): try again, or through its API");
+    return refuse(kind::unavailable, "", "the partner link to controller " + array_->partner()->name() + " is down (" + sent.error().message + ")");
   }
   if (refused_there) return std::unexpected(*refused_there);
   return answer;
+}
+
+outcome<std::string> management::forward(std::string_view method, const google::protobuf::Message& request) {
+  if (!forwards()) return refuse(kind::internal, "", "nothing to forward to");
+  auto answer = call_partner(link_type::management_call, method, request);
+  const std::string link_down = "the partner link to controller " + array_->partner()->name() + " is down";
+  if (!answer && answer.error().why == kind::unavailable && answer.error().message.starts_with(link_down)) {
+    // No link: one controller changes the array at a time, so b makes no change of its own.
+    return refuse(kind::unavailable, "", "controller " + array_->partner()->name() + " makes the array's changes, and the partner link to it is down" +
+                                             answer.error().message.substr(link_down.size()) + ": try again, or through its API");
+  }
+  return answer;
+}
+
+std::optional<outcome<std::string>> management::elsewhere(const std::string& pool, std::string_view method,
+                                                           const google::protobuf::Message& request) const {
+  if (array_ == nullptr || array_->partner() == nullptr || !is_pool_name(pool) || !config_.get(pool)) return std::nullopt;
+  bool here = false;
+  partner::liveness partner_now = partner::liveness::down;
+  (void)on_loop(*array_, [this, &pool, &here, &partner_now](auto done) {
+    here = array_->serves(pool);
+    partner_now = array_->partner()->state();
+    done({});
+  });
+  if (here) return std::nullopt;
+  const std::string self = array_->controller_name();
+  const std::string other = array_->partner()->name();
+  if (delegated) {
+    return refuse(kind::unavailable, "", pool + " is not served by controller " + self + " (it moved while the call came here): try again");
+  }
+  if (partner_now != partner::liveness::active) {
+    return refuse(kind::unavailable, "", pool + " is not served by controller " + self + ", and controller " + other + " is " +
+                                             partner::to_string(partner_now) + ": no controller can do this now (the events say whether " +
+                                             self + " is taking the pool over)");
+  }
+  return call_partner(link_type::management_delegated, method, request);
+}
+
+std::optional<outcome<v1::Operation>> management::partner_operation(const std::string& name, std::string_view method) const {
+  if (array_ == nullptr || array_->partner() == nullptr || delegated) return std::nullopt;
+  if (operation_log::controller_of(name) != array_->partner()->name()) return std::nullopt;
+  v1::GetRequest q;
+  q.set_name(name);
+  return parsed<v1::Operation>(call_partner(link_type::management_delegated, method, q));
+}
+
+std::string heat_token(bool hottest_first, std::uint64_t first) { return (hottest_first ? "rank:" : "extent:") + std::to_string(first); }
+
+std::optional<std::uint64_t> heat_token_start(const std::string& token, bool hottest_first) {
+  const std::string_view prefix = hottest_first ? "rank:" : "extent:";
+  if (!token.starts_with(prefix) || token.size() == prefix.size() || token.size() > prefix.size() + 19) return std::nullopt;
+  std::uint64_t first = 0;
+  for (const char c : std::string_view(token).substr(prefix.size())) {
+    if (c < '0' || c > '9') return std::nullopt;
+    first = first * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  return first;
 }
 
 outcome<void> management::commit(config_batch b) {
@@ -115,6 +182,11 @@ outcome<v1::Volume> management::create_volume(const std::string& pool, const std
   if (config_.get(name)) return refuse(kind::exists, "volume_id", name + " exists");
   const v1::WriteCache write_cache = want.write_cache() == v1::WRITE_CACHE_UNSPECIFIED ? v1::WRITE_BACK : want.write_cache();
   if (auto ok = check_volume_write_cache(pool, write_cache); !ok) return std::unexpected(ok.error());
+  v1::CreateVolumeRequest request;
+  request.set_parent(pool);
+  request.set_volume_id(volume_id);
+  *request.mutable_volume() = want;
+  if (auto there = elsewhere(pool, "CreateVolume", request)) return parsed<v1::Volume>(std::move(*there));
   if (auto allowed = may_change("to create the volume in"); !allowed) return std::unexpected(allowed.error());
   const v1::Affinity affinity = want.affinity() == v1::AFFINITY_UNSPECIFIED ? v1::AUTO : want.affinity();
   auto created = on_loop(*array_, [this, name, bytes, placement = placement_of(affinity)](auto done) {
@@ -166,6 +238,10 @@ outcome<v1::Volume> management::update_volume(const v1::Volume& want, const std:
       updated.set_affinity(want.affinity());
     }
   }
+  v1::UpdateVolumeRequest request;
+  *request.mutable_volume() = want;
+  for (const std::string& f : fields) request.mutable_update_mask()->add_paths(f);
+  if (auto there = elsewhere(pool_of_volume(name), "UpdateVolume", request)) return parsed<v1::Volume>(std::move(*there));
   if (auto allowed = may_change("to change the volume in"); !allowed) return std::unexpected(allowed.error());
   if (updated.size_bytes() != volume->size_bytes()) {
     auto grown = on_loop(*array_, [this, name, bytes = updated.size_bytes()](auto done) { array_->resize_volume(name, bytes, std::move(done)); });
@@ -230,6 +306,10 @@ outcome<v1::Operation> management::move_volume(const std::string& name, v1::Affi
   std::lock_guard hold(changes_);
   auto volume = is_volume_name(name) ? read<v1::Volume>(config_, name) : std::nullopt;
   if (!volume) return refuse(kind::not_found, "name", name + " does not exist");
+  v1::MoveVolumeRequest request;
+  request.set_name(name);
+  request.set_affinity(to);
+  if (auto there = elsewhere(pool_of_volume(name), "MoveVolume", request)) return parsed<v1::Operation>(std::move(*there));
   if (auto allowed = may_change("to move the volume in"); !allowed) return std::unexpected(allowed.error());
   const v1::Affinity before = volume->affinity();
   if (auto set = set_affinity(*volume, to); !set) return std::unexpected(set.error());
@@ -271,6 +351,9 @@ outcome<v1::Operation> management::delete_volume(const std::string& name) {
       return refuse(kind::precondition, "name", name + " is mapped (" + key + "); delete its mappings first");
     }
   }
+  v1::DeleteRequest request;
+  request.set_name(name);
+  if (auto there = elsewhere(pool_of_volume(name), "DeleteVolume", request)) return parsed<v1::Operation>(std::move(*there));
   if (auto allowed = may_change("to delete the volume from"); !allowed) return std::unexpected(allowed.error());
   // The record goes first: from now on the volume is gone for the API,
   // and a restart before the pool has let it go finishes the delete.
@@ -465,6 +548,7 @@ outcome<void> management::delete_mapping(const std::string& name) {
 outcome<v1::Operation> management::operation(const std::string& name) const {
   if (array_ == nullptr) return get_record<v1::Operation>(config_, "operations/", name);
   if (!name.starts_with("operations/")) return invalid("name", "\"" + name + "\" is not an operations/NAME resource name");
+  if (auto there = partner_operation(name, "GetOperation")) return std::move(*there);
   auto op = array_->operations().get(name);
   if (!op) return refuse(kind::not_found, "name", name + " does not exist");
   return std::move(*op);
@@ -472,15 +556,54 @@ outcome<v1::Operation> management::operation(const std::string& name) const {
 
 outcome<v1::Operation> management::cancel_operation(const std::string& name) {
   if (array_ == nullptr) return no_array("runs operations");
+  if (auto there = partner_operation(name, "CancelOperation")) return std::move(*there);
   auto op = array_->operations().cancel(name);
   if (!op) return refuse(op.error().code == make_error_code(errc::not_found) ? kind::not_found : kind::precondition, "name", op.error().message);
   return std::move(*op);
 }
 
+v1::ListOperationsResponse management::list_operations(const v1::ListRequest& request) const {
+  const std::size_t page = request.page_size() == 0 ? 100 : static_cast<std::size_t>(request.page_size());
+  drain_operations();  // what was just recorded, listed
+  std::vector<v1::Operation> ops;
+  bool more = false;
+  for (const auto& [key, bytes] : config_.list("operations/", request.page_token(), page + 1)) {
+    if (!ops.emplace_back().ParseFromString(bytes)) ops.pop_back();
+  }
+  if (array_ != nullptr && array_->partner() != nullptr && !delegated) {
+    bool active = false;
+    (void)on_loop(*array_, [this, &active](auto done) {
+      active = array_->partner()->state() == partner::liveness::active;
+      done({});
+    });
+    if (active) {
+      if (auto theirs = parsed<v1::ListOperationsResponse>(call_partner(link_type::management_delegated, "ListOperations", request))) {
+        more = !theirs->next_page_token().empty();
+        for (v1::Operation& op : *theirs->mutable_operations()) ops.push_back(std::move(op));
+      }
+    }
+  }
+  std::ranges::sort(ops, {}, &v1::Operation::name);
+  more = more || ops.size() > page;
+  if (ops.size() > page) ops.resize(page);
+  v1::ListOperationsResponse out;
+  for (v1::Operation& op : ops) *out.add_operations() = std::move(op);
+  if (more && !ops.empty()) out.set_next_page_token(out.operations().rbegin()->name());
+  return out;
+}
+
 // ---- what the running array knows ----
 
+// A disk or group of a pool the partner serves is described by the
+// partner: its groups are assembled there, not here.
 void management::describe(v1::Disk& disk) const {
   if (array_ == nullptr) return;
+  v1::GetRequest request;
+  request.set_name(disk.name());
+  if (auto there = elsewhere(pool_of_disk(disk.name()), "GetDisk", request)) {
+    if (auto described = parsed<v1::Disk>(std::move(*there))) disk = std::move(*described);
+    return;
+  }
   (void)on_loop(*array_, [this, &disk](auto done) {
     array_->drives().describe(disk);
     done({});
@@ -489,6 +612,12 @@ void management::describe(v1::Disk& disk) const {
 
 void management::describe(v1::DiskGroup& group) const {
   if (array_ == nullptr) return;
+  v1::GetRequest request;
+  request.set_name(group.name());
+  if (auto there = elsewhere(pool_of_group(group.name()), "GetDiskGroup", request)) {
+    if (auto described = parsed<v1::DiskGroup>(std::move(*there))) group = std::move(*described);
+    return;
+  }
   (void)on_loop(*array_, [this, &group](auto done) {
     array_->drives().describe(group);
     done({});
@@ -496,24 +625,19 @@ void management::describe(v1::DiskGroup& group) const {
 }
 
 void management::describe(google::protobuf::RepeatedPtrField<v1::Disk>& disks) const {
-  if (array_ == nullptr) return;
-  (void)on_loop(*array_, [this, &disks](auto done) {
-    for (v1::Disk& d : disks) array_->drives().describe(d);
-    done({});
-  });
+  for (v1::Disk& d : disks) describe(d);
 }
 
 void management::describe(google::protobuf::RepeatedPtrField<v1::DiskGroup>& groups) const {
-  if (array_ == nullptr) return;
-  (void)on_loop(*array_, [this, &groups](auto done) {
-    for (v1::DiskGroup& g : groups) array_->drives().describe(g);
-    done({});
-  });
+  for (v1::DiskGroup& g : groups) describe(g);
 }
 
 outcome<v1::VolumeStatistics> management::volume_statistics(const std::string& name) const {
   if (!is_volume_name(name)) return invalid("name", "\"" + name + "\" is not a pools/POOL/volumes/NAME resource name");
   if (array_ == nullptr) return no_array("to measure");
+  v1::GetRequest request;
+  request.set_name(name);
+  if (auto there = elsewhere(pool_of_volume(name), "GetVolumeStatistics", request)) return parsed<v1::VolumeStatistics>(std::move(*there));
   v1::VolumeStatistics out;
   auto measured = on_loop(*array_, [this, &name, &out](auto done) { done(array_->volume_statistics(name, out)); });
   if (!measured) return refused(measured.error(), "name");
@@ -523,6 +647,9 @@ outcome<v1::VolumeStatistics> management::volume_statistics(const std::string& n
 outcome<v1::PoolStatistics> management::pool_statistics(const std::string& name) const {
   if (!name.starts_with("pools/") || name.find('/', 6) != std::string::npos) return invalid("name", "\"" + name + "\" is not a pools/NAME resource name");
   if (array_ == nullptr) return no_array("to measure");
+  v1::GetRequest request;
+  request.set_name(name);
+  if (auto there = elsewhere(name, "GetPoolStatistics", request)) return parsed<v1::PoolStatistics>(std::move(*there));
   v1::PoolStatistics out;
   auto measured = on_loop(*array_, [this, &name, &out](auto done) { done(array_->pool_statistics(name, out)); });
   if (!measured) return refused(measured.error(), "name");
@@ -531,6 +658,14 @@ outcome<v1::PoolStatistics> management::pool_statistics(const std::string& name)
 
 outcome<v1::ListHeatResponse> management::heat(const std::string& volume, bool hottest_first, std::uint64_t first, std::size_t limit) const {
   if (array_ == nullptr) return no_array("to read heat from");
+  v1::ListHeatRequest request;
+  request.set_volume(volume);
+  request.set_hottest_first(hottest_first);
+  request.set_page_size(static_cast<std::int32_t>(limit));
+  request.set_page_token(heat_token(hottest_first, first));
+  if (auto there = elsewhere(pool_of_volume(volume), "ListHeat", request)) {
+    return parsed<v1::ListHeatResponse>(std::move(*there));
+  }
   v1::ListHeatResponse out;
   auto read_heat = on_loop(*array_, [&](auto done) { done(array_->heat(volume, hottest_first, first, limit, out)); });
   if (!read_heat) return refused(read_heat.error(), "volume");

@@ -34,6 +34,7 @@
 #include "controller/config_store.h"
 #include "controller/operations.h"
 #include "strata/v1/array.pb.h"
+#include "strata/v1/operations.pb.h"
 
 namespace strata::controller {
 
@@ -129,9 +130,30 @@ class management {
   bool forwards() const noexcept;
   outcome<std::string> forward(std::string_view method, const google::protobuf::Message& request);
 
+  // A pool's own work -- its volumes' changes, its write cache, its
+  // groups' scrubs and members, its statistics, its heat, its operations
+  // -- is done by the controller that serves the pool. Controller a,
+  // which takes every change, hands one of a pool the partner serves to
+  // the partner (link_type::management_delegated) while it holds the
+  // change lock, and the partner makes it as its own: checked, applied,
+  // committed on both. Reads go straight to the pool's controller. A call
+  // the partner handed here runs in a delegated_call scope: made here, or
+  // refused, never handed on again.
+  class delegated_call {
+   public:
+    delegated_call();
+    ~delegated_call();
+    delegated_call(const delegated_call&) = delete;
+    delegated_call& operator=(const delegated_call&) = delete;
+  };
+
   // Operations. Without an array, read from their records.
   outcome<v1::Operation> operation(const std::string& name) const;
   outcome<v1::Operation> cancel_operation(const std::string& name);
+  // A page of both controllers' operations (each keeps its own records;
+  // the partner's while it is ACTIVE), in name order: at most
+  // `page_size` after `page_token`, the request's fields already checked.
+  v1::ListOperationsResponse list_operations(const v1::ListRequest& request) const;
 
   // What only the running array knows, asked on its loop. describe():
   // the output-only fields of disk and group records (state, membership,
@@ -173,6 +195,36 @@ class management {
   // is the one that takes changes.
   outcome<v1::Pool> move_pool(const std::string& name, const std::string& to);
   outcome<void> may_change(const std::string& to) const;
+  // Pool `pool`'s work (delegated_call): nullopt when it is done here (or
+  // when `pool` is no pool: the checks here say so); else the partner's
+  // answer to `method` -- its response message's bytes -- or why neither
+  // controller can do it now.
+  std::optional<outcome<std::string>> elsewhere(const std::string& pool, std::string_view method,
+                                                const google::protobuf::Message& request) const;
+  // The pool whose group `group` is, or whose group has disk `disk`
+  // as a member ("pools/p1"); empty: none.
+  std::string pool_of_group(const std::string& group) const;
+  std::string pool_of_disk(const std::string& disk) const;
+  // A call of link type `type` to the partner, waited for: its answer or refusal.
+  outcome<std::string> call_partner(std::uint16_t type, std::string_view method, const google::protobuf::Message& request) const;
+  // The partner's answer to an operation call (`name` is one of its
+  // operations): nullopt when `name` is this controller's.
+  std::optional<outcome<v1::Operation>> partner_operation(const std::string& name, std::string_view method) const;
 };
+
+// ListHeat's page token: where a page starts, as an extent index
+// ("extent:N"), or by rank when hottest first ("rank:N"), so that a token
+// of one order is not taken by the other. nullopt: not a token of that order.
+std::string heat_token(bool hottest_first, std::uint64_t first);
+std::optional<std::uint64_t> heat_token_start(const std::string& token, bool hottest_first);
+
+// The response message `bytes` hold, or the refusal.
+template <class Response>
+outcome<Response> parsed(outcome<std::string> bytes) {
+  if (!bytes) return std::unexpected(bytes.error());
+  Response r;
+  if (!r.ParseFromString(*bytes)) return std::unexpected(refusal{refusal::kind::internal, "", "the partner's answer is corrupt"});
+  return r;
+}
 
 }  // namespace strata::controller

@@ -30,6 +30,10 @@ outcome<v1::Pool> management::update_pool(const v1::Pool& want, const std::vecto
   if (pool->write_log_group().empty()) {
     return refuse(kind::precondition, "pool.write_cache", name + " has no write log (its write_log_group): it writes through, and cannot write back");
   }
+  v1::UpdatePoolRequest request;
+  *request.mutable_pool() = want;
+  request.mutable_update_mask()->add_paths("write_cache");
+  if (auto there = elsewhere(name, "UpdatePool", request)) return parsed<v1::Pool>(std::move(*there));
   if (auto allowed = may_change("to change the pool in"); !allowed) return std::unexpected(allowed.error());
   v1::Pool updated = *pool;
   updated.set_write_cache(mode);
@@ -139,6 +143,23 @@ outcome<v1::Pool> management::create_pool(const std::string& pool_id, const v1::
 
 // ---- disks and groups ----
 
+std::string management::pool_of_group(const std::string& group) const {
+  for (const auto& [key, bytes] : config_.list("pools/")) {
+    v1::Pool p;
+    if (!is_pool_name(key) || !p.ParseFromString(bytes)) continue;
+    if (std::ranges::find(p.groups(), group) != p.groups().end() || p.read_cache_group() == group || p.write_log_group() == group) return key;
+  }
+  return {};
+}
+
+std::string management::pool_of_disk(const std::string& disk) const {
+  for (const auto& [key, bytes] : config_.list("groups/")) {
+    v1::DiskGroup g;
+    if (g.ParseFromString(bytes) && std::ranges::find(g.members(), disk) != g.members().end()) return pool_of_group(key);
+  }
+  return {};
+}
+
 outcome<v1::Disk> management::create_disk(const std::string& disk_id, const v1::Disk& d) {
   if (!valid_id(disk_id)) return bad_id("disk_id", disk_id);
   if (d.kind() != v1::HDD && d.kind() != v1::SSD) return invalid("disk.kind", "HDD or SSD");
@@ -196,6 +217,9 @@ outcome<v1::Disk> management::fail_disk(const std::string& name) {
   std::lock_guard hold(changes_);
   auto disk = get_record<v1::Disk>(config_, "disks/", name);
   if (!disk) return disk;
+  v1::GetRequest request;
+  request.set_name(name);
+  if (auto there = elsewhere(pool_of_disk(name), "FailDisk", request)) return parsed<v1::Disk>(std::move(*there));
   if (auto allowed = may_change("to fail the disk in"); !allowed) return std::unexpected(allowed.error());
   // Described in the same turn of the loop: a hot spare may take its place right after.
   auto failed = on_loop(*array_, [this, &disk](auto done) {
@@ -211,6 +235,10 @@ outcome<v1::Operation> management::replace_disk(const std::string& name, const s
   std::lock_guard hold(changes_);
   if (!name.starts_with("disks/") || !config_.get(name)) return refuse(kind::not_found, "name", name + " does not exist");
   if (!replacement.starts_with("disks/") || !config_.get(replacement)) return refuse(kind::not_found, "replacement", replacement + " does not exist");
+  v1::ReplaceDiskRequest request;
+  request.set_name(name);
+  request.set_replacement(replacement);
+  if (auto there = elsewhere(pool_of_disk(name), "ReplaceDisk", request)) return parsed<v1::Operation>(std::move(*there));
   if (auto allowed = may_change("to replace the disk in"); !allowed) return std::unexpected(allowed.error());
   v1::Operation out;
   auto started = on_loop(*array_, [this, &name, &replacement, &out](auto done) {
@@ -270,6 +298,13 @@ outcome<v1::DiskGroup> management::create_group(const std::string& id, const v1:
     if (g.kind() == v1::READ_CACHE) return refuse(kind::precondition, "pool", "a read cache joins a pool only when the pool is built");
     if (g.kind() == v1::WRITE_LOG) return refuse(kind::precondition, "pool", "a write log joins a pool only when the pool is built");
   }
+  if (pool) {
+    v1::CreateDiskGroupRequest request;
+    request.set_group_id(id);
+    *request.mutable_group() = g;
+    request.set_pool(pool_name);
+    if (auto there = elsewhere(pool_name, "CreateDiskGroup", request)) return parsed<v1::DiskGroup>(std::move(*there));
+  }
   if (auto allowed = may_change("to make the group in"); !allowed) return std::unexpected(allowed.error());
   const std::vector<std::string> members(g.members().begin(), g.members().end());
   v1::DiskGroup out;
@@ -318,6 +353,9 @@ outcome<v1::DiskGroup> management::create_group(const std::string& id, const v1:
 outcome<v1::Operation> management::scrub_group(const std::string& name) {
   std::lock_guard hold(changes_);
   if (!name.starts_with("groups/") || !config_.get(name)) return refuse(kind::not_found, "name", name + " does not exist");
+  v1::GetRequest request;
+  request.set_name(name);
+  if (auto there = elsewhere(pool_of_group(name), "ScrubDiskGroup", request)) return parsed<v1::Operation>(std::move(*there));
   if (auto allowed = may_change("to scrub"); !allowed) return std::unexpected(allowed.error());
   v1::Operation out;
   auto started = on_loop(*array_, [this, &name, &out](auto done) {

@@ -9,19 +9,28 @@ namespace {
 
 constexpr std::string_view prefix = "operations/op-";
 
-std::string name_of(std::uint64_t sequence) {
-  char digits[21];
-  std::snprintf(digits, sizeof digits, "%06llu", static_cast<unsigned long long>(sequence));
-  return std::string(prefix) + digits;
-}
-
 }  // namespace
 
-operation_log::operation_log(config_store& config) : config_(config) {
-  for (const auto& [key, bytes] : config_.list(prefix)) {
+std::string operation_log::controller_of(std::string_view name) {
+  return name.starts_with(prefix) && name.size() > prefix.size() + 2 && name[prefix.size() + 1] == '-' &&
+                 name[prefix.size()] >= 'a' && name[prefix.size()] <= 'z'
+             ? std::string(1, name[prefix.size()])
+             : "a";
+}
+
+std::string operation_log::name_of(std::uint64_t sequence) const {
+  char digits[21];
+  std::snprintf(digits, sizeof digits, "%06llu", static_cast<unsigned long long>(sequence));
+  return prefix_ + digits;
+}
+
+operation_log::operation_log(config_store& config, std::string_view controller)
+    : config_(config), prefix_(std::string(prefix) + (controller == "a" ? "" : std::string(controller) + "-")) {
+  for (const auto& [key, bytes] : config_.list(prefix_)) {
     v1::Operation op;
-    if (!op.ParseFromString(bytes)) continue;
-    next_ = std::max<std::uint64_t>(next_, std::stoull(key.substr(prefix.size())) + 1);
+    const std::string_view digits = std::string_view(key).substr(prefix_.size());
+    if (!op.ParseFromString(bytes) || digits.empty() || !std::ranges::all_of(digits, [](char c) { return c >= '0' && c <= '9'; })) continue;
+    next_ = std::max<std::uint64_t>(next_, std::stoull(std::string(digits)) + 1);
     if (op.state() == v1::Operation::RUNNING) interrupted_.push_back(op);
   }
 }

@@ -1,5 +1,7 @@
 // Long-running work as the management API shows it: each operation a
-// record "operations/op-NNNNNN" in the config store, RUNNING with its
+// record "operations/op-NNNNNN" in the config store of the controller
+// that runs it ("operations/op-b-NNNNNN" on controller b: the two
+// controllers' names never meet), RUNNING with its
 // progress while it works, then SUCCEEDED, FAILED (with the error) or
 // CANCELLED. The records survive restarts; an operation a restart cut
 // short is ended FAILED at the next start unless its owner finishes it
@@ -18,6 +20,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "controller/config_store.h"
@@ -31,10 +34,13 @@ class operation_log {
  public:
   // Reads the operations `config` holds; those still RUNNING were cut
   // short by a stop (interrupted()).
-  explicit operation_log(config_store& config);
+  explicit operation_log(config_store& config, std::string_view controller = "a");
   ~operation_log() = default;  // drains
   operation_log(const operation_log&) = delete;
   operation_log& operator=(const operation_log&) = delete;
+
+  // The controller whose operation `name` is ("a" or "b").
+  static std::string controller_of(std::string_view name);
 
   // Operations left RUNNING by the last stop, for their owners to finish
   // or fail (finish()).
@@ -65,7 +71,10 @@ class operation_log {
   };
   void write(const v1::Operation& op);
 
+  std::string name_of(std::uint64_t sequence) const;
+
   config_store& config_;
+  const std::string prefix_;  // "operations/op-" or "operations/op-b-"
   mutable std::mutex mutex_;
   std::uint64_t next_ = 1;
   std::map<std::string, running> running_;

@@ -183,18 +183,22 @@ void partner::stop_heartbeats(bool clean, std::function<void()> done) {
   heartbeats_->stop(clean, std::move(done));
 }
 
-void partner::answer_calls(std::function<link_bytes(link_bytes)> answer) {
-  link_.handle(link_type::management_call, [this, answer = std::move(answer)](link_bytes call, link_reply reply) {
-    if (!answering_) return reply(std::unexpected(make_error(errc::canceled, "controller " + options_.self + " is stopping")));
-    ++calls_in_flight_;
-    boost::asio::post(caller_, [this, answer, call = std::move(call), reply = std::move(reply), alive = std::weak_ptr<int>(alive_)]() mutable {
-      link_bytes bytes = answer(std::move(call));
-      --calls_in_flight_;  // before the reply is posted: the array's close waits on the loop for this
-      boost::asio::post(loop_, [reply = std::move(reply), bytes = std::move(bytes), alive]() mutable {
-        if (!alive.expired()) reply(std::move(bytes));
-      });
-    });
-  });
+void partner::answer_calls(std::function<link_bytes(link_bytes, bool delegated)> answer) {
+  for (const bool delegated : {false, true}) {
+    link_.handle(delegated ? link_type::management_delegated : link_type::management_call,
+                 [this, answer, delegated](link_bytes call, link_reply reply) {
+                   if (!answering_) return reply(std::unexpected(make_error(errc::canceled, "controller " + options_.self + " is stopping")));
+                   ++calls_in_flight_;
+                   boost::asio::post(caller_, [this, answer, delegated, call = std::move(call), reply = std::move(reply),
+                                               alive = std::weak_ptr<int>(alive_)]() mutable {
+                     link_bytes bytes = answer(std::move(call), delegated);
+                     --calls_in_flight_;  // before the reply is posted: the array's close waits on the loop for this
+                     boost::asio::post(loop_, [reply = std::move(reply), bytes = std::move(bytes), alive]() mutable {
+                       if (!alive.expired()) reply(std::move(bytes));
+                     });
+                   });
+                 });
+  }
 }
 
 partner::~partner() {

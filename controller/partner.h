@@ -67,9 +67,10 @@ class partner {
   void replicate(const config_batch& change, std::function<void(std::expected<void, error>)> done);
   // Any request to the partner (link_type's), answered in any order.
   void call(std::uint16_t type, link_bytes payload, link_reply done) { link_.call(type, std::move(payload), std::move(done)); }
-  // Management calls from the partner: `answer` runs on a thread of its
-  // own (it blocks), one call at a time, and its bytes are the reply.
-  void answer_calls(std::function<link_bytes(link_bytes)> answer);
+  // Management calls from the partner (link_type::management_call, and
+  // management_delegated: `delegated` true): `answer` runs on a thread of
+  // its own (it blocks), one call at a time, and its bytes are the reply.
+  void answer_calls(std::function<link_bytes(link_bytes, bool delegated)> answer);
   // No management call of the partner's is being made here: one waits for
   // the loop, so the array's close drives the loop until this holds.
   bool idle() const noexcept { return calls_in_flight_ == 0; }

@@ -2,6 +2,8 @@
 
 #include <google/protobuf/empty.pb.h>
 
+#include <optional>
+
 #include "controller/wire.h"
 #include "strata/v1/array.pb.h"
 #include "strata/v1/operations.pb.h"
@@ -59,7 +61,9 @@ outcome<std::string> decode_answer(std::span<const std::uint8_t> bytes) {
   return std::unexpected(refusal{why, *field, *message});
 }
 
-link_bytes answer_call(management& m, std::span<const std::uint8_t> call) {
+link_bytes answer_call(management& m, std::span<const std::uint8_t> call, bool delegated) {
+  std::optional<management::delegated_call> scope;
+  if (delegated) scope.emplace();
   wire::reader r(call);
   auto method = r.text();
   auto body = r.text();
@@ -94,6 +98,31 @@ link_bytes answer_call(management& m, std::span<const std::uint8_t> call) {
   if (name == "EraseDisk") return with.operator()<GetRequest>([&](auto& q) { return respond(m.erase_disk(q.name())); });
   if (name == "CreateDiskGroup") return with.operator()<CreateDiskGroupRequest>([&](auto& q) { return respond(m.create_group(q.group_id(), q.group(), q.pool())); });
   if (name == "ScrubDiskGroup") return with.operator()<GetRequest>([&](auto& q) { return respond(m.scrub_group(q.name())); });
+  // Reads about a pool this controller serves (delegated).
+  if (name == "GetDisk") {
+    return with.operator()<GetRequest>([&](auto& q) {
+      auto disk = get_record<Disk>(m.config(), "disks/", q.name());
+      if (disk) m.describe(*disk);
+      return respond(disk);
+    });
+  }
+  if (name == "GetDiskGroup") {
+    return with.operator()<GetRequest>([&](auto& q) {
+      auto group = get_record<DiskGroup>(m.config(), "groups/", q.name());
+      if (group) m.describe(*group);
+      return respond(group);
+    });
+  }
+  if (name == "GetVolumeStatistics") return with.operator()<GetRequest>([&](auto& q) { return respond(m.volume_statistics(q.name())); });
+  if (name == "GetPoolStatistics") return with.operator()<GetRequest>([&](auto& q) { return respond(m.pool_statistics(q.name())); });
+  if (name == "ListHeat") {
+    return with.operator()<ListHeatRequest>([&](auto& q) {
+      const auto first = heat_token_start(q.page_token(), q.hottest_first());
+      if (!first || q.page_size() <= 0) return refusal_bytes(bad_call("a malformed ListHeat request"));
+      return respond(m.heat(q.volume(), q.hottest_first(), *first, static_cast<std::size_t>(q.page_size())));
+    });
+  }
+  if (name == "ListOperations") return with.operator()<ListRequest>([&](auto& q) { return respond(outcome<ListOperationsResponse>(m.list_operations(q))); });
   return refusal_bytes({refusal::kind::unimplemented, "", name + " is not made through the partner controller yet: make it through controller a"});
 }
 

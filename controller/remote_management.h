@@ -21,6 +21,10 @@ namespace strata::controller {
 namespace link_type {
 // Request: encode_call. Answer: encode_answer's bytes.
 constexpr std::uint16_t management_call = partner_link::first_user_type + 3;
+// The same, a call the partner hands over because this controller serves
+// the pool it is about (management::delegated_call): made here, never
+// handed on.
+constexpr std::uint16_t management_delegated = partner_link::first_user_type + 9;
 }  // namespace link_type
 
 // Controller b: the call, and what came back (the response message's
@@ -28,9 +32,11 @@ constexpr std::uint16_t management_call = partner_link::first_user_type + 3;
 link_bytes encode_call(std::string_view method, const google::protobuf::Message& request);
 outcome<std::string> decode_answer(std::span<const std::uint8_t> bytes);
 
-// Controller a: makes the call through `m` (blocking: the caller's thread
-// waits for the loop, as a gRPC handler's does) and encodes the answer.
-// A call it cannot read, or a method it does not know, is refused.
-link_bytes answer_call(management& m, std::span<const std::uint8_t> call);
+// Makes the call through `m` (blocking: the caller's thread waits for the
+// loop, as a gRPC handler's does) and encodes the answer: on controller a
+// a change b's API took, on either a call about a pool it serves
+// (`delegated`). A call it cannot read, or a method it does not know, is
+// refused.
+link_bytes answer_call(management& m, std::span<const std::uint8_t> call, bool delegated = false);
 
 }  // namespace strata::controller

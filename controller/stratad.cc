@@ -302,7 +302,9 @@ int main(int argc, char** argv) {
   // message names the one at fault.
   strata::controller::management manage((*array)->config(), array->get());
   // Controller b's API hands its changes to this one over the partner link.
-  (*array)->answer_partner_calls([&manage](strata::controller::link_bytes call) { return strata::controller::answer_call(manage, call); });
+  (*array)->answer_partner_calls([&manage](strata::controller::link_bytes call, bool delegated) {
+    return strata::controller::answer_call(manage, call, delegated);
+  });
   auto api = strata::mgmt::management_server::start(manage, grpc_address, grpc_security);
   if (!api) {
     say("error", api.error().message);

@@ -202,23 +202,25 @@ grpc::Status array_service::ScrubDiskGroup(grpc::ServerContext*, const v1::GetRe
   return answer(manage_.scrub_group(in->name()), out);
 }
 grpc::Status array_service::CancelOperation(grpc::ServerContext*, const v1::GetRequest* in, v1::Operation* out) {
-  auto got = manage_.cancel_operation(in->name());
-  // One of the partner's (a change b handed to it started it).
-  if (!got && got.error().why == controller::refusal::kind::not_found && manage_.forwards()) return forwarded(manage_, "CancelOperation", *in, out);
-  return answer(std::move(got), out);
+  return answer(manage_.cancel_operation(in->name()), out);
 }
 
 // ---- reads: the config store's records, paged here ----
 
 grpc::Status array_service::ListOperations(grpc::ServerContext*, const v1::ListRequest* in, v1::ListOperationsResponse* out) {
-  manage_.drain_operations();  // what was just recorded, listed
-  return list(config_, "operations/", *in, out, &v1::ListOperationsResponse::add_operations);
+  if (in->page_size() < 0 || in->page_size() > max_page_size) {
+    return invalid("page_size", std::to_string(in->page_size()) + " is outside 0 to " + std::to_string(max_page_size));
+  }
+  if (!in->page_token().empty() && !in->page_token().starts_with("operations/")) {
+    return invalid("page_token", "\"" + in->page_token() + "\" is not a token of this list");
+  }
+  // Both controllers' (each keeps its own): management merges them.
+  *out = manage_.list_operations(*in);
+  return grpc::Status::OK;
 }
 
 grpc::Status array_service::GetOperation(grpc::ServerContext*, const v1::GetRequest* in, v1::Operation* out) {
-  auto got = manage_.operation(in->name());
-  if (!got && got.error().why == controller::refusal::kind::not_found && manage_.forwards()) return forwarded(manage_, "GetOperation", *in, out);
-  return answer(std::move(got), out);
+  return answer(manage_.operation(in->name()), out);
 }
 
 grpc::Status array_service::GetVolumeStatistics(grpc::ServerContext*, const v1::GetRequest* in, v1::VolumeStatistics* out) {
@@ -234,25 +236,15 @@ grpc::Status array_service::ListHeat(grpc::ServerContext*, const v1::ListHeatReq
   if (in->page_size() < 0 || in->page_size() > max_page_size) {
     return invalid("page_size", std::to_string(in->page_size()) + " is outside 0 to " + std::to_string(max_page_size));
   }
-  // The token is where the page starts: an extent index, or a rank when
-  // hottest first ("rank:N"), so a token of one order is not taken by the other.
-  const std::string prefix = in->hottest_first() ? "rank:" : "extent:";
   std::uint64_t first = 0;
   if (!in->page_token().empty()) {
-    std::size_t used = 0;
-    try {
-      if (!in->page_token().starts_with(prefix)) throw std::invalid_argument("order");
-      first = std::stoull(in->page_token().substr(prefix.size()), &used);
-    } catch (...) {
-      used = 0;
-    }
-    if (used == 0 || prefix.size() + used != in->page_token().size()) {
-      return invalid("page_token", "\"" + in->page_token() + "\" is not a token of this list");
-    }
+    const auto start = controller::heat_token_start(in->page_token(), in->hottest_first());
+    if (!start) return invalid("page_token", "\"" + in->page_token() + "\" is not a token of this list");
+    first = *start;
   }
   const std::size_t page = in->page_size() == 0 ? default_page_size : static_cast<std::size_t>(in->page_size());
   if (auto status = answer(manage_.heat(in->volume(), in->hottest_first(), first, page), out); !status.ok()) return status;
-  if (first + page < out->total_extents()) out->set_next_page_token(prefix + std::to_string(first + page));
+  if (first + page < out->total_extents()) out->set_next_page_token(controller::heat_token(in->hottest_first(), first + page));
   return grpc::Status::OK;
 }
 

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Either controller's API answers for the whole array (README.md, "Two
+controllers"): a pool's own work -- its volumes made, grown, moved between
+tiers and deleted, its write cache, its statistics and heat, its disks'
+and groups' state, their scrubs -- is done by the controller that serves
+the pool, whichever API was asked; operations of both controllers are
+listed, shown and cancelled through either. With the two controllers'
+small default, pool p1 is a's and p2 b's.
+   stratad_whole_array_test.py PATH/TO/stratad PATH/TO/strata"""
+import json, os, subprocess, sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "target"))
+from iscsi_raw import check, failures
+from two_controllers import Pair
+
+stratad, cli = sys.argv[1], sys.argv[2]
+pair = Pair(stratad, cli)
+strata, events_say = pair.strata, pair.events_say
+
+def js(name, *words):
+    """The CLI's --json output through `name`'s API, parsed; None on failure."""
+    r = subprocess.run([cli, "--api", pair.api[name], "--json", *words], capture_output=True, text=True)
+    if r.returncode != 0:
+        print("strata --json %s: %s" % (" ".join(words), r.stderr.strip()))
+        return None
+    return json.loads(r.stdout) if r.stdout.strip() else {}
+
+pair.start("a")
+pair.start("b")
+check("a hands pool p2 over to b, its home", events_say("a", "handed over to controller b, its home, in", 30))
+
+# Volumes of b's pool, made through either API.
+check("a volume of p2 (b's) is made through a's API", strata("a", "volume", "create", "w1", "--size", "1G", "--pool", "p2") is not None)
+check("... and through b's", strata("b", "volume", "create", "w2", "--size", "1G", "--pool", "p2") is not None)
+check("a volume of p1 (a's) is made through b's API", strata("b", "volume", "create", "w3", "--size", "1G", "--pool", "p1") is not None)
+for name in ("a", "b"):
+    listed = strata(name, "volume", "list", "p2") or ""
+    check("%s lists w1 and w2 in p2" % name, "pools/p2/volumes/w1" in listed and "pools/p2/volumes/w2" in listed)
+check("b's event log says it made w1 (it serves p2)", events_say("b", "pools/p2/volumes/w1", 5))
+check("p2's volume grows through a", strata("a", "volume", "update", "pools/p2/volumes/w1", "--size", "2G") is not None)
+show = js("b", "volume", "show", "pools/p2/volumes/w1") or {}
+check("... and b's record says 2 GiB", int(show.get("size_bytes", 0)) == 2 << 30)
+check("p2's write cache is set through a", strata("a", "pool", "update", "p2", "--write-cache", "write-through") is not None)
+check("... and b's record says it", (js("b", "pool", "show", "p2") or {}).get("write_cache") == "WRITE_THROUGH")
+check("... and back", strata("a", "pool", "update", "p2", "--write-cache", "write-back") is not None)
+
+# Statistics and heat of b's pool and volume, through a.
+stats = js("a", "pool", "stats", "p2")
+check("p2's statistics through a (measured on b)", stats is not None and int(stats.get("capacity_bytes", 0)) > 0)
+check("w1's statistics through a", js("a", "volume", "stats", "pools/p2/volumes/w1") is not None)
+check("v1's statistics through b (a's pool)", js("b", "volume", "stats", "pools/p1/volumes/v1") is not None)
+heat = js("a", "heat", "list", "pools/p2/volumes/w1", "--limit", "5")
+check("w1's heat through a", isinstance(heat, list) and len(heat) > 0)
+
+# Disks and groups: what the serving controller sees.
+groups = {g["name"]: g for g in js("a", "group", "list") or []}
+check("a shows b's group g2 OPTIMAL (as b sees it)", groups.get("groups/g2", {}).get("state") == "GROUP_OPTIMAL")
+disks = js("a", "disk", "list") or []
+g2 = [d for d in disks if d.get("group") == "groups/g2"]
+check("a shows g2's members as ONLINE members of g2", len(g2) >= 4 and all(d.get("state") == "DISK_ONLINE" for d in g2))
+
+# Operations: a volume move on p2 through a is b's operation, shown and
+# cancelled through either.
+op = js("a", "volume", "move", "pools/p2/volumes/w2", "--to", "performance")
+name = (op or {}).get("name", "")
+check("moving w2 through a starts an operation of b's (%s)" % name, name.startswith("operations/op-b-"))
+check("... shown through a", (js("a", "op", "show", name) or {}).get("name") == name)
+check("... shown through b", (js("b", "op", "show", name) or {}).get("name") == name)
+listed = [o["name"] for o in js("a", "op", "list") or []]
+check("a's op list has b's operation", name in listed)
+# (An empty volume's move ends at once: b's refusal says so.)
+r = subprocess.run([cli, "--api", pair.api["a"], "op", "cancel", name], capture_output=True, text=True)
+check("... cancelled through a, by b", r.returncode == 0 or name + " has ended" in r.stderr)
+op = js("b", "volume", "move", "pools/p1/volumes/w3", "--to", "performance")
+name = (op or {}).get("name", "")
+check("moving w3 (p1) through b starts an operation of a's (%s)" % name, name.startswith("operations/op-") and not name.startswith("operations/op-b-"))
+check("... shown through b", (js("b", "op", "show", name) or {}).get("name") == name)
+listed = [o["name"] for o in js("b", "op", "list") or []]
+check("b's op list has a's operation and b's", name in listed and any(n.startswith("operations/op-b-") for n in listed))
+
+# Deleting, through a, a volume of b's pool.
+check("w1 is deleted through a", strata("a", "volume", "delete", "pools/p2/volumes/w1", "--wait") is not None)
+check("... and b lists it no more", "pools/p2/volumes/w1" not in (strata("b", "volume", "list", "p2") or "x"))
+
+# With b dead and p2 taken over by a, a does p2's work itself.
+pair.kill("b")
+check("a takes p2 over", events_say("a", "taken over from controller b", 20))
+check("a volume of p2 is made through a, which serves it now", strata("a", "volume", "create", "w4", "--size", "1G", "--pool", "p2") is not None)
+check("p2's statistics through a", js("a", "pool", "stats", "p2") is not None)
+sys.exit(1 if failures else 0)
