@@ -719,6 +719,11 @@ void array::close() {
   }
   moves_.clear();
   move_timer_.reset();
+  for (const followed_pools& f : pool_moves_) {
+    operations_->finish(f.operation, std::unexpected(make_error(errc::canceled, "stopped by the shutdown of controller " + options_.controller)), true);
+  }
+  pool_moves_.clear();
+  pool_move_timer_.reset();
   for (auto& [name, served] : pools_) {
     if (!served.lost) quiesce_pool(served);  // a lost pool's drives are the partner's now: nothing more goes to them
   }

@@ -389,10 +389,22 @@ class array {
   // partner fail to, this controller takes it back. Drives the loop.
   void hand_over(const std::string& name);
  public:
-  // Pool `name`'s home changed (a planned move, management.h): if this
-  // controller serves it and the home is now the partner, it hands it
-  // over. On the loop.
-  void home_changed(const std::string& name) { hand_over(name); }
+  // Where pools belong changed (a pool's home, a controller failed over
+  // or back: management.h, here or through the partner): each pool served
+  // here that belongs with the partner now is handed over. On the loop.
+  void placement_changed();
+  // Follows pools moving between the controllers for operation
+  // `operation` (a planned move, failover or failback): `pools` maps each
+  // to the controller it goes to ("controllers/b"); its progress is the
+  // share whose owner this controller's record names so, SUCCEEDED when
+  // all do, FAILED after `limit` (the events say why) or at a stop.
+  void follow_pools(const std::string& operation, std::map<std::string, std::string> pools, std::chrono::seconds limit);
+  // What this controller is doing with pools now: taking some over (a
+  // takeover, or pools handed to it), handing some over, or neither.
+  enum class moving { none, taking_over, handing_over };
+  moving pools_moving() const noexcept {
+    return !taking_over_.empty() ? moving::taking_over : !handing_over_.empty() ? moving::handing_over : moving::none;
+  }
 
  private:
   void take_back(const v1::Pool& record, const std::string& why);
@@ -407,6 +419,19 @@ class array {
   void note_owner(const std::string& pool, const std::string& owner, std::uint64_t epoch);
   // Whether pool record `record`'s home is the partner.
   bool home_is_partner(const v1::Pool& record) const;
+  // Whether pool record `record` belongs with the partner now: its home
+  // is the partner and the partner is not failed over, or this controller
+  // is (the controllers' records, management.h). Reads the config store.
+  bool belongs_with_partner(const v1::Pool& record) const;
+  // Pools moving for operations (follow_pools), checked every 100 ms.
+  struct followed_pools {
+    std::string operation;
+    std::map<std::string, std::string> pools;  // name → the controller it goes to
+    device::time_point until{};
+  };
+  std::vector<followed_pools> pool_moves_;
+  std::unique_ptr<boost::asio::steady_timer> pool_move_timer_;
+  void check_pool_moves();
   std::set<std::string> handing_over_;
   // A gate held a drive request because the lease had lapsed: once the
   // lease is renewed, the ownership records say whether this controller

@@ -520,7 +520,7 @@ void array::partner_changed(const config_change& change) {
       if (pool.ParseFromString(*value)) {
         if (const served_pool* p = pool_named(key); p != nullptr && !p->lost) {
           note_owner(key, options_.controller, p->ownership.epoch);
-          if (home_is_partner(pool)) boost::asio::post(loop_, [this, key] { hand_over(key); });  // a planned move, made through the partner
+          if (belongs_with_partner(pool)) boost::asio::post(loop_, [this, key] { hand_over(key); });  // a planned move, made through the partner
         } else if (short_name(pool.owner()) == options_.controller) {
           note_owner(key, partner_->name(), pool.ownership_epoch());
         }
@@ -528,6 +528,11 @@ void array::partner_changed(const config_change& change) {
     }
     if (key.starts_with("mappings/")) {
       mappings_changed = true;
+      continue;
+    }
+    if (key.starts_with("controllers/")) {
+      // A controller failed over or back through the partner.
+      boost::asio::post(loop_, [this] { placement_changed(); });
       continue;
     }
     if (!key.starts_with("hosts/")) continue;

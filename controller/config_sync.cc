@@ -10,7 +10,7 @@ namespace strata::controller {
 
 namespace {
 
-constexpr std::array<std::string_view, 6> array_wide_prefixes = {"disks/", "groups/", "pools/", "hosts/", "mappings/", "array/"};
+constexpr std::array<std::string_view, 7> array_wide_prefixes = {"disks/", "groups/", "pools/", "hosts/", "mappings/", "controllers/", "array/"};
 
 using wire::put32;
 using wire::put_text;

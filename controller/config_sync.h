@@ -52,7 +52,8 @@ std::expected<config_change, error> decode_change(std::span<const std::uint8_t> 
 config_batch replace_with(const config_store& config, const config_records& snapshot);
 
 // Whether `key` is array-wide: disks, groups, pools (and their volumes),
-// hosts, mappings, and the array's identity.
+// hosts, mappings, the controllers' records (failed_over), and the
+// array's identity.
 bool array_wide(std::string_view key);
 // Every array-wide record in `config`, in key order. Blocking (RocksDB).
 config_records array_wide_records(const config_store& config);

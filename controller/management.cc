@@ -155,7 +155,18 @@ outcome<void> management::commit(config_batch b) {
   // Then the partner, before the change is acknowledged. Without the link
   // it goes on (this is controller a: the partner catches up by generation
   // when it is back), and says so.
-  auto copied = on_loop(*array_, [this, &b](auto done) { array_->replicate(b, std::move(done)); });
+  // Its array-wide part: a controller's own records (an old reservation
+  // record erased with its volume) stay its own.
+  config_batch wide;
+  b.visit([&](const std::string& key, const std::string* value) {
+    if (!array_wide(key)) return;
+    if (value != nullptr) {
+      wide.put(key, *value);
+    } else {
+      wide.erase(key);
+    }
+  });
+  auto copied = on_loop(*array_, [this, &wide](auto done) { array_->replicate(wide, std::move(done)); });
   if (!copied) {
     array_->events().record(severity::warning, "", "a configuration change was not copied to controller " + array_->partner()->name() + " (" +
                                                        copied.error().message + "); it catches up when it links again");
@@ -680,7 +691,7 @@ void management::drain_operations() const {
   if (array_ != nullptr) array_->operations().drain();
 }
 
-std::vector<v1::Controller> management::controllers(const std::string& version) const {
+std::vector<v1::Controller> management::controllers() const {
   const std::string self = array_ != nullptr ? array_->controller_name() : "a";
   // Each pool's owner, as its record says (a record older than owners: a).
   std::map<std::string, std::vector<std::string>> pools_of;
@@ -689,46 +700,54 @@ std::vector<v1::Controller> management::controllers(const std::string& version) 
     if (key.find('/', 6) != std::string::npos || !p.ParseFromString(bytes)) continue;
     pools_of[p.owner().empty() ? "controllers/a" : p.owner()].push_back(key);
   }
+  auto failed_over = [this](const std::string& name) { return read<v1::Controller>(config_, name).value_or(v1::Controller()).failed_over(); };
   v1::Controller c;
   c.set_name("controllers/" + self);
   c.set_state(v1::CONTROLLER_ACTIVE);
-  c.set_version(version);
+  c.set_version(version_);
   for (const std::string& p : pools_of[c.name()]) c.add_pools(p);
   c.set_start_time_unix_ms(started_ms_);
+  c.set_failed_over(failed_over(c.name()));
   std::vector<v1::Controller> out;
+  partner::liveness seen = partner::liveness::down;
   if (array_ != nullptr) {
     const auto at = array_->iscsi_endpoint();  // fixed once the array serves
     c.set_iscsi_portal(at.address().to_string() + ":" + std::to_string(at.port()));
     c.set_target_name(array_->target_name());
     c.set_state_dir(array_->state_dir().string());
     c.set_array_id(id_text(array_->identity()));
-  }
-  out.push_back(c);
-  if (array_ != nullptr && array_->partner() != nullptr) {
-    // What this controller knows of its partner: whether it hears it.
-    v1::Controller p;
-    p.set_name("controllers/" + array_->partner()->name());
-    // The partner's state is the loop's (its link and heartbeats): asked there.
-    partner::liveness seen = partner::liveness::down;
-    (void)on_loop(*array_, [this, &seen](auto done) {
-      seen = array_->partner()->state();
+    // What it is doing with pools, and its partner's state: the loop's.
+    array::moving now = array::moving::none;
+    (void)on_loop(*array_, [this, &seen, &now](auto done) {
+      if (array_->partner() != nullptr) seen = array_->partner()->state();
+      now = array_->pools_moving();
       done({});
     });
-    switch (seen) {
-      case partner::liveness::active:
-        p.set_state(v1::CONTROLLER_ACTIVE);
-        break;
-      case partner::liveness::unreachable:
-        p.set_state(v1::CONTROLLER_UNREACHABLE);
-        break;
-      case partner::liveness::down:
-        p.set_state(v1::CONTROLLER_DOWN);
-        break;
-    }
-    for (const std::string& pool : pools_of[p.name()]) p.add_pools(pool);
-    p.set_array_id(c.array_id());
-    out.push_back(p);
+    c.set_state(now == array::moving::taking_over    ? v1::CONTROLLER_TAKING_OVER
+                : now == array::moving::handing_over ? v1::CONTROLLER_HANDING_OVER
+                : c.failed_over()                    ? v1::CONTROLLER_FAILED_OVER
+                                                     : v1::CONTROLLER_ACTIVE);
   }
+  out.push_back(c);
+  if (array_ == nullptr || array_->partner() == nullptr || delegated) return out;
+  v1::Controller p;
+  p.set_name("controllers/" + array_->partner()->name());
+  if (seen == partner::liveness::active) {
+    // As it describes itself.
+    v1::GetRequest request;
+    request.set_name(p.name());
+    if (auto theirs = parsed<v1::Controller>(call_partner(link_type::management_delegated, "GetController", request))) {
+      out.push_back(std::move(*theirs));
+      return out;
+    }
+  }
+  p.set_state(seen == partner::liveness::active        ? v1::CONTROLLER_ACTIVE
+              : seen == partner::liveness::unreachable ? v1::CONTROLLER_UNREACHABLE
+                                                       : v1::CONTROLLER_DOWN);
+  for (const std::string& pool : pools_of[p.name()]) p.add_pools(pool);
+  p.set_array_id(c.array_id());
+  p.set_failed_over(failed_over(p.name()));
+  out.push_back(p);
   return out;
 }
 

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <expected>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -90,6 +91,9 @@ class management {
   management& operator=(const management&) = delete;
 
   config_store& config() const noexcept { return config_; }
+  // This controller's firmware version, as controllers() says it (the
+  // API's; set once, before the API serves).
+  void set_version(std::string version) { version_ = std::move(version); }
 
   // Volumes. `fields`: the fields of `want` to change (an update mask).
   outcome<v1::Volume> create_volume(const std::string& pool, const std::string& volume_id, const v1::Volume& want);
@@ -103,8 +107,18 @@ class management {
   // Pools.
   outcome<v1::Pool> create_pool(const std::string& pool_id, const v1::Pool& want);
   // Fields write_cache, or home alone: a planned move of the pool to that
-  // controller (failover, or failback), answered once it serves the pool.
+  // controller (move_pool), answered once it serves the pool.
   outcome<v1::Pool> update_pool(const v1::Pool& want, const std::vector<std::string>& fields);
+  // Planned moves between the two controllers, as operations whose
+  // progress is the share of the pools moved: pool `name` to controller
+  // `to` ("b" or "controllers/b"), its home from now on ("pool.move");
+  // every pool controller `name` serves to its partner, where they stay
+  // until failback ("controller.failover": the controller's record says
+  // failed_over); every pool whose home is controller `name` back to it
+  // ("controller.failback"). Refused without an ACTIVE partner.
+  outcome<v1::Operation> move_pool(const std::string& name, const std::string& to);
+  outcome<v1::Operation> failover_controller(const std::string& name);
+  outcome<v1::Operation> failback_controller(const std::string& name);
 
   // Hosts (answered with their secrets: a front end that shows hosts
   // hides them) and mappings.
@@ -170,15 +184,17 @@ class management {
   // list made next includes it.
   void drain_events() const;
   void drain_operations() const;
-  // The array's controllers, as this one sees them: itself first, then
-  // its partner (if it has one).
-  std::vector<v1::Controller> controllers(const std::string& version) const;
+  // The array's controllers: itself first, then its partner (if it has
+  // one), as the partner describes itself while it is ACTIVE, else as
+  // this controller sees it (DOWN, UNREACHABLE).
+  std::vector<v1::Controller> controllers() const;
 
  private:
   config_store& config_;
   array* const array_;
   std::mutex changes_;
   const std::int64_t started_ms_ = unix_ms_now();  // the daemon's start, near enough
+  std::string version_;
 
   // A volume's affinity set, on the array and in its record (changes_ held).
   outcome<void> set_affinity(v1::Volume& volume, v1::Affinity affinity);
@@ -193,8 +209,14 @@ class management {
   outcome<void> commit(config_batch b);
   // Whether this controller may make a change now: an array runs, and it
   // is the one that takes changes.
-  outcome<v1::Pool> move_pool(const std::string& name, const std::string& to);
   outcome<void> may_change(const std::string& to) const;
+  // Whether pools may move now (two controllers, the partner ACTIVE); a
+  // refusal names `field`.
+  outcome<void> may_move(const std::string& field) const;
+  // Operation `kind_name` about `resource`, which follows `pools` (pool
+  // name → the controller it goes to) to their controllers
+  // (array::follow_pools), once the array has been told to move them.
+  outcome<v1::Operation> follow(const std::string& kind_name, const std::string& resource, std::map<std::string, std::string> pools);
   // Pool `pool`'s work (delegated_call): nullopt when it is done here (or
   // when `pool` is no pool: the checks here say so); else the partner's
   // answer to `method` -- its response message's bytes -- or why neither

@@ -19,7 +19,23 @@ outcome<v1::Pool> management::update_pool(const v1::Pool& want, const std::vecto
   if (auto ok = check_fields(fields, {"write_cache", "home"}); !ok) return std::unexpected(ok.error());
   if (std::ranges::find(fields, "home") != fields.end()) {
     if (fields.size() > 1) return invalid("update_mask", "home moves the pool: change it alone");
-    return move_pool(want.name(), want.home());
+    auto moving = move_pool(want.name(), want.home());
+    if (!moving) {
+      if (moving.error().field == "to") moving.error().field = "pool.home";
+      if (moving.error().field == "name") moving.error().field = "pool.name";
+      return std::unexpected(moving.error());
+    }
+    // Answered once the move has ended, as before moves were operations.
+    for (;;) {
+      auto now = operation(moving->name());
+      if (!now) return std::unexpected(now.error());
+      if (now->state() == v1::Operation::SUCCEEDED) break;
+      if (now->state() != v1::Operation::RUNNING) return refuse(kind::unavailable, "pool.home", now->error().message());
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    auto moved = read<v1::Pool>(config_, want.name());
+    if (!moved) return refuse(kind::not_found, "pool.name", want.name() + " does not exist");
+    return *moved;
   }
   const std::string& name = want.name();
   std::lock_guard hold(changes_);
@@ -49,39 +65,109 @@ outcome<v1::Pool> management::update_pool(const v1::Pool& want, const std::vecto
   return updated;
 }
 
-outcome<v1::Pool> management::move_pool(const std::string& name, const std::string& to) {
-  std::string home = to.starts_with("controllers/") ? to : "controllers/" + to;
-  if (home != "controllers/a" && home != "controllers/b") return invalid("pool.home", "controllers/a or controllers/b, not '" + to + "'");
-  v1::Pool updated;
-  {
-    std::lock_guard hold(changes_);
-    auto pool = is_pool_name(name) ? read<v1::Pool>(config_, name) : std::nullopt;
-    if (!pool) return refuse(kind::not_found, "pool.name", name + " does not exist");
-    if (array_ == nullptr || array_->partner() == nullptr) {
-      return refuse(kind::precondition, "pool.home", "this array has one controller: there is nowhere to move the pool to");
-    }
-    if (auto allowed = may_change("to move the pool in"); !allowed) return std::unexpected(allowed.error());
-    updated = *pool;
-    if (pool->owner() == home && (pool->home() == home || (pool->home().empty() && home == "controllers/a"))) return updated;  // there already
-    if (array_->partner()->state() != partner::liveness::active) {
-      return refuse(kind::unavailable, "pool.home", "controller " + array_->partner()->name() + " is not ACTIVE: a pool moves between two running controllers");
-    }
+namespace {
+
+// "controllers/b" of "b" or "controllers/b"; empty if neither a nor b.
+std::string controller_named(const std::string& name) {
+  const std::string full = name.starts_with("controllers/") ? name : "controllers/" + name;
+  return full == "controllers/a" || full == "controllers/b" ? full : std::string();
+}
+
+// Where pool record `p` belongs when nothing is failed over: its home (a
+// record older than homes: controller a).
+std::string home_of(const v1::Pool& p) { return p.home().empty() ? "controllers/a" : p.home(); }
+
+}  // namespace
+
+outcome<void> management::may_move(const std::string& field) const {
+  if (array_ == nullptr || array_->partner() == nullptr) {
+    return refuse(kind::precondition, field, "this array has one controller: there is nowhere to move a pool to");
+  }
+  if (auto allowed = may_change("to move pools in"); !allowed) return std::unexpected(allowed.error());
+  partner::liveness now = partner::liveness::down;
+  (void)on_loop(*array_, [this, &now](auto done) {
+    now = array_->partner()->state();
+    done({});
+  });
+  if (now != partner::liveness::active) {
+    return refuse(kind::precondition, field, std::string("controller ") + array_->partner()->name() + " is " + partner::to_string(now) +
+                                                 ": pools move between two running controllers");
+  }
+  return {};
+}
+
+outcome<v1::Operation> management::follow(const std::string& kind_name, const std::string& resource, std::map<std::string, std::string> pools) {
+  v1::Operation out = array_->operations().start(kind_name, resource);
+  // Each pool's hand-over waits for the partner's copy of its metadata,
+  // then pauses its I/O for a moment: a minute each is generous.
+  const auto limit = std::chrono::seconds(60 * std::max<std::size_t>(1, pools.size()));
+  boost::asio::post(array_->executor(), [a = array_, op = out.name(), pools = std::move(pools), limit]() mutable {
+    a->placement_changed();
+    a->follow_pools(op, std::move(pools), limit);
+  });
+  return out;
+}
+
+outcome<v1::Operation> management::move_pool(const std::string& name, const std::string& to) {
+  const std::string home = controller_named(to);
+  if (home.empty()) return invalid("to", "controllers/a or controllers/b, not '" + to + "'");
+  std::lock_guard hold(changes_);
+  auto pool = is_pool_name(name) ? read<v1::Pool>(config_, name) : std::nullopt;
+  if (!pool) return refuse(kind::not_found, "name", name + " does not exist");
+  if (auto allowed = may_move("to"); !allowed) return std::unexpected(allowed.error());
+  if (auto target = read<v1::Controller>(config_, home); target && target->failed_over()) {
+    return refuse(kind::precondition, "to", home + " is failed over (strata controller failback " + home.substr(12) + " first)");
+  }
+  if (pool->home() != home) {
+    v1::Pool updated = *pool;
     updated.set_home(home);
     config_batch b;
     b.put(name, updated.SerializeAsString());
     if (auto done = commit(b); !done) return std::unexpected(done.error());
   }
   array_->events().record(severity::info, name, "moving to " + home + " (its home from now on): it is handed over once that controller holds a current copy of its metadata");
-  boost::asio::post(array_->executor(), [a = array_, name] { a->home_changed(name); });
-  // The owner hands it over (here, or on the partner, which the change
-  // reached before it was acknowledged); this controller's record says
-  // when it is done.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < until) {
-    if (auto now = read<v1::Pool>(config_, name); now && now->owner() == home) return *now;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  return follow("pool.move", name, {{name, home}});
+}
+
+outcome<v1::Operation> management::failover_controller(const std::string& name) {
+  const std::string from = controller_named(name);
+  if (from.empty()) return invalid("name", "controllers/a or controllers/b, not '" + name + "'");
+  std::lock_guard hold(changes_);
+  if (auto allowed = may_move("name"); !allowed) return std::unexpected(allowed.error());
+  const std::string to = from == "controllers/a" ? "controllers/b" : "controllers/a";
+  v1::Controller mark;
+  mark.set_name(from);
+  mark.set_failed_over(true);
+  config_batch b;
+  b.put(from, mark.SerializeAsString());
+  if (auto done = commit(b); !done) return std::unexpected(done.error());
+  std::map<std::string, std::string> moving;
+  for (const auto& [key, bytes] : config_.list("pools/")) {
+    v1::Pool p;
+    if (is_pool_name(key) && p.ParseFromString(bytes) && (p.owner().empty() ? "controllers/a" : p.owner()) == from) moving[key] = to;
   }
-  return refuse(kind::unavailable, "pool.home", name + "'s home is " + home + " now, but it has not moved there within 60 s: the events say why");
+  array_->events().record(severity::warning, from, "failing over by command: its " + std::to_string(moving.size()) + " pool(s) move to " + to +
+                                                       " and stay there until failback");
+  return follow("controller.failover", from, std::move(moving));
+}
+
+outcome<v1::Operation> management::failback_controller(const std::string& name) {
+  const std::string to = controller_named(name);
+  if (to.empty()) return invalid("name", "controllers/a or controllers/b, not '" + name + "'");
+  std::lock_guard hold(changes_);
+  if (auto allowed = may_move("name"); !allowed) return std::unexpected(allowed.error());
+  if (config_.get(to)) {
+    config_batch b;
+    b.erase(to);
+    if (auto done = commit(b); !done) return std::unexpected(done.error());
+  }
+  std::map<std::string, std::string> moving;
+  for (const auto& [key, bytes] : config_.list("pools/")) {
+    v1::Pool p;
+    if (is_pool_name(key) && p.ParseFromString(bytes) && home_of(p) == to && (p.owner().empty() ? "controllers/a" : p.owner()) != to) moving[key] = to;
+  }
+  array_->events().record(severity::info, to, "failing back by command: " + std::to_string(moving.size()) + " pool(s) whose home it is come back to it");
+  return follow("controller.failback", to, std::move(moving));
 }
 
 outcome<v1::Pool> management::create_pool(const std::string& pool_id, const v1::Pool& want) {

@@ -122,6 +122,13 @@ link_bytes answer_call(management& m, std::span<const std::uint8_t> call, bool d
       return respond(m.heat(q.volume(), q.hottest_first(), *first, static_cast<std::size_t>(q.page_size())));
     });
   }
+  if (name == "GetController") {
+    return with.operator()<GetRequest>([&](auto&) { return respond(outcome<Controller>(m.controllers().front())); });
+  }
+  // Planned moves (controller a makes them).
+  if (name == "MovePool") return with.operator()<MovePoolRequest>([&](auto& q) { return respond(m.move_pool(q.name(), q.to())); });
+  if (name == "FailoverController") return with.operator()<GetRequest>([&](auto& q) { return respond(m.failover_controller(q.name())); });
+  if (name == "FailbackController") return with.operator()<GetRequest>([&](auto& q) { return respond(m.failback_controller(q.name())); });
   if (name == "ListOperations") return with.operator()<ListRequest>([&](auto& q) { return respond(outcome<ListOperationsResponse>(m.list_operations(q))); });
   return refusal_bytes({refusal::kind::unimplemented, "", name + " is not made through the partner controller yet: make it through controller a"});
 }

@@ -88,6 +88,7 @@
 #include "controller/remote_management.h"
 #include "controller/config_file.h"
 #include "mgmt/server.h"
+#include "mgmt/service.h"
 #include "raid/device/run_loop.h"
 
 namespace {
@@ -301,6 +302,7 @@ int main(int argc, char** argv) {
   // The server checks the three go together and reads the files: its
   // message names the one at fault.
   strata::controller::management manage((*array)->config(), array->get());
+  manage.set_version(strata::mgmt::array_service::version);
   // Controller b's API hands its changes to this one over the partner link.
   (*array)->answer_partner_calls([&manage](strata::controller::link_bytes call, bool delegated) {
     return strata::controller::answer_call(manage, call, delegated);

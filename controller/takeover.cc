@@ -200,16 +200,83 @@ bool array::home_is_partner(const v1::Pool& record) const {
   return partner_ && (record.home().empty() ? std::string("a") : short_name(record.home())) == partner_->name();
 }
 
+bool array::belongs_with_partner(const v1::Pool& record) const {
+  if (!partner_) return false;
+  auto failed_over = [this](const std::string& controller) {
+    const auto bytes = config_->get("controllers/" + controller);
+    v1::Controller c;
+    return bytes && c.ParseFromString(*bytes) && c.failed_over();
+  };
+  if (failed_over(options_.controller)) return true;
+  return home_is_partner(record) && !failed_over(partner_->name());
+}
+
+void array::placement_changed() {
+  std::vector<std::string> served;
+  for (const auto& [name, p] : pools_) {
+    if (!p.lost) served.push_back(name);
+  }
+  for (const std::string& name : served) hand_over(name);
+}
+
+void array::follow_pools(const std::string& operation, std::map<std::string, std::string> pools, std::chrono::seconds limit) {
+  if (closed_) {
+    operations_->finish(operation, std::unexpected(make_error(errc::canceled, "stopped: the controller is stopping")), true);
+    return;
+  }
+  pool_moves_.push_back({operation, std::move(pools), clock_.now() + limit});
+  if (!pool_move_timer_) {
+    pool_move_timer_ = std::make_unique<boost::asio::steady_timer>(loop_);
+    check_pool_moves();
+  }
+}
+
+void array::check_pool_moves() {
+  std::erase_if(pool_moves_, [&](const followed_pools& f) {
+    std::size_t moved = 0;
+    std::string waiting;
+    for (const auto& [name, to] : f.pools) {
+      // A small read of the config store on the loop, ten times a second
+      // while an administrator's move runs.
+      const auto bytes = config_->get(name);
+      v1::Pool record;
+      const bool known = bytes && record.ParseFromString(*bytes);
+      if (known && (record.owner().empty() ? std::string("controllers/a") : record.owner()) == to) {
+        ++moved;
+      } else {
+        waiting += (waiting.empty() ? "" : ", ") + name + " (to " + to + ")";
+      }
+    }
+    operations_->progress(f.operation, f.pools.empty() ? 1.0 : static_cast<double>(moved) / static_cast<double>(f.pools.size()));
+    if (moved == f.pools.size()) {
+      operations_->finish(f.operation, {});
+      return true;
+    }
+    if (clock_.now() < f.until) return false;
+    operations_->finish(f.operation, std::unexpected(make_error(errc::timed_out, "not moved in time: " + waiting + "; the events say why")));
+    return true;
+  });
+  if (pool_moves_.empty() || closed_) {
+    pool_move_timer_.reset();
+    return;
+  }
+  pool_move_timer_->expires_after(std::chrono::milliseconds(100));
+  pool_move_timer_->async_wait([this](boost::system::error_code ec) {
+    if (!ec && !closed_) check_pool_moves();
+  });
+}
+
 void array::hand_over(const std::string& name) {
   served_pool* p = pool_named(name);
   if (closed_ || p == nullptr || p->lost || handing_over_.contains(name) || !partner_ || !partner_->up()) return;
   if (!p->mirror || !p->mirror->current()) return;  // the partner's copy first
   const auto bytes = config_->get(name);
   auto record = bytes ? decode<v1::Pool>(name, *bytes) : std::unexpected(make_error(errc::not_found, name));
-  if (!record || !home_is_partner(*record)) return;
+  if (!record || !belongs_with_partner(*record)) return;
   handing_over_.insert(name);
   const std::string to = partner_->name();
-  events_->record(severity::info, name, "handing the pool over to controller " + to + ", its home, which holds a current copy of its metadata: its I/O pauses");
+  const std::string why = home_is_partner(*record) ? "its home" : "as controller " + options_.controller + " is failed over";
+  events_->record(severity::info, name, "handing the pool over to controller " + to + ", " + why + ", which holds a current copy of its metadata: its I/O pauses");
   const auto started = clock_.now();
   // Its LUNs forwarded from now on (answering "transitioning" until the
   // partner serves the pool); the units here retire once their commands end.
@@ -239,13 +306,13 @@ void array::hand_over(const std::string& name) {
     lost_groups_.insert(g);  // the partner's from now on: assembled anew if the pool comes back
   }
   if (!copied) return take_back(*record, "its last metadata did not reach controller " + to);
-  read_ownership(name, [this, record = *record, name, to, started, mine](ownership_found f) {
+  read_ownership(name, [this, record = *record, name, to, why, started, mine](ownership_found f) {
     pool_ownership o{name, to, std::max(mine.epoch, f.newest ? f.newest->epoch : 0) + 1, unix_ms_now(), 0, false};
     for (area_stamp& s : f.members) s.ownership = o;
-    write_stamps(std::move(f.members), [this, record, name, to, started, o](std::error_code e) {
+    write_stamps(std::move(f.members), [this, record, name, to, why, started, o](std::error_code e) {
       if (e) return take_back(record, "its new owner could not be written to its drives: " + e.message());
       partner_->call(link_type::pool_handover, link_bytes(name.begin(), name.end()),
-                     [this, record, name, to, started, o](std::expected<link_bytes, error> r) {
+                     [this, record, name, to, why, started, o](std::expected<link_bytes, error> r) {
                        handing_over_.erase(name);
                        if (!r && r.error().code != make_error_code(errc::canceled)) {
                          return take_back(record, "controller " + to + " did not take it: " + r.error().message);
@@ -263,8 +330,8 @@ void array::hand_over(const std::string& name) {
                          return;
                        }
                        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - started).count();
-                       events_->record(severity::info, name, "handed over to controller " + to + ", its home, in " + std::to_string(ms) + " ms");
-                       log(name + ": handed over to controller " + to + ", its home, in " + std::to_string(ms) + " ms");
+                       events_->record(severity::info, name, "handed over to controller " + to + ", " + why + ", in " + std::to_string(ms) + " ms");
+                       log(name + ": handed over to controller " + to + ", " + why + ", in " + std::to_string(ms) + " ms");
                      });
     });
   });
@@ -299,15 +366,22 @@ void array::receive_pool(const std::string& name, link_reply reply) {
   if (pools_.contains(name)) {
     return reply(std::unexpected(make_error(errc::busy, name + " is still open on controller " + options_.controller + " (it stepped down from it): restart it first")));
   }
+  taking_over_.insert(name);  // TAKING_OVER in the controller list meanwhile
   read_ownership(name, [this, record = *record, name, reply = std::move(reply)](ownership_found f) mutable {
     if (!f.newest || f.newest->owner != options_.controller) {
+      taking_over_.erase(name);
       return reply(std::unexpected(make_error(errc::invalid_argument, "the drives of " + name + " do not name controller " + options_.controller)));
     }
     replicas_->take(name, [this, record, name, o = *f.newest, reply = std::move(reply)](bool copied) mutable {
-      if (!copied) return reply(std::unexpected(make_error(errc::not_found, "controller " + options_.controller + " holds no copy of " + name + "'s metadata")));
-      boost::asio::post(loop_, [this, record, o, reply = std::move(reply)]() mutable {
+      if (!copied) {
+        taking_over_.erase(name);
+        return reply(std::unexpected(make_error(errc::not_found, "controller " + options_.controller + " holds no copy of " + name + "'s metadata")));
+      }
+      boost::asio::post(loop_, [this, record, name, o, reply = std::move(reply)]() mutable {
         if (closed_) return reply(std::unexpected(make_error(errc::canceled, "stopping")));
-        if (auto served = take_over_now(record, o); !served) return reply(std::unexpected(served.error()));
+        auto served = take_over_now(record, o);
+        taking_over_.erase(name);
+        if (!served) return reply(std::unexpected(served.error()));
         events_->record(severity::info, record.name(), "handed over by controller " + partner_->name() + " (epoch " + std::to_string(o.epoch) + "): served here");
         reply(link_bytes{});
       });

@@ -151,6 +151,21 @@ grpc::Status array_service::UpdatePool(grpc::ServerContext*, const v1::UpdatePoo
   if (manage_.forwards()) return forwarded(manage_, "UpdatePool", *in, out);
   return answer(manage_.update_pool(in->pool(), fields_of(in->update_mask())), out);
 }
+
+grpc::Status array_service::MovePool(grpc::ServerContext*, const v1::MovePoolRequest* in, v1::Operation* out) {
+  if (manage_.forwards()) return forwarded(manage_, "MovePool", *in, out);
+  return answer(manage_.move_pool(in->name(), in->to()), out);
+}
+
+grpc::Status array_service::FailoverController(grpc::ServerContext*, const v1::GetRequest* in, v1::Operation* out) {
+  if (manage_.forwards()) return forwarded(manage_, "FailoverController", *in, out);
+  return answer(manage_.failover_controller(in->name()), out);
+}
+
+grpc::Status array_service::FailbackController(grpc::ServerContext*, const v1::GetRequest* in, v1::Operation* out) {
+  if (manage_.forwards()) return forwarded(manage_, "FailbackController", *in, out);
+  return answer(manage_.failback_controller(in->name()), out);
+}
 grpc::Status array_service::CreateHost(grpc::ServerContext*, const v1::CreateHostRequest* in, v1::Host* out) {
   auto status = manage_.forwards() ? forwarded(manage_, "CreateHost", *in, out) : answer(manage_.create_host(in->host_id(), in->host()), out);
   redact(*out);
@@ -278,14 +293,14 @@ grpc::Status array_service::ListControllers(grpc::ServerContext*, const v1::List
     return invalid("page_size", std::to_string(in->page_size()) + " is outside 0 to " + std::to_string(max_page_size));
   }
   if (!in->page_token().empty()) return invalid("page_token", "\"" + in->page_token() + "\" is not a token of this list");
-  for (v1::Controller& c : manage_.controllers(version)) *out->add_controllers() = std::move(c);  // two at most: one page
+  for (v1::Controller& c : manage_.controllers()) *out->add_controllers() = std::move(c);  // two at most: one page
   return grpc::Status::OK;
 }
 
 grpc::Status array_service::GetController(grpc::ServerContext*, const v1::GetRequest* in, v1::Controller* out) {
   if (!in->name().starts_with("controllers/")) return invalid("name", "\"" + in->name() + "\" is not a controllers/NAME resource name");
   std::string names;
-  for (v1::Controller& c : manage_.controllers(version)) {
+  for (v1::Controller& c : manage_.controllers()) {
     if (c.name() == in->name()) {
       *out = std::move(c);
       return grpc::Status::OK;

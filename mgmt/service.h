@@ -41,6 +41,9 @@ class array_service final : public v1::Array::Service {
   grpc::Status ListPools(grpc::ServerContext*, const v1::ListRequest* in, v1::ListPoolsResponse* out) override;
   grpc::Status GetPool(grpc::ServerContext*, const v1::GetRequest* in, v1::Pool* out) override;
   grpc::Status UpdatePool(grpc::ServerContext*, const v1::UpdatePoolRequest* in, v1::Pool* out) override;
+  grpc::Status MovePool(grpc::ServerContext*, const v1::MovePoolRequest* in, v1::Operation* out) override;
+  grpc::Status FailoverController(grpc::ServerContext*, const v1::GetRequest* in, v1::Operation* out) override;
+  grpc::Status FailbackController(grpc::ServerContext*, const v1::GetRequest* in, v1::Operation* out) override;
   grpc::Status ListVolumes(grpc::ServerContext*, const v1::ListRequest* in, v1::ListVolumesResponse* out) override;
   grpc::Status GetVolume(grpc::ServerContext*, const v1::GetRequest* in, v1::Volume* out) override;
   grpc::Status ListHosts(grpc::ServerContext*, const v1::ListRequest* in, v1::ListHostsResponse* out) override;

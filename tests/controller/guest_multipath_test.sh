@@ -103,9 +103,9 @@ start_a
 check "b handed the pool back to a" events_count "$api_b" "handed over to controller a, its home, in" 1 90
 sleep 20
 note "3. planned failover to b and back"
-check "strata pool move p1 --to b" quiet "$cli" --api "$api_a" pool move p1 --to b
+check "strata pool move p1 --to b" quiet "$cli" --api "$api_a" pool move p1 --to b --wait
 sleep 15
-check "strata pool move p1 --to a" quiet "$cli" --api "$api_b" pool move p1 --to a
+check "strata pool move p1 --to a" quiet "$cli" --api "$api_b" pool move p1 --to a --wait
 sleep 15
 note "4. controller a frozen (SIGSTOP)"
 kill -STOP "$pid"

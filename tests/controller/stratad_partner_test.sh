@@ -48,9 +48,11 @@ check "b joined the array on the shelf" grep -q "the shelf holds array" "$dir/b.
 check "b copied the configuration from a" grep -q "records of the array's configuration from controller a" "$dir/b.err"
 # controllers NAME STATE on API: the row's state column
 state_of() { "$cli" --api "$1" controller list | awk -v n="$2" '$1 == n { print $2 }'; }
-check "b lists itself ACTIVE" test "$(state_of "$api_b" controllers/b)" = ACTIVE
-check "b lists a ACTIVE (the link is up)" test "$(state_of "$api_b" controllers/a)" = ACTIVE
-check "a lists b ACTIVE" test "$(state_of "$api_a" controllers/b)" = ACTIVE
+# (a is HANDING_OVER and b TAKING_OVER while p2 goes to b, its home: ACTIVE after.)
+state_becomes() { for _ in $(seq 300); do [ "$(state_of "$1" "$2")" = "$3" ] && return 0; sleep 0.1; done; return 1; }
+check "b lists itself ACTIVE" state_becomes "$api_b" controllers/b ACTIVE
+check "b lists a ACTIVE (the link is up)" state_becomes "$api_b" controllers/a ACTIVE
+check "a lists b ACTIVE" state_becomes "$api_a" controllers/b ACTIVE
 check "b says a owns pools/p1" bash -c "'$cli' --api $api_b controller list | grep controllers/a | grep -q pools/p1"
 check "both controllers report one array id" test "$(a --json controller show a | sed -n 's/.*"array_id": *"\([0-9a-f]*\)".*/\1/p')" = \
   "$(b --json controller show b | sed -n 's/.*"array_id": *"\([0-9a-f]*\)".*/\1/p')"

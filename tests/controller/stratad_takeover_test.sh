@@ -137,15 +137,17 @@ check "both controllers' records say a owns it, epoch 3" bash -c \
   "'$cli' --api $api_a controller list | grep controllers/a | grep -q pools/p1 && '$cli' --api $api_b controller list | grep controllers/a | grep -q pools/p1"
 
 # A planned failover through b's API (b hands the change to a), and back through a's.
-check "strata pool move p1 --to b: answered once b serves it" bash -c "'$cli' --api $api_b pool move p1 --to b | grep -q controllers/b"
+check "strata pool move p1 --to b --wait: the operation ends once b serves it" bash -c "'$cli' --api $api_b pool move p1 --to b --wait | grep -q SUCCEEDED"
+check "... and both controllers' records say b owns it" bash -c \
+  "'$cli' --api $api_a controller list | grep controllers/b | grep -q pools/p1 && '$cli' --api $api_b controller list | grep controllers/b | grep -q pools/p1"
 check "b serves it, with every write" bash -c "$(declare -f holds); dir=$dir; holds $on_b 0xa2 16 4 && holds $on_b 0xb1 4 4"
 check "a's event log: handed over to b, its home now" events_say "$api_a" "handed over to controller b, its home, in" 5
 took=$("$cli" --api "$api_a" events | sed -n 's/.*handed over to controller b, its home, in \([0-9]*\) ms.*/\1/p' | head -1)
 echo "planned failover: the pool paused for $took ms"
 check "a planned failover pauses the pool under 2 s" test "${took:-99999}" -le 2000
-check "a move to where it is answers at once" bash -c "'$cli' --api $api_a pool move p1 --to b | grep -q controllers/b"
-check "a move to controller c is refused, naming the field" bash -c "'$cli' --api $api_a pool move p1 --to c 2>&1 | grep -q 'INVALID_ARGUMENT: pool.home'"
-check "strata pool move p1 --to a: back (failback by command)" bash -c "'$cli' --api $api_a pool move p1 --to a | grep -q controllers/a"
+check "a move to where it is ends at once" bash -c "'$cli' --api $api_a pool move p1 --to b --wait | grep -q SUCCEEDED"
+check "a move to controller c is refused, naming the field" bash -c "'$cli' --api $api_a pool move p1 --to c 2>&1 | grep -q 'INVALID_ARGUMENT: to'"
+check "strata pool move p1 --to a: back (failback by command)" bash -c "'$cli' --api $api_a pool move p1 --to a --wait | grep -q SUCCEEDED"
 check "a serves it again" bash -c "$(declare -f holds); dir=$dir; holds $on_a 0xb1 4 4"
 
 # a frozen: b takes over; a, thawed, is fenced and steps down.

@@ -7,7 +7,7 @@ the pool, whichever API was asked; operations of both controllers are
 listed, shown and cancelled through either. With the two controllers'
 small default, pool p1 is a's and p2 b's.
    stratad_whole_array_test.py PATH/TO/stratad PATH/TO/strata"""
-import json, os, subprocess, sys
+import json, os, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "target"))
 from iscsi_raw import check, failures
 from two_controllers import Pair
@@ -79,7 +79,38 @@ check("b's op list has a's operation and b's", name in listed and any(n.startswi
 
 # Deleting, through a, a volume of b's pool.
 check("w1 is deleted through a", strata("a", "volume", "delete", "pools/p2/volumes/w1", "--wait") is not None)
-check("... and b lists it no more", "pools/p2/volumes/w1" not in (strata("b", "volume", "list", "p2") or "x"))
+for name in ("a", "b"):
+    check("... and %s lists it no more" % name, "pools/p2/volumes/w1" not in (strata(name, "volume", "list", "p2") or "x"))
+check("no change went uncopied", not events_say("a", "was not copied", 0) and not events_say("b", "was not copied", 0))
+
+# A planned failover of a (its maintenance), through b's API: a's pools go
+# to b and stay there, with no automatic failback, until failback.
+op = js("b", "controller", "failover", "a", "--wait")
+check("strata controller failover a --wait (through b): SUCCEEDED", (op or {}).get("state") == "SUCCEEDED")
+def controllers(name):
+    return {c["name"]: c for c in js(name, "controller", "list") or []}
+ctl = controllers("a")
+check("a says it is FAILED_OVER", ctl.get("controllers/a", {}).get("state") == "CONTROLLER_FAILED_OVER")
+check("b owns p1 and p2", {"pools/p1", "pools/p2"} <= set(ctl.get("controllers/b", {}).get("pools", [])))
+check("b describes itself to a: version, portal, ACTIVE", ctl.get("controllers/b", {}).get("version") and
+      ctl.get("controllers/b", {}).get("iscsi_portal") and ctl.get("controllers/b", {}).get("state") == "CONTROLLER_ACTIVE")
+check("b's list says the same of a", controllers("b").get("controllers/a", {}).get("state") == "CONTROLLER_FAILED_OVER")
+time.sleep(3)
+check("p1 stays on b (no automatic failback while a is failed over)", "pools/p1" in controllers("a").get("controllers/b", {}).get("pools", []))
+check("a volume of p1 is made through a while b serves p1", strata("a", "volume", "create", "w5", "--size", "1G", "--pool", "p1") is not None)
+r = subprocess.run([cli, "--api", pair.api["a"], "pool", "move", "p1", "--to", "a"], capture_output=True, text=True)
+check("a move to the failed-over a is refused, saying why", r.returncode != 0 and "failed over" in r.stderr)
+op = js("a", "controller", "failback", "a", "--wait")
+check("strata controller failback a --wait: SUCCEEDED", (op or {}).get("state") == "SUCCEEDED" and op.get("progress_fraction") == 1)
+ctl = controllers("b")
+check("a is ACTIVE and owns p1 again; b owns p2", ctl.get("controllers/a", {}).get("state") == "CONTROLLER_ACTIVE" and
+      ctl.get("controllers/a", {}).get("pools") == ["pools/p1"] and ctl.get("controllers/b", {}).get("pools") == ["pools/p2"])
+op = js("a", "pool", "move", "p2", "--to", "a", "--wait")
+check("strata pool move p2 --to a --wait: SUCCEEDED (a planned move: p2's home is a now)", (op or {}).get("state") == "SUCCEEDED")
+op = js("b", "pool", "move", "p2", "--to", "b", "--wait")
+check("... and back through b", (op or {}).get("state") == "SUCCEEDED")
+check("the moves were operations listed through either", {"pool.move", "controller.failover", "controller.failback"} <=
+      {o["kind"] for o in js("b", "op", "list") or []})
 
 # With b dead and p2 taken over by a, a does p2's work itself.
 pair.kill("b")

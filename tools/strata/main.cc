@@ -20,7 +20,8 @@
 //                 [--block-size 512|4096] [--write-cache write-back|write-through]
 //                                       (512: 512e, the default; 4096: 4Kn)
 //   pool update NAME --write-cache write-back|write-through
-//   pool move NAME --to a|b     (a planned failover or failback)
+//   pool move NAME --to a|b [--wait]   (a planned move: an operation)
+//   controller failover|failback NAME [--wait]   (a controller's pools to its partner and back)
 //                                       (a pool with a write log; write-through destages first)
 //   volume update NAME [--size SIZE] [--affinity …] [--write-cache write-back|write-through]
 //                                       (volumes only grow; write-through: past the pool's
@@ -93,7 +94,8 @@ constexpr int exit_unreachable = 3;
                "  controller|disk|group|pool|host|map list, controller|disk|group|pool|volume|host|map show NAME,\n"
                "  disk add NAME --kind hdd|ssd --size SIZE, disk fail|erase NAME, disk replace NAME --with DISK [--wait], disk spare|unspare NAME,\n"
                "  group create NAME --raid6|--raid1|--read-cache DISK... [--pool POOL], group scrub NAME [--wait],\n"
-               "  pool create NAME GROUP... [--cache GROUP], pool update NAME --write-cache write-back|write-through, pool move NAME --to a|b,\n"
+               "  pool create NAME GROUP... [--cache GROUP], pool update NAME --write-cache write-back|write-through, pool move NAME --to a|b [--wait],\n"
+               "  controller failover|failback NAME [--wait],\n"
                "  volume list [POOL], volume create NAME --size SIZE [--pool POOL] [--affinity auto|performance|capacity] [--block-size 512|4096]\n"
                "    [--write-cache write-back|write-through],\n"
                "  volume update NAME [--size SIZE] [--affinity A] [--write-cache M], volume delete NAME [--wait],\n"
@@ -618,15 +620,26 @@ int main(int argc, char** argv) {
     return c.change<v1::UpdatePoolRequest, v1::Pool>(&S::UpdatePool, in, pool_h);
   }
   if (noun == "pool" && verb == "move") {
-    // A planned failover or failback: the pool's home becomes the
-    // controller named, which serves it once this answers.
+    // A planned move: the pool's home becomes the controller named, which
+    // serves it once the operation has ended.
     need_name();
     if (!flags.contains("--to")) usage("pool move needs --to a|b");
-    v1::UpdatePoolRequest in;
-    in.mutable_pool()->set_name(resource("pools/", name));
-    in.mutable_pool()->set_home(resource("controllers/", flag("--to", "")));
-    in.mutable_update_mask()->add_paths("home");
-    return c.change<v1::UpdatePoolRequest, v1::Pool>(&S::UpdatePool, in, pool_h);
+    v1::MovePoolRequest in;
+    in.set_name(resource("pools/", name));
+    in.set_to(resource("controllers/", flag("--to", "")));
+    v1::Operation op;
+    if (auto s = c.call(&S::MovePool, in, op); !s.ok()) return fail(s);
+    return started(op);
+  }
+  if (noun == "controller" && (verb == "failover" || verb == "failback")) {
+    // Failover: the controller's pools move to its partner, and stay
+    // there; failback: the pools whose home it is come back.
+    need_name();
+    v1::GetRequest in;
+    in.set_name(resource("controllers/", name));
+    v1::Operation op;
+    if (auto s = c.call(verb == "failover" ? &S::FailoverController : &S::FailbackController, in, op); !s.ok()) return fail(s);
+    return started(op);
   }
   if (noun == "pool" && verb == "create") {
     need_name();
