@@ -55,15 +55,50 @@ management::delegated_call::~delegated_call() { delegated = false; }
 
 outcome<void> management::may_change(const std::string& to) const {
   if (array_ == nullptr) return no_array(to);
-  if (forwards() && !delegated) {
+  if (array_->partner() == nullptr || delegated) return {};
+  partner::liveness now = partner::liveness::down;
+  (void)on_loop(*array_, [this, &now](auto done) {
+    now = array_->partner()->state();
+    done({});
+  });
+  const std::string other = array_->partner()->name();
+  std::optional<std::uint64_t> theirs;
+  (void)on_loop(*array_, [this, &theirs](auto done) {
+    theirs = array_->partner()->beat_generation();
+    done({});
+  });
+  if (const std::uint64_t mine = generation_of(config_); theirs && *theirs > mine) {
+    // Started while the partner was away, after it made changes alone: a
+    // change here would stand beside them under one generation.
+    return refuse(kind::unavailable, "", "this controller's configuration (generation " + std::to_string(mine) + ") is older than controller " +
+                                             other + "'s (generation " + std::to_string(*theirs) +
+                                             ", its last drive beat): changes wait until it has caught up, over the link to controller " + other);
+  }
+  if (now == partner::liveness::unreachable) {
+    // Both alive, each on its own: a change here would never reach the
+    // partner's configuration, which may change meanwhile.
+    return refuse(kind::unavailable, "", "the partner link to controller " + other +
+                                             " is down while its drive heartbeat beats (a cut link): changes wait for the link, so that "
+                                             "the two controllers' configurations never diverge");
+  }
+  if (now == partner::liveness::active && array_->controller_name() != "a") {
     // Reached only by a change forward() does not carry (mgmt forwards the rest).
     return refuse(kind::precondition, "", "controller " + array_->controller_name() + " does not make this change itself: make it through controller " +
-                                              array_->partner()->name() + "'s API (both show the whole array)");
+                                              other + "'s API (both show the whole array)");
   }
-  return {};
+  return {};  // controller a; or b, with a DOWN: made here, and a catches up when it is back
 }
 
-bool management::forwards() const noexcept { return array_ != nullptr && array_->partner() != nullptr && array_->controller_name() != "a"; }
+bool management::forwards() const {
+  if (array_ == nullptr || array_->partner() == nullptr || array_->controller_name() == "a" || delegated) return false;
+  // With controller a DOWN, b makes the array's changes itself.
+  bool a_down = false;
+  (void)on_loop(*array_, [this, &a_down](auto done) {
+    a_down = array_->partner()->state() == partner::liveness::down;
+    done({});
+  });
+  return !a_down;
+}
 
 outcome<std::string> management::call_partner(std::uint16_t type, std::string_view method, const google::protobuf::Message& request) const {
   std::string answer;
@@ -88,7 +123,7 @@ outcome<std::string> management::call_partner(std::uint16_t type, std::string_vi
 }
 
 outcome<std::string> management::forward(std::string_view method, const google::protobuf::Message& request) {
-  if (!forwards()) return refuse(kind::internal, "", "nothing to forward to");
+  if (array_ == nullptr || array_->partner() == nullptr) return refuse(kind::internal, "", "nothing to forward to");
   auto answer = call_partner(link_type::management_call, method, request);
   const std::string link_down = "the partner link to controller " + array_->partner()->name() + " is down";
   if (!answer && answer.error().why == kind::unavailable && answer.error().message.starts_with(link_down)) {
@@ -147,14 +182,29 @@ std::optional<std::uint64_t> heat_token_start(const std::string& token, bool hot
 outcome<void> management::commit(config_batch b) {
   bool array_wide_change = false;
   b.visit([&](const std::string& key, const std::string*) { array_wide_change = array_wide_change || array_wide(key); });
-  const std::uint64_t generation = generation_of(config_) + (array_wide_change ? 1 : 0);
+  // Made without the partner (DOWN: may_change), a change skips a
+  // generation: the partner may have committed the next one itself and
+  // died before it reached here (never acknowledged). Its record then
+  // stays behind this controller's, and is replaced when it catches up,
+  // instead of standing beside a different change of the same number.
+  bool alone = false;
+  if (array_wide_change && array_ != nullptr && array_->partner() != nullptr) {
+    (void)on_loop(*array_, [this, &alone](auto done) {
+      alone = array_->partner()->state() != partner::liveness::active;
+      done({});
+    });
+  }
+  const std::uint64_t generation = generation_of(config_) + (array_wide_change ? (alone ? 2 : 1) : 0);
   if (array_wide_change) bump_generation(b, generation - 1);
   if (auto done = config_.commit(b); !done) return refused(done.error());
   if (!array_wide_change || array_ == nullptr || array_->partner() == nullptr) return {};
-  boost::asio::post(array_->executor(), [a = array_, generation] { a->note_generation(generation); });
   // Then the partner, before the change is acknowledged. Without the link
-  // it goes on (this is controller a: the partner catches up by generation
-  // when it is back), and says so.
+  // it goes on (the partner is DOWN, may_change said: it catches up by
+  // generation when it is back), and says so. The drive heartbeat names
+  // the generation once the partner has it (or could not get it): a
+  // partner that takes over refuses a configuration older than the one
+  // this controller last beat, and must not be held up by a change that
+  // was never acknowledged.
   // Its array-wide part: a controller's own records (an old reservation
   // record erased with its volume) stay its own.
   config_batch wide;
@@ -167,6 +217,7 @@ outcome<void> management::commit(config_batch b) {
     }
   });
   auto copied = on_loop(*array_, [this, &wide](auto done) { array_->replicate(wide, std::move(done)); });
+  boost::asio::post(array_->executor(), [a = array_, generation] { a->note_generation(generation); });
   if (!copied) {
     array_->events().record(severity::warning, "", "a configuration change was not copied to controller " + array_->partner()->name() + " (" +
                                                        copied.error().message + "); it catches up when it links again");

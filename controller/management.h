@@ -139,9 +139,11 @@ class management {
   outcome<v1::Operation> scrub_group(const std::string& name);
 
   // Controller b with a partner hands every change to controller a
-  // (remote_management.h): forwards() says so, and forward() makes the
-  // call there and returns the response message's bytes. Blocking.
-  bool forwards() const noexcept;
+  // (remote_management.h), unless a is DOWN: then b makes them itself,
+  // and a catches up from it by generation when it is back. forwards()
+  // says whether a change goes to a, and forward() makes the call there
+  // and returns the response message's bytes. Blocking.
+  bool forwards() const;
   outcome<std::string> forward(std::string_view method, const google::protobuf::Message& request);
 
   // A pool's own work -- its volumes' changes, its write cache, its
@@ -207,8 +209,10 @@ class management {
   // touches array-wide records, and copied to the partner before it is
   // acknowledged (config_sync.h).
   outcome<void> commit(config_batch b);
-  // Whether this controller may make a change now: an array runs, and it
-  // is the one that takes changes.
+  // Whether this controller may make a change now: an array runs, it is
+  // the one that takes changes (a, or b with a DOWN), and the partner is
+  // not alive beyond a cut link (UNREACHABLE: refused on both sides, so
+  // that the configurations never diverge).
   outcome<void> may_change(const std::string& to) const;
   // Whether pools may move now (two controllers, the partner ACTIVE); a
   // refusal names `field`.

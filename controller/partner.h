@@ -44,6 +44,12 @@ class partner {
   // cut link, never a reason to take over), DOWN (both silent, or it
   // stopped cleanly). Without drive heartbeats, the link alone.
   enum class liveness { active, unreachable, down };
+  // The configuration generation the partner's newest drive beat names
+  // (what it held when it last beat); none before one was read.
+  std::optional<std::uint64_t> beat_generation() const {
+    if (!heartbeats_ || !heartbeats_->partner_beat()) return std::nullopt;
+    return heartbeats_->partner_beat()->config_generation;
+  }
   liveness state() const noexcept;
   static const char* to_string(liveness l) noexcept;
   // Starts this controller's drive heartbeat on `drives` (heartbeat.h),

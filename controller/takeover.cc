@@ -129,6 +129,15 @@ void array::take_over(const v1::Pool& record) {
     if (partner_->state() != partner::liveness::down) return fail("controller " + partner_->name() + " is back");
     if (!f.newest) return fail("no drive holds its ownership record");
     if (f.newest->owner != partner_->name()) return fail("its drives say controller " + f.newest->owner + " owns it");
+    // A configuration older than the partner's (changes made there while
+    // this controller was away) would serve the pool without them: its
+    // volumes made since, unmapped, deleted at the next start.
+    const std::uint64_t mine = generation_of(*config_);
+    if (const auto theirs = partner_->beat_generation(); theirs && *theirs > mine) {
+      return fail("this controller's configuration (generation " + std::to_string(mine) + ") is older than controller " +
+                  partner_->name() + "'s (generation " + std::to_string(*theirs) +
+                  ", its last drive beat): it waits for controller " + partner_->name() + " to copy it");
+    }
     if (!f.newest->partner_copy) {
       return fail("its drives say this controller's copy of its metadata is behind (the partner link was down when controller " +
                   partner_->name() + " last wrote it): taking it over would lose acknowledged writes. It waits for controller " +
@@ -273,6 +282,16 @@ void array::hand_over(const std::string& name) {
   const auto bytes = config_->get(name);
   auto record = bytes ? decode<v1::Pool>(name, *bytes) : std::unexpected(make_error(errc::not_found, name));
   if (!record || !belongs_with_partner(*record)) return;
+  if (const auto theirs = partner_->beat_generation(); !theirs || *theirs < generation_of(*config_)) {
+    // The partner has not caught up with this configuration yet (changes
+    // made here while it was away): it would serve the pool without them.
+    // Again once its drive beat names this generation.
+    auto later = std::make_shared<boost::asio::steady_timer>(loop_, std::chrono::milliseconds(250));
+    later->async_wait([this, later, name](boost::system::error_code ec) {
+      if (!ec && !closed_) hand_over(name);
+    });
+    return;
+  }
   handing_over_.insert(name);
   const std::string to = partner_->name();
   const std::string why = home_is_partner(*record) ? "its home" : "as controller " + options_.controller + " is failed over";

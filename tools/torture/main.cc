@@ -1,7 +1,7 @@
 // strata-torture: the daemon-level crash torture (README.md).
 //
 //   strata-torture --stratad PATH --cli PATH [--rounds N | --bench] [--seed S]
-//                  [--work-dir DIR] [--keep] [--raid6-rebuilds]
+//                  [--work-dir DIR] [--keep] [--raid6-rebuilds] [--takeover]
 //
 // Starts stratad on a fresh state directory with its drives' volatile write
 // caches in its own memory (--volatile-drive-caches), and runs rounds: over
@@ -12,6 +12,9 @@
 // model (model.h). --rounds: 20 (CI); --bench: 1,000. --raid6-rebuilds:
 // rebuild rounds fail RAID-6 members too, not only the RAID-1 SSDs'
 // (README.md: the degraded RAID-6 write hole loses data there).
+// --takeover: two controllers over one shelf, the owner killed and its
+// pool taken over by the partner (its write log replayed), or the partner
+// killed under forwarded writes.
 //
 // Exit status: 0 no write lost and no garbage; 1 a loss, garbage, or a
 // stratad that crashed by itself or did not come back; 2 usage.
@@ -30,6 +33,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tools/torture/stratad_process.h"
@@ -51,7 +55,7 @@ constexpr std::uint32_t verify_read_blocks = 64;
   std::fprintf(stderr, "strata-torture: %s\n", problem.c_str());
   std::fprintf(stderr,
                "usage: strata-torture --stratad PATH --cli PATH [--rounds N | --bench] [--seed S]\n"
-               "                      [--work-dir DIR] [--keep] [--raid6-rebuilds]\n");
+               "                      [--work-dir DIR] [--keep] [--raid6-rebuilds] [--takeover]\n");
   std::exit(2);
 }
 
@@ -215,18 +219,27 @@ struct settings {
   std::uint64_t seed = 0;
   bool keep = false;
   bool raid6_rebuilds = false;
+  bool takeover = false;  // two controllers, kills of the owner and takeovers
 };
 
 class torture {
  public:
-  torture(const settings& s, stratad_process& d) : s_(s), daemon_(d), random_(s.seed), base_(area_blocks, 0) {}
+  // `partner`: controller b, with `d` controller a (--takeover).
+  torture(const settings& s, stratad_process& d, stratad_process* partner = nullptr)
+      : s_(s), daemon_(d), partner_(partner), random_(s.seed), base_(area_blocks, 0) {}
 
   // False on a loss, garbage, or a daemon that failed.
   bool run(totals& t) {
     std::string why;
     if (!daemon_.start(std::chrono::seconds(180), why)) return fail("the first start: " + why);
+    if (partner_ != nullptr && !partner_->start(std::chrono::seconds(180), why)) return fail("the first start of b: " + why);
     for (std::uint64_t round = 1; round <= s_.rounds && !interrupted; ++round) {
       if (!one_round(round, t)) return false;
+    }
+    if (partner_ != nullptr) {
+      std::printf("strata-torture: %llu of %llu rounds killed the owner and had b take the pool over\n",
+                  static_cast<unsigned long long>(takeovers_), static_cast<unsigned long long>(t.rounds));
+      if (!partner_->stop(why)) return fail("the last stop of b: " + why);
     }
     if (!daemon_.stop(why)) return fail("the last stop: " + why);
     return true;
@@ -297,44 +310,30 @@ class torture {
     return done;
   }
 
-  bool one_round(std::uint64_t round, totals& t) {
-    const auto round_start = clock_type::now();
-    std::string why;
-    auto session = initiator::connect(daemon_.portal(), daemon_.target_name(), why);
-    if (!session) return fail("round " + std::to_string(round) + ": " + why);
-    const std::string repaired = round > 1 ? repair() : "";
+  // What a round's workload did before the kill.
+  struct workload_result {
+    double killed_at_s = 0;
+    std::uint64_t reads_checked = 0, errors = 0, bad_reads = 0;
+    std::vector<std::string> bad_read_lines;
+    bool session_lost = false;
+  };
 
-    scenario sc = static_cast<scenario>(uniform(0, 4));
-    const std::string background = set_off(sc);
-    double kill_after_s = 0;
-    std::uint32_t writers = 8, readers = 2;
-    switch (sc) {
-      case scenario::resync: kill_after_s = uniform_real(0.0, 0.3); break;  // the restart's resync is still running
-      case scenario::plain: kill_after_s = uniform_real(0.05, 1.5); break;
-      case scenario::migration: kill_after_s = uniform_real(0.3, 3.0); break;
-      case scenario::rebuild: kill_after_s = uniform_real(0.3, 3.0); break;
-      case scenario::cache_fill:
-        kill_after_s = uniform_real(0.3, 2.5);
-        writers = 2;
-        readers = 12;
-        break;
-    }
+  // Overlapping writers, readers and flushes over `session` in a random
+  // hot window, for `kill_after_s`; `model` records what was sent and
+  // acknowledged, and reads are checked as they come.
+  workload_result run_workload(initiator& session, round_model& model, double kill_after_s, std::uint32_t writers, std::uint32_t readers) {
     // The round's hot window: overlapping writes land in it.
     const std::uint64_t window_blocks = uniform(16, 2048);
     const std::uint64_t window_lba = uniform(0, area_blocks - window_blocks);
-
-    round_model model(base_, next_seq_);
+    workload_result r;
     std::vector<std::unique_ptr<command>> in_flight;
     std::uint32_t writes_out = 0, reads_out = 0, flushes_out = 0;
-    std::uint64_t reads_checked = 0, errors = 0, bad_reads = 0;
-    std::vector<std::string> bad_read_lines;
     auto send = [&](std::unique_ptr<command> c) {
-      if (!session->send(*c)) return false;
+      if (!session.send(*c)) return false;
       in_flight.push_back(std::move(c));
       return true;
     };
     const auto workload_start = clock_type::now();
-    bool session_lost = false;
     while (seconds_since(workload_start) < kill_after_s && !interrupted) {
       while (writes_out < writers) {
         const auto blocks = static_cast<std::uint32_t>(uniform(1, 8) == 1 ? uniform(1, max_write_blocks) : uniform(1, 4));
@@ -363,13 +362,13 @@ class torture {
         c->flush_index = model.flush_sent();
         if (send(std::move(c))) ++flushes_out;
       }
-      if (!session->pump(2)) {
-        session_lost = true;
+      if (!session.pump(2)) {
+        r.session_lost = true;
         break;
       }
       for (auto& c : in_flight) {
         if (!c || !c->done) continue;
-        if (!c->good) ++errors;
+        if (!c->good) ++r.errors;
         switch (c->what) {
           case command::kind::write:
             model.write_done(c->seq, c->good);
@@ -385,13 +384,13 @@ class torture {
             for (std::uint32_t i = 0; i < c->block_count; ++i) {
               const std::uint64_t lba = c->lba + i;
               const auto value = decode_block({c->data.data() + std::size_t{i} * block_bytes, block_bytes}, lba);
-              ++reads_checked;
+              ++r.reads_checked;
               if (!value || !model.plausible(lba, *value)) {
-                ++bad_reads;
-                if (bad_read_lines.size() < 10) {
+                ++r.bad_reads;
+                if (r.bad_read_lines.size() < 10) {
                   const std::span<const std::byte> block{c->data.data() + std::size_t{i} * block_bytes, block_bytes};
-                  bad_read_lines.push_back("a read during the round found " + (value ? "write " + std::to_string(*value) : "garbage (" + describe_block(block) + ")") +
-                                           " at block " + std::to_string(lba));
+                  r.bad_read_lines.push_back("a read during the round found " + (value ? "write " + std::to_string(*value) : "garbage (" + describe_block(block) + ")") +
+                                             " at block " + std::to_string(lba));
                 }
               }
             }
@@ -401,51 +400,176 @@ class torture {
       }
       std::erase_if(in_flight, [](const auto& c) { return !c; });
     }
-    // The crash: whatever was not acknowledged by now never was.
-    const double killed_at_s = seconds_since(workload_start);
-    const bool died_by_itself = !daemon_.kill_hard(why);
-    session.reset();
-    in_flight.clear();
-    next_seq_ = model.next_seq();
-    if (died_by_itself) return fail("round " + std::to_string(round) + ": " + why);
-    if (session_lost) return fail("round " + std::to_string(round) + ": the iSCSI session was lost before the kill");
+    r.killed_at_s = seconds_since(workload_start);
+    return r;
+  }
 
-    const auto restart_start = clock_type::now();
-    if (!daemon_.start(std::chrono::seconds(180), why)) return fail("round " + std::to_string(round) + ": the restart after the kill: " + why);
-    const double restart_s = seconds_since(restart_start);
-    auto reader = initiator::connect(daemon_.portal(), daemon_.target_name(), why);
-    if (!reader) return fail("round " + std::to_string(round) + ": after the restart: " + why);
+  // Reads the area back through `reader`, checks it against the model,
+  // counts and prints the round; false on garbage.
+  bool verdict(std::uint64_t round, const std::string& what, initiator& reader, round_model& model, const workload_result& w,
+               double restart_s, clock_type::time_point round_start, const std::string& repaired, totals& t) {
+    std::string why;
     std::vector<std::optional<block_value>> found(area_blocks);
-    if (!read_area(*reader, found, why)) return fail("round " + std::to_string(round) + ": reading back: " + why);
+    if (!read_area(reader, found, why)) return fail("round " + std::to_string(round) + ": reading back: " + why);
     const round_verdict v = model.verify(found);
-
     ++t.rounds;
     t.writes_sent += v.writes_sent;
     t.writes_acknowledged += v.writes_acknowledged;
     t.writes_durable += v.writes_durable;
     t.writes_verified += v.writes_verified;
     t.writes_lost += v.writes_lost;
-    t.garbage_blocks += v.garbage_blocks + bad_reads;
-    t.reads_checked += reads_checked;
-    t.command_errors += errors;
-    std::printf("round %llu/%llu %-10s kill at %.2f s%s%s%s: writes %llu sent, %llu acked, %llu durable, %llu verified, %llu lost; "
+    t.garbage_blocks += v.garbage_blocks + w.bad_reads;
+    t.reads_checked += w.reads_checked;
+    t.command_errors += w.errors;
+    std::printf("round %llu/%llu %s kill at %.2f s: writes %llu sent, %llu acked, %llu durable, %llu verified, %llu lost; "
                 "%llu flushes; %llu acked-unflushed not found; %llu blocks read in flight; %llu errors; garbage %llu; restart %.1f s, round %.1f s\n",
-                static_cast<unsigned long long>(round), static_cast<unsigned long long>(s_.rounds), name_of(sc), killed_at_s,
-                background.empty() ? "" : " (", background.c_str(), background.empty() ? "" : ")",
+                static_cast<unsigned long long>(round), static_cast<unsigned long long>(s_.rounds), what.c_str(), w.killed_at_s,
                 static_cast<unsigned long long>(v.writes_sent), static_cast<unsigned long long>(v.writes_acknowledged),
                 static_cast<unsigned long long>(v.writes_durable), static_cast<unsigned long long>(v.writes_verified),
                 static_cast<unsigned long long>(v.writes_lost), static_cast<unsigned long long>(v.flushes_completed),
-                static_cast<unsigned long long>(v.unflushed_not_found), static_cast<unsigned long long>(reads_checked),
-                static_cast<unsigned long long>(errors), static_cast<unsigned long long>(v.garbage_blocks + bad_reads), restart_s,
+                static_cast<unsigned long long>(v.unflushed_not_found), static_cast<unsigned long long>(w.reads_checked),
+                static_cast<unsigned long long>(w.errors), static_cast<unsigned long long>(v.garbage_blocks + w.bad_reads), restart_s,
                 seconds_since(round_start));
     if (!repaired.empty()) std::printf("  at the round's start:%s\n", repaired.c_str());
     for (const std::string& p : v.problems) std::printf("  %s\n", p.c_str());
-    for (const std::string& p : bad_read_lines) std::printf("  %s\n", p.c_str());
+    for (const std::string& p : w.bad_read_lines) std::printf("  %s\n", p.c_str());
     std::fflush(stdout);
-    if (v.garbage_blocks > 0 || bad_reads > 0) return fail("round " + std::to_string(round) + ": garbage read back (seed " + std::to_string(s_.seed) + ")");
+    if (v.garbage_blocks > 0 || w.bad_reads > 0) return fail("round " + std::to_string(round) + ": garbage read back (seed " + std::to_string(s_.seed) + ")");
     // What the blocks hold now is the next round's start.
     for (std::uint64_t b = 0; b < area_blocks; ++b) base_[b] = *found[b];
     return true;
+  }
+
+  bool one_round(std::uint64_t round, totals& t) {
+    if (partner_ != nullptr) return takeover_round(round, t);
+    const auto round_start = clock_type::now();
+    std::string why;
+    auto session = initiator::connect(daemon_.portal(), daemon_.target_name(), why);
+    if (!session) return fail("round " + std::to_string(round) + ": " + why);
+    const std::string repaired = round > 1 ? repair() : "";
+
+    scenario sc = static_cast<scenario>(uniform(0, 4));
+    const std::string background = set_off(sc);
+    double kill_after_s = 0;
+    std::uint32_t writers = 8, readers = 2;
+    switch (sc) {
+      case scenario::resync: kill_after_s = uniform_real(0.0, 0.3); break;  // the restart's resync is still running
+      case scenario::plain: kill_after_s = uniform_real(0.05, 1.5); break;
+      case scenario::migration: kill_after_s = uniform_real(0.3, 3.0); break;
+      case scenario::rebuild: kill_after_s = uniform_real(0.3, 3.0); break;
+      case scenario::cache_fill:
+        kill_after_s = uniform_real(0.3, 2.5);
+        writers = 2;
+        readers = 12;
+        break;
+    }
+    round_model model(base_, next_seq_);
+    const workload_result w = run_workload(*session, model, kill_after_s, writers, readers);
+    // The crash: whatever was not acknowledged by now never was.
+    const bool died_by_itself = !daemon_.kill_hard(why);
+    session.reset();
+    next_seq_ = model.next_seq();
+    if (died_by_itself) return fail("round " + std::to_string(round) + ": " + why);
+    if (w.session_lost) return fail("round " + std::to_string(round) + ": the iSCSI session was lost before the kill");
+
+    const auto restart_start = clock_type::now();
+    if (!daemon_.start(std::chrono::seconds(180), why)) return fail("round " + std::to_string(round) + ": the restart after the kill: " + why);
+    const double restart_s = seconds_since(restart_start);
+    auto reader = initiator::connect(daemon_.portal(), daemon_.target_name(), why);
+    if (!reader) return fail("round " + std::to_string(round) + ": after the restart: " + why);
+    char what[64];
+    std::snprintf(what, sizeof what, "%-10s", name_of(sc));
+    return verdict(round, std::string(what) + (background.empty() ? "" : " (" + background + ")"), *reader, model, w, restart_s, round_start, repaired, t);
+  }
+
+  // Two controllers (--takeover): a owns pool p1 (LUN 0) at the round's
+  // start, both ACTIVE and b's copy of p1's metadata current. The writes
+  // go through a's port (direct) or b's (forwarded to a); then kill -9 of
+  // a (3 rounds in 4: b takes p1 over, replaying its write log, and the
+  // area is read back through b) or of b (read back through a). The
+  // killed controller starts again, and p1 fails back to a before the
+  // next round.
+  bool takeover_round(std::uint64_t round, totals& t) {
+    const auto round_start = clock_type::now();
+    std::string why;
+    if (!settle(why)) return fail("round " + std::to_string(round) + ": " + why);
+    stratad_process& a = daemon_;
+    stratad_process& b = *partner_;
+    const bool through_b = uniform(0, 1) == 0;
+    const bool kill_owner = uniform(0, 3) != 0;
+    auto session = initiator::connect((through_b ? b : a).portal(), a.target_name(), why);
+    if (!session) return fail("round " + std::to_string(round) + ": " + why);
+    round_model model(base_, next_seq_);
+    const workload_result w = run_workload(*session, model, uniform_real(0.05, 1.5), 8, 2);
+    stratad_process& victim = kill_owner ? a : b;
+    stratad_process& survivor = kill_owner ? b : a;
+    const bool died_by_itself = !victim.kill_hard(why);
+    session.reset();
+    next_seq_ = model.next_seq();
+    if (died_by_itself) return fail("round " + std::to_string(round) + ": " + why);
+    if (w.session_lost) return fail("round " + std::to_string(round) + ": the iSCSI session was lost before the kill");
+    const auto restart_start = clock_type::now();
+    std::string outcome = kill_owner ? "kill a (owner)" : "kill b";
+    stratad_process* read_through = &survivor;
+    if (kill_owner) {
+      // b takes p1 over once both of a's heartbeats are silent; the drives
+      // may say its copy of p1's metadata is behind (a's mirror had not
+      // caught up), and then p1 waits for a, which starts again first.
+      if (serves(b, "b", 30)) {
+        outcome += ", b took p1 over";
+        ++takeovers_;
+      } else {
+        outcome += ", b did not take p1 over (its copy was behind): a restarted first";
+        if (!a.start(std::chrono::seconds(180), why)) return fail("round " + std::to_string(round) + ": the restart of a: " + why);
+        read_through = &a;
+      }
+    }
+    const double restart_s = seconds_since(restart_start);
+    auto reader = initiator::connect(read_through->portal(), a.target_name(), why);
+    if (!reader) return fail("round " + std::to_string(round) + ": after the kill: " + why);
+    const bool good = verdict(round, outcome + (through_b ? ", writes through b" : ", writes through a"), *reader, model, w, restart_s, round_start, "", t);
+    reader.reset();
+    if (!victim.running() && !victim.start(std::chrono::seconds(180), why)) {
+      return fail("round " + std::to_string(round) + ": the restart of the killed controller: " + why);
+    }
+    return good;
+  }
+
+  // Whether `d` (controller `name`) lists pool p1 as its own within `seconds`.
+  bool serves(stratad_process& d, const std::string& name, int seconds) {
+    const std::string mine = "\"name\":\"controllers/" + name + "\"";
+    for (int i = 0;; ++i) {
+      std::string out;
+      if (d.cli({"--json", "controller", "list"}, out) == 0) {
+        const auto at = out.find(mine);
+        const auto end = at == std::string::npos ? at : out.find('}', at);
+        if (at != std::string::npos && out.substr(at, end - at).find("\"pools/p1\"") != std::string::npos) return true;
+      }
+      if (i >= seconds * 10 || interrupted) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
+  // Two controllers: until a serves p1, both are ACTIVE, and a's drives
+  // say b's copy of p1's metadata is current (a's event log's newest word
+  // on it), so that a kill of a is a takeover.
+  bool settle(std::string& why) {
+    const auto until = clock_type::now() + std::chrono::seconds(90);
+    while (clock_type::now() < until && !interrupted) {
+      std::string list, events;
+      const bool listed = daemon_.cli({"--json", "controller", "list"}, list) == 0;
+      const bool both_active = listed && list.find("\"state\":\"CONTROLLER_ACTIVE\"") != std::string::npos &&
+                               list.find("\"state\":\"CONTROLLER_ACTIVE\"", list.find("\"state\":\"CONTROLLER_ACTIVE\"") + 1) != std::string::npos;
+      if (both_active && serves(daemon_, "a", 0) && daemon_.cli({"events", "--limit", "200"}, events) == 0) {
+        // Newest first: the first word on b's copy is the one that holds.
+        const auto current = events.find("controller b holds a current copy of its metadata");
+        const auto behind = events.find("controller b's copy of its metadata is behind");
+        if (current != std::string::npos && (behind == std::string::npos || current < behind)) return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    why = "the two controllers did not settle (a serving p1, both ACTIVE, b's copy current) in 90 s";
+    return false;
   }
 
   // Every block of the area, a few reads in flight; a read that fails is
@@ -477,6 +601,8 @@ class torture {
 
   const settings& s_;
   stratad_process& daemon_;
+  stratad_process* const partner_;
+  std::uint64_t takeovers_ = 0;
   std::mt19937_64 random_;
   std::vector<block_value> base_;
   std::uint64_t next_seq_ = 1;
@@ -512,6 +638,8 @@ int main(int argc, char** argv) {
       s.raid6_rebuilds = true;
     } else if (arg == "--keep") {
       s.keep = true;
+    } else if (arg == "--takeover") {
+      s.takeover = true;
     } else {
       usage("unknown argument " + arg);
     }
@@ -545,7 +673,18 @@ int main(int argc, char** argv) {
   const int iscsi_port = 20000 + static_cast<int>(ports() % 12000);  // the API on the port two above
   totals t;
   bool ok = false;
-  {
+  if (s.takeover) {
+    // Controller a on 127.0.0.1, b on 127.0.0.2 (iSCSI P, the API P+2),
+    // over one shelf; the partner link on b's P+5.
+    const std::string link = "127.0.0.2:" + std::to_string(iscsi_port + 5);
+    const std::filesystem::path shelf = state / "shelf";
+    stratad_process a({s.stratad, s.cli, state / "a", s.work_dir}, iscsi_port, iscsi_port + 2,
+                      {"127.0.0.1", {"--small-shelf", "--shelf", shelf.string(), "--partner-link", link}, "stratad-a"});
+    stratad_process b({s.stratad, s.cli, state / "b", s.work_dir}, iscsi_port, iscsi_port + 2,
+                      {"127.0.0.2", {"--controller", "b", "--shelf", shelf.string(), "--partner-link", link}, "stratad-b"});
+    torture run(s, a, &b);
+    ok = run.run(t);
+  } else {
     stratad_process d({s.stratad, s.cli, state, s.work_dir}, iscsi_port, iscsi_port + 2);
     torture run(s, d);
     ok = run.run(t);

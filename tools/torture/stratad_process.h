@@ -24,9 +24,17 @@ struct daemon_paths {
   std::filesystem::path logs;   // stratad-N.out/.err, one pair per start
 };
 
+// Which controller it is: its address (iSCSI and the API on it), the
+// arguments that make it that controller, and its logs' name.
+struct daemon_role {
+  std::string host = "127.0.0.1";
+  std::vector<std::string> args{"--small-shelf"};  // the one controller of the small shelf
+  std::string name = "stratad";                    // logs: NAME-N.out/.err
+};
+
 class stratad_process {
  public:
-  stratad_process(daemon_paths paths, int iscsi_port, int api_port);
+  stratad_process(daemon_paths paths, int iscsi_port, int api_port, daemon_role role = {});
   ~stratad_process();  // a daemon still running is killed
   stratad_process(const stratad_process&) = delete;
   stratad_process& operator=(const stratad_process&) = delete;
@@ -41,7 +49,7 @@ class stratad_process {
   bool stop(std::string& why);
   bool running() const noexcept { return pid_ > 0; }
 
-  std::string portal() const { return "127.0.0.1:" + std::to_string(iscsi_port_); }
+  std::string portal() const { return role_.host + ":" + std::to_string(iscsi_port_); }
   const std::string& target_name() const noexcept { return target_name_; }
   // Runs `strata --api … ARGS…`: its exit status, its stdout and stderr in `out`.
   int cli(const std::vector<std::string>& args, std::string& out) const;
@@ -52,6 +60,7 @@ class stratad_process {
   daemon_paths paths_;
   int iscsi_port_;
   int api_port_;
+  daemon_role role_;
   pid_t pid_ = -1;
   int starts_ = 0;
   std::string target_name_;
