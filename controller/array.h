@@ -13,6 +13,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <cstdint>
+#include <deque>
 #include <expected>
 #include <filesystem>
 #include <functional>
@@ -388,6 +389,16 @@ class array {
   // drives with a new epoch, and the partner told to serve it; should the
   // partner fail to, this controller takes it back. Drives the loop.
   void hand_over(const std::string& name);
+  void hand_over_now(const std::string& name);
+  // Runs `work` on the loop, after whatever of its kind runs or waits
+  // already: a takeover, a pool taken back or handed in, a hand-over.
+  // Each drives the loop while it opens or closes a pool; nested in one
+  // another's waits, one would see groups_ change under it (a group it
+  // assembles replaced, or destroyed with its I/O in flight). Posted: a
+  // drive's completion must return before the ring delivers the next.
+  void one_at_a_time(std::function<void()> work);
+  bool moving_pool_ = false;
+  std::deque<std::function<void()>> pool_work_;
  public:
   // Where pools belong changed (a pool's home, a controller failed over
   // or back: management.h, here or through the partner): each pool served

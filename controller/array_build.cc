@@ -262,7 +262,13 @@ std::expected<void, error> array::assemble_named(const std::string& key, const s
   const std::size_t index = existing == group_names_.end() ? groups_.size() : static_cast<std::size_t>(existing - group_names_.begin());
   std::optional<std::expected<std::unique_ptr<disk_group>, error>> found;
   assemble_group(kind_of(record->kind()), id, all, group_options_for(index), [&](auto r) { found = std::move(r); });
+  const std::size_t groups_before = groups_.size();
   wait([&] { return found.has_value(); });
+  if (groups_.size() != groups_before) {
+    // Another pool's opening ran in this wait (array::one_at_a_time keeps
+    // them apart): `index` may name another group now.
+    return std::unexpected(make_error(errc::busy, key + ": the array's groups changed while it was assembled"));
+  }
   if (!*found) return std::unexpected(make_error(errc::io_error, key + ": " + found->error().message));
   log(key + ": assembled from its superblocks");
   lost_groups_.erase(index);

@@ -94,6 +94,8 @@ class management {
   // This controller's firmware version, as controllers() says it (the
   // API's; set once, before the API serves).
   void set_version(std::string version) { version_ = std::move(version); }
+  // This controller's name: "a" or "b" ("a" without an array).
+  std::string controller_name() const { return array_ != nullptr ? array_->controller_name() : "a"; }
 
   // Volumes. `fields`: the fields of `want` to change (an update mask).
   outcome<v1::Volume> create_volume(const std::string& pool, const std::string& volume_id, const v1::Volume& want);

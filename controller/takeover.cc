@@ -156,7 +156,7 @@ void array::take_over(const v1::Pool& record) {
         if (e) return fail("the new ownership epoch could not be written to its drives: " + e.message());
         // Out of the drive's completion first: opening the pool drives the
         // loop, whose ring takes completions again only after this one.
-        boost::asio::post(loop_, [this, record, name, fail, started, o] {
+        one_at_a_time([this, record, name, fail, started, o] {
           if (closed_) return;
           if (auto served = take_over_now(record, o); !served) return fail(served.error().message);
           taking_over_.erase(name);
@@ -275,7 +275,27 @@ void array::check_pool_moves() {
   });
 }
 
+void array::one_at_a_time(std::function<void()> work) {
+  boost::asio::post(loop_, [this, work = std::move(work)]() mutable {
+    if (moving_pool_) {
+      pool_work_.push_back(std::move(work));
+      return;
+    }
+    moving_pool_ = true;
+    work();
+    moving_pool_ = false;
+    if (pool_work_.empty()) return;
+    auto next = std::move(pool_work_.front());
+    pool_work_.pop_front();
+    one_at_a_time(std::move(next));
+  });
+}
+
 void array::hand_over(const std::string& name) {
+  one_at_a_time([this, name] { hand_over_now(name); });
+}
+
+void array::hand_over_now(const std::string& name) {
   served_pool* p = pool_named(name);
   if (closed_ || p == nullptr || p->lost || handing_over_.contains(name) || !partner_ || !partner_->up()) return;
   if (!p->mirror || !p->mirror->current()) return;  // the partner's copy first
@@ -364,7 +384,7 @@ void array::take_back(const v1::Pool& record, const std::string& why) {
     pool_ownership o{name, options_.controller, (f.newest ? f.newest->epoch : 0) + 1, unix_ms_now(), 0, false};
     for (area_stamp& s : f.members) s.ownership = o;
     write_stamps(std::move(f.members), [this, record, name, o](std::error_code e) {
-      boost::asio::post(loop_, [this, record, name, o, e] {
+      one_at_a_time([this, record, name, o, e] {
         if (closed_) return;
         if (e) {
           events_->record(severity::critical, name, "cannot take it back: its drives did not take the ownership record (" + e.message() + "): no controller serves it");
@@ -396,7 +416,7 @@ void array::receive_pool(const std::string& name, link_reply reply) {
         taking_over_.erase(name);
         return reply(std::unexpected(make_error(errc::not_found, "controller " + options_.controller + " holds no copy of " + name + "'s metadata")));
       }
-      boost::asio::post(loop_, [this, record, name, o, reply = std::move(reply)]() mutable {
+      one_at_a_time([this, record, name, o, reply = std::move(reply)]() mutable {
         if (closed_) return reply(std::unexpected(make_error(errc::canceled, "stopping")));
         auto served = take_over_now(record, o);
         taking_over_.erase(name);

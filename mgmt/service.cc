@@ -284,7 +284,7 @@ grpc::Status array_service::ListEvents(grpc::ServerContext*, const v1::ListReque
 
 grpc::Status array_service::GetVersion(grpc::ServerContext*, const v1::GetVersionRequest*, v1::GetVersionResponse* out) {
   out->set_version(version);
-  out->set_controller("A");
+  out->set_controller(manage_.controller_name() == "b" ? "B" : "A");
   return grpc::Status::OK;
 }
 

@@ -28,6 +28,8 @@ pair.start("a")
 pair.start("b")
 check("a hands pool p2 over to b, its home", events_say("a", "handed over to controller b, its home, in", 30))
 
+check("each API says which controller answers", "controller A" in (strata("a", "version") or "") and "controller B" in (strata("b", "version") or ""))
+
 # Volumes of b's pool, made through either API.
 check("a volume of p2 (b's) is made through a's API", strata("a", "volume", "create", "w1", "--size", "1G", "--pool", "p2") is not None)
 check("... and through b's", strata("b", "volume", "create", "w2", "--size", "1G", "--pool", "p2") is not None)
