@@ -78,6 +78,7 @@ std::expected<std::unique_ptr<array>, error> array::open(boost::asio::io_context
     if (auto linked = a->start_partner(); !linked) return std::unexpected(linked.error());
   }
   if (a->partner_) a->start_drive_heartbeats();
+  if (!a->reclaim_.empty()) a->reclaim_pools();  // once the partner has heard these beats
   a->bay_ = std::make_unique<drive_bay>(loop.get_executor(), a->clock_, *a->shelf_, a->groups_, a->group_names_, *a->config_,
                                         *a->events_, *a->operations_);
   bool bay_started = false;
@@ -724,6 +725,7 @@ void array::close() {
   }
   pool_moves_.clear();
   pool_move_timer_.reset();
+  reclaim_timer_.reset();
   for (auto& [name, served] : pools_) {
     if (!served.lost) quiesce_pool(served);  // a lost pool's drives are the partner's now: nothing more goes to them
   }

@@ -399,6 +399,14 @@ class array {
   void one_at_a_time(std::function<void()> work);
   bool moving_pool_ = false;
   std::deque<std::function<void()>> pool_work_;
+  // Start-up with a partner whose drive heartbeat beats: it may be taking
+  // this controller's pools over (it found it silent). Those the drives
+  // name this controller the owner of wait (reclaim_) until the partner
+  // has heard it, then are opened if the drives still name it.
+  bool partner_beating(const std::vector<drive_area>& areas);
+  void reclaim_pools();
+  std::set<std::string> reclaim_;
+  std::unique_ptr<boost::asio::steady_timer> reclaim_timer_;
  public:
   // Where pools belong changed (a pool's home, a controller failed over
   // or back: management.h, here or through the partner): each pool served

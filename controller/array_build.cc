@@ -185,6 +185,17 @@ std::expected<void, error> array::assemble() {
     auto [at, added] = drive_owners_.emplace(o->pool, *o);
     if (!added && o->sequence() > at->second.sequence()) at->second = *o;
   }
+  if (options_.partner_link && partner_beating(areas)) {
+    // The partner found this controller silent: it may be taking the
+    // pools the drives name this controller the owner of over right now
+    // (it read their records, and is about to write its epoch). They wait
+    // until it has heard this controller beat (reclaim_pools).
+    for (const auto& [pool, o] : drive_owners_) {
+      if (o.owner != options_.controller) continue;
+      reclaim_.insert(pool);
+      taking_over_.insert(pool);  // TAKING_OVER meanwhile
+    }
+  }
   // Only the groups of the pools this controller serves (and, on
   // controller a, the groups in no pool): the partner's are the partner's
   // to assemble, and assembling writes (superblocks, a resync).
@@ -230,6 +241,11 @@ std::expected<void, error> array::assemble() {
     if (!top_level(key, "pools/")) continue;
     auto pool = decode<v1::Pool>(key, bytes);
     if (!pool) return std::unexpected(pool.error());
+    if (reclaim_.contains(key)) {
+      log(key + ": waits: controller " + std::string(options_.controller == "a" ? "b" : "a") +
+          " is alive and may be taking it over; opened here once it hears this controller, if its drives still name this one");
+      continue;
+    }
     if (!owns(*pool)) {
       const auto on_drives = drive_owners_.find(key);
       log(key + ": served by controller " + (on_drives != drive_owners_.end() ? on_drives->second.owner : short_name(pool->owner())));
@@ -390,7 +406,31 @@ void array::stamp_group(const disk_group& g, std::optional<pool_ownership> owner
   });
 }
 
+bool array::partner_beating(const std::vector<drive_area>& areas) {
+  const bool a = options_.controller == "a";
+  auto newest = [a](const std::vector<drive_area>& found) -> std::optional<drive_heartbeat> {
+    std::optional<drive_heartbeat> best;
+    for (const drive_area& d : found) {
+      const auto& beat = a ? d.contents.heartbeat_b : d.contents.heartbeat_a;
+      if (beat && (!best || beat->counter > best->counter)) best = beat;
+    }
+    return best;
+  };
+  const auto before = newest(areas);
+  if (!before || before->state != controller_state::running) return false;  // never beat, or stopped cleanly
+  // Its counter moves every 250 ms while it runs.
+  boost::asio::steady_timer pause(loop_, std::chrono::milliseconds(800));
+  bool waited = false;
+  pause.async_wait([&](boost::system::error_code) { waited = true; });
+  wait([&] { return waited; });
+  const auto after = newest(read_shelf_areas());
+  const bool beating = after && after->counter != before->counter && after->state == controller_state::running;
+  if (beating) log("controller " + std::string(a ? "b" : "a") + "'s drive heartbeat beats: the pools the drives name this controller the owner of wait for it to hear this one");
+  return beating;
+}
+
 bool array::owns(const v1::Pool& pool) const {
+  if (reclaim_.contains(pool.name())) return false;
   if (const auto on_drives = drive_owners_.find(pool.name()); on_drives != drive_owners_.end()) {
     return on_drives->second.owner == options_.controller;
   }

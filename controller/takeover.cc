@@ -146,6 +146,10 @@ void array::take_over(const v1::Pool& record) {
     replicas_->take(name, [this, record, name, fail, started, f](bool copied) {
       if (closed_) return;
       if (!copied) return fail("this controller holds no copy of its metadata made since it started");
+      // Again right before the epoch is written: a partner that started
+      // again meanwhile waits to be heard before it opens its pools
+      // (array::reclaim_pools), and is heard by now.
+      if (partner_->state() != partner::liveness::down) return fail("controller " + partner_->name() + " is back");
       // Fenced from here on: the old owner, if it only froze, finds the
       // higher epoch before it writes again (its lease lapsed already).
       pool_ownership o{name, options_.controller, f.newest->epoch + 1, unix_ms_now(), 0, false};
@@ -272,6 +276,56 @@ void array::check_pool_moves() {
   pool_move_timer_->expires_after(std::chrono::milliseconds(100));
   pool_move_timer_->async_wait([this](boost::system::error_code ec) {
     if (!ec && !closed_) check_pool_moves();
+  });
+}
+
+void array::reclaim_pools() {
+  if (reclaim_timer_ || closed_) return;
+  // Time for a takeover the partner began before it heard this controller
+  // to write its epoch (it checks right before writing that this
+  // controller is still DOWN; it heard it within a beat of the change).
+  reclaim_timer_ = std::make_unique<boost::asio::steady_timer>(loop_, std::chrono::seconds(2));
+  reclaim_timer_->async_wait([this](boost::system::error_code ec) {
+    if (ec || closed_) return;
+    for (const std::string& name : std::exchange(reclaim_, {})) {
+      read_ownership(name, [this, name](ownership_found f) {
+        if (closed_) return;
+        const auto bytes = config_->get(name);
+        auto record = bytes ? decode<v1::Pool>(name, *bytes) : std::unexpected(make_error(errc::not_found, name));
+        if (!f.newest || pools_.contains(name) || !record) {
+          taking_over_.erase(name);
+          return;
+        }
+        if (f.newest->owner != options_.controller) {
+          taking_over_.erase(name);
+          // Taken over while this controller was away: the partner's now.
+          note_owner(name, f.newest->owner, f.newest->epoch);
+          events_->record(severity::info, name, "controller " + f.newest->owner + " took it over while this controller was away: it serves it");
+          if (partner_->state() == partner::liveness::down) take_over_pools();
+          return;
+        }
+        pool_ownership o{name, options_.controller, f.newest->epoch + 1, unix_ms_now(), 0, false};
+        for (area_stamp& s : f.members) s.ownership = o;
+        write_stamps(std::move(f.members), [this, record = *record, name, o](std::error_code e) {
+          one_at_a_time([this, record, name, o, e] {
+            if (closed_) return;
+            if (e) {
+              taking_over_.erase(name);
+              events_->record(severity::critical, name, "not opened: its drives did not take the ownership record (" + e.message() + ")");
+              return;
+            }
+            auto served = take_over_now(record, o);
+            taking_over_.erase(name);
+            if (!served) {
+              events_->record(severity::critical, name, "not opened: " + served.error().message);
+              return;
+            }
+            events_->record(severity::info, name, "opened once controller " + partner_->name() + " heard this controller: its drives still name this one (epoch " +
+                                                      std::to_string(o.epoch) + ")");
+          });
+        });
+      });
+    }
   });
 }
 

@@ -11,7 +11,8 @@ TARGET PORT GROUPS says so; each owner's own ports serve on. When the link
 is back, the forwarding ports serve again, and see what the owner wrote
 meanwhile. Then: a write acknowledged by a while the link is cut is not in
 b's copy, so when a is killed then, b must not take p1 over (the drives
-say its copy is behind); a restarted serves p1 with that write.
+say its copy is behind); a restarted (b beating: it holds p1 back until b
+has heard it) serves p1 with that write.
    stratad_link_cut_test.py PATH/TO/stratad PATH/TO/strata"""
 import os, shutil, socket, subprocess, sys, threading, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "target"))
@@ -159,6 +160,8 @@ check("a killed: b does not take p1 over, its copy lacks what a acknowledged",
 check("... and serves nothing of p1 (LUN 0 through b is not ready)", command(cb, TUR, 0)[1] == NOT_READY)
 relay.mend()
 pair.start("a", "--partner-dial", "%s:%d" % relay_at)
+# (b beats: a holds p1 back until b has heard it, then opens it: the drives still name a.)
+check("a restarted opens p1 once b has heard it", events_say("a", "opened once controller b heard this controller", 15))
 check("a restarted serves p1 with the write it acknowledged", qemu_io("a", 0, "read -P 0x51 512M 4M", "read -P 0x41 1M 1M"))
 check("... and b forwards to it again", until(lambda: command(cb, TUR, 0)[0] == 0, 20) and
       qemu_io("b", 0, "read -P 0x51 512M 4M"))
