@@ -518,6 +518,26 @@ class torture {
       if (serves(b, "b", 30)) {
         outcome += ", b took p1 over";
         ++takeovers_;
+        if (uniform(0, 2) == 0) {
+          // One round in three: a starts again, and b is killed in turn
+          // while it hands p1 back (or before, or just after): whoever
+          // holds p1 at the end must hold every durable write.
+          if (!a.start(std::chrono::seconds(180), why)) return fail("round " + std::to_string(round) + ": the restart of a: " + why);
+          const double after_s = uniform_real(0.0, 4.0);
+          std::this_thread::sleep_for(std::chrono::duration<double>(after_s));
+          if (!b.kill_hard(why)) return fail("round " + std::to_string(round) + ": " + why);
+          char at[96];
+          std::snprintf(at, sizeof at, ", a restarted, b killed %.1f s later", after_s);
+          outcome += at;
+          if (serves(a, "a", 30)) {
+            outcome += ", a serves p1";
+          } else {
+            // b died before a's copy was current: p1 waits for b.
+            if (!b.start(std::chrono::seconds(180), why)) return fail("round " + std::to_string(round) + ": the restart of b: " + why);
+            outcome += ", b restarted first";
+          }
+          read_through = serves(a, "a", 30) ? &a : &b;
+        }
       } else {
         outcome += ", b did not take p1 over (its copy was behind): a restarted first";
         if (!a.start(std::chrono::seconds(180), why)) return fail("round " + std::to_string(round) + ": the restart of a: " + why);
@@ -529,8 +549,10 @@ class torture {
     if (!reader) return fail("round " + std::to_string(round) + ": after the kill: " + why);
     const bool good = verdict(round, outcome + (through_b ? ", writes through b" : ", writes through a"), *reader, model, w, restart_s, round_start, "", t);
     reader.reset();
-    if (!victim.running() && !victim.start(std::chrono::seconds(180), why)) {
-      return fail("round " + std::to_string(round) + ": the restart of the killed controller: " + why);
+    for (stratad_process* d : {&a, &b}) {
+      if (!d->running() && !d->start(std::chrono::seconds(180), why)) {
+        return fail("round " + std::to_string(round) + ": the restart of a killed controller: " + why);
+      }
     }
     return good;
   }
@@ -579,6 +601,8 @@ class torture {
       command c(command::kind::read, lba, verify_read_blocks);
       bool good = false;
       for (int tries = 0; tries < 20 && !good; ++tries) {
+        // A moment between tries: a pool being handed over answers NOT READY for a while.
+        if (tries > 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
         c.done = c.good = false;
         if (!session.run(c)) {
           why = "the session was lost";
