@@ -237,8 +237,9 @@ class torture {
       if (!one_round(round, t)) return false;
     }
     if (partner_ != nullptr) {
-      std::printf("strata-torture: %llu of %llu rounds killed the owner and had b take the pool over\n",
-                  static_cast<unsigned long long>(takeovers_), static_cast<unsigned long long>(t.rounds));
+      std::printf("strata-torture: %llu of %llu rounds killed the owner and had b take the pool over; %llu cut a planned move short\n",
+                  static_cast<unsigned long long>(takeovers_), static_cast<unsigned long long>(t.rounds),
+                  static_cast<unsigned long long>(moves_cut_));
       if (!partner_->stop(why)) return fail("the last stop of b: " + why);
     }
     if (!daemon_.stop(why)) return fail("the last stop: " + why);
@@ -493,6 +494,7 @@ class torture {
     const auto round_start = clock_type::now();
     std::string why;
     if (!settle(why)) return fail("round " + std::to_string(round) + ": " + why);
+    if (uniform(0, 4) == 0) return move_round(round, t, round_start);
     stratad_process& a = daemon_;
     stratad_process& b = *partner_;
     const bool through_b = uniform(0, 1) == 0;
@@ -555,6 +557,59 @@ class torture {
       }
     }
     return good;
+  }
+
+  // A planned move cut short (one takeover round in five): `strata pool
+  // move p1 --to b` set off as the writes start, and a or b killed within
+  // 0.05 to 0.8 s, before, during or after the hand-over. Whoever serves
+  // p1 then must hold every durable write; then p1 is moved back to a.
+  bool move_round(std::uint64_t round, totals& t, clock_type::time_point round_start) {
+    stratad_process& a = daemon_;
+    stratad_process& b = *partner_;
+    std::string why, out;
+    const bool through_b = uniform(0, 1) == 0;
+    auto session = initiator::connect((through_b ? b : a).portal(), a.target_name(), why);
+    if (!session) return fail("round " + std::to_string(round) + ": " + why);
+    round_model model(base_, next_seq_);
+    if (a.cli({"pool", "move", "p1", "--to", "b"}, out) != 0) return fail("round " + std::to_string(round) + ": pool move refused: " + first_line(out));
+    const workload_result w = run_workload(*session, model, uniform_real(0.05, 0.8), 8, 2);
+    const bool kill_a = uniform(0, 1) == 0;
+    stratad_process& victim = kill_a ? a : b;
+    stratad_process& other = kill_a ? b : a;
+    const std::string other_name = kill_a ? "b" : "a";
+    const bool died_by_itself = !victim.kill_hard(why);
+    session.reset();
+    next_seq_ = model.next_seq();
+    if (died_by_itself) return fail("round " + std::to_string(round) + ": " + why);
+    if (w.session_lost) return fail("round " + std::to_string(round) + ": the iSCSI session was lost before the kill");
+    const auto restart_start = clock_type::now();
+    std::string outcome = std::string("pool move p1 --to b, kill ") + (kill_a ? "a" : "b");
+    stratad_process* read_through = nullptr;
+    if (serves(other, other_name, 30)) {
+      read_through = &other;
+      outcome += ", " + other_name + " serves p1";
+    } else {
+      // Its copy was behind (or the pool was handed to the one killed): p1 waits for it.
+      if (!victim.start(std::chrono::seconds(180), why)) return fail("round " + std::to_string(round) + ": the restart: " + why);
+      outcome += ", " + other_name + " does not serve p1: the killed one restarted";
+      read_through = serves(a, "a", 30) ? &a : serves(b, "b", 5) ? &b : nullptr;
+      if (read_through == nullptr) return fail("round " + std::to_string(round) + ": no controller serves p1 after the restart");
+    }
+    ++moves_cut_;
+    const double restart_s = seconds_since(restart_start);
+    auto reader = initiator::connect(read_through->portal(), a.target_name(), why);
+    if (!reader) return fail("round " + std::to_string(round) + ": after the kill: " + why);
+    const bool good = verdict(round, outcome + (through_b ? ", writes through b" : ", writes through a"), *reader, model, w, restart_s, round_start, "", t);
+    reader.reset();
+    for (stratad_process* d : {&a, &b}) {
+      if (!d->running() && !d->start(std::chrono::seconds(180), why)) return fail("round " + std::to_string(round) + ": a restart: " + why);
+    }
+    // p1's home is b now (the move was recorded first): back to a.
+    for (int tries = 0; tries < 60; ++tries) {
+      if (a.cli({"pool", "move", "p1", "--to", "a", "--wait"}, out) == 0) return good;
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    return fail("round " + std::to_string(round) + ": p1 could not be moved back to a: " + first_line(out));
   }
 
   // Whether `d` (controller `name`) lists pool p1 as its own within `seconds`.
@@ -627,6 +682,7 @@ class torture {
   stratad_process& daemon_;
   stratad_process* const partner_;
   std::uint64_t takeovers_ = 0;
+  std::uint64_t moves_cut_ = 0;
   std::mt19937_64 random_;
   std::vector<block_value> base_;
   std::uint64_t next_seq_ = 1;
