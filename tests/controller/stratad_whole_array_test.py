@@ -128,13 +128,17 @@ def owners_of_p1():
         if "pools/p1" in me.get("pools", []):
             own.append(name)
     return own
-settled = []
-for _ in range(150):
+settled, seen = [], set()
+for _ in range(300):
     settled = owners_of_p1()
-    if len(settled) == 1 and all(controllers(n).get("controllers/" + n, {}).get("state") == "CONTROLLER_ACTIVE" for n in ("a", "b")):
+    seen.add(tuple(settled))
+    # p1's home is a: whoever held it, it ends on a (b hands it back).
+    if settled == ["a"] and all(controllers(n).get("controllers/" + n, {}).get("state") == "CONTROLLER_ACTIVE" for n in ("a", "b")):
         break
     time.sleep(0.1)
-check("... then exactly one controller serves p1 (%s)" % settled, len(settled) == 1)
+# (Each list is that controller's own record, which a hand-over updates
+# on the two sides a moment apart: seen for the log, not asserted.)
+check("... then p1 is served by one controller, a, its home (owners seen: %s)" % sorted(seen), settled == ["a"])
 check("... and a volume of p1 is made", strata("b", "volume", "create", "w6", "--size", "1G", "--pool", "p1") is not None)
 
 # With b dead and p2 taken over by a, a does p2's work itself.
