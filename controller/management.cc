@@ -100,7 +100,8 @@ bool management::forwards() const {
   return !a_down;
 }
 
-outcome<std::string> management::call_partner(std::uint16_t type, std::string_view method, const google::protobuf::Message& request) const {
+outcome<std::string> management::call_partner(std::uint16_t type, std::string_view method, const google::protobuf::Message& request,
+                                              const std::string& link_down) const {
   std::string answer;
   std::optional<refusal> refused_there;
   auto sent = on_loop(*array_, [this, type, call = encode_call(method, request), &answer, &refused_there](auto done) mutable {
@@ -116,7 +117,8 @@ outcome<std::string> management::call_partner(std::uint16_t type, std::string_vi
     });
   });
   if (!sent) {
-    return refuse(kind::unavailable, "", "the partner link to controller " + array_->partner()->name() + " is down (" + sent.error().message + ")");
+    return refuse(kind::unavailable, "", (link_down.empty() ? "the partner link to controller " + array_->partner()->name() + " is down" : link_down) + " (" +
+                                             sent.error().message + ")" + (link_down.empty() ? "" : ": try again, or through its API"));
   }
   if (refused_there) return std::unexpected(*refused_there);
   return answer;
@@ -124,14 +126,9 @@ outcome<std::string> management::call_partner(std::uint16_t type, std::string_vi
 
 outcome<std::string> management::forward(std::string_view method, const google::protobuf::Message& request) {
   if (array_ == nullptr || array_->partner() == nullptr) return refuse(kind::internal, "", "nothing to forward to");
-  auto answer = call_partner(link_type::management_call, method, request);
-  const std::string link_down = "the partner link to controller " + array_->partner()->name() + " is down";
-  if (!answer && answer.error().why == kind::unavailable && answer.error().message.starts_with(link_down)) {
-    // No link: one controller changes the array at a time, so b makes no change of its own.
-    return refuse(kind::unavailable, "", "controller " + array_->partner()->name() + " makes the array's changes, and the partner link to it is down" +
-                                             answer.error().message.substr(link_down.size()) + ": try again, or through its API");
-  }
-  return answer;
+  // No link, and a not DOWN: one controller changes the array at a time, so b makes no change of its own.
+  return call_partner(link_type::management_call, method, request,
+                      "controller " + array_->partner()->name() + " makes the array's changes, and the partner link to it is down");
 }
 
 std::optional<outcome<std::string>> management::elsewhere(const std::string& pool, std::string_view method,

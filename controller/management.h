@@ -233,8 +233,11 @@ class management {
   // as a member ("pools/p1"); empty: none.
   std::string pool_of_group(const std::string& group) const;
   std::string pool_of_disk(const std::string& disk) const;
-  // A call of link type `type` to the partner, waited for: its answer or refusal.
-  outcome<std::string> call_partner(std::uint16_t type, std::string_view method, const google::protobuf::Message& request) const;
+  // A call of link type `type` to the partner, waited for: its answer or
+  // refusal. Without the link: unavailable, saying `link_down` (or that
+  // the link is down).
+  outcome<std::string> call_partner(std::uint16_t type, std::string_view method, const google::protobuf::Message& request,
+                                    const std::string& link_down = {}) const;
   // The partner's answer to an operation call (`name` is one of its
   // operations): nullopt when `name` is this controller's.
   std::optional<outcome<v1::Operation>> partner_operation(const std::string& name, std::string_view method) const;

@@ -405,13 +405,28 @@ class torture {
     return r;
   }
 
-  // Reads the area back through `reader`, checks it against the model,
-  // counts and prints the round; false on garbage.
-  bool verdict(std::uint64_t round, const std::string& what, initiator& reader, round_model& model, const workload_result& w,
+  // The crash: kill -9 of `victim` after the workload `w` over `session`
+  // (closed here). Whatever was not acknowledged by now never was. False
+  // if the victim had died by itself, or the session before the kill.
+  bool crash(std::uint64_t round, stratad_process& victim, std::unique_ptr<initiator>& session, const round_model& model, const workload_result& w) {
+    std::string why;
+    const bool died_by_itself = !victim.kill_hard(why);
+    session.reset();
+    next_seq_ = model.next_seq();
+    if (died_by_itself) return fail("round " + std::to_string(round) + ": " + why);
+    if (w.session_lost) return fail("round " + std::to_string(round) + ": the iSCSI session was lost before the kill");
+    return true;
+  }
+
+  // Logs in through `through`'s portal, reads the area back, checks it
+  // against the model, counts and prints the round; false on garbage.
+  bool verdict(std::uint64_t round, const std::string& what, stratad_process& through, round_model& model, const workload_result& w,
                double restart_s, clock_type::time_point round_start, const std::string& repaired, totals& t) {
     std::string why;
+    auto reader = initiator::connect(through.portal(), daemon_.target_name(), why);
+    if (!reader) return fail("round " + std::to_string(round) + ": after the kill: " + why);
     std::vector<std::optional<block_value>> found(area_blocks);
-    if (!read_area(reader, found, why)) return fail("round " + std::to_string(round) + ": reading back: " + why);
+    if (!read_area(*reader, found, why)) return fail("round " + std::to_string(round) + ": reading back: " + why);
     const round_verdict v = model.verify(found);
     ++t.rounds;
     t.writes_sent += v.writes_sent;
@@ -466,21 +481,14 @@ class torture {
     }
     round_model model(base_, next_seq_);
     const workload_result w = run_workload(*session, model, kill_after_s, writers, readers);
-    // The crash: whatever was not acknowledged by now never was.
-    const bool died_by_itself = !daemon_.kill_hard(why);
-    session.reset();
-    next_seq_ = model.next_seq();
-    if (died_by_itself) return fail("round " + std::to_string(round) + ": " + why);
-    if (w.session_lost) return fail("round " + std::to_string(round) + ": the iSCSI session was lost before the kill");
+    if (!crash(round, daemon_, session, model, w)) return false;
 
     const auto restart_start = clock_type::now();
     if (!daemon_.start(std::chrono::seconds(180), why)) return fail("round " + std::to_string(round) + ": the restart after the kill: " + why);
     const double restart_s = seconds_since(restart_start);
-    auto reader = initiator::connect(daemon_.portal(), daemon_.target_name(), why);
-    if (!reader) return fail("round " + std::to_string(round) + ": after the restart: " + why);
     char what[64];
     std::snprintf(what, sizeof what, "%-10s", name_of(sc));
-    return verdict(round, std::string(what) + (background.empty() ? "" : " (" + background + ")"), *reader, model, w, restart_s, round_start, repaired, t);
+    return verdict(round, std::string(what) + (background.empty() ? "" : " (" + background + ")"), daemon_, model, w, restart_s, round_start, repaired, t);
   }
 
   // Two controllers (--takeover): a owns pool p1 (LUN 0) at the round's
@@ -503,13 +511,8 @@ class torture {
     if (!session) return fail("round " + std::to_string(round) + ": " + why);
     round_model model(base_, next_seq_);
     const workload_result w = run_workload(*session, model, uniform_real(0.05, 1.5), 8, 2);
-    stratad_process& victim = kill_owner ? a : b;
     stratad_process& survivor = kill_owner ? b : a;
-    const bool died_by_itself = !victim.kill_hard(why);
-    session.reset();
-    next_seq_ = model.next_seq();
-    if (died_by_itself) return fail("round " + std::to_string(round) + ": " + why);
-    if (w.session_lost) return fail("round " + std::to_string(round) + ": the iSCSI session was lost before the kill");
+    if (!crash(round, kill_owner ? a : b, session, model, w)) return false;
     const auto restart_start = clock_type::now();
     std::string outcome = kill_owner ? "kill a (owner)" : "kill b";
     stratad_process* read_through = &survivor;
@@ -547,16 +550,8 @@ class torture {
       }
     }
     const double restart_s = seconds_since(restart_start);
-    auto reader = initiator::connect(read_through->portal(), a.target_name(), why);
-    if (!reader) return fail("round " + std::to_string(round) + ": after the kill: " + why);
-    const bool good = verdict(round, outcome + (through_b ? ", writes through b" : ", writes through a"), *reader, model, w, restart_s, round_start, "", t);
-    reader.reset();
-    for (stratad_process* d : {&a, &b}) {
-      if (!d->running() && !d->start(std::chrono::seconds(180), why)) {
-        return fail("round " + std::to_string(round) + ": the restart of a killed controller: " + why);
-      }
-    }
-    return good;
+    const bool good = verdict(round, outcome + (through_b ? ", writes through b" : ", writes through a"), *read_through, model, w, restart_s, round_start, "", t);
+    return restart_killed(round) && good;
   }
 
   // A planned move cut short (one takeover round in five): `strata pool
@@ -577,11 +572,7 @@ class torture {
     stratad_process& victim = kill_a ? a : b;
     stratad_process& other = kill_a ? b : a;
     const std::string other_name = kill_a ? "b" : "a";
-    const bool died_by_itself = !victim.kill_hard(why);
-    session.reset();
-    next_seq_ = model.next_seq();
-    if (died_by_itself) return fail("round " + std::to_string(round) + ": " + why);
-    if (w.session_lost) return fail("round " + std::to_string(round) + ": the iSCSI session was lost before the kill");
+    if (!crash(round, victim, session, model, w)) return false;
     const auto restart_start = clock_type::now();
     std::string outcome = std::string("pool move p1 --to b, kill ") + (kill_a ? "a" : "b");
     stratad_process* read_through = nullptr;
@@ -597,19 +588,25 @@ class torture {
     }
     ++moves_cut_;
     const double restart_s = seconds_since(restart_start);
-    auto reader = initiator::connect(read_through->portal(), a.target_name(), why);
-    if (!reader) return fail("round " + std::to_string(round) + ": after the kill: " + why);
-    const bool good = verdict(round, outcome + (through_b ? ", writes through b" : ", writes through a"), *reader, model, w, restart_s, round_start, "", t);
-    reader.reset();
-    for (stratad_process* d : {&a, &b}) {
-      if (!d->running() && !d->start(std::chrono::seconds(180), why)) return fail("round " + std::to_string(round) + ": a restart: " + why);
-    }
+    const bool good = verdict(round, outcome + (through_b ? ", writes through b" : ", writes through a"), *read_through, model, w, restart_s, round_start, "", t);
+    if (!restart_killed(round)) return false;
     // p1's home is b now (the move was recorded first): back to a.
     for (int tries = 0; tries < 60; ++tries) {
       if (a.cli({"pool", "move", "p1", "--to", "a", "--wait"}, out) == 0) return good;
       std::this_thread::sleep_for(std::chrono::seconds(1));
     }
     return fail("round " + std::to_string(round) + ": p1 could not be moved back to a: " + first_line(out));
+  }
+
+  // Both controllers running again: those killed in the round start again.
+  bool restart_killed(std::uint64_t round) {
+    std::string why;
+    for (stratad_process* d : {&daemon_, partner_}) {
+      if (!d->running() && !d->start(std::chrono::seconds(180), why)) {
+        return fail("round " + std::to_string(round) + ": the restart of a killed controller: " + why);
+      }
+    }
+    return true;
   }
 
   // Whether `d` (controller `name`) lists pool p1 as its own within `seconds`.
