@@ -102,11 +102,23 @@ bool pool_mirror::answered_ok(std::uint64_t t) {
 }
 
 void pool_mirror::send_everything(const tiering::metadata_store& store) {
+  bool said_behind = false;
   {
     std::lock_guard lock(mutex_);
     want_everything_ = false;
     current_ = false;
     if (stopped_) return;
+    said_behind = recorded_ == false;
+  }
+  // The drives first say the copy is behind: the partner's copy starts
+  // anew (empty) below, and this controller may die before it is whole.
+  // Saying "current" from before would let the partner take the pool over
+  // from half a copy (the simulation's seed 60: a restarted partner, the
+  // owner's power failing during the copy).
+  if (!said_behind && record(false)) {
+    std::lock_guard lock(mutex_);
+    want_everything_ = !stopped_;  // the next batch tries again; its own wait fails meanwhile
+    return;
   }
   std::vector<std::uint64_t> waiting;
   bool ok = answered_ok(post_call(link_type::metadata_begin, frame_for(pool_, std::nullopt, {}), true));
@@ -192,45 +204,50 @@ std::error_code pool_mirror::record(bool current) {
   return e;
 }
 
+metadata_replicas::metadata_replicas(boost::asio::any_io_executor loop, std::filesystem::path pools_dir)
+    : loop_(std::move(loop)), pools_dir_(std::move(pools_dir)) {}
+
 metadata_replicas::metadata_replicas(boost::asio::any_io_executor loop, std::filesystem::path pools_dir, partner_link& link)
-    : loop_(std::move(loop)), pools_dir_(std::move(pools_dir)) {
-  auto answer_on_thread = [this](link_bytes payload, link_reply reply, bool begin) {
-    boost::asio::post(thread_, [this, payload = std::move(payload), reply = std::move(reply), begin, alive = std::weak_ptr<int>(alive_)]() mutable {
-      std::expected<link_bytes, error> outcome = link_bytes{};
-      auto parts = split_frame(payload);
-      const auto dir = parts ? pool_directory(parts->first) : std::nullopt;
-      if (!dir) {
-        outcome = std::unexpected(make_error(errc::invalid_argument, "a metadata frame names no pool"));
-      } else if (begin && [&] { std::lock_guard l(held_mutex_); return held_.contains(parts->first); }()) {
-        outcome = std::unexpected(make_error(errc::busy, parts->first + " is open on this controller: no copy of it is made here"));
-      } else if (begin) {
-        std::string why;
-        copies_.erase(parts->first);
-        if (auto store = open_copy(parts->first, why)) {
-          copies_[parts->first] = std::move(store);
-        } else {
-          outcome = std::unexpected(make_error(errc::io_error, why));
-        }
-      } else {
-        const auto it = copies_.find(parts->first);
-        const std::span<const std::uint8_t> rest = parts->second;
-        std::optional<tiering::metadata_batch> batch;
-        if (!rest.empty()) batch = tiering::metadata_batch::decode(std::string_view(reinterpret_cast<const char*>(rest.data() + 1), rest.size() - 1));
-        if (it == copies_.end()) {
-          outcome = std::unexpected(make_error(errc::invalid_argument, parts->first + ": a batch before its copy began"));
-        } else if (!batch) {
-          outcome = std::unexpected(make_error(errc::invalid_argument, parts->first + ": a metadata batch that does not parse"));
-        } else if (auto e = it->second->write_now(*batch, rest[0] == 1)) {
-          outcome = std::unexpected(make_error(errc::io_error, parts->first + ": the copy's write failed: " + e.message()));
-        }
-      }
+    : metadata_replicas(std::move(loop), std::move(pools_dir)) {
+  auto answer_on_thread = [this](std::uint16_t type, link_bytes payload, link_reply reply) {
+    boost::asio::post(thread_, [this, type, payload = std::move(payload), reply = std::move(reply), alive = std::weak_ptr<int>(alive_)]() mutable {
+      auto outcome = answer(type, payload);
       boost::asio::post(loop_, [reply = std::move(reply), outcome = std::move(outcome), alive]() mutable {
         if (!alive.expired()) reply(std::move(outcome));
       });
     });
   };
-  link.handle(link_type::metadata_begin, [answer_on_thread](link_bytes p, link_reply r) { answer_on_thread(std::move(p), std::move(r), true); });
-  link.handle(link_type::metadata_batch, [answer_on_thread](link_bytes p, link_reply r) { answer_on_thread(std::move(p), std::move(r), false); });
+  for (const std::uint16_t type : {link_type::metadata_begin, link_type::metadata_batch}) {
+    link.handle(type, [answer_on_thread, type](link_bytes p, link_reply r) { answer_on_thread(type, std::move(p), std::move(r)); });
+  }
+}
+
+std::expected<link_bytes, error> metadata_replicas::answer(std::uint16_t type, std::span<const std::uint8_t> payload) {
+  const bool begin = type == link_type::metadata_begin;
+  auto parts = split_frame(payload);
+  const auto dir = parts ? pool_directory(parts->first) : std::nullopt;
+  if (!dir) return std::unexpected(make_error(errc::invalid_argument, "a metadata frame names no pool"));
+  if (begin) {
+    if (std::lock_guard l(held_mutex_); held_.contains(parts->first)) {
+      return std::unexpected(make_error(errc::busy, parts->first + " is open on this controller: no copy of it is made here"));
+    }
+    std::string why;
+    copies_.erase(parts->first);
+    auto store = open_copy(parts->first, why);
+    if (!store) return std::unexpected(make_error(errc::io_error, why));
+    copies_[parts->first] = std::move(store);
+    return link_bytes{};
+  }
+  const auto it = copies_.find(parts->first);
+  const std::span<const std::uint8_t> rest = parts->second;
+  std::optional<tiering::metadata_batch> batch;
+  if (!rest.empty()) batch = tiering::metadata_batch::decode(std::string_view(reinterpret_cast<const char*>(rest.data() + 1), rest.size() - 1));
+  if (it == copies_.end()) return std::unexpected(make_error(errc::invalid_argument, parts->first + ": a batch before its copy began"));
+  if (!batch) return std::unexpected(make_error(errc::invalid_argument, parts->first + ": a metadata batch that does not parse"));
+  if (auto e = it->second->write_now(*batch, rest[0] == 1)) {
+    return std::unexpected(make_error(errc::io_error, parts->first + ": the copy's write failed: " + e.message()));
+  }
+  return link_bytes{};
 }
 
 metadata_replicas::~metadata_replicas() {
@@ -262,9 +279,13 @@ void metadata_replicas::release(const std::string& pool) {
   held_.erase(pool);
 }
 
+bool metadata_replicas::take_now(const std::string& pool) {
+  return copies_.erase(pool) > 0;  // closed: flushed, its lock released
+}
+
 void metadata_replicas::take(const std::string& pool, std::function<void(bool)> done) {
   boost::asio::post(thread_, [this, pool, done = std::move(done), alive = std::weak_ptr<int>(alive_)]() mutable {
-    const bool copied = copies_.erase(pool) > 0;  // closed: flushed, its lock released
+    const bool copied = take_now(pool);
     boost::asio::post(loop_, [done = std::move(done), copied, alive]() mutable {
       if (!alive.expired()) done(copied);
     });

@@ -12,7 +12,8 @@
 // (pool_ownership::partner_copy), so that the partner never takes the
 // pool over from a copy that lacks an acknowledged write (it waits for
 // the owner instead). When the link comes back, the whole store is sent
-// anew, and the records say the copy is current again.
+// anew: the records say the copy is behind while it is (the partner's copy
+// begins empty), and current again once it is whole.
 //
 // The partner's side, `metadata_replicas`: one RocksDB per pool at
 // STATE/pools/NAME (where the pool's own store is when this controller
@@ -108,6 +109,10 @@ class metadata_replicas {
   // Answers the metadata frames on `link`; the copies live under
   // `pools_dir` (STATE/pools), each opened with `loop` as its store's loop.
   metadata_replicas(boost::asio::any_io_executor loop, std::filesystem::path pools_dir, partner_link& link);
+  // Answering no link: the caller hands it the frames with answer() and
+  // takes copies with take_now(), always from one thread of its own (the
+  // seeded simulation's partner, tests/sim).
+  metadata_replicas(boost::asio::any_io_executor loop, std::filesystem::path pools_dir);
   ~metadata_replicas();
   metadata_replicas(const metadata_replicas&) = delete;
   metadata_replicas& operator=(const metadata_replicas&) = delete;
@@ -121,6 +126,12 @@ class metadata_replicas {
   // open after losing it): a copy of it is refused until release().
   void hold(const std::string& pool);
   void release(const std::string& pool);
+
+  // The work of the link's frames and of take(), on the caller's thread (for
+  // a link, the replicas' own thread): a metadata_begin or metadata_batch
+  // frame answered, a copy closed.
+  std::expected<link_bytes, error> answer(std::uint16_t type, std::span<const std::uint8_t> payload);
+  bool take_now(const std::string& pool);
 
  private:
   // An empty copy of `pool`, anything there before removed; null and `why` if it cannot be opened.

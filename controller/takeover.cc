@@ -81,7 +81,7 @@ void array::record_copy(const std::string& name, bool current, std::function<voi
       } else {
         events_->record(current ? severity::info : severity::warning, name,
                         current ? "controller " + partner_->name() + " holds a current copy of its metadata: it can take the pool over"
-                                : "controller " + partner_->name() + "'s copy of its metadata is behind: it cannot take the pool over until the link is back and the copy is made anew");
+                                : "controller " + partner_->name() + "'s copy of its metadata is behind (the link was down, or a new copy is being made): it cannot take the pool over until the copy is whole");
         // Its home is back and caught up: failback (out of this drive completion: it drives the loop).
         if (current) boost::asio::post(loop_, [this, name] { hand_over(name); });
       }

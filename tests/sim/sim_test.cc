@@ -33,6 +33,7 @@ struct run_options {
 };
 run_options options;
 std::uint64_t known_limit_hits = 0;  // crashes that hit the degraded write hole
+std::uint64_t takeovers = 0, takeovers_refused = 0, link_calls_lost = 0;  // summed over the seeds
 
 constexpr unsigned clients = 12;
 constexpr std::uint64_t max_blocks_per_io = 8;
@@ -62,7 +63,12 @@ class simulation {
     }
   }
 
-  ~simulation() { w_.stop(); }  // the clients' requests complete while their buffers live
+  ~simulation() {
+    w_.stop();  // the clients' requests complete while their buffers live
+    takeovers += w_.takeovers;
+    takeovers_refused += w_.takeovers_refused;
+    link_calls_lost += w_.link.calls_lost;
+  }
 
   // The whole run; an empty string if every check held.
   std::string run() {
@@ -72,7 +78,19 @@ class simulation {
       note("epoch " + std::to_string(e) + ": " + std::to_string(steps) + " steps");
       for (std::uint64_t s = 0; s < steps && failure_.empty(); ++s) step();
       if (!failure_.empty()) break;
-      crash(random_() % 2 == 0);
+      const bool torn = random_() % 2 == 0;
+      const bool takeover = random_() % 2 == 0;
+      if (takeover && random_() % 2 == 0) {
+        // The power fails in the middle of the mirror's work: at one of
+        // its next calls (perhaps one of a whole copy's), and the disks a
+        // moment later.
+        w_.link.die_after_calls = 1 + random_() % 40;
+        note("controller " + world::controller_name(w_.owner) + "'s power fails at the mirror's " +
+             std::to_string(w_.link.die_after_calls) + "th call from now");
+        for (int s = 0; s < 3000 && !w_.link.owner_dead && failure_.empty(); ++s) step();
+        if (!failure_.empty()) break;
+      }
+      crash(torn, takeover);
     }
     return failure_.empty() ? std::string() : failure_ + "\n" + log_;
   }
@@ -274,6 +292,31 @@ class simulation {
         note("disk " + std::to_string(d) + "'s backing store is full");
       }
     }
+    // The partner link: down for a while (the partner may restart
+    // meanwhile, losing its copy), lossy for a while, or the pool's
+    // ownership records cannot be written once (the owner is fenced: its
+    // metadata writes fail from then on, as after a store failure).
+    const unsigned link_roll = random_() % 10000;
+    if (link_roll < 20 && !w_.link.down && !link_lossy_) {
+      const bool restarts = random_() % 3 == 0;
+      w_.link_down(restarts);
+      link_back_at_step_ = steps_ + 20 + random_() % 400;
+      note(std::string("the partner link goes down") + (restarts ? "; controller " + world::controller_name(1 - w_.owner) + " restarts" : ""));
+    } else if (link_roll < 30 && !w_.link.down && !link_lossy_) {
+      link_lossy_ = true;
+      w_.link.loss_percent = 2 + random_() % 15;
+      link_back_at_step_ = steps_ + 20 + random_() % 300;
+      note("the partner link breaks at " + std::to_string(w_.link.loss_percent) + "% of its requests and answers (and connects again)");
+    } else if (link_roll < 31 && random_() % 4 == 0) {
+      w_.link.records_fail = true;
+      note("the pool's ownership records cannot be written (the next time)");
+    }
+    if ((w_.link.down || link_lossy_) && steps_ >= link_back_at_step_) {
+      link_lossy_ = false;
+      w_.link.loss_percent = 0;
+      w_.link_back();
+      note("the partner link is back");
+    }
     if (full_drive_ != nullptr && steps_ >= full_until_step_) {
       full_drive_->set_full(false);
       full_drive_ = nullptr;
@@ -281,8 +324,9 @@ class simulation {
     }
   }
 
-  void crash(bool torn) {
-    note(std::string("power cut (") + (torn ? "torn" : "drop") + ")");
+  void crash(bool torn, bool takeover) {
+    note(std::string("power cut (") + (torn ? "torn" : "drop") + ") of controller " + world::controller_name(w_.owner) +
+         (takeover ? ", which stays down" : ""));
     bool capacity_degraded = false;
     for (const disk& d : w_.capacity_disks) capacity_degraded |= d.dead;
     const bool rebuilt_from_torn = rebuild_hole();  // the group that counted it goes with the crash
@@ -295,11 +339,20 @@ class simulation {
     for (client& c : clients_) {
       if (c.x) in_flight.push_back(std::move(c.x));
     }
-    if (auto why = w_.crash_and_restart(torn); !why.empty()) {
-      fail(why);
+    std::string what;
+    const std::string not_started = w_.crash_and_restart(torn, takeover, what);
+    note(what);
+    if (!not_started.empty()) {
+      fail(not_started);
       return;
     }
+    // A new controller's link comes up at once (a real one: when it is
+    // heard again, after its start); a lossy one stays lossy.
+    if (w_.link.down) w_.link_back();
     in_flight.clear();
+    for (const volume_under_test& v : volumes_) {
+      if (w_.pool->find_volume(v.name) == nullptr) return fail("volume " + v.name + " is gone after the restart");
+    }
     // Every block holds its last durable value or a later one. One known
     // exception (docs/raid-write-hole.md, "Limits"): a torn stripe of a
     // degraded RAID-6 group, which the resync counts as unverifiable.
@@ -411,6 +464,8 @@ class simulation {
   device::fault_device* full_drive_ = nullptr;  // a drive whose backing store is full, until full_until_step_
   std::uint64_t full_until_step_ = 0;
   bool hole_window_ = false;
+  bool link_lossy_ = false;
+  std::uint64_t link_back_at_step_ = 0;
   bool failure_known_before_step_ = false;  // the pool knew of a metadata failure when the last step began
   bool trace_steps_ = std::getenv("STRATA_SIM_TRACE_STEPS") != nullptr;  // every completion, for finding where two runs part  // the last crash hit the degraded write hole: unverifiable reads may fail
   std::uint64_t generation_ = 0;  // bumped at each crash: the old pool's callbacks are ignored
@@ -447,13 +502,16 @@ TEST_CASE("sim: seeded whole-stack runs lose no acknowledged write and return no
   std::fprintf(stderr,
                "sim: %llu seed(s) from %llu, %llu failed, %.1f s; %llu crash(es) hit the degraded write hole; write-back: "
                "%llu writes logged, %llu direct, %llu records replayed, %llu full-stripe destages, %llu writes waited for "
-               "log space, %llu blocks lost\n",
+               "log space, %llu blocks lost; two controllers: %llu takeover(s), %llu refused (copy behind or none), %llu "
+               "link call(s) lost\n",
                static_cast<unsigned long long>(ran),
                static_cast<unsigned long long>(options.one_seed ? *options.one_seed : options.first_seed),
                static_cast<unsigned long long>(failed), seconds, static_cast<unsigned long long>(known_limit_hits),
                static_cast<unsigned long long>(wb.writes_logged), static_cast<unsigned long long>(wb.writes_direct),
                static_cast<unsigned long long>(wb.records_replayed), static_cast<unsigned long long>(wb.full_stripe_writes),
-               static_cast<unsigned long long>(wb.writes_waited_for_space), static_cast<unsigned long long>(wb.blocks_lost));
+               static_cast<unsigned long long>(wb.writes_waited_for_space), static_cast<unsigned long long>(wb.blocks_lost),
+               static_cast<unsigned long long>(takeovers), static_cast<unsigned long long>(takeovers_refused),
+               static_cast<unsigned long long>(link_calls_lost));
 }
 
 }  // namespace strata::sim

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <optional>
 
 namespace strata::sim {
@@ -72,15 +73,67 @@ std::unique_ptr<Group> assemble_group(test_loop& loop, std::vector<disk>& disks,
 
 }  // namespace
 
+sim_link::sim_link(std::uint64_t seed) : random(seed), thread_([this] { context.run(); }) {}
+
+sim_link::~sim_link() {
+  work_.reset();
+  thread_.join();
+}
+
+void sim_link::run(std::function<void()> f) {
+  std::promise<void> ran;
+  boost::asio::post(context, [&] {
+    f();
+    ran.set_value();
+  });
+  ran.get_future().wait();
+}
+
+namespace {
+// The mirror as the store's copy, with every call it made before answered
+// whenever the store's thread asks it something: an unsynced batch's
+// failure reaches the mirror before the next batch asks whether the copy
+// is current, not sooner or later as the link thread happens to run. (A
+// real link answers in its own time; the mirror is correct either way,
+// but a seed must replay exactly.)
+class answered_in_order final : public tiering::metadata_copy {
+ public:
+  answered_in_order(controller::pool_mirror& mirror, sim_link& link) : mirror_(mirror), link_(link) {}
+  bool wants_everything() override { return mirror_.wants_everything(); }
+  void send_everything(const tiering::metadata_store& store) override {
+    link_.run([] {});
+    mirror_.send_everything(store);
+  }
+  std::uint64_t send(const tiering::metadata_batch& batch, bool sync) override {
+    link_.run([] {});
+    return mirror_.send(batch, sync);
+  }
+  std::error_code wait(std::uint64_t ticket) override {
+    link_.run([] {});
+    return mirror_.wait(ticket);
+  }
+
+ private:
+  controller::pool_mirror& mirror_;
+  sim_link& link_;
+};
+}  // namespace
+
 raid::write_back_counters& write_back_totals() {
   static raid::write_back_counters totals;
   return totals;
 }
 
-world::world(std::uint64_t seed) : random(seed), fault_seed(seed * 7919 + 1) {
+world::world(std::uint64_t seed) : random(seed), fault_seed(seed * 7919 + 1), link(seed * 104729 + 3) {
   loop.before_step = [this] {
-    if (store) store->drain();
+    if (!store) return;
+    const bool queued = store->in_flight() > 0;  // else the store's thread has nothing to send the partner
+    store->drain();
+    if (queued) link.run([] {});  // the mirror's calls of this drain answered: nothing runs beside the step
   };
+  std::filesystem::create_directories(state_dir(0) / "pools");
+  std::filesystem::create_directories(state_dir(1) / "pools");
+  replicas = std::make_unique<controller::metadata_replicas>(loop.context.get_executor(), state_dir(1) / "pools");
   make_disks(performance_disks, 2, (reserved_bytes + performance_extents * extent_bytes) / block_size);
   make_disks(capacity_disks, 6, (reserved_bytes + capacity_extents / 4 * extent_bytes) / block_size);
   make_disks(cache_disks, 1, (reserved_bytes + cache_lines * cache_line_bytes) / block_size);
@@ -89,7 +142,62 @@ world::world(std::uint64_t seed) : random(seed), fault_seed(seed * 7919 + 1) {
   start(true);
 }
 
-world::~world() { wind_down(); }
+world::~world() {
+  wind_down();
+  replicas.reset();
+}
+
+std::filesystem::path world::state_dir(unsigned controller) const { return dir.path() / controller_name(controller); }
+
+void world::attach_mirror() {
+  // The link's calls and the ownership records, as the array makes them
+  // (controller/takeover.cc attach_mirror, record_copy), on the link's
+  // thread, where the partner answers at once.
+  mirror = std::make_unique<controller::pool_mirror>(
+      link.executor(), "pools/sim",
+      [this](std::uint16_t type, controller::link_bytes payload, controller::link_reply done) {
+        // A lost request or answer is a connection that broke: the link
+        // connects again at once, and the mirror makes its copy anew, as
+        // the array's link-up does.
+        auto lost = [&] {
+          if (link.loss_percent == 0 || link.random() % 100 >= link.loss_percent) return false;
+          ++link.calls_lost;
+          mirror->link_up();
+          return true;
+        };
+        if (link.die_after_calls > 0 && --link.die_after_calls == 0) link.owner_dead = true;
+        if (link.owner_dead) return done(std::unexpected(make_error(errc::io_error, "this controller's power is failing")));
+        if (link.down || lost()) return done(std::unexpected(make_error(errc::io_error, "the partner link is down")));
+        auto answer = replicas ? replicas->answer(type, payload) : std::unexpected(make_error(errc::io_error, "no partner"));
+        if (answer && lost()) return done(std::unexpected(make_error(errc::io_error, "the answer was lost with the link")));
+        done(std::move(answer));
+      },
+      [this](bool current, std::function<void(std::error_code)> done) {
+        if (link.owner_dead || link.records_fail.exchange(false)) return done(make_error_code(errc::io_error));
+        link.drives_say_current = current;
+        ++link.records_written;
+        done({});
+      });
+  copy = std::make_unique<answered_in_order>(*mirror, link);
+  store->set_copy(copy.get());
+  // The array pokes the store at link-up so that the copy is made even
+  // with no batch coming; here the next batch makes it, within a step, so
+  // that the store's thread never runs beside the loop.
+  if (!link.down) mirror->link_up();
+}
+
+void world::link_down(bool partner_restarts) {
+  link.down = true;
+  if (partner_restarts) {
+    link.run([this] { replicas.reset(); });
+    replicas = std::make_unique<controller::metadata_replicas>(loop.context.get_executor(), state_dir(1 - owner) / "pools");
+  }
+}
+
+void world::link_back() {
+  link.down = false;
+  if (mirror) mirror->link_up();
+}
 
 void world::make_disks(std::vector<disk>& disks, std::size_t count, std::uint64_t blocks) {
   for (std::size_t i = 0; i < count; ++i) {
@@ -215,12 +323,13 @@ std::string world::start(bool first_time) {
   if (!*opened) return "the write log could not be opened: " + opened->error().message;
   write_back = std::move(**opened);
   write_back->set_log_degraded(log->working_members() < 2);
-  auto s = tiering::metadata_store::open((dir.path() / "metadata").string(), loop.context.get_executor(),
-                                         metadata.env.get());
+  std::filesystem::create_directories(store_dir());
+  auto s = tiering::metadata_store::open(store_dir().string(), loop.context.get_executor(), metadata.env.get());
   INFO((s ? std::string() : s.error().message));
   REQUIRE(s);
   store = std::move(*s);
   store->set_step_mode(true);  // outcomes only between steps: a seed replays exactly
+  attach_mirror();
   loop.elsewhere = [this] { return store->in_flight(); };
   tiering::pool_options o;
   o.clock = &loop.clock;
@@ -263,7 +372,11 @@ void world::wind_down() {
     return true;
   });
   pool.reset();
+  mirror->stop();
   store.reset();
+  link.run([] {});  // nothing of the mirror's left on the link's thread
+  copy.reset();
+  mirror.reset();
   loop.elsewhere = nullptr;
   bool stopped = false;
   write_back->stop([&] { stopped = true; });
@@ -307,14 +420,15 @@ void world::wind_down() {
   replaced_.clear();
 }
 
-std::string world::crash_and_restart(bool torn) {
+std::string world::crash_and_restart(bool torn, bool takeover, std::string& what) {
   // The store's files as they are now (a process crash: what RocksDB
   // wrote to them survives, synced or not, as the OS still has it). A
   // checkpoint would need syncs, which may be failing.
   store->drain();
+  link.run([] {});
   const auto image = dir.path() / "crash-image";
   std::filesystem::remove_all(image);
-  std::filesystem::copy(dir.path() / "metadata", image, std::filesystem::copy_options::recursive);
+  std::filesystem::copy(store_dir(), image, std::filesystem::copy_options::recursive);
   std::size_t settled = 0;
   auto disks = all_disks();
   // The spares being rebuilt onto lose their power too: one left on would
@@ -327,8 +441,36 @@ std::string world::crash_and_restart(bool torn) {
   loop.run_until([&] { return settled == disks.size(); });
   metadata.fs->fail_syncs(false);
   wind_down();
-  std::filesystem::remove_all(dir.path() / "metadata");
-  std::filesystem::rename(image, dir.path() / "metadata");
+  // A takeover as controller/takeover.cc makes it: only from a copy the
+  // drives call current, and one made since the partner started.
+  const std::string partner = controller_name(1 - owner);
+  bool taken = false;
+  if (takeover && !link.drives_say_current) {
+    what = "controller " + partner + " does not take the pool over: the drives say its copy is behind";
+    ++takeovers_refused;
+  } else if (takeover) {
+    link.run([&] { taken = replicas->take_now("pools/sim"); });
+    if (!taken) {
+      what = "controller " + partner + " does not take the pool over: it holds no copy made since it started";
+      ++takeovers_refused;
+    }
+  }
+  link.owner_dead = false;
+  link.die_after_calls = 0;
+  if (taken) {
+    // The new owner's epoch: its ownership records say no copy is current.
+    link.drives_say_current = false;
+    owner = 1 - owner;
+    replicas.reset();
+    replicas = std::make_unique<controller::metadata_replicas>(loop.context.get_executor(), state_dir(1 - owner) / "pools");
+    std::filesystem::remove_all(image);
+    what = "controller " + partner + " takes the pool over from its copy";
+    ++takeovers;
+  } else {
+    std::filesystem::remove_all(store_dir());
+    std::filesystem::rename(image, store_dir());
+    if (what.empty()) what = "controller " + controller_name(owner) + " starts again";
+  }
   return start(false);
 }
 

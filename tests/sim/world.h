@@ -13,13 +13,27 @@
 // it had not flushed (or keeps part of it: torn), the metadata store keeps
 // what it had applied, and a new controller assembles the groups from
 // their superblocks and opens the pool again.
+//
+// Two controllers: the one that serves the pool mirrors its metadata to
+// the other (controller/metadata_mirror.h, the real code of both sides)
+// over a link that can go down, lose requests and answers, or find the
+// partner restarted. A power cut of the owner may end in a takeover: the
+// partner opens the pool from its copy, if the pool's drives say the copy
+// is current, and serves it; the old owner becomes the partner.
 #pragma once
 
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "controller/metadata_mirror.h"
 
 #include "raid/device/fault_device.h"
 #include "raid/device/memory_device.h"
@@ -59,6 +73,39 @@ struct disk {
 // summary line: the cache's paths were taken).
 raid::write_back_counters& write_back_totals();
 
+// The partner link as the mirror sees it: calls answered on a thread of its
+// own (the partner's), which the world lets finish before every step, so
+// that a seed replays exactly.
+struct sim_link {
+  explicit sim_link(std::uint64_t seed);
+  ~sim_link();
+  boost::asio::any_io_executor executor() { return context.get_executor(); }
+  // Runs `f` on the link's thread and returns once it has, after
+  // everything posted there before.
+  void run(std::function<void()> f);
+
+  boost::asio::io_context context;
+  std::mt19937_64 random;  // the link thread's only
+  // Set between steps, read on the link thread.
+  std::atomic<bool> down{false};
+  std::atomic<unsigned> loss_percent{0};   // each request or its answer lost at random
+  std::atomic<bool> records_fail{false};   // the next write of the ownership records fails
+  // The owner's power fails at its mirror's `die_after_calls`th call from
+  // now (0: not): from that call on, the partner hears nothing more and
+  // the ownership records are never written again (the world cuts the
+  // disks' power at the next step boundary).
+  std::atomic<std::uint64_t> die_after_calls{0};
+  std::atomic<bool> owner_dead{false};
+  // What the pool's drives say of the partner's copy (pool_ownership::
+  // partner_copy): written by the owner's mirror, read by a takeover.
+  std::atomic<bool> drives_say_current{false};
+  std::uint64_t calls_lost = 0, records_written = 0;  // the link thread's counts
+
+ private:
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_{context.get_executor()};
+  std::thread thread_;
+};
+
 struct world {
   explicit world(std::uint64_t seed);
   ~world();
@@ -80,8 +127,16 @@ struct world {
   device::block_range_set lost_blocks;  // the controller's copy (write_back_options::persist_lost)
   std::uint64_t bypass_min_blocks = 0;  // the seed's choice: long writes past the log, or none
   tiering::testing::faulty_metadata metadata;
+  // Two controllers, 0 (a) and 1 (b): the owner serves the pool, its
+  // store at STATE/pools/sim; the partner holds the mirrored copy there.
+  unsigned owner = 0;
+  sim_link link;
+  std::unique_ptr<controller::metadata_replicas> replicas;  // the partner's side
+  std::unique_ptr<controller::pool_mirror> mirror;          // the owner's side
+  std::unique_ptr<tiering::metadata_copy> copy;             // the mirror, as the store feeds it
   std::unique_ptr<tiering::metadata_store> store;
   std::unique_ptr<tiering::pool> pool;
+  std::uint64_t takeovers = 0, takeovers_refused = 0;  // this world's
 
   std::vector<disk*> all_disks();
   // The controller's start: groups assembled (or, the first time, created
@@ -91,7 +146,16 @@ struct world {
   // Power cut and controller crash: the store keeps what it had applied,
   // each disk loses its unflushed writes (torn: some of them), the old
   // controller's objects wind down (every I/O fails), and start() again.
-  std::string crash_and_restart(bool torn);
+  // `takeover`: the partner takes the pool over instead, if the drives
+  // say its copy is current and it holds one (else the owner restarts);
+  // `what` says which happened.
+  std::string crash_and_restart(bool torn, bool takeover, std::string& what);
+  // The partner link goes down (the partner restarted meanwhile, too:
+  // its copies are gone) or comes back (the owner's mirror makes its copy
+  // anew). Between steps.
+  void link_down(bool partner_restarts);
+  void link_back();
+  static std::string controller_name(unsigned c) { return c == 0 ? "a" : "b"; }
   // Lets every request and background job end, then destroys the pool,
   // the groups and the drives (the disks stay). The destructor does it
   // too; callers whose requests' buffers die first call it before.
@@ -119,6 +183,9 @@ struct world {
   std::string check_redundancy();
 
  private:
+  std::filesystem::path state_dir(unsigned controller) const;
+  std::filesystem::path store_dir() const { return state_dir(owner) / "pools" / "sim"; }
+  void attach_mirror();
   void power_up();  // new electronics over every disk's platters
   void wind_down();
   void make_disks(std::vector<disk>& disks, std::size_t count, std::uint64_t blocks);
