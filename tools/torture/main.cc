@@ -555,7 +555,8 @@ class torture {
   }
 
   // A planned move cut short (one takeover round in five): `strata pool
-  // move p1 --to b` set off as the writes start, and a or b killed within
+  // move p1 --to b` or `strata controller failover a` set off as the
+  // writes start, and a or b killed within
   // 0.05 to 0.8 s, before, during or after the hand-over. Whoever serves
   // p1 then must hold every durable write; then p1 is moved back to a.
   bool move_round(std::uint64_t round, totals& t, clock_type::time_point round_start) {
@@ -566,7 +567,12 @@ class torture {
     auto session = initiator::connect((through_b ? b : a).portal(), a.target_name(), why);
     if (!session) return fail("round " + std::to_string(round) + ": " + why);
     round_model model(base_, next_seq_);
-    if (a.cli({"pool", "move", "p1", "--to", "b"}, out) != 0) return fail("round " + std::to_string(round) + ": pool move refused: " + first_line(out));
+    // Half of them a planned failover of controller a (every pool a owns
+    // moves to b, and a is marked failed over until failback).
+    const bool failover = uniform(0, 1) == 0;
+    const std::vector<std::string> move = failover ? std::vector<std::string>{"controller", "failover", "a"}
+                                                   : std::vector<std::string>{"pool", "move", "p1", "--to", "b"};
+    if (a.cli(move, out) != 0) return fail("round " + std::to_string(round) + ": " + move[0] + " " + move[1] + " refused: " + first_line(out));
     const workload_result w = run_workload(*session, model, uniform_real(0.05, 0.8), 8, 2);
     const bool kill_a = uniform(0, 1) == 0;
     stratad_process& victim = kill_a ? a : b;
@@ -574,7 +580,7 @@ class torture {
     const std::string other_name = kill_a ? "b" : "a";
     if (!crash(round, victim, session, model, w)) return false;
     const auto restart_start = clock_type::now();
-    std::string outcome = std::string("pool move p1 --to b, kill ") + (kill_a ? "a" : "b");
+    std::string outcome = std::string(failover ? "controller failover a" : "pool move p1 --to b") + ", kill " + (kill_a ? "a" : "b");
     stratad_process* read_through = nullptr;
     if (serves(other, other_name, 30)) {
       read_through = &other;
@@ -590,9 +596,12 @@ class torture {
     const double restart_s = seconds_since(restart_start);
     const bool good = verdict(round, outcome + (through_b ? ", writes through b" : ", writes through a"), *read_through, model, w, restart_s, round_start, "", t);
     if (!restart_killed(round)) return false;
-    // p1's home is b now (the move was recorded first): back to a.
+    // p1's home is b now (the move was recorded first), or a is failed
+    // over (marked first): back to a.
+    const std::vector<std::string> back = failover ? std::vector<std::string>{"controller", "failback", "a", "--wait"}
+                                                   : std::vector<std::string>{"pool", "move", "p1", "--to", "a", "--wait"};
     for (int tries = 0; tries < 60; ++tries) {
-      if (a.cli({"pool", "move", "p1", "--to", "a", "--wait"}, out) == 0) return good;
+      if (a.cli(back, out) == 0 && serves(a, "a", 10)) return good;
       std::this_thread::sleep_for(std::chrono::seconds(1));
     }
     return fail("round " + std::to_string(round) + ": p1 could not be moved back to a: " + first_line(out));
