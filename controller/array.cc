@@ -81,6 +81,11 @@ std::expected<std::unique_ptr<array>, error> array::open(boost::asio::io_context
   if (!a->reclaim_.empty()) a->reclaim_pools();  // once the partner has heard these beats
   a->bay_ = std::make_unique<drive_bay>(loop.get_executor(), a->clock_, *a->shelf_, a->groups_, a->group_names_, *a->config_,
                                         *a->events_, *a->operations_);
+  if (a->partner_) {
+    a->bay_->set_spare_claims([raw = a.get()](const std::string& disk, std::function<void(raid::spare_claim)> answer) {
+      raw->claim_spare(disk, std::move(answer));
+    });
+  }
   bool bay_started = false;
   a->bay_->start([&] { bay_started = true; });
   a->wait([&] { return bay_started; });

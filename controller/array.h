@@ -285,6 +285,10 @@ class array {
   // The partner's configuration changes, committed here: what this
   // controller serves follows them (hosts today).
   void partner_changed(const config_change& change);
+  // A disk record the partner changed: a disk it added (hot plug) is
+  // opened here too, from the shared shelf, and a spare it set or took
+  // back is one here too (the spares are global: drive_bay answer_claim).
+  void partner_disk_changed(const std::string& name, const v1::Disk& disk);
   // Whether this controller serves pool record `pool`: the owner its
   // drives name, read at start-up; else its record's (a record older than
   // owners: controller a).
@@ -367,6 +371,11 @@ class array {
   // Rewrites pool `name`'s ownership records saying whether the partner's
   // copy of its metadata is current; refused without a valid lease.
   void record_copy(const std::string& name, bool current, std::function<void(std::error_code)> done);
+  // Asks the partner whether hot spare `disk` may take a failed member's
+  // place here (drive_bay::set_spare_claims): granted outright while it is
+  // DOWN (at its start it finds the spare holding this controller's
+  // superblock, and leaves it), later while it is unreachable but alive.
+  void claim_spare(const std::string& disk, std::function<void(raid::spare_claim)> answer);
   // The partner is DOWN: each pool it owned is taken over, from this
   // controller's copy of its metadata, if the records on its drives say
   // that copy is current (takeover.cc).

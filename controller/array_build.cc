@@ -466,6 +466,11 @@ std::expected<void, error> array::start_partner() {
   partner_->link().handle(link_type::scsi_nexus_event, [this](link_bytes payload, link_reply reply) {
     receiver_->nexus_event(std::move(payload), std::move(reply));
   });
+  partner_->link().handle(link_type::spare_claim, [this](link_bytes payload, link_reply reply) {
+    if (!bay_) return reply(std::unexpected(make_error(errc::busy, "controller " + options_.controller + " is starting: its spares are not known yet")));
+    const auto answer = bay_->answer_claim(std::string(payload.begin(), payload.end()), options_.controller == "b");
+    reply(link_bytes{static_cast<std::uint8_t>(answer == raid::spare_claim::taken ? 0 : 1)});
+  });
   partner_->on_link = [this](bool up) {
     if (!up) return;
     // The partner's units hear again of the nexuses of the hosts logged in here.
@@ -576,6 +581,11 @@ void array::partner_changed(const config_change& change) {
       mappings_changed = true;
       continue;
     }
+    if (key.starts_with("disks/") && value) {
+      v1::Disk disk;
+      if (disk.ParseFromString(*value)) boost::asio::post(loop_, [this, key, disk] { partner_disk_changed(key, disk); });
+      continue;
+    }
     if (key.starts_with("controllers/")) {
       // A controller failed over or back through the partner.
       boost::asio::post(loop_, [this] { placement_changed(); });
@@ -590,6 +600,26 @@ void array::partner_changed(const config_change& change) {
     }
   }
   if (mappings_changed) present_mappings();
+}
+
+void array::partner_disk_changed(const std::string& name, const v1::Disk& disk) {
+  if (closed_ || !bay_) return;
+  bool known = false;
+  for (std::size_t i = 0; i < shelf_->size(); ++i) known |= "disks/" + shelf_->spec(i).name == name;
+  if (!known) {
+    drive_spec spec;
+    spec.name = short_name(name);
+    spec.kind = disk.kind() == v1::HDD ? drive_kind::hdd : drive_kind::ssd;
+    spec.bytes = disk.size_bytes();
+    spec.timing_model = disk.timing_model();
+    auto index = shelf_->add(spec);  // the file the partner made: opened as it is
+    if (!index) return events_->record(severity::error, name, "added by controller " + partner_->name() + ", but not opened here: " + index.error().message);
+    bay_->drive_added(*index);
+  }
+  if (auto changed = bay_->set_spare(name, disk.spare()); !changed) {
+    events_->record(severity::warning, name, std::string("controller ") + partner_->name() + " made it " + (disk.spare() ? "a hot spare" : "no hot spare") +
+                                                  ", but not here: " + changed.error().message);
+  }
 }
 
 void array::present_mappings() {

@@ -40,6 +40,11 @@ void drive_bay::start(std::function<void()> done) {
   raid::hot_spare_options options;
   options.clock = &clock_;
   options.on_event = [this](const raid::spare_event& e) { on_spare_event(e); };
+  options.claim = [this](device::block_device& spare, std::function<void(raid::spare_claim)> answer) {
+    const auto drive = drive_of(&spare);
+    if (!claim_ || !drive) return answer(raid::spare_claim::granted);
+    claim_(disk_name(*drive), std::move(answer));
+  };
   spare_pool_ = std::make_unique<raid::hot_spares>(loop_, options);
   for (std::size_t i = 0; i < shelf_.size(); ++i) disk_names_.push_back("disks/" + shelf_.spec(i).name);
   used_.assign(shelf_.size(), false);
@@ -493,7 +498,25 @@ void drive_bay::on_spare_event(const raid::spare_event& e) {
     case raid::spare_event::kind::refused:
       events_.record(severity::warning, disk_name(*drive), group_names_[group] + " would not take it as a spare: " + e.message);
       break;
+    case raid::spare_event::kind::taken_elsewhere:
+      events_.record(severity::info, disk_name(*drive),
+                     "no longer a hot spare here: a group of the partner controller took it first (" + group_names_[group] +
+                         " looks for another)");
+      break;
   }
+}
+
+raid::spare_claim drive_bay::answer_claim(const std::string& disk, bool asker_first) {
+  const auto drive = drive_named(disk);
+  if (!drive) return raid::spare_claim::granted;  // not on this controller's shelf: never used here
+  const bool member_here = membership(*drive) || std::ranges::any_of(rebuilds_, [&](const rebuild& r) { return r.drive == *drive; });
+  if (member_here) return raid::spare_claim::taken;
+  // Both claiming it at once: controller a's claim wins, on both sides.
+  if (spare_pool_->claiming(shelf_.drive(*drive))) return asker_first ? raid::spare_claim::granted : raid::spare_claim::taken;
+  if (spare_pool_->remove(shelf_.drive(*drive))) {
+    events_.record(severity::info, disk, "no longer a hot spare here: the partner controller took it for one of its groups");
+  }
+  return raid::spare_claim::granted;
 }
 
 void drive_bay::report_progress() {

@@ -71,6 +71,18 @@ class drive_bay {
   // A drive the shelf gained (shelf::add), blank.
   void drive_added(std::size_t drive);
 
+  // Two controllers list the same global spares: before a spare takes a
+  // failed member's place here, `claim` asks the partner (the disk's name;
+  // the answer on the loop). Set before start(); unset, the spares are
+  // this controller's alone.
+  using claim_fn = std::function<void(const std::string& disk, std::function<void(raid::spare_claim)> answer)>;
+  void set_spare_claims(claim_fn claim) { claim_ = std::move(claim); }
+  // The partner's claim of spare `disk`: granted (dropped from the spare
+  // pool here, if it was in it), or taken (a member of a group here). A
+  // spare claimed here at the same moment goes to controller a's claim:
+  // `asker_first` says whether the asker is a. On the loop.
+  raid::spare_claim answer_claim(const std::string& disk, bool asker_first);
+
   // The drives named `disks` ("disks/hdd-20"), if each is blank: in no
   // group, no spare, holding no superblock. For a new group.
   std::expected<std::vector<device::block_device*>, error> blank_drives(const std::vector<std::string>& disks) const;
@@ -147,6 +159,7 @@ class drive_bay {
   // and left behind, which no group takes.
   std::vector<bool> used_;
   std::unique_ptr<raid::hot_spares> spare_pool_;
+  claim_fn claim_;
   std::vector<rebuild> rebuilds_;
   std::vector<scrub_run> scrubs_;
   boost::asio::steady_timer progress_timer_;

@@ -26,6 +26,15 @@
 
 namespace strata::controller {
 
+namespace link_type {
+// Request: a hot spare's disk name ("disks/ssd-05"), which the sender
+// would put in place of a failed member of one of its groups. Answer: one
+// byte, 1 (granted: the receiver dropped it from its spares) or 0 (taken:
+// a member of one of the receiver's groups); busy while the receiver's
+// drive bay is not open yet (controller/drive_bay.h answer_claim).
+constexpr std::uint16_t spare_claim = partner_link::first_user_type + 10;
+}  // namespace link_type
+
 class partner {
  public:
   partner(boost::asio::any_io_executor loop, config_store& config, event_log& events, partner_link_options options);

@@ -28,6 +28,17 @@ void array::attach_mirror(const std::string& name, served_pool& p) {
   }
 }
 
+void array::claim_spare(const std::string& disk, std::function<void(raid::spare_claim)> answer) {
+  if (closed_) return answer(raid::spare_claim::later);
+  if (partner_->state() == partner::liveness::down) return answer(raid::spare_claim::granted);
+  if (!partner_->up()) return answer(raid::spare_claim::later);
+  partner_->call(link_type::spare_claim, link_bytes(disk.begin(), disk.end()),
+                 [answer = std::move(answer)](std::expected<link_bytes, error> r) {
+                   if (!r || r->size() != 1) return answer(raid::spare_claim::later);
+                   answer((*r)[0] == 1 ? raid::spare_claim::granted : raid::spare_claim::taken);
+                 });
+}
+
 void array::read_ownership(const std::string& pool, std::function<void(ownership_found)> done) {
   std::vector<device::block_device*> drives;
   for (std::size_t i = 0; i < shelf_->size(); ++i) drives.push_back(&shelf_->drive(i));

@@ -77,39 +77,74 @@ void hot_spares::cover_all() {
 }
 
 void hot_spares::cover(watched& w) {
-  if (w.rebuilding) return;  // its end covers the next member
-  w.waiting = false;
+  if (w.rebuilding || w.claiming) return;  // its end covers the next member
   member_replacement& group = *w.group;
   for (unsigned member = 0; member < group.member_count(); ++member) {
     if (!group.member_failed(member)) continue;
-    for (auto it = spares_.begin(); it != spares_.end(); ++it) {
-      device::block_device* spare = *it;
+    for (device::block_device* spare : std::vector(spares_)) {
       if (std::find(w.unfit.begin(), w.unfit.end(), spare) != w.unfit.end()) continue;
-      auto refused = group.replace_member(
-          member, spare, [this, alive = alive_, &group, member, spare](std::error_code result) {
-            if (*alive) rebuild_done(group, member, *spare, result);
-          });
-      if (!refused) {
-        spares_.erase(it);
-        w.rebuilding = true;
-        report({spare_event::kind::rebuild_started, &group, member, spare, {}, {}});
-        return;
+      if (!options_.claim) {
+        if (give(w, member, spare) != given::unfit) return;
+        continue;
       }
-      if (refused->code == errc::busy) {
-        w.waiting = true;
-        if (!retry_armed_) {
-          retry_armed_ = true;
-          retry_->arm(options_.clock->now() + options_.retry_interval);
+      // Claimed first: the partner must neither hold it nor take it.
+      // One claim at a time, so that two groups never claim one spare.
+      if (claiming_ != nullptr) return retry_later();
+      std::erase(spares_, spare);
+      claiming_ = spare;
+      w.claiming = true;
+      options_.claim(*spare, [this, alive = alive_, &group, member, spare](spare_claim answer) {
+        if (!*alive) return;
+        claiming_ = nullptr;
+        watched* now = find(group);
+        if (now != nullptr) now->claiming = false;
+        switch (answer) {
+          case spare_claim::taken:
+            report({spare_event::kind::taken_elsewhere, &group, member, spare, {}, "another pool's group has taken it"});
+            break;
+          case spare_claim::later:
+            spares_.push_back(spare);
+            retry_later();
+            return;
+          case spare_claim::granted:
+            spares_.push_back(spare);
+            if (now != nullptr && group.member_failed(member) && give(*now, member, spare) != given::unfit) return;
+            break;
         }
-        return;
-      }
-      if (refused->code == errc::device_failed) return;  // nothing to rebuild from
-      // The spare does not fit this group: another may take it.
-      w.unfit.push_back(spare);
-      report({spare_event::kind::refused, &group, member, spare, refused->code, refused->message});
+        cover_all();  // another spare, or another group waiting
+      });
+      return;
     }
     return;  // no spare fits: the next add() tries again
   }
+}
+
+hot_spares::given hot_spares::give(watched& w, unsigned member, device::block_device* spare) {
+  member_replacement& group = *w.group;
+  auto refused = group.replace_member(member, spare, [this, alive = alive_, &group, member, spare](std::error_code result) {
+    if (*alive) rebuild_done(group, member, *spare, result);
+  });
+  if (!refused) {
+    std::erase(spares_, spare);
+    w.rebuilding = true;
+    report({spare_event::kind::rebuild_started, &group, member, spare, {}, {}});
+    return given::yes;
+  }
+  if (refused->code == errc::busy) {
+    retry_later();
+    return given::not_now;
+  }
+  if (refused->code == errc::device_failed) return given::not_now;  // nothing to rebuild from
+  // The spare does not fit this group: another may take it.
+  w.unfit.push_back(spare);
+  report({spare_event::kind::refused, &group, member, spare, refused->code, refused->message});
+  return given::unfit;
+}
+
+void hot_spares::retry_later() {
+  if (retry_armed_) return;
+  retry_armed_ = true;
+  retry_->arm(options_.clock->now() + options_.retry_interval);
 }
 
 void hot_spares::rebuild_done(member_replacement& group, unsigned member, device::block_device& spare,

@@ -33,6 +33,7 @@ struct spare_event {
     rebuilt,          // ... and holds everything: a full member
     rebuild_failed,   // ... but the rebuild failed (result); the spare is dropped
     refused,          // the group would not take `spare` (message says why); kept for others
+    taken_elsewhere,  // the claim found `spare` taken by another pool's group: dropped
   };
   kind what = kind::rebuild_started;
   member_replacement* group = nullptr;
@@ -42,12 +43,23 @@ struct spare_event {
   std::string message;
 };
 
+// What another user of the same spares (the partner controller, whose pool
+// lists the same global spares) says when this pool would take one.
+enum class spare_claim : std::uint8_t {
+  granted,  // it neither holds nor takes it from now on
+  taken,    // it has taken it (a member of one of its groups): never offered again
+  later,    // it cannot say now (unreachable): the spare waits, and is asked for again
+};
+
 struct hot_spare_options {
   device::clock* clock = nullptr;  // required: times the retries
   // How long a group busy with other background work waits before its
   // failed members are offered a spare again.
   device::duration retry_interval = std::chrono::seconds(1);
   std::function<void(const spare_event&)> on_event;  // from the loop
+  // Asked before a spare is given to a group; `answer` from the loop,
+  // once. Null: the spares are this pool's alone.
+  std::function<void(device::block_device& spare, std::function<void(spare_claim)> answer)> claim;
 };
 
 class hot_spares {
@@ -65,6 +77,9 @@ class hot_spares {
   bool remove(device::block_device& spare);
   // `spare` waits here: added, and not taken by a rebuild.
   bool holds(const device::block_device& spare) const noexcept;
+  // `spare` is being claimed for a group here (options.claim asked, not
+  // yet answered): neither held nor taken.
+  bool claiming(const device::block_device& spare) const noexcept { return claiming_ == &spare; }
   std::size_t available() const noexcept { return spares_.size(); }
   std::size_t rebuilding() const noexcept;
 
@@ -80,8 +95,8 @@ class hot_spares {
   struct watched {
     member_replacement* group = nullptr;
     bool rebuilding = false;  // a rebuild this pool started runs
-    bool waiting = false;     // a failed member waits for the group to be free
     bool cover_posted = false;
+    bool claiming = false;    // a spare is being claimed for it
     // Spares it refused as not fitting: they never will, so they are not
     // offered (or reported) again.
     std::vector<device::block_device*> unfit;
@@ -90,6 +105,12 @@ class hot_spares {
   watched* find(member_replacement& group) noexcept;
   void cover_later(member_replacement& group);
   void cover(watched& w);
+  // Gives `spare` (claimed, or needing no claim) to `w`'s failed `member`.
+  // Not given, the spare stays here: the group is busy (tried again
+  // later) or cannot rebuild (not_now), or the spare does not fit it.
+  enum class given : std::uint8_t { yes, not_now, unfit };
+  given give(watched& w, unsigned member, device::block_device* spare);
+  void retry_later();
   void cover_all();
   void rebuild_done(member_replacement& group, unsigned member, device::block_device& spare,
                     std::error_code result);
@@ -98,6 +119,7 @@ class hot_spares {
   boost::asio::any_io_executor executor_;
   hot_spare_options options_;
   std::vector<device::block_device*> spares_;
+  device::block_device* claiming_ = nullptr;  // one claim at a time
   std::list<watched> groups_;  // stable addresses: callbacks may watch more
   std::unique_ptr<device::timer> retry_;
   bool retry_armed_ = false;

@@ -1,5 +1,6 @@
 // Hot spares, as scripts: members fail, spares step in with no command, and
 // the data stays whole.
+#include <boost/asio/post.hpp>
 #include <cstring>
 #include <optional>
 
@@ -28,15 +29,27 @@ struct shelf {
   std::vector<std::unique_ptr<memory_device>> disks;
   std::vector<std::unique_ptr<fault_device>> faults;
   std::vector<spare_event> events;
+  // With claims: the partner's answers, in order (granted once they run
+  // out), each given from the loop later; and the spares it was asked for.
+  std::vector<spare_claim> answers;
+  std::vector<block_device*> claimed;
   hot_spares spares;
 
-  shelf() : spares(loop.context.get_executor(), pool_options()) {}
+  explicit shelf(bool with_claims = false) : spares(loop.context.get_executor(), pool_options(with_claims)) {}
 
-  hot_spare_options pool_options() {
+  hot_spare_options pool_options(bool with_claims) {
     hot_spare_options o;
     o.clock = &loop.clock;
     o.retry_interval = std::chrono::milliseconds(100);
     o.on_event = [this](const spare_event& e) { events.push_back(e); };
+    if (with_claims) {
+      o.claim = [this](block_device& spare, std::function<void(spare_claim)> answer) {
+        claimed.push_back(&spare);
+        const spare_claim a = answers.empty() ? spare_claim::granted : answers.front();
+        if (!answers.empty()) answers.erase(answers.begin());
+        boost::asio::post(loop.context, [answer = std::move(answer), a] { answer(a); });
+      };
+    }
     return o;
   }
   fault_device& disk(std::uint64_t blocks = member_blocks) {
@@ -118,6 +131,52 @@ TEST_CASE("hot spares: fail member 2, a spare rebuilds it; fail 4 and 5, the sec
   // Those two failures find no spare left: nothing starts.
   s.loop.settle();
   CHECK(s.events.size() == 6);
+}
+
+TEST_CASE("hot spares shared with a partner: each is claimed first; one it took is dropped, one it cannot answer for waits",
+          "[raid][spares]") {
+  shelf s(true);
+  raid6_rig r(s, 6);
+  fault_device& taken = s.disk();
+  fault_device& later = s.disk();
+  s.spares.add(taken);
+  s.spares.add(later);
+  s.answers = {spare_claim::taken, spare_claim::later};
+
+  r.group->fail_member(2);
+  s.loop.run_until([&] { return s.events.size() == 3; });
+  r.wait_rebuilds();
+  // The first was the partner's: dropped, never asked for again. The
+  // second waited for an answer (the partner unreachable), then came.
+  CHECK(s.kinds() == std::vector{kind::taken_elsewhere, kind::rebuild_started, kind::rebuilt});
+  CHECK(s.events[0].spare == &taken);
+  CHECK(s.events[1].spare == &later);
+  CHECK(s.claimed == std::vector<block_device*>{&taken, &later, &later});
+  CHECK(s.spares.available() == 0);
+  CHECK(r.group->failed_members() == 0);
+  r.verify(0, 1);
+}
+
+TEST_CASE("hot spares: a spare being claimed is neither held nor given twice", "[raid][spares]") {
+  shelf s(true);
+  raid6_rig first(s, 5);
+  raid6_rig second(s, 5);
+  fault_device& spare = s.disk();
+  s.spares.add(spare);
+  first.group->fail_member(1);
+  second.group->fail_member(3);
+  // Both groups want it; one claim goes out, and while it does the spare
+  // is not held (the partner's claim of it would find it claimed here).
+  s.loop.run_until([&] { return !s.claimed.empty(); });
+  CHECK(s.spares.claiming(spare));
+  CHECK_FALSE(s.spares.holds(spare));
+  s.loop.run_until([&] { return s.events.size() == 2; });
+  first.wait_rebuilds();
+  second.wait_rebuilds();
+  s.loop.settle();
+  CHECK(s.kinds() == std::vector{kind::rebuild_started, kind::rebuilt});
+  CHECK(s.claimed.size() == 1);
+  CHECK(first.group->failed_members() + second.group->failed_members() == 1);
 }
 
 TEST_CASE("hot spares: a member failed with no spare is covered when one is added", "[raid][spares]") {

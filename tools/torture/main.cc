@@ -590,7 +590,9 @@ class torture {
       if (!victim.start(std::chrono::seconds(180), why)) return fail("round " + std::to_string(round) + ": the restart: " + why);
       outcome += ", " + other_name + " does not serve p1: the killed one restarted";
       read_through = serves(a, "a", 30) ? &a : serves(b, "b", 5) ? &b : nullptr;
-      if (read_through == nullptr) return fail("round " + std::to_string(round) + ": no controller serves p1 after the restart");
+      if (read_through == nullptr) {
+        return fail("round " + std::to_string(round) + ": " + outcome + ": no controller serves p1 after the restart" + two_controllers_now());
+      }
     }
     ++moves_cut_;
     const double restart_s = seconds_since(restart_start);
@@ -605,6 +607,18 @@ class torture {
       std::this_thread::sleep_for(std::chrono::seconds(1));
     }
     return fail("round " + std::to_string(round) + ": p1 could not be moved back to a: " + first_line(out));
+  }
+
+  // For a failure's message: what each controller lists and its newest events.
+  std::string two_controllers_now() {
+    std::string out;
+    for (stratad_process* d : {&daemon_, partner_}) {
+      std::string list, events;
+      d->cli({"controller", "list"}, list);
+      d->cli({"events", "--limit", "25"}, events);
+      out += "\n--- " + d->name() + ": controller list\n" + list + "--- its newest events\n" + events;
+    }
+    return out;
   }
 
   // Both controllers running again: those killed in the round start again.

@@ -54,6 +54,7 @@ class stratad_process {
   // Runs `strata --api … ARGS…`: its exit status, its stdout and stderr in `out`.
   int cli(const std::vector<std::string>& args, std::string& out) const;
   int starts() const noexcept { return starts_; }
+  const std::string& name() const noexcept { return role_.name; }
 
  private:
   std::string log_tail(const std::filesystem::path& file) const;
