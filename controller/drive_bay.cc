@@ -19,6 +19,8 @@ std::unexpected<error> refuse(errc code, std::string why) { return std::unexpect
 
 std::string member_text(unsigned member) { return "member " + std::to_string(member); }
 
+constexpr const char* partner_took_text = "was taken by the partner controller as a hot spare for one of its groups: only it may use it";
+
 }  // namespace
 
 drive_bay::drive_bay(boost::asio::any_io_executor loop, device::clock& clock, shelf& drives,
@@ -180,6 +182,7 @@ std::expected<std::vector<device::block_device*>, error> drive_bay::blank_drives
     if (!drive) return refuse(errc::not_found, "no disk " + name);
     if (const auto at = membership(*drive)) return refuse(errc::busy, name + " is a member of " + group_names_[at->first]);
     if (is_spare(*drive)) return refuse(errc::busy, name + " is a hot spare: unspare it first");
+    if (partner_took_.contains(*drive)) return refuse(errc::busy, name + " " + partner_took_text);
     if (used_[*drive]) return refuse(errc::busy, name + " holds a superblock of a group it left: no group takes it");
     out.push_back(&shelf_.drive(*drive));
   }
@@ -316,6 +319,7 @@ std::expected<v1::Operation, error> drive_bay::replace(const std::string& name, 
   const bool spare = is_spare(*with);
   if (*with != *drive) {
     if (const auto other = membership(*with)) return refuse(errc::busy, replacement + " is a member of " + group_names_[other->first]);
+    if (partner_took_.contains(*with)) return refuse(errc::busy, replacement + " " + partner_took_text);
     if (used_[*with]) return refuse(errc::busy, replacement + " holds a superblock of a group it left: no group takes it");
     if (spare && !spare_pool_->remove(shelf_.drive(*with))) return refuse(errc::busy, replacement + " is taken by a rebuild");
   }
@@ -336,6 +340,7 @@ std::expected<void, error> drive_bay::set_spare(const std::string& name, bool sp
   if (spare == is_spare(*drive)) return {};
   if (spare) {
     if (const auto at = membership(*drive)) return refuse(errc::busy, name + " is a member of " + group_names_[at->first]);
+    if (partner_took_.contains(*drive)) return refuse(errc::busy, name + " " + partner_took_text);
     if (used_[*drive]) return refuse(errc::busy, name + " holds a superblock of a group it left: it cannot be a spare");
     spare_pool_->add(shelf_.drive(*drive));
     events_.record(severity::info, name, "is a hot spare");
@@ -355,6 +360,8 @@ void drive_bay::erase_disk(const std::string& name, std::function<void(std::expe
     refused = refuse(errc::busy, name + " is a member of " + group_names_[at->first] + ": fail and replace it first");
   } else if (is_spare(*drive) || std::ranges::any_of(rebuilds_, [&](const rebuild& r) { return r.drive == *drive; })) {
     refused = refuse(errc::busy, name + " is a hot spare: unspare it first");
+  } else if (partner_took_.contains(*drive)) {
+    refused = refuse(errc::busy, name + " " + partner_took_text);
   } else if (!used_[*drive]) {
     refused = refuse(errc::invalid_argument, name + " holds no superblock: it is blank already");
   }
@@ -516,6 +523,7 @@ raid::spare_claim drive_bay::answer_claim(const std::string& disk, bool asker_fi
   if (spare_pool_->remove(shelf_.drive(*drive))) {
     events_.record(severity::info, disk, "no longer a hot spare here: the partner controller took it for one of its groups");
   }
+  partner_took_.insert(*drive);
   return raid::spare_claim::granted;
 }
 

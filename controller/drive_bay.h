@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -160,6 +161,9 @@ class drive_bay {
   std::vector<bool> used_;
   std::unique_ptr<raid::hot_spares> spare_pool_;
   claim_fn claim_;
+  // Drives whose claim this controller granted the partner: its group's
+  // now (or soon), which nothing here may use, erase or make a spare.
+  std::set<std::size_t> partner_took_;
   std::vector<rebuild> rebuilds_;
   std::vector<scrub_run> scrubs_;
   boost::asio::steady_timer progress_timer_;
