@@ -423,7 +423,17 @@ class torture {
   bool verdict(std::uint64_t round, const std::string& what, stratad_process& through, round_model& model, const workload_result& w,
                double restart_s, clock_type::time_point round_start, const std::string& repaired, totals& t) {
     std::string why;
-    auto reader = initiator::connect(through.portal(), daemon_.target_name(), why);
+    // libiscsi's login ends with a TEST UNIT READY, and fails on NOT READY:
+    // a pool a moment from being served here (ALUA transitioning, 04/0A)
+    // is logged in to again, as a host retries that sense, for up to 30 s.
+    std::unique_ptr<initiator> reader;
+    for (int tries = 0; tries < 150 && !reader; ++tries) {
+      if (tries > 0) {
+        if (why.find("0x040a") == std::string::npos) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+      reader = initiator::connect(through.portal(), daemon_.target_name(), why);
+    }
     if (!reader) return fail("round " + std::to_string(round) + ": after the kill: " + why);
     std::vector<std::optional<block_value>> found(area_blocks);
     if (!read_area(*reader, found, why)) return fail("round " + std::to_string(round) + ": reading back: " + why);
