@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <future>
 #include <optional>
 
 namespace strata::sim {
@@ -73,52 +72,6 @@ std::unique_ptr<Group> assemble_group(test_loop& loop, std::vector<disk>& disks,
 
 }  // namespace
 
-sim_link::sim_link(std::uint64_t seed) : random(seed), thread_([this] { context.run(); }) {}
-
-sim_link::~sim_link() {
-  work_.reset();
-  thread_.join();
-}
-
-void sim_link::run(std::function<void()> f) {
-  std::promise<void> ran;
-  boost::asio::post(context, [&] {
-    f();
-    ran.set_value();
-  });
-  ran.get_future().wait();
-}
-
-namespace {
-// The mirror as the store's copy, with every call it made before answered
-// whenever the store's thread asks it something: an unsynced batch's
-// failure reaches the mirror before the next batch asks whether the copy
-// is current, not sooner or later as the link thread happens to run. (A
-// real link answers in its own time; the mirror is correct either way,
-// but a seed must replay exactly.)
-class answered_in_order final : public tiering::metadata_copy {
- public:
-  answered_in_order(controller::pool_mirror& mirror, sim_link& link) : mirror_(mirror), link_(link) {}
-  bool wants_everything() override { return mirror_.wants_everything(); }
-  void send_everything(const tiering::metadata_store& store) override {
-    link_.run([] {});
-    mirror_.send_everything(store);
-  }
-  std::uint64_t send(const tiering::metadata_batch& batch, bool sync) override {
-    link_.run([] {});
-    return mirror_.send(batch, sync);
-  }
-  std::error_code wait(std::uint64_t ticket) override {
-    link_.run([] {});
-    return mirror_.wait(ticket);
-  }
-
- private:
-  controller::pool_mirror& mirror_;
-  sim_link& link_;
-};
-}  // namespace
-
 raid::write_back_counters& write_back_totals() {
   static raid::write_back_counters totals;
   return totals;
@@ -126,10 +79,7 @@ raid::write_back_counters& write_back_totals() {
 
 world::world(std::uint64_t seed) : random(seed), fault_seed(seed * 7919 + 1), link(seed * 104729 + 3) {
   loop.before_step = [this] {
-    if (!store) return;
-    const bool queued = store->in_flight() > 0;  // else the store's thread has nothing to send the partner
-    store->drain();
-    if (queued) link.run([] {});  // the mirror's calls of this drain answered: nothing runs beside the step
+    if (store) store->drain();
   };
   std::filesystem::create_directories(state_dir(0) / "pools");
   std::filesystem::create_directories(state_dir(1) / "pools");
@@ -151,8 +101,8 @@ std::filesystem::path world::state_dir(unsigned controller) const { return dir.p
 
 void world::attach_mirror() {
   // The link's calls and the ownership records, as the array makes them
-  // (controller/takeover.cc attach_mirror, record_copy), on the link's
-  // thread, where the partner answers at once.
+  // (controller/takeover.cc attach_mirror, record_copy), answered at once
+  // on the store's thread (inline_executor).
   mirror = std::make_unique<controller::pool_mirror>(
       link.executor(), "pools/sim",
       [this](std::uint16_t type, controller::link_bytes payload, controller::link_reply done) {
@@ -173,15 +123,14 @@ void world::attach_mirror() {
         done(std::move(answer));
       },
       [this](bool current, std::function<void(std::error_code)> done) {
-        if (link.owner_dead || link.records_fail.exchange(false)) return done(make_error_code(errc::io_error));
+        if (link.owner_dead || std::exchange(link.records_fail, false)) return done(make_error_code(errc::io_error));
         link.drives_say_current = current;
         ++link.records_written;
         done({});
       });
-  copy = std::make_unique<answered_in_order>(*mirror, link);
-  store->set_copy(copy.get());
+  store->set_copy(mirror.get());
   // The array pokes the store at link-up so that the copy is made even
-  // with no batch coming; here the next batch makes it, within a step, so
+  // with no batch coming; here the next batch makes it, within a drain, so
   // that the store's thread never runs beside the loop.
   if (!link.down) mirror->link_up();
 }
@@ -189,7 +138,7 @@ void world::attach_mirror() {
 void world::link_down(bool partner_restarts) {
   link.down = true;
   if (partner_restarts) {
-    link.run([this] { replicas.reset(); });
+    replicas.reset();
     replicas = std::make_unique<controller::metadata_replicas>(loop.context.get_executor(), state_dir(1 - owner) / "pools");
   }
 }
@@ -374,8 +323,6 @@ void world::wind_down() {
   pool.reset();
   mirror->stop();
   store.reset();
-  link.run([] {});  // nothing of the mirror's left on the link's thread
-  copy.reset();
   mirror.reset();
   loop.elsewhere = nullptr;
   bool stopped = false;
@@ -425,7 +372,6 @@ std::string world::crash_and_restart(bool torn, bool takeover, std::string& what
   // wrote to them survives, synced or not, as the OS still has it). A
   // checkpoint would need syncs, which may be failing.
   store->drain();
-  link.run([] {});
   const auto image = dir.path() / "crash-image";
   std::filesystem::remove_all(image);
   std::filesystem::copy(store_dir(), image, std::filesystem::copy_options::recursive);
@@ -449,7 +395,7 @@ std::string world::crash_and_restart(bool torn, bool takeover, std::string& what
     what = "controller " + partner + " does not take the pool over: the drives say its copy is behind";
     ++takeovers_refused;
   } else if (takeover) {
-    link.run([&] { taken = replicas->take_now("pools/sim"); });
+    taken = replicas->take_now("pools/sim");
     if (!taken) {
       what = "controller " + partner + " does not take the pool over: it holds no copy made since it started";
       ++takeovers_refused;

@@ -17,20 +17,18 @@
 // Two controllers: the one that serves the pool mirrors its metadata to
 // the other (controller/metadata_mirror.h, the real code of both sides)
 // over a link that can go down, lose requests and answers, or find the
-// partner restarted. A power cut of the owner may end in a takeover: the
+// partner restarted (answered at once, on the store's thread). A power cut of the owner may end in a takeover: the
 // partner opens the pool from its copy, if the pool's drives say the copy
 // is current, and serves it; the old owner becomes the partner.
 #pragma once
 
-#include <atomic>
-#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/io_context.hpp>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "controller/metadata_mirror.h"
@@ -73,37 +71,49 @@ struct disk {
 // summary line: the cache's paths were taken).
 raid::write_back_counters& write_back_totals();
 
-// The partner link as the mirror sees it: calls answered on a thread of its
-// own (the partner's), which the world lets finish before every step, so
-// that a seed replays exactly.
-struct sim_link {
-  explicit sim_link(std::uint64_t seed);
-  ~sim_link();
-  boost::asio::any_io_executor executor() { return context.get_executor(); }
-  // Runs `f` on the link's thread and returns once it has, after
-  // everything posted there before.
-  void run(std::function<void()> f);
+// An executor that runs what is posted to it at once, on the poster's
+// thread: the simulated link's. The mirror posts its calls and the
+// ownership records' writes to it from the store's thread, which runs only
+// while the loop waits for it (step mode), so the partner answers within
+// the same drain, in order, and a seed replays exactly. (It says
+// blocking.never and blocks: what the mirror posts never waits for the
+// poster.)
+struct inline_executor {
+  boost::asio::execution_context* context = nullptr;
+  template <class F>
+  void execute(F&& f) const {
+    std::forward<F>(f)();
+  }
+  bool operator==(const inline_executor&) const noexcept = default;
+  boost::asio::execution_context& query(boost::asio::execution::context_t) const noexcept { return *context; }
+  static constexpr boost::asio::execution::blocking_t query(boost::asio::execution::blocking_t) noexcept {
+    return boost::asio::execution::blocking.never;
+  }
+  inline_executor require(boost::asio::execution::blocking_t::never_t) const noexcept { return *this; }
+};
 
-  boost::asio::io_context context;
-  std::mt19937_64 random;  // the link thread's only
-  // Set between steps, read on the link thread.
-  std::atomic<bool> down{false};
-  std::atomic<unsigned> loss_percent{0};   // each request or its answer lost at random
-  std::atomic<bool> records_fail{false};   // the next write of the ownership records fails
+// The partner link as the mirror sees it, and what the pool's drives say
+// of the partner's copy.
+struct sim_link {
+  explicit sim_link(std::uint64_t seed) : random(seed) {}
+  boost::asio::any_io_executor executor() { return inline_executor{&context}; }
+
+  boost::asio::io_context context;  // never run: the executor's context
+  std::mt19937_64 random;  // drawn from on the store's thread only
+  // Set between steps, read on the store's thread.
+  bool down = false;
+  unsigned loss_percent = 0;  // each request or its answer lost at random
+  bool records_fail = false;  // the next write of the ownership records fails
   // The owner's power fails at its mirror's `die_after_calls`th call from
   // now (0: not): from that call on, the partner hears nothing more and
   // the ownership records are never written again (the world cuts the
   // disks' power at the next step boundary).
-  std::atomic<std::uint64_t> die_after_calls{0};
-  std::atomic<bool> owner_dead{false};
+  std::uint64_t die_after_calls = 0;
+  bool owner_dead = false;
   // What the pool's drives say of the partner's copy (pool_ownership::
   // partner_copy): written by the owner's mirror, read by a takeover.
-  std::atomic<bool> drives_say_current{false};
-  std::uint64_t calls_lost = 0, records_written = 0;  // the link thread's counts
-
- private:
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_{context.get_executor()};
-  std::thread thread_;
+  bool drives_say_current = false;
+  std::uint64_t calls_lost = 0, records_written = 0;
 };
 
 struct world {
@@ -133,7 +143,6 @@ struct world {
   sim_link link;
   std::unique_ptr<controller::metadata_replicas> replicas;  // the partner's side
   std::unique_ptr<controller::pool_mirror> mirror;          // the owner's side
-  std::unique_ptr<tiering::metadata_copy> copy;             // the mirror, as the store feeds it
   std::unique_ptr<tiering::metadata_store> store;
   std::unique_ptr<tiering::pool> pool;
   std::uint64_t takeovers = 0, takeovers_refused = 0;  // this world's

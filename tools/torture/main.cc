@@ -434,7 +434,7 @@ class torture {
       }
       reader = initiator::connect(through.portal(), daemon_.target_name(), why);
     }
-    if (!reader) return fail("round " + std::to_string(round) + ": after the kill: " + why);
+    if (!reader) return fail("round " + std::to_string(round) + ": after the kill (" + what + "): " + why + (partner_ != nullptr ? two_controllers_now() : ""));
     std::vector<std::optional<block_value>> found(area_blocks);
     if (!read_area(*reader, found, why)) return fail("round " + std::to_string(round) + ": reading back: " + why);
     const round_verdict v = model.verify(found);
@@ -599,7 +599,7 @@ class torture {
       // Its copy was behind (or the pool was handed to the one killed): p1 waits for it.
       if (!victim.start(std::chrono::seconds(180), why)) return fail("round " + std::to_string(round) + ": the restart: " + why);
       outcome += ", " + other_name + " does not serve p1: the killed one restarted";
-      read_through = serves(a, "a", 30) ? &a : serves(b, "b", 5) ? &b : nullptr;
+      read_through = serves(a, "a", 30) ? &a : serves(b, "b", 30) ? &b : nullptr;
       if (read_through == nullptr) {
         return fail("round " + std::to_string(round) + ": " + outcome + ": no controller serves p1 after the restart" + two_controllers_now());
       }
@@ -642,15 +642,23 @@ class torture {
     return true;
   }
 
-  // Whether `d` (controller `name`) lists pool p1 as its own within `seconds`.
+  // Whether `d` (controller `name`) serves pool p1 within `seconds`: it
+  // lists p1 as its own, and LUN 0 answers a login through its portal.
+  // (The list is its configuration's record of the owner, which a
+  // hand-over changes only once the partner has answered: a controller
+  // whose partner died during the hand-over lists p1 and forwards it to
+  // the dead one, NOT READY until that one starts again.)
   bool serves(stratad_process& d, const std::string& name, int seconds) {
     const std::string mine = "\"name\":\"controllers/" + name + "\"";
     for (int i = 0;; ++i) {
-      std::string out;
+      std::string out, why;
       if (d.cli({"--json", "controller", "list"}, out) == 0) {
         const auto at = out.find(mine);
         const auto end = at == std::string::npos ? at : out.find('}', at);
-        if (at != std::string::npos && out.substr(at, end - at).find("\"pools/p1\"") != std::string::npos) return true;
+        if (at != std::string::npos && out.substr(at, end - at).find("\"pools/p1\"") != std::string::npos &&
+            initiator::connect(d.portal(), daemon_.target_name(), why) != nullptr) {
+          return true;
+        }
       }
       if (i >= seconds * 10 || interrupted) return false;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
