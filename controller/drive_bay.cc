@@ -42,11 +42,13 @@ void drive_bay::start(std::function<void()> done) {
   raid::hot_spare_options options;
   options.clock = &clock_;
   options.on_event = [this](const raid::spare_event& e) { on_spare_event(e); };
-  options.claim = [this](device::block_device& spare, std::function<void(raid::spare_claim)> answer) {
-    const auto drive = drive_of(&spare);
-    if (!claim_ || !drive) return answer(raid::spare_claim::granted);
-    claim_(disk_name(*drive), std::move(answer));
-  };
+  if (claim_) {
+    options.claim = [this](device::block_device& spare, std::function<void(raid::spare_claim)> answer) {
+      const auto drive = drive_of(&spare);
+      if (!drive) return answer(raid::spare_claim::granted);
+      claim_(disk_name(*drive), std::move(answer));
+    };
+  }
   spare_pool_ = std::make_unique<raid::hot_spares>(loop_, options);
   for (std::size_t i = 0; i < shelf_.size(); ++i) disk_names_.push_back("disks/" + shelf_.spec(i).name);
   used_.assign(shelf_.size(), false);
@@ -518,8 +520,9 @@ raid::spare_claim drive_bay::answer_claim(const std::string& disk, bool asker_fi
   if (!drive) return raid::spare_claim::granted;  // not on this controller's shelf: never used here
   const bool member_here = membership(*drive) || std::ranges::any_of(rebuilds_, [&](const rebuild& r) { return r.drive == *drive; });
   if (member_here) return raid::spare_claim::taken;
-  // Both claiming it at once: controller a's claim wins, on both sides.
-  if (spare_pool_->claiming(shelf_.drive(*drive))) return asker_first ? raid::spare_claim::granted : raid::spare_claim::taken;
+  // Both claiming it at once: controller a's claim wins, on both sides
+  // (the claim from here then comes back taken).
+  if (spare_pool_->claiming(shelf_.drive(*drive)) && !asker_first) return raid::spare_claim::taken;
   if (spare_pool_->remove(shelf_.drive(*drive))) {
     events_.record(severity::info, disk, "no longer a hot spare here: the partner controller took it for one of its groups");
   }

@@ -74,8 +74,8 @@ class drive_bay {
 
   // Two controllers list the same global spares: before a spare takes a
   // failed member's place here, `claim` asks the partner (the disk's name;
-  // the answer on the loop). Set before start(); unset, the spares are
-  // this controller's alone.
+  // the answer on the loop). Set before start(); unset (one controller),
+  // the spares are this controller's alone and nothing is asked.
   using claim_fn = std::function<void(const std::string& disk, std::function<void(raid::spare_claim)> answer)>;
   void set_spare_claims(claim_fn claim) { claim_ = std::move(claim); }
   // The partner's claim of spare `disk`: granted (dropped from the spare
