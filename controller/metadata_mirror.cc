@@ -13,12 +13,17 @@ constexpr std::size_t chunk_bytes = 1 << 20;
 // Chunks sent before waiting for the first of them.
 constexpr std::size_t chunks_in_flight = 8;
 
-link_bytes frame_for(const std::string& pool, std::optional<bool> synced, std::string_view batch) {
-  const std::size_t head = 1 + pool.size() + (synced ? 1 : 0);
+// A metadata_batch frame's flags byte.
+constexpr std::uint8_t batch_synced = 1;
+// The last batch of a whole copy: the copy is whole once it holds it.
+constexpr std::uint8_t batch_completes_copy = 2;
+
+link_bytes frame_for(const std::string& pool, std::optional<std::uint8_t> flags, std::string_view batch) {
+  const std::size_t head = 1 + pool.size() + (flags ? 1 : 0);
   link_bytes out(head + batch.size());
   out[0] = static_cast<std::uint8_t>(pool.size());
   std::memcpy(out.data() + 1, pool.data(), pool.size());
-  if (synced) out[head - 1] = *synced ? 1 : 0;
+  if (flags) out[head - 1] = *flags;
   if (!batch.empty()) std::memcpy(out.data() + head, batch.data(), batch.size());
   return out;
 }
@@ -102,31 +107,24 @@ bool pool_mirror::answered_ok(std::uint64_t t) {
 }
 
 void pool_mirror::send_everything(const tiering::metadata_store& store) {
-  bool said_behind = false;
   {
     std::lock_guard lock(mutex_);
     want_everything_ = false;
     current_ = false;
     if (stopped_) return;
-    said_behind = recorded_ == false;
   }
-  // The drives first say the copy is behind: the partner's copy starts
-  // anew (empty) below, and this controller may die before it is whole.
-  // Saying "current" from before would let the partner take the pool over
-  // from half a copy (the simulation's seed 60: a restarted partner, the
-  // owner's power failing during the copy).
-  if (!said_behind && record(false)) {
-    std::lock_guard lock(mutex_);
-    want_everything_ = !stopped_;  // the next batch tries again; its own wait fails meanwhile
-    return;
-  }
+  // The partner's copy starts anew (empty) here, while the drives may
+  // still call the copy from before current; it counts as a copy only
+  // once its last batch (batch_completes_copy) is in, so that a partner
+  // whose owner dies midway never takes the pool over from half a copy
+  // (the simulation's seed 60).
   std::vector<std::uint64_t> waiting;
   bool ok = answered_ok(post_call(link_type::metadata_begin, frame_for(pool_, std::nullopt, {}), true));
   tiering::metadata_batch chunk;
   std::size_t chunk_size = 0;
-  auto flush = [&](bool synced) {
+  auto flush = [&](std::uint8_t flags) {
     if (!ok) return;
-    waiting.push_back(post_call(link_type::metadata_batch, frame_for(pool_, synced, chunk.encode()), true));
+    waiting.push_back(post_call(link_type::metadata_batch, frame_for(pool_, flags, chunk.encode()), true));
     chunk = {};
     chunk_size = 0;
     if (waiting.size() >= chunks_in_flight) {
@@ -139,11 +137,11 @@ void pool_mirror::send_everything(const tiering::metadata_store& store) {
     const std::error_code scanned = store.scan(col, [&](std::string_view k, std::string_view v) {
       chunk.put(col, k, v);
       chunk_size += k.size() + v.size() + 10;
-      if (chunk_size >= chunk_bytes) flush(false);
+      if (chunk_size >= chunk_bytes) flush(0);
     });
     if (scanned) ok = false;
   }
-  flush(true);  // the last one synced: the copy is durable once it is answered
+  flush(batch_synced | batch_completes_copy);  // the last one synced: the copy is whole and durable once it is answered
   for (std::uint64_t t : waiting) ok = answered_ok(t) && ok;
   {
     std::lock_guard lock(mutex_);
@@ -158,7 +156,7 @@ std::uint64_t pool_mirror::send(const tiering::metadata_batch& batch, bool sync)
     std::lock_guard lock(mutex_);
     if (!current_ || stopped_) return 0;
   }
-  return post_call(link_type::metadata_batch, frame_for(pool_, sync, batch.encode()), sync);
+  return post_call(link_type::metadata_batch, frame_for(pool_, sync ? batch_synced : 0, batch.encode()), sync);
 }
 
 std::error_code pool_mirror::wait(std::uint64_t ticket) {
@@ -233,6 +231,7 @@ std::expected<link_bytes, error> metadata_replicas::answer(std::uint16_t type, s
     }
     std::string why;
     copies_.erase(parts->first);
+    whole_.erase(parts->first);
     auto store = open_copy(parts->first, why);
     if (!store) return std::unexpected(make_error(errc::io_error, why));
     copies_[parts->first] = std::move(store);
@@ -244,9 +243,12 @@ std::expected<link_bytes, error> metadata_replicas::answer(std::uint16_t type, s
   if (!rest.empty()) batch = tiering::metadata_batch::decode(std::string_view(reinterpret_cast<const char*>(rest.data() + 1), rest.size() - 1));
   if (it == copies_.end()) return std::unexpected(make_error(errc::invalid_argument, parts->first + ": a batch before its copy began"));
   if (!batch) return std::unexpected(make_error(errc::invalid_argument, parts->first + ": a metadata batch that does not parse"));
-  if (auto e = it->second->write_now(*batch, rest[0] == 1)) {
+  if (auto e = it->second->write_now(*batch, (rest[0] & batch_synced) != 0)) {
+    copies_.erase(it);  // a hole in it: no later batch makes it whole
+    whole_.erase(parts->first);
     return std::unexpected(make_error(errc::io_error, parts->first + ": the copy's write failed: " + e.message()));
   }
+  if ((rest[0] & batch_completes_copy) != 0) whole_.insert(parts->first);
   return link_bytes{};
 }
 
@@ -280,7 +282,8 @@ void metadata_replicas::release(const std::string& pool) {
 }
 
 bool metadata_replicas::take_now(const std::string& pool) {
-  return copies_.erase(pool) > 0;  // closed: flushed, its lock released
+  const bool whole = whole_.erase(pool) > 0;
+  return copies_.erase(pool) > 0 && whole;  // closed: flushed, its lock released
 }
 
 void metadata_replicas::take(const std::string& pool, std::function<void(bool)> done) {

@@ -12,8 +12,10 @@
 // (pool_ownership::partner_copy), so that the partner never takes the
 // pool over from a copy that lacks an acknowledged write (it waits for
 // the owner instead). When the link comes back, the whole store is sent
-// anew: the records say the copy is behind while it is (the partner's copy
-// begins empty), and current again once it is whole.
+// anew, and the records say the copy is current again. The partner's copy
+// begins empty and counts only once the last batch of the whole store is
+// in, so that the drives' word "current", from before, never vouches for
+// half a copy.
 //
 // The partner's side, `metadata_replicas`: one RocksDB per pool at
 // STATE/pools/NAME (where the pool's own store is when this controller
@@ -41,7 +43,8 @@ namespace link_type {
 // Request: the pool's name. The partner's copy of it starts anew, empty.
 // Answer: empty, once it is.
 constexpr std::uint16_t metadata_begin = partner_link::first_user_type + 4;
-// Request: the pool's name, a flags byte (1: synced), a batch's bytes
+// Request: the pool's name, a flags byte (bit 0: synced; bit 1: the last
+// batch of a whole copy, which is whole from then on), a batch's bytes
 // (tiering::metadata_batch::encode). Answer: empty, once the copy holds it.
 constexpr std::uint16_t metadata_batch = partner_link::first_user_type + 5;
 // Request: a pool's name, once its owner closed it and wrote this
@@ -118,8 +121,9 @@ class metadata_replicas {
   metadata_replicas& operator=(const metadata_replicas&) = delete;
 
   // Takeover: closes the copy of `pool` ("pools/p1") so that the pool
-  // opens its directory as its store; false if no copy was begun since
-  // this process started (a copy on disk from before may lack batches).
+  // opens its directory as its store; false if no whole copy was made
+  // since this process started (a copy on disk from before may lack
+  // batches; one begun anew is whole once its last batch is in).
   // `done` on the loop, once the frames before have been applied.
   void take(const std::string& pool, std::function<void(bool)> done);
   // Pool `pool` is open here (this controller serves it, or still holds it
@@ -139,6 +143,7 @@ class metadata_replicas {
   boost::asio::any_io_executor loop_;
   const std::filesystem::path pools_dir_;
   std::map<std::string, std::unique_ptr<tiering::metadata_store>> copies_;  // the thread's
+  std::set<std::string> whole_;  // copies whose whole-store copy ended (the thread's)
   std::mutex held_mutex_;
   std::set<std::string> held_;
   boost::asio::thread_pool thread_{1};

@@ -92,7 +92,7 @@ void array::record_copy(const std::string& name, bool current, std::function<voi
       } else {
         events_->record(current ? severity::info : severity::warning, name,
                         current ? "controller " + partner_->name() + " holds a current copy of its metadata: it can take the pool over"
-                                : "controller " + partner_->name() + "'s copy of its metadata is behind (the link was down, or a new copy is being made): it cannot take the pool over until the copy is whole");
+                                : "controller " + partner_->name() + "'s copy of its metadata is behind: it cannot take the pool over until the link is back and the copy is made anew");
         // Its home is back and caught up: failback (out of this drive completion: it drives the loop).
         if (current) boost::asio::post(loop_, [this, name] { hand_over(name); });
       }
@@ -139,6 +139,25 @@ void array::take_over(const v1::Pool& record) {
     if (closed_) return;
     if (partner_->state() != partner::liveness::down) return fail("controller " + partner_->name() + " is back");
     if (!f.newest) return fail("no drive holds its ownership record");
+    if (f.newest->owner == options_.controller) {
+      // A hand-over to this controller cut short: the partner closed the
+      // pool and wrote this controller's epoch, then died before it said
+      // so over the link. Nobody else will serve it; the copy here is
+      // whole (the partner hands a pool over only then, and wrote nothing
+      // to it after).
+      return replicas_->take(name, [this, record, name, fail, o = *f.newest](bool copied) {
+        if (closed_) return;
+        if (!copied) return fail("its drives name this controller (a hand-over cut short), but it holds no whole copy of its metadata made since it started");
+        one_at_a_time([this, record, name, fail, o] {
+          if (closed_) return;
+          if (auto served = take_over_now(record, o); !served) return fail(served.error().message);
+          taking_over_.erase(name);
+          events_->record(severity::warning, name,
+                          "served here: controller " + partner_->name() + " handed it over (epoch " + std::to_string(o.epoch) +
+                              ") and died before it said so");
+        });
+      });
+    }
     if (f.newest->owner != partner_->name()) return fail("its drives say controller " + f.newest->owner + " owns it");
     // A configuration older than the partner's (changes made there while
     // this controller was away) would serve the pool without them: its
@@ -156,7 +175,7 @@ void array::take_over(const v1::Pool& record) {
     }
     replicas_->take(name, [this, record, name, fail, started, f](bool copied) {
       if (closed_) return;
-      if (!copied) return fail("this controller holds no copy of its metadata made since it started");
+      if (!copied) return fail("this controller holds no whole copy of its metadata made since it started");
       // Again right before the epoch is written: a partner that started
       // again meanwhile waits to be heard before it opens its pools
       // (array::reclaim_pools), and is heard by now.

@@ -134,8 +134,7 @@ TEST_CASE("a pool's metadata mirrored over the partner link: every synced batch 
     REQUIRE(within(5s, [&] { return mirror.current(); }));
   };
   link_up();
-  // Behind while the copy is made (the partner's begins empty), then current.
-  CHECK(records_now() == std::vector<bool>{false, true});
+  CHECK(records_now() == std::vector<bool>{true});
 
   // write WHAT SYNC: a batch through the store on a's loop; its outcome.
   auto write = [&](tiering::metadata_batch batch, bool sync) {
@@ -172,29 +171,25 @@ TEST_CASE("a pool's metadata mirrored over the partner link: every synced batch 
   tiering::metadata_batch lonely;
   lonely.put(column::extent_map, "v3/0", "alone");
   CHECK(!write(std::move(lonely), true));
-  CHECK(records_now() == std::vector<bool>{false, true, false});
+  CHECK(records_now() == std::vector<bool>{true, false});
   CHECK_FALSE(mirror.current());
   tiering::metadata_batch again;
   again.put(column::extent_map, "v3/1", "alone too");
   CHECK(!write(std::move(again), true));
-  CHECK(records_now().size() == 3);  // said once
+  CHECK(records_now().size() == 2);  // said once
 
   // Back: the whole store again, and the drives say so.
   link_a = std::make_unique<controller::partner_link>(a.io.get_executor(), o);
   link_up();
-  CHECK(records_now() == std::vector<bool>{false, true, false, true});
+  CHECK(records_now() == std::vector<bool>{true, false, true});
   check_copy({column::extent_map});
-  // A link-up with no batch failed before it (a flap while the pool was
-  // idle): the drives say "behind" before the copy starts anew, as the
-  // owner may die before it is whole (the simulation's seed 60). Here the
-  // partner refuses the copy: a pool open on the partner is never
-  // overwritten by a copy of it, and nothing says "current".
+  // A pool open on the partner is never overwritten by a copy of it.
   replicas->hold("pools/p1");
   mirror.link_up();
   (*store)->poke();
   std::this_thread::sleep_for(500ms);
   CHECK_FALSE(mirror.current());
-  CHECK(records_now() == std::vector<bool>{false, true, false, true, false});
+  CHECK(records_now().size() == 3);  // no "current" said for a copy refused
   {
     auto copy = tiering::metadata_store::open((dir.path / "b" / "p1").string(), b.io.get_executor());
     REQUIRE(copy);
@@ -206,4 +201,37 @@ TEST_CASE("a pool's metadata mirrored over the partner link: every synced batch 
   a.run([&] { store->reset(); });
   replicas.reset();
   a.run([&] { link_a.reset(); });
+}
+
+TEST_CASE("a copy begun anew counts only once its whole-store copy ended: a takeover never opens half of one") {
+  temp_dir dir;
+  loop_thread b;
+  controller::metadata_replicas replicas(b.io.get_executor(), dir.path / "b");
+  // FRAME: a metadata frame for pools/p1 (flags and a batch, or neither: a begin).
+  auto frame = [](std::optional<std::uint8_t> flags) {
+    const std::string pool = "pools/p1";
+    controller::link_bytes out{static_cast<std::uint8_t>(pool.size())};
+    out.insert(out.end(), pool.begin(), pool.end());
+    if (!flags) return out;
+    out.push_back(*flags);
+    tiering::metadata_batch batch;
+    batch.put(column::extent_map, "v1/0", "x");
+    const std::string bytes = batch.encode();
+    out.insert(out.end(), bytes.begin(), bytes.end());
+    return out;
+  };
+  using controller::link_type::metadata_batch;
+  using controller::link_type::metadata_begin;
+  REQUIRE(replicas.answer(metadata_begin, frame(std::nullopt)));
+  REQUIRE(replicas.answer(metadata_batch, frame(0)));
+  REQUIRE(replicas.answer(metadata_batch, frame(1)));
+  CHECK_FALSE(replicas.take_now("pools/p1"));  // its owner died before the last batch: half a copy
+  REQUIRE(replicas.answer(metadata_begin, frame(std::nullopt)));
+  REQUIRE(replicas.answer(metadata_batch, frame(0)));
+  REQUIRE(replicas.answer(metadata_batch, frame(3)));  // synced, and the whole store's last
+  REQUIRE(replicas.answer(metadata_batch, frame(1)));  // and a batch after it
+  CHECK(replicas.take_now("pools/p1"));
+  // Begun anew: not whole again until its last batch.
+  REQUIRE(replicas.answer(metadata_begin, frame(std::nullopt)));
+  CHECK_FALSE(replicas.take_now("pools/p1"));
 }

@@ -397,7 +397,7 @@ std::string world::crash_and_restart(bool torn, bool takeover, std::string& what
   } else if (takeover) {
     taken = replicas->take_now("pools/sim");
     if (!taken) {
-      what = "controller " + partner + " does not take the pool over: it holds no copy made since it started";
+      what = "controller " + partner + " does not take the pool over: it holds no whole copy made since it started";
       ++takeovers_refused;
     }
   }
