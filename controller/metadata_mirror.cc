@@ -148,7 +148,11 @@ void pool_mirror::send_everything(const tiering::metadata_store& store) {
     if (!ok || stopped_) return;
     current_ = true;
   }
-  (void)record(true);  // failing, the drives say "behind": safe, and mended at the next link-up
+  // Failing, the drives keep saying what they said before: "behind", or
+  // "current" about a copy that is whole all the same (its completing
+  // batch is in, so the partner may take over from it); mended at the
+  // next link-up.
+  (void)record(true);
 }
 
 std::uint64_t pool_mirror::send(const tiering::metadata_batch& batch, bool sync) {

@@ -4,8 +4,8 @@ stratad_link_cut_test.py): a on 127.0.0.1, b on 127.0.0.2, iSCSI on one
 random port on each, the API two above it, the partner link on b five
 above it. Controller a builds the two controllers' small default (pool
 p1 with v1 as LUN 0, a's; pool p2 with v2 as LUN 1, b's)."""
-import atexit, os, random, shutil, subprocess, tempfile, time
-from iscsi_raw import command  # tests/target, on the path of every test that imports this
+import atexit, os, random, shutil, subprocess, sys, tempfile, time
+from iscsi_raw import command, failures  # tests/target, on the path of every test that imports this
 
 TARGET = "iqn.2026-11.io.strata:array"
 
@@ -19,6 +19,13 @@ class Pair:
         self.api = {"a": "127.0.0.1:%d" % (self.port + 2), "b": "127.0.0.2:%d" % (self.port + 2)}
         self.link = ("127.0.0.2", self.port + 5)
         self.daemons = {}
+        self.raised = False
+        self.killed = set()  # by the test: not died
+        hook = sys.excepthook
+        def raised(*info):
+            self.raised = True
+            hook(*info)
+        sys.excepthook = raised  # runs before atexit's stop_all, which then shows the daemons' logs
         atexit.register(self.stop_all)
 
     def start(self, name, *extra):
@@ -30,19 +37,36 @@ class Pair:
         args += ["--small-shelf"] if name == "a" else ["--controller", "b"]
         err = open(os.path.join(self.state, name + ".err"), "a")
         d = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, text=True)
+        self.daemons[name] = d
+        self.killed.discard(name)
         for line in d.stdout:
             if "stratad is ready" in line:
-                break
-        self.daemons[name] = d
+                return
+        d.wait()
+        raise RuntimeError("controller %s ended before it was ready (exit %s): %s" % (name, d.returncode, self.log_tail(name)))
+
+    def log_tail(self, name, lines=30):
+        try:
+            with open(os.path.join(self.state, name + ".err")) as f:
+                return "".join(f.readlines()[-lines:])
+        except OSError as e:
+            return str(e)
 
     def kill(self, name):
         self.daemons[name].kill()
         self.daemons[name].wait()
+        self.killed.add(name)
 
     def stop_all(self):
+        """Kills both; when the test failed, or a controller had died on
+        its own, shows the end of each controller's log first."""
+        died = [n for n, d in self.daemons.items() if d.poll() is not None and n not in self.killed]
         for d in self.daemons.values():
             d.kill()
             d.wait()
+        if failures or self.raised or died:
+            for name in self.daemons:
+                print("---- the end of %s's log%s:\n%s" % (name, " (it had died)" if name in died else "", self.log_tail(name)))
         if not os.environ.get("KEEP"):
             shutil.rmtree(self.state, True)
 
