@@ -4,10 +4,27 @@ stratad_link_cut_test.py): a on 127.0.0.1, b on 127.0.0.2, iSCSI on one
 random port on each, the API two above it, the partner link on b five
 above it. Controller a builds the two controllers' small default (pool
 p1 with v1 as LUN 0, a's; pool p2 with v2 as LUN 1, b's)."""
-import atexit, os, random, shutil, subprocess, sys, tempfile, time
+import atexit, os, random, shutil, socket, subprocess, sys, tempfile, time
 from iscsi_raw import command, failures  # tests/target, on the path of every test that imports this
 
 TARGET = "iqn.2026-11.io.strata:array"
+
+
+def free_ports(count):
+    """The first of `count` ports in a row that nothing listens on, on
+    either controller's address, drawn at random below Linux's ephemeral
+    ports (32768 and up), so that a test running beside this one is not
+    stepped on (it may still draw them after; that is rare)."""
+    while True:
+        first = 20000 + random.randrange(12000)
+        try:
+            for host in ("127.0.0.1", "127.0.0.2"):
+                for p in range(first, first + count):
+                    with socket.socket() as s:
+                        s.bind((host, p))
+            return first
+        except OSError:
+            continue
 
 
 class Pair:
@@ -15,7 +32,7 @@ class Pair:
         self.stratad, self.cli = stratad, cli
         self.state = tempfile.mkdtemp()
         print("state in", self.state)
-        self.port = 20000 + random.randrange(12000)  # below Linux's ephemeral ports (32768 and up)
+        self.port = free_ports(7)
         self.api = {"a": "127.0.0.1:%d" % (self.port + 2), "b": "127.0.0.2:%d" % (self.port + 2)}
         self.link = ("127.0.0.2", self.port + 5)
         self.daemons = {}
