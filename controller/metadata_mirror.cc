@@ -233,12 +233,15 @@ std::expected<link_bytes, error> metadata_replicas::answer(std::uint16_t type, s
     if (std::lock_guard l(held_mutex_); held_.contains(parts->first)) {
       return std::unexpected(make_error(errc::busy, parts->first + " is open on this controller: no copy of it is made here"));
     }
+    const std::string& pool = parts->first;
+    if (whole_.erase(pool) > 0) {
+      kept_[pool] = std::move(copies_[pool]);  // in the whole directory; the new one beside it
+    }
+    copies_.erase(pool);
     std::string why;
-    copies_.erase(parts->first);
-    whole_.erase(parts->first);
-    auto store = open_copy(parts->first, why);
+    auto store = open_empty(kept_.contains(pool) ? next_directory(pool) : whole_directory(pool), why);
     if (!store) return std::unexpected(make_error(errc::io_error, why));
-    copies_[parts->first] = std::move(store);
+    copies_[pool] = std::move(store);
     return link_bytes{};
   }
   const auto it = copies_.find(parts->first);
@@ -248,22 +251,51 @@ std::expected<link_bytes, error> metadata_replicas::answer(std::uint16_t type, s
   if (it == copies_.end()) return std::unexpected(make_error(errc::invalid_argument, parts->first + ": a batch before its copy began"));
   if (!batch) return std::unexpected(make_error(errc::invalid_argument, parts->first + ": a metadata batch that does not parse"));
   if (auto e = it->second->write_now(*batch, (rest[0] & batch_synced) != 0)) {
-    copies_.erase(it);  // a hole in it: no later batch makes it whole
+    copies_.erase(it);  // a hole in it: no later batch makes it whole (a kept whole copy stays)
     whole_.erase(parts->first);
     return std::unexpected(make_error(errc::io_error, parts->first + ": the copy's write failed: " + e.message()));
   }
-  if ((rest[0] & batch_completes_copy) != 0) whole_.insert(parts->first);
+  if ((rest[0] & batch_completes_copy) != 0) {
+    if (auto e = promote(parts->first)) {
+      copies_.erase(parts->first);
+      return std::unexpected(make_error(errc::io_error, parts->first + ": the new copy could not replace the last whole one: " + e.message()));
+    }
+    whole_.insert(parts->first);
+  }
   return link_bytes{};
+}
+
+std::error_code metadata_replicas::promote(const std::string& pool) {
+  const auto kept = kept_.find(pool);
+  if (kept == kept_.end()) return {};  // made in the whole directory
+  copies_.erase(pool);  // closed: flushed, its lock released
+  kept_.erase(kept);
+  std::error_code ec;
+  std::filesystem::remove_all(whole_directory(pool), ec);
+  if (!ec) std::filesystem::rename(next_directory(pool), whole_directory(pool), ec);
+  if (ec) return ec;
+  auto store = tiering::metadata_store::open(whole_directory(pool).string(), loop_);
+  if (!store) return make_error_code(errc::io_error);
+  copies_[pool] = std::move(*store);
+  return {};
 }
 
 metadata_replicas::~metadata_replicas() {
   alive_.reset();
   thread_.join();
   copies_.clear();
+  kept_.clear();
 }
 
-std::unique_ptr<tiering::metadata_store> metadata_replicas::open_copy(const std::string& pool, std::string& why) {
-  const std::filesystem::path dir = pools_dir_ / *pool_directory(pool);
+std::filesystem::path metadata_replicas::whole_directory(const std::string& pool) const {
+  return pools_dir_ / *pool_directory(pool);
+}
+
+std::filesystem::path metadata_replicas::next_directory(const std::string& pool) const {
+  return pools_dir_ / (*pool_directory(pool) + ".next");
+}
+
+std::unique_ptr<tiering::metadata_store> metadata_replicas::open_empty(const std::filesystem::path& dir, std::string& why) {
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);  // a copy always begins empty
   std::filesystem::create_directories(dir, ec);
@@ -287,7 +319,26 @@ void metadata_replicas::release(const std::string& pool) {
 
 bool metadata_replicas::take_now(const std::string& pool) {
   const bool whole = whole_.erase(pool) > 0;
-  return copies_.erase(pool) > 0 && whole;  // closed: flushed, its lock released
+  const bool copied = copies_.erase(pool) > 0 && whole;  // closed: flushed, its lock released
+  if (copied) return true;
+  // A copy made anew that never ended: the last whole one, in the whole
+  // directory, is what the drives' record vouches for.
+  if (kept_.erase(pool) == 0) return false;
+  std::error_code ec;
+  std::filesystem::remove_all(next_directory(pool), ec);
+  return true;
+}
+
+void metadata_replicas::adopt(const std::string& pool) {
+  boost::asio::post(thread_, [this, pool] {
+    copies_.erase(pool);
+    kept_.erase(pool);
+    whole_.erase(pool);
+    auto store = tiering::metadata_store::open(whole_directory(pool).string(), loop_);
+    if (!store) return;  // no copy: a takeover refuses, as before
+    copies_[pool] = std::move(*store);
+    whole_.insert(pool);
+  });
 }
 
 void metadata_replicas::take(const std::string& pool, std::function<void(bool)> done) {

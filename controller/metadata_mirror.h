@@ -123,9 +123,16 @@ class metadata_replicas {
   // Takeover: closes the copy of `pool` ("pools/p1") so that the pool
   // opens its directory as its store; false if no whole copy was made
   // since this process started (a copy on disk from before may lack
-  // batches; one begun anew is whole once its last batch is in).
+  // batches). A copy begun anew is whole once its last batch is in; until
+  // then the last whole copy is kept, and taken.
   // `done` on the loop, once the frames before have been applied.
   void take(const std::string& pool, std::function<void(bool)> done);
+  // This controller closed `pool`'s store, current, to hand the pool over:
+  // from now on it is the partner's whole copy (the hand-over's record on
+  // the drives says so), kept while the new owner makes one anew. So a
+  // receiver that dies mid-hand-over leaves a pool this controller can
+  // take over, not one nobody serves.
+  void adopt(const std::string& pool);
   // Pool `pool` is open here (this controller serves it, or still holds it
   // open after losing it): a copy of it is refused until release().
   void hold(const std::string& pool);
@@ -138,12 +145,25 @@ class metadata_replicas {
   bool take_now(const std::string& pool);
 
  private:
-  // An empty copy of `pool`, anything there before removed; null and `why` if it cannot be opened.
-  std::unique_ptr<tiering::metadata_store> open_copy(const std::string& pool, std::string& why);
+  // The directory of `pool`'s whole copy (where the pool's store opens at
+  // a takeover), and of a copy being made anew beside it.
+  std::filesystem::path whole_directory(const std::string& pool) const;
+  std::filesystem::path next_directory(const std::string& pool) const;
+  // An empty copy in `dir`, anything there before removed; null and `why` if it cannot be opened.
+  std::unique_ptr<tiering::metadata_store> open_empty(const std::filesystem::path& dir, std::string& why);
+  // The copy being made anew of `pool` ended (its completing batch is in):
+  // it replaces the whole one kept, in the whole one's directory.
+  std::error_code promote(const std::string& pool);
   boost::asio::any_io_executor loop_;
   const std::filesystem::path pools_dir_;
-  std::map<std::string, std::unique_ptr<tiering::metadata_store>> copies_;  // the thread's
-  std::set<std::string> whole_;  // copies whose whole-store copy ended (the thread's)
+  // The thread's, by pool: the copy the frames go to (whole once in
+  // whole_), and the last whole copy, kept while one is made anew (its
+  // owner may die midway, and the drives' record may still vouch for the
+  // last whole copy: no synced batch was acknowledged since it was current
+  // without the record saying "behind" first).
+  std::map<std::string, std::unique_ptr<tiering::metadata_store>> copies_;
+  std::set<std::string> whole_;
+  std::map<std::string, std::unique_ptr<tiering::metadata_store>> kept_;
   std::mutex held_mutex_;
   std::set<std::string> held_;
   boost::asio::thread_pool thread_{1};

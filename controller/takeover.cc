@@ -429,8 +429,13 @@ void array::hand_over_now(const std::string& name) {
     lost_groups_.insert(g);  // the partner's from now on: assembled anew if the pool comes back
   }
   if (!copied) return take_back(*record, "its last metadata did not reach controller " + to);
+  // The store just closed is as current as the receiver's copy: it becomes
+  // this controller's copy, and the record says so, so that this
+  // controller can take the pool over should the receiver die before it
+  // serves (or while its own first copy to here is under way).
+  replicas_->adopt(name);
   read_ownership(name, [this, record = *record, name, to, why, started, mine](ownership_found f) {
-    pool_ownership o{name, to, std::max(mine.epoch, f.newest ? f.newest->epoch : 0) + 1, unix_ms_now(), 0, false};
+    pool_ownership o{name, to, std::max(mine.epoch, f.newest ? f.newest->epoch : 0) + 1, unix_ms_now(), 0, true};
     for (area_stamp& s : f.members) s.ownership = o;
     write_stamps(std::move(f.members), [this, record, name, to, why, started, o](std::error_code e) {
       if (e) return take_back(record, "its new owner could not be written to its drives: " + e.message());
@@ -464,19 +469,22 @@ void array::take_back(const v1::Pool& record, const std::string& why) {
   const std::string name = record.name();
   handing_over_.erase(name);
   events_->record(severity::error, name, "not handed over: " + why + "; this controller serves it again");
-  read_ownership(name, [this, record, name](ownership_found f) {
-    pool_ownership o{name, options_.controller, (f.newest ? f.newest->epoch : 0) + 1, unix_ms_now(), 0, false};
-    for (area_stamp& s : f.members) s.ownership = o;
-    write_stamps(std::move(f.members), [this, record, name, o](std::error_code e) {
-      one_at_a_time([this, record, name, o, e] {
-        if (closed_) return;
-        if (e) {
-          events_->record(severity::critical, name, "cannot take it back: its drives did not take the ownership record (" + e.message() + "): no controller serves it");
-          return;
-        }
-        if (auto served = take_over_now(record, o); !served) {
-          events_->record(severity::critical, name, "cannot take it back: " + served.error().message + ": no controller serves it");
-        }
+  // The store, adopted as a copy when the hand-over began, closed first.
+  replicas_->take(name, [this, record, name](bool) {
+    read_ownership(name, [this, record, name](ownership_found f) {
+      pool_ownership o{name, options_.controller, (f.newest ? f.newest->epoch : 0) + 1, unix_ms_now(), 0, false};
+      for (area_stamp& s : f.members) s.ownership = o;
+      write_stamps(std::move(f.members), [this, record, name, o](std::error_code e) {
+        one_at_a_time([this, record, name, o, e] {
+          if (closed_) return;
+          if (e) {
+            events_->record(severity::critical, name, "cannot take it back: its drives did not take the ownership record (" + e.message() + "): no controller serves it");
+            return;
+          }
+          if (auto served = take_over_now(record, o); !served) {
+            events_->record(severity::critical, name, "cannot take it back: " + served.error().message + ": no controller serves it");
+          }
+        });
       });
     });
   });

@@ -235,3 +235,57 @@ TEST_CASE("a copy begun anew counts only once its whole-store copy ended: a take
   REQUIRE(replicas.answer(metadata_begin, frame(std::nullopt)));
   CHECK_FALSE(replicas.take_now("pools/p1"));
 }
+
+TEST_CASE("a copy begun anew keeps the last whole one until it ends: a takeover opens that one, never half of the new") {
+  temp_dir dir;
+  loop_thread b;
+  controller::metadata_replicas replicas(b.io.get_executor(), dir.path / "b");
+  // FRAME: a metadata frame for pools/p1: a begin, or a batch putting KEY = VALUE with FLAGS.
+  auto frame = [](std::optional<std::uint8_t> flags, const std::string& key = "", const std::string& value = "") {
+    const std::string pool = "pools/p1";
+    controller::link_bytes out{static_cast<std::uint8_t>(pool.size())};
+    out.insert(out.end(), pool.begin(), pool.end());
+    if (!flags) return out;
+    out.push_back(*flags);
+    tiering::metadata_batch batch;
+    batch.put(column::extent_map, key, value);
+    const std::string bytes = batch.encode();
+    out.insert(out.end(), bytes.begin(), bytes.end());
+    return out;
+  };
+  auto taken = [&] {  // the pool's store as a takeover opens it
+    auto store = tiering::metadata_store::open((dir.path / "b" / "p1").string(), b.io.get_executor());
+    REQUIRE(store);
+    auto out = contents(**store, column::extent_map);
+    b.run([&] { store->reset(); });
+    return out;
+  };
+  using controller::link_type::metadata_batch;
+  using controller::link_type::metadata_begin;
+  using kv = std::map<std::string, std::string>;
+  REQUIRE(replicas.answer(metadata_begin, frame(std::nullopt)));
+  REQUIRE(replicas.answer(metadata_batch, frame(3, "v1/0", "old")));  // whole
+  REQUIRE(replicas.answer(metadata_batch, frame(1, "v1/1", "later")));  // mirrored after
+  REQUIRE(replicas.answer(metadata_begin, frame(std::nullopt)));  // a reconnect: made anew
+  REQUIRE(replicas.answer(metadata_batch, frame(0, "v1/0", "new")));
+  // Its owner died midway: the last whole copy is taken, whole, and the half one is gone.
+  CHECK(replicas.take_now("pools/p1"));
+  CHECK(taken() == kv{{"v1/0", "old"}, {"v1/1", "later"}});
+  CHECK_FALSE(std::filesystem::exists(dir.path / "b" / "p1.next"));
+
+  // Made anew to its end: the new copy replaces the kept one, and takes the batches after it.
+  REQUIRE(replicas.answer(metadata_begin, frame(std::nullopt)));
+  REQUIRE(replicas.answer(metadata_batch, frame(3, "v1/0", "old")));
+  REQUIRE(replicas.answer(metadata_begin, frame(std::nullopt)));
+  REQUIRE(replicas.answer(metadata_batch, frame(0, "v1/2", "new")));
+  REQUIRE(replicas.answer(metadata_batch, frame(3, "v1/3", "new")));
+  REQUIRE(replicas.answer(metadata_batch, frame(1, "v1/4", "after")));
+  CHECK(replicas.take_now("pools/p1"));
+  CHECK(taken() == kv{{"v1/2", "new"}, {"v1/3", "new"}, {"v1/4", "after"}});
+  CHECK_FALSE(std::filesystem::exists(dir.path / "b" / "p1.next"));
+
+  // Taken, nothing is kept: half a copy made after it is no copy.
+  REQUIRE(replicas.answer(metadata_begin, frame(std::nullopt)));
+  REQUIRE(replicas.answer(metadata_batch, frame(0, "v1/5", "half")));
+  CHECK_FALSE(replicas.take_now("pools/p1"));
+}
