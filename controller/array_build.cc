@@ -516,7 +516,14 @@ void array::start_drive_heartbeats() {
   // its pools (takeover.cc, confirm_ownership).
   shelf_->fence([this] { return !lease_->fenced(); },
                 [this] { boost::asio::post(loop_, [this] { confirm_ownership(); }); });
-  partner_->start_heartbeats(clock_, std::move(drives), *lease_, generation_of(*config_));  // start-up: the store may be read here
+  // A beat that renewed a lapsed lease (the controller thawed) reads the
+  // records at once, rather than at the next drive request held at a gate:
+  // a thawed owner with no I/O queued must not go on presenting, as
+  // active/optimized, a pool its partner took over meanwhile.
+  auto renewed = [this] {
+    if (lease_->fenced() && !pools_.empty()) boost::asio::post(loop_, [this] { confirm_ownership(); });
+  };
+  partner_->start_heartbeats(clock_, std::move(drives), *lease_, generation_of(*config_), renewed);  // start-up: the store may be read here
   log("drive heartbeat on " + (names.empty() ? std::string("no drive (none has a controller area)") : names));
 }
 

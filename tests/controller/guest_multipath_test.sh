@@ -42,7 +42,7 @@ source "$here/lib.sh"
 dir=$(mktemp -d); echo "state in $dir"
 pid=
 pid_b=
-trap '[[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null; [[ -n "$pid_b" ]] && kill -9 "$pid_b" 2>/dev/null; [[ -n "${KEEP:-}" ]] || rm -rf "$dir"' EXIT
+trap 'logs_if_failed "$dir/a.err" "$dir/b.err"; [[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null; [[ -n "$pid_b" ]] && kill -9 "$pid_b" 2>/dev/null; [[ -n "${KEEP:-}" ]] || rm -rf "$dir"' EXIT
 share=$dir/share
 guest_prepare "$share"
 cp "$here/../../docs/multipath.conf" "$share/multipath.conf"
@@ -96,7 +96,7 @@ sleep 15
 
 note "1. kill -9 of controller a, the pool's owner"
 kill -9 "$pid"; wait "$pid" 2>/dev/null; pid=
-check "b took the pool over" events_count "$api_b" "taken over from controller a" 1 30
+check "b took the pool over" events_count "$api_b" "pools/p1 .*taken over from controller a" 1 30
 sleep 20
 note "2. controller a restarted: failback under load"
 start_a
@@ -109,7 +109,7 @@ check "strata pool move p1 --to a" quiet "$cli" --api "$api_b" pool move p1 --to
 sleep 15
 note "4. controller a frozen (SIGSTOP)"
 kill -STOP "$pid"
-check "b took the pool over from the frozen a" events_count "$api_b" "taken over from controller a" 2 30
+check "b took the pool over from the frozen a" events_count "$api_b" "pools/p1 .*taken over from controller a" 2 30
 sleep 15
 kill -CONT "$pid"
 note "4. controller a thawed (SIGCONT)"

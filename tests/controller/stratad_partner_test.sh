@@ -15,7 +15,7 @@ cli=$2
 dir=$(mktemp -d)
 pid=
 pid_b=
-trap '[[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null; [[ -n "$pid_b" ]] && kill -9 "$pid_b" 2>/dev/null; rm -rf "$dir"' EXIT
+trap 'logs_if_failed "$dir/a.err" "$dir/b.err"; [[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null; [[ -n "$pid_b" ]] && kill -9 "$pid_b" 2>/dev/null; [[ -n "${KEEP:-}" ]] || rm -rf "$dir"' EXIT
 port=$((20000 + RANDOM % 12000))
 api_a=127.0.0.1:$((port + 2))
 api_b=127.0.0.2:$((port + 2))
@@ -144,6 +144,11 @@ until_state() {
   return 1
 }
 # a frozen (SIGSTOP): its link goes silent after 1 s, its drive heartbeat after 2 s; then DOWN.
+# b takes a's pool p1 over from its copy; a, thawed with no I/O queued, reads
+# the drives at its first beat and steps down (it would otherwise go on
+# presenting the pool's LUNs as active/optimized until a host wrote to it).
+check "b holds a current copy of p1 (a says so on the drives)" \
+  bash -c "for _ in \$(seq 100); do '$cli' --api $api_a events --limit 1000 | grep -q 'pools/p1 .*controller b holds a current copy' && exit 0; sleep 0.1; done; exit 1"
 kill -STOP "$pid"
 took=$(until_state "$api_b" controllers/a DOWN 6) && echo "b saw a frozen a DOWN after $took ms"
 check "b sees a frozen a DOWN within 3 s" test -n "$took" -a "${took:-99999}" -le 3000
@@ -151,6 +156,11 @@ check "b's event log: DOWN, both heartbeats silent" bash -c "'$cli' --api $api_b
 kill -CONT "$pid"
 took=$(until_state "$api_b" controllers/a ACTIVE 10) && echo "b saw the thawed a ACTIVE after $took ms"
 check "b sees the thawed a ACTIVE again" test -n "$took"
+check "b took p1 over from the frozen a" bash -c "'$cli' --api $api_b events --limit 1000 | grep -q 'pools/p1 .*taken over from controller a'"
+stepped=
+for _ in $(seq 50); do grep -q "pools/p1: controller b took it over (epoch [0-9]*) while this controller was frozen: it stepped down" "$dir/a.err" && { stepped=1; break; }; sleep 0.1; done
+check "a, thawed with no I/O queued, stepped down from p1 within 5 s" test -n "$stepped"
+check "and says so in its controller list: b owns p1" bash -c "'$cli' --api $api_a controller list | grep controllers/b | grep -q pools/p1"
 # a killed: its socket closes at once (the drive heartbeat still looks fresh: UNREACHABLE), then DOWN.
 kill -9 "$pid"; wait "$pid" 2>/dev/null; pid=
 took=$(until_state "$api_b" controllers/a DOWN 6) && echo "b saw a killed a DOWN after $took ms"

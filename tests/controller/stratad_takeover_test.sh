@@ -21,7 +21,7 @@ pid=
 pid_b=
 stale=
 writer=
-trap '[[ -n "$writer" ]] && kill -9 "$writer" 2>/dev/null; [[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null; [[ -n "$pid_b" ]] && kill -9 "$pid_b" 2>/dev/null; [[ -n "$stale" ]] && kill -9 "$stale" 2>/dev/null; [[ -n "${KEEP:-}" ]] || rm -rf "$dir"' EXIT
+trap 'logs_if_failed "$dir/a.err" "$dir/b.err" "$dir/io.out" "$dir/stale.out"; [[ -n "$writer" ]] && kill -9 "$writer" 2>/dev/null; [[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null; [[ -n "$pid_b" ]] && kill -9 "$pid_b" 2>/dev/null; [[ -n "$stale" ]] && kill -9 "$stale" 2>/dev/null; [[ -n "${KEEP:-}" ]] || rm -rf "$dir"' EXIT
 port=$((20000 + RANDOM % 12000))
 api_a=127.0.0.1:$((port + 2))
 api_b=127.0.0.2:$((port + 2))
@@ -55,12 +55,12 @@ write4() {
 holds() { qemu-io -f raw -c "read -P $2 $(($3 * 1048576)) $4M" "$1" >"$dir/io.out" 2>&1 && ! grep -qi "error\|fail\|mismatch" "$dir/io.out"; }
 # events_say API TEXT SECONDS: polls the event log for TEXT
 events_say() {
-  for _ in $(seq $(($3 * 10))); do "$cli" --api "$1" events 2>/dev/null | grep -q "$2" && return 0; sleep 0.1; done
+  for _ in $(seq $(($3 * 10))); do "$cli" --api "$1" events --limit 1000 2>/dev/null | grep -q "$2" && return 0; sleep 0.1; done
   return 1
 }
 # events_count API TEXT N SECONDS: polls until TEXT is in the event log N times
 events_count() {
-  for _ in $(seq $(($4 * 10))); do [[ $("$cli" --api "$1" events 2>/dev/null | grep -c "$2") -ge $3 ]] && return 0; sleep 0.1; done
+  for _ in $(seq $(($4 * 10))); do [[ $("$cli" --api "$1" events --limit 1000 2>/dev/null | grep -c "$2") -ge $3 ]] && return 0; sleep 0.1; done
   return 1
 }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
@@ -68,6 +68,9 @@ now_ms() { echo $(($(date +%s%N) / 1000000)); }
 start_a
 start_b
 check "b holds a current copy of the pool's metadata (a says so on the drives)" events_say "$api_a" "controller b holds a current copy of its metadata" 10
+# Pool p2's home is b: a hands it over once b's copy is current. Waited
+# for, so that the kill -9 below finds a owning p1 alone, under any load.
+check "a handed pool p2 over to b, its home" events_say "$api_a" "pools/p2 .*handed over to controller b, its home, in" 30
 check "four writes at once through a, flushed" write4 "$on_a" 0xa1 0
 check "more, overlapping the first by 2 MiB" write4 "$on_a" 0xa2 2
 check "and 4 MiB past the first 16" write4 "$on_a" 0xa2 16
@@ -147,17 +150,19 @@ echo "planned failover: the pool paused for $took ms"
 check "a planned failover pauses the pool under 2 s" test "${took:-99999}" -le 2000
 check "a move to where it is ends at once" bash -c "'$cli' --api $api_a pool move p1 --to b --wait | grep -q SUCCEEDED"
 check "a move to controller c is refused, naming the field" bash -c "'$cli' --api $api_a pool move p1 --to c 2>&1 | grep -q 'INVALID_ARGUMENT: to'"
+copies=$("$cli" --api "$api_a" events --limit 1000 | grep -c "pools/p1 .*controller b holds a current copy of its metadata")
 check "strata pool move p1 --to a: back (failback by command)" bash -c "'$cli' --api $api_a pool move p1 --to a --wait | grep -q SUCCEEDED"
 check "a serves it again" bash -c "$(declare -f holds); dir=$dir; holds $on_a 0xb1 4 4"
 
 # a frozen: b takes over; a, thawed, is fenced and steps down.
-check "a mirrors the pool to b again (its drives say b's copy is current)" events_count "$api_a" "controller b holds a current copy of its metadata" 2 10
+check "a mirrors the pool to b again (its drives say b's copy is current)" \
+  events_count "$api_a" "pools/p1 .*controller b holds a current copy of its metadata" $((copies + 1)) 10
 check "a write through a before it freezes" write4 "$on_a" 0xc1 0
 kill -STOP "$pid"
 # A host's write queued on the frozen a: it must never land.
 qemu-io -f raw -c "write -P 0xee 0 1M" -c flush "$on_a" >"$dir/stale.out" 2>&1 &
 stale=$!
-check "b takes the pool over from the frozen a" events_count "$api_b" "taken over from controller a (epoch" 2 15
+check "b takes the pool over from the frozen a" events_count "$api_b" "pools/p1 .*taken over from controller a (epoch" 2 15
 check "b takes writes over the same blocks" write4 "$on_b" 0xd1 0
 kill -CONT "$pid"
 check "a, thawed, finds the newer epoch and steps down" events_say "$api_a" "while this controller was frozen: it stepped down" 15
@@ -165,7 +170,7 @@ sleep 1
 check "what b wrote since stands: the frozen a's queued write never landed" holds "$on_b" 0xd1 0 4
 check "every earlier acknowledged write is there too" holds "$on_b" 0xb1 4 4
 kill -9 "$stale" 2>/dev/null; wait "$stale" 2>/dev/null; stale=
-check "b's event log shows every transition" bash -c "'$cli' --api $api_b events | grep -q 'controller a is DOWN: taking the pool over'"
+check "b's event log shows every transition" bash -c "'$cli' --api $api_b events --limit 1000 | grep -q 'controller a is DOWN: taking the pool over'"
 
 kill -TERM "$pid"; wait "$pid"
 check "a (stepped down) stops cleanly" test $? = 0

@@ -463,11 +463,11 @@ class simulation {
   std::uint64_t rebuilds_seen_ = 0;
   device::fault_device* full_drive_ = nullptr;  // a drive whose backing store is full, until full_until_step_
   std::uint64_t full_until_step_ = 0;
-  bool hole_window_ = false;
+  bool hole_window_ = false;  // the last crash hit the degraded write hole: unverifiable reads may fail
   bool link_lossy_ = false;
   std::uint64_t link_back_at_step_ = 0;
   bool failure_known_before_step_ = false;  // the pool knew of a metadata failure when the last step began
-  bool trace_steps_ = std::getenv("STRATA_SIM_TRACE_STEPS") != nullptr;  // every completion, for finding where two runs part  // the last crash hit the degraded write hole: unverifiable reads may fail
+  bool trace_steps_ = std::getenv("STRATA_SIM_TRACE_STEPS") != nullptr;  // every completion, for finding where two runs part
   std::uint64_t generation_ = 0;  // bumped at each crash: the old pool's callbacks are ignored
   std::string failure_;
   std::string log_;
