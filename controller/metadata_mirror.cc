@@ -66,7 +66,10 @@ void pool_mirror::stop() {
 
 bool pool_mirror::current() const {
   std::lock_guard lock(mutex_);
-  return current_;
+  // A link that came up again may have found the partner restarted, its
+  // copy gone, with no batch failing to say so: current again only once
+  // the copy made anew is whole.
+  return current_ && !want_everything_;
 }
 
 bool pool_mirror::wants_everything() {
@@ -330,15 +333,17 @@ bool metadata_replicas::take_now(const std::string& pool) {
 }
 
 void metadata_replicas::adopt(const std::string& pool) {
-  boost::asio::post(thread_, [this, pool] {
-    copies_.erase(pool);
-    kept_.erase(pool);
-    whole_.erase(pool);
-    auto store = tiering::metadata_store::open(whole_directory(pool).string(), loop_);
-    if (!store) return;  // no copy: a takeover refuses, as before
-    copies_[pool] = std::move(*store);
-    whole_.insert(pool);
-  });
+  boost::asio::post(thread_, [this, pool] { adopt_now(pool); });
+}
+
+void metadata_replicas::adopt_now(const std::string& pool) {
+  copies_.erase(pool);
+  kept_.erase(pool);
+  whole_.erase(pool);
+  auto store = tiering::metadata_store::open(whole_directory(pool).string(), loop_);
+  if (!store) return;  // no copy: a takeover refuses, as before
+  copies_[pool] = std::move(*store);
+  whole_.insert(pool);
 }
 
 void metadata_replicas::take(const std::string& pool, std::function<void(bool)> done) {

@@ -72,8 +72,9 @@ class pool_mirror final : public tiering::metadata_copy {
   // The pool closes: every wait returns at once from now on, and nothing
   // more is sent. Call before the store is destroyed, on the loop.
   void stop();
-  // Whether the partner holds every batch sent (for people: the records
-  // on the drives are what counts).
+  // Whether the partner holds every batch sent, and no link-up since
+  // calls for a copy made anew (for people, and for a hand-over's start:
+  // the records on the drives are what a takeover goes by).
   bool current() const;
 
   bool wants_everything() override;
@@ -138,11 +139,13 @@ class metadata_replicas {
   void hold(const std::string& pool);
   void release(const std::string& pool);
 
-  // The work of the link's frames and of take(), on the caller's thread (for
-  // a link, the replicas' own thread): a metadata_begin or metadata_batch
-  // frame answered, a copy closed.
+  // The work of the link's frames, of take() and of adopt(), on the
+  // caller's thread (for a link, the replicas' own thread): a
+  // metadata_begin or metadata_batch frame answered, a copy closed, a
+  // closed store adopted.
   std::expected<link_bytes, error> answer(std::uint16_t type, std::span<const std::uint8_t> payload);
   bool take_now(const std::string& pool);
+  void adopt_now(const std::string& pool);
 
  private:
   // The directory of `pool`'s whole copy (where the pool's store opens at

@@ -59,6 +59,22 @@ std::map<std::string, std::string> contents(const tiering::metadata_store& s, co
   return out;
 }
 
+// A metadata frame for pools/p1 as the owner sends it
+// (docs/partner-link.md): a begin (no flags), or a batch putting KEY =
+// VALUE in the extent map, with FLAGS.
+controller::link_bytes frame(std::optional<std::uint8_t> flags, const std::string& key = "v1/0", const std::string& value = "x") {
+  const std::string pool = "pools/p1";
+  controller::link_bytes out{static_cast<std::uint8_t>(pool.size())};
+  out.insert(out.end(), pool.begin(), pool.end());
+  if (!flags) return out;
+  out.push_back(*flags);
+  tiering::metadata_batch batch;
+  batch.put(column::extent_map, key, value);
+  const std::string bytes = batch.encode();
+  out.insert(out.end(), bytes.begin(), bytes.end());
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("metadata batches encode and decode; bytes they did not make are refused") {
@@ -207,19 +223,6 @@ TEST_CASE("a copy begun anew counts only once its whole-store copy ended: a take
   temp_dir dir;
   loop_thread b;
   controller::metadata_replicas replicas(b.io.get_executor(), dir.path / "b");
-  // FRAME: a metadata frame for pools/p1 (flags and a batch, or neither: a begin).
-  auto frame = [](std::optional<std::uint8_t> flags) {
-    const std::string pool = "pools/p1";
-    controller::link_bytes out{static_cast<std::uint8_t>(pool.size())};
-    out.insert(out.end(), pool.begin(), pool.end());
-    if (!flags) return out;
-    out.push_back(*flags);
-    tiering::metadata_batch batch;
-    batch.put(column::extent_map, "v1/0", "x");
-    const std::string bytes = batch.encode();
-    out.insert(out.end(), bytes.begin(), bytes.end());
-    return out;
-  };
   using controller::link_type::metadata_batch;
   using controller::link_type::metadata_begin;
   REQUIRE(replicas.answer(metadata_begin, frame(std::nullopt)));
@@ -240,19 +243,6 @@ TEST_CASE("a copy begun anew keeps the last whole one until it ends: a takeover 
   temp_dir dir;
   loop_thread b;
   controller::metadata_replicas replicas(b.io.get_executor(), dir.path / "b");
-  // FRAME: a metadata frame for pools/p1: a begin, or a batch putting KEY = VALUE with FLAGS.
-  auto frame = [](std::optional<std::uint8_t> flags, const std::string& key = "", const std::string& value = "") {
-    const std::string pool = "pools/p1";
-    controller::link_bytes out{static_cast<std::uint8_t>(pool.size())};
-    out.insert(out.end(), pool.begin(), pool.end());
-    if (!flags) return out;
-    out.push_back(*flags);
-    tiering::metadata_batch batch;
-    batch.put(column::extent_map, key, value);
-    const std::string bytes = batch.encode();
-    out.insert(out.end(), bytes.begin(), bytes.end());
-    return out;
-  };
   auto taken = [&] {  // the pool's store as a takeover opens it
     auto store = tiering::metadata_store::open((dir.path / "b" / "p1").string(), b.io.get_executor());
     REQUIRE(store);

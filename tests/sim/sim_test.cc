@@ -33,7 +33,7 @@ struct run_options {
 };
 run_options options;
 std::uint64_t known_limit_hits = 0;  // crashes that hit the degraded write hole
-std::uint64_t takeovers = 0, takeovers_refused = 0, link_calls_lost = 0;  // summed over the seeds
+std::uint64_t takeovers = 0, takeovers_refused = 0, hand_overs = 0, link_calls_lost = 0;  // summed over the seeds
 
 constexpr unsigned clients = 12;
 constexpr std::uint64_t max_blocks_per_io = 8;
@@ -67,6 +67,7 @@ class simulation {
     w_.stop();  // the clients' requests complete while their buffers live
     takeovers += w_.takeovers;
     takeovers_refused += w_.takeovers_refused;
+    hand_overs += w_.hand_overs;
     link_calls_lost += w_.link.calls_lost;
   }
 
@@ -78,6 +79,10 @@ class simulation {
       note("epoch " + std::to_string(e) + ": " + std::to_string(steps) + " steps");
       for (std::uint64_t s = 0; s < steps && failure_.empty(); ++s) step();
       if (!failure_.empty()) break;
+      if (random_() % 4 == 0 && !w_.metadata.fs->failing() && !w_.pool->metadata_failed()) {
+        hand_over();  // a planned move instead of a power cut
+        continue;
+      }
       const bool torn = random_() % 2 == 0;
       const bool takeover = random_() % 2 == 0;
       if (takeover && random_() % 2 == 0) {
@@ -109,7 +114,7 @@ class simulation {
   void step() {
     for (client& c : clients_) {
       if (c.what != client::idle && c.x->completions > 0) finish(c);
-      if (c.what == client::idle && random_() % 4 == 0) begin(c);
+      if (c.what == client::idle && !draining_ && random_() % 4 == 0) begin(c);
     }
     background();
     failure_known_before_step_ = w_.pool->metadata_failed();
@@ -231,7 +236,7 @@ class simulation {
       note("a rebuild onto a hot spare finished");
     }
     const unsigned roll = random_() % 10000;
-    if (roll < 60 && moves_ < 3) {
+    if (roll < 60 && moves_ < 3 && !draining_) {
       const std::size_t i = random_() % volumes_.size();
       tiering::volume& v = vol(i);
       const std::uint64_t e = random_() % v.extent_count();
@@ -269,7 +274,7 @@ class simulation {
       const std::uint64_t blocks = w_.capacity_disks[d].platters->geometry().block_count;
       const std::uint64_t lba = reserved_bytes / block_size + random_() % (blocks - reserved_bytes / block_size);
       if (w_.add_latent_error(d, lba, 1)) ++latent_errors_;
-    } else if (roll < 71 && !w_.metadata.fs->failing()) {
+    } else if (roll < 71 && !w_.metadata.fs->failing() && !draining_) {  // (a failed store is never handed over)
       note("the metadata store's syncs start failing");
       w_.metadata.fs->fail_syncs();
     } else if (roll < 72) {
@@ -321,6 +326,61 @@ class simulation {
       full_drive_->set_full(false);
       full_drive_ = nullptr;
       note("the backing store has room again");
+    }
+  }
+
+  // A planned move of the pool to the other controller (world::hand_over),
+  // whose receiver dies before it serves one time in three. The hosts'
+  // requests end first, as the array's ports answer "transitioning" while
+  // the pool moves. Nothing is lost, durable or not (the drives stay
+  // powered): every block reads as a read begun now may return.
+  void hand_over() {
+    const bool receiver_dies = random_() % 3 == 0;
+    note("a planned move of the pool from controller " + world::controller_name(w_.owner) + (receiver_dies ? ", whose receiver dies before it serves it" : ""));
+    draining_ = true;
+    auto busy = [&] {
+      for (const client& c : clients_) {
+        if (c.what != client::idle) return true;
+      }
+      return moves_ > 0;
+    };
+    for (int s = 0; s < 100000 && busy() && failure_.empty(); ++s) step();
+    draining_ = false;
+    if (!failure_.empty()) return;
+    if (busy()) return fail("the hosts' requests never ended before the hand-over");
+    ++generation_;
+    full_drive_ = nullptr;  // the drives are new electronics after the move, and not full
+    failure_known_before_step_ = false;
+    std::string what;
+    const std::string not_served = w_.hand_over(receiver_dies, what);
+    note(what);
+    if (!not_served.empty()) return fail(not_served);
+    if (w_.link.down) w_.link_back();
+    for (std::size_t i = 0; i < volumes_.size() && failure_.empty(); ++i) {
+      if (w_.pool->find_volume(volumes_[i].name) == nullptr) return fail("volume " + volumes_[i].name + " is gone after the hand-over");
+      const std::uint64_t blocks = volumes_[i].model.block_count();
+      for (std::uint64_t lba = 0; lba < blocks && failure_.empty(); lba += max_blocks_per_io) {
+        client c;  // a read of every block, checked as any host's read
+        c.volume = i;
+        c.lba = lba;
+        c.blocks = std::min(max_blocks_per_io, blocks - lba);
+        c.began = ++now_;
+        c.what = client::read;
+        c.x = io::make(op::read, c.lba, c.blocks, block_size);
+        (void)device::testing::run(w_.loop, vol(i), *c.x);
+        finish(c);
+      }
+    }
+    if (failure_.empty() && !receiver_dies && random_() % 3 == 0) {
+      // The new owner's power fails while it makes its first copy to the
+      // old one: the old one takes the pool back from the store it kept
+      // if the drives still vouch for it (no synced batch acknowledged
+      // since), and refuses it otherwise.
+      w_.link.die_after_calls = 1 + random_() % 8;
+      note("controller " + world::controller_name(w_.owner) + "'s power fails at the mirror's " +
+           std::to_string(w_.link.die_after_calls) + "th call from now");
+      for (int s = 0; s < 3000 && !w_.link.owner_dead && failure_.empty(); ++s) step();
+      if (failure_.empty()) crash(random_() % 2 == 0, true);
     }
   }
 
@@ -459,6 +519,7 @@ class simulation {
   std::uint64_t seq_ = 0;
   std::uint64_t steps_ = 0;
   unsigned moves_ = 0;
+  bool draining_ = false;  // no new request or move: a hand-over waits for those in flight
   std::uint64_t latent_errors_ = 0;
   std::uint64_t rebuilds_seen_ = 0;
   device::fault_device* full_drive_ = nullptr;  // a drive whose backing store is full, until full_until_step_
@@ -503,7 +564,7 @@ TEST_CASE("sim: seeded whole-stack runs lose no acknowledged write and return no
                "sim: %llu seed(s) from %llu, %llu failed, %.1f s; %llu crash(es) hit the degraded write hole; write-back: "
                "%llu writes logged, %llu direct, %llu records replayed, %llu full-stripe destages, %llu writes waited for "
                "log space, %llu blocks lost; two controllers: %llu takeover(s), %llu refused (copy behind or none), %llu "
-               "link call(s) lost\n",
+               "planned hand-over(s), %llu link call(s) lost\n",
                static_cast<unsigned long long>(ran),
                static_cast<unsigned long long>(options.one_seed ? *options.one_seed : options.first_seed),
                static_cast<unsigned long long>(failed), seconds, static_cast<unsigned long long>(known_limit_hits),
@@ -511,7 +572,7 @@ TEST_CASE("sim: seeded whole-stack runs lose no acknowledged write and return no
                static_cast<unsigned long long>(wb.records_replayed), static_cast<unsigned long long>(wb.full_stripe_writes),
                static_cast<unsigned long long>(wb.writes_waited_for_space), static_cast<unsigned long long>(wb.blocks_lost),
                static_cast<unsigned long long>(takeovers), static_cast<unsigned long long>(takeovers_refused),
-               static_cast<unsigned long long>(link_calls_lost));
+               static_cast<unsigned long long>(hand_overs), static_cast<unsigned long long>(link_calls_lost));
 }
 
 }  // namespace strata::sim

@@ -311,8 +311,7 @@ bool world::groups_idle() const {
   return performance->idle() && capacity->idle() && cache->idle() && log->idle() && (!write_back || write_back->idle());
 }
 
-void world::wind_down() {
-  if (!pool) return;
+void world::quiesce() {
   loop.run_until([&] {
     if (store->in_flight() != 0 || (pool->cache() && !pool->cache()->idle())) return false;
     for (tiering::volume* v : pool->volumes()) {
@@ -320,6 +319,11 @@ void world::wind_down() {
     }
     return true;
   });
+}
+
+void world::wind_down(bool clean) {
+  if (!pool) return;
+  quiesce();
   pool.reset();
   mirror->stop();
   store.reset();
@@ -352,6 +356,18 @@ void world::wind_down() {
                         });
   };
   loop.run_until([&] { return groups_idle() && drives_quiet(); });
+  if (clean) {
+    // As the array closes a pool it hands over: every member flushed, the
+    // write-intent bitmaps cleared (a failed member's flush fails: its
+    // group is degraded, and says so at the next assembly).
+    std::size_t marked = 0;
+    auto done = [&](std::error_code) { ++marked; };
+    performance->mark_clean(done);
+    capacity->mark_clean(done);
+    cache->mark_clean(done);
+    log->mark_clean(done);
+    loop.run_until([&] { return marked == 4 && groups_idle() && drives_quiet(); });
+  }
   loop.settle();
   performance.reset();
   capacity.reset();
@@ -416,6 +432,46 @@ std::string world::crash_and_restart(bool torn, bool takeover, std::string& what
     std::filesystem::remove_all(store_dir());
     std::filesystem::rename(image, store_dir());
     if (what.empty()) what = "controller " + controller_name(owner) + " starts again";
+  }
+  return start(false);
+}
+
+std::string world::hand_over(bool receiver_dies, std::string& what) {
+  const std::string giver = controller_name(owner), receiver = controller_name(1 - owner);
+  quiesce();
+  store->drain();
+  // The array hands a pool over only once the partner's copy holds the
+  // last batch (array::hand_over_now).
+  const bool current = !link.down && mirror->current();
+  wind_down(true);
+  if (!current) {
+    link.drives_say_current = false;  // the giver's new epoch, its partner's copy behind
+    what = "controller " + giver + " takes the pool back: controller " + receiver + "'s copy is not current";
+    return start(false);
+  }
+  ++hand_overs;
+  // The giver's store, closed with every batch in the receiver's copy
+  // too: its copy from now on, which the hand-over's record vouches for.
+  auto kept = std::make_unique<controller::metadata_replicas>(loop.context.get_executor(), state_dir(owner) / "pools");
+  kept->adopt_now("pools/sim");
+  link.drives_say_current = true;
+  if (receiver_dies) {
+    // Its copy is gone with it (it restarts empty); the giver, whose
+    // drives name the dead receiver, takes the pool over from what it kept.
+    replicas = std::make_unique<controller::metadata_replicas>(loop.context.get_executor(), state_dir(1 - owner) / "pools");
+    if (!kept->take_now("pools/sim")) {
+      return "controller " + receiver + " died before it served the pool handed to it, and controller " + giver +
+             ", alive, holds no copy it may take it over from: the pool is unserved";
+    }
+    link.drives_say_current = false;  // the giver's new epoch
+    ++takeovers;
+    what = "controller " + giver + " hands the pool over to controller " + receiver + ", which dies before it serves it; controller " +
+           giver + " takes it over from the store it kept";
+  } else {
+    if (!replicas->take_now("pools/sim")) return "controller " + receiver + "'s copy was current, but it holds no whole one";
+    owner = 1 - owner;
+    replicas = std::move(kept);
+    what = "controller " + giver + " hands the pool over to controller " + receiver;
   }
   return start(false);
 }

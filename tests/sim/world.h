@@ -17,9 +17,11 @@
 // Two controllers: the one that serves the pool mirrors its metadata to
 // the other (controller/metadata_mirror.h, the real code of both sides)
 // over a link that can go down, lose requests and answers, or find the
-// partner restarted (answered at once, on the store's thread). A power cut of the owner may end in a takeover: the
-// partner opens the pool from its copy, if the pool's drives say the copy
-// is current, and serves it; the old owner becomes the partner.
+// partner restarted (answered at once, on the store's thread). A power
+// cut of the owner may end in a takeover: the partner opens the pool from
+// its copy, if the pool's drives say the copy is current, and serves it;
+// the old owner becomes the partner. A planned move hands the pool over
+// cleanly, and the receiver may die before it serves.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -145,7 +147,7 @@ struct world {
   std::unique_ptr<controller::pool_mirror> mirror;          // the owner's side
   std::unique_ptr<tiering::metadata_store> store;
   std::unique_ptr<tiering::pool> pool;
-  std::uint64_t takeovers = 0, takeovers_refused = 0;  // this world's
+  std::uint64_t takeovers = 0, takeovers_refused = 0, hand_overs = 0;  // this world's
 
   std::vector<disk*> all_disks();
   // The controller's start: groups assembled (or, the first time, created
@@ -159,6 +161,18 @@ struct world {
   // say its copy is current and it holds one (else the owner restarts);
   // `what` says which happened.
   std::string crash_and_restart(bool torn, bool takeover, std::string& what);
+  // A planned move to the partner (controller/takeover.cc hand_over_now),
+  // once the hosts' requests have ended: the owner closes the pool cleanly
+  // (each group flushed and marked clean; the drives stay powered) and,
+  // if the partner's copy is current, adopts its closed store as its own
+  // copy of the pool (metadata_replicas::adopt_now) while the drives say
+  // that copy is current; the partner opens the pool from its copy.
+  // `receiver_dies`: the partner dies before it serves, and the old owner
+  // takes the pool back from the store it kept, as a takeover (a pool is
+  // never left unserved with a controller alive). A copy that is not
+  // current: the owner serves the pool again (take_back). Empty, or why
+  // the pool could not be served; `what` says what happened.
+  std::string hand_over(bool receiver_dies, std::string& what);
   // The partner link goes down (the partner restarted meanwhile, too:
   // its copies are gone) or comes back (the owner's mirror makes its copy
   // anew). Between steps.
@@ -196,7 +210,12 @@ struct world {
   std::filesystem::path store_dir() const { return state_dir(owner) / "pools" / "sim"; }
   void attach_mirror();
   void power_up();  // new electronics over every disk's platters
-  void wind_down();
+  // Waits until every request and background job has ended, then
+  // destroys the pool, the groups and the drives; `clean`: each group
+  // flushed and marked clean first (a planned hand-over, not a crash).
+  void wind_down(bool clean = false);
+  // Until the pool's requests and the store's batches have ended.
+  void quiesce();
   void make_disks(std::vector<disk>& disks, std::size_t count, std::uint64_t blocks);
   void power_up(disk& d);
   void replace(std::vector<disk>& slots, raid::member_replacement& group);

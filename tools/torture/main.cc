@@ -237,9 +237,10 @@ class torture {
       if (!one_round(round, t)) return false;
     }
     if (partner_ != nullptr) {
-      std::printf("strata-torture: %llu of %llu rounds killed the owner and had b take the pool over; %llu cut a planned move short\n",
+      std::printf("strata-torture: %llu of %llu rounds killed the owner and had b take the pool over; %llu cut a planned move short "
+                  "(in %llu the survivor refused p1 until the killed one restarted: its copy behind, or its configuration)\n",
                   static_cast<unsigned long long>(takeovers_), static_cast<unsigned long long>(t.rounds),
-                  static_cast<unsigned long long>(moves_cut_));
+                  static_cast<unsigned long long>(moves_cut_), static_cast<unsigned long long>(moves_refused_));
       if (!partner_->stop(why)) return fail("the last stop of b: " + why);
     }
     if (!daemon_.stop(why)) return fail("the last stop: " + why);
@@ -596,9 +597,21 @@ class torture {
       read_through = &other;
       outcome += ", " + other_name + " serves p1";
     } else {
-      // Its copy was behind (or the pool was handed to the one killed): p1 waits for it.
+      // The survivor may refuse p1 for two reasons only, both of which
+      // wait for the killed one: its copy is behind (the owner
+      // acknowledged a write the copy lacks, and its drives say so), or
+      // its configuration is older. Anything else (a hand-over whose
+      // receiver died, leaving the giver with no copy it trusts) leaves a
+      // pool unserved with a controller alive: a failure.
+      const std::string refusal = takeover_refusal(other);
+      if (refusal.find("copy of its metadata is behind") == std::string::npos &&
+          refusal.find("configuration (generation") == std::string::npos) {
+        return fail("round " + std::to_string(round) + ": " + outcome + ": " + other_name + ", alive, does not serve p1 (" +
+                    (refusal.empty() ? std::string("it gave no reason") : refusal) + ")" + two_controllers_now());
+      }
+      ++moves_refused_;
       if (!victim.start(std::chrono::seconds(180), why)) return fail("round " + std::to_string(round) + ": the restart: " + why);
-      outcome += ", " + other_name + " does not serve p1: the killed one restarted";
+      outcome += ", " + other_name + " does not serve p1 (" + refusal + "): the killed one restarted";
       read_through = serves(a, "a", 30) ? &a : serves(b, "b", 30) ? &b : nullptr;
       if (read_through == nullptr) {
         return fail("round " + std::to_string(round) + ": " + outcome + ": no controller serves p1 after the restart" + two_controllers_now());
@@ -617,6 +630,21 @@ class torture {
       std::this_thread::sleep_for(std::chrono::seconds(1));
     }
     return fail("round " + std::to_string(round) + ": p1 could not be moved back to a: " + first_line(out));
+  }
+
+  // The newest "not taken over" event about p1 in `d`'s log (its message), or "".
+  static std::string takeover_refusal(stratad_process& d) {
+    std::string events;
+    if (d.cli({"events", "--limit", "50"}, events) != 0) return "";
+    for (std::size_t at = 0; at < events.size();) {  // newest first
+      const std::size_t end = std::min(events.find('\n', at), events.size());
+      const std::string line = events.substr(at, end - at);
+      if (const auto why = line.find("not taken over: "); why != std::string::npos && line.find("pools/p1") != std::string::npos) {
+        return line.substr(why);
+      }
+      at = end + 1;
+    }
+    return "";
   }
 
   // For a failure's message: what each controller lists and its newest events.
@@ -721,6 +749,7 @@ class torture {
   stratad_process* const partner_;
   std::uint64_t takeovers_ = 0;
   std::uint64_t moves_cut_ = 0;
+  std::uint64_t moves_refused_ = 0;  // of those, the survivor refused p1 (why: takeover_refusal)
   std::mt19937_64 random_;
   std::vector<block_value> base_;
   std::uint64_t next_seq_ = 1;
