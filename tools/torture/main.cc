@@ -32,6 +32,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -632,17 +633,20 @@ class torture {
     return fail("round " + std::to_string(round) + ": p1 could not be moved back to a: " + first_line(out));
   }
 
-  // The newest "not taken over" event about p1 in `d`'s log (its message), or "".
+  // Why `d` refused p1 in this round: the newest event about p1 in its log,
+  // if that is a "not taken over" one (its message); "" if the newest
+  // says anything else (an older round's refusal never counts).
   static std::string takeover_refusal(stratad_process& d) {
     std::string events;
     if (d.cli({"events", "--limit", "50"}, events) != 0) return "";
-    for (std::size_t at = 0; at < events.size();) {  // newest first
-      const std::size_t end = std::min(events.find('\n', at), events.size());
-      const std::string line = events.substr(at, end - at);
-      if (const auto why = line.find("not taken over: "); why != std::string::npos && line.find("pools/p1") != std::string::npos) {
-        return line.substr(why);
-      }
-      at = end + 1;
+    std::istringstream lines(events);  // newest first: DATE TIME LEVEL RESOURCE MESSAGE
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream fields(line);
+      std::string date, time, level, resource, message;
+      fields >> date >> time >> level >> resource >> std::ws;
+      std::getline(fields, message);
+      if (resource != "pools/p1") continue;
+      return message.starts_with("not taken over: ") ? message : "";
     }
     return "";
   }
