@@ -17,7 +17,7 @@
 #include <deque>
 #include <optional>
 
-#include "target/iscsi/digest.h"
+#include "target/crc32c.h"
 
 namespace strata::controller {
 
@@ -77,14 +77,14 @@ std::array<std::uint8_t, header_bytes> encode(const header& h) {
   put64(b.data() + 8, h.id);
   put32(b.data() + 16, h.length);
   put32(b.data() + 20, h.status);
-  put32(b.data() + 24, iscsi::crc32c({b.data(), 24}));
+  put32(b.data() + 24, crc32c({b.data(), 24}));
   return b;
 }
 
 // The header in `b`, or why it is not one of ours.
 std::expected<header, std::string> decode(const std::array<std::uint8_t, header_bytes>& b) {
   if (get(b.data(), 4) != magic) return std::unexpected("not a partner link frame (bad magic)");
-  if (get(b.data() + 24, 4) != iscsi::crc32c({b.data(), 24})) return std::unexpected("a frame header failed its CRC");
+  if (get(b.data() + 24, 4) != crc32c({b.data(), 24})) return std::unexpected("a frame header failed its CRC");
   header h;
   h.type = static_cast<std::uint16_t>(get(b.data() + 4, 2));
   h.flags = static_cast<std::uint16_t>(get(b.data() + 6, 2));

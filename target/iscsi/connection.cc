@@ -3,7 +3,7 @@
 // Data-In, text, NOP, logout, and the watchdog.
 #include "target/iscsi/connection.h"
 
-#include "target/iscsi/digest.h"
+#include "target/crc32c.h"
 
 namespace strata::iscsi {
 

@@ -4,7 +4,7 @@
 // A `bhs` is the header as it travels: 48 bytes, big-endian fields. The
 // accessors name RFC 7143's fields for the opcodes Strata receives and
 // sends, so that the connection code never does offset arithmetic. Nothing
-// here allocates or does I/O; digests (CRC32C) are in digest.h.
+// here allocates or does I/O; digests (CRC32C) are in target/crc32c.h.
 #pragma once
 
 #include <array>

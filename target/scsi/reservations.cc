@@ -1,25 +1,17 @@
 #include "target/scsi/reservations.h"
 
-#include <isa-l/crc.h>
-
 #include <algorithm>
 #include <cstring>
 #include <new>
 #include <string_view>
 
+#include "target/crc32c.h"
 #include "target/scsi/big_endian.h"
 #include "target/scsi/logical_unit.h"
 
 namespace strata::scsi {
 
 namespace {
-
-
-std::uint32_t crc32c(std::span<const std::uint8_t> bytes) noexcept {
-  // ISA-L keeps the register un-inverted (as iSCSI's digest does).
-  return ~crc32_iscsi(const_cast<unsigned char*>(bytes.data()), static_cast<int>(bytes.size()),
-                      ~std::uint32_t{0});
-}
 
 // PERSISTENT RESERVE OUT service actions.
 enum out_action : std::uint8_t {

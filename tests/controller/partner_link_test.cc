@@ -6,7 +6,7 @@
 #include "controller/partner_link.h"
 #include "tests/controller/within.h"
 
-#include "target/iscsi/digest.h"
+#include "target/crc32c.h"
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -244,7 +244,7 @@ TEST_CASE("partner link: strangers get a clear refusal and are closed; the partn
     put(4, 1, 2);
     put(16, hello.size(), 4);
     // The CRC is computed by the same function the link uses.
-    put(24, strata::iscsi::crc32c({reinterpret_cast<const std::uint8_t*>(header.data()), 24}), 4);
+    put(24, strata::crc32c({reinterpret_cast<const std::uint8_t*>(header.data()), 24}), 4);
     s.send(header + hello);
     const std::string answer = s.read_to_close();
     CHECK(answer.find("links only with controller a") != std::string::npos);

@@ -67,7 +67,7 @@
 
 #include "raid/device/memory_device.h"
 #include "target/iscsi/chap.h"
-#include "target/iscsi/digest.h"
+#include "target/crc32c.h"
 #include "target/iscsi/pdu.h"
 #include "target/iscsi/server.h"
 #include "target/iscsi/text.h"
@@ -197,11 +197,11 @@ class client : public std::enable_shared_from_this<client> {
       const std::size_t end = data_at + iscsi::padded(n) + (digests && n > 0 ? 4 : 0);
       if (received_.size() < end) break;
       if (digests) {
-        const std::uint32_t want = iscsi::crc32c({received_.data() + at, header_end - at});
-        p.digests_ok = iscsi::get_digest(received_.data() + header_end) == want;
+        const std::uint32_t want = crc32c({received_.data() + at, header_end - at});
+        p.digests_ok = get_digest(received_.data() + header_end) == want;
         if (n > 0) {
-          const std::uint32_t data_want = iscsi::crc32c({received_.data() + data_at, iscsi::padded(n)});
-          p.digests_ok = p.digests_ok && iscsi::get_digest(received_.data() + data_at + iscsi::padded(n)) == data_want;
+          const std::uint32_t data_want = crc32c({received_.data() + data_at, iscsi::padded(n)});
+          p.digests_ok = p.digests_ok && get_digest(received_.data() + data_at + iscsi::padded(n)) == data_want;
         }
       }
       p.data.assign(received_.begin() + static_cast<std::ptrdiff_t>(data_at),
@@ -246,14 +246,14 @@ bytes wire(const iscsi::bhs& h, std::span<const std::uint8_t> ahs, std::span<con
   out.insert(out.end(), ahs.begin(), ahs.end());
   std::uint8_t d[4];
   if (digests) {
-    iscsi::put_digest(iscsi::crc32c(out) ^ ((corrupt & 1) != 0 ? 1u : 0u), d);
+    put_digest(crc32c(out) ^ ((corrupt & 1) != 0 ? 1u : 0u), d);
     out.insert(out.end(), d, d + 4);
   }
   const std::size_t data_at = out.size();
   out.insert(out.end(), data.begin(), data.end());
   out.resize(data_at + iscsi::padded(static_cast<std::uint32_t>(data.size())), 0);
   if (digests && !data.empty()) {
-    iscsi::put_digest(iscsi::crc32c({out.data() + data_at, out.size() - data_at}) ^ ((corrupt & 2) != 0 ? 1u : 0u), d);
+    put_digest(crc32c({out.data() + data_at, out.size() - data_at}) ^ ((corrupt & 2) != 0 ? 1u : 0u), d);
     out.insert(out.end(), d, d + 4);
   }
   return out;

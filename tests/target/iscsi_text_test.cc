@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "target/iscsi/digest.h"
+#include "target/crc32c.h"
 #include "target/iscsi/pdu.h"
 #include "target/iscsi/server.h"
 #include "target/iscsi/text.h"
