@@ -143,12 +143,15 @@ std::expected<ic_req, fatal> parse_ic_req(std::span<const std::uint8_t> header);
 
 // An H2CData PDU's fields (its HLEN bytes), checked against its layout:
 // DATAL must be the data the PDU carries, and no more than MAXH2CDATA.
+// (`last` before the offsets: no tail padding, which libc++ 16's
+// std::expected, in the fuzz build, reuses for its flag and then clobbers,
+// LLVM issue 70494.)
 struct h2c_data {
-  std::uint16_t command_id = 0;  // CCCID
+  std::uint16_t command_id = 0;    // CCCID
   std::uint16_t transfer_tag = 0;  // TTAG: the R2T's
+  bool last = false;
   std::uint32_t data_offset = 0;   // DATAO: within the command's data
   std::uint32_t data_bytes = 0;    // DATAL
-  bool last = false;
 };
 std::expected<h2c_data, fatal> parse_h2c_data(std::span<const std::uint8_t> header, const pdu_layout& layout,
                                               const connection_terms& terms);

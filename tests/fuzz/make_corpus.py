@@ -3,7 +3,7 @@
 
 Each seed is a small, valid example of what the fuzzer's input format
 expresses (the formats are in the header comments of text_fuzz.cc,
-cdb_fuzz.cc and pdu_fuzz.cc): the fuzzer starts from them, and reaches
+cdb_fuzz.cc, pdu_fuzz.cc and nvme_pdu_fuzz.cc): the fuzzer starts from them, and reaches
 the full feature phase, the write paths and the CHAP exchange without
 having to discover them. Run it again after changing an input format;
 the seeds it writes are committed.
@@ -229,7 +229,37 @@ def pdu_seeds():
           tmf(1, 31, 2, referenced=30) + tmf(5, 32, 2, lun=1) + nop_out(33, 2) + logout(34, 2))
 
 
+def nvme_pdu(pdu_type, specific=b"", data=b"", hd=False, dd=False, flags=0):
+    """An NVMe/TCP PDU from the host: HLEN is the common header and
+    `specific` padded to its type's length; digests are zeros when asked for
+    (nvme_pdu_fuzz's terms byte, bit 7, has the harness write the header's)."""
+    hlen = {0: 128, 2: 24, 4: 72, 6: 24}[pdu_type]
+    header_end = hlen + (4 if hd else 0)
+    pdo = header_end if data else 0
+    plen = header_end + len(data) + (4 if dd and data else 0)
+    flags |= (1 if hd else 0) | (2 if dd and data else 0)
+    head = struct.pack("<BBBBI", pdu_type, flags, hlen, pdo, plen) + specific.ljust(hlen - 8, b"\0")
+    return head + (b"\0" * 4 if hd else b"") + data + (b"\0" * 4 if dd and data else b"")
+
+
+def nvme_pdu_seeds():
+    # An ICReq (PFV 0, HPDA, DGST, MAXR2T), then capsules and data as nvme-cli's kernel host sends them.
+    def icreq(hpda=0, digests=0):
+        return nvme_pdu(0, struct.pack("<HBBI", 0, hpda, digests, 3))
+    read_sqe = bytes([0x02, 0x40]) + struct.pack("<H", 1) + struct.pack("<I", 1) + b"\0" * 56
+    write_sqe = bytes([0x01, 0x40]) + struct.pack("<H", 2) + struct.pack("<I", 1) + b"\0" * 56
+    h2c = lambda cid, offset, length: struct.pack("<HHII", cid, 1, offset, length)
+    write("nvme_pdu_fuzz", "plain", bytes([0x00, 0, 0]) + icreq() + nvme_pdu(4, read_sqe) +
+          nvme_pdu(4, write_sqe, data=b"\x11" * 512) + nvme_pdu(6, h2c(2, 0, 4096), data=b"\x22" * 4096, flags=4))
+    write("nvme_pdu_fuzz", "digests", bytes([0x83, 0, 3]) + icreq(3, 3) + nvme_pdu(4, read_sqe, hd=True) +
+          nvme_pdu(4, write_sqe, data=b"\x33" * 512, hd=True, dd=True) +
+          nvme_pdu(6, h2c(2, 4096, 1024), data=b"\x44" * 1024, hd=True, dd=True, flags=4) + nvme_pdu(2, b"\x01\0", data=b"\0" * 24))
+    write("nvme_pdu_fuzz", "aligned", bytes([0x80, 7, 31]) + icreq(31, 1) + nvme_pdu(4, read_sqe, hd=True))
+    write("nvme_pdu_fuzz", "before_icreq", bytes([0, 0, 0]) + nvme_pdu(4, read_sqe))
+
+
 if __name__ == "__main__":
     text_seeds()
     cdb_seeds()
     pdu_seeds()
+    nvme_pdu_seeds()
