@@ -42,7 +42,7 @@ std::expected<connect_data, connect_refusal> parse_connect_data(std::span<const 
   }
   connect_data d;
   std::copy_n(data.begin(), d.host_id.size(), d.host_id.begin());
-  d.controller_id = static_cast<std::uint16_t>(data[16] | data[17] << 8);
+  d.controller_id = get16(data, 16);
   auto subsystem = nqn_at(data, subsystem_nqn_at);
   if (!subsystem) return std::unexpected(subsystem.error());
   auto host = nqn_at(data, host_nqn_at);

@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 
+#include "target/nvme/little_endian.h"
 #include "target/nvme/status.h"
 
 namespace strata::nvme {
@@ -70,11 +71,9 @@ class command_view {
   std::uint8_t sgl_subtype() const noexcept { return b_[39] & 0x0f; }
 
   // Byte offsets of fields, for the error location a status may name.
-  std::uint16_t u16(std::size_t at) const noexcept { return static_cast<std::uint16_t>(b_[at] | b_[at + 1] << 8); }
-  std::uint32_t u32(std::size_t at) const noexcept {
-    return std::uint32_t{b_[at]} | std::uint32_t{b_[at + 1]} << 8 | std::uint32_t{b_[at + 2]} << 16 | std::uint32_t{b_[at + 3]} << 24;
-  }
-  std::uint64_t u64(std::size_t at) const noexcept { return u32(at) | std::uint64_t{u32(at + 4)} << 32; }
+  std::uint16_t u16(std::size_t at) const noexcept { return get16(b_, at); }
+  std::uint32_t u32(std::size_t at) const noexcept { return get32(b_, at); }
+  std::uint64_t u64(std::size_t at) const noexcept { return get64(b_, at); }
 
  private:
   std::span<const std::uint8_t, 64> b_;

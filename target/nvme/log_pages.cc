@@ -3,20 +3,12 @@
 #include <algorithm>
 #include <cstring>
 
+#include "target/nvme/little_endian.h"
+
 namespace strata::nvme {
 
 namespace {
 
-void put16(std::vector<std::uint8_t>& d, std::size_t at, std::uint16_t v) {
-  d[at] = static_cast<std::uint8_t>(v);
-  d[at + 1] = static_cast<std::uint8_t>(v >> 8);
-}
-void put32(std::vector<std::uint8_t>& d, std::size_t at, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) d[at + i] = static_cast<std::uint8_t>(v >> (8 * i));
-}
-void put64(std::vector<std::uint8_t>& d, std::size_t at, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) d[at + i] = static_cast<std::uint8_t>(v >> (8 * i));
-}
 // ASCII, space padded (TRSVCID, TRADDR, FRS).
 void put_text(std::vector<std::uint8_t>& d, std::size_t at, std::size_t bytes, const std::string& s) {
   std::fill_n(d.begin() + static_cast<std::ptrdiff_t>(at), bytes, std::uint8_t{' '});
@@ -53,18 +45,18 @@ std::vector<std::uint8_t> ana_log(std::uint64_t change_count, std::span<const an
   std::size_t size = 16;
   for (const ana_group& g : groups) size += 32 + (groups_only ? 0 : 4 * g.nsids.size());
   std::vector<std::uint8_t> d(size, 0);
-  put64(d, 0, change_count);
-  put16(d, 8, static_cast<std::uint16_t>(groups.size()));
+  put64(d.data() + 0, change_count);
+  put16(d.data() + 8, static_cast<std::uint16_t>(groups.size()));
   std::size_t at = 16;
   for (const ana_group& g : groups) {
-    put32(d, at, g.id);
-    put32(d, at + 4, groups_only ? 0 : static_cast<std::uint32_t>(g.nsids.size()));
-    put64(d, at + 8, g.change_count);
+    put32(d.data() + at, g.id);
+    put32(d.data() + at + 4, groups_only ? 0 : static_cast<std::uint32_t>(g.nsids.size()));
+    put64(d.data() + at + 8, g.change_count);
     d[at + 16] = static_cast<std::uint8_t>(g.state);
     at += 32;
     if (groups_only) continue;
     for (std::uint32_t id : g.nsids) {
-      put32(d, at, id);
+      put32(d.data() + at, id);
       at += 4;
     }
   }
@@ -73,18 +65,18 @@ std::vector<std::uint8_t> ana_log(std::uint64_t change_count, std::span<const an
 
 std::vector<std::uint8_t> discovery_log(std::uint64_t generation, std::span<const discovery_entry> entries) {
   std::vector<std::uint8_t> d(1024 * (1 + entries.size()), 0);
-  put64(d, 0, generation);      // GENCTR
-  put64(d, 8, entries.size());  // NUMREC
-  put16(d, 16, 0);              // RECFMT
+  put64(d.data() + 0, generation);      // GENCTR
+  put64(d.data() + 8, entries.size());  // NUMREC
+  put16(d.data() + 16, 0);              // RECFMT
   std::size_t at = 1024;
   for (const discovery_entry& e : entries) {
     d[at + 0] = 3;                       // TRTYPE: TCP
     d[at + 1] = e.ipv6 ? 2 : 1;          // ADRFAM
     d[at + 2] = e.discovery_subsystem ? 3 : 2;  // SUBTYPE
     d[at + 3] = 0x2;                     // TREQ: a secure channel not required
-    put16(d, at + 4, e.port_id);
-    put16(d, at + 6, 0xffff);            // CNTLID: the dynamic controller model
-    put16(d, at + 8, 32);                // ASQSZ: the admin queue's entries
+    put16(d.data() + at + 4, e.port_id);
+    put16(d.data() + at + 6, 0xffff);            // CNTLID: the dynamic controller model
+    put16(d.data() + at + 8, 32);                // ASQSZ: the admin queue's entries
     put_text(d, at + 32, 32, e.service);
     const std::size_t nqn = std::min<std::size_t>(e.subsystem_nqn.size(), 255);
     std::memcpy(d.data() + at + 256, e.subsystem_nqn.data(), nqn);
@@ -98,16 +90,16 @@ std::vector<std::uint8_t> discovery_log(std::uint64_t generation, std::span<cons
 std::vector<std::uint8_t> health_log(const health_counters& h) {
   std::vector<std::uint8_t> d(512, 0);
   d[0] = h.degraded ? 0x04 : 0;  // critical warning: reliability degraded
-  put16(d, 1, 273 + 25);         // composite temperature, kelvin (the array has no sensor here)
+  put16(d.data() + 1, 273 + 25);         // composite temperature, kelvin (the array has no sensor here)
   d[3] = 100;                    // available spare
   d[4] = 10;                     // its threshold
   // Data units: thousands of 512-byte units, rounded up.
-  put64(d, 32, (h.bytes_read / 512 + 999) / 1000);
-  put64(d, 48, (h.bytes_written / 512 + 999) / 1000);
-  put64(d, 64, h.read_commands);
-  put64(d, 80, h.write_commands);
-  put64(d, 128, h.power_on_hours);
-  put64(d, 160, h.media_errors);
+  put64(d.data() + 32, (h.bytes_read / 512 + 999) / 1000);
+  put64(d.data() + 48, (h.bytes_written / 512 + 999) / 1000);
+  put64(d.data() + 64, h.read_commands);
+  put64(d.data() + 80, h.write_commands);
+  put64(d.data() + 128, h.power_on_hours);
+  put64(d.data() + 160, h.media_errors);
   return d;
 }
 
@@ -121,10 +113,10 @@ std::vector<std::uint8_t> firmware_slot_log(const std::string& revision) {
 std::vector<std::uint8_t> changed_namespace_log(std::span<const std::uint32_t> nsids) {
   std::vector<std::uint8_t> d(4096, 0);
   if (nsids.size() > 1024) {
-    put32(d, 0, 0xffffffff);
+    put32(d.data() + 0, 0xffffffff);
     return d;
   }
-  for (std::size_t i = 0; i < nsids.size(); ++i) put32(d, 4 * i, nsids[i]);
+  for (std::size_t i = 0; i < nsids.size(); ++i) put32(d.data() + 4 * i, nsids[i]);
   return d;
 }
 

@@ -1,6 +1,7 @@
 #include "target/nvme/status.h"
 
 #include "raid/device/status.h"
+#include "target/nvme/little_endian.h"
 
 namespace strata::nvme {
 
@@ -44,15 +45,11 @@ status status_for(std::error_code ec, device::op operation) noexcept {
 std::array<std::uint8_t, 16> completion(std::uint16_t command_id, status s, std::uint16_t sq_head, std::uint16_t sq_id,
                                         std::uint64_t result) noexcept {
   std::array<std::uint8_t, 16> e{};
-  for (int i = 0; i < 8; ++i) e[i] = static_cast<std::uint8_t>(result >> (8 * i));
-  auto put16 = [&e](std::size_t at, std::uint16_t v) {
-    e[at] = static_cast<std::uint8_t>(v);
-    e[at + 1] = static_cast<std::uint8_t>(v >> 8);
-  };
-  put16(8, sq_head);
-  put16(10, sq_id);
-  put16(12, command_id);
-  put16(14, s.field());
+  put64(e.data(), result);
+  put16(e.data() + 8, sq_head);
+  put16(e.data() + 10, sq_id);
+  put16(e.data() + 12, command_id);
+  put16(e.data() + 14, s.field());
   return e;
 }
 

@@ -14,14 +14,6 @@ constexpr std::uint32_t at_type = 0, at_flags = 1, at_hlen = 2, at_pdo = 3, at_p
 
 std::unexpected<fatal> refuse(fatal_error status, std::uint32_t information = 0) { return std::unexpected(fatal{status, information}); }
 
-void put16(std::uint8_t* at, std::uint16_t v) noexcept {
-  at[0] = static_cast<std::uint8_t>(v);
-  at[1] = static_cast<std::uint8_t>(v >> 8);
-}
-void put32(std::uint8_t* at, std::uint32_t v) noexcept {
-  for (int i = 0; i < 4; ++i) at[i] = static_cast<std::uint8_t>(v >> (8 * i));
-}
-
 // The common header, and the PDU-specific header's bytes zeroed.
 outgoing_header begin(pdu_type type, std::uint8_t flags, std::uint8_t hlen, std::uint8_t pdo, std::uint32_t plen) {
   outgoing_header h;

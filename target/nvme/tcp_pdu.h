@@ -22,6 +22,8 @@
 #include <expected>
 #include <span>
 
+#include "target/nvme/little_endian.h"
+
 namespace strata::nvme {
 
 enum class pdu_type : std::uint8_t {
@@ -121,14 +123,6 @@ std::expected<pdu_layout, fatal> check_common_header(std::span<const std::uint8_
 // Checks the header digest of a PDU whose header (`header`: HLEN bytes
 // and the digest after them) has been read.
 std::expected<void, fatal> check_header_digest(std::span<const std::uint8_t> header, const pdu_layout& layout);
-
-// Little-endian fields of a header, by byte offset.
-inline std::uint16_t get16(std::span<const std::uint8_t> h, std::size_t at) noexcept {
-  return static_cast<std::uint16_t>(h[at] | h[at + 1] << 8);
-}
-inline std::uint32_t get32(std::span<const std::uint8_t> h, std::size_t at) noexcept {
-  return std::uint32_t{h[at]} | std::uint32_t{h[at + 1]} << 8 | std::uint32_t{h[at + 2]} << 16 | std::uint32_t{h[at + 3]} << 24;
-}
 
 // An ICReq's fields (its HLEN bytes).
 struct ic_req {

@@ -5,19 +5,11 @@
 #include <vector>
 
 #include "target/nvme/command.h"
+#include "target/nvme/little_endian.h"
 #include "target/nvme/registers.h"
 
 namespace strata::nvme {
 namespace {
-
-void put16(std::uint8_t* at, std::uint16_t v) {
-  at[0] = static_cast<std::uint8_t>(v);
-  at[1] = static_cast<std::uint8_t>(v >> 8);
-}
-void put32(std::uint8_t* at, std::uint32_t v) {
-  put16(at, static_cast<std::uint16_t>(v));
-  put16(at + 2, static_cast<std::uint16_t>(v >> 16));
-}
 
 // A Connect as Linux's host sends it: admin queue of 32 entries, KATO 5 s.
 std::array<std::uint8_t, 64> connect_sqe() {

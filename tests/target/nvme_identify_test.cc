@@ -3,13 +3,10 @@
 #include <vector>
 
 #include "target/nvme/identify.h"
+#include "target/nvme/little_endian.h"
 
 namespace strata::nvme {
 namespace {
-std::uint32_t u32(const identify_data& d, std::size_t at) {
-  return std::uint32_t{d[at]} | std::uint32_t{d[at + 1]} << 8 | std::uint32_t{d[at + 2]} << 16 | std::uint32_t{d[at + 3]} << 24;
-}
-std::uint16_t u16(const identify_data& d, std::size_t at) { return static_cast<std::uint16_t>(d[at] | d[at + 1] << 8); }
 std::string text(const identify_data& d, std::size_t at, std::size_t n) { return {d.begin() + static_cast<std::ptrdiff_t>(at), d.begin() + static_cast<std::ptrdiff_t>(at + n)}; }
 }  // namespace
 
@@ -27,33 +24,33 @@ TEST_CASE("nvme identify: the controller, as a Linux host reads it") {
   CHECK(text(d, 24, 13) == "STRATA VOLUME");
   CHECK(d[76] == 0x0b);   // CMIC: multi-port, multi-controller, ANA
   CHECK(d[77] == 8);      // MDTS: 1 MiB in 4 KiB pages
-  CHECK(u16(d, 78) == 5);
-  CHECK(u32(d, 80) == 0x00020000);
-  CHECK(u32(d, 92) == (1u << 8 | 1u << 11));  // OAES
+  CHECK(get16(d, 78) == 5);
+  CHECK(get32(d, 80) == 0x00020000);
+  CHECK(get32(d, 92) == (1u << 8 | 1u << 11));  // OAES
   CHECK(d[111] == 1);     // an I/O controller
-  CHECK(u16(d, 320) == 10);  // KAS: 1 s in 100 ms units
+  CHECK(get16(d, 320) == 10);  // KAS: 1 s in 100 ms units
   CHECK(d[342] == 10);    // ANATT
   CHECK((d[343] & 0x1f) == 0x1f);
-  CHECK(u32(d, 344) == 2);
-  CHECK(u32(d, 348) == 2);
+  CHECK(get32(d, 344) == 2);
+  CHECK(get32(d, 348) == 2);
   CHECK(d[512] == 0x66);
   CHECK(d[513] == 0x44);
-  CHECK(u32(d, 516) == 1024);
-  CHECK(u16(d, 520) == 0x2d);  // ONCS: compare, DSM, write zeroes, reservations
-  CHECK(u16(d, 522) == 1);     // FUSES
+  CHECK(get32(d, 516) == 1024);
+  CHECK(get16(d, 520) == 0x2d);  // ONCS: compare, DSM, write zeroes, reservations
+  CHECK(get16(d, 522) == 1);     // FUSES
   CHECK(d[525] == 1);
-  CHECK(u32(d, 536) == (1u | 1u << 20));
+  CHECK(get32(d, 536) == (1u | 1u << 20));
   CHECK(text(d, 768, 27) == "nqn.2026-11.io.strata:array");
   CHECK(d[768 + 27] == 0);
-  CHECK(u32(d, 1792) == (64 + 8192) / 16);
-  CHECK(u32(d, 1796) == 1);
+  CHECK(get32(d, 1792) == (64 + 8192) / 16);
+  CHECK(get32(d, 1796) == 1);
   CHECK(d[1803] == 1);
 
   c.discovery = true;
   const identify_data disc = identify_controller(c);
   CHECK(disc[111] == 2);
-  CHECK(u32(disc, 92) == 0);
-  CHECK(u16(disc, 520) == 0);
+  CHECK(get32(disc, 92) == 0);
+  CHECK(get16(disc, 520) == 0);
   CHECK(disc[343] == 0);
 }
 
@@ -65,31 +62,31 @@ TEST_CASE("nvme identify: a thin namespace of 4 KiB blocks in ANA group 2") {
   n.ana_group = 2;
   n.nguid[0] = 0x60;
   const identify_data d = identify_namespace(n);
-  CHECK(u32(d, 0) == 262144);
-  CHECK(u32(d, 8) == 262144);
-  CHECK(u32(d, 16) == 1000);
+  CHECK(get32(d, 0) == 262144);
+  CHECK(get32(d, 8) == 262144);
+  CHECK(get32(d, 16) == 1000);
   CHECK(d[24] == 1);
   CHECK(d[30] == 1);
   CHECK(d[31] == 0x7f);
   CHECK(d[33] == 0x09);
-  CHECK(u32(d, 92) == 2);
+  CHECK(get32(d, 92) == 2);
   CHECK(d[104] == 0x60);
-  CHECK(u32(d, 128) == 12u << 16);  // LBADS 12
+  CHECK(get32(d, 128) == 12u << 16);  // LBADS 12
   n.block_bytes = 512;
-  CHECK(u32(identify_namespace(n), 128) == 9u << 16);
+  CHECK(get32(identify_namespace(n), 128) == 9u << 16);
 }
 
 TEST_CASE("nvme identify: the active namespace list starts past the NSID asked for; descriptors carry NGUID and UUID") {
   const std::vector<std::uint32_t> ids{7, 3, 9, 3, 1};
   const identify_data all = active_namespace_list(ids, 0);
-  CHECK(u32(all, 0) == 1);
-  CHECK(u32(all, 4) == 3);
-  CHECK(u32(all, 8) == 7);
-  CHECK(u32(all, 12) == 9);
-  CHECK(u32(all, 16) == 0);
+  CHECK(get32(all, 0) == 1);
+  CHECK(get32(all, 4) == 3);
+  CHECK(get32(all, 8) == 7);
+  CHECK(get32(all, 12) == 9);
+  CHECK(get32(all, 16) == 0);
   const identify_data later = active_namespace_list(ids, 3);
-  CHECK(u32(later, 0) == 7);
-  CHECK(u32(later, 8) == 0);
+  CHECK(get32(later, 0) == 7);
+  CHECK(get32(later, 8) == 0);
 
   std::array<std::uint8_t, 16> nguid{}, uuid{};
   nguid[15] = 0xaa;

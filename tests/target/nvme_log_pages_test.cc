@@ -2,16 +2,10 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
+#include "target/nvme/little_endian.h"
 #include "target/nvme/log_pages.h"
 
 namespace strata::nvme {
-namespace {
-std::uint64_t le(const std::vector<std::uint8_t>& d, std::size_t at, int bytes) {
-  std::uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) v = v << 8 | d[at + static_cast<std::size_t>(i)];
-  return v;
-}
-}  // namespace
 
 TEST_CASE("nvme log pages: Get Log Page's fields, and the piece asked for, checked before anything is allocated") {
   std::array<std::uint8_t, 64> s{};
@@ -43,20 +37,20 @@ TEST_CASE("nvme log pages: the ANA page, with and without its namespaces") {
   const std::vector<ana_group> groups{{1, ana_state::optimized, 3, {1, 2}}, {2, ana_state::non_optimized, 4, {5}}};
   const auto d = ana_log(7, groups, false);
   REQUIRE(d.size() == 16 + 32 + 8 + 32 + 4);
-  CHECK(le(d, 0, 8) == 7);
-  CHECK(le(d, 8, 2) == 2);
-  CHECK(le(d, 16, 4) == 1);
-  CHECK(le(d, 20, 4) == 2);
-  CHECK(le(d, 24, 8) == 3);
+  CHECK(get64(d, 0) == 7);
+  CHECK(get16(d, 8) == 2);
+  CHECK(get32(d, 16) == 1);
+  CHECK(get32(d, 20) == 2);
+  CHECK(get64(d, 24) == 3);
   CHECK(d[32] == 0x1);
-  CHECK(le(d, 48, 4) == 1);
-  CHECK(le(d, 52, 4) == 2);
-  CHECK(le(d, 56, 4) == 2);  // the second group
+  CHECK(get32(d, 48) == 1);
+  CHECK(get32(d, 52) == 2);
+  CHECK(get32(d, 56) == 2);  // the second group
   CHECK(d[72] == 0x2);
-  CHECK(le(d, 88, 4) == 5);
+  CHECK(get32(d, 88) == 5);
   const auto only = ana_log(7, groups, true);
   CHECK(only.size() == 16 + 64);
-  CHECK(le(only, 20, 4) == 0);
+  CHECK(get32(only, 20) == 0);
 }
 
 TEST_CASE("nvme log pages: discovery, health, firmware slot, changed namespaces") {
@@ -64,12 +58,12 @@ TEST_CASE("nvme log pages: discovery, health, firmware slot, changed namespaces"
                                        {true, 1, "nqn.2014-08.org.nvmexpress.discovery", "127.0.0.2", "4420", false}};
   const auto d = discovery_log(5, e);
   REQUIRE(d.size() == 3 * 1024);
-  CHECK(le(d, 0, 8) == 5);
-  CHECK(le(d, 8, 8) == 2);
+  CHECK(get64(d, 0) == 5);
+  CHECK(get64(d, 8) == 2);
   CHECK(d[1024] == 3);     // TCP
   CHECK(d[1025] == 1);     // IPv4
   CHECK(d[1026] == 2);     // an NVMe subsystem
-  CHECK(le(d, 1024 + 6, 2) == 0xffff);
+  CHECK(get16(d, 1024 + 6) == 0xffff);
   CHECK(std::string(d.begin() + 1024 + 32, d.begin() + 1024 + 36) == "4420");
   CHECK(d[1024 + 36] == ' ');
   CHECK(std::string(d.begin() + 1024 + 256, d.begin() + 1024 + 283) == "nqn.2026-11.io.strata:array");
@@ -83,8 +77,8 @@ TEST_CASE("nvme log pages: discovery, health, firmware slot, changed namespaces"
   const auto s = health_log(h);
   CHECK(s.size() == 512);
   CHECK(s[0] == 0x04);
-  CHECK(le(s, 32, 8) == 2);  // rounded up
-  CHECK(le(s, 80, 8) == 9);
+  CHECK(get64(s, 32) == 2);  // rounded up
+  CHECK(get64(s, 80) == 9);
 
   const auto f = firmware_slot_log("0.37");
   CHECK(f[0] == 1);
@@ -92,9 +86,9 @@ TEST_CASE("nvme log pages: discovery, health, firmware slot, changed namespaces"
 
   const std::vector<std::uint32_t> changed{4, 9};
   const auto c = changed_namespace_log(changed);
-  CHECK(le(c, 0, 4) == 4);
-  CHECK(le(c, 4, 4) == 9);
-  CHECK(le(changed_namespace_log(std::vector<std::uint32_t>(1025, 1)), 0, 4) == 0xffffffff);
+  CHECK(get32(c, 0) == 4);
+  CHECK(get32(c, 4) == 9);
+  CHECK(get32(changed_namespace_log(std::vector<std::uint32_t>(1025, 1)), 0) == 0xffffffff);
 }
 
 }  // namespace strata::nvme
