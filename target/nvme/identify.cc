@@ -9,21 +9,11 @@
 
 namespace strata::nvme {
 
-namespace {
-
-// An ASCII field, left-justified and padded with spaces (never NUL).
-void put_text(identify_data& d, std::size_t at, std::size_t bytes, const std::string& s) {
-  std::fill_n(d.begin() + static_cast<std::ptrdiff_t>(at), bytes, std::uint8_t{' '});
-  std::memcpy(d.data() + at, s.data(), std::min(bytes, s.size()));
-}
-
-}  // namespace
-
 identify_data identify_controller(const controller_identity& c) {
   identify_data d{};
-  put_text(d, 4, 20, c.serial);
-  put_text(d, 24, 40, c.model);
-  put_text(d, 64, 8, c.firmware);
+  put_ascii(d.data() + 4, 20, c.serial);
+  put_ascii(d.data() + 24, 40, c.model);
+  put_ascii(d.data() + 64, 8, c.firmware);
   // CMIC: several ports and controllers may reach a namespace, and ANA reports their states.
   d[76] = static_cast<std::uint8_t>(0x1 | 0x2 | (c.ana ? 0x8 : 0));
   d[77] = static_cast<std::uint8_t>(std::countr_zero(std::max<std::uint32_t>(c.max_transfer_bytes, 4096) / 4096));  // MDTS

@@ -1,9 +1,13 @@
-// NVMe's fields are little-endian: reading and writing them in wire bytes.
+// NVMe's fields in wire bytes: numbers little-endian, text ASCII padded
+// with spaces (never NUL).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
+#include <cstring>
 #include <span>
+#include <string_view>
 
 namespace strata::nvme {
 
@@ -25,6 +29,11 @@ inline void put32(std::uint8_t* at, std::uint32_t v) noexcept {
 }
 inline void put64(std::uint8_t* at, std::uint64_t v) noexcept {
   for (int i = 0; i < 8; ++i) at[i] = static_cast<std::uint8_t>(v >> (8 * i));
+}
+
+inline void put_ascii(std::uint8_t* at, std::size_t field_bytes, std::string_view text) noexcept {
+  std::fill_n(at, field_bytes, std::uint8_t{' '});
+  std::memcpy(at, text.data(), std::min(field_bytes, text.size()));
 }
 
 }  // namespace strata::nvme

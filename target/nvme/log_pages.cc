@@ -7,16 +7,6 @@
 
 namespace strata::nvme {
 
-namespace {
-
-// ASCII, space padded (TRSVCID, TRADDR, FRS).
-void put_text(std::vector<std::uint8_t>& d, std::size_t at, std::size_t bytes, const std::string& s) {
-  std::fill_n(d.begin() + static_cast<std::ptrdiff_t>(at), bytes, std::uint8_t{' '});
-  std::memcpy(d.data() + at, s.data(), std::min(bytes, s.size()));
-}
-
-}  // namespace
-
 log_page_request parse_get_log_page(const command_view& c) noexcept {
   log_page_request r;
   const std::uint32_t cdw10 = c.cdw(10);
@@ -77,10 +67,10 @@ std::vector<std::uint8_t> discovery_log(std::uint64_t generation, std::span<cons
     put16(d.data() + at + 4, e.port_id);
     put16(d.data() + at + 6, 0xffff);            // CNTLID: the dynamic controller model
     put16(d.data() + at + 8, 32);                // ASQSZ: the admin queue's entries
-    put_text(d, at + 32, 32, e.service);
+    put_ascii(d.data() + at + 32, 32, e.service);
     const std::size_t nqn = std::min<std::size_t>(e.subsystem_nqn.size(), 255);
     std::memcpy(d.data() + at + 256, e.subsystem_nqn.data(), nqn);
-    put_text(d, at + 512, 256, e.address);
+    put_ascii(d.data() + at + 512, 256, e.address);
     d[at + 768] = 0;                     // TSAS: SECTYPE none
     at += 1024;
   }
@@ -106,7 +96,7 @@ std::vector<std::uint8_t> health_log(const health_counters& h) {
 std::vector<std::uint8_t> firmware_slot_log(const std::string& revision) {
   std::vector<std::uint8_t> d(512, 0);
   d[0] = 0x1;  // AFI: slot 1 active
-  put_text(d, 8, 8, revision);
+  put_ascii(d.data() + 8, 8, revision);
   return d;
 }
 
