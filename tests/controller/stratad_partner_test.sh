@@ -147,8 +147,17 @@ until_state() {
 # b takes a's pool p1 over from its copy; a, thawed with no I/O queued, reads
 # the drives at its first beat and steps down (it would otherwise go on
 # presenting the pool's LUNs as active/optimized until a host wrote to it).
-check "b holds a current copy of p1 (a says so on the drives)" \
-  bash -c "for _ in \$(seq 100); do '$cli' --api $api_a events --limit 1000 | grep -q 'pools/p1 .*controller b holds a current copy' && exit 0; sleep 0.1; done; exit 1"
+# (a's newest event about p1, not any: the log keeps those of earlier
+# starts, and a hand-over of p1 back to a may still be under way.)
+a_serves_p1_mirrored() {
+  for _ in $(seq 300); do
+    "$cli" --api "$api_a" events --limit 50 | grep -m1 'pools/p1 ' | grep -q 'controller b holds a current copy' &&
+      "$cli" --api "$api_a" controller list | grep controllers/a | grep ACTIVE | grep -q pools/p1 && return 0
+    sleep 0.1
+  done
+  return 1
+}
+check "a serves p1 and b holds a current copy of it (a's newest word on p1)" a_serves_p1_mirrored
 kill -STOP "$pid"
 took=$(until_state "$api_b" controllers/a DOWN 6) && echo "b saw a frozen a DOWN after $took ms"
 check "b sees a frozen a DOWN within 3 s" test -n "$took" -a "${took:-99999}" -le 3000
