@@ -41,8 +41,8 @@ identify_data identify_controller(const controller_identity& c) {
   put16(d.data() + 514, c.max_commands);
   put32(d.data() + 516, c.namespaces);
   if (!c.discovery) {
-    // ONCS: Compare, Dataset Management, Write Zeroes, reservations.
-    put16(d.data() + 520, 0x1 | 0x4 | 0x8 | 0x20);
+    // ONCS: Compare, Dataset Management, Write Zeroes, and reservations if offered.
+    put16(d.data() + 520, static_cast<std::uint16_t>(0x1 | 0x4 | 0x8 | (c.reservations ? 0x20 : 0)));
     put16(d.data() + 522, 0x1);  // FUSES: Compare and Write
     d[525] = c.volatile_write_cache ? 0x1 : 0;  // VWC
   }

@@ -43,6 +43,7 @@ struct controller_identity {
   std::uint32_t ana_groups = 2;               // ANAGRPMAX and NANAGRPID
   std::uint8_t ana_transition_seconds = 10;   // ANATT
   bool volatile_write_cache = true;           // VWC: Flush means something
+  bool reservations = true;                   // ONCS: the reservation commands
 };
 identify_data identify_controller(const controller_identity& c);
 

@@ -34,6 +34,7 @@ constexpr std::uint8_t aborted_failed_fused = 0x09;
 constexpr std::uint8_t aborted_missing_fused = 0x0a;
 constexpr std::uint8_t invalid_namespace = 0x0b;
 constexpr std::uint8_t command_sequence_error = 0x0c;
+constexpr std::uint8_t namespace_write_protected = 0x20;
 constexpr std::uint8_t keep_alive_expired = 0x19;
 constexpr std::uint8_t command_interrupted = 0x21;       // the host retries it
 constexpr std::uint8_t transient_transport_error = 0x22; // a data digest failed: the host retries it

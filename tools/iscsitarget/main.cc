@@ -1,7 +1,10 @@
 // strata-iscsi-target: Strata's iSCSI target over memory-backed LUNs, for
-// the tests with real initiators and for the benchmark against tgtd. The
-// daemon (stratad) serves volumes through the same server; this tool exists
-// so that the target can be tested and measured on its own.
+// the tests with real initiators and for the benchmark against tgtd, and
+// with --nvme-listen its NVMe/TCP target over the same units (unit N is
+// namespace N + 1 of subsystem --nqn): one unit, two protocols, one
+// reservation state and one range interlock. The daemon (stratad) serves
+// volumes through the same servers; this tool exists so that the targets
+// can be tested and measured on their own.
 //
 //   strata-iscsi-target [--listen ADDR:PORT] [--target IQN] [--luns N]
 //                       [--lun-mib M] [--block-size 512|4096]
@@ -10,6 +13,7 @@
 //                       [--ping-seconds S] [--login-timeout-seconds S]
 //                       [--immediate-data yes|no] [--physical-block-bytes N]
 //                       [--max-held-write-mib M] [--read-only] [--poll-microseconds U]
+//                       [--nvme-listen ADDR:PORT [--nqn NQN] [--nvme-host HOSTNQN]...]
 //
 // Without --acl any initiator may log in and sees unit N as LUN N. With
 // --acl only the initiators named may, each seeing the units listed under
@@ -22,8 +26,11 @@
 // --poll-microseconds (default 100; 0: none) is how long the loop spins
 // for more work before it sleeps (raid/device/run_loop.h).
 //
+// --nvme-host limits the NVMe hosts to those named (default: any).
+//
 // It prints "listening on ADDR:PORT" once it accepts connections (port 0
-// picks a free one), and runs until SIGINT or SIGTERM.
+// picks a free one), and "nvme listening on ADDR:PORT subsystem NQN" with
+// --nvme-listen, and runs until SIGINT or SIGTERM.
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -39,6 +46,7 @@
 #include "raid/device/memory_device.h"
 #include "raid/device/run_loop.h"
 #include "target/iscsi/server.h"
+#include "target/nvme/server.h"
 #include "target/scsi/logical_unit.h"
 #include "target/scsi/lun_map.h"
 
@@ -51,7 +59,8 @@ namespace {
                " [--block-size 512|4096] [--chap USER:SECRET [--mutual-chap USER:SECRET]]"
                " [--discovery-chap USER:SECRET] [--acl IQN[=LUN:UNIT,...]]... [--ping-seconds S]"
                " [--login-timeout-seconds S] [--immediate-data yes|no] [--physical-block-bytes N]"
-               " [--max-held-write-mib M] [--read-only] [--poll-microseconds U]\n",
+               " [--max-held-write-mib M] [--read-only] [--poll-microseconds U]"
+               " [--nvme-listen ADDR:PORT [--nqn NQN] [--nvme-host HOSTNQN]...]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -104,6 +113,8 @@ int main(int argc, char** argv) {
   std::optional<iscsi::chap_credentials> discovery_chap;
   std::vector<acl_entry> acls;
   iscsi::server_options options;
+  std::string nvme_listen;
+  nvme::subsystem nvme_subsystem{"nqn.2026-11.io.strata:target", {}, true, {}};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -143,6 +154,13 @@ int main(int argc, char** argv) {
         const std::string v = value();
         if (v != "yes" && v != "no") usage("--immediate-data is yes or no");
         options.offer.immediate_data = v == "yes";
+      } else if (arg == "--nvme-listen") {
+        nvme_listen = value();
+      } else if (arg == "--nqn") {
+        nvme_subsystem.nqn = value();
+      } else if (arg == "--nvme-host") {
+        nvme_subsystem.hosts.insert(value());
+        nvme_subsystem.any_host = false;
       } else if (arg == "--login-timeout-seconds") {
         options.login_timeout = std::chrono::seconds(std::stoul(value()));
       } else {
@@ -155,12 +173,15 @@ int main(int argc, char** argv) {
   if (block_size != 512 && block_size != 4096) usage("--block-size must be 512 or 4096");
   if (physical_block != 0 && (physical_block & (physical_block - 1)) != 0) usage("--physical-block-bytes must be a power of two");
   if (luns == 0 || luns > 256 || lun_mib == 0) usage("--luns must be 1 to 256 and --lun-mib positive");
-  const auto colon = listen.rfind(':');
-  if (colon == std::string::npos) usage("--listen needs ADDR:PORT");
-  boost::system::error_code ec;
-  const auto address = boost::asio::ip::make_address(listen.substr(0, colon), ec);
-  if (ec) usage("bad address in --listen: " + listen);
-  const auto port = static_cast<unsigned short>(std::stoul(listen.substr(colon + 1)));
+  const auto endpoint_of = [](const std::string& flag, const std::string& at) {
+    const auto colon = at.rfind(':');
+    if (colon == std::string::npos) usage(flag + " needs ADDR:PORT");
+    boost::system::error_code ec;
+    const auto address = boost::asio::ip::make_address(at.substr(0, colon), ec);
+    if (ec) usage("bad address in " + flag + ": " + at);
+    return boost::asio::ip::tcp::endpoint(address, static_cast<unsigned short>(std::stoul(at.substr(colon + 1))));
+  };
+  const auto iscsi_at = endpoint_of("--listen", listen);
 
   boost::asio::io_context loop;
   std::vector<std::unique_ptr<device::memory_device>> disks;
@@ -211,15 +232,36 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "strata-iscsi-target: %.*s\n", static_cast<int>(why.size()), why.data());
   };
   iscsi::server server(loop.get_executor(), {std::move(target)}, options);
-  if (auto ok = server.listen({address, port}); !ok) {
+  if (auto ok = server.listen(iscsi_at); !ok) {
     std::fprintf(stderr, "strata-iscsi-target: %s\n", ok.error().message.c_str());
     return 1;
   }
   const auto here = server.local_endpoint();
   std::printf("listening on %s:%u target %s\n", here.address().to_string().c_str(), here.port(), name.c_str());
   std::fflush(stdout);
+  std::optional<nvme::server> nvme_server;
+  if (!nvme_listen.empty()) {
+    for (unsigned l = 0; l < luns; ++l) {
+      nvme_subsystem.namespaces.push_back({l + 1, units[l].get(), block_size, units[l]->identity().serial, 1});
+    }
+    nvme::server_options nvme_options;
+    nvme_options.ana_groups = 1;
+    nvme_options.log = [](std::string_view why) {
+      std::fprintf(stderr, "strata-iscsi-target: %.*s\n", static_cast<int>(why.size()), why.data());
+    };
+    const std::string nqn = nvme_subsystem.nqn;
+    nvme_server.emplace(loop.get_executor(), std::vector{std::move(nvme_subsystem)}, nvme_options);
+    if (auto ok = nvme_server->listen(endpoint_of("--nvme-listen", nvme_listen)); !ok) {
+      std::fprintf(stderr, "strata-iscsi-target: %s\n", ok.error().message.c_str());
+      return 1;
+    }
+    const auto there = nvme_server->local_endpoint();
+    std::printf("nvme listening on %s:%u subsystem %s\n", there.address().to_string().c_str(), there.port(), nqn.c_str());
+    std::fflush(stdout);
+  }
   boost::asio::signal_set signals(loop, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code&, int) {
+    if (nvme_server) nvme_server->stop();
     server.stop();
     loop.stop();
   });

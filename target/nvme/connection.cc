@@ -1,0 +1,463 @@
+// A connection's PDU reader and writer, and a command's data: the ICReq,
+// capsules and their in-capsule data, R2T and H2CData, C2HData and the
+// response capsule.
+#include "target/nvme/connection.h"
+
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+#include <algorithm>
+#include <cstring>
+
+#include "target/crc32c.h"
+
+namespace strata::nvme {
+
+connection::connection(server& s, tcp::socket socket)
+    : server_(s),
+      socket_(std::move(socket)),
+      server_alive_(s.alive_),
+      write_wake_(socket_.get_executor()),
+      connect_timer_(socket_.get_executor()) {
+  write_wake_.expires_at(asio::steady_timer::time_point::max());
+  boost::system::error_code ec;
+  const auto peer = socket_.remote_endpoint(ec);
+  peer_ = ec ? "an unknown address" : peer.address().to_string() + ":" + std::to_string(peer.port());
+  const auto local = socket_.local_endpoint(ec);
+  local_address_ = ec ? "127.0.0.1" : local.address().to_string();
+  socket_.set_option(tcp::no_delay(true), ec);  // a response waits for nothing
+  terms_.max_in_capsule_data_bytes = s.options().in_capsule_data_bytes;
+  terms_.max_h2c_data_bytes = s.options().max_h2c_data_bytes;
+}
+
+void connection::start() {
+  auto self = shared_from_this();
+  asio::co_spawn(socket_.get_executor(), [self] { return self->run(); }, asio::detached);
+  asio::co_spawn(socket_.get_executor(), [self] { return self->writer(); }, asio::detached);
+  asio::co_spawn(socket_.get_executor(), [self] { return self->connect_watchdog(); }, asio::detached);
+}
+
+void connection::close() {
+  if (closed_) return;
+  closed_ = true;
+  boost::system::error_code ignored;
+  socket_.shutdown(tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  write_wake_.cancel();
+  connect_timer_.cancel();
+}
+
+void connection::log(const std::string& what) const {
+  if (server_alive_.expired()) return;
+  server_.log("NVMe/TCP " + peer_ + ": " + what);
+}
+
+asio::awaitable<void> connection::connect_watchdog() {
+  auto self = shared_from_this();
+  connect_timer_.expires_after(server_.options().connect_timeout);
+  auto [ec] = co_await connect_timer_.async_wait(use_tuple);
+  if (ec || closed_ || ctrl_ != nullptr) co_return;
+  log("closed: no Connect within " + std::to_string(server_.options().connect_timeout.count()) + " s");
+  close();
+}
+
+asio::awaitable<bool> connection::read(std::span<std::uint8_t> into) {
+  auto [ec, n] = co_await asio::async_read(socket_, asio::buffer(into.data(), into.size()), use_tuple);
+  co_return !ec;
+}
+
+asio::awaitable<bool> connection::read_data(const pdu_layout& l, std::span<std::uint8_t> into, bool& digest_failed) {
+  std::array<std::uint8_t, 256> pad{};
+  const std::uint32_t pad_bytes = l.pad_bytes();  // PDO is at most 255
+  std::array<std::uint8_t, digest_bytes> digest{};
+  std::array<asio::mutable_buffer, 3> bufs{asio::buffer(pad.data(), pad_bytes), asio::buffer(into.data(), into.size()),
+                                           asio::buffer(digest.data(), l.data_digest ? digest_bytes : 0)};
+  auto [ec, n] = co_await asio::async_read(socket_, bufs, use_tuple);
+  if (ec) co_return false;
+  if (l.data_digest && get_digest(digest.data()) != crc32c(into)) digest_failed = true;
+  co_return true;
+}
+
+void connection::terminate(const fatal& why, std::span<const std::uint8_t> offending) {
+  log("terminated: fatal error " + std::to_string(static_cast<int>(why.status)) + " at " + std::to_string(why.information));
+  outgoing o;
+  o.header = c2h_term_req(why, offending);
+  o.close_after = true;
+  send(std::move(o));
+  closing_ = true;
+}
+
+asio::awaitable<void> connection::run() {
+  auto self = shared_from_this();
+  std::array<std::uint8_t, 256> header{};
+  while (!closed_ && !closing_) {
+    if (!co_await read(std::span(header).first(common_header_bytes))) break;
+    const auto layout = check_common_header(std::span<const std::uint8_t, common_header_bytes>(header.data(), common_header_bytes), terms_);
+    if (!layout) {
+      terminate(layout.error(), std::span(header).first(common_header_bytes));
+      break;
+    }
+    const std::uint32_t header_end = layout->header_bytes + (layout->header_digest ? digest_bytes : 0);
+    if (!co_await read(std::span(header).subspan(common_header_bytes, header_end - common_header_bytes))) break;
+    const auto whole = std::span<const std::uint8_t>(header).first(header_end);
+    if (auto ok = check_header_digest(whole, *layout); !ok) {
+      terminate(ok.error(), whole.first(layout->header_bytes));
+      break;
+    }
+    bool going = false;
+    switch (layout->type) {
+      case pdu_type::ic_req:
+        going = co_await on_ic_req(whole);
+        break;
+      case pdu_type::capsule_cmd:
+        going = co_await on_capsule(*layout, whole);
+        break;
+      case pdu_type::h2c_data:
+        going = co_await on_h2c_data(*layout, whole);
+        break;
+      case pdu_type::h2c_term_req:
+      default:
+        log("the host ended the connection (H2CTermReq, status " + std::to_string(get16(whole, 8)) + ")");
+        going = false;
+        break;
+    }
+    if (!going) break;
+  }
+  if (!closing_) close();
+  // The controller hears of its queue's end; a controller's admin queue
+  // ending ends the controller.
+  if (ctrl_ != nullptr) {
+    if (qid_ == 0) {
+      ctrl_->end("its admin queue closed");
+    } else {
+      ctrl_->io_queues.erase(qid_);
+    }
+  }
+  if (!server_alive_.expired()) server_.live_.erase(shared_from_this());
+}
+
+asio::awaitable<bool> connection::on_ic_req(std::span<const std::uint8_t> header) {
+  const auto req = parse_ic_req(header);
+  if (!req) {
+    terminate(req.error(), header);
+    co_return false;
+  }
+  // Digests as the host asks for them; data at any offset (CPDA 0); C2HData
+  // aligned as the host asks (HPDA).
+  terms_.header_digest = req->header_digest;
+  terms_.data_digest = req->data_digest;
+  terms_.cpda = 0;
+  host_pdu_data_alignment_ = req->host_pdu_data_alignment;
+  outgoing o;
+  o.header = ic_resp(terms_);
+  send(std::move(o));
+  terms_.initialized = true;
+  co_return true;
+}
+
+slot* connection::free_slot() {
+  for (auto& s : slots_) {
+    if (!s->busy) return s.get();
+  }
+  if (slots_.size() >= std::max<std::uint32_t>(queue_entries_, 1)) return nullptr;
+  slots_.push_back(std::make_unique<slot>());
+  slots_.back()->index = static_cast<std::uint16_t>(slots_.size() - 1);
+  slots_.back()->task.context = slots_.back().get();
+  return slots_.back().get();
+}
+
+void connection::release(slot& s) {
+  s.busy = false;
+  s.fused_with = nullptr;
+  s.ns = nullptr;
+  s.subsys.reset();
+  s.to_host.clear();
+  s.digest_failed = false;
+  s.data_ready = false;
+  s.received_bytes = 0;
+  s.data_bytes = 0;
+  s.result = success;
+  s.result_dword = 0;
+  s.hold.reset();  // last: it may hold this connection's last reference
+}
+
+asio::awaitable<bool> connection::on_capsule(const pdu_layout& l, std::span<const std::uint8_t> header) {
+  slot* s = free_slot();
+  std::array<std::uint8_t, sqe_bytes> sqe{};
+  std::memcpy(sqe.data(), header.data() + common_header_bytes, sqe_bytes);
+  const command_view c(std::span<const std::uint8_t, sqe_bytes>(sqe.data(), sqe_bytes));
+  if (ctrl_ != nullptr) ctrl_->heard();
+  if (sq_flow_control_ && ctrl_ != nullptr) sq_head_ = static_cast<std::uint16_t>((sq_head_ + 1) % queue_entries_);
+  if (s == nullptr) {
+    // More commands than the queue holds: the host broke its own flow
+    // control. Nothing is kept for it; its data, if any, is read and dropped.
+    std::vector<std::uint8_t> sink(l.data_bytes);
+    bool ignored = false;
+    if (l.data_bytes > 0 && !co_await read_data(l, sink, ignored)) co_return false;
+    log("a command past the queue's " + std::to_string(queue_entries_) + " entries");
+    terminate({fatal_error::pdu_sequence_error, 0}, header.first(l.header_bytes));
+    co_return false;
+  }
+  s->busy = true;
+  s->sqe = sqe;
+  s->cid = c.command_id();
+  s->sq_head = sq_flow_control_ ? sq_head_ : 0xffff;
+  s->hold = shared_from_this();
+  // A fused Compare's Write must come next (NVMe Base 2.0, 3.4.2): anything
+  // else leaves the Compare without its half.
+  if (fused_compare_ != nullptr && !(c.fuse() == 2 && fused_compare_->fused_with == nullptr)) {
+    slot& orphan = *fused_compare_;
+    fused_compare_ = nullptr;
+    if (orphan.data_ready) {
+      finish(orphan, generic(code::aborted_missing_fused));
+    } else {
+      orphan.result = generic(code::aborted_missing_fused);  // answered once its data is in
+      orphan.fused_with = &orphan;  // marks it orphaned
+    }
+  }
+  const auto needed = data_needed(c);
+  if (!needed) {
+    if (c.fuse() == 2 && fused_compare_ != nullptr) {
+      // Its Compare does not run without it.
+      slot& compare = *fused_compare_;
+      fused_compare_ = nullptr;
+      compare.result = generic(code::aborted_failed_fused);
+      compare.fused_with = &compare;
+      if (compare.data_ready) finish(compare, compare.result);
+    }
+    std::vector<std::uint8_t> sink(l.data_bytes);
+    bool ignored = false;
+    if (l.data_bytes > 0 && !co_await read_data(l, sink, ignored)) co_return false;
+    finish(*s, needed.error());
+    co_return true;
+  }
+  s->data_bytes = *needed;
+  bool no_memory = false;
+  try {
+    if (s->data.size() < s->data_bytes) s->data = device::aligned_buffer(s->data_bytes);
+  } catch (const std::bad_alloc&) {
+    no_memory = true;
+  }
+  if (no_memory) {
+    std::vector<std::uint8_t> sink(l.data_bytes);
+    bool ignored = false;
+    if (l.data_bytes > 0 && !co_await read_data(l, sink, ignored)) co_return false;
+    finish(*s, generic(code::command_interrupted, false));
+    co_return true;
+  }
+  if (c.fuse() == 1) {
+    fused_compare_ = s;
+  } else if (c.fuse() == 2) {
+    if (fused_compare_ != nullptr) {
+      fused_compare_->fused_with = s;
+      s->fused_with = fused_compare_;
+      fused_compare_ = nullptr;
+    } else {
+      s->fused_with = s;  // no Compare before it
+      s->result = generic(code::aborted_missing_fused);
+    }
+  }
+  if (l.data_bytes > 0) {
+    // In-capsule data: all of the command's.
+    auto into = std::span(reinterpret_cast<std::uint8_t*>(s->data.data()), s->data_bytes);
+    if (!co_await read_data(l, into, s->digest_failed)) co_return false;
+    s->received_bytes = s->data_bytes;
+    data_arrived(*s);
+  } else if (s->data_bytes > 0) {
+    // One R2T for the whole: the host cuts it into H2CData of MAXH2CDATA.
+    outgoing o;
+    o.header = r2t(s->cid, s->index, 0, s->data_bytes, terms_.header_digest);
+    send(std::move(o));
+  } else {
+    data_arrived(*s);
+  }
+  co_return true;
+}
+
+std::expected<std::uint32_t, status> connection::data_needed(const command_view& c) {
+  // What the command moves, by its kind.
+  std::uint32_t to_controller = 0;
+  std::optional<std::uint32_t> to_host;  // none: what the SGL says (admin data)
+  if (c.opcode() == opcode::fabrics) {
+    if (c.fabrics_type() == fctype::connect) to_controller = connect_data_bytes;
+  } else if (ctrl_ == nullptr) {
+    return std::unexpected(generic(code::command_sequence_error));  // nothing but Connect before Connect
+  } else if (qid_ != 0) {
+    const namespace_config* ns = ctrl_->discovery() ? nullptr : ctrl_->subsys_->find(c.nsid());
+    if (ns == nullptr) {
+      if (c.opcode() == opcode::flush && c.nsid() == 0xffffffff) return 0u;  // every namespace
+      return std::unexpected(generic(code::invalid_namespace));
+    }
+    const auto t = nvm_transfer_of(c, ns->block_bytes, server_.options().max_transfer_bytes);
+    if (!t) return std::unexpected(t.error());
+    to_controller = t->to_controller_bytes;
+    to_host = t->to_host_bytes;
+  }
+  // The data pointer: a Data Block in the capsule, or the Transport SGL
+  // Data Block (R2T for what the host sends, C2HData for what it gets).
+  const bool in_capsule = c.sgl_type() == sgl::data_block && c.sgl_subtype() == sgl::subtype_offset;
+  const bool transport = c.sgl_type() == sgl::transport_data_block && c.sgl_subtype() == sgl::subtype_transport;
+  if (!in_capsule && !transport) return std::unexpected(generic(code::sgl_descriptor_type_invalid));
+  if (to_controller > 0) {
+    if (c.sgl_length() != to_controller || (in_capsule && c.sgl_address() != 0))
+      return std::unexpected(generic(code::data_sgl_length_invalid));
+    if (in_capsule && to_controller > terms_.max_in_capsule_data_bytes)
+      return std::unexpected(generic(code::data_sgl_length_invalid));
+  } else if (to_host && *to_host > 0 && (!transport || c.sgl_length() != *to_host)) {
+    return std::unexpected(generic(code::data_sgl_length_invalid));
+  }
+  return to_controller;
+}
+
+asio::awaitable<bool> connection::on_h2c_data(const pdu_layout& l, std::span<const std::uint8_t> header) {
+  const auto d = parse_h2c_data(header, l, terms_);
+  if (!d) {
+    terminate(d.error(), header.first(l.header_bytes));
+    co_return false;
+  }
+  // The R2T's tag is the slot's index; it must be waiting for this data,
+  // from where the last H2CData ended.
+  slot* s = d->transfer_tag < slots_.size() ? slots_[d->transfer_tag].get() : nullptr;
+  if (s == nullptr || !s->busy || s->cid != d->command_id || s->data_ready || s->data_bytes == 0) {
+    terminate({fatal_error::invalid_header_field, 10}, header.first(l.header_bytes));
+    co_return false;
+  }
+  if (d->data_offset != s->received_bytes || d->data_bytes > s->data_bytes - s->received_bytes) {
+    terminate({fatal_error::data_out_of_range, 0}, header.first(l.header_bytes));
+    co_return false;
+  }
+  auto into = std::span(reinterpret_cast<std::uint8_t*>(s->data.data()) + d->data_offset, d->data_bytes);
+  if (!co_await read_data(l, into, s->digest_failed)) co_return false;
+  s->received_bytes += d->data_bytes;
+  if (s->received_bytes == s->data_bytes) {
+    data_arrived(*s);
+  } else if (d->last) {
+    // LAST_PDU before all the R2T asked for.
+    terminate({fatal_error::data_out_of_range, 0}, header.first(l.header_bytes));
+    co_return false;
+  }
+  co_return true;
+}
+
+void connection::data_arrived(slot& s) {
+  s.data_ready = true;
+  if (s.digest_failed) {
+    // Not fatal: the host sends the command again (NVMe/TCP 1.0, 3.6.2.7).
+    if (s.fused_with != nullptr && s.fused_with != &s) s.fused_with->result = generic(code::aborted_failed_fused);
+    return finish(s, generic(code::transient_transport_error, false));
+  }
+  if (s.fused_with == &s) return finish(s, s.result);  // a fused half whose other half never came
+  if (s.fused_with != nullptr) {
+    slot& compare = s.command().fuse() == 1 ? s : *s.fused_with;
+    slot& write = *compare.fused_with;
+    if (compare.data_ready && write.data_ready) execute_fused(compare);
+    return;
+  }
+  if (s.command().fuse() == 1) return;  // waits for its Write's capsule
+  execute(s);
+}
+
+void connection::execute(slot& s) {
+  const command_view c = s.command();
+  if (c.opcode() == opcode::fabrics) return on_fabrics(s);
+  if (qid_ == 0) return on_admin(s);
+  execute_io(s);
+}
+
+void connection::finish(slot& s, status st, std::uint64_t result) {
+  s.result = st;
+  s.result_dword = result;
+  respond(s);
+}
+
+void connection::respond(slot& s) {
+  if (closed_ || closing_) return release(s);
+  const bool with_data = s.result.ok() && !s.to_host.empty() && s.command().sgl_length() > 0;
+  const bool read_data = s.result.ok() && s.nvm.to_host_bytes() > 0 && s.ns != nullptr;
+  if (with_data || read_data) {
+    outgoing data;
+    // An admin command's data, no more than the host's buffer holds.
+    data.data = with_data ? std::span<const std::uint8_t>(s.to_host).first(
+                                std::min<std::size_t>(s.to_host.size(), s.command().sgl_length()))
+                          : std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(s.task.data_in.data()),
+                                                          s.nvm.to_host_bytes());
+    // The response capsule follows (its SQHD is the host's flow control),
+    // so C2HData's SUCCESS flag is used only without it.
+    const bool success_flag = !sq_flow_control_;
+    data.header = c2h_data(s.cid, 0, static_cast<std::uint32_t>(data.data.size()), true, success_flag,
+                           terms_.header_digest, terms_.data_digest, host_pdu_data_alignment_);
+    data.data_digest = terms_.data_digest;
+    if (success_flag) {
+      data.release = &s;
+      send(std::move(data));
+      return;
+    }
+    send(std::move(data));
+  }
+  const auto cqe = completion(s.cid, s.result, s.sq_head, qid_, s.result_dword);
+  outgoing o;
+  o.header = capsule_resp(cqe, terms_.header_digest);
+  o.release = &s;
+  send(std::move(o));
+}
+
+void connection::complete_async_event(const async_completion& done) {
+  for (auto& s : slots_) {
+    if (s->busy && s->cid == done.command_id && s->command().opcode() == opcode::async_event_request) {
+      return finish(*s, success, done.result);
+    }
+  }
+}
+
+void connection::send(outgoing o) {
+  if (closed_) {
+    if (o.release != nullptr) release(*o.release);
+    return;
+  }
+  queue_.push_back(std::move(o));
+  write_wake_.cancel_one();
+}
+
+asio::awaitable<void> connection::writer() {
+  auto self = shared_from_this();
+  while (!closed_) {
+    if (queue_.empty()) {
+      co_await write_wake_.async_wait(use_tuple);
+      continue;
+    }
+    // Everything queued goes in one gathered write: a response and the
+    // next command's data share a system call under load.
+    std::vector<asio::const_buffer> bufs;
+    std::vector<std::array<std::uint8_t, digest_bytes>> digests;
+    const std::size_t n = std::min<std::size_t>(queue_.size(), 64);
+    digests.resize(n);
+    bool close_after = false;
+    for (std::size_t i = 0; i < n; ++i) {
+      outgoing& o = queue_[i];
+      bufs.push_back(asio::buffer(o.header.wire().data(), o.header.size));
+      if (!o.data.empty()) {
+        bufs.push_back(asio::buffer(o.data.data(), o.data.size()));
+        if (o.data_digest) {
+          put_digest(crc32c(o.data), digests[i].data());
+          bufs.push_back(asio::buffer(digests[i]));
+        }
+      }
+      close_after = close_after || o.close_after;
+    }
+    auto [ec, written] = co_await asio::async_write(socket_, bufs, use_tuple);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (queue_.front().release != nullptr) release(*queue_.front().release);
+      queue_.pop_front();
+    }
+    if (ec || close_after) {
+      close();
+      break;
+    }
+  }
+  // Closed: what was queued is not sent, and its slots are free.
+  while (!queue_.empty()) {
+    if (queue_.front().release != nullptr) release(*queue_.front().release);
+    queue_.pop_front();
+  }
+}
+
+}  // namespace strata::nvme

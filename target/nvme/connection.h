@@ -1,0 +1,221 @@
+// The NVMe/TCP connection and controller of `server.h`, shared by the
+// files that implement them: `connection.cc` (the PDU reader and writer,
+// a command's data in and out: in-capsule data, R2T and H2CData, C2HData,
+// the response capsule), `fabrics.cc` (Connect, Property Get and Set,
+// Disconnect, the controller's life and its keep alive), `admin.cc` (the
+// admin commands), `io.cc` (the NVM commands, through the units). Internal
+// to target/nvme: nothing outside includes it.
+#pragma once
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "raid/device/aligned_buffer.h"
+#include "target/nvme/command.h"
+#include "target/nvme/features.h"
+#include "target/nvme/nvm.h"
+#include "target/nvme/registers.h"
+#include "target/nvme/server.h"
+#include "target/nvme/status.h"
+#include "target/nvme/tcp_pdu.h"
+#include "target/scsi/task.h"
+
+namespace strata::nvme {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+// Status codes of the SGL checks (NVMe Base 2.0, generic).
+namespace code {
+constexpr std::uint8_t data_sgl_length_invalid = 0x0f;
+constexpr std::uint8_t sgl_descriptor_type_invalid = 0x11;
+}  // namespace code
+
+// One command of a queue, from its capsule to its response: a slot of the
+// queue's fixed set (as deep as the queue), reused. Its index is the
+// transfer tag of its R2T, so an H2CData finds it at once.
+struct slot {
+  std::uint16_t index = 0;
+  bool busy = false;
+  std::array<std::uint8_t, sqe_bytes> sqe{};
+  command_view command() const noexcept { return command_view(std::span<const std::uint8_t, sqe_bytes>(sqe)); }
+  std::uint16_t cid = 0;
+  std::uint16_t sq_head = 0;  // SQHD as of its capsule
+
+  // Data from the host: all of it before the command runs.
+  device::aligned_buffer data;
+  std::uint32_t data_bytes = 0;
+  std::uint32_t received_bytes = 0;
+  bool data_ready = false;
+  bool digest_failed = false;  // a data digest did not match: the command fails, transiently
+
+  // A fused Compare and Write: the other half (the compare's is the write,
+  // and the write's the compare), until both have their data.
+  slot* fused_with = nullptr;
+
+  // The NVM command, as the unit runs it.
+  const namespace_config* ns = nullptr;
+  std::shared_ptr<const subsystem> subsys;  // keeps `ns` alive while the unit runs it
+  nvm_command nvm;
+  scsi::task task;
+  // While a unit runs it (or it is written): its connection stays.
+  std::shared_ptr<connection> hold;
+
+  // The answer.
+  status result = success;
+  std::uint64_t result_dword = 0;
+  std::vector<std::uint8_t> to_host;  // an admin command's data
+};
+
+class controller;
+
+// One PDU on its way out: the header (digest and pad included), the data
+// and its digest if enabled. A slot named in `release` is free again once
+// written (its data is what this PDU carries).
+struct outgoing {
+  outgoing_header header;
+  std::span<const std::uint8_t> data;
+  bool data_digest = false;
+  slot* release = nullptr;
+  bool close_after = false;
+};
+
+class connection : public std::enable_shared_from_this<connection> {
+ public:
+  connection(server& s, tcp::socket socket);
+  void start();
+  // Closes the socket: the reader and writer end, commands the units run
+  // finish into nothing.
+  void close();
+  bool closed() const noexcept { return closed_; }
+  std::uint16_t queue_id() const noexcept { return qid_; }
+  const std::shared_ptr<controller>& owner() const noexcept { return ctrl_; }
+  // Sends the response for `s` (its data first, if any), freeing it.
+  void respond(slot& s);
+  // Completes an Asynchronous Event Request left outstanding on this (admin) queue.
+  void complete_async_event(const async_completion& done);
+  std::string peer() const { return peer_; }
+  std::string local_address() const { return local_address_; }
+
+ private:
+  friend class controller;
+  asio::awaitable<void> run();
+  asio::awaitable<void> writer();
+  asio::awaitable<void> connect_watchdog();
+  // Reads exactly `into`; false (and the connection closing) if the host went away.
+  asio::awaitable<bool> read(std::span<std::uint8_t> into);
+  // Reads a PDU's data part: the pad, `into`, the digest; false if the
+  // host went away. A digest that does not match sets `digest_failed`.
+  asio::awaitable<bool> read_data(const pdu_layout& l, std::span<std::uint8_t> into, bool& digest_failed);
+  void terminate(const fatal& why, std::span<const std::uint8_t> offending);
+  asio::awaitable<bool> on_ic_req(std::span<const std::uint8_t> header);
+  asio::awaitable<bool> on_capsule(const pdu_layout& l, std::span<const std::uint8_t> header);
+  asio::awaitable<bool> on_h2c_data(const pdu_layout& l, std::span<const std::uint8_t> header);
+  // The data `s` needs from the host, or the status to answer at once.
+  std::expected<std::uint32_t, status> data_needed(const command_view& c);
+  // Runs `s` once its data is here (or pairs a fused command first).
+  void data_arrived(slot& s);
+  void execute(slot& s);
+  void execute_io(slot& s);
+  void execute_fused(slot& compare);
+  void run_on_unit(slot& s);
+  static void on_task_done(scsi::task& t) noexcept;
+  void task_done(slot& s);
+  void finish(slot& s, status st, std::uint64_t result = 0);
+  slot* free_slot();
+  void release(slot& s);
+  void send(outgoing o);
+  void log(const std::string& what) const;
+
+  // fabrics.cc
+  void on_fabrics(slot& s);
+  void on_connect(slot& s);
+  void on_property(slot& s, bool set);
+  // admin.cc
+  void on_admin(slot& s);
+  void identify(slot& s);
+  void identify_namespace(slot& s, const namespace_config& ns);
+  void namespace_capacity_read(slot& s);
+  void get_log_page(slot& s);
+
+  server& server_;
+  tcp::socket socket_;
+  std::weak_ptr<void> server_alive_;
+  std::string peer_;
+  std::string local_address_;
+  connection_terms terms_;
+  std::uint8_t host_pdu_data_alignment_ = 0;
+  std::shared_ptr<controller> ctrl_;
+  std::uint16_t qid_ = 0;
+  std::uint32_t queue_entries_ = 32;
+  bool sq_flow_control_ = true;
+  std::uint16_t sq_head_ = 0;
+  std::vector<std::unique_ptr<slot>> slots_;
+  // A fused Compare waiting for its Write's capsule.
+  slot* fused_compare_ = nullptr;
+  std::deque<outgoing> queue_;
+  asio::steady_timer write_wake_;
+  asio::steady_timer connect_timer_;
+  bool closed_ = false;
+  bool closing_ = false;  // a last PDU is queued; nothing is read or sent after it
+};
+
+// A controller: made by an admin queue's Connect, joined by its host's I/O
+// queues, ended when its admin queue goes, its host's keep alive lapses,
+// or the subsystem stops allowing its host.
+class controller : public std::enable_shared_from_this<controller> {
+ public:
+  controller(server& s, std::shared_ptr<const subsystem> subsys, std::uint16_t id, connect_data host,
+             std::uint32_t keep_alive_ms);
+  // Starts the keep alive watch.
+  void start();
+  // Closes every queue's connection, and leaves the server.
+  void end(const std::string& why);
+  bool ended() const noexcept { return ended_; }
+  // A command came on one of its queues (traffic-based keep alive).
+  void heard() noexcept { last_heard_ = std::chrono::steady_clock::now(); }
+  // An event for the host: completes an outstanding request, or waits.
+  void raise(const async_event& e);
+  // Closes its I/O queues (a controller reset or shutdown).
+  void drop_io_queues();
+  bool discovery() const noexcept { return subsys_ == nullptr; }
+
+  server& server_;
+  std::weak_ptr<void> server_alive_;
+  std::shared_ptr<const subsystem> subsys_;  // null: the discovery controller
+  std::uint16_t id;
+  connect_data host;
+  // Its hosts' nexus in the SCSI layer: the host NQN and host identifier
+  // ("<host NQN>,hostid,0x<32 hex digits>"), and this port.
+  std::string initiator_port;
+  controller_registers registers;
+  controller_features features;
+  async_events events;
+  std::vector<std::uint32_t> changed_namespaces;  // since the host last read the page
+  connection* admin = nullptr;
+  std::map<std::uint16_t, connection*> io_queues;
+  std::uint64_t ana_change_count_seen = 0;
+
+ private:
+  asio::awaitable<void> keep_alive_watch();
+  asio::steady_timer keep_alive_;
+  std::chrono::steady_clock::time_point last_heard_ = std::chrono::steady_clock::now();
+  bool ended_ = false;
+};
+
+}  // namespace strata::nvme

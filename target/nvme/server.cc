@@ -1,0 +1,147 @@
+#include "target/nvme/server.h"
+
+#include <algorithm>
+
+#include "target/nvme/connection.h"
+
+namespace strata::nvme {
+
+const namespace_config* subsystem::find(std::uint32_t nsid) const noexcept {
+  for (const namespace_config& ns : namespaces) {
+    if (ns.nsid == nsid) return &ns;
+  }
+  return nullptr;
+}
+
+server::server(boost::asio::any_io_executor loop, std::vector<subsystem> subsystems, server_options options)
+    : loop_(loop), options_(std::move(options)), acceptor_(loop) {
+  for (subsystem& s : subsystems) {
+    const std::string nqn = s.nqn;
+    subsystems_[nqn] = std::make_shared<const subsystem>(std::move(s));
+  }
+}
+
+server::~server() { stop(); }
+
+void server::log(const std::string& what) const {
+  if (options_.log) options_.log(what);
+}
+
+std::expected<void, error> server::listen(const boost::asio::ip::tcp::endpoint& at) {
+  boost::system::error_code ec;
+  acceptor_.open(at.protocol(), ec);
+  if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(at, ec);
+  if (!ec) acceptor_.listen(tcp::socket::max_listen_connections, ec);
+  if (ec) {
+    return std::unexpected(make_error(errc::io_error, "NVMe/TCP cannot listen at " + at.address().to_string() + ":" +
+                                                          std::to_string(at.port()) + ": " + ec.message()));
+  }
+  accept();
+  return {};
+}
+
+boost::asio::ip::tcp::endpoint server::local_endpoint() const {
+  boost::system::error_code ec;
+  return acceptor_.local_endpoint(ec);
+}
+
+void server::accept() {
+  acceptor_.async_accept([this, alive = std::weak_ptr<void>(alive_)](const boost::system::error_code& ec, tcp::socket socket) {
+    if (alive.expired() || !acceptor_.is_open()) return;
+    if (!ec) {
+      auto c = std::make_shared<connection>(*this, std::move(socket));
+      live_.insert(c);
+      c->start();
+    }
+    accept();
+  });
+}
+
+void server::stop() {
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+  const auto all = live_;
+  for (const auto& c : all) c->close();
+}
+
+std::uint16_t server::next_controller_id() noexcept {
+  // port_id << 12 | n, n from 1 to FEFh: unique across the two controllers'
+  // ports, and never FFFFh (which asks for a dynamic one) or 0.
+  for (int tries = 0; tries < 0xfef; ++tries) {
+    controller_counter_ = static_cast<std::uint16_t>(controller_counter_ % 0xfef + 1);
+    const auto id = static_cast<std::uint16_t>((options_.port_id & 0xf) << 12 | controller_counter_);
+    if (!controllers_.contains(id)) return id;
+  }
+  return 0;
+}
+
+const subsystem* server::find_subsystem(std::string_view nqn) const noexcept {
+  const auto it = subsystems_.find(nqn);
+  return it == subsystems_.end() ? nullptr : it->second.get();
+}
+
+ana_state server::ana_state_of(std::uint32_t group) const noexcept {
+  const auto it = ana_states_.find(group);
+  return it == ana_states_.end() ? ana_state::optimized : it->second;
+}
+
+void server::set_ana_states(std::map<std::uint32_t, ana_state> states) {
+  if (states == ana_states_) return;
+  ana_states_ = std::move(states);
+  ++ana_change_count_;
+  for (auto& [id, weak] : controllers_) {
+    if (auto c = weak.lock(); c != nullptr && !c->discovery()) c->raise(ana_changed());
+  }
+}
+
+void server::set_subsystem(subsystem s) {
+  auto fresh = std::make_shared<const subsystem>(std::move(s));
+  const auto old = subsystems_.find(fresh->nqn);
+  std::vector<std::uint32_t> changed;
+  if (old != subsystems_.end()) {
+    // Namespaces added, gone, or reached through another unit.
+    for (const namespace_config& ns : fresh->namespaces) {
+      const namespace_config* before = old->second->find(ns.nsid);
+      if (before == nullptr || before->unit != ns.unit || before->ana_group != ns.ana_group) changed.push_back(ns.nsid);
+    }
+    for (const namespace_config& ns : old->second->namespaces) {
+      if (fresh->find(ns.nsid) == nullptr) changed.push_back(ns.nsid);
+    }
+  }
+  subsystems_[fresh->nqn] = fresh;
+  ++discovery_generation_;
+  std::vector<std::shared_ptr<controller>> to_end;
+  for (auto& [id, weak] : controllers_) {
+    auto c = weak.lock();
+    if (c == nullptr || c->discovery() || c->subsys_->nqn != fresh->nqn) continue;
+    if (!fresh->allows(c->host.host_nqn)) {
+      to_end.push_back(c);
+      continue;
+    }
+    c->subsys_ = fresh;
+    if (changed.empty()) continue;
+    for (const std::uint32_t nsid : changed) {
+      if (std::ranges::find(c->changed_namespaces, nsid) == c->changed_namespaces.end()) c->changed_namespaces.push_back(nsid);
+    }
+    c->raise(namespace_attribute_changed());
+  }
+  for (auto& c : to_end) c->end("its host is no longer allowed in " + fresh->nqn);
+}
+
+std::vector<discovery_entry> server::discovery_entries(std::string_view host_nqn, const std::string& local_address) const {
+  std::vector<discovery_entry> out;
+  const std::string here_port = std::to_string(local_endpoint().port());
+  const bool v6 = local_address.find(':') != std::string::npos;
+  out.push_back({true, options_.port_id, std::string(discovery_nqn), local_address, here_port, v6});
+  for (const auto& [nqn, s] : subsystems_) {
+    if (!s->allows(host_nqn)) continue;
+    out.push_back({false, options_.port_id, nqn, local_address, here_port, v6});
+    for (const referral& r : options_.referrals) {
+      out.push_back({false, r.port_id, nqn, r.address, std::to_string(r.port), r.address.find(':') != std::string::npos});
+    }
+  }
+  return out;
+}
+
+}  // namespace strata::nvme

@@ -1,0 +1,150 @@
+// The NVMe/TCP target's port: a TCP listener on one loop, the connections
+// it accepts (one queue each: the admin queue or an I/O queue), and the
+// controllers they make (NVMe over Fabrics 1.1, the dynamic controller
+// model: each admin queue Connect makes a controller, and its host's I/O
+// queue Connects join it by controller ID).
+//
+// A subsystem (`subsystem`) is an NQN, the hosts allowed in by their host
+// NQN, and namespaces that are Strata volumes, reached through their
+// units (nvm.h says why through the unit). The discovery subsystem
+// (nqn.2014-08.org.nvmexpress.discovery) answers on the same port with
+// the discovery log page: every subsystem at this port and at the ports
+// `server_options::referrals` names (the partner controller's).
+//
+// ANA: each namespace belongs to one ANA group (the controller that owns
+// its pool), and this port reports each group's state (`set_ana_states`);
+// a change reaches connected hosts as an ANA change event.
+//
+// Threads: everything runs on the loop given to the server. Units run on
+// their own executors; a command is handed to its unit there and its
+// outcome comes back here. Not thread-safe; reach it by posting.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <chrono>
+#include <cstdint>
+#include <expected>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "raid/device/status.h"
+#include "target/nvme/log_pages.h"
+#include "target/nvme/nvm.h"
+
+namespace strata::nvme {
+
+inline constexpr std::string_view discovery_nqn = "nqn.2014-08.org.nvmexpress.discovery";
+
+struct subsystem {
+  std::string nqn;  // nqn.2026-11.io.strata:array
+  // The hosts allowed in, by host NQN (exact match, as NQNs are compared);
+  // empty with `any_host`: every host.
+  std::set<std::string, std::less<>> hosts;
+  bool any_host = true;
+  std::vector<namespace_config> namespaces;  // NSIDs unique, from 1
+
+  bool allows(std::string_view host_nqn) const { return any_host || hosts.contains(host_nqn); }
+  const namespace_config* find(std::uint32_t nsid) const noexcept;
+};
+
+// Another port where the subsystems are reached (the partner
+// controller's), for the discovery log page.
+struct referral {
+  std::string address;  // "127.0.0.2"
+  std::uint16_t port = 4420;
+  std::uint16_t port_id = 2;
+};
+
+struct server_options {
+  // This port's identifier (PORTID in the discovery log; the relative
+  // target port of its hosts' nexuses in the SCSI layer): 1 on controller
+  // a, 2 on b. Controller IDs are unique within a subsystem across both
+  // controllers: this port hands out port_id << 12 | n.
+  std::uint16_t port_id = 1;
+  std::vector<referral> referrals;
+  std::string serial = "STRATA0001";  // SN of the subsystem's controllers
+  std::string model = "Strata hybrid array";
+  std::string firmware = "0001";
+  // MDTS: the most one command moves, and the deepest queue a host may create.
+  std::uint32_t max_transfer_bytes = 1u << 20;
+  std::uint32_t max_queue_entries = 128;
+  std::uint16_t max_io_queues = 64;
+  // In-capsule data a command may carry (IOCCSZ); MAXH2CDATA, the most one
+  // H2CData PDU may carry.
+  std::uint32_t in_capsule_data_bytes = 8192;
+  std::uint32_t max_h2c_data_bytes = 128u * 1024;
+  // ANA groups, numbered from 1: one per controller that may own a pool.
+  std::uint32_t ana_groups = 2;
+  // A connection that has sent no ICReq, or no Connect, by then is closed.
+  std::chrono::seconds connect_timeout{15};
+  // Told, in words for an administrator, why a Connect was refused and
+  // why a connection or controller ended.
+  std::function<void(std::string_view)> log;
+};
+
+class connection;
+class controller;
+
+class server {
+ public:
+  server(boost::asio::any_io_executor loop, std::vector<subsystem> subsystems, server_options options);
+  ~server();
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+
+  // Binds and listens at `at` (port 0: any free port), and starts accepting.
+  std::expected<void, error> listen(const boost::asio::ip::tcp::endpoint& at);
+  boost::asio::ip::tcp::endpoint local_endpoint() const;
+  // Stops accepting and closes every connection; commands the units run
+  // finish into nothing.
+  void stop();
+
+  // Replaces the subsystem of that NQN, or adds it. Controllers of hosts
+  // no longer allowed are ended; the others see the new namespaces, and
+  // get a namespace attribute notice (changed namespace list) for those
+  // added, removed, or now reached through another unit.
+  void set_subsystem(subsystem s);
+  // Each ANA group's state as this port reports it (groups absent: optimized).
+  // A change raises an ANA change event on every controller.
+  void set_ana_states(std::map<std::uint32_t, ana_state> states);
+
+  const server_options& options() const noexcept { return options_; }
+  const subsystem* find_subsystem(std::string_view nqn) const noexcept;
+  ana_state ana_state_of(std::uint32_t group) const noexcept;
+  std::uint64_t ana_change_count() const noexcept { return ana_change_count_; }
+  // The discovery log's entries for `host_nqn`, which came in at
+  // `local_address`: the discovery subsystem itself, then each subsystem
+  // that allows the host, here and at each referral.
+  std::vector<discovery_entry> discovery_entries(std::string_view host_nqn, const std::string& local_address) const;
+  std::size_t connections() const noexcept { return live_.size(); }
+  std::size_t controllers() const noexcept { return controllers_.size(); }
+
+ private:
+  friend class connection;
+  friend class controller;
+  void accept();
+  // A new controller's ID, unique among this port's live ones.
+  std::uint16_t next_controller_id() noexcept;
+  void log(const std::string& what) const;
+
+  boost::asio::any_io_executor loop_;
+  std::map<std::string, std::shared_ptr<const subsystem>, std::less<>> subsystems_;
+  server_options options_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  std::set<std::shared_ptr<connection>> live_;
+  std::map<std::uint16_t, std::weak_ptr<controller>> controllers_;
+  std::uint16_t controller_counter_ = 0;
+  std::map<std::uint32_t, ana_state> ana_states_;
+  std::uint64_t ana_change_count_ = 1;
+  std::uint64_t discovery_generation_ = 1;
+  health_counters health_;
+  std::shared_ptr<void> alive_ = std::make_shared<int>(0);
+};
+
+}  // namespace strata::nvme
