@@ -291,6 +291,7 @@ std::expected<std::uint32_t, status> connection::data_needed(const command_view&
     if (!t) return std::unexpected(t.error());
     to_controller = t->to_controller_bytes;
     to_host = t->to_host_bytes;
+    if (c.sgl_length() > to_controller && c.sgl_length() <= t->to_controller_most_bytes) to_controller = c.sgl_length();
   }
   // The data pointer: a Data Block in the capsule, or the Transport SGL
   // Data Block (R2T for what the host sends, C2HData for what it gets).

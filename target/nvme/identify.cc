@@ -14,8 +14,9 @@ identify_data identify_controller(const controller_identity& c) {
   put_ascii(d.data() + 4, 20, c.serial);
   put_ascii(d.data() + 24, 40, c.model);
   put_ascii(d.data() + 64, 8, c.firmware);
-  // CMIC: several ports and controllers may reach a namespace, and ANA reports their states.
-  d[76] = static_cast<std::uint8_t>(0x1 | 0x2 | (c.ana ? 0x8 : 0));
+  // CMIC: several ports and controllers may reach a namespace, and ANA
+  // reports their states (a discovery controller has no namespaces).
+  if (!c.discovery) d[76] = static_cast<std::uint8_t>(0x1 | 0x2 | (c.ana ? 0x8 : 0));
   d[77] = static_cast<std::uint8_t>(std::countr_zero(std::max<std::uint32_t>(c.max_transfer_bytes, 4096) / 4096));  // MDTS
   put16(d.data() + 78, c.controller_id);
   put32(d.data() + 80, 0x00020000);  // VER 2.0
@@ -40,6 +41,9 @@ identify_data identify_controller(const controller_identity& c) {
   d[513] = 0x44;  // CQES: 16 bytes
   put16(d.data() + 514, c.max_commands);
   put32(d.data() + 516, c.namespaces);
+  // MNAN: as many namespaces as NN may be attached (Linux refuses ANA
+  // without it).
+  if (!c.discovery) put32(d.data() + 540, c.namespaces);
   if (!c.discovery) {
     // ONCS: Compare, Dataset Management, Write Zeroes, and reservations if offered.
     put16(d.data() + 520, static_cast<std::uint16_t>(0x1 | 0x4 | 0x8 | (c.reservations ? 0x20 : 0)));

@@ -101,7 +101,7 @@ std::expected<nvm_transfer, status> nvm_transfer_of(const command_view& c, std::
       return nvm_transfer{};
     case opcode::dataset_management: {
       const std::uint32_t ranges = (c.cdw(10) & 0xff) + 1;
-      return nvm_transfer{static_cast<std::uint32_t>(ranges * dsm_range_bytes), 0};
+      return nvm_transfer{static_cast<std::uint32_t>(ranges * dsm_range_bytes), 0, 256 * dsm_range_bytes};
     }
     default:
       return std::unexpected(generic(code::invalid_opcode));

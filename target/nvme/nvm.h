@@ -71,6 +71,10 @@ std::array<std::uint8_t, 16> namespace_uuid(std::string_view serial) noexcept;
 struct nvm_transfer {
   std::uint32_t to_controller_bytes = 0;
   std::uint32_t to_host_bytes = 0;
+  // The host may send more, up to this (Dataset Management: Linux sends
+  // room for 256 ranges whatever NR says, "some devices" reading that
+  // much; nvmet takes it too). Only the first to_controller_bytes count.
+  std::uint32_t to_controller_most_bytes = 0;
 };
 // The transfer, or the status to answer at once: an opcode Strata does
 // not know, a length past `max_transfer_bytes` (MDTS), fields the
