@@ -17,7 +17,8 @@ constexpr std::uint8_t admin_abort = 0x08;
 // CNS 06h: the I/O command set specific Identify Controller (the NVM
 // command set's: its limits, none of which Strata sets beyond MDTS).
 constexpr std::uint8_t cns_io_command_set_controller = 0x06;
-constexpr std::uint32_t every_namespace = 0xffffffff;
+// NN and MNAN: the highest NSID a host may be given.
+constexpr std::uint32_t max_namespaces = 1024;
 
 std::vector<std::uint8_t> as_vector(const identify_data& d) { return {d.begin(), d.end()}; }
 
@@ -72,7 +73,7 @@ void connection::identify(slot& s) {
     id.controller_id = ctrl_->id;
     id.subsystem_nqn = subsys != nullptr ? subsys->nqn : std::string(discovery_nqn);
     id.discovery = subsys == nullptr;
-    id.namespaces = 1024;
+    id.namespaces = max_namespaces;
     id.max_transfer_bytes = o.max_transfer_bytes;
     id.max_commands = static_cast<std::uint16_t>(o.max_queue_entries);
     id.in_capsule_data_bytes = o.in_capsule_data_bytes;
@@ -85,8 +86,10 @@ void connection::identify(slot& s) {
   if (subsys == nullptr) return finish(s, generic(code::invalid_field));  // a discovery controller has no namespaces
   switch (cns) {
     case cns::namespace_data: {
-      if (c.nsid() == 0 || c.nsid() == every_namespace) return finish(s, generic(code::invalid_namespace));
-      const namespace_config* ns = subsys->find(c.nsid());
+      // Past NN, or the broadcast value: no such NSID. Within NN but not
+      // attached to this host: an inactive NSID, answered with zeros.
+      if (c.nsid() == 0 || c.nsid() > max_namespaces) return finish(s, generic(code::invalid_namespace));
+      const namespace_config* ns = subsys->find(ctrl_->host.host_nqn, c.nsid());
       if (ns == nullptr) {
         s.to_host.assign(identify_bytes, 0);  // an inactive NSID: zeros
         return finish(s, success);
@@ -96,12 +99,12 @@ void connection::identify(slot& s) {
     case cns::active_namespaces: {
       if (c.nsid() >= 0xfffffffe) return finish(s, generic(code::invalid_namespace));
       std::vector<std::uint32_t> nsids;
-      for (const namespace_config& ns : subsys->namespaces) nsids.push_back(ns.nsid);
+      for (const namespace_config& ns : subsys->namespaces_of(ctrl_->host.host_nqn)) nsids.push_back(ns.nsid);
       s.to_host = as_vector(active_namespace_list(nsids, c.nsid()));
       return finish(s, success);
     }
     case cns::namespace_descriptors: {
-      const namespace_config* ns = subsys->find(c.nsid());
+      const namespace_config* ns = subsys->find(ctrl_->host.host_nqn, c.nsid());
       if (ns == nullptr) return finish(s, generic(code::invalid_namespace));
       s.to_host = as_vector(namespace_descriptors(namespace_nguid(ns->serial), namespace_uuid(ns->serial)));
       return finish(s, success);
@@ -192,7 +195,7 @@ void connection::get_log_page(slot& s) {
       std::vector<ana_group> groups;
       for (std::uint32_t g = 1; g <= server_.options().ana_groups; ++g) {
         ana_group group{g, server_.ana_state_of(g), server_.ana_change_count(), {}};
-        for (const namespace_config& ns : subsys->namespaces) {
+        for (const namespace_config& ns : subsys->namespaces_of(ctrl_->host.host_nqn)) {
           if (ns.ana_group == g) group.nsids.push_back(ns.nsid);
         }
         groups.push_back(std::move(group));

@@ -113,11 +113,14 @@ struct connect_refusal {
 };
 std::expected<connect_data, connect_refusal> parse_connect_data(std::span<const std::uint8_t> data);
 
-// The result dword of a Connect refused for invalid parameters: IATTR 1
-// (the data, not the command) and IPO.
+// The result dword of a Connect refused for invalid parameters (Fabrics
+// 1.1, figure 21): IPO, the byte offset, in bits 15:0, and IATTR in bit
+// 16: 1 for a field of the data, 0 for one of the command (as Linux's
+// IPO_IATTR_CONNECT_DATA and IPO_IATTR_CONNECT_SQE encode them).
 constexpr std::uint32_t connect_invalid_parameter_result(std::uint16_t data_offset) noexcept {
-  return 1u | std::uint32_t{data_offset} << 16;
+  return 1u << 16 | data_offset;
 }
+constexpr std::uint32_t connect_invalid_command_field_result(std::uint16_t sqe_offset) noexcept { return sqe_offset; }
 
 // Property Get and Set (Fabrics 1.1, 3.4 and 3.5).
 struct property_access {

@@ -282,7 +282,7 @@ std::expected<std::uint32_t, status> connection::data_needed(const command_view&
   } else if (ctrl_ == nullptr) {
     return std::unexpected(generic(code::command_sequence_error));  // nothing but Connect before Connect
   } else if (qid_ != 0) {
-    const namespace_config* ns = ctrl_->discovery() ? nullptr : ctrl_->subsys_->find(c.nsid());
+    const namespace_config* ns = ctrl_->discovery() ? nullptr : ctrl_->subsys_->find(ctrl_->host.host_nqn, c.nsid());
     if (ns == nullptr) {
       if (c.opcode() == opcode::flush && c.nsid() == 0xffffffff) return 0u;  // every namespace
       return std::unexpected(generic(code::invalid_namespace));

@@ -13,7 +13,7 @@ namespace {
 // Connect's "invalid parameters" for a field of the command itself
 // (IATTR 0) at byte `at` of the SQE.
 status invalid_connect_parameter() noexcept { return {status_type::command_specific, code::connect_invalid_parameters, true}; }
-std::uint64_t command_field(std::uint16_t at) noexcept { return std::uint64_t{at} << 16; }
+std::uint64_t command_field(std::uint16_t at) noexcept { return connect_invalid_command_field_result(at); }
 
 std::string hex(std::span<const std::uint8_t> bytes) {
   std::string out;

@@ -10,7 +10,7 @@ namespace strata::nvme {
 void connection::execute_io(slot& s) {
   const command_view c = s.command();
   s.subsys = ctrl_->subsys_;
-  s.ns = s.subsys->find(c.nsid());
+  s.ns = s.subsys->find(ctrl_->host.host_nqn, c.nsid());
   if (s.ns == nullptr) {
     // A Flush of every namespace (NSID FFFFFFFFh): each volume's own
     // flush is what a power cut would need; one suffices for none here.
@@ -30,7 +30,7 @@ void connection::execute_fused(slot& compare) {
   const command_view cc = compare.command();
   const command_view wc = write.command();
   compare.subsys = ctrl_->subsys_;
-  compare.ns = compare.subsys->find(cc.nsid());
+  compare.ns = compare.subsys->find(ctrl_->host.host_nqn, cc.nsid());
   // The pair must name the same blocks of one namespace (NVMe Base 2.0,
   // 3.4.2): otherwise neither runs.
   const bool same = cc.nsid() == wc.nsid() && cc.cdw(10) == wc.cdw(10) && cc.cdw(11) == wc.cdw(11) &&

@@ -6,8 +6,14 @@
 
 namespace strata::nvme {
 
-const namespace_config* subsystem::find(std::uint32_t nsid) const noexcept {
-  for (const namespace_config& ns : namespaces) {
+std::span<const namespace_config> subsystem::namespaces_of(std::string_view host_nqn) const noexcept {
+  if (const auto it = hosts.find(host_nqn); it != hosts.end()) return it->second;
+  if (anyone) return *anyone;
+  return {};
+}
+
+const namespace_config* subsystem::find(std::string_view host_nqn, std::uint32_t nsid) const noexcept {
+  for (const namespace_config& ns : namespaces_of(host_nqn)) {
     if (ns.nsid == nsid) return &ns;
   }
   return nullptr;
@@ -98,28 +104,33 @@ void server::set_ana_states(std::map<std::uint32_t, ana_state> states) {
 void server::set_subsystem(subsystem s) {
   auto fresh = std::make_shared<const subsystem>(std::move(s));
   const auto old = subsystems_.find(fresh->nqn);
-  std::vector<std::uint32_t> changed;
-  if (old != subsystems_.end()) {
-    // Namespaces added, gone, or reached through another unit.
-    for (const namespace_config& ns : fresh->namespaces) {
-      const namespace_config* before = old->second->find(ns.nsid);
-      if (before == nullptr || before->unit != ns.unit || before->ana_group != ns.ana_group) changed.push_back(ns.nsid);
-    }
-    for (const namespace_config& ns : old->second->namespaces) {
-      if (fresh->find(ns.nsid) == nullptr) changed.push_back(ns.nsid);
-    }
-  }
+  const std::shared_ptr<const subsystem> before = old == subsystems_.end() ? nullptr : old->second;
   subsystems_[fresh->nqn] = fresh;
   ++discovery_generation_;
+  bool groups_moved = false;
   std::vector<std::shared_ptr<controller>> to_end;
   for (auto& [id, weak] : controllers_) {
     auto c = weak.lock();
     if (c == nullptr || c->discovery() || c->subsys_->nqn != fresh->nqn) continue;
-    if (!fresh->allows(c->host.host_nqn)) {
+    const std::string& host = c->host.host_nqn;
+    if (!fresh->allows(host)) {
       to_end.push_back(c);
       continue;
     }
     c->subsys_ = fresh;
+    // What this host sees that was added, went, or is now reached through
+    // another unit or ANA group (a takeover).
+    std::vector<std::uint32_t> changed;
+    for (const namespace_config& ns : fresh->namespaces_of(host)) {
+      const namespace_config* was = before == nullptr ? nullptr : before->find(host, ns.nsid);
+      if (was == nullptr || was->unit != ns.unit || was->ana_group != ns.ana_group) changed.push_back(ns.nsid);
+      if (was != nullptr && was->ana_group != ns.ana_group) groups_moved = true;
+    }
+    if (before != nullptr) {
+      for (const namespace_config& ns : before->namespaces_of(host)) {
+        if (fresh->find(host, ns.nsid) == nullptr) changed.push_back(ns.nsid);
+      }
+    }
     if (changed.empty()) continue;
     for (const std::uint32_t nsid : changed) {
       if (std::ranges::find(c->changed_namespaces, nsid) == c->changed_namespaces.end()) c->changed_namespaces.push_back(nsid);
@@ -127,6 +138,13 @@ void server::set_subsystem(subsystem s) {
     c->raise(namespace_attribute_changed());
   }
   for (auto& c : to_end) c->end("its host is no longer allowed in " + fresh->nqn);
+  if (groups_moved) {
+    // Namespaces changed ANA group: the ANA log page changed too.
+    ++ana_change_count_;
+    for (auto& [id, weak] : controllers_) {
+      if (auto c = weak.lock(); c != nullptr && !c->discovery()) c->raise(ana_changed());
+    }
+  }
 }
 
 std::vector<discovery_entry> server::discovery_entries(std::string_view host_nqn, const std::string& local_address) const {

@@ -28,6 +28,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <span>
 #include <set>
 #include <string>
 #include <string_view>
@@ -41,16 +43,21 @@ namespace strata::nvme {
 
 inline constexpr std::string_view discovery_nqn = "nqn.2014-08.org.nvmexpress.discovery";
 
+// A subsystem: its NQN, and what each host sees in it. A host's
+// controllers see its own namespaces (a host's LUN map, in iSCSI terms),
+// so that one array's volumes are masked per host as its LUNs are.
 struct subsystem {
   std::string nqn;  // nqn.2026-11.io.strata:array
-  // The hosts allowed in, by host NQN (exact match, as NQNs are compared);
-  // empty with `any_host`: every host.
-  std::set<std::string, std::less<>> hosts;
-  bool any_host = true;
-  std::vector<namespace_config> namespaces;  // NSIDs unique, from 1
+  // The hosts allowed in, by host NQN (exact match, as NQNs are compared),
+  // each with the namespaces it sees (NSIDs unique, from 1).
+  std::map<std::string, std::vector<namespace_config>, std::less<>> hosts;
+  // What any other host sees; none: other hosts are refused.
+  std::optional<std::vector<namespace_config>> anyone;
 
-  bool allows(std::string_view host_nqn) const { return any_host || hosts.contains(host_nqn); }
-  const namespace_config* find(std::uint32_t nsid) const noexcept;
+  bool allows(std::string_view host_nqn) const { return anyone.has_value() || hosts.contains(host_nqn); }
+  // The namespaces `host_nqn` sees (none if it is not allowed).
+  std::span<const namespace_config> namespaces_of(std::string_view host_nqn) const noexcept;
+  const namespace_config* find(std::string_view host_nqn, std::uint32_t nsid) const noexcept;
 };
 
 // Another port where the subsystems are reached (the partner

@@ -66,7 +66,9 @@ TEST_CASE("nvme command: a Connect's fields and data, and the parameters it refu
   REQUIRE_FALSE(r);
   CHECK(r.error().data_offset == 512);
   CHECK(r.error().why == status{status_type::command_specific, code::connect_invalid_parameters, true});
-  CHECK(connect_invalid_parameter_result(512) == (1u | 512u << 16));
+  CHECK(connect_invalid_parameter_result(512) == (1u << 16 | 512u));
+  CHECK(connect_invalid_parameter_result(256) == 0x00010100u);  // what Linux's nvmet answers for SUBNQN
+  CHECK(connect_invalid_command_field_result(44) == 44u);
   CHECK(parse_connect_data(connect_data_bytes_for("iqn.not-an-nqn", "nqn.h")).error().data_offset == 256);
   CHECK(parse_connect_data(std::vector<std::uint8_t>(100, 0)).error().why == generic(code::invalid_field));
 }

@@ -114,7 +114,8 @@ int main(int argc, char** argv) {
   std::vector<acl_entry> acls;
   iscsi::server_options options;
   std::string nvme_listen;
-  nvme::subsystem nvme_subsystem{"nqn.2026-11.io.strata:target", {}, true, {}};
+  nvme::subsystem nvme_subsystem{"nqn.2026-11.io.strata:target", {}, {}};
+  std::vector<std::string> nvme_hosts;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -159,8 +160,7 @@ int main(int argc, char** argv) {
       } else if (arg == "--nqn") {
         nvme_subsystem.nqn = value();
       } else if (arg == "--nvme-host") {
-        nvme_subsystem.hosts.insert(value());
-        nvme_subsystem.any_host = false;
+        nvme_hosts.push_back(value());
       } else if (arg == "--login-timeout-seconds") {
         options.login_timeout = std::chrono::seconds(std::stoul(value()));
       } else {
@@ -241,9 +241,13 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   std::optional<nvme::server> nvme_server;
   if (!nvme_listen.empty()) {
+    std::vector<nvme::namespace_config> namespaces;
     for (unsigned l = 0; l < luns; ++l) {
-      nvme_subsystem.namespaces.push_back({l + 1, units[l].get(), block_size, units[l]->identity().serial, 1});
+      namespaces.push_back({l + 1, units[l].get(), block_size, units[l]->identity().serial, 1});
     }
+    // Every host allowed sees every unit.
+    for (const std::string& h : nvme_hosts) nvme_subsystem.hosts[h] = namespaces;
+    if (nvme_hosts.empty()) nvme_subsystem.anyone = namespaces;
     nvme::server_options nvme_options;
     nvme_options.ana_groups = 1;
     nvme_options.log = [](std::string_view why) {

@@ -1,0 +1,484 @@
+#!/usr/bin/env python3
+"""NVMe/TCP against strata-iscsi-target, end to end over raw PDUs
+(nvme_raw.py): ICReq and digests, discovery, Connect and its refusals,
+properties, Identify, features, pipelined writes and reads on two I/O
+queues (seeded: STRATA_TEST_SEED=N replays a run), Flush, Write Zeroes,
+deallocation, Compare and fused Compare and Write, the statuses of bad
+commands, the fatal transport errors (C2HTermReq), keep alive,
+Disconnect, and one unit seen through both protocols; all of it at 512-
+and 4096-byte blocks.
+   nvme_target_test.py PATH/TO/strata-iscsi-target"""
+import math, os, random, struct, sys, time, traceback
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import iscsi_raw
+from nvme_raw import (ASYNC_EVENT, CAP, COMPARE, CSTS, DISCONNECT, DISCOVERY_NQN, FLUSH, FUSE_FIRST, FUSE_SECOND,
+                      IC_REQ, READ, VS, WRITE, Host, Queue, check, connect_data, connect_sqe, dsm_ranges, dsm_sqe,
+                      fabrics_sqe, failures, get_features_sqe, invalid_parameter, rw_sqe, set_features_sqe, sqe,
+                      start, stop, write_zeroes_sqe)
+
+NQN = "nqn.2026-11.io.strata:test"
+HOST = Host("nqn.2026-11.io.strata:host-a")
+LUN_MIB = 64
+NUMBER_OF_QUEUES, KEEP_ALIVE_TIMER = 0x07, 0x0f  # feature IDs
+
+
+class Target:
+    """The tool, started with two 64 MiB units (namespaces 1 and 2) of `block`-byte blocks."""
+    def __init__(self, binary, block, *args):
+        self.process, self.iscsi_port, self.port = start(binary, "--luns", "2", "--lun-mib", str(LUN_MIB),
+                                                         "--block-size", str(block), *args, nqn=NQN)
+        self.block, self.blocks = block, (LUN_MIB << 20) // block
+
+
+def u16(b, at):
+    return struct.unpack_from('<H', b, at)[0]
+
+def u32(b, at):
+    return struct.unpack_from('<I', b, at)[0]
+
+def u64(b, at):
+    return struct.unpack_from('<Q', b, at)[0]
+
+def is_status(c, sct, sc, dnr=None):
+    return c.sct == sct and c.sc == sc and (dnr is None or c.dnr == dnr)
+
+def controller(t, io_queues=1, host=HOST, kato_ms=0, **ic):
+    """A controller of the test subsystem: its admin queue (enabled), the
+    queues asked for (Number of Queues), and its I/O queues, each taking
+    IOCCSZ's in-capsule limit."""
+    admin = host.admin(t.port, NQN, kato_ms=kato_ms)
+    if io_queues:
+        c = admin.command(set_features_sqe(NUMBER_OF_QUEUES, (io_queues - 1) * 0x10001))
+        assert c.ok, "Set Features Number of Queues: %r" % c
+    ident = admin.identify(1).data
+    ios = [host.io(t.port, admin, qid, **ic) for qid in range(1, io_queues + 1)]
+    for q in ios:
+        q.in_capsule_bytes = u32(ident, 1792) * 16 - 64
+    return admin, ios
+
+
+# --- Connection and discovery --------------------------------------------------
+
+def test_icreq(t):
+    for hd, dd in ((False, False), (True, True), (True, False), (False, True)):
+        q = Queue(t.port, icreq=False)
+        r = q.initialize(hd, dd)
+        what = "header digest %s, data digest %s" % ("on" if hd else "off", "on" if dd else "off")
+        check("ICReq with %s: ICResp (HLEN 128, PLEN 128, PFV 0) grants exactly that" % what,
+              r.hlen == 128 and r.u32(4) == 128 and r.u16(8) == 0 and r.header[11] == int(hd) | int(dd) << 1,
+              "HLEN %d PLEN %d PFV %d DGST %d" % (r.hlen, r.u32(4), r.u16(8), r.header[11]))
+        check("... MAXH2CDATA at least 4096 and CPDA at most 31", r.u32(12) >= 4096 and r.header[10] <= 31,
+              "MAXH2CDATA %d CPDA %d" % (r.u32(12), r.header[10]))
+        c = q.connect(NQN, HOST.nqn, HOST.hostid)
+        check("... then Connect, its 1024 bytes in the capsule padded to CPDA %d, succeeds" % q.cpda, c.ok, repr(c))
+        ok = q.enable()
+        ident = q.identify(1)  # 4 KiB of C2HData: its digests checked as they come
+        check("... and a digested enable and Identify (4 KiB of C2HData) succeed", ok and ident.ok and
+              len(ident.data) == 4096, repr(ident))
+    for hpda, hd in ((7, False), (31, True)):
+        q = Queue(t.port, hpda=hpda, header_digest=hd)
+        q.connect(NQN, HOST.nqn, HOST.hostid)
+        q.enable()
+        q.identify(1)
+        check("HPDA %d: C2HData's data at a multiple of %d bytes" % (hpda, (hpda + 1) * 4),
+              q.last_c2h_pdo is not None and q.last_c2h_pdo % ((hpda + 1) * 4) == 0, "PDO %s" % q.last_c2h_pdo)
+
+
+def discovery_entries(d):
+    head = d.get_log_page(0x70, 1024)
+    genctr, numrec = u64(head.data, 0), u64(head.data, 8)
+    check("Get Log Page 0x70: the 1024-byte header (GENCTR %d, NUMREC %d)" % (genctr, numrec),
+          head.ok and 1 <= numrec <= 64, repr(head))
+    page = d.get_log_page(0x70, 1024 * numrec, offset=1024)
+    check("... and its %d entries" % numrec, page.ok, repr(page))
+    again = d.get_log_page(0x70, 1024)
+    check("... GENCTR unchanged on reading the header again", u64(again.data, 0) == genctr)
+    text = lambda b: b.split(b"\0")[0].decode(errors="replace").strip()
+    for i in range(numrec):
+        e = page.data[1024 * i:1024 * (i + 1)]
+        yield dict(trtype=e[0], adrfam=e[1], subtype=e[2], portid=u16(e, 4), trsvcid=text(e[32:64]),
+                   subnqn=text(e[256:512]), traddr=text(e[512:768]))
+
+def test_discovery(t):
+    d = HOST.admin(t.port, DISCOVERY_NQN)
+    ident = d.identify(1)
+    check("the discovery controller: Identify says CNTRLTYPE 2", ident.ok and ident.data[111] == 2,
+          "%r CNTRLTYPE %d" % (ident, ident.data[111] if ident.data else -1))
+    entries = list(discovery_entries(d))
+    ours = [e for e in entries if e["subnqn"] == NQN]
+    check("the discovery log lists the test subsystem once", len(ours) == 1, repr(entries))
+    if ours:
+        e = ours[0]
+        check("... TCP, IPv4, an NVM subsystem, at 127.0.0.1 and this port",
+              (e["trtype"], e["adrfam"], e["subtype"], e["traddr"], e["trsvcid"]) == (3, 1, 2, "127.0.0.1", str(t.port)),
+              repr(e))
+
+
+# --- The admin queue ------------------------------------------------------------
+
+def test_admin_connect(t):
+    a, b = Queue(t.port), Queue(t.port)
+    ca = a.connect(NQN, HOST.nqn, HOST.hostid)
+    cb = b.connect(NQN, HOST.nqn, HOST.hostid)
+    check("admin Connect with CNTLID 0xffff: a controller ID, nonzero", ca.ok and 0 < ca.result & 0xffff < 0xfff0,
+          repr(ca))
+    check("a second admin Connect: another controller", cb.ok and cb.result & 0xffff != ca.result & 0xffff,
+          "%r, %r" % (ca, cb))
+    b.enable()
+    aer = b.submit(sqe(ASYNC_EVENT))
+    check("an Asynchronous Event Request stays outstanding while a later Keep Alive completes",
+          b.keep_alive().ok and aer in b.pending)
+
+def test_properties(t):
+    q = Queue(t.port)
+    q.connect(NQN, HOST.nqn, HOST.hostid)
+    cap = q.property_get(CAP, 8)
+    check("Property Get CAP (8 bytes): MQES at least 127, CQR set",
+          cap.ok and cap.result64 & 0xffff >= 127 and cap.result64 >> 16 & 1, "%r CAP 0x%x" % (cap, cap.result64))
+    vs = q.property_get(VS)
+    check("Property Get VS: 2.0 (0x00020000), or at least major version 1",
+          vs.ok and (vs.result == 0x00020000 or vs.result >> 16 >= 1), "%r" % vs)
+    before = q.property_get(CSTS)
+    check("CSTS.RDY is 0 before CC.EN", before.ok and before.result & 1 == 0, repr(before))
+    check("CC.EN = 1 (IOSQES 6, IOCQES 4) makes CSTS.RDY 1", q.enable())
+
+def test_identify_controller(t):
+    q = Queue(t.port)
+    cntlid = q.connect(NQN, HOST.nqn, HOST.hostid).result & 0xffff
+    q.enable()
+    c = q.identify(1)
+    d = c.data
+    check("Identify controller succeeds with 4096 bytes", c.ok and len(d) == 4096, repr(c))
+    subnqn = d[768:1024].split(b"\0")[0].decode(errors="replace")
+    check("... SUBNQN (byte 768) is the subsystem's", subnqn == NQN, subnqn)
+    check("... CNTLID (byte 78) is the one Connect gave", u16(d, 78) == cntlid, "%d vs %d" % (u16(d, 78), cntlid))
+    check("... IOCCSZ (byte 1792) at least 4 (the 64-byte SQE)", u32(d, 1792) >= 4, str(u32(d, 1792)))
+    check("... CMIC (byte 76) reports ANA (bit 3)", d[76] & 0x08, "CMIC 0x%x" % d[76])
+    check("... ANACAP (byte 343) nonzero", d[343] != 0, "ANACAP 0x%x" % d[343])
+
+def test_identify_namespaces(t):
+    q = HOST.admin(t.port, NQN)
+    ns = q.identify(0, 1)
+    d = ns.data
+    check("Identify namespace 1: NSZE is 64 MiB of %d-byte blocks" % t.block, ns.ok and u64(d, 0) == t.blocks,
+          "%r NSZE %d" % (ns, u64(d, 0) if d else -1))
+    lbads = u32(d, 128) >> 16 & 0xff
+    check("... FLBAS format 0, whose LBADS is log2(%d)" % t.block, d[26] & 0xf == 0 and 1 << lbads == t.block,
+          "FLBAS %d LBADS %d" % (d[26], lbads))
+    active = q.identify(2, 0)
+    ids = [u32(active.data, i) for i in range(0, 4096, 4) if u32(active.data, i)]
+    check("the active namespace list (CNS 2) is [1, 2]", active.ok and ids == [1, 2], repr(ids))
+    descriptors = {}
+    for nsid in (1, 2):
+        c = q.identify(3, nsid)
+        at, found = 0, {}
+        while at + 4 <= 4096 and c.data[at]:
+            nidt, nidl = c.data[at], c.data[at + 1]
+            found[nidt] = (nidl, c.data[at + 4:at + 4 + nidl])
+            at += 4 + nidl
+        descriptors[nsid] = found
+        check("namespace %d's descriptors (CNS 3): an NGUID (2, 16 bytes) and a UUID (3, 16 bytes)" % nsid,
+              c.ok and found.get(2, (0,))[0] == 16 and found.get(3, (0,))[0] == 16, repr(found))
+    check("... namespace 1's NGUID and UUID are not namespace 2's",
+          all(descriptors[1].get(k) != descriptors[2].get(k) for k in (2, 3)))
+    nn = u32(q.identify(1).data, 516)
+    absent = q.identify(0, 3)
+    if nn < 3:
+        check("Identify of NSID 3, above NN %d: Invalid Namespace or Format (0x0b), DNR" % nn,
+              is_status(absent, 0, 0x0b, 1), repr(absent))
+    else:  # NVMe 2.0 5.17.2.1: an inactive NSID gets a zero-filled structure
+        check("Identify of NSID 3, inactive (NN %d): a zero-filled structure" % nn,
+              absent.ok and not any(absent.data), repr(absent))
+    if nn < 0xfffffffe:
+        above = q.identify(0, nn + 1)
+        check("Identify of NSID NN + 1: Invalid Namespace or Format (0x0b), DNR", is_status(above, 0, 0x0b, 1),
+              repr(above))
+
+def test_features(t):
+    q = HOST.admin(t.port, NQN, kato_ms=30000)
+    c = q.command(set_features_sqe(NUMBER_OF_QUEUES, 3 | 3 << 16))
+    check("Set Features Number of Queues (4 asked): granted %d submission and %d completion queues"
+          % ((c.result & 0xffff) + 1, (c.result >> 16) + 1), c.ok, repr(c))
+    g = q.command(get_features_sqe(KEEP_ALIVE_TIMER))
+    check("Get Features Keep Alive Timer: the Connect's KATO (30000 ms)", g.ok and g.result == 30000, repr(g))
+
+
+# --- Connect's refusals -----------------------------------------------------------
+
+def test_io_connect(t):
+    admin = HOST.admin(t.port, NQN)
+    admin.command(set_features_sqe(NUMBER_OF_QUEUES, 0))
+    c = Queue(t.port).connect(NQN, HOST.nqn, HOST.hostid, cntlid=admin.cntlid, qid=1, sqsize=127)
+    check("I/O queue Connect (QID 1, SQSIZE 127, the admin queue's CNTLID) succeeds", c.ok, repr(c))
+    c = Queue(t.port).connect(NQN, HOST.nqn, HOST.hostid, cntlid=0x7ffe, qid=1, sqsize=127)
+    check("I/O queue Connect naming an unknown controller: Connect Invalid Parameters (SCT 1, SC 0x82)",
+          is_status(c, 1, 0x82), repr(c))
+    c = Queue(t.port).connect("nqn.2026-11.io.strata:nobody", HOST.nqn, HOST.hostid)
+    check("Connect to an unknown SUBNQN: Connect Invalid Parameters (SCT 1, SC 0x82)", is_status(c, 1, 0x82),
+          repr(c))
+    check("... naming the data's byte 256 (IATTR 1, IPO 256: result 0x00010100)",
+          invalid_parameter(c.result) == (1, 256), "result 0x%x" % c.result)
+
+def test_host_access(t):
+    """Run on a target started with --nvme-host HOST."""
+    c = Queue(t.port).connect(NQN, HOST.nqn, HOST.hostid)
+    check("with --nvme-host, the host listed connects", c.ok, repr(c))
+    other = Host("nqn.2026-11.io.strata:host-b")
+    c = Queue(t.port).connect(NQN, other.nqn, other.hostid)
+    check("... a host not listed gets Connect Invalid Host (SCT 1, SC 0x84)", is_status(c, 1, 0x84), repr(c))
+
+
+# --- Data -------------------------------------------------------------------------
+
+def plan(rng, t, count, max_bytes, in_capsule_bytes):
+    """`count` writes at random, non-overlapping places of namespaces 1 and
+    2: (nsid, slba, data, in_capsule). Half are at most 8 KiB (in the
+    capsule if they fit, or by R2T, at random), half larger (log-uniform
+    to max_bytes)."""
+    small, large = 8192 // t.block, max_bytes // t.block
+    sizes = [rng.randint(1, small) if rng.random() < 0.5 else
+             int(math.exp(rng.uniform(math.log(small + 1), math.log(large)))) for _ in range(count)]
+    nsids = [rng.choice((1, 2)) for _ in range(count)]
+    writes = []
+    for nsid in (1, 2):
+        mine = [i for i in range(count) if nsids[i] == nsid]
+        while sum(sizes[i] for i in mine) > t.blocks:
+            biggest = max(mine, key=lambda i: sizes[i])
+            sizes[biggest] //= 2
+        free = t.blocks - sum(sizes[i] for i in mine)
+        cuts, at, before = sorted(rng.randint(0, free) for _ in mine), 0, 0
+        for i, cut in zip(mine, cuts):  # each range begins after the ones before and a random gap
+            at += cut - before
+            before = cut
+            data = rng.randbytes(sizes[i] * t.block)
+            writes.append((nsid, at, data, len(data) <= in_capsule_bytes and rng.random() < 0.5))
+            at += sizes[i]
+    rng.shuffle(writes)
+    return writes
+
+def run_batches(queues, items, submit, depth=32):
+    """Submits `depth` items on each queue before waiting for any; returns
+    [(item, completion)] in the order of `items`."""
+    out = []
+    for first in range(0, len(items), depth * len(queues)):
+        rounds = []
+        for n, q in enumerate(queues):
+            batch = items[first + n * depth:first + (n + 1) * depth]
+            rounds.append((q, batch, [submit(q, item) for item in batch]))
+        for q, batch, cids in rounds:
+            out += zip(batch, q.wait_all(cids))
+    return out
+
+def first_difference(a, b):
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+def test_data(t):
+    admin, queues = controller(t, 2)
+    mdts = admin.identify(1).data[77]
+    max_bytes = min(1 << 20, 4096 << mdts if mdts else 1 << 20)
+    writes = plan(RNG, t, 256, max_bytes, queues[0].in_capsule_bytes)
+    print("  %d writes, %d MiB, %d in the capsule, on 2 I/O queues, 32 in flight on each"
+          % (len(writes), sum(len(w[2]) for w in writes) >> 20, sum(w[3] for w in writes)), flush=True)
+    done = run_batches(queues, writes, lambda q, w: q.submit(rw_sqe(WRITE, w[0], w[1], len(w[2]) // t.block),
+                                                              w[2], in_capsule=w[3]))
+    bad = [(w[:2], len(w[2]), c) for w, c in done if not c.ok]
+    check("every write succeeds", not bad, "%d failed, first: %r" % (len(bad), bad[:1]))
+    done = run_batches(queues, writes, lambda q, w: q.submit(rw_sqe(READ, w[0], w[1], len(w[2]) // t.block),
+                                                              read_bytes=len(w[2])))
+    bad = [(w[:2], len(w[2]), c, first_difference(c.data, w[2])) for w, c in done if not c.ok or c.data != w[2]]
+    check("every read succeeds and returns what was written", not bad,
+          "%d wrong, first: (namespace, LBA) %r, %d bytes, %r, first wrong byte %s" % ((len(bad),) + bad[0])
+          if bad else "")
+    check("Flush succeeds", queues[0].command(sqe(FLUSH, 1)).ok)
+
+def test_zeroes_and_deallocate(t):
+    _, (q,) = controller(t)
+    bs, lba, n = t.block, t.blocks // 2, 16
+    zeros = bytes(n * bs)
+    for what, entry, data in (("Write Zeroes", write_zeroes_sqe(1, lba, n), b""),
+                              ("Write Zeroes with DEAC", write_zeroes_sqe(1, lba, n, deallocate=True), b""),
+                              ("Dataset Management deallocate", dsm_sqe(1, 1), dsm_ranges([(lba, n)]))):
+        q.write(1, lba, RNG.randbytes(n * bs), bs)
+        c = q.command(entry, data)
+        r = q.read(1, lba, n, bs)
+        check("%s succeeds, and the blocks then read as zeros" % what, c.ok and r.ok and r.data == zeros, repr(c))
+    pattern = RNG.randbytes(n * bs)
+    q.write(1, lba, pattern, bs)
+    c = q.command(dsm_sqe(1, 2), dsm_ranges([(lba, 4), (lba + 8, 4)]))
+    r = q.read(1, lba, n, bs)
+    want = bytes(4 * bs) + pattern[4 * bs:8 * bs] + bytes(4 * bs) + pattern[12 * bs:]
+    check("DSM with two ranges deallocates those and nothing else", c.ok and r.data == want, repr(c))
+
+def test_compare(t):
+    _, (q,) = controller(t)
+    bs, lba, n = t.block, t.blocks // 3, 16
+    pattern = RNG.randbytes(n * bs)
+    q.write(1, lba, pattern, bs)
+    c = q.command(rw_sqe(COMPARE, 1, lba, n), pattern)
+    check("Compare with the same data succeeds", c.ok, repr(c))
+    other = pattern[:-1] + bytes([pattern[-1] ^ 1])
+    c = q.command(rw_sqe(COMPARE, 1, lba, n), other)
+    check("Compare with one bit different: Compare Failure (SCT 2, SC 0x85)", is_status(c, 2, 0x85), repr(c))
+
+def fused(q, lba, n, expected, new):
+    first = q.submit(rw_sqe(COMPARE, 1, lba, n, fuse=FUSE_FIRST), expected, in_capsule=True)
+    second = q.submit(rw_sqe(WRITE, 1, lba, n, fuse=FUSE_SECOND), new, in_capsule=True)
+    return q.wait_all([first, second])
+
+def test_fused(t):
+    _, (q,) = controller(t)
+    bs, lba = t.block, t.blocks // 4
+    n = max(1, 4096 // bs)  # in the capsule: the pair goes back to back
+    old, new, other = (RNG.randbytes(n * bs) for _ in range(3))
+    q.write(1, lba, old, bs)
+    compare, write = fused(q, lba, n, old, new)
+    check("fused Compare and Write, matching: both succeed", compare.ok and write.ok, "%r, %r" % (compare, write))
+    check("... and the write lands", q.read(1, lba, n, bs).data == new)
+    compare, write = fused(q, lba, n, old, other)
+    check("fused Compare and Write, not matching: Compare Failure (SCT 2, SC 0x85)", is_status(compare, 2, 0x85),
+          repr(compare))
+    check("... and the Write is aborted: Failed Fused Command (SCT 0, SC 0x09)", is_status(write, 0, 0x09), repr(write))
+    check("... and the data is unchanged", q.read(1, lba, n, bs).data == new)
+
+
+# --- Errors -------------------------------------------------------------------------
+
+def test_command_errors(t):
+    admin, (q,) = controller(t)
+    c = q.read(1, t.blocks - 1, 2, t.block)
+    check("Read past the end: LBA Out of Range (SCT 0, SC 0x80)", is_status(c, 0, 0x80), repr(c))
+    nn = u32(admin.identify(1).data, 516)
+    c = q.read(5, 0, 1, t.block)
+    if nn < 5:
+        check("I/O to NSID 5 (above NN %d): Invalid Namespace or Format (0x0b), DNR" % nn, is_status(c, 0, 0x0b, 1),
+              repr(c))
+    else:  # NVMe 2.0 3.2.1.1: an inactive NSID is Invalid Field; Linux's nvmet answers 0x0b for both
+        check("I/O to NSID 5 (inactive, NN %d): Invalid Namespace or Format (0x0b) or Invalid Field (0x02), DNR"
+              % nn, is_status(c, 0, 0x0b, 1) or is_status(c, 0, 0x02, 1), repr(c))
+    c = q.command(sqe(0x99, 1))
+    check("an unknown I/O opcode (0x99): Invalid Command Opcode (SCT 0, SC 0x01)", is_status(c, 0, 0x01), repr(c))
+
+def test_header_digest_error(t):
+    admin = HOST.admin(t.port, NQN)
+    admin.command(set_features_sqe(NUMBER_OF_QUEUES, 0x10001))
+    bad, good = HOST.io(t.port, admin, 1, header_digest=True), HOST.io(t.port, admin, 2)
+    bad.submit(rw_sqe(READ, 1, 0, 1), read_bytes=t.block, bad_header_digest=True)
+    closed, term = bad.ending(5)
+    check("a capsule with a bad header digest: C2HTermReq FES 3 (header digest error), then the connection closes",
+          closed and term and term.fes == 3, "closed %s, %s" % (closed, term))
+    check("... while the controller's admin queue and other I/O queue go on",
+          admin.keep_alive().ok and good.read(1, 0, 1, t.block).ok)
+
+def test_data_digest_errors(t):
+    _, (q,) = controller(t, data_digest=True)
+    bs, lba = t.block, t.blocks // 5
+    before = RNG.randbytes(2 * bs)
+    q.write(1, lba, before, bs)
+    for what, kw in (("in-capsule data", dict(in_capsule=True, bad_data_digest=True)),
+                     ("an H2CData PDU", dict(in_capsule=False, bad_h2c_digest=True))):
+        c = q.write(1, lba, RNG.randbytes(2 * bs), bs, **kw)
+        check("a data digest error on %s: Transient Transport Error (SCT 0, SC 0x22)" % what, is_status(c, 0, 0x22),
+              repr(c))
+        r = q.read(1, lba, 2, bs)
+        check("... the connection goes on, and the blocks are unchanged", r.ok and r.data == before, repr(r))
+
+def test_fatal_errors(t):
+    _, (q,) = controller(t)
+    too_much = bytes(q.in_capsule_bytes + t.block)
+    q.submit(rw_sqe(WRITE, 1, 0, len(too_much) // t.block), too_much, in_capsule=True)
+    closed, term = q.ending(5)
+    check("a capsule with %d bytes of data (IOCCSZ allows %d): C2HTermReq FES 5 (data transfer limit exceeded)"
+          % (len(too_much), q.in_capsule_bytes), closed and term and term.fes == 5, "closed %s, %s" % (closed, term))
+    q = Queue(t.port)
+    q.send_pdu(0x0f, bytes(16))
+    closed, term = q.ending(5)
+    check("a PDU of an unknown type (0x0f): C2HTermReq FES 1 (invalid header field), FEI 0 (the type)",
+          closed and term and term.fes == 1 and term.fei == 0, "closed %s, %s" % (closed, term))
+    q = Queue(t.port, icreq=False)
+    q.submit(connect_sqe(0, 31), connect_data(HOST.hostid, 0xffff, NQN, HOST.nqn), in_capsule=True)
+    closed, term = q.ending(5)
+    check("a capsule before the ICReq: C2HTermReq FES 2 (PDU sequence error) or a plain close",
+          closed and (term is None or term.fes == 2), "closed %s, %s" % (closed, term))
+    q = Queue(t.port)
+    q.send_pdu(IC_REQ, bytes(120))
+    closed, term = q.ending(5)
+    check("a second ICReq: C2HTermReq FES 2 (PDU sequence error)", closed and term and term.fes == 2,
+          "closed %s, %s" % (closed, term))
+
+
+# --- Keep alive, Disconnect -----------------------------------------------------------
+
+def test_keep_alive(t):
+    admin, (io,) = controller(t, kato_ms=2000)
+    began = time.monotonic()
+    closed, _ = admin.ending(6)
+    check("KATO 2000 ms and a silent host: the admin connection closes within 6 s (%.1f s)"
+          % (time.monotonic() - began), closed)
+    check("... and so does its I/O queue's", io.ending(2)[0])
+    admin, (io,) = controller(t, kato_ms=2000)
+    answers, end = [], time.monotonic() + 5.5
+    while time.monotonic() < end:
+        answers.append(admin.keep_alive().ok)
+        time.sleep(0.5)
+    check("with a Keep Alive every 500 ms both connections stay up past 5 s",
+          all(answers) and io.read(1, 0, 1, t.block).ok, "%d of %d answered" % (sum(answers), len(answers)))
+
+def test_disconnect(t):
+    admin, (io,) = controller(t)
+    c = io.command(fabrics_sqe(DISCONNECT))
+    check("Disconnect on an I/O queue succeeds", c.ok, repr(c))
+    check("... and the target closes that connection", io.ending(3)[0])
+    check("... while the admin queue stays", admin.keep_alive().ok)
+
+
+# --- Both protocols -----------------------------------------------------------------------
+
+def test_both_protocols(t):
+    """Unit 0: namespace 1 over NVMe/TCP, LUN 0 over iSCSI."""
+    _, (q,) = controller(t)
+    bs, lba = t.block, 1234
+    data = RNG.randbytes(bs)
+    q.write(1, lba, data, bs)
+    c = iscsi_raw.Connection(t.iscsi_port)
+    r, _ = c.full_login()
+    check("an iSCSI login to the same target", r[36] == 0)
+    iscsi_raw.command(c, bytes(6))  # TEST UNIT READY: takes the new nexus's unit attention
+    rw16 = lambda op, at: bytes([op, 0]) + at.to_bytes(8, 'big') + (1).to_bytes(4, 'big') + bytes(2)
+    status, _, _, _, got = iscsi_raw.command(c, rw16(0x88, lba), read_bytes=bs)
+    check("a block written over NVMe/TCP (namespace 1) reads the same over iSCSI (LUN 0)",
+          status == 0 and got == data, "status %d, %d bytes" % (status, len(got)))
+    data = RNG.randbytes(bs)
+    status = iscsi_raw.command(c, rw16(0x8a, lba + 1), write=data)[0]
+    r = q.read(1, lba + 1, 1, bs)
+    check("... and one written over iSCSI reads the same over NVMe/TCP", status == 0 and r.data == data,
+          "status %d, %r" % (status, r))
+
+
+TESTS = [test_icreq, test_discovery, test_admin_connect, test_properties, test_identify_controller,
+         test_identify_namespaces, test_features, test_io_connect, test_data, test_zeroes_and_deallocate,
+         test_compare, test_fused, test_command_errors, test_header_digest_error, test_data_digest_errors,
+         test_fatal_errors, test_keep_alive, test_disconnect, test_both_protocols]
+
+def run(test, t):
+    print("== %s (%d-byte blocks)" % (test.__name__, t.block), flush=True)
+    try:
+        test(t)
+    except Exception as e:
+        traceback.print_exc(file=sys.stdout)
+        check("%s ran to its end" % test.__name__, False, "%s: %s" % (type(e).__name__, e))
+    finally:
+        Queue.close_all()
+
+seed = int(os.environ.get("STRATA_TEST_SEED", random.randrange(1 << 32)))
+print("seed %d (STRATA_TEST_SEED=%d replays it)" % (seed, seed), flush=True)
+RNG = random.Random(seed)
+for block in (512, 4096):
+    target = Target(sys.argv[1], block)
+    for test in TESTS:
+        run(test, target)
+    stop(target.process)
+    target = Target(sys.argv[1], block, "--nvme-host", HOST.nqn)
+    run(test_host_access, target)
+    stop(target.process)
+print("%d failed: %s" % (len(failures), "; ".join(failures)) if failures else "all passed", flush=True)
+sys.exit(1 if failures else 0)
