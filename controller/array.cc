@@ -338,6 +338,7 @@ std::expected<void, error> array::map_volume(const std::string& volume, const st
   }
   ++served->second.mappings;
   if (server_) server_->luns_changed(luns);
+  present_nvme();
   return {};
 }
 
@@ -369,6 +370,7 @@ void array::present_pool(const std::string& pool, bool here, bool stranded) {
   if (server_) {
     for (scsi::lun_map* luns : changed) server_->luns_changed(*luns, false);
   }
+  present_nvme();
   retire_units([] {});
 }
 
@@ -378,6 +380,7 @@ void array::unmap_volume(const std::string& host, std::uint32_t lun, std::functi
   if (unit == nullptr) return done(std::unexpected(make_error(errc::not_found, host + " has no LUN " + std::to_string(lun))));
   h->second.luns->remove(static_cast<std::uint16_t>(lun));
   server_->luns_changed(*h->second.luns);  // before the unit may go: sessions tell it their nexus is gone
+  present_nvme();
   const auto served = std::ranges::find_if(units_, [&](const auto& u) { return &u.second.presented() == unit; });
   if (--served->second.mappings == 0) {
     retiring_.push_back(std::move(served->second));
@@ -411,6 +414,7 @@ std::expected<void, error> array::set_host(const std::string& name, const host_a
     return std::unexpected(make_error(errc::invalid_argument, name + ": " + *bad));
   }
   if (server_) server_->set_target(std::move(node));
+  present_nvme();
   return {};
 }
 
@@ -421,7 +425,35 @@ std::expected<void, error> array::remove_host(const std::string& name) {
   retired_maps_.push_back(std::move(h->second.luns));
   hosts_.erase(h);
   if (server_) server_->set_target(target_node());
+  present_nvme();
   return {};
+}
+
+std::string array::nvme_subsystem_nqn() const {
+  const std::string& t = options_.target_name;
+  return t.starts_with("iqn.") ? "nqn." + t.substr(4) : "nqn.2026-11.io.strata:" + t;
+}
+
+void array::present_nvme() {
+  if (!nvme_) return;
+  const std::uint32_t own_group = options_.controller == "a" ? 1 : 2;
+  nvme::subsystem s;
+  s.nqn = nvme_subsystem_nqn();
+  for (const auto& [name, h] : hosts_) {
+    std::vector<nvme::namespace_config> spaces;
+    for (const std::uint16_t lun : h.luns->luns()) {
+      scsi::unit_interface* unit = h.luns->find(lun);
+      const auto v = std::ranges::find_if(units_, [&](const auto& u) { return &u.second.presented() == unit; });
+      if (v == units_.end()) continue;
+      const std::uint32_t block_bytes = v->second.block_size_bytes == 512 ? 512 : tiering_block_bytes;
+      // Its ANA group is the controller serving its pool: optimized on
+      // that controller's port, non-optimized (forwarded) on the other's.
+      spaces.push_back({lun + 1u, unit, block_bytes, v->second.serial, v->second.unit ? own_group : 3 - own_group});
+    }
+    for (const std::string& nqn : h.access.nqns) s.hosts[nqn] = spaces;
+    if (h.access.any_initiator) s.anyone = spaces;
+  }
+  nvme_->set_subsystem(std::move(s));
 }
 
 iscsi::target_node array::target_node() const {
@@ -437,6 +469,7 @@ iscsi::target_node array::target_node() const {
 host_access host_access_of(const v1::Host& host) {
   host_access a;
   a.iqns.assign(host.iqns().begin(), host.iqns().end());
+  a.nqns.assign(host.nqns().begin(), host.nqns().end());
   a.any_initiator = host.any_initiator();
   if (!host.chap_user().empty() || !host.chap_secret().empty()) a.chap = iscsi::chap_credentials{host.chap_user(), host.chap_secret()};
   if (!host.mutual_chap_user().empty() || !host.mutual_chap_secret().empty()) {
@@ -643,6 +676,17 @@ std::expected<void, error> array::serve() {
     }
   }
   if (auto listening = server_->listen(options_.iscsi); !listening) return std::unexpected(listening.error());
+  if (options_.nvme) {
+    nvme::server_options nvme_options;
+    nvme_options.port_id = options_.controller == "a" ? 1 : 2;
+    nvme_options.ana_groups = 2;
+    nvme_options.log = [this](std::string_view what) { log(std::string(what)); };
+    nvme_ = std::make_unique<nvme::server>(loop_.get_executor(), std::vector<nvme::subsystem>{}, nvme_options);
+    const std::uint32_t own = nvme_options.port_id;
+    nvme_->set_ana_states({{own, nvme::ana_state::optimized}, {3 - own, nvme::ana_state::non_optimized}});
+    present_nvme();
+    if (auto listening = nvme_->listen(*options_.nvme); !listening) return std::unexpected(listening.error());
+  }
   return {};
 }
 
@@ -703,11 +747,12 @@ void array::close() {
   };
   // The drives of pools lost to the partner fail what waits for them.
   if (shelf_) shelf_->shut_lost(make_error_code(errc::permission_denied));
+  if (nvme_) nvme_->stop();
   if (server_) {
     server_->stop();
     bool retired = false;
     retire_units([&] { retired = true; });
-    wait([&] { return server_->connections() == 0 && retired && units_idle(); });
+    wait([&] { return server_->connections() == 0 && (!nvme_ || nvme_->connections() == 0) && retired && units_idle(); });
   }
   if (bay_) {
     bay_->stop();  // a rebuild or scrub cut short here is started again by command

@@ -42,6 +42,7 @@
 #include "raid/device/clock.h"
 #include "raid/device/io_ring.h"
 #include "target/iscsi/server.h"
+#include "target/nvme/server.h"
 #include "raid/device/emulated_512e.h"
 #include "target/scsi/logical_unit.h"
 #include "target/scsi/lun_map.h"
@@ -70,6 +71,7 @@ std::string new_volume_serial(std::string_view volume_id);
 // terms, as the iSCSI target enforces them.
 struct host_access {
   std::vector<std::string> iqns;  // the initiators' iSCSI names
+  std::vector<std::string> nqns;  // its NVMe host NQNs
   bool any_initiator = false;     // every initiator not named by another host
   std::optional<iscsi::chap_credentials> chap;         // what the initiator proves
   std::optional<iscsi::chap_credentials> mutual_chap;  // what the array proves to it
@@ -97,6 +99,9 @@ struct array_options {
   // the link with it).
   std::optional<boost::asio::ip::tcp::endpoint> partner_dial;
   boost::asio::ip::tcp::endpoint iscsi{boost::asio::ip::make_address("127.0.0.1"), 3260};
+  // The NVMe/TCP port (none: NVMe/TCP is not served). Its subsystem's NQN
+  // is the target name's, "iqn." made "nqn.".
+  std::optional<boost::asio::ip::tcp::endpoint> nvme;
   std::string target_name = "iqn.2026-11.io.strata:array";
   // What an empty state directory is built as (config_file.h): the
   // embedded default, or a configuration file's build sections. Never read
@@ -215,6 +220,11 @@ class array {
   boost::asio::any_io_executor executor() const { return loop_.get_executor(); }
 
   boost::asio::ip::tcp::endpoint iscsi_endpoint() const { return server_->local_endpoint(); }
+  // Where NVMe/TCP is served, and its subsystem; none if it is not.
+  std::optional<boost::asio::ip::tcp::endpoint> nvme_endpoint() const {
+    return nvme_ ? std::optional(nvme_->local_endpoint()) : std::nullopt;
+  }
+  std::string nvme_subsystem_nqn() const;
   const std::string& target_name() const noexcept { return options_.target_name; }
   const std::filesystem::path& state_dir() const noexcept { return options_.state_dir; }
   // Where the simulated drives are (array_options::shelf_dir, resolved).
@@ -538,6 +548,11 @@ class array {
   // drives' gates: destroyed at close(), once shut_lost() failed them.
   std::vector<served_volume> stranded_;
   std::unique_ptr<iscsi::server> server_;
+  // NVMe/TCP: one subsystem, each host's namespaces its LUNs (NSID = LUN
+  // + 1), rebuilt by present_nvme() whenever the hosts or their LUN maps
+  // change. ANA group 1 is controller a's pools, 2 b's.
+  std::unique_ptr<nvme::server> nvme_;
+  void present_nvme();
   // The volumes' counters at the last two samples, for rates.
   struct sample {
     device::time_point at{};

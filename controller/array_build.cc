@@ -119,6 +119,7 @@ std::expected<void, error> array::build_default() {
     v1::Host host;
     host.set_name("hosts/" + planned.name);
     for (const std::string& iqn : planned.iqns) host.add_iqns(iqn);
+    for (const std::string& nqn : planned.nqns) host.add_nqns(nqn);
     host.set_any_initiator(planned.any_initiator);
     host.set_chap_user(planned.chap_user);
     host.set_chap_secret(planned.chap_secret);

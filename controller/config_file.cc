@@ -1,5 +1,7 @@
 #include "controller/config_file.h"
 
+#include "controller/names.h"
+
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -42,15 +44,6 @@ std::string lower(std::string_view s) {
 bool valid_name(std::string_view n) {
   if (n.empty() || n.size() > 63 || n[0] < 'a' || n[0] > 'z') return false;
   return std::ranges::all_of(n, [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; });
-}
-
-// An iSCSI name (RFC 3720 3.2.6.3), loosely: iqn., eui. or naa., no
-// spaces, commas or control characters, at most 223 bytes (as mgmt checks).
-bool valid_iscsi_name(std::string_view n) {
-  if (n.size() > 223 || n.size() < 5) return false;
-  const std::string folded = lower(n);
-  if (!folded.starts_with("iqn.") && !folded.starts_with("eui.") && !folded.starts_with("naa.")) return false;
-  return std::ranges::none_of(n, [](char c) { return c <= ' ' || c == ',' || static_cast<unsigned char>(c) >= 0x7f; });
 }
 
 const char* type_name(toml::node_type t) {
@@ -489,10 +482,11 @@ array_plan read_plan(const toml::table& root, const std::filesystem::path& base,
   }
 
   std::map<std::string, std::string> iqn_owner;  // folded IQN -> host
+  std::map<std::string, std::string> nqn_owner;  // NQN -> host
   std::string anyone;                           // the any_initiator host
   for (std::size_t i = 0; i < hosts.size(); ++i) {
     const section s(*hosts[i], "host", i + 1,
-                    {"name", "iqns", "any_initiator", "chap_user", "chap_secret", "mutual_chap_user", "mutual_chap_secret"});
+                    {"name", "iqns", "nqns", "any_initiator", "chap_user", "chap_secret", "mutual_chap_user", "mutual_chap_secret"});
     host_plan h;
     h.name = s.name();
     if (std::ranges::any_of(plan.hosts, [&](const host_plan& o) { return o.name == h.name; })) s.fail("name", "a second host named " + h.name);
@@ -503,10 +497,17 @@ array_plan read_plan(const toml::table& root, const std::filesystem::path& base,
       }
       h.iqns.push_back(iqn);
     }
+    for (const auto& [nqn, at] : s.strings("nqns")) {
+      if (!valid_nvme_name(nqn)) s.fail(*at, "nqns", in_quotes(nqn) + " is not an NVMe qualified name (nqn.…)");
+      if (const auto [owner, fresh] = nqn_owner.emplace(nqn, h.name); !fresh) {
+        s.fail(*at, "nqns", nqn + (owner->second == h.name ? " is listed twice" : " belongs to host " + owner->second));
+      }
+      h.nqns.push_back(nqn);
+    }
     h.any_initiator = s.boolean("any_initiator").value_or(false);
     if (h.any_initiator && !anyone.empty()) s.fail("any_initiator", "host " + anyone + " already stands for every initiator");
     if (h.any_initiator) anyone = h.name;
-    if (h.iqns.empty() && !h.any_initiator) s.fail("iqns", "a host needs an initiator name, or any_initiator = true");
+    if (h.iqns.empty() && h.nqns.empty() && !h.any_initiator) s.fail("iqns", "a host needs an initiator name (iqns or nqns), or any_initiator = true");
     h.chap_user = s.string("chap_user").value_or("");
     h.chap_secret = s.string("chap_secret").value_or("");
     h.mutual_chap_user = s.string("mutual_chap_user").value_or("");
@@ -564,7 +565,7 @@ std::vector<std::string> start_default(array_plan& plan, std::vector<drive_spec>
                  {"g2", group_kind::raid6, {hdds.begin() + half, hdds.end()}},
                  {"g3", group_kind::raid1, {ssds.at(0), ssds.at(1)}},
                  {"g4", group_kind::read_cache, {ssds.at(2)}}};
-  plan.hosts = {{"all", {}, true, {}, {}, {}, {}}};
+  plan.hosts = {{"all", {}, true, {}, {}, {}, {}, {}}};
   return ssds;
 }
 

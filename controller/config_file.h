@@ -80,6 +80,7 @@ struct host_plan {
   std::vector<std::string> iqns;
   bool any_initiator = false;  // every initiator no other host names; one host at most
   std::string chap_user, chap_secret, mutual_chap_user, mutual_chap_secret;
+  std::vector<std::string> nqns;  // its NVMe host NQNs
   bool operator==(const host_plan&) const = default;
 };
 

@@ -437,11 +437,18 @@ outcome<v1::Operation> management::delete_volume(const std::string& name) {
 // ---- hosts and mappings ----
 
 outcome<void> management::check_host(const v1::Host& h) const {
-  if (h.iqns().empty() && !h.any_initiator()) return invalid("host.iqns", "a host needs an initiator name, or any_initiator");
+  if (h.iqns().empty() && h.nqns().empty() && !h.any_initiator()) {
+    return invalid("host.iqns", "a host needs an initiator name (iqns or nqns), or any_initiator");
+  }
   std::set<std::string> own;
   for (const std::string& iqn : h.iqns()) {
     if (!valid_iscsi_name(iqn)) return invalid("host.iqns", "\"" + iqn + "\" is not an iSCSI name (iqn.…, eui.… or naa.…)");
     if (!own.insert(lower(iqn)).second) return invalid("host.iqns", iqn + " is listed twice");
+  }
+  std::set<std::string> own_nqns;
+  for (const std::string& nqn : h.nqns()) {
+    if (!valid_nvme_name(nqn)) return invalid("host.nqns", "\"" + nqn + "\" is not an NVMe qualified name (nqn.…, at most 223 bytes)");
+    if (!own_nqns.insert(nqn).second) return invalid("host.nqns", nqn + " is listed twice");
   }
   if (h.chap_user().empty() != h.chap_secret().empty()) {
     return invalid(h.chap_user().empty() ? "host.chap_user" : "host.chap_secret", "CHAP needs both a user and a secret");
@@ -461,6 +468,9 @@ outcome<void> management::check_host(const v1::Host& h) const {
     if (h.any_initiator() && other.any_initiator()) return refuse(kind::exists, "host.any_initiator", key + " already stands for every initiator");
     for (const std::string& iqn : other.iqns()) {
       if (own.contains(lower(iqn))) return refuse(kind::exists, "host.iqns", iqn + " belongs to " + key);
+    }
+    for (const std::string& nqn : other.nqns()) {
+      if (own_nqns.contains(nqn)) return refuse(kind::exists, "host.nqns", nqn + " belongs to " + key);
     }
   }
   return {};
@@ -487,7 +497,7 @@ outcome<v1::Host> management::create_host(const std::string& host_id, const v1::
 }
 
 outcome<v1::Host> management::update_host(const v1::Host& want, const std::vector<std::string>& fields) {
-  if (auto ok = check_fields(fields, {"iqns", "any_initiator", "chap_user", "chap_secret", "mutual_chap_user", "mutual_chap_secret"}); !ok) {
+  if (auto ok = check_fields(fields, {"iqns", "nqns", "any_initiator", "chap_user", "chap_secret", "mutual_chap_user", "mutual_chap_secret"}); !ok) {
     return std::unexpected(ok.error());
   }
   std::lock_guard hold(changes_);
@@ -498,6 +508,8 @@ outcome<v1::Host> management::update_host(const v1::Host& want, const std::vecto
   for (const std::string& f : fields) {
     if (f == "iqns") {
       host.mutable_iqns()->CopyFrom(want.iqns());
+    } else if (f == "nqns") {
+      host.mutable_nqns()->CopyFrom(want.nqns());
     } else if (f == "any_initiator") {
       host.set_any_initiator(want.any_initiator());
     } else if (f == "chap_user") {

@@ -14,6 +14,7 @@
 
 #include "controller/array.h"
 #include "controller/management.h"
+#include "controller/names.h"
 
 namespace strata::controller::management_detail {
 
@@ -73,14 +74,6 @@ inline outcome<void> check_fields(const std::vector<std::string>& fields, std::i
 inline std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
-}
-
-// An iSCSI name (RFC 3720 3.2.6.3): iqn., eui. or naa., at most 223 bytes.
-inline bool valid_iscsi_name(const std::string& n) {
-  if (n.size() > 223 || n.size() < 5) return false;
-  const std::string folded = lower(n);
-  if (!folded.starts_with("iqn.") && !folded.starts_with("eui.") && !folded.starts_with("naa.")) return false;
-  return std::ranges::none_of(n, [](char c) { return c <= ' ' || c == ',' || static_cast<unsigned char>(c) >= 0x7f; });
 }
 
 inline bool is_volume_name(const std::string& name) { return name.find("/volumes/") != std::string::npos; }

@@ -2,7 +2,7 @@
 //
 //   stratad [--config FILE] [--state-dir DIR] [--shelf DIR] [--controller a|b] [--partner-link ADDR:PORT]
 //           [--partner-dial ADDR:PORT]
-//           [--iscsi ADDR:PORT] [--portal HOST:PORT]...
+//           [--iscsi ADDR:PORT] [--nvme ADDR:PORT|off] [--portal HOST:PORT]...
 //           [--grpc ADDR:PORT] [--grpc-tls-cert FILE --grpc-tls-key FILE --grpc-token-file FILE]
 //           [--small-shelf] [--volatile-drive-caches]
 //
@@ -35,6 +35,10 @@
 //               --partner-link: a relay's address (tests cut the link
 //               with one while both controllers run)
 // --iscsi       the iSCSI portal (default 127.0.0.1:3260)
+// --nvme        the NVMe/TCP port, or off. Default: where the iSCSI portal
+//               is at the standard port 3260, the standard 4420 on its
+//               address; a portal elsewhere (tests, several arrays on one
+//               machine) serves NVMe/TCP only where --nvme says
 // --portal      a portal SendTargets names to initiators (repeated for
 //               several; default: the address each discovery came in on).
 //               Given on the command line, replaces the file's list
@@ -108,7 +112,7 @@ void say(const char* level, const std::string& what) {
   std::fprintf(stderr,
                "usage: stratad [--config FILE] [--state-dir DIR] [--shelf DIR] [--controller a|b] [--partner-link ADDR:PORT]\n"
                "               [--partner-dial ADDR:PORT]\n"
-               "               [--iscsi ADDR:PORT] [--portal HOST:PORT]...\n"
+               "               [--iscsi ADDR:PORT] [--nvme ADDR:PORT|off] [--portal HOST:PORT]...\n"
                "               [--grpc ADDR:PORT] [--grpc-tls-cert FILE --grpc-tls-key FILE --grpc-token-file FILE]\n"
                "               [--small-shelf] [--volatile-drive-caches]\n");
   std::exit(2);
@@ -168,7 +172,7 @@ int main(int argc, char** argv) {
   namespace controller = strata::controller;
   // The command line, which overrides the file's [daemon] settings.
   std::optional<std::filesystem::path> config_path, state_dir, shelf_dir, tls_cert, tls_key, token_file;
-  std::optional<std::string> iscsi, grpc, partner_link, partner_dial;
+  std::optional<std::string> iscsi, nvme, grpc, partner_link, partner_dial;
   std::string controller_name = "a";
   std::optional<std::vector<std::string>> portals;
   bool small_shelf = false;
@@ -194,6 +198,11 @@ int main(int argc, char** argv) {
     } else if (arg == "--partner-dial") {
       partner_dial = value();
       if (auto bad = controller::parse_listen_address(*partner_dial); !bad) usage("--partner-dial takes ADDR:PORT: " + bad.error());
+    } else if (arg == "--nvme") {
+      nvme = value();
+      if (*nvme != "off") {
+        if (auto bad = controller::parse_listen_address(*nvme); !bad) usage("--nvme takes ADDR:PORT or off: " + bad.error());
+      }
     } else if (arg == "--iscsi") {
       iscsi = value();
       if (auto bad = controller::parse_listen_address(*iscsi); !bad) usage("--iscsi takes ADDR:PORT: " + bad.error());
@@ -256,6 +265,13 @@ int main(int argc, char** argv) {
   const auto listen = controller::parse_listen_address(settings.iscsi_listen);  // checked by the file's parser or above
   if (!listen) usage("the iSCSI portal: " + listen.error());
   options.iscsi = {boost::asio::ip::make_address(listen->address), listen->port};
+  if (nvme && *nvme != "off") {
+    const auto at = controller::parse_listen_address(*nvme);
+    options.nvme = boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address(at->address), at->port);
+    if (!options.nvme->address().is_loopback()) usage("the NVMe/TCP port listens on loopback only (until TLS and tokens come)");
+  } else if (!nvme && listen->port == 3260) {
+    options.nvme = boost::asio::ip::tcp::endpoint(options.iscsi.address(), 4420);
+  }
   options.iscsi_portals = settings.iscsi_portals;
   options.target_name = settings.target_name;
   options.volatile_drive_caches = volatile_drive_caches;
@@ -320,6 +336,10 @@ int main(int argc, char** argv) {
                   ", state in " + options.state_dir.string());
   std::printf("stratad is ready. Connect with:\n  iscsi-ls iscsi://%s\n  iscsi-inq iscsi://%s/%s/0\n", portal.c_str(), portal.c_str(),
               (*array)->target_name().c_str());
+  if (const auto nvme_at = (*array)->nvme_endpoint()) {
+    std::printf("  nvme connect -t tcp -a %s -s %u -n %s\n", nvme_at->address().to_string().c_str(), nvme_at->port(),
+                (*array)->nvme_subsystem_nqn().c_str());
+  }
   std::fflush(stdout);
   notify_systemd("READY=1");
 

@@ -54,7 +54,8 @@ class command_view {
   std::uint8_t opcode() const noexcept { return b_[0]; }
   // FUSE: 0 normal, 1 the first of a fused pair (Compare), 2 the second (Write).
   std::uint8_t fuse() const noexcept { return b_[1] & 0x03; }
-  // PSDT: 2 (an SGL) for every capsule over a fabric.
+  // PSDT: 01b (SGLs, 40h in byte 1) for every capsule over a fabric, as
+  // Linux sends it and its nvmet requires.
   std::uint8_t psdt() const noexcept { return b_[1] >> 6; }
   std::uint16_t command_id() const noexcept { return u16(2); }
   std::uint32_t nsid() const noexcept { return u32(4); }

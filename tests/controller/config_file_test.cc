@@ -130,7 +130,7 @@ TEST_CASE("config file: the example's commented-out settings parse too, each as 
   CHECK(plan.volumes[1] == volume_plan{"db", 2ull << 40, tiering::affinity::performance});
   REQUIRE(plan.hosts.size() == 2);
   CHECK(plan.hosts[1] == host_plan{"db1", {"iqn.1994-05.com.redhat:db1"}, false, "db1", "a-secret-of-12-or-more", "array1",
-                                   "another-secret-for-the-array"});
+                                   "another-secret-for-the-array", {"nqn.2014-08.com.example:nvme:db1"}});
   REQUIRE(plan.mappings.size() == 2);
   CHECK(plan.mappings[1] == mapping_plan{"db", "db1", 0});
 }
@@ -377,7 +377,7 @@ TEST_CASE("config file: hosts are checked", "[controller][config]") {
   const std::string iqn = with(base, "iqn.2000-01.x:db", "db.example.com");
   CHECK(error_of(iqn) == where(iqn, "\"db.example.com\"") + ": host db: iqns: \"db.example.com\" is not an iSCSI name (iqn.…, eui.… or naa.…)");
   const std::string nobody = with(base, R"(iqns = ["iqn.2000-01.x:db"])", R"(iqns = [])");
-  CHECK(error_of(nobody) == where(nobody, "[]") + ": host db: iqns: a host needs an initiator name, or any_initiator = true");
+  CHECK(error_of(nobody) == where(nobody, "[]") + ": host db: iqns: a host needs an initiator name (iqns or nqns), or any_initiator = true");
   const std::string shared = with(base, R"({name = "all", any_initiator = true})", R"({name = "all", iqns = ["IQN.2000-01.x:DB"]})");
   CHECK(error_of(shared) == where(shared, "\"iqn.2000-01.x:db\"") + ": host db: iqns: iqn.2000-01.x:db belongs to host all");
   const std::string short_secret =

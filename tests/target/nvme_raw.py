@@ -9,7 +9,8 @@ import atexit, queue, socket, struct, subprocess, sys, threading, time, uuid
 DISCOVERY_NQN = "nqn.2014-08.org.nvmexpress.discovery"
 
 # PDU types, and the common header's flags.
-IC_REQ, IC_RESP, H2C_TERM_REQ, C2H_TERM_REQ, CAPSULE_CMD, CAPSULE_RESP, H2C_DATA, C2H_DATA, R2T = 0, 1, 2, 3, 4, 5, 6, 7, 9
+IC_REQ, IC_RESP, H2C_TERM_REQ, C2H_TERM_REQ, CAPSULE_CMD, CAPSULE_RESP = 0, 1, 2, 3, 4, 5
+H2C_DATA, C2H_DATA, R2T = 6, 7, 9
 HDGST, DDGST, LAST_PDU, SUCCESS = 0x01, 0x02, 0x04, 0x08
 # Properties (controller registers).
 CAP, VS, CC, CSTS = 0x00, 0x08, 0x14, 0x1c
@@ -247,8 +248,9 @@ class Queue:
         pdo = -(-header_end // align) * align if data else 0
         plen = pdo + len(data) + (4 if dd else 0) if data else header_end
         header = struct.pack('<BBBBI', ptype, flags, hlen, pdo, plen) + bytes(specific)
-        self.s.sendall(header + (digest(header, bad_header_digest) if hd else b"") + bytes(pdo - header_end if data else 0)
-                       + bytes(data) + (digest(data, bad_data_digest) if dd else b""))
+        pad = bytes(pdo - header_end if data else 0)
+        self.s.sendall(header + (digest(header, bad_header_digest) if hd else b"") + pad + bytes(data)
+                       + (digest(data, bad_data_digest) if dd else b""))
 
     def recv_pdu(self, timeout=10):
         """The next PDU, its digests checked (ProtocolError if wrong)."""
@@ -261,14 +263,17 @@ class Queue:
         at = hlen
         if ptype in (IC_RESP, C2H_TERM_REQ):  # never digested; a TermReq's data is the PDU in error
             return Pdu(header, self.recvn(plen - hlen, timeout) if plen > hlen else b"")
+        if bool(flags & HDGST) != self.header_digest:
+            raise ProtocolError("HDGSTF %d on a PDU of type %d, header digests being %s"
+                                % (flags & HDGST, ptype, "on" if self.header_digest else "off"))
         if flags & HDGST:
             if self.recvn(4, timeout) != digest(header):
                 raise ProtocolError("a bad header digest on a PDU of type %d" % ptype)
             at += 4
         data = b""
         if plen > at:
-            if pdo < at:
-                raise ProtocolError("PDO %d inside the header of a PDU of type %d" % (pdo, ptype))
+            if pdo < at or bool(flags & DDGST) != self.data_digest:
+                raise ProtocolError("PDO %d, DDGSTF %d on a PDU of type %d with data" % (pdo, flags & DDGST, ptype))
             self.recvn(pdo - at, timeout)
             data = self.recvn(plen - pdo - (4 if flags & DDGST else 0), timeout)
             if flags & DDGST and self.recvn(4, timeout) != digest(data):

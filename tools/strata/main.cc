@@ -30,8 +30,8 @@
 //   volume move NAME --to capacity|performance [--wait]
 //                                       (its extents moved to one tier: an operation;
 //                                        cancelling it puts the affinity back)
-//   host add NAME (--iqn IQN)... [--any] [--chap USER:SECRET [--mutual-chap USER:SECRET]]
-//   host update NAME [(--iqn IQN)...] [--chap USER:SECRET | --no-chap] [--mutual-chap …]
+//   host add NAME (--iqn IQN)... (--nqn NQN)... [--any] [--chap USER:SECRET [--mutual-chap USER:SECRET]]
+//   host update NAME [(--iqn IQN)...] [(--nqn NQN)...] [--chap USER:SECRET | --no-chap] [--mutual-chap …]
 //   host delete NAME
 //   map VOLUME --lun N [--host HOST] [--name NAME]      unmap NAME
 //   op list | op show NAME | op cancel NAME
@@ -100,8 +100,8 @@ constexpr int exit_unreachable = 3;
                "    [--write-cache write-back|write-through],\n"
                "  volume update NAME [--size SIZE] [--affinity A] [--write-cache M], volume delete NAME [--wait],\n"
                "  volume move NAME --to capacity|performance [--wait],\n"
-               "  host add NAME (--iqn IQN)... [--any] [--chap USER:SECRET [--mutual-chap USER:SECRET]],\n"
-               "  host update NAME [(--iqn IQN)...] [--chap USER:SECRET | --no-chap] [--mutual-chap USER:SECRET],\n"
+               "  host add NAME (--iqn IQN)... (--nqn NQN)... [--any] [--chap USER:SECRET [--mutual-chap USER:SECRET]],\n"
+               "  host update NAME [(--iqn IQN)...] [(--nqn NQN)...] [--chap USER:SECRET | --no-chap] [--mutual-chap USER:SECRET],\n"
                "  host delete NAME, map VOLUME --lun N [--host HOST] [--name NAME], unmap NAME,\n"
                "  op list, op show NAME, op cancel NAME, events [--limit N], version,\n"
                "  volume stats NAME, pool stats NAME, heat top VOLUME [--limit N], heat list VOLUME\n"
@@ -211,7 +211,9 @@ std::vector<std::string> row(const v1::Volume& v) {
           v.write_cache() == v1::WRITE_THROUGH ? "write-through" : "write-back", v.serial()};
 }
 std::vector<std::string> row(const v1::Host& h) {
-  return {h.name(), h.any_initiator() ? "(every initiator)" : joined(h.iqns()), h.chap_user().empty() ? "no" : "yes"};
+  google::protobuf::RepeatedPtrField<std::string> names = h.iqns();
+  names.MergeFrom(h.nqns());
+  return {h.name(), h.any_initiator() ? "(every initiator)" : joined(names), h.chap_user().empty() ? "no" : "yes"};
 }
 std::vector<std::string> row(const v1::Mapping& m) { return {m.name(), m.volume(), m.host(), std::to_string(m.lun())}; }
 std::vector<std::string> row(const v1::Operation& o) {
@@ -400,9 +402,9 @@ int main(int argc, char** argv) {
   std::string tls_ca, token_file;
   bool as_json = false;
   std::vector<std::string> words;
-  // Options with a value (--iqn may repeat), and those without.
+  // Options with a value (--iqn and --nqn may repeat), and those without.
   static const std::set<std::string> valued{"--size", "--pool", "--affinity", "--lun", "--host", "--name",
-                                            "--iqn", "--chap", "--mutual-chap", "--limit", "--with", "--kind", "--to", "--cache", "--block-size",
+                                            "--iqn", "--nqn", "--chap", "--mutual-chap", "--limit", "--with", "--kind", "--to", "--cache", "--block-size",
                                             "--write-cache"};
   static const std::set<std::string> switches{"--wait", "--any", "--no-chap", "--raid6", "--raid1", "--read-cache"};
   std::map<std::string, std::vector<std::string>> flags;
@@ -666,6 +668,10 @@ int main(int argc, char** argv) {
       for (const std::string& iqn : flags["--iqn"]) host.add_iqns(iqn);
       mask.add_paths("iqns");
     }
+    if (flags.contains("--nqn")) {
+      for (const std::string& nqn : flags["--nqn"]) host.add_nqns(nqn);
+      mask.add_paths("nqns");
+    }
     if (flags.contains("--any")) {
       host.set_any_initiator(true);
       mask.add_paths("any_initiator");
@@ -694,7 +700,7 @@ int main(int argc, char** argv) {
       *in.mutable_host() = host;
       return c.change<v1::CreateHostRequest, v1::Host>(&S::CreateHost, in, host_h);
     }
-    if (mask.paths().empty()) usage("host update needs --iqn, --any, --chap, --no-chap or --mutual-chap");
+    if (mask.paths().empty()) usage("host update needs --iqn, --nqn, --any, --chap, --no-chap or --mutual-chap");
     v1::UpdateHostRequest in;
     host.set_name(resource("hosts/", name));
     *in.mutable_host() = host;
