@@ -79,7 +79,6 @@ void connection::identify(slot& s) {
     id.in_capsule_data_bytes = o.in_capsule_data_bytes;
     id.async_events = 4;
     id.ana_groups = o.ana_groups;
-    id.reservations = false;  // not yet: the commands are refused as unknown
     s.to_host = as_vector(identify_controller(id));
     return finish(s, success);
   }
@@ -160,7 +159,7 @@ void connection::namespace_capacity_read(slot& s) {
   id.thin = (d[14] & 0x80) != 0;  // LBPME
   id.nguid = namespace_nguid(ns.serial);
   id.ana_group = ns.ana_group;
-  id.reservations = false;
+  id.reservations = true;
   s.to_host = as_vector(nvme::identify_namespace(id));
   finish(s, success);
 }

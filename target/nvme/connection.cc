@@ -373,14 +373,13 @@ void connection::finish(slot& s, status st, std::uint64_t result) {
 void connection::respond(slot& s) {
   if (closed_ || closing_) return release(s);
   const bool with_data = s.result.ok() && !s.to_host.empty() && s.command().sgl_length() > 0;
-  const bool read_data = s.result.ok() && s.nvm.to_host_bytes() > 0 && s.ns != nullptr;
+  const bool read_data = s.result.ok() && s.ns != nullptr && s.nvm.to_host_bytes() > 0;
   if (with_data || read_data) {
     outgoing data;
     // An admin command's data, no more than the host's buffer holds.
     data.data = with_data ? std::span<const std::uint8_t>(s.to_host).first(
                                 std::min<std::size_t>(s.to_host.size(), s.command().sgl_length()))
-                          : std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(s.task.data_in.data()),
-                                                          s.nvm.to_host_bytes());
+                          : s.nvm.to_host(s.task);
     // The response capsule follows (its SQHD is the host's flow control),
     // so C2HData's SUCCESS flag is used only without it.
     const bool success_flag = !sq_flow_control_;

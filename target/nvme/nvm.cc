@@ -103,6 +103,17 @@ std::expected<nvm_transfer, status> nvm_transfer_of(const command_view& c, std::
       const std::uint32_t ranges = (c.cdw(10) & 0xff) + 1;
       return nvm_transfer{static_cast<std::uint32_t>(ranges * dsm_range_bytes), 0, 256 * dsm_range_bytes};
     }
+    case opcode::reservation_register:
+    case opcode::reservation_acquire:
+      return nvm_transfer{16, 0, 0};  // CRKEY, and NRKEY or PRKEY
+    case opcode::reservation_release:
+      return nvm_transfer{8, 0, 0};  // CRKEY
+    case opcode::reservation_report: {
+      const std::uint64_t bytes = (std::uint64_t{c.cdw(10)} + 1) * 4;  // NUMD, 0's based dwords
+      auto t = within(bytes);
+      if (t) t->to_host_bytes = static_cast<std::uint32_t>(bytes);
+      return t;
+    }
     default:
       return std::unexpected(generic(code::invalid_opcode));
   }
@@ -121,6 +132,8 @@ std::optional<status> nvm_command::start(const command_view& c, const namespace_
   ranges_done_ = 0;
   range_count_ = 0;
   range_sent_blocks_ = 0;
+  report_step_ = 0;
+  report_.clear();
   t.data_out = {};
   t.expected_transfer_bytes = 0;
   const std::uint64_t lba = lba_of(c);
@@ -161,6 +174,11 @@ std::optional<status> nvm_command::start(const command_view& c, const namespace_
       fua_ = fua != 0;
       prepare(t);
       return std::nullopt;
+    case opcode::reservation_register:
+    case opcode::reservation_acquire:
+    case opcode::reservation_release:
+    case opcode::reservation_report:
+      return start_reservation(c, t);
     case opcode::dataset_management:
       // Only deallocation (AD) asks the volume for anything; the
       // integral read and write hints (IDR, IDW) are hints.
@@ -243,11 +261,20 @@ bool nvm_command::next(scsi::task& t) noexcept {
     return false;
   }
   if (opcode_ == opcode::read) to_host_bytes_ = t.data_in_bytes;
+  if (opcode_ == opcode::reservation_report) {
+    retries_ = 0;
+    return report_step(t);
+  }
   if (opcode_ == opcode::write_zeroes || opcode_ == opcode::dataset_management) {
     retries_ = 0;
     return prepare(t);
   }
   return false;
+}
+
+std::span<const std::uint8_t> nvm_command::to_host(const scsi::task& t) const noexcept {
+  if (opcode_ == opcode::reservation_report) return report_;
+  return {reinterpret_cast<const std::uint8_t*>(t.data_in.data()), to_host_bytes_};
 }
 
 status status_of(scsi::status result, const scsi::sense& s) noexcept {

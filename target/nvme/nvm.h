@@ -4,7 +4,8 @@
 // BYTCHK; a fused Compare and Write: COMPARE AND WRITE; Flush: SYNCHRONIZE
 // CACHE(16); Write Zeroes: WRITE SAME(16) with NDOB; Dataset Management
 // deallocate: UNMAP; the reservation commands: PERSISTENT RESERVE OUT and
-// IN), and the unit's outcome becomes the NVMe status the spec names.
+// IN, nvm_reservations.cc), and the unit's outcome becomes the NVMe status
+// the spec names.
 //
 // Why through the SCSI unit, and not beside it: the unit is the engine
 // both protocols share. It holds the range interlock that makes Compare
@@ -103,13 +104,21 @@ class nvm_command {
   // A unit attention the last unit command met (its sense), for the
   // caller's asynchronous events. Cleared by next().
   std::optional<scsi::sense> attention() const noexcept { return attention_; }
-  // Bytes of the task's data_in for the host (a read).
+  // The data for the host once done (a read's blocks, in t.data_in; a
+  // Reservation Report, built here); its length.
+  std::span<const std::uint8_t> to_host(const scsi::task& t) const noexcept;
   std::uint32_t to_host_bytes() const noexcept { return to_host_bytes_; }
 
  private:
   // Prepares the unit command for the next piece of a multi-step command;
   // false when nothing is left.
   bool prepare(scsi::task& t) noexcept;
+  // The reservation commands (nvm_reservations.cc): the PERSISTENT RESERVE
+  // OUT or IN `c` becomes, or the status to answer at once.
+  std::optional<status> start_reservation(const command_view& c, scsi::task& t) noexcept;
+  // Reservation Report, after REPORT CAPABILITIES (step 0) and READ FULL
+  // STATUS (step 1): the next step, or false once report_ is built.
+  bool report_step(scsi::task& t) noexcept;
 
   std::uint8_t opcode_ = 0;
   bool compare_and_write_ = false;
@@ -127,6 +136,13 @@ class nvm_command {
   status result_ = success;
   std::uint32_t to_host_bytes_ = 0;
   std::optional<scsi::sense> attention_;
+  // Reservation Report: its step, what the host asked for (extended data
+  // structure, bytes), PTPL as REPORT CAPABILITIES says, the report.
+  unsigned report_step_ = 0;
+  bool extended_report_ = false;
+  std::uint32_t report_bytes_ = 0;
+  bool persist_through_power_loss_ = false;
+  std::vector<std::uint8_t> report_;
 };
 
 // The NVMe status of a SCSI outcome (status and sense): the one mapping

@@ -5,7 +5,8 @@ properties, Identify, features, pipelined writes and reads on two I/O
 queues (seeded: STRATA_TEST_SEED=N replays a run), Flush, Write Zeroes,
 deallocation, Compare and fused Compare and Write, the statuses of bad
 commands, the fatal transport errors (C2HTermReq), keep alive,
-Disconnect, and one unit seen through both protocols; all of it at 512-
+Disconnect, one unit seen through both protocols, and its one
+reservation state, which NVMe hosts and iSCSI initiators share; all of it at 512-
 and 4096-byte blocks.
    nvme_target_test.py PATH/TO/strata-iscsi-target"""
 import math, os, random, struct, sys, time, traceback
@@ -455,10 +456,77 @@ def test_both_protocols(t):
           "status %d, %r" % (status, r))
 
 
+RESERVATION_REGISTER, RESERVATION_REPORT, RESERVATION_ACQUIRE, RESERVATION_RELEASE = 0x0d, 0x0e, 0x11, 0x15
+WRITE_EXCLUSIVE, EXCLUSIVE_ACCESS = 1, 2
+
+def register(q, new_key, current=0, action=0):
+    return q.command(sqe(RESERVATION_REGISTER, 1, cdw10=action), struct.pack('<QQ', current, new_key))
+
+def acquire(q, key, rtype, preempt_key=None):
+    action = 0 if preempt_key is None else 1
+    return q.command(sqe(RESERVATION_ACQUIRE, 1, cdw10=action | rtype << 8), struct.pack('<QQ', key, preempt_key or 0))
+
+def release(q, key, rtype, clear=False):
+    return q.command(sqe(RESERVATION_RELEASE, 1, cdw10=int(clear) | rtype << 8), struct.pack('<Q', key))
+
+def report(q, extended=True):
+    """(generation, rtype, PTPLS, [(holder, host id, key)]) of namespace 1."""
+    c = q.command(sqe(RESERVATION_REPORT, 1, cdw10=4096 // 4 - 1, cdw11=int(extended)), read_bytes=4096)
+    if not c.ok:
+        return c
+    d, header, entry = c.data, (64 if extended else 24), (64 if extended else 24)
+    regs = []
+    for i in range(u16(d, 5)):
+        e = d[header + i * entry:]
+        regs.append((e[2] & 1, bytes(e[16:32]) if extended else bytes(e[8:16]), u64(e, 8 if extended else 16)))
+    return u32(d, 0), d[4], d[9], regs
+
+def test_reservations(t):
+    """One reservation state for NVMe hosts and iSCSI initiators."""
+    bs = t.block
+    other = Host("nqn.2026-11.io.strata:host-b")
+    _, (a,) = controller(t)
+    _, (b,) = controller(t, host=other)
+    c = iscsi_raw.Connection(t.iscsi_port)
+    c.full_login()
+    iscsi_raw.command(c, bytes(6))  # the new nexus's unit attention
+    write16 = lambda at: bytes([0x8a, 0]) + at.to_bytes(8, 'big') + (1).to_bytes(4, 'big') + bytes(2)
+    block = RNG.randbytes(bs)
+    check("host A registers key 0xA on namespace 1", register(a, 0xA).ok)
+    check("... registering again without its key is a Reservation Conflict (SCT 0, SC 0x83)",
+          is_status(register(a, 0xA), 0, 0x83))
+    check("host A acquires Write Exclusive", acquire(a, 0xA, WRITE_EXCLUSIVE).ok)
+    check("... and writes", a.write(1, 10, block, bs).ok)
+    check("host B (not registered) may not write: Reservation Conflict", is_status(b.write(1, 10, block, bs), 0, 0x83))
+    check("... but reads", b.read(1, 10, 1, bs).ok)
+    status = iscsi_raw.command(c, write16(10), write=block)[0]
+    check("an iSCSI initiator's WRITE(16) to the same unit meets RESERVATION CONFLICT (18h)", status == 0x18, "status %#x" % status)
+    gen, rtype, ptpls, regs = report(a)
+    check("Reservation Report (extended): Write Exclusive, one registrant, A, holding it with key 0xA",
+          rtype == WRITE_EXCLUSIVE and regs == [(1, HOST.hostid, 0xA)], "type %d %r" % (rtype, regs))
+    brief = report(b, extended=False)
+    check("... and the 64-bit form, asked by B, says the same", brief[1] == WRITE_EXCLUSIVE and
+          brief[3] == [(1, HOST.hostid[:8], 0xA)], repr(brief))
+    check("host B registers key 0xB and preempts A (Write Exclusive, all registrants)",
+          register(b, 0xB).ok and acquire(b, 0xB, 5, preempt_key=0xA).ok)
+    gen2, rtype, _, regs = report(b)
+    check("... the report: type 5, B alone, holding it, generation moved on", rtype == 5 and
+          regs == [(1, other.hostid, 0xB)] and gen2 > gen, "type %d gen %d->%d %r" % (rtype, gen, gen2, regs))
+    check("... A, preempted, may not write", is_status(a.write(1, 10, block, bs), 0, 0x83))
+    check("... B writes", b.write(1, 10, block, bs).ok)
+    check("B releases with the wrong type: an error, the reservation stays",
+          not release(b, 0xB, WRITE_EXCLUSIVE).ok and report(b)[1] == 5)
+    check("B releases", release(b, 0xB, 5).ok and report(b)[1] == 0)
+    check("... and clears: no registrant is left", release(b, 0xB, 0, clear=True).ok and report(b)[3] == [])
+    status = iscsi_raw.command(c, write16(10), write=block)[0]
+    check("... and the iSCSI initiator writes again", status == 0, "status %#x" % status)
+    check("an acquire of type 7 is an invalid field", is_status(acquire(a, 0xA, 7), 0, 0x02))
+
+
 TESTS = [test_icreq, test_discovery, test_admin_connect, test_properties, test_identify_controller,
          test_identify_namespaces, test_features, test_io_connect, test_data, test_zeroes_and_deallocate,
          test_compare, test_fused, test_command_errors, test_header_digest_error, test_data_digest_errors,
-         test_fatal_errors, test_keep_alive, test_disconnect, test_both_protocols]
+         test_fatal_errors, test_keep_alive, test_disconnect, test_both_protocols, test_reservations]
 
 def run(test, t):
     print("== %s (%d-byte blocks)" % (test.__name__, t.block), flush=True)
