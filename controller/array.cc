@@ -456,6 +456,15 @@ void array::present_nvme() {
   nvme_->set_subsystem(std::move(s));
 }
 
+void array::present_nvme_ana() {
+  if (!nvme_) return;
+  const std::uint32_t own = options_.controller == "a" ? 1 : 2;
+  // Without a partner its group is empty: non-optimized, unused.
+  const bool partner_up = partner_ == nullptr || partner_->state() == partner::liveness::active;
+  nvme_->set_ana_states({{own, nvme::ana_state::optimized},
+                         {3 - own, partner_up ? nvme::ana_state::non_optimized : nvme::ana_state::change}});
+}
+
 iscsi::target_node array::target_node() const {
   iscsi::target_node node{options_.target_name, {}, std::nullopt};
   for (const auto& [name, h] : hosts_) {
@@ -682,8 +691,7 @@ std::expected<void, error> array::serve() {
     nvme_options.ana_groups = 2;
     nvme_options.log = [this](std::string_view what) { log(std::string(what)); };
     nvme_ = std::make_unique<nvme::server>(loop_.get_executor(), std::vector<nvme::subsystem>{}, nvme_options);
-    const std::uint32_t own = nvme_options.port_id;
-    nvme_->set_ana_states({{own, nvme::ana_state::optimized}, {3 - own, nvme::ana_state::non_optimized}});
+    present_nvme_ana();
     present_nvme();
     if (auto listening = nvme_->listen(*options_.nvme); !listening) return std::unexpected(listening.error());
   }

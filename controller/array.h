@@ -553,6 +553,11 @@ class array {
   // change. ANA group 1 is controller a's pools, 2 b's.
   std::unique_ptr<nvme::server> nvme_;
   void present_nvme();
+  // The ANA groups' states on this port: this controller's optimized; the
+  // partner's non-optimized while the link to it is up (its namespaces
+  // are forwarded), change (transitioning) while it is unreachable or
+  // being taken over, so that hosts wait (ANATT) rather than fail.
+  void present_nvme_ana();
   // The volumes' counters at the last two samples, for rates.
   struct sample {
     device::time_point at{};

@@ -489,6 +489,7 @@ std::expected<void, error> array::start_partner() {
   });
   partner_->on_liveness = [this](partner::liveness l) {
     liveness_since_ = clock_.now();
+    present_nvme_ana();
     if (l == partner::liveness::down) take_over_pools();
   };
   for (auto& [name, p] : pools_) {

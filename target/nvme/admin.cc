@@ -148,15 +148,26 @@ void connection::namespace_capacity_read(slot& s) {
   }
   const namespace_config& ns = *s.ns;
   s.ns = nullptr;  // not a read: respond() sends to_host
-  if (t.result != scsi::status::good || t.data_in_bytes < 32) return finish(s, status_of(t.result, t.sense_data));
-  const auto* d = reinterpret_cast<const std::uint8_t*>(t.data_in.data());
-  std::uint64_t last_lba = 0;
-  for (int i = 0; i < 8; ++i) last_lba = last_lba << 8 | d[i];
   namespace_identity id;
-  id.blocks = last_lba + 1;
+  if (t.result == scsi::status::good && t.data_in_bytes >= 32) {
+    const auto* d = reinterpret_cast<const std::uint8_t*>(t.data_in.data());
+    std::uint64_t last_lba = 0;
+    for (int i = 0; i < 8; ++i) last_lba = last_lba << 8 | d[i];
+    id.blocks = last_lba + 1;
+    id.thin = (d[14] & 0x80) != 0;  // LBPME
+    if (!server_alive_.expired()) server_.known_capacities_[ns.serial] = {id.blocks, id.thin};
+  } else {
+    // The unit cannot say now: a forwarded one while its pool changes
+    // controller (ANA transition). The host rescans its namespaces at the
+    // very events that cause it, so answer with what the unit said last.
+    const status why = status_of(t.result, t.sense_data);
+    const auto known = server_alive_.expired() ? server_.known_capacities_.end() : server_.known_capacities_.find(ns.serial);
+    if (why.type != status_type::path || known == server_.known_capacities_.end()) return finish(s, why);
+    id.blocks = known->second.blocks;
+    id.thin = known->second.thin;
+  }
   id.blocks_allocated = id.blocks;  // what the volume holds is not asked yet
   id.block_bytes = ns.block_bytes;
-  id.thin = (d[14] & 0x80) != 0;  // LBPME
   id.nguid = namespace_nguid(ns.serial);
   id.ana_group = ns.ana_group;
   id.reservations = true;

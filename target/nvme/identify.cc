@@ -32,8 +32,10 @@ identify_data identify_controller(const controller_identity& c) {
   if (c.ana && !c.discovery) {
     d[342] = c.ana_transition_seconds;  // ANATT
     // ANACAP: optimized, non-optimized, inaccessible, persistent loss and
-    // change states reported; a namespace's group never changes; groups nonzero.
-    d[343] = 0x1 | 0x2 | 0x4 | 0x8 | 0x10 | 0x40 | 0x80;
+    // change states reported; groups nonzero. Bit 6 clear: a namespace's
+    // group changes (it is the controller serving its pool: a takeover
+    // moves it), and the ANA log page says so.
+    d[343] = 0x1 | 0x2 | 0x4 | 0x8 | 0x10 | 0x80;
     put32(d.data() + 344, c.ana_groups);  // ANAGRPMAX
     put32(d.data() + 348, c.ana_groups);  // NANAGRPID
   }

@@ -151,6 +151,13 @@ class server {
   std::uint64_t ana_change_count_ = 1;
   std::uint64_t discovery_generation_ = 1;
   health_counters health_;
+  // Each namespace's capacity as its unit last reported it, by volume
+  // serial: Identify's answer while a forwarded unit cannot say.
+  struct capacity {
+    std::uint64_t blocks = 0;
+    bool thin = true;
+  };
+  std::map<std::string, capacity, std::less<>> known_capacities_;
   std::shared_ptr<void> alive_ = std::make_shared<int>(0);
 };
 
