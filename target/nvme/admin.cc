@@ -131,13 +131,17 @@ void connection::identify_namespace(slot& s, const namespace_config& ns) {
   s.task.on_complete = [](scsi::task& t) noexcept {
     auto& sl = *static_cast<slot*>(t.context);
     std::shared_ptr<connection> conn = sl.hold;
-    asio::dispatch(conn->socket_.get_executor(), [conn, &sl] { conn->namespace_capacity_read(sl); });
+    asio::dispatch(conn->socket_.get_executor(), [conn, &sl] {
+      sl.on_unit = false;
+      conn->namespace_capacity_read(sl);
+    });
   };
   s.task.context = &s;
   s.task.nexus = scsi::i_t_nexus{ctrl_->initiator_port, server_.options().port_id};
   s.task.result = scsi::status::good;
   s.task.data_in_bytes = 0;
   scsi::unit_interface* unit = ns.unit;
+  s.on_unit = true;
   asio::dispatch(unit->executor(), [unit, &t = s.task] { unit->execute(t); });
 }
 

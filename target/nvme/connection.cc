@@ -123,6 +123,14 @@ asio::awaitable<void> connection::run() {
     if (!going) break;
   }
   if (!closing_) close();
+  // Commands no unit runs are dropped now: an outstanding Asynchronous
+  // Event Request, a fused Compare waiting for its Write, a write waiting
+  // for its data. (Each holds this connection: kept, they would keep it
+  // for ever.) Those a unit runs finish into nothing, and free themselves.
+  fused_compare_ = nullptr;
+  for (auto& s : slots_) {
+    if (s->busy && !s->on_unit) release(*s);
+  }
   // The controller hears of its queue's end; a controller's admin queue
   // ending ends the controller.
   if (ctrl_ != nullptr) {

@@ -75,6 +75,7 @@ struct slot {
   scsi::task task;
   // While a unit runs it (or it is written): its connection stays.
   std::shared_ptr<connection> hold;
+  bool on_unit = false;  // a unit runs its task: it cannot be taken back
 
   // The answer.
   status result = success;

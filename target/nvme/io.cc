@@ -73,6 +73,7 @@ void connection::run_on_unit(slot& s) {
   s.task.data_in_bytes = 0;
   s.task.data_out_described_bytes.reset();
   scsi::unit_interface* unit = s.ns->unit;
+  s.on_unit = true;
   // On the unit's loop: inline when that is this thread, else posted.
   asio::dispatch(unit->executor(), [unit, &t = s.task] { unit->execute(t); });
 }
@@ -82,7 +83,10 @@ void connection::on_task_done(scsi::task& t) noexcept {
   // Back on the connection's loop. The slot holds its connection while a
   // unit runs it; the copy keeps it alive past the slot's release.
   std::shared_ptr<connection> conn = s.hold;
-  asio::dispatch(conn->socket_.get_executor(), [conn, &s] { conn->task_done(s); });
+  asio::dispatch(conn->socket_.get_executor(), [conn, &s] {
+    s.on_unit = false;
+    conn->task_done(s);
+  });
 }
 
 void connection::task_done(slot& s) {

@@ -258,8 +258,50 @@ def nvme_pdu_seeds():
     write("nvme_pdu_fuzz", "before_icreq", bytes([0, 0, 0]) + nvme_pdu(4, read_sqe))
 
 
+def nvme_connection_seeds():
+    # Records: flags, a 64-byte SQE, a 16-bit big-endian data length, the data.
+    def sqe(opcode, cid, nsid=0, cdw=(), sgl_bytes=0, in_capsule=False, fuse=0):
+        b = bytearray(64)
+        b[0], b[1] = opcode, 0x40 | fuse
+        struct.pack_into("<HI", b, 2, cid, nsid)
+        struct.pack_into("<QI", b, 24, 0, sgl_bytes)
+        b[39] = 0x01 if in_capsule else 0x5A
+        for i, v in enumerate(cdw):
+            struct.pack_into("<I", b, 40 + 4 * i, v & 0xFFFFFFFF)
+        return bytes(b)
+    def record(entry, data=b"", flags=0):
+        return bytes([flags]) + entry + struct.pack(">H", len(data)) + data
+    identify = record(sqe(0x06, 1, 0, (1,), 4096))
+    identify_ns = record(sqe(0x06, 2, 1, (0,), 4096))
+    log_page = record(sqe(0x02, 3, 0xFFFFFFFF, (0x0C | (1023 << 16),), 4096))
+    features = record(sqe(0x09, 4, 0, (0x07, 0x00030003)))
+    aer = record(sqe(0x0C, 5))
+    write("nvme_connection_fuzz", "admin", bytes([1]) + identify + identify_ns + log_page + features + aer)
+    write_in_capsule = record(sqe(0x01, 10, 1, (8, 0, 0), 4096, True), b"\x5a" * 4096)
+    read = record(sqe(0x02, 11, 1, (8, 0, 0), 4096))
+    write_r2t = record(sqe(0x01, 12, 2, (64, 0, 15), 8192))
+    compare = record(sqe(0x05, 13, 1, (8, 0, 0), 4096, True, fuse=1), b"\x5a" * 4096)
+    fused_write = record(sqe(0x01, 14, 1, (8, 0, 0), 4096, True, fuse=2), b"\x77" * 4096)
+    zeroes = record(sqe(0x08, 15, 1, (100, 0, 7 | 1 << 25)))
+    dsm = record(sqe(0x09, 16, 1, (0, 4), 16, True), struct.pack("<IIQ", 0, 8, 200))
+    register = record(sqe(0x0D, 17, 1, (0,), 16, True), struct.pack("<QQ", 0, 0xAB))
+    acquire = record(sqe(0x11, 18, 1, (1 << 8,), 16, True), struct.pack("<QQ", 0xAB, 0))
+    report = record(sqe(0x0E, 19, 1, (1023, 1), 4096))
+    release = record(sqe(0x15, 20, 1, (1,), 8, True), struct.pack("<Q", 0xAB))
+    flush = record(sqe(0x00, 21, 1))
+    write("nvme_connection_fuzz", "io", bytes([2 | 4]) + write_in_capsule + read + write_r2t + compare + fused_write +
+          zeroes + dsm + register + acquire + report + release + flush)
+    write("nvme_connection_fuzz", "digests", bytes([3 | 4]) + identify + record(sqe(0x06, 6, 0, (2,), 4096), flags=1) +
+          record(sqe(0x7F, 7, 0, (0, 0, 0x1C), 0), b""))
+    disconnect = bytearray(sqe(0x7F, 22))
+    disconnect[4] = 0x08
+    write("nvme_connection_fuzz", "raw", bytes([0]) + nvme_pdu(0, struct.pack("<HBBI", 0, 0, 0, 0)) +
+          nvme_pdu(4, bytes(disconnect)) + b"\xff" * 8)
+
+
 if __name__ == "__main__":
     text_seeds()
     cdb_seeds()
     pdu_seeds()
     nvme_pdu_seeds()
+    nvme_connection_seeds()

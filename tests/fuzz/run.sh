@@ -7,7 +7,7 @@
 #
 # --seconds N      how long each fuzzer runs (default 20)
 # --build-dir DIR  objects, binaries, working corpora and crash files (default build/fuzz)
-# FUZZER...        text_fuzz, cdb_fuzz, pdu_fuzz, nvme_pdu_fuzz (default: all four)
+# FUZZER...        text_fuzz, cdb_fuzz, pdu_fuzz, nvme_pdu_fuzz, nvme_connection_fuzz (default: all five)
 #
 # Exits 0 when no fuzzer found anything; 1 when one found a crash, leak or
 # timeout (each printed with its input file and the command that replays
@@ -26,12 +26,12 @@ while (($# > 0)); do
   case "$1" in
     --seconds) seconds="${2:?--seconds needs a value}"; shift 2 ;;
     --build-dir) build_dir="${2:?--build-dir needs a value}"; shift 2 ;;
-    text_fuzz | cdb_fuzz | pdu_fuzz | nvme_pdu_fuzz) fuzzers+=("$1"); shift ;;
+    text_fuzz | cdb_fuzz | pdu_fuzz | nvme_pdu_fuzz | nvme_connection_fuzz) fuzzers+=("$1"); shift ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "run.sh: --seconds takes a number" >&2; exit 2; }
-((${#fuzzers[@]} > 0)) || fuzzers=(text_fuzz cdb_fuzz pdu_fuzz nvme_pdu_fuzz)
+((${#fuzzers[@]} > 0)) || fuzzers=(text_fuzz cdb_fuzz pdu_fuzz nvme_pdu_fuzz nvme_connection_fuzz)
 
 skip() {
   echo "==================================================================" >&2
@@ -124,7 +124,7 @@ for o in "${objects[@]}"; do
   fi
 done
 
-declare -A max_len=([text_fuzz]=12288 [cdb_fuzz]=4096 [pdu_fuzz]=16384 [nvme_pdu_fuzz]=16384)
+declare -A max_len=([text_fuzz]=12288 [cdb_fuzz]=4096 [pdu_fuzz]=16384 [nvme_pdu_fuzz]=16384 [nvme_connection_fuzz]=32768)
 declare -A dict=([text_fuzz]=tests/fuzz/iscsi.dict [pdu_fuzz]=tests/fuzz/iscsi.dict)
 for i in "${!fuzzers[@]}"; do
   f="${fuzzers[$i]}"
