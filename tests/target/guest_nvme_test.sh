@@ -8,7 +8,8 @@
 # host NQN, runs guest/nvme_linux_host.sh in the guest (discovery, a host
 # refused, connect, nvme list / id-ctrl / id-ns / list-subsys, ext4 + fio
 # crc32c verify on two queues, reconnect, a disconnect in mid-I/O, keep
-# alive), then checks that the target logged the refused host and nothing
+# alive; then the target frozen past the host's keep alive, and restarted,
+# which this script does when the guest asks), then checks that the target logged the refused host and nothing
 # unexpected, and that it is still alive and stops cleanly.
 #
 # Exit status: the guest script's (0 = every check passed), 1 for a
@@ -24,6 +25,7 @@ test_name=guest_nvme_test.sh
 budget=${GUEST_NVME_TIMEOUT:-900}
 start_time=$SECONDS
 source "$here/guest/host_lib.sh"
+host_failed=0
 
 if [[ -z "$target_bin" || ! -x "$target_bin" ]]; then
   echo "FAIL: usage: $0 PATH/TO/strata-iscsi-target (got '${target_bin}', not an executable)"
@@ -43,14 +45,22 @@ guest_prepare "$share"
 
 nqn=nqn.2026-11.io.strata:guest-nvme
 hostnqn=nqn.2014-08.org.example:strata-nvme-test-host
-"$target_bin" --listen 127.0.0.1:0 --nvme-listen 127.0.0.1:0 --nqn "$nqn" --nvme-host "$hostnqn" \
-  --luns 1 --lun-mib 256 --block-size 4096 >"$work/target.out" 2>"$work/target.err" &
-target_pid=$!
-for _ in $(seq 100); do
-  grep -q '^nvme listening on' "$work/target.out" && break
-  kill -0 "$target_pid" 2>/dev/null || break
-  sleep 0.05
-done
+# start_target: the target, on $port (0 the first time: a free one); its
+# pid in $work/target.pid.
+port=0
+start_target() {
+  "$target_bin" --listen 127.0.0.1:0 --nvme-listen 127.0.0.1:$port --nqn "$nqn" --nvme-host "$hostnqn" \
+    --luns 1 --lun-mib 256 --block-size 4096 >"$work/target.out.now" 2>>"$work/target.err" &
+  target_pid=$!
+  echo "$target_pid" >"$work/target.pid"
+  for _ in $(seq 100); do
+    grep -q '^nvme listening on' "$work/target.out.now" && break
+    kill -0 "$target_pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  cat "$work/target.out.now"
+}
+start_target >"$work/target.out"
 port=$(sed -n 's/^nvme listening on 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$work/target.out")
 if [[ -z "$port" ]]; then
   echo "FAIL: the target did not start"; cat "$work/target.out" "$work/target.err"; exit 1
@@ -60,14 +70,35 @@ echo "ok: subsystem $nqn listening on 127.0.0.1:$port (guest: 10.0.2.2:$port)"
 left=$(remaining)
 ((left > 60)) || { echo "FAIL: the image build used up the ${budget} s budget"; exit 1; }
 echo "== guest run (limit $((left - 15)) s)"
+# The guest asks, through files in the share, for the target to be frozen
+# (SIGSTOP for 12 s, past its host's keep alive) and to be restarted.
 timeout -k 10 "$left" "$guest_dir/run-guest.sh" -t "$((left - 15))" -s "$share" "$guest_script" \
-  "$port" "$nqn" "$hostnqn" 2>&1 | tee "$work/guest.log"
-rc=${PIPESTATUS[0]}
+  "$port" "$nqn" "$hostnqn" >"$work/guest.log" 2>&1 &
+guest=$!
+await_guest() {  # await_guest FILE: true once the guest wrote it, false if the guest ended first
+  while kill -0 "$guest" 2>/dev/null; do [[ -e "$share/$1" ]] && return 0; sleep 0.1; done
+  return 1
+}
+if await_guest freeze; then
+  kill -STOP "$target_pid"; sleep 12; kill -CONT "$target_pid"
+  echo "host: the target was frozen 12 s"
+  touch "$share/thawed"
+fi
+if await_guest restart; then
+  kill -TERM "$target_pid"; wait "$target_pid"
+  trc=$?
+  ((trc == 0)) || { echo "FAIL: the target exited with status $trc on SIGTERM (before its restart)"; host_failed=1; }
+  start_target >>"$work/target.out"
+  echo "host: the target was restarted"
+  touch "$share/restarted"
+fi
+wait "$guest"
+rc=$?
+cat "$work/guest.log"
 if ((rc == 125)) && ! grep -q 'GUEST-READY' "$work/guest.log"; then
   guest_skip "the guest never booted (run-guest.sh status 125, no GUEST-READY; QEMU's stderr above)"
 fi
 
-host_failed=0
 if kill -0 "$target_pid" 2>/dev/null; then
   echo "ok: the target is still running after the guest's run"
 else
@@ -78,8 +109,9 @@ if grep -q "Connect refused: host nqn.2014-08.org.example:intruder is not allowe
 else
   echo "FAIL: the target did not log the refused host"; host_failed=1
 fi
-# Besides the refusal, only controllers ending as their hosts disconnect.
-others=$(grep -v -e "Connect refused: host nqn.2014-08.org.example:intruder" -e "ended: its admin queue closed" "$work/target.err")
+# Besides the refusal, only controllers ending as their hosts disconnect
+# (or as the host gives up on them while the target was frozen).
+others=$(grep -v -e "Connect refused: host nqn.2014-08.org.example:intruder" -e "ended: its admin queue closed" -e "ms (keep alive)$" "$work/target.err")
 if [[ -z "$others" ]]; then echo "ok: the target logged nothing else"
 else echo "FAIL: the target logged more than expected:"; echo "$others" | sed 's/^/    /'; host_failed=1; fi
 if [[ -n "$target_pid" ]]; then

@@ -11,7 +11,10 @@
 #   (e) disconnect and connect again: the files and fio's data survived
 #   (f) disconnect in mid-I/O: fio ends, nothing hangs, the device works again
 #   (g) keep alive: the controller lives while idle past its KATO
-#   (h) no unexpected I/O or transport error in dmesg
+#   (h) no unexpected I/O or transport error in dmesg so far
+#   (i) the target frozen 12 s in mid-I/O: keep alive times out, the host
+#       recovers, fio's writes and verify pass
+#   (j) the target restarted: the host reconnects, the namespace works
 #
 # Every check prints "ok: ..." or "FAIL: ..."; the exit status is non-zero
 # if any failed. A failure later steps cannot survive dumps dmesg and exits.
@@ -65,7 +68,7 @@ find_dev() {
     echo "$d"
 }
 dev_gone() { for _ in $(seq 100); do nvme_dev_for_nqn "$NQN" >/dev/null || return 0; sleep 0.1; done; return 1; }
-connect() { nvme connect -t tcp -a "$HOST_IP" -s "$PORT" -n "$NQN" --hostnqn="$HOSTNQN" --nr-io-queues=2 --keep-alive-tmo=5 "$@"; }
+connect() { nvme connect -t tcp -a "$HOST_IP" -s "$PORT" -n "$NQN" --hostnqn="$HOSTNQN" --nr-io-queues=2 --keep-alive-tmo=5 --reconnect-delay=1 "$@"; }
 disconnect() { nvme disconnect -n "$NQN"; }
 write_files() {
     mkdir -p "$MNT/data" &&
@@ -176,6 +179,44 @@ if [ -s /tmp/dmesg.bad ]; then
 fi
 check "no command failed with a status from the target (I/O Error (sct ...) in dmesg)" bash -c "! grep -q 'I/O Error (sct' /tmp/dmesg.nvme"
 check "no keep alive timeout or controller reset in dmesg" bash -c "! grep -q -i -E 'keep-alive|keep alive|resetting controller' /tmp/dmesg.nvme"
+
+# Waits (at most $2 s) for the host side to write /share/$1.
+await_host() { for _ in $(seq $(($2 * 10))); do [ -e "/share/$1" ] && return 0; sleep 0.1; done; return 1; }
+
+# ---- (i) the target freezes (SIGSTOP, 12 s) in mid-I/O: the host's keep
+# alive times out, it recovers and reconnects once the target is back,
+# and fio's writes and verify end without an error
+step "nvme connect for the frozen-target case" connect || die "connect failed"
+DEV=$(find_dev)
+[ -n "$DEV" ] || die "no namespace"
+ka_mark=$(dmesg | wc -l)
+fio --name=frozen --filename="$DEV" --size=32M --bs=16k --rw=randwrite --direct=1 --ioengine=libaio --iodepth=16 \
+    --verify=crc32c --verify_fatal=1 --verify_state_save=0 --output-format=terse >/tmp/frozen.out 2>&1 &
+fio_pid=$!
+sleep 1
+touch /share/freeze
+check "the host side froze the target and thawed it" await_host thawed 60
+wait "$fio_pid"; frc=$?
+check "fio across the frozen target: no error, verify passes (exit $frc, errors $(awk -F';' 'NR==1 {print $5}' /tmp/frozen.out))" \
+    bash -c "[ $frc = 0 ] && [ \"\$(awk -F';' 'NR==1 {print \$5}' /tmp/frozen.out)\" = 0 ]"
+dmesg | tail -n +"$((ka_mark + 1))" | grep -i nvme > /tmp/dmesg.ka
+sed 's/^/    /' /tmp/dmesg.ka | head -n 12
+check "the host saw the target go silent (a timeout, then error recovery)" grep -q -i -E 'timeout|error recovery' /tmp/dmesg.ka
+check "... and reconnected" grep -q -i 'reconnected' /tmp/dmesg.ka
+
+# ---- (j) the target restarts (SIGTERM, started again on the same port):
+# the host reconnects by itself, and the namespace reads and writes again
+# (its memory volume starts empty: the tool's, not the array's)
+touch /share/restart
+check "the host side restarted the target" await_host restarted 60
+ok_again() { dd if="$DEV" of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null && nvme list-subsys "$DEV" | grep -q live; }
+for _ in $(seq 60); do ok_again && break; sleep 0.5; done
+check "the host reconnected to the restarted target" ok_again
+step "fio --verify=crc32c after the restart" \
+    fio --name=restarted --filename="$DEV" --size=16M --bs=8k --rw=randwrite --direct=1 --ioengine=libaio \
+        --iodepth=16 --verify=crc32c --verify_fatal=1 --verify_state_save=0 --output-format=terse
+step "nvme disconnect" disconnect
+check "no controller left" dev_gone
 
 [ "$failed" = 0 ] && echo "PASS: the Linux NVMe/TCP host against Strata's target"
 exit "$failed"
