@@ -689,6 +689,7 @@ std::expected<void, error> array::serve() {
     nvme::server_options nvme_options;
     nvme_options.port_id = options_.controller == "a" ? 1 : 2;
     nvme_options.ana_groups = 2;
+    nvme_options.connection_loops = options_.connection_loops;
     nvme_options.log = [this](std::string_view what) { log(std::string(what)); };
     nvme_ = std::make_unique<nvme::server>(loop_.get_executor(), std::vector<nvme::subsystem>{}, nvme_options);
     present_nvme_ana();

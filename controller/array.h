@@ -102,6 +102,10 @@ struct array_options {
   // The NVMe/TCP port (none: NVMe/TCP is not served). Its subsystem's NQN
   // is the target name's, "iqn." made "nqn.".
   std::optional<boost::asio::ip::tcp::endpoint> nvme;
+  // The loops NVMe/TCP connections go to, in turn (the array's own among
+  // them, or not); empty: the array's loop. They must run until close()
+  // has returned.
+  std::vector<boost::asio::any_io_executor> connection_loops;
   std::string target_name = "iqn.2026-11.io.strata:array";
   // What an empty state directory is built as (config_file.h): the
   // embedded default, or a configuration file's build sections. Never read

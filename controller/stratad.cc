@@ -2,7 +2,7 @@
 //
 //   stratad [--config FILE] [--state-dir DIR] [--shelf DIR] [--controller a|b] [--partner-link ADDR:PORT]
 //           [--partner-dial ADDR:PORT]
-//           [--iscsi ADDR:PORT] [--nvme ADDR:PORT|off] [--portal HOST:PORT]...
+//           [--iscsi ADDR:PORT] [--nvme ADDR:PORT|off] [--loops N] [--portal HOST:PORT]...
 //           [--grpc ADDR:PORT] [--grpc-tls-cert FILE --grpc-tls-key FILE --grpc-token-file FILE]
 //           [--small-shelf] [--volatile-drive-caches]
 //
@@ -39,6 +39,10 @@
 //               is at the standard port 3260, the standard 4420 on its
 //               address; a portal elsewhere (tests, several arrays on one
 //               machine) serves NVMe/TCP only where --nvme says
+// --loops       how many loops (threads) run (default: the machine's
+//               cores): the array, its pools and the iSCSI target on the
+//               first; NVMe/TCP connections spread over all of them
+//               (ARCHITECTURE.md, "Threads today")
 // --portal      a portal SendTargets names to initiators (repeated for
 //               several; default: the address each discovery came in on).
 //               Given on the command line, replaces the file's list
@@ -93,6 +97,7 @@
 #include "controller/config_file.h"
 #include "mgmt/server.h"
 #include "mgmt/service.h"
+#include "raid/device/loop_threads.h"
 #include "raid/device/run_loop.h"
 
 namespace {
@@ -112,7 +117,7 @@ void say(const char* level, const std::string& what) {
   std::fprintf(stderr,
                "usage: stratad [--config FILE] [--state-dir DIR] [--shelf DIR] [--controller a|b] [--partner-link ADDR:PORT]\n"
                "               [--partner-dial ADDR:PORT]\n"
-               "               [--iscsi ADDR:PORT] [--nvme ADDR:PORT|off] [--portal HOST:PORT]...\n"
+               "               [--iscsi ADDR:PORT] [--nvme ADDR:PORT|off] [--loops N] [--portal HOST:PORT]...\n"
                "               [--grpc ADDR:PORT] [--grpc-tls-cert FILE --grpc-tls-key FILE --grpc-token-file FILE]\n"
                "               [--small-shelf] [--volatile-drive-caches]\n");
   std::exit(2);
@@ -173,6 +178,7 @@ int main(int argc, char** argv) {
   // The command line, which overrides the file's [daemon] settings.
   std::optional<std::filesystem::path> config_path, state_dir, shelf_dir, tls_cert, tls_key, token_file;
   std::optional<std::string> iscsi, nvme, grpc, partner_link, partner_dial;
+  unsigned long loops = std::max(1u, std::thread::hardware_concurrency());
   std::string controller_name = "a";
   std::optional<std::vector<std::string>> portals;
   bool small_shelf = false;
@@ -198,6 +204,10 @@ int main(int argc, char** argv) {
     } else if (arg == "--partner-dial") {
       partner_dial = value();
       if (auto bad = controller::parse_listen_address(*partner_dial); !bad) usage("--partner-dial takes ADDR:PORT: " + bad.error());
+    } else if (arg == "--loops") {
+      const std::string n = value();
+      loops = n.find_first_not_of("0123456789") == std::string::npos && !n.empty() && n.size() < 4 ? std::stoul(n) : 0;
+      if (loops == 0 || loops > 256) usage("--loops takes a number from 1 to 256");
     } else if (arg == "--nvme") {
       nvme = value();
       if (*nvme != "off") {
@@ -310,6 +320,14 @@ int main(int argc, char** argv) {
   };
 
   boost::asio::io_context loop;
+  // The loops beyond this one, for NVMe/TCP connections: they run until
+  // the array has closed (its connections end on them).
+  std::optional<strata::device::loop_threads> connection_loops;
+  if (loops > 1) {
+    connection_loops.emplace(static_cast<unsigned>(loops - 1), std::chrono::microseconds(100));
+    options.connection_loops = connection_loops->executors();
+    options.connection_loops.insert(options.connection_loops.begin(), loop.get_executor());
+  }
   auto array = strata::controller::array::open(loop, options);
   if (!array) {
     say("error", array.error().message);
@@ -359,6 +377,7 @@ int main(int argc, char** argv) {
   strata::device::run_loop(loop, std::chrono::microseconds(100));
   if (api_stopper.joinable()) api_stopper.join();
   (*array)->close();
+  connection_loops.reset();  // joined before the array (and its NVMe/TCP port) goes
   array->reset();
   say("info", "stopped cleanly");
   ::close(lock);

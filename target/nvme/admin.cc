@@ -33,17 +33,21 @@ void connection::on_admin(slot& s) {
     case opcode::get_log_page:
       return get_log_page(s);
     case opcode::get_features: {
+      std::unique_lock hold(ctrl_->mutex);
       const auto v = ctrl_->features.get(static_cast<std::uint8_t>(c.cdw(10)), static_cast<std::uint8_t>((c.cdw(10) >> 8) & 0x7));
       if (!v) return finish(s, v.error());
       return finish(s, success, *v);
     }
     case opcode::set_features: {
+      std::unique_lock hold(ctrl_->mutex);
       const auto v = ctrl_->features.set(static_cast<std::uint8_t>(c.cdw(10)), c.cdw(11), (c.cdw(10) & 0x80000000u) != 0);
       if (!v) return finish(s, v.error());
       return finish(s, success, *v);
     }
     case opcode::async_event_request: {
+      std::unique_lock hold(ctrl_->mutex);
       const auto answer = ctrl_->events.request(s.cid);
+      hold.unlock();
       if (!answer.refusal.ok()) return finish(s, answer.refusal);
       if (answer.now) return finish(s, success, answer.now->result);
       return;  // outstanding until an event: the slot stays busy
@@ -64,7 +68,7 @@ void connection::identify(slot& s) {
   const command_view c = s.command();
   const auto cns = static_cast<std::uint8_t>(c.cdw(10));
   const server_options& o = server_.options();
-  const subsystem* subsys = ctrl_->subsys_.get();
+  const subsystem* subsys = subsys_.get();
   if (cns == cns::controller) {
     controller_identity id;
     id.serial = o.serial;
@@ -120,7 +124,7 @@ void connection::identify(slot& s) {
 void connection::identify_namespace(slot& s, const namespace_config& ns) {
   // The capacity is the volume's now (it may have grown): READ CAPACITY(16)
   // asks the unit, wherever it runs.
-  s.subsys = ctrl_->subsys_;
+  s.subsys = subsys_;
   s.ns = &ns;
   s.task.cdb = {};
   s.task.cdb[0] = 0x9e;
@@ -140,9 +144,7 @@ void connection::identify_namespace(slot& s, const namespace_config& ns) {
   s.task.nexus = scsi::i_t_nexus{ctrl_->initiator_port, server_.options().port_id};
   s.task.result = scsi::status::good;
   s.task.data_in_bytes = 0;
-  scsi::unit_interface* unit = ns.unit;
-  s.on_unit = true;
-  asio::dispatch(unit->executor(), [unit, &t = s.task] { unit->execute(t); });
+  hand_to_unit(s);
 }
 
 void connection::namespace_capacity_read(slot& s) {
@@ -159,16 +161,16 @@ void connection::namespace_capacity_read(slot& s) {
     for (int i = 0; i < 8; ++i) last_lba = last_lba << 8 | d[i];
     id.blocks = last_lba + 1;
     id.thin = (d[14] & 0x80) != 0;  // LBPME
-    if (!server_alive_.expired()) server_.known_capacities_[ns.serial] = {id.blocks, id.thin};
+    if (!server_alive_.expired()) server_.remember_capacity(ns.serial, {id.blocks, id.thin});
   } else {
     // The unit cannot say now: a forwarded one while its pool changes
     // controller (ANA transition). The host rescans its namespaces at the
     // very events that cause it, so answer with what the unit said last.
     const status why = status_of(t.result, t.sense_data);
-    const auto known = server_alive_.expired() ? server_.known_capacities_.end() : server_.known_capacities_.find(ns.serial);
-    if (why.type != status_type::path || known == server_.known_capacities_.end()) return finish(s, why);
-    id.blocks = known->second.blocks;
-    id.thin = known->second.thin;
+    const auto known = server_alive_.expired() ? server::capacity{} : server_.known_capacity(ns.serial);
+    if (why.type != status_type::path || known.blocks == 0) return finish(s, why);
+    id.blocks = known.blocks;
+    id.thin = known.thin;
   }
   id.blocks_allocated = id.blocks;  // what the volume holds is not asked yet
   id.block_bytes = ns.block_bytes;
@@ -182,28 +184,30 @@ void connection::namespace_capacity_read(slot& s) {
 void connection::get_log_page(slot& s) {
   const command_view c = s.command();
   const log_page_request r = parse_get_log_page(c);
-  const subsystem* subsys = ctrl_->subsys_.get();
+  const subsystem* subsys = subsys_.get();
   std::vector<std::uint8_t> page;
   switch (r.id) {
     case log_page::discovery: {
       if (subsys != nullptr) return finish(s, {status_type::command_specific, code::invalid_log_page, true});
-      page = discovery_log(server_.discovery_generation_, server_.discovery_entries(ctrl_->host.host_nqn, local_address_));
+      page = discovery_log(server_.discovery_generation(), server_.discovery_entries(ctrl_->host.host_nqn, local_address_));
       break;
     }
     case log_page::error:
       page.assign(64, 0);  // one entry, empty: no error is logged
       break;
     case log_page::health:
-      page = health_log(server_.health_);
+      page = health_log(server_.health());
       break;
     case log_page::firmware_slot:
       page = firmware_slot_log(server_.options().firmware);
       break;
-    case log_page::changed_namespaces:
+    case log_page::changed_namespaces: {
       if (subsys == nullptr) return finish(s, {status_type::command_specific, code::invalid_log_page, true});
+      std::lock_guard hold(ctrl_->mutex);
       page = changed_namespace_log(ctrl_->changed_namespaces);
       if (!r.retain_event) ctrl_->changed_namespaces.clear();
       break;
+    }
     case log_page::ana: {
       if (subsys == nullptr) return finish(s, {status_type::command_specific, code::invalid_log_page, true});
       std::vector<ana_group> groups;
@@ -222,7 +226,10 @@ void connection::get_log_page(slot& s) {
   }
   auto piece = nvme::piece(page, r, server_.options().max_transfer_bytes);
   if (!piece) return finish(s, piece.error());
-  if (!r.retain_event) ctrl_->events.page_read(r.id);
+  if (!r.retain_event) {
+    std::lock_guard hold(ctrl_->mutex);
+    ctrl_->events.page_read(r.id);
+  }
   s.to_host = std::move(*piece);
   finish(s, success);
 }

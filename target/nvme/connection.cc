@@ -15,6 +15,7 @@ namespace strata::nvme {
 connection::connection(server& s, tcp::socket socket)
     : server_(s),
       socket_(std::move(socket)),
+      executor_(socket_.get_executor()),
       server_alive_(s.alive_),
       write_wake_(socket_.get_executor()),
       connect_timer_(socket_.get_executor()) {
@@ -137,10 +138,12 @@ asio::awaitable<void> connection::run() {
     if (qid_ == 0) {
       ctrl_->end("its admin queue closed");
     } else {
-      ctrl_->io_queues.erase(qid_);
+      std::lock_guard hold(ctrl_->mutex);
+      const auto it = ctrl_->io_queues.find(qid_);
+      if (it != ctrl_->io_queues.end() && it->second.lock().get() == this) ctrl_->io_queues.erase(it);
     }
   }
-  if (!server_alive_.expired()) server_.live_.erase(shared_from_this());
+  if (!server_alive_.expired()) server_.connection_ended(shared_from_this());
 }
 
 asio::awaitable<bool> connection::on_ic_req(std::span<const std::uint8_t> header) {
@@ -290,7 +293,7 @@ std::expected<std::uint32_t, status> connection::data_needed(const command_view&
   } else if (ctrl_ == nullptr) {
     return std::unexpected(generic(code::command_sequence_error));  // nothing but Connect before Connect
   } else if (qid_ != 0) {
-    const namespace_config* ns = ctrl_->discovery() ? nullptr : ctrl_->subsys_->find(ctrl_->host.host_nqn, c.nsid());
+    const namespace_config* ns = subsys_ == nullptr ? nullptr : subsys_->find(ctrl_->host.host_nqn, c.nsid());
     if (ns == nullptr) {
       if (c.opcode() == opcode::flush && c.nsid() == 0xffffffff) return 0u;  // every namespace
       return std::unexpected(generic(code::invalid_namespace));

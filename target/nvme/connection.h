@@ -17,7 +17,9 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <atomic>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <span>
@@ -104,7 +106,10 @@ class connection : public std::enable_shared_from_this<connection> {
   // finish into nothing.
   void close();
   bool closed() const noexcept { return closed_; }
+  asio::any_io_executor executor() const { return executor_; }
   std::uint16_t queue_id() const noexcept { return qid_; }
+  // Its controller's subsystem, as it is now (posted by the controller).
+  void update_subsystem(std::shared_ptr<const subsystem> fresh) { subsys_ = std::move(fresh); }
   const std::shared_ptr<controller>& owner() const noexcept { return ctrl_; }
   // Sends the response for `s` (its data first, if any), freeing it.
   void respond(slot& s);
@@ -135,6 +140,10 @@ class connection : public std::enable_shared_from_this<connection> {
   void execute_io(slot& s);
   void execute_fused(slot& compare);
   void run_on_unit(slot& s);
+  // Hands s.task to its namespace's unit, its on_complete set: on the
+  // unit's loop, after checking there that the namespace is still that
+  // unit in the current subsystem (this connection's copy may be behind).
+  void hand_to_unit(slot& s);
   static void on_task_done(scsi::task& t) noexcept;
   void task_done(slot& s);
   void finish(slot& s, status st, std::uint64_t result = 0);
@@ -156,12 +165,16 @@ class connection : public std::enable_shared_from_this<connection> {
 
   server& server_;
   tcp::socket socket_;
+  asio::any_io_executor executor_;
   std::weak_ptr<void> server_alive_;
   std::string peer_;
   std::string local_address_;
   connection_terms terms_;
   std::uint8_t host_pdu_data_alignment_ = 0;
   std::shared_ptr<controller> ctrl_;
+  // The subsystem as this connection last heard of it: what its I/O
+  // commands find their namespaces in, without a lock.
+  std::shared_ptr<const subsystem> subsys_;
   std::uint16_t qid_ = 0;
   std::uint32_t queue_entries_ = 32;
   bool sq_flow_control_ = true;
@@ -179,44 +192,64 @@ class connection : public std::enable_shared_from_this<connection> {
 // A controller: made by an admin queue's Connect, joined by its host's I/O
 // queues, ended when its admin queue goes, its host's keep alive lapses,
 // or the subsystem stops allowing its host.
+//
+// Threads: it lives on its admin queue's loop (its keep alive timer, its
+// end), and its I/O queues may be on other loops: what they share with it
+// (registers, features, events, queues, its subsystem) is under `mutex`,
+// which only Connect, admin commands and events take. The I/O path reads
+// nothing of it but heard(), which is atomic.
 class controller : public std::enable_shared_from_this<controller> {
  public:
-  controller(server& s, std::shared_ptr<const subsystem> subsys, std::uint16_t id, connect_data host,
-             std::uint32_t keep_alive_ms);
+  controller(server& s, asio::any_io_executor loop, std::shared_ptr<const subsystem> subsys, std::uint16_t id,
+             connect_data host, std::uint32_t keep_alive_ms);
   // Starts the keep alive watch.
   void start();
-  // Closes every queue's connection, and leaves the server.
+  // Closes every queue's connection, and leaves the server. From any loop.
   void end(const std::string& why);
-  bool ended() const noexcept { return ended_; }
-  // A command came on one of its queues (traffic-based keep alive).
-  void heard() noexcept { last_heard_ = std::chrono::steady_clock::now(); }
-  // An event for the host: completes an outstanding request, or waits.
+  bool ended() const noexcept { return ended_.load(); }
+  // A command came on one of its queues (traffic-based keep alive). From any loop.
+  void heard() noexcept { last_heard_ns_.store(now_ns(), std::memory_order_relaxed); }
+  // An event for the host: completes an outstanding request, or waits. From any loop.
   void raise(const async_event& e);
-  // Closes its I/O queues (a controller reset or shutdown).
+  // Closes its I/O queues (a controller reset or shutdown). From any loop.
   void drop_io_queues();
-  bool discovery() const noexcept { return subsys_ == nullptr; }
+  // Its subsystem changed (`changed`: the namespaces this host sees that
+  // were added, went, or moved): each queue gets the new one, and the host
+  // a namespace attribute notice. From any loop.
+  void subsystem_changed(std::shared_ptr<const subsystem> fresh, const std::vector<std::uint32_t>& changed);
+  bool discovery() const noexcept { return discovery_; }
+  const std::string& subsystem_nqn() const noexcept { return subsystem_nqn_; }
 
   server& server_;
   std::weak_ptr<void> server_alive_;
-  std::shared_ptr<const subsystem> subsys_;  // null: the discovery controller
-  std::uint16_t id;
-  connect_data host;
+  const std::uint16_t id;
+  const connect_data host;
   // Its hosts' nexus in the SCSI layer: the host NQN and host identifier
   // ("<host NQN>,hostid,0x<32 hex digits>"), and this port.
-  std::string initiator_port;
+  const std::string initiator_port;
+
+  // Under `mutex`.
+  std::mutex mutex;
+  std::shared_ptr<const subsystem> subsys;  // null: the discovery controller
   controller_registers registers;
   controller_features features;
   async_events events;
   std::vector<std::uint32_t> changed_namespaces;  // since the host last read the page
-  connection* admin = nullptr;
-  std::map<std::uint16_t, connection*> io_queues;
-  std::uint64_t ana_change_count_seen = 0;
+  std::weak_ptr<connection> admin;
+  std::map<std::uint16_t, std::weak_ptr<connection>> io_queues;
 
  private:
+  static std::int64_t now_ns() noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
   asio::awaitable<void> keep_alive_watch();
+  void end_here(const std::string& why);
+  const bool discovery_;
+  const std::string subsystem_nqn_;
+  asio::any_io_executor loop_;
   asio::steady_timer keep_alive_;
-  std::chrono::steady_clock::time_point last_heard_ = std::chrono::steady_clock::now();
-  bool ended_ = false;
+  std::atomic<std::int64_t> last_heard_ns_{now_ns()};
+  std::atomic<bool> ended_{false};
 };
 
 }  // namespace strata::nvme

@@ -2,6 +2,9 @@
 // makes a controller (admin queue) or joins one (I/O queue), Property Get
 // and Set, Disconnect; and the controller's life: its keep alive, its
 // events, its end.
+#include <algorithm>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
 #include <cstdio>
 
 #include "target/nvme/connection.h"
@@ -69,12 +72,11 @@ void connection::on_connect(slot& s) {
   const bool discovery = data->subsystem_nqn == discovery_nqn;
   std::shared_ptr<const subsystem> subsys;
   if (!discovery) {
-    const auto it = server_.subsystems_.find(data->subsystem_nqn);
-    if (it == server_.subsystems_.end()) {
+    subsys = server_.find_subsystem(data->subsystem_nqn);
+    if (subsys == nullptr) {
       log("Connect refused: no subsystem " + data->subsystem_nqn + " (host " + data->host_nqn + ")");
       return finish(s, invalid_connect_parameter(), connect_invalid_parameter_result(subsystem_nqn_at));
     }
-    subsys = it->second;
     if (!subsys->allows(data->host_nqn)) {
       log("Connect refused: host " + data->host_nqn + " is not allowed in " + data->subsystem_nqn);
       return finish(s, {status_type::command_specific, code::connect_invalid_host, true});
@@ -86,32 +88,42 @@ void connection::on_connect(slot& s) {
   if (cmd.queue_id == 0) {
     // The admin queue: a new controller (the dynamic model: the host asks
     // for FFFFh, or names none it may have).
-    const std::uint16_t id = server_.next_controller_id();
+    // It lives on this connection's loop.
+    std::shared_ptr<controller> made;
+    const std::uint16_t id = server_.add_controller([&](std::uint16_t fresh) {
+      made = std::make_shared<controller>(server_, executor_, subsys, fresh, *data, cmd.keep_alive_ms);
+      return made;
+    });
     if (id == 0) return finish(s, {status_type::command_specific, code::connect_controller_busy, false});
-    auto made = std::make_shared<controller>(server_, subsys, id, *data, cmd.keep_alive_ms);
-    server_.controllers_[id] = made;
     ctrl_ = made;
-    ctrl_->admin = this;
+    subsys_ = subsys;
+    {
+      std::lock_guard hold(ctrl_->mutex);
+      ctrl_->admin = weak_from_this();
+    }
     ctrl_->start();
     qid_ = 0;
   } else {
     // An I/O queue joins its host's controller.
-    const auto it = server_.controllers_.find(data->controller_id);
-    std::shared_ptr<controller> joined = it == server_.controllers_.end() ? nullptr : it->second.lock();
+    std::shared_ptr<controller> joined = server_.find_controller(data->controller_id);
     if (joined == nullptr || joined->ended() || joined->discovery() || discovery ||
         joined->host.host_nqn != data->host_nqn || joined->host.host_id != data->host_id ||
-        joined->subsys_->nqn != data->subsystem_nqn) {
+        joined->subsystem_nqn() != data->subsystem_nqn) {
       log("Connect refused: host " + data->host_nqn + " named controller " + std::to_string(data->controller_id) +
           ", which is not its");
       return finish(s, invalid_connect_parameter(), connect_invalid_parameter_result(controller_id_at));
     }
+    std::unique_lock hold(joined->mutex);
     if (!joined->registers.ready()) return finish(s, generic(code::command_sequence_error));
-    if (cmd.queue_id > joined->features.io_queues() || joined->io_queues.contains(cmd.queue_id)) {
+    const auto taken = joined->io_queues.find(cmd.queue_id);
+    if (cmd.queue_id > joined->features.io_queues() || (taken != joined->io_queues.end() && !taken->second.expired())) {
       return finish(s, invalid_connect_parameter(), command_field(queue_id_at));
     }
+    joined->io_queues[cmd.queue_id] = weak_from_this();
+    subsys_ = joined->subsys;
+    hold.unlock();
     ctrl_ = joined;
     qid_ = cmd.queue_id;
-    ctrl_->io_queues[qid_] = this;
   }
   queue_entries_ = cmd.queue_entries;
   // CATTR bit 2: the host disables SQ flow control, and reads no SQHD.
@@ -124,6 +136,7 @@ void connection::on_connect(slot& s) {
 
 void connection::on_property(slot& s, bool set) {
   const property_access p = parse_property(s.command());
+  std::unique_lock hold(ctrl_->mutex);
   if (!set) {
     const auto value = ctrl_->registers.get(p.offset, p.size_bytes);
     if (!value) return finish(s, value.error());
@@ -131,6 +144,7 @@ void connection::on_property(slot& s, bool set) {
   }
   const auto changed = ctrl_->registers.set(p.offset, p.size_bytes, p.value);
   if (!changed) return finish(s, changed.error());
+  hold.unlock();
   if (*changed == controller_registers::change::reset || *changed == controller_registers::change::shut_down) {
     // A reset or shutdown ends the I/O queues (NVMe Base 2.0, 3.7.2).
     ctrl_->drop_io_queues();
@@ -141,65 +155,113 @@ void connection::on_property(slot& s, bool set) {
 // ---------------------------------------------------------------------------
 // The controller
 
-controller::controller(server& s, std::shared_ptr<const subsystem> subsys, std::uint16_t controller_id,
-                       connect_data connecting, std::uint32_t keep_alive_ms)
+controller::controller(server& s, asio::any_io_executor loop, std::shared_ptr<const subsystem> subsystem_now,
+                       std::uint16_t controller_id, connect_data connecting, std::uint32_t keep_alive_ms)
     : server_(s),
       server_alive_(s.alive_),
-      subsys_(std::move(subsys)),
       id(controller_id),
       host(std::move(connecting)),
+      initiator_port(host.host_nqn + ",hostid,0x" + hex(host.host_id)),
+      subsys(std::move(subsystem_now)),
       registers(s.options().max_queue_entries, 2000),
       features(s.options().max_io_queues, keep_alive_ms, true),
       events(4),
-      keep_alive_(s.loop_) {
-  initiator_port = host.host_nqn + ",hostid,0x" + hex(host.host_id);
-}
+      discovery_(subsys == nullptr),
+      subsystem_nqn_(subsys == nullptr ? std::string(discovery_nqn) : subsys->nqn),
+      loop_(std::move(loop)),
+      keep_alive_(loop_) {}
 
 void controller::start() {
   auto self = shared_from_this();
-  asio::co_spawn(keep_alive_.get_executor(), [self] { return self->keep_alive_watch(); }, asio::detached);
+  asio::co_spawn(loop_, [self] { return self->keep_alive_watch(); }, asio::detached);
 }
 
 asio::awaitable<void> controller::keep_alive_watch() {
   auto self = shared_from_this();
-  while (!ended_) {
+  while (!ended()) {
+    std::uint32_t kato_ms = 0;
+    {
+      std::lock_guard hold(mutex);
+      kato_ms = features.keep_alive_ms();
+    }
     // KATO 0: no keep alive; look again in a while, in case the host sets one.
-    const std::uint32_t kato_ms = features.keep_alive_ms();
     keep_alive_.expires_after(std::chrono::milliseconds(kato_ms == 0 ? 1000 : kato_ms));
     auto [ec] = co_await keep_alive_.async_wait(use_tuple);
-    if (ec || ended_) co_return;
-    const std::uint32_t now_kato_ms = features.keep_alive_ms();
-    if (now_kato_ms == 0) continue;
+    if (ec || ended()) co_return;
+    {
+      std::lock_guard hold(mutex);
+      kato_ms = features.keep_alive_ms();
+    }
+    if (kato_ms == 0) continue;
     // Any command on any of its queues counts (traffic-based keep alive,
     // as Linux's nvmet counts it); silence for a whole KATO ends it.
-    if (std::chrono::steady_clock::now() - last_heard_ >= std::chrono::milliseconds(now_kato_ms)) {
-      end("its host " + host.host_nqn + " sent nothing for " + std::to_string(now_kato_ms) + " ms (keep alive)");
+    if (now_ns() - last_heard_ns_.load(std::memory_order_relaxed) >= std::int64_t{kato_ms} * 1000000) {
+      end_here("its host " + host.host_nqn + " sent nothing for " + std::to_string(kato_ms) + " ms (keep alive)");
     }
   }
 }
 
 void controller::end(const std::string& why) {
-  if (ended_) return;
-  ended_ = true;
+  asio::dispatch(loop_, [self = shared_from_this(), why] { self->end_here(why); });
+}
+
+void controller::end_here(const std::string& why) {
+  if (ended_.exchange(true)) return;
   keep_alive_.cancel();
   if (!server_alive_.expired()) {
     server_.log("NVMe controller " + std::to_string(id) + " of " + host.host_nqn + " ended: " + why);
-    server_.controllers_.erase(id);
+    server_.remove_controller(id);
   }
-  // Closing may end connections' reads, which then leave this controller.
-  const auto queues = io_queues;
-  for (auto& [qid, q] : queues) q->close();
-  if (admin != nullptr) admin->close();
+  // Each queue closes on its own loop; its reader then leaves this controller.
+  std::vector<std::shared_ptr<connection>> queues;
+  {
+    std::lock_guard hold(mutex);
+    for (auto& [qid, q] : io_queues) {
+      if (auto c = q.lock()) queues.push_back(std::move(c));
+    }
+    if (auto a = admin.lock()) queues.push_back(std::move(a));
+  }
+  for (auto& q : queues) asio::post(q->executor(), [q] { q->close(); });
 }
 
 void controller::drop_io_queues() {
-  const auto queues = io_queues;
-  for (auto& [qid, q] : queues) q->close();
+  std::vector<std::shared_ptr<connection>> queues;
+  {
+    std::lock_guard hold(mutex);
+    for (auto& [qid, q] : io_queues) {
+      if (auto c = q.lock()) queues.push_back(std::move(c));
+    }
+  }
+  for (auto& q : queues) asio::post(q->executor(), [q] { q->close(); });
 }
 
 void controller::raise(const async_event& e) {
-  if (ended_ || admin == nullptr) return;
-  if (auto done = events.raise(e, features.async_events_enabled())) admin->complete_async_event(*done);
+  if (ended()) return;
+  std::shared_ptr<connection> to;
+  std::optional<async_completion> done;
+  {
+    std::lock_guard hold(mutex);
+    done = events.raise(e, features.async_events_enabled());
+    if (done) to = admin.lock();
+  }
+  if (done && to != nullptr) asio::post(to->executor(), [to, d = *done] { to->complete_async_event(d); });
+}
+
+void controller::subsystem_changed(std::shared_ptr<const subsystem> fresh, const std::vector<std::uint32_t>& changed) {
+  std::vector<std::shared_ptr<connection>> queues;
+  {
+    std::lock_guard hold(mutex);
+    subsys = fresh;
+    for (const std::uint32_t nsid : changed) {
+      if (std::ranges::find(changed_namespaces, nsid) == changed_namespaces.end()) changed_namespaces.push_back(nsid);
+    }
+    for (auto& [qid, q] : io_queues) {
+      if (auto c = q.lock()) queues.push_back(std::move(c));
+    }
+    if (auto a = admin.lock()) queues.push_back(std::move(a));
+  }
+  for (auto& q : queues) asio::dispatch(q->executor(), [q, fresh] { q->update_subsystem(fresh); });
+  if (!changed.empty()) raise(namespace_attribute_changed());
 }
 
 }  // namespace strata::nvme

@@ -2,15 +2,18 @@
 // (nvm.h), and the fused Compare and Write.
 #include <boost/asio/dispatch.hpp>
 
+#include <boost/asio/post.hpp>
+
 #include "target/nvme/connection.h"
+#include "target/scsi/sense.h"
 #include "target/scsi/unit_interface.h"
 
 namespace strata::nvme {
 
 void connection::execute_io(slot& s) {
   const command_view c = s.command();
-  s.subsys = ctrl_->subsys_;
-  s.ns = s.subsys->find(ctrl_->host.host_nqn, c.nsid());
+  s.subsys = subsys_;
+  s.ns = s.subsys == nullptr ? nullptr : s.subsys->find(ctrl_->host.host_nqn, c.nsid());
   if (s.ns == nullptr) {
     // A Flush of every namespace (NSID FFFFFFFFh): each volume's own
     // flush is what a power cut would need; one suffices for none here.
@@ -29,8 +32,8 @@ void connection::execute_fused(slot& compare) {
   slot& write = *compare.fused_with;
   const command_view cc = compare.command();
   const command_view wc = write.command();
-  compare.subsys = ctrl_->subsys_;
-  compare.ns = compare.subsys->find(ctrl_->host.host_nqn, cc.nsid());
+  compare.subsys = subsys_;
+  compare.ns = compare.subsys == nullptr ? nullptr : compare.subsys->find(ctrl_->host.host_nqn, cc.nsid());
   // The pair must name the same blocks of one namespace (NVMe Base 2.0,
   // 3.4.2): otherwise neither runs.
   const bool same = cc.nsid() == wc.nsid() && cc.cdw(10) == wc.cdw(10) && cc.cdw(11) == wc.cdw(11) &&
@@ -72,10 +75,38 @@ void connection::run_on_unit(slot& s) {
   s.task.sense_data = {};
   s.task.data_in_bytes = 0;
   s.task.data_out_described_bytes.reset();
-  scsi::unit_interface* unit = s.ns->unit;
+  hand_to_unit(s);
+}
+
+void connection::hand_to_unit(slot& s) {
   s.on_unit = true;
-  // On the unit's loop: inline when that is this thread, else posted.
-  asio::dispatch(unit->executor(), [unit, &t = s.task] { unit->execute(t); });
+  if (executor_ == server_.loop_) {
+    // One loop: the subsystem changes on this loop too, synchronously, so
+    // this connection's copy is current.
+    scsi::unit_interface* unit = s.ns->unit;
+    asio::dispatch(unit->executor(), [unit, &t = s.task] { unit->execute(t); });
+    return;
+  }
+  // The units live on the server's loop, where the subsystem changes and
+  // units retire: there, the namespace is looked up again if this
+  // connection's copy of the subsystem is behind, so that a command never
+  // reaches a unit that has gone (a takeover replaced it, say).
+  asio::post(server_.loop_, [self = shared_from_this(), &s] {
+    const auto current = self->server_.subsystem_here(s.subsys->nqn);
+    if (current.get() != s.subsys.get()) {
+      const namespace_config* ns = current == nullptr ? nullptr : current->find(self->ctrl_->host.host_nqn, s.command().nsid());
+      if (ns == nullptr || ns->block_bytes != s.ns->block_bytes) {
+        // Gone from under it: the host retries, on this path or another.
+        s.task.result = scsi::status::check_condition;
+        s.task.sense_data = scsi::make_sense(scsi::sense_key::not_ready, scsi::asc::asymmetric_access_state_transition);
+        return on_task_done(s.task);
+      }
+      s.subsys = current;
+      s.ns = ns;
+    }
+    scsi::unit_interface* unit = s.ns->unit;
+    asio::dispatch(unit->executor(), [unit, &t = s.task] { unit->execute(t); });
+  });
 }
 
 void connection::on_task_done(scsi::task& t) noexcept {
@@ -99,14 +130,14 @@ void connection::task_done(slot& s) {
     return run_on_unit(s);
   }
   if (s.nvm.result().ok() && !server_alive_.expired()) {
-    health_counters& h = server_.health_;
+    auto& h = server_.health_;
     const std::uint8_t op = s.command().opcode();
     if (op == opcode::read) {
-      ++h.read_commands;
-      h.bytes_read += s.nvm.to_host_bytes();
+      h.read_commands.fetch_add(1, std::memory_order_relaxed);
+      h.bytes_read.fetch_add(s.nvm.to_host_bytes(), std::memory_order_relaxed);
     } else if (op == opcode::write || s.fused_with != nullptr) {
-      ++h.write_commands;
-      h.bytes_written += s.data_bytes;
+      h.write_commands.fetch_add(1, std::memory_order_relaxed);
+      h.bytes_written.fetch_add(s.data_bytes, std::memory_order_relaxed);
     }
   }
   slot* write = s.fused_with;

@@ -1,6 +1,8 @@
 #include "target/nvme/server.h"
 
 #include <algorithm>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
 
 #include "target/nvme/connection.h"
 
@@ -30,7 +32,10 @@ server::server(boost::asio::any_io_executor loop, std::vector<subsystem> subsyst
 server::~server() { stop(); }
 
 void server::log(const std::string& what) const {
-  if (options_.log) options_.log(what);
+  if (!options_.log) return;
+  boost::asio::dispatch(loop_, [this, what, alive = std::weak_ptr<void>(alive_)] {
+    if (!alive.expired()) options_.log(what);
+  });
 }
 
 std::expected<void, error> server::listen(const boost::asio::ip::tcp::endpoint& at) {
@@ -43,6 +48,7 @@ std::expected<void, error> server::listen(const boost::asio::ip::tcp::endpoint& 
     return std::unexpected(make_error(errc::io_error, "NVMe/TCP cannot listen at " + at.address().to_string() + ":" +
                                                           std::to_string(at.port()) + ": " + ec.message()));
   }
+  listening_port_ = acceptor_.local_endpoint(ec).port();
   accept();
   return {};
 }
@@ -53,12 +59,15 @@ boost::asio::ip::tcp::endpoint server::local_endpoint() const {
 }
 
 void server::accept() {
-  acceptor_.async_accept([this, alive = std::weak_ptr<void>(alive_)](const boost::system::error_code& ec, tcp::socket socket) {
+  // The socket is made on the loop the connection will live on.
+  const auto& loops = options_.connection_loops;
+  const boost::asio::any_io_executor on = loops.empty() ? loop_ : loops[next_loop_++ % loops.size()];
+  acceptor_.async_accept(on, [this, alive = std::weak_ptr<void>(alive_)](const boost::system::error_code& ec, tcp::socket socket) {
     if (alive.expired() || !acceptor_.is_open()) return;
     if (!ec) {
       auto c = std::make_shared<connection>(*this, std::move(socket));
       live_.insert(c);
-      c->start();
+      boost::asio::post(c->executor(), [c] { c->start(); });
     }
     accept();
   });
@@ -67,57 +76,122 @@ void server::accept() {
 void server::stop() {
   boost::system::error_code ignored;
   acceptor_.close(ignored);
-  const auto all = live_;
-  for (const auto& c : all) c->close();
+  for (const auto& c : live_) boost::asio::post(c->executor(), [c] { c->close(); });
 }
 
-std::uint16_t server::next_controller_id() noexcept {
+void server::connection_ended(std::shared_ptr<connection> c) {
+  boost::asio::post(loop_, [this, c = std::move(c), alive = std::weak_ptr<void>(alive_)]() mutable {
+    if (!alive.expired()) live_.erase(c);
+  });
+}
+
+std::uint16_t server::add_controller(const std::function<std::shared_ptr<controller>(std::uint16_t id)>& make) {
+  std::lock_guard hold(mutex_);
   // port_id << 12 | n, n from 1 to FEFh: unique across the two controllers'
   // ports, and never FFFFh (which asks for a dynamic one) or 0.
   for (int tries = 0; tries < 0xfef; ++tries) {
     controller_counter_ = static_cast<std::uint16_t>(controller_counter_ % 0xfef + 1);
     const auto id = static_cast<std::uint16_t>((options_.port_id & 0xf) << 12 | controller_counter_);
-    if (!controllers_.contains(id)) return id;
+    if (controllers_.contains(id)) continue;
+    controllers_[id] = make(id);
+    return id;
   }
   return 0;
 }
 
-const subsystem* server::find_subsystem(std::string_view nqn) const noexcept {
-  const auto it = subsystems_.find(nqn);
-  return it == subsystems_.end() ? nullptr : it->second.get();
+std::shared_ptr<controller> server::find_controller(std::uint16_t id) const {
+  std::lock_guard hold(mutex_);
+  const auto it = controllers_.find(id);
+  return it == controllers_.end() ? nullptr : it->second.lock();
 }
 
-ana_state server::ana_state_of(std::uint32_t group) const noexcept {
+void server::remove_controller(std::uint16_t id) {
+  std::lock_guard hold(mutex_);
+  controllers_.erase(id);
+}
+
+std::size_t server::controllers() const {
+  std::lock_guard hold(mutex_);
+  return controllers_.size();
+}
+
+std::shared_ptr<const subsystem> server::find_subsystem(std::string_view nqn) const {
+  std::lock_guard hold(mutex_);
+  const auto it = subsystems_.find(nqn);
+  return it == subsystems_.end() ? nullptr : it->second;
+}
+
+ana_state server::ana_state_of(std::uint32_t group) const {
+  std::lock_guard hold(mutex_);
   const auto it = ana_states_.find(group);
   return it == ana_states_.end() ? ana_state::optimized : it->second;
 }
 
+std::uint64_t server::ana_change_count() const {
+  std::lock_guard hold(mutex_);
+  return ana_change_count_;
+}
+
+std::uint64_t server::discovery_generation() const {
+  std::lock_guard hold(mutex_);
+  return discovery_generation_;
+}
+
+health_counters server::health() const noexcept {
+  health_counters h;
+  h.bytes_read = health_.bytes_read.load(std::memory_order_relaxed);
+  h.bytes_written = health_.bytes_written.load(std::memory_order_relaxed);
+  h.read_commands = health_.read_commands.load(std::memory_order_relaxed);
+  h.write_commands = health_.write_commands.load(std::memory_order_relaxed);
+  return h;
+}
+
+server::capacity server::known_capacity(const std::string& serial) const {
+  std::lock_guard hold(mutex_);
+  const auto it = known_capacities_.find(serial);
+  return it == known_capacities_.end() ? capacity{} : it->second;
+}
+
+void server::remember_capacity(const std::string& serial, capacity c) {
+  std::lock_guard hold(mutex_);
+  known_capacities_[serial] = c;
+}
+
 void server::set_ana_states(std::map<std::uint32_t, ana_state> states) {
-  if (states == ana_states_) return;
-  ana_states_ = std::move(states);
-  ++ana_change_count_;
-  for (auto& [id, weak] : controllers_) {
-    if (auto c = weak.lock(); c != nullptr && !c->discovery()) c->raise(ana_changed());
+  std::vector<std::shared_ptr<controller>> all;
+  {
+    std::lock_guard hold(mutex_);
+    if (states == ana_states_) return;
+    ana_states_ = std::move(states);
+    ++ana_change_count_;
+    for (auto& [id, weak] : controllers_) {
+      if (auto c = weak.lock(); c != nullptr && !c->discovery()) all.push_back(std::move(c));
+    }
   }
+  for (auto& c : all) c->raise(ana_changed());
 }
 
 void server::set_subsystem(subsystem s) {
   auto fresh = std::make_shared<const subsystem>(std::move(s));
-  const auto old = subsystems_.find(fresh->nqn);
-  const std::shared_ptr<const subsystem> before = old == subsystems_.end() ? nullptr : old->second;
-  subsystems_[fresh->nqn] = fresh;
-  ++discovery_generation_;
+  std::shared_ptr<const subsystem> before;
+  std::vector<std::shared_ptr<controller>> theirs;
+  {
+    std::lock_guard hold(mutex_);
+    if (const auto old = subsystems_.find(fresh->nqn); old != subsystems_.end()) before = old->second;
+    subsystems_[fresh->nqn] = fresh;
+    ++discovery_generation_;
+    for (auto& [id, weak] : controllers_) {
+      auto c = weak.lock();
+      if (c != nullptr && !c->discovery() && c->subsystem_nqn() == fresh->nqn) theirs.push_back(std::move(c));
+    }
+  }
   bool groups_moved = false;
-  std::vector<std::shared_ptr<controller>> to_end;
-  for (auto& [id, weak] : controllers_) {
-    auto c = weak.lock();
-    if (c == nullptr || c->discovery() || c->subsys_->nqn != fresh->nqn) continue;
+  for (auto& c : theirs) {
     const std::string& host = c->host.host_nqn;
     if (!fresh->allows(host)) {
-      to_end.push_back(c);
+      c->end("its host is no longer allowed in " + fresh->nqn);
       continue;
     }
-    c->subsys_ = fresh;
     // What this host sees that was added, went, or is now reached through
     // another unit or ANA group (a takeover).
     std::vector<std::uint32_t> changed;
@@ -131,27 +205,24 @@ void server::set_subsystem(subsystem s) {
         if (fresh->find(host, ns.nsid) == nullptr) changed.push_back(ns.nsid);
       }
     }
-    if (changed.empty()) continue;
-    for (const std::uint32_t nsid : changed) {
-      if (std::ranges::find(c->changed_namespaces, nsid) == c->changed_namespaces.end()) c->changed_namespaces.push_back(nsid);
-    }
-    c->raise(namespace_attribute_changed());
+    c->subsystem_changed(fresh, changed);
   }
-  for (auto& c : to_end) c->end("its host is no longer allowed in " + fresh->nqn);
   if (groups_moved) {
     // Namespaces changed ANA group: the ANA log page changed too.
-    ++ana_change_count_;
-    for (auto& [id, weak] : controllers_) {
-      if (auto c = weak.lock(); c != nullptr && !c->discovery()) c->raise(ana_changed());
+    {
+      std::lock_guard hold(mutex_);
+      ++ana_change_count_;
     }
+    for (auto& c : theirs) c->raise(ana_changed());
   }
 }
 
 std::vector<discovery_entry> server::discovery_entries(std::string_view host_nqn, const std::string& local_address) const {
   std::vector<discovery_entry> out;
-  const std::string here_port = std::to_string(local_endpoint().port());
+  const std::string here_port = std::to_string(listening_port_);
   const bool v6 = local_address.find(':') != std::string::npos;
   out.push_back({true, options_.port_id, std::string(discovery_nqn), local_address, here_port, v6});
+  std::lock_guard hold(mutex_);
   for (const auto& [nqn, s] : subsystems_) {
     if (!s->allows(host_nqn)) continue;
     out.push_back({false, options_.port_id, nqn, local_address, here_port, v6});

@@ -15,19 +15,26 @@
 // its pool), and this port reports each group's state (`set_ana_states`);
 // a change reaches connected hosts as an ANA change event.
 //
-// Threads: everything runs on the loop given to the server. Units run on
-// their own executors; a command is handed to its unit there and its
-// outcome comes back here. Not thread-safe; reach it by posting.
+// Threads: the server's own loop accepts, and holds the configuration
+// (set_subsystem, set_ana_states are called there); each connection lives
+// on one loop of server_options::connection_loops, taken in turn, and a
+// controller on its admin queue's. A command's data, digests and PDUs are
+// its connection's loop's work; its unit runs on the server's loop. The
+// I/O path takes no lock: each connection keeps its own copy of its
+// subsystem, replaced by posting when the subsystem changes. Connect,
+// admin commands and the configuration take short locks.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <chrono>
 #include <cstdint>
+#include <atomic>
 #include <expected>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <set>
@@ -91,8 +98,14 @@ struct server_options {
   // A connection that has sent no ICReq, or no Connect, by then is closed.
   std::chrono::seconds connect_timeout{15};
   // Told, in words for an administrator, why a Connect was refused and
-  // why a connection or controller ended.
+  // why a connection or controller ended. Called on the server's loop.
   std::function<void(std::string_view)> log;
+  // The loops connections go to, in turn (each its socket, its PDUs, its
+  // digests and copies); empty: the server's own. A connection reaches its
+  // namespaces' units by posting to their loop, which must be the
+  // server's: the subsystem a command found its unit in is checked there,
+  // against the current one, before the unit runs it.
+  std::vector<boost::asio::any_io_executor> connection_loops;
 };
 
 class connection;
@@ -101,6 +114,9 @@ class controller;
 class server {
  public:
   server(boost::asio::any_io_executor loop, std::vector<subsystem> subsystems, server_options options);
+  // REQUIRES: connections() == 0, or the connections' loops still run (a
+  // connection closes on its own loop): stop(), and let the server's loop
+  // run until connections() is 0, before their loops stop.
   ~server();
   server(const server&) = delete;
   server& operator=(const server&) = delete;
@@ -122,42 +138,68 @@ class server {
   void set_ana_states(std::map<std::uint32_t, ana_state> states);
 
   const server_options& options() const noexcept { return options_; }
-  const subsystem* find_subsystem(std::string_view nqn) const noexcept;
-  ana_state ana_state_of(std::uint32_t group) const noexcept;
-  std::uint64_t ana_change_count() const noexcept { return ana_change_count_; }
+  // From any loop (the configuration is under a lock, off the data path).
+  std::shared_ptr<const subsystem> find_subsystem(std::string_view nqn) const;
+  ana_state ana_state_of(std::uint32_t group) const;
+  std::uint64_t ana_change_count() const;
   // The discovery log's entries for `host_nqn`, which came in at
   // `local_address`: the discovery subsystem itself, then each subsystem
   // that allows the host, here and at each referral.
   std::vector<discovery_entry> discovery_entries(std::string_view host_nqn, const std::string& local_address) const;
+  std::uint64_t discovery_generation() const;
+  health_counters health() const noexcept;
+  // On the server's loop.
   std::size_t connections() const noexcept { return live_.size(); }
-  std::size_t controllers() const noexcept { return controllers_.size(); }
+  std::size_t controllers() const;
 
  private:
   friend class connection;
   friend class controller;
   void accept();
-  // A new controller's ID, unique among this port's live ones.
-  std::uint16_t next_controller_id() noexcept;
+  // A new controller's ID, unique among this port's live ones (0: none
+  // left), and the controller registered under it.
+  std::uint16_t add_controller(const std::function<std::shared_ptr<controller>(std::uint16_t id)>& make);
+  std::shared_ptr<controller> find_controller(std::uint16_t id) const;
+  void remove_controller(std::uint16_t id);
+  // The subsystem as it is now, read without the lock: on loop_ only
+  // (where it changes).
+  std::shared_ptr<const subsystem> subsystem_here(std::string_view nqn) const {
+    const auto it = subsystems_.find(nqn);
+    return it == subsystems_.end() ? nullptr : it->second;
+  }
+  // A connection ended, on its loop: it leaves live_ on the server's.
+  void connection_ended(std::shared_ptr<connection> c);
+  // What the last READ CAPACITY of the volume with `serial` said (0 blocks: never asked).
+  struct capacity {
+    std::uint64_t blocks = 0;
+    bool thin = true;
+  };
+  capacity known_capacity(const std::string& serial) const;
+  void remember_capacity(const std::string& serial, capacity c);
+  // From any loop: said on the server's loop, where options_.log is called.
   void log(const std::string& what) const;
 
   boost::asio::any_io_executor loop_;
-  std::map<std::string, std::shared_ptr<const subsystem>, std::less<>> subsystems_;
   server_options options_;
   boost::asio::ip::tcp::acceptor acceptor_;
-  std::set<std::shared_ptr<connection>> live_;
+  std::uint16_t listening_port_ = 0;
+  std::size_t next_loop_ = 0;  // the loop the next connection goes to (options_.connection_loops)
+  std::set<std::shared_ptr<connection>> live_;  // on loop_
+  // The configuration and the controllers' registry: read by connections
+  // on every loop when they connect and answer admin commands, changed on
+  // loop_. Never taken on the I/O path.
+  mutable std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<const subsystem>, std::less<>> subsystems_;
   std::map<std::uint16_t, std::weak_ptr<controller>> controllers_;
   std::uint16_t controller_counter_ = 0;
   std::map<std::uint32_t, ana_state> ana_states_;
   std::uint64_t ana_change_count_ = 1;
   std::uint64_t discovery_generation_ = 1;
-  health_counters health_;
-  // Each namespace's capacity as its unit last reported it, by volume
-  // serial: Identify's answer while a forwarded unit cannot say.
-  struct capacity {
-    std::uint64_t blocks = 0;
-    bool thin = true;
-  };
   std::map<std::string, capacity, std::less<>> known_capacities_;
+  // Counted by the I/O queues of every loop.
+  struct {
+    std::atomic<std::uint64_t> bytes_read{0}, bytes_written{0}, read_commands{0}, write_commands{0};
+  } health_;
   std::shared_ptr<void> alive_ = std::make_shared<int>(0);
 };
 

@@ -542,11 +542,15 @@ seed = int(os.environ.get("STRATA_TEST_SEED", random.randrange(1 << 32)))
 print("seed %d (STRATA_TEST_SEED=%d replays it)" % (seed, seed), flush=True)
 RNG = random.Random(seed)
 for block in (512, 4096):
-    target = Target(sys.argv[1], block)
+    # 512-byte blocks on one loop; 4096 with connections spread over three
+    # (each queue of a controller, and each controller, on its own loop).
+    loops = ("--loops", "3") if block == 4096 else ()
+    print("== %d-byte blocks, %s" % (block, "3 loops" if loops else "1 loop"), flush=True)
+    target = Target(sys.argv[1], block, *loops)
     for test in TESTS:
         run(test, target)
     stop(target.process)
-    target = Target(sys.argv[1], block, "--nvme-host", HOST.nqn)
+    target = Target(sys.argv[1], block, "--nvme-host", HOST.nqn, *loops)
     run(test_host_access, target)
     stop(target.process)
 print("%d failed: %s" % (len(failures), "; ".join(failures)) if failures else "all passed", flush=True)

@@ -13,7 +13,7 @@
 //                       [--ping-seconds S] [--login-timeout-seconds S]
 //                       [--immediate-data yes|no] [--physical-block-bytes N]
 //                       [--max-held-write-mib M] [--read-only] [--poll-microseconds U]
-//                       [--nvme-listen ADDR:PORT [--nqn NQN] [--nvme-host HOSTNQN]...]
+//                       [--nvme-listen ADDR:PORT [--nqn NQN] [--nvme-host HOSTNQN]...] [--loops N]
 //
 // Without --acl any initiator may log in and sees unit N as LUN N. With
 // --acl only the initiators named may, each seeing the units listed under
@@ -27,6 +27,9 @@
 // for more work before it sleeps (raid/device/run_loop.h).
 //
 // --nvme-host limits the NVMe hosts to those named (default: any).
+// --loops N (default 1) runs N loops: the units, the iSCSI target and the
+// NVMe/TCP port on the first, and NVMe/TCP connections spread over all N
+// (raid/device/loop_threads.h).
 //
 // It prints "listening on ADDR:PORT" once it accepts connections (port 0
 // picks a free one), and "nvme listening on ADDR:PORT subsystem NQN" with
@@ -34,6 +37,7 @@
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <chrono>
@@ -44,6 +48,7 @@
 #include <vector>
 
 #include "raid/device/memory_device.h"
+#include "raid/device/loop_threads.h"
 #include "raid/device/run_loop.h"
 #include "target/iscsi/server.h"
 #include "target/nvme/server.h"
@@ -60,7 +65,7 @@ namespace {
                " [--discovery-chap USER:SECRET] [--acl IQN[=LUN:UNIT,...]]... [--ping-seconds S]"
                " [--login-timeout-seconds S] [--immediate-data yes|no] [--physical-block-bytes N]"
                " [--max-held-write-mib M] [--read-only] [--poll-microseconds U]"
-               " [--nvme-listen ADDR:PORT [--nqn NQN] [--nvme-host HOSTNQN]...]\n",
+               " [--nvme-listen ADDR:PORT [--nqn NQN] [--nvme-host HOSTNQN]...] [--loops N]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -114,6 +119,7 @@ int main(int argc, char** argv) {
   std::vector<acl_entry> acls;
   iscsi::server_options options;
   std::string nvme_listen;
+  unsigned loops = 1;
   nvme::subsystem nvme_subsystem{"nqn.2026-11.io.strata:target", {}, {}};
   std::vector<std::string> nvme_hosts;
   for (int i = 1; i < argc; ++i) {
@@ -155,6 +161,8 @@ int main(int argc, char** argv) {
         const std::string v = value();
         if (v != "yes" && v != "no") usage("--immediate-data is yes or no");
         options.offer.immediate_data = v == "yes";
+      } else if (arg == "--loops") {
+        loops = static_cast<unsigned>(std::stoul(value()));
       } else if (arg == "--nvme-listen") {
         nvme_listen = value();
       } else if (arg == "--nqn") {
@@ -240,6 +248,9 @@ int main(int argc, char** argv) {
   std::printf("listening on %s:%u target %s\n", here.address().to_string().c_str(), here.port(), name.c_str());
   std::fflush(stdout);
   std::optional<nvme::server> nvme_server;
+  // Declared after the server, whose connections run on them: they stop
+  // (and what they still hold goes) before the server does.
+  std::optional<device::loop_threads> extra_loops;
   if (!nvme_listen.empty()) {
     std::vector<nvme::namespace_config> namespaces;
     for (unsigned l = 0; l < luns; ++l) {
@@ -250,6 +261,11 @@ int main(int argc, char** argv) {
     if (nvme_hosts.empty()) nvme_subsystem.anyone = namespaces;
     nvme::server_options nvme_options;
     nvme_options.ana_groups = 1;
+    if (loops > 1) {
+      extra_loops.emplace(loops - 1, poll);
+      nvme_options.connection_loops = extra_loops->executors();
+      nvme_options.connection_loops.push_back(loop.get_executor());
+    }
     nvme_options.log = [](std::string_view why) {
       std::fprintf(stderr, "strata-iscsi-target: %.*s\n", static_cast<int>(why.size()), why.data());
     };
@@ -264,10 +280,20 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   boost::asio::signal_set signals(loop, SIGINT, SIGTERM);
+  // On SIGINT or SIGTERM: stop accepting and close every connection, then
+  // let the NVMe/TCP connections on the other loops end (they tell this
+  // loop when they have), for at most 5 s, before the loops stop.
+  boost::asio::steady_timer draining(loop);
+  int drain_rounds = 0;
+  std::function<void()> drain = [&] {
+    if (!nvme_server || nvme_server->connections() == 0 || ++drain_rounds > 500) return loop.stop();
+    draining.expires_after(std::chrono::milliseconds(10));
+    draining.async_wait([&](const boost::system::error_code&) { drain(); });
+  };
   signals.async_wait([&](const boost::system::error_code&, int) {
     if (nvme_server) nvme_server->stop();
     server.stop();
-    loop.stop();
+    drain();
   });
   boost::asio::signal_set logout(loop, SIGUSR1);
   std::function<void()> on_usr1 = [&]() {
@@ -279,5 +305,6 @@ int main(int argc, char** argv) {
   };
   on_usr1();
   strata::device::run_loop(loop, poll);
+  extra_loops.reset();
   return 0;
 }
