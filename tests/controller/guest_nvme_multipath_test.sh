@@ -80,21 +80,21 @@ if [[ ! -e "$share/ready" ]]; then
   echo "FAIL: the guest did not start fio (status $rc)"; exit 1
 fi
 echo "ok: the guest runs fio on ext4 over native NVMe multipath"
-sleep 15
+sleep 10
 
 note "1. kill -9 of controller a, the pool's owner"
 kill -9 "$pid"; wait "$pid" 2>/dev/null; pid=
 check "b took the pool over" events_count "$api_b" "pools/p1 .*taken over from controller a" 1 30
-sleep 20
+sleep 10
 note "2. controller a restarted: failback under load"
 start_a
 check "b handed the pool back to a" events_count "$api_b" "handed over to controller a, its home, in" 1 90
-sleep 20
+sleep 10
 note "3. planned failover to b and back"
 check "strata pool move p1 --to b" quiet "$cli" --api "$api_a" pool move p1 --to b --wait
-sleep 15
+sleep 8
 check "strata pool move p1 --to a" quiet "$cli" --api "$api_b" pool move p1 --to a --wait
-sleep 15
+sleep 8
 touch "$share/stop"
 wait $guest; rc=$?
 sed -n '/---- nvme list-subsys, before/,$p' "$dir/guest.log"
