@@ -99,7 +99,7 @@ void connection::hand_to_unit(slot& s) {
         // Gone from under it: the host retries, on this path or another.
         s.task.result = scsi::status::check_condition;
         s.task.sense_data = scsi::make_sense(scsi::sense_key::not_ready, scsi::asc::asymmetric_access_state_transition);
-        return on_task_done(s.task);
+        return s.task.on_complete(s.task);  // its own completion: an I/O command's, or Identify's
       }
       s.subsys = current;
       s.ns = ns;
