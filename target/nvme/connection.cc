@@ -130,7 +130,7 @@ asio::awaitable<void> connection::run() {
   // for ever.) Those a unit runs finish into nothing, and free themselves.
   fused_compare_ = nullptr;
   for (auto& s : slots_) {
-    if (s->busy && !s->on_unit) release(*s);
+    if (s->busy && !s->on_unit && !s->responding) release(*s);
   }
   // The controller hears of its queue's end; a controller's admin queue
   // ending ends the controller.
@@ -178,6 +178,7 @@ slot* connection::free_slot() {
 
 void connection::release(slot& s) {
   s.busy = false;
+  s.responding = false;
   s.fused_with = nullptr;
   s.ns = nullptr;
   s.subsys.reset();
@@ -383,6 +384,7 @@ void connection::finish(slot& s, status st, std::uint64_t result) {
 
 void connection::respond(slot& s) {
   if (closed_ || closing_) return release(s);
+  s.responding = true;  // its data (to_host, the task's data_in) is the writer's until written
   const bool with_data = s.result.ok() && !s.to_host.empty() && s.command().sgl_length() > 0;
   const bool read_data = s.result.ok() && s.ns != nullptr && s.nvm.to_host_bytes() > 0;
   if (with_data || read_data) {

@@ -78,6 +78,7 @@ struct slot {
   // While a unit runs it (or it is written): its connection stays.
   std::shared_ptr<connection> hold;
   bool on_unit = false;  // a unit runs its task: it cannot be taken back
+  bool responding = false;  // its response is queued: the writer frees it once written
 
   // The answer.
   status result = success;
