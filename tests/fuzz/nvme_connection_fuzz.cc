@@ -64,6 +64,7 @@
 #include "target/nvme/little_endian.h"
 #include "target/nvme/server.h"
 #include "target/scsi/logical_unit.h"
+#include "tests/fuzz/fuzz_net.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {
@@ -74,27 +75,10 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 using bytes = std::vector<std::uint8_t>;
 
-constexpr auto wait_bound = 3s;
+using fuzz::idle;
+using fuzz::run_until;
+using fuzz::wait_bound;
 const std::string subsystem_nqn = "nqn.2026-11.io.strata:fuzz";
-
-bool run_until(asio::io_context& loop, std::chrono::steady_clock::duration bound, const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + bound;
-  while (!done()) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) return false;
-    loop.restart();
-    loop.run_one_for(std::min<std::chrono::steady_clock::duration>(deadline - now, 10ms));
-  }
-  return true;
-}
-bool idle(asio::io_context& loop) {
-  int quiet_rounds = 0;
-  for (int round = 0; round < 1000 && quiet_rounds < 2; ++round) {
-    loop.restart();
-    quiet_rounds = loop.poll() == 0 ? quiet_rounds + 1 : 0;
-  }
-  return quiet_rounds == 2;
-}
 
 // One PDU from the target: its whole bytes, and whether its digests held.
 struct pdu {
@@ -104,65 +88,23 @@ struct pdu {
   std::uint8_t hlen() const { return whole[2]; }
 };
 
-// The host's side of one connection: writes what it is given, frames the
-// target's PDUs by PLEN and hands each to on_pdu.
-class client : public std::enable_shared_from_this<client> {
+// The host's side of one connection (fuzz_net.h), framing NVMe/TCP PDUs by
+// PLEN and handing each to on_pdu.
+class client : public fuzz::stream_client {
  public:
-  explicit client(asio::io_context& loop) : socket_(loop) {}
-  bool connect(asio::io_context& loop, const tcp::endpoint& at) {
-    std::optional<boost::system::error_code> result;
-    socket_.async_connect(at, [&result](boost::system::error_code ec) { result = ec; });
-    run_until(loop, wait_bound, [&] { return result.has_value(); });
-    if (!result || *result) {
-      boost::system::error_code ignored;
-      socket_.close(ignored);
-      if (!result) run_until(loop, wait_bound, [&] { return result.has_value(); });
-      return false;
-    }
-    boost::system::error_code ignored;
-    socket_.set_option(tcp::no_delay(true), ignored);
-    read_more();
-    return true;
-  }
-  void send(bytes b) {
-    if (b.empty()) return;
-    outbox_.push_back(std::move(b));
-    if (outbox_.size() == 1) write_front();
-  }
-  void half_close_when_sent() {
-    half_close_ = true;
-    if (outbox_.empty()) shutdown_send();
-  }
-  void close() {
-    boost::system::error_code ignored;
-    socket_.close(ignored);
-  }
-  bool ended() const noexcept { return ended_; }
-  bool sent() const noexcept { return outbox_.empty(); }
-
+  using fuzz::stream_client::stream_client;
   std::function<void(const pdu&)> on_pdu;
   bool header_digest = false, data_digest = false;
 
  private:
-  void read_more() {
-    socket_.async_read_some(asio::buffer(chunk_), [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
-      self->received_.insert(self->received_.end(), self->chunk_.begin(), self->chunk_.begin() + static_cast<std::ptrdiff_t>(n));
-      self->frame();
-      if (ec) {
-        self->ended_ = true;
-        return;
-      }
-      self->read_more();
-    });
-  }
-  void frame() {
+  std::size_t frame(std::span<const std::uint8_t> received) override {
     std::size_t at = 0;
-    while (received_.size() - at >= 8) {
-      const std::uint32_t plen = nvme::get32(std::span<const std::uint8_t>(received_).subspan(at), 4);
+    while (received.size() - at >= 8) {
+      const std::uint32_t plen = nvme::get32(received.subspan(at), 4);
       FUZZ_REQUIRE(plen >= 8 && plen <= (16u << 20), "a PDU from the target has a sane PLEN");
-      if (received_.size() - at < plen) break;
+      if (received.size() - at < plen) break;
       pdu p;
-      p.whole.assign(received_.begin() + static_cast<std::ptrdiff_t>(at), received_.begin() + static_cast<std::ptrdiff_t>(at + plen));
+      p.whole.assign(received.begin() + static_cast<std::ptrdiff_t>(at), received.begin() + static_cast<std::ptrdiff_t>(at + plen));
       const std::uint8_t flags = p.whole[1], hlen = p.whole[2], pdo = p.whole[3];
       if ((flags & 0x01) != 0 && p.whole.size() >= hlen + 4u) {
         p.digests_ok = get_digest(p.whole.data() + hlen) == crc32c({p.whole.data(), hlen});
@@ -174,33 +116,8 @@ class client : public std::enable_shared_from_this<client> {
       at += plen;
       if (on_pdu) on_pdu(p);
     }
-    received_.erase(received_.begin(), received_.begin() + static_cast<std::ptrdiff_t>(at));
+    return at;
   }
-  void write_front() {
-    asio::async_write(socket_, asio::buffer(outbox_.front()), [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
-      if (ec) {
-        self->outbox_.clear();
-        return;
-      }
-      self->outbox_.pop_front();
-      if (!self->outbox_.empty()) {
-        self->write_front();
-      } else if (self->half_close_) {
-        self->shutdown_send();
-      }
-    });
-  }
-  void shutdown_send() {
-    boost::system::error_code ignored;
-    socket_.shutdown(tcp::socket::shutdown_send, ignored);
-  }
-
-  tcp::socket socket_;
-  std::array<std::uint8_t, 65536> chunk_{};
-  bytes received_;
-  std::deque<bytes> outbox_;
-  bool half_close_ = false;
-  bool ended_ = false;
 };
 
 bytes ic_req(bool digests) {

@@ -73,6 +73,7 @@
 #include "target/iscsi/text.h"
 #include "target/scsi/logical_unit.h"
 #include "target/scsi/lun_map.h"
+#include "tests/fuzz/fuzz_net.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {
@@ -83,9 +84,9 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 using bytes = std::vector<std::uint8_t>;
 
-// Every wait of the harness: far above what a connection needs (a few
-// milliseconds), far below libFuzzer's -timeout.
-constexpr auto wait_bound = 3s;
+using fuzz::wait_bound;
+using fuzz::run_until;
+using fuzz::idle;
 
 const std::string fuzz_target = "iqn.2026-11.io.strata:fuzz";
 const std::string chap_target = "iqn.2026-11.io.strata:chap";
@@ -94,30 +95,6 @@ const std::string bystander_initiator = "iqn.2026-11.io.strata:bystander";
 const iscsi::chap_credentials bystander_chap{"bystander", "bystander-secret"};
 const iscsi::chap_credentials target_chap{"target", "target-secret-42"};
 
-// Runs the loop until `done` or `bound` passes; whether `done` came true.
-bool run_until(asio::io_context& loop, std::chrono::steady_clock::duration bound, const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + bound;
-  while (!done()) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) return false;
-    loop.restart();
-    loop.run_one_for(std::min<std::chrono::steady_clock::duration>(deadline - now, 10ms));
-  }
-  return true;
-}
-
-// Runs what is ready until nothing is, twice in a row (a handler may make
-// another ready, a socket read among them); whether it got there within
-// a bounded number of rounds (a busy target may never be idle).
-bool idle(asio::io_context& loop) {
-  int quiet_rounds = 0;
-  for (int round = 0; round < 1000 && quiet_rounds < 2; ++round) {
-    loop.restart();
-    quiet_rounds = loop.poll() == 0 ? quiet_rounds + 1 : 0;
-  }
-  return quiet_rounds == 2;
-}
-
 // One PDU from the target, with whether its digests (if any) were right.
 struct pdu {
   iscsi::bhs header;
@@ -125,117 +102,40 @@ struct pdu {
   bool digests_ok = true;
 };
 
-// The initiator's side of one TCP connection: writes what it is given,
-// reads and frames PDUs as they arrive, and hands each to on_pdu.
-// Handlers hold the client (shared_from_this) until they have run.
-class client : public std::enable_shared_from_this<client> {
+// The initiator's side of one TCP connection (fuzz_net.h), framing iSCSI
+// PDUs as they arrive and handing each to on_pdu.
+class client : public fuzz::stream_client {
  public:
-  explicit client(asio::io_context& loop) : socket_(loop) {}
-
-  // Asynchronous, and bounded: a blocking connect() fails with EINTR when
-  // libFuzzer's timer signal arrives during it.
-  bool connect(asio::io_context& loop, const tcp::endpoint& at) {
-    std::optional<boost::system::error_code> result;
-    socket_.async_connect(at, [&result](boost::system::error_code ec) { result = ec; });
-    run_until(loop, wait_bound, [&] { return result.has_value(); });
-    if (!result || *result) {
-      std::fprintf(stderr, "pdu_fuzz: connect to %s:%u: %s\n", at.address().to_string().c_str(), at.port(),
-                   result ? result->message().c_str() : "timed out");
-      boost::system::error_code ignored;
-      socket_.close(ignored);
-      if (!result) run_until(loop, wait_bound, [&] { return result.has_value(); });  // the handler refers to `result`
-      return false;
-    }
-    boost::system::error_code ignored;
-    socket_.set_option(tcp::no_delay(true), ignored);
-    read_more();
-    return true;
-  }
-  void send(bytes b) {
-    if (b.empty()) return;
-    outbox_.push_back(std::move(b));
-    if (outbox_.size() == 1) write_front();
-  }
-  // Sends FIN once everything queued is written.
-  void half_close_when_sent() {
-    half_close_ = true;
-    if (outbox_.empty()) shutdown_send();
-  }
-  void close() {
-    boost::system::error_code ignored;
-    socket_.close(ignored);
-  }
-  // The target closed its side (or the connection broke).
-  bool ended() const noexcept { return ended_; }
-  // Everything given to send() is written (or the connection broke).
-  bool sent() const noexcept { return outbox_.empty(); }
-
+  using fuzz::stream_client::stream_client;
   // Called for each whole PDU, in order; may send, and may turn digests on
   // for the PDUs after it.
   std::function<void(const pdu&)> on_pdu;
   bool digests = false;
 
  private:
-  void read_more() {
-    socket_.async_read_some(asio::buffer(chunk_), [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
-      self->received_.insert(self->received_.end(), self->chunk_.begin(), self->chunk_.begin() + static_cast<std::ptrdiff_t>(n));
-      self->frame();
-      if (ec) {
-        self->ended_ = true;
-        return;
-      }
-      self->read_more();
-    });
-  }
-  void frame() {
+  std::size_t frame(std::span<const std::uint8_t> received) override {
     std::size_t at = 0;
-    while (received_.size() - at >= iscsi::bhs_bytes) {
-      pdu p{iscsi::bhs(std::span<const std::uint8_t, iscsi::bhs_bytes>(received_.data() + at, iscsi::bhs_bytes)), {}, true};
+    while (received.size() - at >= iscsi::bhs_bytes) {
+      pdu p{iscsi::bhs(std::span<const std::uint8_t, iscsi::bhs_bytes>(received.data() + at, iscsi::bhs_bytes)), {}, true};
       const std::uint32_t n = p.header.data_segment_bytes();
       const std::size_t header_end = at + iscsi::bhs_bytes + p.header.ahs_bytes();
       const std::size_t data_at = header_end + (digests ? 4 : 0);
       const std::size_t end = data_at + iscsi::padded(n) + (digests && n > 0 ? 4 : 0);
-      if (received_.size() < end) break;
+      if (received.size() < end) break;
       if (digests) {
-        const std::uint32_t want = crc32c({received_.data() + at, header_end - at});
-        p.digests_ok = get_digest(received_.data() + header_end) == want;
+        const std::uint32_t want = crc32c({received.data() + at, header_end - at});
+        p.digests_ok = get_digest(received.data() + header_end) == want;
         if (n > 0) {
-          const std::uint32_t data_want = crc32c({received_.data() + data_at, iscsi::padded(n)});
-          p.digests_ok = p.digests_ok && get_digest(received_.data() + data_at + iscsi::padded(n)) == data_want;
+          const std::uint32_t data_want = crc32c({received.data() + data_at, iscsi::padded(n)});
+          p.digests_ok = p.digests_ok && get_digest(received.data() + data_at + iscsi::padded(n)) == data_want;
         }
       }
-      p.data.assign(received_.begin() + static_cast<std::ptrdiff_t>(data_at),
-                    received_.begin() + static_cast<std::ptrdiff_t>(data_at + n));
+      p.data.assign(received.begin() + static_cast<std::ptrdiff_t>(data_at), received.begin() + static_cast<std::ptrdiff_t>(data_at + n));
       at = end;
       if (on_pdu) on_pdu(p);
     }
-    received_.erase(received_.begin(), received_.begin() + static_cast<std::ptrdiff_t>(at));
+    return at;
   }
-  void write_front() {
-    asio::async_write(socket_, asio::buffer(outbox_.front()), [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
-      if (ec) {
-        self->outbox_.clear();  // the target closed first: nothing more goes out
-        return;
-      }
-      self->outbox_.pop_front();
-      if (!self->outbox_.empty()) {
-        self->write_front();
-      } else if (self->half_close_) {
-        self->shutdown_send();
-      }
-    });
-  }
-  void shutdown_send() {
-    boost::system::error_code ignored;
-    socket_.shutdown(tcp::socket::shutdown_send, ignored);
-  }
-
-  tcp::socket socket_;
-  std::array<std::uint8_t, 65536> chunk_{};
-  bytes received_;
-  std::deque<bytes> outbox_;
-  bool half_close_ = false;
-  bool ended_ = false;
 };
 
 // A PDU as an initiator sends it: header, data segment, padding; with
