@@ -19,13 +19,12 @@ set -u
 PA=$HOST_IP:$1 PB=$HOST_IP:$2 IQN=$3
 MNT=/mnt/strata
 failed=0
-check() { local what=$1; shift; if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; failed=1; fi; }
 die() {
     echo "FAIL: $* -- cannot go on"
     multipath -ll 2>&1; iscsiadm -m session -P 1 2>&1 | head -40; dmesg | tail -n 60
     exit 1
 }
-. /share/strata_guest.sh  # load_ext4 (guest_prepare put it there)
+. /share/strata_guest.sh  # check, load_ext4 (guest_prepare put it there)
 
 modprobe -a dm-multipath dm-round-robin dm-service-time scsi_dh_alua || die "no dm-multipath modules"
 load_ext4 || die "ext4 could not be loaded from /share/modules"

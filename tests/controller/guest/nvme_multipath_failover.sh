@@ -18,13 +18,12 @@ PA=$1 PB=$2 NQN=$3
 HOSTNQN=nqn.2014-08.org.example:strata-nvme-multipath
 MNT=/mnt/strata
 failed=0
-check() { local what=$1; shift; if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; failed=1; fi; }
 die() {
     echo "FAIL: $* -- cannot go on"
     nvme list-subsys 2>&1 | head -20; dmesg | grep -i nvme | tail -n 60
     exit 1
 }
-. /share/strata_guest.sh  # load_ext4
+. /share/strata_guest.sh  # check, load_ext4
 # The head (multipath) device of namespace $1 of the subsystem.
 head_of() {
     local b

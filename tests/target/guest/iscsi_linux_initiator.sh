@@ -42,34 +42,8 @@ diagnostics() {
     echo "---- iSCSI lines in dmesg"; dmesg | grep -i -E 'iscsi|connection[0-9]|session[0-9]|sd [0-9]' | tail -n 40
     echo "---- dmesg (tail)"; dmesg | tail -n 60
 }
+. /share/strata_guest.sh  # step, refused, check, bounded, load_ext4 (guest_prepare put it there)
 die() { echo "FAIL: $* -- cannot go on"; diagnostics; exit 1; }
-# bounded COMMAND...: runs a command or one of the functions here, killed after 120 s
-bounded() { timeout 120 bash -c '"$@"' bounded "$@"; }
-# step DESCRIPTION COMMAND...: the command must succeed
-step() {
-    local what=$1 rc; shift
-    bounded "$@" >/tmp/step.out 2>&1; rc=$?
-    if [ "$rc" -eq 0 ]; then echo "ok: $what"; return 0; fi
-    echo "FAIL: $what (exit $rc)"; sed 's/^/    /' /tmp/step.out | tail -n 30
-    failed=1
-    return 1
-}
-# refused DESCRIPTION COMMAND...: the command must fail; its status is in $refused_rc
-refused() {
-    local what=$1; shift
-    bounded "$@" >/tmp/step.out 2>&1; refused_rc=$?
-    if [ "$refused_rc" -ne 0 ] && [ "$refused_rc" -ne 124 ]; then
-        echo "ok: $what (exit $refused_rc: $(grep -m1 -i 'fail\|error' /tmp/step.out | cut -c1-160))"
-        return 0
-    fi
-    echo "FAIL: $what (exit $refused_rc, expected a refusal)"; sed 's/^/    /' /tmp/step.out | tail -n 30
-    failed=1
-    return 1
-}
-check() {  # check DESCRIPTION CONDITION...: a test without output of its own
-    local what=$1; shift
-    if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; failed=1; fi
-}
 sessions() { iscsiadm -m session 2>/dev/null | grep -c -F "$IQN"; }
 no_session() { [ "$(sessions)" = 0 ]; }
 node_set() { iscsiadm -m node -T "$IQN" -p "$P" -o update -n "$1" -v "$2" || die "cannot set $1 in the node record"; }
@@ -112,8 +86,6 @@ write_files() {
     echo "written by the Linux initiator through Strata's target" > "$MNT/data/note.txt" &&
     (cd "$MNT" && sha256sum data/*) > "$SUMS"
 }
-# load_ext4, from the share (guest_prepare put it there).
-. /share/strata_guest.sh
 
 export IQN P MNT SUMS
 export -f log iscsi_disk_for_iqn node_login node_logout write_files fio_verify discover load_ext4

@@ -37,31 +37,8 @@ diagnostics() {
     echo "---- nvme lines in dmesg"; dmesg | grep -i nvme | tail -n 40
     echo "---- dmesg (tail)"; dmesg | tail -n 40
 }
+. /share/strata_guest.sh  # step, refused, check, bounded, load_ext4
 die() { echo "FAIL: $* -- cannot go on"; diagnostics; exit 1; }
-bounded() { timeout 120 bash -c '"$@"' bounded "$@"; }
-step() {
-    local what=$1 rc; shift
-    bounded "$@" >/tmp/step.out 2>&1; rc=$?
-    if [ "$rc" -eq 0 ]; then echo "ok: $what"; return 0; fi
-    echo "FAIL: $what (exit $rc)"; sed 's/^/    /' /tmp/step.out | tail -n 30
-    failed=1
-    return 1
-}
-refused() {
-    local what=$1; shift
-    bounded "$@" >/tmp/step.out 2>&1; refused_rc=$?
-    if [ "$refused_rc" -ne 0 ] && [ "$refused_rc" -ne 124 ]; then
-        echo "ok: $what (exit $refused_rc: $(grep -m1 -i 'fail\|error\|invalid' /tmp/step.out | cut -c1-160))"
-        return 0
-    fi
-    echo "FAIL: $what (exit $refused_rc, expected a refusal)"; sed 's/^/    /' /tmp/step.out | tail -n 30
-    failed=1
-    return 1
-}
-check() {
-    local what=$1; shift
-    if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; failed=1; fi
-}
 find_dev() {
     local d=""
     for _ in $(seq 100); do d=$(nvme_dev_for_nqn "$NQN") && [ -b "$d" ] && break; d=""; sleep 0.1; done
@@ -81,7 +58,6 @@ fio_verify() {  # 4 jobs, QD 16 each, 4k-64k random writes, crc32c verify
         --ioengine=libaio --iodepth=16 --randrepeat=1 --verify=crc32c --verify_fatal=1 \
         --verify_state_save=0 --group_reporting --output-format=normal "$@" >/tmp/fio.out 2>&1
 }
-. /share/strata_guest.sh
 export NQN HOSTNQN PORT HOST_IP MNT SUMS
 export -f log nvme_dev_for_nqn connect disconnect write_files fio_verify load_ext4
 
