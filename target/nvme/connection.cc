@@ -123,7 +123,16 @@ asio::awaitable<void> connection::run() {
     }
     if (!going) break;
   }
-  if (!closing_) close();
+  if (!closing_) {
+    close();
+  } else if (!closed_) {
+    // A last PDU (a C2HTermReq, a Disconnect's response) is queued: the
+    // writer closes once it is sent, and a host that stops reading gets 2 s.
+    connect_timer_.expires_after(std::chrono::seconds(2));
+    connect_timer_.async_wait([self](const boost::system::error_code& ec) {
+      if (!ec) self->close();
+    });
+  }
   // Commands no unit runs are dropped now: an outstanding Asynchronous
   // Event Request, a fused Compare waiting for its Write, a write waiting
   // for its data. (Each holds this connection: kept, they would keep it
