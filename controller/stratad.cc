@@ -3,6 +3,7 @@
 //   stratad [--config FILE] [--state-dir DIR] [--shelf DIR] [--controller a|b] [--partner-link ADDR:PORT]
 //           [--partner-dial ADDR:PORT]
 //           [--iscsi ADDR:PORT] [--nvme ADDR:PORT|off] [--loops N] [--portal HOST:PORT]...
+//           [--nvme-portal HOST:PORT[,PORTID]]...
 //           [--grpc ADDR:PORT] [--grpc-tls-cert FILE --grpc-tls-key FILE --grpc-token-file FILE]
 //           [--small-shelf] [--volatile-drive-caches]
 //
@@ -39,6 +40,10 @@
 //               is at the standard port 3260, the standard 4420 on its
 //               address; a portal elsewhere (tests, several arrays on one
 //               machine) serves NVMe/TCP only where --nvme says
+// --nvme-portal an NVMe/TCP port the discovery log names (repeated for
+//               several): HOST:PORT is this controller's, as hosts reach
+//               it; HOST:PORT,PORTID another's (1: controller a's, 2: b's).
+//               Default: this port, at the address discovery came in on
 // --loops       how many loops (threads) run (default: the machine's
 //               cores): the array, its pools and the iSCSI target on the
 //               first; NVMe/TCP connections spread over all of them
@@ -118,6 +123,7 @@ void say(const char* level, const std::string& what) {
                "usage: stratad [--config FILE] [--state-dir DIR] [--shelf DIR] [--controller a|b] [--partner-link ADDR:PORT]\n"
                "               [--partner-dial ADDR:PORT]\n"
                "               [--iscsi ADDR:PORT] [--nvme ADDR:PORT|off] [--loops N] [--portal HOST:PORT]...\n"
+               "               [--nvme-portal HOST:PORT[,PORTID]]...\n"
                "               [--grpc ADDR:PORT] [--grpc-tls-cert FILE --grpc-tls-key FILE --grpc-token-file FILE]\n"
                "               [--small-shelf] [--volatile-drive-caches]\n");
   std::exit(2);
@@ -179,6 +185,7 @@ int main(int argc, char** argv) {
   std::optional<std::filesystem::path> config_path, state_dir, shelf_dir, tls_cert, tls_key, token_file;
   std::optional<std::string> iscsi, nvme, grpc, partner_link, partner_dial;
   unsigned long loops = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::string> nvme_portals;
   std::string controller_name = "a";
   std::optional<std::vector<std::string>> portals;
   bool small_shelf = false;
@@ -204,6 +211,15 @@ int main(int argc, char** argv) {
     } else if (arg == "--partner-dial") {
       partner_dial = value();
       if (auto bad = controller::parse_listen_address(*partner_dial); !bad) usage("--partner-dial takes ADDR:PORT: " + bad.error());
+    } else if (arg == "--nvme-portal") {
+      const std::string p = value();
+      const auto comma = p.find(',');
+      const std::string id = comma == std::string::npos ? "1" : p.substr(comma + 1);
+      if (auto bad = controller::check_portal(p.substr(0, comma)); bad || id.empty() || id.size() > 2 ||
+          id.find_first_not_of("0123456789") != std::string::npos) {
+        usage("--nvme-portal takes HOST:PORT or HOST:PORT,PORTID" + (bad ? ": " + *bad : std::string()));
+      }
+      nvme_portals.push_back(p);
     } else if (arg == "--loops") {
       const std::string n = value();
       loops = n.find_first_not_of("0123456789") == std::string::npos && !n.empty() && n.size() < 4 ? std::stoul(n) : 0;
@@ -283,6 +299,7 @@ int main(int argc, char** argv) {
     options.nvme = boost::asio::ip::tcp::endpoint(options.iscsi.address(), 4420);
   }
   options.iscsi_portals = settings.iscsi_portals;
+  options.nvme_portals = nvme_portals;
   options.target_name = settings.target_name;
   options.volatile_drive_caches = volatile_drive_caches;
   if (config.plan) {

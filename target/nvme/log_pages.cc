@@ -63,7 +63,10 @@ std::vector<std::uint8_t> discovery_log(std::uint64_t generation, std::span<cons
     d[at + 0] = 3;                       // TRTYPE: TCP
     d[at + 1] = e.ipv6 ? 2 : 1;          // ADRFAM
     d[at + 2] = e.discovery_subsystem ? 3 : 2;  // SUBTYPE
-    d[at + 3] = 0x2;                     // TREQ: a secure channel not required
+    // TREQ 0, "not specified" (a host assumes no secure channel), as Linux's
+    // nvmet reports a port without TLS: libnvme takes "not required" (2)
+    // for "TLS offered", and its connect-all then asks a 6.1 kernel for TLS.
+    d[at + 3] = 0;
     put16(d.data() + at + 4, e.port_id);
     put16(d.data() + at + 6, 0xffff);            // CNTLID: the dynamic controller model
     put16(d.data() + at + 8, 32);                // ASQSZ: the admin queue's entries

@@ -218,16 +218,23 @@ void server::set_subsystem(subsystem s) {
 }
 
 std::vector<discovery_entry> server::discovery_entries(std::string_view host_nqn, const std::string& local_address) const {
+  // This port as its referrals name it, or as the host came in.
+  std::vector<referral> here;
+  for (const referral& r : options_.referrals) {
+    if (r.port_id == options_.port_id) here.push_back(r);
+  }
+  if (here.empty()) here.push_back({local_address, listening_port_, options_.port_id});
+  const auto entry = [](bool discovery, const referral& r, const std::string& nqn) {
+    return discovery_entry{discovery, r.port_id, nqn, r.address, std::to_string(r.port), r.address.find(':') != std::string::npos};
+  };
   std::vector<discovery_entry> out;
-  const std::string here_port = std::to_string(listening_port_);
-  const bool v6 = local_address.find(':') != std::string::npos;
-  out.push_back({true, options_.port_id, std::string(discovery_nqn), local_address, here_port, v6});
+  for (const referral& r : here) out.push_back(entry(true, r, std::string(discovery_nqn)));
   std::lock_guard hold(mutex_);
   for (const auto& [nqn, s] : subsystems_) {
     if (!s->allows(host_nqn)) continue;
-    out.push_back({false, options_.port_id, nqn, local_address, here_port, v6});
+    for (const referral& r : here) out.push_back(entry(false, r, nqn));
     for (const referral& r : options_.referrals) {
-      out.push_back({false, r.port_id, nqn, r.address, std::to_string(r.port), r.address.find(':') != std::string::npos});
+      if (r.port_id != options_.port_id) out.push_back(entry(false, r, nqn));
     }
   }
   return out;

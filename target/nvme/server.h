@@ -67,8 +67,10 @@ struct subsystem {
   const namespace_config* find(std::string_view host_nqn, std::uint32_t nsid) const noexcept;
 };
 
-// Another port where the subsystems are reached (the partner
-// controller's), for the discovery log page.
+// A port where the subsystems are reached, as hosts address it, for the
+// discovery log page: this server's (port_id its own: the address hosts
+// reach it at, where that is not the one they came in on: NAT, a service
+// address), or another's (the partner controller's port).
 struct referral {
   std::string address;  // "127.0.0.2"
   std::uint16_t port = 4420;

@@ -4,7 +4,8 @@
 # controllers' NVMe/TCP ports, puts ext4 on namespace 1 (pool p1, a's) and
 # runs fio --verify=crc32c rounds with four jobs on it and one raw on
 # namespace 2 (pool p2, b's) (guest/nvme_multipath_failover.sh), while this
-# script, on the host:
+# script, on the host (the guest finds both ports through a's discovery
+# log, and connects to them with nvme connect-all):
 #   1. kills the pool's owner (a) with -9 mid-run: b takes the pool over,
 #      and its port turns namespace 1 optimized (ANA change);
 #   2. restarts a: the host reconnects to it, and b hands the pool back;
@@ -40,15 +41,18 @@ api_b=127.0.0.2:$((port + 2))
 link=127.0.0.2:$((port + 5))
 nqn=nqn.2026-11.io.strata:array
 # The guest reaches this machine's 127.0.0.1 only (as 10.0.2.2): both
-# controllers' NVMe/TCP ports are there, on two ports.
+# controllers' NVMe/TCP ports are there, on two ports, and each names both
+# in its discovery log (--nvme-portal) at the address the guest uses.
 start_a() {
   "$stratad" --small-shelf --state-dir "$dir/a" --shelf "$dir/shelf" --iscsi 127.0.0.1:$port --nvme 127.0.0.1:$nvme_a \
+    --nvme-portal 10.0.2.2:$nvme_a --nvme-portal 10.0.2.2:$nvme_b,2 \
     --grpc "$api_a" --partner-link "$link" >>"$dir/a.out" 2>>"$dir/a.err" &
   pid=$!
   wait_ready "$dir/a.out" "$dir/a.err"
 }
 start_b() {
   "$stratad" --controller b --state-dir "$dir/b" --shelf "$dir/shelf" --iscsi 127.0.0.1:$port_b --nvme 127.0.0.1:$nvme_b \
+    --nvme-portal 10.0.2.2:$nvme_b --nvme-portal 10.0.2.2:$nvme_a,1 \
     --grpc "$api_b" --partner-link "$link" >"$dir/b.out" 2>"$dir/b.err" &
   pid_b=$!
   local saved=$pid
@@ -97,7 +101,7 @@ check "strata pool move p1 --to a" quiet "$cli" --api "$api_b" pool move p1 --to
 sleep 8
 touch "$share/stop"
 wait $guest; rc=$?
-sed -n '/---- nvme list-subsys, before/,$p' "$dir/guest.log"
+sed -n '/native NVMe multipath is on/,$p' "$dir/guest.log"
 echo "---- the fio rounds"
 grep -E "^(RESULT|host:|FAIL)" "$dir/guest.log" | tail -n 80
 ((rc == 0)) || { echo "FAIL: the guest's checks failed (status $rc)"; failed=1; }

@@ -39,11 +39,16 @@ paths() { nvme list-subsys "$1" 2>/dev/null | grep -E 'tcp traddr'; }
 modprobe nvme-tcp || die "no nvme-tcp"
 check "native NVMe multipath is on" grep -q Y /sys/module/nvme_core/parameters/multipath
 load_ext4 || die "ext4 could not be loaded from /share/modules"
-for P in $PA $PB; do
-    # A dead controller's path: reconnect every second, for as long as it takes.
-    nvme connect -t tcp -a "$HOST_IP" -s "$P" -n "$NQN" --hostnqn="$HOSTNQN" --keep-alive-tmo=5 \
-        --reconnect-delay=1 --ctrl-loss-tmo=-1 || die "nvme connect to port $P failed"
-done
+# Discovery at a's port names the subsystem at both controllers' ports;
+# connect-all connects to each. A dead controller's path: reconnect every
+# second, for as long as it takes.
+nvme discover -t tcp -a "$HOST_IP" -s "$PA" --hostnqn="$HOSTNQN" > /tmp/discover.out 2>&1
+sed 's/^/    /' /tmp/discover.out | grep -E 'trsvcid|subnqn|traddr'
+check "discovery at a's port names the subsystem at a's port and at b's" \
+    sh -c "grep -q 'trsvcid: $PA' /tmp/discover.out && grep -q 'trsvcid: $PB' /tmp/discover.out && grep -q 'traddr:  $HOST_IP' /tmp/discover.out"
+nvme connect-all -t tcp -a "$HOST_IP" -s "$PA" --hostnqn="$HOSTNQN" --keep-alive-tmo=5 \
+    --reconnect-delay=1 --ctrl-loss-tmo=-1 || die "nvme connect-all through a's discovery failed"
+for _ in $(seq 50); do [ "$(nvme list-subsys 2>/dev/null | grep -c ' live')" -ge 2 ] && break; sleep 0.1; done
 NS1= NS2=
 for _ in $(seq 100); do NS1=$(head_of 1); NS2=$(head_of 2); [ -n "$NS1" ] && [ -n "$NS2" ] && break; sleep 0.1; done
 [ -n "$NS1" ] && [ -n "$NS2" ] || { ls -l /sys/block/; die "no multipath head devices for namespaces 1 and 2"; }
