@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "target/scsi/big_endian.h"
 #include "target/scsi/logical_unit.h"
 #include "target/scsi/sense.h"
 
@@ -20,12 +21,7 @@ constexpr std::uint8_t write_same16 = 0x93;
 constexpr std::uint8_t unmap = 0x42;
 }  // namespace cdb_op
 
-void put_be(std::uint8_t* p, std::uint64_t v, int bytes) noexcept {
-  for (int i = bytes - 1; i >= 0; --i) {
-    p[i] = static_cast<std::uint8_t>(v);
-    v >>= 8;
-  }
-}
+using scsi::put_be;  // CDBs and SCSI parameter lists are big-endian
 
 // A 16-byte CDB of the READ(16) shape: opcode, flags, LBA, blocks.
 std::array<std::uint8_t, 16> cdb16(std::uint8_t op, std::uint8_t flags, std::uint64_t lba, std::uint32_t blocks) noexcept {

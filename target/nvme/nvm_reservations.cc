@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "target/nvme/nvm.h"
+#include "target/scsi/big_endian.h"
 
 namespace strata::nvme {
 
@@ -28,17 +29,8 @@ constexpr std::uint8_t pr_report_capabilities = 0x02, pr_read_full_status = 0x03
 constexpr std::size_t pr_out_parameter_bytes = 24;
 constexpr std::uint8_t all_target_ports = 0x04, activate_persist_through_power_loss = 0x01;
 
-void put_be(std::uint8_t* p, std::uint64_t v, int bytes) noexcept {
-  for (int i = bytes - 1; i >= 0; --i) {
-    p[i] = static_cast<std::uint8_t>(v);
-    v >>= 8;
-  }
-}
-std::uint64_t get_be(const std::uint8_t* p, int bytes) noexcept {
-  std::uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v = v << 8 | p[i];
-  return v;
-}
+using scsi::get_be;  // CDBs and SCSI parameter data are big-endian
+using scsi::put_be;
 
 // Reservation types: NVMe's 1..6 (write exclusive, exclusive access, their
 // registrants-only and all-registrants forms) are SPC-4's 1, 3, 5, 6, 7, 8.

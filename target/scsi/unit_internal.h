@@ -29,12 +29,7 @@ inline std::uint64_t get64(const std::uint8_t* p) noexcept {
   return get_be(p, 8);
 }
 
-inline void put_be(std::uint8_t* p, std::uint64_t v, int length_bytes) noexcept {
-  for (int i = length_bytes - 1; i >= 0; --i) {
-    p[i] = static_cast<std::uint8_t>(v);
-    v >>= 8;
-  }
-}
+using scsi::put_be;
 
 // Appends big-endian fields to a response under construction. Responses are
 // built whole, then cut to the ALLOCATION LENGTH (set_data_in), which is how
