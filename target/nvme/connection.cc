@@ -448,10 +448,13 @@ asio::awaitable<void> connection::writer() {
     }
     // Everything queued goes in one gathered write: a response and the
     // next command's data share a system call under load.
-    std::vector<asio::const_buffer> bufs;
-    std::vector<std::array<std::uint8_t, digest_bytes>> digests;
+    // The gather list and digests are the connection's, reused: a steady
+    // load allocates nothing here.
+    std::vector<asio::const_buffer>& bufs = write_buffers_;
+    std::vector<std::array<std::uint8_t, digest_bytes>>& digests = write_digests_;
+    bufs.clear();
     const std::size_t n = std::min<std::size_t>(queue_.size(), 64);
-    digests.resize(n);
+    digests.resize(n);  // before any buffer points into it
     bool close_after = false;
     for (std::size_t i = 0; i < n; ++i) {
       outgoing& o = queue_[i];

@@ -184,6 +184,8 @@ class connection : public std::enable_shared_from_this<connection> {
   // A fused Compare waiting for its Write's capsule.
   slot* fused_compare_ = nullptr;
   std::deque<outgoing> queue_;
+  std::vector<asio::const_buffer> write_buffers_;  // the writer's gather list
+  std::vector<std::array<std::uint8_t, digest_bytes>> write_digests_;
   asio::steady_timer write_wake_;
   asio::steady_timer connect_timer_;
   bool closed_ = false;
