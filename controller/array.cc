@@ -1,9 +1,12 @@
 #include "controller/array.h"
 
 #include <algorithm>
+#include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <random>
+#include <thread>
 
 #include "controller/array_records.h"
 #include "controller/record_writer.h"
@@ -162,12 +165,34 @@ std::expected<array::served_pool, error> array::load_pool(const v1::Pool& record
   const std::filesystem::path directory = options_.state_dir / "pools" / short_name(record.name());
   std::error_code ec;
   std::filesystem::create_directories(directory, ec);
-  auto store = tiering::metadata_store::open(directory.string(), loop_.get_executor());
-  if (!store) return std::unexpected(store.error());
-  p.metadata = std::move(*store);
-  auto opened = tiering::pool::open(loop_.get_executor(), *p.metadata, members, options);
-  if (!opened) return std::unexpected(opened.error());
-  p.pool = std::move(*opened);
+  // RocksDB's open and the pool's read of its records block for as long as
+  // the store takes to open (seconds on a slow machine). On the loop, they
+  // run on a thread of their own while the loop goes on: its drive
+  // heartbeat must beat meanwhile, or the partner takes this controller's
+  // pools over (it did, under AddressSanitizer, as a pool came back).
+  auto open_store = [&]() -> std::expected<void, error> {
+    auto store = tiering::metadata_store::open(directory.string(), loop_.get_executor());
+    if (!store) return std::unexpected(store.error());
+    p.metadata = std::move(*store);
+    auto opened = tiering::pool::open(loop_.get_executor(), *p.metadata, members, options);
+    if (!opened) return std::unexpected(opened.error());
+    p.pool = std::move(*opened);
+    return {};
+  };
+  if (on_loop) {
+    std::expected<void, error> opened;
+    std::atomic<bool> done = false;
+    std::thread opener([&] {
+      opened = open_store();
+      done = true;
+      boost::asio::post(loop_, [] {});  // wakes the wait
+    });
+    wait([&] { return done.load(); });
+    opener.join();
+    if (!opened) return std::unexpected(opened.error());
+  } else if (auto opened = open_store(); !opened) {
+    return std::unexpected(opened.error());
+  }
   p.groups.assign(record.groups().begin(), record.groups().end());
   return p;
 }
