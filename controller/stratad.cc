@@ -2,7 +2,7 @@
 //
 //   stratad [--config FILE] [--state-dir DIR] [--shelf DIR] [--controller a|b] [--partner-link ADDR:PORT]
 //           [--partner-dial ADDR:PORT]
-//           [--iscsi ADDR:PORT] [--nvme ADDR:PORT|off] [--loops N] [--portal HOST:PORT]...
+//           [--iscsi ADDR:PORT] [--nvme ADDR:PORT|off] [--loops N] [--spin-us N] [--portal HOST:PORT]...
 //           [--nvme-portal HOST:PORT[,PORTID]]...
 //           [--grpc ADDR:PORT] [--grpc-tls-cert FILE --grpc-tls-key FILE --grpc-token-file FILE]
 //           [--small-shelf] [--volatile-drive-caches]
@@ -48,6 +48,10 @@
 //               cores): the array, its pools and the iSCSI target on the
 //               first; NVMe/TCP connections spread over all of them
 //               (ARCHITECTURE.md, "Threads today")
+// --spin-us     how long a loop polls for more work before it sleeps
+//               (default 100; 0: it sleeps at once). It spins only while
+//               spinning pays (raid/device/run_loop.h): at a low rate of
+//               requests it sleeps
 // --portal      a portal SendTargets names to initiators (repeated for
 //               several; default: the address each discovery came in on).
 //               Given on the command line, replaces the file's list
@@ -122,7 +126,7 @@ void say(const char* level, const std::string& what) {
   std::fprintf(stderr,
                "usage: stratad [--config FILE] [--state-dir DIR] [--shelf DIR] [--controller a|b] [--partner-link ADDR:PORT]\n"
                "               [--partner-dial ADDR:PORT]\n"
-               "               [--iscsi ADDR:PORT] [--nvme ADDR:PORT|off] [--loops N] [--portal HOST:PORT]...\n"
+               "               [--iscsi ADDR:PORT] [--nvme ADDR:PORT|off] [--loops N] [--spin-us N] [--portal HOST:PORT]...\n"
                "               [--nvme-portal HOST:PORT[,PORTID]]...\n"
                "               [--grpc ADDR:PORT] [--grpc-tls-cert FILE --grpc-tls-key FILE --grpc-token-file FILE]\n"
                "               [--small-shelf] [--volatile-drive-caches]\n");
@@ -185,6 +189,7 @@ int main(int argc, char** argv) {
   std::optional<std::filesystem::path> config_path, state_dir, shelf_dir, tls_cert, tls_key, token_file;
   std::optional<std::string> iscsi, nvme, grpc, partner_link, partner_dial;
   unsigned long loops = std::max(1u, std::thread::hardware_concurrency());
+  std::chrono::microseconds spin{100};
   std::vector<std::string> nvme_portals;
   std::string controller_name = "a";
   std::optional<std::vector<std::string>> portals;
@@ -224,6 +229,10 @@ int main(int argc, char** argv) {
       const std::string n = value();
       loops = n.find_first_not_of("0123456789") == std::string::npos && !n.empty() && n.size() < 4 ? std::stoul(n) : 0;
       if (loops == 0 || loops > 256) usage("--loops takes a number from 1 to 256");
+    } else if (arg == "--spin-us") {
+      const std::string n = value();
+      if (n.empty() || n.size() > 5 || n.find_first_not_of("0123456789") != std::string::npos) usage("--spin-us takes a number of microseconds up to 99999");
+      spin = std::chrono::microseconds(std::stoul(n));
     } else if (arg == "--nvme") {
       nvme = value();
       if (*nvme != "off") {
@@ -341,7 +350,7 @@ int main(int argc, char** argv) {
   // the array has closed (its connections end on them).
   std::optional<strata::device::loop_threads> connection_loops;
   if (loops > 1) {
-    connection_loops.emplace(static_cast<unsigned>(loops - 1), std::chrono::microseconds(100));
+    connection_loops.emplace(static_cast<unsigned>(loops - 1), spin);
     options.connection_loops = connection_loops->executors();
     options.connection_loops.insert(options.connection_loops.begin(), loop.get_executor());
   }
@@ -391,7 +400,7 @@ int main(int argc, char** argv) {
       boost::asio::post(loop, [&] { loop.stop(); });
     });
   });
-  strata::device::run_loop(loop, std::chrono::microseconds(100));
+  strata::device::run_loop(loop, spin);
   if (api_stopper.joinable()) api_stopper.join();
   (*array)->close();
   connection_loops.reset();  // joined before the array (and its NVMe/TCP port) goes

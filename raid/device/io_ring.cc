@@ -1,7 +1,6 @@
 #include "raid/device/io_ring.h"
 
 #include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <array>
 #include <boost/asio/post.hpp>
@@ -107,19 +106,20 @@ void io_ring::submit_now() noexcept {
 }
 
 void io_ring::wait_for_completions() {
-  event_fd_.async_wait(boost::asio::posix::descriptor_base::wait_read,
-                       [weak = std::weak_ptr<io_ring*>(self_)](boost::system::error_code ec) {
-                         auto self = weak.lock();
-                         if (!self || ec == boost::asio::error::operation_aborted) return;
-                         io_ring& ring = **self;
-                         std::uint64_t count = 0;
-                         // Reset the counter before reaping: a completion that
-                         // lands after the read signals again.
-                         [[maybe_unused]] auto n = ::read(ring.event_fd_.native_handle(), &count,
-                                                          sizeof count);
-                         ring.reap();
-                         ring.wait_for_completions();
-                       });
+  // A read rather than a wait for readability: Asio re-registers a waited-on
+  // descriptor with epoll (an epoll_ctl) at every wait, but queues a read
+  // with none; and a read that returned less than its buffer holds is not
+  // tried again before the next readiness, so each wake-up costs one
+  // epoll_wait and one read. The read resets the counter before reaping: a
+  // completion that lands after it signals again.
+  event_fd_.async_read_some(boost::asio::buffer(event_count_),
+                            [weak = std::weak_ptr<io_ring*>(self_)](boost::system::error_code ec, std::size_t) {
+                              auto self = weak.lock();
+                              if (!self || ec == boost::asio::error::operation_aborted) return;
+                              io_ring& ring = **self;
+                              ring.reap();
+                              ring.wait_for_completions();
+                            });
 }
 
 void io_ring::reap() noexcept {
@@ -130,10 +130,14 @@ void io_ring::reap() noexcept {
   };
   std::array<io_uring_cqe*, 64> cqes;
   std::array<completion, 64> batch;
-  for (;;) {
+  for (bool first = true;; first = false) {
     // One io_uring_enter submits what the last batch prepared and, with
     // deferred task running, collects the completions waiting to be posted.
-    if (deferred_task_run_) submit_now();
+    // After the first, only if a batch prepared more: the kernel signals
+    // the eventfd again as soon as a completion waits once more (its list
+    // of deferred work was emptied by that enter), so a second enter with
+    // nothing to submit would only cost a system call.
+    if (deferred_task_run_ && (first || unsubmitted_ > 0)) submit_now();
     const unsigned n = io_uring_peek_batch_cqe(&ring_, cqes.data(), cqes.size());
     if (n == 0) break;
     // Copy out and free the slots first, so completion callbacks that

@@ -15,6 +15,7 @@
 
 #include <liburing.h>
 
+#include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <cstdint>
@@ -64,6 +65,9 @@ class io_ring {
   boost::asio::io_context& context_;
   io_uring ring_{};
   boost::asio::posix::stream_descriptor event_fd_;
+  // The eventfd's counter is read into this: larger than the 8 bytes a read
+  // returns, so that Asio sees the descriptor drained (io_ring.cc).
+  std::array<std::uint64_t, 2> event_count_{};
   std::uint64_t in_flight_ = 0;
   unsigned unsubmitted_ = 0;
   bool reaping_ = false;
