@@ -92,36 +92,36 @@ if [[ ! -e "$share/ready" ]]; then
   echo "FAIL: the guest did not start fio (status $rc)"; exit 1
 fi
 echo "ok: the guest runs fio on ext4 over dm-multipath"
-sleep 15
+sleep 10
 
 note "1. kill -9 of controller a, the pool's owner"
 kill -9 "$pid"; wait "$pid" 2>/dev/null; pid=
 check "b took the pool over" events_count "$api_b" "pools/p1 .*taken over from controller a" 1 30
-sleep 20
+sleep 12
 note "2. controller a restarted: failback under load"
 start_a
 check "b handed the pool back to a" events_count "$api_b" "handed over to controller a, its home, in" 1 90
-sleep 20
+sleep 12
 note "3. planned failover to b and back"
 check "strata pool move p1 --to b" quiet "$cli" --api "$api_a" pool move p1 --to b --wait
-sleep 15
+sleep 10
 check "strata pool move p1 --to a" quiet "$cli" --api "$api_b" pool move p1 --to a --wait
-sleep 15
+sleep 10
 note "4. controller a frozen (SIGSTOP)"
 kill -STOP "$pid"
 check "b took the pool over from the frozen a" events_count "$api_b" "pools/p1 .*taken over from controller a" 2 30
-sleep 15
+sleep 10
 kill -CONT "$pid"
 note "4. controller a thawed (SIGCONT)"
 stepped=
 for _ in $(seq 100); do grep -q "it stepped down" "$dir/a.err" && { stepped=1; break; }; sleep 0.1; done
 check "a, thawed, found the newer epoch and stepped down (its ports forward to b)" test -n "$stepped"
-sleep 20
+sleep 12
 note "4. controller a restarted after stepping down"
 kill -TERM "$pid"; wait "$pid" 2>/dev/null; pid=
 start_a
 check "b handed the pool back to a again" events_count "$api_b" "handed over to controller a, its home, in" 3 90
-sleep 15
+sleep 10
 touch "$share/stop"
 wait $guest; rc=$?
 cat "$dir/guest.log" | sed -n '/---- multipath -ll, before/,$p'
