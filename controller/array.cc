@@ -473,7 +473,11 @@ void array::present_nvme() {
       const std::uint32_t block_bytes = v->second.block_size_bytes == 512 ? 512 : tiering_block_bytes;
       // Its ANA group is the controller serving its pool: optimized on
       // that controller's port, non-optimized (forwarded) on the other's.
-      spaces.push_back({lun + 1u, unit, block_bytes, v->second.serial, v->second.unit ? own_group : 3 - own_group});
+      std::uint64_t recorded_bytes = 0;
+      if (const auto bytes = config_->get(v->first)) {
+        if (auto volume = decode<v1::Volume>(v->first, *bytes)) recorded_bytes = volume->size_bytes();
+      }
+      spaces.push_back({lun + 1u, unit, block_bytes, v->second.serial, v->second.unit ? own_group : 3 - own_group, recorded_bytes});
     }
     for (const std::string& nqn : h.access.nqns) s.hosts[nqn] = spaces;
     if (h.access.any_initiator) s.anyone = spaces;

@@ -165,9 +165,13 @@ void connection::namespace_capacity_read(slot& s) {
   } else {
     // The unit cannot say now: a forwarded one while its pool changes
     // controller (ANA transition). The host rescans its namespaces at the
-    // very events that cause it, so answer with what the unit said last.
+    // very events that cause it, so answer with what the unit said last,
+    // or, never asked here, what the volume's record says (a host that
+    // reconnected to a controller just restarted, whose partner still
+    // serves the pool, failed its rescan with the path error).
     const status why = status_of(t.result, t.sense_data);
-    const auto known = server_alive_.expired() ? server::capacity{} : server_.known_capacity(ns.serial);
+    auto known = server_alive_.expired() ? server::capacity{} : server_.known_capacity(ns.serial);
+    if (known.blocks == 0) known = {ns.recorded_bytes / ns.block_bytes, true};  // never asked here: the record's (thin)
     if (why.type != status_type::path || known.blocks == 0) return finish(s, why);
     id.blocks = known.blocks;
     id.thin = known.thin;

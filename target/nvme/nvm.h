@@ -58,6 +58,11 @@ struct namespace_config {
   // derive from it, so that a host sees one namespace through both.
   std::string serial;
   std::uint32_t ana_group = 1;
+  // The volume's size as its record says (0: not known): what Identify
+  // answers while the unit cannot give its own and has never been asked
+  // here (a forwarded unit as the pool changes controller, right after
+  // this controller started).
+  std::uint64_t recorded_bytes = 0;
 };
 
 // The namespace's NGUID (an IEEE-less, vendor-assigned 16 bytes) and UUID
