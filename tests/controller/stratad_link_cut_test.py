@@ -12,11 +12,15 @@ is back, the forwarding ports serve again, and see what the owner wrote
 meanwhile. Then: a write acknowledged by a while the link is cut is not in
 b's copy, so when a is killed then, b must not take p1 over (the drives
 say its copy is behind); a restarted (b beating: it holds p1 back until b
-has heard it) serves p1 with that write.
+has heard it) serves p1 with that write. Over NVMe/TCP, a's port names
+b's volume (namespace 2) with its size even while it cannot ask b (Identify
+Namespace answers from the volume's record: a host rescanning then must
+not fail).
    stratad_link_cut_test.py PATH/TO/stratad PATH/TO/strata"""
-import os, shutil, socket, subprocess, sys, threading, time
+import os, shutil, socket, struct, subprocess, sys, threading, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "target"))
 from iscsi_raw import Connection, check, command, failures, until
+import nvme_raw as nv
 from two_controllers import ANO, AO, TARGET, UNAVAILABLE, Pair, rtpg
 
 stratad, cli = sys.argv[1], sys.argv[2]
@@ -103,7 +107,8 @@ def states(c, lun):
 
 NOT_READY = 2
 
-pair.start("a", "--partner-dial", "%s:%d" % relay_at)
+nvme_a = "127.0.0.1:%d" % (port + 1)
+pair.start("a", "--partner-dial", "%s:%d" % relay_at, "--nvme", nvme_a)
 pair.start("b")
 check("b holds a current copy of p1's metadata", events_say("a", "controller b holds a current copy of its metadata", 20))
 check("a hands p2 over to b, its home", events_say("a", "handed over to controller b, its home, in", 30))
@@ -130,6 +135,13 @@ print("b's port for LUN 0 unavailable %.1f s after the cut" % (time.monotonic() 
 check("... and on a's port for LUN 1 (b's pool), the same", until(lambda: command(ca, TUR, 1)[:4] == (2, NOT_READY, 0x04, 0x0c), 10))
 check("REPORT TARGET PORT GROUPS through b for LUN 0: b's group unavailable, a's active/optimized",
       states(cb, 0) == {1: AO, 2: UNAVAILABLE})
+# A's first NVMe/TCP host: a has never asked b for v2's capacity.
+nvme_admin = nv.Host("nqn.2026-11.test:cut").admin(port + 1, TARGET.replace("iqn.", "nqn.", 1), kato_ms=0)
+ns2 = nvme_admin.identify(0, nsid=2)
+nsze = struct.unpack_from("<Q", ns2.data, 0)[0] if ns2.ok else 0
+print("Identify Namespace 2 through a, cut:", repr(ns2))
+check("Identify Namespace 2 (b's v2) through a while a cannot ask b: its recorded size (%d blocks)" % nsze, ns2.ok and nsze > 0)
+nv.Queue.close_all()
 check("each owner's own port serves on: LUN 0 written through a, LUN 1 through b",
       qemu_io("a", 0, "write -P 0x41 1M 1M", "flush") and qemu_io("b", 1, "write -P 0x42 1M 1M", "flush"))
 time.sleep(6)
@@ -159,7 +171,7 @@ check("a killed: b does not take p1 over, its copy lacks what a acknowledged",
       events_say("b", "not taken over: its drives say this controller's copy of its metadata is behind", 15))
 check("... and serves nothing of p1 (LUN 0 through b is not ready)", command(cb, TUR, 0)[1] == NOT_READY)
 relay.mend()
-pair.start("a", "--partner-dial", "%s:%d" % relay_at)
+pair.start("a", "--partner-dial", "%s:%d" % relay_at, "--nvme", nvme_a)
 # (b beats: a holds p1 back until b has heard it, then opens it: the drives still name a.)
 check("a restarted opens p1 once b has heard it", events_say("a", "opened once controller b heard this controller", 15))
 check("a restarted serves p1 with the write it acknowledged", qemu_io("a", 0, "read -P 0x51 512M 4M", "read -P 0x41 1M 1M"))
