@@ -6,9 +6,9 @@
 // depth 1 over loopback that cost is most of a request's CPU time: on the
 // 2-core build VM, iSCSI 4 KiB reads at QD 1 ran at 14 k IOPS sleeping and
 // 39 k spinning 100 µs (tools/iscsibench). The spin only follows work: an
-// idle loop sleeps, and costs nothing; and it stops once it stops paying,
-// as under a moderate load whose requests come further apart than the spin
-// (an HDD-bound one): spinning there cost 15 % more CPU per host I/O
+// idle loop sleeps, and costs nothing; and it stops once it stops paying
+// (spin_advisor): on the embedded default at QD 8, a spin after every
+// handler cost about 15 % more CPU per host I/O than sleeping at once
 // (tools/nvmebench/stratad-cpu.sh).
 #pragma once
 

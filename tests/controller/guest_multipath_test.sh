@@ -42,7 +42,7 @@ source "$here/lib.sh"
 dir=$(mktemp -d); echo "state in $dir"
 pid=
 pid_b=
-trap 'logs_if_failed "$dir/a.err" "$dir/b.err"; [[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null; [[ -n "$pid_b" ]] && kill -9 "$pid_b" 2>/dev/null; [[ -n "${KEEP:-}" ]] || rm -rf "$dir"' EXIT
+trap 'logs_if_failed "$dir/a.err" "$dir/b.err"; kill_all "$pid" "$pid_b" "${saved:-}"; [[ -n "${KEEP:-}" ]] || rm -rf "$dir"' EXIT
 share=$dir/share
 guest_prepare "$share"
 cp "$here/../../docs/multipath.conf" "$share/multipath.conf"
@@ -63,10 +63,11 @@ start_b() {
   "$stratad" --controller b --state-dir "$dir/b" --shelf "$dir/shelf" --iscsi 127.0.0.1:$port_b \
     --portal 10.0.2.2:$port_b --grpc "$api_b" --partner-link "$link" >"$dir/b.out" 2>"$dir/b.err" &
   pid_b=$!
-  local saved=$pid
+  saved=$pid
   pid=$pid_b
   wait_ready "$dir/b.out" "$dir/b.err"
   pid=$saved
+  saved=
 }
 events_count() {  # events_count API TEXT N SECONDS
   for _ in $(seq $(($4 * 10))); do [[ $("$cli" --api "$1" events --limit 1000 2>/dev/null | grep -c "$2") -ge $3 ]] && return 0; sleep 0.1; done

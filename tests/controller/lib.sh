@@ -15,6 +15,15 @@ logs_if_failed() {
     tail -n 80 "$f"
   done
 }
+# kill_all PID...: kills (-9) each daemon named, skipping empty names, for
+# the exit trap. Scripts that point `pid` at controller b for wait_ready
+# keep a's in `saved` meanwhile, and name it too: a failed start of b must
+# not leave a running (it did once, holding its ports after the test).
+kill_all() {
+  local p
+  for p in "$@"; do [[ -n "$p" ]] && kill -9 "$p" 2>/dev/null; done
+  return 0
+}
 # wait_ready OUT ERR: waits up to 30 s for stratad ($pid) to print its ready
 # line in OUT. If it does not, says whether it hung or how it exited, shows
 # ERR, and exits 1.

@@ -15,7 +15,7 @@ cli=$2
 dir=$(mktemp -d)
 pid=
 pid_b=
-trap 'logs_if_failed "$dir/a.err" "$dir/b.err"; [[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null; [[ -n "$pid_b" ]] && kill -9 "$pid_b" 2>/dev/null; [[ -n "${KEEP:-}" ]] || rm -rf "$dir"' EXIT
+trap 'logs_if_failed "$dir/a.err" "$dir/b.err"; kill_all "$pid" "$pid_b" "${saved:-}"; [[ -n "${KEEP:-}" ]] || rm -rf "$dir"' EXIT
 port=$((20000 + RANDOM % 12000))
 api_a=127.0.0.1:$((port + 2))
 api_b=127.0.0.2:$((port + 2))
@@ -38,10 +38,11 @@ start_b() {
   "$stratad" --controller b --state-dir "$dir/b" --shelf "$dir/shelf" --iscsi 127.0.0.2:$port --grpc "$api_b" \
     --partner-link "$link" >"$dir/b.out" 2>"$dir/b.err" &
   pid_b=$!
-  local saved=$pid
+  saved=$pid
   pid=$pid_b
   wait_ready "$dir/b.out" "$dir/b.err"
   pid=$saved
+  saved=
 }
 start_b
 check "b joined the array on the shelf" grep -q "the shelf holds array" "$dir/b.err"
@@ -110,7 +111,7 @@ start_b_bg() {
   pid_b=$!
 }
 start_b_bg
-saved=$pid; pid=$pid_b; wait_ready "$dir/b.out" "$dir/b.err"; pid=$saved
+saved=$pid; pid=$pid_b; wait_ready "$dir/b.out" "$dir/b.err"; pid=$saved; saved=
 caught=
 for _ in $(seq 50); do a host list | grep -q hosts/h11 && { caught=1; break; }; sleep 0.1; done
 check "a caught up with the change b made alone" test -n "$caught"
@@ -123,7 +124,7 @@ for _ in $(seq 30); do [[ "$(state_of "$api_a" controllers/b)" = DOWN ]] && brea
 quiet a host add h3 --iqn iqn.2026-11.test:h3
 check "a, alone, takes the change and says b is behind" bash -c "'$cli' --api $api_a events | grep -q 'was not copied to controller b'"
 start_b_bg
-saved=$pid; pid=$pid_b; wait_ready "$dir/b.out" "$dir/b.err"; pid=$saved
+saved=$pid; pid=$pid_b; wait_ready "$dir/b.out" "$dir/b.err"; pid=$saved; saved=
 linked=
 for _ in $(seq 50); do [[ "$(state_of "$api_b" controllers/a)" = ACTIVE && "$(state_of "$api_a" controllers/b)" = ACTIVE ]] && { linked=1; break; }; sleep 0.1; done
 check "restarted, they link again" test -n "$linked"

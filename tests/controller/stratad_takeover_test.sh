@@ -21,7 +21,7 @@ pid=
 pid_b=
 stale=
 writer=
-trap 'logs_if_failed "$dir/a.err" "$dir/b.err" "$dir/io.out" "$dir/stale.out"; [[ -n "$writer" ]] && kill -9 "$writer" 2>/dev/null; [[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null; [[ -n "$pid_b" ]] && kill -9 "$pid_b" 2>/dev/null; [[ -n "$stale" ]] && kill -9 "$stale" 2>/dev/null; [[ -n "${KEEP:-}" ]] || rm -rf "$dir"' EXIT
+trap 'logs_if_failed "$dir/a.err" "$dir/b.err" "$dir/io.out" "$dir/stale.out"; [[ -n "$writer" ]] && kill -9 "$writer" 2>/dev/null; kill_all "$pid" "$pid_b" "${saved:-}"; [[ -n "$stale" ]] && kill -9 "$stale" 2>/dev/null; [[ -n "${KEEP:-}" ]] || rm -rf "$dir"' EXIT
 port=$((20000 + RANDOM % 12000))
 api_a=127.0.0.1:$((port + 2))
 api_b=127.0.0.2:$((port + 2))
@@ -40,10 +40,11 @@ start_b() {
   "$stratad" --controller b --volatile-drive-caches --state-dir "$dir/b" --shelf "$dir/shelf" --iscsi 127.0.0.2:$port --grpc "$api_b" \
     --partner-link "$link" >"$dir/b.out" 2>"$dir/b.err" &
   pid_b=$!
-  local saved=$pid
+  saved=$pid
   pid=$pid_b
   wait_ready "$dir/b.out" "$dir/b.err"
   pid=$saved
+  saved=
 }
 # write URL BYTE OFFSET_MIB: 4 MiB at OFFSET as four 1 MiB writes in flight at once, then a flush
 write4() {
