@@ -139,4 +139,10 @@ sed 's/drives = \["hdd-00", "hdd-01", "hdd-02", "hdd-03"\]/drives = ["hdd-00", "
 check "a RAID-6 group of 3 drives: exit 2, naming the group and why" bash -c \
   "[[ $? -eq 2 ]] && grep -q 'small.toml:[0-9]*:[0-9]*: group g1: drives: RAID-6 needs 4' '$dir/small.err'"
 check "... and nothing was made" test ! -e "$dir/none"
+# Bad flags: exit 2, naming the flag and what it takes, nothing made.
+"$stratad" --state-dir "$dir/none" --loops 0 >/dev/null 2>"$dir/flag.err"
+check "--loops 0: exit 2, saying what it takes" bash -c "[[ $? -eq 2 ]] && grep -q -- '--loops takes a number from 1 to 256' '$dir/flag.err'"
+"$stratad" --state-dir "$dir/none" --spin-us 1ms >/dev/null 2>"$dir/flag.err"
+check "--spin-us 1ms: exit 2, saying what it takes" bash -c "[[ $? -eq 2 ]] && grep -q -- '--spin-us takes a number of microseconds' '$dir/flag.err'"
+check "... and nothing was made" test ! -e "$dir/none"
 exit $failed
