@@ -719,15 +719,8 @@ std::expected<void, error> array::serve() {
     nvme_options.port_id = options_.controller == "a" ? 1 : 2;
     nvme_options.ana_groups = 2;
     nvme_options.connection_loops = options_.connection_loops;
-    for (const std::string& p : options_.nvme_portals) {
-      // host:port[,PORTID], checked by stratad.
-      const auto comma = p.find(',');
-      const std::string at = p.substr(0, comma);
-      const auto colon = at.rfind(':');
-      nvme::referral r{at.substr(0, colon), static_cast<std::uint16_t>(std::stoul(at.substr(colon + 1))), nvme_options.port_id};
-      if (comma != std::string::npos) r.port_id = static_cast<std::uint16_t>(std::stoul(p.substr(comma + 1)));
-      if (r.address.size() > 2 && r.address.front() == '[') r.address = r.address.substr(1, r.address.size() - 2);
-      nvme_options.referrals.push_back(std::move(r));
+    for (const nvme_portal& p : options_.nvme_portals) {
+      nvme_options.referrals.push_back({p.host, p.port, p.port_id == 0 ? nvme_options.port_id : p.port_id});
     }
     nvme_options.log = [this](std::string_view what) { log(std::string(what)); };
     nvme_ = std::make_unique<nvme::server>(loop_.get_executor(), std::vector<nvme::subsystem>{}, nvme_options);

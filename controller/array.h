@@ -106,11 +106,10 @@ struct array_options {
   // them, or not); empty: the array's loop. They must run until close()
   // has returned.
   std::vector<boost::asio::any_io_executor> connection_loops;
-  // The NVMe/TCP ports the discovery log names, each "host:port" (this
-  // controller's, as hosts reach it) or "host:port,PORTID" (another's:
-  // PORTID 1 is controller a's, 2 b's); empty: this port, at the address
-  // each discovery connection came in on.
-  std::vector<std::string> nvme_portals;
+  // The NVMe/TCP ports the discovery log names (this controller's, as
+  // hosts reach it, and others'); empty: this port, at the address each
+  // discovery connection came in on.
+  std::vector<nvme_portal> nvme_portals;
   std::string target_name = "iqn.2026-11.io.strata:array";
   // What an empty state directory is built as (config_file.h): the
   // embedded default, or a configuration file's build sections. Never read

@@ -245,6 +245,25 @@ std::optional<std::string> check_portal(std::string_view p) {
   return std::nullopt;
 }
 
+std::expected<nvme_portal, std::string> parse_nvme_portal(std::string_view text) {
+  const auto comma = text.find(',');
+  const std::string_view at = text.substr(0, comma);
+  if (auto bad = check_portal(at)) return std::unexpected(*bad);
+  const auto colon = at.rfind(':');
+  nvme_portal p;
+  p.host = std::string(at.substr(0, colon));
+  if (p.host.starts_with('[')) p.host = p.host.substr(1, p.host.size() - 2);
+  std::from_chars(at.data() + colon + 1, at.data() + at.size(), p.port);  // checked above
+  if (comma != std::string_view::npos) {
+    const std::string_view id = text.substr(comma + 1);
+    const auto [end, ec] = std::from_chars(id.data(), id.data() + id.size(), p.port_id);
+    if (ec != std::errc{} || end != id.data() + id.size() || p.port_id == 0 || p.port_id > 99) {
+      return std::unexpected(in_quotes(id) + " is not a port id (1: controller a's, 2: b's)");
+    }
+  }
+  return p;
+}
+
 namespace {
 
 daemon_settings read_daemon(const toml::table& root, const std::filesystem::path& base) {

@@ -174,6 +174,17 @@ std::expected<listen_address, std::string> parse_listen_address(std::string_view
 // address or an [IPv6] one. Empty if it is one; else why not.
 std::optional<std::string> check_portal(std::string_view portal);
 
+// An NVMe/TCP port for the discovery log (stratad --nvme-portal):
+// "host:port" as check_portal takes it (this controller's port, as hosts
+// reach it), or "host:port,PORTID" (another's: 1 is controller a's, 2
+// b's). Else why not.
+struct nvme_portal {
+  std::string host;  // without brackets
+  std::uint16_t port = 0;
+  std::uint16_t port_id = 0;  // 0: this controller's
+};
+std::expected<nvme_portal, std::string> parse_nvme_portal(std::string_view text);
+
 // A size: a whole number of bytes, or one with a binary suffix K, M, G or
 // T (optionally KiB, MiB, GiB, TiB): "512M", "100G", "2T". Else why not.
 std::expected<std::uint64_t, std::string> parse_size(std::string_view text);

@@ -190,7 +190,7 @@ int main(int argc, char** argv) {
   std::optional<std::string> iscsi, nvme, grpc, partner_link, partner_dial;
   unsigned long loops = std::max(1u, std::thread::hardware_concurrency());
   std::chrono::microseconds spin{100};
-  std::vector<std::string> nvme_portals;
+  std::vector<controller::nvme_portal> nvme_portals;
   std::string controller_name = "a";
   std::optional<std::vector<std::string>> portals;
   bool small_shelf = false;
@@ -217,14 +217,9 @@ int main(int argc, char** argv) {
       partner_dial = value();
       if (auto bad = controller::parse_listen_address(*partner_dial); !bad) usage("--partner-dial takes ADDR:PORT: " + bad.error());
     } else if (arg == "--nvme-portal") {
-      const std::string p = value();
-      const auto comma = p.find(',');
-      const std::string id = comma == std::string::npos ? "1" : p.substr(comma + 1);
-      if (auto bad = controller::check_portal(p.substr(0, comma)); bad || id.empty() || id.size() > 2 ||
-          id.find_first_not_of("0123456789") != std::string::npos) {
-        usage("--nvme-portal takes HOST:PORT or HOST:PORT,PORTID" + (bad ? ": " + *bad : std::string()));
-      }
-      nvme_portals.push_back(p);
+      auto portal = controller::parse_nvme_portal(value());
+      if (!portal) usage("--nvme-portal takes HOST:PORT or HOST:PORT,PORTID: " + portal.error());
+      nvme_portals.push_back(std::move(*portal));
     } else if (arg == "--loops") {
       const std::string n = value();
       loops = n.find_first_not_of("0123456789") == std::string::npos && !n.empty() && n.size() < 4 ? std::stoul(n) : 0;

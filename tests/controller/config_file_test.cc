@@ -437,6 +437,17 @@ TEST_CASE("config file: [daemon] is checked", "[controller][config]") {
   CHECK(parse_listen_address("0.0.0.0:0")->port == 0);
   CHECK_FALSE(parse_listen_address("127.0.0.1"));
   CHECK_FALSE(parse_listen_address("127.0.0.1:99999"));
+  // --nvme-portal: this controller's port, or another's with its id.
+  const auto own = parse_nvme_portal("10.0.2.2:4420");
+  REQUIRE(own);
+  CHECK((own->host == "10.0.2.2" && own->port == 4420 && own->port_id == 0));
+  const auto other = parse_nvme_portal("[fd00::2]:4421,2");
+  REQUIRE(other);
+  CHECK((other->host == "fd00::2" && other->port == 4421 && other->port_id == 2));
+  CHECK(parse_nvme_portal("10.0.2.2").error() == "expected HOST:PORT");
+  CHECK(parse_nvme_portal("10.0.2.2:4420,0").error() == "\"0\" is not a port id (1: controller a's, 2: b's)");
+  CHECK(parse_nvme_portal("10.0.2.2:4420,b").error() == "\"b\" is not a port id (1: controller a's, 2: b's)");
+  CHECK(parse_nvme_portal("10.0.2.2:4420,").error() == "\"\" is not a port id (1: controller a's, 2: b's)");
 }
 
 TEST_CASE("config file: build sections without drives, groups or a pool are refused", "[controller][config]") {

@@ -21,7 +21,7 @@ pid=
 pid_b=
 stale=
 writer=
-trap 'logs_if_failed "$dir/a.err" "$dir/b.err" "$dir/io.out" "$dir/stale.out"; [[ -n "$writer" ]] && kill -9 "$writer" 2>/dev/null; kill_all "$pid" "$pid_b" "${saved:-}"; [[ -n "$stale" ]] && kill -9 "$stale" 2>/dev/null; [[ -n "${KEEP:-}" ]] || rm -rf "$dir"' EXIT
+trap 'logs_if_failed "$dir/a.err" "$dir/b.err" "$dir/io.out" "$dir/stale.out"; kill_all "$writer" "$pid" "$pid_b" "${saved:-}" "$stale"; [[ -n "${KEEP:-}" ]] || rm -rf "$dir"' EXIT
 port=$((20000 + RANDOM % 12000))
 api_a=127.0.0.1:$((port + 2))
 api_b=127.0.0.2:$((port + 2))
