@@ -691,6 +691,7 @@ std::expected<void, error> array::serve() {
   options.log = [this](std::string_view what) { log(std::string(what)); };
   options.portals = options_.iscsi_portals;
   options.relative_target_port = options_.controller == "a" ? 1 : 2;
+  options.connection_loops = options_.connection_loops;
   server_ = std::make_unique<iscsi::server>(loop_.get_executor(), std::vector<iscsi::target_node>{}, options);
   for (const auto& [key, bytes] : config_->list("hosts/")) {
     auto host = decode<v1::Host>(key, bytes);

@@ -102,9 +102,9 @@ struct array_options {
   // The NVMe/TCP port (none: NVMe/TCP is not served). Its subsystem's NQN
   // is the target name's, "iqn." made "nqn.".
   std::optional<boost::asio::ip::tcp::endpoint> nvme;
-  // The loops NVMe/TCP connections go to, in turn (the array's own among
-  // them, or not); empty: the array's loop. They must run until close()
-  // has returned.
+  // The loops iSCSI and NVMe/TCP connections go to, in turn (the array's
+  // own among them, or not); empty: the array's loop. They must run until
+  // close() has returned.
   std::vector<boost::asio::any_io_executor> connection_loops;
   // The NVMe/TCP ports the discovery log names (this controller's, as
   // hosts reach it, and others'); empty: this port, at the address each

@@ -341,7 +341,7 @@ int main(int argc, char** argv) {
   };
 
   boost::asio::io_context loop;
-  // The loops beyond this one, for NVMe/TCP connections: they run until
+  // The loops beyond this one, for iSCSI and NVMe/TCP connections: they run until
   // the array has closed (its connections end on them).
   std::optional<strata::device::loop_threads> connection_loops;
   if (loops > 1) {

@@ -3,6 +3,10 @@
 // Data-In, text, NOP, logout, and the watchdog.
 #include "target/iscsi/connection.h"
 
+#include <sys/socket.h>
+
+#include <cerrno>
+
 #include "target/crc32c.h"
 
 namespace strata::iscsi {
@@ -90,8 +94,51 @@ asio::awaitable<bool> connection::skip_data(const bhs& h) {
   co_return readable();
 }
 
+asio::awaitable<bool> connection::stay_or_move() {
+  if (server_.options().connection_loops.size() < 2) co_return true;
+  std::array<std::uint8_t, bhs_bytes> head;
+  for (;;) {
+    auto [ec] = co_await socket_.async_wait(tcp::socket::wait_read, use_tuple);
+    if (ec || closed_) co_return false;  // closed: a login too slow, or the server stopping
+    const ssize_t n = ::recv(socket_.native_handle(), head.data(), head.size(), MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0) co_return false;  // the initiator went away
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) co_return false;
+    if (n == static_cast<ssize_t>(head.size())) break;
+    // Part of a header: the socket stays readable, so wait a little for the rest.
+    asio::steady_timer rest(socket_.get_executor(), std::chrono::milliseconds(1));
+    co_await rest.async_wait(use_tuple);
+    if (closed_) co_return false;
+  }
+  bhs h;
+  std::memcpy(h.wire().data(), head.data(), head.size());
+  const std::uint16_t tsih = h.u16(field::tsih);
+  if (h.opcode() != opcode::login_request || tsih == 0) co_return true;
+  const auto there = server_.session_loop(tsih);
+  if (!there || *there == socket_.get_executor()) co_return true;  // here, or none: the login says so
+  boost::system::error_code ec;
+  const auto protocol = socket_.local_endpoint(ec).protocol();
+  if (ec) co_return false;
+  // The session's loop gets the socket, made anew there; the server (on
+  // its loop) starts the connection. Closing this one's timers only: the
+  // socket is no longer its own.
+  auto moved = std::make_shared<tcp::socket>(*there, protocol, socket_.release(ec));
+  if (ec) co_return false;
+  closed_ = true;
+  write_wake_.cancel();
+  watch_.cancel();
+  asio::dispatch(server_.loop_, [srv = &server_, alive = server_alive_, moved] {
+    if (!alive.expired() && srv->acceptor_.is_open()) srv->start_connection(std::move(*moved));
+  });
+  co_return false;
+}
+
 asio::awaitable<void> connection::run() {
   auto self = shared_from_this();  // the frame must not outlive the connection
+  if (const bool stays = co_await stay_or_move(); !stays) {
+    close();
+    if (!server_alive_.expired()) server_.connection_ended(std::move(self));
+    co_return;
+  }
   const bool logged_in = co_await login();
   if (logged_in) co_await full_feature();
   // A last PDU (a login failure, a logout response) closes the connection
@@ -99,7 +146,7 @@ asio::awaitable<void> connection::run() {
   if (!closing_) close();
   // Tasks still running keep their commands alive; they finish into nothing.
   leave_session();
-  if (!server_alive_.expired()) server_.live_.erase(shared_from_this());
+  if (!server_alive_.expired()) server_.connection_ended(std::move(self));
 }
 
 void connection::stamp(bhs& h, bool advance_stat_sn) {
@@ -425,13 +472,23 @@ void connection::execute(command& c) {
   c.sess = session_;
   ++session_->executing;
   ++executing_;
-  access_->luns->execute(c.task);
+  // To the units' loop (at once where that is this one). Posts from one
+  // loop run in order there, so the unit sees this session's commands in
+  // the order they go, after its nexus was announced.
+  scsi::lun_map* luns = access_->luns;
+  asio::dispatch(luns->executor(), [luns, &t = c.task] { luns->execute(t); });
   entered(c);
 }
 
 void connection::on_task_done(scsi::task& t) noexcept {
+  // On the units' loop: back to the session's, where its counts, its
+  // connections and its socket are.
   command& c = *static_cast<command*>(t.context);
-  auto keep = std::move(c.self);
+  asio::dispatch(c.sess->loop, [keep = std::move(c.self)] { task_finished(*keep); });
+}
+
+void connection::task_finished(command& c) {
+  auto keep = c.shared_from_this();
   auto sess = std::move(c.sess);
   // Counted even after closing: a reinstated session or connection waits for it.
   --sess->executing;

@@ -11,11 +11,13 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstring>
 #include <deque>
@@ -173,12 +175,21 @@ struct command : std::enable_shared_from_this<command> {
 // data held. ErrorRecoveryLevel 0: a connection that fails takes its own
 // tasks with it, and the session goes on on the others; the initiator
 // recovers by reinstating the session or the connection.
+//
+// Threads: a session lives on its connections' loop (`loop`, all of them
+// on one). What the units were told of its nexus lives on the units' loop
+// (the LUN map's executor): announce_nexus(), reannounce_nexus() and the
+// end of end() run there. The fields set before it is listed in the
+// server's sessions_ (target, access, params, isid, tsih, initiator_port,
+// loop) never change, and any loop may read them.
 class session : public std::enable_shared_from_this<session> {
  public:
-  session(server& s, std::weak_ptr<void> server_alive) : server_(s), server_alive_(std::move(server_alive)) {}
+  session(server& s, std::weak_ptr<void> server_alive, asio::any_io_executor on)
+      : server_(s), server_alive_(std::move(server_alive)), loop(std::move(on)) {}
 
   server& server_;
   std::weak_ptr<void> server_alive_;
+  const asio::any_io_executor loop;
   std::shared_ptr<const target_node> target;  // null: a discovery session
   const initiator_access* access = nullptr;    // within *target
   session_params params;  // as negotiated on the leading connection
@@ -193,7 +204,9 @@ class session : public std::enable_shared_from_this<session> {
   // CmdSNs of commands an ABORT TASK named before they arrived (RFC 7143
   // 11.5.1, RefCmdSN): taken when they come, never run.
   std::vector<std::uint32_t> cancelled_cmd_sns;
-  std::size_t executing = 0;  // commands handed to a unit and not yet finished
+  // Commands handed to a unit and not yet finished: changed on the
+  // session's loop, read by a login reinstating it from another.
+  std::atomic<std::size_t> executing{0};
   // Commands whose turn has come (CmdSN order) and that are not yet handed
   // to their unit, oldest first. A unit's task set orders tasks by when
   // they reach it (scsi/task_set.h), and a command reaches it only once
@@ -205,6 +218,9 @@ class session : public std::enable_shared_from_this<session> {
   bool admitting = false;
   std::size_t held_write_bytes = 0;  // write data buffered for commands not yet answered
   bool ended = false;
+  // Ended, and the units have heard its nexus is gone (set on their
+  // loop): a session reinstating it may announce the same nexus.
+  std::atomic<bool> units_released{false};
 
   // Takes a PDU that carries a CmdSN in order (RFC 7143 3.2.2.1): an
   // immediate one, or the one ExpCmdSN names, runs `at_turn` now (and
@@ -263,20 +279,26 @@ class session : public std::enable_shared_from_this<session> {
     return same_target && params.type == type && id == isid && same_name(params.initiator_name, name);
   }
   connection* connection_with(std::uint16_t cid) const;
+  // Tells the units its I_T nexus exists, on their loop (after the login
+  // response, before any command of it reaches them).
   void announce_nexus() {
     if (target == nullptr) return;
-    for (const std::uint16_t l : access->luns->luns()) {
-      scsi::unit_interface* unit = access->luns->find(l);
-      unit->nexus_created(nexus());
-      announced_.push_back(unit);
-    }
-    nexus_announced_ = true;
+    scsi::lun_map* luns = access->luns;
+    asio::dispatch(luns->executor(), [self = shared_from_this(), luns] {
+      for (const std::uint16_t l : luns->luns()) {
+        scsi::unit_interface* unit = luns->find(l);
+        unit->nexus_created(self->nexus());
+        self->announced_.push_back(unit);
+      }
+      self->nexus_announced_ = true;
+    });
   }
   // This session's I_T nexus: its initiator port, the server's target port.
   scsi::i_t_nexus nexus() const { return scsi::i_t_nexus{*initiator_port, server_.options().relative_target_port}; }
-  // The units behind access->luns changed (server::luns_changed).
+  // The units behind access->luns changed (server::luns_changed). On the
+  // units' loop.
   void reannounce_nexus(bool inventory_changed) {
-    if (!nexus_announced_ || ended) return;
+    if (!nexus_announced_) return;  // not yet announced, or over
     const scsi::i_t_nexus nexus = this->nexus();
     std::vector<scsi::unit_interface*> now;
     for (const std::uint16_t l : access->luns->luns()) now.push_back(access->luns->find(l));
@@ -289,25 +311,37 @@ class session : public std::enable_shared_from_this<session> {
     }
     announced_ = std::move(now);
   }
-  // The session is over: the units hear its I_T nexus is gone (once), it
-  // leaves the server's list, and PDUs held for their turn are dropped.
+  // The session is over: it leaves the server's list, PDUs held for their
+  // turn are dropped, and the units hear its I_T nexus is gone (once, on
+  // their loop, then units_released).
   void end() {
     if (ended) return;
     ended = true;
     ahead_.clear();
     if (server_alive_.expired()) return;
-    server_.sessions_.erase(this);
-    if (!nexus_announced_) return;
-    nexus_announced_ = false;
-    for (scsi::unit_interface* unit : announced_) unit->nexus_lost(nexus());
-    announced_.clear();
+    {
+      std::lock_guard hold(server_.mutex_);
+      server_.sessions_.erase(this);
+    }
+    if (target == nullptr) {
+      units_released = true;
+      return;
+    }
+    asio::dispatch(access->luns->executor(), [self = shared_from_this()] {
+      if (self->nexus_announced_) {
+        self->nexus_announced_ = false;
+        for (scsi::unit_interface* unit : self->announced_) unit->nexus_lost(self->nexus());
+        self->announced_.clear();
+      }
+      self->units_released = true;
+    });
   }
 
  private:
   std::map<std::uint32_t, std::function<void()>> ahead_;  // by CmdSN: arrived before their turn
+  // On the units' loop: whether they were told of this session's nexus,
+  // and which (those of access->luns when it was announced or last changed).
   bool nexus_announced_ = false;
-  // The units told of this session's nexus: those of access->luns when it
-  // was announced or last changed.
   std::vector<scsi::unit_interface*> announced_;
 };
 
@@ -326,6 +360,7 @@ class connection : public std::enable_shared_from_this<connection> {
     peer_ = ec ? "an unknown address" : peer.address().to_string() + ":" + std::to_string(peer.port());
   }
 
+  asio::any_io_executor executor() { return socket_.get_executor(); }
   void start() {
     auto self = shared_from_this();
     asio::co_spawn(socket_.get_executor(), [self]() { return self->run(); }, asio::detached);
@@ -357,6 +392,12 @@ class connection : public std::enable_shared_from_this<connection> {
 
  private:
   asio::awaitable<void> run();
+  // Where server_options::connection_loops has several loops: a connection
+  // joining a session (MC/S) must run on the session's loop. Its first
+  // PDU, a Login Request naming the session's TSIH, is looked at without
+  // being taken (MSG_PEEK); if the session lives on another loop, the
+  // socket moves there as a new connection, and this one ends (false).
+  asio::awaitable<bool> stay_or_move();
   asio::awaitable<bool> read_header(bhs& h);
   asio::awaitable<bool> read_data(const bhs& h, std::span<std::uint8_t> into);
   asio::awaitable<bool> skip_data(const bhs& h);
@@ -413,6 +454,8 @@ class connection : public std::enable_shared_from_this<connection> {
   // commands it held back go.
   void entered(command& c);
   static void on_task_done(scsi::task& t) noexcept;
+  // on_task_done's work, back on the session's loop.
+  static void task_finished(command& c);
   void respond(command& c);
   void stamp(bhs& h, bool advance_stat_sn);
   void send(outgoing o);

@@ -123,21 +123,29 @@ asio::awaitable<bool> connection::login() {
 }
 
 std::uint16_t connection::find_session_to_join(std::uint16_t tsih, std::string& why) {
-  session* found = nullptr;
+  std::shared_ptr<session> found;
   if (!server_alive_.expired()) {
-    for (session* s : server_.sessions_) {
-      if (s->tsih == tsih && s->is(params_.initiator_name, isid_, target_.get(), params_.type)) found = s;
+    std::lock_guard hold(server_.mutex_);
+    for (const auto& [raw, weak] : server_.sessions_) {
+      auto s = weak.lock();
+      if (s && s->tsih == tsih && s->is(params_.initiator_name, isid_, target_.get(), params_.type)) found = std::move(s);
     }
   }
   if (found == nullptr) {
     why = "TSIH " + std::to_string(tsih) + " names no session of this initiator port";
     return login_status::session_does_not_exist;
   }
-  session_ = found->shared_from_this();
+  if (found->loop != socket_.get_executor()) {
+    // Only if the session began after this connection's first PDU was
+    // looked at (stay_or_move): a TSIH it could not have known.
+    why = "TSIH " + std::to_string(tsih) + " names a session that began after this login";
+    return login_status::session_does_not_exist;
+  }
+  session_ = std::move(found);
   // The session's operational parameters, with this connection's own
   // (digests, data segment lengths) as negotiated so far.
   const session_params own = params_;
-  params_ = found->params;
+  params_ = session_->params;
   params_.header_digest = own.header_digest;
   params_.data_digest = own.data_digest;
   params_.initiator_max_recv_data_segment_bytes = own.initiator_max_recv_data_segment_bytes;
@@ -185,38 +193,52 @@ asio::awaitable<std::uint16_t> connection::enter_session(bhs& response, std::str
   }
   // A new session. Session reinstatement (RFC 7143 6.3.5): an older
   // session of the same initiator port ends, and the new one starts only
-  // once the older one's tasks have finished, so that none of its writes
-  // can land after the new session's.
-  std::vector<std::shared_ptr<session>> older;
-  for (session* s : server_.sessions_) {
-    if (s->is(params_.initiator_name, isid_, target_.get(), params_.type)) older.push_back(s->shared_from_this());
-  }
-  for (const auto& s : older) {
-    log("iscsi: initiator " + params_.initiator_name + " logged in again from " + peer_ + "; its older session ends");
-    for (connection* c : std::vector<connection*>(s->connections)) c->close();
-    s->end();  // now, before the new session announces the same nexus
-  }
-  for (const auto& s : older) {
-    while (s->executing > 0 && !closed_) {
-      wait.expires_after(std::chrono::milliseconds(1));
-      co_await wait.async_wait(use_tuple);
+  // once the older one's tasks have finished and its units have heard its
+  // nexus is gone, so that none of its writes can land after the new
+  // session's. The older one may live on another loop: it is ended there.
+  for (;;) {
+    std::vector<std::shared_ptr<session>> older;
+    {
+      std::lock_guard hold(server_.mutex_);
+      for (const auto& [raw, weak] : server_.sessions_) {
+        auto s = weak.lock();
+        if (s && s->is(params_.initiator_name, isid_, target_.get(), params_.type)) older.push_back(std::move(s));
+      }
+      if (older.empty()) {
+        // None (left): the new session is listed in the same step, so that
+        // a login of the same port on another loop finds it.
+        auto s = std::make_shared<session>(server_, server_alive_, socket_.get_executor());
+        s->target = target_;
+        s->access = access_;
+        s->params = params_;
+        s->isid = isid_;
+        s->tsih = server_.next_tsih_locked();
+        s->initiator_port = std::make_shared<const std::string>(params_.initiator_name + ",i,0x" + encode_hex(isid_).substr(2));
+        s->exp_cmd_sn = login_exp_cmd_sn_;
+        s->connections.push_back(this);
+        server_.sessions_.emplace(s.get(), s);
+        session_ = std::move(s);
+        break;
+      }
+    }
+    for (const auto& s : older) {
+      log("iscsi: initiator " + params_.initiator_name + " logged in again from " + peer_ + "; its older session ends");
+      asio::dispatch(s->loop, [s] {
+        for (connection* c : std::vector<connection*>(s->connections)) c->close();
+        s->end();  // now, before the new session announces the same nexus
+      });
+    }
+    for (const auto& s : older) {
+      while ((!s->units_released || s->executing > 0) && !closed_) {
+        wait.expires_after(std::chrono::milliseconds(1));
+        co_await wait.async_wait(use_tuple);
+      }
+    }
+    if (closed_ || server_alive_.expired()) {
+      close();
+      co_return login_status::success;
     }
   }
-  if (closed_ || server_alive_.expired()) {
-    close();
-    co_return login_status::success;
-  }
-  auto s = std::make_shared<session>(server_, server_alive_);
-  s->target = target_;
-  s->access = access_;
-  s->params = params_;
-  s->isid = isid_;
-  s->tsih = server_.next_tsih();
-  s->initiator_port = std::make_shared<const std::string>(params_.initiator_name + ",i,0x" + encode_hex(isid_).substr(2));
-  s->exp_cmd_sn = login_exp_cmd_sn_;
-  s->connections.push_back(this);
-  server_.sessions_.insert(s.get());
-  session_ = std::move(s);
   joined_ = true;
   response.set_u16(field::tsih, session_->tsih);
   co_return login_status::success;

@@ -17,8 +17,10 @@
 // lives on while it has a connection; the initiator recovers by logging
 // in again (session or connection reinstatement).
 //
-// Threads: everything runs on the loop given to the server, the loop of
-// the LUNs' devices. Not thread-safe; reach it by posting to that loop.
+// Threads: the server lives on the loop given to it, which is also the
+// units' loop (the LUN maps' executor): call its methods there. Each
+// connection runs on one of `server_options::connection_loops`, and a
+// session's connections all on one (target/iscsi/README.md, "Loops").
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -28,6 +30,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -109,6 +112,11 @@ struct server_options {
   // too (RFC 7143 11.5.1); an array shared by hosts may refuse it (TMF
   // response 6, function authorization failed).
   bool allow_target_cold_reset = true;
+  // The loops connections go to, in turn (the server's own among them, or
+  // not): a connection's socket, PDUs, digests and copies run on its loop,
+  // and a session's connections share their first one's. Empty: the
+  // server's loop. Each must run until connections() is 0 after stop().
+  std::vector<boost::asio::any_io_executor> connection_loops;
 };
 
 // Checks a target's configuration: CHAP secrets' lengths, mutual secrets
@@ -121,6 +129,8 @@ class session;
 class server {
  public:
   server(boost::asio::any_io_executor loop, std::vector<target_node> targets, const server_options& options);
+  // REQUIRES: connections() == 0 where connections run on loops other
+  // than the server's (stop(), then run the loop until they have ended).
   ~server();
   server(const server&) = delete;
   server& operator=(const server&) = delete;
@@ -153,29 +163,44 @@ class server {
   // 3F/0E is reported.
   void luns_changed(const scsi::lun_map& luns, bool inventory_changed = true);
 
-  const std::vector<std::shared_ptr<const target_node>>& targets() const noexcept { return targets_; }
+  // From any loop (logins and SendTargets read them on theirs).
+  std::vector<std::shared_ptr<const target_node>> targets() const;
   const server_options& options() const noexcept { return options_; }
-  std::shared_ptr<const target_node> find_target(std::string_view name) const noexcept;
-  std::uint16_t next_tsih() noexcept;
+  std::shared_ptr<const target_node> find_target(std::string_view name) const;
+  // Connections open, whichever loop they run on.
   std::size_t connections() const noexcept { return live_.size(); }
 
  private:
   friend class connection;
   friend class session;
   void accept();
+  // A connection on `socket`'s loop; on the server's loop.
+  void start_connection(boost::asio::ip::tcp::socket socket);
+  // `c` has ended (from its loop): it leaves live_ on the server's loop.
+  void connection_ended(std::shared_ptr<connection> c);
   // Closes every connection to the target named `target` but `except`
   // (TARGET COLD RESET).
   void close_sessions_of(std::string_view target, const connection* except);
+  // The loop of the session with TSIH `tsih`, if there is one: where a
+  // connection joining it must run. From any loop.
+  std::optional<boost::asio::any_io_executor> session_loop(std::uint16_t tsih) const;
+  // A TSIH no live session has, never 0. REQUIRES: mutex_ held.
+  std::uint16_t next_tsih_locked() noexcept;
 
   boost::asio::any_io_executor loop_;
-  // Shared: a session keeps the node it logged in with alive (its access,
-  // its LUN map) after set_target() replaced it.
-  std::vector<std::shared_ptr<const target_node>> targets_;
   server_options options_;
   boost::asio::ip::tcp::acceptor acceptor_;
+  std::size_t next_loop_ = 0;  // of options_.connection_loops, in turn
+  // On the server's loop: every connection, whichever loop it runs on.
   std::set<std::shared_ptr<connection>> live_;
-  std::set<session*> sessions_;  // each leaves when it ends
-  std::uint16_t tsih_ = 0;
+  // What logins on every loop read and change.
+  mutable std::mutex mutex_;
+  // Shared: a session keeps the node it logged in with alive (its access,
+  // its LUN map) after set_target() replaced it. Under mutex_.
+  std::vector<std::shared_ptr<const target_node>> targets_;
+  // Each session leaves when it ends. Under mutex_.
+  std::map<session*, std::weak_ptr<session>> sessions_;
+  std::uint16_t tsih_ = 0;  // under mutex_
   // Expires with the server: connections and a late accept handler check it
   // before touching the server.
   std::shared_ptr<void> alive_ = std::make_shared<int>(0);

@@ -29,7 +29,11 @@ void connection::manage_tasks(const bhs& h) {
   };
   const std::uint8_t function = h.flags() & 0x7f;
   const std::uint64_t lun_field = h.lun_field();
-  scsi::unit_interface* unit = access_->luns->find(lun_of(lun_field));
+  // The map is read here, on the session's loop, only for whether the LUN
+  // has a unit. What needs the unit (a reset) runs on the units' loop,
+  // dispatched from this one as the response goes (tmf->then): commands
+  // this session sends after that reach the unit after it.
+  const bool unit = access_->luns->mapped(lun_of(lun_field));
   // Every command of this session (on any of its connections) that `pred`
   // picks is aborted; the response goes when the last of those the unit
   // runs has finished.
@@ -61,21 +65,23 @@ void connection::manage_tasks(const bhs& h) {
     case tmf::clear_task_set:
       // One task set per I_T nexus here: the unit keeps no task sets of its
       // own, so both end this session's tasks for the LUN.
-      if (unit == nullptr) return respond_now(tmf::lun_does_not_exist);
+      if (!unit) return respond_now(tmf::lun_does_not_exist);
       abort_all([&](const command& c) { return c.lun_field == lun_field; });
       break;
     case tmf::clear_aca:
       // Strata never establishes an ACA condition (NACA is not supported):
       // there is nothing to clear.
-      if (unit == nullptr) return respond_now(tmf::lun_does_not_exist);
+      if (!unit) return respond_now(tmf::lun_does_not_exist);
       break;
     case tmf::logical_unit_reset:
-      if (unit == nullptr) return respond_now(tmf::lun_does_not_exist);
+      if (!unit) return respond_now(tmf::lun_does_not_exist);
       abort_all([&](const command& c) { return c.lun_field == lun_field; });
       // The unit is looked up again when the reset runs: the one there now
       // (a takeover may have swapped it, and retired the old one).
       tmf->then = [luns = access_->luns, lun = lun_of(lun_field), port = s.initiator_port, at = server_.options().relative_target_port]() {
-        if (scsi::unit_interface* now = luns->find(lun)) now->reset(scsi::i_t_nexus{*port, at});
+        asio::dispatch(luns->executor(), [=] {
+          if (scsi::unit_interface* now = luns->find(lun)) now->reset(scsi::i_t_nexus{*port, at});
+        });
       };
       break;
     case tmf::target_warm_reset:
@@ -86,10 +92,13 @@ void connection::manage_tasks(const bhs& h) {
       // this connection once its response is written. The units are looked
       // up when the reset runs (a takeover may have swapped some).
       tmf->close_after = function == tmf::target_cold_reset;
+      // On the units' loop, which is also the server's.
       tmf->then = [luns = access_->luns, port = s.initiator_port, at = server_.options().relative_target_port, cold = tmf->close_after,
                    srv = &server_, alive = server_alive_, target = target_->name, except = weak_from_this()]() {
-        for (const std::uint16_t l : luns->luns()) luns->find(l)->reset(scsi::i_t_nexus{*port, at});
-        if (cold && !alive.expired()) srv->close_sessions_of(target, except.lock().get());
+        asio::dispatch(luns->executor(), [=] {
+          for (const std::uint16_t l : luns->luns()) luns->find(l)->reset(scsi::i_t_nexus{*port, at});
+          if (cold && !alive.expired()) srv->close_sessions_of(target, except.lock().get());
+        });
       };
       break;
     }

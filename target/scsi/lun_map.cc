@@ -48,11 +48,18 @@ lun_map::~lun_map() {
 std::error_code lun_map::add(std::uint16_t lun, unit_interface& unit) {
   if (lun >= lun_count || units_.contains(lun)) return errc::invalid_argument;
   units_.emplace(lun, &unit);
+  mapped_[lun / 64].fetch_or(std::uint64_t{1} << (lun % 64), std::memory_order_release);
   return {};
 }
 
 bool lun_map::remove(std::uint16_t lun) {
-  return units_.erase(lun) > 0;
+  if (units_.erase(lun) == 0) return false;
+  mapped_[lun / 64].fetch_and(~(std::uint64_t{1} << (lun % 64)), std::memory_order_release);
+  return true;
+}
+
+bool lun_map::mapped(std::uint64_t lun) const noexcept {
+  return lun < lun_count && (mapped_[lun / 64].load(std::memory_order_acquire) >> (lun % 64) & 1) != 0;
 }
 
 unit_interface* lun_map::replace(std::uint16_t lun, unit_interface& by) {

@@ -15,8 +15,9 @@
 // 256..16383 in flat space addressing. decode_lun()/encode_lun() convert
 // the 8-byte LUN field of a transport's PDU.
 //
-// Threads: a map lives on one loop (its executor, normally the session's):
-// add, remove, find and execute are called there. Tasks the map answers
+// Threads: a map lives on one loop (its executor, the units' loop): add,
+// remove, replace, find, luns and execute are called there; mapped() from
+// any loop (a transport's task management, on its connection's loop). Tasks the map answers
 // itself complete there, never inside execute(). A task for a unit is handed
 // to the unit on the unit's loop (at once when that is this loop, else
 // posted) and completes on the unit's loop: a transport on another loop
@@ -26,6 +27,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <boost/asio/any_io_executor.hpp>
 #include <cstdint>
 #include <map>
@@ -76,6 +78,10 @@ class lun_map {
   // changes). Tasks already handed to the old unit go on there.
   unit_interface* replace(std::uint16_t lun, unit_interface& by);
   unit_interface* find(std::uint64_t lun) const noexcept;
+  // Whether `lun` has a unit now, read from any thread: a transport on
+  // another loop answers "LUN does not exist" with it, and hands what
+  // needs the unit itself to executor().
+  bool mapped(std::uint64_t lun) const noexcept;
   std::vector<std::uint16_t> luns() const;
 
   // Runs t for t.lun: answers it here, or hands it to the unit (above).
@@ -93,6 +99,8 @@ class lun_map {
   boost::asio::any_io_executor executor_;
   std::map<std::uint16_t, unit_interface*> units_;  // ordered: REPORT LUNS lists them ascending
   std::size_t in_flight_ = 0;
+  // One bit per LUN with a unit: units_'s keys, for mapped().
+  std::array<std::atomic<std::uint64_t>, lun_count / 64> mapped_{};
 };
 
 }  // namespace strata::scsi

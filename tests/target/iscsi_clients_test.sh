@@ -2,9 +2,12 @@
 # Strata's iSCSI target against real initiators: libiscsi's tools
 # (iscsi-ls, iscsi-inq, iscsi-readcapacity16) and a set of iscsi-test-cu
 # suites, on loopback.
-#   iscsi_clients_test.sh PATH/TO/strata-iscsi-target
+#   iscsi_clients_test.sh PATH/TO/strata-iscsi-target [TARGET-ARG...]
+# The arguments after the binary (e.g. --loops 3) go to every target it starts.
 set -uo pipefail
 target_bin=$1
+shift
+target_args=("$@")
 for tool in iscsi-ls iscsi-inq iscsi-readcapacity16 iscsi-test-cu; do
   if ! command -v "$tool" >/dev/null; then
     echo "SKIP: $tool is missing (Debian package libiscsi-bin; tools/install-deps.sh installs it)"
@@ -18,7 +21,7 @@ trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
 # start NAME ARGS...: starts a target; its portal in $portal, its stderr in $work/NAME.err
 start() {
   local name=$1; shift
-  "$target_bin" --listen 127.0.0.1:0 --target "$iqn" "$@" >"$work/$name.out" 2>"$work/$name.err" &
+  "$target_bin" --listen 127.0.0.1:0 --target "$iqn" "$@" "${target_args[@]}" >"$work/$name.out" 2>"$work/$name.err" &
   pids+=($!)
   for _ in $(seq 100); do
     grep -q '^listening on' "$work/$name.out" && break

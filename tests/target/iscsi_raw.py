@@ -17,8 +17,10 @@ def finish(target):
     sys.exit(1 if failures else 0)
 
 def start(binary, *args):
-    """Starts the target on a free loopback port; returns (process, port)."""
-    target = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--target", "iqn.x:t", *args],
+    """Starts the target on a free loopback port; returns (process, port).
+    The test's own arguments after the binary (e.g. --loops 3) go to every
+    target it starts."""
+    target = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--target", "iqn.x:t", *args, *sys.argv[2:]],
                               stdout=subprocess.PIPE, text=True)
     atexit.register(target.kill)  # also when a test dies of an exception
     line = target.stdout.readline()

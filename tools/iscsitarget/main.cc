@@ -27,8 +27,8 @@
 // for more work before it sleeps (raid/device/run_loop.h).
 //
 // --nvme-host limits the NVMe hosts to those named (default: any).
-// --loops N (default 1) runs N loops: the units, the iSCSI target and the
-// NVMe/TCP port on the first, and NVMe/TCP connections spread over all N
+// --loops N (default 1) runs N loops: the units and both listeners on the
+// first, and the iSCSI and NVMe/TCP connections spread over all N
 // (raid/device/loop_threads.h).
 //
 // It prints "listening on ADDR:PORT" once it accepts connections (port 0
@@ -239,6 +239,15 @@ int main(int argc, char** argv) {
   options.log = [](std::string_view why) {
     std::fprintf(stderr, "strata-iscsi-target: %.*s\n", static_cast<int>(why.size()), why.data());
   };
+  // The loops beyond this one, for connections of both protocols. Reset
+  // (joined) at the end, once their connections have ended, before the
+  // servers go.
+  std::optional<device::loop_threads> extra_loops;
+  if (loops > 1) {
+    extra_loops.emplace(loops - 1, poll);
+    options.connection_loops = extra_loops->executors();
+    options.connection_loops.push_back(loop.get_executor());
+  }
   iscsi::server server(loop.get_executor(), {std::move(target)}, options);
   if (auto ok = server.listen(iscsi_at); !ok) {
     std::fprintf(stderr, "strata-iscsi-target: %s\n", ok.error().message.c_str());
@@ -248,9 +257,6 @@ int main(int argc, char** argv) {
   std::printf("listening on %s:%u target %s\n", here.address().to_string().c_str(), here.port(), name.c_str());
   std::fflush(stdout);
   std::optional<nvme::server> nvme_server;
-  // Declared after the server, whose connections run on them: they stop
-  // (and what they still hold goes) before the server does.
-  std::optional<device::loop_threads> extra_loops;
   if (!nvme_listen.empty()) {
     std::vector<nvme::namespace_config> namespaces;
     for (unsigned l = 0; l < luns; ++l) {
@@ -261,11 +267,7 @@ int main(int argc, char** argv) {
     if (nvme_hosts.empty()) nvme_subsystem.anyone = namespaces;
     nvme::server_options nvme_options;
     nvme_options.ana_groups = 1;
-    if (loops > 1) {
-      extra_loops.emplace(loops - 1, poll);
-      nvme_options.connection_loops = extra_loops->executors();
-      nvme_options.connection_loops.push_back(loop.get_executor());
-    }
+    nvme_options.connection_loops = options.connection_loops;
     nvme_options.log = [](std::string_view why) {
       std::fprintf(stderr, "strata-iscsi-target: %.*s\n", static_cast<int>(why.size()), why.data());
     };
@@ -281,12 +283,13 @@ int main(int argc, char** argv) {
   }
   boost::asio::signal_set signals(loop, SIGINT, SIGTERM);
   // On SIGINT or SIGTERM: stop accepting and close every connection, then
-  // let the NVMe/TCP connections on the other loops end (they tell this
-  // loop when they have), for at most 5 s, before the loops stop.
+  // let the connections on the other loops end (they tell this loop when
+  // they have), for at most 5 s, before the loops stop.
   boost::asio::steady_timer draining(loop);
   int drain_rounds = 0;
   std::function<void()> drain = [&] {
-    if (!nvme_server || nvme_server->connections() == 0 || ++drain_rounds > 500) return loop.stop();
+    const bool drained = server.connections() == 0 && (!nvme_server || nvme_server->connections() == 0);
+    if (drained || ++drain_rounds > 500) return loop.stop();
     draining.expires_after(std::chrono::milliseconds(10));
     draining.async_wait([&](const boost::system::error_code&) { drain(); });
   };
