@@ -45,8 +45,8 @@
 //               it; HOST:PORT,PORTID another's (1: controller a's, 2: b's).
 //               Default: this port, at the address discovery came in on
 // --loops       how many loops (threads) run (default: the machine's
-//               cores): the array, its pools and the iSCSI target on the
-//               first; NVMe/TCP connections spread over all of them
+//               cores): the array, its pools and the listeners on the
+//               first; iSCSI and NVMe/TCP connections spread over all
 //               (ARCHITECTURE.md, "Threads today")
 // --spin-us     how long a loop polls for more work before it sleeps
 //               (default 100; 0: it sleeps at once). It spins only while

@@ -11,10 +11,12 @@
 # alternating, `--repeat` times. The target's CPU time comes from /proc
 # (user + system, all threads) over each run. It prints median IOPS, CPU
 # microseconds per I/O and IOPS per target-CPU-second, and NVMe/TCP's
-# ratio to iSCSI (goal: at least 1.3x per CPU-second). Then NVMe/TCP with
-# 1 loop against 2 (strata-iscsi-target --loops): 2 queues at QD 32, each
-# queue its own connection, so that with 2 loops each has a loop (goal:
-# 2 loops at least 1.6x the IOPS of 1 where the host has a core to spare).
+# ratio to iSCSI (goal: at least 1.3x per CPU-second). Then each protocol
+# with 1 loop against 2 (strata-iscsi-target --loops): NVMe/TCP with 2
+# queues at QD 32, each queue its own connection, and iSCSI with 2
+# sessions at QD 32 (two iscsi-perf, two initiator names), so that with 2
+# loops each connection has a loop (goal: 2 loops at least 1.6x the IOPS
+# of 1 where the host has a core to spare).
 #
 # --nvmet first proves strata-nvme-perf against the Linux kernel's target
 # (nvmet-tcp, RAM-backed, in the Debian guest of /work/shared/guest,
@@ -85,8 +87,16 @@ run() {  # run PROTOCOL RW QD [QUEUES] -> "iops cpu_us_per_io"
     iops=$("$bin/strata-nvme-perf" --port $nvme_port --nqn "$nqn" --rw "rand$rw" --depth "$qd" --queues "$queues" --seconds "$seconds" |
            sed -n 's/.* iops=\([0-9]*\) .*/\1/p')
   else
-    iops=$(timeout $((seconds + 20)) iscsi-perf -m "$qd" -b 8 -r -t "$seconds" "$url" 2>&1 |
-           tr '\r' '\n' | sed -n 's/^iops average \([0-9]*\).*/\1/p' | tail -1)
+    # One session per queue, each its own initiator: their IOPS summed.
+    local q
+    for ((q = 0; q < queues; ++q)); do
+      timeout $((seconds + 20)) iscsi-perf -i "iqn.2026-11.io.strata:bench-host-$q" -m "$qd" -b 8 -r -t "$seconds" "$url" \
+        >"$work/perf.$q" 2>&1 &
+    done
+    wait
+    iops=$(for ((q = 0; q < queues; ++q)); do
+             tr '\r' '\n' <"$work/perf.$q" | sed -n 's/^iops average \([0-9]*\).*/\1/p' | tail -1
+           done | awk '{ s += $1 } END { print s + 0 }')
   fi
   after=$(cpu_ticks "$target_pid")
   awk -v i="${iops:-0}" -v t=$((after - before)) -v hz="$tick_hz" -v s="$seconds" \
@@ -122,23 +132,28 @@ for rw in read write; do
 done
 
 stop_target
-echo "== NVMe/TCP with 1 loop against 2: 2 queues (connections) x QD 32, 4 KiB random reads, medians of $repeat runs"
-printf "%-6s %10s %12s %16s\n" loops IOPS "CPU us/IO" "IOPS/CPU-s"
+echo "== 1 loop against 2: 2 connections x QD 32 (NVMe/TCP: 2 queues; iSCSI: 2 sessions), 4 KiB random reads, medians of $repeat runs"
+printf "%-6s %-6s %10s %12s %16s\n" proto loops IOPS "CPU us/IO" "IOPS/CPU-s"
 declare -A loop_iops=() loop_cpu=()
 for ((r = 0; r < repeat; ++r)); do
   for l in 1 2; do
     start_target "$l"
-    read -r i c < <(run nvme read 32 2)
-    loop_iops[$l]+="$i "
-    loop_cpu[$l]+="$c "
+    for p in nvme iscsi; do
+      read -r i c < <(run "$p" read 32 2)
+      loop_iops[$p$l]+="$i "
+      loop_cpu[$p$l]+="$c "
+    done
     stop_target
   done
 done
 declare -A med_l=() med_lc=()
-for l in 1 2; do
-  med_l[$l]=$(tr ' ' '\n' <<<"${loop_iops[$l]}" | grep . | median)
-  med_lc[$l]=$(tr ' ' '\n' <<<"${loop_cpu[$l]}" | grep . | median)
-  printf "%-6s %10s %12s %16.0f\n" "$l" "${med_l[$l]}" "${med_lc[$l]}" "$(awk -v c="${med_lc[$l]}" 'BEGIN { print (c > 0 ? 1e6 / c : 0) }')"
+for p in nvme iscsi; do
+  for l in 1 2; do
+    med_l[$p$l]=$(tr ' ' '\n' <<<"${loop_iops[$p$l]}" | grep . | median)
+    med_lc[$p$l]=$(tr ' ' '\n' <<<"${loop_cpu[$p$l]}" | grep . | median)
+    printf "%-6s %-6s %10s %12s %16.0f\n" "$p" "$l" "${med_l[$p$l]}" "${med_lc[$p$l]}" \
+      "$(awk -v c="${med_lc[$p$l]}" 'BEGIN { print (c > 0 ? 1e6 / c : 0) }')"
+  done
+  awk -v a="${med_l[${p}1]}" -v b="${med_l[${p}2]}" -v cores="$(nproc)" -v p="$p" \
+    'BEGIN { printf "  %s, 2 loops over 1: IOPS %.2fx (goal >= 1.6x with a core to spare; this machine has %d cores, shared with the initiator)\n", p, (a > 0 ? b / a : 0), cores }'
 done
-awk -v a="${med_l[1]}" -v b="${med_l[2]}" -v cores="$(nproc)" \
-  'BEGIN { printf "  2 loops over 1: IOPS %.2fx (goal >= 1.6x with a core to spare; this machine has %d cores, shared with the initiator)\n", (a > 0 ? b / a : 0), cores }'
