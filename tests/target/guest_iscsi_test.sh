@@ -2,7 +2,7 @@
 # Strata's iSCSI target against the Linux kernel's own initiator (open-iscsi
 # + iscsi_tcp), run in the Debian 12 test guest of /work/shared/guest (QEMU,
 # Debian's kernel). The guest reaches this machine's loopback as 10.0.2.2.
-#   guest_iscsi_test.sh PATH/TO/strata-iscsi-target
+#   guest_iscsi_test.sh PATH/TO/strata-iscsi-target [TARGET-ARG...]   (e.g. --loops 3)
 #
 # Starts the target on a free loopback port with CHAP, mutual CHAP,
 # discovery CHAP and an ACL naming the guest's initiator, runs
@@ -26,6 +26,7 @@
 #                         would make every other guest test rebuild it)
 set -uo pipefail
 target_bin=${1:-}
+target_args=("${@:2}")  # for the target, e.g. --loops 3
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 guest_script=$here/guest/iscsi_linux_initiator.sh
 test_name=guest_iscsi_test.sh
@@ -60,7 +61,7 @@ mutual_user=stratatarget mutual_secret=tgt$(secret)
 disc_user=discoverer disc_secret=dsc$(secret)
 "$target_bin" --listen 127.0.0.1:0 --target "$iqn" --luns 1 --lun-mib 128 \
   --chap "$chap_user:$chap_secret" --mutual-chap "$mutual_user:$mutual_secret" \
-  --discovery-chap "$disc_user:$disc_secret" --acl "$initiator" \
+  --discovery-chap "$disc_user:$disc_secret" --acl "$initiator" "${target_args[@]}" \
   >"$work/target.out" 2>"$work/target.err" &
 target_pid=$!
 for _ in $(seq 100); do

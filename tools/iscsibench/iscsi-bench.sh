@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The iSCSI target benchmark: Strata's target against tgtd, in one run.
 #
-#   tools/iscsibench/iscsi-bench.sh [--seconds S] [--repeat N] [--target-bin PATH]
+#   tools/iscsibench/iscsi-bench.sh [--seconds S] [--repeat N] [--loops L] [--target-bin PATH]
 #
+# --loops runs Strata's target on L loops (default 1): its connections
+# spread over them, the LUN on the first (tgtd runs its own threads).
 # Both serve a 256 MiB memory-backed LUN (tgtd: a file on /dev/shm) on
 # loopback. iscsi-perf (libiscsi) drives 4 KiB random reads at queue depth
 # 1, 32 and 128 against each in turn, alternating, `--repeat` times. Each
@@ -15,14 +17,16 @@
 set -euo pipefail
 seconds=5
 repeat=3
+loops=1
 here=$(cd "$(dirname "$0")/../.." && pwd)
 target_bin=$here/build/release/tools/strata-iscsi-target
 while (($#)); do
   case $1 in
     --seconds) seconds=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
+    --loops) loops=$2; shift 2 ;;
     --target-bin) target_bin=$2; shift 2 ;;
-    *) echo "usage: $0 [--seconds S] [--repeat N] [--target-bin PATH]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--seconds S] [--repeat N] [--loops L] [--target-bin PATH]" >&2; exit 2 ;;
   esac
 done
 for tool in iscsi-perf tgtd tgtadm; do
@@ -43,7 +47,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$target_bin" --listen 127.0.0.1:$strata_port --target iqn.2026-11.io.strata:bench --lun-mib 256 >"$work/strata.out" 2>&1 &
+"$target_bin" --listen 127.0.0.1:$strata_port --target iqn.2026-11.io.strata:bench --lun-mib 256 --loops "$loops" >"$work/strata.out" 2>&1 &
 strata_pid=$!
 tgtd -f --iscsi portal=127.0.0.1:$tgt_port --control-port 42 >"$work/tgtd.out" 2>&1 &
 tgt_pid=$!
