@@ -88,9 +88,10 @@ run() {  # run PROTOCOL RW QD [QUEUES] -> "iops cpu_us_per_io"
            sed -n 's/.* iops=\([0-9]*\) .*/\1/p')
   else
     # One session per queue, each its own initiator: their IOPS summed.
+    # -b counts the LUN's 4096-byte blocks: 1 is 4 KiB, as NVMe/TCP's reads.
     local q
     for ((q = 0; q < queues; ++q)); do
-      timeout $((seconds + 20)) iscsi-perf -i "iqn.2026-11.io.strata:bench-host-$q" -m "$qd" -b 8 -r -t "$seconds" "$url" \
+      timeout $((seconds + 20)) iscsi-perf -i "iqn.2026-11.io.strata:bench-host-$q" -m "$qd" -b 1 -r -t "$seconds" "$url" \
         >"$work/perf.$q" 2>&1 &
     done
     wait
