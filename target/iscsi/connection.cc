@@ -35,8 +35,7 @@ void connection::leave_session() {
   if (s.connections.empty()) s.end();
 }
 asio::awaitable<bool> connection::read_header(bhs& h) {
-  auto [ec, n] = co_await asio::async_read(socket_, asio::buffer(h.wire().data(), bhs_bytes), use_tuple);
-  if (ec) co_return false;
+  if (!co_await reader_.read(socket_, asio::buffer(h.wire().data(), bhs_bytes))) co_return false;
   last_heard_ = std::chrono::steady_clock::now();  // any PDU shows the initiator alive
   ping_outstanding_ = false;
   std::vector<std::uint8_t> ahs;
@@ -44,17 +43,15 @@ asio::awaitable<bool> connection::read_header(bhs& h) {
     // Strata uses no AHS (no bidirectional commands, no extended CDBs):
     // read past it; the command that carried it is rejected.
     ahs.resize(h.ahs_bytes());
-    auto [ec2, n2] = co_await asio::async_read(socket_, asio::buffer(ahs), use_tuple);
-    if (ec2) co_return false;
+    if (!co_await reader_.read(socket_, asio::buffer(ahs))) co_return false;
   }
   if (header_digest_) {
-    std::uint8_t d[4];
-    auto [ec3, n3] = co_await asio::async_read(socket_, asio::buffer(d), use_tuple);
-    if (ec3) co_return false;
+    std::array<std::uint8_t, 4> d;
+    if (!co_await reader_.read(socket_, asio::buffer(d))) co_return false;
     // The digest covers the BHS and the AHS. An error leaves the PDU's
     // length unknown: the connection cannot resynchronise (RFC 7143 7.8),
     // so it ends.
-    if (get_digest(d) != crc32c(ahs, crc32c(h.wire()))) co_return false;
+    if (get_digest(d.data()) != crc32c(ahs, crc32c(h.wire()))) co_return false;
   }
   // More than this side declared it accepts: a protocol error, and no
   // allocation driven by a header field.
@@ -64,13 +61,11 @@ asio::awaitable<bool> connection::read_header(bhs& h) {
 
 asio::awaitable<bool> connection::read_data(const bhs& h, std::span<std::uint8_t> into) {
   const std::uint32_t n = h.data_segment_bytes();
-  std::uint8_t tail[8];
+  std::array<std::uint8_t, 8> tail;
   const std::uint32_t pad = padded(n) - n;
   // An empty data segment has no digest (RFC 7143 11.1).
   const bool digest = data_digest_ && n > 0;
-  std::array<asio::mutable_buffer, 2> bufs{asio::buffer(into.data(), n), asio::buffer(tail, pad + (digest ? 4 : 0))};
-  auto [ec, got] = co_await asio::async_read(socket_, bufs, use_tuple);
-  if (ec) {
+  if (!co_await reader_.read(socket_, asio::buffer(into.data(), n), asio::buffer(tail.data(), pad + (digest ? 4 : 0)))) {
     // The initiator went away (or closed its side): nothing more will
     // come. Unlike a digest error, this ends the connection; reading on
     // would wait for good.
@@ -79,8 +74,8 @@ asio::awaitable<bool> connection::read_data(const bhs& h, std::span<std::uint8_t
   }
   if (digest) {
     std::uint32_t d = crc32c({into.data(), n});
-    d = crc32c({tail, pad}, d);
-    if (get_digest(tail + pad) != d) {
+    d = crc32c({tail.data(), pad}, d);
+    if (get_digest(tail.data() + pad) != d) {
       reject(h, reject_reason::data_digest_error);
       co_return false;  // the caller drops the PDU; the connection goes on
     }
@@ -176,31 +171,43 @@ asio::awaitable<void> connection::writer() {
       co_await write_wake_.async_wait(use_tuple);
       continue;
     }
-    outgoing o = std::move(queue_.front());
-    queue_.pop_front();
-    o.header.set_data_segment_bytes(static_cast<std::uint32_t>(o.data.size()));
-    std::uint8_t header_digest[4];
-    std::uint8_t tail[8] = {};
-    const auto n = static_cast<std::uint32_t>(o.data.size());
-    const std::uint32_t pad = padded(n) - n;
-    std::vector<asio::const_buffer> bufs{asio::buffer(o.header.wire().data(), bhs_bytes)};
-    if (o.header_digest) {
-      put_digest(crc32c(o.header.wire()), header_digest);
-      bufs.push_back(asio::buffer(header_digest));
-    }
-    if (n > 0) {
-      bufs.push_back(asio::buffer(o.data.data(), n));
-      std::uint32_t tail_bytes = pad;
-      if (o.data_digest) {
-        std::uint32_t d = crc32c(o.data);
-        d = crc32c({tail, pad}, d);
-        put_digest(d, tail + pad);
-        tail_bytes += 4;
+    // Everything queued goes in one gathered write (up to 64 PDUs): under
+    // load, a burst of responses and Data-In shares one system call. The
+    // gather list, digests and padding are the connection's, reused.
+    std::vector<asio::const_buffer>& bufs = write_buffers_;
+    bufs.clear();
+    const std::size_t count = std::min<std::size_t>(queue_.size(), 64);
+    write_tails_.resize(2 * count);  // per PDU: the header digest, then padding and the data digest; before any buffer points in
+    bool close_after = false;
+    for (std::size_t i = 0; i < count; ++i) {
+      outgoing& o = queue_[i];
+      std::array<std::uint8_t, 8>& header_digest = write_tails_[2 * i];
+      std::array<std::uint8_t, 8>& tail = write_tails_[2 * i + 1];
+      const auto n = static_cast<std::uint32_t>(o.data.size());
+      o.header.set_data_segment_bytes(n);
+      bufs.push_back(asio::buffer(o.header.wire().data(), bhs_bytes));
+      if (o.header_digest) {
+        put_digest(crc32c(o.header.wire()), header_digest.data());
+        bufs.push_back(asio::buffer(header_digest.data(), 4));
       }
-      if (tail_bytes > 0) bufs.push_back(asio::buffer(tail, tail_bytes));
+      if (n > 0) {
+        const std::uint32_t pad = padded(n) - n;
+        tail.fill(0);
+        bufs.push_back(asio::buffer(o.data.data(), n));
+        std::uint32_t tail_bytes = pad;
+        if (o.data_digest) {
+          std::uint32_t d = crc32c(o.data);
+          d = crc32c({tail.data(), pad}, d);
+          put_digest(d, tail.data() + pad);
+          tail_bytes += 4;
+        }
+        if (tail_bytes > 0) bufs.push_back(asio::buffer(tail.data(), tail_bytes));
+      }
+      close_after = close_after || o.close_after;
     }
     auto [ec, written] = co_await asio::async_write(socket_, bufs, use_tuple);
-    if (ec || o.close_after) {
+    queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(count));
+    if (ec || close_after) {
       close();
       co_return;
     }

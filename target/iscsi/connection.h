@@ -32,6 +32,7 @@
 #include "target/iscsi/pdu.h"
 #include "target/iscsi/server.h"
 #include "target/iscsi/text.h"
+#include "target/stream_reader.h"
 #include "target/scsi/lun_map.h"
 #include "target/scsi/sense.h"
 #include "target/scsi/task.h"
@@ -463,6 +464,7 @@ class connection : public std::enable_shared_from_this<connection> {
 
   server& server_;
   tcp::socket socket_;
+  target::stream_reader reader_;  // what socket_ received: PDUs are read from it
   bool closed_ = false;
   bool closing_ = false;  // the last PDU is queued: read nothing more
   bool portal_group_sent_ = false;
@@ -511,6 +513,9 @@ class connection : public std::enable_shared_from_this<connection> {
   std::uint32_t stat_sn_ = 0;
   std::uint32_t next_ttt_ = 1;
   std::deque<outgoing> queue_;
+  // The writer's gather list and each PDU's digests and padding, reused.
+  std::vector<asio::const_buffer> write_buffers_;
+  std::vector<std::array<std::uint8_t, 8>> write_tails_;
   asio::steady_timer write_wake_;
   asio::steady_timer watch_;
 };

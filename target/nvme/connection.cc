@@ -62,18 +62,16 @@ asio::awaitable<void> connection::connect_watchdog() {
 }
 
 asio::awaitable<bool> connection::read(std::span<std::uint8_t> into) {
-  auto [ec, n] = co_await asio::async_read(socket_, asio::buffer(into.data(), into.size()), use_tuple);
-  co_return !ec;
+  co_return co_await reader_.read(socket_, asio::buffer(into.data(), into.size()));
 }
 
 asio::awaitable<bool> connection::read_data(const pdu_layout& l, std::span<std::uint8_t> into, bool& digest_failed) {
   std::array<std::uint8_t, 256> pad{};
   const std::uint32_t pad_bytes = l.pad_bytes();  // PDO is at most 255
   std::array<std::uint8_t, digest_bytes> digest{};
-  std::array<asio::mutable_buffer, 3> bufs{asio::buffer(pad.data(), pad_bytes), asio::buffer(into.data(), into.size()),
-                                           asio::buffer(digest.data(), l.data_digest ? digest_bytes : 0)};
-  auto [ec, n] = co_await asio::async_read(socket_, bufs, use_tuple);
-  if (ec) co_return false;
+  if (!co_await reader_.read(socket_, asio::buffer(pad.data(), pad_bytes), asio::buffer(into.data(), into.size()),
+                                       asio::buffer(digest.data(), l.data_digest ? digest_bytes : 0)))
+    co_return false;
   if (l.data_digest && get_digest(digest.data()) != crc32c(into)) digest_failed = true;
   co_return true;
 }

@@ -34,6 +34,7 @@
 #include "target/nvme/server.h"
 #include "target/nvme/status.h"
 #include "target/nvme/tcp_pdu.h"
+#include "target/stream_reader.h"
 #include "target/scsi/task.h"
 
 namespace strata::nvme {
@@ -166,6 +167,7 @@ class connection : public std::enable_shared_from_this<connection> {
 
   server& server_;
   tcp::socket socket_;
+  target::stream_reader reader_;  // what socket_ received: PDUs are read from it
   asio::any_io_executor executor_;
   std::weak_ptr<void> server_alive_;
   std::string peer_;

@@ -106,22 +106,42 @@ class queue_connection {
   }
   ~queue_connection() { ::close(fd_); }
 
+  // What is sent waits in out_ until this side would block on a receive
+  // (or out_ is large): the commands a burst of completions frees go in
+  // one send, as a kernel host's do. Receives take what the socket holds,
+  // up to in_'s size, and PDUs are read from there.
   void send_all(const void* p, std::size_t n) {
     const auto* b = static_cast<const std::uint8_t*>(p);
+    out_.insert(out_.end(), b, b + n);
+    if (out_.size() >= 256 * 1024) flush();
+  }
+  void flush() {
+    const std::uint8_t* b = out_.data();
+    std::size_t n = out_.size();
     while (n > 0) {
       const ssize_t k = ::send(fd_, b, n, MSG_NOSIGNAL);
       if (k <= 0) fail("the connection broke while sending");
       b += k;
       n -= static_cast<std::size_t>(k);
     }
+    out_.clear();
   }
   void recv_all(void* p, std::size_t n) {
     auto* b = static_cast<std::uint8_t*>(p);
     while (n > 0) {
-      const ssize_t k = ::recv(fd_, b, n, 0);
+      if (in_begin_ < in_end_) {
+        const std::size_t k = std::min(n, in_end_ - in_begin_);
+        std::memcpy(b, in_.data() + in_begin_, k);
+        in_begin_ += k;
+        b += k;
+        n -= k;
+        continue;
+      }
+      flush();  // before waiting: the commands queued so far go first
+      const ssize_t k = ::recv(fd_, in_.data(), in_.size(), 0);
       if (k <= 0) fail("the connection broke while receiving");
-      b += k;
-      n -= static_cast<std::size_t>(k);
+      in_begin_ = 0;
+      in_end_ = static_cast<std::size_t>(k);
     }
   }
 
@@ -234,6 +254,10 @@ class queue_connection {
 
   bool digests_;
   int fd_ = -1;
+  std::vector<std::uint8_t> out_;
+  std::vector<std::uint8_t> in_ = std::vector<std::uint8_t>(64 * 1024);
+  std::size_t in_begin_ = 0;
+  std::size_t in_end_ = 0;
   std::uint8_t cpda_ = 0;
   std::uint32_t max_h2c_ = 4096;
 };
