@@ -479,11 +479,10 @@ void connection::execute(command& c) {
   c.sess = session_;
   ++session_->executing;
   ++executing_;
-  // To the units' loop (at once where that is this one). Posts from one
-  // loop run in order there, so the unit sees this session's commands in
-  // the order they go, after its nexus was announced.
+  // To the units' loop, in order with what this session told them before
+  // (its nexus first): session::to_units.
   scsi::lun_map* luns = access_->luns;
-  asio::dispatch(luns->executor(), [luns, &t = c.task] { luns->execute(t); });
+  session_->to_units([luns, &t = c.task] { luns->execute(t); });
   entered(c);
 }
 
@@ -491,7 +490,8 @@ void connection::on_task_done(scsi::task& t) noexcept {
   // On the units' loop: back to the session's, where its counts, its
   // connections and its socket are.
   command& c = *static_cast<command*>(t.context);
-  asio::dispatch(c.sess->loop, [keep = std::move(c.self)] { task_finished(*keep); });
+  session& s = *c.sess;
+  s.from_units(std::move(c.self), &connection::task_finished);
 }
 
 void connection::task_finished(command& c) {

@@ -12,6 +12,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -23,6 +24,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <utility>
 #include <optional>
 #include <span>
 #include <string>
@@ -285,7 +287,7 @@ class session : public std::enable_shared_from_this<session> {
   void announce_nexus() {
     if (target == nullptr) return;
     scsi::lun_map* luns = access->luns;
-    asio::dispatch(luns->executor(), [self = shared_from_this(), luns] {
+    to_units([self = shared_from_this(), luns] {
       for (const std::uint16_t l : luns->luns()) {
         scsi::unit_interface* unit = luns->find(l);
         unit->nexus_created(self->nexus());
@@ -328,7 +330,7 @@ class session : public std::enable_shared_from_this<session> {
       units_released = true;
       return;
     }
-    asio::dispatch(access->luns->executor(), [self = shared_from_this()] {
+    to_units([self = shared_from_this()] {
       if (self->nexus_announced_) {
         self->nexus_announced_ = false;
         for (scsi::unit_interface* unit : self->announced_) unit->nexus_lost(self->nexus());
@@ -338,8 +340,50 @@ class session : public std::enable_shared_from_this<session> {
     });
   }
 
+  // Runs `work` on the units' loop: at once where that is this session's,
+  // else in order after what this session handed over before. What is
+  // handed over while the session's loop is busy goes in one post, so
+  // that a burst of commands costs the units' loop one wake-up, not one
+  // each. Everything this session tells the units goes this way (its
+  // commands, its nexus, its resets), so they see it in that order.
+  void to_units(std::function<void()> work) {
+    const asio::any_io_executor& units = access->luns->executor();
+    if (units == loop) return work();
+    outbox_.push_back(std::move(work));
+    if (outbox_posted_) return;
+    outbox_posted_ = true;
+    asio::post(loop, [self = shared_from_this(), units] {
+      self->outbox_posted_ = false;
+      asio::post(units, [batch = std::exchange(self->outbox_, {})] {
+        for (const auto& w : batch) w();
+      });
+    });
+  }
+  // On the units' loop: `c`'s task is done. Back to this session's loop
+  // (at once where that is the units'), in one post with the others done
+  // in the same turn of the units' loop.
+  void from_units(std::shared_ptr<command> c, void (*finished)(command&)) {
+    const asio::any_io_executor& units = access->luns->executor();
+    if (units == loop) return finished(*c);
+    done_.push_back(std::move(c));
+    if (done_posted_) return;
+    done_posted_ = true;
+    asio::post(units, [self = shared_from_this(), finished] {
+      self->done_posted_ = false;
+      asio::post(self->loop, [batch = std::exchange(self->done_, {}), finished] {
+        for (const auto& each : batch) finished(*each);
+      });
+    });
+  }
+
  private:
   std::map<std::uint32_t, std::function<void()>> ahead_;  // by CmdSN: arrived before their turn
+  // to_units()'s, on this session's loop: handed over, not yet posted.
+  std::vector<std::function<void()>> outbox_;
+  bool outbox_posted_ = false;
+  // from_units()'s, on the units' loop: done, not yet posted back.
+  std::vector<std::shared_ptr<command>> done_;
+  bool done_posted_ = false;
   // On the units' loop: whether they were told of this session's nexus,
   // and which (those of access->luns when it was announced or last changed).
   bool nexus_announced_ = false;

@@ -78,8 +78,9 @@ void connection::manage_tasks(const bhs& h) {
       abort_all([&](const command& c) { return c.lun_field == lun_field; });
       // The unit is looked up again when the reset runs: the one there now
       // (a takeover may have swapped it, and retired the old one).
-      tmf->then = [luns = access_->luns, lun = lun_of(lun_field), port = s.initiator_port, at = server_.options().relative_target_port]() {
-        asio::dispatch(luns->executor(), [=] {
+      tmf->then = [luns = access_->luns, lun = lun_of(lun_field), port = s.initiator_port, at = server_.options().relative_target_port,
+                   sess = session_]() {
+        sess->to_units([=] {
           if (scsi::unit_interface* now = luns->find(lun)) now->reset(scsi::i_t_nexus{*port, at});
         });
       };
@@ -94,8 +95,8 @@ void connection::manage_tasks(const bhs& h) {
       tmf->close_after = function == tmf::target_cold_reset;
       // On the units' loop, which is also the server's.
       tmf->then = [luns = access_->luns, port = s.initiator_port, at = server_.options().relative_target_port, cold = tmf->close_after,
-                   srv = &server_, alive = server_alive_, target = target_->name, except = weak_from_this()]() {
-        asio::dispatch(luns->executor(), [=] {
+                   srv = &server_, alive = server_alive_, target = target_->name, except = weak_from_this(), sess = session_]() {
+        sess->to_units([=] {
           for (const std::uint16_t l : luns->luns()) luns->find(l)->reset(scsi::i_t_nexus{*port, at});
           if (cold && !alive.expired()) srv->close_sessions_of(target, except.lock().get());
         });
