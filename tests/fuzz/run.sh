@@ -63,7 +63,7 @@ libs=(-lisal -luring -lcrypto -l:libstdc++.so.6 -lpthread)
 # raid/device only the memory volume (the rest needs std::chrono's <=>,
 # which libc++ 16 lacks, and nothing here uses it).
 project_sources=(raid/device/status.cc raid/device/block_device.cc raid/device/memory_device.cc
-                 target/crc32c.cc target/scsi/*.cc target/iscsi/*.cc target/nvme/*.cc)
+                 target/crc32c.cc target/stream_reader.cc target/scsi/*.cc target/iscsi/*.cc target/nvme/*.cc)
 
 obj_dir="$build_dir/obj"
 mkdir -p "$obj_dir"
