@@ -294,7 +294,7 @@ class session : public std::enable_shared_from_this<session> {
         self->announced_.push_back(unit);
       }
       self->nexus_announced_ = true;
-    });
+    }, /*at_once=*/true);
   }
   // This session's I_T nexus: its initiator port, the server's target port.
   scsi::i_t_nexus nexus() const { return scsi::i_t_nexus{*initiator_port, server_.options().relative_target_port}; }
@@ -337,26 +337,33 @@ class session : public std::enable_shared_from_this<session> {
         self->announced_.clear();
       }
       self->units_released = true;
-    });
+    }, /*at_once=*/true);
   }
 
   // Runs `work` on the units' loop: at once where that is this session's,
-  // else in order after what this session handed over before. What is
-  // handed over while the session's loop is busy goes in one post, so
-  // that a burst of commands costs the units' loop one wake-up, not one
-  // each. Everything this session tells the units goes this way (its
-  // commands, its nexus, its resets), so they see it in that order.
-  void to_units(std::function<void()> work) {
-    const asio::any_io_executor& units = access->luns->executor();
-    if (units == loop) return work();
+  // else in order after what this session handed over before. Everything
+  // this session tells the units goes this way (its commands, its nexus,
+  // its resets), so they see it in that order. Commands handed over while
+  // the session's loop is busy go in one post, so that a burst costs the
+  // units' loop one wake-up, not one each. `at_once`: posted now, with
+  // what waits before it, ahead of any response this loop sends after:
+  // other sessions must see a login's nexus and a reset's effects once
+  // the initiator has heard of them (a command's are the units' own).
+  void to_units(std::function<void()> work, bool at_once = false) {
+    if (access->luns->executor() == loop) return work();
     outbox_.push_back(std::move(work));
+    if (at_once) return flush_to_units();
     if (outbox_posted_) return;
     outbox_posted_ = true;
-    asio::post(loop, [self = shared_from_this(), units] {
+    asio::post(loop, [self = shared_from_this()] {
       self->outbox_posted_ = false;
-      asio::post(units, [batch = std::exchange(self->outbox_, {})] {
-        for (const auto& w : batch) w();
-      });
+      self->flush_to_units();
+    });
+  }
+  void flush_to_units() {
+    if (outbox_.empty()) return;
+    asio::post(access->luns->executor(), [batch = std::exchange(outbox_, {})] {
+      for (const auto& w : batch) w();
     });
   }
   // On the units' loop: `c`'s task is done. Back to this session's loop

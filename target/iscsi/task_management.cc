@@ -82,7 +82,7 @@ void connection::manage_tasks(const bhs& h) {
                    sess = session_]() {
         sess->to_units([=] {
           if (scsi::unit_interface* now = luns->find(lun)) now->reset(scsi::i_t_nexus{*port, at});
-        });
+        }, /*at_once=*/true);
       };
       break;
     case tmf::target_warm_reset:
@@ -99,7 +99,7 @@ void connection::manage_tasks(const bhs& h) {
         sess->to_units([=] {
           for (const std::uint16_t l : luns->luns()) luns->find(l)->reset(scsi::i_t_nexus{*port, at});
           if (cold && !alive.expired()) srv->close_sessions_of(target, except.lock().get());
-        });
+        }, /*at_once=*/true);
       };
       break;
     }
