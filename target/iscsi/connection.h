@@ -24,10 +24,10 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <utility>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "target/iscsi/chap.h"
