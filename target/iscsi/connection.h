@@ -34,10 +34,10 @@
 #include "target/iscsi/pdu.h"
 #include "target/iscsi/server.h"
 #include "target/iscsi/text.h"
-#include "target/stream_reader.h"
 #include "target/scsi/lun_map.h"
 #include "target/scsi/sense.h"
 #include "target/scsi/task.h"
+#include "target/stream_reader.h"
 
 namespace strata::iscsi {
 

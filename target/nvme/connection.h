@@ -34,8 +34,8 @@
 #include "target/nvme/server.h"
 #include "target/nvme/status.h"
 #include "target/nvme/tcp_pdu.h"
-#include "target/stream_reader.h"
 #include "target/scsi/task.h"
+#include "target/stream_reader.h"
 
 namespace strata::nvme {
 
