@@ -26,8 +26,6 @@ class stream_reader {
   // failed first (what was read of them is lost with the connection).
   boost::asio::awaitable<bool> read(boost::asio::ip::tcp::socket& socket, boost::asio::mutable_buffer a,
                                     boost::asio::mutable_buffer b = {}, boost::asio::mutable_buffer c = {});
-  // Bytes received and not yet read.
-  std::size_t buffered() const noexcept { return end_ - begin_; }
 
  private:
   std::vector<std::uint8_t> buffer_;

@@ -1052,6 +1052,13 @@ TEST_CASE("scsi lun map: REPORT LUNS and the units behind it", "[target][scsi]")
   REQUIRE_FALSE(map.add(0, *r.unit));
   CHECK(map.add(0, other) == errc::invalid_argument);
   CHECK(map.add(16384, other) == errc::invalid_argument);
+  // What another loop reads (a transport's task management): the LUNs with a unit.
+  CHECK(map.mapped(0));
+  CHECK(map.mapped(300));
+  CHECK_FALSE(map.mapped(1));
+  CHECK_FALSE(map.mapped(299));
+  CHECK_FALSE(map.mapped(16384));
+  CHECK_FALSE(map.mapped(unaddressable_lun));
   auto via_map = [&](const cdb_bytes& cdb, std::uint64_t lun, std::span<const std::byte> out = {}) {
     return r.run_with([&](task& t) { map.execute(t); }, cdb, out, lun);
   };
@@ -1091,6 +1098,8 @@ TEST_CASE("scsi lun map: REPORT LUNS and the units behind it", "[target][scsi]")
   CHECK(all_zero(read_blocks(r.loop, *r.memory, 3, 2)));
 
   CHECK(map.remove(300));
+  CHECK_FALSE(map.mapped(300));
+  CHECK(map.mapped(0));
   CHECK(map.luns() == std::vector<std::uint16_t>{0});
   require_sense(*via_map(cdb10(0x28, 3, 2), 300), sense_key::illegal_request,
                 asc::lu_not_supported);
