@@ -33,9 +33,13 @@ packages=(
 # --pgbench: also what tools/pgbench/ needs (a real database on a Strata
 # LUN): PostgreSQL with pgbench, and qemu-storage-daemon (its FUSE export of
 # the LUN) with fuse3. Not needed to build or test.
-if [[ "${1:-}" == "--pgbench" ]]; then
-  packages+=(postgresql qemu-system-common fuse3)
-fi
+# --seedbench: what tools/seedbench/ needs besides: qemu-storage-daemon
+# (its NBD export of a LUN, for fio's NBD engine), PostgreSQL (the TPC-C-like
+# experiment) and matplotlib (the plots).
+case "${1:-}" in
+  --pgbench) packages+=(postgresql qemu-system-common fuse3) ;;
+  --seedbench) packages+=(postgresql qemu-system-common fuse3 python3-matplotlib) ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

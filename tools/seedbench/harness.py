@@ -1,0 +1,205 @@
+"""The pieces every seed experiment uses (README.md): a stratad built from a
+TOML file on an empty state directory, its LUN exported over NBD by
+qemu-storage-daemon (qemu's own iSCSI driver, libiscsi, is the initiator),
+fio jobs on that export, and the array's counters from the CLI.
+
+Everything a run creates lives under one directory in /var/tmp, removed when
+the run ends, however it ends: the simulated shelf writes real data into
+sparse files there.
+"""
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = Path(__file__).resolve().parent / "configs"
+TARGET = "iqn.2026-11.io.strata:array"
+
+
+class BenchError(Exception):
+    """A run that cannot go on: the words say what failed."""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def say(*words):
+    print(time.strftime("%H:%M:%S"), *words, flush=True)
+
+
+class Array:
+    """One stratad on an empty state directory, built from configs/NAME.toml,
+    and its LUN 0 as an NBD export. Use as a context manager."""
+
+    def __init__(self, config, workdir, stratad, cli, loops=2):
+        self.config = CONFIGS / (config + ".toml")
+        if not self.config.is_file():
+            raise BenchError(f"no configuration {self.config}")
+        self.name = config
+        self.dir = Path(tempfile.mkdtemp(prefix=config + ".", dir=workdir))
+        self.stratad, self.cli_path, self.loops = stratad, cli, loops
+        self.iscsi_port, self.api_port = free_port(), free_port()
+        self.procs = []
+        self.nbd_socket = self.dir / "nbd.sock"
+
+    def __enter__(self):
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _start(self):
+        out = open(self.dir / "stratad.out", "w")
+        err = open(self.dir / "stratad.err", "w")
+        array = subprocess.Popen([self.stratad, "--config", str(self.config), "--state-dir", str(self.dir / "state"),
+                                  "--iscsi", f"127.0.0.1:{self.iscsi_port}", "--nvme", "off",
+                                  "--grpc", f"127.0.0.1:{self.api_port}", "--loops", str(self.loops)],
+                                 stdout=out, stderr=err)
+        self.procs.append(array)
+        deadline = time.monotonic() + 300
+        while "stratad is ready" not in (self.dir / "stratad.out").read_text():
+            if array.poll() is not None:
+                raise BenchError(f"stratad ({self.name}) exited: " + (self.dir / "stratad.err").read_text()[-2000:])
+            if time.monotonic() > deadline:
+                raise BenchError(f"stratad ({self.name}) not ready in 300 s")
+            time.sleep(0.1)
+        qsd_out = open(self.dir / "qsd.out", "w")
+        qsd = subprocess.Popen(
+            ["qemu-storage-daemon", "--blockdev",
+             f"driver=iscsi,node-name=lun,transport=tcp,portal=127.0.0.1:{self.iscsi_port},target={TARGET},lun=0,"
+             "initiator-name=iqn.2026-11.io.strata:seedbench,cache.direct=on",
+             "--nbd-server", f"addr.type=unix,addr.path={self.nbd_socket}",
+             "--export", "type=nbd,id=nbd,node-name=lun,name=lun,writable=on"],
+            stdout=qsd_out, stderr=subprocess.STDOUT)
+        self.procs.append(qsd)
+        for _ in range(200):
+            if self.nbd_socket.exists() or qsd.poll() is not None:
+                break
+            time.sleep(0.1)
+        if not self.nbd_socket.exists():
+            raise BenchError("qemu-storage-daemon did not export the LUN: " + (self.dir / "qsd.out").read_text()[-2000:])
+
+    def close(self):
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(timeout=120)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        self.procs = []
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def cli(self, *args):
+        r = subprocess.run([self.cli_path, "--api", f"127.0.0.1:{self.api_port}", "--json", *args],
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            raise BenchError(f"strata {' '.join(args)}: {r.stderr.strip() or r.stdout.strip()}")
+        return json.loads(r.stdout) if r.stdout.strip() else {}
+
+    def volume_stats(self):
+        return self.cli("volume", "stats", "pools/p1/volumes/v1")
+
+    def pool_stats(self):
+        return self.cli("pool", "stats", "p1")
+
+    def fio(self, name, *args, logs=False):
+        """One fio run on the LUN; its JSON summary (and, with `logs`, the
+        per-second IOPS and latency logs' path prefix)."""
+        out = self.dir / (name + ".json")
+        cmd = ["fio", "--name=" + name, "--ioengine=nbd", f"--uri=nbd+unix:///lun?socket={self.nbd_socket}",
+               "--output-format=json", "--output=" + str(out), *args]
+        if logs:
+            cmd += ["--write_iops_log=" + str(self.dir / name), "--write_lat_log=" + str(self.dir / name),
+                    "--log_avg_msec=1000"]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise BenchError(f"fio {name}: {r.stderr.strip()[-2000:] or r.stdout.strip()[-2000:]}")
+        text = out.read_text()
+        try:  # fio may put its warnings ahead of the JSON
+            return json.loads(text[text.index("{"):]), self.dir / name
+        except ValueError:
+            raise BenchError(f"fio {name} wrote no JSON: {text[:2000]}") from None
+
+
+def summary(result):
+    """IOPS, the mean latency over reads and writes (ms), read mean and p99
+    (ms), write mean (ms), from one fio JSON result (all jobs summed)."""
+    iops = lat_sum = n = 0.0
+    read_lat, write_lat, read_p99 = [], [], []
+    for job in result["jobs"]:
+        for side, keep in (("read", read_lat), ("write", write_lat)):
+            s = job[side]
+            if s["total_ios"] == 0:
+                continue
+            iops += s["iops"]
+            lat_sum += s["clat_ns"]["mean"] * s["total_ios"]
+            n += s["total_ios"]
+            keep.append((s["clat_ns"]["mean"], s["total_ios"]))
+            if side == "read":
+                read_p99.append(s["clat_ns"]["percentile"]["99.000000"])
+    weighted = lambda xs: sum(m * c for m, c in xs) / sum(c for _, c in xs) / 1e6 if xs else 0.0
+    return {"iops": iops, "latency_ms": lat_sum / n / 1e6 if n else 0.0, "read_ms": weighted(read_lat),
+            "read_p99_ms": max(read_p99) / 1e6 if read_p99 else 0.0, "write_ms": weighted(write_lat)}
+
+
+def median_of(runs):
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+
+
+def per_second_log(prefix):
+    """fio's averaged per-job logs PREFIX.N.log (time ms, value, direction,
+    ...) summed over the jobs, as sorted (second, value) pairs."""
+    out = {}
+    for path in Path(prefix).parent.glob(Path(prefix).name + ".*.log"):
+        for line in path.read_text().splitlines():
+            f = [x.strip() for x in line.split(",")]
+            if len(f) >= 2:
+                second = round(int(f[0]) / 1000)
+                out[second] = out.get(second, 0) + int(f[1])
+    return sorted(out.items())
+
+
+class Sampler:
+    """Reads the volume's statistics every `period` seconds on a thread
+    while a run goes on: the cache hit fraction and the SSD tier's share
+    over time."""
+
+    def __init__(self, array, period=1.0):
+        self.array, self.period = array, period
+        self.samples = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self.t0 = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self):
+        while not self._stop.wait(self.period):
+            with contextlib.suppress(BenchError, subprocess.TimeoutExpired, json.JSONDecodeError):
+                s = self.array.volume_stats()
+                self.samples.append((time.monotonic() - self.t0, s))

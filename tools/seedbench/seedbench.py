@@ -1,0 +1,266 @@
+#!/usr/bin/python3
+"""The published hybrid-array results, reproduced on Strata (README.md).
+
+    tools/seedbench/seedbench.py [EXPERIMENT...] [--quick] [--repeat N] [--out DIR]
+                                 [--stratad PATH] [--cli PATH]
+
+EXPERIMENT: dothill (the default: all that are built). --quick shortens
+every phase, for trying the suite, not for figures.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
+import plots  # noqa: E402
+from harness import Array, BenchError, median_of, say, summary  # noqa: E402
+
+
+class Phases:
+    """How long each phase runs: the full suite's figures, or --quick's."""
+
+    def __init__(self, quick, repeat):
+        self.quick, self.repeat = quick, repeat
+        self.warmup_s = 40 if quick else 300
+        self.measure_s = 15 if quick else 60
+
+
+# ---------------------------------------------------------------------------
+# 1. Dot Hill AssuredSAN 4824 (Demartek, 2015): SQL Server OLTP on 20 x 10K
+#    HDDs in two RAID-6 groups; plus an SSD read cache; an SSD tier instead.
+
+DOTHILL_PUBLISHED = {  # configuration: (IOPS, latency ms)
+    "dothill-hdd": (5175, 18.0),
+    "dothill-cache": (15450, 4.0),
+    "dothill-tier": (23500, 2.0),  # "under 2 ms"
+}
+DOTHILL_DATA = "3338M"  # the 3.5 TB database, scaled down 1,000 times
+# SQL Server OLTP: 8 KiB, about 95% reads. The 30 users kept about 93 I/Os
+# in flight on the baseline (5,175 IOPS x 18 ms, Little's law): 30 jobs of
+# 3 here, each its own NBD connection (qemu's NBD server takes at most 16
+# requests from one). Which pages are hot the paper does not say: 80% of
+# the I/Os go to 20% of the data (fio's zoned distribution), the usual
+# rule for OLTP.
+OLTP = ["--rw=randrw", "--rwmixread=95", "--bs=8k", "--numjobs=30", "--iodepth=3", "--thread", "--group_reporting",
+        "--random_distribution=zoned:80/20:20/80", "--size=" + DOTHILL_DATA]
+
+
+def populate(a, size):
+    t0 = time.monotonic()
+    a.fio("populate", "--rw=write", "--bs=1m", "--iodepth=8", "--size=" + size)
+    say(f"{a.name}: {size} written in {time.monotonic() - t0:.0f} s")
+
+
+def warm_and_measure(a, phases, job, curve=None):
+    """The warm-up (its per-second IOPS and the volume's statistics each
+    second into `curve`), then `repeat` measured runs: their median."""
+    say(f"{a.name}: warming up for {phases.warmup_s} s")
+    with harness.Sampler(a) as sampler:
+        _, logs = a.fio("warmup", *job, "--time_based", f"--runtime={phases.warmup_s}", logs=True)
+    if curve is not None:
+        curve["iops"] = harness.per_second_log(str(logs) + "_iops")[:-1]  # the last second is partial
+        curve["stats"] = [(round(t, 1), s.get("cache_hit_fraction", 0.0), s.get("performance_tier_fraction", 0.0))
+                          for t, s in sampler.samples]
+    runs = []
+    for i in range(phases.repeat):
+        result, _ = a.fio(f"measure{i}", *job, "--time_based", f"--runtime={phases.measure_s}")
+        runs.append(summary(result))
+        say(f"{a.name}: run {i + 1}: {runs[-1]['iops']:.0f} IOPS, {runs[-1]['latency_ms']:.2f} ms")
+    figures = median_of(runs)
+    stats = a.volume_stats()
+    figures["cache_hit_fraction"] = stats.get("cache_hit_fraction", 0.0)
+    figures["performance_tier_fraction"] = stats.get("performance_tier_fraction", 0.0)
+    return figures
+
+
+def dothill(ctx):
+    results, curves = {}, {}
+    for config in DOTHILL_PUBLISHED:
+        with Array(config, ctx.workdir, ctx.stratad, ctx.cli) as a:
+            populate(a, DOTHILL_DATA)
+            if config == "dothill-tier":
+                a.cli("volume", "update", "pools/p1/volumes/v1", "--affinity", "auto")
+            curves[config] = {}
+            results[config] = warm_and_measure(a, ctx.phases, OLTP, curves[config])
+    base = results["dothill-hdd"]
+    pub_base = DOTHILL_PUBLISHED["dothill-hdd"]
+    rows = []
+    for config, (pub_iops, pub_ms) in DOTHILL_PUBLISHED.items():
+        r = results[config]
+        rows.append({"configuration": config, "published_iops": pub_iops, "published_ms": pub_ms,
+                     "published_iops_ratio": pub_iops / pub_base[0], "published_latency_ratio": pub_base[1] / pub_ms,
+                     "iops": r["iops"], "latency_ms": r["latency_ms"], "read_p99_ms": r["read_p99_ms"],
+                     "iops_ratio": r["iops"] / base["iops"], "latency_ratio": base["latency_ms"] / r["latency_ms"],
+                     "cache_hit_fraction": r["cache_hit_fraction"],
+                     "performance_tier_fraction": r["performance_tier_fraction"]})
+    print("\nDot Hill AssuredSAN 4824 (Demartek 2015), scaled 1:1000: 8 KiB OLTP, 95% reads, 30 users x 3 in flight, "
+          f"80/20 skew over {DOTHILL_DATA}, median of {ctx.phases.repeat} x {ctx.phases.measure_s} s")
+    print(f"{'configuration':<15}{'published':>22}{'ratio':>14}{'Strata':>24}{'ratio':>14}{'hits':>7}{'on SSD':>8}")
+    for r in rows:
+        print(f"{r['configuration']:<15}{r['published_iops']:>9,} IOPS {r['published_ms']:>5.1f} ms"
+              f"{r['published_iops_ratio']:>6.1f}x {r['published_latency_ratio']:>5.1f}x"
+              f"{r['iops']:>9,.0f} IOPS {r['latency_ms']:>6.2f} ms"
+              f"{r['iops_ratio']:>6.1f}x {r['latency_ratio']:>5.1f}x"
+              f"{r['cache_hit_fraction']:>7.0%}{r['performance_tier_fraction']:>8.0%}")
+    print("(ratios: IOPS over the all-HDD baseline's, and the baseline's latency over this one's)")
+    for r in rows[1:]:
+        what = r["configuration"].removeprefix("dothill-")
+        ctx.rows += [("Dot Hill 4824", f"{what}: IOPS over all-HDD", r["published_iops_ratio"], r["iops_ratio"]),
+                     ("Dot Hill 4824", f"{what}: latency reduction", r["published_latency_ratio"], r["latency_ratio"])]
+    ctx.save("dothill", {"rows": rows, "curves": curves})
+    plots.ratio_bars(ctx.out / "dothill.png", "Dot Hill AssuredSAN 4824 / Strata: OLTP over all-HDD RAID-6",
+                     [(r["configuration"].removeprefix("dothill-"), r["published_iops_ratio"], r["iops_ratio"],
+                       r["published_latency_ratio"], r["latency_ratio"]) for r in rows[1:]])
+    plots.warmup(ctx.out / "dothill-warmup.png", "Dot Hill OLTP: the warm-up of the cache and the tier",
+                 {k.removeprefix("dothill-"): v for k, v in curves.items()})
+
+
+# ---------------------------------------------------------------------------
+# 2. FlashSoft 3.7, write-through: fio 4 KiB random, 70% reads, with and
+#    without the SSD cache; and VM density, how many such workloads run at
+#    the baseline's latency with the cache.
+
+FLASHSOFT_PUBLISHED = {"iops_ratio": 2.4, "latency_ratio": 2.9, "density": 8}
+VM_BYTES = "256m"  # each workload ("VM") its own region of the volume
+VM_STEPS = (1, 2, 3, 4, 6, 8)
+
+
+def vms(n, seconds, ramp=0):
+    """n workloads of 4 KiB random I/O, 70% reads, 8 in flight, each over
+    its own VM_BYTES of the volume."""
+    job = ["--rw=randrw", "--rwmixread=70", "--bs=4k", "--iodepth=8", f"--numjobs={n}", "--thread", "--group_reporting",
+           "--size=" + VM_BYTES, "--offset_increment=" + VM_BYTES, "--time_based", f"--runtime={seconds}"]
+    return job + ([f"--ramp_time={ramp}"] if ramp else [])
+
+
+def flashsoft(ctx):
+    ph = ctx.phases
+    results = {}
+    for config in ("hdd10", "hdd10-cache"):
+        with Array(config, ctx.workdir, ctx.stratad, ctx.cli) as a:
+            populate(a, "2G")
+            if config == "hdd10-cache":
+                say(f"{a.name}: warming one workload's region for {ph.warmup_s // 2} s")
+                a.fio("warmup", *vms(1, ph.warmup_s // 2))
+            runs = [summary(a.fio(f"single{i}", *vms(1, ph.measure_s))[0]) for i in range(ph.repeat)]
+            single = median_of(runs)
+            single["cache_hit_fraction"] = a.volume_stats().get("cache_hit_fraction", 0.0)
+            say(f"{a.name}: one workload: {single['iops']:.0f} IOPS, {single['latency_ms']:.2f} ms")
+            steps = []
+            if config == "hdd10-cache":
+                for n in VM_STEPS:
+                    r = summary(a.fio(f"vms{n}", *vms(n, ph.measure_s + 10, ramp=10))[0])
+                    r["cache_hit_fraction"] = a.volume_stats().get("cache_hit_fraction", 0.0)
+                    steps.append((n, r))
+                    say(f"{a.name}: {n} workloads: {r['iops']:.0f} IOPS, {r['latency_ms']:.2f} ms, "
+                        f"{r['cache_hit_fraction']:.0%} hits")
+            results[config] = {"single": single, "steps": steps}
+    base, cached = results["hdd10"]["single"], results["hdd10-cache"]["single"]
+    iops_ratio, latency_ratio = cached["iops"] / base["iops"], base["latency_ms"] / cached["latency_ms"]
+    # VM density: the most workloads whose mean latency stays within the
+    # baseline's (one workload on the HDDs alone)
+    density = max([n for n, r in results["hdd10-cache"]["steps"] if r["latency_ms"] <= base["latency_ms"]], default=0)
+    print(f"\nFlashSoft 3.7 write-through: fio 4 KiB random, 70% reads, 8 in flight per workload over {VM_BYTES} each, "
+          f"median of {ph.repeat} x {ph.measure_s} s")
+    print(f"  all-HDD:        {base['iops']:8,.0f} IOPS {base['latency_ms']:7.2f} ms")
+    print(f"  with the cache: {cached['iops']:8,.0f} IOPS {cached['latency_ms']:7.2f} ms "
+          f"({cached['cache_hit_fraction']:.0%} of reads hit)")
+    print(f"  IOPS {iops_ratio:.1f}x (published {FLASHSOFT_PUBLISHED['iops_ratio']}x), "
+          f"latency {latency_ratio:.1f}x lower (published {FLASHSOFT_PUBLISHED['latency_ratio']}x)")
+    print(f"  workloads at the baseline's latency ({base['latency_ms']:.2f} ms) with the cache: {density} "
+          f"(published {FLASHSOFT_PUBLISHED['density']}x)")
+    for n, r in results["hdd10-cache"]["steps"]:
+        print(f"    {n} workloads: {r['iops']:8,.0f} IOPS {r['latency_ms']:7.2f} ms, {r['cache_hit_fraction']:.0%} hits")
+    ctx.rows += [("FlashSoft 3.7 WT", "IOPS over all-HDD", FLASHSOFT_PUBLISHED["iops_ratio"], iops_ratio),
+                 ("FlashSoft 3.7 WT", "latency reduction", FLASHSOFT_PUBLISHED["latency_ratio"], latency_ratio),
+                 ("FlashSoft 3.7 WT", "workloads at baseline latency", FLASHSOFT_PUBLISHED["density"], density)]
+    ctx.save("flashsoft", {"results": results, "iops_ratio": iops_ratio, "latency_ratio": latency_ratio,
+                           "density": density})
+    plots.density(ctx.out / "flashsoft-density.png", "FlashSoft 3.7 / Strata: workloads added with the read cache",
+                  [(n, r["iops"], r["latency_ms"]) for n, r in results["hdd10-cache"]["steps"]], base["latency_ms"])
+
+
+# ---------------------------------------------------------------------------
+# 4. Fusion-io directCache in front of an iSCSI array: a working set the
+#    cache holds, read at random: IOPS and latency against the array alone,
+#    and the warm-up from a cold cache.
+
+DIRECTCACHE_PUBLISHED = {"iops_ratio": 17.0, "latency_ratio": 22.0}
+WORKING_SET = "512m"  # fits the 762 MiB cache
+READS = ["--rw=randread", "--bs=4k", "--numjobs=4", "--iodepth=4", "--thread", "--group_reporting",
+         "--size=" + WORKING_SET]
+
+
+def directcache(ctx):
+    ph = ctx.phases
+    results, curve = {}, {}
+    for config in ("hdd10", "hdd10-cache"):
+        with Array(config, ctx.workdir, ctx.stratad, ctx.cli) as a:
+            populate(a, WORKING_SET)
+            results[config] = warm_and_measure(a, ph, READS, curve if config == "hdd10-cache" else None)
+    base, cached = results["hdd10"], results["hdd10-cache"]
+    iops_ratio, latency_ratio = cached["iops"] / base["iops"], base["read_ms"] / cached["read_ms"]
+    print(f"\ndirectCache: 4 KiB random reads, 16 in flight, over a {WORKING_SET} working set, "
+          f"median of {ph.repeat} x {ph.measure_s} s after {ph.warmup_s} s of warm-up")
+    print(f"  the array alone: {base['iops']:8,.0f} IOPS {base['read_ms']:7.2f} ms")
+    print(f"  with the cache:  {cached['iops']:8,.0f} IOPS {cached['read_ms']:7.2f} ms "
+          f"({cached['cache_hit_fraction']:.0%} of reads hit)")
+    print(f"  read IOPS {iops_ratio:.1f}x (published {DIRECTCACHE_PUBLISHED['iops_ratio']:.0f}x), "
+          f"read latency {latency_ratio:.1f}x lower (published {DIRECTCACHE_PUBLISHED['latency_ratio']:.0f}x)")
+    ctx.rows += [("directCache", "read IOPS over the array", DIRECTCACHE_PUBLISHED["iops_ratio"], iops_ratio),
+                 ("directCache", "read latency reduction", DIRECTCACHE_PUBLISHED["latency_ratio"], latency_ratio)]
+    ctx.save("directcache", {"results": results, "curve": curve})
+    plots.warmup(ctx.out / "directcache-warmup.png", "directCache / Strata: 4 KiB random reads from a cold cache",
+                 {"cache": curve}, baseline_iops=base["iops"])
+
+
+EXPERIMENTS = {"dothill": dothill, "flashsoft": flashsoft, "directcache": directcache}
+
+
+class Context:
+    def __init__(self, args):
+        self.stratad, self.cli = args.stratad, args.cli
+        self.phases = Phases(args.quick, args.repeat)
+        self.out = Path(args.out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.workdir = "/var/tmp"
+        self.rows = []  # (experiment, figure, published, Strata's): the closing table
+
+    def save(self, name, data):
+        (self.out / (name + ".json")).write_text(json.dumps(data, indent=1))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("experiments", nargs="*", metavar="EXPERIMENT", help=", ".join(EXPERIMENTS))
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--out", default=str(harness.ROOT / "build" / "seedbench"))
+    p.add_argument("--stratad", default=str(harness.ROOT / "build" / "release" / "controller" / "stratad"))
+    p.add_argument("--cli", default=str(harness.ROOT / "build" / "release" / "tools" / "strata"))
+    args = p.parse_args()
+    for tool in (args.stratad, args.cli):
+        if not os.access(tool, os.X_OK):
+            sys.exit(f"seedbench: {tool} is not built (cmake --build build/release)")
+    unknown = [e for e in args.experiments if e not in EXPERIMENTS]
+    if unknown:
+        sys.exit(f"seedbench: no experiment {', '.join(unknown)} (there are: {', '.join(EXPERIMENTS)})")
+    ctx = Context(args)
+    for name in args.experiments or list(EXPERIMENTS):
+        try:
+            EXPERIMENTS[name](ctx)
+        except BenchError as e:
+            sys.exit(f"seedbench: {name}: {e}")
+    print(f"\n{'experiment':<18}{'figure':<34}{'published':>10}{'Strata':>9}{'of it':>8}")
+    for experiment, figure, published, ours in ctx.rows:
+        print(f"{experiment:<18}{figure:<34}{published:>9.1f}x{ours:>8.1f}x{ours / published:>8.0%}")
+    ctx.save("summary", {"rows": ctx.rows})
+    say(f"results and plots in {ctx.out}")
+
+
+if __name__ == "__main__":
+    main()
