@@ -188,7 +188,9 @@ fio_at fill --rw=write --bs=1m --iodepth=8 || die "fio could not write the regio
 oltp() {
   drained
   s pool update p1 --write-cache "$1" >/dev/null || die "pool update failed"
-  fio_at "oltp.$1.$2" --rw=randrw --rwmixread=95 --bs=8k --iodepth=90 --random_distribution=zipf:1.1 \
+  # 6 jobs x 15: qemu's NBD server takes at most 16 requests from one connection
+  fio_at "oltp.$1.$2" --rw=randrw --rwmixread=95 --bs=8k --numjobs=6 --iodepth=15 --thread --group_reporting \
+    --random_distribution=zipf:1.1 \
     --time_based --runtime="$oltp_seconds" || die "fio failed"
   python3 - "$state/logs/oltp.$1.$2.json" <<'PY'
 import json, sys
