@@ -121,28 +121,56 @@ class Array:
     def pool_stats(self):
         return self.cli("pool", "stats", "p1")
 
+    def cpu_seconds(self):
+        """CPU time so far: stratad's, qemu-storage-daemon's, and the
+        machine's busy and total (all cores), in seconds."""
+        tick = os.sysconf("SC_CLK_TCK")
+
+        def of(pid):
+            try:
+                f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                return (int(f[11]) + int(f[12])) / tick
+            except (OSError, IndexError, ValueError):
+                return 0.0
+        cpu = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        idle = cpu[3] + cpu[4]
+        return {"stratad": of(self.procs[0].pid), "qsd": of(self.procs[1].pid) if len(self.procs) > 1 else 0.0,
+                "busy": (sum(cpu) - idle) / tick, "total": sum(cpu) / tick}
+
     def fio(self, name, *args, logs=False):
-        """One fio run on the LUN; its JSON summary (and, with `logs`, the
-        per-second IOPS and latency logs' path prefix)."""
+        """One fio run on the LUN; its JSON summary, with the CPU the run
+        took under "cpu" (stratad's and qemu-storage-daemon's cores, the
+        machine's busy fraction), and, with `logs`, the per-second IOPS and
+        latency logs' path prefix."""
         out = self.dir / (name + ".json")
         cmd = ["fio", "--name=" + name, "--ioengine=nbd", f"--uri=nbd+unix:///lun?socket={self.nbd_socket}",
                "--output-format=json", "--output=" + str(out), *args]
         if logs:
             cmd += ["--write_iops_log=" + str(self.dir / name), "--write_lat_log=" + str(self.dir / name),
                     "--log_avg_msec=1000"]
+        before, t0 = self.cpu_seconds(), time.monotonic()
         r = subprocess.run(cmd, capture_output=True, text=True)
+        after, wall = self.cpu_seconds(), time.monotonic() - t0
         if r.returncode != 0:
             raise BenchError(f"fio {name}: {r.stderr.strip()[-2000:] or r.stdout.strip()[-2000:]}")
         text = out.read_text()
         try:  # fio may put its warnings ahead of the JSON
-            return json.loads(text[text.index("{"):]), self.dir / name
+            result = json.loads(text[text.index("{"):])
+        except ValueError:
+            raise BenchError(f"fio {name} wrote no JSON: {text[:2000]}") from None
+        result["cpu"] = {"stratad_cores": (after["stratad"] - before["stratad"]) / wall,
+                         "qsd_cores": (after["qsd"] - before["qsd"]) / wall,
+                         "machine_busy": (after["busy"] - before["busy"]) / max(1e-9, after["total"] - before["total"])}
+        return result, self.dir / name
         except ValueError:
             raise BenchError(f"fio {name} wrote no JSON: {text[:2000]}") from None
 
 
 def summary(result):
     """IOPS, the mean latency over reads and writes (ms), read mean and p99
-    (ms), write mean (ms), from one fio JSON result (all jobs summed)."""
+    (ms), write mean (ms), from one fio JSON result (all jobs summed); and
+    the CPU: stratad's and qemu-storage-daemon's cores, stratad's CPU per
+    I/O (µs), the machine's busy fraction."""
     iops = lat_sum = n = 0.0
     read_lat, write_lat, read_p99 = [], [], []
     for job in result["jobs"]:
@@ -157,8 +185,12 @@ def summary(result):
             if side == "read":
                 read_p99.append(s["clat_ns"]["percentile"]["99.000000"])
     weighted = lambda xs: sum(m * c for m, c in xs) / sum(c for _, c in xs) / 1e6 if xs else 0.0
+    cpu = result.get("cpu", {})
     return {"iops": iops, "latency_ms": lat_sum / n / 1e6 if n else 0.0, "read_ms": weighted(read_lat),
-            "read_p99_ms": max(read_p99) / 1e6 if read_p99 else 0.0, "write_ms": weighted(write_lat)}
+            "read_p99_ms": max(read_p99) / 1e6 if read_p99 else 0.0, "write_ms": weighted(write_lat),
+            "stratad_cores": cpu.get("stratad_cores", 0.0), "qsd_cores": cpu.get("qsd_cores", 0.0),
+            "machine_busy": cpu.get("machine_busy", 0.0),
+            "stratad_us_per_io": cpu.get("stratad_cores", 0.0) / iops * 1e6 if iops else 0.0}
 
 
 def median_of(runs):

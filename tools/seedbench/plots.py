@@ -54,19 +54,53 @@ def warmup(path, title, curves, baseline_iops=None):
     plt.close(fig)
 
 
-def density(path, title, steps, baseline_ms):
-    """steps: (workloads, IOPS, mean latency ms) with the cache; the
+def density(path, title, variants):
+    """variants: {name: ([(workloads, IOPS, mean latency ms)] with the
+    cache, the baseline's latency)}: latency against workloads, and the
     baseline's latency as the line to stay under."""
-    fig, ax = plt.subplots(figsize=(7, 3.8))
-    ax.plot([n for n, _, _ in steps], [ms for _, _, ms in steps], "o-", label="latency with the cache")
-    ax.axhline(baseline_ms, color="black", linestyle=":", label="one workload on the HDDs alone")
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    for i, (name, (steps, baseline_ms)) in enumerate(variants.items()):
+        color = ("#2b6cb0", "#c05621", "#2f855a")[i % 3]
+        ax.plot([n for n, _, _ in steps], [ms for _, _, ms in steps], "o-", color=color, label=name + ": with the cache")
+        ax.axhline(baseline_ms, color=color, linestyle=":", label=name + ": one workload, no cache")
     ax.set_xlabel("concurrent workloads (4 KiB, 70% reads, 8 in flight each)")
     ax.set_ylabel("mean latency (ms)")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def scaling(path, title, steps):
+    """steps: (workloads, IOPS, mean latency ms)."""
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    ax.plot([n for n, _, _ in steps], [i for _, i, _ in steps], "o-", label="IOPS")
+    ax.set_xlabel("concurrent workloads")
+    ax.set_ylabel("IOPS")
     twin = ax.twinx()
-    twin.plot([n for n, _, _ in steps], [i for _, i, _ in steps], "s--", color="#888888", label="IOPS")
-    twin.set_ylabel("IOPS")
+    twin.plot([n for n, _, _ in steps], [ms for _, _, ms in steps], "s--", color="#c05621", label="mean latency")
+    twin.set_ylabel("mean latency (ms)")
     ax.legend(loc="upper left", fontsize=8)
     twin.legend(loc="lower right", fontsize=8)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def soak(path, title, minutes):
+    """minutes: {0: [(minute, read ms)], 1: [(minute, write ms)]}."""
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    for direction, name in ((0, "reads"), (1, "writes")):
+        points = minutes.get(direction, [])[:-1]
+        if points:
+            ax.plot([m for m, _ in points], [ms for _, ms in points], ".-", label=name)
+    ax.set_xlabel("minute")
+    ax.set_ylabel("mean latency (ms)")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

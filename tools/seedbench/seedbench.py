@@ -1,15 +1,17 @@
 #!/usr/bin/python3
 """The published hybrid-array results, reproduced on Strata (README.md).
 
-    tools/seedbench/seedbench.py [EXPERIMENT...] [--quick] [--repeat N] [--out DIR]
+    tools/seedbench/seedbench.py [EXPERIMENT...] [--quick] [--long] [--repeat N] [--out DIR]
                                  [--stratad PATH] [--cli PATH]
 
-EXPERIMENT: dothill (the default: all that are built). --quick shortens
+EXPERIMENT: dothill, flashsoft, directcache, vsan (default: all). --long
+runs the vSAN soak for 3 hours (else 10 minutes). --quick shortens
 every phase, for trying the suite, not for figures.
 """
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -25,8 +27,8 @@ class Phases:
 
     def __init__(self, quick, repeat):
         self.quick, self.repeat = quick, repeat
-        self.warmup_s = 40 if quick else 300
-        self.measure_s = 15 if quick else 60
+        self.warmup_s = 40 if quick else 240
+        self.measure_s = 15 if quick else 45
 
 
 # ---------------------------------------------------------------------------
@@ -49,6 +51,20 @@ OLTP = ["--rw=randrw", "--rwmixread=95", "--bs=8k", "--numjobs=30", "--iodepth=3
         "--random_distribution=zoned:80/20:20/80", "--size=" + DOTHILL_DATA]
 
 
+REPORT = []  # what the tables said, for report.md
+
+
+def report(line=""):
+    print(line, flush=True)
+    REPORT.append(line)
+
+
+def describe(r):
+    return (f"{r['iops']:,.0f} IOPS, {r['latency_ms']:.2f} ms (reads {r['read_ms']:.2f}, writes {r['write_ms']:.2f}); "
+            f"CPU: stratad {r['stratad_cores']:.2f} cores ({r['stratad_us_per_io']:.0f} µs/IO), "
+            f"qemu {r['qsd_cores']:.2f}, machine {r['machine_busy']:.0%} busy")
+
+
 def populate(a, size):
     t0 = time.monotonic()
     a.fio("populate", "--rw=write", "--bs=1m", "--iodepth=8", "--size=" + size)
@@ -69,7 +85,7 @@ def warm_and_measure(a, phases, job, curve=None):
     for i in range(phases.repeat):
         result, _ = a.fio(f"measure{i}", *job, "--time_based", f"--runtime={phases.measure_s}")
         runs.append(summary(result))
-        say(f"{a.name}: run {i + 1}: {runs[-1]['iops']:.0f} IOPS, {runs[-1]['latency_ms']:.2f} ms")
+        say(f"{a.name}: run {i + 1}: {describe(runs[-1])}")
     figures = median_of(runs)
     stats = a.volume_stats()
     figures["cache_hit_fraction"] = stats.get("cache_hit_fraction", 0.0)
@@ -96,17 +112,21 @@ def dothill(ctx):
                      "iops": r["iops"], "latency_ms": r["latency_ms"], "read_p99_ms": r["read_p99_ms"],
                      "iops_ratio": r["iops"] / base["iops"], "latency_ratio": base["latency_ms"] / r["latency_ms"],
                      "cache_hit_fraction": r["cache_hit_fraction"],
-                     "performance_tier_fraction": r["performance_tier_fraction"]})
-    print("\nDot Hill AssuredSAN 4824 (Demartek 2015), scaled 1:1000: 8 KiB OLTP, 95% reads, 30 users x 3 in flight, "
+                     "performance_tier_fraction": r["performance_tier_fraction"], "stratad_cores": r["stratad_cores"],
+                     "machine_busy": r["machine_busy"], "read_ms": r["read_ms"], "write_ms": r["write_ms"]})
+    report("\nDot Hill AssuredSAN 4824 (Demartek 2015), scaled 1:1000: 8 KiB OLTP, 95% reads, 30 users x 3 in flight, "
           f"80/20 skew over {DOTHILL_DATA}, median of {ctx.phases.repeat} x {ctx.phases.measure_s} s")
-    print(f"{'configuration':<15}{'published':>22}{'ratio':>14}{'Strata':>24}{'ratio':>14}{'hits':>7}{'on SSD':>8}")
+    report(f"{'configuration':<15}{'published':>22}{'ratio':>14}{'Strata':>24}{'ratio':>14}{'hits':>7}{'on SSD':>8}"
+          f"{'stratad':>9}{'machine':>9}")
     for r in rows:
-        print(f"{r['configuration']:<15}{r['published_iops']:>9,} IOPS {r['published_ms']:>5.1f} ms"
+        report(f"{r['configuration']:<15}{r['published_iops']:>9,} IOPS {r['published_ms']:>5.1f} ms"
               f"{r['published_iops_ratio']:>6.1f}x {r['published_latency_ratio']:>5.1f}x"
               f"{r['iops']:>9,.0f} IOPS {r['latency_ms']:>6.2f} ms"
               f"{r['iops_ratio']:>6.1f}x {r['latency_ratio']:>5.1f}x"
-              f"{r['cache_hit_fraction']:>7.0%}{r['performance_tier_fraction']:>8.0%}")
-    print("(ratios: IOPS over the all-HDD baseline's, and the baseline's latency over this one's)")
+              f"{r['cache_hit_fraction']:>7.0%}{r['performance_tier_fraction']:>8.0%}"
+              f"{r['stratad_cores']:>9.2f}{r['machine_busy']:>9.0%}")
+    report("(ratios: IOPS over the all-HDD baseline's, and the baseline's latency over this one's; hits: reads the"
+          " cache served; on SSD: reads the SSD tier served; stratad: its CPU in cores; machine: all CPUs' busy share)")
     for r in rows[1:]:
         what = r["configuration"].removeprefix("dothill-")
         ctx.rows += [("Dot Hill 4824", f"{what}: IOPS over all-HDD", r["published_iops_ratio"], r["iops_ratio"]),
@@ -126,7 +146,7 @@ def dothill(ctx):
 
 FLASHSOFT_PUBLISHED = {"iops_ratio": 2.4, "latency_ratio": 2.9, "density": 8}
 VM_BYTES = "256m"  # each workload ("VM") its own region of the volume
-VM_STEPS = (1, 2, 3, 4, 6, 8)
+VM_STEPS = (1, 2, 4, 8)
 
 
 def vms(n, seconds, ramp=0):
@@ -137,51 +157,63 @@ def vms(n, seconds, ramp=0):
     return job + ([f"--ramp_time={ramp}"] if ramp else [])
 
 
-def flashsoft(ctx):
+# The array behind FlashSoft's tests is not described; two readings of it:
+# the HDDs with no write cache (every write a RAID-6 read-modify-write),
+# and the HDDs behind the array's own write cache (the pool's write log).
+FLASHSOFT_VARIANTS = (("RAID-6 written through", "hdd10", "hdd10-cache"),
+                      ("behind the array's write cache", "hdd10-wlog", "hdd10-cache-wlog"))
+
+
+def flashsoft_variant(ctx, what, hdd, cached_config):
     ph = ctx.phases
     results = {}
-    for config in ("hdd10", "hdd10-cache"):
+    for config in (hdd, cached_config):
         with Array(config, ctx.workdir, ctx.stratad, ctx.cli) as a:
             populate(a, "2G")
-            if config == "hdd10-cache":
+            if config == cached_config:
                 say(f"{a.name}: warming one workload's region for {ph.warmup_s // 2} s")
                 a.fio("warmup", *vms(1, ph.warmup_s // 2))
             runs = [summary(a.fio(f"single{i}", *vms(1, ph.measure_s))[0]) for i in range(ph.repeat)]
             single = median_of(runs)
             single["cache_hit_fraction"] = a.volume_stats().get("cache_hit_fraction", 0.0)
-            say(f"{a.name}: one workload: {single['iops']:.0f} IOPS, {single['latency_ms']:.2f} ms")
+            say(f"{a.name}: one workload: {describe(single)}")
             steps = []
-            if config == "hdd10-cache":
+            if config == cached_config:
                 for n in VM_STEPS:
                     r = summary(a.fio(f"vms{n}", *vms(n, ph.measure_s + 10, ramp=10))[0])
                     r["cache_hit_fraction"] = a.volume_stats().get("cache_hit_fraction", 0.0)
                     steps.append((n, r))
-                    say(f"{a.name}: {n} workloads: {r['iops']:.0f} IOPS, {r['latency_ms']:.2f} ms, "
-                        f"{r['cache_hit_fraction']:.0%} hits")
+                    say(f"{a.name}: {n} workloads: {describe(r)}, {r['cache_hit_fraction']:.0%} hits")
             results[config] = {"single": single, "steps": steps}
-    base, cached = results["hdd10"]["single"], results["hdd10-cache"]["single"]
+    base, cached = results[hdd]["single"], results[cached_config]["single"]
     iops_ratio, latency_ratio = cached["iops"] / base["iops"], base["latency_ms"] / cached["latency_ms"]
     # VM density: the most workloads whose mean latency stays within the
     # baseline's (one workload on the HDDs alone)
-    density = max([n for n, r in results["hdd10-cache"]["steps"] if r["latency_ms"] <= base["latency_ms"]], default=0)
-    print(f"\nFlashSoft 3.7 write-through: fio 4 KiB random, 70% reads, 8 in flight per workload over {VM_BYTES} each, "
-          f"median of {ph.repeat} x {ph.measure_s} s")
-    print(f"  all-HDD:        {base['iops']:8,.0f} IOPS {base['latency_ms']:7.2f} ms")
-    print(f"  with the cache: {cached['iops']:8,.0f} IOPS {cached['latency_ms']:7.2f} ms "
-          f"({cached['cache_hit_fraction']:.0%} of reads hit)")
-    print(f"  IOPS {iops_ratio:.1f}x (published {FLASHSOFT_PUBLISHED['iops_ratio']}x), "
-          f"latency {latency_ratio:.1f}x lower (published {FLASHSOFT_PUBLISHED['latency_ratio']}x)")
-    print(f"  workloads at the baseline's latency ({base['latency_ms']:.2f} ms) with the cache: {density} "
-          f"(published {FLASHSOFT_PUBLISHED['density']}x)")
-    for n, r in results["hdd10-cache"]["steps"]:
-        print(f"    {n} workloads: {r['iops']:8,.0f} IOPS {r['latency_ms']:7.2f} ms, {r['cache_hit_fraction']:.0%} hits")
-    ctx.rows += [("FlashSoft 3.7 WT", "IOPS over all-HDD", FLASHSOFT_PUBLISHED["iops_ratio"], iops_ratio),
-                 ("FlashSoft 3.7 WT", "latency reduction", FLASHSOFT_PUBLISHED["latency_ratio"], latency_ratio),
-                 ("FlashSoft 3.7 WT", "workloads at baseline latency", FLASHSOFT_PUBLISHED["density"], density)]
-    ctx.save("flashsoft", {"results": results, "iops_ratio": iops_ratio, "latency_ratio": latency_ratio,
-                           "density": density})
+    density = max([n for n, r in results[cached_config]["steps"] if r["latency_ms"] <= base["latency_ms"]], default=0)
+    report(f"\nFlashSoft 3.7 write-through, {what}: fio 4 KiB random, 70% reads, 8 in flight per workload over "
+           f"{VM_BYTES} each, median of {ph.repeat} x {ph.measure_s} s")
+    report(f"  all-HDD:        {describe(base)}")
+    report(f"  with the cache: {describe(cached)}; {cached['cache_hit_fraction']:.0%} of reads hit")
+    report(f"  IOPS {iops_ratio:.1f}x (published {FLASHSOFT_PUBLISHED['iops_ratio']}x), "
+           f"latency {latency_ratio:.1f}x lower (published {FLASHSOFT_PUBLISHED['latency_ratio']}x)")
+    report(f"  workloads at the baseline's latency ({base['latency_ms']:.2f} ms) with the cache: {density} "
+           f"(published {FLASHSOFT_PUBLISHED['density']}x)")
+    for n, r in results[cached_config]["steps"]:
+        report(f"    {n} workloads: {describe(r)}; {r['cache_hit_fraction']:.0%} hits")
+    label = "FlashSoft WT" + (" +wc" if "wlog" in hdd else "")
+    ctx.rows += [(label, "IOPS over all-HDD", FLASHSOFT_PUBLISHED["iops_ratio"], iops_ratio),
+                 (label, "latency reduction", FLASHSOFT_PUBLISHED["latency_ratio"], latency_ratio),
+                 (label, "workloads at baseline latency", FLASHSOFT_PUBLISHED["density"], density)]
+    return {"what": what, "results": results, "iops_ratio": iops_ratio, "latency_ratio": latency_ratio,
+            "density": density, "baseline_ms": base["latency_ms"]}
+
+
+def flashsoft(ctx):
+    variants = [flashsoft_variant(ctx, *v) for v in FLASHSOFT_VARIANTS]
+    ctx.save("flashsoft", {"variants": variants})
     plots.density(ctx.out / "flashsoft-density.png", "FlashSoft 3.7 / Strata: workloads added with the read cache",
-                  [(n, r["iops"], r["latency_ms"]) for n, r in results["hdd10-cache"]["steps"]], base["latency_ms"])
+                  {v["what"]: ([(n, r["iops"], r["latency_ms"]) for n, r in v["results"][c]["steps"]], v["baseline_ms"])
+                   for v, (_, _, c) in zip(variants, FLASHSOFT_VARIANTS)})
 
 
 # ---------------------------------------------------------------------------
@@ -204,12 +236,11 @@ def directcache(ctx):
             results[config] = warm_and_measure(a, ph, READS, curve if config == "hdd10-cache" else None)
     base, cached = results["hdd10"], results["hdd10-cache"]
     iops_ratio, latency_ratio = cached["iops"] / base["iops"], base["read_ms"] / cached["read_ms"]
-    print(f"\ndirectCache: 4 KiB random reads, 16 in flight, over a {WORKING_SET} working set, "
+    report(f"\ndirectCache: 4 KiB random reads, 16 in flight, over a {WORKING_SET} working set, "
           f"median of {ph.repeat} x {ph.measure_s} s after {ph.warmup_s} s of warm-up")
-    print(f"  the array alone: {base['iops']:8,.0f} IOPS {base['read_ms']:7.2f} ms")
-    print(f"  with the cache:  {cached['iops']:8,.0f} IOPS {cached['read_ms']:7.2f} ms "
-          f"({cached['cache_hit_fraction']:.0%} of reads hit)")
-    print(f"  read IOPS {iops_ratio:.1f}x (published {DIRECTCACHE_PUBLISHED['iops_ratio']:.0f}x), "
+    report(f"  the array alone: {describe(base)}")
+    report(f"  with the cache:  {describe(cached)}; {cached['cache_hit_fraction']:.0%} of reads hit")
+    report(f"  read IOPS {iops_ratio:.1f}x (published {DIRECTCACHE_PUBLISHED['iops_ratio']:.0f}x), "
           f"read latency {latency_ratio:.1f}x lower (published {DIRECTCACHE_PUBLISHED['latency_ratio']:.0f}x)")
     ctx.rows += [("directCache", "read IOPS over the array", DIRECTCACHE_PUBLISHED["iops_ratio"], iops_ratio),
                  ("directCache", "read latency reduction", DIRECTCACHE_PUBLISHED["latency_ratio"], latency_ratio)]
@@ -218,13 +249,99 @@ def directcache(ctx):
                  {"cache": curve}, baseline_iops=base["iops"])
 
 
-EXPERIMENTS = {"dothill": dothill, "flashsoft": flashsoft, "directcache": directcache}
+# ---------------------------------------------------------------------------
+# 5. VMware vSAN with SQL Server: latency flat over hours at a steady load
+#    (a soak: --long makes it 3 hours), and IOPS as workloads are added
+#    until the array saturates.
+
+VSAN_WORKLOADS = (1, 2, 4, 6, 8, 12, 16)
+VSAN_REGION = "208m"  # each workload's own database: 16 of them fill the 3.5 GB
+
+
+def sql_vms(n, seconds, ramp=0, rate_iops=0):
+    """n SQL Server-like workloads (the Dot Hill OLTP mix, 8 in flight each),
+    each over its own region; `rate_iops`: each one held to that rate."""
+    job = ["--rw=randrw", "--rwmixread=95", "--bs=8k", "--iodepth=8", f"--numjobs={n}", "--thread", "--group_reporting",
+           "--random_distribution=zoned:80/20:20/80", "--size=" + VSAN_REGION, "--offset_increment=" + VSAN_REGION,
+           "--time_based", f"--runtime={seconds}"]
+    # A rate per direction, in the mix's proportions: one cap for both would
+    # let fio issue writes in place of throttled reads.
+    rate = [f"--rate_iops={max(1, round(rate_iops * 0.95))},{max(1, round(rate_iops * 0.05))}"] if rate_iops else []
+    return job + ([f"--ramp_time={ramp}"] if ramp else []) + rate
+
+
+def minute_latencies(prefix):
+    """fio's per-job latency logs averaged per minute (PREFIX_clat.N.log):
+    {direction: [(minute, mean ms over the jobs)]}, 0 reads, 1 writes."""
+    sums = {}
+    for path in Path(prefix).parent.glob(Path(prefix).name + "_clat.*.log"):
+        for line in path.read_text().splitlines():
+            f = [x.strip() for x in line.split(",")]
+            if len(f) >= 3:
+                key = (int(f[2]), round(int(f[0]) / 60000))
+                total, count = sums.get(key, (0, 0))
+                sums[key] = (total + int(f[1]), count + 1)
+    out = {}
+    for (direction, minute), (total, count) in sorted(sums.items()):
+        out.setdefault(direction, []).append((minute, total / count / 1e6))
+    return out
+
+
+def vsan(ctx):
+    ph = ctx.phases
+    soak_s = 3 * 3600 if ctx.long else (120 if ph.quick else 600)
+    with Array("vsan", ctx.workdir, ctx.stratad, ctx.cli) as a:
+        populate(a, DOTHILL_DATA)
+        a.cli("volume", "update", "pools/p1/volumes/v1", "--affinity", "auto")
+        say(f"{a.name}: warming up for {ph.warmup_s} s")
+        a.fio("warmup", *sql_vms(max(VSAN_WORKLOADS), ph.warmup_s))
+        steps = []
+        for n in VSAN_WORKLOADS:
+            r = summary(a.fio(f"vms{n}", *sql_vms(n, ph.measure_s + 10, ramp=10))[0])
+            steps.append((n, r))
+            say(f"{a.name}: {n} workloads: {describe(r)}")
+        # Saturation: the fewest workloads that reach 95% of the peak. The
+        # soak runs at half the peak, as a steady production load would.
+        peak = max(r["iops"] for _, r in steps)
+        saturated = next(n for n, r in steps if r["iops"] >= 0.95 * peak)
+        soak_vms = 8
+        per_vm = max(1, int(peak / 2 / soak_vms))
+        say(f"{a.name}: soak for {soak_s} s: {soak_vms} workloads at {per_vm} IOPS each")
+        result, _ = a.fio("soak", *sql_vms(soak_vms, soak_s, rate_iops=per_vm),
+                          "--write_lat_log=" + str(a.dir / "soak"), "--log_avg_msec=60000")
+        soak = summary(result)
+        minutes = minute_latencies(a.dir / "soak")
+    reads = [ms for _, ms in minutes.get(0, [])[:-1]]  # the last minute is partial
+    spread = {"min_ms": min(reads), "max_ms": max(reads), "mean_ms": statistics.mean(reads),
+              "stdev_ms": statistics.pstdev(reads)} if reads else {}
+    report(f"\nvSAN-like: the Dot Hill array with its SSD tier and a write log; SQL Server-like workloads "
+          f"(8 KiB OLTP, 95% reads, 8 in flight each, each over its own {VSAN_REGION})")
+    report("IOPS as workloads are added:")
+    for n, r in steps:
+        report(f"    {n:>2} workloads: {describe(r)}")
+    report(f"  saturated at {saturated} workloads ({peak:,.0f} IOPS at the peak)")
+    report(f"soak: {soak_vms} workloads at {per_vm} IOPS each (half the peak), {soak_s / 60:.0f} minutes: "
+          f"{soak['iops']:,.0f} IOPS, {soak['latency_ms']:.2f} ms mean")
+    if spread:
+        report(f"  read latency per minute: {spread['min_ms']:.2f} to {spread['max_ms']:.2f} ms, "
+              f"mean {spread['mean_ms']:.2f}, standard deviation {spread['stdev_ms']:.2f} "
+              f"({spread['stdev_ms'] / spread['mean_ms']:.0%} of the mean), over {len(reads)} minutes")
+    ctx.save("vsan", {"steps": steps, "saturated": saturated, "soak": soak, "soak_seconds": soak_s,
+                      "per_minute": minutes, "spread": spread})
+    plots.scaling(ctx.out / "vsan-scaling.png", "vSAN-like SQL Server workloads on Strata: IOPS as workloads are added",
+                  [(n, r["iops"], r["latency_ms"]) for n, r in steps])
+    plots.soak(ctx.out / "vsan-soak.png", f"Strata at a steady load for {soak_s / 60:.0f} minutes: latency per minute",
+               minutes)
+
+
+EXPERIMENTS = {"dothill": dothill, "flashsoft": flashsoft, "directcache": directcache, "vsan": vsan}
 
 
 class Context:
     def __init__(self, args):
         self.stratad, self.cli = args.stratad, args.cli
         self.phases = Phases(args.quick, args.repeat)
+        self.long = args.long
         self.out = Path(args.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.workdir = "/var/tmp"
@@ -238,6 +355,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("experiments", nargs="*", metavar="EXPERIMENT", help=", ".join(EXPERIMENTS))
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--long", action="store_true", help="the vSAN soak for 3 hours (else 10 minutes)")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--out", default=str(harness.ROOT / "build" / "seedbench"))
     p.add_argument("--stratad", default=str(harness.ROOT / "build" / "release" / "controller" / "stratad"))
@@ -255,10 +373,11 @@ def main():
             EXPERIMENTS[name](ctx)
         except BenchError as e:
             sys.exit(f"seedbench: {name}: {e}")
-    print(f"\n{'experiment':<18}{'figure':<34}{'published':>10}{'Strata':>9}{'of it':>8}")
+    report(f"\n{'experiment':<18}{'figure':<34}{'published':>10}{'Strata':>9}{'of it':>8}")
     for experiment, figure, published, ours in ctx.rows:
-        print(f"{experiment:<18}{figure:<34}{published:>9.1f}x{ours:>8.1f}x{ours / published:>8.0%}")
+        report(f"{experiment:<18}{figure:<34}{published:>9.1f}x{ours:>8.1f}x{ours / published:>8.0%}")
     ctx.save("summary", {"rows": ctx.rows})
+    (ctx.out / "report.md").write_text("```\n" + "\n".join(REPORT).strip() + "\n```\n")
     say(f"results and plots in {ctx.out}")
 
 
