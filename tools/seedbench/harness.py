@@ -162,8 +162,6 @@ class Array:
                          "qsd_cores": (after["qsd"] - before["qsd"]) / wall,
                          "machine_busy": (after["busy"] - before["busy"]) / max(1e-9, after["total"] - before["total"])}
         return result, self.dir / name
-        except ValueError:
-            raise BenchError(f"fio {name} wrote no JSON: {text[:2000]}") from None
 
 
 def summary(result):
