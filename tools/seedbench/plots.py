@@ -39,7 +39,8 @@ def warmup(path, title, curves, baseline_iops=None):
         if any(h for _, h, _ in stats):
             bottom.plot([t for t, _, _ in stats], [h * 100 for _, h, _ in stats], label=name + ": cache hits")
         if any(f for _, _, f in stats):
-            bottom.plot([t for t, _, _ in stats], [f * 100 for _, _, f in stats], "--", label=name + ": reads from the SSD tier")
+            bottom.plot([t for t, _, _ in stats], [f * 100 for _, _, f in stats], "--",
+                        label=name + ": reads from the SSD tier")
     if baseline_iops:
         top.axhline(baseline_iops, color="black", linewidth=0.8, linestyle=":", label="without the cache")
     top.set_ylabel("IOPS")

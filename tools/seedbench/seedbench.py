@@ -4,9 +4,9 @@
     tools/seedbench/seedbench.py [EXPERIMENT...] [--quick] [--long] [--repeat N] [--out DIR]
                                  [--stratad PATH] [--cli PATH]
 
-EXPERIMENT: dothill, dothill-nowc, flashsoft, directcache, vsan (default: all). --long
-runs the vSAN soak for 3 hours (else 10 minutes). --quick shortens
-every phase, for trying the suite, not for figures.
+EXPERIMENT: dothill, dothill-nowc, flashsoft, directcache, vsan (default:
+all). --long runs the vSAN soak for 3 hours (else 10 minutes). --quick
+shortens every phase, for trying the suite, not for figures.
 """
 import argparse
 import json
@@ -32,29 +32,7 @@ class Phases:
 
 
 # ---------------------------------------------------------------------------
-# 1. Dot Hill AssuredSAN 4824 (Demartek, 2015): SQL Server OLTP on 20 x 10K
-#    HDDs in two RAID-6 groups; plus an SSD read cache; an SSD tier instead.
-
-DOTHILL_PUBLISHED = {  # configuration: (IOPS, latency ms)
-    "dothill-hdd": (5175, 18.0),
-    "dothill-cache": (15450, 4.0),
-    "dothill-tier": (23500, 2.0),  # "under 2 ms"
-}
-DOTHILL_DATA = "3338M"  # the 3.5 TB database, scaled down 1,000 times
-# SQL Server OLTP: 8 KiB, about 95% reads, 30 users. The paper gives no
-# queue depth, but its three points fit one closed loop: N I/O slots, each
-# issuing its next I/O a think time Z after the last one completed, so that
-# IOPS = N / (latency + Z). The all-HDD point (5,175 IOPS at 18 ms) and the
-# tier's (23,500 at 2 ms) give N = 106 and Z = 2.52 ms; the model then
-# predicts the read cache's point at 16,300 IOPS for its 4 ms, against the
-# 15,450 published. So: 106 fio jobs of one I/O each with that think time,
-# each its own NBD connection. Which pages are hot the paper does not say:
-# 80% of the I/Os go to 20% of the data (fio's zoned distribution), the
-# usual rule for OLTP.
-OLTP_SLOTS = 106
-OLTP = ["--rw=randrw", "--rwmixread=95", "--bs=8k", f"--numjobs={OLTP_SLOTS}", "--iodepth=1", "--thinktime=2520", "--thread",
-        "--group_reporting", "--random_distribution=zoned:80/20:20/80", "--size=" + DOTHILL_DATA]
-
+# What every experiment does.
 
 REPORT = []  # what the tables said, for report.md
 
@@ -96,6 +74,31 @@ def warm_and_measure(a, phases, job, curve=None):
     figures["cache_hit_fraction"] = stats.get("cache_hit_fraction", 0.0)
     figures["performance_tier_fraction"] = stats.get("performance_tier_fraction", 0.0)
     return figures
+
+
+# ---------------------------------------------------------------------------
+# 1. Dot Hill AssuredSAN 4824 (Demartek, 2015): SQL Server OLTP on 20 x 10K
+#    HDDs in two RAID-6 groups; plus an SSD read cache; an SSD tier instead.
+
+DOTHILL_PUBLISHED = {  # configuration: (IOPS, latency ms)
+    "dothill-hdd": (5175, 18.0),
+    "dothill-cache": (15450, 4.0),
+    "dothill-tier": (23500, 2.0),  # "under 2 ms"
+}
+DOTHILL_DATA = "3338M"  # the 3.5 TB database, scaled down 1,000 times
+# SQL Server OLTP: 8 KiB, about 95% reads, 30 users. The paper gives no
+# queue depth, but its three points fit one closed loop: N I/O slots, each
+# issuing its next I/O a think time Z after the last one completed, so that
+# IOPS = N / (latency + Z). The all-HDD point (5,175 IOPS at 18 ms) and the
+# tier's (23,500 at 2 ms) give N = 106 and Z = 2.52 ms; the model then
+# predicts the read cache's point at 16,300 IOPS for its 4 ms, against the
+# 15,450 published. So: 106 fio jobs of one I/O each with that think time,
+# each its own NBD connection. Which pages are hot the paper does not say:
+# 80% of the I/Os go to 20% of the data (fio's zoned distribution), the
+# usual rule for OLTP.
+OLTP_SLOTS = 106
+OLTP = ["--rw=randrw", "--rwmixread=95", "--bs=8k", f"--numjobs={OLTP_SLOTS}", "--iodepth=1", "--thinktime=2520",
+        "--thread", "--group_reporting", "--random_distribution=zoned:80/20:20/80", "--size=" + DOTHILL_DATA]
 
 
 def dothill_run(ctx, suffix, name, what):
@@ -145,7 +148,8 @@ def dothill_run(ctx, suffix, name, what):
     plots.ratio_bars(ctx.out / f"dothill{suffix}.png", f"Dot Hill AssuredSAN 4824 / Strata ({what}): OLTP over all-HDD",
                      [(r["configuration"].removeprefix("dothill-"), r["published_iops_ratio"], r["iops_ratio"],
                        r["published_latency_ratio"], r["latency_ratio"]) for r in rows[1:]])
-    plots.warmup(ctx.out / f"dothill{suffix}-warmup.png", f"Dot Hill OLTP ({what}): the warm-up of the cache and the tier",
+    plots.warmup(ctx.out / f"dothill{suffix}-warmup.png",
+                 f"Dot Hill OLTP ({what}): the warm-up of the cache and the tier",
                  {k.removeprefix("dothill-"): v for k, v in curves.items()})
 
 
@@ -355,7 +359,8 @@ def vsan(ctx):
                minutes)
 
 
-EXPERIMENTS = {"dothill": dothill, "dothill-nowc": dothill_nowc, "flashsoft": flashsoft, "directcache": directcache, "vsan": vsan}
+EXPERIMENTS = {"dothill": dothill, "dothill-nowc": dothill_nowc, "flashsoft": flashsoft, "directcache": directcache,
+               "vsan": vsan}
 
 
 class Context:
