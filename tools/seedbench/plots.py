@@ -5,6 +5,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
+def _finish(fig, path, title):
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def ratio_bars(path, title, rows):
     """rows: (configuration, published IOPS ratio, Strata's, published
     latency ratio, Strata's), each over the same run's all-HDD baseline."""
@@ -21,10 +28,7 @@ def ratio_bars(path, title, rows):
         ax.set_title(what, fontsize=10)
         ax.axhline(1, color="black", linewidth=0.5)
     axes[0].legend(fontsize=8)
-    fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _finish(fig, path, title)
 
 
 def warmup(path, title, curves, baseline_iops=None):
@@ -49,10 +53,7 @@ def warmup(path, title, curves, baseline_iops=None):
     bottom.set_xlabel("seconds from a cold start")
     bottom.set_ylim(0, 100)
     bottom.legend(fontsize=8)
-    fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _finish(fig, path, title)
 
 
 def density(path, title, variants):
@@ -68,10 +69,7 @@ def density(path, title, variants):
     ax.set_ylabel("mean latency (ms)")
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=7)
-    fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _finish(fig, path, title)
 
 
 def scaling(path, title, steps):
@@ -85,10 +83,7 @@ def scaling(path, title, steps):
     twin.set_ylabel("mean latency (ms)")
     ax.legend(loc="upper left", fontsize=8)
     twin.legend(loc="lower right", fontsize=8)
-    fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _finish(fig, path, title)
 
 
 def soak(path, title, minutes):
@@ -102,7 +97,4 @@ def soak(path, title, minutes):
     ax.set_ylabel("mean latency (ms)")
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8)
-    fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _finish(fig, path, title)
