@@ -41,9 +41,11 @@ def say(*words):
 
 class Array:
     """One stratad on an empty state directory, built from configs/NAME.toml,
-    and its LUN 0 as an NBD export. Use as a context manager."""
+    and its LUN 0 as an NBD export (or, with export="fuse", as the file
+    `lun_file` over FUSE, for a kernel file system). Use as a context
+    manager."""
 
-    def __init__(self, config, workdir, stratad, cli, loops=2):
+    def __init__(self, config, workdir, stratad, cli, loops=2, export="nbd"):
         self.config = CONFIGS / (config + ".toml")
         if not self.config.is_file():
             raise BenchError(f"no configuration {self.config}")
@@ -53,6 +55,8 @@ class Array:
         self.iscsi_port, self.api_port = free_port(), free_port()
         self.procs = []
         self.nbd_socket = self.dir / "nbd.sock"
+        self.export = export
+        self.lun_file = self.dir / "lun"
 
     def __enter__(self):
         try:
@@ -81,19 +85,24 @@ class Array:
                 raise BenchError(f"stratad ({self.name}) not ready in 300 s")
             time.sleep(0.1)
         qsd_out = open(self.dir / "qsd.out", "w")
-        qsd = subprocess.Popen(
-            ["qemu-storage-daemon", "--blockdev",
-             f"driver=iscsi,node-name=lun,transport=tcp,portal=127.0.0.1:{self.iscsi_port},target={TARGET},lun=0,"
-             "initiator-name=iqn.2026-11.io.strata:seedbench,cache.direct=on",
-             "--nbd-server", f"addr.type=unix,addr.path={self.nbd_socket}",
-             "--export", "type=nbd,id=nbd,node-name=lun,name=lun,writable=on"],
-            stdout=qsd_out, stderr=subprocess.STDOUT)
+        blockdev = (f"driver=iscsi,node-name=lun,transport=tcp,portal=127.0.0.1:{self.iscsi_port},target={TARGET},"
+                    "lun=0,initiator-name=iqn.2026-11.io.strata:seedbench,cache.direct=on")
+        if self.export == "fuse":
+            self.lun_file.touch()
+            export = ["--export", f"type=fuse,id=lun,node-name=lun,mountpoint={self.lun_file},writable=on"]
+            exported = lambda: self.lun_file.stat().st_size > 0  # noqa: E731
+        else:
+            export = ["--nbd-server", f"addr.type=unix,addr.path={self.nbd_socket}",
+                      "--export", "type=nbd,id=nbd,node-name=lun,name=lun,writable=on"]
+            exported = self.nbd_socket.exists
+        qsd = subprocess.Popen(["qemu-storage-daemon", "--blockdev", blockdev, *export],
+                               stdout=qsd_out, stderr=subprocess.STDOUT)
         self.procs.append(qsd)
         for _ in range(200):
-            if self.nbd_socket.exists() or qsd.poll() is not None:
+            if exported() or qsd.poll() is not None:
                 break
             time.sleep(0.1)
-        if not self.nbd_socket.exists():
+        if not exported():
             raise BenchError("qemu-storage-daemon did not export the LUN: " + (self.dir / "qsd.out").read_text()[-2000:])
 
     def close(self):
@@ -106,6 +115,8 @@ class Array:
                     p.kill()
                     p.wait()
         self.procs = []
+        if self.export == "fuse":
+            subprocess.run(["umount", "-l", str(self.lun_file)], capture_output=True)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def cli(self, *args):
@@ -162,6 +173,128 @@ class Array:
                          "qsd_cores": (after["qsd"] - before["qsd"]) / wall,
                          "machine_busy": (after["busy"] - before["busy"]) / max(1e-9, after["total"] - before["total"])}
         return result, self.dir / name
+
+
+class Postgres:
+    """PostgreSQL (Debian's, its defaults: fsync, synchronous commit) with
+    its data directory on ext4 on the array's LUN: the FUSE file, a loop
+    device over it, the kernel's journalled ext4. (Not the loop's direct
+    I/O: over qemu-storage-daemon 7.2's FUSE export it loses writes of
+    1 MiB and more, with a plain file behind the export as well.) A commit's flush reaches the LUN as
+    SYNCHRONIZE CACHE. The WAL is held to 256 MB between checkpoints (the
+    LUNs here are small). The server runs in a memory cgroup of `memory_bytes`
+    (its shared buffers and the page cache its reads fill), so that a
+    database larger than that reads from the array, as on a server whose
+    database outgrew its memory. Use as a context manager; needs root."""
+
+    def __init__(self, array, memory_bytes):
+        self.array = array
+        self.memory_bytes = memory_bytes
+        self.cgroup = None
+        self.mnt, self.sock = array.dir / "mnt", array.dir / "sock"
+        self.port = free_port()
+        self.bin = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: float(p.parent.name))[-1]
+        self.loop = None
+        self.started = False
+
+    def __enter__(self):
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _run(self, *args, user=None, what=None):
+        cmd = ["su", user, "-c", " ".join(str(a) for a in args)] if user else [str(a) for a in args]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise BenchError(f"{what or args[0]} failed: {(r.stderr or r.stdout).strip()[-2000:]}")
+        return r.stdout
+
+    def _start(self):
+        if os.geteuid() != 0:
+            raise BenchError("needs root (a loop device, a mount; PostgreSQL runs as postgres)")
+        self.mnt.mkdir()
+        self.sock.mkdir()
+        shutil.chown(self.sock, "postgres")
+        os.chmod(self.array.dir, 0o755)
+        self.loop = self._run("losetup", "--find", "--show", str(self.array.lun_file)).strip()
+        self._run("mkfs.ext4", "-q", "-F", "-E", "nodiscard", self.loop)
+        self._run("mount", "-o", "noatime", self.loop, self.mnt)
+        (self.mnt / "pg").mkdir()
+        shutil.chown(self.mnt / "pg", "postgres", "postgres")
+        data = self.mnt / "pg" / "data"
+        self._run(self.bin / "initdb", "-D", data, "-N", "-A", "trust", user="postgres", what="initdb")
+        self.cgroup = memory_cgroup(f"strata-seedbench-{os.getpid()}-{self.port}", self.memory_bytes)
+        start = (f"{self.bin / 'pg_ctl'} -D {data} -l {self.mnt / 'pg' / 'log'} -w "
+                 f"-o \"-p {self.port} -k {self.sock} -c listen_addresses='' -c max_wal_size=256MB\" start")
+        # The server and everything it forks join the cgroup: the shell that starts it joins first.
+        r = subprocess.run(["sh", "-c", f"echo $$ > {self.cgroup / 'cgroup.procs'} && exec su postgres -c \"$0\"", start],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise BenchError(f"pg_ctl start failed: {(r.stderr or r.stdout).strip()[-2000:]}")
+        self.started = True
+
+    def client(self, tool, *args):
+        """Runs psql or pgbench against the database; returns its output."""
+        return self._run(self.bin / tool, "-h", self.sock, "-p", self.port, "-U", "postgres", *args, "postgres")
+
+    def close(self):
+        """Stops the server (immediately: the database is thrown away, and a
+        shutdown checkpoint on the HDDs alone takes minutes), unmounts, and
+        detaches the loop device. Raises if the file system stays mounted:
+        removing the run's directory would then reach into it."""
+        if self.started:
+            subprocess.run(["su", "postgres", "-c",
+                            f"{self.bin / 'pg_ctl'} -D {self.mnt / 'pg' / 'data'} -m immediate -w stop"],
+                           capture_output=True)
+            self.started = False
+        if os.path.ismount(self.mnt):
+            for _ in range(60):  # the server's last processes may still hold files open
+                if subprocess.run(["umount", str(self.mnt)], capture_output=True).returncode == 0:
+                    break
+                time.sleep(0.5)
+            else:
+                subprocess.run(["umount", "-l", str(self.mnt)], capture_output=True)
+        if self.loop:
+            subprocess.run(["losetup", "-d", self.loop], capture_output=True)
+            self.loop = None
+        if self.cgroup:
+            for _ in range(20):
+                try:
+                    self.cgroup.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.5)
+            else:
+                say(f"seedbench: could not remove the memory cgroup {self.cgroup}")
+            self.cgroup = None
+        if os.path.ismount(self.mnt):
+            raise BenchError(f"{self.mnt} is still mounted")
+
+
+def memory_cgroup(name, limit_bytes):
+    """A new memory cgroup limited to `limit_bytes` (page cache included):
+    cgroup v2's memory.max where the unified hierarchy has the memory
+    controller, else v1's memory.limit_in_bytes."""
+    unified = Path("/sys/fs/cgroup")
+    if "memory" in (unified / "cgroup.controllers").read_text(errors="ignore").split() \
+            if (unified / "cgroup.controllers").exists() else False:
+        group, limit = unified / name, "memory.max"
+    elif Path("/sys/fs/cgroup/memory/cgroup.procs").exists():
+        group, limit = Path("/sys/fs/cgroup/memory") / name, "memory.limit_in_bytes"
+    else:
+        raise BenchError("no memory cgroup controller: cannot bound the database server's memory")
+    try:
+        group.mkdir()
+        (group / limit).write_text(str(limit_bytes))
+    except OSError as e:
+        raise BenchError(f"cannot make the memory cgroup {group}: {e}")
+    return group
 
 
 def summary(result):

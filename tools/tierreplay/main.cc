@@ -3,7 +3,7 @@
 // time, and sets what it achieves beside an oracle that knows the future.
 //
 //   strata-tierreplay [--tier 0.05,0.10] [--half-life-s S] [--interval-ms M]
-//                     [--limit N] TRACE...
+//                     [--lookahead-s S] [--window-s S] [--limit N] TRACE...
 //
 // The shelf: two RAID-6 8+2 groups of 7,200 rpm nearline SAS models (the
 // capacity tier, 20 HDDs as in the seed array) and a RAID-1 pair of SAS SSD
@@ -12,20 +12,29 @@
 //
 // Before the trace starts, every extent it touches is written once (the
 // volume held data before the trace began), on the capacity tier. Then:
-//   adaptive  the migrator ranks and moves extents as the trace runs;
-//   oracle    the N extents with the most I/Os over the whole trace are
-//             moved to the performance tier first, and nothing moves after
-//             (the best fixed placement chosen in hindsight).
+//   adaptive   the migrator ranks and moves extents as the trace runs;
+//   oracle     the N extents with the most I/Os over the whole trace are
+//              moved to the performance tier first, and nothing moves after
+//              (the best fixed placement chosen in hindsight);
+//   lookahead  knows the next interval (--lookahead-s) of the trace: before
+//              each, it makes the performance tier hold the N extents with
+//              the most I/Os in it, swapping a resident out only for an
+//              extent with more, under the migrator's own budget (its copy
+//              rate and moves in flight), hottest first. Its first
+//              interval's placement is made before the trace, as the
+//              oracle's is. A yardstick for reacting, not a fixed placement.
 // Latencies are the volume's, from submit to completion, in virtual time.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -33,6 +42,7 @@
 #include "raid/device/aligned_buffer.h"
 #include "raid/device/clock.h"
 #include "raid/device/hdd_model.h"
+#include "raid/device/io_scheduler.h"
 #include "raid/device/null_device.h"
 #include "raid/device/ssd_model.h"
 #include "raid/raid1_group.h"
@@ -55,7 +65,16 @@ constexpr std::uint32_t block_size = 512;
 constexpr std::uint64_t extent_bytes = 4 << 20;
 constexpr std::uint64_t reserved_bytes = 1 << 20;  // the RAID groups' superblock area
 
-enum class placement { adaptive, oracle, none };
+enum class placement { adaptive, oracle, lookahead, none };
+std::string_view name(placement p) {
+  switch (p) {
+    case placement::adaptive: return "adaptive";
+    case placement::oracle: return "oracle";
+    case placement::lookahead: return "lookahead";
+    case placement::none: return "none";
+  }
+  return "?";
+}
 constexpr std::uint64_t line_bytes = 64 << 10;
 
 struct run_config {
@@ -71,6 +90,10 @@ struct run_config {
   std::uint64_t cache_lines = 0;
   std::string cache_policy;
   unsigned fills_in_flight = tiering::read_cache_options{}.fills_in_flight;
+  // The look-ahead oracle's interval.
+  device::duration lookahead = std::chrono::seconds(60);
+  // Print the SSD share of each window this long (0: none).
+  device::duration window{};
 };
 
 struct run_result {
@@ -153,20 +176,36 @@ class rig {
     }
   }
 
-  // The oracle: the N extents with the most I/Os over the whole trace go to
-  // the performance tier.
-  void place_hottest(std::uint64_t n) {
-    std::map<std::pair<std::uint32_t, std::uint64_t>, std::uint64_t> ios;
+  using extent_key = std::pair<std::uint32_t, std::uint64_t>;  // volume, extent
+  using extent_counts = std::map<extent_key, std::uint64_t>;
+
+  // I/Os per extent of the records that arrive in [from_us, to_us).
+  extent_counts count_ios(std::uint64_t from_us, std::uint64_t to_us) const {
+    extent_counts ios;
     for (const trace_record& r : trace_.records) {
+      if (r.time_us < from_us || r.time_us >= to_us) continue;
       const std::uint64_t last = (r.offset_bytes + r.size_bytes - 1) / extent_bytes;
       for (std::uint64_t e = r.offset_bytes / extent_bytes; e <= last; ++e) ++ios[{r.volume, e}];
     }
-    std::vector<std::pair<std::uint64_t, std::pair<std::uint32_t, std::uint64_t>>> ranked;
+    return ios;
+  }
+
+  // The N extents with the most I/Os in `ios`, most first.
+  static std::vector<extent_key> hottest(const extent_counts& ios, std::uint64_t n) {
+    std::vector<std::pair<std::uint64_t, extent_key>> ranked;
     for (const auto& [k, count] : ios) ranked.push_back({count, k});
     std::sort(ranked.begin(), ranked.end(), std::greater<>());
     ranked.resize(std::min<std::size_t>(n, ranked.size()));
+    std::vector<extent_key> out;
+    for (const auto& [count, k] : ranked) out.push_back(k);
+    return out;
+  }
+
+  // Before the trace: the N extents with the most I/Os in `ios` go to the
+  // performance tier (the oracles' free first placement).
+  void place_hottest(const extent_counts& ios, std::uint64_t n) {
     unsigned moving = 0;
-    for (const auto& [count, k] : ranked) {
+    for (const extent_key& k : hottest(ios, n)) {
       ++moving;
       volumes_[k.first]->move_extent(k.second, tiering::tier::performance, [&](std::error_code ec) {
         if (ec) throw std::runtime_error("oracle placement: " + ec.message());
@@ -176,6 +215,64 @@ class rig {
     }
     run_until([&] { return moving == 0; });
   }
+  void place_hottest(std::uint64_t n) { place_hottest(count_ios(0, UINT64_MAX), n); }
+
+  // The look-ahead oracle's plan for the records arriving in [from_us,
+  // to_us): the performance tier should hold that interval's N hottest
+  // extents. Newcomers go in hottest first, into free room, else each in
+  // place of the resident with the fewest I/Os ahead if it has more. The
+  // last interval's unstarted moves are dropped.
+  void plan_lookahead(const run_config& config, std::uint64_t from_us, std::uint64_t to_us) {
+    const extent_counts ios = count_ios(from_us, to_us);
+    auto count = [&](const extent_key& k) {
+      const auto it = ios.find(k);
+      return it == ios.end() ? std::uint64_t{0} : it->second;
+    };
+    std::vector<extent_key> leaving(lookahead_.residents.begin(), lookahead_.residents.end());
+    std::sort(leaving.begin(), leaving.end(), [&](const extent_key& a, const extent_key& b) { return count(a) < count(b); });
+    lookahead_.plan.clear();
+    std::uint64_t room = config.tier_extents - std::min<std::uint64_t>(config.tier_extents, lookahead_.residents.size());
+    std::size_t out = 0;
+    for (const extent_key& k : hottest(ios, config.tier_extents)) {
+      if (lookahead_.residents.contains(k)) continue;
+      if (room > 0) {
+        --room;
+      } else if (out < leaving.size() && count(leaving[out]) < count(k)) {
+        lookahead_.plan.push_back({leaving[out++], tiering::tier::capacity});
+      } else {
+        break;
+      }
+      lookahead_.plan.push_back({k, tiering::tier::performance});
+    }
+    // The migrator's copy-rate cap, as one interval's allowance.
+    lookahead_.allowance_bytes =
+        config.migration.max_bytes_per_second * static_cast<double>(to_us - from_us) / 1e6;
+  }
+
+  // Starts planned moves while the budget allows: the migrator's moves in
+  // flight and copy rate; a promotion waits for the demotion before it.
+  void move_lookahead(const run_config& config) {
+    while (!lookahead_.plan.empty() && lookahead_.in_flight < config.migration.max_moves_in_flight &&
+           lookahead_.allowance_bytes >= static_cast<double>(extent_bytes)) {
+      const auto [k, to] = lookahead_.plan.front();
+      tiering::volume& v = *volumes_[k.first];
+      if (v.moving(k.second)) return;
+      if (to == tiering::tier::performance && pool_->free_extents(tiering::tier::performance) == 0) return;
+      lookahead_.plan.pop_front();
+      lookahead_.allowance_bytes -= static_cast<double>(extent_bytes);
+      ++lookahead_.in_flight;
+      if (to == tiering::tier::capacity) {
+        lookahead_.residents.erase(k);
+      } else {
+        lookahead_.residents.insert(k);
+      }
+      v.move_extent(k.second, to, [this, k, to](std::error_code ec) {
+        if (ec) throw std::runtime_error("look-ahead move: " + ec.message());
+        --lookahead_.in_flight;
+        ++(to == tiering::tier::performance ? lookahead_.promotions : lookahead_.demotions);
+      });
+    }
+  }
 
   run_result replay(const run_config& config) {
     const auto before = served();
@@ -183,14 +280,24 @@ class rig {
       migrator_ = std::make_unique<tiering::migrator>(*pool_, config.migration);
       migrator_->start();
     }
+    const std::uint64_t lookahead_us = static_cast<std::uint64_t>(
+        std::max<std::int64_t>(1, std::chrono::duration_cast<std::chrono::microseconds>(config.lookahead).count()));
+    std::uint64_t next_plan_us = lookahead_us;  // the first interval was placed before the trace
     pool_->take_latency_window();
     const device::time_point start = clock_.now();
     std::vector<float> latencies_ms;
     latencies_ms.reserve(trace_.records.size());
     std::size_t next = 0;
     auto window_start = before;
-    device::time_point window_end = start + std::chrono::minutes(10);
-    while (next < trace_.records.size() || in_flight_ > 0) {
+    device::time_point window_end = start + config.window;
+    while (next < trace_.records.size() || in_flight_ > 0 || lookahead_.in_flight > 0) {
+      if (config.mode == placement::lookahead) {
+        if (next < trace_.records.size() && clock_.now() >= start + std::chrono::microseconds(next_plan_us)) {
+          plan_lookahead(config, next_plan_us, next_plan_us + lookahead_us);
+          next_plan_us += lookahead_us;
+        }
+        move_lookahead(config);
+      }
       // Arrived records wait in the host's queue while its depth is full;
       // their latency counts from arrival.
       while (next < trace_.records.size() && in_flight_ < config.queue_depth &&
@@ -201,18 +308,24 @@ class rig {
           latencies_ms.push_back(static_cast<float>(std::chrono::duration<double, std::milli>(clock_.now() - issued).count()));
         });
       }
-      if (getenv("TIERREPLAY_WINDOWS") && clock_.now() >= window_end) {
+      if (config.window.count() > 0 && clock_.now() >= window_end) {
         const auto now_served = served();
-        fmt::print(stderr, "  t={:>6.0f}s promoted {:>4} ssd {:.3f} of {} ios\n", std::chrono::duration<double>(clock_.now() - start).count(), migrator_ ? migrator_->counters().promotions : std::uint64_t{0},
+        fmt::print("  {:>9} t={:>6.0f} s  SSD I/Os {:.3f} of {:>6}  promoted so far {:>5}\n", name(config.mode),
+                   std::chrono::duration<double>(clock_.now() - start).count(),
                    static_cast<double>(now_served.ssd_ios - window_start.ssd_ios) /
                        static_cast<double>(std::max<std::uint64_t>(1, now_served.ios - window_start.ios)),
-                   now_served.ios - window_start.ios);
+                   now_served.ios - window_start.ios,
+                   migrator_ ? migrator_->counters().promotions : lookahead_.promotions);
         window_start = now_served;
-        window_end += std::chrono::minutes(10);
+        window_end += config.window;
       }
       std::optional<device::time_point> until;
       if (next < trace_.records.size() && in_flight_ < config.queue_depth) {
         until = start + std::chrono::microseconds(trace_.records[next].time_us);
+      }
+      if (config.mode == placement::lookahead && next < trace_.records.size()) {
+        const device::time_point plan_at = start + std::chrono::microseconds(next_plan_us);
+        if (!until || plan_at < *until) until = plan_at;
       }
       step(until);
     }
@@ -236,8 +349,22 @@ class rig {
       out.promotions = c.promotions;
       out.demotions = c.demotions;
       out.throttled_rounds = c.throttled_rounds;
+    } else if (config.mode == placement::lookahead) {
+      out.moved_bytes = (lookahead_.promotions + lookahead_.demotions) * extent_bytes;
+      out.promotions = lookahead_.promotions;
+      out.demotions = lookahead_.demotions;
     }
     return out;
+  }
+
+  // The look-ahead oracle's first placement: the next interval's hottest.
+  void place_lookahead(const run_config& config) {
+    const std::uint64_t us = static_cast<std::uint64_t>(
+        std::max<std::int64_t>(1, std::chrono::duration_cast<std::chrono::microseconds>(config.lookahead).count()));
+    const extent_counts ios = count_ios(0, us);
+    place_hottest(ios, config.tier_extents);
+    const std::vector<extent_key> placed = hottest(ios, config.tier_extents);
+    lookahead_.residents.insert(placed.begin(), placed.end());
   }
 
  private:
@@ -319,6 +446,18 @@ class rig {
     while (!done()) step(std::nullopt);
   }
 
+  // A drive model with stratad's scheduler on top (controller/shelf.cc):
+  // extent moves and cache fills yield to the hosts' I/O as they do there.
+  device::block_device* drive(device::block_device& model, bool hdd) {
+    schedulers_.push_back(std::make_unique<device::io_scheduler>(
+        model, clock_,
+        hdd ? device::io_scheduler_options{.busy_background_in_flight = 1, .idle_background_in_flight = 8,
+                                           .idle_wait = std::chrono::milliseconds(10)}
+            : device::io_scheduler_options{.busy_background_in_flight = 4, .idle_background_in_flight = 32,
+                                           .idle_wait = std::chrono::milliseconds(1)}));
+    return schedulers_.back().get();
+  }
+
   void build_shelf(std::uint64_t tier_extents, std::uint64_t cache_lines) {
     if (cache_lines > 0) {
       // The read cache: one SSD (a one-member RAID-1).
@@ -328,7 +467,7 @@ class rig {
       raid::raid1_options options;
       options.clock = &clock_;
       options.reserved_bytes = reserved_bytes;
-      auto group = raid::raid1_group::create({ssds_.back().get()}, options);
+      auto group = raid::raid1_group::create({drive(*ssds_.back(), false)}, options);
       if (!group) throw std::runtime_error(group.error().message);
       cache_ = std::move(*group);
     }
@@ -340,7 +479,7 @@ class rig {
         nulls_.push_back(
             std::make_unique<device::null_device>(context_.get_executor(), block_size, hdd.capacity_bytes / block_size));
         hdds_.push_back(std::make_unique<device::hdd_model>(*nulls_.back(), clock_, hdd));
-        members.push_back(hdds_.back().get());
+        members.push_back(drive(*hdds_.back(), true));
       }
       raid::raid6_options options;
       options.clock = &clock_;
@@ -355,7 +494,7 @@ class rig {
       nulls_.push_back(std::make_unique<device::null_device>(context_.get_executor(), block_size,
                                                              (tier_extents * extent_bytes + reserved_bytes) / block_size));
       ssds_.push_back(std::make_unique<device::ssd_model>(*nulls_.back(), clock_, ssd));
-      members.push_back(ssds_.back().get());
+      members.push_back(drive(*ssds_.back(), false));
     }
     raid::raid1_options options;
     options.clock = &clock_;
@@ -380,6 +519,7 @@ class rig {
   std::vector<std::unique_ptr<device::null_device>> nulls_;
   std::vector<std::unique_ptr<device::hdd_model>> hdds_;
   std::vector<std::unique_ptr<device::ssd_model>> ssds_;
+  std::vector<std::unique_ptr<device::io_scheduler>> schedulers_;
   std::vector<std::unique_ptr<raid::raid6_group>> raid6_;
   std::unique_ptr<raid::raid1_group> raid1_;
   std::unique_ptr<raid::raid1_group> cache_;
@@ -390,12 +530,20 @@ class rig {
   std::vector<tiering::volume*> volumes_;
   device::aligned_buffer buffer_;
   std::uint64_t in_flight_ = 0;
+  struct {
+    std::set<extent_key> residents;  // on the performance tier, or moving there
+    std::deque<std::pair<extent_key, tiering::tier>> plan;
+    double allowance_bytes = 0;
+    unsigned in_flight = 0;
+    std::uint64_t promotions = 0, demotions = 0;
+  } lookahead_;
 };
 
 run_result run(const trace& t, const run_config& config) {
   rig r(t, config);
   r.populate();
   if (config.mode == placement::oracle) r.place_hottest(config.tier_extents);
+  if (config.mode == placement::lookahead) r.place_lookahead(config);
   return r.replay(config);
 }
 
@@ -457,6 +605,10 @@ int main(int argc, char** argv) {
       tiers = parse_list(value());
     } else if (arg == "--half-life-s") {
       base.half_life = std::chrono::seconds(std::stoll(value()));
+    } else if (arg == "--lookahead-s") {
+      base.lookahead = std::chrono::duration_cast<device::duration>(std::chrono::duration<double>(std::stod(value())));
+    } else if (arg == "--window-s") {
+      base.window = std::chrono::duration_cast<device::duration>(std::chrono::duration<double>(std::stod(value())));
     } else if (arg == "--interval-ms") {
       base.migration.interval = std::chrono::milliseconds(std::stoll(value()));
     } else if (arg == "--min-score") {
@@ -525,23 +677,24 @@ int main(int argc, char** argv) {
       }
       config.tier_extents = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(
                                                            fraction * static_cast<double>(t->footprint_extents)));
-      std::optional<run_result> oracle;
-      for (placement mode : {placement::oracle, placement::adaptive}) {
+      std::map<placement, run_result> results;
+      for (placement mode : {placement::oracle, placement::lookahead, placement::adaptive}) {
         config.mode = mode;
-        const run_result r = run(*t, config);
+        const run_result& r = results[mode] = run(*t, config);
         fmt::print("{:>5.0f}% {:>9} {:>8.3f} {:>9.3f} {:>10.2f} {:>9.2f} {:>10.1f} {:>9} {:>9} {:>9}\n", 100 * fraction,
-                   mode == placement::oracle ? "oracle" : "adaptive",
-                   static_cast<double>(r.ssd_ios) / static_cast<double>(r.ios),
+                   name(mode), static_cast<double>(r.ssd_ios) / static_cast<double>(r.ios),
                    static_cast<double>(r.ssd_bytes) / static_cast<double>(r.bytes), r.mean_latency_ms,
                    r.p99_latency_ms, static_cast<double>(r.moved_bytes) / 1e6, r.promotions, r.demotions, r.throttled_rounds);
-        if (mode == placement::oracle) {
-          oracle = r;
-        } else {
-          fmt::print("       adaptive/oracle SSD I/Os {:.3f} (goal >= 0.95); moved/host bytes {:.3f} (goal < 1)\n",
-                     static_cast<double>(r.ssd_ios) / static_cast<double>(std::max<std::uint64_t>(1, oracle->ssd_ios)),
-                     static_cast<double>(r.moved_bytes) / static_cast<double>(t->host_bytes));
-        }
       }
+      const run_result& adaptive = results[placement::adaptive];
+      auto ssd_ratio = [&](placement yardstick) {
+        return static_cast<double>(adaptive.ssd_ios) /
+               static_cast<double>(std::max<std::uint64_t>(1, results[yardstick].ssd_ios));
+      };
+      fmt::print("       adaptive/oracle SSD I/Os {:.3f} (goal >= 1); adaptive/lookahead {:.3f}; "
+                 "moved/host bytes {:.3f} (goal < 1)\n",
+                 ssd_ratio(placement::oracle), ssd_ratio(placement::lookahead),
+                 static_cast<double>(adaptive.moved_bytes) / static_cast<double>(t->host_bytes));
     }
   }
   return 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string_view>
@@ -37,6 +38,30 @@ struct raw_record {
   bool write;
 };
 
+// A page-reference trace (the ARC paper's OLTP trace): big-endian 32-bit
+// page ids and nothing else. Each reference becomes a 4 KiB read of page
+// id - 1 (the ids are numbered from 1 in order of first reference, so an
+// extent holds pages first touched together), the references spread
+// evenly over `span_us`.
+std::expected<std::vector<raw_record>, std::string> read_page_ids(FILE* file, const std::string& path,
+                                                                  std::uint64_t span_us, std::uint64_t limit) {
+  constexpr std::uint64_t page_bytes = 4096;
+  std::vector<std::uint32_t> ids;
+  unsigned char b[4];
+  while (std::fread(b, 1, 4, file) == 4) {
+    const std::uint32_t id = (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) | (std::uint32_t{b[2]} << 8) | b[3];
+    if (id == 0) return std::unexpected(path + ": page id 0 (the ids start at 1)");
+    ids.push_back(id);
+    if (limit != 0 && ids.size() >= limit) break;
+  }
+  std::vector<raw_record> raw;
+  raw.reserve(ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    raw.push_back({span_us * i / ids.size(), 0, (ids[i] - 1) * page_bytes, page_bytes, false});
+  }
+  return raw;
+}
+
 }  // namespace
 
 std::expected<trace, std::string> load_trace(const std::string& path, std::uint64_t extent_size_bytes,
@@ -49,16 +74,27 @@ std::expected<trace, std::string> load_trace(const std::string& path, std::uint6
   if (!file) return std::unexpected(path + ": cannot open");
 
   std::vector<raw_record> raw;
+  const bool page_trace = path.ends_with(".u32be") || path.ends_with(".u32be.gz");
+  if (page_trace) {
+    auto pages = read_page_ids(file.get(), path, page_trace_span_us, limit);
+    if (!pages) return std::unexpected(pages.error());
+    raw = std::move(*pages);
+  }
   std::map<std::string, std::uint32_t, std::less<>> volume_ids;  // MSR: hostname,disk
   enum class format { unknown, strata, msr } kind = format::unknown;
   std::uint64_t first_time = 0;
-  char* line_buffer = nullptr;
-  std::size_t line_capacity = 0;
+  // getline's buffer, which it grows; freed however the loop ends (error
+  // messages quote the line from it).
+  struct line_buffer_owner {
+    char* data = nullptr;
+    std::size_t capacity = 0;
+    ~line_buffer_owner() { std::free(data); }
+  } buffer;
   std::uint64_t line_number = 0;
   ssize_t length;
-  while ((length = getline(&line_buffer, &line_capacity, file.get())) > 0) {
+  while (!page_trace && (length = getline(&buffer.data, &buffer.capacity, file.get())) > 0) {
     ++line_number;
-    std::string_view line(line_buffer, static_cast<std::size_t>(length));
+    std::string_view line(buffer.data, static_cast<std::size_t>(length));
     while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
     if (line.empty()) continue;
     const auto fields = split(line);
@@ -70,7 +106,6 @@ std::expected<trace, std::string> load_trace(const std::string& path, std::uint6
       if (fields.size() == 7) {
         kind = format::msr;  // timestamp,hostname,disk,type,offset,size,response: no header
       } else {
-        std::free(line_buffer);
         return std::unexpected(path + ": neither the ts_us,vol,offset,size,op CSV nor the MSR Cambridge CSV");
       }
     }
@@ -98,11 +133,9 @@ std::expected<trace, std::string> load_trace(const std::string& path, std::uint6
       }
     }
     if (!ok) {
-      std::free(line_buffer);
       return std::unexpected(path + ":" + std::to_string(line_number) + ": malformed record: " + std::string(line));
     }
     if (offset % 512 != 0 || size % 512 != 0 || size > (64u << 20)) {
-      std::free(line_buffer);
       return std::unexpected(path + ":" + std::to_string(line_number) +
                              ": offset and size must be multiples of 512 bytes, size at most 64 MiB");
     }
@@ -112,7 +145,6 @@ std::expected<trace, std::string> load_trace(const std::string& path, std::uint6
     raw.push_back(r);
     if (limit != 0 && raw.size() >= limit) break;
   }
-  std::free(line_buffer);
   if (raw.empty()) return std::unexpected(path + ": no records");
   // Some traces (Tencent's) are not in time order.
   std::stable_sort(raw.begin(), raw.end(), [](const raw_record& a, const raw_record& b) { return a.time_us < b.time_us; });

@@ -1,5 +1,6 @@
-// Block traces for the replayer: the project's CSV (../shared/traces/) and
-// the SNIA / MSR Cambridge CSV, read into memory and sorted by time.
+// Block traces for the replayer: the project's CSV (../shared/traces/), the
+// SNIA / MSR Cambridge CSV, and page-reference traces (the ARC paper's
+// OLTP trace), read into memory and sorted by time.
 //
 // Extents that a volume never touches are squeezed out of its address
 // space ("dense" extents, in the order of their addresses), so that a trace
@@ -31,8 +32,13 @@ struct trace {
   double read_fraction = 0;                   // of I/Os
 };
 
-// Reads `path` (gzip-compressed if it ends in .gz) in either format, found
-// from its first line. Offsets and sizes must be multiples of 512 bytes;
+// A page-reference trace has no times: its references are spread evenly
+// over this span (the ARC OLTP trace's hour).
+constexpr std::uint64_t page_trace_span_us = 3'600'000'000;
+
+// Reads `path` (gzip-compressed if it ends in .gz): a page-reference trace
+// if its name ends in .u32be (big-endian 32-bit page ids, each a 4 KiB
+// read), else either CSV format, found from its first line. Offsets and sizes must be multiples of 512 bytes;
 // records of size 0 are dropped. At most `limit` records (0: all).
 std::expected<trace, std::string> load_trace(const std::string& path, std::uint64_t extent_size_bytes,
                                              std::uint64_t limit);
