@@ -300,11 +300,14 @@ def flashsoft_wb(ctx):
                 transactions = r["tps"] * ph.measure_s
                 r["array_reads_per_txn"] = (int(io1.get("reads", 0)) - int(io0.get("reads", 0))) / transactions
                 r["array_writes_per_txn"] = (int(io1.get("writes", 0)) - int(io0.get("writes", 0))) / transactions
+                # the volume's own latency, submit to completion, over its last 5 s sample
+                r["array_read_ms"], r["array_write_ms"] = io1.get("read_latency_ms", 0.0), io1.get("write_latency_ms", 0.0)
                 r["stratad_cores"] = (cpu1["stratad"] - cpu0["stratad"]) / elapsed
                 r["machine_busy"] = (cpu1["busy"] - cpu0["busy"]) / max(1e-9, cpu1["total"] - cpu0["total"])
                 runs.append(r)
                 say(f"{a.name}: run {i + 1}: {r['tps']:,.0f} TPS, {r['latency_ms']:.1f} ms; the array's reads "
-                    f"{r['array_reads_per_txn']:.1f} and writes {r['array_writes_per_txn']:.1f} per transaction")
+                    f"{r['array_reads_per_txn']:.1f} ({r['array_read_ms']:.2f} ms) and writes "
+                    f"{r['array_writes_per_txn']:.1f} ({r['array_write_ms']:.2f} ms) per transaction")
             figures = median_of(runs)
             figures["cache_hit_fraction"] = a.volume_stats().get("cache_hit_fraction", 0.0)
             results[config] = figures
@@ -314,7 +317,8 @@ def flashsoft_wb(ctx):
            f"on ext4 on the LUN, median of {ph.repeat} x {ph.measure_s} s")
     for label, r in (("all-HDD:                  ", base), ("SSD caching reads+writes: ", cached)):
         report(f"  {label}{r['tps']:,.0f} TPS, {r['latency_ms']:.1f} ms per transaction; the array's reads "
-               f"{r['array_reads_per_txn']:.1f} and writes {r['array_writes_per_txn']:.1f} per transaction; "
+               f"{r['array_reads_per_txn']:.1f} ({r['array_read_ms']:.2f} ms) and writes "
+               f"{r['array_writes_per_txn']:.1f} ({r['array_write_ms']:.2f} ms) per transaction; "
                f"stratad {r['stratad_cores']:.2f} cores, machine {r['machine_busy']:.0%} busy")
     report(f"  the read cache served {cached['cache_hit_fraction']:.0%} of reads")
     report(f"  TPS {ratio:.2f}x (published {FLASHSOFT_WB_PUBLISHED['low']}-{FLASHSOFT_WB_PUBLISHED['high']}x), "

@@ -77,6 +77,12 @@ std::string_view name(placement p) {
 }
 constexpr std::uint64_t line_bytes = 64 << 10;
 
+// A duration in whole microseconds, the trace's unit; at least 1.
+std::uint64_t whole_us(device::duration d) {
+  return static_cast<std::uint64_t>(
+      std::max<std::int64_t>(1, std::chrono::duration_cast<std::chrono::microseconds>(d).count()));
+}
+
 struct run_config {
   placement mode = placement::adaptive;
   std::uint64_t tier_extents = 0;
@@ -280,8 +286,7 @@ class rig {
       migrator_ = std::make_unique<tiering::migrator>(*pool_, config.migration);
       migrator_->start();
     }
-    const std::uint64_t lookahead_us = static_cast<std::uint64_t>(
-        std::max<std::int64_t>(1, std::chrono::duration_cast<std::chrono::microseconds>(config.lookahead).count()));
+    const std::uint64_t lookahead_us = whole_us(config.lookahead);
     std::uint64_t next_plan_us = lookahead_us;  // the first interval was placed before the trace
     pool_->take_latency_window();
     const device::time_point start = clock_.now();
@@ -359,9 +364,7 @@ class rig {
 
   // The look-ahead oracle's first placement: the next interval's hottest.
   void place_lookahead(const run_config& config) {
-    const std::uint64_t us = static_cast<std::uint64_t>(
-        std::max<std::int64_t>(1, std::chrono::duration_cast<std::chrono::microseconds>(config.lookahead).count()));
-    const extent_counts ios = count_ios(0, us);
+    const extent_counts ios = count_ios(0, whole_us(config.lookahead));
     place_hottest(ios, config.tier_extents);
     const std::vector<extent_key> placed = hottest(ios, config.tier_extents);
     lookahead_.residents.insert(placed.begin(), placed.end());
