@@ -39,7 +39,23 @@ def say(*words):
     print(time.strftime("%H:%M:%S"), *words, flush=True)
 
 
-class Array:
+class Started:
+    """A context manager over _start() and close(); close() also runs when
+    _start() fails part-way, and undoes what it had made."""
+
+    def __enter__(self):
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Array(Started):
     """One stratad on an empty state directory, built from configs/NAME.toml,
     and its LUN 0 as an NBD export (or, with export="fuse", as the file
     `lun_file` over FUSE, for a kernel file system). Use as a context
@@ -57,17 +73,6 @@ class Array:
         self.nbd_socket = self.dir / "nbd.sock"
         self.export = export
         self.lun_file = self.dir / "lun"
-
-    def __enter__(self):
-        try:
-            self._start()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def _start(self):
         out = open(self.dir / "stratad.out", "w")
@@ -117,6 +122,11 @@ class Array:
         self.procs = []
         if self.export == "fuse":
             subprocess.run(["umount", "-l", str(self.lun_file)], capture_output=True)
+        mounted = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
+                   if line.split()[1].startswith(str(self.dir) + "/")]
+        if mounted:  # removing the directory would reach into them
+            say(f"seedbench: {', '.join(mounted)} still mounted: {self.dir} left in place")
+            return
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def cli(self, *args):
@@ -175,17 +185,18 @@ class Array:
         return result, self.dir / name
 
 
-class Postgres:
+class Postgres(Started):
     """PostgreSQL (Debian's, its defaults: fsync, synchronous commit) with
     its data directory on ext4 on the array's LUN: the FUSE file, a loop
-    device over it, the kernel's journalled ext4. (Not the loop's direct
-    I/O: over qemu-storage-daemon 7.2's FUSE export it loses writes of
-    1 MiB and more, with a plain file behind the export as well.) A commit's flush reaches the LUN as
-    SYNCHRONIZE CACHE. The WAL is held to 256 MB between checkpoints (the
-    LUNs here are small). The server runs in a memory cgroup of `memory_bytes`
-    (its shared buffers and the page cache its reads fill), so that a
-    database larger than that reads from the array, as on a server whose
-    database outgrew its memory. Use as a context manager; needs root."""
+    device over it, the kernel's journalled ext4. A commit's flush reaches
+    the LUN as SYNCHRONIZE CACHE. (Not the loop's direct I/O: over
+    qemu-storage-daemon 7.2's FUSE export it loses writes of 1 MiB and
+    more, with a plain file behind the export as well.) The WAL is held to
+    256 MB between checkpoints (the LUNs here are small). The server runs
+    in a memory cgroup of `memory_bytes` (its shared buffers and the page
+    cache its reads fill), so that a database larger than that reads from
+    the array, as on a server whose database outgrew its memory. Use as a
+    context manager; needs root."""
 
     def __init__(self, array, memory_bytes):
         self.array = array
@@ -196,17 +207,6 @@ class Postgres:
         self.bin = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: float(p.parent.name))[-1]
         self.loop = None
         self.started = False
-
-    def __enter__(self):
-        try:
-            self._start()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def _run(self, *args, user=None, what=None):
         cmd = ["su", user, "-c", " ".join(str(a) for a in args)] if user else [str(a) for a in args]
@@ -282,9 +282,15 @@ def memory_cgroup(name, limit_bytes):
     cgroup v2's memory.max where the unified hierarchy has the memory
     controller, else v1's memory.limit_in_bytes."""
     unified = Path("/sys/fs/cgroup")
-    if "memory" in (unified / "cgroup.controllers").read_text(errors="ignore").split() \
-            if (unified / "cgroup.controllers").exists() else False:
+    controllers = unified / "cgroup.controllers"
+    if controllers.exists() and "memory" in controllers.read_text().split():
         group, limit = unified / name, "memory.max"
+        subtree = unified / "cgroup.subtree_control"
+        if "memory" not in subtree.read_text().split():  # a child has memory.max only once its parent hands it down
+            try:
+                subtree.write_text("+memory")
+            except OSError as e:
+                raise BenchError(f"cannot enable the memory controller in {subtree}: {e}")
     elif Path("/sys/fs/cgroup/memory/cgroup.procs").exists():
         group, limit = Path("/sys/fs/cgroup/memory") / name, "memory.limit_in_bytes"
     else:
