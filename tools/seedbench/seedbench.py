@@ -320,7 +320,7 @@ def flashsoft_wb(ctx):
                f"{r['array_reads_per_txn']:.1f} ({r['array_read_ms']:.2f} ms) and writes "
                f"{r['array_writes_per_txn']:.1f} ({r['array_write_ms']:.2f} ms) per transaction; "
                f"stratad {r['stratad_cores']:.2f} cores, machine {r['machine_busy']:.0%} busy")
-    report(f"  the read cache served {cached['cache_hit_fraction']:.0%} of reads")
+    report(f"  the read cache served {cached['cache_hit_fraction']:.0%} of reads (the array's last 5 s sample)")
     report(f"  TPS {ratio:.2f}x (published {FLASHSOFT_WB_PUBLISHED['low']}-{FLASHSOFT_WB_PUBLISHED['high']}x), "
            f"latency {base['latency_ms'] / cached['latency_ms']:.2f}x lower")
     ctx.rows += [("FlashSoft WB", "TPS over all-HDD (low end)", FLASHSOFT_WB_PUBLISHED["low"], ratio)]
