@@ -6,7 +6,8 @@
   adaptive tier serves a good part of the I/O from SSD;
 - a page-reference trace (big-endian 32-bit ids, as the ARC OLTP trace):
   its I/O count, footprint, reads, and span;
-- bad input: a page id 0, a CSV with a malformed record.
+- bad input: a page id 0, a page trace ending inside an id, a CSV with a
+  malformed record.
 
     tierreplay_test.py PATH/TO/strata-tierreplay
 """
@@ -108,6 +109,10 @@ def main():
         zero.write_bytes(struct.pack(">III", 1, 0, 2))
         rc, _, err = run(tool, str(zero))
         check("page id 0 is refused, saying so", rc == 1 and "page id 0" in err, err)
+        torn = d / "torn.u32be"
+        torn.write_bytes(struct.pack(">II", 1, 2) + b"\x00\x01")
+        rc, _, err = run(tool, str(torn))
+        check("a page trace ending inside a page id is refused, saying so", rc == 1 and "2 byte(s) of a page id" in err, err)
         bad = d / "bad.csv"
         bad.write_text("ts_us,vol,offset,size,op\n0,0,4096,4096,R\n1,0,x,4096,R\n")
         rc, _, err = run(tool, str(bad))

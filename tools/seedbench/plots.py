@@ -35,8 +35,8 @@ def speedup(path, title, published_range, ratio):
     """One ratio over all-HDD against the published range (low, high)."""
     fig, ax = plt.subplots(figsize=(5, 3.4))
     low, high = published_range
-    ax.bar([0], [high - low], 0.5, bottom=[low], color="#999999", label="published range")
-    ax.bar([1], [ratio], 0.5, color="#2b6cb0", label="Strata")
+    ax.bar([0], [high - low], 0.5, bottom=[low], color="#999999")
+    ax.bar([1], [ratio], 0.5, color="#2b6cb0")
     ax.text(0, high, f"{low:.2f}-{high:.2f}x", ha="center", va="bottom", fontsize=8)
     ax.text(1, ratio, f"{ratio:.2f}x", ha="center", va="bottom", fontsize=8)
     ax.set_xticks([0, 1], ["published", "Strata"])

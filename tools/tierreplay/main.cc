@@ -35,6 +35,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -185,11 +186,14 @@ class rig {
   using extent_key = std::pair<std::uint32_t, std::uint64_t>;  // volume, extent
   using extent_counts = std::map<extent_key, std::uint64_t>;
 
-  // I/Os per extent of the records that arrive in [from_us, to_us).
+  // I/Os per extent of the records that arrive in [from_us, to_us) (the
+  // records are in time order).
   extent_counts count_ios(std::uint64_t from_us, std::uint64_t to_us) const {
+    auto arrival = [](const trace_record& r, std::uint64_t us) { return r.time_us < us; };
+    const auto first = std::lower_bound(trace_.records.begin(), trace_.records.end(), from_us, arrival);
+    const auto end = std::lower_bound(first, trace_.records.end(), to_us, arrival);
     extent_counts ios;
-    for (const trace_record& r : trace_.records) {
-      if (r.time_us < from_us || r.time_us >= to_us) continue;
+    for (const trace_record& r : std::span(first, end)) {
       const std::uint64_t last = (r.offset_bytes + r.size_bytes - 1) / extent_bytes;
       for (std::uint64_t e = r.offset_bytes / extent_bytes; e <= last; ++e) ++ios[{r.volume, e}];
     }

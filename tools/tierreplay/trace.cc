@@ -45,15 +45,19 @@ struct raw_record {
 // evenly over `span_us`.
 std::expected<std::vector<raw_record>, std::string> read_page_ids(FILE* file, const std::string& path,
                                                                   std::uint64_t span_us, std::uint64_t limit) {
-  constexpr std::uint64_t page_bytes = 4096;
   std::vector<std::uint32_t> ids;
   unsigned char b[4];
-  while (std::fread(b, 1, 4, file) == 4) {
+  std::size_t got = 0;  // bytes of the id being read
+  while ((limit == 0 || ids.size() < limit) && (got = std::fread(b, 1, 4, file)) == 4) {
     const std::uint32_t id = (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) | (std::uint32_t{b[2]} << 8) | b[3];
     if (id == 0) return std::unexpected(path + ": page id 0 (the ids start at 1)");
     ids.push_back(id);
-    if (limit != 0 && ids.size() >= limit) break;
+    got = 0;
   }
+  if (got != 0) {
+    return std::unexpected(path + ": ends in " + std::to_string(got) + " byte(s) of a page id (4 bytes each)");
+  }
+  constexpr std::uint64_t page_bytes = 4096;
   std::vector<raw_record> raw;
   raw.reserve(ids.size());
   for (std::size_t i = 0; i < ids.size(); ++i) {
