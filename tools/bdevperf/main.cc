@@ -11,6 +11,7 @@
 //
 // Usage: strata-bdevperf [--part file|models|all] [--seconds S] [--repeat N]
 //                        [--model-seconds S] [--file-size-mib M] [--dirs D1,D2]
+// (--help describes each option.)
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/resource.h>
@@ -32,6 +33,7 @@
 #include "raid/device/memory_device.h"
 #include "raid/device/ssd_model.h"
 #include "tools/bdevperf/workload.h"
+#include "tools/cli.h"
 
 namespace {
 
@@ -47,55 +49,45 @@ struct options {
   int repeat = 3;
   double model_seconds = 3;
   std::uint64_t file_size_mib = 512;
-  std::vector<std::string> dirs = {"/tmp", "/dev/shm"};
+  std::vector<std::string> dirs;
 };
 
-[[noreturn]] void usage_error(const std::string& message) {
-  fmt::print(stderr, "strata-bdevperf: {}\n", message);
-  fmt::print(stderr,
-             "usage: strata-bdevperf [--part file|models|all] [--seconds S] [--repeat N]\n"
-             "                       [--model-seconds S] [--file-size-mib M] [--dirs D1,D2]\n");
-  std::exit(2);
+// The --dirs list: comma-separated, empty items skipped.
+std::vector<std::string> split_dirs(const std::string& list) {
+  std::vector<std::string> dirs;
+  for (std::size_t start = 0; start <= list.size();) {
+    const std::size_t comma = std::min(list.find(',', start), list.size());
+    if (comma > start) dirs.push_back(list.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return dirs;
 }
 
 options parse(int argc, char** argv) {
   options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") usage_error("the block-device benchmark");
-    if (i + 1 >= argc) usage_error("missing value for " + flag);
-    const std::string value = argv[++i];
-    try {
-      if (flag == "--part") {
-        o.part = value;
-        if (o.part != "file" && o.part != "models" && o.part != "all") {
-          usage_error("--part must be file, models or all, not " + value);
-        }
-      } else if (flag == "--seconds") {
-        o.seconds = std::stod(value);
-      } else if (flag == "--repeat") {
-        o.repeat = std::stoi(value);
-      } else if (flag == "--model-seconds") {
-        o.model_seconds = std::stod(value);
-      } else if (flag == "--file-size-mib") {
-        o.file_size_mib = std::stoull(value);
-      } else if (flag == "--dirs") {
-        o.dirs.clear();
-        for (std::size_t start = 0; start <= value.size();) {
-          const std::size_t comma = std::min(value.find(',', start), value.size());
-          if (comma > start) o.dirs.push_back(value.substr(start, comma - start));
-          start = comma + 1;
-        }
-      } else {
-        usage_error("unknown option " + flag);
-      }
-    } catch (const std::logic_error&) {
-      usage_error("bad number for " + flag + ": " + value);
-    }
-  }
-  if (o.seconds <= 0 || o.model_seconds <= 0 || o.repeat < 1 || o.file_size_mib < 1) {
-    usage_error("durations, --repeat and --file-size-mib must be positive");
-  }
+  CLI::App app{"The block-device benchmark: Strata's io_uring file device against fio on the same files, "
+               "and the HDD and SSD models in real time.",
+               "strata-bdevperf"};
+  tools::use_conventions(app);
+  app.add_option("--part", o.part, "What to run: file (file device vs fio), models (drive models) or all")
+      ->check(CLI::IsMember({"file", "models", "all"}));
+  app.add_option("--seconds", o.seconds, "Length of each file-device and fio run, in seconds")
+      ->type_name("S")
+      ->check(tools::positive);
+  app.add_option("--repeat", o.repeat, "Runs of each (alternating strata and fio); the median is reported")
+      ->type_name("N")
+      ->check(tools::positive);
+  app.add_option("--model-seconds", o.model_seconds, "Length of each drive-model row, in seconds")
+      ->type_name("S")
+      ->check(tools::positive);
+  app.add_option("--file-size-mib", o.file_size_mib, "Size of the file read in each directory, in MiB")
+      ->type_name("M")
+      ->check(tools::positive);
+  std::string dirs = "/tmp,/dev/shm";
+  app.add_option("--dirs", dirs, "Directories to lay the file out in, comma-separated (one row each)")
+      ->type_name("D1,D2");
+  tools::parse_or_exit(app, argc, argv);
+  o.dirs = split_dirs(dirs);
   return o;
 }
 
