@@ -52,7 +52,8 @@ inline void parse_or_exit(CLI::App& app, int argc, char** argv, int usage_status
 inline const CLI::Validator positive(
     [](std::string& text) -> std::string {
       double value = 0;
-      if (!CLI::detail::lexical_cast(text, value) || !(value > 0)) return "must be above zero, not " + text;
+      if (!CLI::detail::lexical_cast(text, value)) return text + " is not a number";
+      if (!(value > 0)) return "must be above zero, not " + text;
       return {};
     },
     "");

@@ -34,6 +34,7 @@
 #include "raid/device/null_device.h"
 #include "raid/raid6_group.h"
 #include "tools/bdevperf/workload.h"
+#include "tools/cli.h"
 
 namespace {
 
@@ -280,32 +281,18 @@ double sequential_pass_rate(std::uint64_t block_count) {
 
 }  // namespace
 
-[[noreturn]] void usage_error(const std::string& message) {
-  fmt::print(stderr, "strata-raidperf: {}\nusage: strata-raidperf [--seconds S] [--repeat N]\n", message);
-  std::exit(2);
-}
-
 int main(int argc, char** argv) {
   double seconds = 2;
   int repeat = 3;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag != "--seconds" && flag != "--repeat") usage_error("unknown option " + flag);
-    if (i + 1 >= argc) usage_error("missing value for " + flag);
-    const std::string value = argv[i + 1];
-    try {
-      std::size_t used = 0;
-      if (flag == "--seconds") {
-        seconds = std::stod(value, &used);
-      } else {
-        repeat = std::stoi(value, &used);
-      }
-      if (used != value.size()) throw std::invalid_argument(value);
-    } catch (const std::logic_error&) {
-      usage_error("bad number for " + flag + ": " + value);
-    }
-  }
-  if (seconds <= 0 || repeat < 1) usage_error("--seconds and --repeat must be positive");
+  CLI::App app{"RAID-6 benchmarks: full-stripe writes against raw ISA-L, reads healthy and degraded, "
+               "rebuild over memory and HDD models, 4 KiB random writes on HDD models.",
+               "strata-raidperf"};
+  strata::tools::use_conventions(app);
+  app.add_option("--seconds", seconds, "Length of each timed run, in seconds")->type_name("S")->check(strata::tools::positive);
+  app.add_option("--repeat", repeat, "Runs of each measurement; the median is reported")
+      ->type_name("N")
+      ->check(strata::tools::positive);
+  strata::tools::parse_or_exit(app, argc, argv);
   try {
     {
       group_rig rig(stripes, backing::memory);

@@ -34,6 +34,7 @@
 #include "raid/raid6_group.h"
 #include "raid/write_back.h"
 #include "tools/bdevperf/workload.h"
+#include "tools/cli.h"
 
 namespace {
 
@@ -50,11 +51,6 @@ double ms(duration d) { return std::chrono::duration<double, std::milli>(d).coun
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
-}
-
-[[noreturn]] void usage_error(const std::string& why) {
-  fmt::print(stderr, "strata-wbperf: {}\nusage: strata-wbperf [--seconds S] [--repeat N] [--log-mib M]\n", why);
-  std::exit(2);
 }
 
 struct rig {
@@ -175,19 +171,18 @@ int main(int argc, char** argv) {
   double seconds = 3;
   int repeat = 3;
   std::uint64_t log_mib = 256;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag != "--seconds" && flag != "--repeat" && flag != "--log-mib") usage_error("unknown option " + flag);
-    if (i + 1 >= argc) usage_error("missing value for " + flag);
-    try {
-      if (flag == "--seconds") seconds = std::stod(argv[i + 1]);
-      if (flag == "--repeat") repeat = std::stoi(argv[i + 1]);
-      if (flag == "--log-mib") log_mib = std::stoull(argv[i + 1]);
-    } catch (const std::logic_error&) {
-      usage_error("bad number for " + flag);
-    }
-  }
-  if (seconds <= 0 || repeat < 1 || log_mib < 1) usage_error("--seconds, --repeat and --log-mib must be positive");
+  CLI::App app{"The write-back cache against writing through, on HDD and SSD models as on stratad's shelf: "
+               "OLTP, 4 KiB random writes, 1 MiB sequential writes.",
+               "strata-wbperf"};
+  strata::tools::use_conventions(app);
+  app.add_option("--seconds", seconds, "Length of each run, in seconds")->type_name("S")->check(strata::tools::positive);
+  app.add_option("--repeat", repeat, "Runs of each row (write-through and write-back alternating); medians")
+      ->type_name("N")
+      ->check(strata::tools::positive);
+  app.add_option("--log-mib", log_mib, "Size of the write log (the RAID-1 SSD pair), in MiB")
+      ->type_name("M")
+      ->check(strata::tools::positive);
+  strata::tools::parse_or_exit(app, argc, argv);
   try {
     rig r(log_mib);
     fmt::print("== write-back (log: RAID-1 of 2 SAS SSD models, {} MiB) against write-through, RAID-6 10+2 of 10K SAS "
