@@ -53,6 +53,7 @@
 #include "tiering/migrator.h"
 #include "tiering/pool.h"
 #include "tiering/volume.h"
+#include "tools/cli.h"
 #include "tools/tierreplay/trace.h"
 
 namespace strata::tools {
@@ -591,65 +592,99 @@ std::vector<double> parse_list(std::string_view s) {
   return out;
 }
 
-int main(int argc, char** argv) {
-  std::vector<double> tiers{0.05, 0.10};
+// What the command line asks for.
+struct command_line {
+  std::vector<double> tiers;
   std::vector<std::string> paths;
   std::uint64_t limit = 0;
   bool cache_table = false;
-  // The baselines the issue names, then the engine's default.
-  std::vector<std::string> policies{"lru", "arc", "s3fifo", tiering::read_cache_options{}.policy};
+  std::vector<std::string> policies;
   run_config base;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        fmt::print(stderr, "strata-tierreplay: {} needs a value\n", arg);
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (arg == "--tier") {
-      tiers = parse_list(value());
-    } else if (arg == "--half-life-s") {
-      base.half_life = std::chrono::seconds(std::stoll(value()));
-    } else if (arg == "--lookahead-s") {
-      base.lookahead = std::chrono::duration_cast<device::duration>(std::chrono::duration<double>(std::stod(value())));
-    } else if (arg == "--window-s") {
-      base.window = std::chrono::duration_cast<device::duration>(std::chrono::duration<double>(std::stod(value())));
-    } else if (arg == "--interval-ms") {
-      base.migration.interval = std::chrono::milliseconds(std::stoll(value()));
-    } else if (arg == "--min-score") {
-      base.migration.promote_min_score = std::stod(value());
-    } else if (arg == "--hysteresis") {
-      base.migration.hysteresis = std::stod(value());
-    } else if (arg == "--sequential-kib") {
-      base.sequential_threshold_bytes = std::stoull(value()) << 10;
-    } else if (arg == "--latency-budget-ms") {
-      base.migration.latency_budget = std::chrono::milliseconds(std::stoll(value()));
-    } else if (arg == "--max-moves") {
-      base.migration.max_moves_in_flight = static_cast<unsigned>(std::stoul(value()));
-    } else if (arg == "--queue-depth") {
-      base.queue_depth = std::stoull(value());
-    } else if (arg == "--fills") {
-      base.fills_in_flight = static_cast<unsigned>(std::stoul(value()));
-    } else if (arg == "--policies") {
-      policies = split(value());
-    } else if (arg == "--cache") {
-      cache_table = true;
-    } else if (arg == "--limit") {
-      limit = std::stoull(value());
-    } else if (arg.starts_with("--")) {
-      fmt::print(stderr, "strata-tierreplay: unknown option {}\n", arg);
-      return 2;
-    } else {
-      paths.push_back(arg);
+};
+
+command_line parse(int argc, char** argv) {
+  command_line c;
+  CLI::App app{"Replays block traces through the real tiering engine over a modelled shelf in virtual time, "
+               "beside a fixed oracle and a look-ahead oracle (tier) or Belady's MIN (--cache).",
+               "strata-tierreplay"};
+  use_conventions(app);
+  std::string tier_list = "0.05,0.10";
+  // The baselines the issue names, then the engine's default.
+  std::string policy_list = "lru,arc,s3fifo," + tiering::read_cache_options{}.policy;
+  std::int64_t half_life_s = std::chrono::duration_cast<std::chrono::seconds>(c.base.half_life).count();
+  double lookahead_s = std::chrono::duration<double>(c.base.lookahead).count();
+  double window_s = 0;
+  std::int64_t interval_ms = std::chrono::duration_cast<std::chrono::milliseconds>(c.base.migration.interval).count();
+  std::int64_t latency_budget_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(c.base.migration.latency_budget).count();
+  std::uint64_t sequential_kib = c.base.sequential_threshold_bytes >> 10;
+  const auto number_list = [](const std::string& text) -> std::string {
+    try {
+      parse_list(text);
+      return {};
+    } catch (const std::logic_error&) {
+      return "not a comma-separated list of numbers: " + text;
     }
-  }
-  if (paths.empty()) {
-    fmt::print(stderr, "usage: strata-tierreplay [--tier 0.05,0.10] [--half-life-s S] [--interval-ms M] "
-                       "[--limit N] TRACE...\n");
-    return 2;
-  }
+  };
+  app.add_option("--tier", tier_list,
+                 "Performance-tier sizes to run, as fractions of the trace's extent footprint, comma-separated")
+      ->type_name("F1,F2")
+      ->check(number_list);
+  app.add_flag("--cache", c.cache_table,
+               "A read cache of each size instead of the tier, one run per --policies, beside Belady's MIN");
+  app.add_option("--half-life-s", half_life_s, "Half-life of the extents' heat, in seconds")->type_name("S");
+  app.add_option("--interval-ms", interval_ms, "The migrator's round interval, in milliseconds")->type_name("M");
+  app.add_option("--min-score", c.base.migration.promote_min_score,
+                 "Lowest heat an extent is promoted with (random I/Os per half-life)")
+      ->type_name("X");
+  app.add_option("--hysteresis", c.base.migration.hysteresis,
+                 "How many times a resident's score a promotion in its place needs")
+      ->type_name("X");
+  app.add_option("--sequential-kib", sequential_kib,
+                 "Sequential streams heat only while shorter than this, in KiB")
+      ->type_name("K");
+  app.add_option("--latency-budget-ms", latency_budget_ms,
+                 "How far migration may push the mean host latency over its baseline, in milliseconds")
+      ->type_name("M");
+  app.add_option("--max-moves", c.base.migration.max_moves_in_flight, "Extent moves in flight at most")->type_name("N");
+  app.add_option("--lookahead-s", lookahead_s, "The look-ahead oracle's interval, in seconds")->type_name("S");
+  app.add_option("--window-s", window_s, "Also print each placement's SSD share per window of this many seconds (0: none)")
+      ->type_name("S");
+  app.add_option("--queue-depth", c.base.queue_depth, "I/Os the hosts keep in flight at most, all volumes together")
+      ->type_name("N");
+  app.add_option("--fills", c.base.fills_in_flight, "Read-cache fills in flight at most (--cache)")->type_name("N");
+  app.add_option("--policies", policy_list, "Read-cache policies to run with --cache, comma-separated")
+      ->type_name("P1,P2");
+  app.add_option("--limit", c.limit, "Records read from each trace at most (0: all)")->type_name("N");
+  app.add_option("TRACE", c.paths,
+                 "Traces: the project's CSV (ts_us,vol,offset,size,op), SNIA/MSR Cambridge CSV, or page references "
+                 "(*.u32be), each optionally .gz")
+      ->type_name("FILE")
+      ->default_str("")
+      ->required();
+  parse_or_exit(app, argc, argv);
+  c.tiers = parse_list(tier_list);
+  c.policies = split(policy_list);
+  const auto seconds = [](double s) {
+    return std::chrono::duration_cast<device::duration>(std::chrono::duration<double>(s));
+  };
+  c.base.half_life = std::chrono::seconds(half_life_s);
+  c.base.lookahead = seconds(lookahead_s);
+  c.base.window = seconds(window_s);
+  c.base.migration.interval = std::chrono::milliseconds(interval_ms);
+  c.base.migration.latency_budget = std::chrono::milliseconds(latency_budget_ms);
+  c.base.sequential_threshold_bytes = sequential_kib << 10;
+  return c;
+}
+
+int main(int argc, char** argv) {
+  const command_line c = parse(argc, argv);
+  const std::vector<double>& tiers = c.tiers;
+  const std::vector<std::string>& paths = c.paths;
+  const std::uint64_t limit = c.limit;
+  const bool cache_table = c.cache_table;
+  const std::vector<std::string>& policies = c.policies;
+  const run_config& base = c.base;
   for (const std::string& path : paths) {
     auto t = load_trace(path, extent_bytes, limit);
     if (!t) {
