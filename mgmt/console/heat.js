@@ -19,6 +19,7 @@ const live_period_ms = 3000;
 const max_columns = 240;  // snapshots drawn: the newest
 const max_rows = 1024;    // extents drawn
 const svg_ns = 'http://www.w3.org/2000/svg';
+const unmapped_colour = '#e6e9ee';  // style.css's --unmapped (a fill attribute takes no var())
 const tier_names = { TIER_PERFORMANCE: 'SSD', TIER_CAPACITY: 'HDD', TIER_UNMAPPED: 'unmapped', TIER_UNSPECIFIED: '?' };
 const since_choices = [['3600', 'the last hour'], ['21600', 'the last 6 hours'], ['86400', 'the last 24 hours'], ['0', 'all kept']];
 
@@ -157,7 +158,7 @@ function draw(map, summary, hottest, drawn, history, live, volumes) {
     let tier_before = null;
     const place = (x, column, tier, score, when, extra) => {
       const rect = svg_el('rect', {
-        x: x + 0.5, y: y + 0.5, width: cell_w - 1, height: cell_h - 1, fill: tier === 'TIER_UNMAPPED' ? 'var(--unmapped)' : ramp(heat(score)),
+        x: x + 0.5, y: y + 0.5, width: cell_w - 1, height: cell_h - 1, fill: tier === 'TIER_UNMAPPED' ? unmapped_colour : ramp(heat(score)),
         class: `cell tier-${tier_names[tier] ?? '?'}`,
         'data-volume': r.volume, 'data-extent': String(r.extent), 'data-tier': String(tier).replace('TIER_', ''), 'data-column': column,
         'data-score': fixed(score, 3),
@@ -237,12 +238,12 @@ function ramp(t) {
 }
 
 function legend() {
-  const swatches = [0, 0.25, 0.5, 0.75, 1].map((t) => h('span.swatch', { style: `background: ${ramp(t)}` }));
+  const swatches = [0, 0.25, 0.5, 0.75, 1].map((t) => h('span.swatch', { style: { background: ramp(t) } }));
   return h('p.legend', {},
     h('span', {}, 'cold ', swatches, ' hot (log of the score)'),
     h('span', {}, h('span.swatch.tier-SSD-sample'), ' outlined: on the SSD tier'),
     h('span', {}, h('span.swatch.tier-HDD-sample'), ' plain: on the HDD tier'),
-    h('span', {}, h('span.swatch', { style: 'background: var(--unmapped)' }), ' unmapped'),
+    h('span', {}, h('span.swatch.unmapped-sample'), ' unmapped'),
     h('span', {}, '▲ promoted, ▼ demoted since the snapshot before'));
 }
 

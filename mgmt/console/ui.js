@@ -15,6 +15,9 @@ export function h(tag, attributes = {}, ...children) {
     if (key.startsWith('on')) element.addEventListener(key.slice(2), value);
     else if (key === 'dataset') Object.assign(element.dataset, value);
     else if (key === 'class') element.className += ` ${value}`;
+    // Through the CSSOM: stratad's Content-Security-Policy (style-src
+    // 'self') refuses style attributes.
+    else if (key === 'style') for (const [name, v] of Object.entries(value)) element.style.setProperty(name, v);
     else if (key in element && typeof value !== 'string') element[key] = value;
     else element.setAttribute(key, value === true ? '' : value);
   }
@@ -79,7 +82,7 @@ export function table(header, rows, { empty = 'none', caption } = {}) {
 export function progress(fraction, label) {
   const f = Math.max(0, Math.min(1, Number(fraction) || 0));
   return h('span.progress', { role: 'progressbar', 'aria-valuemin': '0', 'aria-valuemax': '100', 'aria-valuenow': (f * 100).toFixed(0) },
-    h('span.track', {}, h('span.bar', { style: `width: ${(f * 100).toFixed(1)}%` })), h('span.label', {}, label ?? percent(f)));
+    h('span.track', {}, h('span.bar', { style: { width: `${(f * 100).toFixed(1)}%` } })), h('span.label', {}, label ?? percent(f)));
 }
 
 export function badge(text, kind = '') {

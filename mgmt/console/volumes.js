@@ -87,7 +87,7 @@ function draw_volumes(section, volumes, stats, refresh) {
       const allocated = num(s.allocatedBytes);
       const ssd = num(s.performanceBytes);
       const placement = h('span.placement', { title: `${bytes(ssd)} on SSD, ${bytes(s.capacityBytes)} on HDD` },
-        h('span.split', {}, h('span.ssd', { style: `width: ${allocated ? (100 * ssd) / allocated : 0}%` })),
+        h('span.split', {}, h('span.ssd', { style: { width: `${allocated ? (100 * ssd) / allocated : 0}%` } })),
         ` ${bytes(ssd)} / ${bytes(s.capacityBytes)}`);
       return {
         dataset: { name: v.name, sizeBytes: String(v.sizeBytes) },

@@ -46,6 +46,8 @@ http.createServer((req, res) => {
   }
   const file = path.join(root, url.pathname === '/' ? 'index.html' : path.normalize(url.pathname));
   if (!file.startsWith(root) || !fs.existsSync(file) || fs.statSync(file).isDirectory()) { res.writeHead(404); res.end('not found'); return; }
-  res.writeHead(200, { 'content-type': types[path.extname(file)] || 'application/octet-stream' });
+  res.writeHead(200, { 'content-type': types[path.extname(file)] || 'application/octet-stream',
+    // stratad's policy, so that the console breaks here as it would there
+    'content-security-policy': "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'" });
   fs.createReadStream(file).pipe(res);
 }).listen(Number(listen_port), '127.0.0.1');
