@@ -29,9 +29,10 @@ inline void use_conventions(CLI::App& app) {
   app.get_formatter()->column_width(34);
 }
 
-// A usage error found after parsing (one that involves several options).
-[[noreturn]] inline void usage_error(const CLI::App& app, const std::string& problem, int status = 2) {
-  std::fprintf(stderr, "%s: %s\nRun with --help for more information.\n", app.get_name().c_str(), problem.c_str());
+// A usage error found after parsing (one that involves several options,
+// or that only setting up what they ask for finds), in the parser's words.
+[[noreturn]] inline void usage_error(const std::string& tool, const std::string& problem, int status = 2) {
+  std::fprintf(stderr, "%s: %s\nRun with --help for more information.\n", tool.c_str(), problem.c_str());
   std::exit(status);
 }
 
@@ -42,7 +43,7 @@ inline void parse_or_exit(CLI::App& app, int argc, char** argv, int usage_status
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) std::exit(app.exit(e));
-    usage_error(app, e.what(), usage_status);
+    usage_error(app.get_name(), e.what(), usage_status);
   }
 }
 

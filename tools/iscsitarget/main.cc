@@ -54,26 +54,54 @@
 #include "target/nvme/server.h"
 #include "target/scsi/logical_unit.h"
 #include "target/scsi/lun_map.h"
+#include "tools/cli.h"
 
 namespace {
 
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "strata-iscsi-target: %s\n"
-               "usage: strata-iscsi-target [--listen ADDR:PORT] [--target IQN] [--luns N] [--lun-mib M]"
-               " [--block-size 512|4096] [--chap USER:SECRET [--mutual-chap USER:SECRET]]"
-               " [--discovery-chap USER:SECRET] [--acl IQN[=LUN:UNIT,...]]... [--ping-seconds S]"
-               " [--login-timeout-seconds S] [--immediate-data yes|no] [--physical-block-bytes N]"
-               " [--max-held-write-mib M] [--read-only] [--poll-microseconds U]"
-               " [--nvme-listen ADDR:PORT [--nqn NQN] [--nvme-host HOSTNQN]...] [--loops N]\n",
-               problem.c_str());
-  std::exit(2);
+using strata::iscsi::chap_credentials;
+
+constexpr const char* tool = "strata-iscsi-target";
+
+[[noreturn]] void usage(const std::string& problem) { strata::tools::usage_error(tool, problem); }
+
+// A check for CLI11 from a parser that throws std::invalid_argument saying
+// what is wrong: the value is checked as it is parsed, and parsed again
+// (without fail) once the command line is whole.
+template <class Parse>
+std::function<std::string(const std::string&)> check_with(Parse parse) {
+  return [parse](const std::string& text) -> std::string {
+    try {
+      parse(text);
+      return {};
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+  };
 }
 
-strata::iscsi::chap_credentials credentials(const std::string& arg, const std::string& flag) {
+unsigned long number(const std::string& text) {
+  std::size_t used = 0;
+  try {
+    const unsigned long n = std::stoul(text, &used);
+    if (used == text.size()) return n;
+  } catch (const std::logic_error&) {
+  }
+  throw std::invalid_argument("'" + text + "' is not a number");
+}
+
+chap_credentials credentials(const std::string& arg) {
   const auto colon = arg.find(':');
-  if (colon == std::string::npos) usage(flag + " needs USER:SECRET");
+  if (colon == std::string::npos) throw std::invalid_argument("needs USER:SECRET");
   return {arg.substr(0, colon), arg.substr(colon + 1)};
+}
+
+boost::asio::ip::tcp::endpoint endpoint(const std::string& at) {
+  const auto colon = at.rfind(':');
+  if (colon == std::string::npos) throw std::invalid_argument("needs ADDR:PORT");
+  boost::system::error_code ec;
+  const auto address = boost::asio::ip::make_address(at.substr(0, colon), ec);
+  if (ec) throw std::invalid_argument("bad address: " + at);
+  return {address, static_cast<unsigned short>(number(at.substr(colon + 1)))};
 }
 
 // One --acl: the initiator, and its LUN -> unit pairs (empty: all units as themselves).
@@ -86,7 +114,7 @@ acl_entry parse_acl(const std::string& arg) {
   acl_entry e;
   const auto eq = arg.find('=');
   e.initiator = arg.substr(0, eq);
-  if (e.initiator.empty()) usage("--acl needs an initiator name");
+  if (e.initiator.empty()) throw std::invalid_argument("needs an initiator name");
   if (eq == std::string::npos) return e;
   std::string rest = arg.substr(eq + 1);
   while (!rest.empty()) {
@@ -94,17 +122,15 @@ acl_entry parse_acl(const std::string& arg) {
     const std::string pair = rest.substr(0, comma);
     rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
     const auto colon = pair.find(':');
-    if (colon == std::string::npos) usage("--acl pairs are LUN:UNIT, not '" + pair + "'");
-    e.luns.emplace_back(static_cast<std::uint16_t>(std::stoul(pair.substr(0, colon))),
-                        static_cast<unsigned>(std::stoul(pair.substr(colon + 1))));
+    if (colon == std::string::npos) throw std::invalid_argument("pairs are LUN:UNIT, not '" + pair + "'");
+    e.luns.emplace_back(static_cast<std::uint16_t>(number(pair.substr(0, colon))),
+                        static_cast<unsigned>(number(pair.substr(colon + 1))));
   }
   return e;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  using namespace strata;
+// What the command line asks for.
+struct settings {
   std::string listen = "127.0.0.1:3260";
   std::string name = "iqn.2026-11.io.strata:target";
   unsigned luns = 1;
@@ -113,96 +139,126 @@ int main(int argc, char** argv) {
   std::uint32_t physical_block = 0;
   bool read_only = false;
   std::chrono::microseconds poll{100};
-  std::optional<iscsi::chap_credentials> chap;
-  std::optional<iscsi::chap_credentials> mutual_chap;
-  std::optional<iscsi::chap_credentials> discovery_chap;
+  std::optional<chap_credentials> chap;
+  std::optional<chap_credentials> mutual_chap;
+  std::optional<chap_credentials> discovery_chap;
   std::vector<acl_entry> acls;
-  iscsi::server_options options;
+  strata::iscsi::server_options options;
   std::string nvme_listen;
-  unsigned loops = 1;
-  nvme::subsystem nvme_subsystem{"nqn.2026-11.io.strata:target", {}, {}};
+  std::string nqn = "nqn.2026-11.io.strata:target";
   std::vector<std::string> nvme_hosts;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(arg + " needs a value");
-      return argv[++i];
-    };
-    try {
-      if (arg == "--listen") {
-        listen = value();
-      } else if (arg == "--target") {
-        name = value();
-      } else if (arg == "--luns") {
-        luns = static_cast<unsigned>(std::stoul(value()));
-      } else if (arg == "--lun-mib") {
-        lun_mib = std::stoull(value());
-      } else if (arg == "--block-size") {
-        block_size = static_cast<std::uint32_t>(std::stoul(value()));
-      } else if (arg == "--chap") {
-        chap = credentials(value(), arg);
-      } else if (arg == "--mutual-chap") {
-        mutual_chap = credentials(value(), arg);
-      } else if (arg == "--discovery-chap") {
-        discovery_chap = credentials(value(), arg);
-      } else if (arg == "--acl") {
-        acls.push_back(parse_acl(value()));
-      } else if (arg == "--ping-seconds") {
-        options.ping_interval = options.ping_timeout = std::chrono::seconds(std::stoul(value()));
-      } else if (arg == "--poll-microseconds") {
-        poll = std::chrono::microseconds(std::stoul(value()));
-      } else if (arg == "--read-only") {
-        read_only = true;
-      } else if (arg == "--max-held-write-mib") {
-        options.max_held_write_bytes = std::size_t{std::stoul(value())} << 20;
-      } else if (arg == "--physical-block-bytes") {
-        physical_block = static_cast<std::uint32_t>(std::stoul(value()));
-      } else if (arg == "--immediate-data") {
-        const std::string v = value();
-        if (v != "yes" && v != "no") usage("--immediate-data is yes or no");
-        options.offer.immediate_data = v == "yes";
-      } else if (arg == "--loops") {
-        loops = static_cast<unsigned>(std::stoul(value()));
-      } else if (arg == "--nvme-listen") {
-        nvme_listen = value();
-      } else if (arg == "--nqn") {
-        nvme_subsystem.nqn = value();
-      } else if (arg == "--nvme-host") {
-        nvme_hosts.push_back(value());
-      } else if (arg == "--login-timeout-seconds") {
-        options.login_timeout = std::chrono::seconds(std::stoul(value()));
-      } else {
-        usage("unknown option " + arg);
-      }
-    } catch (const std::exception&) {
-      usage("bad value for " + arg);
-    }
-  }
-  if (block_size != 512 && block_size != 4096) usage("--block-size must be 512 or 4096");
-  if (physical_block != 0 && (physical_block & (physical_block - 1)) != 0) usage("--physical-block-bytes must be a power of two");
-  if (luns == 0 || luns > 256 || lun_mib == 0) usage("--luns must be 1 to 256 and --lun-mib positive");
-  const auto endpoint_of = [](const std::string& flag, const std::string& at) {
-    const auto colon = at.rfind(':');
-    if (colon == std::string::npos) usage(flag + " needs ADDR:PORT");
-    boost::system::error_code ec;
-    const auto address = boost::asio::ip::make_address(at.substr(0, colon), ec);
-    if (ec) usage("bad address in " + flag + ": " + at);
-    return boost::asio::ip::tcp::endpoint(address, static_cast<unsigned short>(std::stoul(at.substr(colon + 1))));
-  };
-  const auto iscsi_at = endpoint_of("--listen", listen);
+  unsigned loops = 1;
+};
+
+settings parse(int argc, char** argv) {
+  settings s;
+  CLI::App app{"Strata's iSCSI target over memory-backed LUNs, and with --nvme-listen its NVMe/TCP target over "
+               "the same units (unit N is namespace N + 1). Prints \"listening on ADDR:PORT\" once it accepts "
+               "connections; runs until SIGINT or SIGTERM; SIGUSR1 asks every initiator to log out.",
+               tool};
+  strata::tools::use_conventions(app);
+  app.add_option("--listen", s.listen, "iSCSI portal to listen on (port 0 picks a free one)")
+      ->type_name("ADDR:PORT")
+      ->check(check_with(endpoint));
+  app.add_option("--target", s.name, "The target's name")->type_name("IQN");
+  app.add_option("--luns", s.luns, "Memory-backed units to serve (LUN N is unit N)")
+      ->type_name("N")
+      ->check(CLI::Range(1u, 256u));
+  app.add_option("--lun-mib", s.lun_mib, "Size of each unit, in MiB")->type_name("M")->check(strata::tools::positive);
+  app.add_option("--block-size", s.block_size, "Logical block size of each unit, in bytes: 512 or 4096")
+      ->type_name("BYTES")
+      ->check(CLI::IsMember({512u, 4096u}));
+  std::string chap, mutual_chap, discovery_chap;
+  app.add_option("--chap", chap, "Every initiator must prove this CHAP secret")
+      ->type_name("USER:SECRET")
+      ->check(check_with(credentials));
+  app.add_option("--mutual-chap", mutual_chap, "The target proves this to initiators that ask (with --chap)")
+      ->type_name("USER:SECRET")
+      ->check(check_with(credentials));
+  app.add_option("--discovery-chap", discovery_chap, "CHAP secret for discovery sessions")
+      ->type_name("USER:SECRET")
+      ->check(check_with(credentials));
+  std::vector<std::string> acls;
+  app.add_option("--acl", acls,
+                 "Only the initiators named may log in (repeat for each), each seeing the units listed under the "
+                 "LUN numbers given, or all units as LUN N if none are listed (default: anyone sees all)")
+      ->type_name("IQN[=LUN:UNIT,...]")
+      ->default_str("")
+      ->allow_extra_args(false)
+      ->check(check_with(parse_acl));
+  unsigned long ping_seconds = static_cast<unsigned long>(s.options.ping_interval.count());
+  app.add_option("--ping-seconds", ping_seconds,
+                 "How long an initiator may be silent before a NOP-In, and how long it has to answer, in seconds "
+                 "(0: no pings)")
+      ->type_name("S");
+  unsigned long login_timeout_seconds = static_cast<unsigned long>(s.options.login_timeout.count());
+  app.add_option("--login-timeout-seconds", login_timeout_seconds, "How long a login may take, in seconds")
+      ->type_name("S");
+  std::string immediate_data = s.options.offer.immediate_data ? "yes" : "no";
+  app.add_option("--immediate-data", immediate_data, "Offer ImmediateData")->check(CLI::IsMember({"yes", "no"}));
+  app.add_option("--physical-block-bytes", s.physical_block,
+                 "Physical block size the units report, in bytes: a power of two (0: the logical block size)")
+      ->type_name("N")
+      ->check(check_with([](const std::string& text) {
+        const unsigned long n = number(text);
+        if ((n & (n - 1)) != 0) throw std::invalid_argument("must be a power of two");
+      }));
+  std::size_t max_held_write_mib = s.options.max_held_write_bytes >> 20;
+  app.add_option("--max-held-write-mib", max_held_write_mib,
+                 "Write data one connection may hold for commands not yet answered, in MiB at most")
+      ->type_name("M");
+  app.add_flag("--read-only", s.read_only, "Serve the units write-protected");
+  unsigned long poll_us = static_cast<unsigned long>(s.poll.count());
+  app.add_option("--poll-microseconds", poll_us,
+                 "How long the loop spins for more work before it sleeps, in microseconds (0: none)")
+      ->type_name("U");
+  app.add_option("--nvme-listen", s.nvme_listen, "Also serve the units over NVMe/TCP here")
+      ->type_name("ADDR:PORT")
+      ->check(check_with(endpoint));
+  app.add_option("--nqn", s.nqn, "The NVMe subsystem's name (with --nvme-listen)")->type_name("NQN");
+  app.add_option("--nvme-host", s.nvme_hosts, "Only the NVMe hosts named may connect (repeat for each; default: any)")
+      ->type_name("HOSTNQN")
+      ->default_str("")
+      ->allow_extra_args(false);
+  app.add_option("--loops", s.loops,
+                 "Event loops: the units and both listeners on the first, connections of both protocols spread "
+                 "over all")
+      ->type_name("N");
+  strata::tools::parse_or_exit(app, argc, argv);
+  if (!chap.empty()) s.chap = credentials(chap);
+  if (!mutual_chap.empty()) s.mutual_chap = credentials(mutual_chap);
+  if (!discovery_chap.empty()) s.discovery_chap = credentials(discovery_chap);
+  for (const std::string& acl : acls) s.acls.push_back(parse_acl(acl));
+  s.options.ping_interval = s.options.ping_timeout = std::chrono::seconds(ping_seconds);
+  s.options.login_timeout = std::chrono::seconds(login_timeout_seconds);
+  s.options.offer.immediate_data = immediate_data == "yes";
+  s.options.max_held_write_bytes = max_held_write_mib << 20;
+  s.poll = std::chrono::microseconds(poll_us);
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace strata;
+  settings s = parse(argc, argv);
+  const unsigned luns = s.luns;
+  const std::uint32_t block_size = s.block_size;
+  iscsi::server_options& options = s.options;
+  const auto iscsi_at = endpoint(s.listen);
 
   boost::asio::io_context loop;
   std::vector<std::unique_ptr<device::memory_device>> disks;
   std::vector<std::unique_ptr<scsi::logical_unit>> units;
   scsi::lun_map all(loop.get_executor());
   for (unsigned l = 0; l < luns; ++l) {
-    auto d = device::memory_device::create(loop.get_executor(), {block_size, (lun_mib << 20) / block_size});
+    auto d = device::memory_device::create(loop.get_executor(), {block_size, (s.lun_mib << 20) / block_size});
     if (!d) usage(d.error().message);
     disks.push_back(std::move(*d));
     scsi::unit_identity id;
     id.serial = "STRATA" + std::to_string(1000 + l);
-    id.physical_block_bytes = physical_block;
-    id.write_protected = read_only;
+    id.physical_block_bytes = s.physical_block;
+    id.write_protected = s.read_only;
     units.push_back(std::make_unique<scsi::logical_unit>(*disks.back(), id));
     if (auto e = all.add(static_cast<std::uint16_t>(l), *units.back())) usage("lun " + std::to_string(l) + ": " + e.message());
   }
@@ -215,10 +271,10 @@ int main(int argc, char** argv) {
       return nullptr;
     });
   }
-  iscsi::target_node target{name, {}, std::nullopt};
-  const iscsi::initiator_access everything{&all, chap, mutual_chap};
+  iscsi::target_node target{s.name, {}, std::nullopt};
+  const iscsi::initiator_access everything{&all, s.chap, s.mutual_chap};
   std::vector<std::unique_ptr<scsi::lun_map>> views;  // one per --acl that lists its LUNs
-  for (const acl_entry& e : acls) {
+  for (const acl_entry& e : s.acls) {
     iscsi::initiator_access access = everything;
     if (!e.luns.empty()) {
       views.push_back(std::make_unique<scsi::lun_map>(loop.get_executor()));
@@ -230,11 +286,11 @@ int main(int argc, char** argv) {
     }
     target.initiators[e.initiator] = access;
   }
-  if (acls.empty()) target.anyone = everything;
+  if (s.acls.empty()) target.anyone = everything;
   if (auto bad = iscsi::check_target(target)) usage(*bad);
-  if (discovery_chap) {
-    if (auto bad = iscsi::check_chap_secrets(*discovery_chap, std::nullopt)) usage("--discovery-chap: " + *bad);
-    options.discovery.chap = discovery_chap;
+  if (s.discovery_chap) {
+    if (auto bad = iscsi::check_chap_secrets(*s.discovery_chap, std::nullopt)) usage("--discovery-chap: " + *bad);
+    options.discovery.chap = s.discovery_chap;
   }
   options.log = [](std::string_view why) {
     std::fprintf(stderr, "strata-iscsi-target: %.*s\n", static_cast<int>(why.size()), why.data());
@@ -243,8 +299,8 @@ int main(int argc, char** argv) {
   // (joined) at the end, once their connections have ended, before the
   // servers go.
   std::optional<device::loop_threads> extra_loops;
-  if (loops > 1) {
-    extra_loops.emplace(loops - 1, poll);
+  if (s.loops > 1) {
+    extra_loops.emplace(s.loops - 1, s.poll);
     options.connection_loops = extra_loops->executors();
     options.connection_loops.push_back(loop.get_executor());
   }
@@ -254,17 +310,18 @@ int main(int argc, char** argv) {
     return 1;
   }
   const auto here = server.local_endpoint();
-  std::printf("listening on %s:%u target %s\n", here.address().to_string().c_str(), here.port(), name.c_str());
+  std::printf("listening on %s:%u target %s\n", here.address().to_string().c_str(), here.port(), s.name.c_str());
   std::fflush(stdout);
   std::optional<nvme::server> nvme_server;
-  if (!nvme_listen.empty()) {
+  if (!s.nvme_listen.empty()) {
     std::vector<nvme::namespace_config> namespaces;
     for (unsigned l = 0; l < luns; ++l) {
       namespaces.push_back({l + 1, units[l].get(), block_size, units[l]->identity().serial, 1});
     }
     // Every host allowed sees every unit.
-    for (const std::string& h : nvme_hosts) nvme_subsystem.hosts[h] = namespaces;
-    if (nvme_hosts.empty()) nvme_subsystem.anyone = namespaces;
+    nvme::subsystem nvme_subsystem{s.nqn, {}, {}};
+    for (const std::string& h : s.nvme_hosts) nvme_subsystem.hosts[h] = namespaces;
+    if (s.nvme_hosts.empty()) nvme_subsystem.anyone = namespaces;
     nvme::server_options nvme_options;
     nvme_options.ana_groups = 1;
     nvme_options.connection_loops = options.connection_loops;
@@ -273,7 +330,7 @@ int main(int argc, char** argv) {
     };
     const std::string nqn = nvme_subsystem.nqn;
     nvme_server.emplace(loop.get_executor(), std::vector{std::move(nvme_subsystem)}, nvme_options);
-    if (auto ok = nvme_server->listen(endpoint_of("--nvme-listen", nvme_listen)); !ok) {
+    if (auto ok = nvme_server->listen(endpoint(s.nvme_listen)); !ok) {
       std::fprintf(stderr, "strata-iscsi-target: %s\n", ok.error().message.c_str());
       return 1;
     }
@@ -307,7 +364,7 @@ int main(int argc, char** argv) {
     });
   };
   on_usr1();
-  strata::device::run_loop(loop, poll);
+  strata::device::run_loop(loop, s.poll);
   extra_loops.reset();
   return 0;
 }
