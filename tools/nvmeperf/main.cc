@@ -46,6 +46,7 @@
 
 #include "target/crc32c.h"
 #include "target/nvme/little_endian.h"
+#include "tools/cli.h"
 
 namespace {
 
@@ -309,38 +310,53 @@ struct queue_result {
   std::vector<std::uint32_t> latency_ns;
 };
 
+// A bad command line exits 1, as every other failure of this tool does.
+options parse(int argc, char** argv) {
+  options o;
+  CLI::App app{"An NVMe/TCP initiator in the spirit of SPDK's perf: keeps --depth commands in flight on each of "
+               "--queues I/O queues and prints one line: IOPS, MiB/s, latency percentiles, errors. With --verify, "
+               "writes a pattern over the region and reads it all back instead.",
+               "strata-nvme-perf"};
+  tools::use_conventions(app);
+  app.add_option("--address", o.address, "The target's address")->type_name("ADDR");
+  app.add_option("--port", o.port, "The target's NVMe/TCP port")->type_name("PORT");
+  app.add_option("--nqn", o.nqn, "The subsystem to connect to")->type_name("NQN")->required();
+  app.add_option("--host-nqn", o.host_nqn, "This host's NQN")->type_name("HOSTNQN");
+  app.add_option("--nsid", o.nsid, "The namespace to use")->type_name("N");
+  app.add_option("--queues", o.queues, "I/O queues, one connection and one thread each")
+      ->type_name("Q")
+      ->check(CLI::Range(1u, 64u));
+  app.add_option("--depth", o.depth, "Commands in flight on each queue")->type_name("D")->check(CLI::Range(1u, 127u));
+  app.add_option("--seconds", o.seconds, "Length of the run, in seconds")->type_name("S");
+  app.add_option("--bs", o.bs, "Size of each I/O, in bytes (a multiple of the namespace's block size)")
+      ->type_name("BYTES");
+  auto* rw = app.add_option("--rw", "The mix: randread (100% reads), randwrite (0%) or randrw (50%)")
+                 ->type_name("MIX")
+                 ->check(CLI::IsMember({"randread", "randwrite", "randrw"}));
+  auto* read_percent = app.add_option("--read-percent", o.read_percent, "Reads among the I/Os, in percent")
+                           ->type_name("P");
+  app.add_option("--region-mib", o.region_mib, "Region of the namespace used, from its start, in MiB (0: all of it)")
+      ->type_name("M");
+  app.add_flag("--digests", o.digests, "Header and data digests (CRC32C) on every connection");
+  app.add_flag("--verify", o.verify, "Write every block of the region with a pattern, then read it all back and check it");
+  app.add_option("--seed", o.seed, "Seed of the random offsets and of --verify's pattern")->type_name("N");
+  tools::parse_or_exit(app, argc, argv, 1);
+  // --rw sets the read percentage as --read-percent does: the later of the two wins.
+  const auto& order = app.parse_order();
+  const auto last = std::find_if(order.rbegin(), order.rend(), [&](const CLI::Option* opt) {
+    return opt == rw || opt == read_percent;
+  });
+  if (last != order.rend() && *last == rw) {
+    const std::string mix = rw->as<std::string>();
+    o.read_percent = mix == "randread" ? 100 : mix == "randwrite" ? 0 : 50;
+  }
+  return o;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) fail(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--address") o.address = value();
-    else if (a == "--port") o.port = std::stoi(value());
-    else if (a == "--nqn") o.nqn = value();
-    else if (a == "--host-nqn") o.host_nqn = value();
-    else if (a == "--nsid") o.nsid = static_cast<std::uint32_t>(std::stoul(value()));
-    else if (a == "--queues") o.queues = static_cast<unsigned>(std::stoul(value()));
-    else if (a == "--depth") o.depth = static_cast<unsigned>(std::stoul(value()));
-    else if (a == "--seconds") o.seconds = std::stod(value());
-    else if (a == "--bs") o.bs = static_cast<std::uint32_t>(std::stoul(value()));
-    else if (a == "--rw") {
-      const std::string rw = value();
-      o.read_percent = rw == "randread" ? 100 : rw == "randwrite" ? 0 : rw == "randrw" ? 50 : -1;
-      if (o.read_percent < 0) fail("--rw is randread, randwrite or randrw");
-    } else if (a == "--read-percent") o.read_percent = std::stoi(value());
-    else if (a == "--region-mib") o.region_mib = std::stoull(value());
-    else if (a == "--digests") o.digests = true;
-    else if (a == "--verify") o.verify = true;
-    else if (a == "--seed") o.seed = std::stoull(value());
-    else fail("unknown option " + a);
-  }
-  if (o.nqn.empty()) fail("--nqn is needed");
-  if (o.queues == 0 || o.queues > 64 || o.depth == 0 || o.depth > 127) fail("--queues 1..64, --depth 1..127");
+  const options o = parse(argc, argv);
 
   // The admin queue: Connect, enable, Number of Queues, the namespace's size.
   queue_connection admin(o, o.digests);
