@@ -150,6 +150,7 @@ std::expected<array::served_pool, error> array::load_pool(const v1::Pool& record
   }
   tiering::pool_options options;
   options.clock = const_cast<device::real_clock*>(&clock_);  // the pool reads it; the array's, as every layer's
+  options.heat_history.interval = options_.heat_history_interval;
   options.on_writes_stopped = [this, pool_name = record.name()](const std::string& why) {
     if (why.empty()) {
       events_->record(severity::warning, pool_name, "writes go on again (retried after a full backing store)");

@@ -120,6 +120,9 @@ struct array_options {
   // The portals SendTargets names ("host:port"); empty: the address each
   // discovery connection came in on.
   std::vector<std::string> iscsi_portals;
+  // How often each pool snapshots its hottest extents for the heat map
+  // (tiering::heat_history_options::interval).
+  device::duration heat_history_interval = std::chrono::minutes(10);
   // Test and torture mode: the shelf's drives keep their unflushed writes
   // in this process's memory (shelf_options::volatile_write_caches).
   bool volatile_drive_caches = false;
@@ -228,6 +231,9 @@ class array {
   boost::asio::any_io_executor executor() const { return loop_.get_executor(); }
 
   boost::asio::ip::tcp::endpoint iscsi_endpoint() const { return server_->local_endpoint(); }
+  // Connections open now, on the loop.
+  std::size_t iscsi_connections() const noexcept { return server_->connections(); }
+  std::size_t nvme_connections() const noexcept { return nvme_ ? nvme_->connections() : 0; }
   // Where NVMe/TCP is served, and its subsystem; none if it is not.
   std::optional<boost::asio::ip::tcp::endpoint> nvme_endpoint() const {
     return nvme_ ? std::optional(nvme_->local_endpoint()) : std::nullopt;

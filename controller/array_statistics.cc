@@ -43,6 +43,19 @@ std::expected<void, error> array::volume_statistics(const std::string& name, v1:
   out.set_writes(now.whole[1].count);
   out.set_read_bytes(now.whole[0].bytes);
   out.set_write_bytes(now.whole[1].bytes);
+  out.set_flushes(now.whole[2].count);
+  for (const double bound : tiering::volume_counters::latency_bucket_bounds_seconds) out.add_latency_bucket_bounds_seconds(bound);
+  for (const std::uint64_t n : now.whole[0].latency_buckets) out.add_read_latency_buckets(n);
+  for (const std::uint64_t n : now.whole[1].latency_buckets) out.add_write_latency_buckets(n);
+  for (const std::uint64_t n : now.whole[2].latency_buckets) out.add_flush_latency_buckets(n);
+  out.set_read_latency_seconds_sum(std::chrono::duration<double>(now.whole[0].latency).count());
+  out.set_write_latency_seconds_sum(std::chrono::duration<double>(now.whole[1].latency).count());
+  out.set_flush_latency_seconds_sum(std::chrono::duration<double>(now.whole[2].latency).count());
+  const std::uint64_t cache_hits = now.reads(tiering::source::cache).ios;
+  const std::uint64_t fast_reads = now.reads(tiering::source::performance).ios;
+  out.set_read_cache_hits(cache_hits);
+  out.set_performance_tier_reads(fast_reads);
+  out.set_read_pieces(cache_hits + fast_reads + now.reads(tiering::source::capacity).ios);
   const std::uint64_t extent_bytes = p->pool->extent_size_bytes();
   out.set_performance_bytes(v->mapped_extents_on(tiering::tier::performance) * extent_bytes);
   out.set_capacity_bytes(v->mapped_extents_on(tiering::tier::capacity) * extent_bytes);
@@ -112,6 +125,14 @@ std::expected<void, error> array::pool_statistics(const std::string& name, v1::P
   out.set_committed_bytes(pool.committed_bytes());
   out.set_writes_stopped(pool.writes_stopped());
   if (served->write_cache) served->write_cache->statistics(out);
+  if (served->migrator) {
+    const tiering::migrator_counters& moved = served->migrator->counters();
+    out.set_promotions(moved.promotions);
+    out.set_demotions(moved.demotions);
+    out.set_migrated_bytes(moved.bytes_moved);
+    out.set_failed_moves(moved.failed_moves);
+    out.set_moves_in_flight(served->migrator->moves_in_flight());
+  }
   if (const device::block_device* cache = pool.options().read_cache_device) {
     out.set_read_cache_bytes(cache->geometry().block_count * cache->geometry().logical_block_size_bytes);
   }

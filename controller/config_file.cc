@@ -273,7 +273,7 @@ daemon_settings read_daemon(const toml::table& root, const std::filesystem::path
   if (!n->is_table()) throw bad_config{n->source().begin, std::string("daemon: expected a [daemon] table, found ") + type_name(n->type())};
   const section s(*n->as_table(), "daemon", 0,
                   {"state_dir", "iscsi_listen", "iscsi_portals", "target_name", "grpc_listen", "grpc_tls_cert", "grpc_tls_key",
-                   "grpc_token_file"});
+                   "grpc_token_file", "http_listen", "heat_history_interval_s"});
   if (s.get("state_dir")) d.state_dir = s.path("state_dir", base);
   if (auto v = s.string("iscsi_listen")) {
     if (auto bad = parse_listen_address(*v); !bad) s.fail("iscsi_listen", bad.error());
@@ -290,6 +290,18 @@ daemon_settings read_daemon(const toml::table& root, const std::filesystem::path
   if (auto v = s.string("grpc_listen")) {
     if (v->empty()) s.fail("grpc_listen", "an empty address");
     d.grpc_listen = *v;
+  }
+  if (auto v = s.string("http_listen")) {
+    if (*v != "off") {
+      if (auto bad = parse_listen_address(*v); !bad) s.fail("http_listen", bad.error() + " (or \"off\")");
+    }
+    d.http_listen = *v;
+  }
+  if (const toml::node* every = s.get("heat_history_interval_s")) {
+    const auto* i = every->as_integer();
+    if (i == nullptr) s.fail(*every, "heat_history_interval_s", std::string("expected an integer of seconds, found ") + type_name(every->type()));
+    if (i->get() < 10 || i->get() > 86400) s.fail(*every, "heat_history_interval_s", std::to_string(i->get()) + " is outside 10 to 86400 seconds");
+    d.heat_history_interval = std::chrono::seconds(i->get());
   }
   // "" is none, as with no key (the three go together: mgmt checks that).
   for (auto [key, field] : {std::pair{"grpc_tls_cert", &d.grpc_tls_cert}, std::pair{"grpc_tls_key", &d.grpc_tls_key},
@@ -674,7 +686,8 @@ std::expected<strata_config, error> parse_config(std::string_view text, std::str
     for (auto&& [key, value] : root) {
       if (std::ranges::find(sections, key.str()) != std::end(sections)) continue;
       static constexpr std::string_view daemon_keys[] = {"state_dir", "iscsi_listen", "iscsi_portals", "target_name",
-                                                         "grpc_listen", "grpc_tls_cert", "grpc_tls_key", "grpc_token_file"};
+                                                         "grpc_listen", "grpc_tls_cert", "grpc_tls_key", "grpc_token_file",
+                                                         "http_listen", "heat_history_interval_s"};
       if (std::ranges::find(daemon_keys, key.str()) != std::end(daemon_keys)) {
         return at(key.source().begin, "key " + in_quotes(key.str()) + " outside any table: it goes under [daemon]");
       }

@@ -20,6 +20,7 @@
 // (blocking: start-up only).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <expected>
 #include <filesystem>
@@ -144,6 +145,13 @@ struct daemon_settings {
   // All three or none (mgmt/README.md): the API's TLS certificate chain
   // and key (PEM), and its bearer token's file.
   std::filesystem::path grpc_tls_cert, grpc_tls_key, grpc_token_file;
+  // The HTTP side (mgmt/http_server.h: the JSON API, /metrics, the
+  // console): ADDR:PORT, or "off". Off loopback it takes the three TLS
+  // settings above, as the API does.
+  std::string http_listen = "127.0.0.1:8080";
+  // How often each pool snapshots its hottest extents into its heat
+  // history (tiering/heat_history.h), for the heat map.
+  std::chrono::seconds heat_history_interval{600};
   bool operator==(const daemon_settings&) const = default;
 };
 

@@ -8,6 +8,7 @@
 #include <memory>
 #include <set>
 
+#include "controller/array_records.h"
 #include "controller/config_sync.h"
 #include "controller/management_detail.h"
 #include "controller/remote_management.h"
@@ -743,6 +744,25 @@ outcome<v1::ListHeatResponse> management::heat(const std::string& volume, bool h
   return out;
 }
 
+outcome<v1::ListHeatHistoryResponse> management::heat_history(const heat_history_query& query) const {
+  const std::string field = "parent";
+  if (!is_pool_name(query.pool)) return invalid(field, "\"" + query.pool + "\" is not a pools/NAME or pools/POOL/volumes/NAME resource name");
+  if (!config_.get(query.pool)) return refuse(kind::not_found, field, query.pool + " does not exist");
+  if (!query.volume.empty() && !config_.get(query.volume)) return refuse(kind::not_found, field, query.volume + " does not exist");
+  if (array_ == nullptr) return no_array("to read heat history from");
+  v1::ListHeatHistoryRequest request;
+  request.set_parent(query.volume.empty() ? query.pool : query.volume);
+  request.set_since_unix_seconds(query.since_unix_seconds);
+  request.set_page_size(static_cast<std::int32_t>(query.max_snapshots));
+  if (query.first_sequence != 0) request.set_page_token(heat_history_token(query.first_sequence));
+  if (auto there = elsewhere(query.pool, "ListHeatHistory", request)) return parsed<v1::ListHeatHistoryResponse>(std::move(*there));
+  // Read-only, beside the pool's open store: RocksDB lets both be open,
+  // and the blocking reads stay off the loop.
+  auto read = read_heat_history(array_->state_dir() / "pools" / records::short_name(query.pool), query);
+  if (!read) return refused(read.error(), field);
+  return std::move(*read);
+}
+
 void management::drain_events() const {
   if (array_ != nullptr) array_->events().drain();
 }
@@ -778,11 +798,24 @@ std::vector<v1::Controller> management::controllers() const {
     c.set_array_id(id_text(array_->identity()));
     // What it is doing with pools, and its partner's state: the loop's.
     array::moving now = array::moving::none;
-    (void)on_loop(*array_, [this, &seen, &now](auto done) {
+    std::size_t iscsi_connections = 0, nvme_connections = 0;
+    (void)on_loop(*array_, [&](auto done) {
       if (array_->partner() != nullptr) seen = array_->partner()->state();
       now = array_->pools_moving();
+      iscsi_connections = array_->iscsi_connections();
+      nvme_connections = array_->nvme_connections();
       done({});
     });
+    v1::Controller::Port* iscsi = c.add_ports();
+    iscsi->set_protocol("iscsi");
+    iscsi->set_address(c.iscsi_portal());
+    iscsi->set_connections(static_cast<std::uint32_t>(iscsi_connections));
+    if (const auto nvme = array_->nvme_endpoint()) {
+      v1::Controller::Port* port = c.add_ports();
+      port->set_protocol("nvme-tcp");
+      port->set_address(nvme->address().to_string() + ":" + std::to_string(nvme->port()));
+      port->set_connections(static_cast<std::uint32_t>(nvme_connections));
+    }
     c.set_state(now == array::moving::taking_over    ? v1::CONTROLLER_TAKING_OVER
                 : now == array::moving::handing_over ? v1::CONTROLLER_HANDING_OVER
                 : c.failed_over()                    ? v1::CONTROLLER_FAILED_OVER

@@ -33,6 +33,7 @@
 
 #include "controller/array.h"
 #include "controller/config_store.h"
+#include "controller/heat_history_reader.h"
 #include "controller/operations.h"
 #include "strata/v1/array.pb.h"
 #include "strata/v1/operations.pb.h"
@@ -184,6 +185,11 @@ class management {
   outcome<v1::PoolStatistics> pool_statistics(const std::string& name) const;
   // Volume `volume`'s extents from `first`, at most `limit` (array::heat).
   outcome<v1::ListHeatResponse> heat(const std::string& volume, bool hottest_first, std::uint64_t first, std::size_t limit) const;
+  // A pool's or a volume's heat history (heat_history_reader.h), read
+  // from the pool's metadata directory on the calling thread, or asked of
+  // the partner where it serves the pool. `query.pool` and `query.volume`
+  // are checked here.
+  outcome<v1::ListHeatHistoryResponse> heat_history(const heat_history_query& query) const;
   // Let the event or the operation log write what it holds, so that a
   // list made next includes it.
   void drain_events() const;

@@ -122,6 +122,13 @@ link_bytes answer_call(management& m, std::span<const std::uint8_t> call, bool d
       return respond(m.heat(q.volume(), q.hottest_first(), *first, static_cast<std::size_t>(q.page_size())));
     });
   }
+  if (name == "ListHeatHistory") {
+    return with.operator()<ListHeatHistoryRequest>([&](auto& q) {
+      const auto query = heat_history_query_of(q);
+      if (!query) return refusal_bytes(bad_call("a malformed ListHeatHistory request"));
+      return respond(m.heat_history(*query));
+    });
+  }
   if (name == "GetController") {
     return with.operator()<GetRequest>([&](auto&) { return respond(outcome<Controller>(m.controllers().front())); });
   }

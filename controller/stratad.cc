@@ -62,6 +62,15 @@
 //               unencrypted key, and a file whose one line (at least 32
 //               characters) is the bearer token every call must carry. With
 //               them the API is TLS only, on any address (mgmt/README.md)
+// --http        the HTTP side: the JSON API, Prometheus /metrics and the web
+//               console (mgmt/http_server.h), ADDR:PORT or off (default
+//               127.0.0.1:8080). It takes the API's TLS options: off
+//               loopback it needs them, and with them it is HTTPS only
+// --console-dir serve the console's files from DIR instead of the copy
+//               built into stratad (developing the console)
+// --heat-history-interval-s
+//               seconds between the pools' heat snapshots, the heat map's
+//               history (default 600)
 // --small-shelf build the embedded default on 10 HDDs and 5 SSDs of a few
 //               GiB (sparse), with a 1 GiB volume: for tests (with
 //               --partner-link, the two controllers' default on 10 HDDs
@@ -81,29 +90,35 @@
 // reaches up to mgmt/ (the management plane drives the controller).
 //
 // Logs go to stderr as "stratad: LEVEL: message" (journald takes them from
-// there under systemd). Once it serves, it tells systemd (READY=1, when
-// NOTIFY_SOCKET is set) and prints how to connect. SIGTERM or SIGINT: a
+// there under systemd). Once it serves, it tells systemd (READY=1, through
+// libsystemd's sd_notify, when NOTIFY_SOCKET is set), pings its watchdog
+// from the array's loop when WatchdogSec= is set, and prints how to
+// connect. --help lists the flags; --version prints the version. SIGTERM or SIGINT: a
 // clean shutdown, exit 0. A second daemon on the same state directory
 // exits at once (status 1), naming the pid that holds it.
-#include <boost/asio/io_context.hpp>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
 #include <algorithm>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
+#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
-#include <sys/file.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include "controller/array.h"
 #include "controller/remote_management.h"
 #include "controller/config_file.h"
+#include "mgmt/http_server.h"
 #include "mgmt/server.h"
 #include "mgmt/service.h"
 #include "raid/device/loop_threads.h"
@@ -129,7 +144,8 @@ void say(const char* level, const std::string& what) {
                "               [--iscsi ADDR:PORT] [--nvme ADDR:PORT|off] [--loops N] [--spin-us N] [--portal HOST:PORT]...\n"
                "               [--nvme-portal HOST:PORT[,PORTID]]...\n"
                "               [--grpc ADDR:PORT] [--grpc-tls-cert FILE --grpc-tls-key FILE --grpc-token-file FILE]\n"
-               "               [--small-shelf] [--volatile-drive-caches]\n");
+               "               [--http ADDR:PORT|off] [--console-dir DIR] [--heat-history-interval-s N]\n"
+               "               [--small-shelf] [--volatile-drive-caches] [--help] [--version]\n");
   std::exit(2);
 }
 
@@ -156,19 +172,8 @@ int take_lock(const std::filesystem::path& state) {
 
 // systemd's readiness protocol: one datagram to $NOTIFY_SOCKET.
 void notify_systemd(const char* state) {
-  const char* socket_path = std::getenv("NOTIFY_SOCKET");
-  if (socket_path == nullptr || socket_path[0] == '\0') return;
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::strncpy(address.sun_path, socket_path, sizeof address.sun_path - 1);
-  if (address.sun_path[0] == '@') address.sun_path[0] = '\0';  // abstract namespace
-  const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return;
-  const socklen_t length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + std::strlen(socket_path));
-  if (::sendto(fd, state, std::strlen(state), 0, reinterpret_cast<const sockaddr*>(&address), length) < 0) {
-    say("warning", std::string("cannot notify systemd: ") + std::strerror(errno));
-  }
-  ::close(fd);
+  // Nothing without NOTIFY_SOCKET (not under systemd, or Type=simple).
+  if (const int r = sd_notify(0, state); r < 0) say("warning", std::string("cannot notify systemd: ") + std::strerror(-r));
 }
 
 // --small-shelf: the embedded default's layout over small drives (the two
@@ -186,74 +191,82 @@ strata::controller::array_plan small_plan(bool dual) {
 int main(int argc, char** argv) {
   namespace controller = strata::controller;
   // The command line, which overrides the file's [daemon] settings.
-  std::optional<std::filesystem::path> config_path, state_dir, shelf_dir, tls_cert, tls_key, token_file;
-  std::optional<std::string> iscsi, nvme, grpc, partner_link, partner_dial;
-  unsigned long loops = std::max(1u, std::thread::hardware_concurrency());
-  std::chrono::microseconds spin{100};
-  std::vector<controller::nvme_portal> nvme_portals;
+  std::optional<std::filesystem::path> config_path, state_dir, shelf_dir, tls_cert, tls_key, token_file, console_dir;
+  std::optional<std::string> iscsi, nvme, grpc, http, partner_link, partner_dial, loops_text, spin_text;
+  std::optional<int> heat_history_interval_s;
+  std::vector<std::string> nvme_portal_texts;
   std::string controller_name = "a";
   std::optional<std::vector<std::string>> portals;
   bool small_shelf = false;
   bool volatile_drive_caches = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--config") {
-      config_path = value();
-    } else if (arg == "--state-dir") {
-      state_dir = value();
-    } else if (arg == "--shelf") {
-      shelf_dir = value();
-    } else if (arg == "--controller") {
-      controller_name = value();
-      if (controller_name != "a" && controller_name != "b") usage("--controller is a or b");
-    } else if (arg == "--partner-link") {
-      partner_link = value();
-      if (auto bad = controller::parse_listen_address(*partner_link); !bad) usage("--partner-link takes ADDR:PORT: " + bad.error());
-    } else if (arg == "--partner-dial") {
-      partner_dial = value();
-      if (auto bad = controller::parse_listen_address(*partner_dial); !bad) usage("--partner-dial takes ADDR:PORT: " + bad.error());
-    } else if (arg == "--nvme-portal") {
-      auto portal = controller::parse_nvme_portal(value());
-      if (!portal) usage("--nvme-portal takes HOST:PORT or HOST:PORT,PORTID: " + portal.error());
-      nvme_portals.push_back(std::move(*portal));
-    } else if (arg == "--loops") {
-      const std::string n = value();
-      loops = n.find_first_not_of("0123456789") == std::string::npos && !n.empty() && n.size() < 4 ? std::stoul(n) : 0;
-      if (loops == 0 || loops > 256) usage("--loops takes a number from 1 to 256");
-    } else if (arg == "--spin-us") {
-      const std::string n = value();
-      if (n.empty() || n.size() > 5 || n.find_first_not_of("0123456789") != std::string::npos) usage("--spin-us takes a number of microseconds up to 99999");
-      spin = std::chrono::microseconds(std::stoul(n));
-    } else if (arg == "--nvme") {
-      nvme = value();
-      if (*nvme != "off") {
-        if (auto bad = controller::parse_listen_address(*nvme); !bad) usage("--nvme takes ADDR:PORT or off: " + bad.error());
-      }
-    } else if (arg == "--iscsi") {
-      iscsi = value();
-      if (auto bad = controller::parse_listen_address(*iscsi); !bad) usage("--iscsi takes ADDR:PORT: " + bad.error());
-    } else if (arg == "--portal") {
-      if (!portals) portals.emplace();
-      portals->push_back(value());
-    } else if (arg == "--grpc") {
-      grpc = value();
-    } else if (arg == "--grpc-tls-cert") {
-      tls_cert = value();
-    } else if (arg == "--grpc-tls-key") {
-      tls_key = value();
-    } else if (arg == "--grpc-token-file") {
-      token_file = value();
-    } else if (arg == "--small-shelf") {
-      small_shelf = true;
-    } else if (arg == "--volatile-drive-caches") {
-      volatile_drive_caches = true;
-    } else {
-      usage("unknown argument " + arg);
-    }
+  CLI::App app{"stratad: the Strata array's daemon. With no configuration it serves the embedded default on this machine's\n"
+               "loopback (docs and flags: controller/stratad.cc, controller/strata.example.toml).",
+               "stratad"};
+  app.set_version_flag("--version", strata::mgmt::array_service::version);
+  app.add_option("--config", config_path, "a configuration file (TOML: controller/strata.example.toml)");
+  app.add_option("--state-dir", state_dir, "where the array keeps everything (default /var/lib/strata)");
+  app.add_option("--shelf", shelf_dir, "where the simulated drives' files are (default STATE/shelf)");
+  app.add_option("--controller", controller_name, "which of the array's two controllers this is")->check(CLI::IsMember({"a", "b"}));
+  app.add_option("--partner-link", partner_link, "the partner link's ADDR:PORT (b listens, a dials)");
+  app.add_option("--partner-dial", partner_dial, "controller a dials the partner link here instead (a relay; tests cut the link with it)");
+  app.add_option("--iscsi", iscsi, "the iSCSI portal, ADDR:PORT (default 127.0.0.1:3260)");
+  app.add_option("--nvme", nvme, "the NVMe/TCP port, ADDR:PORT or off (default: the iSCSI portal's address, port 4420, when that is 3260)");
+  app.add_option("--loops", loops_text, "how many loops (threads) run, 1 to 256 (default: the machine's cores)");
+  app.add_option("--spin-us", spin_text, "how long a loop polls for more work before it sleeps, in microseconds (default 100)");
+  app.add_option("--portal", portals, "a portal SendTargets names to initiators, HOST:PORT (repeat for several)");
+  app.add_option("--nvme-portal", nvme_portal_texts, "an NVMe/TCP port the discovery log names, HOST:PORT[,PORTID] (repeat for several)");
+  app.add_option("--grpc", grpc, "the management API's ADDR:PORT (default 127.0.0.1:50051)");
+  app.add_option("--grpc-tls-cert", tls_cert, "the API's PEM certificate chain (all three TLS options or none)");
+  app.add_option("--grpc-tls-key", tls_key, "the API's unencrypted PEM key");
+  app.add_option("--grpc-token-file", token_file, "a file whose one line is the bearer token every call must carry");
+  app.add_option("--http", http, "the HTTP side (JSON API, /metrics, the web console): ADDR:PORT or off (default 127.0.0.1:8080)");
+  app.add_option("--console-dir", console_dir, "serve the web console from this directory instead of the copy built in (development)")
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--heat-history-interval-s", heat_history_interval_s, "seconds between heat snapshots for the heat map (10 to 86400, default 600)")
+      ->check(CLI::Range(10, 86400));
+  app.add_flag("--small-shelf", small_shelf, "build the embedded default on small sparse drives (tests)");
+  app.add_flag("--volatile-drive-caches", volatile_drive_caches, "drives keep unflushed writes in memory, lost on kill -9 (tests, torture)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    usage(e.what());
+  }
+  if (partner_link) {
+    if (auto bad = controller::parse_listen_address(*partner_link); !bad) usage("--partner-link takes ADDR:PORT: " + bad.error());
+  }
+  if (partner_dial) {
+    if (auto bad = controller::parse_listen_address(*partner_dial); !bad) usage("--partner-dial takes ADDR:PORT: " + bad.error());
+  }
+  std::vector<controller::nvme_portal> nvme_portals;
+  for (const std::string& text : nvme_portal_texts) {
+    auto portal = controller::parse_nvme_portal(text);
+    if (!portal) usage("--nvme-portal takes HOST:PORT or HOST:PORT,PORTID: " + portal.error());
+    nvme_portals.push_back(std::move(*portal));
+  }
+  unsigned long loops = std::max(1u, std::thread::hardware_concurrency());
+  if (loops_text) {
+    const std::string& n = *loops_text;
+    loops = n.find_first_not_of("0123456789") == std::string::npos && !n.empty() && n.size() < 4 ? std::stoul(n) : 0;
+    if (loops == 0 || loops > 256) usage("--loops takes a number from 1 to 256");
+  }
+  std::chrono::microseconds spin{100};
+  if (spin_text) {
+    const std::string& n = *spin_text;
+    if (n.empty() || n.size() > 5 || n.find_first_not_of("0123456789") != std::string::npos) usage("--spin-us takes a number of microseconds up to 99999");
+    spin = std::chrono::microseconds(std::stoul(n));
+  }
+  if (nvme && *nvme != "off") {
+    if (auto bad = controller::parse_listen_address(*nvme); !bad) usage("--nvme takes ADDR:PORT or off: " + bad.error());
+  }
+  if (iscsi) {
+    if (auto bad = controller::parse_listen_address(*iscsi); !bad) usage("--iscsi takes ADDR:PORT: " + bad.error());
+  }
+  if (http && *http != "off") {
+    if (auto bad = controller::parse_listen_address(*http); !bad) usage("--http takes ADDR:PORT or off: " + bad.error());
   }
   controller::strata_config config;
   if (config_path) {
@@ -272,6 +285,8 @@ int main(int argc, char** argv) {
   if (tls_cert) settings.grpc_tls_cert = *tls_cert;
   if (tls_key) settings.grpc_tls_key = *tls_key;
   if (token_file) settings.grpc_token_file = *token_file;
+  if (http) settings.http_listen = *http;
+  if (heat_history_interval_s) settings.heat_history_interval = std::chrono::seconds(*heat_history_interval_s);
   for (const std::string& p : settings.iscsi_portals) {
     if (auto bad = controller::check_portal(p)) usage("--portal takes HOST:PORT: " + *bad);
   }
@@ -306,6 +321,7 @@ int main(int argc, char** argv) {
   options.nvme_portals = nvme_portals;
   options.target_name = settings.target_name;
   options.volatile_drive_caches = volatile_drive_caches;
+  options.heat_history_interval = settings.heat_history_interval;
   if (config.plan) {
     options.plan = std::move(*config.plan);
     options.plan_origin = "the array of " + config_path->string();
@@ -368,10 +384,27 @@ int main(int argc, char** argv) {
     (*array)->close();
     return 1;
   }
+  std::unique_ptr<strata::mgmt::http_server> web;
+  if (settings.http_listen != "off") {
+    strata::mgmt::http_options http_options;
+    http_options.address = settings.http_listen;
+    http_options.security = grpc_security;  // one rule for both faces of the API
+    if (console_dir) http_options.console_dir = *console_dir;
+    auto started = strata::mgmt::http_server::start((*api)->in_process_channel(), http_options);
+    if (!started) {
+      say("error", started.error().message);
+      api->reset();
+      (*array)->close();
+      return 1;
+    }
+    web = std::move(*started);
+  }
   const auto at = (*array)->iscsi_endpoint();
   const std::string portal = at.address().to_string() + ":" + std::to_string(at.port());
+  const std::string http_address = settings.http_listen.substr(0, settings.http_listen.rfind(':') + 1) + (web ? std::to_string(web->port()) : "");
   say("info", "ready: iSCSI on " + portal + ", management API on " + grpc_address.substr(0, grpc_address.rfind(':') + 1) +
                   std::to_string((*api)->port()) + (grpc_security.token_file.empty() ? "" : " (TLS, bearer token)") +
+                  (web ? ", console and JSON API on " + std::string(web->tls() ? "https://" : "http://") + http_address : "") +
                   ", state in " + options.state_dir.string());
   std::printf("stratad is ready. Connect with:\n  iscsi-ls iscsi://%s\n  iscsi-inq iscsi://%s/%s/0\n", portal.c_str(), portal.c_str(),
               (*array)->target_name().c_str());
@@ -379,8 +412,26 @@ int main(int argc, char** argv) {
     std::printf("  nvme connect -t tcp -a %s -s %u -n %s\n", nvme_at->address().to_string().c_str(), nvme_at->port(),
                 (*array)->nvme_subsystem_nqn().c_str());
   }
+  if (web) std::printf("  the console: %s://%s/\n", web->tls() ? "https" : "http", http_address.c_str());
   std::fflush(stdout);
   notify_systemd("READY=1");
+  // The watchdog (WatchdogSec= in the unit): each ping is sent from the
+  // array's loop, so a loop that hangs stops the pings and systemd restarts
+  // the daemon.
+  std::uint64_t watchdog_us = 0;
+  boost::asio::steady_timer watchdog(loop);
+  std::function<void()> ping;
+  if (sd_watchdog_enabled(0, &watchdog_us) > 0) {
+    ping = [&] {
+      notify_systemd("WATCHDOG=1");
+      watchdog.expires_after(std::chrono::microseconds(watchdog_us / 2));
+      watchdog.async_wait([&](const boost::system::error_code& ec) {
+        if (!ec) ping();
+      });
+    };
+    ping();
+    say("info", "the systemd watchdog is on: a ping every " + std::to_string(watchdog_us / 2000) + " ms from the array's loop");
+  }
 
   boost::asio::signal_set signals(loop, SIGTERM, SIGINT);
   std::thread api_stopper;
@@ -390,7 +441,9 @@ int main(int argc, char** argv) {
     notify_systemd("STOPPING=1");
     // The API first, while the loop still runs: a call in flight waits for
     // the loop, and the server's shutdown waits for the calls. Then the loop.
+    watchdog.cancel();
     api_stopper = std::thread([&] {
+      web.reset();   // its calls go through the API's server
       api->reset();  // before the config store it reads goes
       boost::asio::post(loop, [&] { loop.stop(); });
     });

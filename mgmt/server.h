@@ -12,7 +12,9 @@
 // to start without them rather than expose the array in the clear.
 #pragma once
 
+#include <grpcpp/channel.h>
 #include <grpcpp/server.h>
+#include <grpcpp/support/channel_arguments.h>
 
 #include <expected>
 #include <filesystem>
@@ -20,17 +22,11 @@
 #include <string>
 
 #include "controller/management.h"
+#include "mgmt/security.h"
 #include "mgmt/service.h"
 #include "raid/device/status.h"
 
 namespace strata::mgmt {
-
-// All three or none. Read once, at start: a new certificate or token takes
-// a restart.
-struct security_options {
-  std::filesystem::path tls_cert, tls_key;  // PEM: the server's certificate chain (its own first), and its unencrypted key
-  std::filesystem::path token_file;         // the bearer token: one line of at least 32 printable characters, no spaces
-};
 
 class management_server {
  public:
@@ -44,6 +40,9 @@ class management_server {
                                                                         const security_options& security = {});
   ~management_server();
   int port() const noexcept { return port_; }
+  // A channel to the server within this process (no socket, no TLS): the
+  // HTTP server's calls take it, after checking the caller itself.
+  std::shared_ptr<grpc::Channel> in_process_channel() { return server_->InProcessChannel(grpc::ChannelArguments()); }
   // Ends every call and stops; waits for handlers running.
   void stop();
 

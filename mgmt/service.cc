@@ -263,6 +263,13 @@ grpc::Status array_service::ListHeat(grpc::ServerContext*, const v1::ListHeatReq
   return grpc::Status::OK;
 }
 
+grpc::Status array_service::ListHeatHistory(grpc::ServerContext*, const v1::ListHeatHistoryRequest* in,
+                                            v1::ListHeatHistoryResponse* out) {
+  const auto query = controller::heat_history_query_of(*in);
+  if (!query) return invalid(query.error().field, query.error().message);
+  return answer(manage_.heat_history(*query), out);
+}
+
 grpc::Status array_service::ListEvents(grpc::ServerContext*, const v1::ListRequest* in, v1::ListEventsResponse* out) {
   if (in->page_size() < 0 || in->page_size() > max_page_size) {
     return invalid("page_size", std::to_string(in->page_size()) + " is outside 0 to " + std::to_string(max_page_size));

@@ -65,6 +65,7 @@ class array_service final : public v1::Array::Service {
   grpc::Status GetVolumeStatistics(grpc::ServerContext*, const v1::GetRequest* in, v1::VolumeStatistics* out) override;
   grpc::Status GetPoolStatistics(grpc::ServerContext*, const v1::GetRequest* in, v1::PoolStatistics* out) override;
   grpc::Status ListHeat(grpc::ServerContext*, const v1::ListHeatRequest* in, v1::ListHeatResponse* out) override;
+  grpc::Status ListHeatHistory(grpc::ServerContext*, const v1::ListHeatHistoryRequest* in, v1::ListHeatHistoryResponse* out) override;
   grpc::Status ListEvents(grpc::ServerContext*, const v1::ListRequest* in, v1::ListEventsResponse* out) override;
 
  private:

@@ -1,5 +1,7 @@
 #include "tiering/metadata_store.h"
 
+#include <filesystem>
+
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <rocksdb/utilities/checkpoint.h>
@@ -115,6 +117,30 @@ std::expected<std::unique_ptr<metadata_store>, error> metadata_store::open(const
       new metadata_store(std::unique_ptr<rocksdb::DB>(raw), std::move(handles), std::move(loop)));
 }
 
+std::expected<std::unique_ptr<metadata_store>, error> metadata_store::open_read_only(const std::string& directory) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(directory, ec)) {
+    return std::unexpected(make_error(errc::not_found, "metadata: " + directory + " is not a directory"));
+  }
+  rocksdb::DBOptions options;
+  std::vector<rocksdb::ColumnFamilyDescriptor> families;
+  families.emplace_back(rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions());
+  for (std::size_t i = 0; i < column_count; ++i) {
+    families.emplace_back(std::string(column_name(static_cast<column>(i))), rocksdb::ColumnFamilyOptions());
+  }
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  const rocksdb::Status s = rocksdb::DB::OpenForReadOnly(options, directory, families, &handles, &raw);
+  if (!s.ok()) {
+    return std::unexpected(make_error(errc::io_error, "metadata: cannot open RocksDB at " + directory +
+                                                          " read-only (is it a pool's metadata directory?): " + s.ToString()));
+  }
+  auto store = std::unique_ptr<metadata_store>(new metadata_store(std::unique_ptr<rocksdb::DB>(raw), std::move(handles), {}));
+  store->read_only_ = true;
+  store->failure_ = make_error_code(errc::io_error);  // nothing is ever written through it
+  return store;
+}
+
 metadata_store::metadata_store(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> handles,
                                boost::asio::any_io_executor loop)
     : db_(std::move(db)), handles_(std::move(handles)), loop_(std::move(loop)), thread_([this] { run(); }) {}
@@ -129,7 +155,7 @@ metadata_store::~metadata_store() {
   // Out of the log into table files now, at a clean stop: otherwise the
   // next open replays the whole memtable (seconds with a million extent
   // mappings in it). A crash still leaves the log to replay, as it must.
-  (void)db_->Flush(rocksdb::FlushOptions{}, handles_);
+  if (!read_only_) (void)db_->Flush(rocksdb::FlushOptions{}, handles_);
   for (auto* h : handles_) (void)db_->DestroyColumnFamilyHandle(h);
   (void)db_->Close();
 }

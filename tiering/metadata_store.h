@@ -111,6 +111,12 @@ class metadata_store {
   static std::expected<std::unique_ptr<metadata_store>, error> open(const std::string& directory,
                                                                     boost::asio::any_io_executor loop,
                                                                     rocksdb::Env* env = nullptr);
+  // Opens the database at `directory` read-only, as it was when opened:
+  // for the diagnostics, on a copy a customer sent in or beside the running
+  // array's own store (RocksDB lets a read-only instance share it). No
+  // write() or write_now(); scan(), get() and checkpoint() work. Blocking,
+  // safe on any thread.
+  static std::expected<std::unique_ptr<metadata_store>, error> open_read_only(const std::string& directory);
   metadata_store(const metadata_store&) = delete;
   metadata_store& operator=(const metadata_store&) = delete;
   // Finishes the queued writes, then closes.
@@ -179,6 +185,7 @@ class metadata_store {
   boost::asio::any_io_executor loop_;
   std::size_t in_flight_ = 0;
   std::error_code failure_;
+  bool read_only_ = false;  // open_read_only's
 
   // Shared with the store's thread.
   std::mutex mutex_;

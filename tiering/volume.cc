@@ -662,6 +662,15 @@ std::error_code volume::refusal(op operation) const noexcept {
   return {};
 }
 
+void volume_counters::requests::add(std::uint64_t request_bytes, device::duration took) noexcept {
+  ++count;
+  bytes += request_bytes;
+  latency += took;
+  const double seconds = std::chrono::duration<double>(took).count();
+  const auto bound = std::lower_bound(latency_bucket_bounds_seconds.begin(), latency_bucket_bounds_seconds.end(), seconds);
+  ++latency_buckets[static_cast<std::size_t>(bound - latency_bucket_bounds_seconds.begin())];
+}
+
 void volume::op_done(outer_io& o) {
   if (--o.pending > 0) return;
   request& outer = *o.outer;
@@ -669,10 +678,10 @@ void volume::op_done(outer_io& o) {
   if (outer.operation == op::read || outer.operation == op::write) {
     const device::duration latency = pool_.clock().now() - o.started;
     pool_.note_foreground_latency(latency);
-    volume_counters::requests& r = counters_.whole[outer.operation == op::write ? 1 : 0];
-    ++r.count;
-    r.bytes += outer.block_count * geometry_.logical_block_size_bytes;
-    r.latency += latency;
+    counters_.whole[outer.operation == op::write ? 1 : 0].add(outer.block_count * geometry_.logical_block_size_bytes,
+                                                              latency);
+  } else if (outer.operation == op::flush) {
+    counters_.whole[2].add(0, pool_.clock().now() - o.started);
   }
   pool_.end_io(o.epoch);
   --in_flight_;

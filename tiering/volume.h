@@ -17,6 +17,7 @@
 // waits for it and then runs against the new state.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -53,15 +54,22 @@ struct volume_counters {
   };
   // [source][0: read, 1: write or discard]
   served by_source[4][2]{};
-  // Whole reads [0] and writes [1] as the targets sent them: how many,
-  // their bytes, and their summed latency (submit to completion), for the
-  // statistics the controller reports.
+  // Whole reads [0], writes [1] and flushes [2] as the targets sent them:
+  // how many, their bytes, their summed latency (submit to completion) and
+  // its histogram, for the statistics and metrics the controller reports.
+  // Bucket i counts latencies in (bound[i-1], bound[i]]; the last, those
+  // beyond every bound. The bounds follow Prometheus's client default,
+  // stretched down to 100 us for SSD hits.
+  static constexpr std::array<double, 15> latency_bucket_bounds_seconds{
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10};
   struct requests {
     std::uint64_t count = 0;
     std::uint64_t bytes = 0;
     device::duration latency{};
+    std::array<std::uint64_t, latency_bucket_bounds_seconds.size() + 1> latency_buckets{};
+    void add(std::uint64_t request_bytes, device::duration took) noexcept;
   };
-  requests whole[2]{};
+  requests whole[3]{};
   const served& reads(source s) const noexcept { return by_source[static_cast<int>(s)][0]; }
   const served& writes(source s) const noexcept { return by_source[static_cast<int>(s)][1]; }
 };

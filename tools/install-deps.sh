@@ -20,6 +20,8 @@ packages=(
   libfmt-dev
   nlohmann-json3-dev # reading fio's JSON in the benchmark
   libtomlplusplus-dev # stratad's configuration file (TOML, controller/config_file.cc)
+  libcli11-dev       # the command lines of strata, stratad and the tools
+  libsystemd-dev     # sd_notify: stratad's readiness and watchdog under systemd
   catch2             # 2.13, header-only
   # benchmark peers and test clients
   fio
@@ -27,6 +29,9 @@ packages=(
   libiscsi-dev       # strata-torture (tools/torture/): the crash torture's initiator, libiscsi's async API
   qemu-utils qemu-block-extra  # qemu-io/qemu-img with iscsi:// URLs: a second real initiator, and sequential writes in the benchmark
   tgt                # tgtd: the iSCSI target to beat
+  prometheus         # scrapes stratad's /metrics in the metrics test
+  chromium           # the web console's tests drive it (with Playwright's
+                     # playwright-core from the npm registry: no browser download)
   python3            # protocol tests that speak raw PDUs
   openssl            # the management API tests make a TLS certificate
 )
@@ -40,6 +45,9 @@ case "${1:-}" in
   --pgbench) packages+=(postgresql qemu-system-common fuse3) ;;
   --seedbench) packages+=(postgresql qemu-system-common fuse3 python3-matplotlib) ;;
 esac
+
+# Node.js and npm, Playwright's runtime: Debian's, unless a Node.js is here already.
+command -v npm >/dev/null || packages+=(nodejs npm)
 
 missing=()
 for p in "${packages[@]}"; do
