@@ -53,19 +53,12 @@
 #include "tiering/pool.h"
 #include "tiering/records.h"
 #include "tiering/volume.h"
+#include "tools/cli.h"
 
 namespace {
 
 namespace device = strata::device;
 namespace tiering = strata::tiering;
-
-[[noreturn]] void usage(const std::string& why) {
-  if (!why.empty()) std::fprintf(stderr, "strata-fill-extents: %s\n", why.c_str());
-  std::fprintf(stderr,
-               "usage: strata-fill-extents --state-dir DIR --extents K [--pool NAME] [--prefix P] [--volumes N]\n"
-               "                           [--batch-records R]\n");
-  std::exit(2);
-}
 
 [[noreturn]] void fail(const std::string& why) {
   std::fprintf(stderr, "strata-fill-extents: %s\n", why.c_str());
@@ -138,41 +131,34 @@ struct mapping {
   tiering::extent_location where;
 };
 
+settings parse(int argc, char** argv) {
+  settings s;
+  CLI::App app{"Maps the first K extents of each volume of a stopped stratad's pool without writing their data, "
+               "for the start-up benchmark (stratad-bench.sh). Run it while stratad is stopped.",
+               "strata-fill-extents"};
+  strata::tools::use_conventions(app);
+  app.add_option("--state-dir", s.state_dir, "stratad's state directory")->type_name("DIR")->required();
+  app.add_option("--extents", s.extents_per_volume, "Extents to map from the start of each volume")
+      ->type_name("K")
+      ->default_str("")
+      ->required()
+      ->check(strata::tools::positive);
+  app.add_option("--pool", s.pool_name, "The pool")->type_name("NAME");
+  app.add_option("--prefix", s.prefix, "Only the volumes whose names start with this")->type_name("P");
+  app.add_option("--volumes", s.volume_limit, "Only the first N of those volumes, in name order")
+      ->type_name("N")
+      ->default_str("all");
+  app.add_option("--batch-records", s.batch_records, "Mappings per synced batch")
+      ->type_name("R")
+      ->check(strata::tools::positive);
+  strata::tools::parse_or_exit(app, argc, argv);
+  return s;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  settings s;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(std::string(arg) + " needs a value");
-      return argv[++i];
-    };
-    auto number = [&]() -> std::uint64_t {
-      const std::string text = value();
-      char* end = nullptr;
-      const unsigned long long n = std::strtoull(text.c_str(), &end, 10);
-      if (text.empty() || *end != '\0') usage(std::string(arg) + " " + text + " is not a number");
-      return n;
-    };
-    if (arg == "--state-dir") {
-      s.state_dir = value();
-    } else if (arg == "--pool") {
-      s.pool_name = value();
-    } else if (arg == "--extents") {
-      s.extents_per_volume = number();
-    } else if (arg == "--prefix") {
-      s.prefix = value();
-    } else if (arg == "--volumes") {
-      s.volume_limit = number();
-    } else if (arg == "--batch-records") {
-      s.batch_records = number();
-      if (s.batch_records == 0) usage("--batch-records must be at least 1");
-    } else {
-      usage("unknown argument " + std::string(arg));
-    }
-  }
-  if (s.state_dir.empty() || s.extents_per_volume == 0) usage("--state-dir and --extents are required");
+  const settings s = parse(argc, argv);
 
   if (!std::filesystem::is_directory(s.state_dir)) fail(s.state_dir.string() + " is not a directory");
   // One writer per state directory, as stratad takes it (controller/stratad.cc).
