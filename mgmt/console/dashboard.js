@@ -117,8 +117,10 @@ function sparkline(values) {
   svg.setAttribute('class', 'sparkline');
   svg.setAttribute('aria-hidden', 'true');
   const max = Math.max(...values, 1e-9);
-  const step = width / Math.max(history_samples - 1, 1);
-  const points = values.map((v, i) => `${(width - (values.length - 1 - i) * step).toFixed(1)},${(height - 2 - (v / max) * (height - 4)).toFixed(1)}`);
+  // The samples there are across the whole width (one: a flat line).
+  const series = values.length === 1 ? [values[0], values[0]] : values;
+  const step = width / (series.length - 1);
+  const points = series.map((v, i) => `${(i * step).toFixed(1)},${(height - 2 - (v / max) * (height - 4)).toFixed(1)}`);
   const line = document.createElementNS(ns, 'polyline');
   line.setAttribute('points', points.join(' '));
   svg.append(line);

@@ -187,7 +187,7 @@ function draw(map, summary, hottest, drawn, history, live, volumes) {
   const base = top + list.length * cell_h;
   const label_every = Math.max(1, Math.ceil(90 / cell_w));
   history.snapshots.forEach((s, column) => {
-    if (column % label_every !== 0) return;
+    if (column % label_every !== 0 || label_w + column * cell_w > now_x - 60) return;  // clear of "now"
     const d = new Date(num(s.takenUnixSeconds) * 1000);
     svg.append(text_el(d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' }), { x: label_w + column * cell_w, y: base + 14, class: 'axis' }));
   });

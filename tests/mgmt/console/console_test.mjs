@@ -13,7 +13,7 @@
 // Environment: CONSOLE_URL, STRATA (the CLI), STRATA_API (its --api),
 // ISCSI_PORTAL, SCREENSHOTS, BROWSER_PROFILE (a fresh directory).
 import { chromium } from 'playwright-core';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -96,6 +96,7 @@ async function open(name, route = name) {
   return rendered.since_navigation_ms;
 }
 
+let background = null;  // qemu-img bench, while the screenshots are taken
 try {
   // A workload for the heat map: 4 KiB writes at random places in the
   // first 16 extents (4 MiB each) of LUN 0 (pools/p1/volumes/v1), 1 to 8
@@ -153,6 +154,56 @@ try {
   const unexpected = errors_in(phase).filter((e) => !/status of 400/.test(e.text));
   check('no console error but the refused call\'s', unexpected.length === 0, unexpected.map((e) => e.text).join('; '));
 
+  // Grown through the resize form.
+  phase = 'resize';
+  const resize = page.locator('#resize-volume');
+  await resize.locator('select[name="name"]').selectOption('pools/p1/volumes/web1');
+  await resize.locator('[data-field="volume.size_bytes"]').fill('2G');
+  await resize.locator('button[type=submit]').click();
+  await page.waitForSelector(`#volumes tr[data-name="pools/p1/volumes/web1"][data-size-bytes="${2 ** 31}"]`);
+  check('a volume grown through the resize form is 2 GiB in `strata volume show`', /2\.0 GiB/.test(cli('volume', 'show', 'web1')));
+  check('no console error while resizing', errors_in(phase).length === 0, errors_in(phase).map((e) => e.text).join('; '));
+
+  // A host with CHAP, a LUN map to it, a CHAP secret too short at its
+  // field, and an unmap, all through the forms.
+  phase = 'hosts';
+  await open('hosts');
+  const host_form = page.locator('#add-host');
+  await host_form.locator('[data-field="host_id"]').fill('web');
+  await host_form.locator('[data-field="host.iqns"]').fill('iqn.2026-11.test:web');
+  await host_form.locator('[data-field="host.chap_user"]').fill('webuser');
+  await host_form.locator('[data-field="host.chap_secret"]').fill('web-secret-0123');
+  await host_form.locator('button[type=submit]').click();
+  await page.waitForSelector('#hosts tr[data-name="hosts/web"]');
+  check('a host added with CHAP through the form is in `strata host list`, with CHAP', /^hosts\/web +iqn\.2026-11\.test:web +yes/m.test(cli('host', 'list')));
+  const map_form = page.locator('#map-volume');
+  await map_form.locator('select[name="volume"]').selectOption('pools/p1/volumes/web1');
+  await map_form.locator('select[name="host"]').selectOption('hosts/web');
+  await map_form.locator('[data-field="mapping.lun"]').fill('0');
+  await map_form.locator('button[type=submit]').click();
+  await page.waitForSelector('#mappings tr[data-name="mappings/web1-web"]');
+  check('a volume mapped through the form is in `strata map list`', /^mappings\/web1-web +pools\/p1\/volumes\/web1 +hosts\/web +0$/m.test(cli('map', 'list')));
+  const short_secret = await api('CreateHost', { hostId: 'web2', host: { iqns: ['iqn.2026-11.test:web2'], chapUser: 'u', chapSecret: 'short' } });
+  await host_form.locator('[data-field="host_id"]').fill('web2');
+  await host_form.locator('[data-field="host.iqns"]').fill('iqn.2026-11.test:web2');
+  await host_form.locator('[data-field="host.chap_user"]').fill('u');
+  await host_form.locator('[data-field="host.chap_secret"]').fill('short');
+  await host_form.locator('button[type=submit]').click();
+  const field = short_secret.body.details?.[0]?.debug?.field ?? '';
+  const secret_error = host_form.locator('.form-row', { has: page.locator(`[data-field="${field}"]`) }).locator('.field-error');
+  await secret_error.locator('text=/./').waitFor({ timeout: 5000 }).catch(() => {});
+  check(`a CHAP secret too short: the API's message at its field (${field})`, short_secret.status === 400 && field !== '' &&
+    (await secret_error.textContent()) === short_secret.body.details[0].debug.reason, `${JSON.stringify(short_secret.body.message)}`);
+  await page.locator('#mappings tr[data-name="mappings/web1-web"] button', { hasText: 'Unmap' }).click();
+  await page.waitForSelector('#mappings tr[data-name="mappings/web1-web"]', { state: 'detached' });
+  check('unmapped through the console: gone from `strata map list`', !/mappings\/web1-web/.test(cli('map', 'list')));
+  await map_form.locator('select[name="volume"]').selectOption('pools/p1/volumes/web1');
+  await map_form.locator('select[name="host"]').selectOption('hosts/web');
+  await map_form.locator('button[type=submit]').click();
+  await page.waitForSelector('#mappings tr[data-name="mappings/web1-web"]');  // mapped again, for the screenshot
+  const unexpected_hosts = errors_in(phase).filter((e) => !/status of 400/.test(e.text));
+  check('no console error on the hosts page but the refused call\'s', unexpected_hosts.length === 0, unexpected_hosts.map((e) => e.text).join('; '));
+
   // A disk failed with the CLI: failed in the console within 2 s; then
   // replaced through the console (in place), its rebuild moves.
   phase = 'fail disk';
@@ -190,6 +241,27 @@ try {
   check('the rebuild operation is listed with its progress',
     await page.locator('#group-operations tr[data-kind="group.rebuild"][data-state="RUNNING"] [role=progressbar]').count() >= 1 ||
     await g1.getAttribute('data-state') === 'OPTIMAL');
+  // The disks page's screenshot shows the rebuild.
+  fs.mkdirSync(screenshots, { recursive: true });
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.screenshot({ path: path.join(screenshots, 'disks.png') });
+  const shot_already = new Set(['disks']);
+
+  // The rebuild runs to its end before the heat map's move to the other
+  // tier starts: the two together once failed the rebuilding member out
+  // ("I/O timed out"), which is the array's matter, not the console's.
+  let rebuild = null;
+  for (let i = 0; i < 240; i += 1) {
+    const { body } = await api('ListOperations', {});
+    rebuild = (body.operations ?? []).find((o) => o.kind === 'group.rebuild' && o.resource === 'groups/g1') ?? null;
+    if (rebuild && rebuild.state !== 'RUNNING') break;
+    await sleep(500);
+  }
+  check('the rebuild succeeds', rebuild?.state === 'SUCCEEDED', JSON.stringify(rebuild));
+  await page.waitForSelector('#groups tr[data-name="groups/g1"][data-state="OPTIMAL"]', { timeout: 5000 }).catch(() => {});
+  check('the console shows g1 optimal and hdd-03 online again',
+    await page.locator('#groups tr[data-name="groups/g1"][data-state="OPTIMAL"]').count() === 1 &&
+    await page.locator('#disks tr[data-name="disks/hdd-03"][data-state="ONLINE"]').count() === 1);
   check('no console error while failing and replacing', errors_in(phase).length === 0, errors_in(phase).map((e) => e.text).join('; '));
 
   // The heat map: the written extents, in the tier ListHeat gives.
@@ -270,11 +342,14 @@ try {
   // Screenshots of every page, as an admin sees them now.
   phase = 'screenshots';
   fs.mkdirSync(screenshots, { recursive: true });
-  for (const name of pages) {
+  // Reads going on meanwhile, so that the live figures show I/O.
+  background = spawn('qemu-img', ['bench', '-f', 'raw', '-c', '100000000', '-d', '4', '-s', '4096', lun0], { stdio: 'ignore' });
+  for (const name of pages.filter((n) => !shot_already.has(n))) {
     await open(name, name === 'heat' ? `heat/${v1}` : name);
-    await sleep(name === 'dashboard' ? 4500 : 1000);  // the dashboard's live figures: a few samples
+    await sleep(name === 'dashboard' ? 9000 : 1000);  // the dashboard's live figures: a few samples
     await page.screenshot({ path: path.join(screenshots, `${name}.png`) });
   }
+  background.kill();
   check(`screenshots of ${pages.length} pages in ${screenshots}`, pages.every((n) => fs.existsSync(path.join(screenshots, `${n}.png`))));
   check('no console error on the second loads', errors_in(phase).length === 0, errors_in(phase).map((e) => e.text).join('; '));
 
@@ -283,6 +358,7 @@ try {
 } catch (e) {
   check(`the test ran to its end (phase "${phase}")`, false, e.stack);
 } finally {
+  background?.kill();
   await context.close();
   if (!process.env.BROWSER_PROFILE) fs.rmSync(profile, { recursive: true, force: true });
 }
