@@ -24,6 +24,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -37,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "tools/cli.h"
 #include "tools/torture/stratad_process.h"
 #include "tools/torture/model.h"
 
@@ -52,13 +54,7 @@ constexpr int lun = 0;                        // the small shelf's v1 (1 GiB)
 constexpr std::uint32_t max_write_blocks = 16;
 constexpr std::uint32_t verify_read_blocks = 64;
 
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr, "strata-torture: %s\n", problem.c_str());
-  std::fprintf(stderr,
-               "usage: strata-torture --stratad PATH --cli PATH [--rounds N | --bench] [--seed S]\n"
-               "                      [--work-dir DIR] [--keep] [--raid6-rebuilds] [--takeover]\n");
-  std::exit(2);
-}
+constexpr const char* tool = "strata-torture";
 
 double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
@@ -221,7 +217,41 @@ struct settings {
   bool keep = false;
   bool raid6_rebuilds = false;
   bool takeover = false;  // two controllers, kills of the owner and takeovers
+  bool seed_given = false;  // else the seed is random, and printed for a replay
 };
+
+settings parse(int argc, char** argv) {
+  settings s;
+  s.seed = std::random_device{}();
+  CLI::App app{"The daemon-level crash torture: stratad with volatile drive caches, writers and flushes over "
+               "iSCSI, kill -9 at random moments, every block checked after each restart. Exit status: 0 no "
+               "write lost and no garbage; 1 a loss, garbage, or a stratad that crashed or did not come back; "
+               "2 usage.",
+               tool};
+  strata::tools::use_conventions(app);
+  app.add_option("--stratad", s.stratad, "The stratad to torture")->type_name("PATH")->required();
+  app.add_option("--cli", s.cli, "The strata CLI, to drive it")->type_name("PATH")->required();
+  auto* rounds = app.add_option("--rounds", s.rounds, "Rounds: each a kill -9 and a restart, then a full check")
+                     ->type_name("N")
+                     ->check(strata::tools::positive);
+  auto* bench = app.add_flag("--bench")->description("1,000 rounds (the benchmark; the later of --rounds and --bench wins)");
+  app.add_option("--seed", s.seed, "Seed of every random choice, to replay a run (the seed used is printed)")
+      ->type_name("S")
+      ->default_str("random");
+  app.add_option("--work-dir", s.work_dir, "Where the state and logs go (default: a new /var/tmp/strata-torture.XXXXXX)")
+      ->type_name("DIR");
+  app.add_flag("--keep", s.keep, "Keep the work directory at the end");
+  app.add_flag("--raid6-rebuilds", s.raid6_rebuilds, "Rebuild rounds fail RAID-6 members too, not only the SSDs'");
+  app.add_flag("--takeover", s.takeover,
+               "Two controllers over one shelf: the owner killed and its pool taken over, or the partner killed "
+               "under forwarded writes");
+  strata::tools::parse_or_exit(app, argc, argv);
+  s.seed_given = app.count("--seed") > 0;
+  const auto& order = app.parse_order();
+  const auto last = std::find_if(order.rbegin(), order.rend(), [&](const CLI::Option* o) { return o == rounds || o == bench; });
+  if (last != order.rend() && *last == bench) s.rounds = 1000;
+  return s;
+}
 
 class torture {
  public:
@@ -763,40 +793,7 @@ class torture {
 }  // namespace
 
 int main(int argc, char** argv) {
-  settings s;
-  s.seed = std::random_device{}();
-  bool seed_given = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--stratad") {
-      s.stratad = value();
-    } else if (arg == "--cli") {
-      s.cli = value();
-    } else if (arg == "--rounds") {
-      s.rounds = std::stoull(value());
-    } else if (arg == "--bench") {
-      s.rounds = 1000;
-    } else if (arg == "--seed") {
-      s.seed = std::stoull(value());
-      seed_given = true;
-    } else if (arg == "--work-dir") {
-      s.work_dir = value();
-    } else if (arg == "--raid6-rebuilds") {
-      s.raid6_rebuilds = true;
-    } else if (arg == "--keep") {
-      s.keep = true;
-    } else if (arg == "--takeover") {
-      s.takeover = true;
-    } else {
-      usage("unknown argument " + arg);
-    }
-  }
-  if (s.stratad.empty() || s.cli.empty()) usage("--stratad and --cli are needed");
-  if (s.rounds == 0) usage("--rounds takes a positive number");
+  settings s = parse(argc, argv);
   struct sigaction on_signal{};
   on_signal.sa_handler = [](int) { interrupted = 1; };
   sigaction(SIGINT, &on_signal, nullptr);
@@ -807,7 +804,7 @@ int main(int argc, char** argv) {
   bool made_work_dir = false;
   if (s.work_dir.empty()) {
     char pattern[] = "/var/tmp/strata-torture.XXXXXX";
-    if (::mkdtemp(pattern) == nullptr) usage(std::string("cannot make a work directory: ") + std::strerror(errno));
+    if (::mkdtemp(pattern) == nullptr) strata::tools::usage_error(tool, std::string("cannot make a work directory: ") + std::strerror(errno));
     s.work_dir = pattern;
     made_work_dir = true;
   }
@@ -815,7 +812,7 @@ int main(int argc, char** argv) {
   std::filesystem::remove_all(state, ec);
   std::filesystem::create_directories(state, ec);
   std::printf("strata-torture: seed %llu%s, %llu rounds, work directory %s\n", static_cast<unsigned long long>(s.seed),
-              seed_given ? "" : " (replay with --seed)", static_cast<unsigned long long>(s.rounds), s.work_dir.c_str());
+              s.seed_given ? "" : " (replay with --seed)", static_cast<unsigned long long>(s.rounds), s.work_dir.c_str());
   std::fflush(stdout);
 
   std::mt19937_64 ports(s.seed ^ static_cast<std::uint64_t>(::getpid()));
