@@ -11,7 +11,6 @@
 //
 // Usage: strata-bdevperf [--part file|models|all] [--seconds S] [--repeat N]
 //                        [--model-seconds S] [--file-size-mib M] [--dirs D1,D2]
-// (--help describes each option.)
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/resource.h>
