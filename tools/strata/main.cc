@@ -98,6 +98,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    // CLI11 checks what is required before what is left over: an option
+    // misspelt ("--sise 1G") would be reported as "--size is required".
+    // The word it did not know is the real problem; name it.
+    const std::vector<std::string> left = app.remaining(true);
+    if (!left.empty()) return usage("The following argument was not expected: " + left.front(), selected(app));
     return usage(e.what(), selected(app));
   }
   for (CLI::Option* file : {tls_ca, token_file}) {
