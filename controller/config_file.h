@@ -147,8 +147,11 @@ struct daemon_settings {
   std::filesystem::path grpc_tls_cert, grpc_tls_key, grpc_token_file;
   // The HTTP side (mgmt/http_server.h: the JSON API, /metrics, the
   // console): ADDR:PORT, or "off". Off loopback it takes the three TLS
-  // settings above, as the API does.
-  std::string http_listen = "127.0.0.1:8080";
+  // settings above, as the API does. Empty: as NVMe/TCP's default, port
+  // 8080 at the iSCSI portal's address when that is the default port 3260
+  // (the embedded default, a real deployment); else off, so that daemons
+  // on test ports never contend for 8080.
+  std::string http_listen;
   // How often each pool snapshots its hottest extents into its heat
   // history (tiering/heat_history.h), for the heat map.
   std::chrono::seconds heat_history_interval{600};

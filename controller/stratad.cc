@@ -63,8 +63,9 @@
 //               characters) is the bearer token every call must carry. With
 //               them the API is TLS only, on any address (mgmt/README.md)
 // --http        the HTTP side: the JSON API, Prometheus /metrics and the web
-//               console (mgmt/http_server.h), ADDR:PORT or off (default
-//               127.0.0.1:8080). It takes the API's TLS options: off
+//               console (mgmt/http_server.h), ADDR:PORT or off (default:
+//               port 8080 at the iSCSI portal's address when that is port
+//               3260, as NVMe/TCP's 4420; else off). It takes the API's TLS options: off
 //               loopback it needs them, and with them it is HTTPS only
 // --console-dir serve the console's files from DIR instead of the copy
 //               built into stratad (developing the console)
@@ -219,7 +220,7 @@ int main(int argc, char** argv) {
   app.add_option("--grpc-tls-cert", tls_cert, "the API's PEM certificate chain (all three TLS options or none)");
   app.add_option("--grpc-tls-key", tls_key, "the API's unencrypted PEM key");
   app.add_option("--grpc-token-file", token_file, "a file whose one line is the bearer token every call must carry");
-  app.add_option("--http", http, "the HTTP side (JSON API, /metrics, the web console): ADDR:PORT or off (default 127.0.0.1:8080)");
+  app.add_option("--http", http, "the HTTP side (JSON API, /metrics, the web console): ADDR:PORT or off (default: port 8080 at the iSCSI portal's address when that is port 3260, else off)");
   app.add_option("--console-dir", console_dir, "serve the web console from this directory instead of the copy built in (development)")
       ->check(CLI::ExistingDirectory);
   app.add_option("--heat-history-interval-s", heat_history_interval_s, "seconds between heat snapshots for the heat map (10 to 86400, default 600)")
@@ -385,6 +386,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::unique_ptr<strata::mgmt::http_server> web;
+  if (settings.http_listen.empty()) {
+    settings.http_listen = listen->port == 3260 ? (options.iscsi.address().is_v6() ? "[" + listen->address + "]" : listen->address) + ":8080" : "off";
+  }
   if (settings.http_listen != "off") {
     strata::mgmt::http_options http_options;
     http_options.address = settings.http_listen;

@@ -79,23 +79,6 @@ auto async_unary(grpc::GenericStub& stub, grpc::ClientContext& context, const st
       token);
 }
 
-// A blocking function run on `pool`, its result awaited.
-template <class Fn, class Token>
-auto async_offload(asio::thread_pool& pool, Fn fn, Token&& token) {
-  using result = decltype(fn());
-  return asio::async_initiate<Token, void(result)>(
-      [&pool, fn = std::move(fn)](auto handler) mutable {
-        using handler_type = decltype(handler);
-        auto held = std::make_shared<handler_type>(std::move(handler));
-        asio::post(pool, [held, fn = std::move(fn)]() mutable {
-          auto r = fn();
-          auto executor = asio::get_associated_executor(*held);
-          asio::post(executor, [held, r = std::move(r)]() mutable { std::move (*held)(std::move(r)); });
-        });
-      },
-      token);
-}
-
 std::string random_hex(std::size_t bytes) {
   std::vector<unsigned char> raw(bytes);
   if (RAND_bytes(raw.data(), static_cast<int>(raw.size())) != 1) return {};
@@ -224,6 +207,7 @@ class http_server::impl {
         refused.keep_alive(false);
         beast::get_lowest_layer(stream).expires_after(write_timeout);
         co_await http::async_write(stream, refused, asio::as_tuple(asio::use_awaitable));
+        co_await linger(beast::get_lowest_layer(stream));
         co_return;
       }
       if (ec) co_return;  // closed, timed out, or not HTTP
@@ -235,6 +219,22 @@ class http_server::impl {
       beast::get_lowest_layer(stream).expires_after(write_timeout);
       auto [wec, written] = co_await http::async_write(stream, answer, asio::as_tuple(asio::use_awaitable));
       if (wec || !answer.keep_alive()) co_return;
+    }
+  }
+
+  // A close while the client still sends makes the kernel reset the
+  // connection, and the client may lose the answer before it reads it:
+  // end our side, then read and drop what it still sends (a few seconds,
+  // a few MiB at most), as web servers' "lingering close" does.
+  static asio::awaitable<void> linger(beast::tcp_stream& stream) {
+    boost::system::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream.expires_after(std::chrono::seconds(2));
+    std::vector<char> scratch(64 * 1024);
+    for (std::size_t dropped = 0; dropped < (16u << 20);) {
+      auto [ec, n] = co_await stream.async_read_some(asio::buffer(scratch), asio::as_tuple(asio::use_awaitable));
+      if (ec) break;
+      dropped += n;
     }
   }
 
@@ -338,16 +338,17 @@ class http_server::impl {
   asio::awaitable<response> metrics(const request& req) {
     if (req.method() != http::verb::get && req.method() != http::verb::head) co_return plain(http::status::method_not_allowed, "GET /metrics");
     if (const auto why = refused(req)) co_return plain(http::status::unauthorized, *why);
-    auto channel = channel_;
-    auto text = co_await async_offload(
-        workers_,
-        [channel]() -> std::expected<std::string, std::string> {
-          auto stub = v1::Array::NewStub(channel);
-          auto scrape = collect(*stub);
-          if (!scrape) return std::unexpected(scrape.error().error_message());
-          return render(*scrape);
-        },
-        asio::use_awaitable);
+    // The scrape's calls block: on the worker thread, a coroutine of its
+    // own, awaited here. The job is a named local, not a temporary of the
+    // co_await expression: g++ 12 destroys such temporaries twice (it
+    // freed the channel's shared_ptr under us).
+    auto scrape_job = [channel = channel_]() -> asio::awaitable<std::expected<std::string, std::string>> {
+      auto stub = v1::Array::NewStub(channel);
+      auto scrape = collect(*stub);
+      if (!scrape) co_return std::unexpected(scrape.error().error_message());
+      co_return render(*scrape);
+    };
+    auto text = co_await asio::co_spawn(workers_, std::move(scrape_job), asio::use_awaitable);
     if (!text) co_return plain(http::status::service_unavailable, "the API did not answer the scrape: " + text.error());
     response r{http::status::ok, 11};
     r.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");

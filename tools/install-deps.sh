@@ -16,7 +16,8 @@ packages=(
   librocksdb-dev     # metadata (tiering, controller)
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libisal-dev        # RAID-6 P+Q
-  libssl-dev         # libcrypto: the MD5/SHA digests and random challenges of iSCSI CHAP
+  libssl-dev         # libcrypto: the MD5/SHA digests and random challenges of iSCSI CHAP; libssl: the HTTP side's HTTPS
+  zlib1g-dev         # strata heat map --png: its PNG encoder's deflate
   libfmt-dev
   nlohmann-json3-dev # reading fio's JSON in the benchmark
   libtomlplusplus-dev # stratad's configuration file (TOML, controller/config_file.cc)
