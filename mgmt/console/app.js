@@ -2,7 +2,7 @@
 // form a 401 opens, and the mark a page sets once it has drawn its first
 // data (main[data-ready], and window.strata_rendered_ms: milliseconds from
 // the navigation's start, for the page-load figures).
-import { call, login, on_unauthenticated, ApiError } from './api.js';
+import { call, login, logout, on_unauthenticated, ApiError } from './api.js';
 import { clear, h, page_scope, show_error } from './ui.js';
 import * as dashboard from './dashboard.js';
 import * as disks from './disks.js';
@@ -31,21 +31,32 @@ async function route() {
   try {
     await page.render(main, scope, rest.map(decodeURIComponent));
   } catch (e) {
+    // Not drawn (a 401 waits for the login, which routes again).
     if (mine === generation) show_error(e);
+    return;
   }
   if (mine !== generation) return;
   main.dataset.ready = page_name;
   window.strata_rendered_ms = { page: page_name, since_navigation_ms: performance.now(), since_route_ms: performance.now() - started_ms };
 }
 
-// Who answered, in the header: the controller and its firmware version.
+// Who answered, in the header: the controller and its firmware version,
+// and a sign-out button once this tab signed in (arrays with a token).
 async function identify() {
   try {
     const v = await call('GetVersion', {});
-    document.getElementById('identity').textContent = `controller ${v.controller} · ${v.version}`;
+    const signed_in = sessionStorage.getItem('strata-signed-in') === '1';
+    clear(document.getElementById('identity'), `controller ${v.controller} · ${v.version}`,
+      signed_in ? h('button.link.sign-out', { type: 'button', id: 'sign-out', onclick: sign_out }, 'Sign out') : null);
   } catch (e) {
     if (!(e instanceof ApiError && e.status === 401)) show_error(e);
   }
+}
+
+async function sign_out() {
+  await logout();
+  sessionStorage.removeItem('strata-signed-in');
+  location.reload();
 }
 
 const dialog = document.getElementById('login');
@@ -59,6 +70,7 @@ login_form.addEventListener('submit', async (event) => {
   error.textContent = '';
   try {
     await login(document.getElementById('login-token').value);
+    sessionStorage.setItem('strata-signed-in', '1');
     dialog.close();
     document.getElementById('login-token').value = '';
     identify();

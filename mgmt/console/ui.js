@@ -96,20 +96,24 @@ export class page_scope {
     this.stops = [];
   }
   // Runs fn now and every period_ms after each run has ended (never two at
-  // once, so a slow array is not asked faster than it answers).
+  // once, so a slow array is not asked faster than it answers). The
+  // promise is the first run's: it rejects when that fails (the page is
+  // not drawn), while the later runs go on; their errors go to the banner.
   every(period_ms, fn) {
     let timer = 0;
-    const run = async () => {
+    const run = async (first) => {
       if (!this.alive) return;
       try {
         await fn();
       } catch (e) {
+        if (first) throw e;
         if (this.alive) show_error(e);
+      } finally {
+        if (this.alive) timer = setTimeout(() => run(false), period_ms);
       }
-      if (this.alive) timer = setTimeout(run, period_ms);
     };
     this.stops.push(() => clearTimeout(timer));
-    return run();
+    return run(true);
   }
   end() {
     this.alive = false;
