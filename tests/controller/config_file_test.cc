@@ -188,6 +188,23 @@ TEST_CASE("config file: without build sections there is no plan; [daemon] alone,
   CHECK(daemon->daemon.target_name == "iqn.2026-11.io.strata:array");
 }
 
+TEST_CASE("config file: the HTTP side's address and the heat history's interval", "[controller][config]") {
+  auto set = parse_config("[daemon]\nhttp_listen = \"127.0.0.1:9090\"\nheat_history_interval_s = 30\n", "t.toml");
+  REQUIRE(set);
+  CHECK(set->daemon.http_listen == "127.0.0.1:9090");
+  CHECK(set->daemon.heat_history_interval == std::chrono::seconds(30));
+  auto off = parse_config("[daemon]\nhttp_listen = \"off\"\n", "t.toml");
+  REQUIRE(off);
+  CHECK(off->daemon.http_listen == "off");
+  CHECK(parse_config("", "t.toml")->daemon.http_listen.empty());  // stratad's default: port 8080 beside iSCSI's 3260
+  const std::string bad_address = "[daemon]\nhttp_listen = \"localhost\"\n";
+  CHECK(error_of(bad_address).find("http_listen") != std::string::npos);
+  const std::string too_often = "[daemon]\nheat_history_interval_s = 5\n";
+  CHECK(error_of(too_often) == where(too_often, "5") + ": daemon: heat_history_interval_s: 5 is outside 10 to 86400 seconds");
+  const std::string words = "[daemon]\nheat_history_interval_s = \"1h\"\n";
+  CHECK(error_of(words).find("expected an integer of seconds, found a string") != std::string::npos);
+}
+
 TEST_CASE("config file: relative paths are taken from the file's directory", "[controller][config]") {
   auto config = parse_config(with(base, R"({name = "h0", kind = "hdd", size = "1G"})", R"({name = "h0", kind = "hdd", path = "disks/h0.img"})") +
                                  "[daemon]\nstate_dir = \"state\"\ngrpc_tls_cert = \"/abs/api.crt\"\n",
@@ -252,7 +269,7 @@ TEST_CASE("config file: unknown keys are errors, with a suggestion", "[controlle
   const std::string far = "[daemon]\ncolour = \"blue\"\n";
   CHECK(error_of(far) == where(far, "colour") +
                              ": daemon: unknown key \"colour\" (the keys here: state_dir, iscsi_listen, iscsi_portals, target_name, "
-                             "grpc_listen, grpc_tls_cert, grpc_tls_key, grpc_token_file)");
+                             "grpc_listen, grpc_tls_cert, grpc_tls_key, grpc_token_file, http_listen, heat_history_interval_s)");
   const std::string drive = with(base, R"({name = "h1", kind = "hdd", size = "1G"})", R"({name = "h1", kind = "hdd", sise = "1G"})");
   CHECK(error_of(drive) == where(drive, "sise") + ": drive h1: unknown key \"sise\" (did you mean \"size\"?)");
   const std::string top = "[deamon]\n";
