@@ -122,6 +122,7 @@ daemon.send_signal(signal.SIGTERM)
 check("stratad stops on SIGTERM", daemon.wait(timeout=60) == 0)
 for name, r in live.items():
     check("live heat %s: exit 0" % name, r.returncode == 0, r.stderr)
+print(live["text"].stdout)  # for the log: what the map looked like
 
 snaps = json.loads(live["json"].stdout)["snapshots"]
 hot_now = {int(e["extent"]) for e in snaps[-1]["extents"][:len(HOT)]}

@@ -576,7 +576,10 @@ void add_heat_table_commands(CLI::App* heat, context& ctx) {
     CLI::App* verb = heat->add_subcommand(verb_name, top ? "a volume's hottest extents first (decayed counts)"
                                                          : "every extent of a volume, in order (decayed counts)");
     verb->add_option("VOLUME", v->name, "the volume: v1 or pools/p2/volumes/v1")->type_name("")->required();
-    if (top) verb->add_option("--limit", v->limit, "how many (1 to 1000; default 20)")->type_name("N");
+    // heat list took --limit too before CLI11 (scripts pass it), checked
+    // and ignored: the list is every extent.
+    verb->add_option("--limit", v->limit, top ? "how many (1 to 1000; default 20)" : "accepted (1 to 1000) and ignored: the list is every extent")
+        ->type_name("N");
     ctx.on(verb, [&ctx, v, top] {
       const int limit = limit_of(v->limit, 20);
       client& c = ctx.connect();
