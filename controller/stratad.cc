@@ -350,6 +350,19 @@ int main(int argc, char** argv) {
                   "sections of " + config_path->string() + " are not read (they are for an empty state directory)");
     }
   }
+  // The API's TLS files and token, for both faces, checked before the
+  // array opens (which takes a while): a mistake there is told at once.
+  if (settings.http_listen.empty()) {
+    settings.http_listen = listen->port == 3260 ? (options.iscsi.address().is_v6() ? "[" + listen->address + "]" : listen->address) + ":8080" : "off";
+  }
+  for (const auto& [what, address] : {std::pair<std::string, std::string>{"the management API", grpc_address},
+                                      {"the HTTP server", settings.http_listen}}) {
+    if (address == "off") continue;
+    if (auto checked = strata::mgmt::load_security(what, address, grpc_security); !checked) {
+      say("error", checked.error().message);
+      return 1;
+    }
+  }
   const int lock = take_lock(options.state_dir);
   if (volatile_drive_caches) say("warning", "--volatile-drive-caches: unflushed writes live in this process's memory (a test mode)");
   options.log = [](std::string_view what) { say("info", std::string(what)); };
@@ -386,9 +399,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::unique_ptr<strata::mgmt::http_server> web;
-  if (settings.http_listen.empty()) {
-    settings.http_listen = listen->port == 3260 ? (options.iscsi.address().is_v6() ? "[" + listen->address + "]" : listen->address) + ":8080" : "off";
-  }
   if (settings.http_listen != "off") {
     strata::mgmt::http_options http_options;
     http_options.address = settings.http_listen;
