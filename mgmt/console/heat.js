@@ -185,11 +185,12 @@ function draw(map, summary, hottest, drawn, history, live, volumes) {
 
   // Time along the bottom: a few snapshot times, and "now".
   const base = top + list.length * cell_h;
-  const label_every = Math.max(1, Math.ceil(90 / cell_w));
+  const label_every = Math.max(1, Math.ceil(110 / cell_w));
   history.snapshots.forEach((s, column) => {
     if (column % label_every !== 0 || label_w + column * cell_w > now_x - 60) return;  // clear of "now"
     const d = new Date(num(s.takenUnixSeconds) * 1000);
-    svg.append(text_el(d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' }), { x: label_w + column * cell_w, y: base + 14, class: 'axis' }));
+    const clock = history.intervalSeconds < 60 ? { hour: '2-digit', minute: '2-digit', second: '2-digit' } : { hour: '2-digit', minute: '2-digit' };
+    svg.append(text_el(d.toLocaleTimeString([], clock), { x: label_w + column * cell_w, y: base + 14, class: 'axis' }));
   });
   svg.append(text_el('now', { x: now_x, y: base + 14, class: 'axis now-label' }));
   svg.append(text_el(columns ? 'snapshot time →' : 'no snapshot yet', { x: label_w, y: base + 30, class: 'axis' }));

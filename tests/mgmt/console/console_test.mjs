@@ -337,6 +337,25 @@ try {
     marked = await page.locator(`#heatmap polygon.migration.${target === 'CAPACITY' ? 'demoted' : 'promoted'}`).count();
   }
   check('the migration is marked on the heat map', marked > 0, `${marked} markers`);
+  // Live: moved back with the CLI while the page stays open, the now
+  // column follows without a reload, and the history marks the move once
+  // a snapshot has it.
+  const back = target === 'CAPACITY' ? 'PERFORMANCE' : 'CAPACITY';
+  cli('volume', 'move', 'v1', '--to', back.toLowerCase());
+  const moved_at = Date.now();
+  let followed_ms = -1;
+  for (let i = 0; i < 120 && followed_ms < 0; i += 1) {
+    await sleep(500);
+    const drawn = new Map(await page.$$eval('#heatmap rect[data-column="now"]', (rects) => rects.map((r) => [Number(r.dataset.extent), r.dataset.tier])));
+    if ([...written].every((x) => drawn.get(x) === back)) followed_ms = Date.now() - moved_at;
+  }
+  check(`moved back to ${back} with the CLI: the open heat map's now column follows, no reload`, followed_ms >= 0, `${followed_ms} ms after the command`);
+  let marked_back = 0;
+  for (let i = 0; i < 40 && marked_back === 0; i += 1) {
+    await sleep(1000);
+    marked_back = await page.locator(`#heatmap polygon.migration.${back === 'CAPACITY' ? 'demoted' : 'promoted'}`).count();
+  }
+  check('and the history marks that move too, no reload', marked_back > 0, `${marked_back} markers`);
   check('no console error on the heat map', errors_in(phase).length === 0, errors_in(phase).map((e) => e.text).join('; '));
 
   // Screenshots of every page, as an admin sees them now.
