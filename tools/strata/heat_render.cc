@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -318,15 +319,23 @@ std::string report(const history& h, std::size_t hottest) {
       if (g.rows[i].cells[c].moved != move::none) moves.push_back({c, i, g.rows[i].cells[c].moved});
     }
   }
-  // Per snapshot: the coolest SSD resident and the hottest HDD extent listed.
+  // Per snapshot: the coolest SSD resident and the hottest HDD extent
+  // listed, how many it lists on SSD, and every listed score, hottest first.
   std::vector<double> coolest_ssd(g.times.size(), -1), hottest_hdd(g.times.size(), -1);
+  std::vector<std::size_t> on_ssd(g.times.size(), 0);
+  std::vector<std::vector<double>> ranked(g.times.size());
   for (std::size_t c = 0; c < g.times.size(); ++c) {
     for (const row& w : g.rows) {
       const cell& x = w.cells[c];
       if (!x.present) continue;
-      if (x.tier == v1::TIER_PERFORMANCE) coolest_ssd[c] = coolest_ssd[c] < 0 ? x.score : std::min(coolest_ssd[c], x.score);
+      ranked[c].push_back(x.score);
+      if (x.tier == v1::TIER_PERFORMANCE) {
+        coolest_ssd[c] = coolest_ssd[c] < 0 ? x.score : std::min(coolest_ssd[c], x.score);
+        ++on_ssd[c];
+      }
       if (x.tier == v1::TIER_CAPACITY) hottest_hdd[c] = std::max(hottest_hdd[c], x.score);
     }
+    std::sort(ranked[c].begin(), ranked[c].end(), std::greater<>());
   }
   std::vector<double> waits;
   o << "\nMOVES (tier changes between snapshots)\n";
@@ -344,27 +353,35 @@ std::string report(const history& h, std::size_t hottest) {
     std::string what;
     if (m.kind == move::promoted) {
       // It waited from the first snapshot of its last run on HDD where it
-      // ranked in the hottest set: as hot as the SSD tier's coolest
-      // resident when it was promoted (the set the tier then held).
-      const double hot_set = coolest_ssd[m.column];
+      // ranked in the hottest set: among the K hottest listed, K being how
+      // many extents the SSD tier held once it was promoted.
+      const std::size_t k = on_ssd[m.column];
       std::size_t from = m.column;
       for (std::size_t c = m.column; c-- > 0;) {
         const cell& y = w.cells[c];
         if (!y.present) continue;
         if (y.tier != v1::TIER_CAPACITY) break;
-        if (y.score >= hot_set) from = c;
+        const auto hotter = static_cast<std::size_t>(std::upper_bound(ranked[c].begin(), ranked[c].end(), y.score, std::greater<>()) -
+                                                     ranked[c].begin()) - 1;  // those listed above it
+        if (hotter < k) from = c;
       }
       const double waited = static_cast<double>(g.times[m.column] - g.times[from]);
       waits.push_back(waited);
       what = "promoted HDD->SSD";
+      const double coolest = listed_before ? coolest_ssd[before - 1] : -1;
       why = "score " + (listed_before ? score_text(then) + " -> " : std::string()) + score_text(x.score) +
-            " ranked above the SSD tier's coolest resident (" +
-            (listed_before && coolest_ssd[before - 1] >= 0 ? score_text(coolest_ssd[before - 1]) : std::string("none listed: it had room")) +
-            "); waited " + (from == m.column ? "under one interval" : span(waited) + " (in the hottest set since " + clock_of(g.times[from]) + ")");
+            (coolest < 0 ? ": the SSD tier listed no resident (it had room)"
+             : x.score > coolest ? " ranked above the SSD tier's coolest resident (" + score_text(coolest) + ")"
+                                 : ": the SSD tier had room (its coolest resident, " + score_text(coolest) + ", stayed)") +
+            "; waited " + (from == m.column ? "under one interval" : span(waited) + " (in the hottest set since " + clock_of(g.times[from]) + ")");
     } else {
       what = "demoted SSD->HDD";
-      why = "cooled: score " + (listed_before ? score_text(then) + " -> " : std::string()) + score_text(x.score) +
-            (listed_before && hottest_hdd[before - 1] >= 0 ? ", below the hottest HDD extent's " + score_text(hottest_hdd[before - 1]) : std::string());
+      // An extent that did not cool was moved for another reason: a hotter
+      // one needed its place, or an administrator (volume move, affinity).
+      const bool cooled = !listed_before || x.score < then * 0.9;
+      why = std::string(cooled ? "cooled" : "still hot: not its heat (a hotter extent took its place, or an administrator's move or affinity)") +
+            ": score " + (listed_before ? score_text(then) + " -> " : std::string()) + score_text(x.score) +
+            (listed_before && hottest_hdd[before - 1] >= 0 ? "; the hottest HDD extent then: " + score_text(hottest_hdd[before - 1]) : std::string());
     }
     o << printf_string("%-21s %-16s %8llu  %-26s %s\n", utc(g.times[m.column]).c_str(), short_volume(w.volume).c_str(),
                        static_cast<unsigned long long>(w.extent), what.c_str(), why.c_str());
@@ -381,7 +398,7 @@ std::string report(const history& h, std::size_t hottest) {
   double all_ssd = 0, all_listed = 0;
   for (std::size_t c = 0; c < n; c += per) {
     double ssd = 0, listed = 0, pool = 0;
-    std::size_t count = 0, on_ssd = 0;
+    std::size_t count = 0, ssd_count = 0;
     for (std::size_t k = c; k < std::min(n, c + per); ++k) {
       const v1::HeatSnapshot& s = r.snapshots(static_cast<int>(k));
       pool += snapshot_heat(s);
@@ -390,7 +407,7 @@ std::string report(const history& h, std::size_t hottest) {
         ++count;
         if (e.tier() == v1::TIER_PERFORMANCE) {
           ssd += e.score();
-          ++on_ssd;
+          ++ssd_count;
         }
       }
     }
@@ -399,7 +416,7 @@ std::string report(const history& h, std::size_t hottest) {
     const std::string of_listed = listed > 0 ? printf_string("%.1f%%", 100 * ssd / listed) : "-";
     const std::string of_pool = pool > 0 ? printf_string("%.1f%%", 100 * std::min(1.0, ssd / pool)) : "-";
     o << printf_string("%-21s %7zu %7zu %10s %10s\n", utc(r.snapshots(static_cast<int>(std::min(n, c + per) - 1)).taken_unix_seconds()).c_str(),
-                       count / per, on_ssd / per, of_listed.c_str(), of_pool.c_str());
+                       count / per, ssd_count / per, of_listed.c_str(), of_pool.c_str());
   }
 
   // Totals.
@@ -412,7 +429,9 @@ std::string report(const history& h, std::size_t hottest) {
   o << printf_string("  promotions %zu, demotions %zu: %s moved\n", promoted, demoted,
                      (std::to_string(((promoted + demoted) * r.extent_bytes()) >> 20) + " MiB").c_str());
   if (!waits.empty()) {
-    o << printf_string("  wait for promotion: median %s, longest %s\n", span(waits[waits.size() / 2]).c_str(), span(waits.back()).c_str());
+    auto wait_text = [](double w) { return w == 0 ? std::string("under one interval") : span(w); };
+    o << printf_string("  wait for promotion: median %s, longest %s\n", wait_text(waits[waits.size() / 2]).c_str(),
+                       wait_text(waits.back()).c_str());
   }
   if (all_listed > 0) o << printf_string("  SSD share of the listed heat, over every snapshot: %.1f%%\n", 100 * all_ssd / all_listed);
   return out + o.str();
@@ -589,11 +608,11 @@ struct canvas {
       }
     }
   }
-  void frame(std::size_t x, std::size_t y, std::size_t fw, std::size_t fh, rgb c) {
-    fill(x, y, fw, 1, c);
-    fill(x, y + fh - 1, fw, 1, c);
-    fill(x, y, 1, fh, c);
-    fill(x + fw - 1, y, 1, fh, c);
+  void frame(std::size_t x, std::size_t y, std::size_t fw, std::size_t fh, rgb c, std::size_t t = 1) {
+    fill(x, y, fw, t, c);
+    fill(x, y + fh - t, fw, t, c);
+    fill(x, y, t, fh, c);
+    fill(x + fw - t, y, t, fh, c);
   }
   // Text at scale `s` (each font pixel s x s); returns the width drawn.
   std::size_t text(std::size_t x, std::size_t y, const std::string& s, rgb c, std::size_t scale = 1) {
@@ -666,7 +685,10 @@ std::string png(const history& h, std::uint32_t* width, std::uint32_t* height) {
       const std::size_t px = l.left + k * l.cell_w, py = l.top + i * l.cell_h;
       c.fill(px, py, l.cell_w, l.cell_h, ramp_at(level(g, x.score)));
       c.fill(px, py + l.cell_h - stripe, l.cell_w, stripe, x.tier == v1::TIER_PERFORMANCE ? ssd_colour : hdd_colour);
-      if (x.moved != move::none) c.frame(px, py, l.cell_w, l.cell_h, x.moved == move::promoted ? promoted_colour : demoted_colour);
+      if (x.moved != move::none) {
+        const std::size_t thick = std::max<std::size_t>(1, std::min(l.cell_w, l.cell_h) / 6);  // visible on dark cells
+        c.frame(px, py, l.cell_w, l.cell_h, x.moved == move::promoted ? promoted_colour : demoted_colour, thick);
+      }
     }
   }
   const std::size_t label_rows = std::max<std::size_t>(1, (7 + l.cell_h - 1) / l.cell_h);
