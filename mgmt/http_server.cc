@@ -216,6 +216,12 @@ class http_server::impl {
       answer.version(req.version());
       answer.keep_alive(req.keep_alive() && !stopped_);
       answer.prepare_payload();
+      if (req.method() == http::verb::head) {
+        // The headers GET would send, its Content-Length included, and no body.
+        const std::size_t length = answer.body().size();
+        answer.body().clear();
+        answer.content_length(length);
+      }
       beast::get_lowest_layer(stream).expires_after(write_timeout);
       auto [wec, written] = co_await http::async_write(stream, answer, asio::as_tuple(asio::use_awaitable));
       if (wec || !answer.keep_alive()) co_return;
@@ -423,10 +429,6 @@ class http_server::impl {
           "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'");
     r.set("X-Content-Type-Options", "nosniff");
     r.set(http::field::cache_control, "no-cache");
-    if (req.method() == http::verb::head) {
-      r.content_length(bytes->size());
-      return r;
-    }
     r.body() = std::move(*bytes);
     return r;
   }

@@ -91,6 +91,21 @@ std::optional<metadata_batch> metadata_batch::decode(std::string_view in) {
   return b;
 }
 
+namespace {
+
+// RocksDB's default family, then one per column, in column order (the
+// handles are indexed by column + 1).
+std::vector<rocksdb::ColumnFamilyDescriptor> column_families() {
+  std::vector<rocksdb::ColumnFamilyDescriptor> families;
+  families.emplace_back(rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions());
+  for (std::size_t i = 0; i < column_count; ++i) {
+    families.emplace_back(std::string(column_name(static_cast<column>(i))), rocksdb::ColumnFamilyOptions());
+  }
+  return families;
+}
+
+}  // namespace
+
 std::expected<std::unique_ptr<metadata_store>, error> metadata_store::open(const std::string& directory,
                                                                            boost::asio::any_io_executor loop,
                                                                            rocksdb::Env* env) {
@@ -101,11 +116,7 @@ std::expected<std::unique_ptr<metadata_store>, error> metadata_store::open(const
   // The pool's metadata is small and written in small batches: keep the
   // background threads few, as the loops own the cores.
   options.max_background_jobs = 2;
-  std::vector<rocksdb::ColumnFamilyDescriptor> families;
-  families.emplace_back(rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions());
-  for (std::size_t i = 0; i < column_count; ++i) {
-    families.emplace_back(std::string(column_name(static_cast<column>(i))), rocksdb::ColumnFamilyOptions());
-  }
+  const std::vector<rocksdb::ColumnFamilyDescriptor> families = column_families();
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
   const rocksdb::Status s = rocksdb::DB::Open(options, directory, families, &handles, &raw);
@@ -123,11 +134,7 @@ std::expected<std::unique_ptr<metadata_store>, error> metadata_store::open_read_
     return std::unexpected(make_error(errc::not_found, "metadata: " + directory + " is not a directory"));
   }
   rocksdb::DBOptions options;
-  std::vector<rocksdb::ColumnFamilyDescriptor> families;
-  families.emplace_back(rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions());
-  for (std::size_t i = 0; i < column_count; ++i) {
-    families.emplace_back(std::string(column_name(static_cast<column>(i))), rocksdb::ColumnFamilyOptions());
-  }
+  const std::vector<rocksdb::ColumnFamilyDescriptor> families = column_families();
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
   const rocksdb::Status s = rocksdb::DB::OpenForReadOnly(options, directory, families, &handles, &raw);

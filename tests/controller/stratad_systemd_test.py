@@ -6,23 +6,10 @@ once the array serves, WATCHDOG=1 pings at half the watchdog interval
 (JOURNAL_STREAM set) each log line starts with its syslog priority.
    stratad_systemd_test.py PATH/TO/stratad"""
 import atexit, os, shutil, signal, socket, subprocess, sys, tempfile, time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from harness import check, failed, finish, free_port, start_stratad
 
 stratad = sys.argv[1]
-failed = []
-
-
-def check(what, ok):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failed.append(what)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 state = tempfile.mkdtemp(prefix="strata-systemd-")
 atexit.register(shutil.rmtree, state, True)
 notify_path = os.path.join(state, "notify")
@@ -65,5 +52,4 @@ lines = [l for l in log.read().splitlines() if l.startswith("<") or l.startswith
 check("under journald every log line carries its priority (<6>stratad: info: …)",
       lines and all(l[:3] in ("<2>", "<3>", "<4>", "<6>") for l in lines) and any(l.startswith("<6>stratad: info: ") for l in lines))
 check("... and says the watchdog is on", any("the systemd watchdog is on" in l for l in lines))
-print("stratad_systemd: %s" % ("%d failed" % len(failed) if failed else "all passed"))
-sys.exit(1 if failed else 0)
+finish("stratad_systemd")

@@ -7,37 +7,18 @@ there, bad input gets its HTTP and API error while other clients go on,
 and the token (bearer or a login cookie).
    http_test.py PATH/TO/stratad PATH/TO/strata"""
 import atexit, base64, http.client, json, os, random, re, shutil, socket, ssl, subprocess, sys, tempfile, threading, time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from harness import check, failed, finish, free_port, start_stratad
 
 stratad, cli = sys.argv[1], sys.argv[2]
 seed = int(os.environ.get("SEED", random.randrange(1 << 30)))
 random.seed(seed)
 print("seed %d (SEED=%d to repeat)" % (seed, seed))
-failed = []
-
-
-def check(what, ok):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failed.append(what)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(state, *extra):
-    iscsi, grpc, web = free_port(), free_port(), free_port()
-    p = subprocess.Popen([stratad, "--state-dir", state, "--small-shelf", "--nvme", "off", "--iscsi", "127.0.0.1:%d" % iscsi,
-                          "--grpc", "127.0.0.1:%d" % grpc, "--http", "127.0.0.1:%d" % web, "--heat-history-interval-s", "10", *extra],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    atexit.register(p.kill)
-    for line in p.stdout:
-        if "stratad is ready" in line:
-            return p, iscsi, grpc, web
-    print(p.stderr.read())
-    sys.exit("stratad did not start")
+    p, ports = start_stratad(stratad, state, "--heat-history-interval-s", "10", *extra)
+    return p, ports["iscsi"], ports["grpc"], ports["http"]
 
 
 def stop(p):
@@ -260,5 +241,4 @@ status, answer, _ = call(web, "ListPools", {}, tls=tls, headers={"Cookie": sessi
 check("after logout the cookie is refused", status == 401)
 stop(daemon)
 
-print("seed %d: %s" % (seed, "%d failed" % len(failed) if failed else "all passed"))
-sys.exit(1 if failed else 0)
+finish("http_test (seed %d)" % seed)

@@ -5,38 +5,19 @@ Prometheus's HTTP API: the scrape is healthy (up == 1, no parse error),
 the write rate is positive while the writes go on, and the latency
 histogram answers histogram_quantile.
    prometheus_test.py PATH/TO/stratad"""
-import atexit, json, os, shutil, socket, subprocess, sys, tempfile, time, urllib.parse, urllib.request
+import atexit, json, os, shutil, subprocess, sys, tempfile, time, urllib.parse, urllib.request
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from harness import check, failed, finish, free_port, start_stratad
 
 stratad = sys.argv[1]
 for tool in ("prometheus", "qemu-io"):
     if not shutil.which(tool):
         print("SKIP: %s is missing (tools/install-deps.sh installs it)" % tool)
         sys.exit(77)
-failed = []
-
-
-def check(what, ok):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failed.append(what)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 state = tempfile.mkdtemp(prefix="strata-prometheus-")
 atexit.register(shutil.rmtree, state, True)
-iscsi, grpc, web, prom = free_port(), free_port(), free_port(), free_port()
-daemon = subprocess.Popen([stratad, "--state-dir", os.path.join(state, "array"), "--small-shelf", "--nvme", "off",
-                           "--iscsi", "127.0.0.1:%d" % iscsi, "--grpc", "127.0.0.1:%d" % grpc, "--http", "127.0.0.1:%d" % web],
-                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-atexit.register(daemon.kill)
-for line in daemon.stdout:
-    if "stratad is ready" in line:
-        break
+daemon, ports = start_stratad(stratad, os.path.join(state, "array"))
+iscsi, web, prom = ports["iscsi"], ports["http"], free_port()
 
 with open(os.path.join(state, "prometheus.yml"), "w") as f:
     f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
@@ -82,5 +63,4 @@ check("the group's state through a query: g1 optimal", query('strata_group_state
 server.terminate()
 daemon.terminate()
 daemon.wait(30)
-print("prometheus_test: %s" % ("%d failed" % len(failed) if failed else "all passed"))
-sys.exit(1 if failed else 0)
+finish("prometheus_test")
