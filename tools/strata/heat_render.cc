@@ -469,6 +469,21 @@ std::string title_of(const history& h) {
   return t;
 }
 
+// The grid a picture draws: at most 720 columns and 2000 rows (a week of
+// ten-minute snapshots of 1024 extents would be millions of cells: an SVG
+// no browser opens); `note` says what was merged or left out.
+grid picture_grid(const history& h, std::string& note) {
+  const grid full = grid_of(h);
+  grid g = reduced(full, 720, 2000);
+  if (g.times.size() < full.times.size()) {
+    note += "; each column " + std::to_string((full.times.size() + g.times.size() - 1) / g.times.size()) + " snapshots (their highest score)";
+  }
+  if (g.rows.size() < full.rows.size()) {
+    note += "; " + std::to_string(g.rows.size()) + " of " + std::to_string(full.rows.size()) + " extents, the hottest at their peak";
+  }
+  return g;
+}
+
 // The rows where a volume's group starts (for labels and separators).
 bool starts_volume(const grid& g, std::size_t i) { return i == 0 || g.rows[i].volume != g.rows[i - 1].volume; }
 
@@ -477,7 +492,8 @@ bool starts_volume(const grid& g, std::size_t i) { return i == 0 || g.rows[i].vo
 // ---------------------------------------------------------------- SVG
 
 std::string svg(const history& h) {
-  const grid g = grid_of(h);
+  std::string note;
+  const grid g = picture_grid(h, note);
   const layout l = layout_of(g);
   std::ostringstream o;
   o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
@@ -486,7 +502,7 @@ std::string svg(const history& h) {
   o << "<title>" << xml_escaped(title_of(h)) << "</title>\n";
   o << "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
   o << "<text x=\"" << l.left << "\" y=\"18\" font-size=\"14\" font-weight=\"bold\">" << xml_escaped(title_of(h)) << "</text>\n";
-  o << "<text x=\"" << l.left << "\" y=\"34\" fill=\"#555\">" << xml_escaped(h.source) << "; y: extents by volume, x: snapshots (UTC)</text>\n";
+  o << "<text x=\"" << l.left << "\" y=\"34\" fill=\"#555\">" << xml_escaped(h.source) << "; y: extents by volume, x: snapshots (UTC)" << xml_escaped(note) << "</text>\n";
   const std::size_t grid_w = g.times.size() * l.cell_w, grid_h = g.rows.size() * l.cell_h;
   o << "<rect x=\"" << l.left << "\" y=\"" << l.top << "\" width=\"" << grid_w << "\" height=\"" << grid_h << "\" fill=\""
     << hex(absent_colour) << "\"/>\n";
@@ -669,12 +685,13 @@ std::string encode_png(const canvas& c) {
 }  // namespace
 
 std::string png(const history& h, std::uint32_t* width, std::uint32_t* height) {
-  const grid g = grid_of(h);
+  std::string note;
+  const grid g = picture_grid(h, note);
   const layout l = layout_of(g);
   canvas c(l.width, l.height);
   const std::string title = title_of(h);
   c.text(l.left, 8, title, ink, l.left + 8 * title.size() <= c.w ? 2 : 1);  // large if it fits
-  c.text(l.left, 32, "Y: EXTENTS BY VOLUME, X: SNAPSHOTS (UTC)", ink);
+  c.text(l.left, 32, "Y: EXTENTS BY VOLUME, X: SNAPSHOTS (UTC)" + note, ink);
   const std::size_t grid_w = g.times.size() * l.cell_w, grid_h = g.rows.size() * l.cell_h;
   c.fill(l.left, l.top, grid_w, grid_h, absent_colour);
   const std::size_t stripe = std::max<std::size_t>(1, l.cell_h / 3);
