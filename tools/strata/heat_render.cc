@@ -319,9 +319,9 @@ std::string report(const history& h, std::size_t hottest) {
       if (g.rows[i].cells[c].moved != move::none) moves.push_back({c, i, g.rows[i].cells[c].moved});
     }
   }
-  // Per snapshot: the coolest SSD resident and the hottest HDD extent
-  // listed, how many it lists on SSD, and every listed score, hottest first.
-  std::vector<double> coolest_ssd(g.times.size(), -1), hottest_hdd(g.times.size(), -1);
+  // Per snapshot: the coolest SSD resident listed, how many it lists on
+  // SSD, and every listed score, hottest first.
+  std::vector<double> coolest_ssd(g.times.size(), -1);
   std::vector<std::size_t> on_ssd(g.times.size(), 0);
   std::vector<std::vector<double>> ranked(g.times.size());
   for (std::size_t c = 0; c < g.times.size(); ++c) {
@@ -333,7 +333,6 @@ std::string report(const history& h, std::size_t hottest) {
         coolest_ssd[c] = coolest_ssd[c] < 0 ? x.score : std::min(coolest_ssd[c], x.score);
         ++on_ssd[c];
       }
-      if (x.tier == v1::TIER_CAPACITY) hottest_hdd[c] = std::max(hottest_hdd[c], x.score);
     }
     std::sort(ranked[c].begin(), ranked[c].end(), std::greater<>());
   }
@@ -376,12 +375,19 @@ std::string report(const history& h, std::size_t hottest) {
             "; waited " + (from == m.column ? "under one interval" : span(waited) + " (in the hottest set since " + clock_of(g.times[from]) + ")");
     } else {
       what = "demoted SSD->HDD";
-      // An extent that did not cool was moved for another reason: a hotter
-      // one needed its place, or an administrator (volume move, affinity).
-      const bool cooled = !listed_before || x.score < then * 0.9;
-      why = std::string(cooled ? "cooled" : "still hot: not its heat (a hotter extent took its place, or an administrator's move or affinity)") +
-            ": score " + (listed_before ? score_text(then) + " -> " : std::string()) + score_text(x.score) +
-            (listed_before && hottest_hdd[before - 1] >= 0 ? "; the hottest HDD extent then: " + score_text(hottest_hdd[before - 1]) : std::string());
+      // An extent that did not cool was moved for another reason: to make
+      // room for a hotter one promoted at the same time, or not for heat
+      // at all (an administrator's volume move or affinity).
+      const bool cooled = listed_before && x.score < then * 0.9;
+      double promoted_then = -1;
+      for (const move_seen& other : moves) {
+        if (other.column == m.column && other.kind == move::promoted) promoted_then = std::max(promoted_then, g.rows[other.row].cells[m.column].score);
+      }
+      why = cooled                       ? "cooled: score " + score_text(then) + " -> " + score_text(x.score)
+            : promoted_then > x.score    ? "made room for hotter extents (score " + score_text(x.score) + "; promoted then: up to " + score_text(promoted_then) + ")"
+            : !listed_before             ? "score " + score_text(x.score) + " (not listed before: its heat then unknown)"
+                                         : "not its heat (score " + score_text(then) + " -> " + score_text(x.score) +
+                                             ", none hotter promoted then): an administrator's volume move or affinity?";
     }
     o << printf_string("%-21s %-16s %8llu  %-26s %s\n", utc(g.times[m.column]).c_str(), short_volume(w.volume).c_str(),
                        static_cast<unsigned long long>(w.extent), what.c_str(), why.c_str());
