@@ -377,7 +377,8 @@ std::string report(const history& h, std::size_t hottest) {
       what = "demoted SSD->HDD";
       // An extent that did not cool was moved for another reason: to make
       // room for a hotter one promoted at the same time, or not for heat
-      // at all (an administrator's volume move or affinity).
+      // at all (the tier keeping room for new writes, which land on SSD; an
+      // administrator's volume move or affinity).
       const bool cooled = listed_before && x.score < then * 0.9;
       double promoted_then = -1;
       for (const move_seen& other : moves) {
@@ -386,8 +387,8 @@ std::string report(const history& h, std::size_t hottest) {
       why = cooled                       ? "cooled: score " + score_text(then) + " -> " + score_text(x.score)
             : promoted_then > x.score    ? "made room for hotter extents (score " + score_text(x.score) + "; promoted then: up to " + score_text(promoted_then) + ")"
             : !listed_before             ? "score " + score_text(x.score) + " (not listed before: its heat then unknown)"
-                                         : "not its heat (score " + score_text(then) + " -> " + score_text(x.score) +
-                                             ", none hotter promoted then): an administrator's volume move or affinity?";
+                                         : "not for heat (score " + score_text(then) + " -> " + score_text(x.score) +
+                                             ", none hotter promoted then): room kept free for new writes, or an administrator's move or affinity";
     }
     o << printf_string("%-21s %-16s %8llu  %-26s %s\n", utc(g.times[m.column]).c_str(), short_volume(w.volume).c_str(),
                        static_cast<unsigned long long>(w.extent), what.c_str(), why.c_str());
