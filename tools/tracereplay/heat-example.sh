@@ -9,7 +9,8 @@
 # (the output files' prefix) to cloudphysics; the replayer's options default
 # to --speedup 30. Run from the repository, after
 # the release build. Takes 6-8 minutes; state in /var/tmp/strata-traceheat-$$,
-# removed at the end.
+# removed at the end (HEAT_EXAMPLE_KEEP=DIR keeps a copy of the pool's
+# metadata, for `strata heat map pools/p1 --metadata DIR` later).
 #
 # The set-up, and why:
 #   - the small shelf's v1 grown to 8 GiB (the trace's 1,312 touched extents,
@@ -27,10 +28,13 @@ shift $(( $# > 2 ? 2 : $# ))
 replay_options=("$@")
 [ ${#replay_options[@]} -gt 0 ] || replay_options=(--speedup 30)
 out=docs/heat-map-example
-stratad=build/release/controller/stratad
-cli=build/release/tools/strata
 work=/var/tmp/strata-traceheat-$$
 mkdir -p "$work" "$out"
+# Copies, so that a rebuild meanwhile (the machine is shared) does not pull
+# the binaries from under the run.
+cp build/release/controller/stratad build/release/tools/strata "$work/"
+stratad=$work/stratad
+cli=$work/strata
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 iscsi_port=$((20000 + RANDOM % 10000))
@@ -81,6 +85,9 @@ wait "$daemon"
 daemon=
 
 cp -a "$work/state/pools/p1" "$work/p1-copy"
+# HEAT_EXAMPLE_KEEP=DIR keeps the metadata copy there, to draw the map again
+# offline later (with a newer strata); remove it when done.
+if [ -n "${HEAT_EXAMPLE_KEEP:-}" ]; then mkdir -p "$(dirname "$HEAT_EXAMPLE_KEEP")"; cp -a "$work/p1-copy" "$HEAT_EXAMPLE_KEEP"; fi
 "$cli" heat map pools/p1 --metadata "$work/p1-copy" --svg "$work/off.svg"
 "$cli" heat map pools/p1 --metadata "$work/p1-copy" --png "$work/off.png"
 "$cli" heat map pools/p1 --metadata "$work/p1-copy" >"$work/off-map.txt"

@@ -259,7 +259,7 @@ def main():
                 figures["wall_s"] = round(wall, 1)
                 figures["iops"] = round(len(placed) / wall, 1)
                 figures["mb_per_s"] = round(figures["bytes"] / 1e6 / wall, 2)
-                figures["effective_speedup"] = round(span_s / wall, 1)
+                figures["effective_speedup"] = float("%.3g" % (span_s / wall))
         finally:
             shutil.rmtree(work, ignore_errors=True)
     figures["errors"] = len(errors)
@@ -267,7 +267,7 @@ def main():
         print(json.dumps(figures))
     else:
         for k, v in figures.items():
-            print(k, round(v, 3) if isinstance(v, float) else v)
+            print(k, float("%.6g" % v) if isinstance(v, float) else v)
     for e in errors[:10]:
         print("error:", e, file=sys.stderr)
     return 1 if errors else 0
