@@ -121,5 +121,5 @@ compare() {
 } | tee "$work/compare.txt"
 cp "$work/replay.txt" "$out/$name-replay.txt"
 cp "$work/compare.txt" "$out/$name-live-vs-offline.txt"
-# 925-odd extents by 40 snapshots make a 7 MB SVG: kept gzipped (375 KB).
+# 925-odd extents by 40 snapshots make a 7 MB SVG: kept gzipped (under 400 KB).
 gzip -9nf "$out/$name.svg"
