@@ -12,6 +12,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
@@ -156,7 +157,13 @@ class http_server::impl {
     for (;;) {
       auto [ec, socket] = co_await acceptor_.async_accept(asio::as_tuple(asio::use_awaitable));
       if (ec == asio::error::operation_aborted || !acceptor_.is_open()) co_return;
-      if (ec) continue;  // a connection reset while queued, out of descriptors: go on with the next
+      if (ec) {
+        // A connection reset while queued, or out of descriptors: go on
+        // with the next, after a pause so that a lasting error cannot spin.
+        asio::steady_timer pause(acceptor_.get_executor(), std::chrono::milliseconds(50));
+        co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+        continue;
+      }
       asio::co_spawn(socket.get_executor(), connection(std::move(socket)), asio::detached);
     }
   }
@@ -437,9 +444,9 @@ class http_server::impl {
   const std::optional<loaded_security> security_;
   std::shared_ptr<grpc::Channel> channel_;
   grpc::GenericStub stub_;
+  std::optional<asio::ssl::context> tls_;  // before io_: the connections' streams, destroyed with io_, use it
   asio::io_context io_;
   tcp::acceptor acceptor_;
-  std::optional<asio::ssl::context> tls_;
   asio::thread_pool workers_{1};
   std::vector<std::thread> threads_;
   std::atomic<std::size_t> connections_{0};
