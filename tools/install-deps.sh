@@ -41,10 +41,14 @@ packages=(
 # the LUN) with fuse3. Not needed to build or test.
 # --seedbench: what tools/seedbench/ needs besides: qemu-storage-daemon
 # (its NBD export of a LUN, for fio's NBD engine), PostgreSQL (the TPC-C-like
-# experiment) and matplotlib (the plots).
+# experiment) and matplotlib (the plots); and ghz, as --apibench.
+# --apibench: ghz, the gRPC load generator of tools/apibench/ and
+# tools/stratadbench/ (no test needs it: a minute of compiling in CI saved).
+want_ghz=false
 case "${1:-}" in
   --pgbench) packages+=(postgresql qemu-system-common fuse3) ;;
-  --seedbench) packages+=(postgresql qemu-system-common fuse3 python3-matplotlib) ;;
+  --seedbench) packages+=(postgresql qemu-system-common fuse3 python3-matplotlib); want_ghz=true ;;
+  --apibench) want_ghz=true ;;
 esac
 
 # Node.js and npm, Playwright's runtime: Debian's, unless a Node.js is here already.
@@ -58,8 +62,8 @@ for p in "${packages[@]}"; do
 done
 
 # grpcurl, which the end-to-end tests call the management API with (through
-# server reflection), and ghz, which the API benchmark loads it with: Debian
-# 12 packages neither, so they come from the Go module proxy when a Go
+# server reflection), and ghz (--apibench), which the API benchmarks load it
+# with: Debian 12 packages neither, so they come from the Go module proxy when a Go
 # toolchain is here; else what needs them skips, saying so.
 install_go_tool() {  # NAME MODULE@VERSION
   command -v "$1" >/dev/null && return 0
@@ -72,7 +76,7 @@ install_go_tool() {  # NAME MODULE@VERSION
 }
 install_grpcurl() {
   install_go_tool grpcurl github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.1
-  install_go_tool ghz github.com/bojand/ghz/cmd/ghz@v0.120.0
+  if $want_ghz; then install_go_tool ghz github.com/bojand/ghz/cmd/ghz@v0.120.0; fi
 }
 
 if ((${#missing[@]} == 0)); then

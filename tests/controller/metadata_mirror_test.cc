@@ -138,7 +138,9 @@ TEST_CASE("a pool's metadata mirrored over the partner link: every synced batch 
   REQUIRE(!(*store)->write_now(before));
   (*store)->set_copy(&mirror);
   // Starts a's link; at each link-up, as the array does, a whole copy.
-  auto link_up = [&] {
+  // The mirror turns current before it tells the drives so (a synced write
+  // in between is mirrored all the same): wait for both.
+  auto link_up = [&](std::size_t records_after) {
     a.run([&] {
       link_a->on_state = [&](bool up, const std::string&) {
         if (!up) return;
@@ -147,9 +149,9 @@ TEST_CASE("a pool's metadata mirrored over the partner link: every synced batch 
       };
       return link_a->start();
     });
-    REQUIRE(within(5s, [&] { return mirror.current(); }));
+    REQUIRE(within(5s, [&] { return mirror.current() && records_now().size() == records_after; }));
   };
-  link_up();
+  link_up(1);
   CHECK(records_now() == std::vector<bool>{true});
 
   // write WHAT SYNC: a batch through the store on a's loop; its outcome.
@@ -196,7 +198,7 @@ TEST_CASE("a pool's metadata mirrored over the partner link: every synced batch 
 
   // Back: the whole store again, and the drives say so.
   link_a = std::make_unique<controller::partner_link>(a.io.get_executor(), o);
-  link_up();
+  link_up(3);
   CHECK(records_now() == std::vector<bool>{true, false, true});
   check_copy({column::extent_map});
   // A pool open on the partner is never overwritten by a copy of it.

@@ -6,7 +6,7 @@ connection, one call at a time), and /metrics scraped N/10 times. Prints
 medians and 99th percentiles, and the ratio HTTP/gRPC.
    api_latency.py PATH/TO/stratad [--calls N]
 It starts its own stratad (small shelf, free loopback ports) and removes
-its state when done. ghz comes from tools/install-deps.sh; without it the
+its state when done. ghz comes from tools/install-deps.sh --apibench; without it the
 gRPC column is left out, saying so."""
 import argparse, atexit, http.client, json, os, shutil, socket, statistics, subprocess, sys, tempfile, time
 

@@ -16,7 +16,7 @@
 # statistics must then show K extents allocated, or the run fails.
 # Each start is timed from exec to the "ready" line, three times, median
 # printed, with stratad's resident memory (VmRSS) once ready.
-# API latency: ghz (from the Go module proxy; tools/install-deps.sh) drives
+# API latency: ghz (from the Go module proxy; tools/install-deps.sh --apibench) drives
 # ListVolumes and GetVolume with 16 concurrent clients, --requests calls each
 # (default 20000), and prints p50, p99 and the rate, on the filled state (on
 # the N-volume one if the filler is missing). Without ghz it says so and
@@ -121,7 +121,7 @@ else
 fi
 
 if ! command -v ghz >/dev/null; then
-  echo "SKIP: ghz is missing (tools/install-deps.sh installs it from the Go module proxy when Go is here): no API latency"
+  echo "SKIP: ghz is missing (tools/install-deps.sh --apibench installs it from the Go module proxy when Go is here): no API latency"
   exit 0
 fi
 start >/dev/null
