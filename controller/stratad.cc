@@ -35,7 +35,11 @@
 //               controller a dials the link here instead of at
 //               --partner-link: a relay's address (tests cut the link
 //               with one while both controllers run)
-// --iscsi       the iSCSI portal (default 127.0.0.1:3260)
+// --iscsi       the iSCSI portal (default 127.0.0.1:3260). Any address:
+//               an array serves its hosts over their network. Who may log
+//               in is the hosts' business (initiator names, CHAP), as on
+//               every iSCSI array; off loopback, stratad says which hosts
+//               admit an initiator without CHAP
 // --nvme        the NVMe/TCP port, or off. Default: where the iSCSI portal
 //               is at the standard port 3260, the standard 4420 on its
 //               address; a portal elsewhere (tests, several arrays on one
@@ -65,8 +69,10 @@
 // --http        the HTTP side: the JSON API, Prometheus /metrics and the web
 //               console (mgmt/http_server.h), ADDR:PORT or off (default:
 //               port 8080 at the iSCSI portal's address when that is port
-//               3260, as NVMe/TCP's 4420; else off). It takes the API's TLS options: off
-//               loopback it needs them, and with them it is HTTPS only
+//               3260, as NVMe/TCP's 4420 -- but 127.0.0.1:8080 when that
+//               address is off loopback and the API has no TLS files --
+//               else off). It takes the API's TLS options: off loopback
+//               it needs them, and with them it is HTTPS only
 // --console-dir serve the console's files from DIR instead of the copy
 //               built into stratad (developing the console)
 // --heat-history-interval-s
@@ -185,6 +191,22 @@ strata::controller::array_plan small_plan(bool dual) {
   for (int i = 0; i < 10; ++i) d.push_back({"hdd-0" + std::to_string(i), drive_kind::hdd, 4ull << 30, {}, "nl_sas_7k2"});
   for (int i = 0; i < (dual ? 10 : 5); ++i) d.push_back({"ssd-0" + std::to_string(i), drive_kind::ssd, 2ull << 30, {}, "sas_12g"});
   return dual ? strata::controller::dual_plan(std::move(d), 1ull << 30) : strata::controller::default_plan(std::move(d), 1ull << 30);
+}
+
+// A portal on the network admits whoever its hosts admit: said once at
+// the start for each host that takes any initiator without CHAP, so an
+// admin who opened the portal knows who can log in (changing a host is
+// the API's: `strata host update`).
+void warn_open_hosts(const strata::controller::config_store& config, const std::string& portal) {
+  for (const auto& [key, bytes] : config.list("hosts/")) {
+    strata::v1::Host host;
+    if (!host.ParseFromString(bytes)) continue;  // the array refused to open on such a record already
+    const auto access = strata::controller::host_access_of(host);
+    if (access.any_initiator && !access.chap) {
+      say("warning", "the iSCSI portal " + portal + " is off loopback and " + key +
+                         " admits any initiator without CHAP: anyone who reaches the portal can use its LUNs");
+    }
+  }
 }
 
 }  // namespace
@@ -314,7 +336,6 @@ int main(int argc, char** argv) {
   if (nvme && *nvme != "off") {
     const auto at = controller::parse_listen_address(*nvme);
     options.nvme = boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address(at->address), at->port);
-    if (!options.nvme->address().is_loopback()) usage("the NVMe/TCP port listens on loopback only (until TLS and tokens come)");
   } else if (!nvme && listen->port == 3260) {
     options.nvme = boost::asio::ip::tcp::endpoint(options.iscsi.address(), 4420);
   }
@@ -339,7 +360,6 @@ int main(int argc, char** argv) {
   }
   const std::string grpc_address = settings.grpc_listen;
   strata::mgmt::security_options grpc_security{settings.grpc_tls_cert, settings.grpc_tls_key, settings.grpc_token_file};
-  if (!options.iscsi.address().is_loopback()) usage("the iSCSI portal listens on loopback only (until TLS and tokens come)");
   if (config_path) {
     say("info", "configuration: " + config_path->string());
     // The build sections are for an empty state directory: once the
@@ -354,6 +374,13 @@ int main(int argc, char** argv) {
   // array opens (which takes a while): a mistake there is told at once.
   if (settings.http_listen.empty()) {
     settings.http_listen = listen->port == 3260 ? (options.iscsi.address().is_v6() ? "[" + listen->address + "]" : listen->address) + ":8080" : "off";
+    // A portal on the network with no TLS files for the API: the default
+    // HTTP side stays on this machine rather than stopping stratad (off
+    // loopback it would need them); an address given is held to the rule.
+    if (listen->port == 3260 && !options.iscsi.address().is_loopback() && grpc_security.tls_cert.empty()) {
+      settings.http_listen = "127.0.0.1:8080";
+      say("info", "the HTTP side (console, JSON API, /metrics) listens on 127.0.0.1:8080 only: off loopback it needs the API's TLS files");
+    }
   }
   for (const auto& [what, address] : {std::pair<std::string, std::string>{"the management API", grpc_address},
                                       {"the HTTP server", settings.http_listen}}) {
@@ -428,6 +455,7 @@ int main(int argc, char** argv) {
   }
   if (web) std::printf("  the console: %s://%s/\n", web->tls() ? "https" : "http", http_address.c_str());
   std::fflush(stdout);
+  if (!at.address().is_loopback()) warn_open_hosts((*array)->config(), portal);
   notify_systemd("READY=1");
   // The watchdog (WatchdogSec= in the unit): each ping is sent from the
   // array's loop, so a loop that hangs stops the pings and systemd restarts

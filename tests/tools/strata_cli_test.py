@@ -3,7 +3,8 @@
 --help, --version (the tree's version, the one the API reports), usage
 errors that name the wrong argument and exit 2, an array that cannot be
 reached (exit 3), and the bash completion: `strata completion bash` is the
-committed tools/strata/strata.bash-completion, and bash completes with it.
+committed tools/strata/strata.bash-completion, and bash completes with it;
+`strata system` hands its words to the appliance's strata-system.
    strata_cli_test.py PATH/TO/strata SOURCE_DIR"""
 import os, re, subprocess, sys, tempfile
 
@@ -81,6 +82,26 @@ want = ["volume", "create", "auto performance capacity", "a b", "--svg --since",
 got = r.stdout.splitlines()
 check("bash completes commands, verbs and option values with it", r.returncode == 0 and r.stderr == "" and len(got) == len(want) and
       all(sorted(g.split()) == sorted(w.split()) for g, w in zip(got, want)), (got, r.stderr))
+
+# strata system: handed to the appliance's strata-system (STRATA_SYSTEM here: a script that says what it was given).
+with tempfile.TemporaryDirectory() as d:
+    fake = os.path.join(d, "strata-system")
+    with open(fake, "w") as f:
+        f.write('#!/bin/sh\necho "given: $*"\nexit 7\n')
+    os.chmod(fake, 0o755)
+    env = dict(os.environ, STRATA_SYSTEM=fake)
+    r = subprocess.run([cli, "system", "upgrade", "/images/strata-0.2.raw", "--tries", "1", "--no-reboot"], capture_output=True,
+                       text=True, timeout=30, env=env)
+    check("strata system upgrade runs strata-system with the image and options, and exits as it does",
+          r.returncode == 7 and r.stdout.strip() == "given: upgrade /images/strata-0.2.raw --tries 1 --no-reboot", (r.returncode, r.stdout, r.stderr))
+    r = subprocess.run([cli, "system", "status"], capture_output=True, text=True, timeout=30, env=env)
+    check("strata system status likewise", r.returncode == 7 and r.stdout.strip() == "given: status", (r.returncode, r.stdout))
+    r = subprocess.run([cli, "system", "status"], capture_output=True, text=True, timeout=30,
+                       env=dict(os.environ, STRATA_SYSTEM=os.path.join(d, "missing")))
+    check("strata system off an appliance: exit 1, saying where strata-system comes from",
+          r.returncode == 1 and "strata-appliance" in r.stderr, (r.returncode, r.stderr))
+r = strata("system", "upgrade")
+check("strata system upgrade without IMAGE: exit 2, naming it", r.returncode == 2 and "IMAGE" in r.stderr, r.stderr)
 
 print("PASS" if failures == 0 else "FAILED: %d" % failures)
 sys.exit(1 if failures else 0)

@@ -167,6 +167,7 @@ class context {
 void add_resource_commands(CLI::App& app, context& ctx);  // resources.cc
 void add_heat_commands(CLI::App& app, context& ctx);      // heat.cc
 void add_heat_table_commands(CLI::App* heat, context& ctx);  // resources.cc: heat top, heat list
+void add_system_commands(CLI::App& app, context& ctx);    // system.cc: the appliance's boot slots
 // The hidden `completion bash` command (completion.cc).
 void add_completion_command(CLI::App& app, context& ctx);
 std::string bash_completion(const CLI::App& app);

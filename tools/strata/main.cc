@@ -9,7 +9,8 @@
 // command prints), resources.cc (controllers, disks, groups, pools,
 // volumes, hosts, mappings, operations, events, version, heat top/list),
 // heat.cc (heat map and heat report, live or offline on a metadata copy),
-// heat_render.cc (the text map, the report, SVG and PNG), completion.cc
+// heat_render.cc (the text map, the report, SVG and PNG), system.cc (the
+// appliance's boot slots, run on the appliance itself), completion.cc
 // (bash completion, derived from the commands defined here).
 //
 // --api          where stratad serves the API (default 127.0.0.1:50051):
@@ -80,6 +81,7 @@ int main(int argc, char** argv) {
 
   add_resource_commands(app, ctx);
   add_heat_commands(app, ctx);
+  add_system_commands(app, ctx);
   add_completion_command(app, ctx);
   // Set last: a subcommand copies its parent's footer when it is made.
   app.footer(
