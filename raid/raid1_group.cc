@@ -415,7 +415,7 @@ void raid1_group::fan_out(mirror_op& o, op operation) {
     w.owner = &o;
     w.expire = &raid1_group::expire_fan_out;
     w.abandonable = operation != op::write;  // a write's buffers are the caller's
-    members_.watchdog().start(w, i, members_[i]);
+    members_.watchdog().start(w, i, members_[i], &o.reqs[i]);
     ++o.pending;
     members_[i]->submit(o.reqs[i]);
   }

@@ -341,7 +341,7 @@ void raid6_group::issue(stripe_op& o, unsigned strip, op operation, std::uint64_
   io.watch.owner = &io;
   io.watch.expire = &raid6_group::expire_member_io;
   io.watch.abandonable = !from_caller;
-  members_.watchdog().start(io.watch, member, members_[member]);
+  members_.watchdog().start(io.watch, member, members_[member], &io.req);
   ++o.pending;
   io.in_flight = true;
   members_[member]->submit(io.req);

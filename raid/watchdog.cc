@@ -13,20 +13,28 @@ member_watchdog::member_watchdog(device::clock* clock, device::duration timeout,
   }
 }
 
-void member_watchdog::start(watched_io& io, unsigned member, const device::block_device* device) noexcept {
+void member_watchdog::start(watched_io& io, unsigned member, const device::block_device* device,
+                            const device::request* req) noexcept {
   io.member = member;
   io.device = device;
+  io.request = req;
   io.abandoned = false;
   if (!enabled()) return;
-  io.deadline = clock_->now() + timeout_;
-  io.prev = tail_;
-  io.next = nullptr;
-  if (tail_ != nullptr) {
-    tail_->next = &io;
-  } else {
-    head_ = &io;
-  }
-  tail_ = &io;
+  link_last(io);
+}
+
+void member_watchdog::link_last(watched_io& io) noexcept { link_at(io, clock_->now() + timeout_); }
+
+void member_watchdog::link_at(watched_io& io, device::time_point deadline) noexcept {
+  io.deadline = deadline;
+  // From the tail back to the first that is due no later: O(1) at a
+  // submission (now + timeout is the latest deadline of all).
+  watched_io* before = tail_;
+  while (before != nullptr && before->deadline > deadline) before = before->prev;
+  io.prev = before;
+  io.next = before != nullptr ? before->next : head_;
+  (io.next != nullptr ? io.next->prev : tail_) = &io;
+  (before != nullptr ? before->next : head_) = &io;
   io.linked = true;
   if (!armed_) {
     // Armed lazily: a timer that finds the oldest not yet due re-arms for it.
@@ -50,7 +58,20 @@ void member_watchdog::on_timer() {
   armed_ = false;
   const device::time_point now = clock_->now();
   while (head_ != nullptr && head_->deadline <= now) {
-    on_overdue_(head_->member, head_->device);  // abandons head_ and the rest on its device
+    watched_io& io = *head_;
+    if (io.request != nullptr) {
+      // The drive is late only once it has had the I/O for the timeout: an
+      // I/O still queued behind the hosts' (never sent) is watched anew,
+      // one sent late is timed from when it was sent. A drive that stops
+      // answering is found by the I/O it has in flight.
+      const device::time_point sent = io.request->dispatched_at;
+      if (io.device->holds(*io.request) || (sent != device::time_point{} && sent + timeout_ > now)) {
+        unlink(io);
+        link_at(io, io.device->holds(*io.request) ? now + timeout_ : sent + timeout_);
+        continue;
+      }
+    }
+    on_overdue_(io.member, io.device);  // abandons io and the rest on its device
   }
   if (head_ != nullptr) {
     armed_ = true;

@@ -3,9 +3,16 @@
 // out (as a drive's own error-recovery limit, TLER/ERC, would end a
 // stuck command -- but a hung drive or link never answers at all).
 //
-// Every watched I/O is in one list in submission order. With one timeout
-// for all, that is also deadline order, so starting and stopping a watch
-// is O(1) and one timer, armed for the oldest, covers them all.
+// Every watched I/O is in one list in deadline order. With one timeout
+// for all, a new I/O's deadline is the latest, so starting and stopping a
+// watch is O(1) and one timer, armed for the oldest, covers them all.
+//
+// The timeout is the drive's, not the queue's: an I/O the member's
+// io_scheduler still holds behind the hosts' (background work on a busy
+// drive, which may wait far longer than any timeout) is not overdue, and
+// one it sent late is timed from its sending (block_device::holds,
+// request::dispatched_at). Those re-enter the list in order, walking back
+// from its tail: a rare path, taken only at a deadline.
 //
 // An overdue I/O cannot be taken back from its device: the device may
 // still use its buffers. If they are the group's, the group abandons the
@@ -33,6 +40,11 @@ struct watched_io {
   watched_io* next = nullptr;
   device::time_point deadline{};
   const device::block_device* device = nullptr;
+  // The I/O itself, if the caller gave it: while `device` still holds it
+  // back (block_device::holds: a background request behind the hosts'),
+  // its deadline passing means nothing, and it is watched anew from then;
+  // once sent (request::dispatched_at), it is timed from its sending.
+  const device::request* request = nullptr;
   unsigned member = 0;
   bool linked = false;
   // Overdue: the group went on without it; its answer is awaited only so
@@ -54,8 +66,10 @@ class member_watchdog {
                   std::function<void(unsigned, const device::block_device*)> on_overdue);
 
   bool enabled() const noexcept { return timer_ != nullptr; }
-  // At submission.
-  void start(watched_io& io, unsigned member, const device::block_device* device) noexcept;
+  // At submission. `req`: the I/O submitted, when the device may hold it
+  // back (see watched_io::request).
+  void start(watched_io& io, unsigned member, const device::block_device* device,
+             const device::request* req = nullptr) noexcept;
   // At its answer (a no-op for an I/O never started or already abandoned).
   void stop(watched_io& io) noexcept;
   // Takes every watched I/O on `device` out of the watch; marks each one
@@ -64,6 +78,8 @@ class member_watchdog {
 
  private:
   void on_timer();
+  void link_last(watched_io& io) noexcept;  // due at now + timeout, the latest deadline
+  void link_at(watched_io& io, device::time_point deadline) noexcept;  // in deadline order
   void unlink(watched_io& io) noexcept;
 
   device::clock* clock_;

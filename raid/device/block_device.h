@@ -35,6 +35,7 @@
 #include <sys/uio.h>
 
 #include <boost/asio/any_io_executor.hpp>
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <system_error>
@@ -111,6 +112,11 @@ struct request {
   // Link for the device that currently holds the request (its queues). The
   // caller leaves it alone.
   request* next_in_device = nullptr;
+  // When a device that queues requests of its own (io_scheduler) passed
+  // this one on towards the drive; untouched by the others. A group's
+  // member watchdog times the drive from then, as a SCSI command's timer
+  // starts at its dispatch (raid/watchdog.h).
+  std::chrono::steady_clock::time_point dispatched_at{};
 
   // Binds the completion to a member function: req.bind<&T::on_done>(this)
   // calls this->on_done(req).
@@ -158,6 +164,16 @@ class block_device {
   // submitted to can tell it; the default does nothing.
   // REQUIRES: on executor()'s thread.
   virtual void expedite(request& /*req*/) noexcept {}
+
+  // Whether `req`, submitted here and not yet completed, still waits in
+  // this device's own queue, not yet passed to the drive: a background
+  // request an io_scheduler holds behind the hosts' I/O. A group's member
+  // watchdog does not count that wait against the drive (raid/watchdog.h;
+  // request::dispatched_at says when the wait ended). The default: no
+  // queue of its own. A decorator that passes the
+  // caller's own request object on asks the device below.
+  // REQUIRES: on executor()'s thread.
+  virtual bool holds(const request& /*req*/) const noexcept { return false; }
 };
 
 // Checks a request against a geometry: the preconditions every device

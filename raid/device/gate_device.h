@@ -72,6 +72,12 @@ class gate_device final : public forwarding_device {
     request_list waiting = held_.take_all();
     while (request* r = waiting.pop_front()) rejected_.complete_later(*r, why_);
   }
+  // Both reach the device below, which has the caller's own request. A
+  // request the gate holds is not the drive's wait either, but a fenced
+  // controller's: the watchdog counts it, as before (it is short, and a
+  // controller that cannot write must not wait forever on its members).
+  void expedite(request& req) noexcept override { backing().expedite(req); }
+  bool holds(const request& req) const noexcept override { return backing().holds(req); }
   state current() const noexcept { return state_; }
   std::size_t held() const noexcept { return held_.size(); }
 

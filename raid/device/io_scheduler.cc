@@ -58,11 +58,19 @@ void io_scheduler::expedite(request& req) noexcept {
   dispatch(req);
 }
 
+bool io_scheduler::holds(const request& req) const noexcept {
+  for (const request* r = held_.front(); r != nullptr; r = r->next_in_device) {
+    if (r == &req) return true;
+  }
+  return false;
+}
+
 bool io_scheduler::quiet() const noexcept {
   return foreground_in_flight_ == 0 && clock_.now() - last_foreground_end_ >= options_.idle_wait;
 }
 
 void io_scheduler::dispatch(request& outer) {
+  outer.dispatched_at = clock_.now();
   slot& s = slots_.acquire();
   s.owner = this;
   s.outer = &outer;

@@ -64,6 +64,9 @@ class io_scheduler final : public forwarding_device {
   // A held background request goes at once, beside the cap (foreground
   // work waits on it); nothing for one already passed on.
   void expedite(request& req) noexcept override;
+  // A held background request (a walk of the held list: asked only when
+  // a watchdog's deadline passes).
+  bool holds(const request& req) const noexcept override;
   const io_scheduler_counters& counters() const noexcept { return counters_; }
   std::size_t background_waiting() const noexcept { return held_.size(); }
 
