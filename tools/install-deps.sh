@@ -42,6 +42,9 @@ packages=(
 # --seedbench: what tools/seedbench/ needs besides: qemu-storage-daemon
 # (its NBD export of a LUN, for fio's NBD engine), PostgreSQL (the TPC-C-like
 # experiment) and matplotlib (the plots); and ghz, as --apibench.
+# --image: what tools/appliance/ needs to build the appliance's disk image
+# (mmdebstrap, mtools, dosfstools, fdisk, e2fsprogs; systemd-boot-efi's EFI
+# binary) and to boot it (QEMU, OVMF's UEFI firmware).
 # --apibench: ghz, the gRPC load generator of tools/apibench/ and
 # tools/stratadbench/ (no test needs it: a minute of compiling in CI saved).
 want_ghz=false
@@ -49,6 +52,7 @@ case "${1:-}" in
   --pgbench) packages+=(postgresql qemu-system-common fuse3) ;;
   --seedbench) packages+=(postgresql qemu-system-common fuse3 python3-matplotlib); want_ghz=true ;;
   --apibench) want_ghz=true ;;
+  --image) packages+=(mmdebstrap systemd-boot-efi mtools dosfstools fdisk e2fsprogs qemu-system-x86 qemu-utils ovmf) ;;
 esac
 
 # Node.js and npm, Playwright's runtime: Debian's, unless a Node.js is here already.
