@@ -34,7 +34,8 @@ r = strata("heat", "map", "--help")
 check("strata heat map --help: --since, --png, --svg, --metadata", r.returncode == 0 and
       all(w in r.stdout for w in ["--since", "--png", "--svg", "--metadata DIR", "24h"]), r.stdout)
 
-version = re.search(r'version = "([^"]+)"', open(os.path.join(source, "mgmt", "service.h")).read()).group(1)
+# The tree's version: the project's in CMakeLists.txt, STRATA_VERSION's default (tools/version.h).
+version = re.search(r'project\(strata VERSION ([^ )]+)', open(os.path.join(source, "CMakeLists.txt")).read()).group(1)
 r = strata("--version")
 check("strata --version: the CLI's own, the API's version (%s)" % version, r.returncode == 0 and r.stdout.strip() == "strata " + version,
       r.stdout)
