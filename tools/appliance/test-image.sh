@@ -124,7 +124,7 @@ ready_boot 0 "$t0" "first boot"
 first_boot_s=$(($(date +%s) - t0))
 creds=$(tr -d '\r' <"$log" | sed -n '/STRATA APPLIANCE FIRST BOOT/,/=====$/p')
 [[ -n $creds ]] || fail "no credentials on the console"
-echo "$creds" | sed -E 's/(root \/ |token: |secret )[A-Za-z0-9]{6}/\1******/' | tee -a "$transcript"
+echo "$creds" | sed -E 's/(root \/ |token: |secret |strata%)([A-Za-z0-9]{4})[A-Za-z0-9]*/\1\2.../' | tee -a "$transcript"
 password=$(echo "$creds" | sed -n 's/.*console login: root \/ \([A-Za-z0-9]*\).*/\1/p')
 token=$(echo "$creds" | sed -n 's/.*API token: \([A-Za-z0-9]*\).*/\1/p')
 fpr=$(echo "$creds" | sed -n 's/.*fingerprint: \([0-9A-F:]*\).*/\1/p')
@@ -155,10 +155,12 @@ say "without the token: refused (as it must be)"
 "$strata" --api 127.0.0.1:$p_api --tls-ca "$state/api.crt" --token-file "$state/token" disk list | tee -a "$transcript"
 "$strata" --api 127.0.0.1:$p_api --tls-ca "$state/api.crt" --token-file "$state/token" group list | tee -a "$transcript"
 url="iscsi://$chap_user%$chap_secret@127.0.0.1:$p_iscsi"
-say "iscsi-ls (CHAP):"
-iscsi-ls -s "$url" 2>&1 | tee -a "$transcript"
-iscsi-ls "$url" 2>&1 | grep -q "$target" || fail "iscsi-ls does not find $target"
+say "iscsi-ls (CHAP): the portal it names is the VM's own address, behind the port forward"
+iscsi-ls "$url" 2>&1 | tee -a "$transcript" | grep -q "$target" || fail "iscsi-ls does not find $target"
 lun="$url/$target/0"
+iscsi-inq "$lun" 2>&1 | head -8 | tee -a "$transcript" || fail "iscsi-inq on LUN 0"
+if iscsi-inq "iscsi://127.0.0.1:$p_iscsi/$target/0" >/dev/null 2>&1; then fail "LUN 0 answered without CHAP"; fi
+say "without CHAP: login refused (as it must be)"
 say "qemu-io: pattern 0xa5 at 0 and 0x5a at 1 GiB (4 MiB each)"
 qemu-io -f raw -c 'write -P 0xa5 0 4M' -c 'write -P 0x5a 1G 4M' "$lun" 2>&1 | tee -a "$transcript" | grep -q 'wrote' \
   || fail "qemu-io write"
