@@ -46,8 +46,9 @@ packages=(
 # (mmdebstrap, mtools, dosfstools, fdisk, e2fsprogs; systemd-boot-efi's EFI
 # binary) and to boot it (QEMU, OVMF's UEFI firmware).
 # --package: what tools/build-deb.sh needs to build the Debian packages
-# (debhelper's dh with dh_installsystemd, dpkg-buildpackage) and check them
-# (lintian); systemd for `systemd-analyze security` on the unit.
+# (debhelper's dh with dh_installsystemd, dpkg-buildpackage, help2man for
+# the manual pages) and check them (lintian); systemd for `systemd-analyze
+# security` on the unit, python3-seccomp for tools/unit-sandbox-check.py.
 # --apibench: ghz, the gRPC load generator of tools/apibench/ and
 # tools/stratadbench/ (no test needs it: a minute of compiling in CI saved).
 want_ghz=false
@@ -55,7 +56,7 @@ case "${1:-}" in
   --pgbench) packages+=(postgresql qemu-system-common fuse3) ;;
   --seedbench) packages+=(postgresql qemu-system-common fuse3 python3-matplotlib); want_ghz=true ;;
   --apibench) want_ghz=true ;;
-  --package) packages+=(debhelper dpkg-dev fakeroot lintian systemd) ;;
+  --package) packages+=(debhelper dpkg-dev fakeroot lintian help2man systemd python3-seccomp) ;;
   --image) packages+=(mmdebstrap systemd-boot-efi mtools dosfstools fdisk e2fsprogs qemu-system-x86 qemu-utils ovmf) ;;
 esac
 
