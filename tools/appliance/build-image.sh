@@ -23,7 +23,7 @@ usage() {
   cat <<EOF
 Usage: $0 -o OUTDIR [options]
   -o OUTDIR          where strata-appliance-VERSION.raw and .qcow2 go
-  --version V        the image's version (default: Strata's from tools/version.h)
+  --version V        the image's version (default: the stratad package's, else CMakeLists.txt's)
   --debs DIR         the Strata .debs to install (default $repo/build/deb, when it holds any)
   --dev-binaries DIR no .debs: copy stratad and strata from this build tree
                      (default $repo/build/release when there are no .debs)
@@ -60,11 +60,16 @@ done
 sdboot=/usr/lib/systemd/boot/efi/systemd-bootx64.efi
 [[ -f $sdboot ]] || { echo "build-image: $sdboot missing (package systemd-boot-efi): tools/install-deps.sh --image" >&2; exit 2; }
 
-[[ -n $version ]] || version=$(sed -n 's/.*"\([0-9][0-9.]*[^"]*\)".*/\1/p' "$repo/tools/version.h" | head -1)
-[[ -n $version ]] || { echo "build-image: no version (tools/version.h): pass --version" >&2; exit 2; }
 if [[ -z $debs && -z $dev ]]; then
-  if compgen -G "$repo/build/deb/*.deb" >/dev/null; then debs=$repo/build/deb; else dev=$repo/build/release; fi
+  if compgen -G "$repo/build/deb/stratad_*.deb" >/dev/null; then debs=$repo/build/deb; else dev=$repo/build/release; fi
 fi
+# The version: the stratad package's upstream version, else the project's (CMakeLists.txt).
+if [[ -z $version && -n $debs ]]; then
+  d=$(ls "$debs"/stratad_*.deb 2>/dev/null | sort -V | tail -1)
+  [[ -n $d ]] && version=$(dpkg-deb -f "$d" Version | sed 's/-[^-]*$//')
+fi
+[[ -n $version ]] || version=$(sed -n 's/^project(strata VERSION \([0-9.]*\).*/\1/p' "$repo/CMakeLists.txt")
+[[ -n $version ]] || { echo "build-image: no version: pass --version" >&2; exit 2; }
 
 bytes() {  # SIZE with K/M/G suffix -> bytes
   numfmt --from=iec "${1%iB}"
@@ -77,7 +82,8 @@ started=$(date +%s)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 work=$(mktemp -d /var/tmp/strata-appliance-build-XXXXXX)
-cleanup() { $keep || rm -rf "$work"; }
+# --one-file-system: never into a mount mmdebstrap may have left (proc, sys) if stopped
+cleanup() { $keep || rm -rf --one-file-system "$work"; }
 trap cleanup EXIT
 root=$work/root
 say() { echo "build-image: [$(($(date +%s) - started)) s] $*"; }
@@ -137,8 +143,12 @@ for m in drivers/gpu drivers/media drivers/net/wireless drivers/staging drivers/
 done
 
 say "mmdebstrap: Debian 12 + ${#include[@]} packages (version $version)"
+hooks=()
+# Local .debs are installed by a dpkg inside the chroot: mmdebstrap's own
+# hook bind-mounts their directory there (and unmounts it after).
+[[ -n $debs ]] && hooks+=(--hook-dir=/usr/share/mmdebstrap/hooks/file-mirror-automount)
 mmdebstrap --variant=apt --mode=root --format=directory --quiet \
-  "${dpkgopts[@]}" \
+  "${dpkgopts[@]}" "${hooks[@]}" \
   --include="$(IFS=,; echo "${include[*]}")" \
   --setup-hook='mkdir -p "$1/etc/initramfs-tools/conf.d"; printf "%s\n" "COMPRESS=zstd" "MODULES=most" > "$1/etc/initramfs-tools/conf.d/strata-appliance"' \
   --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin "$1"/var/cache/apt/archives/*.deb' \
