@@ -37,6 +37,7 @@ import argparse, ctypes, errno, os, re, resource, shutil, signal, socket, struct
 import seccomp
 
 failures = 0
+cleanup = {"work": None, "mountpoint": False, "child": None}  # undone at exit, whatever happened
 
 
 def check(what, ok, detail=""):
@@ -202,6 +203,7 @@ def main():
     work = tempfile.mkdtemp(prefix="strata-sandbox-check-", dir="/var/lib")
     made_mountpoint = not os.path.exists("/var/lib/strata")
     os.makedirs("/var/lib/strata", exist_ok=True)  # the mount point only: never written here
+    cleanup.update(work=work, mountpoint=made_mountpoint)
     state = os.path.join(work, "state")
     os.makedirs(state)
     notify_path = os.path.join(work, "notify")
@@ -220,6 +222,7 @@ def main():
             except BaseException as e:  # never back into the parent's code
                 print("sandbox: %s" % e, file=sys.stderr, flush=True)
                 os._exit(127)
+        cleanup["child"] = child
         print("%s: pid %d: %s" % (label, child, " ".join(argv)), flush=True)
         return child
 
@@ -302,12 +305,30 @@ def main():
 
 
 def finish(work, made_mountpoint):
-    shutil.rmtree(work, ignore_errors=True)
-    if made_mountpoint:
-        os.rmdir("/var/lib/strata")
+    undo()
     print("%d failure(s)" % failures)
     return 1 if failures else 0
 
 
+def undo():
+    if cleanup["child"]:
+        try:  # only while it is still our unreaped child (a reaped pid may be another's by now)
+            if os.waitpid(cleanup["child"], os.WNOHANG) == (0, 0):
+                os.kill(cleanup["child"], signal.SIGKILL)
+                os.waitpid(cleanup["child"], 0)
+        except ChildProcessError:
+            pass
+        cleanup["child"] = None
+    if cleanup["work"]:
+        shutil.rmtree(cleanup["work"], ignore_errors=True)
+        cleanup["work"] = None
+    if cleanup["mountpoint"] and os.path.isdir("/var/lib/strata") and not os.listdir("/var/lib/strata"):
+        os.rmdir("/var/lib/strata")
+        cleanup["mountpoint"] = False
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    finally:
+        undo()
