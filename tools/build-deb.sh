@@ -5,10 +5,14 @@
 # strata-appliance, their -dbgsym packages, the .changes and .buildinfo;
 # then lintian on the .changes.
 #
-#   tools/build-deb.sh [--worktree] [--no-lintian] [--clean]
+#   tools/build-deb.sh [--worktree] [--no-lintian] [--version V] [--out DIR] [--clean]
 #
 # --worktree   build the working tree as it is (uncommitted changes too)
 # --no-lintian skip lintian
+# --version V  build as package version V (a changelog entry is added in the
+#              build's checkout, never in the tree): the next version for
+#              tools/test-debs.sh's upgrade, e.g. 0.1.0+upgradetest1-1
+# --out DIR    put the packages in DIR instead of build/deb/
 # --clean      remove the build directory (/var/tmp/strata-deb-build) and stop
 #
 # Installs what it needs first (tools/install-deps.sh, and its --package).
@@ -21,22 +25,26 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=/var/tmp/strata-deb-build
-worktree=false lintian=true
-for arg in "$@"; do
-  case "$arg" in
+worktree=false lintian=true newversion="" out=$repo/build/deb
+usage() { echo "usage: tools/build-deb.sh [--worktree] [--no-lintian] [--version V] [--out DIR] [--clean]" >&2; exit 2; }
+while (($#)); do
+  case "$1" in
     --worktree) worktree=true ;;
     --no-lintian) lintian=false ;;
+    --version) [[ $# -ge 2 ]] || usage; newversion=$2; shift ;;
+    --out) [[ $# -ge 2 ]] || usage; out=$(mkdir -p "$2" && cd "$2" && pwd); shift ;;
     --clean) rm -rf "$work"; exit 0 ;;
-    *) echo "usage: tools/build-deb.sh [--worktree] [--no-lintian] [--clean]" >&2; exit 2 ;;
+    *) usage ;;
   esac
+  shift
 done
 
 "$repo/tools/install-deps.sh" >/dev/null
 "$repo/tools/install-deps.sh" --package >/dev/null
 
-version=$(dpkg-parsechangelog -l "$repo/debian/changelog" -SVersion)
+version=${newversion:-$(dpkg-parsechangelog -l "$repo/debian/changelog" -SVersion)}
 src=$work/src
-mkdir -p "$work" "$repo/build/deb"
+mkdir -p "$work" "$out"
 [[ -d $src/.git ]] || { rm -rf "$src"; git init -q "$src"; }
 git -C "$src" fetch -q "$repo" HEAD
 git -C "$src" checkout -q -f --detach FETCH_HEAD
@@ -50,22 +58,31 @@ if $worktree; then
 else
   echo "build-deb: strata $version from commit $(git -C "$repo" rev-parse --short HEAD)"
 fi
+if [[ -n $newversion ]]; then
+  # A changelog entry on top, as `dch -v` would write it: dpkg-buildpackage
+  # and debian/rules (STRATA_VERSION) take the version from there.
+  maint=$(sed -n 's/^ -- \(.*>\)  .*/\1/p' "$src/debian/changelog" | head -n 1)
+  { printf 'strata (%s) bookworm; urgency=medium\n\n  * Built by tools/build-deb.sh --version from %s.\n\n -- %s  %s\n\n' \
+      "$newversion" "$(git -C "$repo" rev-parse --short HEAD)" "$maint" "$(date -R)"
+    cat "$src/debian/changelog"; } >"$src/debian/changelog.new"
+  mv "$src/debian/changelog.new" "$src/debian/changelog"
+fi
 
 start=$(date +%s)
 rm -f "$work"/*.deb "$work"/*.changes "$work"/*.buildinfo
 # -nc: no `debian/rules clean`, which would delete the objects (git clean did the rest).
 (cd "$src" && flock /tmp/strata-build.lock dpkg-buildpackage -us -uc -b -nc -j2) >"$work/build.log" 2>&1 ||
-  { tail -40 "$work/build.log" >&2; cp "$work/build.log" "$repo/build/deb/build.log"; echo "build-deb: failed (build/deb/build.log)" >&2; exit 1; }
-cp "$work/build.log" "$repo/build/deb/build.log"
+  { tail -40 "$work/build.log" >&2; cp "$work/build.log" "$out/build.log"; echo "build-deb: failed ($out/build.log)" >&2; exit 1; }
+cp "$work/build.log" "$out/build.log"
 arch=$(dpkg --print-architecture)
 changes="$work/strata_${version}_${arch}.changes"
-rm -f "$repo"/build/deb/*.deb "$repo"/build/deb/*.changes "$repo"/build/deb/*.buildinfo
+rm -f "$out"/*.deb "$out"/*.changes "$out"/*.buildinfo
 for f in $(sed -n '/^Files:/,$p' "$changes" | awk 'NF == 5 {print $5}') "${changes##*/}"; do
-  cp "$work/$f" "$repo/build/deb/"
+  cp "$work/$f" "$out/"
 done
-echo "build-deb: $(( $(date +%s) - start )) s; in build/deb/:"
-ls -1 "$repo"/build/deb/*.deb | sed 's|.*/|  |'
+echo "build-deb: $(( $(date +%s) - start )) s; in $out/:"
+ls -1 "$out"/*.deb | sed 's|.*/|  |'
 if $lintian; then
   # Every tag, the overridden ones too, to check docs/packaging.md's list against.
-  lintian --info --display-info --show-overrides --pedantic "$repo/build/deb/${changes##*/}" || true
+  lintian --info --display-info --show-overrides --pedantic "$out/${changes##*/}" || true
 fi

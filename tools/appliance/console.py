@@ -68,10 +68,14 @@ def run(path, timeout_s, command):
     s = connect(path)
     nonce = secrets.token_hex(6)
     # The marker's text is split in the command so only its output matches.
-    s.sendall(f"{command}; echo __done_\"{nonce}\" rc=$?\r".encode())
+    # `stty -echo` again first: a program before (dpkg's progress bar, a
+    # pager) may have turned the echo back on.
+    s.sendall(f"stty -echo; {command}; echo __done_\"{nonce}\" rc=$?\r".encode())
     got, m = read_until(s, rf"__done_{nonce} rc=(\d+)".encode(), timeout_s)
     s.close()
     out = got[: m.start()].decode(errors="replace").replace("\r", "")
+    # If the tty echoed this line anyway, it is not the command's output.
+    out = "".join(line for line in out.splitlines(True) if f'__done_"{nonce}"' not in line)
     sys.stdout.write(out)
     return int(m.group(1))
 
