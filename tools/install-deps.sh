@@ -23,6 +23,7 @@ packages=(
   libtomlplusplus-dev # stratad's configuration file (TOML, controller/config_file.cc)
   libcli11-dev       # the command lines of strata, stratad and the tools
   libsystemd-dev     # sd_notify: stratad's readiness and watchdog under systemd
+  librbd-dev librados-dev  # the Ceph capacity tier's device (raid/device/rbd_device.h)
   catch2             # 2.13, header-only
   # benchmark peers and test clients
   fio
@@ -30,6 +31,7 @@ packages=(
   libiscsi-dev       # strata-torture (tools/torture/): the crash torture's initiator, libiscsi's async API
   qemu-utils qemu-block-extra  # qemu-io/qemu-img with iscsi:// URLs: a second real initiator, and sequential writes in the benchmark
   tgt                # tgtd: the iSCSI target to beat
+  ceph-mon ceph-mgr ceph-osd ceph-common  # a single-node Ceph for the Ceph tier's tests (tools/ceph/single-node.sh)
   prometheus         # scrapes stratad's /metrics in the metrics test
   chromium           # the web console's tests drive it (with Playwright's
                      # playwright-core from the npm registry: no browser download)

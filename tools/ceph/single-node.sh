@@ -9,12 +9,15 @@
 # on different ports.
 #
 #   single-node.sh start DIR [--port P] [--osds N] [--osd-size SIZE]
+#   single-node.sh restart-clean DIR [...]   destroy, then start (tests)
 #   single-node.sh stop DIR          stops the daemons (DIR stays)
 #   single-node.sh destroy DIR       stops them and removes DIR
 #   single-node.sh status DIR        `ceph status`
+#   single-node.sh osd-stop DIR ID   kills OSD ID (SIGKILL: a crash) and waits until it is down
+#   single-node.sh osd-start DIR ID  starts OSD ID again and waits until it is up
 #
 # start prints the shell variables a client needs (CEPH_CONF, CEPH_KEYRING,
-# CEPH_MON) and writes them to DIR/env. The monitor listens on
+# CEPH_MON as mon_host takes it, CEPH_DIR) and writes them to DIR/env. The monitor listens on
 # 127.0.0.1:P (msgr2; default 13300), the OSDs and the manager on ports
 # the monitor hands out, all on 127.0.0.1. --osd-size is each OSD's
 # BlueStore file (sparse; default 20G). Exit 77 when Ceph is not installed
@@ -24,6 +27,8 @@ set -euo pipefail
 usage() { sed -n 2,22p "$0" >&2; exit 2; }
 [[ $# -ge 2 ]] || usage
 verb=$1 dir=$2; shift 2
+osd_id=""
+[[ $verb == osd-stop || $verb == osd-start ]] && { [[ $# -ge 1 ]] || usage; osd_id=$1; shift; }
 port=13300 osds=1 osd_size=20G
 while (($#)); do
   case "$1" in
@@ -63,6 +68,22 @@ case "$verb" in
   stop) [[ -d $dir ]] && stop_daemons; exit 0 ;;
   destroy) [[ -d $dir ]] && { stop_daemons; rm -rf --one-file-system "$dir"; }; exit 0 ;;
   status) exec ceph -c "$dir/ceph.conf" status ;;
+  restart-clean) [[ -d $dir ]] && { stop_daemons; rm -rf --one-file-system "$dir"; } ;;
+  osd-stop)
+    pidfile=$dir/run/osd.$osd_id.pid
+    [[ -f $pidfile ]] && kill -9 "$(cat "$pidfile")" 2>/dev/null || true
+    rm -f "$pidfile"
+    # Tell the monitor at once (it would notice by itself in about 20 s).
+    timeout 30 ceph -c "$dir/ceph.conf" osd down "$osd_id" >/dev/null 2>&1 || true
+    exit 0 ;;
+  osd-start)
+    ceph-osd -c "$dir/ceph.conf" -i "$osd_id" 2>>"$dir/log/osd.$osd_id.stderr"
+    for _ in $(seq 120); do
+      timeout 10 ceph -c "$dir/ceph.conf" osd dump -f json 2>/dev/null |
+        python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(0 if any(o["osd"]=='"$osd_id"' and o["up"] for o in d["osds"]) else 1)' && exit 0
+      sleep 0.5
+    done
+    echo "single-node: osd.$osd_id did not come up ($dir/log/osd.$osd_id.log)" >&2; exit 1 ;;
   start) ;;
   *) usage ;;
 esac
@@ -163,7 +184,8 @@ up=$(ceph_ osd stat -f json | python3 -c 'import json,sys; print(json.load(sys.s
 cat >"$dir/env" <<EOF
 CEPH_CONF=$conf
 CEPH_KEYRING=$dir/client.admin.keyring
-CEPH_MON=127.0.0.1:$port
+CEPH_MON=[v2:127.0.0.1:$port]
+CEPH_DIR=$dir
 EOF
 cat "$dir/env"
 echo "single-node: Ceph $(ceph-mon --version | awk '{print $3}') up in $((SECONDS - started)) s: mon 127.0.0.1:$port, $osds OSD(s) of $osd_size in $dir" >&2

@@ -18,6 +18,7 @@
 #include "raid/device/ssd_model.h"
 #include "raid/raid1_group.h"
 #include "raid/raid6_group.h"
+#include "tests/raid/device/ceph_harness.h"
 #include "tests/raid/device/harness.h"
 #include "tiering/metadata_store.h"
 #include "tiering/pool.h"
@@ -374,6 +375,34 @@ std::vector<implementation> implementations() {
                    };
                    return s;
                  }});
+  // An RBD image in a real Ceph cluster, when the run names one
+  // (STRATA_TEST_CEPH; ctest's rbd_conformance starts a single-node
+  // cluster). librbd completes on its own threads: the loop waits for them
+  // as work elsewhere. A restart closes the image and opens it again; Ceph
+  // has every write that completed (no client cache), flushed or not.
+  if (ceph_test_cluster()) {
+    all.push_back({"rbd image in a single-node Ceph", [](test_loop& loop, std::uint32_t bs, const temp_dir&) {
+                     const std::string name = make_test_image(device_blocks * bs);
+                     auto open = [name, bs](stack& st, test_loop& l) {
+                       auto d = rbd_device::open(l.context, ceph_test_connection(), ceph_test_pool, name,
+                                                 {bs, device_blocks, 16});
+                       INFO((d ? "" : d.error().message));
+                       REQUIRE(d);
+                       rbd_device* raw = d->get();
+                       l.elsewhere = [raw] { return raw->in_flight(); };
+                       st.layers.clear();
+                       st.layers.push_back(std::move(*d));
+                     };
+                     stack s;
+                     s.remove_backing = std::shared_ptr<void>(nullptr, [name](void*) { remove_test_image(name); });
+                     open(s, loop);
+                     s.restart = [open](stack& st, test_loop& l) {
+                       l.elsewhere = nullptr;
+                       open(st, l);
+                     };
+                     return s;
+                   }});
+  }
   return all;
 }
 

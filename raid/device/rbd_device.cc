@@ -1,0 +1,292 @@
+#include "raid/device/rbd_device.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <utility>
+
+namespace strata::device {
+namespace {
+
+std::string errno_text(int negative_errno) { return std::strerror(-negative_errno); }
+
+// librbd's and librados's -errno as a device error.
+std::error_code code_of(int negative_errno) noexcept {
+  return make_error_code(errc_from_errno(-negative_errno));
+}
+
+}  // namespace
+
+std::expected<std::shared_ptr<ceph_cluster>, error> ceph_cluster::connect(
+    const ceph_connection_options& options) {
+  if (options.monitors.empty()) return std::unexpected(make_error(errc::invalid_argument, "no Ceph monitor address given"));
+  if (options.user.empty()) return std::unexpected(make_error(errc::invalid_argument, "no cephx user given"));
+  // Ceph would report a missing keyring as a refused authentication, after
+  // its timeout: say what is wrong at once.
+  if (options.keyring_path.empty()) {
+    return std::unexpected(make_error(errc::invalid_argument, "no cephx keyring file given"));
+  }
+  if (std::ifstream probe(options.keyring_path); !probe) {
+    return std::unexpected(make_error(errc::not_found, "cannot read the cephx keyring " + options.keyring_path + ": " +
+                                                           std::strerror(errno)));
+  }
+  rados_t cluster = nullptr;
+  if (int r = rados_create(&cluster, options.user.c_str()); r < 0) {
+    return std::unexpected(make_error(errc_from_errno(-r), "cannot create a Ceph client: " + errno_text(r)));
+  }
+  const std::string connect_s = std::to_string(options.connect_timeout.count());
+  const std::string op_s = std::to_string(options.op_timeout.count());
+  // No ceph.conf is read: everything the client needs is here, so that
+  // the host's /etc/ceph never changes what the array does.
+  const std::pair<const char*, std::string> settings[] = {
+      {"mon_host", options.monitors},
+      {"keyring", options.keyring_path},
+      {"client_mount_timeout", connect_s},
+      {"rados_mon_op_timeout", op_s},
+      {"rados_osd_op_timeout", op_s},
+      // Writes complete when the OSDs hold them, not in the client's
+      // memory: the array acknowledges writes it has made durable, and a
+      // controller that dies must not take acknowledged data with it.
+      {"rbd_cache", "false"},
+      // Logs go nowhere (the array logs what it needs), and no admin socket.
+      {"log_file", ""},
+      {"log_to_stderr", "false"},
+      {"err_to_stderr", "false"},
+      {"admin_socket", ""},
+  };
+  for (const auto& [key, value] : settings) {
+    if (int r = rados_conf_set(cluster, key, value.c_str()); r < 0) {
+      rados_shutdown(cluster);
+      return std::unexpected(make_error(errc::invalid_argument,
+                                        std::string("Ceph option ") + key + "=" + value + ": " + errno_text(r)));
+    }
+  }
+  if (int r = rados_connect(cluster); r < 0) {
+    rados_shutdown(cluster);
+    std::string why;
+    switch (-r) {
+      case ETIMEDOUT:
+        why = "no monitor answered within " + connect_s + " s";
+        break;
+      case EACCES:
+      case EPERM:
+        why = "the monitors refused client." + options.user + "'s key (" + options.keyring_path + ")";
+        break;
+      case ENOENT:
+        why = "no key for client." + options.user + " in " + options.keyring_path;
+        break;
+      default:
+        why = errno_text(r);
+    }
+    return std::unexpected(make_error(errc_from_errno(-r), "cannot connect to Ceph at " + options.monitors + ": " + why));
+  }
+  return std::shared_ptr<ceph_cluster>(new ceph_cluster(cluster, options));
+}
+
+ceph_cluster::~ceph_cluster() { rados_shutdown(cluster_); }
+
+std::string ceph_cluster::fsid() const {
+  std::array<char, 64> buffer{};
+  if (rados_cluster_fsid(cluster_, buffer.data(), buffer.size()) < 0) return {};
+  return buffer.data();
+}
+
+std::expected<std::unique_ptr<rbd_device>, error> rbd_device::open(boost::asio::io_context& context,
+                                                                   std::shared_ptr<ceph_cluster> cluster,
+                                                                   const std::string& pool,
+                                                                   const std::string& image,
+                                                                   const rbd_options& options) {
+  const std::string name = pool + "/" + image;
+  if (options.logical_block_size_bytes != 512 && options.logical_block_size_bytes != 4096) {
+    return std::unexpected(make_error(errc::invalid_argument, name + ": block size " +
+                                                                  std::to_string(options.logical_block_size_bytes) +
+                                                                  " is not 512 or 4096"));
+  }
+  if (options.queue_depth == 0) return std::unexpected(make_error(errc::invalid_argument, name + ": queue depth 0"));
+  rados_ioctx_t ioctx = nullptr;
+  if (int r = rados_ioctx_create(cluster->handle(), pool.c_str(), &ioctx); r < 0) {
+    return std::unexpected(make_error(errc_from_errno(-r), r == -ENOENT ? "the RADOS pool " + pool + " does not exist"
+                                                                        : "cannot open the RADOS pool " + pool + ": " +
+                                                                              errno_text(r)));
+  }
+  rbd_image_t handle = nullptr;
+  if (int r = rbd_open(ioctx, image.c_str(), &handle, nullptr); r < 0) {
+    rados_ioctx_destroy(ioctx);
+    return std::unexpected(make_error(errc_from_errno(-r), r == -ENOENT ? "the RBD image " + name + " does not exist"
+                                                                        : "cannot open the RBD image " + name + ": " +
+                                                                              errno_text(r)));
+  }
+  auto fail = [&](errc e, std::string message) {
+    rbd_close(handle);
+    rados_ioctx_destroy(ioctx);
+    return std::unexpected(make_error(e, std::move(message)));
+  };
+  std::uint64_t size_bytes = 0;
+  if (int r = rbd_get_size(handle, &size_bytes); r < 0) {
+    return fail(errc_from_errno(-r), "cannot read the size of " + name + ": " + errno_text(r));
+  }
+  const std::uint64_t block = options.logical_block_size_bytes;
+  if (size_bytes % block != 0 || size_bytes == 0) {
+    return fail(errc::invalid_argument, name + " is " + std::to_string(size_bytes) + " bytes: not a positive multiple of " +
+                                            std::to_string(block));
+  }
+  if (options.block_count != 0 && size_bytes != options.block_count * block) {
+    return fail(errc::invalid_argument, name + " is " + std::to_string(size_bytes) + " bytes, not the " +
+                                            std::to_string(options.block_count * block) + " expected");
+  }
+  const int event_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (event_fd < 0) return fail(errc_from_errno(errno), std::string("eventfd: ") + std::strerror(errno));
+  if (int r = rbd_set_image_notification(handle, event_fd, EVENT_TYPE_EVENTFD); r < 0) {
+    ::close(event_fd);
+    return fail(errc_from_errno(-r), name + ": cannot set its completion notification: " + errno_text(r));
+  }
+  block_geometry geometry;
+  geometry.logical_block_size_bytes = options.logical_block_size_bytes;
+  geometry.block_count = size_bytes / block;
+  geometry.buffer_alignment_bytes = options.logical_block_size_bytes;
+  geometry.max_segments = 64;
+  return std::unique_ptr<rbd_device>(new rbd_device(context, std::move(cluster), ioctx, handle, event_fd, pool, image,
+                                                    geometry, options.queue_depth));
+}
+
+rbd_device::rbd_device(boost::asio::io_context& context, std::shared_ptr<ceph_cluster> cluster, rados_ioctx_t ioctx,
+                       rbd_image_t image, int event_fd, std::string pool, std::string image_name,
+                       const block_geometry& geometry, std::uint32_t queue_depth)
+    : context_(context),
+      cluster_(std::move(cluster)),
+      ioctx_(ioctx),
+      image_handle_(image),
+      pool_(std::move(pool)),
+      image_(std::move(image_name)),
+      geometry_(geometry),
+      events_(context, event_fd),
+      slots_(queue_depth),
+      polled_(queue_depth),
+      rejected_(context.get_executor()),
+      self_(std::make_shared<rbd_device*>(this)) {
+  free_slots_.reserve(queue_depth);
+  for (slot& s : slots_) free_slots_.push_back(&s);
+  wait_for_events();
+}
+
+rbd_device::~rbd_device() {
+  *self_ = nullptr;
+  boost::system::error_code ignored;
+  events_.cancel(ignored);
+  rbd_close(image_handle_);
+  rados_ioctx_destroy(ioctx_);
+  events_.close(ignored);
+}
+
+void rbd_device::submit(request& req) noexcept {
+  if (auto ec = validate(geometry_, req)) {
+    rejected_.complete_later(req, ec);
+    return;
+  }
+  if (free_slots_.empty()) {
+    waiting_.push_back(req);
+    return;
+  }
+  slot* s = free_slots_.back();
+  free_slots_.pop_back();
+  start(*s, req);
+}
+
+void rbd_device::start(slot& s, request& req) noexcept {
+  s.req = &req;
+  s.completion = nullptr;
+  // No callback: with the image's notification set, librbd queues the
+  // finished completion for rbd_poll_io_events and signals the eventfd.
+  if (int r = rbd_aio_create_completion(&s, nullptr, &s.completion); r < 0) {
+    s.completion = nullptr;
+    finish(s, code_of(r));
+    return;
+  }
+  const std::uint64_t offset = req.lba * geometry_.logical_block_size_bytes;
+  const std::uint64_t length = transfer_bytes(geometry_, req);
+  int r = 0;
+  switch (req.operation) {
+    case op::read:
+      r = rbd_aio_readv(image_handle_, req.buffers.data(), static_cast<int>(req.buffers.size()), offset, s.completion);
+      break;
+    case op::write:
+      r = rbd_aio_writev(image_handle_, req.buffers.data(), static_cast<int>(req.buffers.size()), offset,
+                         s.completion);
+      break;
+    case op::flush:
+      r = rbd_aio_flush(image_handle_, s.completion);
+      break;
+    case op::discard:
+      // Write-zeroes, not rbd's discard: a discard that covers only part of
+      // a RADOS object may leave its old data (rbd_skip_partial_discard),
+      // and the contract is that a discarded range reads as zeros.
+      r = rbd_aio_write_zeroes(image_handle_, offset, length, s.completion, 0, 0);
+      break;
+  }
+  if (r < 0) {
+    // Not started: librbd will not complete it.
+    rbd_aio_release(s.completion);
+    s.completion = nullptr;
+    finish(s, code_of(r));
+  }
+}
+
+void rbd_device::finish(slot& s, std::error_code result) noexcept {
+  request& req = *s.req;
+  rbd_completion_t completion = std::exchange(s.completion, nullptr);
+  s.req = nullptr;
+  if (completion != nullptr) rbd_aio_release(completion);
+  // The slot is free before the caller hears: its completion may submit
+  // more, or (the last request done) destroy this device.
+  free_slots_.push_back(&s);
+  if (!waiting_.empty()) {
+    slot* next = free_slots_.back();
+    free_slots_.pop_back();
+    start(*next, *waiting_.pop_front());
+  }
+  if (completion == nullptr && result) {
+    // Failed before librbd had it, perhaps inside submit(): completed later.
+    rejected_.complete_later(req, result);
+  } else {
+    complete(req, result);
+  }
+}
+
+void rbd_device::wait_for_events() noexcept {
+  events_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                     [weak = std::weak_ptr<rbd_device*>(self_)](const boost::system::error_code& ec) {
+                       auto self = weak.lock();
+                       if (!self || *self == nullptr || ec) return;
+                       (*self)->on_events();
+                     });
+}
+
+void rbd_device::on_events() noexcept {
+  // Reset the counter first: a completion that lands after the poll below
+  // signals again, so none is missed.
+  [[maybe_unused]] ssize_t n = ::read(events_.native_handle(), &event_count_, sizeof(event_count_));
+  // Completions may destroy this device once nothing is in flight (the
+  // contract lets the owner do so): re-arm before them, and stop touching
+  // members once the weak reference says it is gone.
+  auto alive = std::weak_ptr<rbd_device*>(self_);
+  wait_for_events();
+  for (;;) {
+    const int count = rbd_poll_io_events(image_handle_, polled_.data(), static_cast<int>(polled_.size()));
+    if (count <= 0) return;
+    for (int i = 0; i < count; ++i) {
+      rbd_completion_t c = polled_[static_cast<std::size_t>(i)];
+      auto* s = static_cast<slot*>(rbd_aio_get_arg(c));
+      const ssize_t r = rbd_aio_get_return_value(c);
+      finish(*s, r < 0 ? code_of(static_cast<int>(r)) : std::error_code{});
+      auto self = alive.lock();
+      if (!self || *self == nullptr) return;
+    }
+    if (count < static_cast<int>(polled_.size())) return;
+  }
+}
+
+}  // namespace strata::device
