@@ -5,12 +5,17 @@
 //   4 KiB random reads at queue depth 1 and 32, on a file under /tmp and one
 //   under /dev/shm. The two alternate, `--repeat` times each, and the
 //   medians are compared, since this machine is shared and noisy.
+// Part 3 (rbd, only when asked): Strata's RBD device (the Ceph tier's)
+//   against `rbd bench` on the same cluster in the same run: 4 MiB
+//   sequential writes and reads (demotion's and promotion's pattern) and
+//   4 KiB random reads (tools/bdevperf/rbd.h).
 // Part 2 (models): the HDD and SSD models in real time over sparse memory
 //   devices of their nominal capacity: IOPS and latency percentiles at queue
 //   depth 1, 8 and 32, to check against the datasheets (docs/device-models.md).
 //
-// Usage: strata-bdevperf [--part file|models|all] [--seconds S] [--repeat N]
+// Usage: strata-bdevperf [--part file|models|all|rbd] [--seconds S] [--repeat N]
 //                        [--model-seconds S] [--file-size-mib M] [--dirs D1,D2]
+//                        [--ceph-env DIR/env]
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/resource.h>
@@ -31,6 +36,7 @@
 #include "raid/device/hdd_model.h"
 #include "raid/device/memory_device.h"
 #include "raid/device/ssd_model.h"
+#include "tools/bdevperf/rbd.h"
 #include "tools/bdevperf/workload.h"
 #include "tools/cli.h"
 
@@ -49,6 +55,7 @@ struct options {
   double model_seconds = 3;
   std::uint64_t file_size_mib = 512;
   std::vector<std::string> dirs;
+  std::string ceph_env;
 };
 
 // The --dirs list: comma-separated, empty items skipped.
@@ -69,7 +76,7 @@ options parse(int argc, char** argv) {
                "strata-bdevperf"};
   tools::use_conventions(app);
   app.add_option("--part", o.part, "What to run: file (file device vs fio), models (drive models) or all")
-      ->check(CLI::IsMember({"file", "models", "all"}));
+      ->check(CLI::IsMember({"file", "models", "all", "rbd"}));
   app.add_option("--seconds", o.seconds, "Length of each file-device and fio run, in seconds")
       ->type_name("S")
       ->check(tools::positive);
@@ -85,6 +92,9 @@ options parse(int argc, char** argv) {
   std::string dirs = "/tmp,/dev/shm";
   app.add_option("--dirs", dirs, "Directories to lay the file out in, comma-separated (one row each)")
       ->type_name("D1,D2");
+  app.add_option("--ceph-env", o.ceph_env,
+                 "--part rbd: the cluster, as the env file tools/ceph/single-node.sh writes")
+      ->type_name("FILE");
   tools::parse_or_exit(app, argc, argv);
   o.dirs = split_dirs(dirs);
   return o;
@@ -361,5 +371,12 @@ int main(int argc, char** argv) {
   int status = 0;
   if (o.part == "file" || o.part == "all") status |= file_part(o);
   if (o.part == "models" || o.part == "all") status |= models_part(o);
+  if (o.part == "rbd") {
+    if (o.ceph_env.empty()) {
+      fmt::print(stderr, "strata-bdevperf: --part rbd needs --ceph-env\n");
+      return 2;
+    }
+    status |= tools::rbd_part({o.ceph_env, "strata-bench", o.seconds, o.repeat});
+  }
   return status;
 }

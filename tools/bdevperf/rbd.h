@@ -1,0 +1,21 @@
+// strata-bdevperf's rbd part: Strata's RBD device (raid/device/rbd_device.h)
+// against `rbd bench` on the same Ceph cluster, in the same run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace strata::tools {
+
+struct rbd_part_options {
+  std::string ceph_env;     // the env file tools/ceph/single-node.sh wrote (CEPH_MON, CEPH_KEYRING, CEPH_CONF)
+  std::string pool = "strata-bench";
+  double seconds = 5;       // each run
+  int repeat = 3;           // runs of each, alternating; medians compared
+  std::uint64_t image_mib = 2048;
+};
+
+// Prints the table; 0 when every run worked.
+int rbd_part(const rbd_part_options& options);
+
+}  // namespace strata::tools
