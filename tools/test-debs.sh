@@ -166,6 +166,13 @@ patterns() {  # WHEN: the patterns read back through LUN 0
   say "the patterns read back ($1)"
 }
 main_pid() { vmq 30 'systemctl show -P MainPID stratad' | grep -E '^[0-9]+$' | tail -n 1; }
+serving_again() {  # OLD_PID LIMIT_S: waits for a new main process that answers the API
+  local t0=$SECONDS
+  until [[ $(main_pid) != "$1" ]] && vmq 20 'systemctl is-active -q stratad && timeout 5 strata version >/dev/null 2>&1' >/dev/null; do
+    ((SECONDS - t0 < $2)) || return 1
+    sleep 3
+  done
+}
 
 # ---- 1: install N ----------------------------------------------------------------------
 say "1. install $version_n"
@@ -214,10 +221,7 @@ say "4. kill -9 stratad: systemd restarts it"
 pid=$(main_pid)
 vm 30 'systemctl kill -s KILL stratad'
 t0=$SECONDS
-until [[ $(main_pid) != "$pid" ]] && vmq 20 'systemctl is-active -q stratad && timeout 5 strata version >/dev/null 2>&1' >/dev/null; do
-  ((SECONDS - t0 < 180)) || fail "stratad was not restarted after kill -9"
-  sleep 3
-done
+serving_again "$pid" 180 || fail "stratad was not restarted after kill -9"
 vm 30 'systemctl show -p NRestarts stratad; journalctl -u stratad -o cat --no-pager | grep -E "Main process exited|Scheduled restart" | tail -n 2'
 say "serving again $((SECONDS - t0)) s after the kill (RestartSec=5s)"
 patterns "after kill -9"
@@ -225,10 +229,7 @@ say "4b. SIGSTOP stratad: the watchdog (WatchdogSec=30s) kills it and systemd re
 pid=$(main_pid)
 vm 30 'systemctl show -P NRestarts stratad; systemctl kill -s STOP stratad'
 t0=$SECONDS
-until [[ $(main_pid) != "$pid" ]] && vmq 20 'systemctl is-active -q stratad && timeout 5 strata version >/dev/null 2>&1' >/dev/null; do
-  ((SECONDS - t0 < 240)) || fail "a stopped stratad was not killed by the watchdog"
-  sleep 3
-done
+serving_again "$pid" 240 || fail "a stopped stratad was not killed by the watchdog"
 vm 30 'systemctl show -P NRestarts stratad; journalctl -u stratad -o cat --no-pager | grep -E "Watchdog timeout|Killing process|Scheduled restart" | tail -n 3'
 vm 30 'journalctl -u stratad -o cat --no-pager | grep -q "Watchdog timeout"' || fail "no watchdog timeout in the journal"
 say "the watchdog killed the stopped stratad; serving again $((SECONDS - t0)) s after the SIGSTOP"
