@@ -107,6 +107,7 @@ class rbd_device final : public block_device {
 
   const std::string& pool() const noexcept { return pool_; }
   const std::string& image() const noexcept { return image_; }
+  // Requests at librbd now (those waiting for a slot are behind them).
   std::uint64_t in_flight() const noexcept { return slots_.size() - free_slots_.size(); }
 
  private:

@@ -141,8 +141,8 @@ int rbd_part(const rbd_part_options& o) {
     return 1;
   }
   const std::string their_spec = o.pool + "/" + theirs;
-  fmt::print("rbd part: Strata's RBD device vs rbd bench, Ceph {} at {}, pool {} (size 1), images of {} MiB\n",
-             "(single node)", env.at("CEPH_MON"), o.pool, o.image_mib);
+  fmt::print("rbd part: Strata's RBD device vs rbd bench, Ceph cluster {} at {}, pool {}, images of {} MiB\n",
+             (*cluster)->fsid(), env.at("CEPH_MON"), o.pool, o.image_mib);
   // Fill both (sequential 4 MiB writes) so reads find data.
   const row fill{"fill", op::write, false, 4 << 20, 16};
   run_device(**device, context, fill, static_cast<double>(o.image_mib) / 100.0 + 5);
