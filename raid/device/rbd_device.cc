@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <utility>
 
 namespace strata::device {
@@ -93,6 +94,40 @@ std::string ceph_cluster::fsid() const {
   std::array<char, 64> buffer{};
   if (rados_cluster_fsid(cluster_, buffer.data(), buffer.size()) < 0) return {};
   return buffer.data();
+}
+
+std::expected<ceph_health, error> ceph_cluster::health() const {
+  const char* command[] = {R"({"prefix": "health", "format": "json"})"};
+  char* out = nullptr;
+  char* status = nullptr;
+  std::size_t out_len = 0, status_len = 0;
+  const int r = rados_mon_command(cluster_, command, 1, nullptr, 0, &out, &out_len, &status, &status_len);
+  const std::string text(out != nullptr ? out : "", out_len);
+  rados_buffer_free(out);
+  rados_buffer_free(status);
+  if (r < 0) return std::unexpected(make_error(errc_from_errno(-r), "ceph health: " + errno_text(r)));
+  const auto json = nlohmann::json::parse(text, nullptr, false);
+  if (json.is_discarded() || !json.contains("status")) {
+    return std::unexpected(make_error(errc::io_error, "ceph health: an answer that is not its JSON: " + text.substr(0, 200)));
+  }
+  ceph_health health;
+  health.status = json.value("status", "");
+  if (auto checks = json.find("checks"); checks != json.end() && checks->is_object()) {
+    for (const auto& [code, check] : checks->items()) {
+      std::string message;
+      if (auto summary = check.find("summary"); summary != check.end()) message = summary->value("message", "");
+      health.checks.push_back({code, check.value("severity", ""), message});
+    }
+  }
+  return health;
+}
+
+std::expected<ceph_usage, error> ceph_cluster::usage() const {
+  rados_cluster_stat_t stat{};
+  if (int r = rados_cluster_stat(cluster_, &stat); r < 0) {
+    return std::unexpected(make_error(errc_from_errno(-r), "ceph df: " + errno_text(r)));
+  }
+  return ceph_usage{stat.kb * 1024, stat.kb_used * 1024, stat.kb_avail * 1024};
 }
 
 std::expected<std::unique_ptr<rbd_device>, error> rbd_device::open(boost::asio::io_context& context,

@@ -31,6 +31,7 @@
 #include <expected>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "raid/device/block_device.h"
@@ -53,6 +54,32 @@ struct ceph_connection_options {
   std::chrono::seconds op_timeout{30};
 };
 
+// What the monitors say of the cluster (`ceph health`).
+struct ceph_health {
+  std::string status;  // HEALTH_OK, HEALTH_WARN or HEALTH_ERR
+  struct check {
+    std::string code;      // OSD_DOWN, PG_AVAILABILITY, POOL_FULL, ...
+    std::string severity;  // HEALTH_WARN or HEALTH_ERR
+    std::string message;   // "1 osds down"
+  };
+  std::vector<check> checks;
+  bool has(std::string_view code) const noexcept {
+    for (const check& c : checks) {
+      if (c.code == code) return true;
+    }
+    return false;
+  }
+};
+
+// The cluster's raw capacity (`ceph df`'s totals). RBD images are thin in
+// Ceph: what a Ceph group may still write is bounded by this, not by its
+// image's size.
+struct ceph_usage {
+  std::uint64_t size_bytes = 0;
+  std::uint64_t used_bytes = 0;
+  std::uint64_t available_bytes = 0;
+};
+
 // One connection to a cluster (a librados handle with its threads and
 // sockets), shared by every image of that cluster a controller opens.
 class ceph_cluster {
@@ -70,6 +97,11 @@ class ceph_cluster {
   const ceph_connection_options& options() const noexcept { return options_; }
   // The cluster's fsid. Blocks briefly (a monitor round trip at most).
   std::string fsid() const;
+  // `ceph health` and the cluster's totals. Each blocks for a monitor round
+  // trip (up to op_timeout when the monitors are gone): for a control
+  // thread, never the loop.
+  std::expected<ceph_health, error> health() const;
+  std::expected<ceph_usage, error> usage() const;
 
  private:
   ceph_cluster(rados_t cluster, ceph_connection_options options)

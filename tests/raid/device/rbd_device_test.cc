@@ -108,7 +108,8 @@ TEST_CASE("rbd device: a cluster connected with bad input is refused, naming wha
   }
 }
 
-TEST_CASE("rbd device: an OSD outage fails the image's I/O with timed_out; I/O resumes after", "[.rbd]") {
+TEST_CASE("rbd device: an OSD outage shows in Ceph's health and fails the image's I/O with timed_out; I/O resumes after",
+          "[.rbd]") {
   auto o = test_options();
   o.op_timeout = std::chrono::seconds(5);
   auto c = ceph_cluster::connect(o);
@@ -123,7 +124,22 @@ TEST_CASE("rbd device: an OSD outage fails the image's I/O with timed_out; I/O r
   std::vector<std::byte> a(64 * 1024, std::byte{0xa5});
   write_blocks(loop, dev, 0, a);
 
+  auto healthy = (*c)->health();
+  INFO((healthy ? "" : healthy.error().message));
+  REQUIRE(healthy);
+  CHECK(!healthy->has("OSD_DOWN"));
+  auto usage = (*c)->usage();
+  REQUIRE(usage);
+  CHECK(usage->size_bytes >= 4ull << 30);  // the fixture's 8 GiB OSD, less BlueStore's own
+  CHECK(usage->available_bytes <= usage->size_bytes);
+
   single_node("osd-stop", "0");
+  // The monitors say so (single-node.sh marks it down at once).
+  auto down = (*c)->health();
+  REQUIRE(down);
+  INFO("health: " << down->status);
+  CHECK(down->status != "HEALTH_OK");
+  CHECK(down->has("OSD_DOWN"));
   auto w = io::make(op::write, 1024, 16, 4096);
   std::memset(w->buffer.data(), 0x5a, 16 * 4096);
   const auto started = std::chrono::steady_clock::now();
@@ -136,6 +152,9 @@ TEST_CASE("rbd device: an OSD outage fails the image's I/O with timed_out; I/O r
   CHECK(w->completions == 1);
 
   single_node("osd-start", "0");
+  auto up = (*c)->health();
+  REQUIRE(up);
+  CHECK(!up->has("OSD_DOWN"));
   // After the outage: the write again, and what was written before it.
   CHECK(run(loop, dev, *w) == std::error_code{});
   const auto before = read_blocks(loop, dev, 0, 16);
