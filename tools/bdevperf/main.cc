@@ -36,6 +36,7 @@
 #include "raid/device/hdd_model.h"
 #include "raid/device/memory_device.h"
 #include "raid/device/ssd_model.h"
+#include "tools/bdevperf/peer.h"
 #include "tools/bdevperf/rbd.h"
 #include "tools/bdevperf/workload.h"
 #include "tools/cli.h"
@@ -44,6 +45,7 @@ namespace {
 
 using namespace strata;
 using namespace strata::device;
+using strata::tools::median;
 using strata::tools::workload;
 using strata::tools::workload_result;
 using strata::tools::workload_spec;
@@ -112,12 +114,6 @@ double cpu_seconds(int who) {
   ::getrusage(who, &usage);
   auto to_s = [](timeval t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
   return to_s(usage.ru_utime) + to_s(usage.ru_stime);
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 // Runs the loop until the workload is done. False if the loop ran dry first
@@ -203,12 +199,9 @@ std::optional<measurement> run_fio(const std::string& path, std::uint64_t size_b
       "--randrepeat=0 --output-format=json 2>&1",
       path, size_bytes, queue_depth, static_cast<long>(seconds * 1000));
   const double cpu_before = cpu_seconds(RUSAGE_CHILDREN);
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return std::nullopt;
-  std::string output;
-  char buffer[4096];
-  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
-  const int status = ::pclose(pipe);
+  const auto run = tools::run_command(command);
+  if (!run) return std::nullopt;
+  const auto& [status, output] = *run;
   // fio's own usr_cpu/sys_cpu cover its job thread only; measure the whole
   // process tree as for Strata (fio's start-up is a few ms of a run's CPU).
   const double cpu_s = cpu_seconds(RUSAGE_CHILDREN) - cpu_before;

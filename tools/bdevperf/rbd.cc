@@ -13,6 +13,7 @@
 
 #include "raid/device/clock.h"
 #include "raid/device/rbd_device.h"
+#include "tools/bdevperf/peer.h"
 #include "tools/bdevperf/workload.h"
 
 namespace strata::tools {
@@ -29,11 +30,6 @@ std::map<std::string, std::string> read_env(const std::string& path) {
     if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
   }
   return env;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2);
 }
 
 struct row {
@@ -80,12 +76,9 @@ std::optional<double> run_rbd_bench(const std::map<std::string, std::string>& en
       "timeout 600 rbd -c '{}' --keyring '{}' bench --io-type {} --io-size {} --io-threads {} --io-total {} "
       "--io-pattern {} '{}' 2>&1", env.at("CEPH_CONF"), env.at("CEPH_KEYRING"),
       r.operation == op::read ? "read" : "write", r.io_bytes, r.queue_depth, total, r.random ? "rand" : "seq", image);
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return std::nullopt;
-  std::string output;
-  char buffer[4096];
-  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
-  const int status = ::pclose(pipe);
+  const auto run = run_command(command);
+  if (!run) return std::nullopt;
+  const auto& [status, output] = *run;
   std::smatch m;
   static const std::regex last(R"(elapsed:\s*([0-9.]+)\s+ops:\s*([0-9]+)\s+ops/sec:\s*([0-9.]+))");
   if (status != 0 || !std::regex_search(output, m, last)) {
