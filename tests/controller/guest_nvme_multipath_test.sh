@@ -105,6 +105,9 @@ wait $guest; rc=$?
 sed -n '/native NVMe multipath is on/,$p' "$dir/guest.log"
 echo "---- the fio rounds"
 grep -E "^(RESULT|host:|FAIL)" "$dir/guest.log" | tail -n 80
-((rc == 0)) || { echo "FAIL: the guest's checks failed (status $rc)"; failed=1; }
-kill -0 "$pid" 2>/dev/null && kill -0 "$pid_b" 2>/dev/null || { echo "FAIL: a controller died"; failed=1; }
+mapfile -t guest_failures < <(sed -n 's/^FAIL: /in the guest: /p' "$dir/guest.log")
+failures+=("${guest_failures[@]}")
+((rc == 124)) && failures+=("the guest did not finish in time: its last line was \"$(grep -v -e '^\[run-guest\]' -e '^qemu-system' "$dir/guest.log" | tail -n 1)\"")
+check "the guest's checks passed (status $rc)" test "$rc" = 0
+check "both controllers are alive" eval 'kill -0 "$pid" 2>/dev/null && kill -0 "$pid_b" 2>/dev/null'
 exit "${failed:-0}"

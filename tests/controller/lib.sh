@@ -1,8 +1,11 @@
 # What the stratad end-to-end scripts share (sourced): checks that print
 # "ok:" or "FAIL:" and set `failed`, and the wait for a started stratad.
 failed=0
+# The failed checks' names, repeated last by logs_if_failed: CI shows the
+# end of a long output, and that is where they must be.
+failures=()
 # check WHAT COMMAND...: runs it; its status is the check's
-check() { local what=$1; shift; if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; failed=1; fi; }
+check() { local what=$1; shift; if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; failed=1; failures+=("$what"); fi; }
 quiet() { "$@" >/dev/null; }
 # logs_if_failed FILE...: once a check failed, the last lines of each
 # controller log given (for the exit trap: a failure in CI, where the
@@ -14,6 +17,9 @@ logs_if_failed() {
     echo "---- the last 80 lines of $f"
     tail -n 80 "$f"
   done
+  ((${#failures[@]})) || return 0
+  echo "---- what failed"
+  printf 'FAIL: %s\n' "${failures[@]}"
 }
 # kill_all PID...: kills (-9) each daemon named, skipping empty names, for
 # the exit trap. Scripts that point `pid` at controller b for wait_ready

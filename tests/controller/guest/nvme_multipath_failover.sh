@@ -98,7 +98,24 @@ check "the host's namespace rescans (at each ANA and namespace event) never fail
 check "no I/O error reached the namespace or the file system" sh -c "! dmesg | grep -E 'I/O error, dev nvme[0-9]+n|EXT4-fs error|Buffer I/O error'"
 umount "$MNT" || { echo "FAIL: umount"; failed=1; }
 check "fsck finds the file system clean" fsck.ext4 -n -f "$NS1"
-nvme disconnect -n "$NQN" >/dev/null 2>&1
+# The disconnect deletes each path's controller (a shutdown through CC.SHN,
+# then the queues close). It runs in the background with a bound: a
+# disconnect that never returns is a failure to show, with where the
+# kernel waits (sysrq w: the blocked tasks' stacks), not a silent hang
+# until the host's timeout kills the guest.
+nvme disconnect -n "$NQN" >/tmp/disconnect.out 2>&1 &
+disconnect=$!
+waited=0
+while kill -0 "$disconnect" 2>/dev/null && [ "$waited" -lt 120 ]; do sleep 1; waited=$((waited + 1)); done
+if kill -0 "$disconnect" 2>/dev/null; then
+    echo "FAIL: nvme disconnect did not return within 120 s; the paths meanwhile:"; failed=1
+    nvme list-subsys 2>&1 | head -20
+    echo "---- its kernel stack"; cat /proc/"$disconnect"/stack 2>&1
+    echo w > /proc/sysrq-trigger
+    echo "---- the blocked tasks (sysrq w)"; dmesg | sed -n '/sysrq: Show Blocked State/,$p' | tail -n 80
+else
+    check "nvme disconnect returned (in ${waited} s)" wait "$disconnect"
+fi
 echo "---- nvme lines of dmesg"
 dmesg | grep -i -E 'nvme' | tail -n 50
 exit "$failed"

@@ -75,8 +75,8 @@ console_args=()
 start plain --heat-history-interval-s 10
 CONSOLE_URL="http://127.0.0.1:$http" STRATA="$cli" STRATA_API="127.0.0.1:$grpc" ISCSI_PORTAL="127.0.0.1:$iscsi" \
   SCREENSHOTS="${CONSOLE_SCREENSHOTS:-$tree/docs/console}" BROWSER_PROFILE="$state/chromium" \
-  node "$here/console_test.mjs"
-status=$?
+  node "$here/console_test.mjs" | tee "$state/checks.out"
+status=${PIPESTATUS[0]}
 ((status != 0)) && { echo "---- the last 60 lines of stratad's log"; tail -n 60 "$state/plain.err"; }
 stop
 
@@ -86,8 +86,13 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 
 token=$(openssl rand -hex 24)
 echo "$token" >"$state/token"
 start secure --grpc-tls-cert "$state/cert.pem" --grpc-tls-key "$state/key.pem" --grpc-token-file "$state/token"
-CONSOLE_URL="https://127.0.0.1:$http" TOKEN="$token" BROWSER_PROFILE="$state/chromium-login" node "$here/login_test.mjs"
-login_status=$?
+CONSOLE_URL="https://127.0.0.1:$http" TOKEN="$token" BROWSER_PROFILE="$state/chromium-login" node "$here/login_test.mjs" | tee -a "$state/checks.out"
+login_status=${PIPESTATUS[0]}
 ((login_status != 0)) && { echo "---- the last 60 lines of stratad's log"; tail -n 60 "$state/secure.err"; }
 stop
+# What failed, repeated last: CI shows the end of a long output.
+if ((status != 0 || login_status != 0)); then
+  echo "---- what failed"
+  grep -E '^FAIL' "$state/checks.out" || echo "FAIL: no check failed, but a test exited with status $status / $login_status"
+fi
 ((status == 0 && login_status == 0))
