@@ -60,6 +60,7 @@ bool heat_map::record(device::op operation, std::uint64_t lba, std::uint64_t blo
   if (operation != device::op::read && operation != device::op::write) return false;
   if (sequential(lba, block_count)) return true;
   const std::uint32_t now = now_seconds();
+  const auto age = static_cast<std::uint32_t>(age_seconds());
   const std::uint64_t end = lba + block_count;
   for (std::uint64_t e = lba / extent_blocks_; e * extent_blocks_ < end && e < entries_.size(); ++e) {
     const std::uint64_t from = std::max(lba, e * extent_blocks_);
@@ -67,6 +68,7 @@ bool heat_map::record(device::op operation, std::uint64_t lba, std::uint64_t blo
     const auto bytes = static_cast<float>((to - from) * block_size_bytes_);
     entry& x = entries_[e];
     decay_to(x, now);
+    x.values.last_io_age_seconds = age;
     if (operation == device::op::read) {
       x.values.read_ios += 1;
       x.values.read_bytes += bytes;
@@ -86,6 +88,17 @@ extent_heat heat_map::heat(std::uint64_t extent) const noexcept {
   entry e = entries_[extent];
   decay_to(e, now_seconds());
   return e.values;
+}
+
+std::uint64_t heat_map::age_seconds() const noexcept {
+  const auto clock_seconds = std::chrono::duration_cast<std::chrono::seconds>(clock_.now().time_since_epoch()).count();
+  return static_cast<std::uint64_t>(std::max<std::int64_t>(0, clock_seconds + options_.age_at_clock_zero_seconds));
+}
+
+std::uint64_t heat_map::idle_seconds(std::uint64_t extent) const noexcept {
+  const std::uint64_t age = age_seconds();
+  const std::uint32_t last = entries_[extent].values.last_io_age_seconds;
+  return age > last ? age - last : 0;
 }
 
 double heat_map::score(std::uint64_t extent) const noexcept {
@@ -120,20 +133,30 @@ void heat_map::load(std::uint64_t extent, const extent_heat& h) noexcept {
   e.stamp = now_seconds() | (e.stamp & dirty_bit);
 }
 
+// Version 1: the four floats. Version 2 adds the last I/O's pool age
+// (a host-order u32); a version 1 value reads as idle since the pool
+// began, which an upgraded pool's age makes the moment of the upgrade.
 std::string heat_map::encode(const extent_heat& h) {
-  std::string out(1 + 4 * sizeof(float), '\0');
-  out[0] = 1;  // format version
+  std::string out(1 + 4 * sizeof(float) + sizeof(std::uint32_t), '\0');
+  out[0] = 2;  // format version
   const float values[4] = {h.read_ios, h.write_ios, h.read_bytes, h.write_bytes};
-  // Host-order floats: Strata runs on little-endian x86-64 and arm64 only.
+  // Host-order: Strata runs on little-endian x86-64 and arm64 only.
   std::memcpy(out.data() + 1, values, sizeof(values));
+  std::memcpy(out.data() + 1 + sizeof(values), &h.last_io_age_seconds, sizeof(std::uint32_t));
   return out;
 }
 
 std::optional<extent_heat> heat_map::decode(std::string_view value) {
-  if (value.size() != 1 + 4 * sizeof(float) || value[0] != 1) return std::nullopt;
+  constexpr std::size_t floats = 4 * sizeof(float);
+  if (value.empty()) return std::nullopt;
+  const bool v1 = value[0] == 1 && value.size() == 1 + floats;
+  const bool v2 = value[0] == 2 && value.size() == 1 + floats + sizeof(std::uint32_t);
+  if (!v1 && !v2) return std::nullopt;
   float values[4];
   std::memcpy(values, value.data() + 1, sizeof(values));
-  return extent_heat{values[0], values[1], values[2], values[3]};
+  extent_heat h{values[0], values[1], values[2], values[3]};
+  if (v2) std::memcpy(&h.last_io_age_seconds, value.data() + 1 + floats, sizeof(std::uint32_t));
+  return h;
 }
 
 }  // namespace strata::tiering

@@ -34,14 +34,21 @@ struct heat_options {
   std::uint64_t sequential_threshold_bytes = 1 << 20;
   // Streams remembered per volume (interleaved scans each keep their own).
   unsigned streams_tracked = 16;
+  // The pool's age (records.h keys::pool_age) when the clock read zero:
+  // last I/O times are kept in pool age, which survives restarts.
+  std::int64_t age_at_clock_zero_seconds = 0;
 };
 
-// One extent's heat, decayed to some moment.
+// One extent's heat, decayed to some moment, and when it last had a
+// counted (random) I/O.
 struct extent_heat {
   float read_ios = 0;
   float write_ios = 0;
   float read_bytes = 0;
   float write_bytes = 0;
+  // In pool age seconds (heat_options::age_at_clock_zero_seconds). Zero
+  // for an extent never counted: idle since the pool began.
+  std::uint32_t last_io_age_seconds = 0;
 };
 
 class heat_map {
@@ -62,6 +69,12 @@ class heat_map {
   static double score(const extent_heat& h) noexcept {
     return static_cast<double>(h.read_ios) + static_cast<double>(h.write_ios);
   }
+  // Seconds of pool age since the extent's last counted I/O: what the
+  // cold tier's cooling measures. Sequential I/O does not count, as it
+  // does not heat (a backup does not keep data out of the cold tier).
+  std::uint64_t idle_seconds(std::uint64_t extent) const noexcept;
+  // The pool's age now.
+  std::uint64_t age_seconds() const noexcept;
   // Forgets an extent's heat (it was discarded).
   void clear(std::uint64_t extent) noexcept;
 

@@ -93,7 +93,9 @@ void migrator::plan() {
     for (std::uint64_t e = 0; e < v->extent_count(); ++e) {
       const std::optional<extent_location> where = v->location(e);
       if (!where || v->moving(e)) continue;
-      if (pool_.tier_of(where->group) == tier::performance) {
+      const tier on = pool_.tier_of(where->group);
+      if (on == tier::cold) continue;  // plan_cold's
+      if (on == tier::performance) {
         residents.push_back({a == affinity::performance, a == affinity::archive ? archive_score : heat.score(e), v, e});
       } else if (a == affinity::performance) {
         outsiders.push_back({true, heat.score(e), v, e});
@@ -114,25 +116,92 @@ void migrator::plan() {
   const std::uint64_t reserve = pool_.performance_reserve_extents();
   std::size_t r = 0;
   auto demote_next = [&] {
-    demotions.push_back({residents[r].vol, residents[r].extent, tier::capacity});
+    demotions.push_back({residents[r].vol, residents[r].extent, tier::performance, tier::capacity});
     ++r;
     ++free;
   };
   while (r < residents.size() && (residents[r].score == archive_score || free < reserve)) demote_next();
   for (const ranked& hot : outsiders) {
     if (free > reserve) {
-      promotions.push_back({hot.vol, hot.extent, tier::performance});
+      promotions.push_back({hot.vol, hot.extent, tier::capacity, tier::performance});
       --free;
     } else if (r < residents.size() && displaces(hot, residents[r], options_.hysteresis)) {
       demote_next();
-      promotions.push_back({hot.vol, hot.extent, tier::performance});
+      promotions.push_back({hot.vol, hot.extent, tier::capacity, tier::performance});
       --free;
     } else {
       break;  // the rest are colder still
     }
   }
-  plan_.insert(plan_.end(), demotions.begin(), demotions.end());
-  plan_.insert(plan_.end(), promotions.begin(), promotions.end());
+  std::vector<planned_move> cold_urgent, cold_promotions, cold_cooled;
+  plan_cold(cold_urgent, cold_promotions, cold_cooled);
+  for (const auto* part : {&cold_urgent, &demotions, &cold_promotions, &promotions, &cold_cooled}) {
+    plan_.insert(plan_.end(), part->begin(), part->end());
+  }
+}
+
+void migrator::plan_cold(std::vector<planned_move>& urgent, std::vector<planned_move>& promotions,
+                         std::vector<planned_move>& cooled) {
+  if (pool_.capacity_extents(tier::cold) == 0) return;
+  struct candidate {
+    double key;  // idle seconds (to go), or score (to come back)
+    volume* vol;
+    std::uint64_t extent;
+  };
+  std::vector<candidate> idle;     // on the capacity tier, allowed in the cold tier
+  std::vector<candidate> back;     // on the cold tier, hot enough to come back
+  std::vector<candidate> pinned;   // on the cold tier, of volumes kept off it
+  for (volume* v : pool_.volumes()) {
+    if (!v->online()) continue;
+    const affinity a = v->record().placement;
+    const bool may_go = a == affinity::automatic || a == affinity::archive;
+    const heat_map& heat = v->heat();
+    for (std::uint64_t e = 0; e < v->extent_count(); ++e) {
+      const std::optional<extent_location> where = v->location(e);
+      if (!where || v->moving(e) || !pool_.takes_extents(where->group)) continue;
+      const tier on = pool_.tier_of(where->group);
+      if (on == tier::capacity && may_go) {
+        idle.push_back({static_cast<double>(heat.idle_seconds(e)), v, e});
+      } else if (on == tier::cold && !may_go) {
+        pinned.push_back({0, v, e});
+      } else if (on == tier::cold) {
+        const double score = heat.score(e);
+        if (score >= options_.promote_min_score) back.push_back({score, v, e});
+      }
+    }
+  }
+  auto larger_first = [](const candidate& x, const candidate& y) { return x.key > y.key; };
+  std::sort(idle.begin(), idle.end(), larger_first);
+  std::sort(back.begin(), back.end(), larger_first);
+
+  const double cooling = std::chrono::duration<double>(options_.cold_cooling).count();
+  const auto low_water = static_cast<std::uint64_t>(options_.capacity_low_water *
+                                                    static_cast<double>(pool_.capacity_extents(tier::capacity)));
+  std::uint64_t cold_free = pool_.free_extents(tier::cold);
+  std::uint64_t capacity_free = pool_.free_extents(tier::capacity);
+  if (cooling > 0) {
+    for (const candidate& c : idle) {
+      if (cold_free == 0) break;
+      const bool short_of_room = capacity_free < low_water;
+      if (!short_of_room && c.key < cooling) break;  // the rest have been idle for less
+      (short_of_room ? urgent : cooled).push_back({c.vol, c.extent, tier::capacity, tier::cold});
+      --cold_free;
+      ++capacity_free;
+    }
+  }
+  // Coming back never takes the capacity tier below its low water, or a
+  // promoted extent would push out another straight away; pinned extents
+  // come back first, while there is any room at all.
+  for (const candidate& c : pinned) {
+    if (capacity_free == 0) return;
+    promotions.push_back({c.vol, c.extent, tier::cold, tier::capacity});
+    --capacity_free;
+  }
+  for (const candidate& c : back) {
+    if (capacity_free <= low_water) return;
+    promotions.push_back({c.vol, c.extent, tier::cold, tier::capacity});
+    --capacity_free;
+  }
 }
 
 bool migrator::rate_allows() noexcept {
@@ -162,13 +231,16 @@ void migrator::start_moves() {
     rate_tokens_bytes_ -= static_cast<double>(pool_.extent_size_bytes());
     ++in_flight_;
     moved_this_round_ = true;
-    next.vol->move_extent(next.extent, next.to, [this, alive = alive_, to = next.to](std::error_code ec) {
+    next.vol->move_extent(next.extent, next.to, [this, alive = alive_, next](std::error_code ec) {
       if (!*alive) return;
       --in_flight_;
       if (ec) {
         ++counters_.failed_moves;
       } else {
-        ++(to == tier::performance ? counters_.promotions : counters_.demotions);
+        ++(next.to == tier::performance ? counters_.promotions
+           : next.to == tier::cold      ? counters_.cold_demotions
+           : next.from == tier::cold    ? counters_.cold_promotions
+                                        : counters_.demotions);
         counters_.bytes_moved += pool_.extent_size_bytes();
       }
       start_moves();

@@ -13,8 +13,22 @@
 //     never trade places back and forth) and has at least
 //     `promote_min_score`. `performance` volumes' extents rank above every
 //     `auto` extent, and are demoted for nothing but the reserve.
-// The plan is carried out a few moves at a time, demotions first (they
-// make the room), within a copy-rate limit, and paced by foreground
+// With a cold tier (a Ceph RBD image), it also plans, on the capacity tier
+// and the cold tier:
+//   - extents without a counted I/O for `cold_cooling` (of pool age: time
+//     down does not count) go to the cold tier, the longest idle first;
+//     sooner, while the capacity tier's free extents are below
+//     `capacity_low_water` of it (the cold tier is what lets a pool hold
+//     more than its enclosure). `local` and `performance` volumes never go
+//     there, and a cooling of zero sends nothing;
+//   - cold extents that heat up (`promote_min_score`), and those of
+//     volumes since pinned off it, come back to the capacity tier, while
+//     it has room above its low water (the hot ones go on to the
+//     performance tier by the rules above, in a later round).
+// The plan is carried out a few moves at a time, most urgent first: cold
+// demotions the capacity tier needs, performance demotions (they make the
+// room), cold promotions, performance promotions, and last the demotions
+// of extents that merely cooled; within a copy-rate limit, and paced by foreground
 // latency: when the mean foreground latency of an interval exceeds its
 // baseline (the mean of intervals without moves) by more than
 // `latency_budget`, the number of moves in flight halves; otherwise it
@@ -53,12 +67,22 @@ struct migrator_options {
   double promote_min_score = 4.0;
   // A promotion in place of a resident needs this many times its score.
   double hysteresis = 1.5;
+  // How long an extent goes without a counted I/O before it moves to the
+  // cold tier; zero: nothing moves there. 31 days: FabricPool's `auto`
+  // default, and a month, so that monthly work (month-end batches and
+  // reports) does not send its data out and back every month.
+  device::duration cold_cooling = std::chrono::hours(24 * 31);
+  // Below this share of free extents on the capacity tier, its longest
+  // idle extents go to the cold tier before their cooling is over.
+  double capacity_low_water = 0.10;
 };
 
 struct migrator_counters {
   std::uint64_t rounds = 0;
   std::uint64_t promotions = 0;  // completed moves to the performance tier
-  std::uint64_t demotions = 0;
+  std::uint64_t demotions = 0;   // ... from the performance tier to the capacity tier
+  std::uint64_t cold_demotions = 0;   // ... from the capacity tier to the cold tier
+  std::uint64_t cold_promotions = 0;  // ... from the cold tier to the capacity tier
   std::uint64_t bytes_moved = 0;
   std::uint64_t failed_moves = 0;  // includes moves refused because the plan went stale
   std::uint64_t throttled_rounds = 0;  // rounds whose latency was over budget
@@ -86,10 +110,15 @@ class migrator {
   struct planned_move {
     volume* vol;
     std::uint64_t extent;
+    tier from;
     tier to;
   };
   void pace();
   void plan();
+  // The cold tier's part of the plan: what the capacity tier must shed
+  // now, what comes back, and what merely cooled.
+  void plan_cold(std::vector<planned_move>& urgent, std::vector<planned_move>& promotions,
+                 std::vector<planned_move>& cooled);
   void start_moves();
   bool rate_allows() noexcept;
 

@@ -26,12 +26,14 @@ pool::pool(boost::asio::any_io_executor loop, metadata_store& store, std::vector
     allocators_.emplace_back(g.device->geometry().size_bytes() / options_.extent_size_bytes);
   }
   group_failures_.resize(groups_.size());
+  group_pauses_.resize(groups_.size());
 }
 
 pool::~pool() {
   if (heat_timer_) heat_timer_->cancel();
   if (history_timer_) history_timer_->cancel();
   if (retry_writes_timer_) retry_writes_timer_->cancel();
+  if (pause_timer_) pause_timer_->cancel();
 }
 
 pool::opened pool::open(boost::asio::any_io_executor loop, metadata_store& store, std::vector<pool_group> groups,
@@ -65,7 +67,17 @@ pool::opened pool::open(boost::asio::any_io_executor loop, metadata_store& store
           make_error(errc::invalid_argument, "pool: " + group_name(g) + " is smaller than one extent"));
     }
   }
-  std::unique_ptr<pool> p(new pool(loop, store, std::move(groups), options));
+  // The pool's age goes on from where it was last written: extents' last
+  // I/O times are kept in it (heat_options::age_at_clock_zero_seconds).
+  pool_options with_age = options;
+  {
+    std::uint64_t age = 0;
+    if (auto stored = store.get(column::pool, keys::pool_age())) age = decode_pool_age(*stored).value_or(0);
+    const auto clock_seconds =
+        std::chrono::duration_cast<std::chrono::seconds>(options.clock->now().time_since_epoch()).count();
+    with_age.heat.age_at_clock_zero_seconds = static_cast<std::int64_t>(age) - clock_seconds;
+  }
+  std::unique_ptr<pool> p(new pool(loop, store, std::move(groups), with_age));
 
   pool_record record;
   record.extent_size_bytes = extent;
@@ -180,7 +192,7 @@ pool::opened pool::open(boost::asio::any_io_executor loop, metadata_store& store
     if (!cache) return std::unexpected(cache.error());
     p->cache_ = std::move(*cache);
     for (const pool_group& g : p->groups_) {
-      if (g.where == tier::capacity) p->cache_->add_source(*g.device);
+      if (read_cached(g.where)) p->cache_->add_source(*g.device);
     }
   }
   auto history = heat_history::open(store, options.heat_history);
@@ -220,6 +232,12 @@ void pool::snapshot_heat(std::function<void(std::error_code)> done) {
   store_.write(history_->record(snap), false, std::move(done));
 }
 
+std::uint64_t pool::age_seconds() const noexcept {
+  const auto clock_seconds =
+      std::chrono::duration_cast<std::chrono::seconds>(options_.clock->now().time_since_epoch()).count();
+  return static_cast<std::uint64_t>(std::max<std::int64_t>(0, clock_seconds + options_.heat.age_at_clock_zero_seconds));
+}
+
 void pool::persist_heat(std::function<void(std::error_code)> done) {
   metadata_batch batch;
   for (const auto& [name, v] : volumes_) {
@@ -228,10 +246,9 @@ void pool::persist_heat(std::function<void(std::error_code)> done) {
       batch.put(column::heat, keys::heat(id, extent), heat_map::encode(h));
     });
   }
-  if (batch.empty()) {
-    boost::asio::post(loop_, [done = std::move(done)] { done({}); });
-    return;
-  }
+  // The age with every batch, changed or not: it is what time the pool has
+  // been served, and the cooling of cold extents counts in it.
+  batch.put(column::pool, keys::pool_age(), encode_pool_age(age_seconds()));
   store_.write(std::move(batch), false, std::move(done));
 }
 
@@ -303,7 +320,9 @@ void pool::create_volume(const volume_spec& spec, std::function<void(std::expect
 }
 
 std::uint64_t pool::capacity_bytes() const noexcept {
-  return (capacity_extents(tier::performance) + capacity_extents(tier::capacity)) * options_.extent_size_bytes;
+  std::uint64_t extents = 0;
+  for (const extent_allocator& a : allocators_) extents += a.extent_count();
+  return extents * options_.extent_size_bytes;
 }
 
 std::string pool::overcommit_refusal(double more_bytes, const std::string& what) const {
@@ -353,9 +372,10 @@ void pool::add_group(pool_group g, std::function<void(std::expected<std::uint16_
   // which the owner gives the group to (it records the group first).
   const auto index = static_cast<std::uint16_t>(groups_.size());
   groups_.push_back(g);
-  if (cache_ && g.where == tier::capacity) cache_->add_source(*g.device);
+  if (cache_ && read_cached(g.where)) cache_->add_source(*g.device);
   allocators_.emplace_back(geometry.size_bytes() / options_.extent_size_bytes);
   group_failures_.emplace_back();
+  group_pauses_.emplace_back();
   pool_record record;
   record.extent_size_bytes = options_.extent_size_bytes;
   for (std::size_t i = 0; i < groups_.size(); ++i) record.groups.push_back({groups_[i].where, allocators_[i].extent_count()});
@@ -530,7 +550,7 @@ std::uint64_t pool::capacity_extents(tier t) const noexcept {
 std::uint64_t pool::free_extents(tier t) const noexcept {
   std::uint64_t n = 0;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
-    if (groups_[g].where == t && group_usable(static_cast<std::uint16_t>(g))) n += allocators_[g].free_count();
+    if (groups_[g].where == t && takes_extents(static_cast<std::uint16_t>(g))) n += allocators_[g].free_count();
   }
   return n;
 }
@@ -539,7 +559,7 @@ std::optional<extent_location> pool::allocate_from(tier t, std::uint64_t keep_fr
   if (free_extents(t) <= keep_free) return std::nullopt;
   std::size_t best = groups_.size();
   for (std::size_t g = 0; g < groups_.size(); ++g) {
-    if (groups_[g].where != t || allocators_[g].free_count() == 0 || !group_usable(static_cast<std::uint16_t>(g))) {
+    if (groups_[g].where != t || allocators_[g].free_count() == 0 || !takes_extents(static_cast<std::uint16_t>(g))) {
       continue;
     }
     if (best == groups_.size() || allocators_[g].free_count() > allocators_[best].free_count()) best = g;
@@ -564,6 +584,7 @@ std::optional<extent_location> pool::allocate(affinity placement) {
       where = allocate_from(tier::performance, 0);
       break;
     case affinity::automatic:
+    case affinity::local:
       if (options_.new_extents == new_extent_tier::performance_first) where = allocate_from(tier::performance, reserve);
       break;
     case affinity::archive:
@@ -586,7 +607,7 @@ std::string pool::lost_group_status(std::uint16_t g) const {
 
 void pool::stop_writes(std::uint16_t g) {
   if (!writes_stopped_.empty()) return;
-  writes_stopped_ = "the backing store of " + std::string(tier_of(g) == tier::performance ? "performance" : "capacity") +
+  writes_stopped_ = "the backing store of " + std::string(to_string(tier_of(g))) +
                     " group " + std::to_string(g) + " is full (no space left): writes fail until space is freed";
   if (options_.on_writes_stopped) options_.on_writes_stopped(writes_stopped_);
   if (!retry_writes_timer_) {
@@ -644,6 +665,37 @@ void pool::release_quarantine() noexcept {
     allocators_[l.group].release(l.extent);
     quarantine_.pop_front();
   }
+}
+
+}  // namespace strata::tiering
+
+namespace strata::tiering {
+
+void pool::pause_group(std::uint16_t g, const std::string& reason) {
+  const bool was = !group_pauses_[g].reason.empty();
+  group_pauses_[g].reason = reason;
+  group_pauses_[g].until = options_.clock->now() + options_.pause_interval;
+  if (!was && options_.on_group_paused) options_.on_group_paused(g, reason);
+  if (!pause_timer_) {
+    pause_timer_ = options_.clock->make_timer(loop_, [this] { resume_groups(); });
+  }
+  pause_timer_->arm(group_pauses_[g].until);
+}
+
+void pool::resume_groups() {
+  const device::time_point now = options_.clock->now();
+  std::optional<device::time_point> next;
+  for (std::size_t g = 0; g < group_pauses_.size(); ++g) {
+    pause& p = group_pauses_[g];
+    if (p.reason.empty()) continue;
+    if (p.until <= now) {
+      p.reason.clear();
+      if (options_.on_group_paused) options_.on_group_paused(static_cast<std::uint16_t>(g), {});
+    } else if (!next || p.until < *next) {
+      next = p.until;
+    }
+  }
+  if (next) pause_timer_->arm(*next);
 }
 
 }  // namespace strata::tiering

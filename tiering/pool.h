@@ -1,4 +1,4 @@
-// A pool: the groups of its two tiers, the extents they are cut into, the
+// A pool: the groups of its tiers (performance, capacity, cold), the extents they are cut into, the
 // thin volumes carved from them, and the pool's metadata store.
 //
 // A pool lives on one loop and is used from that loop's thread only; its
@@ -72,6 +72,12 @@ struct pool_options {
   // Told, from the loop, when the pool stops taking writes (the reason)
   // and when it takes them again (empty). For the event log.
   std::function<void(const std::string&)> on_writes_stopped;
+  // A paused group (pause_group: its store is out of reach for now) takes
+  // no new extents and no moves for this long after its last failure.
+  device::duration pause_interval = std::chrono::seconds(30);
+  // Told, from the loop, when a group pauses (the reason) and when it
+  // takes extents again (empty). For the event log.
+  std::function<void(std::uint16_t group, const std::string&)> on_group_paused;
 };
 
 struct volume_spec {
@@ -228,6 +234,20 @@ class pool {
   // Kept in memory only: a group that comes back at the next start brings
   // its volumes back. Calls after the first for a group change nothing.
   void group_failed(std::uint16_t g, const std::string& reason);
+  // Group `g`'s store is out of reach for now (a cold-tier group whose
+  // cluster timed out, is full or down): its extents' I/O fails as it
+  // comes, but the group is not lost and its volumes stay online. It
+  // takes no new extents and no moves until options.pause_interval has
+  // passed without another pause. Calls while paused extend it.
+  void pause_group(std::uint16_t g, const std::string& reason);
+  // Why group `g` is paused, or empty.
+  const std::string& group_pause(std::uint16_t g) const noexcept { return group_pauses_[g].reason; }
+  // Whether extents may be allocated on, or moved to or from, group `g`.
+  bool takes_extents(std::uint16_t g) const noexcept { return group_usable(g) && group_pauses_[g].reason.empty(); }
+  // The pool's age: the seconds it has been served, over restarts (it is
+  // written with the heat). Cold-tier cooling counts in it.
+  std::uint64_t age_seconds() const noexcept;
+
   // Why group `g` was given up, or empty while it serves I/O.
   const std::string& group_failure(std::uint16_t g) const noexcept { return group_failures_[g]; }
   bool group_usable(std::uint16_t g) const noexcept { return group_failures_[g].empty(); }
@@ -272,6 +292,7 @@ class pool {
   std::expected<volume*, error> volume_to_change(std::string_view name) const;
   void post_result(std::function<void(std::expected<void, error>)> done, std::expected<void, error> result);
   void release_quarantine() noexcept;
+  void resume_groups();
   void arm_timers();
 
   boost::asio::any_io_executor loop_;
@@ -279,6 +300,12 @@ class pool {
   std::vector<pool_group> groups_;
   std::vector<extent_allocator> allocators_;  // one per group
   std::vector<std::string> group_failures_;   // one per group; empty: usable
+  struct pause {
+    std::string reason;  // empty: not paused
+    device::time_point until{};
+  };
+  std::vector<pause> group_pauses_;  // one per group
+  std::unique_ptr<device::timer> pause_timer_;
   pool_options options_;
   std::map<std::string, std::unique_ptr<volume>, std::less<>> volumes_;
   std::uint32_t next_volume_id_ = 1;

@@ -6,13 +6,21 @@ using codec::format_version;
 using codec::put_be;
 using codec::reader;
 
-std::string_view to_string(tier t) noexcept { return t == tier::performance ? "performance" : "capacity"; }
+std::string_view to_string(tier t) noexcept {
+  switch (t) {
+    case tier::performance: return "performance";
+    case tier::capacity: return "capacity";
+    case tier::cold: return "cold";
+  }
+  return "unknown";
+}
 
 std::string_view to_string(affinity a) noexcept {
   switch (a) {
     case affinity::automatic: return "auto";
     case affinity::performance: return "performance";
     case affinity::archive: return "archive";
+    case affinity::local: return "local";
   }
   return "unknown";
 }
@@ -21,11 +29,13 @@ std::optional<affinity> parse_affinity(std::string_view name) noexcept {
   if (name == "auto") return affinity::automatic;
   if (name == "performance") return affinity::performance;
   if (name == "archive") return affinity::archive;
+  if (name == "local") return affinity::local;
   return std::nullopt;
 }
 
 namespace keys {
 std::string pool() { return "pool"; }
+std::string pool_age() { return "age"; }
 std::string volume(std::uint32_t id) {
   std::string k(volume_prefix);
   put_be(k, id, 4);
@@ -107,13 +117,28 @@ std::optional<pool_record> decode_pool(std::string_view value) {
   for (std::uint64_t i = 0; i < n && r.ok; ++i) {
     pool_record::group g;
     const auto t = r.be(1);
-    if (t > 1) return std::nullopt;
+    if (t >= tier_count) return std::nullopt;
     g.where = static_cast<tier>(t);
     g.extent_count = r.be(8);
     p.groups.push_back(g);
   }
   if (!r.done()) return std::nullopt;
   return p;
+}
+
+std::string encode_pool_age(std::uint64_t seconds) {
+  std::string out;
+  put_be(out, format_version, 1);
+  put_be(out, seconds, 8);
+  return out;
+}
+
+std::optional<std::uint64_t> decode_pool_age(std::string_view value) {
+  reader r{value};
+  if (!r.version()) return std::nullopt;
+  const std::uint64_t seconds = r.be(8);
+  if (!r.done()) return std::nullopt;
+  return seconds;
 }
 
 std::string encode(const volume_record& v) {
@@ -137,7 +162,7 @@ std::optional<volume_record> decode_volume(std::string_view value) {
   v.block_size_bytes = static_cast<std::uint32_t>(r.be(4));
   v.block_count = r.be(8);
   const auto a = r.be(1);
-  if (a > 2) return std::nullopt;
+  if (a > static_cast<std::uint8_t>(affinity::local)) return std::nullopt;
   v.placement = static_cast<affinity>(a);
   if (!r.done()) return std::nullopt;
   return v;
@@ -193,7 +218,7 @@ std::optional<history_entry> decode_history_entry(std::string_view value) {
   reader r{value};
   if (!r.version()) return std::nullopt;
   const std::uint64_t where = r.be(1);
-  if (!r.ok || where > 1) return std::nullopt;
+  if (!r.ok || where >= tier_count) return std::nullopt;
   return history_entry{static_cast<tier>(where), std::string(r.in)};
 }
 

@@ -12,8 +12,16 @@
 
 namespace strata::tiering {
 
-enum class tier : std::uint8_t { performance = 0, capacity = 1 };
+// Where extents live. The cold tier is outside the enclosure (an RBD image
+// in a Ceph cluster): the coldest extents go there after a cooling time,
+// and come back when they heat up. A tier's number is written in records:
+// a decoder refuses one it does not know rather than misread it.
+enum class tier : std::uint8_t { performance = 0, capacity = 1, cold = 2 };
+constexpr std::uint8_t tier_count = 3;
 std::string_view to_string(tier t) noexcept;
+// The read cache keeps copies of what lives on the HDDs and in the cold
+// tier; the performance tier is as fast as the cache.
+constexpr bool read_cached(tier t) noexcept { return t != tier::performance; }
 
 // Where a volume extent lives: a group of the pool (its index in the
 // pool's group list) and an extent of that group.
@@ -27,7 +35,8 @@ struct extent_location {
 enum class affinity : std::uint8_t {
   automatic = 0,    // the migrator decides
   performance = 1,  // kept on SSD while there is room
-  archive = 2,      // never promoted
+  archive = 2,      // never promoted to the performance tier
+  local = 3,        // never moved to the cold tier (kept in the enclosure)
 };
 std::string_view to_string(affinity a) noexcept;
 std::optional<affinity> parse_affinity(std::string_view name) noexcept;
@@ -89,6 +98,10 @@ struct reader {
 namespace keys {
 // column::pool
 std::string pool();                     // "pool"
+// The pool's age: the seconds it has been served, written with its heat.
+// Extents' last I/O times are kept in it, so that time spent down does
+// not count towards the cold tier's cooling (as it does not decay heat).
+std::string pool_age();                 // "age"
 std::string volume(std::uint32_t id);   // "volume/" + be32(id)
 constexpr std::string_view volume_prefix = "volume/";
 // A volume's SCSI unit state (its persistent reservations), saved by the
@@ -116,6 +129,8 @@ std::optional<std::uint64_t> parse_cache_line(std::string_view key);
 
 std::string encode(const pool_record& r);
 std::optional<pool_record> decode_pool(std::string_view value);
+std::string encode_pool_age(std::uint64_t seconds);
+std::optional<std::uint64_t> decode_pool_age(std::string_view value);
 std::string encode(const volume_record& r);
 std::optional<volume_record> decode_volume(std::string_view value);
 std::string encode(const extent_location& l);

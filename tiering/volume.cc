@@ -20,6 +20,15 @@ namespace {
 // Why the pool gives a group up when its I/O fails with device_failed.
 constexpr const char* group_gone = "its I/O fails with device_failed (more members lost than its redundancy)";
 
+source source_of(tier t) noexcept {
+  switch (t) {
+    case tier::performance: return source::performance;
+    case tier::capacity: return source::capacity;
+    case tier::cold: return source::cold;
+  }
+  return source::capacity;
+}
+
 // extent_location packed in 64 bits, 0 meaning "never written":
 // bit 63 set, group in bits 48..62, the group's extent in bits 0..47.
 constexpr std::uint64_t mapped_bit = 1ull << 63;
@@ -238,7 +247,7 @@ void volume::read_zeros(piece& p) {
 
 void volume::submit_to_group(piece& p, op operation, extent_location where, bool zeros) {
   const std::uint64_t bytes = p.block_count * geometry_.logical_block_size_bytes;
-  count(pool_.tier_of(where.group) == tier::performance ? source::performance : source::capacity, p);
+  count(source_of(pool_.tier_of(where.group)), p);
   p.group = where.group;
   p.segments.clear();
   if (zeros) {
@@ -271,7 +280,7 @@ std::pair<std::uint64_t, std::uint64_t> volume::cache_lines(std::uint64_t volume
 
 bool volume::read_via_cache(piece& p, extent_location where) {
   read_cache* cache = pool_.cache();
-  if (cache == nullptr || p.skip_cache || pool_.tier_of(where.group) != tier::capacity || !cache->enabled()) {
+  if (cache == nullptr || p.skip_cache || !read_cached(pool_.tier_of(where.group)) || !cache->enabled()) {
     return false;
   }
   const auto [first, last] = cache_lines(p.extent, p.first_block, p.block_count);
@@ -334,7 +343,7 @@ void volume::read_line_from_cache(piece& p, read_cache::line_key line) {
 
 void volume::write_capacity(piece& p, extent_location where, bool zeros) {
   read_cache* cache = pool_.cache();
-  if (cache == nullptr || pool_.tier_of(where.group) != tier::capacity) return submit_to_group(p, op::write, where, zeros);
+  if (cache == nullptr || !read_cached(pool_.tier_of(where.group))) return submit_to_group(p, op::write, where, zeros);
   const auto [first, last] = cache_lines(p.extent, p.first_block, p.block_count);
   p.cache_write = true;
   const bool now = cache->begin_write(first, last, !zeros, [this, &p, where, zeros, first, last](std::error_code ec) {
@@ -401,7 +410,7 @@ void volume::allocate_and_write(piece& p) {
   transitions_.emplace(p.extent, std::make_unique<transition>());
   p.allocated = where;
   p.group = where->group;
-  count(pool_.tier_of(where->group) == tier::performance ? source::performance : source::capacity, p);
+  count(source_of(pool_.tier_of(where->group)), p);
   // The whole extent: zeros, the data, zeros. A later read of the rest of
   // the extent must see zeros, whatever the group held there before.
   const std::uint32_t block_size = geometry_.logical_block_size_bytes;
@@ -430,7 +439,7 @@ void volume::unmap(piece& p) {
   transitions_.emplace(p.extent, std::make_unique<transition>());
   // The read cache forgets the extent's lines; the store applies writes in
   // order, so their deletion is on disk before the unmapping is.
-  const bool drops_lines = pool_.cache() != nullptr && pool_.tier_of(old.group) == tier::capacity;
+  const bool drops_lines = pool_.cache() != nullptr && read_cached(pool_.tier_of(old.group));
   if (drops_lines) {
     const auto [first, last] = cache_lines(p.extent, 0, extent_blocks_);
     pool_.cache()->begin_write(first, last, false, [](std::error_code) {});
@@ -552,6 +561,17 @@ std::uint64_t volume::group_lba(extent_location where, std::uint64_t first_block
 }
 
 void volume::note_group_result(std::uint16_t group, std::error_code result) {
+  if (pool_.tier_of(group) == tier::cold) {
+    // A cold-tier group is a cluster that keeps its own redundancy: an
+    // error there is an outage (timed out, full, down) that ends, not a
+    // lost group. This I/O fails; the group takes no moves for a while;
+    // every volume stays online, and the rest of the pool serves.
+    if (result == errc::device_failed || result == errc::timed_out || result == errc::io_error ||
+        result == errc::no_space) {
+      pool_.pause_group(group, "its I/O failed: " + result.message());
+    }
+    return;
+  }
   if (result == errc::device_failed) {
     pool_.group_failed(group, group_gone);
   } else if (result == errc::no_space) {
@@ -566,13 +586,14 @@ void volume::move_extent(std::uint64_t volume_extent, tier to, std::function<voi
   const std::optional<extent_location> from = volume_extent < map_.size() ? location(volume_extent) : std::nullopt;
   if (const std::error_code refused = pool_.write_refusal()) return refuse(refused);
   if (!online() || (from && !pool_.group_usable(from->group))) return refuse(errc::device_failed);
+  if (from && !pool_.takes_extents(from->group)) return refuse(errc::busy);  // paused: its store is out of reach
   if (!from || moves_.contains(volume_extent) || transitions_.contains(volume_extent) ||
       pool_.tier_of(from->group) == to) {
     return refuse(errc::invalid_argument);
   }
   const std::optional<extent_location> dest = pool_.allocate_on(to);
   if (!dest) return refuse(errc::no_space);
-  if (pool_.cache() != nullptr && pool_.tier_of(from->group) == tier::capacity) {
+  if (pool_.cache() != nullptr && read_cached(pool_.tier_of(from->group))) {
     // The cache holds capacity-tier data only: the extent's lines go now
     // (their deletion reaches the store before the commit does), and none
     // is filled while the move runs. move_ended lets them go.
@@ -598,7 +619,7 @@ void volume::move_ended(std::uint64_t volume_extent) {
   auto it = moves_.find(volume_extent);
   STRATA_INVARIANT(it != moves_.end());
   const bool held = it->second->holds_requests();
-  if (pool_.cache() != nullptr && pool_.tier_of(it->second->from().group) == tier::capacity) {
+  if (pool_.cache() != nullptr && read_cached(pool_.tier_of(it->second->from().group))) {
     const auto [first, last] = cache_lines(volume_extent, 0, extent_blocks_);
     pool_.cache()->end_write(first, last, true);
   }

@@ -44,16 +44,18 @@ class pool;
 enum class source : std::uint8_t {
   performance = 0,  // the performance tier
   capacity = 1,     // the capacity tier
-  cache = 2,        // the read cache (a copy of capacity-tier data)
+  cache = 2,        // the read cache (a copy of capacity- or cold-tier data)
   unmapped = 3,     // a read of a never-written extent: zeros, no disk
+  cold = 4,         // the cold tier (a Ceph RBD image)
 };
+constexpr int source_count = 5;
 struct volume_counters {
   struct served {
     std::uint64_t ios = 0;
     std::uint64_t bytes = 0;
   };
   // [source][0: read, 1: write or discard]
-  served by_source[4][2]{};
+  served by_source[source_count][2]{};
   // Whole reads [0], writes [1] and flushes [2] as the targets sent them:
   // how many, their bytes, their summed latency (submit to completion) and
   // its histogram, for the statistics and metrics the controller reports.
@@ -249,7 +251,7 @@ class volume final : public device::block_device {
   // Packed extent_location per volume extent; 0: never written.
   std::vector<std::uint64_t> map_;
   std::uint64_t mapped_ = 0;
-  std::uint64_t mapped_on_[2]{};  // mapped_ by tier
+  std::uint64_t mapped_on_[tier_count]{};  // mapped_ by tier
   heat_map heat_;
   volume_counters counters_;
   // Extents being allocated or unmapped, with the pieces waiting on them.

@@ -101,6 +101,18 @@ std::vector<host_op> scenario_ops(std::uint64_t seed) {
   return ops;
 }
 
+// Which move the scenario makes of extent 0.
+enum class move_kind { promotion, demotion, to_cold, from_cold };
+const char* name(move_kind k) {
+  switch (k) {
+    case move_kind::promotion: return "promotion (capacity to performance)";
+    case move_kind::demotion: return "demotion (performance to capacity)";
+    case move_kind::to_cold: return "to the cold tier (capacity to cold)";
+    case move_kind::from_cold: return "back from the cold tier (cold to capacity)";
+  }
+  return "?";
+}
+
 // The scenario, run one loop step at a time.
 struct scenario {
   rig& r;
@@ -110,19 +122,30 @@ struct scenario {
   std::unique_ptr<io> current;
   host_op current_op{};
   std::uint64_t seq = 1;
-  tier from = tier::capacity;  // where extent 0 starts; it moves to the other tier
+  tier from = tier::capacity;  // where extent 0 starts
+  tier to = tier::performance;  // where it moves
   bool move_done = false;
   std::error_code move_result;
 
-  scenario(rig& rg, std::uint64_t seed) : r(rg), ops(scenario_ops(seed)) {
+  scenario(rig& rg, std::uint64_t seed, move_kind kind) : r(rg), ops(scenario_ops(seed)) {
     volume& v = r.create("db", volume_blocks);
     write(v, 0, extent_blocks, seq);
     write(v, 2 * extent_blocks, extent_blocks, seq);
     flush(r.loop, v);
     model.written_before(0, extent_blocks, seq);
     model.written_before(2 * extent_blocks, extent_blocks, seq);
+    if (kind == move_kind::from_cold) {  // it starts there: a move before the scenario
+      std::optional<std::error_code> there;
+      v.move_extent(0, tier::cold, [&](std::error_code ec) { there = ec; });
+      r.loop.run_until([&] { return there.has_value(); });
+      REQUIRE_FALSE(*there);
+      flush(r.loop, v);
+    }
     from = r.p->tier_of(v.location(0)->group);
-    v.move_extent(0, from == tier::capacity ? tier::performance : tier::capacity, [this](std::error_code ec) {
+    to = kind == move_kind::promotion ? tier::performance
+         : kind == move_kind::to_cold ? tier::cold
+                                      : tier::capacity;
+    v.move_extent(0, to, [this](std::error_code ec) {
       move_done = true;
       move_result = ec;
     });
@@ -214,8 +237,8 @@ void check_after_crash(rig& r, const host_model& model, tier from, outcomes& see
     REQUIRE(model.allowed(b, *seq));
   }
   // Every extent is mapped once or free: nothing leaked, nothing shared.
-  const std::uint64_t used = r.p->capacity_extents(tier::performance) + r.p->capacity_extents(tier::capacity) -
-                             r.p->free_extents(tier::performance) - r.p->free_extents(tier::capacity);
+  std::uint64_t used = 0;
+  for (tier t : {tier::performance, tier::capacity, tier::cold}) used += r.p->capacity_extents(t) - r.p->free_extents(t);
   REQUIRE(used == v.mapped_extents());
   REQUIRE(v.location(0).has_value());
   (r.p->tier_of(v.location(0)->group) != from ? seen.moved : seen.not_moved)++;
@@ -226,30 +249,34 @@ TEST_CASE("crash: every step of a move, with host writes, flushes and a discard 
           "[tiering][crash]") {
   const std::uint64_t seed = test_seed();
   INFO("seed " << seed);
-  // New extents on the capacity tier: a promotion. On the performance tier
-  // first: a demotion.
-  const auto new_extents = GENERATE(new_extent_tier::capacity, new_extent_tier::performance_first);
-  INFO((new_extents == new_extent_tier::capacity ? "promotion" : "demotion"));
+  const auto kind = GENERATE(move_kind::promotion, move_kind::demotion, move_kind::to_cold, move_kind::from_cold);
+  INFO(name(kind));
+  // New extents on the performance tier first for a demotion; on the
+  // capacity tier for the others.
   const rig_shape shape{.performance_extents = 4,
                         .capacity_extents = 8,
-                        .new_extents = new_extents,
+                        .new_extents = kind == move_kind::demotion ? new_extent_tier::performance_first
+                                                                    : new_extent_tier::capacity,
                         .volatile_write_caches = true,
-                        .seed = seed};
+                        .seed = seed,
+                        .cold_extents = 8};
   std::size_t total = 0;
   {
     rig r(shape);
-    scenario s(r, seed);
-    REQUIRE(s.from == (new_extents == new_extent_tier::capacity ? tier::capacity : tier::performance));
+    scenario s(r, seed, kind);
+    REQUIRE(s.from == (kind == move_kind::demotion    ? tier::performance
+                       : kind == move_kind::from_cold ? tier::cold
+                                                      : tier::capacity));
     total = s.run(SIZE_MAX);
     REQUIRE_FALSE(s.move_result);
-    REQUIRE(r.p->tier_of(s.vol().location(0)->group) != s.from);
+    REQUIRE(r.p->tier_of(s.vol().location(0)->group) == s.to);
   }
   INFO("the scenario takes " << total << " steps");
   outcomes seen;
   for (std::size_t k = 0; k <= total; ++k) {
     INFO("crash after step " << k);
     rig r(shape);
-    scenario s(r, seed);
+    scenario s(r, seed, kind);
     s.run(k);
     crash(r, k % 2 == 0 ? device::power_loss::drop : device::power_loss::tear);
     check_after_crash(r, s.model, s.from, seen);

@@ -71,8 +71,8 @@ TEST_CASE("heat: interleaved scans each keep their own stream", "[tiering][heat]
   CHECK(total == Approx(4 * 4));  // each stream's first 1 MiB: four 256 KiB reads
 }
 
-TEST_CASE("heat: 20 bytes an extent, so a 1 PiB pool's heat and map fit 128 GiB with room", "[tiering][heat]") {
-  CHECK(heat_map::bytes_per_extent() == 20);
+TEST_CASE("heat: 24 bytes an extent (with its last I/O time), so a 1 PiB pool's heat and map fit 128 GiB with room", "[tiering][heat]") {
+  CHECK(heat_map::bytes_per_extent() == 24);
   const double extents = static_cast<double>(1ull << 50) / (4 << 20);  // 268 M
   const double bytes = extents * (heat_map::bytes_per_extent() + 8 /* the extent map's entry */);
   INFO(bytes / (1ull << 30) << " GiB");

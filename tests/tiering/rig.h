@@ -1,5 +1,5 @@
 // The tiering tests' pool: one performance group and two capacity groups
-// over memory devices (behind fault devices), with a real RocksDB store in
+// (and, when asked, a cold-tier group) over memory devices (behind fault devices), with a real RocksDB store in
 // a temporary directory, on a test loop in virtual time.
 #pragma once
 
@@ -38,6 +38,9 @@ struct rig_shape {
   std::uint64_t seed = 1;
   // The performance group as a RAID-1 pair (faults[0] and faults[1]).
   bool mirrored_performance = false;
+  // With cold_extents > 0, a cold-tier group of that many extents, last
+  // (the Ceph image's place; a memory device behind faults.back()).
+  std::uint64_t cold_extents = 0;
 };
 
 
@@ -69,6 +72,7 @@ struct rig {
     }
     add_group(tier::capacity, s.capacity_extents);
     add_group(tier::capacity, s.capacity_extents);
+    if (s.cold_extents > 0) add_group(tier::cold, s.cold_extents);
     if (s.cache_lines > 0) {
       auto m = memory_device::create(loop.context.get_executor(), {block_size, s.cache_lines * cache_line_blocks});
       REQUIRE(m);

@@ -385,7 +385,7 @@ class rig {
       const auto& c = v->counters();
       t.capacity_reads += c.reads(tiering::source::capacity).ios + c.reads(tiering::source::cache).ios;
       t.cache_reads += c.reads(tiering::source::cache).ios;
-      for (int s = 0; s < 4; ++s) {
+      for (int s = 0; s < tiering::source_count; ++s) {
         for (int w = 0; w < 2; ++w) {
           const auto& x = c.by_source[s][w];
           t.ios += x.ios;
