@@ -146,11 +146,22 @@ std::expected<array::served_pool, error> array::load_pool(const v1::Pool& record
   std::vector<tiering::pool_group> members;
   for (const write_cache::cached_group& c : cached) {
     device::block_device& d = p.write_cache ? p.write_cache->device_for(*c.group) : c.group->device();
-    members.push_back({&d, c.group->kind() == group_kind::raid6 ? tiering::tier::capacity : tiering::tier::performance});
+    members.push_back({&d, tier_of(c.group->kind())});
   }
   tiering::pool_options options;
   options.clock = const_cast<device::real_clock*>(&clock_);  // the pool reads it; the array's, as every layer's
   options.heat_history.interval = options_.heat_history_interval;
+  if (record.has_cold_cooling_seconds()) p.migration.cold_cooling = std::chrono::seconds(record.cold_cooling_seconds());
+  options.on_group_paused = [this, pool_name = record.name()](std::uint16_t g, const std::string& why) {
+    const served_pool* served = pool_named(pool_name);
+    const std::string group = served != nullptr && g < served->groups.size() ? served->groups[g] : "group " + std::to_string(g);
+    if (why.empty()) {
+      events_->record(severity::info, group, "takes extents again (" + pool_name + ")");
+    } else {
+      events_->record(severity::warning, group, "unavailable to " + pool_name + ": " + why +
+                                                    "; I/O to its extents fails meanwhile, the rest of the pool serves");
+    }
+  };
   options.on_writes_stopped = [this, pool_name = record.name()](const std::string& why) {
     if (why.empty()) {
       events_->record(severity::warning, pool_name, "writes go on again (retried after a full backing store)");
@@ -199,7 +210,7 @@ std::expected<array::served_pool, error> array::load_pool(const v1::Pool& record
 }
 
 void array::adopt_pool(const std::string& name, served_pool p) {
-  p.migrator = std::make_unique<tiering::migrator>(*p.pool, tiering::migrator_options{});
+  p.migrator = std::make_unique<tiering::migrator>(*p.pool, p.migration);
   p.migrator->start();
   auto [at, added] = pools_.emplace(name, std::move(p));
   if (replicas_) replicas_->hold(name);
@@ -622,7 +633,7 @@ void array::grow_pool(const std::string& pool, const std::string& name, std::fun
     return done(std::unexpected(make_error(errc::busy, "a read cache joins a pool when the pool is built")));
   }
   p->groups.push_back(name);  // the pool's next index: heat names it from now on
-  p->pool->add_group({&g.device(), g.kind() == group_kind::raid6 ? tiering::tier::capacity : tiering::tier::performance},
+  p->pool->add_group({&g.device(), tier_of(g.kind())},
                    [this, p, &g, done = std::move(done)](std::expected<std::uint16_t, error> added) {
                      if (!added) {
                        if (added.error().code == make_error_code(errc::invalid_argument)) p->groups.pop_back();  // refused: not in it

@@ -190,6 +190,16 @@ class array {
   // performance tier), whose record, and the pool record naming it, the
   // caller has kept: a crash before `done` is finished at the next start.
   void grow_pool(const std::string& pool, const std::string& name, std::function<void(std::expected<void, error>)> done);
+  // Takes a Ceph group (ceph_image::connect has checked and opened its
+  // image, off the loop) as new group `name` ("groups/c1"), and returns
+  // its record for the caller to keep, as form_group does. On the loop.
+  void adopt_ceph_group(const std::string& name, std::unique_ptr<ceph_image> image,
+                        std::function<void(std::expected<v1::DiskGroup, error>)> done);
+  // A Ceph group that a pool has paused (its cluster timed out, is down
+  // or full) shows GROUP_UNAVAILABLE, and why in its ceph.status. On the loop.
+  void describe_pause(v1::DiskGroup& group) const;
+  // The loop the array runs on (a Ceph image's completions come there).
+  boost::asio::io_context& loop() const noexcept { return loop_; }
   // Follows volume `name`'s extents as the migrator moves them all to tier
   // `to` (after its placement was set to match): operation `operation`
   // (kind "volume.move") gets the fraction moved each second, and ends
@@ -283,6 +293,16 @@ class array {
   // Assembles group record `key` from its superblocks on the shelf's drives
   // (driving the loop), and adds it to groups_.
   std::expected<void, error> assemble_named(const std::string& key, const std::string& bytes);
+  // A CEPH group record's group, opening its image in the background
+  // (array_ceph.cc).
+  std::unique_ptr<disk_group> open_ceph_group(const std::string& key, const v1::DiskGroup& record);
+  // A Ceph group of the plan: connected, checked and opened now (on a
+  // thread of its own while the loop goes on), its record filled in.
+  std::expected<std::unique_ptr<disk_group>, error> connect_planned_ceph(const group_plan& planned, v1::DiskGroup& record);
+  // Each sample: pools stop placing extents in a Ceph group whose cluster
+  // is out of reach or (nearly) full (tiering::pool::pause_group).
+  void watch_cold_groups();
+  std::set<std::pair<std::string, std::uint16_t>> cold_paused_;  // (pool, group index) paused by it
   // Makes the pool's volumes what the config records say: a volume the
   // pool has and the config does not is the rest of a delete (or of a
   // create that crashed before its record): it is deleted.
@@ -367,6 +387,7 @@ class array {
     std::unique_ptr<tiering::pool> pool;
     std::unique_ptr<tiering::migrator> migrator;
     std::vector<std::string> groups;
+    tiering::migrator_options migration;  // the record's cold cooling
     pool_ownership ownership;  // its owner and epoch, as on its groups' controller areas
     bool lost = false;         // the partner took it over while this controller was frozen: stepped down
   };

@@ -50,6 +50,14 @@ std::expected<void, error> array::build_default() {
     v1::DiskGroup record;
     record.set_name("groups/" + planned.name);
     record.set_kind(kind_of(planned.kind));
+    if (planned.kind == group_kind::ceph) {
+      auto made = connect_planned_ceph(planned, record);
+      if (!made) return std::unexpected(made.error());
+      records.put(record.name(), record.SerializeAsString());
+      groups_.push_back(std::move(*made));
+      group_names_.push_back(record.name());
+      continue;
+    }
     for (const std::string& drive : planned.drives) {
       const auto at = slot_of.find(drive);
       if (at == slot_of.end()) return std::unexpected(make_error(errc::invalid_argument, record.name() + ": no drive " + drive));
@@ -78,6 +86,7 @@ std::expected<void, error> array::build_default() {
     pool.set_owner("controllers/" + options_.controller);
     pool.set_ownership_epoch(1);
     pool.set_home("controllers/" + planned.home);
+    if (planned.cold_cooling_seconds) pool.set_cold_cooling_seconds(*planned.cold_cooling_seconds);
     records.put(pool.name(), pool.SerializeAsString());
   }
   const auto identity_bytes = area::encode(identity_, 1);
@@ -102,9 +111,7 @@ std::expected<void, error> array::build_default() {
     volume.set_name(pool + "/volumes/" + planned.name);
     volume.set_size_bytes(planned.bytes);
     volume.set_block_size_bytes(planned.block_size_bytes);
-    volume.set_affinity(planned.placement == tiering::affinity::performance ? v1::PERFORMANCE
-                        : planned.placement == tiering::affinity::archive   ? v1::CAPACITY
-                                                                            : v1::AUTO);
+    volume.set_affinity(affinity_of(planned.placement));
     volume.set_serial(new_volume_serial(planned.name));
     std::optional<std::expected<tiering::volume*, error>> created;
     pool_named(pool)->pool->create_volume(
@@ -271,12 +278,23 @@ std::expected<void, error> array::assemble_named(const std::string& key, const s
   group_id id{};
   if (record->group_id().size() != id.size()) return std::unexpected(make_error(errc::invalid_argument, "config: " + key + " has no group id"));
   std::copy(record->group_id().begin(), record->group_id().end(), id.begin());
+  const auto existing = std::ranges::find(group_names_, key);
+  const std::size_t index = existing == group_names_.end() ? groups_.size() : static_cast<std::size_t>(existing - group_names_.begin());
+  if (record->kind() == v1::CEPH) {
+    lost_groups_.erase(index);
+    if (index < groups_.size()) {
+      groups_[index] = open_ceph_group(key, *record);
+      return {};
+    }
+    groups_.push_back(open_ceph_group(key, *record));
+    group_names_.push_back(key);
+    if (bay_) bay_->group_added(groups_.size() - 1);
+    return {};
+  }
   std::vector<device::block_device*> all;
   for (std::size_t i = 0; i < shelf_->size(); ++i) all.push_back(&shelf_->drive(i));
   // A group this controller handed over or lost earlier is assembled
-  // anew in its place: the partner may have changed it since.
-  const auto existing = std::ranges::find(group_names_, key);
-  const std::size_t index = existing == group_names_.end() ? groups_.size() : static_cast<std::size_t>(existing - group_names_.begin());
+  // anew in its place (`index`): the partner may have changed it since.
   std::optional<std::expected<std::unique_ptr<disk_group>, error>> found;
   assemble_group(kind_of(record->kind()), id, all, group_options_for(index), [&](auto r) { found = std::move(r); });
   const std::size_t groups_before = groups_.size();

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "controller/disk_group.h"
+#include "controller/tiers.h"
 #include "raid/device/status.h"
 #include "strata/v1/resources.pb.h"
 
@@ -50,13 +51,16 @@ inline group_kind kind_of(v1::GroupKind k) {
   return k == v1::RAID6       ? group_kind::raid6
          : k == v1::RAID1     ? group_kind::raid1
          : k == v1::WRITE_LOG ? group_kind::write_log
+         : k == v1::CEPH      ? group_kind::ceph
                               : group_kind::read_cache;
 }
 inline v1::GroupKind kind_of(group_kind k) {
   return k == group_kind::raid6       ? v1::RAID6
          : k == group_kind::raid1     ? v1::RAID1
          : k == group_kind::write_log ? v1::WRITE_LOG
+         : k == group_kind::ceph      ? v1::CEPH
                                       : v1::READ_CACHE;
 }
+
 
 }  // namespace strata::controller::records

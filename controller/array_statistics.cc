@@ -28,6 +28,7 @@ void array::take_samples() {
     }
   }
   samples_ = std::move(next);  // deleted volumes drop out
+  watch_cold_groups();
   sampler_->expires_after(statistics_interval);
   sampler_->async_wait([this](boost::system::error_code ec) {
     if (!ec && !closed_) take_samples();
@@ -55,11 +56,12 @@ std::expected<void, error> array::volume_statistics(const std::string& name, v1:
   const std::uint64_t fast_reads = now.reads(tiering::source::performance).ios;
   out.set_read_cache_hits(cache_hits);
   out.set_performance_tier_reads(fast_reads);
-  out.set_read_pieces(cache_hits + fast_reads + now.reads(tiering::source::capacity).ios);
+  out.set_read_pieces(cache_hits + fast_reads + now.reads(tiering::source::capacity).ios + now.reads(tiering::source::cold).ios);
   const std::uint64_t extent_bytes = p->pool->extent_size_bytes();
   out.set_performance_bytes(v->mapped_extents_on(tiering::tier::performance) * extent_bytes);
   out.set_capacity_bytes(v->mapped_extents_on(tiering::tier::capacity) * extent_bytes);
-  out.set_allocated_bytes(out.performance_bytes() + out.capacity_bytes());
+  out.set_cold_bytes(v->mapped_extents_on(tiering::tier::cold) * extent_bytes);
+  out.set_allocated_bytes(out.performance_bytes() + out.capacity_bytes() + out.cold_bytes());
   if (p->write_cache) {
     // The volume's share of each cached group's dirty and lost blocks,
     // extent by extent.
@@ -105,10 +107,11 @@ std::expected<void, error> array::volume_statistics(const std::string& name, v1:
     return static_cast<double>(last.counters.reads(from).ios - before.counters.reads(from).ios);
   };
   const double cache = pieces(tiering::source::cache), fast = pieces(tiering::source::performance),
-               slow = pieces(tiering::source::capacity);
-  const double touched = cache + fast + slow;
+               slow = pieces(tiering::source::capacity), cold = pieces(tiering::source::cold);
+  const double touched = cache + fast + slow + cold;
   out.set_cache_hit_fraction(touched == 0 ? 0.0 : cache / touched);
   out.set_performance_tier_fraction(touched == 0 ? 0.0 : fast / touched);
+  out.set_cold_tier_fraction(touched == 0 ? 0.0 : cold / touched);
   return {};
 }
 
@@ -122,6 +125,8 @@ std::expected<void, error> array::pool_statistics(const std::string& name, v1::P
   out.set_performance_free_bytes(pool.free_extents(tiering::tier::performance) * extent_bytes);
   out.set_capacity_bytes(pool.capacity_extents(tiering::tier::capacity) * extent_bytes);
   out.set_capacity_free_bytes(pool.free_extents(tiering::tier::capacity) * extent_bytes);
+  out.set_cold_bytes(pool.capacity_extents(tiering::tier::cold) * extent_bytes);
+  out.set_cold_free_bytes(pool.free_extents(tiering::tier::cold) * extent_bytes);
   out.set_committed_bytes(pool.committed_bytes());
   out.set_writes_stopped(pool.writes_stopped());
   if (served->write_cache) served->write_cache->statistics(out);
@@ -129,6 +134,8 @@ std::expected<void, error> array::pool_statistics(const std::string& name, v1::P
     const tiering::migrator_counters& moved = served->migrator->counters();
     out.set_promotions(moved.promotions);
     out.set_demotions(moved.demotions);
+    out.set_cold_demotions(moved.cold_demotions);
+    out.set_cold_promotions(moved.cold_promotions);
     out.set_migrated_bytes(moved.bytes_moved);
     out.set_failed_moves(moved.failed_moves);
     out.set_moves_in_flight(served->migrator->moves_in_flight());
@@ -177,7 +184,7 @@ std::expected<void, error> array::heat(const std::string& name, bool hottest_fir
     row->set_read_bytes(h.read_bytes);
     row->set_write_bytes(h.write_bytes);
     if (const auto at = v->location(e)) {
-      row->set_tier(pool.tier_of(at->group) == tiering::tier::performance ? v1::TIER_PERFORMANCE : v1::TIER_CAPACITY);
+      row->set_tier(tier_of(pool.tier_of(at->group)));
       row->set_group(at->group < p->groups.size() ? p->groups[at->group] : "");
     } else {
       row->set_tier(v1::TIER_UNMAPPED);

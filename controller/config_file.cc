@@ -368,11 +368,13 @@ array_plan read_plan(const toml::table& root, const std::filesystem::path& base,
 
   std::map<std::string, group_kind> group_kinds;
   std::map<std::string, std::string> member_of;  // drive -> group
+  const std::initializer_list<std::string_view> group_keys{"name",     "kind",       "drives", "monitors", "user",
+                                                           "keyring",  "rados_pool", "image",  "size",     "create"};
   for (std::size_t i = 0; i < groups.size(); ++i) {
-    const section s(*groups[i], "group", i + 1, {"name", "kind", "drives"});
+    const section s(*groups[i], "group", i + 1, group_keys);
     group_plan g;
     g.name = s.name();
-    const std::string kind = s.required_string("kind", "\"raid6\", \"raid1\", \"read_cache\" or \"write_log\"");
+    const std::string kind = s.required_string("kind", "\"raid6\", \"raid1\", \"read_cache\", \"write_log\" or \"ceph\"");
     if (kind == "raid6") {
       g.kind = group_kind::raid6;
     } else if (kind == "raid1") {
@@ -381,10 +383,31 @@ array_plan read_plan(const toml::table& root, const std::filesystem::path& base,
       g.kind = group_kind::read_cache;
     } else if (kind == "write_log") {
       g.kind = group_kind::write_log;
+    } else if (kind == "ceph") {
+      g.kind = group_kind::ceph;
     } else {
-      s.fail("kind", in_quotes(kind) + " is not \"raid6\", \"raid1\", \"read_cache\" or \"write_log\"");
+      s.fail("kind", in_quotes(kind) + " is not \"raid6\", \"raid1\", \"read_cache\", \"write_log\" or \"ceph\"");
     }
     if (!group_kinds.emplace(g.name, g.kind).second) s.fail("name", "a second group named " + g.name);
+    if (g.kind == group_kind::ceph) {
+      // An RBD image in a Ceph cluster: no drives; how to reach it.
+      if (s.get("drives") != nullptr) s.fail("drives", "a Ceph group has no drives: Ceph keeps its redundancy");
+      g.ceph.monitors = s.required_string("monitors", "the monitors' addresses, \"127.0.0.1:3300\"");
+      g.ceph.user = s.string("user").value_or("admin");
+      g.ceph.keyring_path = s.required_string("keyring", "the keyring file holding the cephx user's key");
+      g.ceph.rados_pool = s.required_string("rados_pool", "the RADOS pool of the image");
+      g.ceph.image = s.required_string("image", "the RBD image's name");
+      const auto bytes = s.size("size");
+      if (!bytes) s.missing("size", "the image's size, a multiple of 4 MiB");
+      if (*bytes == 0 || *bytes % (4 << 20) != 0) s.fail("size", std::to_string(*bytes) + " bytes is not a positive multiple of 4 MiB");
+      g.ceph.size_bytes = *bytes;
+      g.ceph.create = s.boolean("create").value_or(false);
+      plan.groups.push_back(std::move(g));
+      continue;
+    }
+    for (std::string_view key : {"monitors", "user", "keyring", "rados_pool", "image", "size", "create"}) {
+      if (s.get(key) != nullptr) s.fail(key, "only a Ceph group (kind = \"ceph\") has it");
+    }
     if (s.get("drives") == nullptr) s.missing("drives", "the names of its drives, in member order");
     for (const auto& [drive, at] : s.strings("drives")) {
       const auto d = drive_index.find(drive);
@@ -422,7 +445,7 @@ array_plan read_plan(const toml::table& root, const std::filesystem::path& base,
   }
   std::map<std::string, std::string> group_pool;  // group -> the pool using it
   for (std::size_t i = 0; i < pools.size(); ++i) {
-    section s(*pools[i], "pool", pools.size() == 1 ? 0 : i + 1, {"name", "groups", "read_cache", "write_log", "home"});
+    section s(*pools[i], "pool", pools.size() == 1 ? 0 : i + 1, {"name", "groups", "read_cache", "write_log", "home", "cold_cooling_seconds"});
     pool_plan p;
     if (s.get("name") != nullptr) p.name = s.name();
     s.rename("pool " + p.name);  // named, as the default's is too
@@ -466,6 +489,12 @@ array_plan read_plan(const toml::table& root, const std::filesystem::path& base,
       if (*home != "a" && *home != "b") s.fail("home", in_quotes(*home) + " is not \"a\" or \"b\"");
       p.home = *home;
     }
+    if (const toml::node* cooling = s.get("cold_cooling_seconds")) {
+      if (!cooling->is_integer() || cooling->as_integer()->get() < 0) {
+        s.fail(*cooling, "cold_cooling_seconds", "expected a number of seconds, 0 or more (0: nothing moves to Ceph)");
+      }
+      p.cold_cooling_seconds = static_cast<std::uint64_t>(cooling->as_integer()->get());
+    }
     plan.pools.push_back(std::move(p));
   }
 
@@ -473,7 +502,7 @@ array_plan read_plan(const toml::table& root, const std::filesystem::path& base,
   for (std::size_t i = 0; i < groups.size(); ++i) {
     const group_plan& g = plan.groups[i];
     if (group_pool.contains(g.name)) continue;
-    const section s(*groups[i], "group", i + 1, {"name", "kind", "drives"});
+    const section s(*groups[i], "group", i + 1, group_keys);
     s.fail("name", "no pool uses it (name it in a [pool]'s " +
                        std::string(g.kind == group_kind::read_cache ? "read_cache"
                                    : g.kind == group_kind::write_log ? "write_log"
@@ -500,8 +529,10 @@ array_plan read_plan(const toml::table& root, const std::filesystem::path& base,
       v.placement = tiering::affinity::performance;
     } else if (placement == "capacity") {
       v.placement = tiering::affinity::archive;
+    } else if (placement == "local") {
+      v.placement = tiering::affinity::local;
     } else {
-      s.fail("placement", in_quotes(placement) + " is not \"auto\", \"performance\" or \"capacity\"");
+      s.fail("placement", in_quotes(placement) + " is not \"auto\", \"performance\", \"capacity\" or \"local\"");
     }
     if (const toml::node* block = s.get("block_size")) {
       if (!block->is_integer()) s.fail(*block, "block_size", std::string("expected 512 or 4096, found ") + type_name(block->type()));
@@ -592,10 +623,10 @@ std::vector<std::string> start_default(array_plan& plan, std::vector<drive_spec>
   for (const drive_spec& d : drives) (d.kind == drive_kind::hdd ? hdds : ssds).push_back(d.name);
   const auto half = static_cast<std::ptrdiff_t>(hdds.size() / 2);
   plan.drives = std::move(drives);
-  plan.groups = {{"g1", group_kind::raid6, {hdds.begin(), hdds.begin() + half}},
-                 {"g2", group_kind::raid6, {hdds.begin() + half, hdds.end()}},
-                 {"g3", group_kind::raid1, {ssds.at(0), ssds.at(1)}},
-                 {"g4", group_kind::read_cache, {ssds.at(2)}}};
+  plan.groups = {{"g1", group_kind::raid6, {hdds.begin(), hdds.begin() + half}, {}},
+                 {"g2", group_kind::raid6, {hdds.begin() + half, hdds.end()}, {}},
+                 {"g3", group_kind::raid1, {ssds.at(0), ssds.at(1)}, {}},
+                 {"g4", group_kind::read_cache, {ssds.at(2)}, {}}};
   plan.hosts = {{"all", {}, true, {}, {}, {}, {}, {}}};
   return ssds;
 }
@@ -605,9 +636,9 @@ std::vector<std::string> start_default(array_plan& plan, std::vector<drive_spec>
 array_plan default_plan(std::vector<drive_spec> drives, std::uint64_t volume_bytes) {
   array_plan plan;
   const std::vector<std::string> ssds = start_default(plan, std::move(drives));
-  pool_plan pool{"p1", {"g1", "g2", "g3"}, "g4", "", "a"};
+  pool_plan pool{"p1", {"g1", "g2", "g3"}, "g4", "", "a", std::nullopt};
   if (ssds.size() >= 5) {  // a shelf of 3 SSDs (before the write log) has none
-    plan.groups.push_back({"g5", group_kind::write_log, {ssds.at(3), ssds.at(4)}});
+    plan.groups.push_back({"g5", group_kind::write_log, {ssds.at(3), ssds.at(4)}, {}});
     pool.write_log_group = "g5";
   }
   plan.pools = {pool};
@@ -619,11 +650,11 @@ array_plan default_plan(std::vector<drive_spec> drives, std::uint64_t volume_byt
 array_plan dual_plan(std::vector<drive_spec> drives, std::uint64_t volume_bytes) {
   array_plan plan;
   const std::vector<std::string> ssds = start_default(plan, std::move(drives));
-  plan.groups.insert(plan.groups.end(), {{"g5", group_kind::write_log, {ssds.at(3), ssds.at(4)}},
-                                         {"g6", group_kind::raid1, {ssds.at(5), ssds.at(6)}},
-                                         {"g7", group_kind::read_cache, {ssds.at(7)}},
-                                         {"g8", group_kind::write_log, {ssds.at(8), ssds.at(9)}}});
-  plan.pools = {{"p1", {"g1", "g3"}, "g4", "g5", "a"}, {"p2", {"g2", "g6"}, "g7", "g8", "b"}};
+  plan.groups.insert(plan.groups.end(), {{"g5", group_kind::write_log, {ssds.at(3), ssds.at(4)}, {}},
+                                         {"g6", group_kind::raid1, {ssds.at(5), ssds.at(6)}, {}},
+                                         {"g7", group_kind::read_cache, {ssds.at(7)}, {}},
+                                         {"g8", group_kind::write_log, {ssds.at(8), ssds.at(9)}, {}}});
+  plan.pools = {{"p1", {"g1", "g3"}, "g4", "g5", "a", std::nullopt}, {"p2", {"g2", "g6"}, "g7", "g8", "b", std::nullopt}};
   plan.volumes = {{"v1", volume_bytes, tiering::affinity::automatic, 512, "p1"},
                   {"v2", volume_bytes, tiering::affinity::automatic, 512, "p2"}};
   plan.mappings = {{"v1", "all", 0}, {"v2", "all", 1}};

@@ -42,10 +42,23 @@ namespace strata::controller {
 
 // A RAID group to format: RAID-6 (the capacity tier) of 4 or more drives,
 // RAID-1 (the performance tier) of 2 or more, or the read cache, one SSD.
+// A Ceph group: an RBD image, and how to reach its cluster (v1::CephImage).
+struct ceph_plan {
+  std::string monitors;
+  std::string user = "admin";
+  std::string keyring_path;
+  std::string rados_pool;
+  std::string image;
+  std::uint64_t size_bytes = 0;
+  bool create = false;  // make the image (else it must exist, of this size)
+  bool operator==(const ceph_plan&) const = default;
+};
+
 struct group_plan {
   std::string name;
   group_kind kind = group_kind::raid6;
   std::vector<std::string> drives;  // drive names, in member order
+  ceph_plan ceph;                   // kind ceph only (no drives)
   bool operator==(const group_plan&) const = default;
 };
 
@@ -60,6 +73,9 @@ struct pool_plan {
   // a builds every pool and hands b its own once b's copy of the pool's
   // metadata is current.
   std::string home = "a";
+  // With a Ceph group: how long an extent stays idle before it moves
+  // there (v1::Pool.cold_cooling_seconds); none: the default, 31 days.
+  std::optional<std::uint64_t> cold_cooling_seconds;
   bool operator==(const pool_plan&) const = default;
 };
 

@@ -16,6 +16,8 @@ const char* to_string(group_kind k) noexcept {
       return "READ_CACHE";
     case group_kind::write_log:
       return "WRITE_LOG";
+    case group_kind::ceph:
+      return "CEPH";
   }
   return "?";
 }
@@ -70,8 +72,23 @@ unsigned disk_group::failed_members() const noexcept {
 }
 
 bool disk_group::failed() const noexcept {
-  // RAID-6 survives two lost members; RAID-1 (and the read cache) one working member.
+  // RAID-6 survives two lost members; RAID-1 (and the read cache) one
+  // working member; a Ceph group is never lost here (an outage ends).
+  if (kind_ == group_kind::ceph) return false;
   return kind_ == group_kind::raid6 ? failed_members() > 2 : failed_members() == member_count();
+}
+
+ceph_image* disk_group::ceph() const noexcept {
+  const auto* g = std::get_if<std::unique_ptr<ceph_image>>(&group_);
+  return g != nullptr ? g->get() : nullptr;
+}
+
+std::unique_ptr<disk_group> ceph_disk_group(const group_id& id, std::unique_ptr<ceph_image> image) {
+  auto g = std::make_unique<disk_group>();
+  g->kind_ = group_kind::ceph;
+  g->id_ = id;
+  g->group_ = std::move(image);
+  return g;
 }
 
 void disk_group::fail_member(unsigned member) {
@@ -117,6 +134,7 @@ bool disk_group::scrubbing() const noexcept {
 
 raid::resync_progress disk_group::resync_status() const {
   if (const auto* g = std::get_if<std::unique_ptr<raid::raid6_group>>(&group_)) return (*g)->resync_status();
+  if (ceph() != nullptr) return {};
   const raid::rebuild_progress copy = std::get<std::unique_ptr<raid::raid1_group>>(group_)->resync_status();
   raid::resync_progress p;
   p.running = copy.running;

@@ -21,6 +21,7 @@
 
 #include "raid/device/block_device.h"
 #include "raid/device/clock.h"
+#include "controller/ceph_group.h"
 #include "raid/device/status.h"
 #include "raid/raid1_group.h"
 #include "raid/raid6_group.h"
@@ -28,9 +29,10 @@
 namespace strata::controller {
 
 // RAID-6 (the capacity tier), RAID-1 (the performance tier), the read
-// cache: a RAID-1 group of one SSD, whose loss loses nothing, and the
-// write log of a pool's write-back cache: a RAID-1 group of 2 or more SSDs.
-enum class group_kind : std::uint8_t { raid6, raid1, read_cache, write_log };
+// cache: a RAID-1 group of one SSD, whose loss loses nothing, the write
+// log of a pool's write-back cache: a RAID-1 group of 2 or more SSDs, and
+// an RBD image in a Ceph cluster (the cold tier; ceph_group.h).
+enum class group_kind : std::uint8_t { raid6, raid1, read_cache, write_log, ceph };
 const char* to_string(group_kind k) noexcept;
 
 using group_id = std::array<std::uint8_t, 16>;
@@ -91,15 +93,21 @@ class disk_group {
   void cancel_scrub() noexcept;
   bool scrubbing() const noexcept;
   double scrub_fraction() const noexcept;  // of the running scrub
+  // A Ceph group's image, or null for the others.
+  ceph_image* ceph() const noexcept;
 
  private:
   friend void create_group(group_kind, std::vector<device::block_device*>, const group_options&, group_done);
   friend void assemble_group(group_kind, const group_id&, std::vector<device::block_device*>, const group_options&,
                              group_done);
+  friend std::unique_ptr<disk_group> ceph_disk_group(const group_id&, std::unique_ptr<ceph_image>);
   group_kind kind_ = group_kind::raid6;
   group_id id_{};
-  std::variant<std::unique_ptr<raid::raid6_group>, std::unique_ptr<raid::raid1_group>> group_;
+  std::variant<std::unique_ptr<raid::raid6_group>, std::unique_ptr<raid::raid1_group>, std::unique_ptr<ceph_image>> group_;
 };
+
+// A Ceph group over an image ceph_image has opened (or is opening).
+std::unique_ptr<disk_group> ceph_disk_group(const group_id& id, std::unique_ptr<ceph_image> image);
 
 
 // Formats `members` (blank: a drive with a superblock is refused) into a

@@ -282,6 +282,26 @@ void drive_bay::describe(v1::DiskGroup& group) const {
   group.set_resync_unverifiable_stripes(resync.unverifiable);
   const device::block_geometry& geometry = g.device().geometry();
   group.set_size_bytes(geometry.block_count * geometry.logical_block_size_bytes);
+  if (const ceph_image* image = g.ceph()) describe_ceph(*image, group);
+}
+
+void describe_ceph(const ceph_image& image, v1::DiskGroup& group) {
+  const ceph_status s = image.status();
+  v1::CephImage& out = *group.mutable_ceph();
+  out.set_connected(s.connected);
+  out.set_status(s.status);
+  out.set_health(s.health);
+  out.clear_health_checks();
+  bool unavailable = !s.connected || !s.status.empty();
+  for (const std::string& check : s.checks) {
+    out.add_health_checks(check);
+    // Placement groups that cannot serve I/O: some of the image can't either.
+    unavailable = unavailable || check.starts_with("PG_AVAILABILITY");
+  }
+  out.set_cluster_size_bytes(s.usage.size_bytes);
+  out.set_cluster_used_bytes(s.usage.used_bytes);
+  out.set_cluster_available_bytes(s.usage.available_bytes);
+  group.set_state(unavailable ? v1::GROUP_UNAVAILABLE : v1::GROUP_OPTIMAL);
 }
 
 std::expected<void, error> drive_bay::fail_disk(const std::string& name) {

@@ -174,4 +174,9 @@ class drive_bay {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
+// A Ceph group's output fields: its cluster as last seen, and its state
+// (GROUP_UNAVAILABLE while the image is not open or the cluster cannot
+// serve all of it).
+void describe_ceph(const ceph_image& image, v1::DiskGroup& group);
+
 }  // namespace strata::controller

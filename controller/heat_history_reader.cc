@@ -5,6 +5,7 @@
 #include <map>
 #include <vector>
 
+#include "controller/tiers.h"
 #include "tiering/heat_history.h"
 #include "tiering/metadata_store.h"
 #include "tiering/records.h"
@@ -14,10 +15,6 @@ namespace strata::controller {
 namespace {
 
 constexpr std::string_view token_prefix = "heat-history/";
-
-v1::Tier tier_of(tiering::tier t) {
-  return t == tiering::tier::performance ? v1::TIER_PERFORMANCE : v1::TIER_CAPACITY;
-}
 
 }  // namespace
 

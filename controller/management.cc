@@ -692,6 +692,7 @@ void management::describe(v1::DiskGroup& group) const {
   }
   (void)on_loop(*array_, [this, &group](auto done) {
     array_->drives().describe(group);
+    array_->describe_pause(group);
     done({});
   });
 }

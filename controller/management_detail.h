@@ -15,6 +15,7 @@
 #include "controller/array.h"
 #include "controller/management.h"
 #include "controller/names.h"
+#include "controller/tiers.h"
 
 namespace strata::controller::management_detail {
 
@@ -78,11 +79,6 @@ inline std::string lower(std::string s) {
 
 inline bool is_volume_name(const std::string& name) { return name.find("/volumes/") != std::string::npos; }
 
-inline tiering::affinity placement_of(v1::Affinity a) {
-  return a == v1::PERFORMANCE ? tiering::affinity::performance
-         : a == v1::CAPACITY  ? tiering::affinity::archive
-                              : tiering::affinity::automatic;
-}
 
 inline std::unexpected<refusal> no_array(const std::string& to) { return refuse(kind::unavailable, "", "no array " + to); }
 

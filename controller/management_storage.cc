@@ -67,6 +67,20 @@ outcome<v1::Pool> management::update_pool(const v1::Pool& want, const std::vecto
 
 namespace {
 
+// What is missing or malformed in a Ceph group's inputs (the field, and
+// why), before the cluster is asked anything.
+std::optional<std::pair<std::string, std::string>> ceph_input_problem(const v1::CephImage& c) {
+  constexpr std::uint64_t extent_bytes = 4 << 20;  // the pools' extent size
+  if (c.monitors().empty()) return std::pair{"monitors", "give the monitors' addresses (\"127.0.0.1:3300\")"};
+  if (c.keyring_path().empty()) return std::pair{"keyring_path", "give the keyring file holding the cephx user's key"};
+  if (c.rados_pool().empty()) return std::pair{"rados_pool", "give the RADOS pool of the image"};
+  if (c.image().empty()) return std::pair{"image", "give the RBD image's name"};
+  if (c.size_bytes() == 0 || c.size_bytes() % extent_bytes != 0) {
+    return std::pair{"size_bytes", std::to_string(c.size_bytes()) + " is not a positive multiple of the 4 MiB extent"};
+  }
+  return std::nullopt;
+}
+
 // "controllers/b" of "b" or "controllers/b"; empty if neither a nor b.
 std::string controller_named(const std::string& name) {
   const std::string full = name.starts_with("controllers/") ? name : "controllers/" + name;
@@ -362,8 +376,12 @@ outcome<v1::DiskGroup> management::create_group(const std::string& id, const v1:
     case v1::READ_CACHE:
       if (n != 1) return invalid("group.members", "a read cache is one SSD, not " + std::to_string(n) + " disks");
       break;
+    case v1::CEPH:
+      if (n != 0) return invalid("group.members", "a Ceph group has no disks: Ceph keeps its redundancy");
+      if (auto bad = ceph_input_problem(g.ceph())) return invalid("group.ceph." + bad->first, bad->second);
+      break;
     default:
-      return invalid("group.kind", "RAID6, RAID1 or READ_CACHE");
+      return invalid("group.kind", "RAID6, RAID1, READ_CACHE or CEPH");
   }
   std::lock_guard hold(changes_);
   const std::string name = "groups/" + id;
@@ -394,7 +412,33 @@ outcome<v1::DiskGroup> management::create_group(const std::string& id, const v1:
   if (auto allowed = may_change("to make the group in"); !allowed) return std::unexpected(allowed.error());
   const std::vector<std::string> members(g.members().begin(), g.members().end());
   v1::DiskGroup out;
-  auto formed = on_loop(*array_, [this, name, made = g.kind(), members, &out](auto done) {
+  if (g.kind() == v1::CEPH) {
+    // Every input is checked against the cluster here, off the loop, before
+    // anything is recorded: a refusal changes nothing in the array.
+    ceph_group_spec spec;
+    spec.connection.monitors = g.ceph().monitors();
+    spec.connection.user = g.ceph().user().empty() ? "admin" : g.ceph().user();
+    spec.connection.keyring_path = g.ceph().keyring_path();
+    // A monitor that is there answers in milliseconds; the answer must
+    // reach the client within its call's deadline (10 s for the CLI).
+    spec.connection.connect_timeout = std::chrono::seconds(5);
+    spec.rados_pool = g.ceph().rados_pool();
+    spec.image = g.ceph().image();
+    spec.size_bytes = g.ceph().size_bytes();
+    auto image = ceph_image::connect(array_->loop(), spec, g.ceph().create(), {});
+    if (!image) return refused(image.error(), "group.ceph");
+    auto shared = std::make_shared<std::unique_ptr<ceph_image>>(std::move(*image));
+    auto adopted = on_loop(*array_, [this, name, shared, &out](auto done) {
+      array_->adopt_ceph_group(name, std::move(*shared), [&out, done](std::expected<v1::DiskGroup, error> r) {
+        if (!r) return done(std::unexpected(r.error()));
+        out = std::move(*r);
+        done({});
+      });
+    });
+    if (!adopted) return refused(adopted.error(), "group_id");
+  }
+  std::expected<void, error> formed;
+  if (g.kind() != v1::CEPH) formed = on_loop(*array_, [this, name, made = g.kind(), members, &out](auto done) {
     array_->form_group(name,
                        made == v1::RAID6       ? group_kind::raid6
                        : made == v1::RAID1     ? group_kind::raid1
@@ -430,8 +474,11 @@ outcome<v1::DiskGroup> management::create_group(const std::string& id, const v1:
       return refused(grown.error(), "pool");
     }
   }
-  array_->events().record(severity::info, name, v1::GroupKind_Name(g.kind()) + " of " + std::to_string(n) + " disks made" +
-                                                    (pool ? ", " + pool->name() + " grown by it" : ""));
+  array_->events().record(severity::info, name,
+                          (g.kind() == v1::CEPH ? "CEPH group made over image " + g.ceph().rados_pool() + "/" + g.ceph().image() +
+                                                      " at " + g.ceph().monitors()
+                                                : v1::GroupKind_Name(g.kind()) + " of " + std::to_string(n) + " disks made") +
+                              (pool ? ", " + pool->name() + " grown by it" : ""));
   describe(out);
   return out;
 }

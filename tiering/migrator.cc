@@ -94,7 +94,7 @@ void migrator::plan() {
       const std::optional<extent_location> where = v->location(e);
       if (!where || v->moving(e)) continue;
       const tier on = pool_.tier_of(where->group);
-      if (on == tier::cold) continue;  // plan_cold's
+      if (on == tier::cold || (on == tier::performance && cooled(*v, e))) continue;  // plan_cold's
       if (on == tier::performance) {
         residents.push_back({a == affinity::performance, a == affinity::archive ? archive_score : heat.score(e), v, e});
       } else if (a == affinity::performance) {
@@ -140,6 +140,19 @@ void migrator::plan() {
   }
 }
 
+bool migrator::may_go_cold(const volume& v) noexcept {
+  const affinity a = v.record().placement;
+  return a == affinity::automatic || a == affinity::archive;
+}
+
+bool migrator::cooled(const volume& v, std::uint64_t extent) const noexcept {
+  // Hot enough to be promoted is never cooled, however short the cooling
+  // (a promoted extent must not go straight back).
+  return options_.cold_cooling > device::duration::zero() && pool_.capacity_extents(tier::cold) > 0 && may_go_cold(v) &&
+         static_cast<double>(v.heat().idle_seconds(extent)) >= std::chrono::duration<double>(options_.cold_cooling).count() &&
+         v.heat().score(extent) < options_.promote_min_score;
+}
+
 void migrator::plan_cold(std::vector<planned_move>& urgent, std::vector<planned_move>& promotions,
                          std::vector<planned_move>& cooled) {
   if (pool_.capacity_extents(tier::cold) == 0) return;
@@ -149,18 +162,20 @@ void migrator::plan_cold(std::vector<planned_move>& urgent, std::vector<planned_
     std::uint64_t extent;
   };
   std::vector<candidate> idle;     // on the capacity tier, allowed in the cold tier
+  std::vector<candidate> resting;  // on the performance tier, cooled: straight to the cold tier
   std::vector<candidate> back;     // on the cold tier, hot enough to come back
   std::vector<candidate> pinned;   // on the cold tier, of volumes kept off it
   for (volume* v : pool_.volumes()) {
     if (!v->online()) continue;
-    const affinity a = v->record().placement;
-    const bool may_go = a == affinity::automatic || a == affinity::archive;
+    const bool may_go = may_go_cold(*v);
     const heat_map& heat = v->heat();
     for (std::uint64_t e = 0; e < v->extent_count(); ++e) {
       const std::optional<extent_location> where = v->location(e);
       if (!where || v->moving(e) || !pool_.takes_extents(where->group)) continue;
       const tier on = pool_.tier_of(where->group);
-      if (on == tier::capacity && may_go) {
+      if (on == tier::performance) {
+        if (this->cooled(*v, e)) resting.push_back({static_cast<double>(heat.idle_seconds(e)), v, e});
+      } else if (on == tier::capacity && may_go && heat.score(e) < options_.promote_min_score) {
         idle.push_back({static_cast<double>(heat.idle_seconds(e)), v, e});
       } else if (on == tier::cold && !may_go) {
         pinned.push_back({0, v, e});
@@ -187,6 +202,14 @@ void migrator::plan_cold(std::vector<planned_move>& urgent, std::vector<planned_
       (short_of_room ? urgent : cooled).push_back({c.vol, c.extent, tier::capacity, tier::cold});
       --cold_free;
       ++capacity_free;
+    }
+    // Cooled on the performance tier (it had room to keep them): they go
+    // too, rather than hold SSD space for a month of nothing.
+    std::sort(resting.begin(), resting.end(), larger_first);
+    for (const candidate& c : resting) {
+      if (cold_free == 0) break;
+      cooled.push_back({c.vol, c.extent, tier::performance, tier::cold});
+      --cold_free;
     }
   }
   // Coming back never takes the capacity tier below its low water, or a

@@ -16,7 +16,8 @@
 // With a cold tier (a Ceph RBD image), it also plans, on the capacity tier
 // and the cold tier:
 //   - extents without a counted I/O for `cold_cooling` (of pool age: time
-//     down does not count) go to the cold tier, the longest idle first;
+//     down does not count) go to the cold tier, the longest idle first,
+//     from the capacity tier and from the performance tier alike;
 //     sooner, while the capacity tier's free extents are below
 //     `capacity_low_water` of it (the cold tier is what lets a pool hold
 //     more than its enclosure). `local` and `performance` volumes never go
@@ -119,6 +120,11 @@ class migrator {
   // now, what comes back, and what merely cooled.
   void plan_cold(std::vector<planned_move>& urgent, std::vector<planned_move>& promotions,
                  std::vector<planned_move>& cooled);
+  // Whether volume `v`'s extents may live in the cold tier (its affinity).
+  static bool may_go_cold(const volume& v) noexcept;
+  // Whether the extent has been idle for the cooling time, with a cold
+  // tier to go to and an affinity that lets it.
+  bool cooled(const volume& v, std::uint64_t extent) const noexcept;
   void start_moves();
   bool rate_allows() noexcept;
 

@@ -682,6 +682,12 @@ void pool::pause_group(std::uint16_t g, const std::string& reason) {
   pause_timer_->arm(group_pauses_[g].until);
 }
 
+void pool::resume_group(std::uint16_t g) {
+  if (group_pauses_[g].reason.empty()) return;
+  group_pauses_[g].reason.clear();
+  if (options_.on_group_paused) options_.on_group_paused(g, {});
+}
+
 void pool::resume_groups() {
   const device::time_point now = options_.clock->now();
   std::optional<device::time_point> next;

@@ -240,6 +240,8 @@ class pool {
   // takes no new extents and no moves until options.pause_interval has
   // passed without another pause. Calls while paused extend it.
   void pause_group(std::uint16_t g, const std::string& reason);
+  // Ends group `g`'s pause now (its owner knows the store is back).
+  void resume_group(std::uint16_t g);
   // Why group `g` is paused, or empty.
   const std::string& group_pause(std::uint16_t g) const noexcept { return group_pauses_[g].reason; }
   // Whether extents may be allocated on, or moved to or from, group `g`.

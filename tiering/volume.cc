@@ -477,6 +477,10 @@ void volume::on_group_done(request& r) noexcept {
     p.skip_cache = true;
     return v.dispatch(p);
   }
+  if ((r.operation == op::write || r.operation == op::discard) && v.pool_.tier_of(p.group) == tier::cold) {
+    if (v.cold_written_.size() <= p.group) v.cold_written_.resize(v.pool_.group_count());
+    v.cold_written_[p.group] = true;
+  }
   if (p.updates_pending > 0) {
     p.capacity_done = true;  // the cache's copies finish the piece
     return;
@@ -652,8 +656,17 @@ void volume::piece_done(piece& p, std::error_code result) {
 
 void volume::flush_groups(outer_io& o) {
   o.flushes.resize(pool_.group_count());
+  cold_written_.resize(pool_.group_count());
   for (std::uint16_t g = 0; g < pool_.group_count(); ++g) {
     if (!pool_.group_usable(g)) continue;  // nothing of an online volume's is there
+    if (pool_.tier_of(g) == tier::cold) {
+      // A cold group is flushed only for the host's own writes there that
+      // completed since the last flush (moves flush their copies
+      // themselves): so a Ceph outage stalls no flush of a volume that
+      // wrote nothing there. A failed flush keeps the mark for the next.
+      if (!cold_written_[g]) continue;
+      cold_written_[g] = false;
+    }
     request& f = o.flushes[g];
     f = request{};
     f.operation = op::flush;
@@ -663,7 +676,9 @@ void volume::flush_groups(outer_io& o) {
       outer_io& fo = *static_cast<outer_io*>(r.context);
       volume& v = *fo.vol;
       std::error_code result = r.result;
-      v.note_group_result(static_cast<std::uint16_t>(&r - fo.flushes.data()), result);
+      const auto group = static_cast<std::uint16_t>(&r - fo.flushes.data());
+      if (result && v.pool_.tier_of(group) == tier::cold) v.cold_written_[group] = true;
+      v.note_group_result(group, result);
       if (result == errc::device_failed && v.online()) result = {};  // the volume had nothing there to flush
       if (result && !fo.result) fo.result = result;
       v.op_done(fo);

@@ -252,6 +252,9 @@ class volume final : public device::block_device {
   std::vector<std::uint64_t> map_;
   std::uint64_t mapped_ = 0;
   std::uint64_t mapped_on_[tier_count]{};  // mapped_ by tier
+  // Per group: a host write to it (a cold-tier group) completed since the
+  // last flush started there; flush_groups flushes only those.
+  std::vector<bool> cold_written_;
   heat_map heat_;
   volume_counters counters_;
   // Extents being allocated or unmapped, with the pieces waiting on them.

@@ -6,6 +6,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -130,6 +131,24 @@ std::expected<ceph_usage, error> ceph_cluster::usage() const {
   return ceph_usage{stat.kb * 1024, stat.kb_used * 1024, stat.kb_avail * 1024};
 }
 
+std::expected<void, error> create_rbd_image(const ceph_cluster& cluster, const std::string& pool,
+                                            const std::string& image, std::uint64_t size_bytes) {
+  const std::string name = pool + "/" + image;
+  if (size_bytes == 0) return std::unexpected(make_error(errc::invalid_argument, name + ": a size of 0 bytes"));
+  rados_ioctx_t ioctx = nullptr;
+  if (int r = rados_ioctx_create(cluster.handle(), pool.c_str(), &ioctx); r < 0) {
+    return std::unexpected(make_error(errc_from_errno(-r), r == -ENOENT ? "the RADOS pool " + pool + " does not exist"
+                                                                        : "cannot open the RADOS pool " + pool + ": " +
+                                                                              errno_text(r)));
+  }
+  int order = 0;  // rbd's default object size (4 MiB)
+  const int r = rbd_create(ioctx, image.c_str(), size_bytes, &order);
+  rados_ioctx_destroy(ioctx);
+  if (r == -EEXIST) return std::unexpected(make_error(errc::invalid_argument, "the RBD image " + name + " exists already"));
+  if (r < 0) return std::unexpected(make_error(errc_from_errno(-r), "cannot create the RBD image " + name + ": " + errno_text(r)));
+  return {};
+}
+
 std::expected<std::unique_ptr<rbd_device>, error> rbd_device::open(boost::asio::io_context& context,
                                                                    std::shared_ptr<ceph_cluster> cluster,
                                                                    const std::string& pool,
@@ -172,6 +191,37 @@ std::expected<std::unique_ptr<rbd_device>, error> rbd_device::open(boost::asio::
   if (options.block_count != 0 && size_bytes != options.block_count * block) {
     return fail(errc::invalid_argument, name + " is " + std::to_string(size_bytes) + " bytes, not the " +
                                             std::to_string(options.block_count * block) + " expected");
+  }
+  if (options.lock != rbd_lock::none) {
+    // Whoever held the image's exclusive lock: none, this controller's own
+    // earlier life (killed), or a partner that died. A dead owner's lock
+    // would stall the first write until its watch times out (30 s); a
+    // fenced owner must never write again. So the owner breaks it, which
+    // blocklists the old client at the OSDs, and takes the lock now.
+    rbd_lock_mode_t mode{};
+    char* owners[8] = {};
+    std::size_t count = std::size(owners);
+    const int r = rbd_lock_get_owners(handle, &mode, owners, &count);
+    if (r == 0 && count > 0) {
+      if (options.lock == rbd_lock::take_if_free) {
+        const std::string owner = owners[0];
+        rbd_lock_get_owners_cleanup(owners, count);
+        return fail(errc::busy, name + " is in use: " + owner + " holds its exclusive lock");
+      }
+      for (std::size_t i = 0; i < count; ++i) {
+        if (int b = rbd_lock_break(handle, mode, owners[i]); b < 0 && b != -ENOENT) {
+          const std::string owner = owners[i];
+          rbd_lock_get_owners_cleanup(owners, count);
+          return fail(errc_from_errno(-b), name + ": cannot break " + owner + "'s lock: " + errno_text(b));
+        }
+      }
+      rbd_lock_get_owners_cleanup(owners, count);
+    } else if (r < 0 && r != -ENOENT && r != -EOPNOTSUPP) {
+      return fail(errc_from_errno(-r), name + ": cannot read its lock owners: " + errno_text(r));
+    }
+    if (int a = rbd_lock_acquire(handle, RBD_LOCK_MODE_EXCLUSIVE); a < 0 && a != -EOPNOTSUPP && a != -EINVAL) {
+      return fail(errc_from_errno(-a), name + ": cannot take its exclusive lock: " + errno_text(a));
+    }
   }
   const int event_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (event_fd < 0) return fail(errc_from_errno(errno), std::string("eventfd: ") + std::strerror(errno));

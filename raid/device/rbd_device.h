@@ -110,6 +110,20 @@ class ceph_cluster {
   ceph_connection_options options_;
 };
 
+// Creates IMAGE in POOL, `size_bytes` large (thin: Ceph allocates as it
+// is written), with rbd's default features. Blocks (a set-up call). Clear
+// errors for a pool that does not exist, an image that does, a size of 0.
+std::expected<void, error> create_rbd_image(const ceph_cluster& cluster, const std::string& pool,
+                                            const std::string& image, std::uint64_t size_bytes);
+
+// The image's exclusive lock (an rbd default feature) at open.
+enum class rbd_lock {
+  none,          // librbd takes it at the first write, waiting out a dead owner's
+  take_if_free,  // take it now; an image another client holds is refused (busy)
+  take_over,     // take it now, breaking any owner's (the OSDs blocklist that
+                 // client: it can never write to the image again)
+};
+
 struct rbd_options {
   std::uint32_t logical_block_size_bytes = 4096;  // 512 or 4096
   // 0: the image's whole size (a multiple of the block size). Otherwise the
@@ -117,6 +131,7 @@ struct rbd_options {
   // one size must not come back over another.
   std::uint64_t block_count = 0;
   std::uint32_t queue_depth = 128;  // requests at librbd at once; more wait in a FIFO
+  rbd_lock lock = rbd_lock::none;
 };
 
 class rbd_device final : public block_device {

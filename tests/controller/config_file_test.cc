@@ -152,10 +152,10 @@ TEST_CASE("config file: the embedded default's shape", "[controller][config]") {
   CHECK(plan.groups[1].kind == group_kind::raid6);
   CHECK(plan.groups[1].drives.front() == "hdd-10");
   CHECK(plan.groups[1].drives.back() == "hdd-19");
-  CHECK(plan.groups[2] == group_plan{"g3", group_kind::raid1, {"ssd-00", "ssd-01"}});
-  CHECK(plan.groups[3] == group_plan{"g4", group_kind::read_cache, {"ssd-02"}});
-  CHECK(plan.groups[4] == group_plan{"g5", group_kind::write_log, {"ssd-03", "ssd-04"}});
-  CHECK(plan.pools == std::vector<pool_plan>{{"p1", {"g1", "g2", "g3"}, "g4", "g5", "a"}});
+  CHECK(plan.groups[2] == group_plan{"g3", group_kind::raid1, {"ssd-00", "ssd-01"}, {}});
+  CHECK(plan.groups[3] == group_plan{"g4", group_kind::read_cache, {"ssd-02"}, {}});
+  CHECK(plan.groups[4] == group_plan{"g5", group_kind::write_log, {"ssd-03", "ssd-04"}, {}});
+  CHECK(plan.pools == std::vector<pool_plan>{{"p1", {"g1", "g2", "g3"}, "g4", "g5", "a", std::nullopt}});
   CHECK(plan.volumes == std::vector<volume_plan>{{"v1", 100ull << 30, tiering::affinity::automatic, 512, "p1"}});
   REQUIRE(plan.hosts.size() == 1);
   CHECK(plan.hosts[0].name == "all");
@@ -324,7 +324,7 @@ TEST_CASE("config file: groups are checked", "[controller][config]") {
                                      R"(["h0", "h1", "h2", "s2"])");
   CHECK(error_of(hdd_cache) == where(hdd_cache, "\"h3\"]") + ": group g3: drives: the read cache is an SSD; h3 is an HDD");
   const std::string kind = with(base, R"(kind = "raid1")", R"(kind = "raid5")");
-  CHECK(error_of(kind) == where(kind, "\"raid5\"") + ": group g2: kind: \"raid5\" is not \"raid6\", \"raid1\", \"read_cache\" or \"write_log\"");
+  CHECK(error_of(kind) == where(kind, "\"raid5\"") + ": group g2: kind: \"raid5\" is not \"raid6\", \"raid1\", \"read_cache\", \"write_log\" or \"ceph\"");
   const std::string unused = with(base, R"(groups = ["g1", "g2"])", R"(groups = ["g1"])");
   CHECK(error_of(unused) == where(unused, "\"g2\"") + ": group g2: name: no pool uses it (name it in a [pool]'s groups)");
 }
@@ -349,7 +349,7 @@ TEST_CASE("config file: several [[pool]] tables, each with its home and its volu
   auto parsed = parse_config(two, "t.toml", "");
   REQUIRE(parsed);
   REQUIRE(parsed->plan);
-  CHECK(parsed->plan->pools == std::vector<pool_plan>{{"p1", {"g1"}, "g3", "", "a"}, {"p2", {"g2"}, "", "", "b"}});
+  CHECK(parsed->plan->pools == std::vector<pool_plan>{{"p1", {"g1"}, "g3", "", "a", std::nullopt}, {"p2", {"g2"}, "", "", "b", std::nullopt}});
   REQUIRE(parsed->plan->volumes.size() == 2);
   CHECK(parsed->plan->volumes[0].pool == "p1");  // the first pool's, unless said
   CHECK(parsed->plan->volumes[1].pool == "p2");
@@ -371,7 +371,7 @@ TEST_CASE("config file: volumes are checked", "[controller][config]") {
   CHECK(error_of(bad) == where(bad, "\"1.5G\"") +
                              ": volume v1: size: \"1.5G\" is not a size (bytes, or a whole number with K, M, G or T: \"512M\", \"100G\", \"2T\")");
   const std::string placement = with(base, R"(size = "1G"}])", R"(size = "1G", placement = "fast"}])");
-  CHECK(error_of(placement) == where(placement, "\"fast\"") + ": volume v1: placement: \"fast\" is not \"auto\", \"performance\" or \"capacity\"");
+  CHECK(error_of(placement) == where(placement, "\"fast\"") + ": volume v1: placement: \"fast\" is not \"auto\", \"performance\", \"capacity\" or \"local\"");
   const std::string no_size = with(base, R"({name = "v1", size = "1G"})", R"({name = "v1"})");
   CHECK(error_of(no_size) == where(no_size, "{name = \"v1\"") + ": volume v1: size is missing (e.g. \"100G\")");
   auto capacity = parse_config(with(base, R"(size = "1G"}])", R"(size = "1G", placement = "capacity"}])"), "t.toml");
@@ -506,4 +506,33 @@ TEST_CASE("config file: a drive at a path is opened as it is; a simulated one is
   auto wrong = shelf::open(*loop.ring, loop.clock, dir.path() / "shelf", {{"d8", drive_kind::hdd, 0, disk, "sas_12g"}});
   REQUIRE_FALSE(wrong);
   CHECK(wrong.error().message.find("d8") != std::string::npos);
+}
+
+TEST_CASE("config file: a Ceph group (the cold tier) and the pool's cold cooling", "[controller][config]") {
+  const std::string ceph_group =
+      "  {name = \"c1\", kind = \"ceph\", monitors = \"127.0.0.1:3300\", keyring = \"/etc/ceph/k\", rados_pool = \"rbd\", "
+      "image = \"cold\", size = \"1T\", create = true},\n]";
+  const std::string text = with(with(base, "  {name = \"g3\", kind = \"read_cache\", drives = [\"s2\"]},\n]",
+                                     "  {name = \"g3\", kind = \"read_cache\", drives = [\"s2\"]},\n" + ceph_group),
+                                R"(pool = {groups = ["g1", "g2"], read_cache = "g3"})",
+                                R"(pool = {groups = ["g1", "g2", "c1"], read_cache = "g3", cold_cooling_seconds = 86400})");
+  auto parsed = parse_config(text, "t.toml", "");
+  INFO((parsed ? std::string() : parsed.error().message));
+  REQUIRE(parsed);
+  REQUIRE(parsed->plan);
+  const group_plan& c1 = parsed->plan->groups.back();
+  CHECK(c1.kind == group_kind::ceph);
+  CHECK(c1.drives.empty());
+  CHECK(c1.ceph == ceph_plan{"127.0.0.1:3300", "admin", "/etc/ceph/k", "rbd", "cold", 1ull << 40, true});
+  CHECK(parsed->plan->pools[0].groups == std::vector<std::string>{"g1", "g2", "c1"});
+  CHECK(parsed->plan->pools[0].cold_cooling_seconds == 86400);
+
+  const std::string with_drives = with(text, "image = \"cold\"", "image = \"cold\", drives = [\"s2\"]");
+  CHECK(error_of(with_drives).find("group c1: drives: a Ceph group has no drives") != std::string::npos);
+  const std::string no_image = with(text, "image = \"cold\", ", "");
+  CHECK(error_of(no_image).find("group c1: image is missing") != std::string::npos);
+  const std::string odd = with(text, "size = \"1T\"", "size = \"5M\"");
+  CHECK(error_of(odd).find("group c1: size: 5242880 bytes is not a positive multiple of 4 MiB") != std::string::npos);
+  const std::string misplaced = with(text, "{name = \"g2\", kind = \"raid1\",", "{name = \"g2\", kind = \"raid1\", image = \"x\",");
+  CHECK(error_of(misplaced).find("group g2: image: only a Ceph group") != std::string::npos);
 }

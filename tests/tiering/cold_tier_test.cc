@@ -108,6 +108,26 @@ TEST_CASE("cold tier: extents idle for the cooling time go there and read back; 
   CHECK(m.counters().bytes_moved == moved);
 }
 
+TEST_CASE("cold tier: extents that cooled on the performance tier go straight there", "[tiering][cold]") {
+  rig_shape shape = with_cold();
+  shape.new_extents = new_extent_tier::performance_first;
+  rig r(shape);
+  volume& v = r.create("db", 4 * extent_blocks);
+  fill(r, v, 0, 3);
+  REQUIRE(tier_of(r, v, 0) == tier::performance);
+  migrator m(*r.p, cooling(hours(1)));
+  r.loop.clock.advance_by(minutes(30));
+  heat_up(r, v, 2, 1);
+  r.loop.clock.advance_by(minutes(40));
+  settle(r, m);
+  CHECK(tier_of(r, v, 0) == tier::cold);
+  CHECK(tier_of(r, v, 1) == tier::cold);
+  CHECK(tier_of(r, v, 2) == tier::performance);  // read 40 minutes ago
+  CHECK(m.counters().cold_demotions == 2);
+  CHECK(m.counters().demotions == 0);  // not by way of the capacity tier
+  for (std::uint64_t e = 0; e < 3; ++e) CHECK(holds(r, v, e));
+}
+
 TEST_CASE("cold tier: local and performance volumes never go there; one pinned later comes back",
           "[tiering][cold]") {
   rig r(with_cold());
@@ -236,6 +256,40 @@ TEST_CASE("cold tier: a failed cold group fails its extents' I/O only; the volum
   CHECK(r.p->group_pause(cold_group).empty());
   REQUIRE(pauses.size() == 2);
   CHECK(pauses[1] == "3: resumed");
+}
+
+TEST_CASE("cold tier: a hung cluster stalls no flush of a volume that wrote nothing there", "[tiering][cold]") {
+  rig r(with_cold());
+  volume& v = r.create("db", 8 * extent_blocks);
+  fill(r, v, 0, 2);
+  migrator m(*r.p, cooling(hours(1)));
+  r.loop.clock.advance_by(hours(2));
+  settle(r, m);
+  REQUIRE(tier_of(r, v, 0) == tier::cold);
+  r.faults.back()->hang();  // Ceph stops answering
+  fill(r, v, 4, 1);         // a write on the local tiers
+  auto f = io::flush();
+  v.submit(f->req);
+  r.loop.run_until([&] { return f->completions > 0; });
+  CHECK(f->completions == 1);
+  CHECK_FALSE(f->req.result);
+
+  // A host write to the extent in Ceph: the next flush covers it, and so
+  // waits for the cluster.
+  auto w = io::make(op::write, 0, 1, block_size);
+  v.submit(w->req);
+  r.loop.settle();
+  r.faults.back()->resume();
+  r.loop.run_until([&] { return w->completions > 0; });
+  REQUIRE_FALSE(w->req.result);
+  r.faults.back()->hang();
+  auto g = io::flush();
+  v.submit(g->req);
+  r.loop.run_until([&] { return g->completions > 0 || r.loop.clock.now().time_since_epoch() > hours(3); });
+  CHECK(g->completions == 0);  // held by the hung cold group
+  r.faults.back()->resume();
+  r.loop.run_until([&] { return g->completions > 0; });
+  CHECK_FALSE(g->req.result);
 }
 
 }  // namespace

@@ -101,8 +101,17 @@ std::vector<std::string> row(const v1::DiskGroup& g) {
   if (g.resync_unverifiable_stripes() > 0) {
     work = (work == "-" ? "" : work + ", ") + std::to_string(g.resync_unverifiable_stripes()) + " stripes unverifiable";
   }
+  std::string members = joined(g.members());
+  if (g.kind() == v1::CEPH) {
+    // Where its image is, and what its cluster says.
+    const v1::CephImage& c = g.ceph();
+    members = c.rados_pool() + "/" + c.image() + " at " + c.monitors();
+    work = !c.status().empty() ? c.status() : c.health().empty() ? "-" : c.health();
+    for (const std::string& check : c.health_checks()) work += "; " + check;
+    if (c.cluster_size_bytes() > 0) work += "; cluster " + size(c.cluster_used_bytes()) + " / " + size(c.cluster_size_bytes()) + " used";
+  }
   return {g.name(), v1::GroupKind_Name(g.kind()), state_name(v1::GroupState_Name(g.state()), "GROUP_"), size(g.size_bytes()), work,
-          std::to_string(g.repaired_blocks()), joined(g.members())};
+          std::to_string(g.repaired_blocks()), members};
 }
 std::vector<std::string> row(const v1::Pool& p) {
   return {p.name(), joined(p.groups()), p.read_cache_group().empty() ? "-" : p.read_cache_group(),
@@ -143,18 +152,22 @@ std::vector<std::string> row(const v1::VolumeStatistics& s) {
   return {s.volume(), fixed(s.read_iops(), 0), fixed(s.write_iops(), 0), fixed(s.read_mb_per_second(), 1),
           fixed(s.write_mb_per_second(), 1), fixed(s.read_latency_ms(), 2), fixed(s.write_latency_ms(), 2),
           fixed(s.cache_hit_fraction() * 100, 0) + "%", fixed(s.performance_tier_fraction() * 100, 0) + "%",
-          size(s.allocated_bytes()), size(s.performance_bytes()), size(s.capacity_bytes()),
+          fixed(s.cold_tier_fraction() * 100, 0) + "%", size(s.allocated_bytes()), size(s.performance_bytes()),
+          size(s.capacity_bytes()), size(s.cold_bytes()),
           s.write_cache().empty() ? "-" : s.write_cache(), size(s.dirty_bytes()), size(s.lost_bytes())};
 }
 std::vector<std::string> row(const v1::PoolStatistics& s) {
   return {s.pool(), size(s.performance_bytes() - s.performance_free_bytes()) + " / " + size(s.performance_bytes()),
-          size(s.capacity_bytes() - s.capacity_free_bytes()) + " / " + size(s.capacity_bytes()), size(s.committed_bytes()),
+          size(s.capacity_bytes() - s.capacity_free_bytes()) + " / " + size(s.capacity_bytes()),
+          s.cold_bytes() == 0 ? "-" : size(s.cold_bytes() - s.cold_free_bytes()) + " / " + size(s.cold_bytes()), size(s.committed_bytes()),
           size(s.read_cache_bytes()), fixed(s.read_iops(), 0), fixed(s.write_iops(), 0), fixed(s.read_mb_per_second(), 1),
           fixed(s.write_mb_per_second(), 1), s.writes_stopped().empty() ? "yes" : "STOPPED: " + s.writes_stopped(),
           s.write_cache().empty() ? "-" : s.write_cache() + (s.write_through_reason().empty() ? "" : " (" + s.write_through_reason() + ")"),
           size(s.dirty_bytes()), size(s.write_log_used_bytes()) + " / " + size(s.write_log_bytes()),
           fixed(s.destage_mb_per_second(), 1), std::to_string(s.writes_logged()), std::to_string(s.writes_through()),
-          std::to_string(s.dirty_bytes_lost())};
+          std::to_string(s.dirty_bytes_lost()), std::to_string(s.promotions()), std::to_string(s.demotions()),
+          std::to_string(s.cold_demotions()), std::to_string(s.cold_promotions()), size(s.migrated_bytes()),
+          std::to_string(s.failed_moves())};
 }
 std::vector<std::string> row(const v1::ExtentHeat& h) {
   return {std::to_string(h.extent()), size(h.offset_bytes()), fixed(h.reads(), 2), fixed(h.writes(), 2),

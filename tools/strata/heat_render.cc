@@ -29,7 +29,11 @@ std::string printf_string(const char* format, auto... args) {
 std::string short_volume(const std::string& volume) { return volume.substr(volume.rfind('/') + 1); }
 
 std::string tier_word(v1::Tier t) {
-  return t == v1::TIER_PERFORMANCE ? "SSD" : t == v1::TIER_CAPACITY ? "HDD" : t == v1::TIER_UNMAPPED ? "unmapped" : "?";
+  return t == v1::TIER_PERFORMANCE ? "SSD"
+         : t == v1::TIER_CAPACITY  ? "HDD"
+         : t == v1::TIER_COLD      ? "Ceph"
+         : t == v1::TIER_UNMAPPED  ? "unmapped"
+                                   : "?";
 }
 
 std::string clock_of(std::int64_t unix_seconds) {  // "03:40:10"
@@ -257,7 +261,7 @@ std::string text_map(const history& h, std::size_t columns, std::size_t rows) {
       }
       const std::size_t i = std::min(heat_chars.size() - 1, static_cast<std::size_t>(level(g, x.score) * static_cast<double>(heat_chars.size())));
       line += heat_chars[i];
-      line += x.moved == move::promoted ? '^' : x.moved == move::demoted ? 'v' : x.tier == v1::TIER_PERFORMANCE ? 'S' : x.tier == v1::TIER_CAPACITY ? 'H' : '?';
+      line += x.moved == move::promoted ? '^' : x.moved == move::demoted ? 'v' : x.tier == v1::TIER_PERFORMANCE ? 'S' : x.tier == v1::TIER_CAPACITY ? 'H' : x.tier == v1::TIER_COLD ? 'C' : '?';
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";

@@ -30,6 +30,9 @@ struct values {
   std::string size, pool, affinity, lun, host, mapping, chap, mutual_chap, limit, with, kind, to, cache, block_size, write_cache;
   std::vector<std::string> iqns, nqns;
   bool wait = false, any = false, no_chap = false, raid6 = false, raid1 = false, read_cache = false;
+  // group create --ceph
+  bool ceph = false, create_image = false;
+  std::string monitors, ceph_user, keyring, rados_pool, image;
 };
 
 bool given(const CLI::App* command, const std::string& option) { return command->count(option) > 0; }
@@ -51,7 +54,8 @@ v1::Affinity affinity_of(const std::string& text) {
   if (text == "auto") return v1::AUTO;
   if (text == "performance") return v1::PERFORMANCE;
   if (text == "capacity") return v1::CAPACITY;
-  throw usage_error("--affinity is auto, performance or capacity");
+  if (text == "local") return v1::LOCAL;
+  throw usage_error("--affinity is auto, performance, capacity or local");
 }
 
 // --limit N: 1 to 1000.
@@ -203,19 +207,42 @@ void add_resource_commands(CLI::App& app, context& ctx) {
     name_of(show, *v, "the group: g1 or groups/g1");
     ctx.on(show, [c, v] { return c().show<v1::DiskGroup>(&S::GetDiskGroup, resource("groups/", v->name), group_h); });
 
-    CLI::App* create = group->add_subcommand("create", "a group over blank disks");
+    CLI::App* create = group->add_subcommand("create", "a group over blank disks, or over an RBD image in a Ceph cluster (--ceph)");
     name_of(create, *v, "the new group's id (g7)");
-    create->add_option("DISK", v->members, "its members, blank disks")->type_name("")->required();
+    create->add_option("DISK", v->members, "its members, blank disks (none for --ceph)")->type_name("");
     create->add_flag("--raid6", v->raid6, "a RAID-6 group (4 disks or more)");
     create->add_flag("--raid1", v->raid1, "a RAID-1 pair");
     create->add_flag("--read-cache", v->read_cache, "a read cache (SSDs)");
+    create->add_flag("--ceph", v->ceph, "the cold tier: an RBD image in a Ceph cluster (docs/ceph-tier.md)");
+    create->add_option("--monitors", v->monitors, "--ceph: the monitors (127.0.0.1:3300, or [v2:A:3300],[v2:B:3300])")->type_name("ADDRS");
+    create->add_option("--user", v->ceph_user, "--ceph: the cephx user (default admin)")->type_name("NAME");
+    create->add_option("--keyring", v->keyring, "--ceph: the keyring file on the controller holding its key")->type_name("FILE");
+    create->add_option("--rados-pool", v->rados_pool, "--ceph: the image's RADOS pool")->type_name("POOL");
+    create->add_option("--image", v->image, "--ceph: the RBD image")->type_name("NAME");
+    create->add_option("--size", v->size, "--ceph: the image's size (a multiple of 4M)")->type_name("SIZE");
+    create->add_flag("--create-image", v->create_image, "--ceph: make the image (else it must exist, of --size)");
     create->add_option("--pool", v->pool, "the pool grows by it")->type_name("POOL");
     ctx.on(create, [c, v, create] {
-      if (v->raid6 + v->raid1 + v->read_cache != 1) throw usage_error("group create needs one of --raid6, --raid1, --read-cache", create);
+      if (v->raid6 + v->raid1 + v->read_cache + v->ceph != 1) {
+        throw usage_error("group create needs one of --raid6, --raid1, --read-cache, --ceph", create);
+      }
+      if (v->ceph != v->members.empty()) throw usage_error(v->ceph ? "a --ceph group has no disks" : "name the group's disks", create);
       v1::CreateDiskGroupRequest in;
       in.set_group_id(v->name);
-      in.mutable_group()->set_kind(v->raid6 ? v1::RAID6 : v->raid1 ? v1::RAID1 : v1::READ_CACHE);
+      in.mutable_group()->set_kind(v->raid6 ? v1::RAID6 : v->raid1 ? v1::RAID1 : v->ceph ? v1::CEPH : v1::READ_CACHE);
       for (const std::string& d : v->members) in.mutable_group()->add_members(resource("disks/", d));
+      if (v->ceph) {
+        v1::CephImage& ceph = *in.mutable_group()->mutable_ceph();
+        ceph.set_monitors(v->monitors);
+        ceph.set_user(v->ceph_user);
+        ceph.set_keyring_path(v->keyring);
+        ceph.set_rados_pool(v->rados_pool);
+        ceph.set_image(v->image);
+        if (given(create, "--size") && (ceph.set_size_bytes(parse_size(v->size)), ceph.size_bytes() == 0)) {
+          throw usage_error("--size " + v->size + " is not a size", create);
+        }
+        ceph.set_create(v->create_image);
+      }
       if (given(create, "--pool")) in.set_pool(resource("pools/", v->pool));
       return c().change<v1::CreateDiskGroupRequest, v1::DiskGroup>(&S::CreateDiskGroup, in, group_h);
     });
@@ -283,9 +310,10 @@ void add_resource_commands(CLI::App& app, context& ctx) {
     name_of(stats, *v, "the pool");
     ctx.on(stats, [c, v] {
       return c().show<v1::PoolStatistics>(&S::GetPoolStatistics, resource("pools/", v->name),
-                                          {"POOL", "SSD USED", "HDD USED", "COMMITTED", "READ CACHE", "READ IOPS", "WRITE IOPS",
+                                          {"POOL", "SSD USED", "HDD USED", "CEPH USED", "COMMITTED", "READ CACHE", "READ IOPS", "WRITE IOPS",
                                            "READ MB/S", "WRITE MB/S", "WRITES", "WRITE CACHE", "DIRTY", "LOG USED", "DESTAGE MB/S",
-                                           "WRITES LOGGED", "WRITES THROUGH", "DIRTY LOST"});
+                                           "WRITES LOGGED", "WRITES THROUGH", "DIRTY LOST", "PROMOTED", "DEMOTED", "TO CEPH",
+                                           "FROM CEPH", "MOVED", "FAILED MOVES"});
     });
   }
 
@@ -385,7 +413,8 @@ void add_resource_commands(CLI::App& app, context& ctx) {
     ctx.on(stats, [c, v] {
       return c().show<v1::VolumeStatistics>(&S::GetVolumeStatistics, volume_name(v->name),
                                             {"VOLUME", "READ IOPS", "WRITE IOPS", "READ MB/S", "WRITE MB/S", "READ MS", "WRITE MS",
-                                             "CACHE HITS", "SSD READS", "ALLOCATED", "ON SSD", "ON HDD", "WRITE CACHE", "DIRTY", "LOST"});
+                                             "CACHE HITS", "SSD READS", "CEPH READS", "ALLOCATED", "ON SSD", "ON HDD", "IN CEPH",
+                                             "WRITE CACHE", "DIRTY", "LOST"});
     });
   }
 
