@@ -62,7 +62,12 @@ void migrator::pace() {
   const pool::latency_window window = pool_.take_latency_window();
   const bool moved = moved_this_round_;
   moved_this_round_ = in_flight_ > 0;
-  if (window.ios == 0) return;  // nothing to judge by
+  if (window.ios == 0) {
+    // No foreground I/O: nothing to protect, and nothing to judge by.
+    // Moves go at their cap (an idle array demotes at full speed).
+    allowed_ = options_.max_moves_in_flight;
+    return;
+  }
   const double mean = window.mean_seconds();
   if (!moved) {
     // Foreground alone: what migration is measured against.

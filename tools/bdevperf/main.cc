@@ -9,11 +9,14 @@
 //   against `rbd bench` on the same cluster in the same run: 4 MiB
 //   sequential writes and reads (demotion's and promotion's pattern) and
 //   4 KiB random reads (tools/bdevperf/rbd.h).
+// Part cold (--part cold --ceph-env FILE): the array's demotions to and
+//   promotions from a Ceph tier against rbd bench, and the tiers' shares of
+//   a skewed random read load (tools/bdevperf/cold_tier.h).
 // Part 2 (models): the HDD and SSD models in real time over sparse memory
 //   devices of their nominal capacity: IOPS and latency percentiles at queue
 //   depth 1, 8 and 32, to check against the datasheets (docs/device-models.md).
 //
-// Usage: strata-bdevperf [--part file|models|all|rbd] [--seconds S] [--repeat N]
+// Usage: strata-bdevperf [--part file|models|all|rbd|cold] [--seconds S] [--repeat N]
 //                        [--model-seconds S] [--file-size-mib M] [--dirs D1,D2]
 //                        [--ceph-env DIR/env]
 #include <fcntl.h>
@@ -36,6 +39,7 @@
 #include "raid/device/hdd_model.h"
 #include "raid/device/memory_device.h"
 #include "raid/device/ssd_model.h"
+#include "tools/bdevperf/cold_tier.h"
 #include "tools/bdevperf/peer.h"
 #include "tools/bdevperf/rbd.h"
 #include "tools/bdevperf/workload.h"
@@ -77,8 +81,8 @@ options parse(int argc, char** argv) {
                "and the HDD and SSD models in real time.",
                "strata-bdevperf"};
   tools::use_conventions(app);
-  app.add_option("--part", o.part, "What to run: file (file device vs fio), models (drive models) or all")
-      ->check(CLI::IsMember({"file", "models", "all", "rbd"}));
+  app.add_option("--part", o.part, "What to run: file (file device vs fio), models (drive models), all, rbd (the RBD device vs rbd bench) or cold (moves to and from Ceph vs rbd bench)")
+      ->check(CLI::IsMember({"file", "models", "all", "rbd", "cold"}));
   app.add_option("--seconds", o.seconds, "Length of each file-device and fio run, in seconds")
       ->type_name("S")
       ->check(tools::positive);
@@ -95,7 +99,7 @@ options parse(int argc, char** argv) {
   app.add_option("--dirs", dirs, "Directories to lay the file out in, comma-separated (one row each)")
       ->type_name("D1,D2");
   app.add_option("--ceph-env", o.ceph_env,
-                 "--part rbd: the cluster, as the env file tools/ceph/single-node.sh writes")
+                 "--part rbd and cold: the cluster, as the env file tools/ceph/single-node.sh writes")
       ->type_name("FILE");
   tools::parse_or_exit(app, argc, argv);
   o.dirs = split_dirs(dirs);
@@ -364,12 +368,13 @@ int main(int argc, char** argv) {
   int status = 0;
   if (o.part == "file" || o.part == "all") status |= file_part(o);
   if (o.part == "models" || o.part == "all") status |= models_part(o);
-  if (o.part == "rbd") {
+  if (o.part == "rbd" || o.part == "cold") {
     if (o.ceph_env.empty()) {
-      fmt::print(stderr, "strata-bdevperf: --part rbd needs --ceph-env\n");
+      fmt::print(stderr, "strata-bdevperf: --part {} needs --ceph-env\n", o.part);
       return 2;
     }
-    status |= tools::rbd_part({o.ceph_env, "strata-bench", o.seconds, o.repeat});
+    if (o.part == "rbd") status |= tools::rbd_part({o.ceph_env, "strata-bench", o.seconds, o.repeat});
+    if (o.part == "cold") status |= tools::cold_part({o.ceph_env, "strata-bench", o.repeat});
   }
   return status;
 }

@@ -21,17 +21,6 @@ namespace {
 
 using namespace strata::device;
 
-std::map<std::string, std::string> read_env(const std::string& path) {
-  std::map<std::string, std::string> env;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto eq = line.find('=');
-    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  return env;
-}
-
 struct row {
   std::string name;
   op operation;
@@ -68,14 +57,26 @@ std::optional<workload_result> run_device(rbd_device& device, boost::asio::io_co
   return result;
 }
 
-// One `rbd bench` run of `total` bytes: its ops/s (its last line:
-// "elapsed: S ops: N ops/sec: X bytes/sec: ...").
-std::optional<double> run_rbd_bench(const std::map<std::string, std::string>& env, const std::string& image,
-                                    const row& r, std::uint64_t total) {
+}  // namespace
+
+std::map<std::string, std::string> read_ceph_env(const std::string& path) {
+  std::map<std::string, std::string> env;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return env;
+}
+
+// Its last line: "elapsed: S ops: N ops/sec: X bytes/sec: ...".
+std::optional<double> rbd_bench(const std::map<std::string, std::string>& env, const std::string& image, bool write,
+                                bool random, std::uint32_t io_bytes, std::uint32_t threads, std::uint64_t total_bytes) {
   const std::string command = fmt::format(
       "timeout 600 rbd -c '{}' --keyring '{}' bench --io-type {} --io-size {} --io-threads {} --io-total {} "
-      "--io-pattern {} '{}' 2>&1", env.at("CEPH_CONF"), env.at("CEPH_KEYRING"),
-      r.operation == op::read ? "read" : "write", r.io_bytes, r.queue_depth, total, r.random ? "rand" : "seq", image);
+      "--io-pattern {} '{}' 2>&1", env.at("CEPH_CONF"), env.at("CEPH_KEYRING"), write ? "write" : "read", io_bytes,
+      threads, total_bytes, random ? "rand" : "seq", image);
   const auto run = run_command(command);
   if (!run) return std::nullopt;
   const auto& [status, output] = *run;
@@ -88,10 +89,8 @@ std::optional<double> run_rbd_bench(const std::map<std::string, std::string>& en
   return std::stod(m[3].str());
 }
 
-}  // namespace
-
 int rbd_part(const rbd_part_options& o) {
-  const auto env = read_env(o.ceph_env);
+  const auto env = read_ceph_env(o.ceph_env);
   if (!env.contains("CEPH_MON") || !env.contains("CEPH_KEYRING") || !env.contains("CEPH_CONF")) {
     fmt::print(stderr, "strata-bdevperf: {} does not name a cluster (tools/ceph/single-node.sh start DIR writes DIR/env)\n",
                o.ceph_env);
@@ -139,7 +138,7 @@ int rbd_part(const rbd_part_options& o) {
   // Fill both (sequential 4 MiB writes) so reads find data.
   const row fill{"fill", op::write, false, 4 << 20, 16};
   run_device(**device, context, fill, static_cast<double>(o.image_mib) / 100.0 + 5);
-  run_rbd_bench(env, their_spec, fill, bytes);
+  rbd_bench(env, their_spec, true, false, fill.io_bytes, fill.queue_depth, bytes);
 
   const std::vector<row> rows = {
       {"4 MiB sequential writes, QD 16 (demotion's pattern)", op::write, false, 4 << 20, 16},
@@ -163,8 +162,11 @@ int rbd_part(const rbd_part_options& o) {
       } else {
         ++failures;
       }
-      if (auto b = run_rbd_bench(env, their_spec, r, std::min(total, bytes))) bench_ops.push_back(*b);
-      else ++failures;
+      if (auto b = rbd_bench(env, their_spec, r.operation == op::write, r.random, r.io_bytes, r.queue_depth, std::min(total, bytes))) {
+        bench_ops.push_back(*b);
+      } else {
+        ++failures;
+      }
     }
     const bool large = r.io_bytes >= (1 << 20);
     auto show = [&](double ops) {

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 
 namespace strata::tools {
@@ -17,5 +19,11 @@ struct rbd_part_options {
 
 // Prints the table; 0 when every run worked.
 int rbd_part(const rbd_part_options& options);
+
+// What the parts share: the env file's variables, and one `rbd bench` run
+// of `total_bytes` (its ops/s, or none if it failed).
+std::map<std::string, std::string> read_ceph_env(const std::string& path);
+std::optional<double> rbd_bench(const std::map<std::string, std::string>& env, const std::string& image, bool write,
+                                bool random, std::uint32_t io_bytes, std::uint32_t threads, std::uint64_t total_bytes);
 
 }  // namespace strata::tools
