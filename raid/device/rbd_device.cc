@@ -251,7 +251,7 @@ rbd_device::rbd_device(boost::asio::io_context& context, std::shared_ptr<ceph_cl
       events_(context, event_fd),
       slots_(queue_depth),
       polled_(queue_depth),
-      rejected_(context.get_executor()),
+      completed_later_(context.get_executor()),
       self_(std::make_shared<rbd_device*>(this)) {
   free_slots_.reserve(queue_depth);
   for (slot& s : slots_) free_slots_.push_back(&s);
@@ -269,7 +269,16 @@ rbd_device::~rbd_device() {
 
 void rbd_device::submit(request& req) noexcept {
   if (auto ec = validate(geometry_, req)) {
-    rejected_.complete_later(req, ec);
+    completed_later_.complete_later(req, ec);
+    return;
+  }
+  if (req.operation == op::flush) {
+    // With librbd's cache off (ceph_cluster::connect), a write completes
+    // once every replica's OSD holds it: the writes a flush must cover
+    // (those completed before it) are durable already. rbd_aio_flush
+    // would wait for every write in flight as well, which held a move's
+    // commit behind the next moves' copies (demotion at 0.69x rbd bench).
+    completed_later_.complete_later(req, {});
     return;
   }
   if (free_slots_.empty()) {
@@ -335,7 +344,7 @@ void rbd_device::finish(slot& s, std::error_code result) noexcept {
   }
   if (completion == nullptr && result) {
     // Failed before librbd had it, perhaps inside submit(): completed later.
-    rejected_.complete_later(req, result);
+    completed_later_.complete_later(req, result);
   } else {
     complete(req, result);
   }

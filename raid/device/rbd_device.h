@@ -184,7 +184,7 @@ class rbd_device final : public block_device {
   std::vector<slot*> free_slots_;
   std::vector<rbd_completion_t> polled_;  // rbd_poll_io_events' batch, sized once
   request_list waiting_;
-  completion_queue rejected_;
+  completion_queue completed_later_;  // refusals and flushes: completed from the loop, never in submit
   // The eventfd wait's handler holds a weak reference: one that runs after
   // the device is gone does nothing.
   std::shared_ptr<rbd_device*> self_;
