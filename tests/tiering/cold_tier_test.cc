@@ -5,7 +5,7 @@
 // cold group that fails without taking its volumes down.
 #include <cstring>
 
-#include "tests/tiering/rig.h"
+#include "tests/tiering/migration.h"
 #include "tiering/migrator.h"
 
 namespace strata::tiering {
@@ -15,33 +15,8 @@ using std::chrono::hours;
 using std::chrono::minutes;
 using std::chrono::seconds;
 
-// Random reads (one block, never continuing a stream) that heat an extent.
-void heat_up(rig& r, volume& v, std::uint64_t extent, int reads) {
-  for (int i = 0; i < reads; ++i) {
-    const std::uint64_t block = (i % 2 == 0) ? 3 : 9;
-    read_blocks(r.loop, v, extent * extent_blocks + block, 1);
-  }
-}
-
-// Writes a block to each extent [first, first + n), with data that names it.
-void fill(rig& r, volume& v, std::uint64_t first, std::uint64_t n) {
-  for (std::uint64_t e = first; e < first + n; ++e) write_blocks(r.loop, v, e * extent_blocks, pattern(block_size, e + 1));
-}
-
 bool holds(rig& r, volume& v, std::uint64_t extent) {
   return read_blocks(r.loop, v, extent * extent_blocks, 1) == pattern(block_size, extent + 1);
-}
-
-tier tier_of(rig& r, volume& v, std::uint64_t extent) { return r.p->tier_of(v.location(extent)->group); }
-
-void settle(rig& r, migrator& m) {
-  for (int i = 0; i < 50; ++i) {
-    m.run_round();
-    r.loop.run_until([&] { return m.moves_in_flight() == 0; });
-    if (m.planned() == 0) return;
-    r.loop.clock.advance_by(seconds(1));  // the rate limit refills
-  }
-  FAIL("the migrator never settled");
 }
 
 rig_shape with_cold(std::uint64_t cold_extents = 32) {

@@ -97,30 +97,16 @@ std::optional<workload_result> run_workload(boost::asio::io_context& context, bl
 }  // namespace
 
 int cold_part(const cold_part_options& o) {
-  const auto env = read_ceph_env(o.ceph_env);
-  if (!env.contains("CEPH_MON") || !env.contains("CEPH_KEYRING") || !env.contains("CEPH_CONF")) {
-    fmt::print(stderr, "strata-bdevperf: {} does not name a cluster (tools/ceph/single-node.sh start DIR writes DIR/env)\n",
-               o.ceph_env);
-    return 2;
-  }
-  ceph_connection_options connection;
-  connection.monitors = env.at("CEPH_MON");
-  connection.keyring_path = env.at("CEPH_KEYRING");
-  auto cluster = ceph_cluster::connect(connection);
-  if (!cluster) {
-    fmt::print(stderr, "strata-bdevperf: {}\n", cluster.error().message);
-    return 1;
-  }
-  rados_t rados = (*cluster)->handle();
-  if (int r = rados_pool_create(rados, o.pool.c_str()); r < 0 && r != -EEXIST) return 1;
-  rados_ioctx_t io = nullptr;
-  if (rados_ioctx_create(rados, o.pool.c_str(), &io) < 0) return 1;
-  rados_application_enable(io, "rbd", 1);
+  auto connected = connect_bench_cluster(o.ceph_env, o.pool);
+  if (!connected) return connected.error();
+  const auto& env = connected->env;
+  const auto& cluster = connected->cluster;
+  rados_ioctx_t io = connected->io;
   const std::uint64_t bytes = o.extents * extent_bytes;
   const std::string ours = "bdevperf-cold", theirs = "bdevperf-cold-rbd-bench";
   for (const std::string& name : {ours, theirs}) {
     rbd_remove(io, name.c_str());
-    if (auto made = create_rbd_image(**cluster, o.pool, name, bytes); !made) {
+    if (auto made = create_rbd_image(*cluster, o.pool, name, bytes); !made) {
       fmt::print(stderr, "strata-bdevperf: {}\n", made.error().message);
       return 1;
     }
@@ -138,7 +124,7 @@ int cold_part(const cold_part_options& o) {
     ro.logical_block_size_bytes = block_bytes;
     ro.queue_depth = 64;
     ro.lock = rbd_lock::take_if_free;
-    auto cold = rbd_device::open(context, *cluster, o.pool, ours, ro);
+    auto cold = rbd_device::open(context, cluster, o.pool, ours, ro);
     auto store = tiering::metadata_store::open((dir / "metadata").string(), context.get_executor());
     if (!capacity || !cold || !store) {
       fmt::print(stderr, "strata-bdevperf: {}\n",
@@ -175,7 +161,7 @@ int cold_part(const cold_part_options& o) {
     mo.cold_cooling = std::chrono::seconds(1);
     mo.promote_min_score = 4;
     fmt::print("cold part: the array's moves to and from a Ceph tier vs rbd bench, cluster {} at {}, pool {}\n",
-               (*cluster)->fsid(), env.at("CEPH_MON"), o.pool);
+               cluster->fsid(), env.at("CEPH_MON"), o.pool);
     fmt::print("{} extents of 4 MiB ({} MiB) each way per round; moves in flight up to {}; rbd bench: 4 MiB I/Os, {} threads\n",
                o.extents, bytes >> 20, o.moves_in_flight, o.moves_in_flight);
     std::vector<double> demote, promote, bench_write, bench_read;

@@ -89,29 +89,38 @@ std::optional<double> rbd_bench(const std::map<std::string, std::string>& env, c
   return std::stod(m[3].str());
 }
 
-int rbd_part(const rbd_part_options& o) {
-  const auto env = read_ceph_env(o.ceph_env);
-  if (!env.contains("CEPH_MON") || !env.contains("CEPH_KEYRING") || !env.contains("CEPH_CONF")) {
+std::expected<bench_cluster, int> connect_bench_cluster(const std::string& env_path, const std::string& pool) {
+  bench_cluster b;
+  b.env = read_ceph_env(env_path);
+  if (!b.env.contains("CEPH_MON") || !b.env.contains("CEPH_KEYRING") || !b.env.contains("CEPH_CONF")) {
     fmt::print(stderr, "strata-bdevperf: {} does not name a cluster (tools/ceph/single-node.sh start DIR writes DIR/env)\n",
-               o.ceph_env);
-    return 2;
+               env_path);
+    return std::unexpected(2);
   }
   ceph_connection_options connection;
-  connection.monitors = env.at("CEPH_MON");
-  connection.keyring_path = env.at("CEPH_KEYRING");
+  connection.monitors = b.env.at("CEPH_MON");
+  connection.keyring_path = b.env.at("CEPH_KEYRING");
   auto cluster = ceph_cluster::connect(connection);
   if (!cluster) {
     fmt::print(stderr, "strata-bdevperf: {}\n", cluster.error().message);
-    return 1;
+    return std::unexpected(1);
   }
-  rados_t rados = (*cluster)->handle();
-  if (int r = rados_pool_create(rados, o.pool.c_str()); r < 0 && r != -EEXIST) {
-    fmt::print(stderr, "strata-bdevperf: cannot create the pool {}: {}\n", o.pool, r);
-    return 1;
+  b.cluster = std::move(*cluster);
+  if (int r = rados_pool_create(b.cluster->handle(), pool.c_str()); r < 0 && r != -EEXIST) {
+    fmt::print(stderr, "strata-bdevperf: cannot create the pool {}: {}\n", pool, r);
+    return std::unexpected(1);
   }
-  rados_ioctx_t io = nullptr;
-  if (rados_ioctx_create(rados, o.pool.c_str(), &io) < 0) return 1;
-  rados_application_enable(io, "rbd", 1);
+  if (rados_ioctx_create(b.cluster->handle(), pool.c_str(), &b.io) < 0) return std::unexpected(1);
+  rados_application_enable(b.io, "rbd", 1);
+  return b;
+}
+
+int rbd_part(const rbd_part_options& o) {
+  auto connected = connect_bench_cluster(o.ceph_env, o.pool);
+  if (!connected) return connected.error();
+  const auto& env = connected->env;
+  const auto& cluster = connected->cluster;
+  rados_ioctx_t io = connected->io;
   const std::uint64_t bytes = o.image_mib << 20;
   // Two images: Strata's and rbd bench's, each written in full once first
   // so that reads read data, not unallocated objects.
@@ -126,7 +135,7 @@ int rbd_part(const rbd_part_options& o) {
     }
   }
   boost::asio::io_context context;
-  auto device = rbd_device::open(context, *cluster, o.pool, ours, {4096, 0, 64});
+  auto device = rbd_device::open(context, cluster, o.pool, ours, {4096, 0, 64});
   if (!device) {
     fmt::print(stderr, "strata-bdevperf: {}\n", device.error().message);
     rados_ioctx_destroy(io);
@@ -134,7 +143,7 @@ int rbd_part(const rbd_part_options& o) {
   }
   const std::string their_spec = o.pool + "/" + theirs;
   fmt::print("rbd part: Strata's RBD device vs rbd bench, Ceph cluster {} at {}, pool {}, images of {} MiB\n",
-             (*cluster)->fsid(), env.at("CEPH_MON"), o.pool, o.image_mib);
+             cluster->fsid(), env.at("CEPH_MON"), o.pool, o.image_mib);
   // Fill both (sequential 4 MiB writes) so reads find data.
   const row fill{"fill", op::write, false, 4 << 20, 16};
   run_device(**device, context, fill, static_cast<double>(o.image_mib) / 100.0 + 5);

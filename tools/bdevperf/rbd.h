@@ -3,9 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <expected>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
+
+#include "raid/device/rbd_device.h"
 
 namespace strata::tools {
 
@@ -23,6 +27,15 @@ int rbd_part(const rbd_part_options& options);
 // What the parts share: the env file's variables, and one `rbd bench` run
 // of `total_bytes` (its ops/s, or none if it failed).
 std::map<std::string, std::string> read_ceph_env(const std::string& path);
+// The cluster the env file names, connected, with RADOS pool `pool` made
+// (if need be) and opened for rbd; or the exit status (printed why): 2 for
+// a file that names no cluster, 1 for a cluster that cannot be used.
+struct bench_cluster {
+  std::map<std::string, std::string> env;
+  std::shared_ptr<device::ceph_cluster> cluster;
+  rados_ioctx_t io = nullptr;  // the caller destroys it
+};
+std::expected<bench_cluster, int> connect_bench_cluster(const std::string& env_path, const std::string& pool);
 std::optional<double> rbd_bench(const std::map<std::string, std::string>& env, const std::string& image, bool write,
                                 bool random, std::uint32_t io_bytes, std::uint32_t threads, std::uint64_t total_bytes);
 
