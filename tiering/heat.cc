@@ -90,10 +90,12 @@ extent_heat heat_map::heat(std::uint64_t extent) const noexcept {
   return e.values;
 }
 
-std::uint64_t heat_map::age_seconds() const noexcept {
-  const auto clock_seconds = std::chrono::duration_cast<std::chrono::seconds>(clock_.now().time_since_epoch()).count();
-  return static_cast<std::uint64_t>(std::max<std::int64_t>(0, clock_seconds + options_.age_at_clock_zero_seconds));
+std::uint64_t heat_map::age_at(const device::clock& clock, std::int64_t age_at_clock_zero_seconds) noexcept {
+  const auto clock_seconds = std::chrono::duration_cast<std::chrono::seconds>(clock.now().time_since_epoch()).count();
+  return static_cast<std::uint64_t>(std::max<std::int64_t>(0, clock_seconds + age_at_clock_zero_seconds));
 }
+
+std::uint64_t heat_map::age_seconds() const noexcept { return age_at(clock_, options_.age_at_clock_zero_seconds); }
 
 std::uint64_t heat_map::idle_seconds(std::uint64_t extent) const noexcept {
   const std::uint64_t age = age_seconds();

@@ -73,8 +73,10 @@ class heat_map {
   // cold tier's cooling measures. Sequential I/O does not count, as it
   // does not heat (a backup does not keep data out of the cold tier).
   std::uint64_t idle_seconds(std::uint64_t extent) const noexcept;
-  // The pool's age now.
+  // The pool's age now, and at any moment of `clock` for a pool whose age
+  // at the clock's zero is that.
   std::uint64_t age_seconds() const noexcept;
+  static std::uint64_t age_at(const device::clock& clock, std::int64_t age_at_clock_zero_seconds) noexcept;
   // Forgets an extent's heat (it was discarded).
   void clear(std::uint64_t extent) noexcept;
 

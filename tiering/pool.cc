@@ -233,9 +233,7 @@ void pool::snapshot_heat(std::function<void(std::error_code)> done) {
 }
 
 std::uint64_t pool::age_seconds() const noexcept {
-  const auto clock_seconds =
-      std::chrono::duration_cast<std::chrono::seconds>(options_.clock->now().time_since_epoch()).count();
-  return static_cast<std::uint64_t>(std::max<std::int64_t>(0, clock_seconds + options_.heat.age_at_clock_zero_seconds));
+  return heat_map::age_at(*options_.clock, options_.heat.age_at_clock_zero_seconds);
 }
 
 void pool::persist_heat(std::function<void(std::error_code)> done) {
@@ -667,10 +665,6 @@ void pool::release_quarantine() noexcept {
   }
 }
 
-}  // namespace strata::tiering
-
-namespace strata::tiering {
-
 void pool::pause_group(std::uint16_t g, const std::string& reason) {
   const bool was = !group_pauses_[g].reason.empty();
   group_pauses_[g].reason = reason;
@@ -679,7 +673,7 @@ void pool::pause_group(std::uint16_t g, const std::string& reason) {
   if (!pause_timer_) {
     pause_timer_ = options_.clock->make_timer(loop_, [this] { resume_groups(); });
   }
-  pause_timer_->arm(group_pauses_[g].until);
+  resume_groups();  // re-arms the timer for the earliest pause to end
 }
 
 void pool::resume_group(std::uint16_t g) {
