@@ -108,6 +108,7 @@ int cold_part(const cold_part_options& o) {
     rbd_remove(io, name.c_str());
     if (auto made = create_rbd_image(*cluster, o.pool, name, bytes); !made) {
       fmt::print(stderr, "strata-bdevperf: {}\n", made.error().message);
+      rados_ioctx_destroy(io);
       return 1;
     }
   }

@@ -127,9 +127,8 @@ int rbd_part(const rbd_part_options& o) {
   const std::string ours = "bdevperf-strata", theirs = "bdevperf-rbd-bench";
   for (const std::string& name : {ours, theirs}) {
     rbd_remove(io, name.c_str());
-    int order = 0;
-    if (int r = rbd_create(io, name.c_str(), bytes, &order); r < 0) {
-      fmt::print(stderr, "strata-bdevperf: rbd_create {}: {}\n", name, r);
+    if (auto made = create_rbd_image(*cluster, o.pool, name, bytes); !made) {
+      fmt::print(stderr, "strata-bdevperf: {}\n", made.error().message);
       rados_ioctx_destroy(io);
       return 1;
     }
