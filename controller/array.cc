@@ -552,6 +552,14 @@ std::expected<void, error> array::set_write_cache(const std::string& name, raid:
   return {};
 }
 
+std::expected<void, error> array::set_cold_cooling(const std::string& name, std::chrono::seconds cooling) {
+  served_pool* p = pool_named(name);
+  if (p == nullptr || p->lost) return std::unexpected(make_error(errc::not_found, "no pool " + name + " is served here"));
+  p->migration.cold_cooling = cooling;
+  if (p->migrator) p->migrator->set_cold_cooling(cooling);
+  return {};
+}
+
 std::expected<void, error> array::set_volume_write_cache(const std::string& name, raid::cache_mode mode) {
   const auto [p, v] = volume_named(name);
   if (v == nullptr) return std::unexpected(make_error(errc::not_found, "no pool has volume " + name));
@@ -855,6 +863,8 @@ void array::close() {
     p.metadata.reset();
   }
   pools_.clear();
+  // A takeover or handover cut short by the stop: its drives answer first.
+  wait([&] { return area_io_in_flight_ == 0; });
   for (std::size_t i = 0; i < groups_.size(); ++i) {
     if (lost_groups_.contains(i)) continue;  // handed over or lost: the partner's superblocks now
     const auto& g = groups_[i];

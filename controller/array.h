@@ -165,6 +165,9 @@ class array {
   // the same): write-through destages what is dirty first, with events.
   // not_found: no such pool; not_supported: it has no write log.
   std::expected<void, error> set_write_cache(const std::string& name, raid::cache_mode mode);
+  // How long pool `name`'s extents stay idle before they move to its cold
+  // tier; zero: never. Its record holds it for the next start.
+  std::expected<void, error> set_cold_cooling(const std::string& name, std::chrono::seconds cooling);
   // Volume `name`'s own write cache mode: write-through sends its writes
   // past its pool's write-back cache from now on (request::write_through);
   // write-back leaves them to the pool's mode. not_found: no such volume;
@@ -436,6 +439,12 @@ class array {
     std::vector<area_stamp> members;  // drive and area, nothing to write yet
   };
   void read_ownership(const std::string& pool, std::function<void(ownership_found)> done);
+  // read_areas and write_stamps, counted: close() waits for the drives to
+  // answer them, since a drive closed under a request never completes it
+  // (and what waits on it is never freed).
+  void read_drive_areas(const std::vector<device::block_device*>& drives, std::function<void(std::vector<drive_area>)> done);
+  void write_drive_stamps(std::vector<area_stamp> stamps, std::function<void(std::error_code)> done);
+  std::size_t area_io_in_flight_ = 0;
   // Failback: pool `name`, served here away from its home controller (the
   // partner), goes back once the partner is ACTIVE and holds a current
   // copy of its metadata: its LUNs are withdrawn, the pool closed (its

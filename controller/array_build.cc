@@ -341,7 +341,7 @@ std::vector<drive_area> array::read_shelf_areas() {
   std::vector<device::block_device*> drives;
   for (std::size_t i = 0; i < shelf_->size(); ++i) drives.push_back(&shelf_->drive(i));
   std::optional<std::vector<drive_area>> found;
-  read_areas(drives, [&](std::vector<drive_area> r) { found = std::move(r); });
+  read_drive_areas(drives, [&](std::vector<drive_area> r) { found = std::move(r); });
   wait([&] { return found.has_value(); });
   return std::move(*found);
 }
@@ -399,7 +399,7 @@ std::expected<void, error> array::stamp_shelf() {
     if (stamp.identity || stamp.ownership) stamps.push_back(stamp);
   }
   std::optional<std::error_code> written;
-  write_stamps(std::move(stamps), [&](std::error_code e) { written = e; });
+  write_drive_stamps(std::move(stamps), [&](std::error_code e) { written = e; });
   wait([&] { return written.has_value(); });
   if (*written) return std::unexpected(make_error(errc::io_error, "cannot write the array's identity to the drives' controller areas: " + written->message()));
   return {};
@@ -412,10 +412,10 @@ void array::stamp_group(const disk_group& g, std::optional<pool_ownership> owner
       if (&shelf_->drive(i) == g.member_device(m)) members.push_back(&shelf_->drive(i));
     }
   }
-  read_areas(members, [this, members, ownership, done = std::move(done)](std::vector<drive_area> found) {
+  read_drive_areas(members, [this, members, ownership, done = std::move(done)](std::vector<drive_area> found) {
     std::vector<area_stamp> stamps;
     for (const drive_area& a : found) stamps.push_back({members[a.drive], a.offset_bytes, identity_, ownership});
-    write_stamps(std::move(stamps), [this, done](std::error_code e) {
+    write_drive_stamps(std::move(stamps), [this, done](std::error_code e) {
       if (e) {
         events_->record(severity::warning, "",
                         "the array's id could not be written to a group's controller areas (" + e.message() + "); the next start writes it");

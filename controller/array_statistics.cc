@@ -12,6 +12,30 @@ namespace strata::controller {
 
 using namespace records;
 
+namespace {
+
+// The sources of reads a volume reports, by the names the API gives them.
+constexpr std::pair<const char*, tiering::source> tier_sources[] = {{"performance", tiering::source::performance},
+                                                                    {"capacity", tiering::source::capacity},
+                                                                    {"cold", tiering::source::cold},
+                                                                    {"cache", tiering::source::cache}};
+
+// The bound, in seconds, of the bucket that holds quantile `q` of the
+// reads counted between `a` and `b`; beyond the last bound: the last
+// bound (the histogram says no more).
+double percentile_bound(const tiering::volume_counters::requests& a, const tiering::volume_counters::requests& b, double q) {
+  const auto& bounds = tiering::volume_counters::latency_bucket_bounds_seconds;
+  const double total = static_cast<double>(b.count - a.count);
+  double seen = 0;
+  for (std::size_t i = 0; i < bounds.size(); ++i) {
+    seen += static_cast<double>(b.latency_buckets[i] - a.latency_buckets[i]);
+    if (seen >= q * total) return bounds[i];
+  }
+  return bounds.back();
+}
+
+}  // namespace
+
 void array::take_samples() {
   const device::time_point now = clock_.now();
   std::map<std::string, std::pair<sample, sample>> next;
@@ -62,6 +86,22 @@ std::expected<void, error> array::volume_statistics(const std::string& name, v1:
   out.set_capacity_bytes(v->mapped_extents_on(tiering::tier::capacity) * extent_bytes);
   out.set_cold_bytes(v->mapped_extents_on(tiering::tier::cold) * extent_bytes);
   out.set_allocated_bytes(out.performance_bytes() + out.capacity_bytes() + out.cold_bytes());
+  const auto s = samples_.find(name);
+  const bool sampled = s != samples_.end() && s->second.first.at != device::time_point{};
+  for (const auto& [tier, from] : tier_sources) {
+    const tiering::volume_counters::requests& r = now.read_latency[static_cast<int>(from)];
+    v1::TierReads& t = *out.add_tier_reads();
+    t.set_tier(tier);
+    t.set_reads(r.count);
+    t.set_latency_seconds_sum(std::chrono::duration<double>(r.latency).count());
+    for (const std::uint64_t n : r.latency_buckets) t.add_latency_buckets(n);
+    if (!sampled) continue;
+    const auto& a = s->second.first.counters.read_latency[static_cast<int>(from)];
+    const auto& b = s->second.second.counters.read_latency[static_cast<int>(from)];
+    if (b.count == a.count) continue;
+    t.set_latency_ms(std::chrono::duration<double, std::milli>(b.latency - a.latency).count() / static_cast<double>(b.count - a.count));
+    t.set_p99_latency_ms(1000 * percentile_bound(a, b, 0.99));
+  }
   if (p->write_cache) {
     // The volume's share of each cached group's dirty and lost blocks,
     // extent by extent.
@@ -88,8 +128,7 @@ std::expected<void, error> array::volume_statistics(const std::string& name, v1:
     out.set_dirty_bytes(dirty_bytes);
     out.set_lost_bytes(lost_bytes);
   }
-  const auto s = samples_.find(name);
-  if (s == samples_.end() || s->second.first.at == device::time_point{}) return {};  // one sample: no rates yet
+  if (!sampled) return {};  // one sample: no rates yet
   const auto& [before, last] = s->second;
   const double seconds = std::chrono::duration<double>(last.at - before.at).count();
   out.set_interval_seconds(seconds);

@@ -51,7 +51,9 @@ std::unique_ptr<ceph_image> ceph_image::open_later(boost::asio::io_context& loop
   return g;
 }
 
-ceph_image::~ceph_image() {
+ceph_image::~ceph_image() { release(); }
+
+void ceph_image::release() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -59,7 +61,12 @@ ceph_image::~ceph_image() {
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
   *alive_ = false;
+  if (!device_) return;
   device_.reset();
+  set_status([](ceph_status& s) {
+    s.connected = false;
+    s.status = "closed here: its pool is served by the partner";
+  });
 }
 
 std::expected<std::unique_ptr<device::rbd_device>, error> ceph_image::open_now(bool create) {

@@ -92,6 +92,11 @@ class ceph_image final : public device::block_device, public raid::member_replac
   bool idle() const noexcept;
   // A clean stop: the image's writes are on the OSDs once it completes.
   void mark_clean(std::function<void(std::error_code)> done);
+  // REQUIRES: idle(), after mark_clean. Its pool went to the partner: the
+  // thread stops and the image closes, so that its exclusive lock is
+  // released (the partner takes it without blocklisting this client). It
+  // takes no more I/O; a takeover back opens the group anew.
+  void release();
 
   // The group-wide calls a RAID group answers, answered for a group
   // without members.

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "target/iscsi/chap.h"
+#include "tiering/migrator.h"
 
 namespace strata::controller {
 
@@ -490,8 +491,10 @@ array_plan read_plan(const toml::table& root, const std::filesystem::path& base,
       p.home = *home;
     }
     if (const toml::node* cooling = s.get("cold_cooling_seconds")) {
-      if (!cooling->is_integer() || cooling->as_integer()->get() < 0) {
-        s.fail(*cooling, "cold_cooling_seconds", "expected a number of seconds, 0 or more (0: nothing moves to Ceph)");
+      if (!cooling->is_integer() || cooling->as_integer()->get() < 0 ||
+          static_cast<std::uint64_t>(cooling->as_integer()->get()) > tiering::max_cold_cooling_seconds) {
+        s.fail(*cooling, "cold_cooling_seconds", "expected a number of seconds from 0 (nothing moves to Ceph) to " +
+                                                     std::to_string(tiering::max_cold_cooling_seconds) + " (100 years)");
       }
       p.cold_cooling_seconds = static_cast<std::uint64_t>(cooling->as_integer()->get());
     }

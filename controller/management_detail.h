@@ -16,6 +16,7 @@
 #include "controller/management.h"
 #include "controller/names.h"
 #include "controller/tiers.h"
+#include "tiering/migrator.h"
 
 namespace strata::controller::management_detail {
 
@@ -69,6 +70,12 @@ inline outcome<void> check_fields(const std::vector<std::string>& fields, std::i
     if (std::ranges::find(allowed, f) == allowed.end()) return invalid("update_mask", "\"" + f + "\" cannot be changed; these can: " + names);
   }
   return {};
+}
+
+// What is wrong with a pool's cold_cooling_seconds, if anything.
+inline std::optional<std::string> cooling_problem(std::uint64_t seconds) {
+  if (seconds <= tiering::max_cold_cooling_seconds) return std::nullopt;
+  return std::to_string(seconds) + " is more than " + std::to_string(tiering::max_cold_cooling_seconds) + " (100 years)";
 }
 
 // iSCSI names compare case-insensitively (RFC 3722 folds them to lower case).

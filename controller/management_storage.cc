@@ -16,7 +16,7 @@ using namespace management_detail;
 // ---- pools ----
 
 outcome<v1::Pool> management::update_pool(const v1::Pool& want, const std::vector<std::string>& fields) {
-  if (auto ok = check_fields(fields, {"write_cache", "home"}); !ok) return std::unexpected(ok.error());
+  if (auto ok = check_fields(fields, {"write_cache", "cold_cooling_seconds", "home"}); !ok) return std::unexpected(ok.error());
   if (std::ranges::find(fields, "home") != fields.end()) {
     if (fields.size() > 1) return invalid("update_mask", "home moves the pool: change it alone");
     auto moving = move_pool(want.name(), want.home());
@@ -41,27 +41,49 @@ outcome<v1::Pool> management::update_pool(const v1::Pool& want, const std::vecto
   std::lock_guard hold(changes_);
   auto pool = is_pool_name(name) ? read<v1::Pool>(config_, name) : std::nullopt;
   if (!pool) return refuse(kind::not_found, "pool.name", name + " does not exist");
+  const bool cache = std::ranges::find(fields, "write_cache") != fields.end();
+  const bool cooling = std::ranges::find(fields, "cold_cooling_seconds") != fields.end();
   const v1::WriteCache mode = want.write_cache();
-  if (mode != v1::WRITE_BACK && mode != v1::WRITE_THROUGH) return invalid("pool.write_cache", "WRITE_BACK or WRITE_THROUGH");
-  if (pool->write_log_group().empty()) {
-    return refuse(kind::precondition, "pool.write_cache", name + " has no write log (its write_log_group): it writes through, and cannot write back");
+  if (cache) {
+    if (mode != v1::WRITE_BACK && mode != v1::WRITE_THROUGH) return invalid("pool.write_cache", "WRITE_BACK or WRITE_THROUGH");
+    if (pool->write_log_group().empty()) {
+      return refuse(kind::precondition, "pool.write_cache", name + " has no write log (its write_log_group): it writes through, and cannot write back");
+    }
+  }
+  if (cooling) {
+    if (!want.has_cold_cooling_seconds()) {
+      return invalid("pool.cold_cooling_seconds", "give the seconds an extent stays idle before it moves to the cold tier (0: never)");
+    }
+    if (auto bad = cooling_problem(want.cold_cooling_seconds())) return invalid("pool.cold_cooling_seconds", *bad);
   }
   v1::UpdatePoolRequest request;
   *request.mutable_pool() = want;
-  request.mutable_update_mask()->add_paths("write_cache");
+  for (const std::string& f : fields) request.mutable_update_mask()->add_paths(f);
   if (auto there = elsewhere(name, "UpdatePool", request)) return parsed<v1::Pool>(std::move(*there));
   if (auto allowed = may_change("to change the pool in"); !allowed) return std::unexpected(allowed.error());
   v1::Pool updated = *pool;
-  updated.set_write_cache(mode);
-  // Recorded first: the next start opens the pool in the mode asked for.
+  if (cache) updated.set_write_cache(mode);
+  if (cooling) updated.set_cold_cooling_seconds(want.cold_cooling_seconds());
+  // Recorded first: the next start opens the pool as asked.
   config_batch b;
   b.put(name, updated.SerializeAsString());
   if (auto done = commit(b); !done) return std::unexpected(done.error());
-  auto set = on_loop(*array_, [this, name, mode](auto done) {
-    done(array_->set_write_cache(name, mode == v1::WRITE_BACK ? raid::cache_mode::write_back : raid::cache_mode::write_through));
+  auto set = on_loop(*array_, [this, name, mode, cache, cooling, seconds = want.cold_cooling_seconds()](auto done) {
+    if (cache) {
+      auto r = array_->set_write_cache(name, mode == v1::WRITE_BACK ? raid::cache_mode::write_back : raid::cache_mode::write_through);
+      if (!r) return done(std::move(r));
+    }
+    if (cooling) return done(array_->set_cold_cooling(name, std::chrono::seconds(seconds)));
+    done({});
   });
-  if (!set) return refused(set.error(), "pool.write_cache");
-  array_->events().record(severity::info, name, std::string("changed: write cache ") + v1::WriteCache_Name(mode));
+  if (!set) return refused(set.error(), cache ? "pool.write_cache" : "pool.cold_cooling_seconds");
+  if (cache) array_->events().record(severity::info, name, std::string("changed: write cache ") + v1::WriteCache_Name(mode));
+  if (cooling) {
+    array_->events().record(severity::info, name,
+                            want.cold_cooling_seconds() == 0
+                                ? std::string("changed: cold cooling off (nothing moves to the cold tier)")
+                                : "changed: cold cooling " + std::to_string(want.cold_cooling_seconds()) + " s");
+  }
   return updated;
 }
 
@@ -220,6 +242,9 @@ outcome<v1::Pool> management::create_pool(const std::string& pool_id, const v1::
     return refuse(kind::unimplemented, "pool.write_log_group",
                   "a write log is set up with the pool in the configuration file's build sections (write_log); "
                   "pools made through the API write through");
+  }
+  if (want.has_cold_cooling_seconds()) {
+    if (auto bad = cooling_problem(want.cold_cooling_seconds())) return invalid("pool.cold_cooling_seconds", *bad);
   }
   if (auto allowed = may_change("to make the pool in"); !allowed) return std::unexpected(allowed.error());
   v1::Pool out = want;

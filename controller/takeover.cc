@@ -39,10 +39,26 @@ void array::claim_spare(const std::string& disk, std::function<void(raid::spare_
                  });
 }
 
+void array::read_drive_areas(const std::vector<device::block_device*>& drives, std::function<void(std::vector<drive_area>)> done) {
+  ++area_io_in_flight_;
+  read_areas(drives, [this, done = std::move(done)](std::vector<drive_area> found) {
+    done(std::move(found));  // first: a write it starts keeps the count above zero
+    --area_io_in_flight_;
+  });
+}
+
+void array::write_drive_stamps(std::vector<area_stamp> stamps, std::function<void(std::error_code)> done) {
+  ++area_io_in_flight_;
+  write_stamps(std::move(stamps), [this, done = std::move(done)](std::error_code e) {
+    done(e);
+    --area_io_in_flight_;
+  });
+}
+
 void array::read_ownership(const std::string& pool, std::function<void(ownership_found)> done) {
   std::vector<device::block_device*> drives;
   for (std::size_t i = 0; i < shelf_->size(); ++i) drives.push_back(&shelf_->drive(i));
-  read_areas(drives, [drives, pool, done = std::move(done)](std::vector<drive_area> areas) {
+  read_drive_areas(drives, [drives, pool, done = std::move(done)](std::vector<drive_area> areas) {
     ownership_found f;
     for (const drive_area& a : areas) {
       const auto& o = a.contents.ownership;
@@ -86,7 +102,7 @@ void array::record_copy(const std::string& name, bool current, std::function<voi
     o.unix_ms = unix_ms_now();
     p->ownership = o;
     for (area_stamp& s : f.members) s.ownership = o;
-    write_stamps(std::move(f.members), [this, name, current, done](std::error_code e) {
+    write_drive_stamps(std::move(f.members), [this, name, current, done](std::error_code e) {
       if (e) {
         events_->record(severity::error, name, "its drives could not be told whether controller " + partner_->name() + "'s copy of its metadata is current: " + e.message());
       } else {
@@ -185,7 +201,7 @@ void array::take_over(const v1::Pool& record) {
       pool_ownership o{name, options_.controller, f.newest->epoch + 1, unix_ms_now(), 0, false};
       std::vector<area_stamp> stamps = f.members;
       for (area_stamp& s : stamps) s.ownership = o;
-      write_stamps(std::move(stamps), [this, record, name, fail, started, o](std::error_code e) {
+      write_drive_stamps(std::move(stamps), [this, record, name, fail, started, o](std::error_code e) {
         if (closed_) return;
         if (e) return fail("the new ownership epoch could not be written to its drives: " + e.message());
         // Out of the drive's completion first: opening the pool drives the
@@ -336,7 +352,7 @@ void array::reclaim_pools() {
         }
         pool_ownership o{name, options_.controller, f.newest->epoch + 1, unix_ms_now(), 0, false};
         for (area_stamp& s : f.members) s.ownership = o;
-        write_stamps(std::move(f.members), [this, record = *record, name, o](std::error_code e) {
+        write_drive_stamps(std::move(f.members), [this, record = *record, name, o](std::error_code e) {
           one_at_a_time([this, record, name, o, e] {
             if (closed_) return;
             if (e) {
@@ -426,6 +442,7 @@ void array::hand_over_now(const std::string& name) {
     std::optional<std::error_code> clean;
     groups_[g]->mark_clean([&](std::error_code ec) { clean = ec; });
     wait([&] { return clean.has_value() && groups_[g]->idle(); });
+    if (ceph_image* image = groups_[g]->ceph()) image->release();  // its lock, for the partner
     lost_groups_.insert(g);  // the partner's from now on: assembled anew if the pool comes back
   }
   if (!copied) return take_back(*record, "its last metadata did not reach controller " + to);
@@ -437,7 +454,7 @@ void array::hand_over_now(const std::string& name) {
   read_ownership(name, [this, record = *record, name, to, why, started, mine](ownership_found f) {
     pool_ownership o{name, to, std::max(mine.epoch, f.newest ? f.newest->epoch : 0) + 1, unix_ms_now(), 0, true};
     for (area_stamp& s : f.members) s.ownership = o;
-    write_stamps(std::move(f.members), [this, record, name, to, why, started, o](std::error_code e) {
+    write_drive_stamps(std::move(f.members), [this, record, name, to, why, started, o](std::error_code e) {
       if (e) return take_back(record, "its new owner could not be written to its drives: " + e.message());
       partner_->call(link_type::pool_handover, link_bytes(name.begin(), name.end()),
                      [this, record, name, to, why, started, o](std::expected<link_bytes, error> r) {
@@ -474,7 +491,7 @@ void array::take_back(const v1::Pool& record, const std::string& why) {
     read_ownership(name, [this, record, name](ownership_found f) {
       pool_ownership o{name, options_.controller, (f.newest ? f.newest->epoch : 0) + 1, unix_ms_now(), 0, false};
       for (area_stamp& s : f.members) s.ownership = o;
-      write_stamps(std::move(f.members), [this, record, name, o](std::error_code e) {
+      write_drive_stamps(std::move(f.members), [this, record, name, o](std::error_code e) {
         one_at_a_time([this, record, name, o, e] {
           if (closed_) return;
           if (e) {
@@ -540,7 +557,7 @@ void array::confirm_ownership() {
     }
     std::vector<device::block_device*> raw;
     for (std::size_t i = 0; i < shelf_->size(); ++i) raw.push_back(&shelf_->raw_drive(i));
-    read_areas(raw, [this, poll](std::vector<drive_area> areas) {
+    read_drive_areas(raw, [this, poll](std::vector<drive_area> areas) {
       *poll = nullptr;  // the cycle ends
       if (closed_) return;
       std::map<std::string, std::pair<pool_ownership, std::vector<std::size_t>>> newest;  // by pool: its newest record, its drives

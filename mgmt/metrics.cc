@@ -217,8 +217,11 @@ std::string render(const array_scrape& scrape) {
   for (const auto& [p, s] : scrape.pools) {
     const labels l{{"pool", p.name()}};
     for (const auto& [tier, size, free] : {std::tuple{"performance", s.performance_bytes(), s.performance_free_bytes()},
-                                           std::tuple{"capacity", s.capacity_bytes(), s.capacity_free_bytes()}}) {
-      m.gauge("strata_pool_size_bytes", "The pool's space per tier (performance: the SSD tier, capacity: the HDD tier).",
+                                           std::tuple{"capacity", s.capacity_bytes(), s.capacity_free_bytes()},
+                                           std::tuple{"cold", s.cold_bytes(), s.cold_free_bytes()}}) {
+      if (std::string_view(tier) == "cold" && size == 0) continue;  // no Ceph tier
+      m.gauge("strata_pool_size_bytes",
+              "The pool's space per tier (performance: the SSD tier, capacity: the HDD tier, cold: the Ceph tier).",
               {{"pool", p.name()}, {"tier", tier}}, static_cast<double>(size));
       m.gauge("strata_pool_free_bytes", "The pool's free space per tier.", {{"pool", p.name()}, {"tier", tier}}, static_cast<double>(free));
     }
@@ -230,6 +233,12 @@ std::string render(const array_scrape& scrape) {
               static_cast<double>(s.promotions()));
     m.counter("strata_pool_demotions_total", "Extents the migrator moved to the HDD tier since the pool opened here.", l,
               static_cast<double>(s.demotions()));
+    if (s.cold_bytes() > 0) {
+      m.counter("strata_pool_cold_demotions_total", "Extents the migrator moved to the Ceph (cold) tier since the pool opened here.", l,
+                static_cast<double>(s.cold_demotions()));
+      m.counter("strata_pool_cold_promotions_total", "Extents the migrator moved back from the Ceph tier since the pool opened here.", l,
+                static_cast<double>(s.cold_promotions()));
+    }
     m.counter("strata_pool_migrated_bytes_total", "Bytes of extents the migrator moved since the pool opened here.", l,
               static_cast<double>(s.migrated_bytes()));
     m.counter("strata_pool_failed_moves_total", "Extent moves that failed or were refused as stale.", l, static_cast<double>(s.failed_moves()));
@@ -252,6 +261,7 @@ std::string render(const array_scrape& scrape) {
     m.gauge("strata_volume_allocated_bytes", "The volume's written extents per tier (thin provisioning).",
             {{"volume", v.name()}, {"tier", "performance"}}, static_cast<double>(s.performance_bytes()));
     m.sample("strata_volume_allocated_bytes", {{"volume", v.name()}, {"tier", "capacity"}}, static_cast<double>(s.capacity_bytes()));
+    m.sample("strata_volume_allocated_bytes", {{"volume", v.name()}, {"tier", "cold"}}, static_cast<double>(s.cold_bytes()));
     m.counter("strata_volume_reads_total", "Read commands the volume completed.", l, static_cast<double>(s.reads()));
     m.counter("strata_volume_writes_total", "Write commands the volume completed.", l, static_cast<double>(s.writes()));
     m.counter("strata_volume_flushes_total", "Flushes (SYNCHRONIZE CACHE, NVMe Flush) the volume completed.", l, static_cast<double>(s.flushes()));
@@ -263,6 +273,12 @@ std::string render(const array_scrape& scrape) {
                 s.latency_bucket_bounds_seconds(), s.write_latency_buckets(), s.write_latency_seconds_sum());
     m.histogram("strata_volume_flush_latency_seconds", "Flush latency, the volume's submit to completion.", l,
                 s.latency_bucket_bounds_seconds(), s.flush_latency_buckets(), s.flush_latency_seconds_sum());
+    for (const v1::TierReads& t : s.tier_reads()) {
+      m.histogram("strata_volume_tier_read_latency_seconds",
+                  "Read latency per tier (performance, capacity, cold: Ceph, cache: the read cache), extent piece by piece, from its "
+                  "dispatch there to its completion.",
+                  {{"volume", v.name()}, {"tier", t.tier()}}, s.latency_bucket_bounds_seconds(), t.latency_buckets(), t.latency_seconds_sum());
+    }
     m.counter("strata_volume_read_pieces_total",
               "Extent pieces of reads that touched data (a read crossing an extent boundary counts once per extent).", l,
               static_cast<double>(s.read_pieces()));

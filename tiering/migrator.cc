@@ -51,6 +51,11 @@ void migrator::stop() noexcept {
   plan_.clear();
 }
 
+void migrator::set_cold_cooling(device::duration cooling) noexcept {
+  options_.cold_cooling = cooling;
+  plan_.clear();  // it may hold extents that cooled by the old measure
+}
+
 void migrator::run_round() {
   ++counters_.rounds;
   pace();

@@ -57,6 +57,10 @@ namespace strata::tiering {
 class pool;
 class volume;
 
+// The longest cooling a pool may be given: 100 years (a duration in
+// nanoseconds holds 292).
+inline constexpr std::uint64_t max_cold_cooling_seconds = 100ULL * 365 * 24 * 3600;
+
 struct migrator_options {
   device::duration interval = std::chrono::seconds(1);
   unsigned max_moves_in_flight = 4;
@@ -101,6 +105,10 @@ class migrator {
   void stop() noexcept;
   // One ranking and plan, now (the timer does this by itself).
   void run_round();
+
+  // From the next round on; the plan made with the old cooling is dropped.
+  void set_cold_cooling(device::duration cooling) noexcept;
+  device::duration cold_cooling() const noexcept { return options_.cold_cooling; }
 
   const migrator_counters& counters() const noexcept { return counters_; }
   unsigned moves_in_flight() const noexcept { return in_flight_; }

@@ -167,6 +167,7 @@ volume::piece& volume::new_piece(outer_io& o, std::uint64_t volume_extent, std::
   p.from_cache = false;
   p.skip_cache = false;
   p.cache_write = false;
+  p.read_from.reset();
   p.updates_pending = 0;
   p.capacity_done = false;
   ++o.pending;
@@ -230,11 +231,15 @@ void volume::dispatch(piece& p) {
   piece_done(p, errc::invalid_argument);
 }
 
-void volume::count(source s, const piece& p) noexcept {
+void volume::count(source s, piece& p) noexcept {
   const bool write = p.owner->outer->operation != op::read;
   volume_counters::served& c = counters_.by_source[static_cast<int>(s)][write ? 1 : 0];
   ++c.ios;
   c.bytes += p.block_count * geometry_.logical_block_size_bytes;
+  if (!write) {
+    p.read_from = s;
+    p.read_sent = pool_.clock().now();
+  }
 }
 
 void volume::read_zeros(piece& p) {
@@ -649,6 +654,10 @@ void volume::finish_transition(std::uint64_t volume_extent) {
 void volume::piece_done(piece& p, std::error_code result) {
   outer_io& o = *p.owner;
   if (result && !o.result) o.result = result;
+  if (p.read_from && !result) {
+    counters_.read_latency[static_cast<int>(*p.read_from)].add(p.block_count * geometry_.logical_block_size_bytes,
+                                                               pool_.clock().now() - p.read_sent);
+  }
   p.owner = nullptr;
   pieces_.release(p);
   op_done(o);

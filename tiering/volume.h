@@ -72,6 +72,10 @@ struct volume_counters {
     void add(std::uint64_t request_bytes, device::duration took) noexcept;
   };
   requests whole[3]{};
+  // Read pieces by what served them, from their dispatch there to their
+  // completion (a piece that waited on a move waits outside this): the
+  // latency of each tier as the volume sees it. Failed reads are not in it.
+  requests read_latency[source_count]{};
   const served& reads(source s) const noexcept { return by_source[static_cast<int>(s)][0]; }
   const served& writes(source s) const noexcept { return by_source[static_cast<int>(s)][1]; }
 };
@@ -176,6 +180,8 @@ class volume final : public device::block_device {
     bool from_cache = false;                   // a read sent to the read cache
     bool skip_cache = false;                   // the cache failed it: read the capacity tier
     bool cache_write = false;                  // holds the read cache's lines (end_write when done)
+    std::optional<source> read_from;           // a read: what it was last sent to, and when
+    device::time_point read_sent{};
     // A capacity write's copies to the read cache's lines it updates: the
     // piece completes when the capacity write and these have.
     struct cache_update {
@@ -197,7 +203,7 @@ class volume final : public device::block_device {
                    std::uint64_t buffer_offset_bytes);
   void dispatch(piece& p);
   void read_zeros(piece& p);
-  void count(source s, const piece& p) noexcept;
+  void count(source s, piece& p) noexcept;
   void submit_to_group(piece& p, device::op operation, extent_location where, bool zeros);
   // Read cache: a read served from it (true), or shown to it.
   bool read_via_cache(piece& p, extent_location where);

@@ -54,6 +54,8 @@ function draw_alerts(section, groups, disks, operations, pool_stats) {
   for (const g of groups) {
     const state = state_name(g.state, 'GROUP_');
     if (state === 'DEGRADED' || state === 'FAILED') items.push(['bad', `${g.name} is ${state.toLowerCase()}: ${g.failedMembers} member(s) failed`]);
+    // A Ceph tier out of reach: its extents' I/O fails, the rest serves.
+    if (state === 'UNAVAILABLE') items.push(['bad', `${g.name} (Ceph) is unavailable: ${g.ceph?.status || g.ceph?.health || 'its cluster does not answer'}`]);
     if (state === 'REBUILDING') {
       const total = num(g.rebuildBytesTotal);
       items.push(['warn', h('span', {}, `${g.name} is rebuilding `, progress(total ? num(g.rebuildBytesDone) / total : 0),
@@ -127,6 +129,14 @@ function sparkline(values) {
   return svg;
 }
 
+// "31 days", "5 h", "90 s": the largest whole unit.
+function duration(seconds) {
+  if (seconds % 86400 === 0) return `${seconds / 86400} days`;
+  if (seconds % 3600 === 0) return `${seconds / 3600} h`;
+  if (seconds % 60 === 0) return `${seconds / 60} min`;
+  return `${seconds} s`;
+}
+
 function draw_pools(section, pool_list, pool_stats) {
   const tier = (label, size, free) => {
     const used = num(size) - num(free);
@@ -135,12 +145,17 @@ function draw_pools(section, pool_list, pool_stats) {
   };
   clear(section, h('h2', {}, 'Pools'), h('div.pools', {}, pool_list.map((p, i) => {
     const s = pool_stats[i];
-    const total = num(s.performanceBytes) + num(s.capacityBytes);
+    const total = num(s.performanceBytes) + num(s.capacityBytes) + num(s.coldBytes);
+    const cold = num(s.coldBytes) > 0;
+    const cooling = p.coldCoolingSeconds === undefined ? '31 days (default)' : num(p.coldCoolingSeconds) === 0 ? 'off' : duration(num(p.coldCoolingSeconds));
     return h('article.pool', { dataset: { name: p.name } },
       h('h3', {}, short(p.name), ' ', h('small', {}, `owner ${short(p.owner) || 'a'}`)),
       tier('SSD tier (performance)', s.performanceBytes, s.performanceFreeBytes),
       tier('HDD tier (capacity)', s.capacityBytes, s.capacityFreeBytes),
+      cold ? tier('Ceph tier (cold)', s.coldBytes, s.coldFreeBytes) : null,
       h('dl', {},
+        cold ? [h('dt', {}, 'Cold cooling'), h('dd', {}, cooling),
+          h('dt', {}, 'Moved to / from Ceph'), h('dd.cold-moves', {}, `${s.coldDemotions ?? 0} / ${s.coldPromotions ?? 0} extents`)] : null,
         h('dt', {}, 'Committed'), h('dd', {}, `${bytes(s.committedBytes)} (${total ? fixed((100 * num(s.committedBytes)) / total, 0) : 0}% of the tiers)`),
         h('dt', {}, 'Read cache'), h('dd', {}, p.readCacheGroup ? bytes(s.readCacheBytes) : 'none'),
         h('dt', {}, 'Write cache'), h('dd', {}, s.writeCache || 'none',

@@ -1,11 +1,13 @@
 // Disks and groups: each group's state, rebuild and scrub, each disk's
 // state and health, refreshed every second; the CLI's disk and group
 // actions.
-//   ListDiskGroups, ListDisks, ListOperations (rebuilds and scrubs running);
-//   FailDisk, ReplaceDisk, UpdateDisk (update_mask "spare"),
-//   ScrubDiskGroup, CancelOperation.
-import { call, list_all, num } from './api.js';
-import { action, api_form, badge, bytes, clear, fixed, h, progress, short, state_name, table } from './ui.js';
+// actions; a Ceph tier connected to a pool, and the pools' cold cooling.
+//   ListDiskGroups, ListDisks, ListOperations (rebuilds and scrubs running),
+//   ListPools; FailDisk, ReplaceDisk, UpdateDisk (update_mask "spare"),
+//   ScrubDiskGroup, CancelOperation, CreateDiskGroup (kind CEPH),
+//   UpdatePool (update_mask "cold_cooling_seconds").
+import { ApiError, call, list_all, num } from './api.js';
+import { action, api_form, badge, bytes, clear, fixed, h, parse_size, progress, short, state_name, table } from './ui.js';
 
 export const title = 'Disks and groups';
 
@@ -25,7 +27,53 @@ export async function render(root, scope) {
     done: () => refresh(),
   });
   replace_form.id = 'replace-form';
-  root.append(groups_section, ops_section, disks_section, h('section.card', {}, replace_form));
+  const pool_options = (await list_all('ListPools', {}, 'pools')).map((p) => [p.name, short(p.name)]);
+  // A Ceph tier for a pool: the API checks every input against the
+  // cluster before it records anything, and names what is wrong.
+  const ceph_form = api_form({
+    title: 'Add a Ceph tier to a pool',
+    fields: [
+      { name: 'id', label: 'Group name', field: 'group_id', placeholder: 'c1' },
+      { name: 'pool', label: 'Pool', field: 'pool', options: pool_options },
+      { name: 'monitors', label: 'Monitors', field: 'group.ceph.monitors', placeholder: '10.0.0.1:3300,10.0.0.2:3300' },
+      { name: 'user', label: 'cephx user', field: 'group.ceph.user', placeholder: 'admin' },
+      { name: 'keyring', label: 'Keyring file (on the controller)', field: 'group.ceph.keyring_path', placeholder: '/etc/ceph/ceph.client.strata.keyring' },
+      { name: 'rados_pool', label: 'RADOS pool', field: 'group.ceph.rados_pool', placeholder: 'strata' },
+      { name: 'image', label: 'RBD image', field: 'group.ceph.image', placeholder: 'p1-cold' },
+      { name: 'size', label: 'Size', field: 'group.ceph.size_bytes', placeholder: '10T' },
+      { name: 'create', label: 'Create the image', field: 'group.ceph.create', type: 'checkbox' },
+    ],
+    submit_label: 'Connect',
+    submit: (v) => {
+      const size = parse_size(v.size);
+      if (v.size === '' || Number.isNaN(size)) {
+        const reason = `"${v.size}" is not a size (bytes, or with K, M, G, T: 10T)`;
+        throw new ApiError({ code: 'invalid_argument', message: `group.ceph.size_bytes: ${reason}`, field: 'group.ceph.size_bytes', reason, status: 0 });
+      }
+      const ceph = { monitors: v.monitors, user: v.user, keyringPath: v.keyring, radosPool: v.rados_pool, image: v.image, sizeBytes: String(size), create: v.create };
+      return call('CreateDiskGroup', { groupId: v.id, group: { kind: 'CEPH', ceph }, pool: v.pool });
+    },
+    done: () => refresh(),
+  });
+  ceph_form.id = 'ceph-form';
+  const cooling_form = api_form({
+    title: "A pool's cold cooling",
+    fields: [
+      { name: 'pool', label: 'Pool', field: 'pool.name', options: pool_options },
+      { name: 'seconds', label: 'Idle seconds before Ceph (0: never)', field: 'pool.cold_cooling_seconds', placeholder: '2678400 (31 days)' },
+    ],
+    submit_label: 'Set',
+    submit: (v) => {
+      if (!/^[0-9]+$/.test(v.seconds)) {
+        const reason = `"${v.seconds}" is not a whole number of seconds`;
+        throw new ApiError({ code: 'invalid_argument', message: `pool.cold_cooling_seconds: ${reason}`, field: 'pool.cold_cooling_seconds', reason, status: 0 });
+      }
+      return call('UpdatePool', { pool: { name: v.pool, coldCoolingSeconds: v.seconds }, updateMask: 'coldCoolingSeconds' });
+    },
+  });
+  cooling_form.id = 'cooling-form';
+  root.append(groups_section, ops_section, disks_section,
+    h('div.forms', {}, h('section.card', {}, replace_form), h('section.card', {}, ceph_form), h('section.card', {}, cooling_form)));
 
   const refresh = async () => {
     const [groups, disks, operations] = await Promise.all([
@@ -69,11 +117,19 @@ function draw_groups(section, groups, refresh) {
       else if (g.scrubbing) work = 'scrubbing';
       else if (g.resyncing) work = 'resync';
       if (num(g.resyncUnverifiableStripes) > 0) work = h('span', {}, work, ` · ${g.resyncUnverifiableStripes} stripes unverifiable`);
+      let members = g.members.map(short).join(', ');
+      if (g.kind === 'CEPH' && g.ceph) {
+        // Where its image is, and what its cluster says.
+        const c = g.ceph;
+        members = `${c.radosPool}/${c.image} at ${c.monitors}`;
+        const cluster = num(c.clusterSizeBytes) ? ` · cluster ${bytes(c.clusterUsedBytes)} of ${bytes(c.clusterSizeBytes)} used` : '';
+        work = h('span.ceph-health', {}, c.status || c.health || '-', (c.healthChecks ?? []).map((x) => `; ${x}`).join(''), cluster);
+      }
       return {
         dataset: { name: g.name, state, rebuildDone: String(done), rebuildTotal: String(total), scrubbing: String(g.scrubbing) },
         class: `state-${state.toLowerCase()}`,
         cells: [short(g.name), g.kind, badge(state, state === 'OPTIMAL' ? 'good' : state === 'REBUILDING' ? 'warn' : 'bad'), bytes(g.sizeBytes),
-          work, g.repairedBlocks, g.members.map(short).join(', '),
+          work, g.repairedBlocks, members,
           g.kind === 'RAID6' ? action('Scrub', async () => { await call('ScrubDiskGroup', { name: g.name }); await refresh(); }) : ''],
       };
     })));

@@ -1,5 +1,5 @@
-// Volumes: each volume's size, where its data lies (SSD and HDD tier),
-// read-cache hits and latency, refreshed every 2 s; create, resize, move
+// Volumes: each volume's size, where its data lies (SSD, HDD and Ceph
+// tier), read-cache hits and latency (and per tier), refreshed every 2 s; create, resize, move
 // between tiers, delete.
 //   ListPools, ListVolumes per pool, GetVolumeStatistics per volume;
 //   CreateVolume, UpdateVolume (update_mask "size_bytes"), MoveVolume,
@@ -30,7 +30,7 @@ export async function render(root, scope) {
       { name: 'pool', label: 'Pool', field: 'parent', options: pool_options },
       { name: 'id', label: 'Name', field: 'volume_id', placeholder: 'v2' },
       { name: 'size', label: 'Size', field: 'volume.size_bytes', placeholder: '100G' },
-      { name: 'affinity', label: 'Affinity', field: 'volume.affinity', options: [['AUTO', 'auto'], ['PERFORMANCE', 'performance (SSD)'], ['CAPACITY', 'capacity (HDD)']] },
+      { name: 'affinity', label: 'Affinity', field: 'volume.affinity', options: [['AUTO', 'auto'], ['PERFORMANCE', 'performance (SSD)'], ['CAPACITY', 'capacity (HDD)'], ['LOCAL', 'local (never Ceph)']] },
       { name: 'block_size', label: 'Block size', field: 'volume.block_size_bytes', options: [['512', '512 (512e)'], ['4096', '4096 (4Kn)']] },
       { name: 'write_cache', label: 'Write cache', field: 'volume.write_cache', options: [['', "the pool's"], ['WRITE_THROUGH', 'write-through']] },
     ],
@@ -80,26 +80,34 @@ export async function render(root, scope) {
 }
 
 function draw_volumes(section, volumes, stats, refresh) {
+  const any_cold = stats.some((s) => num(s.coldBytes) > 0 || (s.coldTierFraction ?? 0) > 0);
   clear(section, h('h2', {}, 'Volumes'), table(
-    ['Volume', 'Size', 'Block', 'Affinity', 'Write cache', 'Allocated', 'Placement (SSD / HDD)', 'Cache hits', 'SSD reads', 'IOPS (r / w)', 'Latency ms (r / w)', ''],
+    ['Volume', 'Size', 'Block', 'Affinity', 'Write cache', 'Allocated', any_cold ? 'Placement (SSD / HDD / Ceph)' : 'Placement (SSD / HDD)', 'Cache hits', 'SSD reads',
+      any_cold ? 'Ceph reads' : null, 'IOPS (r / w)', 'Latency ms (r / w)', 'Read ms by tier (mean / p99)', ''].filter((c) => c !== null),
     volumes.map((v, i) => {
       const s = stats[i];
       const allocated = num(s.allocatedBytes);
       const ssd = num(s.performanceBytes);
-      const placement = h('span.placement', { title: `${bytes(ssd)} on SSD, ${bytes(s.capacityBytes)} on HDD` },
-        h('span.split', {}, h('span.ssd', { style: { width: `${allocated ? (100 * ssd) / allocated : 0}%` } })),
-        ` ${bytes(ssd)} / ${bytes(s.capacityBytes)}`);
+      const cold = num(s.coldBytes);
+      const width = (part) => `${allocated ? (100 * part) / allocated : 0}%`;
+      const placement = h('span.placement', { title: `${bytes(ssd)} on SSD, ${bytes(s.capacityBytes)} on HDD, ${bytes(cold)} in Ceph` },
+        h('span.split', {}, h('span.ssd', { style: { width: width(ssd) } }), any_cold ? h('span.cold', { style: { width: width(cold) } }) : null),
+        ` ${bytes(ssd)} / ${bytes(s.capacityBytes)}`, any_cold ? ` / ${bytes(cold)}` : '');
+      const tier_names = { performance: 'SSD', capacity: 'HDD', cold: 'Ceph', cache: 'cache' };
+      const by_tier = (s.tierReads ?? []).filter((t) => (t.latencyMs ?? 0) > 0)
+        .map((t) => h('span.tier-latency', { dataset: { tier: t.tier } }, `${tier_names[t.tier] ?? t.tier} ${fixed(t.latencyMs, 2)} / ${fixed(t.p99LatencyMs, 1)}`));
       return {
         dataset: { name: v.name, sizeBytes: String(v.sizeBytes) },
         cells: [v.name, bytes(v.sizeBytes), v.blockSizeBytes, String(v.affinity).toLowerCase(),
           s.writeCache || (v.writeCache === 'WRITE_THROUGH' ? 'write-through' : 'write-back'), bytes(allocated), placement,
-          percent(s.cacheHitFraction), percent(s.performanceTierFraction),
+          percent(s.cacheHitFraction), percent(s.performanceTierFraction), any_cold ? percent(s.coldTierFraction) : null,
           `${fixed(s.readIops, 0)} / ${fixed(s.writeIops, 0)}`, `${fixed(s.readLatencyMs, 2)} / ${fixed(s.writeLatencyMs, 2)}`,
+          by_tier.length ? h('span.tier-latencies', {}, by_tier) : '-',
           h('span.actions', {},
             action('To SSD', async () => { await call('MoveVolume', { name: v.name, affinity: 'PERFORMANCE' }); show_notice(`${v.name}: moving to the SSD tier`); await refresh(); }),
             action('To HDD', async () => { await call('MoveVolume', { name: v.name, affinity: 'CAPACITY' }); show_notice(`${v.name}: moving to the HDD tier`); await refresh(); }),
             action('Delete', async () => { await call('DeleteVolume', { name: v.name }); show_notice(`${v.name} deleted`); await refresh(); },
-              { confirm_text: `Delete ${v.name} and its data?`, kind: 'danger' }))],
+              { confirm_text: `Delete ${v.name} and its data?`, kind: 'danger' }))].filter((c) => c !== null),
       };
     })));
 }

@@ -535,4 +535,8 @@ TEST_CASE("config file: a Ceph group (the cold tier) and the pool's cold cooling
   CHECK(error_of(odd).find("group c1: size: 5242880 bytes is not a positive multiple of 4 MiB") != std::string::npos);
   const std::string misplaced = with(text, "{name = \"g2\", kind = \"raid1\",", "{name = \"g2\", kind = \"raid1\", image = \"x\",");
   CHECK(error_of(misplaced).find("group g2: image: only a Ceph group") != std::string::npos);
+  const std::string negative = with(text, "cold_cooling_seconds = 86400", "cold_cooling_seconds = -1");
+  CHECK(error_of(negative).find("cold_cooling_seconds: expected a number of seconds from 0") != std::string::npos);
+  const std::string centuries = with(text, "cold_cooling_seconds = 86400", "cold_cooling_seconds = 3153600001");
+  CHECK(error_of(centuries).find("to 3153600000 (100 years)") != std::string::npos);
 }

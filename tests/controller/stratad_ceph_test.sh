@@ -6,8 +6,8 @@
 #      a missing keyring, a key the monitors refuse, a RADOS pool that does
 #      not exist, a missing image, an image of the wrong size, an image
 #      another client holds): each refused with its reason, nothing changed;
-#   2. the tier added to the running pool; data written, cooled (5 s) and
-#      moved to Ceph, read back from there, heated and brought back;
+#   2. the tier added to the running pool; its cooling, off at first, set
+#      to 5 s on the running pool; data written, cooled and moved to Ceph, read back from there, heated and brought back;
 #   3. stratad killed (-9) while moves run: everything reads back after the
 #      restart, which takes the image's lock over at once;
 #   4. an OSD killed: reads of the extents in Ceph fail with a clear error
@@ -89,7 +89,7 @@ drives = ["ssd-00", "ssd-01"]
 
 [pool]
 groups = ["g1", "g2"]
-cold_cooling_seconds = 5
+cold_cooling_seconds = 0
 
 [[volume]]
 name = "db"
@@ -148,6 +148,12 @@ check "strata group create c1 --ceph --pool p1" quiet s group create c1 --ceph "
 s group show c1
 check "c1 is CEPH, OPTIMAL, its cluster HEALTH_OK" bash -c '"$0" --api "$1" group show c1 | grep -E "CEPH +OPTIMAL .*HEALTH_OK"' "$cli" "$api"
 check "p1's groups: g1, g2, c1" bash -c '"$0" --api "$1" pool show p1 | grep -q "groups/g1,groups/g2,groups/c1"' "$cli" "$api"
+# Cooling off (the config file's 0): nothing moves until it is set.
+sleep 6
+check "with cooling off, nothing moved to Ceph" test "$(stat_of cold_demotions)" = 0
+check "a cooling over 100 years is refused, saying why" bash -c '"$0" --api "$1" pool update p1 --cold-cooling-seconds 99999999999 2>&1 | grep -q "more than 3153600000 (100 years)"' "$cli" "$api"
+check "strata pool update p1 --cold-cooling-seconds 5" quiet s pool update p1 --cold-cooling-seconds 5
+check "p1 shows cooling 5s" bash -c '"$0" --api "$1" pool show p1 | grep -qE " 5s *$"' "$cli" "$api"
 check "the six extents move to Ceph (cooling 5 s)" wait_stat cold_demotions 6 90
 s pool stats p1 | cut -c1-120
 verify() {  # the patterns of every extent written read back
@@ -159,6 +165,11 @@ verify() {  # the patterns of every extent written read back
   return $bad
 }
 check "they read back from Ceph" verify 0 3 9 17 40 100
+check "the volume counts those reads as Ceph's, with their latency" bash -c '"$0" --api "$1" --json volume stats db | python3 -c "
+import json,sys
+t = {r[\"tier\"]: r for r in json.load(sys.stdin).get(\"tier_reads\", [])}
+c = t.get(\"cold\", {})
+sys.exit(not (int(c.get(\"reads\", 0)) >= 6 and float(c.get(\"latency_seconds_sum\", 0)) > 0))"' "$cli" "$api"
 check "the volume's bytes in Ceph: 24 MiB" bash -c '"$0" --api "$1" --json volume stats db | python3 -c "import json,sys; sys.exit(json.load(sys.stdin).get(\"cold_bytes\") != \"25165824\")"' "$cli" "$api"
 # Extent 3 turns hot: random 4 KiB reads.
 for i in $(seq 0 11); do io -c "read -P $(pattern $((3 << 22))) $(( (3 << 22) + ((i * 7) % 64) * 65536 )) 4k" >/dev/null; done

@@ -155,6 +155,10 @@ check("... the volume's writes, reads and flushes are counted (%s, %s, %s)" % (v
 check("... its write latency histogram's +Inf bucket equals its count",
       value('strata_volume_write_latency_seconds_bucket{volume="pools/p1/volumes/v1",le="+Inf"}') ==
       value("strata_volume_write_latency_seconds_count" + v1) == value("strata_volume_writes_total" + v1))
+tier_reads = sum(float(n) for n in re.findall(
+    r'^strata_volume_tier_read_latency_seconds_count\{volume="pools/p1/volumes/v1",tier="[a-z]+"\} (\S+)$', text, re.M))
+check("... its reads per tier (%s) add up to its read pieces (%s)" % (tier_reads, value("strata_volume_read_pieces_total" + v1)),
+      tier_reads >= 1 and tier_reads == value("strata_volume_read_pieces_total" + v1))
 check("... disks, groups, pools, the controller and its port are there",
       all(s in text for s in ('strata_disk_state{disk="disks/hdd-00",state="online"} 1', 'strata_group_state{group="groups/g1",state="optimal"} 1',
                               'strata_pool_size_bytes{pool="pools/p1",tier="performance"}', 'strata_controller_state{controller="controllers/a",state="active"} 1',

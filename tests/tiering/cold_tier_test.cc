@@ -61,6 +61,7 @@ TEST_CASE("cold tier: extents idle for the cooling time go there and read back; 
   CHECK(v.mapped_extents_on(tier::cold) == 7);
   for (std::uint64_t e = 0; e < 8; ++e) CHECK(holds(r, v, e));
   CHECK(v.counters().reads(source::cold).ios == 7);
+  CHECK(v.counters().read_latency[static_cast<int>(source::cold)].count == 7);  // each read timed, as Ceph's
 
   // One read each (just now) is not heat enough to bring them back.
   settle(r, m);
@@ -81,6 +82,26 @@ TEST_CASE("cold tier: extents idle for the cooling time go there and read back; 
     settle(r, m);
   }
   CHECK(m.counters().bytes_moved == moved);
+}
+
+TEST_CASE("cold tier: the cooling changed on a running migrator: off holds everything, on again moves what cooled",
+          "[tiering][cold]") {
+  rig r(with_cold());
+  volume& v = r.create("db", 4 * extent_blocks);
+  fill(r, v, 0, 4);
+  migrator m(*r.p, cooling(hours(1)));
+  m.set_cold_cooling(device::duration::zero());
+  CHECK(m.cold_cooling() == device::duration::zero());
+  r.loop.clock.advance_by(hours(2));
+  settle(r, m);
+  for (std::uint64_t e = 0; e < 4; ++e) CHECK(tier_of(r, v, e) == tier::capacity);
+  CHECK(m.counters().cold_demotions == 0);
+
+  m.set_cold_cooling(minutes(30));  // idle two hours: cooled by the new measure
+  settle(r, m);
+  for (std::uint64_t e = 0; e < 4; ++e) CHECK(tier_of(r, v, e) == tier::cold);
+  CHECK(m.counters().cold_demotions == 4);
+  for (std::uint64_t e = 0; e < 4; ++e) CHECK(holds(r, v, e));
 }
 
 TEST_CASE("cold tier: extents that cooled on the performance tier go straight there", "[tiering][cold]") {

@@ -173,6 +173,9 @@ int cold_part(const cold_part_options& o) {
       // decayed below the promotion threshold.
       run_until(context, [&] { return v->heat().score(0) < mo.promote_min_score && v->heat().idle_seconds(0) >= 2; }, 60);
       {
+        // The wait for the cooling had no foreground I/O: stratad's
+        // migrator would have seen its rounds idle, and gone at its cap.
+        (void)(*pool)->take_latency_window();
         tiering::migrator m(**pool, mo);
         const auto start = clock_type::now();
         m.run_round();
@@ -195,6 +198,7 @@ int cold_part(const cold_part_options& o) {
         // would cool again within the phase.
         tiering::migrator_options back = mo;
         back.cold_cooling = device::duration::zero();
+        (void)(*pool)->take_latency_window();  // the heating reads are over: an idle array
         tiering::migrator m(**pool, back);
         const auto start = clock_type::now();
         m.run_round();
@@ -275,6 +279,25 @@ int cold_part(const cold_part_options& o) {
                  std::chrono::duration<double, std::milli>(mixed->percentile(99)).count());
       fmt::print("  served by the capacity tier: {:.0f}%; by Ceph: {:.0f}%\n", 100 * local / (local + in_ceph),
                  100 * in_ceph / (local + in_ceph));
+      // The volume's own per-tier latency (tiering::volume_counters): each
+      // read piece from its dispatch to the tier to its completion.
+      for (const auto& [name, from] : {std::pair{"capacity tier", tiering::source::capacity}, std::pair{"Ceph", tiering::source::cold}}) {
+        const auto& a = before.read_latency[static_cast<int>(from)];
+        const auto& b = after.read_latency[static_cast<int>(from)];
+        if (b.count == a.count) continue;
+        const auto& bounds = tiering::volume_counters::latency_bucket_bounds_seconds;
+        double seen = 0, p99 = bounds.back();
+        for (std::size_t i = 0; i < bounds.size(); ++i) {
+          seen += static_cast<double>(b.latency_buckets[i] - a.latency_buckets[i]);
+          if (seen >= 0.99 * static_cast<double>(b.count - a.count)) {
+            p99 = bounds[i];
+            break;
+          }
+        }
+        fmt::print("  {:<14} {:>8} reads, mean {:.3f} ms, p99 at most {:.2f} ms (the volume's histogram)\n", name, b.count - a.count,
+                   std::chrono::duration<double, std::milli>(b.latency - a.latency).count() / static_cast<double>(b.count - a.count),
+                   p99 * 1000);
+      }
       fmt::print("  the local half alone (memory here): p50 {:.3f} ms; so Ceph's share of the latency is its own\n",
                  std::chrono::duration<double, std::milli>(local_only->percentile(50)).count());
     } else {

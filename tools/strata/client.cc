@@ -10,6 +10,7 @@
 #include <ctime>
 #include <fstream>
 #include <iterator>
+#include <map>
 
 #include "tools/strata/cli.h"
 
@@ -113,11 +114,19 @@ std::vector<std::string> row(const v1::DiskGroup& g) {
   return {g.name(), v1::GroupKind_Name(g.kind()), state_name(v1::GroupState_Name(g.state()), "GROUP_"), size(g.size_bytes()), work,
           std::to_string(g.repaired_blocks()), members};
 }
+// "31d", "12h", "90s": the largest whole unit.
+static std::string seconds_text(std::uint64_t s) {
+  if (s % 86400 == 0) return std::to_string(s / 86400) + "d";
+  if (s % 3600 == 0) return std::to_string(s / 3600) + "h";
+  if (s % 60 == 0) return std::to_string(s / 60) + "m";
+  return std::to_string(s) + "s";
+}
 std::vector<std::string> row(const v1::Pool& p) {
   return {p.name(), joined(p.groups()), p.read_cache_group().empty() ? "-" : p.read_cache_group(),
           p.write_log_group().empty() ? "-" : p.write_log_group(),
           p.write_log_group().empty() ? "-" : p.write_cache() == v1::WRITE_THROUGH ? "write-through" : "write-back",
-          p.owner().empty() ? "controllers/a" : p.owner(), p.home().empty() ? "controllers/a" : p.home()};
+          p.owner().empty() ? "controllers/a" : p.owner(), p.home().empty() ? "controllers/a" : p.home(),
+          !p.has_cold_cooling_seconds() ? "31d (default)" : p.cold_cooling_seconds() == 0 ? "off" : seconds_text(p.cold_cooling_seconds())};
 }
 std::vector<std::string> row(const v1::Volume& v) {
   return {v.name(), size(v.size_bytes()), std::to_string(v.block_size_bytes()), v1::Affinity_Name(v.affinity()),
@@ -148,10 +157,23 @@ std::string fixed(double v, int decimals) {
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   return buf;
 }
+// "hdd 4.10/9.5 ceph 11.20/25" (mean/p99 ms) for the tiers that served
+// reads in the interval.
+static std::string tier_latencies(const v1::VolumeStatistics& s) {
+  static const std::map<std::string, std::string> short_name{{"performance", "ssd"}, {"capacity", "hdd"}, {"cold", "ceph"}, {"cache", "cache"}};
+  std::string out;
+  for (const v1::TierReads& t : s.tier_reads()) {
+    if (t.latency_ms() == 0) continue;
+    const auto name = short_name.find(t.tier());
+    out += (out.empty() ? "" : " ") + (name == short_name.end() ? t.tier() : name->second) + " " + fixed(t.latency_ms(), 2) + "/" +
+           fixed(t.p99_latency_ms(), 1);
+  }
+  return out.empty() ? "-" : out;
+}
 std::vector<std::string> row(const v1::VolumeStatistics& s) {
   return {s.volume(), fixed(s.read_iops(), 0), fixed(s.write_iops(), 0), fixed(s.read_mb_per_second(), 1),
           fixed(s.write_mb_per_second(), 1), fixed(s.read_latency_ms(), 2), fixed(s.write_latency_ms(), 2),
-          fixed(s.cache_hit_fraction() * 100, 0) + "%", fixed(s.performance_tier_fraction() * 100, 0) + "%",
+          tier_latencies(s), fixed(s.cache_hit_fraction() * 100, 0) + "%", fixed(s.performance_tier_fraction() * 100, 0) + "%",
           fixed(s.cold_tier_fraction() * 100, 0) + "%", size(s.allocated_bytes()), size(s.performance_bytes()),
           size(s.capacity_bytes()), size(s.cold_bytes()),
           s.write_cache().empty() ? "-" : s.write_cache(), size(s.dirty_bytes()), size(s.lost_bytes())};

@@ -17,7 +17,7 @@ using S = v1::Array::Stub;
 
 const std::vector<std::string> disk_h{"NAME", "SLOT", "KIND", "SIZE", "STATE", "GROUP#MEMBER", "READ ERRORS/TIMEOUTS", "MODEL", "SERIAL"},
     group_h{"NAME", "KIND", "STATE", "SIZE", "BACKGROUND", "REPAIRED BLOCKS", "MEMBERS"},
-    pool_h{"NAME", "GROUPS", "READ CACHE", "WRITE LOG", "WRITE CACHE", "OWNER", "HOME"},
+    pool_h{"NAME", "GROUPS", "READ CACHE", "WRITE LOG", "WRITE CACHE", "OWNER", "HOME", "COLD COOLING"},
     volume_h{"NAME", "SIZE", "BLOCK", "AFFINITY", "WRITE CACHE", "SERIAL"}, host_h{"NAME", "INITIATORS", "CHAP"},
     map_h{"NAME", "VOLUME", "HOST", "LUN"}, op_h{"NAME", "KIND", "RESOURCE", "STATE", "PROGRESS", "ERROR"},
     event_h{"TIME", "SEVERITY", "RESOURCE", "MESSAGE"}, controller_h{"NAME", "STATE", "VERSION", "ISCSI PORTAL", "POOLS", "STARTED"};
@@ -32,6 +32,7 @@ struct values {
   bool wait = false, any = false, no_chap = false, raid6 = false, raid1 = false, read_cache = false;
   // group create --ceph
   bool ceph = false, create_image = false;
+  std::uint64_t cold_cooling_seconds = 0;  // pool update
   std::string monitors, ceph_user, keyring, rados_pool, image;
 };
 
@@ -280,14 +281,24 @@ void add_resource_commands(CLI::App& app, context& ctx) {
       return c().change<v1::CreatePoolRequest, v1::Pool>(&S::CreatePool, in, pool_h);
     });
 
-    CLI::App* update = pool->add_subcommand("update", "a pool's write cache (a pool with a write log; write-through destages first)");
+    CLI::App* update = pool->add_subcommand("update", "a pool's write cache (a pool with a write log; write-through destages first), or its cold cooling");
     name_of(update, *v, "the pool");
-    update->add_option("--write-cache", v->write_cache, "the pool's write cache mode")->type_name("write-back|write-through")->required();
-    ctx.on(update, [c, v] {
+    update->add_option("--write-cache", v->write_cache, "the pool's write cache mode")->type_name("write-back|write-through");
+    update->add_option("--cold-cooling-seconds", v->cold_cooling_seconds,
+                       "how long an extent stays idle before it moves to the pool's Ceph tier (0: never; default 31 days)")
+        ->type_name("SECONDS");
+    ctx.on(update, [c, v, update] {
       v1::UpdatePoolRequest in;
       in.mutable_pool()->set_name(resource("pools/", v->name));
-      in.mutable_pool()->set_write_cache(write_cache_of(v->write_cache));
-      in.mutable_update_mask()->add_paths("write_cache");
+      if (given(update, "--write-cache")) {
+        in.mutable_pool()->set_write_cache(write_cache_of(v->write_cache));
+        in.mutable_update_mask()->add_paths("write_cache");
+      }
+      if (given(update, "--cold-cooling-seconds")) {
+        in.mutable_pool()->set_cold_cooling_seconds(v->cold_cooling_seconds);
+        in.mutable_update_mask()->add_paths("cold_cooling_seconds");
+      }
+      if (in.update_mask().paths().empty()) throw usage_error("pool update: give --write-cache, --cold-cooling-seconds or both", update);
       return c().change<v1::UpdatePoolRequest, v1::Pool>(&S::UpdatePool, in, pool_h);
     });
 
@@ -413,7 +424,7 @@ void add_resource_commands(CLI::App& app, context& ctx) {
     ctx.on(stats, [c, v] {
       return c().show<v1::VolumeStatistics>(&S::GetVolumeStatistics, volume_name(v->name),
                                             {"VOLUME", "READ IOPS", "WRITE IOPS", "READ MB/S", "WRITE MB/S", "READ MS", "WRITE MS",
-                                             "CACHE HITS", "SSD READS", "CEPH READS", "ALLOCATED", "ON SSD", "ON HDD", "IN CEPH",
+                                             "READ MS BY TIER (MEAN/P99)", "CACHE HITS", "SSD READS", "CEPH READS", "ALLOCATED", "ON SSD", "ON HDD", "IN CEPH",
                                              "WRITE CACHE", "DIRTY", "LOST"});
     });
   }

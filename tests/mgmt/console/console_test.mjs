@@ -264,6 +264,31 @@ try {
     await page.locator('#disks tr[data-name="disks/hdd-03"][data-state="ONLINE"]').count() === 1);
   check('no console error while failing and replacing', errors_in(phase).length === 0, errors_in(phase).map((e) => e.text).join('; '));
 
+  // A Ceph tier through its form: a keyring that is not there is refused
+  // with its path named, and nothing is made; a pool's cold cooling set
+  // through its form is in the pool's record.
+  phase = 'ceph tier';
+  await open('disks');
+  const ceph = page.locator('#ceph-form');
+  await ceph.locator('[data-field="group_id"]').fill('c9');
+  await ceph.locator('[data-field="group.ceph.monitors"]').fill('127.0.0.1:3300');
+  await ceph.locator('[data-field="group.ceph.keyring_path"]').fill('/nonexistent/strata.keyring');
+  await ceph.locator('[data-field="group.ceph.rados_pool"]').fill('rbd');
+  await ceph.locator('[data-field="group.ceph.image"]').fill('cold');
+  await ceph.locator('[data-field="group.ceph.size_bytes"]').fill('1G');
+  await ceph.locator('button[type=submit]').click();
+  await ceph.locator('.form-status.error').waitFor();
+  const ceph_error = await ceph.locator('.form-status').textContent();
+  check('a Ceph tier with a missing keyring: refused, naming the keyring', ceph_error.includes('/nonexistent/strata.keyring'), ceph_error);
+  check('... and no group c9 was made', !/groups\/c9/.test(cli('group', 'list')));
+  const cooling = page.locator('#cooling-form');
+  await cooling.locator('[data-field="pool.cold_cooling_seconds"]').fill('3600');
+  await cooling.locator('button[type=submit]').click();
+  await cooling.locator('.form-status.ok').waitFor();
+  check('a cold cooling of 3600 s set through the form: `strata pool show p1` says 1h', / 1h *$/m.test(cli('pool', 'show', 'p1')), cli('pool', 'show', 'p1'));
+  const unexpected_ceph = errors_in(phase).filter((e) => !/status of 4\d\d/.test(e.text));
+  check('no console error on the Ceph forms but the refused call\'s', unexpected_ceph.length === 0, unexpected_ceph.map((e) => e.text).join('; '));
+
   // The heat map: the written extents, in the tier ListHeat gives.
   phase = 'heat map';
   const v1 = 'pools/p1/volumes/v1';
