@@ -15,6 +15,10 @@ using namespace records;
 
 namespace {
 
+// Below this much room in its RADOS pool a Ceph group takes no new
+// extents: a migrator's batch of moves (16 extents of 4 MiB).
+constexpr std::uint64_t cold_reserve_bytes = 16ull * (4 << 20);
+
 group_id random_group_id() {
   std::random_device seed;
   group_id id{};
@@ -132,6 +136,12 @@ void array::watch_cold_groups() {
         cold_paused_.insert(key);
       } else if (s.full) {
         p.pool->pause_group(index, "the Ceph cluster is (nearly) full: no more extents go there");
+        cold_paused_.insert(key);
+      } else if (s.pool_available_bytes && *s.pool_available_bytes < cold_reserve_bytes) {
+        // A cluster shared with other images: they may have taken what the
+        // image's size promised. Below a batch of moves, none start.
+        p.pool->pause_group(index, "the RADOS pool " + image->spec().rados_pool + " has " +
+                                       std::to_string(*s.pool_available_bytes >> 20) + " MiB left (ceph df): no more extents go there");
         cold_paused_.insert(key);
       } else if (cold_paused_.erase(key) > 0) {
         // Paused for what this watch saw, which is over. A pause an I/O

@@ -165,7 +165,19 @@ std::expected<void, error> array::pool_statistics(const std::string& name, v1::P
   out.set_capacity_bytes(pool.capacity_extents(tiering::tier::capacity) * extent_bytes);
   out.set_capacity_free_bytes(pool.free_extents(tiering::tier::capacity) * extent_bytes);
   out.set_cold_bytes(pool.capacity_extents(tiering::tier::cold) * extent_bytes);
-  out.set_cold_free_bytes(pool.free_extents(tiering::tier::cold) * extent_bytes);
+  // Bounded by what the RADOS pools may still take: a cluster shared with
+  // other images may have less room than the images' sizes promise.
+  std::uint64_t cold_free = pool.free_extents(tiering::tier::cold) * extent_bytes;
+  std::optional<std::uint64_t> room;
+  for (const std::string& g : served->groups) {
+    const disk_group* group = group_named(g);
+    const ceph_image* image = group != nullptr ? group->ceph() : nullptr;
+    if (image == nullptr) continue;
+    const auto available = image->status().pool_available_bytes;
+    if (!available) continue;
+    room = room.value_or(0) + *available;  // a pool's images in one RADOS pool: counted once each (an upper bound)
+  }
+  out.set_cold_free_bytes(room ? std::min(cold_free, *room) : cold_free);
   out.set_committed_bytes(pool.committed_bytes());
   out.set_writes_stopped(pool.writes_stopped());
   if (served->write_cache) served->write_cache->statistics(out);

@@ -123,6 +123,8 @@ void ceph_image::watch() {
           s.connected = true;
           s.status.clear();
         });
+        lock.lock();
+        continue;  // its health and room at once, not a status interval later
       } else {
         set_status([&](ceph_status& s) {
           s.connected = false;
@@ -132,7 +134,9 @@ void ceph_image::watch() {
     } else {
       auto health = cluster_->health();
       auto usage = cluster_->usage();
+      auto pool_available = cluster_->pool_available_bytes(spec_.rados_pool);
       set_status([&](ceph_status& s) {
+        s.pool_available_bytes = pool_available ? std::optional(*pool_available) : std::nullopt;
         s.status.clear();
         if (health) {
           s.health = health->status;

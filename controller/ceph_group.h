@@ -58,6 +58,9 @@ struct ceph_status {
   std::string health;  // HEALTH_OK, HEALTH_WARN, HEALTH_ERR, or "" (not asked yet)
   std::vector<std::string> checks;  // "OSD_DOWN: 1 osds down"
   device::ceph_usage usage;
+  // What its RADOS pool may still take (ceph df's MAX AVAIL), if known: on
+  // a cluster shared with other images, less than the image's free space.
+  std::optional<std::uint64_t> pool_available_bytes;
   // The cluster says it is (nearly) full: no more extents go there.
   bool full = false;
 };

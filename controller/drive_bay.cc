@@ -301,6 +301,7 @@ void describe_ceph(const ceph_image& image, v1::DiskGroup& group) {
   out.set_cluster_size_bytes(s.usage.size_bytes);
   out.set_cluster_used_bytes(s.usage.used_bytes);
   out.set_cluster_available_bytes(s.usage.available_bytes);
+  out.set_rados_pool_available_bytes(s.pool_available_bytes.value_or(0));
   group.set_state(unavailable ? v1::GROUP_UNAVAILABLE : v1::GROUP_OPTIMAL);
 }
 

@@ -122,7 +122,8 @@ function draw_groups(section, groups, refresh) {
         // Where its image is, and what its cluster says.
         const c = g.ceph;
         members = `${c.radosPool}/${c.image} at ${c.monitors}`;
-        const cluster = num(c.clusterSizeBytes) ? ` · cluster ${bytes(c.clusterUsedBytes)} of ${bytes(c.clusterSizeBytes)} used` : '';
+        const cluster = (num(c.clusterSizeBytes) ? ` · cluster ${bytes(c.clusterUsedBytes)} of ${bytes(c.clusterSizeBytes)} used` : '') +
+          (num(c.radosPoolAvailableBytes) ? ` · ${bytes(c.radosPoolAvailableBytes)} left in ${c.radosPool}` : '');
         work = h('span.ceph-health', {}, c.status || c.health || '-', (c.healthChecks ?? []).map((x) => `; ${x}`).join(''), cluster);
       }
       return {

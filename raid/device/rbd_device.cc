@@ -16,6 +16,26 @@ namespace {
 
 std::string errno_text(int negative_errno) { return std::strerror(-negative_errno); }
 
+// `ceph PREFIX --format json` to the monitors, its answer parsed; `key`:
+// a member every answer of its has. Blocks for a monitor round trip.
+std::expected<nlohmann::json, error> mon_command(rados_t cluster, const std::string& prefix, const char* key) {
+  const std::string command_text = R"({"prefix": ")" + prefix + R"(", "format": "json"})";
+  const char* command[] = {command_text.c_str()};
+  char* out = nullptr;
+  char* status = nullptr;
+  std::size_t out_len = 0, status_len = 0;
+  const int r = rados_mon_command(cluster, command, 1, nullptr, 0, &out, &out_len, &status, &status_len);
+  const std::string text(out != nullptr ? out : "", out_len);
+  rados_buffer_free(out);
+  rados_buffer_free(status);
+  if (r < 0) return std::unexpected(make_error(errc_from_errno(-r), "ceph " + prefix + ": " + errno_text(r)));
+  auto json = nlohmann::json::parse(text, nullptr, false);
+  if (json.is_discarded() || !json.contains(key)) {
+    return std::unexpected(make_error(errc::io_error, "ceph " + prefix + ": an answer that is not its JSON: " + text.substr(0, 200)));
+  }
+  return json;
+}
+
 // librbd's and librados's -errno as a device error.
 std::error_code code_of(int negative_errno) noexcept {
   return make_error_code(errc_from_errno(-negative_errno));
@@ -98,19 +118,9 @@ std::string ceph_cluster::fsid() const {
 }
 
 std::expected<ceph_health, error> ceph_cluster::health() const {
-  const char* command[] = {R"({"prefix": "health", "format": "json"})"};
-  char* out = nullptr;
-  char* status = nullptr;
-  std::size_t out_len = 0, status_len = 0;
-  const int r = rados_mon_command(cluster_, command, 1, nullptr, 0, &out, &out_len, &status, &status_len);
-  const std::string text(out != nullptr ? out : "", out_len);
-  rados_buffer_free(out);
-  rados_buffer_free(status);
-  if (r < 0) return std::unexpected(make_error(errc_from_errno(-r), "ceph health: " + errno_text(r)));
-  const auto json = nlohmann::json::parse(text, nullptr, false);
-  if (json.is_discarded() || !json.contains("status")) {
-    return std::unexpected(make_error(errc::io_error, "ceph health: an answer that is not its JSON: " + text.substr(0, 200)));
-  }
+  auto answer = mon_command(cluster_, "health", "status");
+  if (!answer) return std::unexpected(answer.error());
+  const nlohmann::json& json = *answer;
   ceph_health health;
   health.status = json.value("status", "");
   if (auto checks = json.find("checks"); checks != json.end() && checks->is_object()) {
@@ -129,6 +139,20 @@ std::expected<ceph_usage, error> ceph_cluster::usage() const {
     return std::unexpected(make_error(errc_from_errno(-r), "ceph df: " + errno_text(r)));
   }
   return ceph_usage{stat.kb * 1024, stat.kb_used * 1024, stat.kb_avail * 1024};
+}
+
+std::expected<std::uint64_t, error> ceph_cluster::pool_available_bytes(const std::string& pool) const {
+  auto answer = mon_command(cluster_, "df", "pools");
+  if (!answer) return std::unexpected(answer.error());
+  const nlohmann::json& json = *answer;
+  if (!json["pools"].is_array()) return std::unexpected(make_error(errc::io_error, "ceph df: its pools are not a list"));
+  for (const auto& p : json["pools"]) {
+    if (p.value("name", "") != pool) continue;
+    if (auto stats = p.find("stats"); stats != p.end() && stats->contains("max_avail")) {
+      return (*stats)["max_avail"].get<std::uint64_t>();
+    }
+  }
+  return std::unexpected(make_error(errc::not_found, "ceph df: no RADOS pool " + pool));
 }
 
 std::expected<void, error> create_rbd_image(const ceph_cluster& cluster, const std::string& pool,

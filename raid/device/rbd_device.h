@@ -102,6 +102,10 @@ class ceph_cluster {
   // thread, never the loop.
   std::expected<ceph_health, error> health() const;
   std::expected<ceph_usage, error> usage() const;
+  // What RADOS pool `pool` may still take (`ceph df`'s MAX AVAIL: the
+  // fullest OSD's free space over the pool's replication), the space other
+  // images of a shared cluster leave. Blocks as health() does.
+  std::expected<std::uint64_t, error> pool_available_bytes(const std::string& pool) const;
 
  private:
   ceph_cluster(rados_t cluster, ceph_connection_options options)

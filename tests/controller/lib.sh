@@ -7,6 +7,8 @@ failures=()
 # check WHAT COMMAND...: runs it; its status is the check's
 check() { local what=$1; shift; if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; failed=1; failures+=("$what"); fi; }
 quiet() { "$@" >/dev/null; }
+# within SECONDS COMMAND...: COMMAND succeeds within SECONDS (tried every 0.5 s)
+within() { local t=$1; shift; for _ in $(seq $((t * 2))); do "$@" && return 0; sleep 0.5; done; return 1; }
 # logs_if_failed FILE...: once a check failed, the last lines of each
 # controller log given (for the exit trap: a failure in CI, where the
 # state directory is gone, still says what the controllers did)

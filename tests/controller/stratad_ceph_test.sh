@@ -147,6 +147,12 @@ done
 check "strata group create c1 --ceph --pool p1" quiet s group create c1 --ceph "${good[@]}" --image "$image" --size 1G --create-image --pool p1
 s group show c1
 check "c1 is CEPH, OPTIMAL, its cluster HEALTH_OK" bash -c '"$0" --api "$1" group show c1 | grep -E "CEPH +OPTIMAL .*HEALTH_OK"' "$cli" "$api"
+check "c1 shows what its RADOS pool has left (ceph df), and the pool's free Ceph space is no more than that" within 15 bash -c '"$0" --api "$1" --json group show c1 | python3 -c "
+import json,subprocess,sys
+g = json.load(sys.stdin)[\"ceph\"]
+left = int(g.get(\"rados_pool_available_bytes\", 0))
+p = json.loads(subprocess.run([sys.argv[1], \"--api\", sys.argv[2], \"--json\", \"pool\", \"stats\", \"p1\"], capture_output=True, text=True).stdout)
+sys.exit(not (0 < left and int(p.get(\"cold_free_bytes\", 0)) <= left))" "$0" "$1"' "$cli" "$api"
 check "p1's groups: g1, g2, c1" bash -c '"$0" --api "$1" pool show p1 | grep -q "groups/g1,groups/g2,groups/c1"' "$cli" "$api"
 # Cooling off (the config file's 0): nothing moves until it is set.
 sleep 6

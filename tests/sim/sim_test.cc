@@ -121,7 +121,11 @@ class simulation {
     if (!w_.loop.step()) {
       bool busy = false;
       for (const client& c : clients_) busy |= c.what != client::idle;
-      if (busy || moves_ > 0) fail("the loop is stuck with requests in flight");
+      if (cold_hung_) {
+        cold_answers();  // nothing else left to run: the cluster's outage ends here
+      } else if (busy || moves_ > 0) {
+        fail("the loop is stuck with requests in flight");
+      }
     }
     if (++steps_ % 200 == 0) {
       sim_time oldest = now_;
@@ -241,8 +245,14 @@ class simulation {
       tiering::volume& v = vol(i);
       const std::uint64_t e = random_() % v.extent_count();
       if (const auto where = v.location(e); where && !v.moving(e)) {
-        const auto to = w_.pool->tier_of(where->group) == tiering::tier::capacity ? tiering::tier::performance
-                                                                                   : tiering::tier::capacity;
+        // To one of the two other tiers: the performance, capacity and
+        // cold tiers each move to and from both others.
+        const tiering::tier from = w_.pool->tier_of(where->group);
+        std::vector<tiering::tier> others;
+        for (const tiering::tier t : {tiering::tier::performance, tiering::tier::capacity, tiering::tier::cold}) {
+          if (t != from) others.push_back(t);
+        }
+        const tiering::tier to = others[random_() % others.size()];
         ++moves_;
         if (trace_steps_) {
           std::fprintf(stderr, "step %llu: move %s extent %llu from group %u extent %llu\n",
@@ -283,7 +293,15 @@ class simulation {
       const std::size_t i = random_() % volumes_.size();
       vol(i).set_write_through(!vol(i).write_through());
       note(volumes_[i].name + (vol(i).write_through() ? " writes through" : " writes back"));
-    } else if (roll < 73 && full_drive_ == nullptr) {
+    } else if (roll < 73 && !cold_hung_ && !draining_) {
+      // The Ceph cluster stops answering for a while: what goes to the cold
+      // tier waits (flushes of volumes that wrote nothing there must not),
+      // then everything held is answered.
+      w_.cold_disks[0].drive->hang();
+      cold_hung_ = true;
+      cold_back_at_step_ = steps_ + 20 + random_() % 300;
+      note("the cold tier (Ceph) stops answering");
+    } else if (roll < 74 && full_drive_ == nullptr) {
       // A disk's backing store fills (a sparse file on a full filesystem),
       // for a while: its writes to blocks it never held fail with
       // no_space. No member may be failed for it (a failure shows as
@@ -322,11 +340,19 @@ class simulation {
       w_.link_back();
       note("the partner link is back");
     }
+    if (cold_hung_ && steps_ >= cold_back_at_step_) cold_answers();
     if (full_drive_ != nullptr && steps_ >= full_until_step_) {
       full_drive_->set_full(false);
       full_drive_ = nullptr;
       note("the backing store has room again");
     }
+  }
+
+  void cold_answers() {
+    if (!cold_hung_) return;
+    cold_hung_ = false;
+    if (w_.cold_disks[0].drive) w_.cold_disks[0].drive->resume();
+    note("the cold tier answers again");
   }
 
   // A planned move of the pool to the other controller (world::hand_over),
@@ -337,6 +363,7 @@ class simulation {
   void hand_over() {
     const bool receiver_dies = random_() % 3 == 0;
     note("a planned move of the pool from controller " + world::controller_name(w_.owner) + (receiver_dies ? ", whose receiver dies before it serves it" : ""));
+    cold_answers();  // the hosts' requests there end too
     draining_ = true;
     auto busy = [&] {
       for (const client& c : clients_) {
@@ -393,6 +420,7 @@ class simulation {
     ++generation_;
     moves_ = 0;
     full_drive_ = nullptr;  // the drives are new after the restart, and not full
+    cold_hung_ = false;     // the cluster answers the new controller
     failure_known_before_step_ = false;
     for (client& c : clients_) c.what = client::idle;  // what was in flight is never acknowledged
     std::vector<std::unique_ptr<io>> in_flight;  // their buffers live until the old pool winds down
@@ -466,10 +494,10 @@ class simulation {
         }
       }
     }
-    const std::uint64_t used = w_.pool->capacity_extents(tiering::tier::performance) +
-                               w_.pool->capacity_extents(tiering::tier::capacity) -
-                               w_.pool->free_extents(tiering::tier::performance) -
-                               w_.pool->free_extents(tiering::tier::capacity);
+    std::uint64_t used = 0;
+    for (const tiering::tier t : {tiering::tier::performance, tiering::tier::capacity, tiering::tier::cold}) {
+      used += w_.pool->capacity_extents(t) - w_.pool->free_extents(t);
+    }
     if (used != mapped_count) fail("extents used " + std::to_string(used) + " != mapped " + std::to_string(mapped_count));
     // Once the resync is done, the redundancy is whole.
     w_.loop.run_until([&] { return w_.groups_idle(); });
@@ -521,6 +549,8 @@ class simulation {
   unsigned moves_ = 0;
   bool draining_ = false;  // no new request or move: a hand-over waits for those in flight
   std::uint64_t latent_errors_ = 0;
+  bool cold_hung_ = false;  // the cold tier's device holds its requests
+  std::uint64_t cold_back_at_step_ = 0;
   std::uint64_t rebuilds_seen_ = 0;
   device::fault_device* full_drive_ = nullptr;  // a drive whose backing store is full, until full_until_step_
   std::uint64_t full_until_step_ = 0;

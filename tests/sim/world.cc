@@ -17,6 +17,7 @@ namespace {
 constexpr std::uint64_t performance_extents = 6;
 constexpr std::uint64_t capacity_extents = 16;
 constexpr std::uint64_t cache_lines = 24;
+constexpr std::uint64_t cold_extents = 16;
 constexpr std::uint64_t cache_line_bytes = 16 * 1024;
 constexpr std::uint64_t strip_bytes = 16 * 1024;  // 4+2: a stripe of data is one extent
 constexpr std::uint64_t log_blocks = 2 + 96;      // a small log: it wraps, fills and pushes back often
@@ -88,6 +89,8 @@ world::world(std::uint64_t seed) : random(seed), fault_seed(seed * 7919 + 1), li
   make_disks(capacity_disks, 6, (reserved_bytes + capacity_extents / 4 * extent_bytes) / block_size);
   make_disks(cache_disks, 1, (reserved_bytes + cache_lines * cache_line_bytes) / block_size);
   make_disks(log_disks, 2, reserved_bytes / block_size + log_blocks);
+  make_disks(cold_disks, 1, cold_extents * extent_bytes / block_size);
+  cold_disks[0].durable = true;
   bypass_min_blocks = random() % 2 == 0 ? extent_blocks : 1u << 20;  // allocations' whole extents past the log, or logged
   start(true);
 }
@@ -158,7 +161,7 @@ void world::make_disks(std::vector<disk>& disks, std::size_t count, std::uint64_
 
 std::vector<disk*> world::all_disks() {
   std::vector<disk*> all;
-  for (auto* set : {&performance_disks, &capacity_disks, &cache_disks, &log_disks}) {
+  for (auto* set : {&performance_disks, &capacity_disks, &cache_disks, &log_disks, &cold_disks}) {
     for (disk& d : *set) all.push_back(&d);
   }
   return all;
@@ -169,7 +172,7 @@ void world::power_up() {
 }
 
 void world::power_up(disk& d) {
-  d.drive = std::make_unique<fault_device>(*d.platters, loop.clock, fault_options{fault_seed++, true});
+  d.drive = std::make_unique<fault_device>(*d.platters, loop.clock, fault_options{fault_seed++, !d.durable});
   d.drive->keep_allocation_in(d.allocation);
   // A queueing disk: a third of its requests are overtaken by later ones.
   d.drive->set_reorder(std::chrono::microseconds(50 + random() % 3000), 0.3);
@@ -291,7 +294,9 @@ std::string world::start(bool first_time) {
   o.heat_persist_interval = std::chrono::milliseconds(50);
   o.no_space_retry_interval = std::chrono::milliseconds(20);  // a full store stops writes for a short while
   auto p = tiering::pool::open(loop.context.get_executor(), *store,
-                               {{performance.get(), tiering::tier::performance}, {write_back.get(), tiering::tier::capacity}},
+                               {{performance.get(), tiering::tier::performance},
+                                {write_back.get(), tiering::tier::capacity},
+                                {cold_disks[0].drive.get(), tiering::tier::cold}},
                                o);
   INFO((p ? std::string() : p.error().message));
   REQUIRE(p);

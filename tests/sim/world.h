@@ -7,6 +7,7 @@
 //   performance tier: RAID-1 of two SSDs
 //   capacity tier: RAID-6 of six HDDs (4+2)
 //   read cache group: RAID-1 of one SSD
+//   cold tier: one durable device, the Ceph image's stand-in
 //
 // Every disk has a volatile write cache, reorders its queue and is slow at
 // random (fault_device). The world can cut the power: every disk loses what
@@ -62,6 +63,9 @@ struct disk {
   // Over the drive, as on stratad's shelf: what the groups see. Gone with
   // the drive (declared after it, so destroyed first).
   std::unique_ptr<device::io_scheduler> scheduler;
+  // Writes are on the medium once they complete (no volatile cache): the
+  // cold tier's Ceph image, whose OSDs acknowledge what they journaled.
+  bool durable = false;
   bool dead = false;  // failed for good: stays failed across restarts
   bool latent_errors = false;  // has had latent sector errors injected
   // The blocks its backing store holds (a sparse file's): what a full
@@ -130,6 +134,11 @@ struct world {
   std::vector<disk> capacity_disks;     // RAID-6
   std::vector<disk> cache_disks;        // RAID-1 of one
   std::vector<disk> log_disks;          // RAID-1: the write-back cache's log
+  // One: the cold tier (a Ceph RBD image in the array), used whole as the
+  // pool's third group: no RAID, no superblock, durable writes, reordered
+  // and late answers; it may hang for a while (a cluster that stops
+  // answering) and answers everything it held once it resumes.
+  std::vector<disk> cold_disks;
   std::unique_ptr<raid::raid1_group> performance;
   std::unique_ptr<raid::raid6_group> capacity;
   std::unique_ptr<raid::raid1_group> cache;

@@ -110,6 +110,7 @@ std::vector<std::string> row(const v1::DiskGroup& g) {
     work = !c.status().empty() ? c.status() : c.health().empty() ? "-" : c.health();
     for (const std::string& check : c.health_checks()) work += "; " + check;
     if (c.cluster_size_bytes() > 0) work += "; cluster " + size(c.cluster_used_bytes()) + " / " + size(c.cluster_size_bytes()) + " used";
+    if (c.rados_pool_available_bytes() > 0) work += "; " + size(c.rados_pool_available_bytes()) + " left in " + c.rados_pool();
   }
   return {g.name(), v1::GroupKind_Name(g.kind()), state_name(v1::GroupState_Name(g.state()), "GROUP_"), size(g.size_bytes()), work,
           std::to_string(g.repaired_blocks()), members};
