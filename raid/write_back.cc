@@ -303,6 +303,7 @@ bool write_back_device::place_record(host_io& h) {
   rec.dirty_blocks = 0;
   rec.pins = 0;
   rec.written = rec.acked = rec.redo = false;
+  rec.redo_result = {};
   rec.in_log_io = true;
   const std::uint32_t bs = geometry_.logical_block_size_bytes;
   rec.segments.clear();
@@ -343,6 +344,11 @@ void write_back_device::on_record_written(request& r) noexcept {
   write_back_device& d = *rec.dev;
   rec.in_log_io = false;
   if (rec.orphan) {
+    // Redone directly after the log failed: the host waited for this write
+    // to end as well, since it reads the host's buffers.
+    if (rec.acked) {
+      if (host_io* h = std::exchange(rec.owner, nullptr)) d.host_part_done(*h, rec.redo_result);
+    }
     d.release_orphan(rec);
   } else if (r.result) {
     d.fail_log(r.result);  // redoes rec, and every record not yet durable, directly
@@ -549,7 +555,13 @@ void write_back_device::redo_direct(record& rec) {
       }
       dv.unlock(x);
       x.acked = true;
-      if (host_io* h = std::exchange(x.owner, nullptr)) dv.host_part_done(*h, r.result);
+      x.redo_result = r.result;
+      // The host's buffers are free once it is answered: not while the
+      // record's log write, which reads them too, still runs (on_record_written
+      // answers it then).
+      if (!x.in_log_io) {
+        if (host_io* h = std::exchange(x.owner, nullptr)) dv.host_part_done(*h, r.result);
+      }
       dv.release_orphan(x);
       dv.maybe_checkpoint();
       dv.maybe_destage();

@@ -30,6 +30,9 @@ struct write_back_device::record : lock_user {
   bool acked = false;  // durable and in the index (or, after a log failure, written direct)
   bool redo = false;   // the log failed first: written to the group directly
   bool orphan = false;  // out of records_ (the log failed before it was durable): freed once its I/O ends
+  // A redo's outcome, kept for the host until the record's log write, which
+  // still reads the host's buffers, has ended too.
+  std::error_code redo_result;
   device::time_point acked_at{};
   device::aligned_buffer header{wlog::block_bytes};
   std::vector<iovec> segments;  // the header, then the data

@@ -227,6 +227,59 @@ TEST_CASE("write-back: a log gone with dirty data: its blocks are reported lost 
   r.stop();
 }
 
+namespace {
+
+// Over a log device: holds the next write that reaches it until release(),
+// as a slow member or a RAID-1 log waiting for its bitmap holds one.
+struct holding_gate final : block_device {
+  explicit holding_gate(block_device& log) : below(log) {}
+  block_device& below;
+  bool hold_next_write = false;
+  request* held = nullptr;
+  const block_geometry& geometry() const noexcept override { return below.geometry(); }
+  boost::asio::any_io_executor executor() const noexcept override { return below.executor(); }
+  void submit(request& req) noexcept override {
+    if (req.operation == op::write && hold_next_write) {
+      hold_next_write = false;
+      held = &req;
+      return;
+    }
+    below.submit(req);
+  }
+  void release() { below.submit(*std::exchange(held, nullptr)); }
+};
+
+}  // namespace
+
+TEST_CASE("write-back: a write whose log record is still being written when the log fails is answered only after that "
+          "log write ends (it reads the host's buffers)",
+          "[raid][write_back]") {
+  rig r(11);
+  r.stop();
+  holding_gate gate(*r.log);
+  r.open(&gate);
+  gate.hold_next_write = true;
+  auto a = io::make(op::write, 40, 2, bs);
+  const auto data_a = stamped(40, 2, 7);
+  std::memcpy(a->buffer.data(), data_a.data(), data_a.size());
+  r.wb->submit(a->req);
+  r.loop.run_until([&] { return gate.held != nullptr; });  // its record's log write, held
+  // The log fails under the next record: A's record, not yet durable, is
+  // written to the group directly.
+  r.log->fail();
+  auto b = io::make(op::write, 80, 1, bs);
+  std::memcpy(b->buffer.data(), stamped(80, 1, 8).data(), bs);
+  CHECK(run(r.loop, *r.wb, *b) == std::error_code{});
+  r.loop.run_until([&] { return r.wb->log_failed() && r.wb->counters().writes_direct >= 2; });
+  for (int i = 0; i < 200; ++i) r.loop.step();  // A's direct write ends meanwhile
+  CHECK(a->completions == 0);  // its log write still reads its buffer
+  gate.release();
+  r.loop.run_until([&] { return a->completions == 1; });
+  CHECK(a->req.result == std::error_code{});
+  CHECK(read_blocks(r.loop, *r.wb, 40, 2) == data_a);
+  r.stop();
+}
+
 TEST_CASE("write-back: a write its volume wants written through goes to the group, unless the log has its blocks",
           "[raid][write_back]") {
   rig r(7);
