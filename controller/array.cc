@@ -19,16 +19,20 @@ namespace strata::controller {
 
 using namespace records;
 
-std::string new_volume_serial(std::string_view volume_id) { return "STRATA-" + random_hex(8) + "-" + std::string(volume_id); }
+std::string new_volume_serial(std::string_view volume_id) {
+  return "STRATA-" + random_hex(8) + "-" + std::string(volume_id);
+}
 
 group_options array::group_options_for(std::size_t index) {
   group_options o;
   o.clock = &clock_;
   o.on_member_event = [this, index](const raid::member_event& e) {
-    if (lost_groups_.contains(index)) return;  // a pool lost to the partner: its drives are not this controller's to fail
+    if (lost_groups_.contains(index))
+      return;  // a pool lost to the partner: its drives are not this controller's to fail
     if (bay_) bay_->member_failed(index, e);
     for (auto& [name, p] : pools_) {
-      if (p.write_cache) p.write_cache->redundancy_changed();  // it may be the pool's write log that lost a member
+      if (p.write_cache)
+        p.write_cache->redundancy_changed();  // it may be the pool's write log that lost a member
     }
   };
   o.on_resync_stopped = [this, index](const raid::resync_progress& p) {
@@ -53,14 +57,17 @@ void array::wait(const std::function<bool()>& ready) {
   if (stopped) loop_.stop();
 }
 
-std::expected<std::unique_ptr<array>, error> array::open(boost::asio::io_context& loop, const array_options& options) {
+std::expected<std::unique_ptr<array>, error> array::open(boost::asio::io_context& loop,
+                                                         const array_options& options) {
   std::unique_ptr<array> a(new array(loop, options));
   auto ring = device::io_ring::create(loop);
   if (!ring) return std::unexpected(ring.error());
   a->ring_ = std::move(*ring);
   std::error_code ec;
   std::filesystem::create_directories(options.state_dir, ec);
-  if (ec) return std::unexpected(make_error(errc::io_error, "cannot create " + options.state_dir.string() + ": " + ec.message()));
+  if (ec)
+    return std::unexpected(make_error(
+        errc::io_error, "cannot create " + options.state_dir.string() + ": " + ec.message()));
   auto config = config_store::open((options.state_dir / "config").string());
   if (!config) return std::unexpected(config.error());
   a->config_ = std::move(*config);
@@ -72,22 +79,26 @@ std::expected<std::unique_ptr<array>, error> array::open(boost::asio::io_context
   a->operations_ = std::make_unique<operation_log>(*a->config_, options.controller);
   const bool joining = fresh && options.controller != "a";
   if (joining && !options.partner_link) {
-    return std::unexpected(make_error(errc::invalid_argument, "controller " + options.controller +
-                                                                  " joins an array on an empty state directory over the partner link: give "
-                                                                  "--partner-link (controller a builds arrays)"));
+    return std::unexpected(
+        make_error(errc::invalid_argument,
+                   "controller " + options.controller +
+                       " joins an array on an empty state directory over the partner link: give "
+                       "--partner-link (controller a builds arrays)"));
   }
-  if (auto built = joining ? a->join() : fresh ? a->build_default() : a->assemble(); !built) return std::unexpected(built.error());
+  if (auto built = joining ? a->join() : fresh ? a->build_default() : a->assemble(); !built)
+    return std::unexpected(built.error());
   if (options.partner_link && !a->partner_) {
     if (auto linked = a->start_partner(); !linked) return std::unexpected(linked.error());
   }
   if (a->partner_) a->start_drive_heartbeats();
   if (!a->reclaim_.empty()) a->reclaim_pools();  // once the partner has heard these beats
-  a->bay_ = std::make_unique<drive_bay>(loop.get_executor(), a->clock_, *a->shelf_, a->groups_, a->group_names_, *a->config_,
-                                        *a->events_, *a->operations_);
+  a->bay_ = std::make_unique<drive_bay>(loop.get_executor(), a->clock_, *a->shelf_, a->groups_,
+                                        a->group_names_, *a->config_, *a->events_, *a->operations_);
   if (a->partner_) {
-    a->bay_->set_spare_claims([raw = a.get()](const std::string& disk, std::function<void(raid::spare_claim)> answer) {
-      raw->claim_spare(disk, std::move(answer));
-    });
+    a->bay_->set_spare_claims(
+        [raw = a.get()](const std::string& disk, std::function<void(raid::spare_claim)> answer) {
+          raw->claim_spare(disk, std::move(answer));
+        });
   }
   bool bay_started = false;
   a->bay_->start([&] { bay_started = true; });
@@ -95,9 +106,10 @@ std::expected<std::unique_ptr<array>, error> array::open(boost::asio::io_context
   if (auto served = a->serve(); !served) return std::unexpected(served.error());
   a->drive_owners_.clear();  // from now on, takeovers and hand-overs change ownership
   a->started_ = true;
-  a->events_->record(severity::info, "", joining ? "controller " + options.controller + " joined the array and started"
-                                         : fresh  ? "the array was built (" + options.plan_origin + ") and started"
-                                                  : "the array started");
+  a->events_->record(severity::info, "",
+                     joining ? "controller " + options.controller + " joined the array and started"
+                     : fresh ? "the array was built (" + options.plan_origin + ") and started"
+                             : "the array started");
   return a;
 }
 
@@ -106,7 +118,8 @@ std::expected<void, error> array::open_pool(const std::string& bytes) {
   if (!record) return std::unexpected(record.error());
   auto loaded = load_pool(*record, true);
   if (!loaded) return std::unexpected(loaded.error());
-  if (const auto on_drives = drive_owners_.find(record->name()); on_drives != drive_owners_.end()) loaded->ownership = on_drives->second;
+  if (const auto on_drives = drive_owners_.find(record->name()); on_drives != drive_owners_.end())
+    loaded->ownership = on_drives->second;
   adopt_pool(record->name(), std::move(*loaded));
   return {};
 }
@@ -119,59 +132,79 @@ disk_group* array::group_named(const std::string& name) const {
 }
 
 std::expected<array::served_pool, error> array::load_pool(const v1::Pool& record, bool on_loop) {
-  if (pools_.contains(record.name())) return std::unexpected(make_error(errc::invalid_argument, record.name() + " is open already"));
+  if (pools_.contains(record.name()))
+    return std::unexpected(make_error(errc::invalid_argument, record.name() + " is open already"));
   served_pool p;
-  p.ownership = {record.name(), record.owner().empty() ? options_.controller : short_name(record.owner()),
+  p.ownership = {record.name(),
+                 record.owner().empty() ? options_.controller : short_name(record.owner()),
                  std::max<std::uint64_t>(1, record.ownership_epoch()), unix_ms_now()};
   std::vector<write_cache::cached_group> cached;
   for (const std::string& name : record.groups()) {
     disk_group* g = group_named(name);
-    if (g == nullptr) return std::unexpected(make_error(errc::not_found, record.name() + ": its group " + name + " is not in the config"));
+    if (g == nullptr)
+      return std::unexpected(make_error(
+          errc::not_found, record.name() + ": its group " + name + " is not in the config"));
     cached.push_back({g, name});
   }
   if (!record.write_log_group().empty()) {
     disk_group* log_group = group_named(record.write_log_group());
-    if (log_group == nullptr) return std::unexpected(make_error(errc::not_found, record.name() + ": its write log group is not in the config"));
-    if (!on_loop) return std::unexpected(make_error(errc::not_supported, record.name() + ": a write log is opened at start-up only"));
+    if (log_group == nullptr)
+      return std::unexpected(make_error(
+          errc::not_found, record.name() + ": its write log group is not in the config"));
+    if (!on_loop)
+      return std::unexpected(make_error(
+          errc::not_supported, record.name() + ": a write log is opened at start-up only"));
     write_cache_options wo{.clock = &clock_,
                            .config = config_.get(),
                            .loop = loop_.get_executor(),
                            .writer = state_writer_.get_executor(),
                            .events = events_.get()};
-    auto opened = write_cache::open(*log_group, record.write_log_group(), cached, wo, [this](const std::function<bool()>& ready) { wait(ready); });
+    auto opened = write_cache::open(*log_group, record.write_log_group(), cached, wo,
+                                    [this](const std::function<bool()>& ready) { wait(ready); });
     if (!opened) return std::unexpected(opened.error());
     p.write_cache = std::move(*opened);
-    if (record.write_cache() == v1::WRITE_THROUGH) p.write_cache->set_mode(raid::cache_mode::write_through);
+    if (record.write_cache() == v1::WRITE_THROUGH)
+      p.write_cache->set_mode(raid::cache_mode::write_through);
   }
   std::vector<tiering::pool_group> members;
   for (const write_cache::cached_group& c : cached) {
-    device::block_device& d = p.write_cache ? p.write_cache->device_for(*c.group) : c.group->device();
+    device::block_device& d =
+        p.write_cache ? p.write_cache->device_for(*c.group) : c.group->device();
     members.push_back({&d, tier_of(c.group->kind())});
   }
   tiering::pool_options options;
-  options.clock = const_cast<device::real_clock*>(&clock_);  // the pool reads it; the array's, as every layer's
+  options.clock =
+      const_cast<device::real_clock*>(&clock_);  // the pool reads it; the array's, as every layer's
   options.heat_history.interval = options_.heat_history_interval;
-  if (record.has_cold_cooling_seconds()) p.migration.cold_cooling = std::chrono::seconds(record.cold_cooling_seconds());
-  options.on_group_paused = [this, pool_name = record.name()](std::uint16_t g, const std::string& why) {
+  if (record.has_cold_cooling_seconds())
+    p.migration.cold_cooling = std::chrono::seconds(record.cold_cooling_seconds());
+  options.on_group_paused = [this, pool_name = record.name()](std::uint16_t g,
+                                                              const std::string& why) {
     const served_pool* served = pool_named(pool_name);
-    const std::string group = served != nullptr && g < served->groups.size() ? served->groups[g] : "group " + std::to_string(g);
+    const std::string group = served != nullptr && g < served->groups.size()
+                                  ? served->groups[g]
+                                  : "group " + std::to_string(g);
     if (why.empty()) {
       events_->record(severity::info, group, "takes extents again (" + pool_name + ")");
     } else {
-      events_->record(severity::warning, group, "unavailable to " + pool_name + ": " + why +
-                                                    "; I/O to its extents fails meanwhile, the rest of the pool serves");
+      events_->record(severity::warning, group,
+                      "unavailable to " + pool_name + ": " + why +
+                          "; I/O to its extents fails meanwhile, the rest of the pool serves");
     }
   };
   options.on_writes_stopped = [this, pool_name = record.name()](const std::string& why) {
     if (why.empty()) {
-      events_->record(severity::warning, pool_name, "writes go on again (retried after a full backing store)");
+      events_->record(severity::warning, pool_name,
+                      "writes go on again (retried after a full backing store)");
     } else {
       events_->record(severity::critical, pool_name, "writes stopped: " + why);
     }
   };
   if (!record.read_cache_group().empty()) {
     disk_group* cache = group_named(record.read_cache_group());
-    if (cache == nullptr) return std::unexpected(make_error(errc::not_found, record.name() + ": its read cache group is not in the config"));
+    if (cache == nullptr)
+      return std::unexpected(make_error(
+          errc::not_found, record.name() + ": its read cache group is not in the config"));
     options.read_cache_device = &cache->device();
   }
   const std::filesystem::path directory = options_.state_dir / "pools" / short_name(record.name());
@@ -273,11 +306,14 @@ std::pair<array::served_pool*, tiering::volume*> array::volume_named(std::string
   return {p, p->pool->find_volume(name.substr(at + 9))};
 }
 
-std::expected<array::served_volume, error> array::make_unit(const std::string& volume, const std::string& serial,
-                                                           std::uint32_t block_size_bytes, scsi::state_origin origin) {
+std::expected<array::served_volume, error> array::make_unit(const std::string& volume,
+                                                            const std::string& serial,
+                                                            std::uint32_t block_size_bytes,
+                                                            scsi::state_origin origin) {
   if (block_size_bytes != 0 && block_size_bytes != 512 && block_size_bytes != tiering_block_bytes) {
     return std::unexpected(make_error(errc::invalid_argument, volume + ": a block size of " +
-                                                                  std::to_string(block_size_bytes) + " bytes is not 512 or 4096"));
+                                                                  std::to_string(block_size_bytes) +
+                                                                  " bytes is not 512 or 4096"));
   }
   served_volume fresh;
   fresh.serial = serial;
@@ -304,8 +340,9 @@ std::expected<array::served_volume, error> array::make_unit(const std::string& v
   id.relative_port = server_ ? server_->options().relative_target_port : 1;
   id.port_group = id.relative_port;
   id.port_groups = port_groups();
-  fresh.state = std::make_unique<pool_unit_state_store>(*pool->metadata, tiering::keys::unit_state(v->record().id), *config_,
-                                                        "reservations/" + volume);
+  fresh.state = std::make_unique<pool_unit_state_store>(*pool->metadata,
+                                                        tiering::keys::unit_state(v->record().id),
+                                                        *config_, "reservations/" + volume);
   device::block_device* presented = v;
   if (block_size_bytes == 512) {
     fresh.emulation = std::make_unique<device::emulated_512e>(*v);
@@ -323,7 +360,8 @@ std::expected<array::served_volume, error> array::make_unit(const std::string& v
   return fresh;
 }
 
-array::served_volume array::forwarded_volume(const std::string& volume, const std::string& serial, std::uint32_t block_size_bytes) {
+array::served_volume array::forwarded_volume(const std::string& volume, const std::string& serial,
+                                             std::uint32_t block_size_bytes) {
   served_volume v;
   v.serial = serial;
   v.block_size_bytes = block_size_bytes;
@@ -334,8 +372,12 @@ array::served_volume array::forwarded_volume(const std::string& volume, const st
 std::vector<scsi::target_port_group> array::port_groups() const {
   if (!partner_) return {};  // one controller: one group, one port
   const bool a = options_.controller == "a";
-  const scsi::target_port_group own{static_cast<std::uint16_t>(a ? 1 : 2), scsi::alua_state::active_optimized, {static_cast<std::uint16_t>(a ? 1 : 2)}};
-  const scsi::target_port_group other{static_cast<std::uint16_t>(a ? 2 : 1), scsi::alua_state::active_non_optimized, {static_cast<std::uint16_t>(a ? 2 : 1)}};
+  const scsi::target_port_group own{static_cast<std::uint16_t>(a ? 1 : 2),
+                                    scsi::alua_state::active_optimized,
+                                    {static_cast<std::uint16_t>(a ? 1 : 2)}};
+  const scsi::target_port_group other{static_cast<std::uint16_t>(a ? 2 : 1),
+                                      scsi::alua_state::active_non_optimized,
+                                      {static_cast<std::uint16_t>(a ? 2 : 1)}};
   return a ? std::vector{own, other} : std::vector{other, own};
 }
 
@@ -347,8 +389,9 @@ forwarding_state array::forwarding_now() const {
     case partner::liveness::unreachable:
       // Alive by its drive heartbeat with the link down: for the first
       // seconds that is also what a dead partner looks like.
-      return clock_.now() - liveness_since_ > std::chrono::seconds(3) ? forwarding_state::unavailable
-                                                                      : forwarding_state::transitioning;
+      return clock_.now() - liveness_since_ > std::chrono::seconds(3)
+                 ? forwarding_state::unavailable
+                 : forwarding_state::transitioning;
     case partner::liveness::down:
       break;
   }
@@ -356,12 +399,16 @@ forwarding_state array::forwarding_now() const {
 }
 
 std::expected<void, error> array::map_volume(const std::string& volume, const std::string& serial,
-                                             std::uint32_t block_size_bytes, const std::string& host, std::uint32_t lun) {
+                                             std::uint32_t block_size_bytes,
+                                             const std::string& host, std::uint32_t lun) {
   const auto h = hosts_.find(host);
-  if (h == hosts_.end()) return std::unexpected(make_error(errc::not_found, "no host " + host + " is served"));
+  if (h == hosts_.end())
+    return std::unexpected(make_error(errc::not_found, "no host " + host + " is served"));
   scsi::lun_map& luns = *h->second.luns;
   if (lun >= scsi::lun_count || luns.find(lun) != nullptr) {
-    return std::unexpected(make_error(errc::invalid_argument, "LUN " + std::to_string(lun) + " of " + host + " is taken or too large"));
+    return std::unexpected(
+        make_error(errc::invalid_argument,
+                   "LUN " + std::to_string(lun) + " of " + host + " is taken or too large"));
   }
   auto served = units_.find(volume);
   if (served == units_.end()) {
@@ -371,7 +418,8 @@ std::expected<void, error> array::map_volume(const std::string& volume, const st
   }
   if (auto e = luns.add(static_cast<std::uint16_t>(lun), served->second.presented())) {
     if (served->second.mappings == 0) units_.erase(served);
-    return std::unexpected(make_error(errc::invalid_argument, "LUN " + std::to_string(lun) + ": " + e.message()));
+    return std::unexpected(
+        make_error(errc::invalid_argument, "LUN " + std::to_string(lun) + ": " + e.message()));
   }
   ++served->second.mappings;
   if (server_) server_->luns_changed(luns);
@@ -384,10 +432,12 @@ void array::present_pool(const std::string& pool, bool here, bool stranded) {
   std::set<scsi::lun_map*> changed;
   for (auto& [volume, served] : units_) {
     if (!volume.starts_with(prefix) || (served.unit != nullptr) == here) continue;
-    auto fresh = here ? make_unit(volume, served.serial, served.block_size_bytes, scsi::state_origin::failover)
+    auto fresh = here ? make_unit(volume, served.serial, served.block_size_bytes,
+                                  scsi::state_origin::failover)
                       : forwarded_volume(volume, served.serial, served.block_size_bytes);
     if (!fresh) {
-      events_->record(severity::error, volume, "its hosts' LUNs still reach it the old way: " + fresh.error().message);
+      events_->record(severity::error, volume,
+                      "its hosts' LUNs still reach it the old way: " + fresh.error().message);
       continue;
     }
     scsi::unit_interface& old = served.presented();
@@ -411,14 +461,20 @@ void array::present_pool(const std::string& pool, bool here, bool stranded) {
   retire_units([] {});
 }
 
-void array::unmap_volume(const std::string& host, std::uint32_t lun, std::function<void(std::expected<void, error>)> done) {
+void array::unmap_volume(const std::string& host, std::uint32_t lun,
+                         std::function<void(std::expected<void, error>)> done) {
   const auto h = hosts_.find(host);
-  scsi::unit_interface* unit = h == hosts_.end() || lun >= scsi::lun_count ? nullptr : h->second.luns->find(lun);
-  if (unit == nullptr) return done(std::unexpected(make_error(errc::not_found, host + " has no LUN " + std::to_string(lun))));
+  scsi::unit_interface* unit =
+      h == hosts_.end() || lun >= scsi::lun_count ? nullptr : h->second.luns->find(lun);
+  if (unit == nullptr)
+    return done(
+        std::unexpected(make_error(errc::not_found, host + " has no LUN " + std::to_string(lun))));
   h->second.luns->remove(static_cast<std::uint16_t>(lun));
-  server_->luns_changed(*h->second.luns);  // before the unit may go: sessions tell it their nexus is gone
+  server_->luns_changed(
+      *h->second.luns);  // before the unit may go: sessions tell it their nexus is gone
   present_nvme();
-  const auto served = std::ranges::find_if(units_, [&](const auto& u) { return &u.second.presented() == unit; });
+  const auto served =
+      std::ranges::find_if(units_, [&](const auto& u) { return &u.second.presented() == unit; });
   if (--served->second.mappings == 0) {
     retiring_.push_back(std::move(served->second));
     units_.erase(served);
@@ -428,11 +484,15 @@ void array::unmap_volume(const std::string& host, std::uint32_t lun, std::functi
 
 void array::retire_units(std::function<void()> done) {
   std::erase_if(retiring_, [&](const served_volume& v) {
-    return v.presented().commands_in_flight() == 0 && std::ranges::all_of(hosts_, [](const auto& h) { return h.second.luns->answers_in_flight() == 0; });
+    return v.presented().commands_in_flight() == 0 &&
+           std::ranges::all_of(
+               hosts_, [](const auto& h) { return h.second.luns->answers_in_flight() == 0; });
   });
   if (retiring_.empty()) return done();
   auto later = std::make_shared<boost::asio::steady_timer>(loop_, std::chrono::milliseconds(1));
-  later->async_wait([this, later, done = std::move(done)](boost::system::error_code) mutable { retire_units(std::move(done)); });
+  later->async_wait([this, later, done = std::move(done)](boost::system::error_code) mutable {
+    retire_units(std::move(done));
+  });
 }
 
 std::expected<void, error> array::set_host(const std::string& name, const host_access& access) {
@@ -457,8 +517,10 @@ std::expected<void, error> array::set_host(const std::string& name, const host_a
 
 std::expected<void, error> array::remove_host(const std::string& name) {
   const auto h = hosts_.find(name);
-  if (h == hosts_.end()) return std::unexpected(make_error(errc::not_found, "no host " + name + " is served"));
-  if (!h->second.luns->luns().empty()) return std::unexpected(make_error(errc::invalid_argument, name + " still has LUNs mapped"));
+  if (h == hosts_.end())
+    return std::unexpected(make_error(errc::not_found, "no host " + name + " is served"));
+  if (!h->second.luns->luns().empty())
+    return std::unexpected(make_error(errc::invalid_argument, name + " still has LUNs mapped"));
   retired_maps_.push_back(std::move(h->second.luns));
   hosts_.erase(h);
   if (server_) server_->set_target(target_node());
@@ -480,16 +542,20 @@ void array::present_nvme() {
     std::vector<nvme::namespace_config> spaces;
     for (const std::uint16_t lun : h.luns->luns()) {
       scsi::unit_interface* unit = h.luns->find(lun);
-      const auto v = std::ranges::find_if(units_, [&](const auto& u) { return &u.second.presented() == unit; });
+      const auto v = std::ranges::find_if(
+          units_, [&](const auto& u) { return &u.second.presented() == unit; });
       if (v == units_.end()) continue;
-      const std::uint32_t block_bytes = v->second.block_size_bytes == 512 ? 512 : tiering_block_bytes;
+      const std::uint32_t block_bytes =
+          v->second.block_size_bytes == 512 ? 512 : tiering_block_bytes;
       // Its ANA group is the controller serving its pool: optimized on
       // that controller's port, non-optimized (forwarded) on the other's.
       std::uint64_t recorded_bytes = 0;
       if (const auto bytes = config_->get(v->first)) {
-        if (auto volume = decode<v1::Volume>(v->first, *bytes)) recorded_bytes = volume->size_bytes();
+        if (auto volume = decode<v1::Volume>(v->first, *bytes))
+          recorded_bytes = volume->size_bytes();
       }
-      spaces.push_back({lun + 1u, unit, block_bytes, v->second.serial, v->second.unit ? own_group : 3 - own_group, recorded_bytes});
+      spaces.push_back({lun + 1u, unit, block_bytes, v->second.serial,
+                        v->second.unit ? own_group : 3 - own_group, recorded_bytes});
     }
     for (const std::string& nqn : h.access.nqns) s.hosts[nqn] = spaces;
     if (h.access.any_initiator) s.anyone = spaces;
@@ -502,8 +568,9 @@ void array::present_nvme_ana() {
   const std::uint32_t own = options_.controller == "a" ? 1 : 2;
   // Without a partner its group is empty: non-optimized, unused.
   const bool partner_up = partner_ == nullptr || partner_->state() == partner::liveness::active;
-  nvme_->set_ana_states({{own, nvme::ana_state::optimized},
-                         {3 - own, partner_up ? nvme::ana_state::non_optimized : nvme::ana_state::change}});
+  nvme_->set_ana_states(
+      {{own, nvme::ana_state::optimized},
+       {3 - own, partner_up ? nvme::ana_state::non_optimized : nvme::ana_state::change}});
 }
 
 iscsi::target_node array::target_node() const {
@@ -521,48 +588,62 @@ host_access host_access_of(const v1::Host& host) {
   a.iqns.assign(host.iqns().begin(), host.iqns().end());
   a.nqns.assign(host.nqns().begin(), host.nqns().end());
   a.any_initiator = host.any_initiator();
-  if (!host.chap_user().empty() || !host.chap_secret().empty()) a.chap = iscsi::chap_credentials{host.chap_user(), host.chap_secret()};
+  if (!host.chap_user().empty() || !host.chap_secret().empty())
+    a.chap = iscsi::chap_credentials{host.chap_user(), host.chap_secret()};
   if (!host.mutual_chap_user().empty() || !host.mutual_chap_secret().empty()) {
     a.mutual_chap = iscsi::chap_credentials{host.mutual_chap_user(), host.mutual_chap_secret()};
   }
   return a;
 }
 
-void array::delete_volume(const std::string& name, std::function<void(std::expected<void, error>)> done) {
-  if (units_.contains(name)) return done(std::unexpected(make_error(errc::invalid_argument, name + " is served to a host")));
+void array::delete_volume(const std::string& name,
+                          std::function<void(std::expected<void, error>)> done) {
+  if (units_.contains(name))
+    return done(std::unexpected(make_error(errc::invalid_argument, name + " is served to a host")));
   served_pool* p = volume_named(name).first;
-  if (p == nullptr) return done(std::unexpected(make_error(errc::not_found, "no pool has volume " + name)));
+  if (p == nullptr)
+    return done(std::unexpected(make_error(errc::not_found, "no pool has volume " + name)));
   p->pool->delete_volume(short_name(name), std::move(done));
 }
 
-void array::resize_volume(const std::string& name, std::uint64_t bytes, std::function<void(std::expected<void, error>)> done) {
+void array::resize_volume(const std::string& name, std::uint64_t bytes,
+                          std::function<void(std::expected<void, error>)> done) {
   served_pool* p = volume_named(name).first;
-  if (p == nullptr) return done(std::unexpected(make_error(errc::not_found, "no pool has volume " + name)));
-  p->pool->resize_volume(short_name(name), bytes / tiering_block_bytes, [this, name, done = std::move(done)](std::expected<void, error> r) {
-    if (const auto served = units_.find(name); r && served != units_.end() && served->second.unit) served->second.unit->capacity_changed();
-    done(std::move(r));
-  });
+  if (p == nullptr)
+    return done(std::unexpected(make_error(errc::not_found, "no pool has volume " + name)));
+  p->pool->resize_volume(short_name(name), bytes / tiering_block_bytes,
+                         [this, name, done = std::move(done)](std::expected<void, error> r) {
+                           if (const auto served = units_.find(name);
+                               r && served != units_.end() && served->second.unit)
+                             served->second.unit->capacity_changed();
+                           done(std::move(r));
+                         });
 }
 
 std::expected<void, error> array::set_write_cache(const std::string& name, raid::cache_mode mode) {
   served_pool* p = pool_named(name);
   if (p == nullptr) return std::unexpected(make_error(errc::not_found, "no pool " + name));
-  if (!p->write_cache) return std::unexpected(make_error(errc::not_supported, name + " has no write log"));
+  if (!p->write_cache)
+    return std::unexpected(make_error(errc::not_supported, name + " has no write log"));
   p->write_cache->set_mode(mode);
   return {};
 }
 
-std::expected<void, error> array::set_cold_cooling(const std::string& name, std::chrono::seconds cooling) {
+std::expected<void, error> array::set_cold_cooling(const std::string& name,
+                                                   std::chrono::seconds cooling) {
   served_pool* p = pool_named(name);
-  if (p == nullptr || p->lost) return std::unexpected(make_error(errc::not_found, "no pool " + name + " is served here"));
+  if (p == nullptr || p->lost)
+    return std::unexpected(make_error(errc::not_found, "no pool " + name + " is served here"));
   p->migration.cold_cooling = cooling;
   if (p->migrator) p->migrator->set_cold_cooling(cooling);
   return {};
 }
 
-std::expected<void, error> array::set_volume_write_cache(const std::string& name, raid::cache_mode mode) {
+std::expected<void, error> array::set_volume_write_cache(const std::string& name,
+                                                         raid::cache_mode mode) {
   const auto [p, v] = volume_named(name);
-  if (v == nullptr) return std::unexpected(make_error(errc::not_found, "no pool has volume " + name));
+  if (v == nullptr)
+    return std::unexpected(make_error(errc::not_found, "no pool has volume " + name));
   if (mode == raid::cache_mode::write_through && !p->write_cache) {
     return std::unexpected(make_error(errc::not_supported, name + ": its pool has no write log"));
   }
@@ -573,21 +654,26 @@ std::expected<void, error> array::set_volume_write_cache(const std::string& name
 void array::set_placement(const std::string& name, tiering::affinity placement,
                           std::function<void(std::expected<void, error>)> done) {
   served_pool* p = volume_named(name).first;
-  if (p == nullptr) return done(std::unexpected(make_error(errc::not_found, "no pool has volume " + name)));
+  if (p == nullptr)
+    return done(std::unexpected(make_error(errc::not_found, "no pool has volume " + name)));
   p->pool->set_placement(short_name(name), placement, std::move(done));
 }
 
 void array::create_volume(const std::string& name, std::uint64_t bytes, tiering::affinity placement,
                           std::function<void(std::expected<void, error>)> done) {
   served_pool* p = volume_named(name).first;
-  if (p == nullptr) return done(std::unexpected(make_error(errc::not_found, "no pool for " + name)));
-  p->pool->create_volume({short_name(name), tiering_block_bytes, bytes / tiering_block_bytes, placement}, [done = std::move(done)](std::expected<tiering::volume*, error> r) {
-    if (!r) return done(std::unexpected(r.error()));
-    done({});
-  });
+  if (p == nullptr)
+    return done(std::unexpected(make_error(errc::not_found, "no pool for " + name)));
+  p->pool->create_volume(
+      {short_name(name), tiering_block_bytes, bytes / tiering_block_bytes, placement},
+      [done = std::move(done)](std::expected<tiering::volume*, error> r) {
+        if (!r) return done(std::unexpected(r.error()));
+        done({});
+      });
 }
 
-std::expected<v1::Disk, error> array::add_disk(const std::string& name, drive_kind kind, std::uint64_t bytes) {
+std::expected<v1::Disk, error> array::add_disk(const std::string& name, drive_kind kind,
+                                               std::uint64_t bytes) {
   drive_spec spec;
   spec.name = name;
   spec.kind = kind;
@@ -599,7 +685,8 @@ std::expected<v1::Disk, error> array::add_disk(const std::string& name, drive_ki
   v1::Disk disk;
   disk.set_name("disks/" + name);
   disk.set_kind(kind == drive_kind::hdd ? v1::HDD : v1::SSD);
-  if (const timing_model_info* model = find_timing_model(opened.timing_model)) disk.set_model(std::string(model->description));
+  if (const timing_model_info* model = find_timing_model(opened.timing_model))
+    disk.set_model(std::string(model->description));
   disk.set_serial("SIM-" + random_hex(6));
   disk.set_size_bytes(opened.bytes);
   disk.set_path(opened.path.string());
@@ -608,7 +695,8 @@ std::expected<v1::Disk, error> array::add_disk(const std::string& name, drive_ki
   return disk;
 }
 
-void array::form_group(const std::string& name, group_kind kind, const std::vector<std::string>& disks,
+void array::form_group(const std::string& name, group_kind kind,
+                       const std::vector<std::string>& disks,
                        std::function<void(std::expected<v1::DiskGroup, error>)> done) {
   if (std::ranges::find(group_names_, name) != group_names_.end()) {
     return done(std::unexpected(make_error(errc::invalid_argument, name + " exists")));
@@ -616,8 +704,11 @@ void array::form_group(const std::string& name, group_kind kind, const std::vect
   auto drives = bay_->blank_drives(disks);
   if (!drives) return done(std::unexpected(drives.error()));
   create_group(kind, *drives, group_options_for(groups_.size()),
-               [this, name, kind, disks, done = std::move(done)](std::expected<std::unique_ptr<disk_group>, error> made) {
-                 if (!made) return done(std::unexpected(error{made.error().code, name + ": " + made.error().message}));
+               [this, name, kind, disks,
+                done = std::move(done)](std::expected<std::unique_ptr<disk_group>, error> made) {
+                 if (!made)
+                   return done(std::unexpected(
+                       error{made.error().code, name + ": " + made.error().message}));
                  v1::DiskGroup record;
                  record.set_name(name);
                  record.set_kind(kind_of(kind));
@@ -626,34 +717,42 @@ void array::form_group(const std::string& name, group_kind kind, const std::vect
                  groups_.push_back(std::move(*made));
                  group_names_.push_back(name);
                  bay_->group_added(groups_.size() - 1);
-                 log(name + ": " + to_string(kind) + " of " + std::to_string(disks.size()) + " drive(s), id " + to_hex(groups_.back()->id()));
-                 stamp_group(*groups_.back(), std::nullopt, [record = std::move(record), done] { done(record); });
+                 log(name + ": " + to_string(kind) + " of " + std::to_string(disks.size()) +
+                     " drive(s), id " + to_hex(groups_.back()->id()));
+                 stamp_group(*groups_.back(), std::nullopt,
+                             [record = std::move(record), done] { done(record); });
                });
 }
 
-void array::grow_pool(const std::string& pool, const std::string& name, std::function<void(std::expected<void, error>)> done) {
+void array::grow_pool(const std::string& pool, const std::string& name,
+                      std::function<void(std::expected<void, error>)> done) {
   const auto it = std::ranges::find(group_names_, name);
-  if (it == group_names_.end()) return done(std::unexpected(make_error(errc::not_found, "no group " + name)));
+  if (it == group_names_.end())
+    return done(std::unexpected(make_error(errc::not_found, "no group " + name)));
   served_pool* p = pool_named(pool);
   if (p == nullptr) return done(std::unexpected(make_error(errc::not_found, "no pool " + pool)));
   const disk_group& g = *groups_[static_cast<std::size_t>(it - group_names_.begin())];
   if (g.kind() == group_kind::read_cache) {
-    return done(std::unexpected(make_error(errc::busy, "a read cache joins a pool when the pool is built")));
+    return done(std::unexpected(
+        make_error(errc::busy, "a read cache joins a pool when the pool is built")));
   }
   p->groups.push_back(name);  // the pool's next index: heat names it from now on
-  p->pool->add_group({&g.device(), tier_of(g.kind())},
-                   [this, p, &g, done = std::move(done)](std::expected<std::uint16_t, error> added) {
-                     if (!added) {
-                       if (added.error().code == make_error_code(errc::invalid_argument)) p->groups.pop_back();  // refused: not in it
-                       return done(std::unexpected(added.error()));
-                     }
-                     stamp_group(g, p->ownership, [done] { done({}); });
-                   });
+  p->pool->add_group(
+      {&g.device(), tier_of(g.kind())},
+      [this, p, &g, done = std::move(done)](std::expected<std::uint16_t, error> added) {
+        if (!added) {
+          if (added.error().code == make_error_code(errc::invalid_argument))
+            p->groups.pop_back();  // refused: not in it
+          return done(std::unexpected(added.error()));
+        }
+        stamp_group(g, p->ownership, [done] { done({}); });
+      });
 }
 
 void array::follow_move(const std::string& name, tiering::tier to, const std::string& operation) {
   tiering::volume* v = volume_named(name).second;
-  const tiering::tier from = to == tiering::tier::capacity ? tiering::tier::performance : tiering::tier::capacity;
+  const tiering::tier from =
+      to == tiering::tier::capacity ? tiering::tier::performance : tiering::tier::capacity;
   moves_.push_back({name, to, v ? v->mapped_extents_on(from) : 0, operation});
   if (!move_timer_) {
     move_timer_ = std::make_unique<boost::asio::steady_timer>(loop_);
@@ -662,7 +761,8 @@ void array::follow_move(const std::string& name, tiering::tier to, const std::st
 }
 
 bool array::stop_following(const std::string& operation) {
-  if (std::erase_if(moves_, [&](const followed_move& m) { return m.operation == operation; }) == 0) return false;
+  if (std::erase_if(moves_, [&](const followed_move& m) { return m.operation == operation; }) == 0)
+    return false;
   operations_->finish(operation, std::unexpected(make_error(errc::canceled, "cancelled")), true);
   return true;
 }
@@ -671,29 +771,43 @@ void array::check_moves() {
   std::erase_if(moves_, [&](const followed_move& m) {
     const auto [p, v] = volume_named(m.volume);
     if (v == nullptr) {
-      operations_->finish(m.operation, std::unexpected(make_error(errc::not_found, "the volume was deleted")));
+      operations_->finish(m.operation,
+                          std::unexpected(make_error(errc::not_found, "the volume was deleted")));
       return true;
     }
-    const tiering::affinity wanted = m.to == tiering::tier::capacity ? tiering::affinity::archive : tiering::affinity::performance;
+    const tiering::affinity wanted = m.to == tiering::tier::capacity
+                                         ? tiering::affinity::archive
+                                         : tiering::affinity::performance;
     if (v->record().placement != wanted) {
-      operations_->finish(m.operation, std::unexpected(make_error(errc::canceled, "the volume's affinity was changed while it moved")));
+      operations_->finish(m.operation,
+                          std::unexpected(make_error(
+                              errc::canceled, "the volume's affinity was changed while it moved")));
       return true;
     }
-    const tiering::tier from = m.to == tiering::tier::capacity ? tiering::tier::performance : tiering::tier::capacity;
+    const tiering::tier from =
+        m.to == tiering::tier::capacity ? tiering::tier::performance : tiering::tier::capacity;
     const std::uint64_t left = v->mapped_extents_on(from);
     if (left == 0) {
       operations_->finish(m.operation, {});
-      events_->record(severity::info, m.volume,
-                      std::string("every extent is on the ") + (m.to == tiering::tier::capacity ? "capacity (HDD)" : "performance (SSD)") +
-                          " tier now (" + m.operation + ")");
+      events_->record(
+          severity::info, m.volume,
+          std::string("every extent is on the ") +
+              (m.to == tiering::tier::capacity ? "capacity (HDD)" : "performance (SSD)") +
+              " tier now (" + m.operation + ")");
       return true;
     }
-    if (m.to == tiering::tier::performance && p->pool->free_extents(tiering::tier::performance) <= p->pool->performance_reserve_extents()) {
-      operations_->finish(m.operation, std::unexpected(make_error(errc::no_space, "the performance tier is full down to its reserve; " +
-                                                                                      std::to_string(left) + " extents stay on HDD")));
+    if (m.to == tiering::tier::performance && p->pool->free_extents(tiering::tier::performance) <=
+                                                  p->pool->performance_reserve_extents()) {
+      operations_->finish(m.operation,
+                          std::unexpected(make_error(
+                              errc::no_space, "the performance tier is full down to its reserve; " +
+                                                  std::to_string(left) + " extents stay on HDD")));
       return true;
     }
-    operations_->progress(m.operation, m.to_move == 0 ? 0.0 : 1.0 - static_cast<double>(left) / static_cast<double>(std::max(m.to_move, left)));
+    operations_->progress(
+        m.operation, m.to_move == 0 ? 0.0
+                                    : 1.0 - static_cast<double>(left) /
+                                                static_cast<double>(std::max(m.to_move, left)));
     return false;
   });
   if (moves_.empty() || closed_) {
@@ -712,42 +826,54 @@ std::expected<void, error> array::serve() {
   options.portals = options_.iscsi_portals;
   options.relative_target_port = options_.controller == "a" ? 1 : 2;
   options.connection_loops = options_.connection_loops;
-  server_ = std::make_unique<iscsi::server>(loop_.get_executor(), std::vector<iscsi::target_node>{}, options);
+  server_ = std::make_unique<iscsi::server>(loop_.get_executor(), std::vector<iscsi::target_node>{},
+                                            options);
   for (const auto& [key, bytes] : config_->list("hosts/")) {
     auto host = decode<v1::Host>(key, bytes);
     if (!host) return std::unexpected(host.error());
-    if (auto served = set_host(key, host_access_of(*host)); !served) return std::unexpected(served.error());
+    if (auto served = set_host(key, host_access_of(*host)); !served)
+      return std::unexpected(served.error());
   }
-  if (hosts_.empty()) server_->set_target(target_node());  // the target exists, and no one may log in
+  if (hosts_.empty())
+    server_->set_target(target_node());  // the target exists, and no one may log in
   for (const auto& [key, bytes] : config_->list("mappings/")) {
     auto mapping = decode<v1::Mapping>(key, bytes);
     if (!mapping) return std::unexpected(mapping.error());
     const auto volume_bytes = config_->get(mapping->volume());
-    if (!volume_bytes) return std::unexpected(make_error(errc::not_found, key + ": no volume " + mapping->volume()));
+    if (!volume_bytes)
+      return std::unexpected(make_error(errc::not_found, key + ": no volume " + mapping->volume()));
     auto volume = decode<v1::Volume>(mapping->volume(), *volume_bytes);
     if (!volume) return std::unexpected(volume.error());
-    if (!partner_ && pool_named(mapping->volume().substr(0, mapping->volume().find("/volumes/"))) == nullptr) {
-      log(key + ": " + mapping->volume() + " is in a pool this controller does not serve: not presented");
+    if (!partner_ &&
+        pool_named(mapping->volume().substr(0, mapping->volume().find("/volumes/"))) == nullptr) {
+      log(key + ": " + mapping->volume() +
+          " is in a pool this controller does not serve: not presented");
       continue;
     }
-    if (auto mapped = map_volume(volume->name(), volume->serial(), volume->block_size_bytes(), mapping->host(), mapping->lun()); !mapped) {
+    if (auto mapped = map_volume(volume->name(), volume->serial(), volume->block_size_bytes(),
+                                 mapping->host(), mapping->lun());
+        !mapped) {
       return std::unexpected(error{mapped.error().code, key + ": " + mapped.error().message});
     }
   }
-  if (auto listening = server_->listen(options_.iscsi); !listening) return std::unexpected(listening.error());
+  if (auto listening = server_->listen(options_.iscsi); !listening)
+    return std::unexpected(listening.error());
   if (options_.nvme) {
     nvme::server_options nvme_options;
     nvme_options.port_id = options_.controller == "a" ? 1 : 2;
     nvme_options.ana_groups = 2;
     nvme_options.connection_loops = options_.connection_loops;
     for (const nvme_portal& p : options_.nvme_portals) {
-      nvme_options.referrals.push_back({p.host, p.port, p.port_id == 0 ? nvme_options.port_id : p.port_id});
+      nvme_options.referrals.push_back(
+          {p.host, p.port, p.port_id == 0 ? nvme_options.port_id : p.port_id});
     }
     nvme_options.log = [this](std::string_view what) { log(std::string(what)); };
-    nvme_ = std::make_unique<nvme::server>(loop_.get_executor(), std::vector<nvme::subsystem>{}, nvme_options);
+    nvme_ = std::make_unique<nvme::server>(loop_.get_executor(), std::vector<nvme::subsystem>{},
+                                           nvme_options);
     present_nvme_ana();
     present_nvme();
-    if (auto listening = nvme_->listen(*options_.nvme); !listening) return std::unexpected(listening.error());
+    if (auto listening = nvme_->listen(*options_.nvme); !listening)
+      return std::unexpected(listening.error());
   }
   return {};
 }
@@ -777,19 +903,22 @@ void array::quiesce_pool(served_pool& served) {
     } f;
     f.req.operation = device::op::flush;
     f.req.context = &f;
-    f.req.on_complete = [](device::request& r) noexcept { static_cast<flush_wait*>(r.context)->done = true; };
+    f.req.on_complete = [](device::request& r) noexcept {
+      static_cast<flush_wait*>(r.context)->done = true;
+    };
     v->submit(f.req);
     wait([&] { return f.done; });
     if (f.req.result) log("a volume flush failed: " + f.req.result.message());
   }
   // What is dirty stays in the write log: the next start replays it.
-  if (served.write_cache) served.write_cache->stop([this](const std::function<bool()>& ready) { wait(ready); });
+  if (served.write_cache)
+    served.write_cache->stop([this](const std::function<bool()>& ready) { wait(ready); });
 }
 
 void array::close() {
   if (closed_) return;
   closed_ = true;
-  loop_.restart();  // stopped by the daemon: the waits below run it again
+  loop_.restart();                           // stopped by the daemon: the waits below run it again
   if (partner_) partner_->stop_answering();  // the partner's management calls: refused from now on
   // Forwarded commands too: the partner's ports answer them "transitioning"
   // until it takes the pools over or this controller is back.
@@ -814,7 +943,10 @@ void array::close() {
     server_->stop();
     bool retired = false;
     retire_units([&] { retired = true; });
-    wait([&] { return server_->connections() == 0 && (!nvme_ || nvme_->connections() == 0) && retired && units_idle(); });
+    wait([&] {
+      return server_->connections() == 0 && (!nvme_ || nvme_->connections() == 0) && retired &&
+             units_idle();
+    });
   }
   if (bay_) {
     bay_->stop();  // a rebuild or scrub cut short here is started again by command
@@ -826,20 +958,28 @@ void array::close() {
   if (sampler_) sampler_->cancel();
   for (const followed_move& m : moves_) {
     operations_->finish(m.operation,
-                        std::unexpected(make_error(errc::canceled, "stopped by the shutdown: the volume keeps its placement, and the "
-                                                                   "migrator goes on moving it after the restart")),
+                        std::unexpected(make_error(
+                            errc::canceled,
+                            "stopped by the shutdown: the volume keeps its placement, and the "
+                            "migrator goes on moving it after the restart")),
                         true);
   }
   moves_.clear();
   move_timer_.reset();
   for (const followed_pools& f : pool_moves_) {
-    operations_->finish(f.operation, std::unexpected(make_error(errc::canceled, "stopped by the shutdown of controller " + options_.controller)), true);
+    operations_->finish(
+        f.operation,
+        std::unexpected(make_error(errc::canceled,
+                                   "stopped by the shutdown of controller " + options_.controller)),
+        true);
   }
   pool_moves_.clear();
   pool_move_timer_.reset();
   reclaim_timer_.reset();
   for (auto& [name, served] : pools_) {
-    if (!served.lost) quiesce_pool(served);  // a lost pool's drives are the partner's now: nothing more goes to them
+    if (!served.lost)
+      quiesce_pool(
+          served);  // a lost pool's drives are the partner's now: nothing more goes to them
   }
   // The pools' last metadata reached the partner's copies (or the drives
   // say the copies are behind): they stop; then the last drive beat says
@@ -882,7 +1022,8 @@ void array::close() {
     partner_->stop_heartbeats(true, [&] { beaten = true; });
     wait([&] { return beaten; });
     partner_->stop();
-    wait([&] { return partner_->idle(); });  // a call of the partner's in flight waits for this loop
+    wait(
+        [&] { return partner_->idle(); });  // a call of the partner's in flight waits for this loop
   }
   bay_.reset();
   groups_.clear();
@@ -896,6 +1037,8 @@ void array::close() {
   ring_.reset();
 }
 
-array::~array() { close(); }
+array::~array() {
+  close();
+}
 
 }  // namespace strata::controller

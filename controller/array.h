@@ -18,9 +18,9 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
-#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,16 +34,16 @@
 #include "controller/identity.h"
 #include "controller/lease.h"
 #include "controller/metadata_mirror.h"
-#include "controller/partner.h"
 #include "controller/operations.h"
+#include "controller/partner.h"
 #include "controller/shelf.h"
 #include "controller/unit_state.h"
 #include "controller/write_cache.h"
 #include "raid/device/clock.h"
+#include "raid/device/emulated_512e.h"
 #include "raid/device/io_ring.h"
 #include "target/iscsi/server.h"
 #include "target/nvme/server.h"
-#include "raid/device/emulated_512e.h"
 #include "target/scsi/logical_unit.h"
 #include "target/scsi/lun_map.h"
 #include "tiering/metadata_store.h"
@@ -59,7 +59,7 @@ class Pool;
 class VolumeStatistics;
 class PoolStatistics;
 class ListHeatResponse;
-}
+}  // namespace strata::v1
 
 namespace strata::controller {
 
@@ -70,9 +70,9 @@ std::string new_volume_serial(std::string_view volume_id);
 // Who may log in as a host, and what it must prove: a Host record's
 // terms, as the iSCSI target enforces them.
 struct host_access {
-  std::vector<std::string> iqns;  // the initiators' iSCSI names
-  std::vector<std::string> nqns;  // its NVMe host NQNs
-  bool any_initiator = false;     // every initiator not named by another host
+  std::vector<std::string> iqns;                       // the initiators' iSCSI names
+  std::vector<std::string> nqns;                       // its NVMe host NQNs
+  bool any_initiator = false;                          // every initiator not named by another host
   std::optional<iscsi::chap_credentials> chap;         // what the initiator proves
   std::optional<iscsi::chap_credentials> mutual_chap;  // what the array proves to it
 };
@@ -138,7 +138,8 @@ class array {
   // there if it is empty, and starts serving iSCSI. Fails with what went
   // wrong (a drive that cannot be opened, a group that cannot be
   // assembled, a port in use).
-  static std::expected<std::unique_ptr<array>, error> open(boost::asio::io_context& loop, const array_options& options);
+  static std::expected<std::unique_ptr<array>, error> open(boost::asio::io_context& loop,
+                                                           const array_options& options);
   // Stops serving, lets commands finish, saves heat and the cache index,
   // flushes, and marks the groups clean. Then the array may be destroyed.
   void close();
@@ -158,7 +159,8 @@ class array {
   void delete_volume(const std::string& name, std::function<void(std::expected<void, error>)> done);
   // Grows volume `name` to `bytes`; its initiators get CAPACITY DATA HAS
   // CHANGED. invalid_argument for a shrink, no_space past overcommit.
-  void resize_volume(const std::string& name, std::uint64_t bytes, std::function<void(std::expected<void, error>)> done);
+  void resize_volume(const std::string& name, std::uint64_t bytes,
+                     std::function<void(std::expected<void, error>)> done);
   void set_placement(const std::string& name, tiering::affinity placement,
                      std::function<void(std::expected<void, error>)> done);
   // Pool `name`'s write cache (its record, which the caller keeps, says
@@ -167,7 +169,8 @@ class array {
   std::expected<void, error> set_write_cache(const std::string& name, raid::cache_mode mode);
   // How long pool `name`'s extents stay idle before they move to its cold
   // tier; zero: never. Its record holds it for the next start.
-  std::expected<void, error> set_cold_cooling(const std::string& name, std::chrono::seconds cooling);
+  std::expected<void, error> set_cold_cooling(const std::string& name,
+                                              std::chrono::seconds cooling);
   // Volume `name`'s own write cache mode: write-through sends its writes
   // past its pool's write-back cache from now on (request::write_through);
   // write-back leaves them to the pool's mode. not_found: no such volume;
@@ -177,7 +180,8 @@ class array {
   // the shelf's directory behind its kind's timing model, blank, unused.
   // Returns its Disk record for the caller to keep. Opening the file is a
   // few blocking system calls on the loop: an administrator's rare command.
-  std::expected<v1::Disk, error> add_disk(const std::string& name, drive_kind kind, std::uint64_t bytes);
+  std::expected<v1::Disk, error> add_disk(const std::string& name, drive_kind kind,
+                                          std::uint64_t bytes);
   // Formats blank disks `disks` ("disks/hdd-20") into a new group `name`
   // ("groups/g5") of `kind`, and returns its record (with the group id its
   // superblocks carry) for the caller to keep before anything uses it.
@@ -192,7 +196,8 @@ class array {
   // Grows pool `pool` by group `name` (RAID-6: capacity tier; RAID-1:
   // performance tier), whose record, and the pool record naming it, the
   // caller has kept: a crash before `done` is finished at the next start.
-  void grow_pool(const std::string& pool, const std::string& name, std::function<void(std::expected<void, error>)> done);
+  void grow_pool(const std::string& pool, const std::string& name,
+                 std::function<void(std::expected<void, error>)> done);
   // Takes a Ceph group (ceph_image::connect has checked and opened its
   // image, off the loop) as new group `name` ("groups/c1"), and returns
   // its record for the caller to keep, as form_group does. On the loop.
@@ -228,18 +233,22 @@ class array {
   // One logical unit serves a volume however many hosts see it, so
   // reservations and unit attentions are the volume's.
   std::expected<void, error> map_volume(const std::string& volume, const std::string& serial,
-                                        std::uint32_t block_size_bytes, const std::string& host, std::uint32_t lun);
+                                        std::uint32_t block_size_bytes, const std::string& host,
+                                        std::uint32_t lun);
   // Stops serving `lun` to `host`. `done` once no command of it runs any
   // more (when that was the volume's last mapping, its unit is gone then).
-  void unmap_volume(const std::string& host, std::uint32_t lun, std::function<void(std::expected<void, error>)> done);
+  void unmap_volume(const std::string& host, std::uint32_t lun,
+                    std::function<void(std::expected<void, error>)> done);
   // What the array measures, on the loop. Rates are over the last
   // sampling interval (statistics_interval).
-  std::expected<void, error> volume_statistics(const std::string& name, v1::VolumeStatistics& out) const;
-  std::expected<void, error> pool_statistics(const std::string& name, v1::PoolStatistics& out) const;
+  std::expected<void, error> volume_statistics(const std::string& name,
+                                               v1::VolumeStatistics& out) const;
+  std::expected<void, error> pool_statistics(const std::string& name,
+                                             v1::PoolStatistics& out) const;
   // Volume `name`'s extents from `first` (in extent order, or by rank when
   // `hottest_first`), at most `limit`; next_page_token is left to the caller.
-  std::expected<void, error> heat(const std::string& name, bool hottest_first, std::uint64_t first, std::size_t limit,
-                                  v1::ListHeatResponse& out) const;
+  std::expected<void, error> heat(const std::string& name, bool hottest_first, std::uint64_t first,
+                                  std::size_t limit, v1::ListHeatResponse& out) const;
   static constexpr std::chrono::seconds statistics_interval{5};
   boost::asio::any_io_executor executor() const { return loop_.get_executor(); }
 
@@ -255,7 +264,9 @@ class array {
   const std::string& target_name() const noexcept { return options_.target_name; }
   const std::filesystem::path& state_dir() const noexcept { return options_.state_dir; }
   // Where the simulated drives are (array_options::shelf_dir, resolved).
-  std::filesystem::path shelf_dir() const { return options_.shelf_dir.empty() ? options_.state_dir / "shelf" : options_.shelf_dir; }
+  std::filesystem::path shelf_dir() const {
+    return options_.shelf_dir.empty() ? options_.state_dir / "shelf" : options_.shelf_dir;
+  }
   const std::string& controller_name() const noexcept { return options_.controller; }
   // Whether this controller serves pool `name` now: it owns it, and is
   // neither handing it over nor stepped down from it. On the loop.
@@ -289,7 +300,8 @@ class array {
   drive_bay& drives() const noexcept { return *bay_; }
 
  private:
-  array(boost::asio::io_context& loop, const array_options& options) : loop_(loop), options_(options) {}
+  array(boost::asio::io_context& loop, const array_options& options)
+      : loop_(loop), options_(options) {}
   std::expected<void, error> build_default();
   std::expected<void, error> assemble();
   std::expected<void, error> open_pool(const std::string& pool_record);
@@ -301,7 +313,8 @@ class array {
   std::unique_ptr<disk_group> open_ceph_group(const std::string& key, const v1::DiskGroup& record);
   // A Ceph group of the plan: connected, checked and opened now (on a
   // thread of its own while the loop goes on), its record filled in.
-  std::expected<std::unique_ptr<disk_group>, error> connect_planned_ceph(const group_plan& planned, v1::DiskGroup& record);
+  std::expected<std::unique_ptr<disk_group>, error> connect_planned_ceph(const group_plan& planned,
+                                                                         v1::DiskGroup& record);
   // Each sample: pools stop placing extents in a Ceph group whose cluster
   // is out of reach or (nearly) full (tiering::pool::pause_group).
   void watch_cold_groups();
@@ -340,12 +353,14 @@ class array {
   // drives name, read at start-up; else its record's (a record older than
   // owners: controller a).
   bool owns(const v1::Pool& pool) const;
-  std::map<std::string, pool_ownership> drive_owners_;  // start-up only: by pool name, the newest record found
+  std::map<std::string, pool_ownership>
+      drive_owners_;  // start-up only: by pool name, the newest record found
   // The same for one group made or taken into a pool while the array
   // runs, on the loop: its members' areas get the identity and
   // `ownership`. A failure is an event (the group stands; the next start
   // stamps what is missing), and `done` follows either way.
-  void stamp_group(const disk_group& g, std::optional<pool_ownership> ownership, std::function<void()> done);
+  void stamp_group(const disk_group& g, std::optional<pool_ownership> ownership,
+                   std::function<void()> done);
   std::expected<void, error> serve();
   // The target node the hosts make: each named IQN its host's access,
   // every other initiator the any_initiator host's (if there is one).
@@ -386,13 +401,14 @@ class array {
     // store, which feeds it until it is gone.
     std::unique_ptr<pool_mirror> mirror;
     std::unique_ptr<tiering::metadata_store> metadata;
-    std::unique_ptr<controller::write_cache> write_cache;  // before the pool, which uses its devices
+    std::unique_ptr<controller::write_cache>
+        write_cache;  // before the pool, which uses its devices
     std::unique_ptr<tiering::pool> pool;
     std::unique_ptr<tiering::migrator> migrator;
     std::vector<std::string> groups;
     tiering::migrator_options migration;  // the record's cold cooling
-    pool_ownership ownership;  // its owner and epoch, as on its groups' controller areas
-    bool lost = false;         // the partner took it over while this controller was frozen: stepped down
+    pool_ownership ownership;             // its owner and epoch, as on its groups' controller areas
+    bool lost = false;  // the partner took it over while this controller was frozen: stepped down
   };
   std::map<std::string, served_pool> pools_;  // by name: "pools/p1"
   // Pool `name` ("pools/p1"), or null.
@@ -418,7 +434,8 @@ class array {
   void attach_mirror(const std::string& name, served_pool& p);
   // Rewrites pool `name`'s ownership records saying whether the partner's
   // copy of its metadata is current; refused without a valid lease.
-  void record_copy(const std::string& name, bool current, std::function<void(std::error_code)> done);
+  void record_copy(const std::string& name, bool current,
+                   std::function<void(std::error_code)> done);
   // Asks the partner whether hot spare `disk` may take a failed member's
   // place here (drive_bay::set_spare_claims): granted outright while it is
   // DOWN (at its start it finds the spare holding this controller's
@@ -442,8 +459,10 @@ class array {
   // read_areas and write_stamps, counted: close() waits for the drives to
   // answer them, since a drive closed under a request never completes it
   // (and what waits on it is never freed).
-  void read_drive_areas(const std::vector<device::block_device*>& drives, std::function<void(std::vector<drive_area>)> done);
-  void write_drive_stamps(std::vector<area_stamp> stamps, std::function<void(std::error_code)> done);
+  void read_drive_areas(const std::vector<device::block_device*>& drives,
+                        std::function<void(std::vector<drive_area>)> done);
+  void write_drive_stamps(std::vector<area_stamp> stamps,
+                          std::function<void(std::error_code)> done);
   std::size_t area_io_in_flight_ = 0;
   // Failback: pool `name`, served here away from its home controller (the
   // partner), goes back once the partner is ACTIVE and holds a current
@@ -470,6 +489,7 @@ class array {
   void reclaim_pools();
   std::set<std::string> reclaim_;
   std::unique_ptr<boost::asio::steady_timer> reclaim_timer_;
+
  public:
   // Where pools belong changed (a pool's home, a controller failed over
   // or back: management.h, here or through the partner): each pool served
@@ -480,12 +500,15 @@ class array {
   // to the controller it goes to ("controllers/b"); its progress is the
   // share whose owner this controller's record names so, SUCCEEDED when
   // all do, FAILED after `limit` (the events say why) or at a stop.
-  void follow_pools(const std::string& operation, std::map<std::string, std::string> pools, std::chrono::seconds limit);
+  void follow_pools(const std::string& operation, std::map<std::string, std::string> pools,
+                    std::chrono::seconds limit);
   // What this controller is doing with pools now: taking some over (a
   // takeover, or pools handed to it), handing some over, or neither.
   enum class moving { none, taking_over, handing_over };
   moving pools_moving() const noexcept {
-    return !taking_over_.empty() ? moving::taking_over : !handing_over_.empty() ? moving::handing_over : moving::none;
+    return !taking_over_.empty()    ? moving::taking_over
+           : !handing_over_.empty() ? moving::handing_over
+                                    : moving::none;
   }
 
  private:
@@ -520,13 +543,15 @@ class array {
   // still owns each pool it serves; the gates open for those it does, and
   // shut for good on the drives of those it lost (it steps down).
   void confirm_ownership();
-  void step_down(const std::string& pool, const pool_ownership& newer, const std::vector<std::size_t>& drives);
+  void step_down(const std::string& pool, const pool_ownership& newer,
+                 const std::vector<std::size_t>& drives);
   bool confirming_ = false;
-  std::set<std::size_t> lost_groups_;  // indexes into groups_ of the pools stepped down from: their member events are ignored
+  std::set<std::size_t> lost_groups_;  // indexes into groups_ of the pools stepped down from: their
+                                       // member events are ignored
   std::unique_ptr<boost::asio::steady_timer> confirm_timer_;
   // The partner's copies of its pools' metadata (with a partner).
   std::unique_ptr<metadata_replicas> replicas_;
-  std::set<std::string> taking_over_;  // pools whose takeover runs
+  std::set<std::string> taking_over_;         // pools whose takeover runs
   boost::asio::thread_pool state_writer_{1};  // the write cache's synced config writes
   // A volume presented to hosts: its logical unit here, over its
   // reservation state, when this controller serves its pool; else a
@@ -542,15 +567,20 @@ class array {
     std::unique_ptr<scsi::logical_unit> unit;
     std::unique_ptr<forwarded_unit> forwarded;
     std::size_t mappings = 0;  // hosts that see it
-    scsi::unit_interface& presented() const { return unit ? static_cast<scsi::unit_interface&>(*unit) : *forwarded; }
+    scsi::unit_interface& presented() const {
+      return unit ? static_cast<scsi::unit_interface&>(*unit) : *forwarded;
+    }
   };
   // The unit for `volume` as things stand: a logical unit when its pool
   // is served here, else (with a partner) a forwarded unit; why not.
-  std::expected<served_volume, error> make_unit(const std::string& volume, const std::string& serial,
-                                                std::uint32_t block_size_bytes, scsi::state_origin origin);
+  std::expected<served_volume, error> make_unit(const std::string& volume,
+                                                const std::string& serial,
+                                                std::uint32_t block_size_bytes,
+                                                scsi::state_origin origin);
   // The forwarded unit for `volume`, whose pool the partner serves: this
   // controller's ports send its commands to the partner's unit.
-  served_volume forwarded_volume(const std::string& volume, const std::string& serial, std::uint32_t block_size_bytes);
+  served_volume forwarded_volume(const std::string& volume, const std::string& serial,
+                                 std::uint32_t block_size_bytes);
   // Every volume of pool `pool` presented to hosts is now reached through
   // a logical unit here (`here`, after a takeover or a hand-over to this
   // controller), or through a forwarded unit (after this controller
@@ -575,7 +605,7 @@ class array {
   // partner); not while close() drains them (`receiving_` false).
   std::unique_ptr<forward_receiver> receiver_;
   bool receiving_ = true;
-  device::time_point liveness_since_{};  // when the partner's liveness last changed
+  device::time_point liveness_since_{};         // when the partner's liveness last changed
   std::map<std::string, served_volume> units_;  // by volume name
   // A host: its terms and its view of the units (LUN masking).
   struct served_host {

@@ -54,16 +54,18 @@ v1::CephImage record_of(const ceph_group_spec& spec) {
 
 }  // namespace
 
-std::unique_ptr<disk_group> array::open_ceph_group(const std::string& key, const v1::DiskGroup& record) {
+std::unique_ptr<disk_group> array::open_ceph_group(const std::string& key,
+                                                   const v1::DiskGroup& record) {
   group_id id{};
   std::copy(record.group_id().begin(), record.group_id().end(), id.begin());
   const ceph_group_spec spec = spec_of(record.ceph());
-  log(key + ": opening the Ceph image " + spec.name() + " of cluster " + spec.fsid + " (in the background)");
+  log(key + ": opening the Ceph image " + spec.name() + " of cluster " + spec.fsid +
+      " (in the background)");
   return ceph_disk_group(id, ceph_image::open_later(loop_, spec, {}));
 }
 
-std::expected<std::unique_ptr<disk_group>, error> array::connect_planned_ceph(const group_plan& planned,
-                                                                               v1::DiskGroup& record) {
+std::expected<std::unique_ptr<disk_group>, error> array::connect_planned_ceph(
+    const group_plan& planned, v1::DiskGroup& record) {
   v1::CephImage wanted;
   wanted.set_monitors(planned.ceph.monitors);
   wanted.set_user(planned.ceph.user);
@@ -82,12 +84,14 @@ std::expected<std::unique_ptr<disk_group>, error> array::connect_planned_ceph(co
   });
   wait([&] { return done.load(); });
   connecting.join();
-  if (!made) return std::unexpected(error{made.error().code, record.name() + ": " + made.error().message});
+  if (!made)
+    return std::unexpected(error{made.error().code, record.name() + ": " + made.error().message});
   const group_id id = random_group_id();
   record.set_group_id(std::string(id.begin(), id.end()));
   *record.mutable_ceph() = record_of((*made)->spec());
-  log(record.name() + ": CEPH image " + (*made)->spec().name() + " of " + std::to_string(planned.ceph.size_bytes) +
-      " bytes in cluster " + (*made)->spec().fsid + ", id " + to_hex(id));
+  log(record.name() + ": CEPH image " + (*made)->spec().name() + " of " +
+      std::to_string(planned.ceph.size_bytes) + " bytes in cluster " + (*made)->spec().fsid +
+      ", id " + to_hex(id));
   return ceph_disk_group(id, std::move(*made));
 }
 
@@ -102,7 +106,8 @@ void array::adopt_ceph_group(const std::string& name, std::unique_ptr<ceph_image
   const group_id id = random_group_id();
   record.set_group_id(std::string(id.begin(), id.end()));
   *record.mutable_ceph() = record_of(image->spec());
-  log(name + ": CEPH image " + image->spec().name() + " in cluster " + image->spec().fsid + ", id " + to_hex(id));
+  log(name + ": CEPH image " + image->spec().name() + " in cluster " + image->spec().fsid +
+      ", id " + to_hex(id));
   groups_.push_back(ceph_disk_group(id, std::move(image)));
   group_names_.push_back(name);
   if (bay_) bay_->group_added(groups_.size() - 1);
@@ -132,7 +137,8 @@ void array::watch_cold_groups() {
       const auto index = static_cast<std::uint16_t>(i);
       const auto key = std::pair{pool_name, index};
       if (!s.connected) {
-        p.pool->pause_group(index, "the Ceph image " + image->spec().name() + " is not open: " + s.status);
+        p.pool->pause_group(index,
+                            "the Ceph image " + image->spec().name() + " is not open: " + s.status);
         cold_paused_.insert(key);
       } else if (s.full) {
         p.pool->pause_group(index, "the Ceph cluster is (nearly) full: no more extents go there");
@@ -141,7 +147,8 @@ void array::watch_cold_groups() {
         // A cluster shared with other images: they may have taken what the
         // image's size promised. Below a batch of moves, none start.
         p.pool->pause_group(index, "the RADOS pool " + image->spec().rados_pool + " has " +
-                                       std::to_string(*s.pool_available_bytes >> 20) + " MiB left (ceph df): no more extents go there");
+                                       std::to_string(*s.pool_available_bytes >> 20) +
+                                       " MiB left (ceph df): no more extents go there");
         cold_paused_.insert(key);
       } else if (cold_paused_.erase(key) > 0) {
         // Paused for what this watch saw, which is over. A pause an I/O

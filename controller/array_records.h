@@ -36,7 +36,9 @@ inline std::string random_hex(int bytes) {
 template <class Message>
 std::expected<Message, error> decode(const std::string& key, const std::string& bytes) {
   Message m;
-  if (!m.ParseFromString(bytes)) return std::unexpected(make_error(errc::invalid_argument, "config: record " + key + " is corrupt"));
+  if (!m.ParseFromString(bytes))
+    return std::unexpected(
+        make_error(errc::invalid_argument, "config: record " + key + " is corrupt"));
   return m;
 }
 
@@ -45,7 +47,9 @@ inline bool top_level(std::string_view key, std::string_view collection) {
   return key.substr(collection.size()).find('/') == std::string_view::npos;
 }
 
-inline std::string short_name(std::string_view resource) { return std::string(resource.substr(resource.rfind('/') + 1)); }
+inline std::string short_name(std::string_view resource) {
+  return std::string(resource.substr(resource.rfind('/') + 1));
+}
 
 inline group_kind kind_of(v1::GroupKind k) {
   return k == v1::RAID6       ? group_kind::raid6
@@ -61,6 +65,5 @@ inline v1::GroupKind kind_of(group_kind k) {
          : k == group_kind::ceph      ? v1::CEPH
                                       : v1::READ_CACHE;
 }
-
 
 }  // namespace strata::controller::records

@@ -15,15 +15,17 @@ using namespace records;
 namespace {
 
 // The sources of reads a volume reports, by the names the API gives them.
-constexpr std::pair<const char*, tiering::source> tier_sources[] = {{"performance", tiering::source::performance},
-                                                                    {"capacity", tiering::source::capacity},
-                                                                    {"cold", tiering::source::cold},
-                                                                    {"cache", tiering::source::cache}};
+constexpr std::pair<const char*, tiering::source> tier_sources[] = {
+    {"performance", tiering::source::performance},
+    {"capacity", tiering::source::capacity},
+    {"cold", tiering::source::cold},
+    {"cache", tiering::source::cache}};
 
 // The bound, in seconds, of the bucket that holds quantile `q` of the
 // reads counted between `a` and `b`; beyond the last bound: the last
 // bound (the histogram says no more).
-double percentile_bound(const tiering::volume_counters::requests& a, const tiering::volume_counters::requests& b, double q) {
+double percentile_bound(const tiering::volume_counters::requests& a,
+                        const tiering::volume_counters::requests& b, double q) {
   const auto& bounds = tiering::volume_counters::latency_bucket_bounds_seconds;
   const double total = static_cast<double>(b.count - a.count);
   double seen = 0;
@@ -59,9 +61,11 @@ void array::take_samples() {
   });
 }
 
-std::expected<void, error> array::volume_statistics(const std::string& name, v1::VolumeStatistics& out) const {
+std::expected<void, error> array::volume_statistics(const std::string& name,
+                                                    v1::VolumeStatistics& out) const {
   const auto [p, v] = volume_named(name);
-  if (v == nullptr) return std::unexpected(make_error(errc::not_found, "no pool has volume " + name));
+  if (v == nullptr)
+    return std::unexpected(make_error(errc::not_found, "no pool has volume " + name));
   out.set_volume(name);
   const tiering::volume_counters& now = v->counters();
   out.set_reads(now.whole[0].count);
@@ -69,7 +73,8 @@ std::expected<void, error> array::volume_statistics(const std::string& name, v1:
   out.set_read_bytes(now.whole[0].bytes);
   out.set_write_bytes(now.whole[1].bytes);
   out.set_flushes(now.whole[2].count);
-  for (const double bound : tiering::volume_counters::latency_bucket_bounds_seconds) out.add_latency_bucket_bounds_seconds(bound);
+  for (const double bound : tiering::volume_counters::latency_bucket_bounds_seconds)
+    out.add_latency_bucket_bounds_seconds(bound);
   for (const std::uint64_t n : now.whole[0].latency_buckets) out.add_read_latency_buckets(n);
   for (const std::uint64_t n : now.whole[1].latency_buckets) out.add_write_latency_buckets(n);
   for (const std::uint64_t n : now.whole[2].latency_buckets) out.add_flush_latency_buckets(n);
@@ -80,7 +85,8 @@ std::expected<void, error> array::volume_statistics(const std::string& name, v1:
   const std::uint64_t fast_reads = now.reads(tiering::source::performance).ios;
   out.set_read_cache_hits(cache_hits);
   out.set_performance_tier_reads(fast_reads);
-  out.set_read_pieces(cache_hits + fast_reads + now.reads(tiering::source::capacity).ios + now.reads(tiering::source::cold).ios);
+  out.set_read_pieces(cache_hits + fast_reads + now.reads(tiering::source::capacity).ios +
+                      now.reads(tiering::source::cold).ios);
   const std::uint64_t extent_bytes = p->pool->extent_size_bytes();
   out.set_performance_bytes(v->mapped_extents_on(tiering::tier::performance) * extent_bytes);
   out.set_capacity_bytes(v->mapped_extents_on(tiering::tier::capacity) * extent_bytes);
@@ -99,7 +105,8 @@ std::expected<void, error> array::volume_statistics(const std::string& name, v1:
     const auto& a = s->second.first.counters.read_latency[static_cast<int>(from)];
     const auto& b = s->second.second.counters.read_latency[static_cast<int>(from)];
     if (b.count == a.count) continue;
-    t.set_latency_ms(std::chrono::duration<double, std::milli>(b.latency - a.latency).count() / static_cast<double>(b.count - a.count));
+    t.set_latency_ms(std::chrono::duration<double, std::milli>(b.latency - a.latency).count() /
+                     static_cast<double>(b.count - a.count));
     t.set_p99_latency_ms(1000 * percentile_bound(a, b, 0.99));
   }
   if (p->write_cache) {
@@ -138,10 +145,14 @@ std::expected<void, error> array::volume_statistics(const std::string& name, v1:
     const double ios = static_cast<double>(b.count - a.count);
     (out.*set_iops)(ios / seconds);
     (out.*set_mb)(static_cast<double>(b.bytes - a.bytes) / 1e6 / seconds);
-    (out.*set_latency)(ios == 0 ? 0.0 : std::chrono::duration<double, std::milli>(b.latency - a.latency).count() / ios);
+    (out.*set_latency)(
+        ios == 0 ? 0.0
+                 : std::chrono::duration<double, std::milli>(b.latency - a.latency).count() / ios);
   };
-  rates(0, &v1::VolumeStatistics::set_read_iops, &v1::VolumeStatistics::set_read_mb_per_second, &v1::VolumeStatistics::set_read_latency_ms);
-  rates(1, &v1::VolumeStatistics::set_write_iops, &v1::VolumeStatistics::set_write_mb_per_second, &v1::VolumeStatistics::set_write_latency_ms);
+  rates(0, &v1::VolumeStatistics::set_read_iops, &v1::VolumeStatistics::set_read_mb_per_second,
+        &v1::VolumeStatistics::set_read_latency_ms);
+  rates(1, &v1::VolumeStatistics::set_write_iops, &v1::VolumeStatistics::set_write_mb_per_second,
+        &v1::VolumeStatistics::set_write_latency_ms);
   auto pieces = [&](tiering::source from) {
     return static_cast<double>(last.counters.reads(from).ios - before.counters.reads(from).ios);
   };
@@ -154,7 +165,8 @@ std::expected<void, error> array::volume_statistics(const std::string& name, v1:
   return {};
 }
 
-std::expected<void, error> array::pool_statistics(const std::string& name, v1::PoolStatistics& out) const {
+std::expected<void, error> array::pool_statistics(const std::string& name,
+                                                  v1::PoolStatistics& out) const {
   const served_pool* served = pool_named(name);
   if (served == nullptr) return std::unexpected(make_error(errc::not_found, "no pool " + name));
   const tiering::pool& pool = *served->pool;
@@ -175,7 +187,8 @@ std::expected<void, error> array::pool_statistics(const std::string& name, v1::P
     if (image == nullptr) continue;
     const auto available = image->status().pool_available_bytes;
     if (!available) continue;
-    room = room.value_or(0) + *available;  // a pool's images in one RADOS pool: counted once each (an upper bound)
+    room = room.value_or(0) +
+           *available;  // a pool's images in one RADOS pool: counted once each (an upper bound)
   }
   out.set_cold_free_bytes(room ? std::min(cold_free, *room) : cold_free);
   out.set_committed_bytes(pool.committed_bytes());
@@ -192,7 +205,8 @@ std::expected<void, error> array::pool_statistics(const std::string& name, v1::P
     out.set_moves_in_flight(served->migrator->moves_in_flight());
   }
   if (const device::block_device* cache = pool.options().read_cache_device) {
-    out.set_read_cache_bytes(cache->geometry().block_count * cache->geometry().logical_block_size_bytes);
+    out.set_read_cache_bytes(cache->geometry().block_count *
+                             cache->geometry().logical_block_size_bytes);
   }
   for (tiering::volume* v : pool.volumes()) {
     v1::VolumeStatistics each;
@@ -205,10 +219,12 @@ std::expected<void, error> array::pool_statistics(const std::string& name, v1::P
   return {};
 }
 
-std::expected<void, error> array::heat(const std::string& name, bool hottest_first, std::uint64_t first, std::size_t limit,
+std::expected<void, error> array::heat(const std::string& name, bool hottest_first,
+                                       std::uint64_t first, std::size_t limit,
                                        v1::ListHeatResponse& out) const {
   const auto [p, v] = volume_named(name);
-  if (v == nullptr) return std::unexpected(make_error(errc::not_found, "no pool has volume " + name));
+  if (v == nullptr)
+    return std::unexpected(make_error(errc::not_found, "no pool has volume " + name));
   const tiering::pool& pool = *p->pool;
   const tiering::heat_map& map = v->heat();
   const std::uint64_t count = v->extent_count();
@@ -220,9 +236,11 @@ std::expected<void, error> array::heat(const std::string& name, bool hottest_fir
     // for diagnostics, not the data path.
     order.resize(count);
     for (std::uint64_t e = 0; e < count; ++e) order[e] = e;
-    const std::size_t wanted = static_cast<std::size_t>(std::min<std::uint64_t>(count, first + limit));
-    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(wanted), order.end(),
-                      [&](std::uint64_t a, std::uint64_t b) { return map.score(a) > map.score(b); });
+    const std::size_t wanted =
+        static_cast<std::size_t>(std::min<std::uint64_t>(count, first + limit));
+    std::partial_sort(
+        order.begin(), order.begin() + static_cast<std::ptrdiff_t>(wanted), order.end(),
+        [&](std::uint64_t a, std::uint64_t b) { return map.score(a) > map.score(b); });
   }
   for (std::uint64_t i = first; i < count && static_cast<std::size_t>(i - first) < limit; ++i) {
     const std::uint64_t e = hottest_first ? order[i] : i;

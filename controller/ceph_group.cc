@@ -10,8 +10,8 @@ constexpr std::uint32_t block_bytes = 4096;  // the pool's groups' block size
 
 // The health checks that mean no more data should go to the cluster.
 bool full_check(const std::string& code) {
-  return code == "OSD_FULL" || code == "OSD_NEARFULL" || code == "POOL_FULL" || code == "POOL_NEARFULL" ||
-         code == "OSD_BACKFILLFULL" || code == "POOL_BACKFILLFULL";
+  return code == "OSD_FULL" || code == "OSD_NEARFULL" || code == "POOL_FULL" ||
+         code == "POOL_NEARFULL" || code == "OSD_BACKFILLFULL" || code == "POOL_BACKFILLFULL";
 }
 
 }  // namespace
@@ -26,11 +26,13 @@ ceph_image::ceph_image(boost::asio::io_context& loop, ceph_group_spec spec, cons
 }
 
 std::expected<std::unique_ptr<ceph_image>, error> ceph_image::connect(boost::asio::io_context& loop,
-                                                                      ceph_group_spec spec, bool create,
+                                                                      ceph_group_spec spec,
+                                                                      bool create,
                                                                       const options& o) {
   if (spec.size_bytes == 0 || spec.size_bytes % block_bytes != 0) {
-    return std::unexpected(make_error(errc::invalid_argument, "the image size " + std::to_string(spec.size_bytes) +
-                                                                  " is not a positive multiple of 4096 bytes"));
+    return std::unexpected(
+        make_error(errc::invalid_argument, "the image size " + std::to_string(spec.size_bytes) +
+                                               " is not a positive multiple of 4096 bytes"));
   }
   std::unique_ptr<ceph_image> g(new ceph_image(loop, std::move(spec), o));
   auto opened = g->open_now(create);
@@ -44,14 +46,16 @@ std::expected<std::unique_ptr<ceph_image>, error> ceph_image::connect(boost::asi
   return g;
 }
 
-std::unique_ptr<ceph_image> ceph_image::open_later(boost::asio::io_context& loop, ceph_group_spec spec,
-                                                   const options& o) {
+std::unique_ptr<ceph_image> ceph_image::open_later(boost::asio::io_context& loop,
+                                                   ceph_group_spec spec, const options& o) {
   std::unique_ptr<ceph_image> g(new ceph_image(loop, std::move(spec), o));
   g->thread_ = std::thread([raw = g.get()] { raw->watch(); });
   return g;
 }
 
-ceph_image::~ceph_image() { release(); }
+ceph_image::~ceph_image() {
+  release();
+}
 
 void ceph_image::release() {
   {
@@ -74,12 +78,14 @@ std::expected<std::unique_ptr<device::rbd_device>, error> ceph_image::open_now(b
   if (!cluster) return std::unexpected(cluster.error());
   const std::string fsid = (*cluster)->fsid();
   if (!spec_.fsid.empty() && fsid != spec_.fsid) {
-    return std::unexpected(make_error(errc::invalid_argument, "the cluster at " + spec_.connection.monitors + " is " +
-                                                                  fsid + ", not " + spec_.fsid +
-                                                                  " where the group's image was made"));
+    return std::unexpected(make_error(
+        errc::invalid_argument, "the cluster at " + spec_.connection.monitors + " is " + fsid +
+                                    ", not " + spec_.fsid + " where the group's image was made"));
   }
   if (create) {
-    if (auto made = device::create_rbd_image(**cluster, spec_.rados_pool, spec_.image, spec_.size_bytes); !made) {
+    if (auto made =
+            device::create_rbd_image(**cluster, spec_.rados_pool, spec_.image, spec_.size_bytes);
+        !made) {
       return std::unexpected(made.error());
     }
   }
@@ -88,7 +94,8 @@ std::expected<std::unique_ptr<device::rbd_device>, error> ceph_image::open_now(b
   o.block_count = spec_.size_bytes / block_bytes;
   // A new group's image must be no one's; an existing group's is this
   // controller's now (its pool's owner), whoever held it before.
-  o.lock = create || spec_.fsid.empty() ? device::rbd_lock::take_if_free : device::rbd_lock::take_over;
+  o.lock =
+      create || spec_.fsid.empty() ? device::rbd_lock::take_if_free : device::rbd_lock::take_over;
   auto opened = device::rbd_device::open(loop_, *cluster, spec_.rados_pool, spec_.image, o);
   if (!opened) return std::unexpected(opened.error());
   spec_.fsid = fsid;
@@ -115,7 +122,8 @@ void ceph_image::watch() {
       auto opened = open_now(false);
       if (opened) {
         // Handed to the loop, which serves with it from its next turn.
-        auto opened_device = std::make_shared<std::unique_ptr<device::rbd_device>>(std::move(*opened));
+        auto opened_device =
+            std::make_shared<std::unique_ptr<device::rbd_device>>(std::move(*opened));
         boost::asio::post(loop_, [this, alive = alive_, opened_device] {
           if (*alive) device_ = std::move(*opened_device);
         });
@@ -153,7 +161,8 @@ void ceph_image::watch() {
       });
     }
     lock.lock();
-    wake_.wait_for(lock, open ? options_.status_interval : options_.retry_interval, [this] { return stopping_; });
+    wake_.wait_for(lock, open ? options_.status_interval : options_.retry_interval,
+                   [this] { return stopping_; });
   }
 }
 
@@ -173,7 +182,9 @@ void ceph_image::submit(device::request& req) noexcept {
   device_->submit(req);
 }
 
-bool ceph_image::idle() const noexcept { return refusing_ == 0 && (!device_ || device_->in_flight() == 0); }
+bool ceph_image::idle() const noexcept {
+  return refusing_ == 0 && (!device_ || device_->in_flight() == 0);
+}
 
 void ceph_image::mark_clean(std::function<void(std::error_code)> done) {
   if (!device_) {
@@ -198,7 +209,8 @@ void ceph_image::mark_clean(std::function<void(std::error_code)> done) {
   device_->submit(box->req);
 }
 
-std::optional<error> ceph_image::replace_member(unsigned, device::block_device*, std::function<void(std::error_code)>) {
+std::optional<error> ceph_image::replace_member(unsigned, device::block_device*,
+                                                std::function<void(std::error_code)>) {
   return make_error(errc::not_supported, "a Ceph group has no members: Ceph keeps its redundancy");
 }
 

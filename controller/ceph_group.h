@@ -54,8 +54,9 @@ struct ceph_group_spec {
 // What the controller last saw of the image and its cluster.
 struct ceph_status {
   bool connected = false;
-  std::string status;  // why not connected, or the last health query's failure; empty when all is well
-  std::string health;  // HEALTH_OK, HEALTH_WARN, HEALTH_ERR, or "" (not asked yet)
+  std::string
+      status;  // why not connected, or the last health query's failure; empty when all is well
+  std::string health;               // HEALTH_OK, HEALTH_WARN, HEALTH_ERR, or "" (not asked yet)
   std::vector<std::string> checks;  // "OSD_DOWN: 1 osds down"
   device::ceph_usage usage;
   // What its RADOS pool may still take (ceph df's MAX AVAIL), if known: on
@@ -75,11 +76,13 @@ class ceph_image final : public device::block_device, public raid::member_replac
   // connection.connect_timeout and a few round trips), so call it on a
   // control thread, never the loop. With `create`, makes the image first.
   // The spec returned by spec() then holds the cluster's fsid.
-  static std::expected<std::unique_ptr<ceph_image>, error> connect(boost::asio::io_context& loop, ceph_group_spec spec,
+  static std::expected<std::unique_ptr<ceph_image>, error> connect(boost::asio::io_context& loop,
+                                                                   ceph_group_spec spec,
                                                                    bool create, const options& o);
   // For start-up: opens on the group's thread, retrying until it can; never
   // fails here. Requests fail with busy until the image is open.
-  static std::unique_ptr<ceph_image> open_later(boost::asio::io_context& loop, ceph_group_spec spec, const options& o);
+  static std::unique_ptr<ceph_image> open_later(boost::asio::io_context& loop, ceph_group_spec spec,
+                                                const options& o);
   // REQUIRES: idle(). Stops the thread (waits for a query in flight, up to
   // op_timeout), then closes the image.
   ~ceph_image() override;
@@ -105,7 +108,8 @@ class ceph_image final : public device::block_device, public raid::member_replac
   // without members.
   unsigned member_count() const noexcept override { return 0; }
   bool member_failed(unsigned) const noexcept override { return false; }
-  std::optional<error> replace_member(unsigned, device::block_device*, std::function<void(std::error_code)>) override;
+  std::optional<error> replace_member(unsigned, device::block_device*,
+                                      std::function<void(std::error_code)>) override;
   const device::block_device* member_device(unsigned) const noexcept { return nullptr; }
   const raid::member_health& health(unsigned) const noexcept;
   void fail_member(unsigned) noexcept {}

@@ -6,7 +6,8 @@
 
 namespace strata::controller {
 
-std::expected<std::unique_ptr<config_store>, error> config_store::open(const std::string& directory) {
+std::expected<std::unique_ptr<config_store>, error> config_store::open(
+    const std::string& directory) {
   rocksdb::Options options;
   options.create_if_missing = true;
   // A few kilobytes per resource, written a handful of times a minute at
@@ -15,7 +16,8 @@ std::expected<std::unique_ptr<config_store>, error> config_store::open(const std
   rocksdb::DB* raw = nullptr;
   const rocksdb::Status s = rocksdb::DB::Open(options, directory, &raw);
   if (!s.ok()) {
-    return std::unexpected(make_error(errc::io_error, "config: cannot open RocksDB at " + directory + ": " + s.ToString()));
+    return std::unexpected(make_error(
+        errc::io_error, "config: cannot open RocksDB at " + directory + ": " + s.ToString()));
   }
   return std::unique_ptr<config_store>(new config_store(std::unique_ptr<rocksdb::DB>(raw)));
 }
@@ -26,17 +28,20 @@ config_store::~config_store() = default;
 
 std::optional<std::string> config_store::get(std::string_view key) const {
   std::string value;
-  const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), rocksdb::Slice(key.data(), key.size()), &value);
+  const rocksdb::Status s =
+      db_->Get(rocksdb::ReadOptions(), rocksdb::Slice(key.data(), key.size()), &value);
   if (!s.ok()) return std::nullopt;
   return value;
 }
 
-std::vector<std::pair<std::string, std::string>> config_store::list(std::string_view prefix, std::string_view after,
-                                                                     std::size_t limit) const {
+std::vector<std::pair<std::string, std::string>> config_store::list(std::string_view prefix,
+                                                                    std::string_view after,
+                                                                    std::size_t limit) const {
   std::vector<std::pair<std::string, std::string>> out;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   const std::string_view start = after.empty() || after < prefix ? prefix : after;
-  for (it->Seek(rocksdb::Slice(start.data(), start.size())); it->Valid() && out.size() < limit; it->Next()) {
+  for (it->Seek(rocksdb::Slice(start.data(), start.size())); it->Valid() && out.size() < limit;
+       it->Next()) {
     const std::string_view key(it->key().data(), it->key().size());
     if (!key.starts_with(prefix)) break;
     if (!after.empty() && key == after) continue;
@@ -45,8 +50,8 @@ std::vector<std::pair<std::string, std::string>> config_store::list(std::string_
   return out;
 }
 
-std::vector<std::pair<std::string, std::string>> config_store::list_backward(std::string_view prefix, std::string_view before,
-                                                                              std::size_t limit) const {
+std::vector<std::pair<std::string, std::string>> config_store::list_backward(
+    std::string_view prefix, std::string_view before, std::size_t limit) const {
   std::vector<std::pair<std::string, std::string>> out;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   // Past every key with the prefix: the prefix with its last byte raised
@@ -86,7 +91,9 @@ std::expected<void, error> config_store::commit(const config_batch& batch) {
   rocksdb::WriteOptions sync;
   sync.sync = true;
   const rocksdb::Status s = db_->Write(sync, &b);
-  if (!s.ok()) return std::unexpected(make_error(errc::io_error, "config: a synced write failed: " + s.ToString()));
+  if (!s.ok())
+    return std::unexpected(
+        make_error(errc::io_error, "config: a synced write failed: " + s.ToString()));
   return {};
 }
 

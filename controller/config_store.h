@@ -34,7 +34,9 @@ namespace strata::controller {
 
 class config_batch {
  public:
-  void put(std::string key, std::string value) { ops_.push_back({std::move(key), std::move(value), false}); }
+  void put(std::string key, std::string value) {
+    ops_.push_back({std::move(key), std::move(value), false});
+  }
   void erase(std::string key) { ops_.push_back({std::move(key), {}, true}); }
   bool empty() const noexcept { return ops_.empty(); }
   // Each put (`value` set) and erase (`value` null), in order.

@@ -10,7 +10,8 @@ namespace strata::controller {
 
 namespace {
 
-constexpr std::array<std::string_view, 7> array_wide_prefixes = {"disks/", "groups/", "pools/", "hosts/", "mappings/", "controllers/", "array/"};
+constexpr std::array<std::string_view, 7> array_wide_prefixes = {
+    "disks/", "groups/", "pools/", "hosts/", "mappings/", "controllers/", "array/"};
 
 using wire::put32;
 using wire::put_text;
@@ -51,7 +52,9 @@ std::expected<config_records, error> decode_records(std::span<const std::uint8_t
     auto value = in.text();
     if (key && value) out.emplace_back(std::move(*key), std::move(*value));
   }
-  if (!in.done()) return std::unexpected(make_error(errc::invalid_argument, "a malformed list of configuration records"));
+  if (!in.done())
+    return std::unexpected(
+        make_error(errc::invalid_argument, "a malformed list of configuration records"));
   return out;
 }
 
@@ -62,7 +65,9 @@ std::uint64_t generation_of(const config_store& config) {
   return g;
 }
 
-void bump_generation(config_batch& b, std::uint64_t current) { b.put(std::string(generation_key), std::to_string(current + 1)); }
+void bump_generation(config_batch& b, std::uint64_t current) {
+  b.put(std::string(generation_key), std::to_string(current + 1));
+}
 
 config_change change_of(const config_batch& b) {
   config_change c;
@@ -110,10 +115,13 @@ std::expected<config_change, error> decode_change(std::span<const std::uint8_t> 
       c.emplace_back(std::move(*key), std::nullopt);
     }
   }
-  if (!in.done()) return std::unexpected(make_error(errc::invalid_argument, "a malformed configuration change"));
+  if (!in.done())
+    return std::unexpected(make_error(errc::invalid_argument, "a malformed configuration change"));
   for (const auto& [key, value] : c) {
     // A partner changes the array-wide records only.
-    if (!array_wide(key)) return std::unexpected(make_error(errc::invalid_argument, "a configuration change of " + key + ", which is not array-wide"));
+    if (!array_wide(key))
+      return std::unexpected(make_error(errc::invalid_argument, "a configuration change of " + key +
+                                                                    ", which is not array-wide"));
   }
   return c;
 }

@@ -22,10 +22,13 @@ enum class kind : std::uint32_t { array = 1, heartbeat = 2, ownership = 3 };
 std::uint32_t checksum(std::span<const std::byte> slot) {
   // Over the whole slot with the checksum field (bytes 24..27) taken as zero.
   std::array<std::byte, 4> zero{};
-  std::uint32_t crc = crc32_iscsi(const_cast<unsigned char*>(reinterpret_cast<const unsigned char*>(slot.data())), 24, 0xffffffff);
+  std::uint32_t crc =
+      crc32_iscsi(const_cast<unsigned char*>(reinterpret_cast<const unsigned char*>(slot.data())),
+                  24, 0xffffffff);
   crc = crc32_iscsi(reinterpret_cast<unsigned char*>(zero.data()), 4, crc);
-  return crc32_iscsi(const_cast<unsigned char*>(reinterpret_cast<const unsigned char*>(slot.data() + 28)),
-                     static_cast<int>(slot.size() - 28), crc);
+  return crc32_iscsi(
+      const_cast<unsigned char*>(reinterpret_cast<const unsigned char*>(slot.data() + 28)),
+      static_cast<int>(slot.size() - 28), crc);
 }
 
 // Little-endian fields into a slot.
@@ -88,7 +91,8 @@ class reader {
   std::uint64_t get(int n) {
     if (!fits(static_cast<std::size_t>(n))) return 0;
     std::uint64_t v = 0;
-    for (int i = n - 1; i >= 0; --i) v = (v << 8) | static_cast<std::uint8_t>(in_[at_ + static_cast<std::size_t>(i)]);
+    for (int i = n - 1; i >= 0; --i)
+      v = (v << 8) | static_cast<std::uint8_t>(in_[at_ + static_cast<std::size_t>(i)]);
     at_ += static_cast<std::size_t>(n);
     return v;
   }
@@ -130,13 +134,15 @@ std::optional<decoded_slot> open_slot(std::span<const std::byte> slot) {
   const std::uint64_t sequence = r.u64();
   const auto stored = static_cast<std::uint32_t>(r.u32());
   const auto length = r.u32();
-  if (!r.ok() || stored != checksum(slot) || length > slot_bytes - payload_offset) return std::nullopt;
+  if (!r.ok() || stored != checksum(slot) || length > slot_bytes - payload_offset)
+    return std::nullopt;
   reader payload(slot.subspan(payload_offset, length));
   return decoded_slot{k, sequence, payload};
 }
 
 template <class Record>
-void keep_newer(std::optional<Record>& into, std::uint64_t& into_sequence, Record r, std::uint64_t sequence) {
+void keep_newer(std::optional<Record>& into, std::uint64_t& into_sequence, Record r,
+                std::uint64_t sequence) {
   if (!into || sequence > into_sequence) {
     into = std::move(r);
     into_sequence = sequence;
@@ -187,7 +193,8 @@ std::optional<std::size_t> heartbeat_slot(const std::string& controller) {
 }
 
 std::expected<area_contents, std::error_code> decode(std::span<const std::byte> area_bytes) {
-  if (area_bytes.size() < slots * slot_bytes) return std::unexpected(make_error_code(errc::invalid_argument));
+  if (area_bytes.size() < slots * slot_bytes)
+    return std::unexpected(make_error_code(errc::invalid_argument));
   area_contents c;
   std::uint64_t array_seq = 0, owner_seq = 0, a_seq = 0, b_seq = 0;
   bool any = false;
@@ -242,39 +249,46 @@ std::expected<area_contents, std::error_code> decode(std::span<const std::byte> 
   return c;
 }
 
-void locate(device::block_device& member, std::function<void(std::expected<std::uint64_t, std::error_code>)> done) {
-  raid::read_superblock(member, [done = std::move(done)](std::expected<raid::superblock, std::error_code> sb) {
-    if (!sb) return done(std::unexpected(sb.error()));
-    const std::uint64_t reserved_bytes = sb->data_offset_blocks * sb->logical_block_size_bytes;
-    const auto at = raid::controller_area::offset_bytes(reserved_bytes);
-    if (!at || sb->bitmap_end_bytes() > *at) return done(std::unexpected(make_error_code(errc::not_supported)));
-    done(*at);
-  });
+void locate(device::block_device& member,
+            std::function<void(std::expected<std::uint64_t, std::error_code>)> done) {
+  raid::read_superblock(
+      member, [done = std::move(done)](std::expected<raid::superblock, std::error_code> sb) {
+        if (!sb) return done(std::unexpected(sb.error()));
+        const std::uint64_t reserved_bytes = sb->data_offset_blocks * sb->logical_block_size_bytes;
+        const auto at = raid::controller_area::offset_bytes(reserved_bytes);
+        if (!at || sb->bitmap_end_bytes() > *at)
+          return done(std::unexpected(make_error_code(errc::not_supported)));
+        done(*at);
+      });
 }
 
-void read(device::block_device& member, std::uint64_t offset_bytes, std::function<void(std::expected<area_contents, std::error_code>)> done) {
+void read(device::block_device& member, std::uint64_t offset_bytes,
+          std::function<void(std::expected<area_contents, std::error_code>)> done) {
   const std::uint32_t block_size = member.geometry().logical_block_size_bytes;
-  raid::read_reserved(member, offset_bytes / block_size, slots * slot_bytes,
-                      [done = std::move(done)](std::expected<std::vector<std::byte>, std::error_code> bytes) {
-                        if (!bytes) return done(std::unexpected(bytes.error()));
-                        done(decode(*bytes));
-                      });
+  raid::read_reserved(
+      member, offset_bytes / block_size, slots * slot_bytes,
+      [done = std::move(done)](std::expected<std::vector<std::byte>, std::error_code> bytes) {
+        if (!bytes) return done(std::unexpected(bytes.error()));
+        done(decode(*bytes));
+      });
 }
 
-void write(device::block_device& member, std::uint64_t offset_bytes, std::size_t slot, std::vector<std::byte> bytes,
-           std::function<void(std::error_code)> done) {
+void write(device::block_device& member, std::uint64_t offset_bytes, std::size_t slot,
+           std::vector<std::byte> bytes, std::function<void(std::error_code)> done) {
   const std::uint32_t block_size = member.geometry().logical_block_size_bytes;
-  raid::write_reserved(member, (offset_bytes + slot * slot_bytes) / block_size, bytes, std::move(done));
+  raid::write_reserved(member, (offset_bytes + slot * slot_bytes) / block_size, bytes,
+                       std::move(done));
 }
 
-void write_both(device::block_device& member, std::uint64_t offset_bytes, std::size_t first_slot, std::vector<std::byte> bytes,
-                std::function<void(std::error_code)> done) {
+void write_both(device::block_device& member, std::uint64_t offset_bytes, std::size_t first_slot,
+                std::vector<std::byte> bytes, std::function<void(std::error_code)> done) {
   auto copy = std::make_shared<std::vector<std::byte>>(bytes);
-  write(member, offset_bytes, first_slot, std::move(bytes),
-        [&member, offset_bytes, first_slot, copy, done = std::move(done)](std::error_code e) mutable {
-          if (e) return done(e);
-          write(member, offset_bytes, first_slot + 1, std::move(*copy), std::move(done));
-        });
+  write(
+      member, offset_bytes, first_slot, std::move(bytes),
+      [&member, offset_bytes, first_slot, copy, done = std::move(done)](std::error_code e) mutable {
+        if (e) return done(e);
+        write(member, offset_bytes, first_slot + 1, std::move(*copy), std::move(done));
+      });
 }
 
 }  // namespace strata::controller::area

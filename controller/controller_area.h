@@ -34,7 +34,7 @@
 namespace strata::controller {
 
 struct array_identity {
-  std::array<std::uint8_t, 16> id{};   // random, made when the array is built
+  std::array<std::uint8_t, 16> id{};  // random, made when the array is built
   std::array<std::uint8_t, 32> link_key{};
   std::int64_t created_unix_ms = 0;
   bool operator==(const array_identity&) const = default;
@@ -55,8 +55,8 @@ struct drive_heartbeat {
 };
 
 struct pool_ownership {
-  std::string pool;   // "pools/p1"
-  std::string owner;  // "a" or "b"
+  std::string pool;         // "pools/p1"
+  std::string owner;        // "a" or "b"
   std::uint64_t epoch = 0;  // bumped by every change of owner; the higher wins
   std::int64_t unix_ms = 0;
   // Rewritten by the owner within its epoch, each time with a higher
@@ -103,17 +103,18 @@ std::optional<std::size_t> heartbeat_slot(const std::string& controller);
 // bitmap, which must end before it. not_found: no superblock (not a group
 // member); not_supported: a reserved area too small for one, or a bitmap
 // reaching into it (a group formatted before the area existed).
-void locate(device::block_device& member, std::function<void(std::expected<std::uint64_t, std::error_code>)> done);
+void locate(device::block_device& member,
+            std::function<void(std::expected<std::uint64_t, std::error_code>)> done);
 // Reads the whole area at `offset_bytes` on `member`.
 void read(device::block_device& member, std::uint64_t offset_bytes,
           std::function<void(std::expected<area_contents, std::error_code>)> done);
 // Writes `slot` (bytes from an encoder) and flushes.
-void write(device::block_device& member, std::uint64_t offset_bytes, std::size_t slot, std::vector<std::byte> bytes,
-           std::function<void(std::error_code)> done);
+void write(device::block_device& member, std::uint64_t offset_bytes, std::size_t slot,
+           std::vector<std::byte> bytes, std::function<void(std::error_code)> done);
 // Writes a two-copy record: the first copy, a flush, the second, a flush,
 // so that a torn write spoils at most one (as the superblock does).
-void write_both(device::block_device& member, std::uint64_t offset_bytes, std::size_t first_slot, std::vector<std::byte> bytes,
-                std::function<void(std::error_code)> done);
+void write_both(device::block_device& member, std::uint64_t offset_bytes, std::size_t first_slot,
+                std::vector<std::byte> bytes, std::function<void(std::error_code)> done);
 
 }  // namespace area
 }  // namespace strata::controller

@@ -37,7 +37,8 @@ device::block_device& disk_group::device() const noexcept {
 }
 
 std::uint64_t disk_group::stripe_data_blocks() const noexcept {
-  if (const auto* r6 = std::get_if<std::unique_ptr<raid::raid6_group>>(&group_)) return (*r6)->layout().stripe_data_blocks();
+  if (const auto* r6 = std::get_if<std::unique_ptr<raid::raid6_group>>(&group_))
+    return (*r6)->layout().stripe_data_blocks();
   return 1;
 }
 
@@ -62,7 +63,8 @@ bool disk_group::member_failed(unsigned member) const noexcept {
 }
 
 const raid::member_health& disk_group::health(unsigned member) const noexcept {
-  return std::visit([&](const auto& g) -> const raid::member_health& { return g->health(member); }, group_);
+  return std::visit([&](const auto& g) -> const raid::member_health& { return g->health(member); },
+                    group_);
 }
 
 unsigned disk_group::failed_members() const noexcept {
@@ -117,7 +119,8 @@ std::uint64_t disk_group::repaired_blocks() const noexcept {
 }
 
 void disk_group::scrub(std::function<void(const raid::scrub_report&)> done) {
-  if (auto* g = std::get_if<std::unique_ptr<raid::raid6_group>>(&group_)) return (*g)->scrub(std::move(done));
+  if (auto* g = std::get_if<std::unique_ptr<raid::raid6_group>>(&group_))
+    return (*g)->scrub(std::move(done));
   raid::scrub_report refused;
   refused.error = make_error_code(errc::not_supported);
   boost::asio::post(device().executor(), [done = std::move(done), refused] { done(refused); });
@@ -133,9 +136,11 @@ bool disk_group::scrubbing() const noexcept {
 }
 
 raid::resync_progress disk_group::resync_status() const {
-  if (const auto* g = std::get_if<std::unique_ptr<raid::raid6_group>>(&group_)) return (*g)->resync_status();
+  if (const auto* g = std::get_if<std::unique_ptr<raid::raid6_group>>(&group_))
+    return (*g)->resync_status();
   if (ceph() != nullptr) return {};
-  const raid::rebuild_progress copy = std::get<std::unique_ptr<raid::raid1_group>>(group_)->resync_status();
+  const raid::rebuild_progress copy =
+      std::get<std::unique_ptr<raid::raid1_group>>(group_)->resync_status();
   raid::resync_progress p;
   p.running = copy.running;
   return p;
@@ -176,16 +181,18 @@ raid::group_level level_of(group_kind k) noexcept {
 
 }  // namespace
 
-void create_group(group_kind kind, std::vector<device::block_device*> members, const group_options& options,
-                  group_done done) {
+void create_group(group_kind kind, std::vector<device::block_device*> members,
+                  const group_options& options, group_done done) {
   if (kind == group_kind::read_cache && members.size() != 1) {
-    done(std::unexpected(make_error(errc::invalid_argument, "group: a read cache is one SSD, not " + std::to_string(members.size()))));
+    done(std::unexpected(make_error(errc::invalid_argument, "group: a read cache is one SSD, not " +
+                                                                std::to_string(members.size()))));
     return;
   }
   if ((kind == group_kind::raid1 || kind == group_kind::write_log) && members.size() < 2) {
-    done(std::unexpected(make_error(errc::invalid_argument, std::string("group: ") +
-                                                                (kind == group_kind::raid1 ? "RAID-1" : "a write log (mirrored)") +
-                                                                " needs 2 or more members")));
+    done(std::unexpected(make_error(
+        errc::invalid_argument,
+        std::string("group: ") + (kind == group_kind::raid1 ? "RAID-1" : "a write log (mirrored)") +
+            " needs 2 or more members")));
     return;
   }
   if (members.empty()) {
@@ -200,7 +207,9 @@ void create_group(group_kind kind, std::vector<device::block_device*> members, c
     if (e) return done(std::unexpected(*e));
     // The id format() chose is in every member's superblock.
     raid::read_superblock(*first, [box, done](std::expected<raid::superblock, std::error_code> sb) {
-      if (!sb) return done(std::unexpected(make_error(errc::io_error, "group: cannot read back its superblock: " + sb.error().message())));
+      if (!sb)
+        return done(std::unexpected(make_error(
+            errc::io_error, "group: cannot read back its superblock: " + sb.error().message())));
       (*box)->id_ = sb->group_id;
       done(std::move(*box));
     });
@@ -223,7 +232,8 @@ void create_group(group_kind kind, std::vector<device::block_device*> members, c
 void assemble_group(group_kind kind, const group_id& id, std::vector<device::block_device*> drives,
                     const group_options& options, group_done done) {
   if (drives.empty()) {
-    done(std::unexpected(make_error(errc::not_found, "group " + to_hex(id) + ": no drives to look on")));
+    done(std::unexpected(
+        make_error(errc::not_found, "group " + to_hex(id) + ": no drives to look on")));
     return;
   }
   struct scan {
@@ -235,10 +245,14 @@ void assemble_group(group_kind kind, const group_id& id, std::vector<device::blo
   s->left = drives.size();
   auto finish = [s, kind, id, options, done]() {
     if (s->other_level) {
-      return done(std::unexpected(make_error(errc::invalid_argument, "group " + to_hex(id) + ": its superblocks say another RAID level than " +
-                                                                         to_string(kind))));
+      return done(std::unexpected(
+          make_error(errc::invalid_argument, "group " + to_hex(id) +
+                                                 ": its superblocks say another RAID level than " +
+                                                 to_string(kind))));
     }
-    if (s->members.empty()) return done(std::unexpected(make_error(errc::not_found, "group " + to_hex(id) + ": no drive holds it")));
+    if (s->members.empty())
+      return done(std::unexpected(
+          make_error(errc::not_found, "group " + to_hex(id) + ": no drive holds it")));
     auto box = std::make_shared<std::unique_ptr<disk_group>>(new disk_group());
     (*box)->kind_ = kind;
     (*box)->id_ = id;
@@ -255,16 +269,17 @@ void assemble_group(group_kind kind, const group_id& id, std::vector<device::blo
   };
   for (device::block_device* d : drives) {
     // A blank drive, or one whose superblock cannot be read, is not this group's.
-    raid::read_superblock(*d, [s, d, id, kind, finish](std::expected<raid::superblock, std::error_code> sb) {
-      if (sb && sb->group_id == id) {
-        if (sb->level == level_of(kind)) {
-          s->members.push_back(d);
-        } else {
-          s->other_level = true;
-        }
-      }
-      if (--s->left == 0) finish();
-    });
+    raid::read_superblock(
+        *d, [s, d, id, kind, finish](std::expected<raid::superblock, std::error_code> sb) {
+          if (sb && sb->group_id == id) {
+            if (sb->level == level_of(kind)) {
+              s->members.push_back(d);
+            } else {
+              s->other_level = true;
+            }
+          }
+          if (--s->left == 0) finish();
+        });
   }
 }
 

@@ -19,9 +19,9 @@
 #include <variant>
 #include <vector>
 
+#include "controller/ceph_group.h"
 #include "raid/device/block_device.h"
 #include "raid/device/clock.h"
-#include "controller/ceph_group.h"
 #include "raid/device/status.h"
 #include "raid/raid1_group.h"
 #include "raid/raid6_group.h"
@@ -97,24 +97,26 @@ class disk_group {
   ceph_image* ceph() const noexcept;
 
  private:
-  friend void create_group(group_kind, std::vector<device::block_device*>, const group_options&, group_done);
-  friend void assemble_group(group_kind, const group_id&, std::vector<device::block_device*>, const group_options&,
-                             group_done);
+  friend void create_group(group_kind, std::vector<device::block_device*>, const group_options&,
+                           group_done);
+  friend void assemble_group(group_kind, const group_id&, std::vector<device::block_device*>,
+                             const group_options&, group_done);
   friend std::unique_ptr<disk_group> ceph_disk_group(const group_id&, std::unique_ptr<ceph_image>);
   group_kind kind_ = group_kind::raid6;
   group_id id_{};
-  std::variant<std::unique_ptr<raid::raid6_group>, std::unique_ptr<raid::raid1_group>, std::unique_ptr<ceph_image>> group_;
+  std::variant<std::unique_ptr<raid::raid6_group>, std::unique_ptr<raid::raid1_group>,
+               std::unique_ptr<ceph_image>>
+      group_;
 };
 
 // A Ceph group over an image ceph_image has opened (or is opening).
 std::unique_ptr<disk_group> ceph_disk_group(const group_id& id, std::unique_ptr<ceph_image> image);
 
-
 // Formats `members` (blank: a drive with a superblock is refused) into a
 // new group of `kind`. RAID-6 needs 4 or more members, RAID-1 2 or more,
 // the read cache exactly 1.
-void create_group(group_kind kind, std::vector<device::block_device*> members, const group_options& options,
-                  group_done done);
+void create_group(group_kind kind, std::vector<device::block_device*> members,
+                  const group_options& options, group_done done);
 
 // Assembles group `id` from those of `drives` whose superblock names it.
 // Fails, saying why, if too few of its members are there or their

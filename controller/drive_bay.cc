@@ -15,17 +15,23 @@ constexpr auto progress_interval = std::chrono::seconds(1);
 // again at the next start.
 constexpr std::string_view resume_prefix = "rebuild-resume/";
 
-std::unexpected<error> refuse(errc code, std::string why) { return std::unexpected(make_error(code, std::move(why))); }
+std::unexpected<error> refuse(errc code, std::string why) {
+  return std::unexpected(make_error(code, std::move(why)));
+}
 
-std::string member_text(unsigned member) { return "member " + std::to_string(member); }
+std::string member_text(unsigned member) {
+  return "member " + std::to_string(member);
+}
 
-constexpr const char* partner_took_text = "was taken by the partner controller as a hot spare for one of its groups: only it may use it";
+constexpr const char* partner_took_text =
+    "was taken by the partner controller as a hot spare for one of its groups: only it may use it";
 
 }  // namespace
 
 drive_bay::drive_bay(boost::asio::any_io_executor loop, device::clock& clock, shelf& drives,
-                     const std::vector<std::unique_ptr<disk_group>>& groups, const std::vector<std::string>& group_names,
-                     config_store& config, event_log& events, operation_log& operations)
+                     const std::vector<std::unique_ptr<disk_group>>& groups,
+                     const std::vector<std::string>& group_names, config_store& config,
+                     event_log& events, operation_log& operations)
     : loop_(std::move(loop)),
       clock_(clock),
       shelf_(drives),
@@ -36,21 +42,25 @@ drive_bay::drive_bay(boost::asio::any_io_executor loop, device::clock& clock, sh
       operations_(operations),
       progress_timer_(loop_) {}
 
-drive_bay::~drive_bay() { *alive_ = false; }
+drive_bay::~drive_bay() {
+  *alive_ = false;
+}
 
 void drive_bay::start(std::function<void()> done) {
   raid::hot_spare_options options;
   options.clock = &clock_;
   options.on_event = [this](const raid::spare_event& e) { on_spare_event(e); };
   if (claim_) {
-    options.claim = [this](device::block_device& spare, std::function<void(raid::spare_claim)> answer) {
+    options.claim = [this](device::block_device& spare,
+                           std::function<void(raid::spare_claim)> answer) {
       const auto drive = drive_of(&spare);
       if (!drive) return answer(raid::spare_claim::granted);
       claim_(disk_name(*drive), std::move(answer));
     };
   }
   spare_pool_ = std::make_unique<raid::hot_spares>(loop_, options);
-  for (std::size_t i = 0; i < shelf_.size(); ++i) disk_names_.push_back("disks/" + shelf_.spec(i).name);
+  for (std::size_t i = 0; i < shelf_.size(); ++i)
+    disk_names_.push_back("disks/" + shelf_.spec(i).name);
   used_.assign(shelf_.size(), false);
   // Drives outside every group: blank, or members a replacement left
   // behind (their superblock still names the group). Read them all, then
@@ -70,7 +80,9 @@ void drive_bay::start(std::function<void()> done) {
       const auto bytes = config_.get(disk_name(i));
       if (!bytes || !record.ParseFromString(*bytes) || !record.spare() || membership(i)) continue;
       if (used_[i]) {
-        events_.record(severity::warning, disk_name(i), "recorded as a hot spare, but it holds a group's superblock: not used as one");
+        events_.record(
+            severity::warning, disk_name(i),
+            "recorded as a hot spare, but it holds a group's superblock: not used as one");
         continue;
       }
       spare_pool_->add(shelf_.drive(i));
@@ -83,10 +95,12 @@ void drive_bay::start(std::function<void()> done) {
   };
   if (outside.empty()) return boost::asio::post(loop_, finish);
   for (const std::size_t i : outside) {
-    raid::read_superblock(shelf_.drive(i), [this, i, left, finish](std::expected<raid::superblock, std::error_code> sb) {
-      used_[i] = sb.has_value();
-      if (--*left == 0) finish();
-    });
+    raid::read_superblock(
+        shelf_.drive(i),
+        [this, i, left, finish](std::expected<raid::superblock, std::error_code> sb) {
+          used_[i] = sb.has_value();
+          if (--*left == 0) finish();
+        });
   }
 }
 
@@ -101,20 +115,25 @@ void drive_bay::resume_rebuilds() {
       continue;
     }
     auto started = replace(disk, disk, "resumed: the last stop cut it short");
-    if (!started && started.error().code == make_error_code(errc::busy) && groups_[*group]->rebuild_status().running == false &&
+    if (!started && started.error().code == make_error_code(errc::busy) &&
+        groups_[*group]->rebuild_status().running == false &&
         started.error().message.find("resync") != std::string::npos) {
       // A resync after an unclean stop runs first: the record stays for the next start.
       events_.record(severity::warning, key.substr(resume_prefix.size()),
-                     "the rebuild onto " + disk + " waits: " + started.error().message + "; it resumes at the next start, or by command");
+                     "the rebuild onto " + disk + " waits: " + started.error().message +
+                         "; it resumes at the next start, or by command");
       continue;
     }
     done.erase(key);
     if (!started) {
-      events_.record(severity::error, key.substr(resume_prefix.size()), "the rebuild onto " + disk + " a stop cut short did not start again: " + started.error().message);
+      events_.record(severity::error, key.substr(resume_prefix.size()),
+                     "the rebuild onto " + disk +
+                         " a stop cut short did not start again: " + started.error().message);
     }
   }
   if (auto written = config_.commit(done); !written) {
-    events_.record(severity::error, "", "the rebuilds to resume were not cleared: " + written.error().message);
+    events_.record(severity::error, "",
+                   "the rebuilds to resume were not cleared: " + written.error().message);
   }
 }
 
@@ -123,9 +142,11 @@ void drive_bay::stop() {
   // its new member is failed out partly rebuilt, and nothing else would
   // take it back. (A shutdown call: the loop waits for this commit.)
   config_batch resume;
-  for (const rebuild& r : rebuilds_) resume.put(std::string(resume_prefix) + group_names_[r.group], disk_name(r.drive));
+  for (const rebuild& r : rebuilds_)
+    resume.put(std::string(resume_prefix) + group_names_[r.group], disk_name(r.drive));
   if (auto written = config_.commit(resume); !written) {
-    events_.record(severity::error, "", "the rebuilds to resume were not recorded: " + written.error().message);
+    events_.record(severity::error, "",
+                   "the rebuilds to resume were not recorded: " + written.error().message);
   }
   stopped_ = true;
   for (const auto& g : groups_) spare_pool_->forget(g->replacement());
@@ -134,7 +155,9 @@ void drive_bay::stop() {
   progress_timer_.cancel();
 }
 
-bool drive_bay::idle() const noexcept { return rebuilds_.empty() && scrubs_.empty(); }
+bool drive_bay::idle() const noexcept {
+  return rebuilds_.empty() && scrubs_.empty();
+}
 
 std::optional<std::size_t> drive_bay::drive_named(const std::string& name) const {
   const auto it = std::ranges::find(disk_names_, name);
@@ -165,27 +188,34 @@ std::optional<std::pair<std::size_t, unsigned>> drive_bay::membership(std::size_
   return std::nullopt;
 }
 
-bool drive_bay::is_spare(std::size_t drive) const { return spare_pool_->holds(shelf_.drive(drive)); }
+bool drive_bay::is_spare(std::size_t drive) const {
+  return spare_pool_->holds(shelf_.drive(drive));
+}
 
 void drive_bay::drive_added(std::size_t drive) {
   disk_names_.resize(shelf_.size());
   disk_names_[drive] = "disks/" + shelf_.spec(drive).name;
   used_.resize(shelf_.size(), false);
   // A file left from before may hold a group's superblock.
-  raid::read_superblock(shelf_.drive(drive), [this, alive = alive_, drive](std::expected<raid::superblock, std::error_code> sb) {
-    if (*alive) used_[drive] = sb.has_value();
-  });
+  raid::read_superblock(
+      shelf_.drive(drive),
+      [this, alive = alive_, drive](std::expected<raid::superblock, std::error_code> sb) {
+        if (*alive) used_[drive] = sb.has_value();
+      });
 }
 
-std::expected<std::vector<device::block_device*>, error> drive_bay::blank_drives(const std::vector<std::string>& disks) const {
+std::expected<std::vector<device::block_device*>, error> drive_bay::blank_drives(
+    const std::vector<std::string>& disks) const {
   std::vector<device::block_device*> out;
   for (const std::string& name : disks) {
     const auto drive = drive_named(name);
     if (!drive) return refuse(errc::not_found, "no disk " + name);
-    if (const auto at = membership(*drive)) return refuse(errc::busy, name + " is a member of " + group_names_[at->first]);
+    if (const auto at = membership(*drive))
+      return refuse(errc::busy, name + " is a member of " + group_names_[at->first]);
     if (is_spare(*drive)) return refuse(errc::busy, name + " is a hot spare: unspare it first");
     if (partner_took_.contains(*drive)) return refuse(errc::busy, name + " " + partner_took_text);
-    if (used_[*drive]) return refuse(errc::busy, name + " holds a superblock of a group it left: no group takes it");
+    if (used_[*drive])
+      return refuse(errc::busy, name + " holds a superblock of a group it left: no group takes it");
     out.push_back(&shelf_.drive(*drive));
   }
   return out;
@@ -195,39 +225,47 @@ void drive_bay::group_added(std::size_t group) {
   for (unsigned m = 0; m < groups_[group]->member_count(); ++m) {
     if (const auto drive = drive_of(groups_[group]->member_device(m))) used_[*drive] = true;
   }
-  if (groups_[group]->kind() != group_kind::read_cache && !stopped_) spare_pool_->watch(groups_[group]->replacement());
+  if (groups_[group]->kind() != group_kind::read_cache && !stopped_)
+    spare_pool_->watch(groups_[group]->replacement());
 }
 
 void drive_bay::resync_stopped(std::size_t group, const raid::resync_progress& p) {
   const std::string& name = group_names_[group];
-  const std::string done = std::to_string(p.stripes_done) + " of " + std::to_string(p.stripes_total) + " stripes";
+  const std::string done =
+      std::to_string(p.stripes_done) + " of " + std::to_string(p.stripes_total) + " stripes";
   if (p.unverifiable > 0) {
     // The degraded write hole (docs/raid-write-hole.md): what these stripes
     // lost is as good as the parity that survived the crash.
     events_.record(severity::error, name,
                    "resync: " + std::to_string(p.unverifiable) +
-                       " stripes could not be verified (their lost strips were rebuilt from parity a crash may "
+                       " stripes could not be verified (their lost strips were rebuilt from parity "
+                       "a crash may "
                        "have torn; a second parity was missing or disagreed)");
   }
   if (p.paused) {
     events_.record(severity::warning, name,
                    "resync paused by the stop after " + done + "; it resumes at the next start");
   } else {
-    events_.record(severity::info, name, "resync of the regions marked in the write-intent bitmap finished: " + done);
+    events_.record(severity::info, name,
+                   "resync of the regions marked in the write-intent bitmap finished: " + done);
   }
 }
 
 void drive_bay::member_failed(std::size_t group, const raid::member_event& e) {
   const disk_group& g = *groups_[group];
   const auto drive = drive_of(g.member_device(e.member));
-  const std::string who = drive ? disk_name(*drive) : group_names_[group] + " " + member_text(e.member);
+  const std::string who =
+      drive ? disk_name(*drive) : group_names_[group] + " " + member_text(e.member);
   events_.record(severity::warning, who,
-                 "failed out of " + group_names_[group] + " (" + member_text(e.member) + "): " + std::string(raid::to_string(e.reason)));
+                 "failed out of " + group_names_[group] + " (" + member_text(e.member) +
+                     "): " + std::string(raid::to_string(e.reason)));
   if (g.kind() == group_kind::read_cache) {
-    events_.record(severity::warning, group_names_[group], "the read cache is offline; nothing is lost: it held copies");
+    events_.record(severity::warning, group_names_[group],
+                   "the read cache is offline; nothing is lost: it held copies");
   } else if (g.failed()) {
     events_.record(severity::critical, group_names_[group],
-                   "has failed: " + std::to_string(g.failed_members()) + " of its " + std::to_string(g.member_count()) +
+                   "has failed: " + std::to_string(g.failed_members()) + " of its " +
+                       std::to_string(g.member_count()) +
                        " members are lost, and its data with them");
   } else if (!stopped_) {
     spare_pool_->member_failed(groups_[group]->replacement());
@@ -249,12 +287,18 @@ void drive_bay::describe(v1::Disk& disk) const {
     const raid::member_health& h = g.health(at->second);
     disk.mutable_health()->set_read_errors(h.read_errors);
     disk.mutable_health()->set_timeouts(h.timeouts);
-    if (g.member_failed(at->second)) disk.mutable_health()->set_failure(std::string(raid::to_string(h.failure)));
-    const bool rebuilding = std::ranges::any_of(rebuilds_, [&](const rebuild& r) { return r.drive == *drive; });
-    disk.set_state(g.member_failed(at->second) ? v1::DISK_FAILED : rebuilding ? v1::DISK_REBUILDING : v1::DISK_ONLINE);
+    if (g.member_failed(at->second))
+      disk.mutable_health()->set_failure(std::string(raid::to_string(h.failure)));
+    const bool rebuilding =
+        std::ranges::any_of(rebuilds_, [&](const rebuild& r) { return r.drive == *drive; });
+    disk.set_state(g.member_failed(at->second) ? v1::DISK_FAILED
+                   : rebuilding                ? v1::DISK_REBUILDING
+                                               : v1::DISK_ONLINE);
     return;
   }
-  disk.set_state(is_spare(*drive) ? v1::DISK_SPARE : used_[*drive] ? v1::DISK_LEFT : v1::DISK_UNUSED);
+  disk.set_state(is_spare(*drive) ? v1::DISK_SPARE
+                 : used_[*drive]  ? v1::DISK_LEFT
+                                  : v1::DISK_UNUSED);
 }
 
 void drive_bay::describe(v1::DiskGroup& group) const {
@@ -268,8 +312,8 @@ void drive_bay::describe(v1::DiskGroup& group) const {
   }
   const raid::rebuild_progress rebuilt = g.rebuild_status();
   group.set_failed_members(g.failed_members());
-  group.set_state(g.failed() ? v1::GROUP_FAILED
-                  : rebuilt.running ? v1::GROUP_REBUILDING
+  group.set_state(g.failed()               ? v1::GROUP_FAILED
+                  : rebuilt.running        ? v1::GROUP_REBUILDING
                   : g.failed_members() > 0 ? v1::GROUP_DEGRADED
                                            : v1::GROUP_OPTIMAL);
   group.set_rebuild_bytes_done(rebuilt.bytes_done);
@@ -312,47 +356,60 @@ std::expected<void, error> drive_bay::fail_disk(const std::string& name) {
   if (!at) return refuse(errc::busy, name + " is in no group: only a group's member can be failed");
   disk_group& g = *groups_[at->first];
   if (g.member_failed(at->second)) {
-    return refuse(errc::busy, name + " has failed already (" + std::string(raid::to_string(g.health(at->second).failure)) + ")");
+    return refuse(errc::busy, name + " has failed already (" +
+                                  std::string(raid::to_string(g.health(at->second).failure)) + ")");
   }
   // A member being rebuilt holds nothing yet: it counts as lost.
   const unsigned lost = g.failed_members() + (g.rebuild_status().running ? 1u : 0u);
   const unsigned survivable = g.kind() == group_kind::raid6 ? 2u : g.member_count() - 1;
   if (lost + 1 > survivable) {
-    return refuse(errc::busy, name + ": failing it would fail " + group_names_[at->first] + ", which has " +
-                                  std::to_string(g.member_count()) + " member(s), " + std::to_string(lost) +
+    return refuse(errc::busy, name + ": failing it would fail " + group_names_[at->first] +
+                                  ", which has " + std::to_string(g.member_count()) +
+                                  " member(s), " + std::to_string(lost) +
                                   " lost or rebuilding already; replace those first");
   }
   g.fail_member(at->second);  // its member event records why
   return {};
 }
 
-std::expected<v1::Operation, error> drive_bay::replace_disk(const std::string& name, const std::string& replacement) {
+std::expected<v1::Operation, error> drive_bay::replace_disk(const std::string& name,
+                                                            const std::string& replacement) {
   return replace(name, replacement, "replacing " + name + " by command");
 }
 
-std::expected<v1::Operation, error> drive_bay::replace(const std::string& name, const std::string& replacement, const std::string& why) {
+std::expected<v1::Operation, error> drive_bay::replace(const std::string& name,
+                                                       const std::string& replacement,
+                                                       const std::string& why) {
   const auto drive = drive_named(name);
   if (!drive) return refuse(errc::not_found, "no disk " + name);
   const auto at = membership(*drive);
   if (!at) return refuse(errc::busy, name + " is in no group: there is nothing to replace");
   disk_group& g = *groups_[at->first];
-  if (!g.member_failed(at->second)) return refuse(errc::busy, name + " is working: fail it first (strata disk fail)");
+  if (!g.member_failed(at->second))
+    return refuse(errc::busy, name + " is working: fail it first (strata disk fail)");
   const auto with = drive_named(replacement);
   if (!with) return refuse(errc::not_found, "no disk " + replacement);
   const bool spare = is_spare(*with);
   if (*with != *drive) {
-    if (const auto other = membership(*with)) return refuse(errc::busy, replacement + " is a member of " + group_names_[other->first]);
-    if (partner_took_.contains(*with)) return refuse(errc::busy, replacement + " " + partner_took_text);
-    if (used_[*with]) return refuse(errc::busy, replacement + " holds a superblock of a group it left: no group takes it");
-    if (spare && !spare_pool_->remove(shelf_.drive(*with))) return refuse(errc::busy, replacement + " is taken by a rebuild");
+    if (const auto other = membership(*with))
+      return refuse(errc::busy, replacement + " is a member of " + group_names_[other->first]);
+    if (partner_took_.contains(*with))
+      return refuse(errc::busy, replacement + " " + partner_took_text);
+    if (used_[*with])
+      return refuse(errc::busy,
+                    replacement + " holds a superblock of a group it left: no group takes it");
+    if (spare && !spare_pool_->remove(shelf_.drive(*with)))
+      return refuse(errc::busy, replacement + " is taken by a rebuild");
   }
-  auto refused = g.replacement().replace_member(at->second, &shelf_.drive(*with),
-                                                [this, alive = alive_, group = at->first, d = *with](std::error_code result) {
-                                                  if (*alive) rebuild_ended(group, d, result);
-                                                });
+  auto refused = g.replacement().replace_member(
+      at->second, &shelf_.drive(*with),
+      [this, alive = alive_, group = at->first, d = *with](std::error_code result) {
+        if (*alive) rebuild_ended(group, d, result);
+      });
   if (refused) {
     if (spare && *with != *drive) spare_pool_->add(shelf_.drive(*with));
-    return refuse(refused->code == errc::invalid_argument ? errc::invalid_argument : errc::busy, name + ": " + refused->message);
+    return refuse(refused->code == errc::invalid_argument ? errc::invalid_argument : errc::busy,
+                  name + ": " + refused->message);
   }
   return rebuild_started(at->first, at->second, *with, why);
 }
@@ -362,26 +419,33 @@ std::expected<void, error> drive_bay::set_spare(const std::string& name, bool sp
   if (!drive) return refuse(errc::not_found, "no disk " + name);
   if (spare == is_spare(*drive)) return {};
   if (spare) {
-    if (const auto at = membership(*drive)) return refuse(errc::busy, name + " is a member of " + group_names_[at->first]);
+    if (const auto at = membership(*drive))
+      return refuse(errc::busy, name + " is a member of " + group_names_[at->first]);
     if (partner_took_.contains(*drive)) return refuse(errc::busy, name + " " + partner_took_text);
-    if (used_[*drive]) return refuse(errc::busy, name + " holds a superblock of a group it left: it cannot be a spare");
+    if (used_[*drive])
+      return refuse(errc::busy,
+                    name + " holds a superblock of a group it left: it cannot be a spare");
     spare_pool_->add(shelf_.drive(*drive));
     events_.record(severity::info, name, "is a hot spare");
     return {};
   }
-  if (!spare_pool_->remove(shelf_.drive(*drive))) return refuse(errc::busy, name + " is taken by a rebuild");
+  if (!spare_pool_->remove(shelf_.drive(*drive)))
+    return refuse(errc::busy, name + " is taken by a rebuild");
   events_.record(severity::info, name, "is no longer a hot spare");
   return {};
 }
 
-void drive_bay::erase_disk(const std::string& name, std::function<void(std::expected<void, error>)> done) {
+void drive_bay::erase_disk(const std::string& name,
+                           std::function<void(std::expected<void, error>)> done) {
   const auto drive = drive_named(name);
   std::optional<std::unexpected<error>> refused;
   if (!drive) {
     refused = refuse(errc::not_found, "no disk " + name);
   } else if (const auto at = membership(*drive)) {
-    refused = refuse(errc::busy, name + " is a member of " + group_names_[at->first] + ": fail and replace it first");
-  } else if (is_spare(*drive) || std::ranges::any_of(rebuilds_, [&](const rebuild& r) { return r.drive == *drive; })) {
+    refused = refuse(errc::busy, name + " is a member of " + group_names_[at->first] +
+                                     ": fail and replace it first");
+  } else if (is_spare(*drive) ||
+             std::ranges::any_of(rebuilds_, [&](const rebuild& r) { return r.drive == *drive; })) {
     refused = refuse(errc::busy, name + " is a hot spare: unspare it first");
   } else if (partner_took_.contains(*drive)) {
     refused = refuse(errc::busy, name + " " + partner_took_text);
@@ -397,19 +461,27 @@ void drive_bay::erase_disk(const std::string& name, std::function<void(std::expe
   device::block_device& d = shelf_.drive(*drive);
   const std::uint32_t block = d.geometry().logical_block_size_bytes;
   auto zeros = std::make_shared<std::vector<std::byte>>(raid::superblock::size_bytes);
-  auto erase_copy = [&d, block, zeros](std::uint64_t offset, std::function<void(std::error_code)> then) {
+  auto erase_copy = [&d, block, zeros](std::uint64_t offset,
+                                       std::function<void(std::error_code)> then) {
     raid::write_reserved(d, offset / block, *zeros, std::move(then));
   };
-  erase_copy(raid::superblock::copy_a_offset_bytes, [this, alive = alive_, erase_copy, name, i = *drive, done = std::move(done)](std::error_code ec) mutable {
+  erase_copy(raid::superblock::copy_a_offset_bytes, [this, alive = alive_, erase_copy, name,
+                                                     i = *drive, done = std::move(done)](
+                                                        std::error_code ec) mutable {
     if (!*alive) return;
-    if (ec) return done(std::unexpected(make_error(errc::io_error, name + ": erasing its superblock: " + ec.message())));
-    erase_copy(raid::superblock::copy_b_offset_bytes, [this, alive, name, i, done = std::move(done)](std::error_code ec2) {
-      if (!*alive) return;
-      if (ec2) return done(std::unexpected(make_error(errc::io_error, name + ": erasing its superblock: " + ec2.message())));
-      used_[i] = false;
-      events_.record(severity::info, name, "erased: blank, for a spare or a new group");
-      done({});
-    });
+    if (ec)
+      return done(std::unexpected(
+          make_error(errc::io_error, name + ": erasing its superblock: " + ec.message())));
+    erase_copy(raid::superblock::copy_b_offset_bytes,
+               [this, alive, name, i, done = std::move(done)](std::error_code ec2) {
+                 if (!*alive) return;
+                 if (ec2)
+                   return done(std::unexpected(make_error(
+                       errc::io_error, name + ": erasing its superblock: " + ec2.message())));
+                 used_[i] = false;
+                 events_.record(severity::info, name, "erased: blank, for a spare or a new group");
+                 done({});
+               });
   });
 }
 
@@ -418,21 +490,26 @@ std::expected<v1::Operation, error> drive_bay::scrub(const std::string& name) {
   if (!index) return refuse(errc::not_found, "no group " + name);
   disk_group& g = *groups_[*index];
   if (g.kind() != group_kind::raid6) {
-    return refuse(errc::invalid_argument, name + " is " + to_string(g.kind()) + ": a scrub checks RAID-6 parity");
+    return refuse(errc::invalid_argument,
+                  name + " is " + to_string(g.kind()) + ": a scrub checks RAID-6 parity");
   }
-  if (const auto running = std::ranges::find(scrubs_, *index, &scrub_run::group); running != scrubs_.end()) {
+  if (const auto running = std::ranges::find(scrubs_, *index, &scrub_run::group);
+      running != scrubs_.end()) {
     return refuse(errc::busy, name + " is being scrubbed already (" + running->operation + ")");
   }
   if (g.failed_members() > 0 || g.rebuild_status().running) {
     return refuse(errc::busy, name + " is degraded or rebuilding: a scrub needs every member");
   }
   auto op_name = std::make_shared<std::string>();
-  v1::Operation op = operations_.start("group.scrub", name, [this, loop = loop_, alive = alive_, index = *index, op_name] {
-    // On the loop, and only if this scrub still runs: not a later one.
-    boost::asio::post(loop, [this, alive, index, op_name] {
-      if (*alive && std::ranges::find(scrubs_, *op_name, &scrub_run::operation) != scrubs_.end()) groups_[index]->cancel_scrub();
-    });
-  });
+  v1::Operation op = operations_.start(
+      "group.scrub", name, [this, loop = loop_, alive = alive_, index = *index, op_name] {
+        // On the loop, and only if this scrub still runs: not a later one.
+        boost::asio::post(loop, [this, alive, index, op_name] {
+          if (*alive &&
+              std::ranges::find(scrubs_, *op_name, &scrub_run::operation) != scrubs_.end())
+            groups_[index]->cancel_scrub();
+        });
+      });
   *op_name = op.name();
   scrubs_.push_back({*index, op.name()});
   events_.record(severity::info, name, "scrub started (" + op.name() + ")");
@@ -444,11 +521,15 @@ std::expected<v1::Operation, error> drive_bay::scrub(const std::string& name) {
                               std::to_string(report.stripes_unrecoverable) + " unrecoverable";
     const std::string& group = group_names_[index];
     if (report.error == make_error_code(errc::canceled)) {
-      operations_.finish(op, std::unexpected(make_error(errc::canceled, "cancelled: " + found)), true);
+      operations_.finish(op, std::unexpected(make_error(errc::canceled, "cancelled: " + found)),
+                         true);
       events_.record(severity::info, group, "scrub cancelled: " + found);
     } else if (report.error) {
-      const std::string why = report.error == make_error_code(errc::not_supported) ? "a member failed during it" : report.error.message();
-      operations_.finish(op, std::unexpected(make_error(errc::io_error, "stopped: " + why + "; " + found)));
+      const std::string why = report.error == make_error_code(errc::not_supported)
+                                  ? "a member failed during it"
+                                  : report.error.message();
+      operations_.finish(
+          op, std::unexpected(make_error(errc::io_error, "stopped: " + why + "; " + found)));
       events_.record(severity::error, group, "scrub stopped: " + why + "; " + found);
     } else {
       operations_.finish(op, {});
@@ -462,25 +543,31 @@ std::expected<v1::Operation, error> drive_bay::scrub(const std::string& name) {
   return op;
 }
 
-v1::Operation drive_bay::rebuild_started(std::size_t group, unsigned member, std::size_t drive, const std::string& why) {
+v1::Operation drive_bay::rebuild_started(std::size_t group, unsigned member, std::size_t drive,
+                                         const std::string& why) {
   auto op_name = std::make_shared<std::string>();
-  v1::Operation op = operations_.start("group.rebuild", group_names_[group], [this, loop = loop_, alive = alive_, group, op_name] {
-    // On the loop, and only if this rebuild still runs: not a later one.
-    boost::asio::post(loop, [this, alive, group, op_name] {
-      if (*alive && std::ranges::find(rebuilds_, *op_name, &rebuild::operation) != rebuilds_.end()) groups_[group]->cancel_rebuild();
-    });
-  });
+  v1::Operation op = operations_.start(
+      "group.rebuild", group_names_[group], [this, loop = loop_, alive = alive_, group, op_name] {
+        // On the loop, and only if this rebuild still runs: not a later one.
+        boost::asio::post(loop, [this, alive, group, op_name] {
+          if (*alive &&
+              std::ranges::find(rebuilds_, *op_name, &rebuild::operation) != rebuilds_.end())
+            groups_[group]->cancel_rebuild();
+        });
+      });
   *op_name = op.name();
   rebuilds_.push_back({group, drive, op.name()});
   used_[drive] = true;  // a member now: should it leave, it keeps the superblock
   events_.record(severity::info, group_names_[group],
-                 "rebuilding " + member_text(member) + " onto " + disk_name(drive) + " (" + why + "): " + op.name());
+                 "rebuilding " + member_text(member) + " onto " + disk_name(drive) + " (" + why +
+                     "): " + op.name());
   if (!progress_armed_) report_progress();
   return op;
 }
 
 void drive_bay::rebuild_ended(std::size_t group, std::size_t drive, std::error_code result) {
-  const auto it = std::ranges::find_if(rebuilds_, [&](const rebuild& r) { return r.group == group && r.drive == drive; });
+  const auto it = std::ranges::find_if(
+      rebuilds_, [&](const rebuild& r) { return r.group == group && r.drive == drive; });
   if (it == rebuilds_.end()) return;
   const std::string op = it->operation;
   rebuilds_.erase(it);
@@ -488,25 +575,40 @@ void drive_bay::rebuild_ended(std::size_t group, std::size_t drive, std::error_c
   if (!result) {
     operations_.finish(op, {});
     events_.record(severity::info, name, disk_name(drive) + " is rebuilt: a full member");
-    if (const std::uint64_t unverifiable = groups_[group]->rebuild_unverifiable(); unverifiable > 0) {
+    if (const std::uint64_t unverifiable = groups_[group]->rebuild_unverifiable();
+        unverifiable > 0) {
       // The degraded write hole (docs/raid-write-hole.md), reached by a
       // rebuild rather than a resync: say so, as the resync does.
       events_.record(severity::error, name,
-                     "rebuilds since the group was assembled wrote " + std::to_string(unverifiable) +
-                         " stripes from parity that a crash or a full store had torn while the group was degraded; "
-                         "the second parity was missing or disagreed, so their rebuilt strips could not be verified");
+                     "rebuilds since the group was assembled wrote " +
+                         std::to_string(unverifiable) +
+                         " stripes from parity that a crash or a full store had torn while the "
+                         "group was degraded; "
+                         "the second parity was missing or disagreed, so their rebuilt strips "
+                         "could not be verified");
     }
   } else if (result == make_error_code(errc::canceled) && stopped_) {
-    operations_.finish(op, std::unexpected(make_error(errc::canceled, "stopped by the shutdown; it starts again at the next start")), true);
-    events_.record(severity::warning, name, "rebuild onto " + disk_name(drive) + " stopped by the shutdown; it starts again at the next start");
+    operations_.finish(
+        op,
+        std::unexpected(make_error(errc::canceled,
+                                   "stopped by the shutdown; it starts again at the next start")),
+        true);
+    events_.record(severity::warning, name,
+                   "rebuild onto " + disk_name(drive) +
+                       " stopped by the shutdown; it starts again at the next start");
   } else if (result == make_error_code(errc::canceled)) {
     operations_.finish(op, std::unexpected(make_error(errc::canceled, "cancelled")), true);
     events_.record(severity::warning, name,
-                   "rebuild onto " + disk_name(drive) + " cancelled: it is failed out, partly rebuilt; a hot spare, if one fits, "
-                   "takes its place, or `strata disk replace " + disk_name(drive) + " --with DISK` starts a rebuild again");
+                   "rebuild onto " + disk_name(drive) +
+                       " cancelled: it is failed out, partly rebuilt; a hot spare, if one fits, "
+                       "takes its place, or `strata disk replace " +
+                       disk_name(drive) + " --with DISK` starts a rebuild again");
   } else {
-    operations_.finish(op, std::unexpected(make_error(errc::io_error, "rebuild onto " + disk_name(drive) + " failed: " + result.message())));
-    events_.record(severity::error, name, "rebuild onto " + disk_name(drive) + " failed: " + result.message());
+    operations_.finish(
+        op, std::unexpected(make_error(errc::io_error, "rebuild onto " + disk_name(drive) +
+                                                           " failed: " + result.message())));
+    events_.record(severity::error, name,
+                   "rebuild onto " + disk_name(drive) + " failed: " + result.message());
   }
 }
 
@@ -526,12 +628,14 @@ void drive_bay::on_spare_event(const raid::spare_event& e) {
       rebuild_ended(group, *drive, e.result);
       break;
     case raid::spare_event::kind::refused:
-      events_.record(severity::warning, disk_name(*drive), group_names_[group] + " would not take it as a spare: " + e.message);
+      events_.record(severity::warning, disk_name(*drive),
+                     group_names_[group] + " would not take it as a spare: " + e.message);
       break;
     case raid::spare_event::kind::taken_elsewhere:
-      events_.record(severity::info, disk_name(*drive),
-                     "no longer a hot spare here: a group of the partner controller took it first (" + group_names_[group] +
-                         " looks for another)");
+      events_.record(
+          severity::info, disk_name(*drive),
+          "no longer a hot spare here: a group of the partner controller took it first (" +
+              group_names_[group] + " looks for another)");
       break;
   }
 }
@@ -539,13 +643,17 @@ void drive_bay::on_spare_event(const raid::spare_event& e) {
 raid::spare_claim drive_bay::answer_claim(const std::string& disk, bool asker_first) {
   const auto drive = drive_named(disk);
   if (!drive) return raid::spare_claim::granted;  // not on this controller's shelf: never used here
-  const bool member_here = membership(*drive) || std::ranges::any_of(rebuilds_, [&](const rebuild& r) { return r.drive == *drive; });
+  const bool member_here =
+      membership(*drive) ||
+      std::ranges::any_of(rebuilds_, [&](const rebuild& r) { return r.drive == *drive; });
   if (member_here) return raid::spare_claim::taken;
   // Both claiming it at once: controller a's claim wins, on both sides
   // (the claim from here then comes back taken).
   if (spare_pool_->claiming(shelf_.drive(*drive)) && !asker_first) return raid::spare_claim::taken;
   if (spare_pool_->remove(shelf_.drive(*drive))) {
-    events_.record(severity::info, disk, "no longer a hot spare here: the partner controller took it for one of its groups");
+    events_.record(
+        severity::info, disk,
+        "no longer a hot spare here: the partner controller took it for one of its groups");
   }
   partner_took_.insert(*drive);
   return raid::spare_claim::granted;
@@ -555,9 +663,12 @@ void drive_bay::report_progress() {
   progress_armed_ = false;
   for (const rebuild& r : rebuilds_) {
     const raid::rebuild_progress p = groups_[r.group]->rebuild_status();
-    if (p.bytes_total > 0) operations_.progress(r.operation, static_cast<double>(p.bytes_done) / static_cast<double>(p.bytes_total));
+    if (p.bytes_total > 0)
+      operations_.progress(r.operation,
+                           static_cast<double>(p.bytes_done) / static_cast<double>(p.bytes_total));
   }
-  for (const scrub_run& s : scrubs_) operations_.progress(s.operation, groups_[s.group]->scrub_fraction());
+  for (const scrub_run& s : scrubs_)
+    operations_.progress(s.operation, groups_[s.group]->scrub_fraction());
   if (stopped_ || idle()) return;
   progress_armed_ = true;
   progress_timer_.expires_after(progress_interval);

@@ -30,9 +30,9 @@
 #include "controller/event_log.h"
 #include "controller/operations.h"
 #include "controller/shelf.h"
-#include "strata/v1/operations.pb.h"
 #include "raid/hot_spares.h"
 #include "raid/member_health.h"
+#include "strata/v1/operations.pb.h"
 
 namespace strata::v1 {
 class Disk;
@@ -46,8 +46,9 @@ class drive_bay {
   // The groups are the array's, named by `group_names` ("groups/g1") in
   // the same order; both outlive the bay.
   drive_bay(boost::asio::any_io_executor loop, device::clock& clock, shelf& drives,
-            const std::vector<std::unique_ptr<disk_group>>& groups, const std::vector<std::string>& group_names,
-            config_store& config, event_log& events, operation_log& operations);
+            const std::vector<std::unique_ptr<disk_group>>& groups,
+            const std::vector<std::string>& group_names, config_store& config, event_log& events,
+            operation_log& operations);
   ~drive_bay();  // REQUIRES: stop() has run and idle() holds
   drive_bay(const drive_bay&) = delete;
   drive_bay& operator=(const drive_bay&) = delete;
@@ -76,7 +77,8 @@ class drive_bay {
   // failed member's place here, `claim` asks the partner (the disk's name;
   // the answer on the loop). Set before start(); unset (one controller),
   // the spares are this controller's alone and nothing is asked.
-  using claim_fn = std::function<void(const std::string& disk, std::function<void(raid::spare_claim)> answer)>;
+  using claim_fn =
+      std::function<void(const std::string& disk, std::function<void(raid::spare_claim)> answer)>;
   void set_spare_claims(claim_fn claim) { claim_ = std::move(claim); }
   // The partner's claim of spare `disk`: granted (dropped from the spare
   // pool here, if it was in it), or taken (a member of a group here). A
@@ -86,7 +88,8 @@ class drive_bay {
 
   // The drives named `disks` ("disks/hdd-20"), if each is blank: in no
   // group, no spare, holding no superblock. For a new group.
-  std::expected<std::vector<device::block_device*>, error> blank_drives(const std::vector<std::string>& disks) const;
+  std::expected<std::vector<device::block_device*>, error> blank_drives(
+      const std::vector<std::string>& disks) const;
   // The array made group `group` (the last of its groups): spares cover it.
   void group_added(std::size_t group);
 
@@ -105,7 +108,8 @@ class drive_bay {
   // Puts `replacement` (a blank disk: unused or a spare, or `disk` itself
   // to rebuild it in place) in failed member `disk`'s place; the group
   // rebuilds onto it. Returns the rebuild's operation.
-  std::expected<v1::Operation, error> replace_disk(const std::string& disk, const std::string& replacement);
+  std::expected<v1::Operation, error> replace_disk(const std::string& disk,
+                                                   const std::string& replacement);
   // Makes blank disk `disk` a hot spare, or takes it back (not while a
   // rebuild uses it). The caller records the flag in the Disk record.
   std::expected<void, error> set_spare(const std::string& disk, bool spare);
@@ -137,9 +141,12 @@ class drive_bay {
   bool is_spare(std::size_t drive) const;
   const std::string& disk_name(std::size_t drive) const { return disk_names_[drive]; }
   // replace_disk, saying `why` in its event.
-  std::expected<v1::Operation, error> replace(const std::string& name, const std::string& replacement, const std::string& why);
+  std::expected<v1::Operation, error> replace(const std::string& name,
+                                              const std::string& replacement,
+                                              const std::string& why);
   // Starts the operation of a rebuild the group has begun.
-  v1::Operation rebuild_started(std::size_t group, unsigned member, std::size_t drive, const std::string& why);
+  v1::Operation rebuild_started(std::size_t group, unsigned member, std::size_t drive,
+                                const std::string& why);
   void rebuild_ended(std::size_t group, std::size_t drive, std::error_code result);
   void on_spare_event(const raid::spare_event& e);
   // Starts again the rebuilds the last stop() cut short.

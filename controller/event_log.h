@@ -29,7 +29,8 @@ class event_log {
 
   // Continues the numbering of the events `config` holds. `echo`, if
   // given, also gets each event as a line of text (stratad logs it).
-  explicit event_log(config_store& config, std::function<void(severity, std::string_view)> echo = {});
+  explicit event_log(config_store& config,
+                     std::function<void(severity, std::string_view)> echo = {});
   ~event_log() = default;  // drains
   event_log(const event_log&) = delete;
   event_log& operator=(const event_log&) = delete;
@@ -44,7 +45,7 @@ class event_log {
   std::function<void(severity, std::string_view)> echo_;
   std::mutex mutex_;
   std::uint64_t next_ = 1;  // the next event's sequence number
-  record_writer writer_;  // last: it drains before the rest goes
+  record_writer writer_;    // last: it drains before the rest goes
 };
 
 }  // namespace strata::controller

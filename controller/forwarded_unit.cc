@@ -42,7 +42,8 @@ link_bytes encode_outcome(const scsi::task& t) {
   out.push_back(static_cast<std::uint8_t>(s.key));
   out.push_back(s.asc);
   out.push_back(s.ascq);
-  out.push_back(static_cast<std::uint8_t>((s.information ? has_information : 0) | (s.key_specific ? has_key_specific : 0) |
+  out.push_back(static_cast<std::uint8_t>((s.information ? has_information : 0) |
+                                          (s.key_specific ? has_key_specific : 0) |
                                           (s.command_specific ? has_command_specific : 0) |
                                           (t.data_out_described_bytes ? has_described : 0)));
   put64(out, s.information.value_or(0));
@@ -50,7 +51,8 @@ link_bytes encode_outcome(const scsi::task& t) {
   out.insert(out.end(), specific.begin(), specific.end());
   wire::put32(out, s.command_specific.value_or(0));
   wire::put32(out, t.data_out_described_bytes.value_or(0));
-  wire::put_text(out, std::string_view(reinterpret_cast<const char*>(t.data_in.data()), data_bytes));
+  wire::put_text(out,
+                 std::string_view(reinterpret_cast<const char*>(t.data_in.data()), data_bytes));
   return out;
 }
 
@@ -71,11 +73,14 @@ bool decode_outcome(std::span<const std::uint8_t> in, scsi::task& t) {
   const auto data = r.text();
   if (!r.done()) return false;
   t.result = static_cast<scsi::status>(*result);
-  t.sense_data = scsi::sense{static_cast<scsi::sense_key>(*key), *asc, *ascq, std::nullopt, std::nullopt, std::nullopt};
+  t.sense_data = scsi::sense{
+      static_cast<scsi::sense_key>(*key), *asc, *ascq, std::nullopt, std::nullopt, std::nullopt};
   if (*flags & has_information) t.sense_data.information = *information;
-  if (*flags & has_key_specific) t.sense_data.key_specific = std::array<std::uint8_t, 3>{*s0, *s1, *s2};
+  if (*flags & has_key_specific)
+    t.sense_data.key_specific = std::array<std::uint8_t, 3>{*s0, *s1, *s2};
   if (*flags & has_command_specific) t.sense_data.command_specific = *command_specific;
-  t.data_out_described_bytes = (*flags & has_described) ? std::optional<std::uint32_t>(*described) : std::nullopt;
+  t.data_out_described_bytes =
+      (*flags & has_described) ? std::optional<std::uint32_t>(*described) : std::nullopt;
   t.data_in_bytes = 0;
   if (!data->empty()) {
     const auto bytes = std::span(reinterpret_cast<const std::uint8_t*>(data->data()), data->size());
@@ -93,7 +98,8 @@ bool is_report_target_port_groups(const scsi::task& t) {
 // ---------------------------------------------------------------------------
 // The forwarding controller's end
 
-forwarded_unit::forwarded_unit(std::string volume, const forwarding_path& path) : volume_(std::move(volume)), path_(path) {}
+forwarded_unit::forwarded_unit(std::string volume, const forwarding_path& path)
+    : volume_(std::move(volume)), path_(path) {}
 
 forwarded_unit::~forwarded_unit() {
   assert(in_flight_ == 0 && "forwarded_unit destroyed with commands in flight");
@@ -112,7 +118,8 @@ void forwarded_unit::execute(scsi::task& t) noexcept {
     payload.push_back(static_cast<std::uint8_t>(t.attribute));
     wire::put32(payload, t.expected_transfer_bytes);
     wire::put_text(payload, chars(t.cdb));
-    wire::put_text(payload, std::string_view(reinterpret_cast<const char*>(t.data_out.data()), t.data_out.size()));
+    wire::put_text(payload, std::string_view(reinterpret_cast<const char*>(t.data_out.data()),
+                                             t.data_out.size()));
   } catch (const std::bad_alloc&) {
     t.result = scsi::status::busy;
     t.data_in_bytes = 0;
@@ -125,23 +132,26 @@ void forwarded_unit::execute(scsi::task& t) noexcept {
   // The outcome reaches the task from the loop, never inside execute():
   // the link answers a call at once when it is down.
   auto inside = std::make_shared<bool>(true);
-  path_.call(link_type::scsi_command, std::move(payload), [this, &t, inside](std::expected<link_bytes, error> answer) {
-    auto finish = [this, &t, answer = std::move(answer)] {
-      owner_answered(answer);
-      if (!answer || !decode_outcome(*answer, t)) {
-        // Lost with the link, refused by a partner that does not serve the
-        // volume (a hand-over or a takeover under way), or garbled: the
-        // initiator tries again.
-        t.data_in_bytes = 0;
-        t.data_out_described_bytes.reset();
-        scsi::set_check_condition(t, scsi::make_sense(scsi::sense_key::not_ready, scsi::asc::asymmetric_access_state_transition));
-      }
-      --in_flight_;
-      t.on_complete(t);
-    };
-    if (*inside) return boost::asio::post(path_.loop, std::move(finish));
-    finish();
-  });
+  path_.call(link_type::scsi_command, std::move(payload),
+             [this, &t, inside](std::expected<link_bytes, error> answer) {
+               auto finish = [this, &t, answer = std::move(answer)] {
+                 owner_answered(answer);
+                 if (!answer || !decode_outcome(*answer, t)) {
+                   // Lost with the link, refused by a partner that does not serve the
+                   // volume (a hand-over or a takeover under way), or garbled: the
+                   // initiator tries again.
+                   t.data_in_bytes = 0;
+                   t.data_out_described_bytes.reset();
+                   scsi::set_check_condition(
+                       t, scsi::make_sense(scsi::sense_key::not_ready,
+                                           scsi::asc::asymmetric_access_state_transition));
+                 }
+                 --in_flight_;
+                 t.on_complete(t);
+               };
+               if (*inside) return boost::asio::post(path_.loop, std::move(finish));
+               finish();
+             });
   *inside = false;
 }
 
@@ -157,10 +167,13 @@ void forwarded_unit::answer_here(scsi::task& t, forwarding_state state) {
     scsi::target_port_group own = path_.own_group;
     scsi::target_port_group partner = path_.partner_group;
     own.state = unavailable ? scsi::alua_state::unavailable : scsi::alua_state::transitioning;
-    partner.state = unavailable ? scsi::alua_state::active_optimized : scsi::alua_state::unavailable;
+    partner.state =
+        unavailable ? scsi::alua_state::active_optimized : scsi::alua_state::unavailable;
     const std::vector<scsi::target_port_group> groups{own, partner};
-    const auto data = scsi::report_target_port_groups_data(groups, t.cdb[1] >> 5, scsi::logical_unit::implicit_transition_seconds);
-    const std::uint32_t allocation = (std::uint32_t{t.cdb[6]} << 24) | (std::uint32_t{t.cdb[7]} << 16) |
+    const auto data = scsi::report_target_port_groups_data(
+        groups, t.cdb[1] >> 5, scsi::logical_unit::implicit_transition_seconds);
+    const std::uint32_t allocation = (std::uint32_t{t.cdb[6]} << 24) |
+                                     (std::uint32_t{t.cdb[7]} << 16) |
                                      (std::uint32_t{t.cdb[8]} << 8) | t.cdb[9];
     if (data.empty()) {
       scsi::set_check_condition(t, scsi::illegal_request(scsi::asc::invalid_field_in_cdb));
@@ -168,9 +181,10 @@ void forwarded_unit::answer_here(scsi::task& t, forwarding_state state) {
       t.result = scsi::status::busy;
     }
   } else {
-    scsi::set_check_condition(t, scsi::make_sense(scsi::sense_key::not_ready,
-                                                  unavailable ? scsi::asc::target_port_in_unavailable_state
-                                                              : scsi::asc::asymmetric_access_state_transition));
+    scsi::set_check_condition(
+        t, scsi::make_sense(scsi::sense_key::not_ready,
+                            unavailable ? scsi::asc::target_port_in_unavailable_state
+                                        : scsi::asc::asymmetric_access_state_transition));
   }
   boost::asio::post(path_.loop, [this, &t] {
     --in_flight_;
@@ -189,13 +203,14 @@ void forwarded_unit::send_event(event e, const scsi::i_t_nexus& n, scsi::additio
   // Lost with the link: reannounce() at the next link-up says it again
   // (a nexus lost or a reset meanwhile too: the owner's unit must not keep
   // the nexus's RESERVE(6), nor miss the reset's unit attentions).
-  path_.call(link_type::scsi_nexus_event, std::move(payload),
-             [this, e, n = std::pair<std::string, std::uint16_t>(n.initiator_port, n.relative_target_port),
-              alive = std::weak_ptr<int>(alive_)](std::expected<link_bytes, error> answer) {
-               if (alive.expired()) return;
-               if (!answer && (e == event::lost || e == event::reset)) missed_events_.emplace_back(e, n);
-               owner_answered(answer);
-             });
+  path_.call(
+      link_type::scsi_nexus_event, std::move(payload),
+      [this, e, n = std::pair<std::string, std::uint16_t>(n.initiator_port, n.relative_target_port),
+       alive = std::weak_ptr<int>(alive_)](std::expected<link_bytes, error> answer) {
+        if (alive.expired()) return;
+        if (!answer && (e == event::lost || e == event::reset)) missed_events_.emplace_back(e, n);
+        owner_answered(answer);
+      });
 }
 
 void forwarded_unit::owner_answered(const std::expected<link_bytes, error>& answer) {
@@ -221,9 +236,12 @@ void forwarded_unit::nexus_lost(const scsi::i_t_nexus& n) {
   send_event(event::lost, n);
 }
 
-void forwarded_unit::reset(const scsi::i_t_nexus& by) { send_event(event::reset, by); }
+void forwarded_unit::reset(const scsi::i_t_nexus& by) {
+  send_event(event::reset, by);
+}
 
-void forwarded_unit::establish_unit_attention(const scsi::i_t_nexus& n, scsi::additional_sense code) {
+void forwarded_unit::establish_unit_attention(const scsi::i_t_nexus& n,
+                                              scsi::additional_sense code) {
   send_event(event::establish, n, code);
 }
 
@@ -234,7 +252,8 @@ void forwarded_unit::clear_unit_attention(const scsi::i_t_nexus& n, scsi::additi
 void forwarded_unit::reannounce() {
   auto missed = std::exchange(missed_events_, {});
   for (const auto& [e, n] : missed) send_event(e, scsi::i_t_nexus{n.first, n.second});
-  for (const auto& [n, count] : nexuses_) send_event(event::created, scsi::i_t_nexus{n.first, n.second});
+  for (const auto& [n, count] : nexuses_)
+    send_event(event::created, scsi::i_t_nexus{n.first, n.second});
 }
 
 // ---------------------------------------------------------------------------
@@ -266,21 +285,25 @@ void forward_receiver::command(link_bytes payload, link_reply reply) {
   const auto data_out_bytes = r.u32();
   // The data-out is the payload's tail, used where it lies (not copied):
   // exactly its length must be left.
-  const std::size_t header_bytes = 4 + (volume ? volume->size() : 0) + 4 + (port ? port->size() : 0) + 4 + 1 + 4 + 4 + 16 + 4;
-  if (!r.ok() || cdb->size() != 16 || *attribute > 2 || *relative_port == 0 || *relative_port > 0xffff ||
-      c->payload.size() - header_bytes != *data_out_bytes) {
-    return reply(std::unexpected(make_error(errc::invalid_argument, "a malformed forwarded SCSI command")));
+  const std::size_t header_bytes =
+      4 + (volume ? volume->size() : 0) + 4 + (port ? port->size() : 0) + 4 + 1 + 4 + 4 + 16 + 4;
+  if (!r.ok() || cdb->size() != 16 || *attribute > 2 || *relative_port == 0 ||
+      *relative_port > 0xffff || c->payload.size() - header_bytes != *data_out_bytes) {
+    return reply(
+        std::unexpected(make_error(errc::invalid_argument, "a malformed forwarded SCSI command")));
   }
   const std::size_t data_at = header_bytes;
   scsi::logical_unit* unit = unit_of_(*volume);
-  if (unit == nullptr) return reply(std::unexpected(make_error(errc::not_found, *volume + " is not served here")));
+  if (unit == nullptr)
+    return reply(std::unexpected(make_error(errc::not_found, *volume + " is not served here")));
   c->initiator_port = std::move(*port);
   scsi::task& t = c->task;
   std::memcpy(t.cdb.data(), cdb->data(), 16);
   t.attribute = static_cast<scsi::task_attribute>(*attribute);
   t.nexus = scsi::i_t_nexus{c->initiator_port, static_cast<std::uint16_t>(*relative_port)};
   t.expected_transfer_bytes = *expected;
-  t.data_out = std::span(reinterpret_cast<std::byte*>(c->payload.data() + data_at), *data_out_bytes);
+  t.data_out =
+      std::span(reinterpret_cast<std::byte*>(c->payload.data() + data_at), *data_out_bytes);
   t.on_complete = &forward_receiver::completed;
   t.context = c.get();
   c->reply = std::move(reply);
@@ -307,18 +330,32 @@ void forward_receiver::nexus_event(link_bytes payload, link_reply reply) {
   const auto asc = r.byte();
   const auto ascq = r.byte();
   if (!r.done() || *relative_port == 0 || *relative_port > 0xffff) {
-    return reply(std::unexpected(make_error(errc::invalid_argument, "a malformed forwarded nexus event")));
+    return reply(
+        std::unexpected(make_error(errc::invalid_argument, "a malformed forwarded nexus event")));
   }
   scsi::logical_unit* unit = unit_of_(*volume);
-  if (unit == nullptr) return reply(std::unexpected(make_error(errc::not_found, *volume + " is not served here")));
+  if (unit == nullptr)
+    return reply(std::unexpected(make_error(errc::not_found, *volume + " is not served here")));
   const scsi::i_t_nexus n{*port, static_cast<std::uint16_t>(*relative_port)};
   switch (*kind) {
-    case 1: unit->nexus_created(n); break;
-    case 2: unit->nexus_lost(n); break;
-    case 3: unit->reset(n); break;
-    case 4: unit->establish_unit_attention(n, scsi::additional_sense{*asc, *ascq}); break;
-    case 5: unit->clear_unit_attention(n, scsi::additional_sense{*asc, *ascq}); break;
-    default: return reply(std::unexpected(make_error(errc::invalid_argument, "an unknown forwarded nexus event")));
+    case 1:
+      unit->nexus_created(n);
+      break;
+    case 2:
+      unit->nexus_lost(n);
+      break;
+    case 3:
+      unit->reset(n);
+      break;
+    case 4:
+      unit->establish_unit_attention(n, scsi::additional_sense{*asc, *ascq});
+      break;
+    case 5:
+      unit->clear_unit_attention(n, scsi::additional_sense{*asc, *ascq});
+      break;
+    default:
+      return reply(
+          std::unexpected(make_error(errc::invalid_argument, "an unknown forwarded nexus event")));
   }
   reply(link_bytes{});
 }

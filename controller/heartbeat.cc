@@ -20,8 +20,10 @@ const char* to_string(partner_state s) noexcept {
   return "unknown";
 }
 
-drive_heartbeats::drive_heartbeats(device::clock& clock, boost::asio::any_io_executor loop, std::string self, std::string partner,
-                                   std::vector<heartbeat_drive> drives, lease& lease, heartbeat_options options)
+drive_heartbeats::drive_heartbeats(device::clock& clock, boost::asio::any_io_executor loop,
+                                   std::string self, std::string partner,
+                                   std::vector<heartbeat_drive> drives, lease& lease,
+                                   heartbeat_options options)
     : clock_(clock),
       loop_(std::move(loop)),
       self_(std::move(self)),
@@ -30,7 +32,9 @@ drive_heartbeats::drive_heartbeats(device::clock& clock, boost::asio::any_io_exe
       lease_(lease),
       options_(options) {}
 
-drive_heartbeats::~drive_heartbeats() { alive_.reset(); }
+drive_heartbeats::~drive_heartbeats() {
+  alive_.reset();
+}
 
 void drive_heartbeats::start() {
   if (running_) return;
@@ -48,7 +52,9 @@ void drive_heartbeats::stop(bool clean, std::function<void()> done) {
     return;
   }
   final_beat_ = std::move(done);
-  if (!in_flight_) write_final();  // else after the beat in flight: two writes to one slot could land in either order
+  if (!in_flight_)
+    write_final();  // else after the beat in flight: two writes to one slot could land in either
+                    // order
 }
 
 void drive_heartbeats::tick() {
@@ -65,12 +71,13 @@ void drive_heartbeats::tick() {
   auto left = std::make_shared<std::size_t>(drives_.size());
   auto reached = std::make_shared<unsigned>(0);
   for (const heartbeat_drive& d : drives_) {
-    area::write(*d.drive, d.area_offset_bytes, *area::heartbeat_slot(self_), record,
-                [this, alive = std::weak_ptr<int>(alive_), started, left, reached](std::error_code e) {
-                  if (alive.expired()) return;
-                  if (!e) ++*reached;
-                  if (--*left == 0) written(started, *reached);
-                });
+    area::write(
+        *d.drive, d.area_offset_bytes, *area::heartbeat_slot(self_), record,
+        [this, alive = std::weak_ptr<int>(alive_), started, left, reached](std::error_code e) {
+          if (alive.expired()) return;
+          if (!e) ++*reached;
+          if (--*left == 0) written(started, *reached);
+        });
   }
 }
 
@@ -85,11 +92,12 @@ void drive_heartbeats::written(device::time_point started, unsigned reached) {
   auto found = std::make_shared<std::vector<area_contents>>();
   auto left = std::make_shared<std::size_t>(drives_.size());
   for (const heartbeat_drive& d : drives_) {
-    area::read(*d.drive, d.area_offset_bytes, [this, alive = std::weak_ptr<int>(alive_), found, left](auto r) {
-      if (alive.expired()) return;
-      if (r) found->push_back(std::move(*r));
-      if (--*left == 0) read_back(std::move(*found));
-    });
+    area::read(*d.drive, d.area_offset_bytes,
+               [this, alive = std::weak_ptr<int>(alive_), found, left](auto r) {
+                 if (alive.expired()) return;
+                 if (r) found->push_back(std::move(*r));
+                 if (--*left == 0) read_back(std::move(*found));
+               });
   }
 }
 
@@ -106,7 +114,8 @@ void drive_heartbeats::read_back(std::vector<area_contents> found) {
     // beating only once it moves.
     if (partner_beat_) {
       partner_moved_ = now;
-      set_partner(newest->state == controller_state::stopped ? partner_state::stopped : partner_state::beating);
+      set_partner(newest->state == controller_state::stopped ? partner_state::stopped
+                                                             : partner_state::beating);
     } else if (newest->state == controller_state::stopped) {
       set_partner(partner_state::stopped);
     }
@@ -123,7 +132,9 @@ void drive_heartbeats::write_final() {
   in_flight_ = true;
   const std::int64_t wall_ms = unix_ms_now();
   next_count(wall_ms);
-  const auto record = area::encode(drive_heartbeat{self_, counter_, wall_ms, controller_state::stopped, config_generation_}, counter_);
+  const auto record = area::encode(
+      drive_heartbeat{self_, counter_, wall_ms, controller_state::stopped, config_generation_},
+      counter_);
   auto left = std::make_shared<std::size_t>(drives_.size());
   for (const heartbeat_drive& d : drives_) {
     area::write(*d.drive, d.area_offset_bytes, *area::heartbeat_slot(self_), record,

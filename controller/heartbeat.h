@@ -54,8 +54,9 @@ const char* to_string(partner_state s) noexcept;
 
 class drive_heartbeats {
  public:
-  drive_heartbeats(device::clock& clock, boost::asio::any_io_executor loop, std::string self, std::string partner,
-                   std::vector<heartbeat_drive> drives, lease& lease, heartbeat_options options = {});
+  drive_heartbeats(device::clock& clock, boost::asio::any_io_executor loop, std::string self,
+                   std::string partner, std::vector<heartbeat_drive> drives, lease& lease,
+                   heartbeat_options options = {});
   ~drive_heartbeats();
   drive_heartbeats(const drive_heartbeats&) = delete;
   drive_heartbeats& operator=(const drive_heartbeats&) = delete;
@@ -106,7 +107,7 @@ class drive_heartbeats {
   partner_state partner_ = partner_state::unknown;
   std::optional<drive_heartbeat> partner_beat_;
   device::time_point partner_moved_{};  // when its counter last moved (or we started looking)
-  std::function<void()> final_beat_;  // stop(clean)'s `done`, once the last beat is written
+  std::function<void()> final_beat_;    // stop(clean)'s `done`, once the last beat is written
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 

@@ -1,8 +1,7 @@
 #include "controller/identity.h"
 
-#include <openssl/rand.h>
-
 #include <fcntl.h>
+#include <openssl/rand.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,10 +13,15 @@ namespace strata::controller {
 
 std::expected<array_identity, error> make_identity() {
   array_identity a;
-  if (RAND_bytes(a.id.data(), static_cast<int>(a.id.size())) != 1 || RAND_bytes(a.link_key.data(), static_cast<int>(a.link_key.size())) != 1) {
-    return std::unexpected(make_error(errc::io_error, "OpenSSL's RAND_bytes gave no random bytes for the array's id and link key"));
+  if (RAND_bytes(a.id.data(), static_cast<int>(a.id.size())) != 1 ||
+      RAND_bytes(a.link_key.data(), static_cast<int>(a.link_key.size())) != 1) {
+    return std::unexpected(
+        make_error(errc::io_error,
+                   "OpenSSL's RAND_bytes gave no random bytes for the array's id and link key"));
   }
-  a.created_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  a.created_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
   return a;
 }
 
@@ -31,7 +35,8 @@ std::string id_text(const array_identity& a) {
   return out;
 }
 
-void read_areas(const std::vector<device::block_device*>& drives, std::function<void(std::vector<drive_area>)> done) {
+void read_areas(const std::vector<device::block_device*>& drives,
+                std::function<void(std::vector<drive_area>)> done) {
   struct state {
     std::vector<drive_area> found;
     std::size_t left;
@@ -90,12 +95,18 @@ void write_stamps(std::vector<area_stamp> stamps, std::function<void(std::error_
     auto at = stamp.offset_bytes;
     auto then = [s, drive, at, ownership](std::error_code e) {
       s->one_less(e);
-      if (ownership) area::write_both(*drive, at, area::ownership_slot, area::encode(*ownership, ownership->sequence()), [s](std::error_code e2) { s->one_less(e2); });
+      if (ownership)
+        area::write_both(*drive, at, area::ownership_slot,
+                         area::encode(*ownership, ownership->sequence()),
+                         [s](std::error_code e2) { s->one_less(e2); });
     };
     if (stamp.identity) {
-      area::write_both(*drive, at, area::array_slot, area::encode(*stamp.identity, 1), std::move(then));
+      area::write_both(*drive, at, area::array_slot, area::encode(*stamp.identity, 1),
+                       std::move(then));
     } else if (ownership) {
-      area::write_both(*drive, at, area::ownership_slot, area::encode(*ownership, ownership->sequence()), [s](std::error_code e2) { s->one_less(e2); });
+      area::write_both(*drive, at, area::ownership_slot,
+                       area::encode(*ownership, ownership->sequence()),
+                       [s](std::error_code e2) { s->one_less(e2); });
     }
   }
 }
@@ -107,8 +118,9 @@ std::expected<array_identity, error> identity_in_files(const std::filesystem::pa
     if (entry.path().extension() == ".img") files.push_back(entry.path());
   }
   if (ec) {
-    return std::unexpected(make_error(errc::not_found, "no shelf at " + directory.string() + " (" + ec.message() +
-                                                           "): no array to join (start controller a first)"));
+    return std::unexpected(
+        make_error(errc::not_found, "no shelf at " + directory.string() + " (" + ec.message() +
+                                        "): no array to join (start controller a first)"));
   }
   std::ranges::sort(files);
   for (const auto& path : files) {
@@ -117,11 +129,15 @@ std::expected<array_identity, error> identity_in_files(const std::filesystem::pa
     std::vector<std::byte> block(raid::superblock::size_bytes);
     std::optional<array_identity> found;
     if (::pread(fd, block.data(), block.size(), 0) == static_cast<ssize_t>(block.size())) {
-      auto sb = raid::superblock::decode(std::span<const std::byte, raid::superblock::size_bytes>(block.data(), block.size()));
-      const auto at = sb ? raid::controller_area::offset_bytes(sb->data_offset_blocks * sb->logical_block_size_bytes) : std::nullopt;
+      auto sb = raid::superblock::decode(
+          std::span<const std::byte, raid::superblock::size_bytes>(block.data(), block.size()));
+      const auto at = sb ? raid::controller_area::offset_bytes(sb->data_offset_blocks *
+                                                               sb->logical_block_size_bytes)
+                         : std::nullopt;
       if (at) {
         std::vector<std::byte> bytes(area::slots * area::slot_bytes);
-        if (::pread(fd, bytes.data(), bytes.size(), static_cast<off_t>(*at)) == static_cast<ssize_t>(bytes.size())) {
+        if (::pread(fd, bytes.data(), bytes.size(), static_cast<off_t>(*at)) ==
+            static_cast<ssize_t>(bytes.size())) {
           if (auto c = area::decode(bytes); c && c->array) found = c->array;
         }
       }
@@ -129,7 +145,9 @@ std::expected<array_identity, error> identity_in_files(const std::filesystem::pa
     ::close(fd);
     if (found) return *found;
   }
-  return std::unexpected(make_error(errc::not_found, "no drive in " + directory.string() + " holds an array (start controller a first)"));
+  return std::unexpected(make_error(
+      errc::not_found,
+      "no drive in " + directory.string() + " holds an array (start controller a first)"));
 }
 
 }  // namespace strata::controller

@@ -37,7 +37,8 @@ struct drive_area {
 // group member formatted with the area); a drive with none is left out,
 // as is one that could not be read. Reads only. With no drives, `done`
 // is called at once.
-void read_areas(const std::vector<device::block_device*>& drives, std::function<void(std::vector<drive_area>)> done);
+void read_areas(const std::vector<device::block_device*>& drives,
+                std::function<void(std::vector<drive_area>)> done);
 
 // What to write to one drive's area: the identity, and the ownership of
 // the pool its group belongs to, if it belongs to one.

@@ -54,8 +54,8 @@ struct refusal {
     unavailable,    // no array runs to apply it
     unimplemented,  // not through this front end (a write log made outside the build)
     timed_out,
-    corrupt,        // a record that cannot be read
-    internal,       // anything else the array or its store reported
+    corrupt,   // a record that cannot be read
+    internal,  // anything else the array or its store reported
   };
   kind why;
   std::string field;
@@ -74,14 +74,20 @@ bool is_pool_name(std::string_view name);
 // The record `name` of `collection` ("disks/"): invalid if `name` is not
 // COLLECTION/NAME, not_found if it has no record, corrupt if it does not parse.
 template <class Message>
-outcome<Message> get_record(const config_store& config, const std::string& collection, const std::string& name) {
+outcome<Message> get_record(const config_store& config, const std::string& collection,
+                            const std::string& name) {
   if (!std::string_view(name).starts_with(collection) || name.size() == collection.size()) {
-    return std::unexpected(refusal{refusal::kind::invalid, "name", "\"" + name + "\" is not a " + collection + "NAME resource name"});
+    return std::unexpected(
+        refusal{refusal::kind::invalid, "name",
+                "\"" + name + "\" is not a " + collection + "NAME resource name"});
   }
   const auto bytes = config.get(name);
-  if (!bytes) return std::unexpected(refusal{refusal::kind::not_found, "name", name + " does not exist"});
+  if (!bytes)
+    return std::unexpected(refusal{refusal::kind::not_found, "name", name + " does not exist"});
   Message m;
-  if (!m.ParseFromString(*bytes)) return std::unexpected(refusal{refusal::kind::corrupt, "", "the record " + name + " is corrupt"});
+  if (!m.ParseFromString(*bytes))
+    return std::unexpected(
+        refusal{refusal::kind::corrupt, "", "the record " + name + " is corrupt"});
   return m;
 }
 
@@ -96,10 +102,13 @@ class management {
   // API's; set once, before the API serves).
   void set_version(std::string version) { version_ = std::move(version); }
   // This controller's name: "a" or "b" ("a" without an array).
-  std::string controller_name() const { return array_ != nullptr ? array_->controller_name() : "a"; }
+  std::string controller_name() const {
+    return array_ != nullptr ? array_->controller_name() : "a";
+  }
 
   // Volumes. `fields`: the fields of `want` to change (an update mask).
-  outcome<v1::Volume> create_volume(const std::string& pool, const std::string& volume_id, const v1::Volume& want);
+  outcome<v1::Volume> create_volume(const std::string& pool, const std::string& volume_id,
+                                    const v1::Volume& want);
   outcome<v1::Volume> update_volume(const v1::Volume& want, const std::vector<std::string>& fields);
   // Onto the SSD tier (PERFORMANCE) or off it (CAPACITY): an operation,
   // whose cancel puts the volume's affinity back.
@@ -138,7 +147,8 @@ class management {
   outcome<v1::Disk> erase_disk(const std::string& name);
   outcome<v1::Operation> replace_disk(const std::string& name, const std::string& replacement);
   // `pool`: empty, or the pool the new group grows.
-  outcome<v1::DiskGroup> create_group(const std::string& id, const v1::DiskGroup& want, const std::string& pool);
+  outcome<v1::DiskGroup> create_group(const std::string& id, const v1::DiskGroup& want,
+                                      const std::string& pool);
   outcome<v1::Operation> scrub_group(const std::string& name);
 
   // Controller b with a partner hands every change to controller a
@@ -184,7 +194,8 @@ class management {
   outcome<v1::VolumeStatistics> volume_statistics(const std::string& name) const;
   outcome<v1::PoolStatistics> pool_statistics(const std::string& name) const;
   // Volume `volume`'s extents from `first`, at most `limit` (array::heat).
-  outcome<v1::ListHeatResponse> heat(const std::string& volume, bool hottest_first, std::uint64_t first, std::size_t limit) const;
+  outcome<v1::ListHeatResponse> heat(const std::string& volume, bool hottest_first,
+                                     std::uint64_t first, std::size_t limit) const;
   // A pool's or a volume's heat history (heat_history_reader.h), read
   // from the pool's metadata directory on the calling thread, or asked of
   // the partner where it serves the pool. `query.pool` and `query.volume`
@@ -228,7 +239,8 @@ class management {
   // Operation `kind_name` about `resource`, which follows `pools` (pool
   // name → the controller it goes to) to their controllers
   // (array::follow_pools), once the array has been told to move them.
-  outcome<v1::Operation> follow(const std::string& kind_name, const std::string& resource, std::map<std::string, std::string> pools);
+  outcome<v1::Operation> follow(const std::string& kind_name, const std::string& resource,
+                                std::map<std::string, std::string> pools);
   // Pool `pool`'s work (delegated_call): nullopt when it is done here (or
   // when `pool` is no pool: the checks here say so); else the partner's
   // answer to `method` -- its response message's bytes -- or why neither
@@ -242,11 +254,13 @@ class management {
   // A call of link type `type` to the partner, waited for: its answer or
   // refusal. Without the link: unavailable, saying `link_down` (or that
   // the link is down).
-  outcome<std::string> call_partner(std::uint16_t type, std::string_view method, const google::protobuf::Message& request,
+  outcome<std::string> call_partner(std::uint16_t type, std::string_view method,
+                                    const google::protobuf::Message& request,
                                     const std::string& link_down = {}) const;
   // The partner's answer to an operation call (`name` is one of its
   // operations): nullopt when `name` is this controller's.
-  std::optional<outcome<v1::Operation>> partner_operation(const std::string& name, std::string_view method) const;
+  std::optional<outcome<v1::Operation>> partner_operation(const std::string& name,
+                                                          std::string_view method) const;
 };
 
 // ListHeat's page token: where a page starts, as an extent index
@@ -260,7 +274,8 @@ template <class Response>
 outcome<Response> parsed(outcome<std::string> bytes) {
   if (!bytes) return std::unexpected(bytes.error());
   Response r;
-  if (!r.ParseFromString(*bytes)) return std::unexpected(refusal{refusal::kind::internal, "", "the partner's answer is corrupt"});
+  if (!r.ParseFromString(*bytes))
+    return std::unexpected(refusal{refusal::kind::internal, "", "the partner's answer is corrupt"});
   return r;
 }
 

@@ -30,11 +30,14 @@ inline std::unexpected<refusal> invalid(std::string field, std::string message) 
   return refuse(kind::invalid, std::move(field), std::move(message));
 }
 
-inline std::unexpected<refusal> refused(const error& e, const std::string& field = {}) { return std::unexpected(refusal_of(e, field)); }
+inline std::unexpected<refusal> refused(const error& e, const std::string& field = {}) {
+  return std::unexpected(refusal_of(e, field));
+}
 
 // Runs `change` on the array's loop and waits for what it reports. No
 // time limit (management.h).
-inline std::expected<void, error> on_loop(array& a, std::function<void(std::function<void(std::expected<void, error>)>)> change) {
+inline std::expected<void, error> on_loop(
+    array& a, std::function<void(std::function<void(std::expected<void, error>)>)> change) {
   auto result = std::make_shared<std::promise<std::expected<void, error>>>();
   auto reported = result->get_future();
   boost::asio::post(a.executor(), [result, change = std::move(change)] {
@@ -54,7 +57,8 @@ inline std::optional<Message> read(const config_store& config, const std::string
 // A short name for a new resource: [a-z][a-z0-9-]*, at most 63.
 inline bool valid_id(const std::string& id) {
   if (id.empty() || id.size() > 63 || id[0] < 'a' || id[0] > 'z') return false;
-  return std::ranges::all_of(id, [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; });
+  return std::ranges::all_of(
+      id, [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; });
 }
 
 inline std::unexpected<refusal> bad_id(const std::string& field, const std::string& id) {
@@ -62,12 +66,15 @@ inline std::unexpected<refusal> bad_id(const std::string& field, const std::stri
 }
 
 // The fields an update names, each checked against the ones `allowed`.
-inline outcome<void> check_fields(const std::vector<std::string>& fields, std::initializer_list<std::string_view> allowed) {
+inline outcome<void> check_fields(const std::vector<std::string>& fields,
+                                  std::initializer_list<std::string_view> allowed) {
   std::string names;
   for (const std::string_view a : allowed) names += (names.empty() ? "" : ", ") + std::string(a);
-  if (fields.empty()) return invalid("update_mask", "empty; name the fields to change (" + names + ")");
+  if (fields.empty())
+    return invalid("update_mask", "empty; name the fields to change (" + names + ")");
   for (const std::string& f : fields) {
-    if (std::ranges::find(allowed, f) == allowed.end()) return invalid("update_mask", "\"" + f + "\" cannot be changed; these can: " + names);
+    if (std::ranges::find(allowed, f) == allowed.end())
+      return invalid("update_mask", "\"" + f + "\" cannot be changed; these can: " + names);
   }
   return {};
 }
@@ -75,7 +82,8 @@ inline outcome<void> check_fields(const std::vector<std::string>& fields, std::i
 // What is wrong with a pool's cold_cooling_seconds, if anything.
 inline std::optional<std::string> cooling_problem(std::uint64_t seconds) {
   if (seconds <= tiering::max_cold_cooling_seconds) return std::nullopt;
-  return std::to_string(seconds) + " is more than " + std::to_string(tiering::max_cold_cooling_seconds) + " (100 years)";
+  return std::to_string(seconds) + " is more than " +
+         std::to_string(tiering::max_cold_cooling_seconds) + " (100 years)";
 }
 
 // iSCSI names compare case-insensitively (RFC 3722 folds them to lower case).
@@ -84,10 +92,12 @@ inline std::string lower(std::string s) {
   return s;
 }
 
-inline bool is_volume_name(const std::string& name) { return name.find("/volumes/") != std::string::npos; }
+inline bool is_volume_name(const std::string& name) {
+  return name.find("/volumes/") != std::string::npos;
+}
 
-
-inline std::unexpected<refusal> no_array(const std::string& to) { return refuse(kind::unavailable, "", "no array " + to); }
-
+inline std::unexpected<refusal> no_array(const std::string& to) {
+  return refuse(kind::unavailable, "", "no array " + to);
+}
 
 }  // namespace strata::controller::management_detail

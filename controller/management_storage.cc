@@ -15,8 +15,10 @@ using namespace management_detail;
 
 // ---- pools ----
 
-outcome<v1::Pool> management::update_pool(const v1::Pool& want, const std::vector<std::string>& fields) {
-  if (auto ok = check_fields(fields, {"write_cache", "cold_cooling_seconds", "home"}); !ok) return std::unexpected(ok.error());
+outcome<v1::Pool> management::update_pool(const v1::Pool& want,
+                                          const std::vector<std::string>& fields) {
+  if (auto ok = check_fields(fields, {"write_cache", "cold_cooling_seconds", "home"}); !ok)
+    return std::unexpected(ok.error());
   if (std::ranges::find(fields, "home") != fields.end()) {
     if (fields.size() > 1) return invalid("update_mask", "home moves the pool: change it alone");
     auto moving = move_pool(want.name(), want.home());
@@ -30,7 +32,8 @@ outcome<v1::Pool> management::update_pool(const v1::Pool& want, const std::vecto
       auto now = operation(moving->name());
       if (!now) return std::unexpected(now.error());
       if (now->state() == v1::Operation::SUCCEEDED) break;
-      if (now->state() != v1::Operation::RUNNING) return refuse(kind::unavailable, "pool.home", now->error().message());
+      if (now->state() != v1::Operation::RUNNING)
+        return refuse(kind::unavailable, "pool.home", now->error().message());
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     auto moved = read<v1::Pool>(config_, want.name());
@@ -45,22 +48,31 @@ outcome<v1::Pool> management::update_pool(const v1::Pool& want, const std::vecto
   const bool cooling = std::ranges::find(fields, "cold_cooling_seconds") != fields.end();
   const v1::WriteCache mode = want.write_cache();
   if (cache) {
-    if (mode != v1::WRITE_BACK && mode != v1::WRITE_THROUGH) return invalid("pool.write_cache", "WRITE_BACK or WRITE_THROUGH");
+    if (mode != v1::WRITE_BACK && mode != v1::WRITE_THROUGH)
+      return invalid("pool.write_cache", "WRITE_BACK or WRITE_THROUGH");
     if (pool->write_log_group().empty()) {
-      return refuse(kind::precondition, "pool.write_cache", name + " has no write log (its write_log_group): it writes through, and cannot write back");
+      return refuse(
+          kind::precondition, "pool.write_cache",
+          name +
+              " has no write log (its write_log_group): it writes through, and cannot write back");
     }
   }
   if (cooling) {
     if (!want.has_cold_cooling_seconds()) {
-      return invalid("pool.cold_cooling_seconds", "give the seconds an extent stays idle before it moves to the cold tier (0: never)");
+      return invalid(
+          "pool.cold_cooling_seconds",
+          "give the seconds an extent stays idle before it moves to the cold tier (0: never)");
     }
-    if (auto bad = cooling_problem(want.cold_cooling_seconds())) return invalid("pool.cold_cooling_seconds", *bad);
+    if (auto bad = cooling_problem(want.cold_cooling_seconds()))
+      return invalid("pool.cold_cooling_seconds", *bad);
   }
   v1::UpdatePoolRequest request;
   *request.mutable_pool() = want;
   for (const std::string& f : fields) request.mutable_update_mask()->add_paths(f);
-  if (auto there = elsewhere(name, "UpdatePool", request)) return parsed<v1::Pool>(std::move(*there));
-  if (auto allowed = may_change("to change the pool in"); !allowed) return std::unexpected(allowed.error());
+  if (auto there = elsewhere(name, "UpdatePool", request))
+    return parsed<v1::Pool>(std::move(*there));
+  if (auto allowed = may_change("to change the pool in"); !allowed)
+    return std::unexpected(allowed.error());
   v1::Pool updated = *pool;
   if (cache) updated.set_write_cache(mode);
   if (cooling) updated.set_cold_cooling_seconds(want.cold_cooling_seconds());
@@ -68,21 +80,27 @@ outcome<v1::Pool> management::update_pool(const v1::Pool& want, const std::vecto
   config_batch b;
   b.put(name, updated.SerializeAsString());
   if (auto done = commit(b); !done) return std::unexpected(done.error());
-  auto set = on_loop(*array_, [this, name, mode, cache, cooling, seconds = want.cold_cooling_seconds()](auto done) {
+  auto set = on_loop(*array_, [this, name, mode, cache, cooling,
+                               seconds = want.cold_cooling_seconds()](auto done) {
     if (cache) {
-      auto r = array_->set_write_cache(name, mode == v1::WRITE_BACK ? raid::cache_mode::write_back : raid::cache_mode::write_through);
+      auto r =
+          array_->set_write_cache(name, mode == v1::WRITE_BACK ? raid::cache_mode::write_back
+                                                               : raid::cache_mode::write_through);
       if (!r) return done(std::move(r));
     }
     if (cooling) return done(array_->set_cold_cooling(name, std::chrono::seconds(seconds)));
     done({});
   });
   if (!set) return refused(set.error(), cache ? "pool.write_cache" : "pool.cold_cooling_seconds");
-  if (cache) array_->events().record(severity::info, name, std::string("changed: write cache ") + v1::WriteCache_Name(mode));
-  if (cooling) {
+  if (cache)
     array_->events().record(severity::info, name,
-                            want.cold_cooling_seconds() == 0
-                                ? std::string("changed: cold cooling off (nothing moves to the cold tier)")
-                                : "changed: cold cooling " + std::to_string(want.cold_cooling_seconds()) + " s");
+                            std::string("changed: write cache ") + v1::WriteCache_Name(mode));
+  if (cooling) {
+    array_->events().record(
+        severity::info, name,
+        want.cold_cooling_seconds() == 0
+            ? std::string("changed: cold cooling off (nothing moves to the cold tier)")
+            : "changed: cold cooling " + std::to_string(want.cold_cooling_seconds()) + " s");
   }
   return updated;
 }
@@ -93,12 +111,15 @@ namespace {
 // why), before the cluster is asked anything.
 std::optional<std::pair<std::string, std::string>> ceph_input_problem(const v1::CephImage& c) {
   constexpr std::uint64_t extent_bytes = 4 << 20;  // the pools' extent size
-  if (c.monitors().empty()) return std::pair{"monitors", "give the monitors' addresses (\"127.0.0.1:3300\")"};
-  if (c.keyring_path().empty()) return std::pair{"keyring_path", "give the keyring file holding the cephx user's key"};
+  if (c.monitors().empty())
+    return std::pair{"monitors", "give the monitors' addresses (\"127.0.0.1:3300\")"};
+  if (c.keyring_path().empty())
+    return std::pair{"keyring_path", "give the keyring file holding the cephx user's key"};
   if (c.rados_pool().empty()) return std::pair{"rados_pool", "give the RADOS pool of the image"};
   if (c.image().empty()) return std::pair{"image", "give the RBD image's name"};
   if (c.size_bytes() == 0 || c.size_bytes() % extent_bytes != 0) {
-    return std::pair{"size_bytes", std::to_string(c.size_bytes()) + " is not a positive multiple of the 4 MiB extent"};
+    return std::pair{"size_bytes", std::to_string(c.size_bytes()) +
+                                       " is not a positive multiple of the 4 MiB extent"};
   }
   return std::nullopt;
 }
@@ -111,36 +132,43 @@ std::string controller_named(const std::string& name) {
 
 // Where pool record `p` belongs when nothing is failed over: its home (a
 // record older than homes: controller a).
-std::string home_of(const v1::Pool& p) { return p.home().empty() ? "controllers/a" : p.home(); }
+std::string home_of(const v1::Pool& p) {
+  return p.home().empty() ? "controllers/a" : p.home();
+}
 
 }  // namespace
 
 outcome<void> management::may_move(const std::string& field) const {
   if (array_ == nullptr || array_->partner() == nullptr) {
-    return refuse(kind::precondition, field, "this array has one controller: there is nowhere to move a pool to");
+    return refuse(kind::precondition, field,
+                  "this array has one controller: there is nowhere to move a pool to");
   }
-  if (auto allowed = may_change("to move pools in"); !allowed) return std::unexpected(allowed.error());
+  if (auto allowed = may_change("to move pools in"); !allowed)
+    return std::unexpected(allowed.error());
   partner::liveness now = partner::liveness::down;
   (void)on_loop(*array_, [this, &now](auto done) {
     now = array_->partner()->state();
     done({});
   });
   if (now != partner::liveness::active) {
-    return refuse(kind::precondition, field, std::string("controller ") + array_->partner()->name() + " is " + partner::to_string(now) +
-                                                 ": pools move between two running controllers");
+    return refuse(kind::precondition, field,
+                  std::string("controller ") + array_->partner()->name() + " is " +
+                      partner::to_string(now) + ": pools move between two running controllers");
   }
   return {};
 }
 
-outcome<v1::Operation> management::follow(const std::string& kind_name, const std::string& resource, std::map<std::string, std::string> pools) {
+outcome<v1::Operation> management::follow(const std::string& kind_name, const std::string& resource,
+                                          std::map<std::string, std::string> pools) {
   v1::Operation out = array_->operations().start(kind_name, resource);
   // Each pool's hand-over waits for the partner's copy of its metadata,
   // then pauses its I/O for a moment: a minute each is generous.
   const auto limit = std::chrono::seconds(60 * std::max<std::size_t>(1, pools.size()));
-  boost::asio::post(array_->executor(), [a = array_, op = out.name(), pools = std::move(pools), limit]() mutable {
-    a->placement_changed();
-    a->follow_pools(op, std::move(pools), limit);
-  });
+  boost::asio::post(array_->executor(),
+                    [a = array_, op = out.name(), pools = std::move(pools), limit]() mutable {
+                      a->placement_changed();
+                      a->follow_pools(op, std::move(pools), limit);
+                    });
   return out;
 }
 
@@ -152,7 +180,9 @@ outcome<v1::Operation> management::move_pool(const std::string& name, const std:
   if (!pool) return refuse(kind::not_found, "name", name + " does not exist");
   if (auto allowed = may_move("to"); !allowed) return std::unexpected(allowed.error());
   if (auto target = read<v1::Controller>(config_, home); target && target->failed_over()) {
-    return refuse(kind::precondition, "to", home + " is failed over (strata controller failback " + home.substr(12) + " first)");
+    return refuse(
+        kind::precondition, "to",
+        home + " is failed over (strata controller failback " + home.substr(12) + " first)");
   }
   if (pool->home() != home) {
     v1::Pool updated = *pool;
@@ -161,7 +191,10 @@ outcome<v1::Operation> management::move_pool(const std::string& name, const std:
     b.put(name, updated.SerializeAsString());
     if (auto done = commit(b); !done) return std::unexpected(done.error());
   }
-  array_->events().record(severity::info, name, "moving to " + home + " (its home from now on): it is handed over once that controller holds a current copy of its metadata");
+  array_->events().record(severity::info, name,
+                          "moving to " + home +
+                              " (its home from now on): it is handed over once that controller "
+                              "holds a current copy of its metadata");
   return follow("pool.move", name, {{name, home}});
 }
 
@@ -180,10 +213,13 @@ outcome<v1::Operation> management::failover_controller(const std::string& name) 
   std::map<std::string, std::string> moving;
   for (const auto& [key, bytes] : config_.list("pools/")) {
     v1::Pool p;
-    if (is_pool_name(key) && p.ParseFromString(bytes) && (p.owner().empty() ? "controllers/a" : p.owner()) == from) moving[key] = to;
+    if (is_pool_name(key) && p.ParseFromString(bytes) &&
+        (p.owner().empty() ? "controllers/a" : p.owner()) == from)
+      moving[key] = to;
   }
-  array_->events().record(severity::warning, from, "failing over by command: its " + std::to_string(moving.size()) + " pool(s) move to " + to +
-                                                       " and stay there until failback");
+  array_->events().record(severity::warning, from,
+                          "failing over by command: its " + std::to_string(moving.size()) +
+                              " pool(s) move to " + to + " and stay there until failback");
   return follow("controller.failover", from, std::move(moving));
 }
 
@@ -200,15 +236,20 @@ outcome<v1::Operation> management::failback_controller(const std::string& name) 
   std::map<std::string, std::string> moving;
   for (const auto& [key, bytes] : config_.list("pools/")) {
     v1::Pool p;
-    if (is_pool_name(key) && p.ParseFromString(bytes) && home_of(p) == to && (p.owner().empty() ? "controllers/a" : p.owner()) != to) moving[key] = to;
+    if (is_pool_name(key) && p.ParseFromString(bytes) && home_of(p) == to &&
+        (p.owner().empty() ? "controllers/a" : p.owner()) != to)
+      moving[key] = to;
   }
-  array_->events().record(severity::info, to, "failing back by command: " + std::to_string(moving.size()) + " pool(s) whose home it is come back to it");
+  array_->events().record(severity::info, to,
+                          "failing back by command: " + std::to_string(moving.size()) +
+                              " pool(s) whose home it is come back to it");
   return follow("controller.failback", to, std::move(moving));
 }
 
 outcome<v1::Pool> management::create_pool(const std::string& pool_id, const v1::Pool& want) {
   if (!valid_id(pool_id)) return bad_id("pool_id", pool_id);
-  if (want.groups().empty()) return invalid("pool.groups", "a pool needs one or more RAID-6 or RAID-1 groups");
+  if (want.groups().empty())
+    return invalid("pool.groups", "a pool needs one or more RAID-6 or RAID-1 groups");
   std::lock_guard hold(changes_);
   const std::string name = "pools/" + pool_id;
   if (config_.get(name)) return refuse(kind::exists, "pool_id", name + " exists");
@@ -226,27 +267,36 @@ outcome<v1::Pool> management::create_pool(const std::string& pool_id, const v1::
     auto group = g.starts_with("groups/") ? read<v1::DiskGroup>(config_, g) : std::nullopt;
     if (!group) return refuse(kind::not_found, "pool.groups", g + " does not exist");
     if (!seen.insert(g).second) return invalid("pool.groups", g + " is listed twice");
-    if (group->kind() == v1::READ_CACHE) return invalid("pool.groups", g + " is a read cache: name it as pool.read_cache_group");
-    if (group->kind() == v1::WRITE_LOG) return invalid("pool.groups", g + " is a write log: name it as pool.write_log_group");
-    if (taken.contains(g)) return refuse(kind::precondition, "pool.groups", g + " is in " + taken[g]);
+    if (group->kind() == v1::READ_CACHE)
+      return invalid("pool.groups", g + " is a read cache: name it as pool.read_cache_group");
+    if (group->kind() == v1::WRITE_LOG)
+      return invalid("pool.groups", g + " is a write log: name it as pool.write_log_group");
+    if (taken.contains(g))
+      return refuse(kind::precondition, "pool.groups", g + " is in " + taken[g]);
   }
   if (const std::string& cache = want.read_cache_group(); !cache.empty()) {
     auto group = cache.starts_with("groups/") ? read<v1::DiskGroup>(config_, cache) : std::nullopt;
     if (!group) return refuse(kind::not_found, "pool.read_cache_group", cache + " does not exist");
-    if (group->kind() != v1::READ_CACHE) return invalid("pool.read_cache_group", cache + " is " + v1::GroupKind_Name(group->kind()) + ", not READ_CACHE");
-    if (taken.contains(cache)) return refuse(kind::precondition, "pool.read_cache_group", cache + " is in " + taken[cache]);
+    if (group->kind() != v1::READ_CACHE)
+      return invalid("pool.read_cache_group",
+                     cache + " is " + v1::GroupKind_Name(group->kind()) + ", not READ_CACHE");
+    if (taken.contains(cache))
+      return refuse(kind::precondition, "pool.read_cache_group", cache + " is in " + taken[cache]);
   }
   if (!want.write_log_group().empty()) {
     // The write log's replay runs at start-up, where the loop is the
     // array's alone; a pool made through the API writes through.
     return refuse(kind::unimplemented, "pool.write_log_group",
-                  "a write log is set up with the pool in the configuration file's build sections (write_log); "
+                  "a write log is set up with the pool in the configuration file's build sections "
+                  "(write_log); "
                   "pools made through the API write through");
   }
   if (want.has_cold_cooling_seconds()) {
-    if (auto bad = cooling_problem(want.cold_cooling_seconds())) return invalid("pool.cold_cooling_seconds", *bad);
+    if (auto bad = cooling_problem(want.cold_cooling_seconds()))
+      return invalid("pool.cold_cooling_seconds", *bad);
   }
-  if (auto allowed = may_change("to make the pool in"); !allowed) return std::unexpected(allowed.error());
+  if (auto allowed = may_change("to make the pool in"); !allowed)
+    return std::unexpected(allowed.error());
   v1::Pool out = want;
   out.set_name(name);
   out.set_owner("controllers/" + array_->controller_name());  // the controller asked serves it
@@ -262,7 +312,8 @@ outcome<v1::Pool> management::create_pool(const std::string& pool_id, const v1::
     (void)commit(undo);
     return refused(opened.error(), "pool");
   }
-  array_->events().record(severity::info, name, "created over " + std::to_string(want.groups_size()) + " group(s)");
+  array_->events().record(severity::info, name,
+                          "created over " + std::to_string(want.groups_size()) + " group(s)");
   return out;
 }
 
@@ -272,7 +323,9 @@ std::string management::pool_of_group(const std::string& group) const {
   for (const auto& [key, bytes] : config_.list("pools/")) {
     v1::Pool p;
     if (!is_pool_name(key) || !p.ParseFromString(bytes)) continue;
-    if (std::ranges::find(p.groups(), group) != p.groups().end() || p.read_cache_group() == group || p.write_log_group() == group) return key;
+    if (std::ranges::find(p.groups(), group) != p.groups().end() || p.read_cache_group() == group ||
+        p.write_log_group() == group)
+      return key;
   }
   return {};
 }
@@ -280,7 +333,8 @@ std::string management::pool_of_group(const std::string& group) const {
 std::string management::pool_of_disk(const std::string& disk) const {
   for (const auto& [key, bytes] : config_.list("groups/")) {
     v1::DiskGroup g;
-    if (g.ParseFromString(bytes) && std::ranges::find(g.members(), disk) != g.members().end()) return pool_of_group(key);
+    if (g.ParseFromString(bytes) && std::ranges::find(g.members(), disk) != g.members().end())
+      return pool_of_group(key);
   }
   return {};
 }
@@ -290,40 +344,48 @@ outcome<v1::Disk> management::create_disk(const std::string& disk_id, const v1::
   if (d.kind() != v1::HDD && d.kind() != v1::SSD) return invalid("disk.kind", "HDD or SSD");
   constexpr std::uint64_t smallest = 64ull << 20;
   if (d.size_bytes() < smallest || d.size_bytes() % 4096 != 0) {
-    return invalid("disk.size_bytes", std::to_string(d.size_bytes()) + " is not a multiple of 4096 of at least 64 MiB");
+    return invalid("disk.size_bytes", std::to_string(d.size_bytes()) +
+                                          " is not a multiple of 4096 of at least 64 MiB");
   }
   std::lock_guard hold(changes_);
   const std::string name = "disks/" + disk_id;
   if (config_.get(name)) return refuse(kind::exists, "disk_id", name + " exists");
-  if (auto allowed = may_change("to add the disk to"); !allowed) return std::unexpected(allowed.error());
+  if (auto allowed = may_change("to add the disk to"); !allowed)
+    return std::unexpected(allowed.error());
   v1::Disk out;
-  auto added = on_loop(*array_, [this, disk_id, drive = d.kind() == v1::HDD ? drive_kind::hdd : drive_kind::ssd, bytes = d.size_bytes(),
-                                 &out](auto done) {
-    auto disk = array_->add_disk(disk_id, drive, bytes);
-    if (!disk) return done(std::unexpected(disk.error()));
-    out = std::move(*disk);
-    done({});
-  });
+  auto added = on_loop(
+      *array_, [this, disk_id, drive = d.kind() == v1::HDD ? drive_kind::hdd : drive_kind::ssd,
+                bytes = d.size_bytes(), &out](auto done) {
+        auto disk = array_->add_disk(disk_id, drive, bytes);
+        if (!disk) return done(std::unexpected(disk.error()));
+        out = std::move(*disk);
+        done({});
+      });
   if (!added) return refused(added.error(), "disk");
   config_batch b;
   b.put(name, out.SerializeAsString());
   if (auto done = commit(b); !done) return std::unexpected(done.error());
-  array_->events().record(severity::info, name, "added: a simulated " + v1::DiskKind_Name(d.kind()) + " of " + std::to_string(d.size_bytes()) +
-                                                    " bytes in slot " + std::to_string(out.slot()));
+  array_->events().record(severity::info, name,
+                          "added: a simulated " + v1::DiskKind_Name(d.kind()) + " of " +
+                              std::to_string(d.size_bytes()) + " bytes in slot " +
+                              std::to_string(out.slot()));
   describe(out);
   return out;
 }
 
-outcome<v1::Disk> management::update_disk(const v1::Disk& want, const std::vector<std::string>& fields) {
+outcome<v1::Disk> management::update_disk(const v1::Disk& want,
+                                          const std::vector<std::string>& fields) {
   if (auto ok = check_fields(fields, {"spare"}); !ok) return std::unexpected(ok.error());
   const std::string& name = want.name();
   std::lock_guard hold(changes_);
   auto disk = name.starts_with("disks/") ? read<v1::Disk>(config_, name) : std::nullopt;
   if (!disk) return refuse(kind::not_found, "disk.name", name + " does not exist");
-  if (auto allowed = may_change("to change the disk in"); !allowed) return std::unexpected(allowed.error());
+  if (auto allowed = may_change("to change the disk in"); !allowed)
+    return std::unexpected(allowed.error());
   const bool spare = want.spare();
   const bool was = disk->spare();
-  auto changed = on_loop(*array_, [this, name, spare](auto done) { done(array_->drives().set_spare(name, spare)); });
+  auto changed = on_loop(
+      *array_, [this, name, spare](auto done) { done(array_->drives().set_spare(name, spare)); });
   if (!changed) return refused(changed.error(), "disk.spare");
   disk->set_spare(spare);
   config_batch b;
@@ -331,7 +393,9 @@ outcome<v1::Disk> management::update_disk(const v1::Disk& want, const std::vecto
   if (auto done = commit(b); !done) {
     // Back to what it was (not to the opposite of what was asked: asking
     // a spare to be a spare changes nothing to undo).
-    if (was != spare) (void)on_loop(*array_, [this, name, was](auto undo) { undo(array_->drives().set_spare(name, was)); });
+    if (was != spare)
+      (void)on_loop(*array_,
+                    [this, name, was](auto undo) { undo(array_->drives().set_spare(name, was)); });
     return std::unexpected(done.error());
   }
   describe(*disk);
@@ -344,8 +408,10 @@ outcome<v1::Disk> management::fail_disk(const std::string& name) {
   if (!disk) return disk;
   v1::GetRequest request;
   request.set_name(name);
-  if (auto there = elsewhere(pool_of_disk(name), "FailDisk", request)) return parsed<v1::Disk>(std::move(*there));
-  if (auto allowed = may_change("to fail the disk in"); !allowed) return std::unexpected(allowed.error());
+  if (auto there = elsewhere(pool_of_disk(name), "FailDisk", request))
+    return parsed<v1::Disk>(std::move(*there));
+  if (auto allowed = may_change("to fail the disk in"); !allowed)
+    return std::unexpected(allowed.error());
   // Described in the same turn of the loop: a hot spare may take its place right after.
   auto failed = on_loop(*array_, [this, &disk](auto done) {
     auto r = array_->drives().fail_disk(disk->name());
@@ -356,15 +422,20 @@ outcome<v1::Disk> management::fail_disk(const std::string& name) {
   return disk;
 }
 
-outcome<v1::Operation> management::replace_disk(const std::string& name, const std::string& replacement) {
+outcome<v1::Operation> management::replace_disk(const std::string& name,
+                                                const std::string& replacement) {
   std::lock_guard hold(changes_);
-  if (!name.starts_with("disks/") || !config_.get(name)) return refuse(kind::not_found, "name", name + " does not exist");
-  if (!replacement.starts_with("disks/") || !config_.get(replacement)) return refuse(kind::not_found, "replacement", replacement + " does not exist");
+  if (!name.starts_with("disks/") || !config_.get(name))
+    return refuse(kind::not_found, "name", name + " does not exist");
+  if (!replacement.starts_with("disks/") || !config_.get(replacement))
+    return refuse(kind::not_found, "replacement", replacement + " does not exist");
   v1::ReplaceDiskRequest request;
   request.set_name(name);
   request.set_replacement(replacement);
-  if (auto there = elsewhere(pool_of_disk(name), "ReplaceDisk", request)) return parsed<v1::Operation>(std::move(*there));
-  if (auto allowed = may_change("to replace the disk in"); !allowed) return std::unexpected(allowed.error());
+  if (auto there = elsewhere(pool_of_disk(name), "ReplaceDisk", request))
+    return parsed<v1::Operation>(std::move(*there));
+  if (auto allowed = may_change("to replace the disk in"); !allowed)
+    return std::unexpected(allowed.error());
   v1::Operation out;
   auto started = on_loop(*array_, [this, &name, &replacement, &out](auto done) {
     auto op = array_->drives().replace_disk(name, replacement);
@@ -373,7 +444,9 @@ outcome<v1::Operation> management::replace_disk(const std::string& name, const s
     done({});
   });
   // The bay's messages start with the disk they are about.
-  if (!started) return refused(started.error(), started.error().message.starts_with(replacement) ? "replacement" : "name");
+  if (!started)
+    return refused(started.error(),
+                   started.error().message.starts_with(replacement) ? "replacement" : "name");
   return out;
 }
 
@@ -381,29 +454,38 @@ outcome<v1::Disk> management::erase_disk(const std::string& name) {
   std::lock_guard hold(changes_);
   auto disk = get_record<v1::Disk>(config_, "disks/", name);
   if (!disk) return disk;
-  if (auto allowed = may_change("to erase the disk in"); !allowed) return std::unexpected(allowed.error());
-  auto erased = on_loop(*array_, [this, name](auto done) { array_->drives().erase_disk(name, std::move(done)); });
+  if (auto allowed = may_change("to erase the disk in"); !allowed)
+    return std::unexpected(allowed.error());
+  auto erased = on_loop(
+      *array_, [this, name](auto done) { array_->drives().erase_disk(name, std::move(done)); });
   if (!erased) return refused(erased.error(), "name");
   describe(*disk);
   return disk;
 }
 
-outcome<v1::DiskGroup> management::create_group(const std::string& id, const v1::DiskGroup& g, const std::string& pool_name) {
+outcome<v1::DiskGroup> management::create_group(const std::string& id, const v1::DiskGroup& g,
+                                                const std::string& pool_name) {
   if (!valid_id(id)) return bad_id("group_id", id);
   const int n = g.members_size();
   switch (g.kind()) {
     case v1::RAID6:
-      if (n < 4 || n > 255) return invalid("group.members", "RAID-6 needs 4 to 255 disks, not " + std::to_string(n));
+      if (n < 4 || n > 255)
+        return invalid("group.members", "RAID-6 needs 4 to 255 disks, not " + std::to_string(n));
       break;
     case v1::RAID1:
-      if (n < 2) return invalid("group.members", "RAID-1 needs 2 or more disks, not " + std::to_string(n));
+      if (n < 2)
+        return invalid("group.members", "RAID-1 needs 2 or more disks, not " + std::to_string(n));
       break;
     case v1::READ_CACHE:
-      if (n != 1) return invalid("group.members", "a read cache is one SSD, not " + std::to_string(n) + " disks");
+      if (n != 1)
+        return invalid("group.members",
+                       "a read cache is one SSD, not " + std::to_string(n) + " disks");
       break;
     case v1::CEPH:
-      if (n != 0) return invalid("group.members", "a Ceph group has no disks: Ceph keeps its redundancy");
-      if (auto bad = ceph_input_problem(g.ceph())) return invalid("group.ceph." + bad->first, bad->second);
+      if (n != 0)
+        return invalid("group.members", "a Ceph group has no disks: Ceph keeps its redundancy");
+      if (auto bad = ceph_input_problem(g.ceph()))
+        return invalid("group.ceph." + bad->first, bad->second);
       break;
     default:
       return invalid("group.kind", "RAID6, RAID1, READ_CACHE or CEPH");
@@ -417,24 +499,31 @@ outcome<v1::DiskGroup> management::create_group(const std::string& id, const v1:
     if (!disk) return refuse(kind::not_found, "group.members", d + " does not exist");
     if (!seen.insert(d).second) return invalid("group.members", d + " is listed twice");
     if (g.kind() != v1::RAID6 && disk->kind() != v1::SSD) {
-      return invalid("group.members", d + " is an HDD: " + v1::GroupKind_Name(g.kind()) + " groups are the SSD tier");
+      return invalid("group.members", d + " is an HDD: " + v1::GroupKind_Name(g.kind()) +
+                                          " groups are the SSD tier");
     }
   }
   std::optional<v1::Pool> pool;
   if (!pool_name.empty()) {
     pool = is_pool_name(pool_name) ? read<v1::Pool>(config_, pool_name) : std::nullopt;
     if (!pool) return refuse(kind::not_found, "pool", pool_name + " does not exist");
-    if (g.kind() == v1::READ_CACHE) return refuse(kind::precondition, "pool", "a read cache joins a pool only when the pool is built");
-    if (g.kind() == v1::WRITE_LOG) return refuse(kind::precondition, "pool", "a write log joins a pool only when the pool is built");
+    if (g.kind() == v1::READ_CACHE)
+      return refuse(kind::precondition, "pool",
+                    "a read cache joins a pool only when the pool is built");
+    if (g.kind() == v1::WRITE_LOG)
+      return refuse(kind::precondition, "pool",
+                    "a write log joins a pool only when the pool is built");
   }
   if (pool) {
     v1::CreateDiskGroupRequest request;
     request.set_group_id(id);
     *request.mutable_group() = g;
     request.set_pool(pool_name);
-    if (auto there = elsewhere(pool_name, "CreateDiskGroup", request)) return parsed<v1::DiskGroup>(std::move(*there));
+    if (auto there = elsewhere(pool_name, "CreateDiskGroup", request))
+      return parsed<v1::DiskGroup>(std::move(*there));
   }
-  if (auto allowed = may_change("to make the group in"); !allowed) return std::unexpected(allowed.error());
+  if (auto allowed = may_change("to make the group in"); !allowed)
+    return std::unexpected(allowed.error());
   const std::vector<std::string> members(g.members().begin(), g.members().end());
   v1::DiskGroup out;
   if (g.kind() == v1::CEPH) {
@@ -454,27 +543,29 @@ outcome<v1::DiskGroup> management::create_group(const std::string& id, const v1:
     if (!image) return refused(image.error(), "group.ceph");
     auto shared = std::make_shared<std::unique_ptr<ceph_image>>(std::move(*image));
     auto adopted = on_loop(*array_, [this, name, shared, &out](auto done) {
-      array_->adopt_ceph_group(name, std::move(*shared), [&out, done](std::expected<v1::DiskGroup, error> r) {
-        if (!r) return done(std::unexpected(r.error()));
-        out = std::move(*r);
-        done({});
-      });
+      array_->adopt_ceph_group(name, std::move(*shared),
+                               [&out, done](std::expected<v1::DiskGroup, error> r) {
+                                 if (!r) return done(std::unexpected(r.error()));
+                                 out = std::move(*r);
+                                 done({});
+                               });
     });
     if (!adopted) return refused(adopted.error(), "group_id");
   }
   std::expected<void, error> formed;
-  if (g.kind() != v1::CEPH) formed = on_loop(*array_, [this, name, made = g.kind(), members, &out](auto done) {
-    array_->form_group(name,
-                       made == v1::RAID6       ? group_kind::raid6
-                       : made == v1::RAID1     ? group_kind::raid1
-                       : made == v1::WRITE_LOG ? group_kind::write_log
-                                               : group_kind::read_cache,
-                       members, [&out, done](std::expected<v1::DiskGroup, error> r) {
-                         if (!r) return done(std::unexpected(r.error()));
-                         out = std::move(*r);
-                         done({});
-                       });
-  });
+  if (g.kind() != v1::CEPH)
+    formed = on_loop(*array_, [this, name, made = g.kind(), members, &out](auto done) {
+      array_->form_group(name,
+                         made == v1::RAID6       ? group_kind::raid6
+                         : made == v1::RAID1     ? group_kind::raid1
+                         : made == v1::WRITE_LOG ? group_kind::write_log
+                                                 : group_kind::read_cache,
+                         members, [&out, done](std::expected<v1::DiskGroup, error> r) {
+                           if (!r) return done(std::unexpected(r.error()));
+                           out = std::move(*r);
+                           done({});
+                         });
+    });
   if (!formed) return refused(formed.error(), "group.members");
   // The group, and the pool naming it, are recorded before the pool uses
   // it: a crash in between is finished by the next start.
@@ -486,7 +577,9 @@ outcome<v1::DiskGroup> management::create_group(const std::string& id, const v1:
   }
   if (auto done = commit(b); !done) return std::unexpected(done.error());
   if (pool) {
-    auto grown = on_loop(*array_, [this, pool_name = pool->name(), name](auto done) { array_->grow_pool(pool_name, name, std::move(done)); });
+    auto grown = on_loop(*array_, [this, pool_name = pool->name(), name](auto done) {
+      array_->grow_pool(pool_name, name, std::move(done));
+    });
     if (!grown) {
       if (grown.error().code == make_error_code(errc::invalid_argument)) {
         // Refused before the pool changed: the pool record goes back; the
@@ -499,21 +592,25 @@ outcome<v1::DiskGroup> management::create_group(const std::string& id, const v1:
       return refused(grown.error(), "pool");
     }
   }
-  array_->events().record(severity::info, name,
-                          (g.kind() == v1::CEPH ? "CEPH group made over image " + g.ceph().rados_pool() + "/" + g.ceph().image() +
-                                                      " at " + g.ceph().monitors()
-                                                : v1::GroupKind_Name(g.kind()) + " of " + std::to_string(n) + " disks made") +
-                              (pool ? ", " + pool->name() + " grown by it" : ""));
+  array_->events().record(
+      severity::info, name,
+      (g.kind() == v1::CEPH
+           ? "CEPH group made over image " + g.ceph().rados_pool() + "/" + g.ceph().image() +
+                 " at " + g.ceph().monitors()
+           : v1::GroupKind_Name(g.kind()) + " of " + std::to_string(n) + " disks made") +
+          (pool ? ", " + pool->name() + " grown by it" : ""));
   describe(out);
   return out;
 }
 
 outcome<v1::Operation> management::scrub_group(const std::string& name) {
   std::lock_guard hold(changes_);
-  if (!name.starts_with("groups/") || !config_.get(name)) return refuse(kind::not_found, "name", name + " does not exist");
+  if (!name.starts_with("groups/") || !config_.get(name))
+    return refuse(kind::not_found, "name", name + " does not exist");
   v1::GetRequest request;
   request.set_name(name);
-  if (auto there = elsewhere(pool_of_group(name), "ScrubDiskGroup", request)) return parsed<v1::Operation>(std::move(*there));
+  if (auto there = elsewhere(pool_of_group(name), "ScrubDiskGroup", request))
+    return parsed<v1::Operation>(std::move(*there));
   if (auto allowed = may_change("to scrub"); !allowed) return std::unexpected(allowed.error());
   v1::Operation out;
   auto started = on_loop(*array_, [this, &name, &out](auto done) {

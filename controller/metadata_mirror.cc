@@ -18,7 +18,8 @@ constexpr std::uint8_t batch_synced = 1;
 // The last batch of a whole copy: the copy is whole once it holds it.
 constexpr std::uint8_t batch_completes_copy = 2;
 
-link_bytes frame_for(const std::string& pool, std::optional<std::uint8_t> flags, std::string_view batch) {
+link_bytes frame_for(const std::string& pool, std::optional<std::uint8_t> flags,
+                     std::string_view batch) {
   const std::size_t head = 1 + pool.size() + (flags ? 1 : 0);
   link_bytes out(head + batch.size());
   out[0] = static_cast<std::uint8_t>(pool.size());
@@ -29,7 +30,8 @@ link_bytes frame_for(const std::string& pool, std::optional<std::uint8_t> flags,
 }
 
 // The pool's name at the frame's start, and the rest.
-std::optional<std::pair<std::string, std::span<const std::uint8_t>>> split_frame(std::span<const std::uint8_t> in) {
+std::optional<std::pair<std::string, std::span<const std::uint8_t>>> split_frame(
+    std::span<const std::uint8_t> in) {
   if (in.empty() || in.size() < 1u + in[0]) return std::nullopt;
   std::string pool(reinterpret_cast<const char*>(in.data() + 1), in[0]);
   return std::pair{std::move(pool), in.subspan(1u + in[0])};
@@ -42,14 +44,19 @@ std::optional<std::string> pool_directory(std::string_view pool) {
   const std::string_view name = pool.substr(6);
   if (name.empty() || name.size() > 63) return std::nullopt;
   for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || (c >= 'A' && c <= 'Z');
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+                    (c >= 'A' && c <= 'Z');
     if (!ok) return std::nullopt;
   }
   return std::string(name);
 }
 
-pool_mirror::pool_mirror(boost::asio::any_io_executor loop, std::string pool, call_fn call, record_fn record)
-    : loop_(std::move(loop)), pool_(std::move(pool)), call_(std::move(call)), record_(std::move(record)) {}
+pool_mirror::pool_mirror(boost::asio::any_io_executor loop, std::string pool, call_fn call,
+                         record_fn record)
+    : loop_(std::move(loop)),
+      pool_(std::move(pool)),
+      call_(std::move(call)),
+      record_(std::move(record)) {}
 
 void pool_mirror::link_up() {
   std::lock_guard lock(mutex_);
@@ -86,7 +93,8 @@ std::uint64_t pool_mirror::post_call(std::uint16_t type, link_bytes payload, boo
   }
   // The answer may come after the pool closed (an unsynced batch is not
   // waited for): the mirror is gone then, and the answer is dropped.
-  boost::asio::post(loop_, [this, t, type, synced, payload = std::move(payload), alive = std::weak_ptr<int>(alive_)]() mutable {
+  boost::asio::post(loop_, [this, t, type, synced, payload = std::move(payload),
+                            alive = std::weak_ptr<int>(alive_)]() mutable {
     if (alive.expired()) return;
     call_(type, std::move(payload), [this, t, synced, alive](std::expected<link_bytes, error> r) {
       if (alive.expired()) return;
@@ -122,12 +130,14 @@ void pool_mirror::send_everything(const tiering::metadata_store& store) {
   // whose owner dies midway never takes the pool over from half a copy
   // (the simulation's seed 60).
   std::vector<std::uint64_t> waiting;
-  bool ok = answered_ok(post_call(link_type::metadata_begin, frame_for(pool_, std::nullopt, {}), true));
+  bool ok =
+      answered_ok(post_call(link_type::metadata_begin, frame_for(pool_, std::nullopt, {}), true));
   tiering::metadata_batch chunk;
   std::size_t chunk_size = 0;
   auto flush = [&](std::uint8_t flags) {
     if (!ok) return;
-    waiting.push_back(post_call(link_type::metadata_batch, frame_for(pool_, flags, chunk.encode()), true));
+    waiting.push_back(
+        post_call(link_type::metadata_batch, frame_for(pool_, flags, chunk.encode()), true));
     chunk = {};
     chunk_size = 0;
     if (waiting.size() >= chunks_in_flight) {
@@ -144,7 +154,8 @@ void pool_mirror::send_everything(const tiering::metadata_store& store) {
     });
     if (scanned) ok = false;
   }
-  flush(batch_synced | batch_completes_copy);  // the last one synced: the copy is whole and durable once it is answered
+  flush(batch_synced | batch_completes_copy);  // the last one synced: the copy is whole and durable
+                                               // once it is answered
   for (std::uint64_t t : waiting) ok = answered_ok(t) && ok;
   {
     std::lock_guard lock(mutex_);
@@ -163,7 +174,8 @@ std::uint64_t pool_mirror::send(const tiering::metadata_batch& batch, bool sync)
     std::lock_guard lock(mutex_);
     if (!current_ || stopped_) return 0;
   }
-  return post_call(link_type::metadata_batch, frame_for(pool_, sync ? batch_synced : 0, batch.encode()), sync);
+  return post_call(link_type::metadata_batch,
+                   frame_for(pool_, sync ? batch_synced : 0, batch.encode()), sync);
 }
 
 std::error_code pool_mirror::wait(std::uint64_t ticket) {
@@ -180,7 +192,9 @@ std::error_code pool_mirror::wait(std::uint64_t ticket) {
   if (ok) return {};
   {
     std::lock_guard lock(mutex_);
-    if (stopped_) return {};  // closing: the pool's last batches; the next owner's copy comes from a new link-up
+    if (stopped_)
+      return {};  // closing: the pool's last batches; the next owner's copy comes from a new
+                  // link-up
     current_ = false;
     if (recorded_ == false) return {};
   }
@@ -209,32 +223,41 @@ std::error_code pool_mirror::record(bool current) {
   return e;
 }
 
-metadata_replicas::metadata_replicas(boost::asio::any_io_executor loop, std::filesystem::path pools_dir)
+metadata_replicas::metadata_replicas(boost::asio::any_io_executor loop,
+                                     std::filesystem::path pools_dir)
     : loop_(std::move(loop)), pools_dir_(std::move(pools_dir)) {}
 
-metadata_replicas::metadata_replicas(boost::asio::any_io_executor loop, std::filesystem::path pools_dir, partner_link& link)
+metadata_replicas::metadata_replicas(boost::asio::any_io_executor loop,
+                                     std::filesystem::path pools_dir, partner_link& link)
     : metadata_replicas(std::move(loop), std::move(pools_dir)) {
   auto answer_on_thread = [this](std::uint16_t type, link_bytes payload, link_reply reply) {
-    boost::asio::post(thread_, [this, type, payload = std::move(payload), reply = std::move(reply), alive = std::weak_ptr<int>(alive_)]() mutable {
+    boost::asio::post(thread_, [this, type, payload = std::move(payload), reply = std::move(reply),
+                                alive = std::weak_ptr<int>(alive_)]() mutable {
       auto outcome = answer(type, payload);
-      boost::asio::post(loop_, [reply = std::move(reply), outcome = std::move(outcome), alive]() mutable {
-        if (!alive.expired()) reply(std::move(outcome));
-      });
+      boost::asio::post(loop_,
+                        [reply = std::move(reply), outcome = std::move(outcome), alive]() mutable {
+                          if (!alive.expired()) reply(std::move(outcome));
+                        });
     });
   };
   for (const std::uint16_t type : {link_type::metadata_begin, link_type::metadata_batch}) {
-    link.handle(type, [answer_on_thread, type](link_bytes p, link_reply r) { answer_on_thread(type, std::move(p), std::move(r)); });
+    link.handle(type, [answer_on_thread, type](link_bytes p, link_reply r) {
+      answer_on_thread(type, std::move(p), std::move(r));
+    });
   }
 }
 
-std::expected<link_bytes, error> metadata_replicas::answer(std::uint16_t type, std::span<const std::uint8_t> payload) {
+std::expected<link_bytes, error> metadata_replicas::answer(std::uint16_t type,
+                                                           std::span<const std::uint8_t> payload) {
   const bool begin = type == link_type::metadata_begin;
   auto parts = split_frame(payload);
   const auto dir = parts ? pool_directory(parts->first) : std::nullopt;
-  if (!dir) return std::unexpected(make_error(errc::invalid_argument, "a metadata frame names no pool"));
+  if (!dir)
+    return std::unexpected(make_error(errc::invalid_argument, "a metadata frame names no pool"));
   if (begin) {
     if (std::lock_guard l(held_mutex_); held_.contains(parts->first)) {
-      return std::unexpected(make_error(errc::busy, parts->first + " is open on this controller: no copy of it is made here"));
+      return std::unexpected(make_error(
+          errc::busy, parts->first + " is open on this controller: no copy of it is made here"));
     }
     const std::string& pool = parts->first;
     if (whole_.erase(pool) > 0) {
@@ -242,7 +265,8 @@ std::expected<link_bytes, error> metadata_replicas::answer(std::uint16_t type, s
     }
     copies_.erase(pool);
     std::string why;
-    auto store = open_empty(kept_.contains(pool) ? next_directory(pool) : whole_directory(pool), why);
+    auto store =
+        open_empty(kept_.contains(pool) ? next_directory(pool) : whole_directory(pool), why);
     if (!store) return std::unexpected(make_error(errc::io_error, why));
     copies_[pool] = std::move(store);
     return link_bytes{};
@@ -250,18 +274,27 @@ std::expected<link_bytes, error> metadata_replicas::answer(std::uint16_t type, s
   const auto it = copies_.find(parts->first);
   const std::span<const std::uint8_t> rest = parts->second;
   std::optional<tiering::metadata_batch> batch;
-  if (!rest.empty()) batch = tiering::metadata_batch::decode(std::string_view(reinterpret_cast<const char*>(rest.data() + 1), rest.size() - 1));
-  if (it == copies_.end()) return std::unexpected(make_error(errc::invalid_argument, parts->first + ": a batch before its copy began"));
-  if (!batch) return std::unexpected(make_error(errc::invalid_argument, parts->first + ": a metadata batch that does not parse"));
+  if (!rest.empty())
+    batch = tiering::metadata_batch::decode(
+        std::string_view(reinterpret_cast<const char*>(rest.data() + 1), rest.size() - 1));
+  if (it == copies_.end())
+    return std::unexpected(
+        make_error(errc::invalid_argument, parts->first + ": a batch before its copy began"));
+  if (!batch)
+    return std::unexpected(make_error(errc::invalid_argument,
+                                      parts->first + ": a metadata batch that does not parse"));
   if (auto e = it->second->write_now(*batch, (rest[0] & batch_synced) != 0)) {
     copies_.erase(it);  // a hole in it: no later batch makes it whole (a kept whole copy stays)
     whole_.erase(parts->first);
-    return std::unexpected(make_error(errc::io_error, parts->first + ": the copy's write failed: " + e.message()));
+    return std::unexpected(
+        make_error(errc::io_error, parts->first + ": the copy's write failed: " + e.message()));
   }
   if ((rest[0] & batch_completes_copy) != 0) {
     if (auto e = promote(parts->first)) {
       copies_.erase(parts->first);
-      return std::unexpected(make_error(errc::io_error, parts->first + ": the new copy could not replace the last whole one: " + e.message()));
+      return std::unexpected(make_error(
+          errc::io_error,
+          parts->first + ": the new copy could not replace the last whole one: " + e.message()));
     }
     whole_.insert(parts->first);
   }
@@ -271,7 +304,7 @@ std::expected<link_bytes, error> metadata_replicas::answer(std::uint16_t type, s
 std::error_code metadata_replicas::promote(const std::string& pool) {
   const auto kept = kept_.find(pool);
   if (kept == kept_.end()) return {};  // made in the whole directory
-  copies_.erase(pool);  // closed: flushed, its lock released
+  copies_.erase(pool);                 // closed: flushed, its lock released
   kept_.erase(kept);
   std::error_code ec;
   std::filesystem::remove_all(whole_directory(pool), ec);
@@ -298,7 +331,8 @@ std::filesystem::path metadata_replicas::next_directory(const std::string& pool)
   return pools_dir_ / (*pool_directory(pool) + ".next");
 }
 
-std::unique_ptr<tiering::metadata_store> metadata_replicas::open_empty(const std::filesystem::path& dir, std::string& why) {
+std::unique_ptr<tiering::metadata_store> metadata_replicas::open_empty(
+    const std::filesystem::path& dir, std::string& why) {
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);  // a copy always begins empty
   std::filesystem::create_directories(dir, ec);
@@ -347,12 +381,13 @@ void metadata_replicas::adopt_now(const std::string& pool) {
 }
 
 void metadata_replicas::take(const std::string& pool, std::function<void(bool)> done) {
-  boost::asio::post(thread_, [this, pool, done = std::move(done), alive = std::weak_ptr<int>(alive_)]() mutable {
-    const bool copied = take_now(pool);
-    boost::asio::post(loop_, [done = std::move(done), copied, alive]() mutable {
-      if (!alive.expired()) done(copied);
-    });
-  });
+  boost::asio::post(
+      thread_, [this, pool, done = std::move(done), alive = std::weak_ptr<int>(alive_)]() mutable {
+        const bool copied = take_now(pool);
+        boost::asio::post(loop_, [done = std::move(done), copied, alive]() mutable {
+          if (!alive.expired()) done(copied);
+        });
+      });
 }
 
 }  // namespace strata::controller

@@ -100,10 +100,11 @@ class pool_mirror final : public tiering::metadata_copy {
   std::condition_variable answered_;
   bool stopped_ = false;
   bool want_everything_ = false;
-  bool current_ = false;           // every batch sent so far reached the copy
-  std::optional<bool> recorded_;   // what the drives were last made to say
+  bool current_ = false;          // every batch sent so far reached the copy
+  std::optional<bool> recorded_;  // what the drives were last made to say
   std::uint64_t next_ticket_ = 0;
-  std::map<std::uint64_t, std::optional<bool>> results_;  // synced batches' outcomes, until waited for
+  std::map<std::uint64_t, std::optional<bool>>
+      results_;  // synced batches' outcomes, until waited for
   // The loop's: answers and posts that come after the mirror is gone see it expired.
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
@@ -112,7 +113,8 @@ class metadata_replicas {
  public:
   // Answers the metadata frames on `link`; the copies live under
   // `pools_dir` (STATE/pools), each opened with `loop` as its store's loop.
-  metadata_replicas(boost::asio::any_io_executor loop, std::filesystem::path pools_dir, partner_link& link);
+  metadata_replicas(boost::asio::any_io_executor loop, std::filesystem::path pools_dir,
+                    partner_link& link);
   // Answering no link: the caller hands it the frames with answer() and
   // takes copies with take_now(), always from one thread of its own (the
   // seeded simulation's partner, tests/sim).
@@ -143,7 +145,8 @@ class metadata_replicas {
   // caller's thread (for a link, the replicas' own thread): a
   // metadata_begin or metadata_batch frame answered, a copy closed, a
   // closed store adopted.
-  std::expected<link_bytes, error> answer(std::uint16_t type, std::span<const std::uint8_t> payload);
+  std::expected<link_bytes, error> answer(std::uint16_t type,
+                                          std::span<const std::uint8_t> payload);
   bool take_now(const std::string& pool);
   void adopt_now(const std::string& pool);
 
@@ -153,7 +156,8 @@ class metadata_replicas {
   std::filesystem::path whole_directory(const std::string& pool) const;
   std::filesystem::path next_directory(const std::string& pool) const;
   // An empty copy in `dir`, anything there before removed; null and `why` if it cannot be opened.
-  std::unique_ptr<tiering::metadata_store> open_empty(const std::filesystem::path& dir, std::string& why);
+  std::unique_ptr<tiering::metadata_store> open_empty(const std::filesystem::path& dir,
+                                                      std::string& why);
   // The copy being made anew of `pool` ended (its completing batch is in):
   // it replaces the whole one kept, in the whole one's directory.
   std::error_code promote(const std::string& pool);

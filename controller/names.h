@@ -16,7 +16,8 @@ inline bool valid_iscsi_name(std::string_view n) {
   std::string folded(n.substr(0, 4));
   for (char& c : folded) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (folded != "iqn." && folded != "eui." && folded != "naa.") return false;
-  return std::ranges::none_of(n, [](char c) { return c <= ' ' || c == ',' || static_cast<unsigned char>(c) >= 0x7f; });
+  return std::ranges::none_of(
+      n, [](char c) { return c <= ' ' || c == ',' || static_cast<unsigned char>(c) >= 0x7f; });
 }
 
 // An NVMe qualified name (NVMe Base 2.0, 4.5): "nqn." and at most 223
@@ -24,7 +25,8 @@ inline bool valid_iscsi_name(std::string_view n) {
 // compare it exactly).
 inline bool valid_nvme_name(std::string_view n) {
   if (n.size() > 223 || n.size() < 5 || !n.starts_with("nqn.")) return false;
-  return std::ranges::none_of(n, [](char c) { return c <= ' ' || static_cast<unsigned char>(c) >= 0x7f; });
+  return std::ranges::none_of(
+      n, [](char c) { return c <= ' ' || static_cast<unsigned char>(c) >= 0x7f; });
 }
 
 }  // namespace strata::controller

@@ -12,8 +12,9 @@ constexpr std::string_view prefix = "operations/op-";
 }  // namespace
 
 std::string operation_log::controller_of(std::string_view name) {
-  return name.starts_with(prefix) && name.size() > prefix.size() + 2 && name[prefix.size() + 1] == '-' &&
-                 name[prefix.size()] >= 'a' && name[prefix.size()] <= 'z'
+  return name.starts_with(prefix) && name.size() > prefix.size() + 2 &&
+                 name[prefix.size() + 1] == '-' && name[prefix.size()] >= 'a' &&
+                 name[prefix.size()] <= 'z'
              ? std::string(1, name[prefix.size()])
              : "a";
 }
@@ -25,11 +26,14 @@ std::string operation_log::name_of(std::uint64_t sequence) const {
 }
 
 operation_log::operation_log(config_store& config, std::string_view controller)
-    : config_(config), prefix_(std::string(prefix) + (controller == "a" ? "" : std::string(controller) + "-")) {
+    : config_(config),
+      prefix_(std::string(prefix) + (controller == "a" ? "" : std::string(controller) + "-")) {
   for (const auto& [key, bytes] : config_.list(prefix_)) {
     v1::Operation op;
     const std::string_view digits = std::string_view(key).substr(prefix_.size());
-    if (!op.ParseFromString(bytes) || digits.empty() || !std::ranges::all_of(digits, [](char c) { return c >= '0' && c <= '9'; })) continue;
+    if (!op.ParseFromString(bytes) || digits.empty() ||
+        !std::ranges::all_of(digits, [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
     next_ = std::max<std::uint64_t>(next_, std::stoull(std::string(digits)) + 1);
     if (op.state() == v1::Operation::RUNNING) interrupted_.push_back(op);
   }
@@ -46,7 +50,8 @@ void operation_log::write(const v1::Operation& op) {
   writer_.write(std::move(b));
 }
 
-v1::Operation operation_log::start(std::string kind, std::string resource, std::function<void()> cancel) {
+v1::Operation operation_log::start(std::string kind, std::string resource,
+                                   std::function<void()> cancel) {
   std::lock_guard hold(mutex_);
   running r;
   r.record.set_name(name_of(next_++));
@@ -73,19 +78,23 @@ void operation_log::progress(const std::string& name, double fraction) {
   write(it->second.record);
 }
 
-void operation_log::finish(const std::string& name, const std::expected<void, error>& outcome, bool cancelled) {
+void operation_log::finish(const std::string& name, const std::expected<void, error>& outcome,
+                           bool cancelled) {
   std::lock_guard hold(mutex_);
   v1::Operation op;
   if (const auto it = running_.find(name); it != running_.end()) {
     op = std::move(it->second.record);
     running_.erase(it);
-  } else if (const auto old = std::ranges::find(interrupted_, name, &v1::Operation::name); old != interrupted_.end()) {
+  } else if (const auto old = std::ranges::find(interrupted_, name, &v1::Operation::name);
+             old != interrupted_.end()) {
     op = *old;
     interrupted_.erase(old);
   } else {
     return;
   }
-  op.set_state(cancelled ? v1::Operation::CANCELLED : outcome ? v1::Operation::SUCCEEDED : v1::Operation::FAILED);
+  op.set_state(cancelled ? v1::Operation::CANCELLED
+               : outcome ? v1::Operation::SUCCEEDED
+                         : v1::Operation::FAILED);
   if (outcome) op.set_progress_fraction(cancelled ? op.progress_fraction() : 1.0);
   if (!outcome) {
     op.mutable_error()->set_code(13);  // INTERNAL, unless the owner says better in words
@@ -102,10 +111,13 @@ std::expected<v1::Operation, error> operation_log::cancel(const std::string& nam
     std::lock_guard hold(mutex_);
     const auto it = running_.find(name);
     if (it == running_.end()) {
-      if (!config_.get(name)) return std::unexpected(make_error(errc::not_found, name + " does not exist"));
+      if (!config_.get(name))
+        return std::unexpected(make_error(errc::not_found, name + " does not exist"));
       return std::unexpected(make_error(errc::invalid_argument, name + " has ended"));
     }
-    if (!it->second.cancel) return std::unexpected(make_error(errc::invalid_argument, name + " (" + it->second.record.kind() + ") cannot be stopped"));
+    if (!it->second.cancel)
+      return std::unexpected(make_error(
+          errc::invalid_argument, name + " (" + it->second.record.kind() + ") cannot be stopped"));
     stop = it->second.cancel;
     op = it->second.record;
   }

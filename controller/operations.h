@@ -52,7 +52,8 @@ class operation_log {
   v1::Operation start(std::string kind, std::string resource, std::function<void()> cancel = {});
   void progress(const std::string& name, double fraction);
   // Ends it: an error, or success; `cancelled` ends it CANCELLED.
-  void finish(const std::string& name, const std::expected<void, error>& outcome, bool cancelled = false);
+  void finish(const std::string& name, const std::expected<void, error>& outcome,
+              bool cancelled = false);
   // Asks operation `name` to stop. not_found; invalid_argument if it has
   // ended or cannot be stopped.
   std::expected<v1::Operation, error> cancel(const std::string& name);

@@ -37,7 +37,8 @@ constexpr std::uint16_t spare_claim = partner_link::first_user_type + 10;
 
 class partner {
  public:
-  partner(boost::asio::any_io_executor loop, config_store& config, event_log& events, partner_link_options options);
+  partner(boost::asio::any_io_executor loop, config_store& config, event_log& events,
+          partner_link_options options);
   ~partner();
   partner(const partner&) = delete;
   partner& operator=(const partner&) = delete;
@@ -64,8 +65,8 @@ class partner {
   // Starts this controller's drive heartbeat on `drives` (heartbeat.h),
   // renewing `own`, carrying configuration `generation`, and watching the
   // partner's; `renewed` runs on the loop after each beat that renewed `own`.
-  void start_heartbeats(device::clock& clock, std::vector<heartbeat_drive> drives, lease& own, std::uint64_t generation,
-                        std::function<void()> renewed);
+  void start_heartbeats(device::clock& clock, std::vector<heartbeat_drive> drives, lease& own,
+                        std::uint64_t generation, std::function<void()> renewed);
   // Stops it; with `clean`, a last beat says this controller stopped.
   void stop_heartbeats(bool clean, std::function<void()> done);
   // The newest configuration generation held here, for the drive
@@ -82,7 +83,9 @@ class partner {
   // generation when it is back).
   void replicate(const config_batch& change, std::function<void(std::expected<void, error>)> done);
   // Any request to the partner (link_type's), answered in any order.
-  void call(std::uint16_t type, link_bytes payload, link_reply done) { link_.call(type, std::move(payload), std::move(done)); }
+  void call(std::uint16_t type, link_bytes payload, link_reply done) {
+    link_.call(type, std::move(payload), std::move(done));
+  }
   // Management calls from the partner (link_type::management_call, and
   // management_delegated: `delegated` true): `answer` runs on a thread of
   // its own (it blocks), one call at a time, and its bytes are the reply.

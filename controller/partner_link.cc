@@ -5,6 +5,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -12,7 +13,6 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <optional>
@@ -84,14 +84,16 @@ std::array<std::uint8_t, header_bytes> encode(const header& h) {
 // The header in `b`, or why it is not one of ours.
 std::expected<header, std::string> decode(const std::array<std::uint8_t, header_bytes>& b) {
   if (get(b.data(), 4) != magic) return std::unexpected("not a partner link frame (bad magic)");
-  if (get(b.data() + 24, 4) != crc32c({b.data(), 24})) return std::unexpected("a frame header failed its CRC");
+  if (get(b.data() + 24, 4) != crc32c({b.data(), 24}))
+    return std::unexpected("a frame header failed its CRC");
   header h;
   h.type = static_cast<std::uint16_t>(get(b.data() + 4, 2));
   h.flags = static_cast<std::uint16_t>(get(b.data() + 6, 2));
   h.id = get(b.data() + 8, 8);
   h.length = static_cast<std::uint32_t>(get(b.data() + 16, 4));
   h.status = static_cast<std::uint32_t>(get(b.data() + 20, 4));
-  if (h.length > partner_link::max_payload_bytes) return std::unexpected("a frame of " + std::to_string(h.length) + " bytes, above the limit");
+  if (h.length > partner_link::max_payload_bytes)
+    return std::unexpected("a frame of " + std::to_string(h.length) + " bytes, above the limit");
   return h;
 }
 
@@ -108,7 +110,8 @@ std::optional<nonce> fresh_nonce() {
 // What proves the key: HMAC-SHA256 over the role, both nonces (the
 // prover's peer's first) and the prover's name. The role keeps one side's
 // proof from being replayed as the other's.
-mac proof_of(const link_key& key, std::string_view role, const nonce& theirs, const nonce& ours, const std::string& name) {
+mac proof_of(const link_key& key, std::string_view role, const nonce& theirs, const nonce& ours,
+             const std::string& name) {
   std::vector<std::uint8_t> text;
   const std::string label = "strata-link/1 " + std::string(role);
   text.insert(text.end(), label.begin(), label.end());
@@ -117,11 +120,14 @@ mac proof_of(const link_key& key, std::string_view role, const nonce& theirs, co
   text.insert(text.end(), name.begin(), name.end());
   mac m{};
   unsigned int length = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), text.data(), text.size(), m.data(), &length);
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), text.data(), text.size(), m.data(),
+       &length);
   return m;
 }
 
-bool same(const mac& a, std::span<const std::uint8_t> b) { return b.size() == a.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0; }
+bool same(const mac& a, std::span<const std::uint8_t> b) {
+  return b.size() == a.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
 
 // A name on the wire: one length byte, then the bytes.
 void put_name(link_bytes& out, const std::string& name) {
@@ -135,7 +141,9 @@ std::optional<std::string> take_name(std::span<const std::uint8_t>& in) {
   return name;
 }
 
-std::string endpoint_text(const tcp::endpoint& e) { return e.address().to_string() + ":" + std::to_string(e.port()); }
+std::string endpoint_text(const tcp::endpoint& e) {
+  return e.address().to_string() + ":" + std::to_string(e.port());
+}
 
 }  // namespace
 
@@ -152,14 +160,18 @@ class partner_link::connection : public std::enable_shared_from_this<connection>
     write_wake_.expires_at(asio::steady_timer::time_point::max());
     boost::system::error_code ec;
     const auto peer = socket_.remote_endpoint(ec);
-    peer_ = ec ? "an unknown address" : peer.address().to_string();  // not the port: a caller's changes with each try
+    peer_ = ec ? "an unknown address"
+               : peer.address().to_string();  // not the port: a caller's changes with each try
   }
 
   void start() {
     auto self = shared_from_this();
-    asio::co_spawn(socket_.get_executor(), [self] { return self->run(); }, asio::detached);
-    asio::co_spawn(socket_.get_executor(), [self] { return self->writer(); }, asio::detached);
-    asio::co_spawn(socket_.get_executor(), [self] { return self->watchdog(); }, asio::detached);
+    asio::co_spawn(
+        socket_.get_executor(), [self] { return self->run(); }, asio::detached);
+    asio::co_spawn(
+        socket_.get_executor(), [self] { return self->writer(); }, asio::detached);
+    asio::co_spawn(
+        socket_.get_executor(), [self] { return self->watchdog(); }, asio::detached);
   }
 
   // Closes once; the link hears why if this was its connection.
@@ -172,7 +184,9 @@ class partner_link::connection : public std::enable_shared_from_this<connection>
     write_wake_.cancel();
     watch_.cancel();
     auto waiting = std::move(waiting_);
-    for (auto& [id, done] : waiting) done(std::unexpected(make_error(errc::canceled, "the partner link went down before the answer: " + why)));
+    for (auto& [id, done] : waiting)
+      done(std::unexpected(
+          make_error(errc::canceled, "the partner link went down before the answer: " + why)));
     if (!alive_.expired()) link_->lost(this, why);
   }
 
@@ -195,7 +209,9 @@ class partner_link::connection : public std::enable_shared_from_this<connection>
     write_wake_.cancel();
   }
 
-  void send_text(std::uint16_t t, const std::string& text) { send({t, 0, 0, 0, 0}, link_bytes(text.begin(), text.end())); }
+  void send_text(std::uint16_t t, const std::string& text) {
+    send({t, 0, 0, 0, 0}, link_bytes(text.begin(), text.end()));
+  }
 
   // Tells the peer why, and closes (after the refusal is written).
   void refuse(const std::string& why, const std::string& event) {
@@ -209,12 +225,14 @@ class partner_link::connection : public std::enable_shared_from_this<connection>
     std::array<std::uint8_t, header_bytes> raw{};
     auto [ec, n] = co_await asio::async_read(socket_, asio::buffer(raw), use_tuple);
     if (ec) {
-      close(ec == asio::error::eof ? "the partner closed the connection" : "reading: " + ec.message());
+      close(ec == asio::error::eof ? "the partner closed the connection"
+                                   : "reading: " + ec.message());
       co_return false;
     }
     auto decoded = decode(raw);
     if (!decoded) {
-      if (!alive_.expired()) link_->refused("partner link: " + peer_ + " sent " + decoded.error() + "; closed");
+      if (!alive_.expired())
+        link_->refused("partner link: " + peer_ + " sent " + decoded.error() + "; closed");
       close(decoded.error());
       co_return false;
     }
@@ -286,18 +304,25 @@ asio::awaitable<bool> partner_link::connection::handshake() {
     std::span<const std::uint8_t> in(p);
     const auto name = h.type == type::challenge ? take_name(in) : std::nullopt;
     if (!name || in.size() != nonce_bytes + mac_bytes) {
-      refuse("expected a challenge", "partner link: " + peer_ + " answered our hello with something else than a challenge; closed");
+      refuse("expected a challenge",
+             "partner link: " + peer_ +
+                 " answered our hello with something else than a challenge; closed");
       co_return false;
     }
     if (*name != options_.partner) {
-      refuse("this is controller " + options_.self + "; it links only with controller " + options_.partner,
-             "partner link: " + peer_ + " is controller " + *name + ", not " + options_.partner + "; closed");
+      refuse("this is controller " + options_.self + "; it links only with controller " +
+                 options_.partner,
+             "partner link: " + peer_ + " is controller " + *name + ", not " + options_.partner +
+                 "; closed");
       co_return false;
     }
     nonce theirs{};
     std::memcpy(theirs.data(), in.data(), nonce_bytes);
     if (!same(proof_of(options_.key, "listener", ours, theirs, *name), in.subspan(nonce_bytes))) {
-      refuse("wrong link key", "partner link: " + peer_ + " does not hold this array's link key (another array, or not a controller); closed");
+      refuse(
+          "wrong link key",
+          "partner link: " + peer_ +
+              " does not hold this array's link key (another array, or not a controller); closed");
       co_return false;
     }
     const mac mine = proof_of(options_.key, "dialer", theirs, ours, options_.self);
@@ -305,7 +330,8 @@ asio::awaitable<bool> partner_link::connection::handshake() {
     if (!co_await read_frame(h, p)) co_return false;
     if (refused_by_peer(h, p)) co_return false;
     if (h.type != type::welcome) {
-      refuse("expected a welcome", "partner link: " + peer_ + " sent an unexpected frame in the handshake; closed");
+      refuse("expected a welcome",
+             "partner link: " + peer_ + " sent an unexpected frame in the handshake; closed");
       co_return false;
     }
     co_return true;
@@ -314,7 +340,9 @@ asio::awaitable<bool> partner_link::connection::handshake() {
   if (!co_await read_frame(h, p)) co_return false;
   std::span<const std::uint8_t> in(p);
   if (h.type != type::hello || in.size() < 2) {
-    refuse("a partner link starts with a hello", "partner link: " + peer_ + " is not a Strata controller (its first frame was no hello); closed");
+    refuse("a partner link starts with a hello",
+           "partner link: " + peer_ +
+               " is not a Strata controller (its first frame was no hello); closed");
     co_return false;
   }
   if (const auto v = static_cast<std::uint16_t>(get(in.data(), 2)); v != version) {
@@ -329,8 +357,10 @@ asio::awaitable<bool> partner_link::connection::handshake() {
     co_return false;
   }
   if (*name != options_.partner) {
-    refuse("this is controller " + options_.self + "; it links only with controller " + options_.partner,
-           "partner link: " + peer_ + " says it is controller " + *name + ", not " + options_.partner + "; closed");
+    refuse("this is controller " + options_.self + "; it links only with controller " +
+               options_.partner,
+           "partner link: " + peer_ + " says it is controller " + *name + ", not " +
+               options_.partner + "; closed");
     co_return false;
   }
   nonce theirs{};
@@ -344,8 +374,10 @@ asio::awaitable<bool> partner_link::connection::handshake() {
   if (!co_await read_frame(h, p)) co_return false;
   if (refused_by_peer(h, p)) co_return false;
   if (h.type != type::proof || !same(proof_of(options_.key, "dialer", ours, theirs, *name), p)) {
-    refuse("wrong link key", "partner link: " + peer_ + " (calling itself controller " + *name +
-                                 ") does not hold this array's link key (another array, or not a controller); closed");
+    refuse(
+        "wrong link key",
+        "partner link: " + peer_ + " (calling itself controller " + *name +
+            ") does not hold this array's link key (another array, or not a controller); closed");
     co_return false;
   }
   send({type::welcome, 0, 0, 0, 0}, {});
@@ -378,7 +410,8 @@ void partner_link::connection::on_frame(const header& h, link_bytes payload) {
     if (h.status == 0) {
       done(std::move(payload));
     } else {
-      done(std::unexpected(error{make_error_code(static_cast<errc>(h.status)), std::string(payload.begin(), payload.end())}));
+      done(std::unexpected(error{make_error_code(static_cast<errc>(h.status)),
+                                 std::string(payload.begin(), payload.end())}));
     }
     return;
   }
@@ -386,20 +419,23 @@ void partner_link::connection::on_frame(const header& h, link_bytes payload) {
   auto handler = link_->handlers_.find(h.type);
   if (handler == link_->handlers_.end()) {
     const std::string why = "no handler for frame type " + std::to_string(h.type);
-    send({h.type, flag_response, h.id, 0, static_cast<std::uint32_t>(errc::not_supported)}, link_bytes(why.begin(), why.end()));
+    send({h.type, flag_response, h.id, 0, static_cast<std::uint32_t>(errc::not_supported)},
+         link_bytes(why.begin(), why.end()));
     return;
   }
   std::weak_ptr<connection> weak = weak_from_this();
-  handler->second(std::move(payload), [weak, t = h.type, id = h.id](std::expected<link_bytes, error> r) {
-    auto c = weak.lock();
-    if (!c) return;  // the connection that asked has gone: so has the asker
-    if (r) {
-      c->send({t, flag_response, id, 0, 0}, std::move(*r));
-    } else {
-      const std::string& why = r.error().message;
-      c->send({t, flag_response, id, 0, static_cast<std::uint32_t>(r.error().code.value())}, link_bytes(why.begin(), why.end()));
-    }
-  });
+  handler->second(
+      std::move(payload), [weak, t = h.type, id = h.id](std::expected<link_bytes, error> r) {
+        auto c = weak.lock();
+        if (!c) return;  // the connection that asked has gone: so has the asker
+        if (r) {
+          c->send({t, flag_response, id, 0, 0}, std::move(*r));
+        } else {
+          const std::string& why = r.error().message;
+          c->send({t, flag_response, id, 0, static_cast<std::uint32_t>(r.error().code.value())},
+                  link_bytes(why.begin(), why.end()));
+        }
+      });
 }
 
 asio::awaitable<void> partner_link::connection::writer() {
@@ -434,7 +470,9 @@ asio::awaitable<void> partner_link::connection::watchdog() {
       watch_.expires_at(born_ + options_.handshake_limit);
       co_await watch_.async_wait(use_tuple);
       if (!closed_ && !authenticated_ && clock::now() >= born_ + options_.handshake_limit) {
-        if (!alive_.expired()) link_->refused("partner link: " + peer_ + " did not finish the handshake in time; closed");
+        if (!alive_.expired())
+          link_->refused("partner link: " + peer_ +
+                         " did not finish the handshake in time; closed");
         close("the handshake took too long");
       }
       continue;
@@ -442,7 +480,8 @@ asio::awaitable<void> partner_link::connection::watchdog() {
     const auto silent = clock::now() - heard_;
     if (silent >= options_.silence_limit) {
       close("nothing heard from the partner for " +
-            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) + " ms");
+            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
+            " ms");
       co_return;
     }
     link_bytes beat(8);
@@ -453,7 +492,8 @@ asio::awaitable<void> partner_link::connection::watchdog() {
   }
 }
 
-partner_link::partner_link(asio::any_io_executor loop, partner_link_options options) : loop_(std::move(loop)), options_(std::move(options)) {}
+partner_link::partner_link(asio::any_io_executor loop, partner_link_options options)
+    : loop_(std::move(loop)), options_(std::move(options)) {}
 
 partner_link::~partner_link() {
   stop();
@@ -473,7 +513,10 @@ std::expected<void, error> partner_link::start() {
   if (!ec) acceptor_->set_option(tcp::acceptor::reuse_address(true), ec);
   if (!ec) acceptor_->bind(options_.listen_at, ec);
   if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) return std::unexpected(make_error(errc::io_error, "partner link: cannot listen on " + endpoint_text(options_.listen_at) + ": " + ec.message()));
+  if (ec)
+    return std::unexpected(make_error(errc::io_error, "partner link: cannot listen on " +
+                                                          endpoint_text(options_.listen_at) + ": " +
+                                                          ec.message()));
   accept();
   return {};
 }
@@ -486,28 +529,31 @@ tcp::endpoint partner_link::listen_endpoint() const {
 }
 
 void partner_link::accept() {
-  acceptor_->async_accept([this, alive = std::weak_ptr<int>(alive_)](boost::system::error_code ec, tcp::socket socket) {
-    if (ec || alive.expired() || stopped_) return;
-    socket.set_option(tcp::no_delay(true), ec);
-    // Each caller proves itself in its handshake; until then it is nobody.
-    auto c = std::make_shared<connection>(*this, std::move(socket), false);
-    track(c);
-    c->start();
-    accept();
-  });
+  acceptor_->async_accept(
+      [this, alive = std::weak_ptr<int>(alive_)](boost::system::error_code ec, tcp::socket socket) {
+        if (ec || alive.expired() || stopped_) return;
+        socket.set_option(tcp::no_delay(true), ec);
+        // Each caller proves itself in its handshake; until then it is nobody.
+        auto c = std::make_shared<connection>(*this, std::move(socket), false);
+        track(c);
+        c->start();
+        accept();
+      });
 }
 
 void partner_link::dial() {
   if (stopped_ || current_ || dialing_) return;
   auto socket = std::make_shared<tcp::socket>(loop_);
-  socket->async_connect(options_.dial_at.value_or(options_.listen_at), [this, socket, alive = std::weak_ptr<int>(alive_)](boost::system::error_code ec) {
-    if (alive.expired() || stopped_) return;
-    if (ec) return redial_later();
-    socket->set_option(tcp::no_delay(true), ec);
-    dialing_ = std::make_shared<connection>(*this, std::move(*socket), true);
-    track(dialing_);
-    dialing_->start();
-  });
+  socket->async_connect(
+      options_.dial_at.value_or(options_.listen_at),
+      [this, socket, alive = std::weak_ptr<int>(alive_)](boost::system::error_code ec) {
+        if (alive.expired() || stopped_) return;
+        if (ec) return redial_later();
+        socket->set_option(tcp::no_delay(true), ec);
+        dialing_ = std::make_shared<connection>(*this, std::move(*socket), true);
+        track(dialing_);
+        dialing_->start();
+      });
 }
 
 void partner_link::authenticated(std::shared_ptr<connection> c) {
@@ -568,7 +614,9 @@ void partner_link::stop() {
   if (current_) current_->close("the link was stopped");
 }
 
-void partner_link::handle(std::uint16_t t, std::function<void(link_bytes, link_reply)> handler) { handlers_[t] = std::move(handler); }
+void partner_link::handle(std::uint16_t t, std::function<void(link_bytes, link_reply)> handler) {
+  handlers_[t] = std::move(handler);
+}
 
 void partner_link::call(std::uint16_t t, link_bytes payload, link_reply done) {
   if (!current_) {
@@ -577,8 +625,10 @@ void partner_link::call(std::uint16_t t, link_bytes payload, link_reply done) {
   }
   if (payload.size() > max_payload_bytes) {
     // The partner would take it for garbage and drop the link: refused here.
-    done(std::unexpected(make_error(errc::invalid_argument, "a partner link request of " + std::to_string(payload.size()) +
-                                                                " bytes, above the limit of " + std::to_string(max_payload_bytes))));
+    done(std::unexpected(make_error(errc::invalid_argument,
+                                    "a partner link request of " + std::to_string(payload.size()) +
+                                        " bytes, above the limit of " +
+                                        std::to_string(max_payload_bytes))));
     return;
   }
   current_->call(t, std::move(payload), std::move(done));

@@ -63,7 +63,8 @@ class partner_link {
  public:
   // Application frame types start here; below are the link's own.
   static constexpr std::uint16_t first_user_type = 16;
-  static constexpr std::uint32_t max_payload_bytes = (16u << 20) + 65536;  // a forwarded 16 MiB write and its command
+  static constexpr std::uint32_t max_payload_bytes =
+      (16u << 20) + 65536;  // a forwarded 16 MiB write and its command
 
   partner_link(boost::asio::any_io_executor loop, partner_link_options options);
   ~partner_link();
@@ -82,7 +83,8 @@ class partner_link {
 
   // Requests of `type` (>= first_user_type) are given to `handler`, which
   // answers through the reply (at once or later).
-  void handle(std::uint16_t type, std::function<void(link_bytes payload, link_reply reply)> handler);
+  void handle(std::uint16_t type,
+              std::function<void(link_bytes payload, link_reply reply)> handler);
   // Sends a request of `type` and calls `done` with the answer; errc::canceled
   // at once while the link is down, or when it goes down first;
   // invalid_argument at once for a payload over max_payload_bytes.
@@ -113,14 +115,16 @@ class partner_link {
   partner_link_options options_;
   std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
   std::unique_ptr<boost::asio::steady_timer> redial_;
-  std::shared_ptr<connection> current_;     // the authenticated connection, if any
-  std::shared_ptr<connection> dialing_;     // the dialer's connection being made
-  std::vector<std::weak_ptr<connection>> unproven_;  // connections in their handshake: closed by stop()
+  std::shared_ptr<connection> current_;  // the authenticated connection, if any
+  std::shared_ptr<connection> dialing_;  // the dialer's connection being made
+  std::vector<std::weak_ptr<connection>>
+      unproven_;  // connections in their handshake: closed by stop()
   std::string last_refusal_;
   int refusals_in_a_row_ = 0;
   std::map<std::uint16_t, std::function<void(link_bytes, link_reply)>> handlers_;
   bool stopped_ = false;
-  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // callbacks check it after the link is gone
+  std::shared_ptr<int> alive_ =
+      std::make_shared<int>(0);  // callbacks check it after the link is gone
 };
 
 }  // namespace strata::controller

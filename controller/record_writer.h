@@ -48,7 +48,9 @@ class record_writer {
 
 // Wall-clock time for records an administrator reads.
 inline std::int64_t unix_ms_now() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 }  // namespace strata::controller

@@ -22,14 +22,19 @@ std::string slot(const char* kind, int i) {
   return name;
 }
 
-std::uint64_t whole_blocks(std::uint64_t bytes) { return bytes / drive_block_bytes * drive_block_bytes; }
+std::uint64_t whole_blocks(std::uint64_t bytes) {
+  return bytes / drive_block_bytes * drive_block_bytes;
+}
 }  // namespace
 
 std::span<const timing_model_info> timing_models() {
   static const timing_model_info models[] = {
-      {"nl_sas_7k2", drive_kind::hdd, "model NL-SAS 7.2k", whole_blocks(device::hdd_profile::nl_sas_7k2().capacity_bytes)},
-      {"sas_10k", drive_kind::hdd, "model SAS 10k", whole_blocks(device::hdd_profile::sas_10k().capacity_bytes)},
-      {"sas_12g", drive_kind::ssd, "model SAS SSD 12G", whole_blocks(device::ssd_profile::sas_12g().capacity_bytes)},
+      {"nl_sas_7k2", drive_kind::hdd, "model NL-SAS 7.2k",
+       whole_blocks(device::hdd_profile::nl_sas_7k2().capacity_bytes)},
+      {"sas_10k", drive_kind::hdd, "model SAS 10k",
+       whole_blocks(device::hdd_profile::sas_10k().capacity_bytes)},
+      {"sas_12g", drive_kind::ssd, "model SAS SSD 12G",
+       whole_blocks(device::ssd_profile::sas_12g().capacity_bytes)},
   };
   return models;
 }
@@ -49,25 +54,35 @@ std::vector<drive_spec> default_shelf() {
   std::vector<drive_spec> drives;
   const timing_model_info& hdd = default_timing_model(drive_kind::hdd);
   const timing_model_info& ssd = default_timing_model(drive_kind::ssd);
-  for (int i = 0; i < 20; ++i) drives.push_back({slot("hdd", i), drive_kind::hdd, hdd.nominal_bytes, {}, std::string(hdd.name)});
-  for (int i = 0; i < 2; ++i) drives.push_back({slot("ssd", i), drive_kind::ssd, ssd.nominal_bytes, {}, std::string(ssd.name)});
+  for (int i = 0; i < 20; ++i)
+    drives.push_back(
+        {slot("hdd", i), drive_kind::hdd, hdd.nominal_bytes, {}, std::string(hdd.name)});
+  for (int i = 0; i < 2; ++i)
+    drives.push_back(
+        {slot("ssd", i), drive_kind::ssd, ssd.nominal_bytes, {}, std::string(ssd.name)});
   drives.push_back({slot("ssd", 2), drive_kind::ssd, read_cache_bytes, {}, std::string(ssd.name)});
-  for (int i = 3; i < 5; ++i) drives.push_back({slot("ssd", i), drive_kind::ssd, write_log_bytes, {}, std::string(ssd.name)});
+  for (int i = 3; i < 5; ++i)
+    drives.push_back({slot("ssd", i), drive_kind::ssd, write_log_bytes, {}, std::string(ssd.name)});
   return drives;
 }
 
 std::vector<drive_spec> dual_shelf() {
   std::vector<drive_spec> drives = default_shelf();
   const timing_model_info& ssd = default_timing_model(drive_kind::ssd);
-  for (int i = 5; i < 7; ++i) drives.push_back({slot("ssd", i), drive_kind::ssd, ssd.nominal_bytes, {}, std::string(ssd.name)});
+  for (int i = 5; i < 7; ++i)
+    drives.push_back(
+        {slot("ssd", i), drive_kind::ssd, ssd.nominal_bytes, {}, std::string(ssd.name)});
   drives.push_back({slot("ssd", 7), drive_kind::ssd, read_cache_bytes, {}, std::string(ssd.name)});
-  for (int i = 8; i < 10; ++i) drives.push_back({slot("ssd", i), drive_kind::ssd, write_log_bytes, {}, std::string(ssd.name)});
+  for (int i = 8; i < 10; ++i)
+    drives.push_back({slot("ssd", i), drive_kind::ssd, write_log_bytes, {}, std::string(ssd.name)});
   return drives;
 }
 
-std::expected<std::unique_ptr<shelf>, error> shelf::open(device::io_ring& ring, device::clock& clock,
+std::expected<std::unique_ptr<shelf>, error> shelf::open(device::io_ring& ring,
+                                                         device::clock& clock,
                                                          const std::filesystem::path& directory,
-                                                         const std::vector<drive_spec>& drives, const shelf_options& options) {
+                                                         const std::vector<drive_spec>& drives,
+                                                         const shelf_options& options) {
   std::unique_ptr<shelf> s(new shelf(ring, clock, directory, options));
   for (const drive_spec& d : drives) {
     if (auto added = s->add(d); !added) return std::unexpected(added.error());
@@ -78,19 +93,25 @@ std::expected<std::unique_ptr<shelf>, error> shelf::open(device::io_ring& ring, 
 std::expected<std::size_t, error> shelf::add(const drive_spec& spec) {
   drive_spec d = spec;
   const bool simulated = d.path.empty();
-  auto refuse = [&](errc code, const std::string& why) { return std::unexpected(make_error(code, "shelf: drive " + d.name + ": " + why)); };
+  auto refuse = [&](errc code, const std::string& why) {
+    return std::unexpected(make_error(code, "shelf: drive " + d.name + ": " + why));
+  };
   if (simulated && d.timing_model.empty()) d.timing_model = default_timing_model(d.kind).name;
   const timing_model_info* model = nullptr;
   if (!d.timing_model.empty()) {
     model = find_timing_model(d.timing_model);
-    if (model == nullptr) return refuse(errc::invalid_argument, "no timing model \"" + d.timing_model + "\"");
+    if (model == nullptr)
+      return refuse(errc::invalid_argument, "no timing model \"" + d.timing_model + "\"");
     if (model->kind != d.kind) {
-      return refuse(errc::invalid_argument, "the timing model " + d.timing_model + " is of " + (model->kind == drive_kind::hdd ? "an HDD" : "an SSD") +
-                                                ", the drive is " + (d.kind == drive_kind::hdd ? "an HDD" : "an SSD"));
+      return refuse(errc::invalid_argument,
+                    "the timing model " + d.timing_model + " is of " +
+                        (model->kind == drive_kind::hdd ? "an HDD" : "an SSD") + ", the drive is " +
+                        (d.kind == drive_kind::hdd ? "an HDD" : "an SSD"));
     }
   }
   if ((simulated && d.bytes == 0) || d.bytes % drive_block_bytes != 0) {
-    return refuse(errc::invalid_argument, std::to_string(d.bytes) + " bytes is not a whole number of 4 KiB blocks");
+    return refuse(errc::invalid_argument,
+                  std::to_string(d.bytes) + " bytes is not a whole number of 4 KiB blocks");
   }
   device::file_options options;
   options.logical_block_size_bytes = drive_block_bytes;
@@ -98,18 +119,24 @@ std::expected<std::size_t, error> shelf::add(const drive_spec& spec) {
   if (simulated) {
     std::error_code ec;
     std::filesystem::create_directories(directory_, ec);
-    if (ec) return std::unexpected(make_error(errc::io_error, "shelf: cannot create " + directory_.string() + ": " + ec.message()));
+    if (ec)
+      return std::unexpected(make_error(
+          errc::io_error, "shelf: cannot create " + directory_.string() + ": " + ec.message()));
     d.path = directory_ / (d.name + ".img");
     options.create = true;  // sparse, if missing (the first start); reopened as it is after
   }
   auto file = device::file_device::open(ring_, d.path.string(), options);
-  if (!file) return std::unexpected(error{file.error().code, "shelf: drive " + d.name + ": " + file.error().message});
+  if (!file)
+    return std::unexpected(
+        error{file.error().code, "shelf: drive " + d.name + ": " + file.error().message});
   const device::block_geometry& g = (*file)->geometry();
   d.bytes = g.block_count * g.logical_block_size_bytes;
   std::unique_ptr<device::block_device> front;
   if (model != nullptr && model->kind == drive_kind::hdd) {
     front = std::make_unique<device::hdd_model>(**file, clock_,
-                                                model->name == "sas_10k" ? device::hdd_profile::sas_10k() : device::hdd_profile::nl_sas_7k2());
+                                                model->name == "sas_10k"
+                                                    ? device::hdd_profile::sas_10k()
+                                                    : device::hdd_profile::nl_sas_7k2());
   } else if (model != nullptr) {
     front = std::make_unique<device::ssd_model>(**file, clock_, device::ssd_profile::sas_12g());
   }
@@ -117,22 +144,26 @@ std::expected<std::size_t, error> shelf::add(const drive_spec& spec) {
   std::unique_ptr<device::block_device> cache;
   if (options_.volatile_write_caches) {
     // The seed only drives faults this mode never injects (delays, reordering, tears).
-    cache = std::make_unique<device::fault_device>(beneath, clock_,
-                                                   device::fault_options{.seed = drives_.size() + 1, .volatile_write_cache = true});
+    cache = std::make_unique<device::fault_device>(
+        beneath, clock_,
+        device::fault_options{.seed = drives_.size() + 1, .volatile_write_cache = true});
   }
   // On top, the scheduler that puts the array's deferrable work (scrub,
-  // moves, cache fills) behind the hosts' I/O: one background request beside host I/O on an HDD (its one
-  // actuator), four on an SSD (its channels), more once the drive is quiet.
+  // moves, cache fills) behind the hosts' I/O: one background request beside host I/O on an HDD
+  // (its one actuator), four on an SSD (its channels), more once the drive is quiet.
   device::block_device& below = cache ? *cache : beneath;
   auto scheduler = std::make_unique<device::io_scheduler>(
       below, clock_,
       d.kind == drive_kind::hdd
-          ? device::io_scheduler_options{.busy_background_in_flight = 1, .idle_background_in_flight = 8,
+          ? device::io_scheduler_options{.busy_background_in_flight = 1,
+                                         .idle_background_in_flight = 8,
                                          .idle_wait = std::chrono::milliseconds(10)}
-          : device::io_scheduler_options{.busy_background_in_flight = 4, .idle_background_in_flight = 32,
+          : device::io_scheduler_options{.busy_background_in_flight = 4,
+                                         .idle_background_in_flight = 32,
                                          .idle_wait = std::chrono::milliseconds(1)});
   auto gate = std::make_unique<device::gate_device>(
-      *scheduler, [this] { return !fence_allowed_ || fence_allowed_(); }, [this] {
+      *scheduler, [this] { return !fence_allowed_ || fence_allowed_(); },
+      [this] {
         if (fence_on_hold_) fence_on_hold_();
       });
   drives_.push_back(gate.get());

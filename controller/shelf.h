@@ -37,7 +37,7 @@ namespace strata::controller {
 enum class drive_kind : std::uint8_t { hdd, ssd };
 
 struct drive_spec {
-  std::string name;             // "hdd-00": the slot's name, and a simulated drive's file's (name + ".img")
+  std::string name;  // "hdd-00": the slot's name, and a simulated drive's file's (name + ".img")
   drive_kind kind = drive_kind::hdd;
   // A simulated drive (empty path): its file's size, a whole number of
   // 4 KiB blocks. A drive at a path: how much of it to use, from its
@@ -58,10 +58,11 @@ struct drive_spec {
 // ssd_model.h): its name in records and the configuration file, the kind
 // of drive it models, and the model name a Disk record shows.
 struct timing_model_info {
-  std::string_view name;         // "nl_sas_7k2"
+  std::string_view name;  // "nl_sas_7k2"
   drive_kind kind;
   std::string_view description;  // "model NL-SAS 7.2k"
-  std::uint64_t nominal_bytes;   // a simulated drive's size when none is given, in whole 4 KiB blocks
+  std::uint64_t
+      nominal_bytes;  // a simulated drive's size when none is given, in whole 4 KiB blocks
 };
 // Every model: "nl_sas_7k2" and "sas_10k" (HDDs), "sas_12g" (SSDs).
 std::span<const timing_model_info> timing_models();
@@ -98,7 +99,8 @@ class shelf {
   // missing), the others at their paths; each behind its timing model, if
   // it has one. Fails naming the drive and the reason (an unknown model, a
   // model of the other kind, a missing or too small device).
-  static std::expected<std::unique_ptr<shelf>, error> open(device::io_ring& ring, device::clock& clock,
+  static std::expected<std::unique_ptr<shelf>, error> open(device::io_ring& ring,
+                                                           device::clock& clock,
                                                            const std::filesystem::path& directory,
                                                            const std::vector<drive_spec>& drives,
                                                            const shelf_options& options = {});
@@ -135,7 +137,8 @@ class shelf {
   void shut_lost(std::error_code why);
 
  private:
-  shelf(device::io_ring& ring, device::clock& clock, std::filesystem::path directory, const shelf_options& options)
+  shelf(device::io_ring& ring, device::clock& clock, std::filesystem::path directory,
+        const shelf_options& options)
       : ring_(ring), clock_(clock), directory_(std::move(directory)), options_(options) {}
   device::io_ring& ring_;
   device::clock& clock_;
@@ -143,13 +146,16 @@ class shelf {
   shelf_options options_;
   std::vector<drive_spec> specs_;
   std::vector<std::unique_ptr<device::block_device>> files_;
-  std::vector<std::unique_ptr<device::block_device>> models_;  // over files_; null for a drive with no model
-  std::vector<std::unique_ptr<device::block_device>> caches_;  // over models_ or files_; null without volatile_write_caches
-  std::vector<std::unique_ptr<device::block_device>> schedulers_;  // over caches_, models_ or files_
-  std::vector<std::unique_ptr<device::gate_device>> gates_;        // over schedulers_
-  std::vector<device::block_device*> raw_;                         // schedulers_[i]
-  std::vector<device::block_device*> drives_;                      // gates_[i]: the topmost
-  std::set<std::size_t> lost_;  // held for good
+  std::vector<std::unique_ptr<device::block_device>>
+      models_;  // over files_; null for a drive with no model
+  std::vector<std::unique_ptr<device::block_device>>
+      caches_;  // over models_ or files_; null without volatile_write_caches
+  std::vector<std::unique_ptr<device::block_device>>
+      schedulers_;                                           // over caches_, models_ or files_
+  std::vector<std::unique_ptr<device::gate_device>> gates_;  // over schedulers_
+  std::vector<device::block_device*> raw_;                   // schedulers_[i]
+  std::vector<device::block_device*> drives_;                // gates_[i]: the topmost
+  std::set<std::size_t> lost_;                               // held for good
   std::function<bool()> fence_allowed_;
   std::function<void()> fence_on_hold_;
 };

@@ -1,8 +1,10 @@
 // stratad: the array daemon (README.md).
 //
-//   stratad [--config FILE] [--state-dir DIR] [--shelf DIR] [--controller a|b] [--partner-link ADDR:PORT]
+//   stratad [--config FILE] [--state-dir DIR] [--shelf DIR] [--controller a|b] [--partner-link
+//   ADDR:PORT]
 //           [--partner-dial ADDR:PORT]
-//           [--iscsi ADDR:PORT] [--nvme ADDR:PORT|off] [--loops N] [--spin-us N] [--portal HOST:PORT]...
+//           [--iscsi ADDR:PORT] [--nvme ADDR:PORT|off] [--loops N] [--spin-us N] [--portal
+//           HOST:PORT]...
 //           [--nvme-portal HOST:PORT[,PORTID]]...
 //           [--grpc ADDR:PORT] [--grpc-tls-cert FILE --grpc-tls-key FILE --grpc-token-file FILE]
 //           [--small-shelf] [--volatile-drive-caches]
@@ -123,8 +125,8 @@
 #include <thread>
 
 #include "controller/array.h"
-#include "controller/remote_management.h"
 #include "controller/config_file.h"
+#include "controller/remote_management.h"
 #include "mgmt/http_server.h"
 #include "mgmt/server.h"
 #include "mgmt/service.h"
@@ -139,20 +141,27 @@ namespace {
 void say(const char* level, const std::string& what) {
   static const bool journal = std::getenv("JOURNAL_STREAM") != nullptr;
   const std::string_view l = level;
-  const char* priority = l == "critical" ? "<2>" : l == "error" ? "<3>" : l == "warning" ? "<4>" : "<6>";
+  const char* priority = l == "critical"  ? "<2>"
+                         : l == "error"   ? "<3>"
+                         : l == "warning" ? "<4>"
+                                          : "<6>";
   std::fprintf(stderr, "%sstratad: %s: %s\n", journal ? priority : "", level, what.c_str());
 }
 
 [[noreturn]] void usage(const std::string& problem) {
   say("error", problem);
-  std::fprintf(stderr,
-               "usage: stratad [--config FILE] [--state-dir DIR] [--shelf DIR] [--controller a|b] [--partner-link ADDR:PORT]\n"
-               "               [--partner-dial ADDR:PORT]\n"
-               "               [--iscsi ADDR:PORT] [--nvme ADDR:PORT|off] [--loops N] [--spin-us N] [--portal HOST:PORT]...\n"
-               "               [--nvme-portal HOST:PORT[,PORTID]]...\n"
-               "               [--grpc ADDR:PORT] [--grpc-tls-cert FILE --grpc-tls-key FILE --grpc-token-file FILE]\n"
-               "               [--http ADDR:PORT|off] [--console-dir DIR] [--heat-history-interval-s N]\n"
-               "               [--small-shelf] [--volatile-drive-caches] [--help] [--version]\n");
+  std::fprintf(
+      stderr,
+      "usage: stratad [--config FILE] [--state-dir DIR] [--shelf DIR] [--controller a|b] "
+      "[--partner-link ADDR:PORT]\n"
+      "               [--partner-dial ADDR:PORT]\n"
+      "               [--iscsi ADDR:PORT] [--nvme ADDR:PORT|off] [--loops N] [--spin-us N] "
+      "[--portal HOST:PORT]...\n"
+      "               [--nvme-portal HOST:PORT[,PORTID]]...\n"
+      "               [--grpc ADDR:PORT] [--grpc-tls-cert FILE --grpc-tls-key FILE "
+      "--grpc-token-file FILE]\n"
+      "               [--http ADDR:PORT|off] [--console-dir DIR] [--heat-history-interval-s N]\n"
+      "               [--small-shelf] [--volatile-drive-caches] [--help] [--version]\n");
   std::exit(2);
 }
 
@@ -169,18 +178,22 @@ int take_lock(const std::filesystem::path& state) {
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     char pid[32] = {};
     const ssize_t n = ::pread(fd, pid, sizeof pid - 1, 0);
-    say("error", "another stratad (pid " + std::string(pid, n > 0 ? static_cast<std::size_t>(n) : 0) + ") runs on " + state.string());
+    say("error", "another stratad (pid " +
+                     std::string(pid, n > 0 ? static_cast<std::size_t>(n) : 0) + ") runs on " +
+                     state.string());
     std::exit(1);
   }
   const std::string me = std::to_string(::getpid());
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) < 0) say("warning", "cannot write the pid to " + path);
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) < 0)
+    say("warning", "cannot write the pid to " + path);
   return fd;
 }
 
 // systemd's readiness protocol: one datagram to $NOTIFY_SOCKET.
 void notify_systemd(const char* state) {
   // Nothing without NOTIFY_SOCKET (not under systemd, or Type=simple).
-  if (const int r = sd_notify(0, state); r < 0) say("warning", std::string("cannot notify systemd: ") + std::strerror(-r));
+  if (const int r = sd_notify(0, state); r < 0)
+    say("warning", std::string("cannot notify systemd: ") + std::strerror(-r));
 }
 
 // --small-shelf: the embedded default's layout over small drives (the two
@@ -188,9 +201,12 @@ void notify_systemd(const char* state) {
 strata::controller::array_plan small_plan(bool dual) {
   using strata::controller::drive_kind;
   std::vector<strata::controller::drive_spec> d;
-  for (int i = 0; i < 10; ++i) d.push_back({"hdd-0" + std::to_string(i), drive_kind::hdd, 4ull << 30, {}, "nl_sas_7k2"});
-  for (int i = 0; i < (dual ? 10 : 5); ++i) d.push_back({"ssd-0" + std::to_string(i), drive_kind::ssd, 2ull << 30, {}, "sas_12g"});
-  return dual ? strata::controller::dual_plan(std::move(d), 1ull << 30) : strata::controller::default_plan(std::move(d), 1ull << 30);
+  for (int i = 0; i < 10; ++i)
+    d.push_back({"hdd-0" + std::to_string(i), drive_kind::hdd, 4ull << 30, {}, "nl_sas_7k2"});
+  for (int i = 0; i < (dual ? 10 : 5); ++i)
+    d.push_back({"ssd-0" + std::to_string(i), drive_kind::ssd, 2ull << 30, {}, "sas_12g"});
+  return dual ? strata::controller::dual_plan(std::move(d), 1ull << 30)
+              : strata::controller::default_plan(std::move(d), 1ull << 30);
 }
 
 // A portal on the network admits whoever its hosts admit: said once at
@@ -200,11 +216,13 @@ strata::controller::array_plan small_plan(bool dual) {
 void warn_open_hosts(const strata::controller::config_store& config, const std::string& portal) {
   for (const auto& [key, bytes] : config.list("hosts/")) {
     strata::v1::Host host;
-    if (!host.ParseFromString(bytes)) continue;  // the array refused to open on such a record already
+    if (!host.ParseFromString(bytes))
+      continue;  // the array refused to open on such a record already
     const auto access = strata::controller::host_access_of(host);
     if (access.any_initiator && !access.chap) {
-      say("warning", "the iSCSI portal " + portal + " is off loopback and " + key +
-                         " admits any initiator without CHAP: anyone who reaches the portal can use its LUNs");
+      say("warning",
+          "the iSCSI portal " + portal + " is off loopback and " + key +
+              " admits any initiator without CHAP: anyone who reaches the portal can use its LUNs");
     }
   }
 }
@@ -214,41 +232,69 @@ void warn_open_hosts(const strata::controller::config_store& config, const std::
 int main(int argc, char** argv) {
   namespace controller = strata::controller;
   // The command line, which overrides the file's [daemon] settings.
-  std::optional<std::filesystem::path> config_path, state_dir, shelf_dir, tls_cert, tls_key, token_file, console_dir;
-  std::optional<std::string> iscsi, nvme, grpc, http, partner_link, partner_dial, loops_text, spin_text;
+  std::optional<std::filesystem::path> config_path, state_dir, shelf_dir, tls_cert, tls_key,
+      token_file, console_dir;
+  std::optional<std::string> iscsi, nvme, grpc, http, partner_link, partner_dial, loops_text,
+      spin_text;
   std::optional<int> heat_history_interval_s;
   std::vector<std::string> nvme_portal_texts;
   std::string controller_name = "a";
   std::optional<std::vector<std::string>> portals;
   bool small_shelf = false;
   bool volatile_drive_caches = false;
-  CLI::App app{"stratad: the Strata array's daemon. With no configuration it serves the embedded default on this machine's\n"
-               "loopback (docs and flags: controller/stratad.cc, controller/strata.example.toml).",
-               "stratad"};
+  CLI::App app{
+      "stratad: the Strata array's daemon. With no configuration it serves the embedded default on "
+      "this machine's\n"
+      "loopback (docs and flags: controller/stratad.cc, controller/strata.example.toml).",
+      "stratad"};
   app.set_version_flag("--version", strata::mgmt::array_service::version);
-  app.add_option("--config", config_path, "a configuration file (TOML: controller/strata.example.toml)");
-  app.add_option("--state-dir", state_dir, "where the array keeps everything (default /var/lib/strata)");
-  app.add_option("--shelf", shelf_dir, "where the simulated drives' files are (default STATE/shelf)");
-  app.add_option("--controller", controller_name, "which of the array's two controllers this is")->check(CLI::IsMember({"a", "b"}));
-  app.add_option("--partner-link", partner_link, "the partner link's ADDR:PORT (b listens, a dials)");
-  app.add_option("--partner-dial", partner_dial, "controller a dials the partner link here instead (a relay; tests cut the link with it)");
+  app.add_option("--config", config_path,
+                 "a configuration file (TOML: controller/strata.example.toml)");
+  app.add_option("--state-dir", state_dir,
+                 "where the array keeps everything (default /var/lib/strata)");
+  app.add_option("--shelf", shelf_dir,
+                 "where the simulated drives' files are (default STATE/shelf)");
+  app.add_option("--controller", controller_name, "which of the array's two controllers this is")
+      ->check(CLI::IsMember({"a", "b"}));
+  app.add_option("--partner-link", partner_link,
+                 "the partner link's ADDR:PORT (b listens, a dials)");
+  app.add_option(
+      "--partner-dial", partner_dial,
+      "controller a dials the partner link here instead (a relay; tests cut the link with it)");
   app.add_option("--iscsi", iscsi, "the iSCSI portal, ADDR:PORT (default 127.0.0.1:3260)");
-  app.add_option("--nvme", nvme, "the NVMe/TCP port, ADDR:PORT or off (default: the iSCSI portal's address, port 4420, when that is 3260)");
-  app.add_option("--loops", loops_text, "how many loops (threads) run, 1 to 256 (default: the machine's cores)");
-  app.add_option("--spin-us", spin_text, "how long a loop polls for more work before it sleeps, in microseconds (default 100)");
-  app.add_option("--portal", portals, "a portal SendTargets names to initiators, HOST:PORT (repeat for several)");
-  app.add_option("--nvme-portal", nvme_portal_texts, "an NVMe/TCP port the discovery log names, HOST:PORT[,PORTID] (repeat for several)");
+  app.add_option("--nvme", nvme,
+                 "the NVMe/TCP port, ADDR:PORT or off (default: the iSCSI portal's address, port "
+                 "4420, when that is 3260)");
+  app.add_option("--loops", loops_text,
+                 "how many loops (threads) run, 1 to 256 (default: the machine's cores)");
+  app.add_option(
+      "--spin-us", spin_text,
+      "how long a loop polls for more work before it sleeps, in microseconds (default 100)");
+  app.add_option("--portal", portals,
+                 "a portal SendTargets names to initiators, HOST:PORT (repeat for several)");
+  app.add_option(
+      "--nvme-portal", nvme_portal_texts,
+      "an NVMe/TCP port the discovery log names, HOST:PORT[,PORTID] (repeat for several)");
   app.add_option("--grpc", grpc, "the management API's ADDR:PORT (default 127.0.0.1:50051)");
-  app.add_option("--grpc-tls-cert", tls_cert, "the API's PEM certificate chain (all three TLS options or none)");
+  app.add_option("--grpc-tls-cert", tls_cert,
+                 "the API's PEM certificate chain (all three TLS options or none)");
   app.add_option("--grpc-tls-key", tls_key, "the API's unencrypted PEM key");
-  app.add_option("--grpc-token-file", token_file, "a file whose one line is the bearer token every call must carry");
-  app.add_option("--http", http, "the HTTP side (JSON API, /metrics, the web console): ADDR:PORT or off (default: port 8080 at the iSCSI portal's address when that is port 3260, else off)");
-  app.add_option("--console-dir", console_dir, "serve the web console from this directory instead of the copy built in (development)")
+  app.add_option("--grpc-token-file", token_file,
+                 "a file whose one line is the bearer token every call must carry");
+  app.add_option("--http", http,
+                 "the HTTP side (JSON API, /metrics, the web console): ADDR:PORT or off (default: "
+                 "port 8080 at the iSCSI portal's address when that is port 3260, else off)");
+  app.add_option(
+         "--console-dir", console_dir,
+         "serve the web console from this directory instead of the copy built in (development)")
       ->check(CLI::ExistingDirectory);
-  app.add_option("--heat-history-interval-s", heat_history_interval_s, "seconds between heat snapshots for the heat map (10 to 86400, default 600)")
+  app.add_option("--heat-history-interval-s", heat_history_interval_s,
+                 "seconds between heat snapshots for the heat map (10 to 86400, default 600)")
       ->check(CLI::Range(10, 86400));
-  app.add_flag("--small-shelf", small_shelf, "build the embedded default on small sparse drives (tests)");
-  app.add_flag("--volatile-drive-caches", volatile_drive_caches, "drives keep unflushed writes in memory, lost on kill -9 (tests, torture)");
+  app.add_flag("--small-shelf", small_shelf,
+               "build the embedded default on small sparse drives (tests)");
+  app.add_flag("--volatile-drive-caches", volatile_drive_caches,
+               "drives keep unflushed writes in memory, lost on kill -9 (tests, torture)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -259,10 +305,12 @@ int main(int argc, char** argv) {
     usage(e.what());
   }
   if (partner_link) {
-    if (auto bad = controller::parse_listen_address(*partner_link); !bad) usage("--partner-link takes ADDR:PORT: " + bad.error());
+    if (auto bad = controller::parse_listen_address(*partner_link); !bad)
+      usage("--partner-link takes ADDR:PORT: " + bad.error());
   }
   if (partner_dial) {
-    if (auto bad = controller::parse_listen_address(*partner_dial); !bad) usage("--partner-dial takes ADDR:PORT: " + bad.error());
+    if (auto bad = controller::parse_listen_address(*partner_dial); !bad)
+      usage("--partner-dial takes ADDR:PORT: " + bad.error());
   }
   std::vector<controller::nvme_portal> nvme_portals;
   for (const std::string& text : nvme_portal_texts) {
@@ -273,23 +321,29 @@ int main(int argc, char** argv) {
   unsigned long loops = std::max(1u, std::thread::hardware_concurrency());
   if (loops_text) {
     const std::string& n = *loops_text;
-    loops = n.find_first_not_of("0123456789") == std::string::npos && !n.empty() && n.size() < 4 ? std::stoul(n) : 0;
+    loops = n.find_first_not_of("0123456789") == std::string::npos && !n.empty() && n.size() < 4
+                ? std::stoul(n)
+                : 0;
     if (loops == 0 || loops > 256) usage("--loops takes a number from 1 to 256");
   }
   std::chrono::microseconds spin{100};
   if (spin_text) {
     const std::string& n = *spin_text;
-    if (n.empty() || n.size() > 5 || n.find_first_not_of("0123456789") != std::string::npos) usage("--spin-us takes a number of microseconds up to 99999");
+    if (n.empty() || n.size() > 5 || n.find_first_not_of("0123456789") != std::string::npos)
+      usage("--spin-us takes a number of microseconds up to 99999");
     spin = std::chrono::microseconds(std::stoul(n));
   }
   if (nvme && *nvme != "off") {
-    if (auto bad = controller::parse_listen_address(*nvme); !bad) usage("--nvme takes ADDR:PORT or off: " + bad.error());
+    if (auto bad = controller::parse_listen_address(*nvme); !bad)
+      usage("--nvme takes ADDR:PORT or off: " + bad.error());
   }
   if (iscsi) {
-    if (auto bad = controller::parse_listen_address(*iscsi); !bad) usage("--iscsi takes ADDR:PORT: " + bad.error());
+    if (auto bad = controller::parse_listen_address(*iscsi); !bad)
+      usage("--iscsi takes ADDR:PORT: " + bad.error());
   }
   if (http && *http != "off") {
-    if (auto bad = controller::parse_listen_address(*http); !bad) usage("--http takes ADDR:PORT or off: " + bad.error());
+    if (auto bad = controller::parse_listen_address(*http); !bad)
+      usage("--http takes ADDR:PORT or off: " + bad.error());
   }
   controller::strata_config config;
   if (config_path) {
@@ -309,12 +363,15 @@ int main(int argc, char** argv) {
   if (tls_key) settings.grpc_tls_key = *tls_key;
   if (token_file) settings.grpc_token_file = *token_file;
   if (http) settings.http_listen = *http;
-  if (heat_history_interval_s) settings.heat_history_interval = std::chrono::seconds(*heat_history_interval_s);
+  if (heat_history_interval_s)
+    settings.heat_history_interval = std::chrono::seconds(*heat_history_interval_s);
   for (const std::string& p : settings.iscsi_portals) {
     if (auto bad = controller::check_portal(p)) usage("--portal takes HOST:PORT: " + *bad);
   }
   const bool file_builds = config.plan.has_value();
-  if (small_shelf && config.plan) usage("--small-shelf and the build sections of " + config_path->string() + " both say what to build");
+  if (small_shelf && config.plan)
+    usage("--small-shelf and the build sections of " + config_path->string() +
+          " both say what to build");
 
   controller::array_options options;
   options.state_dir = settings.state_dir;
@@ -322,20 +379,26 @@ int main(int argc, char** argv) {
   options.controller = controller_name;
   if (partner_link) {
     const auto at = controller::parse_listen_address(*partner_link);
-    options.partner_link = boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address(at->address), at->port);
-    if (!options.partner_link->address().is_loopback()) usage("the partner link runs on loopback only (127.0.0.0/8)");
+    options.partner_link =
+        boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address(at->address), at->port);
+    if (!options.partner_link->address().is_loopback())
+      usage("the partner link runs on loopback only (127.0.0.0/8)");
     if (partner_dial) {
       const auto dial = controller::parse_listen_address(*partner_dial);
-      options.partner_dial = boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address(dial->address), dial->port);
-      if (!options.partner_dial->address().is_loopback()) usage("the partner link runs on loopback only (127.0.0.0/8)");
+      options.partner_dial =
+          boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address(dial->address), dial->port);
+      if (!options.partner_dial->address().is_loopback())
+        usage("the partner link runs on loopback only (127.0.0.0/8)");
     }
   }
-  const auto listen = controller::parse_listen_address(settings.iscsi_listen);  // checked by the file's parser or above
+  const auto listen = controller::parse_listen_address(
+      settings.iscsi_listen);  // checked by the file's parser or above
   if (!listen) usage("the iSCSI portal: " + listen.error());
   options.iscsi = {boost::asio::ip::make_address(listen->address), listen->port};
   if (nvme && *nvme != "off") {
     const auto at = controller::parse_listen_address(*nvme);
-    options.nvme = boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address(at->address), at->port);
+    options.nvme =
+        boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address(at->address), at->port);
   } else if (!nvme && listen->port == 3260) {
     options.nvme = boost::asio::ip::tcp::endpoint(options.iscsi.address(), 4420);
   }
@@ -359,31 +422,43 @@ int main(int argc, char** argv) {
     }
   }
   const std::string grpc_address = settings.grpc_listen;
-  strata::mgmt::security_options grpc_security{settings.grpc_tls_cert, settings.grpc_tls_key, settings.grpc_token_file};
+  strata::mgmt::security_options grpc_security{settings.grpc_tls_cert, settings.grpc_tls_key,
+                                               settings.grpc_token_file};
   if (config_path) {
     say("info", "configuration: " + config_path->string());
     // The build sections are for an empty state directory: once the
     // config store exists, the array is what it and the superblocks say.
     std::error_code ec;
     if (file_builds && std::filesystem::exists(options.state_dir / "config", ec)) {
-      say("info", options.state_dir.string() + " holds an array already: it is assembled from its own records, and the build "
-                  "sections of " + config_path->string() + " are not read (they are for an empty state directory)");
+      say("info",
+          options.state_dir.string() +
+              " holds an array already: it is assembled from its own records, and the build "
+              "sections of " +
+              config_path->string() + " are not read (they are for an empty state directory)");
     }
   }
   // The API's TLS files and token, for both faces, checked before the
   // array opens (which takes a while): a mistake there is told at once.
   if (settings.http_listen.empty()) {
-    settings.http_listen = listen->port == 3260 ? (options.iscsi.address().is_v6() ? "[" + listen->address + "]" : listen->address) + ":8080" : "off";
+    settings.http_listen =
+        listen->port == 3260
+            ? (options.iscsi.address().is_v6() ? "[" + listen->address + "]" : listen->address) +
+                  ":8080"
+            : "off";
     // A portal on the network with no TLS files for the API: the default
     // HTTP side stays on this machine rather than stopping stratad (off
     // loopback it would need them); an address given is held to the rule.
-    if (listen->port == 3260 && !options.iscsi.address().is_loopback() && grpc_security.tls_cert.empty()) {
+    if (listen->port == 3260 && !options.iscsi.address().is_loopback() &&
+        grpc_security.tls_cert.empty()) {
       settings.http_listen = "127.0.0.1:8080";
-      say("info", "the HTTP side (console, JSON API, /metrics) listens on 127.0.0.1:8080 only: off loopback it needs the API's TLS files");
+      say("info",
+          "the HTTP side (console, JSON API, /metrics) listens on 127.0.0.1:8080 only: off "
+          "loopback it needs the API's TLS files");
     }
   }
-  for (const auto& [what, address] : {std::pair<std::string, std::string>{"the management API", grpc_address},
-                                      {"the HTTP server", settings.http_listen}}) {
+  for (const auto& [what, address] :
+       {std::pair<std::string, std::string>{"the management API", grpc_address},
+        {"the HTTP server", settings.http_listen}}) {
     if (address == "off") continue;
     if (auto checked = strata::mgmt::load_security(what, address, grpc_security); !checked) {
       say("error", checked.error().message);
@@ -391,7 +466,9 @@ int main(int argc, char** argv) {
     }
   }
   const int lock = take_lock(options.state_dir);
-  if (volatile_drive_caches) say("warning", "--volatile-drive-caches: unflushed writes live in this process's memory (a test mode)");
+  if (volatile_drive_caches)
+    say("warning",
+        "--volatile-drive-caches: unflushed writes live in this process's memory (a test mode)");
   options.log = [](std::string_view what) { say("info", std::string(what)); };
   options.event = [](strata::controller::severity level, std::string_view what) {
     say(strata::controller::to_string(level), "event: " + std::string(what));
@@ -442,18 +519,26 @@ int main(int argc, char** argv) {
   }
   const auto at = (*array)->iscsi_endpoint();
   const std::string portal = at.address().to_string() + ":" + std::to_string(at.port());
-  const std::string http_address = settings.http_listen.substr(0, settings.http_listen.rfind(':') + 1) + (web ? std::to_string(web->port()) : "");
-  say("info", "ready: iSCSI on " + portal + ", management API on " + grpc_address.substr(0, grpc_address.rfind(':') + 1) +
-                  std::to_string((*api)->port()) + (grpc_security.token_file.empty() ? "" : " (TLS, bearer token)") +
-                  (web ? ", console and JSON API on " + std::string(web->tls() ? "https://" : "http://") + http_address : "") +
+  const std::string http_address =
+      settings.http_listen.substr(0, settings.http_listen.rfind(':') + 1) +
+      (web ? std::to_string(web->port()) : "");
+  say("info", "ready: iSCSI on " + portal + ", management API on " +
+                  grpc_address.substr(0, grpc_address.rfind(':') + 1) +
+                  std::to_string((*api)->port()) +
+                  (grpc_security.token_file.empty() ? "" : " (TLS, bearer token)") +
+                  (web ? ", console and JSON API on " +
+                             std::string(web->tls() ? "https://" : "http://") + http_address
+                       : "") +
                   ", state in " + options.state_dir.string());
-  std::printf("stratad is ready. Connect with:\n  iscsi-ls iscsi://%s\n  iscsi-inq iscsi://%s/%s/0\n", portal.c_str(), portal.c_str(),
-              (*array)->target_name().c_str());
+  std::printf(
+      "stratad is ready. Connect with:\n  iscsi-ls iscsi://%s\n  iscsi-inq iscsi://%s/%s/0\n",
+      portal.c_str(), portal.c_str(), (*array)->target_name().c_str());
   if (const auto nvme_at = (*array)->nvme_endpoint()) {
-    std::printf("  nvme connect -t tcp -a %s -s %u -n %s\n", nvme_at->address().to_string().c_str(), nvme_at->port(),
-                (*array)->nvme_subsystem_nqn().c_str());
+    std::printf("  nvme connect -t tcp -a %s -s %u -n %s\n", nvme_at->address().to_string().c_str(),
+                nvme_at->port(), (*array)->nvme_subsystem_nqn().c_str());
   }
-  if (web) std::printf("  the console: %s://%s/\n", web->tls() ? "https" : "http", http_address.c_str());
+  if (web)
+    std::printf("  the console: %s://%s/\n", web->tls() ? "https" : "http", http_address.c_str());
   std::fflush(stdout);
   if (!at.address().is_loopback()) warn_open_hosts((*array)->config(), portal);
   notify_systemd("READY=1");
@@ -472,7 +557,8 @@ int main(int argc, char** argv) {
       });
     };
     ping();
-    say("info", "the systemd watchdog is on: a ping every " + std::to_string(watchdog_us / 2000) + " ms from the array's loop");
+    say("info", "the systemd watchdog is on: a ping every " + std::to_string(watchdog_us / 2000) +
+                    " ms from the array's loop");
   }
 
   boost::asio::signal_set signals(loop, SIGTERM, SIGINT);

@@ -3,7 +3,6 @@
 // drives saying whether that copy is current, and the takeover of a DOWN
 // partner's pools from those copies.
 #include <algorithm>
-
 #include <boost/asio/post.hpp>
 
 #include "controller/array.h"
@@ -19,8 +18,12 @@ void array::attach_mirror(const std::string& name, served_pool& p) {
   if (!partner_ || !p.metadata || p.mirror) return;
   p.mirror = std::make_unique<pool_mirror>(
       loop_.get_executor(), name,
-      [this](std::uint16_t type, link_bytes payload, link_reply done) { partner_->call(type, std::move(payload), std::move(done)); },
-      [this, name](bool current, std::function<void(std::error_code)> done) { record_copy(name, current, std::move(done)); });
+      [this](std::uint16_t type, link_bytes payload, link_reply done) {
+        partner_->call(type, std::move(payload), std::move(done));
+      },
+      [this, name](bool current, std::function<void(std::error_code)> done) {
+        record_copy(name, current, std::move(done));
+      });
   p.metadata->set_copy(p.mirror.get());
   if (partner_->up()) {
     p.mirror->link_up();
@@ -39,7 +42,8 @@ void array::claim_spare(const std::string& disk, std::function<void(raid::spare_
                  });
 }
 
-void array::read_drive_areas(const std::vector<device::block_device*>& drives, std::function<void(std::vector<drive_area>)> done) {
+void array::read_drive_areas(const std::vector<device::block_device*>& drives,
+                             std::function<void(std::vector<drive_area>)> done) {
   ++area_io_in_flight_;
   read_areas(drives, [this, done = std::move(done)](std::vector<drive_area> found) {
     done(std::move(found));  // first: a write it starts keeps the count above zero
@@ -47,7 +51,8 @@ void array::read_drive_areas(const std::vector<device::block_device*>& drives, s
   });
 }
 
-void array::write_drive_stamps(std::vector<area_stamp> stamps, std::function<void(std::error_code)> done) {
+void array::write_drive_stamps(std::vector<area_stamp> stamps,
+                               std::function<void(std::error_code)> done) {
   ++area_io_in_flight_;
   write_stamps(std::move(stamps), [this, done = std::move(done)](std::error_code e) {
     done(e);
@@ -70,7 +75,8 @@ void array::read_ownership(const std::string& pool, std::function<void(ownership
   });
 }
 
-void array::record_copy(const std::string& name, bool current, std::function<void(std::error_code)> done) {
+void array::record_copy(const std::string& name, bool current,
+                        std::function<void(std::error_code)> done) {
   const std::error_code fenced = make_error_code(errc::permission_denied);
   const served_pool* served = pool_named(name);
   if (served == nullptr) return done(make_error_code(errc::not_found));
@@ -81,21 +87,25 @@ void array::record_copy(const std::string& name, bool current, std::function<voi
     // controller's (confirm_ownership), again.
     confirm_ownership();
     auto later = std::make_shared<boost::asio::steady_timer>(loop_, std::chrono::milliseconds(20));
-    later->async_wait([this, later, name, current, done = std::move(done)](boost::system::error_code) mutable {
-      record_copy(name, current, std::move(done));
-    });
+    later->async_wait(
+        [this, later, name, current, done = std::move(done)](boost::system::error_code) mutable {
+          record_copy(name, current, std::move(done));
+        });
     return;
   }
   read_ownership(name, [this, name, current, fenced, done = std::move(done)](ownership_found f) {
     served_pool* p = pool_named(name);
     if (p == nullptr) return done(make_error_code(errc::not_found));
-    if (f.newest && f.newest->sequence() > p->ownership.sequence() && f.newest->owner != options_.controller) {
+    if (f.newest && f.newest->sequence() > p->ownership.sequence() &&
+        f.newest->owner != options_.controller) {
       events_->record(severity::critical, name,
-                      "its drives say controller " + f.newest->owner + " owns it (epoch " + std::to_string(f.newest->epoch) +
+                      "its drives say controller " + f.newest->owner + " owns it (epoch " +
+                          std::to_string(f.newest->epoch) +
                           "): this controller no longer writes to them");
       return done(fenced);
     }
-    if (lease_ && lease_->fenced()) return record_copy(name, current, std::move(done));  // again, right before writing
+    if (lease_ && lease_->fenced())
+      return record_copy(name, current, std::move(done));  // again, right before writing
     pool_ownership o = p->ownership;
     o.serial = std::max(o.serial, f.newest ? f.newest->serial : 0) + 1;
     o.partner_copy = current;
@@ -104,12 +114,19 @@ void array::record_copy(const std::string& name, bool current, std::function<voi
     for (area_stamp& s : f.members) s.ownership = o;
     write_drive_stamps(std::move(f.members), [this, name, current, done](std::error_code e) {
       if (e) {
-        events_->record(severity::error, name, "its drives could not be told whether controller " + partner_->name() + "'s copy of its metadata is current: " + e.message());
+        events_->record(severity::error, name,
+                        "its drives could not be told whether controller " + partner_->name() +
+                            "'s copy of its metadata is current: " + e.message());
       } else {
         events_->record(current ? severity::info : severity::warning, name,
-                        current ? "controller " + partner_->name() + " holds a current copy of its metadata: it can take the pool over"
-                                : "controller " + partner_->name() + "'s copy of its metadata is behind: it cannot take the pool over until the link is back and the copy is made anew");
-        // Its home is back and caught up: failback (out of this drive completion: it drives the loop).
+                        current
+                            ? "controller " + partner_->name() +
+                                  " holds a current copy of its metadata: it can take the pool over"
+                            : "controller " + partner_->name() +
+                                  "'s copy of its metadata is behind: it cannot take the pool over "
+                                  "until the link is back and the copy is made anew");
+        // Its home is back and caught up: failback (out of this drive completion: it drives the
+        // loop).
         if (current) boost::asio::post(loop_, [this, name] { hand_over(name); });
       }
       done(e);
@@ -119,14 +136,18 @@ void array::record_copy(const std::string& name, bool current, std::function<voi
 
 void array::note_owner(const std::string& pool, const std::string& owner, std::uint64_t epoch) {
   const auto bytes = config_->get(pool);
-  auto record = bytes ? decode<v1::Pool>(pool, *bytes) : std::unexpected(make_error(errc::not_found, pool));
-  if (!record || (record->owner() == "controllers/" + owner && record->ownership_epoch() == epoch)) return;
+  auto record =
+      bytes ? decode<v1::Pool>(pool, *bytes) : std::unexpected(make_error(errc::not_found, pool));
+  if (!record || (record->owner() == "controllers/" + owner && record->ownership_epoch() == epoch))
+    return;
   record->set_owner("controllers/" + owner);
   record->set_ownership_epoch(epoch);
   config_batch b;
   b.put(pool, record->SerializeAsString());
   if (auto committed = config_->commit(b); !committed) {
-    events_->record(severity::error, pool, "its new owner is not in this controller's configuration: " + committed.error().message);
+    events_->record(
+        severity::error, pool,
+        "its new owner is not in this controller's configuration: " + committed.error().message);
   }
 }
 
@@ -136,7 +157,9 @@ void array::take_over_pools() {
   for (const auto& [key, bytes] : config_->list("pools/")) {
     if (!top_level(key, "pools/")) continue;
     auto record = decode<v1::Pool>(key, bytes);
-    if (!record || short_name(record->owner()) != partner_->name() || pools_.contains(key) || taking_over_.contains(key)) continue;
+    if (!record || short_name(record->owner()) != partner_->name() || pools_.contains(key) ||
+        taking_over_.contains(key))
+      continue;
     take_over(*record);
   }
 }
@@ -144,7 +167,8 @@ void array::take_over_pools() {
 void array::take_over(const v1::Pool& record) {
   const std::string name = record.name();
   taking_over_.insert(name);
-  events_->record(severity::warning, name, "controller " + partner_->name() + " is DOWN: taking the pool over");
+  events_->record(severity::warning, name,
+                  "controller " + partner_->name() + " is DOWN: taking the pool over");
   const auto started = clock_.now();
   auto fail = [this, name](const std::string& why) {
     taking_over_.erase(name);
@@ -153,7 +177,8 @@ void array::take_over(const v1::Pool& record) {
   };
   read_ownership(name, [this, record, name, fail, started](ownership_found f) {
     if (closed_) return;
-    if (partner_->state() != partner::liveness::down) return fail("controller " + partner_->name() + " is back");
+    if (partner_->state() != partner::liveness::down)
+      return fail("controller " + partner_->name() + " is back");
     if (!f.newest) return fail("no drive holds its ownership record");
     if (f.newest->owner == options_.controller) {
       // A hand-over to this controller cut short: the partner closed the
@@ -163,58 +188,75 @@ void array::take_over(const v1::Pool& record) {
       // to it after).
       return replicas_->take(name, [this, record, name, fail, o = *f.newest](bool copied) {
         if (closed_) return;
-        if (!copied) return fail("its drives name this controller (a hand-over cut short), but it holds no whole copy of its metadata made since it started");
+        if (!copied)
+          return fail(
+              "its drives name this controller (a hand-over cut short), but it holds no whole copy "
+              "of its metadata made since it started");
         one_at_a_time([this, record, name, fail, o] {
           if (closed_) return;
           if (auto served = take_over_now(record, o); !served) return fail(served.error().message);
           taking_over_.erase(name);
           events_->record(severity::warning, name,
-                          "served here: controller " + partner_->name() + " handed it over (epoch " + std::to_string(o.epoch) +
+                          "served here: controller " + partner_->name() +
+                              " handed it over (epoch " + std::to_string(o.epoch) +
                               ") and died before it said so");
         });
       });
     }
-    if (f.newest->owner != partner_->name()) return fail("its drives say controller " + f.newest->owner + " owns it");
+    if (f.newest->owner != partner_->name())
+      return fail("its drives say controller " + f.newest->owner + " owns it");
     // A configuration older than the partner's (changes made there while
     // this controller was away) would serve the pool without them: its
     // volumes made since, unmapped, deleted at the next start.
     const std::uint64_t mine = generation_of(*config_);
     if (const auto theirs = partner_->beat_generation(); theirs && *theirs > mine) {
-      return fail("this controller's configuration (generation " + std::to_string(mine) + ") is older than controller " +
-                  partner_->name() + "'s (generation " + std::to_string(*theirs) +
-                  ", its last drive beat): it waits for controller " + partner_->name() + " to copy it");
+      return fail("this controller's configuration (generation " + std::to_string(mine) +
+                  ") is older than controller " + partner_->name() + "'s (generation " +
+                  std::to_string(*theirs) + ", its last drive beat): it waits for controller " +
+                  partner_->name() + " to copy it");
     }
     if (!f.newest->partner_copy) {
-      return fail("its drives say this controller's copy of its metadata is behind (the partner link was down when controller " +
-                  partner_->name() + " last wrote it): taking it over would lose acknowledged writes. It waits for controller " +
-                  partner_->name());
+      return fail(
+          "its drives say this controller's copy of its metadata is behind (the partner link was "
+          "down when controller " +
+          partner_->name() +
+          " last wrote it): taking it over would lose acknowledged writes. It waits for "
+          "controller " +
+          partner_->name());
     }
     replicas_->take(name, [this, record, name, fail, started, f](bool copied) {
       if (closed_) return;
-      if (!copied) return fail("this controller holds no whole copy of its metadata made since it started");
+      if (!copied)
+        return fail("this controller holds no whole copy of its metadata made since it started");
       // Again right before the epoch is written: a partner that started
       // again meanwhile waits to be heard before it opens its pools
       // (array::reclaim_pools), and is heard by now.
-      if (partner_->state() != partner::liveness::down) return fail("controller " + partner_->name() + " is back");
+      if (partner_->state() != partner::liveness::down)
+        return fail("controller " + partner_->name() + " is back");
       // Fenced from here on: the old owner, if it only froze, finds the
       // higher epoch before it writes again (its lease lapsed already).
       pool_ownership o{name, options_.controller, f.newest->epoch + 1, unix_ms_now(), 0, false};
       std::vector<area_stamp> stamps = f.members;
       for (area_stamp& s : stamps) s.ownership = o;
-      write_drive_stamps(std::move(stamps), [this, record, name, fail, started, o](std::error_code e) {
+      write_drive_stamps(std::move(stamps), [this, record, name, fail, started,
+                                             o](std::error_code e) {
         if (closed_) return;
-        if (e) return fail("the new ownership epoch could not be written to its drives: " + e.message());
+        if (e)
+          return fail("the new ownership epoch could not be written to its drives: " + e.message());
         // Out of the drive's completion first: opening the pool drives the
         // loop, whose ring takes completions again only after this one.
         one_at_a_time([this, record, name, fail, started, o] {
           if (closed_) return;
           if (auto served = take_over_now(record, o); !served) return fail(served.error().message);
           taking_over_.erase(name);
-          const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - started).count();
+          const auto ms =
+              std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - started).count();
           events_->record(severity::warning, name,
-                          "taken over from controller " + partner_->name() + " (epoch " + std::to_string(o.epoch) + ") in " +
-                              std::to_string(ms) + " ms: served here");
-          log(name + ": taken over from controller " + partner_->name() + " in " + std::to_string(ms) + " ms");
+                          "taken over from controller " + partner_->name() + " (epoch " +
+                              std::to_string(o.epoch) + ") in " + std::to_string(ms) +
+                              " ms: served here");
+          log(name + ": taken over from controller " + partner_->name() + " in " +
+              std::to_string(ms) + " ms");
         });
       });
     });
@@ -227,9 +269,13 @@ std::expected<void, error> array::take_over_now(const v1::Pool& record, const po
   if (!record.write_log_group().empty()) groups.push_back(record.write_log_group());
   for (const std::string& g : groups) {
     const auto at = std::ranges::find(group_names_, g);
-    if (at != group_names_.end() && !lost_groups_.contains(static_cast<std::size_t>(at - group_names_.begin()))) continue;
+    if (at != group_names_.end() &&
+        !lost_groups_.contains(static_cast<std::size_t>(at - group_names_.begin())))
+      continue;
     const auto bytes = config_->get(g);
-    if (!bytes) return std::unexpected(make_error(errc::not_found, "its group " + g + " is not in the config"));
+    if (!bytes)
+      return std::unexpected(
+          make_error(errc::not_found, "its group " + g + " is not in the config"));
     if (auto assembled = assemble_named(g, *bytes); !assembled) return assembled;
   }
   auto loaded = load_pool(record, true);  // the copy at STATE/pools/NAME; its write log replayed
@@ -242,13 +288,18 @@ std::expected<void, error> array::take_over_now(const v1::Pool& record, const po
   for (const auto& [key, bytes] : config_->list("mappings/")) {
     auto mapping = decode<v1::Mapping>(key, bytes);
     if (!mapping || !mapping->volume().starts_with(record.name() + "/volumes/")) continue;
-    if (const auto h = hosts_.find(mapping->host()); h != hosts_.end() && h->second.luns->find(mapping->lun()) != nullptr) continue;
+    if (const auto h = hosts_.find(mapping->host());
+        h != hosts_.end() && h->second.luns->find(mapping->lun()) != nullptr)
+      continue;
     const auto volume_bytes = config_->get(mapping->volume());
     if (!volume_bytes) continue;
     auto volume = decode<v1::Volume>(mapping->volume(), *volume_bytes);
     if (!volume) continue;
-    if (auto mapped = map_volume(volume->name(), volume->serial(), volume->block_size_bytes(), mapping->host(), mapping->lun()); !mapped) {
-      events_->record(severity::error, key, "not presented after the takeover: " + mapped.error().message);
+    if (auto mapped = map_volume(volume->name(), volume->serial(), volume->block_size_bytes(),
+                                 mapping->host(), mapping->lun());
+        !mapped) {
+      events_->record(severity::error, key,
+                      "not presented after the takeover: " + mapped.error().message);
     }
   }
   note_owner(record.name(), options_.controller, o.epoch);
@@ -256,7 +307,8 @@ std::expected<void, error> array::take_over_now(const v1::Pool& record, const po
 }
 
 bool array::home_is_partner(const v1::Pool& record) const {
-  return partner_ && (record.home().empty() ? std::string("a") : short_name(record.home())) == partner_->name();
+  return partner_ &&
+         (record.home().empty() ? std::string("a") : short_name(record.home())) == partner_->name();
 }
 
 bool array::belongs_with_partner(const v1::Pool& record) const {
@@ -278,9 +330,12 @@ void array::placement_changed() {
   for (const std::string& name : served) hand_over(name);
 }
 
-void array::follow_pools(const std::string& operation, std::map<std::string, std::string> pools, std::chrono::seconds limit) {
+void array::follow_pools(const std::string& operation, std::map<std::string, std::string> pools,
+                         std::chrono::seconds limit) {
   if (closed_) {
-    operations_->finish(operation, std::unexpected(make_error(errc::canceled, "stopped: the controller is stopping")), true);
+    operations_->finish(
+        operation,
+        std::unexpected(make_error(errc::canceled, "stopped: the controller is stopping")), true);
     return;
   }
   pool_moves_.push_back({operation, std::move(pools), clock_.now() + limit});
@@ -306,13 +361,17 @@ void array::check_pool_moves() {
         waiting += (waiting.empty() ? "" : ", ") + name + " (to " + to + ")";
       }
     }
-    operations_->progress(f.operation, f.pools.empty() ? 1.0 : static_cast<double>(moved) / static_cast<double>(f.pools.size()));
+    operations_->progress(
+        f.operation,
+        f.pools.empty() ? 1.0 : static_cast<double>(moved) / static_cast<double>(f.pools.size()));
     if (moved == f.pools.size()) {
       operations_->finish(f.operation, {});
       return true;
     }
     if (clock_.now() < f.until) return false;
-    operations_->finish(f.operation, std::unexpected(make_error(errc::timed_out, "not moved in time: " + waiting + "; the events say why")));
+    operations_->finish(
+        f.operation, std::unexpected(make_error(errc::timed_out, "not moved in time: " + waiting +
+                                                                     "; the events say why")));
     return true;
   });
   if (pool_moves_.empty() || closed_) {
@@ -337,7 +396,8 @@ void array::reclaim_pools() {
       read_ownership(name, [this, name](ownership_found f) {
         if (closed_) return;
         const auto bytes = config_->get(name);
-        auto record = bytes ? decode<v1::Pool>(name, *bytes) : std::unexpected(make_error(errc::not_found, name));
+        auto record = bytes ? decode<v1::Pool>(name, *bytes)
+                            : std::unexpected(make_error(errc::not_found, name));
         if (!f.newest || pools_.contains(name) || !record) {
           taking_over_.erase(name);
           return;
@@ -346,18 +406,23 @@ void array::reclaim_pools() {
           taking_over_.erase(name);
           // Taken over while this controller was away: the partner's now.
           note_owner(name, f.newest->owner, f.newest->epoch);
-          events_->record(severity::info, name, "controller " + f.newest->owner + " took it over while this controller was away: it serves it");
+          events_->record(severity::info, name,
+                          "controller " + f.newest->owner +
+                              " took it over while this controller was away: it serves it");
           if (partner_->state() == partner::liveness::down) take_over_pools();
           return;
         }
         pool_ownership o{name, options_.controller, f.newest->epoch + 1, unix_ms_now(), 0, false};
         for (area_stamp& s : f.members) s.ownership = o;
-        write_drive_stamps(std::move(f.members), [this, record = *record, name, o](std::error_code e) {
+        write_drive_stamps(std::move(f.members), [this, record = *record, name,
+                                                  o](std::error_code e) {
           one_at_a_time([this, record, name, o, e] {
             if (closed_) return;
             if (e) {
               taking_over_.erase(name);
-              events_->record(severity::critical, name, "not opened: its drives did not take the ownership record (" + e.message() + ")");
+              events_->record(
+                  severity::critical, name,
+                  "not opened: its drives did not take the ownership record (" + e.message() + ")");
               return;
             }
             auto served = take_over_now(record, o);
@@ -366,8 +431,10 @@ void array::reclaim_pools() {
               events_->record(severity::critical, name, "not opened: " + served.error().message);
               return;
             }
-            events_->record(severity::info, name, "opened once controller " + partner_->name() + " heard this controller: its drives still name this one (epoch " +
-                                                      std::to_string(o.epoch) + ")");
+            events_->record(severity::info, name,
+                            "opened once controller " + partner_->name() +
+                                " heard this controller: its drives still name this one (epoch " +
+                                std::to_string(o.epoch) + ")");
           });
         });
       });
@@ -397,12 +464,16 @@ void array::hand_over(const std::string& name) {
 
 void array::hand_over_now(const std::string& name) {
   served_pool* p = pool_named(name);
-  if (closed_ || p == nullptr || p->lost || handing_over_.contains(name) || !partner_ || !partner_->up()) return;
+  if (closed_ || p == nullptr || p->lost || handing_over_.contains(name) || !partner_ ||
+      !partner_->up())
+    return;
   if (!p->mirror || !p->mirror->current()) return;  // the partner's copy first
   const auto bytes = config_->get(name);
-  auto record = bytes ? decode<v1::Pool>(name, *bytes) : std::unexpected(make_error(errc::not_found, name));
+  auto record =
+      bytes ? decode<v1::Pool>(name, *bytes) : std::unexpected(make_error(errc::not_found, name));
   if (!record || !belongs_with_partner(*record)) return;
-  if (const auto theirs = partner_->beat_generation(); !theirs || *theirs < generation_of(*config_)) {
+  if (const auto theirs = partner_->beat_generation();
+      !theirs || *theirs < generation_of(*config_)) {
     // The partner has not caught up with this configuration yet (changes
     // made here while it was away): it would serve the pool without them.
     // Again once its drive beat names this generation.
@@ -414,8 +485,12 @@ void array::hand_over_now(const std::string& name) {
   }
   handing_over_.insert(name);
   const std::string to = partner_->name();
-  const std::string why = home_is_partner(*record) ? "its home" : "as controller " + options_.controller + " is failed over";
-  events_->record(severity::info, name, "handing the pool over to controller " + to + ", " + why + ", which holds a current copy of its metadata: its I/O pauses");
+  const std::string why = home_is_partner(*record)
+                              ? "its home"
+                              : "as controller " + options_.controller + " is failed over";
+  events_->record(severity::info, name,
+                  "handing the pool over to controller " + to + ", " + why +
+                      ", which holds a current copy of its metadata: its I/O pauses");
   const auto started = clock_.now();
   // Its LUNs forwarded from now on (answering "transitioning" until the
   // partner serves the pool); the units here retire once their commands end.
@@ -452,54 +527,73 @@ void array::hand_over_now(const std::string& name) {
   // serves (or while its own first copy to here is under way).
   replicas_->adopt(name);
   read_ownership(name, [this, record = *record, name, to, why, started, mine](ownership_found f) {
-    pool_ownership o{name, to, std::max(mine.epoch, f.newest ? f.newest->epoch : 0) + 1, unix_ms_now(), 0, true};
+    pool_ownership o{name,          to, std::max(mine.epoch, f.newest ? f.newest->epoch : 0) + 1,
+                     unix_ms_now(), 0,  true};
     for (area_stamp& s : f.members) s.ownership = o;
-    write_drive_stamps(std::move(f.members), [this, record, name, to, why, started, o](std::error_code e) {
-      if (e) return take_back(record, "its new owner could not be written to its drives: " + e.message());
-      partner_->call(link_type::pool_handover, link_bytes(name.begin(), name.end()),
-                     [this, record, name, to, why, started, o](std::expected<link_bytes, error> r) {
-                       handing_over_.erase(name);
-                       if (!r && r.error().code != make_error_code(errc::canceled)) {
-                         return take_back(record, "controller " + to + " did not take it: " + r.error().message);
-                       }
-                       note_owner(name, to, o.epoch);
-                       if (!r) {
-                         // The link went down with the answer unknown: the partner may
-                         // serve the pool. Taking it back could make two owners; the
-                         // drives name the partner, which serves it at its next start.
-                         events_->record(severity::critical, name,
-                                         "the partner link went down during the hand-over to controller " + to +
-                                             ", whose answer never came: the drives name it as the owner, so this controller "
-                                             "does not take the pool back; if controller " + to +
-                                             " does not serve it, restarting it does");
-                         return;
-                       }
-                       const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - started).count();
-                       events_->record(severity::info, name, "handed over to controller " + to + ", " + why + ", in " + std::to_string(ms) + " ms");
-                       log(name + ": handed over to controller " + to + ", " + why + ", in " + std::to_string(ms) + " ms");
-                     });
-    });
+    write_drive_stamps(
+        std::move(f.members), [this, record, name, to, why, started, o](std::error_code e) {
+          if (e)
+            return take_back(record,
+                             "its new owner could not be written to its drives: " + e.message());
+          partner_->call(
+              link_type::pool_handover, link_bytes(name.begin(), name.end()),
+              [this, record, name, to, why, started, o](std::expected<link_bytes, error> r) {
+                handing_over_.erase(name);
+                if (!r && r.error().code != make_error_code(errc::canceled)) {
+                  return take_back(record,
+                                   "controller " + to + " did not take it: " + r.error().message);
+                }
+                note_owner(name, to, o.epoch);
+                if (!r) {
+                  // The link went down with the answer unknown: the partner may
+                  // serve the pool. Taking it back could make two owners; the
+                  // drives name the partner, which serves it at its next start.
+                  events_->record(severity::critical, name,
+                                  "the partner link went down during the hand-over to controller " +
+                                      to +
+                                      ", whose answer never came: the drives name it as the owner, "
+                                      "so this controller "
+                                      "does not take the pool back; if controller " +
+                                      to + " does not serve it, restarting it does");
+                  return;
+                }
+                const auto ms =
+                    std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - started)
+                        .count();
+                events_->record(severity::info, name,
+                                "handed over to controller " + to + ", " + why + ", in " +
+                                    std::to_string(ms) + " ms");
+                log(name + ": handed over to controller " + to + ", " + why + ", in " +
+                    std::to_string(ms) + " ms");
+              });
+        });
   });
 }
 
 void array::take_back(const v1::Pool& record, const std::string& why) {
   const std::string name = record.name();
   handing_over_.erase(name);
-  events_->record(severity::error, name, "not handed over: " + why + "; this controller serves it again");
+  events_->record(severity::error, name,
+                  "not handed over: " + why + "; this controller serves it again");
   // The store, adopted as a copy when the hand-over began, closed first.
   replicas_->take(name, [this, record, name](bool) {
     read_ownership(name, [this, record, name](ownership_found f) {
-      pool_ownership o{name, options_.controller, (f.newest ? f.newest->epoch : 0) + 1, unix_ms_now(), 0, false};
+      pool_ownership o{
+          name, options_.controller, (f.newest ? f.newest->epoch : 0) + 1, unix_ms_now(), 0, false};
       for (area_stamp& s : f.members) s.ownership = o;
       write_drive_stamps(std::move(f.members), [this, record, name, o](std::error_code e) {
         one_at_a_time([this, record, name, o, e] {
           if (closed_) return;
           if (e) {
-            events_->record(severity::critical, name, "cannot take it back: its drives did not take the ownership record (" + e.message() + "): no controller serves it");
+            events_->record(severity::critical, name,
+                            "cannot take it back: its drives did not take the ownership record (" +
+                                e.message() + "): no controller serves it");
             return;
           }
           if (auto served = take_over_now(record, o); !served) {
-            events_->record(severity::critical, name, "cannot take it back: " + served.error().message + ": no controller serves it");
+            events_->record(
+                severity::critical, name,
+                "cannot take it back: " + served.error().message + ": no controller serves it");
           }
         });
       });
@@ -509,31 +603,43 @@ void array::take_back(const v1::Pool& record, const std::string& why) {
 
 void array::receive_pool(const std::string& name, link_reply reply) {
   const auto bytes = config_->get(name);
-  auto record = bytes ? decode<v1::Pool>(name, *bytes) : std::unexpected(make_error(errc::not_found, name + " is not in this controller's configuration"));
+  auto record = bytes ? decode<v1::Pool>(name, *bytes)
+                      : std::unexpected(make_error(
+                            errc::not_found, name + " is not in this controller's configuration"));
   if (!record) return reply(std::unexpected(record.error()));
   if (pools_.contains(name)) {
-    return reply(std::unexpected(make_error(errc::busy, name + " is still open on controller " + options_.controller + " (it stepped down from it): restart it first")));
+    return reply(std::unexpected(
+        make_error(errc::busy, name + " is still open on controller " + options_.controller +
+                                   " (it stepped down from it): restart it first")));
   }
   taking_over_.insert(name);  // TAKING_OVER in the controller list meanwhile
-  read_ownership(name, [this, record = *record, name, reply = std::move(reply)](ownership_found f) mutable {
+  read_ownership(name, [this, record = *record, name,
+                        reply = std::move(reply)](ownership_found f) mutable {
     if (!f.newest || f.newest->owner != options_.controller) {
       taking_over_.erase(name);
-      return reply(std::unexpected(make_error(errc::invalid_argument, "the drives of " + name + " do not name controller " + options_.controller)));
+      return reply(std::unexpected(
+          make_error(errc::invalid_argument,
+                     "the drives of " + name + " do not name controller " + options_.controller)));
     }
-    replicas_->take(name, [this, record, name, o = *f.newest, reply = std::move(reply)](bool copied) mutable {
-      if (!copied) {
-        taking_over_.erase(name);
-        return reply(std::unexpected(make_error(errc::not_found, "controller " + options_.controller + " holds no copy of " + name + "'s metadata")));
-      }
-      one_at_a_time([this, record, name, o, reply = std::move(reply)]() mutable {
-        if (closed_) return reply(std::unexpected(make_error(errc::canceled, "stopping")));
-        auto served = take_over_now(record, o);
-        taking_over_.erase(name);
-        if (!served) return reply(std::unexpected(served.error()));
-        events_->record(severity::info, record.name(), "handed over by controller " + partner_->name() + " (epoch " + std::to_string(o.epoch) + "): served here");
-        reply(link_bytes{});
-      });
-    });
+    replicas_->take(
+        name, [this, record, name, o = *f.newest, reply = std::move(reply)](bool copied) mutable {
+          if (!copied) {
+            taking_over_.erase(name);
+            return reply(std::unexpected(
+                make_error(errc::not_found, "controller " + options_.controller +
+                                                " holds no copy of " + name + "'s metadata")));
+          }
+          one_at_a_time([this, record, name, o, reply = std::move(reply)]() mutable {
+            if (closed_) return reply(std::unexpected(make_error(errc::canceled, "stopping")));
+            auto served = take_over_now(record, o);
+            taking_over_.erase(name);
+            if (!served) return reply(std::unexpected(served.error()));
+            events_->record(severity::info, record.name(),
+                            "handed over by controller " + partner_->name() + " (epoch " +
+                                std::to_string(o.epoch) + "): served here");
+            reply(link_bytes{});
+          });
+        });
   });
 }
 
@@ -541,7 +647,8 @@ void array::confirm_ownership() {
   if (confirming_ || closed_ || !lease_) return;
   confirming_ = true;
   events_->record(severity::warning, "",
-                  "this controller's lease on its pools lapsed (it was frozen, or its drive heartbeat stalled): its I/O to the "
+                  "this controller's lease on its pools lapsed (it was frozen, or its drive "
+                  "heartbeat stalled): its I/O to the "
                   "shared drives is held until the drives say it still owns its pools");
   confirm_timer_ = std::make_unique<boost::asio::steady_timer>(loop_);
   // Polls for the renewed lease (the next drive beat), then reads.
@@ -560,7 +667,8 @@ void array::confirm_ownership() {
     read_drive_areas(raw, [this, poll](std::vector<drive_area> areas) {
       *poll = nullptr;  // the cycle ends
       if (closed_) return;
-      std::map<std::string, std::pair<pool_ownership, std::vector<std::size_t>>> newest;  // by pool: its newest record, its drives
+      std::map<std::string, std::pair<pool_ownership, std::vector<std::size_t>>>
+          newest;  // by pool: its newest record, its drives
       for (const drive_area& a : areas) {
         const auto& o = a.contents.ownership;
         if (!o) continue;
@@ -568,12 +676,14 @@ void array::confirm_ownership() {
         if (drives.empty() || o->sequence() > best.sequence()) best = *o;
         drives.push_back(a.drive);
       }
-      lease_->confirm();  // read while valid: what the drives say now is what this controller goes by
+      lease_
+          ->confirm();  // read while valid: what the drives say now is what this controller goes by
       for (auto& [name, p] : pools_) {
         const auto found = newest.find(name);
         if (p.lost || found == newest.end()) continue;
         const pool_ownership& o = found->second.first;
-        if (o.owner != options_.controller && o.sequence() > p.ownership.sequence()) step_down(name, o, found->second.second);
+        if (o.owner != options_.controller && o.sequence() > p.ownership.sequence())
+          step_down(name, o, found->second.second);
       }
       shelf_->open_gates();  // those of lost pools stay held
       confirming_ = false;
@@ -581,14 +691,17 @@ void array::confirm_ownership() {
       for (const auto& [name, p] : pools_) {
         if (!p.lost) kept += (kept.empty() ? "" : ", ") + name;
       }
-      events_->record(severity::info, "", kept.empty() ? std::string("the drives say this controller owns no pool now")
-                                                        : "the drives say this controller still owns " + kept + ": their I/O goes on");
+      events_->record(severity::info, "",
+                      kept.empty() ? std::string("the drives say this controller owns no pool now")
+                                   : "the drives say this controller still owns " + kept +
+                                         ": their I/O goes on");
     });
   };
   (*poll)();
 }
 
-void array::step_down(const std::string& name, const pool_ownership& newer, const std::vector<std::size_t>& drives) {
+void array::step_down(const std::string& name, const pool_ownership& newer,
+                      const std::vector<std::size_t>& drives) {
   served_pool& p = *pool_named(name);
   p.lost = true;
   std::vector<std::string> groups = p.groups;
@@ -607,10 +720,14 @@ void array::step_down(const std::string& name, const pool_ownership& newer, cons
   // Its LUNs forward to the new owner from now on; the commands the old
   // units hold (stopped at the gates, never applied) wait until close().
   present_pool(name, false, true);
-  const std::string why = "controller " + newer.owner + " took it over (epoch " + std::to_string(newer.epoch) +
-                          ") while this controller was frozen: it stepped down. Nothing it held was written to the pool's drives "
-                          "after its lease lapsed; the commands it held wait for good (hosts time out and send them again), its ports "
-                          "forward the pool's LUNs to controller " + newer.owner + ", and a restart makes it a partner again";
+  const std::string why = "controller " + newer.owner + " took it over (epoch " +
+                          std::to_string(newer.epoch) +
+                          ") while this controller was frozen: it stepped down. Nothing it held "
+                          "was written to the pool's drives "
+                          "after its lease lapsed; the commands it held wait for good (hosts time "
+                          "out and send them again), its ports "
+                          "forward the pool's LUNs to controller " +
+                          newer.owner + ", and a restart makes it a partner again";
   events_->record(severity::critical, name, why);
   log(name + ": " + why);
 }

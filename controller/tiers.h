@@ -10,7 +10,7 @@ namespace strata::controller {
 
 // The tier a pool's group of this kind holds.
 inline tiering::tier tier_of(group_kind k) {
-  return k == group_kind::raid6 ? tiering::tier::capacity
+  return k == group_kind::raid6  ? tiering::tier::capacity
          : k == group_kind::ceph ? tiering::tier::cold
                                  : tiering::tier::performance;
 }

@@ -9,9 +9,11 @@ std::vector<std::uint8_t> pool_unit_state_store::load() {
   return {value->begin(), value->end()};
 }
 
-void pool_unit_state_store::save(std::vector<std::uint8_t> bytes, std::function<void(std::error_code)> done) {
+void pool_unit_state_store::save(std::vector<std::uint8_t> bytes,
+                                 std::function<void(std::error_code)> done) {
   tiering::metadata_batch b;
-  b.put(tiering::column::pool, key_, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  b.put(tiering::column::pool, key_,
+        std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
   store_.write(std::move(b), true, std::move(done));
 }
 

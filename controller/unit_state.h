@@ -27,7 +27,8 @@ class pool_unit_state_store final : public scsi::unit_state_store {
  public:
   // `key`: tiering::keys::unit_state of the volume's id. `earlier`: the
   // config_store key it was kept under before, read when the pool has none.
-  pool_unit_state_store(tiering::metadata_store& pool_store, std::string key, const config_store& config, std::string earlier)
+  pool_unit_state_store(tiering::metadata_store& pool_store, std::string key,
+                        const config_store& config, std::string earlier)
       : store_(pool_store), key_(std::move(key)), config_(config), earlier_(std::move(earlier)) {}
 
   std::vector<std::uint8_t> load() override;

@@ -75,9 +75,10 @@ raid::write_back_options write_cache::device_options(const cached& c) {
       boost::asio::post(loop, [done, ec] { done(ec); });
     });
   };
-  if (const auto lost = options_.config->get(lost_key(c.name))) o.lost_at_open = decode_ranges(*lost);
-  o.persist_lost = [config = options_.config, writer = options_.writer, events = options_.events, subject = c.name,
-                    key = lost_key(c.name)](const device::block_range_set& lost) {
+  if (const auto lost = options_.config->get(lost_key(c.name)))
+    o.lost_at_open = decode_ranges(*lost);
+  o.persist_lost = [config = options_.config, writer = options_.writer, events = options_.events,
+                    subject = c.name, key = lost_key(c.name)](const device::block_range_set& lost) {
     // Encoded on the loop; written in call order by the one writer thread.
     boost::asio::post(writer, [config, events, subject, key, text = encode_ranges(lost)] {
       config_batch b;
@@ -88,7 +89,8 @@ raid::write_back_options write_cache::device_options(const cached& c) {
       }
       if (auto committed = config->commit(b); !committed) {
         events->record(severity::error, subject,
-                       "write cache: its list of lost blocks could not be saved (" + committed.error().message +
+                       "write cache: its list of lost blocks could not be saved (" +
+                           committed.error().message +
                            "): after a restart they would read as the group's older data");
       }
     });
@@ -96,9 +98,9 @@ raid::write_back_options write_cache::device_options(const cached& c) {
   return o;
 }
 
-std::expected<std::unique_ptr<write_cache>, error> write_cache::open(disk_group& log, const std::string& log_name,
-                                                                     const std::vector<cached_group>& groups,
-                                                                     const write_cache_options& options, const waiter& wait) {
+std::expected<std::unique_ptr<write_cache>, error> write_cache::open(
+    disk_group& log, const std::string& log_name, const std::vector<cached_group>& groups,
+    const write_cache_options& options, const waiter& wait) {
   std::unique_ptr<write_cache> w(new write_cache(log, options));
   const std::uint64_t slice_blocks = log.device().geometry().block_count / slices;
   unsigned next_slice = 0;
@@ -106,22 +108,27 @@ std::expected<std::unique_ptr<write_cache>, error> write_cache::open(disk_group&
     if (g.group->kind() != group_kind::raid6) continue;
     if (next_slice == slices) {
       options.events->record(severity::warning, g.name,
-                             "write cache: the write log " + log_name + " has four slices, all taken: this group writes through");
+                             "write cache: the write log " + log_name +
+                                 " has four slices, all taken: this group writes through");
       continue;
     }
     auto c = std::make_unique<cached>();
     c->group = g.group;
     c->name = g.name;
-    c->slice = std::make_unique<device::slice_device>(log.device(), next_slice * slice_blocks, slice_blocks);
+    c->slice = std::make_unique<device::slice_device>(log.device(), next_slice * slice_blocks,
+                                                      slice_blocks);
     ++next_slice;
     const raid::wlog::log_id id = g.group->id();
     const std::string retired = retired_key(g.name);
     const bool fresh_after_retirement = options.config->get(retired).has_value();
     auto format = [&]() -> std::expected<void, error> {
       std::optional<std::error_code> formatted;
-      raid::write_back_device::format(*c->slice, g.group->device().geometry(), id, [&](std::error_code ec) { formatted = ec; });
+      raid::write_back_device::format(*c->slice, g.group->device().geometry(), id,
+                                      [&](std::error_code ec) { formatted = ec; });
       wait([&] { return formatted.has_value(); });
-      if (*formatted) return std::unexpected(error{*formatted, g.name + ": formatting its write log on " + log_name + " failed"});
+      if (*formatted)
+        return std::unexpected(
+            error{*formatted, g.name + ": formatting its write log on " + log_name + " failed"});
       return {};
     };
     if (fresh_after_retirement) {
@@ -129,13 +136,15 @@ std::expected<std::unique_ptr<write_cache>, error> write_cache::open(disk_group&
       config_batch b;
       b.erase(retired);
       if (auto done = options.config->commit(b); !done) return std::unexpected(done.error());
-      options.events->record(severity::warning, g.name, "write cache: its retired write log was formatted anew");
+      options.events->record(severity::warning, g.name,
+                             "write cache: its retired write log was formatted anew");
     }
     std::optional<raid::write_back_device::opened> opened;
     auto try_open = [&] {
       opened.reset();
-      raid::write_back_device::open(g.group->device(), *c->slice, id, w->device_options(*c),
-                                    [&](raid::write_back_device::opened r) { opened = std::move(r); });
+      raid::write_back_device::open(
+          g.group->device(), *c->slice, id, w->device_options(*c),
+          [&](raid::write_back_device::opened r) { opened = std::move(r); });
       wait([&] { return opened.has_value(); });
     };
     try_open();
@@ -145,12 +154,16 @@ std::expected<std::unique_ptr<write_cache>, error> write_cache::open(disk_group&
       if (auto f = format(); !f) return std::unexpected(f.error());
       try_open();
     }
-    if (!*opened) return std::unexpected(error{opened->error().code, g.name + ": its write log on " + log_name + ": " + opened->error().message});
+    if (!*opened)
+      return std::unexpected(error{opened->error().code, g.name + ": its write log on " + log_name +
+                                                             ": " + opened->error().message});
     c->device = std::move(**opened);
     if (const std::uint64_t replayed = c->device->counters().records_replayed; replayed > 0) {
-      options.events->record(severity::info, g.name,
-                             "write cache: replayed " + std::to_string(replayed) + " records of its write log (" +
-                                 std::to_string(c->device->dirty_blocks() * raid::wlog::block_bytes >> 20) + " MiB dirty)");
+      options.events->record(
+          severity::info, g.name,
+          "write cache: replayed " + std::to_string(replayed) + " records of its write log (" +
+              std::to_string(c->device->dirty_blocks() * raid::wlog::block_bytes >> 20) +
+              " MiB dirty)");
     }
     w->cached_.push_back(std::move(c));
   }
@@ -199,7 +212,9 @@ void write_cache::sample(double seconds) {
     destaged += now - c->destaged_blocks_seen;
     c->destaged_blocks_seen = now;
   }
-  if (seconds > 0) destage_mb_per_second_ = static_cast<double>(destaged * raid::wlog::block_bytes) / 1e6 / seconds;
+  if (seconds > 0)
+    destage_mb_per_second_ =
+        static_cast<double>(destaged * raid::wlog::block_bytes) / 1e6 / seconds;
 }
 
 void write_cache::statistics(v1::PoolStatistics& out) const {
@@ -213,8 +228,10 @@ void write_cache::statistics(v1::PoolStatistics& out) const {
       if (reason.empty()) reason = c->name + ": " + d.write_through_reason();
     }
     out.set_dirty_bytes(out.dirty_bytes() + d.dirty_blocks() * raid::wlog::block_bytes);
-    out.set_write_log_bytes(out.write_log_bytes() + d.log_capacity_blocks() * raid::wlog::block_bytes);
-    out.set_write_log_used_bytes(out.write_log_used_bytes() + d.log_used_blocks() * raid::wlog::block_bytes);
+    out.set_write_log_bytes(out.write_log_bytes() +
+                            d.log_capacity_blocks() * raid::wlog::block_bytes);
+    out.set_write_log_used_bytes(out.write_log_used_bytes() +
+                                 d.log_used_blocks() * raid::wlog::block_bytes);
     out.set_writes_logged(out.writes_logged() + k.writes_logged);
     out.set_writes_through(out.writes_through() + k.writes_direct);
     out.set_full_stripe_destages(out.full_stripe_destages() + k.full_stripe_writes);

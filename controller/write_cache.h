@@ -58,9 +58,9 @@ class write_cache {
   // Opens (replays) or formats the log of each RAID-6 group in `groups`
   // (the pool's, in order; other kinds are skipped) on its slice of `log`.
   // Errors: a slice holding another group's log, an unreadable log.
-  static std::expected<std::unique_ptr<write_cache>, error> open(disk_group& log, const std::string& log_name,
-                                                                 const std::vector<cached_group>& groups,
-                                                                 const write_cache_options& options, const waiter& wait);
+  static std::expected<std::unique_ptr<write_cache>, error> open(
+      disk_group& log, const std::string& log_name, const std::vector<cached_group>& groups,
+      const write_cache_options& options, const waiter& wait);
   ~write_cache();
 
   // The device the pool uses for `g`: its write-back device, or the group

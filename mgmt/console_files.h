@@ -10,7 +10,7 @@
 namespace strata::mgmt {
 
 struct console_file {
-  std::string_view path;   // relative to mgmt/console/: "index.html", "js/api.js"
+  std::string_view path;  // relative to mgmt/console/: "index.html", "js/api.js"
   std::string_view bytes;
 };
 

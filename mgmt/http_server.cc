@@ -3,6 +3,7 @@
 #include <grpcpp/client_context.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/support/byte_buffer.h>
+#include <openssl/rand.h>
 
 #include <atomic>
 #include <boost/asio/as_tuple.hpp>
@@ -21,7 +22,6 @@
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <openssl/rand.h>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
@@ -66,16 +66,17 @@ const char* content_type_of(const std::filesystem::path& path) {
 // A gRPC callback-API call awaited in a coroutine: gRPC completes it on its
 // own thread; the coroutine resumes on its executor.
 template <class Token>
-auto async_unary(grpc::GenericStub& stub, grpc::ClientContext& context, const std::string& method, const grpc::ByteBuffer& in,
-                 grpc::ByteBuffer& out, Token&& token) {
+auto async_unary(grpc::GenericStub& stub, grpc::ClientContext& context, const std::string& method,
+                 const grpc::ByteBuffer& in, grpc::ByteBuffer& out, Token&& token) {
   return asio::async_initiate<Token, void(grpc::Status)>(
       [&](auto handler) {
         using handler_type = decltype(handler);
         auto held = std::make_shared<handler_type>(std::move(handler));
-        stub.UnaryCall(&context, method, grpc::StubOptions(), &in, &out, [held](grpc::Status status) {
-          auto executor = asio::get_associated_executor(*held);
-          asio::post(executor, [held, status]() mutable { std::move (*held)(status); });
-        });
+        stub.UnaryCall(
+            &context, method, grpc::StubOptions(), &in, &out, [held](grpc::Status status) {
+              auto executor = asio::get_associated_executor(*held);
+              asio::post(executor, [held, status]() mutable { std::move (*held)(status); });
+            });
       },
       token);
 }
@@ -99,7 +100,8 @@ std::string_view cookie_value(std::string_view header, std::string_view name) {
     std::string_view pair = header.substr(0, end);
     header = end == std::string_view::npos ? std::string_view{} : header.substr(end + 1);
     while (pair.starts_with(' ')) pair.remove_prefix(1);
-    if (pair.starts_with(name) && pair.size() > name.size() && pair[name.size()] == '=') return pair.substr(name.size() + 1);
+    if (pair.starts_with(name) && pair.size() > name.size() && pair[name.size()] == '=')
+      return pair.substr(name.size() + 1);
   }
   return {};
 }
@@ -108,8 +110,13 @@ std::string_view cookie_value(std::string_view header, std::string_view name) {
 
 class http_server::impl {
  public:
-  impl(std::shared_ptr<grpc::Channel> api, const http_options& options, std::optional<loaded_security> security)
-      : options_(options), security_(std::move(security)), channel_(std::move(api)), stub_(channel_), acceptor_(io_) {}
+  impl(std::shared_ptr<grpc::Channel> api, const http_options& options,
+       std::optional<loaded_security> security)
+      : options_(options),
+        security_(std::move(security)),
+        channel_(std::move(api)),
+        stub_(channel_),
+        acceptor_(io_) {}
 
   std::expected<void, error> listen(const tcp::endpoint& at) {
     boost::system::error_code ec;
@@ -118,19 +125,25 @@ class http_server::impl {
     if (!ec) acceptor_.bind(at, ec);
     if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
     if (ec) {
-      return std::unexpected(make_error(errc::io_error, "the HTTP server cannot listen at " + options_.address + ": " + ec.message()));
+      return std::unexpected(
+          make_error(errc::io_error,
+                     "the HTTP server cannot listen at " + options_.address + ": " + ec.message()));
     }
     port_ = acceptor_.local_endpoint().port();
     if (security_) {
       tls_.emplace(asio::ssl::context::tls_server);
-      tls_->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3 |
-                        asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1 | asio::ssl::context::single_dh_use);
+      tls_->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                        asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                        asio::ssl::context::no_tlsv1_1 | asio::ssl::context::single_dh_use);
       tls_->use_certificate_chain(asio::buffer(security_->cert_pem), ec);
       if (!ec) tls_->use_private_key(asio::buffer(security_->key_pem), asio::ssl::context::pem, ec);
-      if (ec) return std::unexpected(make_error(errc::invalid_argument, "the HTTP server's TLS set-up failed: " + ec.message()));
+      if (ec)
+        return std::unexpected(make_error(errc::invalid_argument,
+                                          "the HTTP server's TLS set-up failed: " + ec.message()));
     }
     asio::co_spawn(io_, accept(), asio::detached);
-    for (unsigned i = 0; i < std::max(1u, options_.threads); ++i) threads_.emplace_back([this] { io_.run(); });
+    for (unsigned i = 0; i < std::max(1u, options_.threads); ++i)
+      threads_.emplace_back([this] { io_.run(); });
     return {};
   }
 
@@ -142,7 +155,8 @@ class http_server::impl {
     });
     // gRPC writes each call's answer into a coroutine's frame: the frames
     // must outlive the calls.
-    for (int i = 0; i < 500 && calls_in_flight_.load() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (int i = 0; i < 500 && calls_in_flight_.load() > 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     io_.stop();
     for (std::thread& t : threads_) t.join();
     threads_.clear();
@@ -176,7 +190,9 @@ class http_server::impl {
     } count{connections_};
     beast::tcp_stream stream(std::move(socket));
     if (connections_.load() > options_.max_connections) {
-      response busy = plain(http::status::service_unavailable, "too many connections: at most " + std::to_string(options_.max_connections));
+      response busy =
+          plain(http::status::service_unavailable,
+                "too many connections: at most " + std::to_string(options_.max_connections));
       busy.keep_alive(false);
       stream.expires_after(write_timeout);
       co_await http::async_write(stream, busy, asio::as_tuple(asio::use_awaitable));
@@ -188,7 +204,8 @@ class http_server::impl {
     }
     beast::ssl_stream<beast::tcp_stream> secure(std::move(stream), *tls_);
     beast::get_lowest_layer(secure).expires_after(options_.read_timeout);
-    auto [ec] = co_await secure.async_handshake(asio::ssl::stream_base::server, asio::as_tuple(asio::use_awaitable));
+    auto [ec] = co_await secure.async_handshake(asio::ssl::stream_base::server,
+                                                asio::as_tuple(asio::use_awaitable));
     if (ec) co_return;  // a plaintext client, a wrong protocol: nothing to answer it in
     co_await serve(secure);
     beast::get_lowest_layer(secure).expires_after(std::chrono::seconds(5));
@@ -203,14 +220,19 @@ class http_server::impl {
       parser.header_limit(header_limit_bytes);
       parser.body_limit(options_.max_body_bytes);
       beast::get_lowest_layer(stream).expires_after(options_.read_timeout);
-      auto [ec, n] = co_await http::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
+      auto [ec, n] =
+          co_await http::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
       if (ec == http::error::body_limit || ec == http::error::header_limit) {
         // Answered, then closed: the rest of what it sends is not read.
         const bool body = ec == http::error::body_limit;
-        response refused = error_answer(body ? json_api_error(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                                              "the request's body is over " + std::to_string(options_.max_body_bytes) + " bytes")
-                                             : json_answer{431, R"({"code":"resource_exhausted","message":"the request's headers are over 16 KiB"})"},
-                                        body ? http::status::payload_too_large : http::status::request_header_fields_too_large);
+        response refused = error_answer(
+            body
+                ? json_api_error(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                 "the request's body is over " +
+                                     std::to_string(options_.max_body_bytes) + " bytes")
+                : json_answer{431,
+                              R"({"code":"resource_exhausted","message":"the request's headers are over 16 KiB"})"},
+            body ? http::status::payload_too_large : http::status::request_header_fields_too_large);
         refused.keep_alive(false);
         beast::get_lowest_layer(stream).expires_after(write_timeout);
         co_await http::async_write(stream, refused, asio::as_tuple(asio::use_awaitable));
@@ -230,7 +252,8 @@ class http_server::impl {
         answer.content_length(length);
       }
       beast::get_lowest_layer(stream).expires_after(write_timeout);
-      auto [wec, written] = co_await http::async_write(stream, answer, asio::as_tuple(asio::use_awaitable));
+      auto [wec, written] =
+          co_await http::async_write(stream, answer, asio::as_tuple(asio::use_awaitable));
       if (wec || !answer.keep_alive()) co_return;
     }
   }
@@ -245,13 +268,16 @@ class http_server::impl {
     stream.expires_after(std::chrono::seconds(2));
     std::vector<char> scratch(64 * 1024);
     for (std::size_t dropped = 0; dropped < (16u << 20);) {
-      auto [ec, n] = co_await stream.async_read_some(asio::buffer(scratch), asio::as_tuple(asio::use_awaitable));
+      auto [ec, n] = co_await stream.async_read_some(asio::buffer(scratch),
+                                                     asio::as_tuple(asio::use_awaitable));
       if (ec) break;
       dropped += n;
     }
   }
 
-  static json_answer json_api_error(grpc::StatusCode code, const std::string& message) { return error_json(code, message); }
+  static json_answer json_api_error(grpc::StatusCode code, const std::string& message) {
+    return error_json(code, message);
+  }
   // The answer with another HTTP status than its code's (a route's 404, a
   // verb's 405, a media type's 415).
   static json_answer with_status(int http_status, json_answer a) {
@@ -284,7 +310,8 @@ class http_server::impl {
   asio::awaitable<response> handle(const request& req) {
     const std::string_view target(req.target().data(), req.target().size());
     const std::string_view path = target.substr(0, target.find('?'));
-    if (path.starts_with("/strata.v1.Array/") || path.starts_with("/strata.")) co_return co_await call(req, path);
+    if (path.starts_with("/strata.v1.Array/") || path.starts_with("/strata."))
+      co_return co_await call(req, path);
     if (path == "/metrics") co_return co_await metrics(req);
     if (path == "/login") co_return login(req);
     if (path == "/logout") co_return logout(req);
@@ -296,38 +323,50 @@ class http_server::impl {
   std::optional<std::string> refused(const request& req) {
     if (!security_) return std::nullopt;
     if (const auto auth = req.find(http::field::authorization); auth != req.end()) {
-      return security_->token.check_authorization(std::string_view(auth->value().data(), auth->value().size()));
+      return security_->token.check_authorization(
+          std::string_view(auth->value().data(), auth->value().size()));
     }
     if (const auto cookie = req.find(http::field::cookie); cookie != req.end()) {
-      const std::string_view id = cookie_value(std::string_view(cookie->value().data(), cookie->value().size()), session_cookie);
+      const std::string_view id = cookie_value(
+          std::string_view(cookie->value().data(), cookie->value().size()), session_cookie);
       std::lock_guard lock(sessions_mutex_);
       if (const auto s = sessions_.find(std::string(id)); !id.empty() && s != sessions_.end()) {
         if (s->second > std::chrono::steady_clock::now()) return std::nullopt;
         sessions_.erase(s);
         return "the session has expired: log in again";
       }
-      if (!id.empty()) return "the session is not known (the array restarted, or it was logged out): log in again";
+      if (!id.empty())
+        return "the session is not known (the array restarted, or it was logged out): log in again";
     }
-    return "no credentials: send \"Authorization: Bearer TOKEN\", TOKEN from the server's token file, or log in (POST /login)";
+    return "no credentials: send \"Authorization: Bearer TOKEN\", TOKEN from the server's token "
+           "file, or log in (POST /login)";
   }
 
   asio::awaitable<response> call(const request& req, std::string_view path) {
     const google::protobuf::MethodDescriptor* method = find_method(path);
     if (method == nullptr) {
-      co_return json(with_status(404, error_json(grpc::StatusCode::UNIMPLEMENTED, "no method " + std::string(path.substr(1)) +
-                                                                                    ": the methods are strata.v1.Array's (proto/strata/v1/array.proto)")));
+      co_return json(with_status(
+          404,
+          error_json(grpc::StatusCode::UNIMPLEMENTED,
+                     "no method " + std::string(path.substr(1)) +
+                         ": the methods are strata.v1.Array's (proto/strata/v1/array.proto)")));
     }
     if (req.method() != http::verb::post) {
-      response r = json(with_status(405, error_json(grpc::StatusCode::UNIMPLEMENTED, "call the API with POST")));
+      response r = json(
+          with_status(405, error_json(grpc::StatusCode::UNIMPLEMENTED, "call the API with POST")));
       r.set(http::field::allow, "POST");
       co_return r;
     }
-    if (const auto why = refused(req)) co_return json(error_json(grpc::StatusCode::UNAUTHENTICATED, *why));
+    if (const auto why = refused(req))
+      co_return json(error_json(grpc::StatusCode::UNAUTHENTICATED, *why));
     const auto type = req.find(http::field::content_type);
-    const std::string_view content_type = type == req.end() ? "" : std::string_view(type->value().data(), type->value().size());
+    const std::string_view content_type =
+        type == req.end() ? "" : std::string_view(type->value().data(), type->value().size());
     if (!content_type.starts_with("application/json")) {
-      co_return json(with_status(415, error_json(grpc::StatusCode::INVALID_ARGUMENT, "the body must be JSON (Content-Type: application/json), not \"" +
-                                                                                          std::string(content_type) + "\"")));
+      co_return json(with_status(
+          415, error_json(grpc::StatusCode::INVALID_ARGUMENT,
+                          "the body must be JSON (Content-Type: application/json), not \"" +
+                              std::string(content_type) + "\"")));
     }
     auto bytes = request_from_json(*method, req.body());
     if (!bytes) co_return json(bytes.error());
@@ -335,34 +374,41 @@ class http_server::impl {
     grpc::ByteBuffer in(&slice, 1);
     grpc::ByteBuffer out;
     grpc::ClientContext context;
-    const std::string full_path = "/" + std::string(method->service()->full_name()) + "/" + method->name();
+    const std::string full_path =
+        "/" + std::string(method->service()->full_name()) + "/" + method->name();
     ++calls_in_flight_;
-    const grpc::Status status = co_await async_unary(stub_, context, full_path, in, out, asio::use_awaitable);
+    const grpc::Status status =
+        co_await async_unary(stub_, context, full_path, in, out, asio::use_awaitable);
     --calls_in_flight_;
     if (!status.ok()) co_return json(error_json(status));
     std::vector<grpc::Slice> slices;
     std::string answer;
     if (out.Dump(&slices).ok()) {
-      for (const grpc::Slice& s : slices) answer.append(reinterpret_cast<const char*>(s.begin()), s.size());
+      for (const grpc::Slice& s : slices)
+        answer.append(reinterpret_cast<const char*>(s.begin()), s.size());
     }
     co_return json(response_to_json(*method, answer));
   }
 
   asio::awaitable<response> metrics(const request& req) {
-    if (req.method() != http::verb::get && req.method() != http::verb::head) co_return plain(http::status::method_not_allowed, "GET /metrics");
+    if (req.method() != http::verb::get && req.method() != http::verb::head)
+      co_return plain(http::status::method_not_allowed, "GET /metrics");
     if (const auto why = refused(req)) co_return plain(http::status::unauthorized, *why);
     // The scrape's calls block: on the worker thread, a coroutine of its
     // own, awaited here. The job is a named local, not a temporary of the
     // co_await expression: g++ 12 destroys such temporaries twice (it
     // freed the channel's shared_ptr under us).
-    auto scrape_job = [channel = channel_]() -> asio::awaitable<std::expected<std::string, std::string>> {
+    auto scrape_job = [channel =
+                           channel_]() -> asio::awaitable<std::expected<std::string, std::string>> {
       auto stub = v1::Array::NewStub(channel);
       auto scrape = collect(*stub);
       if (!scrape) co_return std::unexpected(scrape.error().error_message());
       co_return render(*scrape);
     };
     auto text = co_await asio::co_spawn(workers_, std::move(scrape_job), asio::use_awaitable);
-    if (!text) co_return plain(http::status::service_unavailable, "the API did not answer the scrape: " + text.error());
+    if (!text)
+      co_return plain(http::status::service_unavailable,
+                      "the API did not answer the scrape: " + text.error());
     response r{http::status::ok, 11};
     r.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
     r.body() = std::move(*text);
@@ -370,41 +416,53 @@ class http_server::impl {
   }
 
   response login(const request& req) {
-    if (req.method() != http::verb::post) return json(with_status(405, error_json(grpc::StatusCode::UNIMPLEMENTED, "log in with POST")));
+    if (req.method() != http::verb::post)
+      return json(
+          with_status(405, error_json(grpc::StatusCode::UNIMPLEMENTED, "log in with POST")));
     if (!security_) return json(json_answer{200, R"({"required":false})"});
     const nlohmann::json body = nlohmann::json::parse(req.body(), nullptr, false);
     if (!body.is_object() || !body.contains("token") || !body["token"].is_string()) {
-      return json(error_json(grpc::StatusCode::INVALID_ARGUMENT, "token: send {\"token\": TOKEN}, TOKEN from the server's token file"));
+      return json(error_json(grpc::StatusCode::INVALID_ARGUMENT,
+                             "token: send {\"token\": TOKEN}, TOKEN from the server's token file"));
     }
     if (!security_->token.matches(body["token"].get<std::string>())) {
-      return json(error_json(grpc::StatusCode::UNAUTHENTICATED, "token: not the one in the server's token file"));
+      return json(error_json(grpc::StatusCode::UNAUTHENTICATED,
+                             "token: not the one in the server's token file"));
     }
     const std::string id = random_hex(32);
-    if (id.empty()) return json(error_json(grpc::StatusCode::INTERNAL, "cannot make a session: no randomness"));
+    if (id.empty())
+      return json(error_json(grpc::StatusCode::INTERNAL, "cannot make a session: no randomness"));
     {
       std::lock_guard lock(sessions_mutex_);
       const auto now = std::chrono::steady_clock::now();
       std::erase_if(sessions_, [now](const auto& s) { return s.second <= now; });
       if (sessions_.size() >= max_sessions) {
-        return json(error_json(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many sessions: at most " + std::to_string(max_sessions)));
+        return json(error_json(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                               "too many sessions: at most " + std::to_string(max_sessions)));
       }
       sessions_[id] = now + session_lifetime;
     }
     response r = json(json_answer{200, R"({"required":true})"});
-    r.set(http::field::set_cookie, std::string(session_cookie) + "=" + id + "; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=" +
-                                       std::to_string(std::chrono::seconds(session_lifetime).count()));
+    r.set(http::field::set_cookie,
+          std::string(session_cookie) + "=" + id +
+              "; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=" +
+              std::to_string(std::chrono::seconds(session_lifetime).count()));
     return r;
   }
 
   response logout(const request& req) {
-    if (req.method() != http::verb::post) return json(with_status(405, error_json(grpc::StatusCode::UNIMPLEMENTED, "log out with POST")));
+    if (req.method() != http::verb::post)
+      return json(
+          with_status(405, error_json(grpc::StatusCode::UNIMPLEMENTED, "log out with POST")));
     if (const auto cookie = req.find(http::field::cookie); cookie != req.end()) {
-      const std::string_view id = cookie_value(std::string_view(cookie->value().data(), cookie->value().size()), session_cookie);
+      const std::string_view id = cookie_value(
+          std::string_view(cookie->value().data(), cookie->value().size()), session_cookie);
       std::lock_guard lock(sessions_mutex_);
       sessions_.erase(std::string(id));
     }
     response r = json(json_answer{200, "{}"});
-    r.set(http::field::set_cookie, std::string(session_cookie) + "=; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=0");
+    r.set(http::field::set_cookie,
+          std::string(session_cookie) + "=; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=0");
     return r;
   }
 
@@ -422,7 +480,8 @@ class http_server::impl {
         for (const console_file& f : console_files()) {
           if (f.path == relative) bytes.emplace(f.bytes);
         }
-      } else if (std::ifstream in(options_.console_dir / relative, std::ios::binary); in && !std::filesystem::is_directory(options_.console_dir / relative)) {
+      } else if (std::ifstream in(options_.console_dir / relative, std::ios::binary);
+                 in && !std::filesystem::is_directory(options_.console_dir / relative)) {
         std::ostringstream all;
         all << in.rdbuf();
         bytes = all.str();
@@ -433,7 +492,8 @@ class http_server::impl {
     r.set(http::field::content_type, content_type_of(relative));
     // The console runs only its own code, and is shown in no other site's frame.
     r.set("Content-Security-Policy",
-          "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'");
+          "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+          "frame-ancestors 'none'");
     r.set("X-Content-Type-Options", "nosniff");
     r.set(http::field::cache_control, "no-cache");
     r.body() = std::move(*bytes);
@@ -444,7 +504,8 @@ class http_server::impl {
   const std::optional<loaded_security> security_;
   std::shared_ptr<grpc::Channel> channel_;
   grpc::GenericStub stub_;
-  std::optional<asio::ssl::context> tls_;  // before io_: the connections' streams, destroyed with io_, use it
+  std::optional<asio::ssl::context>
+      tls_;  // before io_: the connections' streams, destroyed with io_, use it
   asio::io_context io_;
   tcp::acceptor acceptor_;
   asio::thread_pool workers_{1};
@@ -457,23 +518,39 @@ class http_server::impl {
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> sessions_;  // id -> expiry
 };
 
-std::expected<std::unique_ptr<http_server>, error> http_server::start(std::shared_ptr<grpc::Channel> api, const http_options& options) {
+std::expected<std::unique_ptr<http_server>, error> http_server::start(
+    std::shared_ptr<grpc::Channel> api, const http_options& options) {
   const auto at = controller::parse_listen_address(options.address);
-  if (!at) return std::unexpected(make_error(errc::invalid_argument, "the HTTP server's address " + options.address + ": " + at.error()));
+  if (!at)
+    return std::unexpected(
+        make_error(errc::invalid_argument,
+                   "the HTTP server's address " + options.address + ": " + at.error()));
   boost::system::error_code ec;
   const auto address = asio::ip::make_address(at->address, ec);
-  if (ec) return std::unexpected(make_error(errc::invalid_argument, "the HTTP server's address " + options.address + " is not numeric"));
+  if (ec)
+    return std::unexpected(
+        make_error(errc::invalid_argument,
+                   "the HTTP server's address " + options.address + " is not numeric"));
   auto security = load_security("the HTTP server", options.address, options.security);
   if (!security) return std::unexpected(security.error());
   auto i = std::make_unique<impl>(std::move(api), options, std::move(*security));
-  if (auto listening = i->listen(tcp::endpoint(address, at->port)); !listening) return std::unexpected(listening.error());
+  if (auto listening = i->listen(tcp::endpoint(address, at->port)); !listening)
+    return std::unexpected(listening.error());
   return std::unique_ptr<http_server>(new http_server(std::move(i)));
 }
 
 http_server::http_server(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
-http_server::~http_server() { stop(); }
-int http_server::port() const noexcept { return impl_->port(); }
-bool http_server::tls() const noexcept { return impl_->tls(); }
-void http_server::stop() { impl_->stop(); }
+http_server::~http_server() {
+  stop();
+}
+int http_server::port() const noexcept {
+  return impl_->port();
+}
+bool http_server::tls() const noexcept {
+  return impl_->tls();
+}
+void http_server::stop() {
+  impl_->stop();
+}
 
 }  // namespace strata::mgmt

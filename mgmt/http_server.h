@@ -45,8 +45,9 @@ namespace strata::mgmt {
 
 struct http_options {
   std::string address = "127.0.0.1:8080";  // ADDR:PORT; port 0: any free one
-  security_options security;              // the API's (security.h): TLS and the bearer token
-  std::filesystem::path console_dir;      // empty: the console built into stratad; else its files, read at each request (development)
+  security_options security;               // the API's (security.h): TLS and the bearer token
+  std::filesystem::path console_dir;  // empty: the console built into stratad; else its files, read
+                                      // at each request (development)
   std::size_t max_body_bytes = 1 << 20;
   std::chrono::seconds read_timeout{30};  // for a request's headers and body to arrive
   std::size_t max_connections = 256;
@@ -58,7 +59,8 @@ class http_server {
   // Serves `api` (the gRPC server's in-process channel) at options.address.
   // Refused, with a message naming what to fix: an address that is not
   // ADDR:PORT, or that cannot be listened on; security as the API's.
-  static std::expected<std::unique_ptr<http_server>, error> start(std::shared_ptr<grpc::Channel> api, const http_options& options);
+  static std::expected<std::unique_ptr<http_server>, error> start(
+      std::shared_ptr<grpc::Channel> api, const http_options& options);
   ~http_server();
   int port() const noexcept;
   bool tls() const noexcept;

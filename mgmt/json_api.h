@@ -37,13 +37,14 @@ const google::protobuf::MethodDescriptor* find_method(std::string_view path);
 // The request message `json` holds, serialized for the gRPC call. Unknown
 // fields, wrong types and malformed JSON are refused (invalid_argument,
 // naming what the parser found); an empty body is the empty message.
-std::expected<std::string, json_answer> request_from_json(const google::protobuf::MethodDescriptor& method,
-                                                          std::string_view json);
+std::expected<std::string, json_answer> request_from_json(
+    const google::protobuf::MethodDescriptor& method, std::string_view json);
 
 // The response message `bytes` (as the call returned it) as JSON, every
 // field present, zero values included, so that a client sees the whole
 // resource.
-json_answer response_to_json(const google::protobuf::MethodDescriptor& method, const std::string& bytes);
+json_answer response_to_json(const google::protobuf::MethodDescriptor& method,
+                             const std::string& bytes);
 
 // A failed call as Connect's error JSON: {"code": "invalid_argument",
 // "message": "field: reason", "details": [{"type": "strata.v1.ErrorInfo",

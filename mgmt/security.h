@@ -20,8 +20,10 @@ namespace strata::mgmt {
 
 // All three or none.
 struct security_options {
-  std::filesystem::path tls_cert, tls_key;  // PEM: the server's certificate chain (its own first), and its unencrypted key
-  std::filesystem::path token_file;         // the bearer token: one line of at least 32 printable characters, no spaces
+  std::filesystem::path tls_cert,
+      tls_key;  // PEM: the server's certificate chain (its own first), and its unencrypted key
+  std::filesystem::path
+      token_file;  // the bearer token: one line of at least 32 printable characters, no spaces
 };
 
 // The bearer token, kept as its SHA-256 digest only.
@@ -56,7 +58,8 @@ bool is_loopback(std::string_view address);
 // token); all three, read and checked. Refused, naming what to fix: none
 // off loopback; only some; a file unreadable, or holding no certificate,
 // key or valid token; a key that is not the certificate's.
-std::expected<std::optional<loaded_security>, error> load_security(const std::string& what, const std::string& address,
+std::expected<std::optional<loaded_security>, error> load_security(const std::string& what,
+                                                                   const std::string& address,
                                                                    const security_options& options);
 
 }  // namespace strata::mgmt

@@ -35,14 +35,16 @@ class management_server {
   // to fix: an address off loopback without `security`; only some of
   // `security`; a file that cannot be read or holds no certificate, key or
   // valid token; a key that is not the certificate's.
-  static std::expected<std::unique_ptr<management_server>, error> start(controller::management& manage,
-                                                                        const std::string& address,
-                                                                        const security_options& security = {});
+  static std::expected<std::unique_ptr<management_server>, error> start(
+      controller::management& manage, const std::string& address,
+      const security_options& security = {});
   ~management_server();
   int port() const noexcept { return port_; }
   // A channel to the server within this process (no socket, no TLS): the
   // HTTP server's calls take it, after checking the caller itself.
-  std::shared_ptr<grpc::Channel> in_process_channel() { return server_->InProcessChannel(grpc::ChannelArguments()); }
+  std::shared_ptr<grpc::Channel> in_process_channel() {
+    return server_->InProcessChannel(grpc::ChannelArguments());
+  }
   // Ends every call and stops; waits for handlers running.
   void stop();
 

@@ -25,7 +25,9 @@ grpc::Status fail(grpc::StatusCode code, const std::string& field, const std::st
   return {code, rich.message(), rich.SerializeAsString()};
 }
 
-grpc::Status invalid(const std::string& field, const std::string& why) { return fail(grpc::StatusCode::INVALID_ARGUMENT, field, why); }
+grpc::Status invalid(const std::string& field, const std::string& why) {
+  return fail(grpc::StatusCode::INVALID_ARGUMENT, field, why);
+}
 
 // What the controller's refusal is as a status.
 grpc::Status to_status(const controller::refusal& r) {
@@ -63,32 +65,41 @@ grpc::Status answer(controller::outcome<T>&& got, T* out) {
   return grpc::Status::OK;
 }
 
-grpc::Status answer(const controller::outcome<void>& got) { return got ? grpc::Status::OK : to_status(got.error()); }
+grpc::Status answer(const controller::outcome<void>& got) {
+  return got ? grpc::Status::OK : to_status(got.error());
+}
 
 // A change controller b hands to controller a (controller/remote_management.h):
 // a's answer, or its refusal, as if made here.
 template <class Request, class Response>
-grpc::Status forwarded(controller::management& m, std::string_view method, const Request& in, Response* out) {
+grpc::Status forwarded(controller::management& m, std::string_view method, const Request& in,
+                       Response* out) {
   auto got = m.forward(method, in);
   if (!got) return to_status(got.error());
-  if (!out->ParseFromString(*got)) return fail(grpc::StatusCode::INTERNAL, "", "the partner's answer to " + std::string(method) + " is corrupt");
+  if (!out->ParseFromString(*got))
+    return fail(grpc::StatusCode::INTERNAL, "",
+                "the partner's answer to " + std::string(method) + " is corrupt");
   return grpc::Status::OK;
 }
 
-std::vector<std::string> fields_of(const google::protobuf::FieldMask& mask) { return {mask.paths().begin(), mask.paths().end()}; }
+std::vector<std::string> fields_of(const google::protobuf::FieldMask& mask) {
+  return {mask.paths().begin(), mask.paths().end()};
+}
 
 // One page of the records directly under `collection` ("disks/"): not
 // those further down ("pools/p1/volumes/…" under "pools/").
 template <class Message, class Response>
-grpc::Status list(const controller::config_store& config, const std::string& collection, const v1::ListRequest& in,
-                  Response* out, Message* (Response::*add)()) {
+grpc::Status list(const controller::config_store& config, const std::string& collection,
+                  const v1::ListRequest& in, Response* out, Message* (Response::*add)()) {
   if (in.page_size() < 0 || in.page_size() > max_page_size) {
-    return invalid("page_size", std::to_string(in.page_size()) + " is outside 0 to " + std::to_string(max_page_size));
+    return invalid("page_size", std::to_string(in.page_size()) + " is outside 0 to " +
+                                    std::to_string(max_page_size));
   }
   if (!in.page_token().empty() && !std::string_view(in.page_token()).starts_with(collection)) {
     return invalid("page_token", "\"" + in.page_token() + "\" is not a token of this list");
   }
-  const std::size_t page = in.page_size() == 0 ? default_page_size : static_cast<std::size_t>(in.page_size());
+  const std::size_t page =
+      in.page_size() == 0 ? default_page_size : static_cast<std::size_t>(in.page_size());
   std::vector<std::pair<std::string, std::string>> picked;
   bool more = false;  // a record follows the page: it gets a next_page_token
   std::string after = in.page_token();
@@ -96,7 +107,8 @@ grpc::Status list(const controller::config_store& config, const std::string& col
     const auto records = config.list(collection, after, page + 1);
     for (const auto& [key, bytes] : records) {
       after = key;
-      if (std::string_view(key).substr(collection.size()).find('/') != std::string_view::npos) continue;  // nested
+      if (std::string_view(key).substr(collection.size()).find('/') != std::string_view::npos)
+        continue;  // nested
       if (picked.size() == page) {
         more = true;
         break;
@@ -106,14 +118,16 @@ grpc::Status list(const controller::config_store& config, const std::string& col
     if (records.size() < page + 1) break;  // the collection ended
   }
   for (const auto& [key, bytes] : picked) {
-    if (!(out->*add)()->ParseFromString(bytes)) return fail(grpc::StatusCode::DATA_LOSS, "", "the record " + key + " is corrupt");
+    if (!(out->*add)()->ParseFromString(bytes))
+      return fail(grpc::StatusCode::DATA_LOSS, "", "the record " + key + " is corrupt");
   }
   if (more) out->set_next_page_token(picked.back().first);
   return grpc::Status::OK;
 }
 
 template <class Message>
-grpc::Status get(const controller::config_store& config, const std::string& collection, const v1::GetRequest& in, Message* out) {
+grpc::Status get(const controller::config_store& config, const std::string& collection,
+                 const v1::GetRequest& in, Message* out) {
   return answer(controller::get_record<Message>(config, collection, in.name()), out);
 }
 
@@ -127,104 +141,132 @@ void redact(v1::Host& h) {
 
 // ---- changes: the controller's (controller/management.h) ----
 
-grpc::Status array_service::CreateVolume(grpc::ServerContext*, const v1::CreateVolumeRequest* in, v1::Volume* out) {
+grpc::Status array_service::CreateVolume(grpc::ServerContext*, const v1::CreateVolumeRequest* in,
+                                         v1::Volume* out) {
   if (manage_.forwards()) return forwarded(manage_, "CreateVolume", *in, out);
   return answer(manage_.create_volume(in->parent(), in->volume_id(), in->volume()), out);
 }
-grpc::Status array_service::UpdateVolume(grpc::ServerContext*, const v1::UpdateVolumeRequest* in, v1::Volume* out) {
+grpc::Status array_service::UpdateVolume(grpc::ServerContext*, const v1::UpdateVolumeRequest* in,
+                                         v1::Volume* out) {
   if (manage_.forwards()) return forwarded(manage_, "UpdateVolume", *in, out);
   return answer(manage_.update_volume(in->volume(), fields_of(in->update_mask())), out);
 }
-grpc::Status array_service::MoveVolume(grpc::ServerContext*, const v1::MoveVolumeRequest* in, v1::Operation* out) {
+grpc::Status array_service::MoveVolume(grpc::ServerContext*, const v1::MoveVolumeRequest* in,
+                                       v1::Operation* out) {
   if (manage_.forwards()) return forwarded(manage_, "MoveVolume", *in, out);
   return answer(manage_.move_volume(in->name(), in->affinity()), out);
 }
-grpc::Status array_service::DeleteVolume(grpc::ServerContext*, const v1::DeleteRequest* in, v1::Operation* out) {
+grpc::Status array_service::DeleteVolume(grpc::ServerContext*, const v1::DeleteRequest* in,
+                                         v1::Operation* out) {
   if (manage_.forwards()) return forwarded(manage_, "DeleteVolume", *in, out);
   return answer(manage_.delete_volume(in->name()), out);
 }
-grpc::Status array_service::CreatePool(grpc::ServerContext*, const v1::CreatePoolRequest* in, v1::Pool* out) {
+grpc::Status array_service::CreatePool(grpc::ServerContext*, const v1::CreatePoolRequest* in,
+                                       v1::Pool* out) {
   if (manage_.forwards()) return forwarded(manage_, "CreatePool", *in, out);
   return answer(manage_.create_pool(in->pool_id(), in->pool()), out);
 }
-grpc::Status array_service::UpdatePool(grpc::ServerContext*, const v1::UpdatePoolRequest* in, v1::Pool* out) {
+grpc::Status array_service::UpdatePool(grpc::ServerContext*, const v1::UpdatePoolRequest* in,
+                                       v1::Pool* out) {
   if (manage_.forwards()) return forwarded(manage_, "UpdatePool", *in, out);
   return answer(manage_.update_pool(in->pool(), fields_of(in->update_mask())), out);
 }
 
-grpc::Status array_service::MovePool(grpc::ServerContext*, const v1::MovePoolRequest* in, v1::Operation* out) {
+grpc::Status array_service::MovePool(grpc::ServerContext*, const v1::MovePoolRequest* in,
+                                     v1::Operation* out) {
   if (manage_.forwards()) return forwarded(manage_, "MovePool", *in, out);
   return answer(manage_.move_pool(in->name(), in->to()), out);
 }
 
-grpc::Status array_service::FailoverController(grpc::ServerContext*, const v1::GetRequest* in, v1::Operation* out) {
+grpc::Status array_service::FailoverController(grpc::ServerContext*, const v1::GetRequest* in,
+                                               v1::Operation* out) {
   if (manage_.forwards()) return forwarded(manage_, "FailoverController", *in, out);
   return answer(manage_.failover_controller(in->name()), out);
 }
 
-grpc::Status array_service::FailbackController(grpc::ServerContext*, const v1::GetRequest* in, v1::Operation* out) {
+grpc::Status array_service::FailbackController(grpc::ServerContext*, const v1::GetRequest* in,
+                                               v1::Operation* out) {
   if (manage_.forwards()) return forwarded(manage_, "FailbackController", *in, out);
   return answer(manage_.failback_controller(in->name()), out);
 }
-grpc::Status array_service::CreateHost(grpc::ServerContext*, const v1::CreateHostRequest* in, v1::Host* out) {
-  auto status = manage_.forwards() ? forwarded(manage_, "CreateHost", *in, out) : answer(manage_.create_host(in->host_id(), in->host()), out);
+grpc::Status array_service::CreateHost(grpc::ServerContext*, const v1::CreateHostRequest* in,
+                                       v1::Host* out) {
+  auto status = manage_.forwards() ? forwarded(manage_, "CreateHost", *in, out)
+                                   : answer(manage_.create_host(in->host_id(), in->host()), out);
   redact(*out);
   return status;
 }
-grpc::Status array_service::UpdateHost(grpc::ServerContext*, const v1::UpdateHostRequest* in, v1::Host* out) {
-  auto status = manage_.forwards() ? forwarded(manage_, "UpdateHost", *in, out) : answer(manage_.update_host(in->host(), fields_of(in->update_mask())), out);
+grpc::Status array_service::UpdateHost(grpc::ServerContext*, const v1::UpdateHostRequest* in,
+                                       v1::Host* out) {
+  auto status = manage_.forwards()
+                    ? forwarded(manage_, "UpdateHost", *in, out)
+                    : answer(manage_.update_host(in->host(), fields_of(in->update_mask())), out);
   redact(*out);
   return status;
 }
-grpc::Status array_service::DeleteHost(grpc::ServerContext*, const v1::DeleteRequest* in, google::protobuf::Empty* out) {
+grpc::Status array_service::DeleteHost(grpc::ServerContext*, const v1::DeleteRequest* in,
+                                       google::protobuf::Empty* out) {
   if (manage_.forwards()) return forwarded(manage_, "DeleteHost", *in, out);
   return answer(manage_.delete_host(in->name()));
 }
-grpc::Status array_service::CreateMapping(grpc::ServerContext*, const v1::CreateMappingRequest* in, v1::Mapping* out) {
+grpc::Status array_service::CreateMapping(grpc::ServerContext*, const v1::CreateMappingRequest* in,
+                                          v1::Mapping* out) {
   if (manage_.forwards()) return forwarded(manage_, "CreateMapping", *in, out);
   return answer(manage_.create_mapping(in->mapping_id(), in->mapping()), out);
 }
-grpc::Status array_service::DeleteMapping(grpc::ServerContext*, const v1::DeleteRequest* in, google::protobuf::Empty* out) {
+grpc::Status array_service::DeleteMapping(grpc::ServerContext*, const v1::DeleteRequest* in,
+                                          google::protobuf::Empty* out) {
   if (manage_.forwards()) return forwarded(manage_, "DeleteMapping", *in, out);
   return answer(manage_.delete_mapping(in->name()));
 }
-grpc::Status array_service::CreateDisk(grpc::ServerContext*, const v1::CreateDiskRequest* in, v1::Disk* out) {
+grpc::Status array_service::CreateDisk(grpc::ServerContext*, const v1::CreateDiskRequest* in,
+                                       v1::Disk* out) {
   if (manage_.forwards()) return forwarded(manage_, "CreateDisk", *in, out);
   return answer(manage_.create_disk(in->disk_id(), in->disk()), out);
 }
-grpc::Status array_service::UpdateDisk(grpc::ServerContext*, const v1::UpdateDiskRequest* in, v1::Disk* out) {
+grpc::Status array_service::UpdateDisk(grpc::ServerContext*, const v1::UpdateDiskRequest* in,
+                                       v1::Disk* out) {
   if (manage_.forwards()) return forwarded(manage_, "UpdateDisk", *in, out);
   return answer(manage_.update_disk(in->disk(), fields_of(in->update_mask())), out);
 }
-grpc::Status array_service::FailDisk(grpc::ServerContext*, const v1::GetRequest* in, v1::Disk* out) {
+grpc::Status array_service::FailDisk(grpc::ServerContext*, const v1::GetRequest* in,
+                                     v1::Disk* out) {
   if (manage_.forwards()) return forwarded(manage_, "FailDisk", *in, out);
   return answer(manage_.fail_disk(in->name()), out);
 }
-grpc::Status array_service::ReplaceDisk(grpc::ServerContext*, const v1::ReplaceDiskRequest* in, v1::Operation* out) {
+grpc::Status array_service::ReplaceDisk(grpc::ServerContext*, const v1::ReplaceDiskRequest* in,
+                                        v1::Operation* out) {
   if (manage_.forwards()) return forwarded(manage_, "ReplaceDisk", *in, out);
   return answer(manage_.replace_disk(in->name(), in->replacement()), out);
 }
-grpc::Status array_service::EraseDisk(grpc::ServerContext*, const v1::GetRequest* in, v1::Disk* out) {
+grpc::Status array_service::EraseDisk(grpc::ServerContext*, const v1::GetRequest* in,
+                                      v1::Disk* out) {
   if (manage_.forwards()) return forwarded(manage_, "EraseDisk", *in, out);
   return answer(manage_.erase_disk(in->name()), out);
 }
-grpc::Status array_service::CreateDiskGroup(grpc::ServerContext*, const v1::CreateDiskGroupRequest* in, v1::DiskGroup* out) {
+grpc::Status array_service::CreateDiskGroup(grpc::ServerContext*,
+                                            const v1::CreateDiskGroupRequest* in,
+                                            v1::DiskGroup* out) {
   if (manage_.forwards()) return forwarded(manage_, "CreateDiskGroup", *in, out);
   return answer(manage_.create_group(in->group_id(), in->group(), in->pool()), out);
 }
-grpc::Status array_service::ScrubDiskGroup(grpc::ServerContext*, const v1::GetRequest* in, v1::Operation* out) {
+grpc::Status array_service::ScrubDiskGroup(grpc::ServerContext*, const v1::GetRequest* in,
+                                           v1::Operation* out) {
   if (manage_.forwards()) return forwarded(manage_, "ScrubDiskGroup", *in, out);
   return answer(manage_.scrub_group(in->name()), out);
 }
-grpc::Status array_service::CancelOperation(grpc::ServerContext*, const v1::GetRequest* in, v1::Operation* out) {
+grpc::Status array_service::CancelOperation(grpc::ServerContext*, const v1::GetRequest* in,
+                                            v1::Operation* out) {
   return answer(manage_.cancel_operation(in->name()), out);
 }
 
 // ---- reads: the config store's records, paged here ----
 
-grpc::Status array_service::ListOperations(grpc::ServerContext*, const v1::ListRequest* in, v1::ListOperationsResponse* out) {
+grpc::Status array_service::ListOperations(grpc::ServerContext*, const v1::ListRequest* in,
+                                           v1::ListOperationsResponse* out) {
   if (in->page_size() < 0 || in->page_size() > max_page_size) {
-    return invalid("page_size", std::to_string(in->page_size()) + " is outside 0 to " + std::to_string(max_page_size));
+    return invalid("page_size", std::to_string(in->page_size()) + " is outside 0 to " +
+                                    std::to_string(max_page_size));
   }
   if (!in->page_token().empty() && !in->page_token().starts_with("operations/")) {
     return invalid("page_token", "\"" + in->page_token() + "\" is not a token of this list");
@@ -234,78 +276,102 @@ grpc::Status array_service::ListOperations(grpc::ServerContext*, const v1::ListR
   return grpc::Status::OK;
 }
 
-grpc::Status array_service::GetOperation(grpc::ServerContext*, const v1::GetRequest* in, v1::Operation* out) {
+grpc::Status array_service::GetOperation(grpc::ServerContext*, const v1::GetRequest* in,
+                                         v1::Operation* out) {
   return answer(manage_.operation(in->name()), out);
 }
 
-grpc::Status array_service::GetVolumeStatistics(grpc::ServerContext*, const v1::GetRequest* in, v1::VolumeStatistics* out) {
+grpc::Status array_service::GetVolumeStatistics(grpc::ServerContext*, const v1::GetRequest* in,
+                                                v1::VolumeStatistics* out) {
   return answer(manage_.volume_statistics(in->name()), out);
 }
 
-grpc::Status array_service::GetPoolStatistics(grpc::ServerContext*, const v1::GetRequest* in, v1::PoolStatistics* out) {
+grpc::Status array_service::GetPoolStatistics(grpc::ServerContext*, const v1::GetRequest* in,
+                                              v1::PoolStatistics* out) {
   return answer(manage_.pool_statistics(in->name()), out);
 }
 
-grpc::Status array_service::ListHeat(grpc::ServerContext*, const v1::ListHeatRequest* in, v1::ListHeatResponse* out) {
-  if (in->volume().find("/volumes/") == std::string::npos) return invalid("volume", "\"" + in->volume() + "\" is not a pools/POOL/volumes/NAME resource name");
+grpc::Status array_service::ListHeat(grpc::ServerContext*, const v1::ListHeatRequest* in,
+                                     v1::ListHeatResponse* out) {
+  if (in->volume().find("/volumes/") == std::string::npos)
+    return invalid("volume",
+                   "\"" + in->volume() + "\" is not a pools/POOL/volumes/NAME resource name");
   if (in->page_size() < 0 || in->page_size() > max_page_size) {
-    return invalid("page_size", std::to_string(in->page_size()) + " is outside 0 to " + std::to_string(max_page_size));
+    return invalid("page_size", std::to_string(in->page_size()) + " is outside 0 to " +
+                                    std::to_string(max_page_size));
   }
   std::uint64_t first = 0;
   if (!in->page_token().empty()) {
     const auto start = controller::heat_token_start(in->page_token(), in->hottest_first());
-    if (!start) return invalid("page_token", "\"" + in->page_token() + "\" is not a token of this list");
+    if (!start)
+      return invalid("page_token", "\"" + in->page_token() + "\" is not a token of this list");
     first = *start;
   }
-  const std::size_t page = in->page_size() == 0 ? default_page_size : static_cast<std::size_t>(in->page_size());
-  if (auto status = answer(manage_.heat(in->volume(), in->hottest_first(), first, page), out); !status.ok()) return status;
-  if (first + page < out->total_extents()) out->set_next_page_token(controller::heat_token(in->hottest_first(), first + page));
+  const std::size_t page =
+      in->page_size() == 0 ? default_page_size : static_cast<std::size_t>(in->page_size());
+  if (auto status = answer(manage_.heat(in->volume(), in->hottest_first(), first, page), out);
+      !status.ok())
+    return status;
+  if (first + page < out->total_extents())
+    out->set_next_page_token(controller::heat_token(in->hottest_first(), first + page));
   return grpc::Status::OK;
 }
 
-grpc::Status array_service::ListHeatHistory(grpc::ServerContext*, const v1::ListHeatHistoryRequest* in,
+grpc::Status array_service::ListHeatHistory(grpc::ServerContext*,
+                                            const v1::ListHeatHistoryRequest* in,
                                             v1::ListHeatHistoryResponse* out) {
   const auto query = controller::heat_history_query_of(*in);
   if (!query) return invalid(query.error().field, query.error().message);
   return answer(manage_.heat_history(*query), out);
 }
 
-grpc::Status array_service::ListEvents(grpc::ServerContext*, const v1::ListRequest* in, v1::ListEventsResponse* out) {
+grpc::Status array_service::ListEvents(grpc::ServerContext*, const v1::ListRequest* in,
+                                       v1::ListEventsResponse* out) {
   if (in->page_size() < 0 || in->page_size() > max_page_size) {
-    return invalid("page_size", std::to_string(in->page_size()) + " is outside 0 to " + std::to_string(max_page_size));
+    return invalid("page_size", std::to_string(in->page_size()) + " is outside 0 to " +
+                                    std::to_string(max_page_size));
   }
   if (!in->page_token().empty() && !in->page_token().starts_with("events/")) {
     return invalid("page_token", "\"" + in->page_token() + "\" is not a token of this list");
   }
   manage_.drain_events();
-  const std::size_t page = in->page_size() == 0 ? default_page_size : static_cast<std::size_t>(in->page_size());
+  const std::size_t page =
+      in->page_size() == 0 ? default_page_size : static_cast<std::size_t>(in->page_size());
   const auto records = config_.list_backward("events/", in->page_token(), page + 1);
   for (std::size_t i = 0; i < records.size() && i < page; ++i) {
     if (!out->add_events()->ParseFromString(records[i].second)) {
-      return fail(grpc::StatusCode::DATA_LOSS, "", "the record " + records[i].first + " is corrupt");
+      return fail(grpc::StatusCode::DATA_LOSS, "",
+                  "the record " + records[i].first + " is corrupt");
     }
   }
   if (records.size() > page) out->set_next_page_token(records[page - 1].first);
   return grpc::Status::OK;
 }
 
-grpc::Status array_service::GetVersion(grpc::ServerContext*, const v1::GetVersionRequest*, v1::GetVersionResponse* out) {
+grpc::Status array_service::GetVersion(grpc::ServerContext*, const v1::GetVersionRequest*,
+                                       v1::GetVersionResponse* out) {
   out->set_version(version);
   out->set_controller(manage_.controller_name() == "b" ? "B" : "A");
   return grpc::Status::OK;
 }
 
-grpc::Status array_service::ListControllers(grpc::ServerContext*, const v1::ListRequest* in, v1::ListControllersResponse* out) {
+grpc::Status array_service::ListControllers(grpc::ServerContext*, const v1::ListRequest* in,
+                                            v1::ListControllersResponse* out) {
   if (in->page_size() < 0 || in->page_size() > max_page_size) {
-    return invalid("page_size", std::to_string(in->page_size()) + " is outside 0 to " + std::to_string(max_page_size));
+    return invalid("page_size", std::to_string(in->page_size()) + " is outside 0 to " +
+                                    std::to_string(max_page_size));
   }
-  if (!in->page_token().empty()) return invalid("page_token", "\"" + in->page_token() + "\" is not a token of this list");
-  for (v1::Controller& c : manage_.controllers()) *out->add_controllers() = std::move(c);  // two at most: one page
+  if (!in->page_token().empty())
+    return invalid("page_token", "\"" + in->page_token() + "\" is not a token of this list");
+  for (v1::Controller& c : manage_.controllers())
+    *out->add_controllers() = std::move(c);  // two at most: one page
   return grpc::Status::OK;
 }
 
-grpc::Status array_service::GetController(grpc::ServerContext*, const v1::GetRequest* in, v1::Controller* out) {
-  if (!in->name().starts_with("controllers/")) return invalid("name", "\"" + in->name() + "\" is not a controllers/NAME resource name");
+grpc::Status array_service::GetController(grpc::ServerContext*, const v1::GetRequest* in,
+                                          v1::Controller* out) {
+  if (!in->name().starts_with("controllers/"))
+    return invalid("name", "\"" + in->name() + "\" is not a controllers/NAME resource name");
   std::string names;
   for (v1::Controller& c : manage_.controllers()) {
     if (c.name() == in->name()) {
@@ -314,10 +380,12 @@ grpc::Status array_service::GetController(grpc::ServerContext*, const v1::GetReq
     }
     names += (names.empty() ? "" : " and ") + c.name();
   }
-  return fail(grpc::StatusCode::NOT_FOUND, "name", in->name() + " does not exist (this array has " + names + ")");
+  return fail(grpc::StatusCode::NOT_FOUND, "name",
+              in->name() + " does not exist (this array has " + names + ")");
 }
 
-grpc::Status array_service::ListDisks(grpc::ServerContext*, const v1::ListRequest* in, v1::ListDisksResponse* out) {
+grpc::Status array_service::ListDisks(grpc::ServerContext*, const v1::ListRequest* in,
+                                      v1::ListDisksResponse* out) {
   auto status = list(config_, "disks/", *in, out, &v1::ListDisksResponse::add_disks);
   if (status.ok()) manage_.describe(*out->mutable_disks());
   return status;
@@ -327,34 +395,42 @@ grpc::Status array_service::GetDisk(grpc::ServerContext*, const v1::GetRequest* 
   if (status.ok()) manage_.describe(*out);
   return status;
 }
-grpc::Status array_service::ListDiskGroups(grpc::ServerContext*, const v1::ListRequest* in, v1::ListDiskGroupsResponse* out) {
+grpc::Status array_service::ListDiskGroups(grpc::ServerContext*, const v1::ListRequest* in,
+                                           v1::ListDiskGroupsResponse* out) {
   auto status = list(config_, "groups/", *in, out, &v1::ListDiskGroupsResponse::add_groups);
   if (status.ok()) manage_.describe(*out->mutable_groups());
   return status;
 }
-grpc::Status array_service::GetDiskGroup(grpc::ServerContext*, const v1::GetRequest* in, v1::DiskGroup* out) {
+grpc::Status array_service::GetDiskGroup(grpc::ServerContext*, const v1::GetRequest* in,
+                                         v1::DiskGroup* out) {
   auto status = get(config_, "groups/", *in, out);
   if (status.ok()) manage_.describe(*out);
   return status;
 }
-grpc::Status array_service::ListPools(grpc::ServerContext*, const v1::ListRequest* in, v1::ListPoolsResponse* out) {
+grpc::Status array_service::ListPools(grpc::ServerContext*, const v1::ListRequest* in,
+                                      v1::ListPoolsResponse* out) {
   return list(config_, "pools/", *in, out, &v1::ListPoolsResponse::add_pools);
 }
 grpc::Status array_service::GetPool(grpc::ServerContext*, const v1::GetRequest* in, v1::Pool* out) {
   return get(config_, "pools/", *in, out);
 }
-grpc::Status array_service::ListVolumes(grpc::ServerContext*, const v1::ListRequest* in, v1::ListVolumesResponse* out) {
-  if (in->parent().empty()) return invalid("parent", "the pool whose volumes to list, e.g. pools/p1");
+grpc::Status array_service::ListVolumes(grpc::ServerContext*, const v1::ListRequest* in,
+                                        v1::ListVolumesResponse* out) {
+  if (in->parent().empty())
+    return invalid("parent", "the pool whose volumes to list, e.g. pools/p1");
   if (!controller::is_pool_name(in->parent()) || !config_.get(in->parent())) {
     return fail(grpc::StatusCode::NOT_FOUND, "parent", in->parent() + " is not a pool");
   }
   return list(config_, in->parent() + "/volumes/", *in, out, &v1::ListVolumesResponse::add_volumes);
 }
-grpc::Status array_service::GetVolume(grpc::ServerContext*, const v1::GetRequest* in, v1::Volume* out) {
-  if (in->name().find("/volumes/") == std::string::npos) return invalid("name", "\"" + in->name() + "\" is not a pools/POOL/volumes/NAME resource name");
+grpc::Status array_service::GetVolume(grpc::ServerContext*, const v1::GetRequest* in,
+                                      v1::Volume* out) {
+  if (in->name().find("/volumes/") == std::string::npos)
+    return invalid("name", "\"" + in->name() + "\" is not a pools/POOL/volumes/NAME resource name");
   return get(config_, "pools/", *in, out);
 }
-grpc::Status array_service::ListHosts(grpc::ServerContext*, const v1::ListRequest* in, v1::ListHostsResponse* out) {
+grpc::Status array_service::ListHosts(grpc::ServerContext*, const v1::ListRequest* in,
+                                      v1::ListHostsResponse* out) {
   auto status = list(config_, "hosts/", *in, out, &v1::ListHostsResponse::add_hosts);
   for (v1::Host& h : *out->mutable_hosts()) redact(h);
   return status;
@@ -364,10 +440,12 @@ grpc::Status array_service::GetHost(grpc::ServerContext*, const v1::GetRequest* 
   redact(*out);
   return status;
 }
-grpc::Status array_service::ListMappings(grpc::ServerContext*, const v1::ListRequest* in, v1::ListMappingsResponse* out) {
+grpc::Status array_service::ListMappings(grpc::ServerContext*, const v1::ListRequest* in,
+                                         v1::ListMappingsResponse* out) {
   return list(config_, "mappings/", *in, out, &v1::ListMappingsResponse::add_mappings);
 }
-grpc::Status array_service::GetMapping(grpc::ServerContext*, const v1::GetRequest* in, v1::Mapping* out) {
+grpc::Status array_service::GetMapping(grpc::ServerContext*, const v1::GetRequest* in,
+                                       v1::Mapping* out) {
   return get(config_, "mappings/", *in, out);
 }
 

@@ -34,19 +34,22 @@ std::string list(const std::vector<unsigned>& members) {
   return text;
 }
 
-std::string_view name(group_level level) { return level == group_level::raid6 ? "RAID-6" : "RAID-1"; }
+std::string_view name(group_level level) {
+  return level == group_level::raid6 ? "RAID-6" : "RAID-1";
+}
 
-std::expected<assembly_plan, error> decide(const std::vector<block_device*>& devices,
-                                           const std::vector<std::expected<superblock, std::error_code>>& found,
-                                           group_level level, unsigned (*tolerated)(unsigned)) {
+std::expected<assembly_plan, error> decide(
+    const std::vector<block_device*>& devices,
+    const std::vector<std::expected<superblock, std::error_code>>& found, group_level level,
+    unsigned (*tolerated)(unsigned)) {
   const superblock* newest = nullptr;
   for (auto& f : found) {
     if (f && f->level == level && (!newest || f->events > newest->events)) newest = &*f;
   }
   if (newest == nullptr) {
-    return std::unexpected(make_error(errc::not_found, "none of the " + std::to_string(devices.size()) +
-                                                           " devices holds a " + std::string(name(level)) +
-                                                           " superblock"));
+    return std::unexpected(make_error(
+        errc::not_found, "none of the " + std::to_string(devices.size()) + " devices holds a " +
+                             std::string(name(level)) + " superblock"));
   }
   assembly_plan plan;
   plan.newest = *newest;
@@ -57,12 +60,13 @@ std::expected<assembly_plan, error> decide(const std::vector<block_device*>& dev
     const auto& f = found[i];
     if (!f) continue;  // blank or unreadable: not a member
     if (f->group_id != newest->group_id) {
-      return std::unexpected(
-          make_error(errc::invalid_argument, "device " + std::to_string(i) + " belongs to another group"));
+      return std::unexpected(make_error(
+          errc::invalid_argument, "device " + std::to_string(i) + " belongs to another group"));
     }
     if (f->member_index >= m || f->member_count != m || f->level != level) {
       return std::unexpected(
-          make_error(errc::invalid_argument, "device " + std::to_string(i) + " has an inconsistent superblock"));
+          make_error(errc::invalid_argument,
+                     "device " + std::to_string(i) + " has an inconsistent superblock"));
     }
     if (plan.members[f->member_index] == nullptr || f->events > member_events[f->member_index]) {
       plan.members[f->member_index] = devices[i];
@@ -84,8 +88,8 @@ std::expected<assembly_plan, error> decide(const std::vector<block_device*>& dev
   if (plan.missing.size() + plan.recorded.size() > can_lose) {
     return std::unexpected(make_error(
         errc::device_failed,
-        std::string(name(level)) + " group of " + std::to_string(m) + " members cannot start: it needs " +
-            std::to_string(m - can_lose) + " current members" +
+        std::string(name(level)) + " group of " + std::to_string(m) +
+            " members cannot start: it needs " + std::to_string(m - can_lose) + " current members" +
             (plan.missing.empty() ? "" : "; missing: " + list(plan.missing)) +
             (plan.recorded.empty() ? "" : "; failed: " + list(plan.recorded))));
   }
@@ -94,7 +98,8 @@ std::expected<assembly_plan, error> decide(const std::vector<block_device*>& dev
   member_geometry.block_count = newest->member_block_count;
   member_geometry.buffer_alignment_bytes = newest->logical_block_size_bytes;
   for (unsigned i : plan.missing) {
-    plan.stand_ins.push_back(std::make_unique<absent_device>(devices[0]->executor(), member_geometry));
+    plan.stand_ins.push_back(
+        std::make_unique<absent_device>(devices[0]->executor(), member_geometry));
     plan.members[i] = plan.stand_ins.back().get();
   }
   return plan;
@@ -102,7 +107,8 @@ std::expected<assembly_plan, error> decide(const std::vector<block_device*>& dev
 
 }  // namespace
 
-void plan_assembly(std::vector<block_device*> devices, group_level level, unsigned (*tolerated)(unsigned),
+void plan_assembly(std::vector<block_device*> devices, group_level level,
+                   unsigned (*tolerated)(unsigned),
                    std::function<void(std::expected<assembly_plan, error>)> done) {
   if (devices.empty() || std::count(devices.begin(), devices.end(), nullptr) > 0) {
     done(std::unexpected(make_error(errc::invalid_argument, "assembly needs a list of devices")));
@@ -120,11 +126,12 @@ void plan_assembly(std::vector<block_device*> devices, group_level level, unsign
   st->pending = st->devices.size();
   st->done = std::move(done);
   for (std::size_t i = 0; i < st->devices.size(); ++i) {
-    read_superblock(*st->devices[i], [st, i, level, tolerated](std::expected<superblock, std::error_code> sb) {
-      st->found[i] = std::move(sb);
-      if (--st->pending > 0) return;
-      st->done(decide(st->devices, st->found, level, tolerated));
-    });
+    read_superblock(*st->devices[i],
+                    [st, i, level, tolerated](std::expected<superblock, std::error_code> sb) {
+                      st->found[i] = std::move(sb);
+                      if (--st->pending > 0) return;
+                      st->done(decide(st->devices, st->found, level, tolerated));
+                    });
   }
 }
 
@@ -151,7 +158,8 @@ std::vector<member_failure> member_failures(const assembly_plan& plan) {
   return failures;
 }
 
-void check_blank(std::vector<block_device*> members, std::function<void(std::optional<error>)> done) {
+void check_blank(std::vector<block_device*> members,
+                 std::function<void(std::optional<error>)> done) {
   struct state {
     std::vector<std::expected<superblock, std::error_code>> found;
     std::size_t pending = 0;
@@ -170,14 +178,16 @@ void check_blank(std::vector<block_device*> members, std::function<void(std::opt
         const std::string who = "member " + std::to_string(m);
         if (f) {
           st->done(make_error(errc::invalid_argument,
-                              who + " already belongs to a " + std::string(name(f->level)) + " group (member " +
-                                  std::to_string(f->member_index) + " of " + std::to_string(f->member_count) +
+                              who + " already belongs to a " + std::string(name(f->level)) +
+                                  " group (member " + std::to_string(f->member_index) + " of " +
+                                  std::to_string(f->member_count) +
                                   "); remove it from that group and wipe it first"));
           return;
         }
         if (f.error() == errc::media_error) {
-          st->done(make_error(errc::invalid_argument,
-                              who + " holds a damaged superblock: it may belong to a group; wipe it first"));
+          st->done(make_error(
+              errc::invalid_argument,
+              who + " holds a damaged superblock: it may belong to a group; wipe it first"));
           return;
         }
         if (f.error() != errc::not_found) {

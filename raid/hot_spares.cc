@@ -52,10 +52,13 @@ void hot_spares::forget(member_replacement& group) {
   std::erase_if(groups_, [&](const watched& w) { return w.group == &group; });
 }
 
-void hot_spares::member_failed(member_replacement& group) { cover_later(group); }
+void hot_spares::member_failed(member_replacement& group) {
+  cover_later(group);
+}
 
 hot_spares::watched* hot_spares::find(member_replacement& group) noexcept {
-  auto it = std::find_if(groups_.begin(), groups_.end(), [&](const watched& w) { return w.group == &group; });
+  auto it = std::find_if(groups_.begin(), groups_.end(),
+                         [&](const watched& w) { return w.group == &group; });
   return it == groups_.end() ? nullptr : &*it;
 }
 
@@ -100,7 +103,12 @@ void hot_spares::cover(watched& w) {
         if (now != nullptr) now->claiming = false;
         switch (answer) {
           case spare_claim::taken:
-            report({spare_event::kind::taken_elsewhere, &group, member, spare, {}, "another pool's group has taken it"});
+            report({spare_event::kind::taken_elsewhere,
+                    &group,
+                    member,
+                    spare,
+                    {},
+                    "another pool's group has taken it"});
             break;
           case spare_claim::later:
             spares_.push_back(spare);
@@ -108,7 +116,9 @@ void hot_spares::cover(watched& w) {
             return;
           case spare_claim::granted:
             spares_.push_back(spare);
-            if (now != nullptr && group.member_failed(member) && give(*now, member, spare) != given::unfit) return;
+            if (now != nullptr && group.member_failed(member) &&
+                give(*now, member, spare) != given::unfit)
+              return;
             break;
         }
         cover_all();  // another spare, or another group waiting
@@ -121,9 +131,10 @@ void hot_spares::cover(watched& w) {
 
 hot_spares::given hot_spares::give(watched& w, unsigned member, device::block_device* spare) {
   member_replacement& group = *w.group;
-  auto refused = group.replace_member(member, spare, [this, alive = alive_, &group, member, spare](std::error_code result) {
-    if (*alive) rebuild_done(group, member, *spare, result);
-  });
+  auto refused = group.replace_member(
+      member, spare, [this, alive = alive_, &group, member, spare](std::error_code result) {
+        if (*alive) rebuild_done(group, member, *spare, result);
+      });
   if (!refused) {
     std::erase(spares_, spare);
     w.rebuilding = true;
@@ -147,8 +158,8 @@ void hot_spares::retry_later() {
   retry_->arm(options_.clock->now() + options_.retry_interval);
 }
 
-void hot_spares::rebuild_done(member_replacement& group, unsigned member, device::block_device& spare,
-                              std::error_code result) {
+void hot_spares::rebuild_done(member_replacement& group, unsigned member,
+                              device::block_device& spare, std::error_code result) {
   watched* w = find(group);
   if (w != nullptr) w->rebuilding = false;
   if (result) {

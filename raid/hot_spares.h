@@ -96,7 +96,7 @@ class hot_spares {
     member_replacement* group = nullptr;
     bool rebuilding = false;  // a rebuild this pool started runs
     bool cover_posted = false;
-    bool claiming = false;    // a spare is being claimed for it
+    bool claiming = false;  // a spare is being claimed for it
     // Spares it refused as not fitting: they never will, so they are not
     // offered (or reported) again.
     std::vector<device::block_device*> unfit;
@@ -120,7 +120,7 @@ class hot_spares {
   hot_spare_options options_;
   std::vector<device::block_device*> spares_;
   device::block_device* claiming_ = nullptr;  // one claim at a time
-  std::list<watched> groups_;  // stable addresses: callbacks may watch more
+  std::list<watched> groups_;                 // stable addresses: callbacks may watch more
   std::unique_ptr<device::timer> retry_;
   bool retry_armed_ = false;
   // Shared with handlers posted to the loop, which must not run after the

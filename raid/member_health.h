@@ -25,17 +25,28 @@ enum class member_failure : std::uint8_t {
 
 constexpr std::string_view to_string(member_failure f) noexcept {
   switch (f) {
-    case member_failure::none: return "working";
-    case member_failure::administrator: return "failed by the administrator";
-    case member_failure::device_failed: return "device failed";
-    case member_failure::write_error: return "write error";
-    case member_failure::flush_error: return "flush error";
-    case member_failure::timed_out: return "I/O timed out";
-    case member_failure::read_errors: return "too many read errors";
-    case member_failure::metadata: return "metadata write failed";
-    case member_failure::rebuild: return "rebuild failed";
-    case member_failure::absent: return "missing at assembly";
-    case member_failure::recorded: return "failed before assembly";
+    case member_failure::none:
+      return "working";
+    case member_failure::administrator:
+      return "failed by the administrator";
+    case member_failure::device_failed:
+      return "device failed";
+    case member_failure::write_error:
+      return "write error";
+    case member_failure::flush_error:
+      return "flush error";
+    case member_failure::timed_out:
+      return "I/O timed out";
+    case member_failure::read_errors:
+      return "too many read errors";
+    case member_failure::metadata:
+      return "metadata write failed";
+    case member_failure::rebuild:
+      return "rebuild failed";
+    case member_failure::absent:
+      return "missing at assembly";
+    case member_failure::recorded:
+      return "failed before assembly";
   }
   return "unknown";
 }

@@ -29,10 +29,10 @@ std::optional<error> check_members(std::span<device::block_device* const> member
   for (std::size_t i = 1; i < m; ++i) {
     const device::block_geometry& g = members[i]->geometry();
     if (g.logical_block_size_bytes != first.logical_block_size_bytes) {
-      return make_error(errc::invalid_argument,
-                        "member " + std::to_string(i) + " has " +
-                            std::to_string(g.logical_block_size_bytes) + "-byte blocks, member 0 has " +
-                            std::to_string(first.logical_block_size_bytes));
+      return make_error(errc::invalid_argument, "member " + std::to_string(i) + " has " +
+                                                    std::to_string(g.logical_block_size_bytes) +
+                                                    "-byte blocks, member 0 has " +
+                                                    std::to_string(first.logical_block_size_bytes));
     }
     if (g.block_count != first.block_count) {
       return make_error(errc::invalid_argument,
@@ -41,13 +41,15 @@ std::optional<error> check_members(std::span<device::block_device* const> member
                             ": members must be the same size");
     }
     if (members[i]->executor() != members[0]->executor()) {
-      return make_error(errc::invalid_argument, "member " + std::to_string(i) + " lives on another loop");
+      return make_error(errc::invalid_argument,
+                        "member " + std::to_string(i) + " lives on another loop");
     }
   }
   return std::nullopt;
 }
 
-member_set::member_set(std::vector<device::block_device*> devices, const member_set_options& options, hooks h)
+member_set::member_set(std::vector<device::block_device*> devices,
+                       const member_set_options& options, hooks h)
     : devices_(std::move(devices)),
       health_(devices_.size()),
       budget_(options.budget),
@@ -55,7 +57,9 @@ member_set::member_set(std::vector<device::block_device*> devices, const member_
       on_member_event_(options.on_member_event),
       hooks_(std::move(h)),
       watchdog_(options.clock, options.timeout, devices_[0]->executor(),
-                [this](unsigned member, const device::block_device* device) { on_overdue(member, device); }),
+                [this](unsigned member, const device::block_device* device) {
+                  on_overdue(member, device);
+                }),
       deferred_(devices_[0]->executor()),
       log_(devices_[0]->executor(), watchdog_,
            membership_log::hooks{
@@ -64,12 +68,16 @@ member_set::member_set(std::vector<device::block_device*> devices, const member_
                .describe = [this](unsigned m) { return hooks_.describe(m); },
                .write_failed = [this](unsigned m) { fail(m, member_failure::metadata); },
                .outcome =
-                   [this] { return group_failed() ? make_error_code(errc::device_failed) : std::error_code{}; },
+                   [this] {
+                     return group_failed() ? make_error_code(errc::device_failed)
+                                           : std::error_code{};
+                   },
            }) {}
 
 unsigned member_set::failed_count() const noexcept {
   return static_cast<unsigned>(
-      std::count_if(health_.begin(), health_.end(), [](const member_health& h) { return h.failure != member_failure::none; }));
+      std::count_if(health_.begin(), health_.end(),
+                    [](const member_health& h) { return h.failure != member_failure::none; }));
 }
 
 unsigned member_set::whole_count() const noexcept {
@@ -93,8 +101,8 @@ void member_set::fail(unsigned member, member_failure reason) {
   if (on_member_event_) on_member_event_(member_event{member, reason, log_.events()});
 }
 
-void member_set::note_error(unsigned member, const device::block_device* answered, device::op operation,
-                            std::error_code ec) {
+void member_set::note_error(unsigned member, const device::block_device* answered,
+                            device::op operation, std::error_code ec) {
   if (!ec || devices_[member] != answered) return;
   if (ec == errc::no_space) {
     ++health_[member].no_space_errors;

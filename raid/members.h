@@ -73,7 +73,8 @@ class member_set {
   };
 
   // `devices` must have passed check_members.
-  member_set(std::vector<device::block_device*> devices, const member_set_options& options, hooks h);
+  member_set(std::vector<device::block_device*> devices, const member_set_options& options,
+             hooks h);
   member_set(const member_set&) = delete;
   member_set& operator=(const member_set&) = delete;
   // The group's write-intent bitmap: told of failed members and of flushes.
@@ -87,7 +88,9 @@ class member_set {
   const std::vector<device::block_device*>& devices() const noexcept { return devices_; }
   boost::asio::any_io_executor executor() const noexcept { return devices_[0]->executor(); }
 
-  bool failed(unsigned member) const noexcept { return health_[member].failure != member_failure::none; }
+  bool failed(unsigned member) const noexcept {
+    return health_[member].failure != member_failure::none;
+  }
   unsigned failed_count() const noexcept;
   // The member being rebuilt onto a spare (none: no rebuild).
   unsigned rebuilding() const noexcept { return rebuilding_; }

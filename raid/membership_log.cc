@@ -7,7 +7,8 @@
 
 namespace strata::raid {
 
-membership_log::membership_log(boost::asio::any_io_executor executor, member_watchdog& watchdog, hooks h)
+membership_log::membership_log(boost::asio::any_io_executor executor, member_watchdog& watchdog,
+                               hooks h)
     : executor_(std::move(executor)),
       watchdog_(watchdog),
       hooks_(std::move(h)),
@@ -109,12 +110,15 @@ void membership_log::update_done() {
   for (auto& [req, ec] : held) device::complete(*req, ec);
 }
 
-void membership_log::report_after_record(std::function<void(std::error_code)> done, std::error_code result) {
+void membership_log::report_after_record(std::function<void(std::error_code)> done,
+                                         std::error_code result) {
   if (!done) return;
   if (formatted()) {
     // Work that succeeded is done only once recorded: a member rebuilt
     // whose superblock never landed is not a member after a restart.
-    after([done = std::move(done), result](std::error_code recorded) { done(result ? result : recorded); });
+    after([done = std::move(done), result](std::error_code recorded) {
+      done(result ? result : recorded);
+    });
   } else {
     boost::asio::post(executor_, [done = std::move(done), result] { done(result); });
   }

@@ -85,7 +85,7 @@ class membership_log {
   unsigned pending_ = 0;
   std::vector<std::uint64_t> ticket_;  // per member: 0 none outstanding
   std::uint64_t tickets_issued_ = 0;
-  std::vector<watched_io> watch_;      // per member: its superblock write
+  std::vector<watched_io> watch_;  // per member: its superblock write
   std::vector<std::pair<device::request*, std::error_code>> held_;
   std::vector<std::function<void(std::error_code)>> after_;
   // Lets a member's late answer see that this log is gone.

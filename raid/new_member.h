@@ -37,7 +37,8 @@ class new_member {
   // The first step: blocks [0, reserved_blocks) of `member` read and
   // written back. If that fails, `failed(group, its error)` runs: the
   // rebuild is to stop.
-  void claim(device::block_device& member, std::uint64_t reserved_blocks, void* group, resume_fn failed) {
+  void claim(device::block_device& member, std::uint64_t reserved_blocks, void* group,
+             resume_fn failed) {
     group_ = group;
     failed_ = failed;
     const std::uint64_t bytes = reserved_blocks * member.geometry().logical_block_size_bytes;

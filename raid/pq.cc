@@ -17,9 +17,9 @@ constexpr std::size_t simd_bytes = 32;  // ISA-L's alignment and length unit
 
 std::expected<pq_codec, error> pq_codec::create(unsigned data_strips) {
   if (data_strips < min_data_strips || data_strips > max_data_strips) {
-    return std::unexpected(make_error(
-        errc::invalid_argument, "RAID-6 needs 2 to 253 data strips (4 to 255 members), not " +
-                                    std::to_string(data_strips)));
+    return std::unexpected(make_error(errc::invalid_argument,
+                                      "RAID-6 needs 2 to 253 data strips (4 to 255 members), not " +
+                                          std::to_string(data_strips)));
   }
   return pq_codec(data_strips);
 }
@@ -37,8 +37,10 @@ pq_codec::pq_codec(unsigned data_strips) : data_strips_(data_strips) {
 
 std::error_code pq_codec::update(unsigned data_index, const std::byte* delta, std::byte* p,
                                  std::byte* q, std::size_t length_bytes) {
-  for (const std::byte* b : {delta, static_cast<const std::byte*>(p), static_cast<const std::byte*>(q)}) {
-    if (b == nullptr || reinterpret_cast<std::uintptr_t>(b) % simd_bytes != 0) return errc::misaligned;
+  for (const std::byte* b :
+       {delta, static_cast<const std::byte*>(p), static_cast<const std::byte*>(q)}) {
+    if (b == nullptr || reinterpret_cast<std::uintptr_t>(b) % simd_bytes != 0)
+      return errc::misaligned;
   }
   if (data_index >= data_strips_ || length_bytes == 0 || length_bytes % simd_bytes != 0 ||
       length_bytes > static_cast<std::size_t>(INT32_MAX)) {
@@ -79,7 +81,8 @@ std::error_code pq_codec::encode(std::span<std::byte* const> strips,
   if (auto ec = check_buffers(strips, length_bytes)) return ec;
   // pq_gen takes void** but only writes through the last two (P and Q).
   std::vector<void*> pointers(strips.begin(), strips.end());
-  if (pq_gen(static_cast<int>(pointers.size()), static_cast<int>(length_bytes), pointers.data()) != 0) {
+  if (pq_gen(static_cast<int>(pointers.size()), static_cast<int>(length_bytes), pointers.data()) !=
+      0) {
     return errc::invalid_argument;
   }
   return {};
@@ -107,7 +110,8 @@ const pq_codec::decoder& pq_codec::decoder_for(unsigned lost_a, unsigned lost_b)
       m[row * n + column] = generator(d.sources[row], column);
     }
   }
-  [[maybe_unused]] const int singular = gf_invert_matrix(m.data(), inverse.data(), static_cast<int>(n));
+  [[maybe_unused]] const int singular =
+      gf_invert_matrix(m.data(), inverse.data(), static_cast<int>(n));
   assert(singular == 0 && "any n rows of the P+Q generator are independent");
 
   std::vector<unsigned char> coefficients(d.outputs.size() * n);
@@ -126,12 +130,13 @@ const pq_codec::decoder& pq_codec::decoder_for(unsigned lost_a, unsigned lost_b)
   return d;
 }
 
-std::error_code pq_codec::rebuild(std::span<std::byte* const> strips, std::span<const unsigned> lost,
-                                  std::size_t length_bytes) {
+std::error_code pq_codec::rebuild(std::span<std::byte* const> strips,
+                                  std::span<const unsigned> lost, std::size_t length_bytes) {
   if (auto ec = check_buffers(strips, length_bytes)) return ec;
   const unsigned total = data_strips_ + 2;
   if (lost.empty()) return {};
-  if (lost.size() > 2 || lost[0] >= total || (lost.size() == 2 && (lost[1] >= total || lost[0] == lost[1]))) {
+  if (lost.size() > 2 || lost[0] >= total ||
+      (lost.size() == 2 && (lost[1] >= total || lost[0] == lost[1]))) {
     return errc::invalid_argument;
   }
   const unsigned a = lost.size() == 2 ? std::min(lost[0], lost[1]) : lost[0];
@@ -164,7 +169,8 @@ pq_check_result pq_codec::check(std::span<std::byte* const> strips, std::size_t 
   const auto* q = reinterpret_cast<const std::uint8_t*>(strips[q_index()]);
   const auto* p_computed = reinterpret_cast<const std::uint8_t*>(scratch_.data());
   const auto* q_computed = p_computed + length_bytes;
-  if (std::memcmp(p, p_computed, length_bytes) == 0 && std::memcmp(q, q_computed, length_bytes) == 0) {
+  if (std::memcmp(p, p_computed, length_bytes) == 0 &&
+      std::memcmp(q, q_computed, length_bytes) == 0) {
     return result;
   }
   // Each byte that disagrees names a culprit; one strip is wrong only if

@@ -38,8 +38,8 @@ namespace strata::raid {
 struct pq_check_result {
   enum class kind {
     consistent,
-    one_strip_wrong,   // `strip` is the only one that disagrees; rebuild it
-    several_wrong,     // more than one strip disagrees: cannot say which
+    one_strip_wrong,  // `strip` is the only one that disagrees; rebuild it
+    several_wrong,    // more than one strip disagrees: cannot say which
   };
   kind verdict = kind::consistent;
   unsigned strip = 0;  // for one_strip_wrong: 0..n-1 data, n = P, n+1 = Q
@@ -95,9 +95,9 @@ class pq_codec {
   unsigned data_strips_;
   std::map<std::pair<unsigned, unsigned>, decoder> decoders_;
   std::vector<unsigned char> q_tables_;  // 32 bytes per data strip: multiply by g^i
-  device::aligned_buffer scratch_;  // P' and Q' for check()
-  std::uint8_t log_[256] = {};      // log base g, for locating a wrong data strip
-  std::uint8_t exp_[256] = {};      // g^k
+  device::aligned_buffer scratch_;       // P' and Q' for check()
+  std::uint8_t log_[256] = {};           // log base g, for locating a wrong data strip
+  std::uint8_t exp_[256] = {};           // g^k
 };
 
 }  // namespace strata::raid

@@ -9,9 +9,9 @@ namespace strata::raid {
 
 struct rebuild_progress {
   bool running = false;
-  std::uint64_t bytes_done = 0;   // of the new member's strips
+  std::uint64_t bytes_done = 0;  // of the new member's strips
   std::uint64_t bytes_total = 0;
-  device::duration eta{};         // at the rate so far (needs a clock)
+  device::duration eta{};  // at the rate so far (needs a clock)
 };
 
 struct resync_progress {

@@ -20,19 +20,20 @@ std::expected<std::unique_ptr<raid1_group>, error> raid1_group::create(
   const std::uint32_t block_size = first.logical_block_size_bytes;
   const std::uint64_t reserved_blocks = (options.reserved_bytes + block_size - 1) / block_size;
   if (first.block_count <= reserved_blocks) {
-    return std::unexpected(make_error(
-        errc::too_small, "members of " + std::to_string(first.size_bytes()) +
-                             " bytes cannot hold the reserved area and any data"));
+    return std::unexpected(
+        make_error(errc::too_small, "members of " + std::to_string(first.size_bytes()) +
+                                        " bytes cannot hold the reserved area and any data"));
   }
   if (options.sync_chunk_bytes < block_size || options.sync_chunk_bytes % block_size != 0) {
-    return std::unexpected(make_error(errc::invalid_argument,
-                                      "sync chunk of " + std::to_string(options.sync_chunk_bytes) +
-                                          " bytes is not whole blocks of " + std::to_string(block_size)));
+    return std::unexpected(make_error(
+        errc::invalid_argument, "sync chunk of " + std::to_string(options.sync_chunk_bytes) +
+                                    " bytes is not whole blocks of " + std::to_string(block_size)));
   }
   if (options.sync_mb_per_s < 0) {
     return std::unexpected(make_error(errc::invalid_argument, "sync rate must not be negative"));
   }
-  return std::unique_ptr<raid1_group>(new raid1_group(std::move(members), reserved_blocks, options));
+  return std::unique_ptr<raid1_group>(
+      new raid1_group(std::move(members), reserved_blocks, options));
 }
 
 raid1_group::raid1_group(std::vector<block_device*> members, std::uint64_t data_offset_blocks,
@@ -55,23 +56,25 @@ raid1_group::raid1_group(std::vector<block_device*> members, std::uint64_t data_
       reads_served_(members_.size(), 0),
       rejected_(members_.executor()),
       clock_(options.clock),
-      sync_chunk_blocks_(options.sync_chunk_bytes / members_[0]->geometry().logical_block_size_bytes),
+      sync_chunk_blocks_(options.sync_chunk_bytes /
+                         members_[0]->geometry().logical_block_size_bytes),
       sync_mb_per_s_(options.sync_mb_per_s),
-      intent_(members_.executor(), members_.watchdog(),
-              write_intent::hooks{
-                  .members = &members_.devices(),
-                  .holds_metadata = [this](unsigned m) { return members_.whole(m); },
-                  .write_failed = [this](unsigned m) { members_.fail(m, member_failure::metadata); },
-                  .resume =
-                      [this](void* op) {
-                        auto& o = *static_cast<mirror_op*>(op);
-                        if (members_.group_failed()) {
-                          finish(o, errc::device_failed);
-                        } else {
-                          start_write(o);
-                        }
-                      },
-              }) {
+      intent_(
+          members_.executor(), members_.watchdog(),
+          write_intent::hooks{
+              .members = &members_.devices(),
+              .holds_metadata = [this](unsigned m) { return members_.whole(m); },
+              .write_failed = [this](unsigned m) { members_.fail(m, member_failure::metadata); },
+              .resume =
+                  [this](void* op) {
+                    auto& o = *static_cast<mirror_op*>(op);
+                    if (members_.group_failed()) {
+                      finish(o, errc::device_failed);
+                    } else {
+                      start_write(o);
+                    }
+                  },
+          }) {
   members_.attach(intent_);
   const device::block_geometry& member = members_[0]->geometry();
   geometry_ = member;
@@ -88,11 +91,16 @@ raid1_group::raid1_group(std::vector<block_device*> members, std::uint64_t data_
   const std::uint64_t block_size = member.logical_block_size_bytes;
   const std::uint64_t offset_bytes = 2 * superblock::size_bytes;
   // The bitmap's room: the reserved area up to the controller's part of it.
-  const std::uint64_t reserved_bytes = controller_area::room_before(data_offset_blocks * block_size);
+  const std::uint64_t reserved_bytes =
+      controller_area::room_before(data_offset_blocks * block_size);
   if (reserved_bytes >= offset_bytes + block_size) {
-    std::uint64_t region_blocks = std::max<std::uint64_t>(1, options.bitmap_region_bytes / block_size);
-    auto regions = [&](std::uint64_t per_region) { return (geometry_.block_count + per_region - 1) / per_region; };
-    while (write_intent::bytes_for(regions(region_blocks), block_size) > reserved_bytes - offset_bytes) {
+    std::uint64_t region_blocks =
+        std::max<std::uint64_t>(1, options.bitmap_region_bytes / block_size);
+    auto regions = [&](std::uint64_t per_region) {
+      return (geometry_.block_count + per_region - 1) / per_region;
+    };
+    while (write_intent::bytes_for(regions(region_blocks), block_size) >
+           reserved_bytes - offset_bytes) {
       region_blocks *= 2;
     }
     intent_region_blocks_ = region_blocks;
@@ -171,7 +179,8 @@ void raid1_group::prepare(mirror_op& o, unsigned member, op operation, device::c
 
 bool raid1_group::unsynced(std::uint64_t lba, std::uint64_t blocks) const noexcept {
   if (!sync_.running || sync_.rebuild) return false;
-  for (std::uint64_t r = lba / intent_region_blocks_; r <= (lba + blocks - 1) / intent_region_blocks_; ++r) {
+  for (std::uint64_t r = lba / intent_region_blocks_;
+       r <= (lba + blocks - 1) / intent_region_blocks_; ++r) {
     if (sync_.regions[r]) return true;
   }
   return false;
@@ -179,14 +188,16 @@ bool raid1_group::unsynced(std::uint64_t lba, std::uint64_t blocks) const noexce
 
 bool raid1_group::torn(std::uint64_t lba, std::uint64_t blocks) const noexcept {
   if (torn_regions_ == 0) return false;
-  for (std::uint64_t r = lba / intent_region_blocks_; r <= (lba + blocks - 1) / intent_region_blocks_; ++r) {
+  for (std::uint64_t r = lba / intent_region_blocks_;
+       r <= (lba + blocks - 1) / intent_region_blocks_; ++r) {
     if (torn_[r]) return true;
   }
   return false;
 }
 
 unsigned raid1_group::divergent_reader() const noexcept {
-  if (sync_.running && !sync_.rebuild && sync_.source < members_.size() && !members_.failed(sync_.source)) {
+  if (sync_.running && !sync_.rebuild && sync_.source < members_.size() &&
+      !members_.failed(sync_.source)) {
     return sync_.source;
   }
   for (unsigned m = 0; m < members_.size(); ++m) {
@@ -195,7 +206,8 @@ unsigned raid1_group::divergent_reader() const noexcept {
   return 0;
 }
 
-bool raid1_group::may_read(unsigned member, std::uint64_t lba, std::uint64_t blocks) const noexcept {
+bool raid1_group::may_read(unsigned member, std::uint64_t lba,
+                           std::uint64_t blocks) const noexcept {
   if (member == members_.rebuilding()) return lba + blocks <= sync_.next_lba;
   // Not yet resynced, or torn: the members may disagree, so one of them answers.
   if (member != sync_.source && unsynced(lba, blocks)) return false;
@@ -206,7 +218,8 @@ bool raid1_group::may_read(unsigned member, std::uint64_t lba, std::uint64_t blo
 void raid1_group::tear(std::uint64_t lba, std::uint64_t blocks) {
   if (!intent_.enabled() || members_.size() < 2) return;  // one copy cannot diverge
   if (torn_.empty()) torn_.assign(intent_.regions(), false);
-  for (std::uint64_t r = lba / intent_region_blocks_; r <= (lba + blocks - 1) / intent_region_blocks_; ++r) {
+  for (std::uint64_t r = lba / intent_region_blocks_;
+       r <= (lba + blocks - 1) / intent_region_blocks_; ++r) {
     if (torn_[r]) continue;
     torn_[r] = true;
     ++torn_regions_;
@@ -226,8 +239,8 @@ void raid1_group::read_range(mirror_op& o) {
     for (unsigned k = 0; k < m; ++k) {
       const unsigned i = (next_read_ + k) % m;
       if (members_.failed(i) || o.tried[i]) continue;
-      const bool allowed = pass == 0 ? may_read(i, o.range_lba, o.range_blocks)
-                                     : i != members_.rebuilding();
+      const bool allowed =
+          pass == 0 ? may_read(i, o.range_lba, o.range_blocks) : i != members_.rebuilding();
       if (!allowed) continue;
       if (chosen == m || in_flight_[i] < in_flight_[chosen]) chosen = i;
     }
@@ -267,7 +280,8 @@ void raid1_group::on_read_done(request& r) noexcept {
   // could not be read, before handing the buffers back -- unless a write
   // has started since, which this data might be older than (the next read
   // finds any block still bad).
-  if (g.writes_started_ != o.writes_before || g.overlaps_write(o.range_lba, o.range_blocks)) o.bad.clear();
+  if (g.writes_started_ != o.writes_before || g.overlaps_write(o.range_lba, o.range_blocks))
+    o.bad.clear();
   o.pending = 0;
   for (unsigned bad : o.bad) {
     if (g.members_.failed(bad) || g.members_[bad] != o.watches[bad].device) continue;
@@ -298,7 +312,8 @@ void raid1_group::on_repair_done(request& r) noexcept {
   // bad copy bad (the next read tries again); a device since replaced says
   // nothing of its successor.
   g.members_.note_error(member, o.watches[member].device, op::write, r.result);
-  if (!r.result && g.members_[member] == o.watches[member].device) g.repaired_blocks_ += r.block_count;
+  if (!r.result && g.members_[member] == o.watches[member].device)
+    g.repaired_blocks_ += r.block_count;
   if (--o.pending > 0) return;
   std::erase(g.repairing_, &o);
   // Writes that waited for this repair go now; the read goes on.
@@ -313,7 +328,8 @@ void raid1_group::set_range(mirror_op& o, std::uint64_t block) {
   o.range_lba = o.outer->lba + block;
   o.range_blocks = 1;
   // Segments are whole blocks (validate() checks), so a block is in one piece.
-  o.block_segment = {device::contiguous_at(o.outer->buffers, block * block_size, block_size), block_size};
+  o.block_segment = {device::contiguous_at(o.outer->buffers, block * block_size, block_size),
+                     block_size};
   o.range_buffers = {&o.block_segment, 1};
   o.tried.assign(members_.size(), false);
   o.bad.clear();
@@ -346,7 +362,8 @@ void raid1_group::range_unreadable(mirror_op& o) {
 
 std::pair<std::uint64_t, std::uint64_t> raid1_group::regions_of(const mirror_op& o) const noexcept {
   const request& outer = *o.outer;
-  return {outer.lba / intent_region_blocks_, (outer.lba + outer.block_count - 1) / intent_region_blocks_};
+  return {outer.lba / intent_region_blocks_,
+          (outer.lba + outer.block_count - 1) / intent_region_blocks_};
 }
 
 bool raid1_group::overlaps_chunk(const mirror_op& o) const noexcept {
@@ -465,7 +482,8 @@ void raid1_group::fan_out_done(mirror_op& o, unsigned member, std::error_code re
   }
   if (--o.pending > 0) return;
   std::error_code outcome;
-  if (o.succeeded == 0) outcome = o.last_error ? o.last_error : make_error_code(errc::device_failed);
+  if (o.succeeded == 0)
+    outcome = o.last_error ? o.last_error : make_error_code(errc::device_failed);
   if (o.out_of_space && !members_.group_failed()) {
     // Some members may hold the new data and some the old: not a write
     // the group took. The group is whole even if no member took it (the
@@ -487,7 +505,8 @@ void raid1_group::finish(mirror_op& o, std::error_code result) {
     if (o.write_next != nullptr) o.write_next->write_prev = o.write_prev;
     o.in_write_list = false;
     // The chunk being copied waited for this write.
-    if (sync_.chunk_locked && sync_.chunk_waiting > 0 && overlaps_chunk(o) && --sync_.chunk_waiting == 0) {
+    if (sync_.chunk_locked && sync_.chunk_waiting > 0 && overlaps_chunk(o) &&
+        --sync_.chunk_waiting == 0) {
       copy_chunk();
     }
   }
@@ -511,14 +530,15 @@ std::optional<error> raid1_group::replace_member(unsigned member, block_device* 
     return make_error(errc::invalid_argument, "no member " + std::to_string(member));
   }
   if (sync_.running) {
-    return make_error(errc::busy, sync_.rebuild
-                                                  ? "member " + std::to_string(members_.rebuilding()) + " is being rebuilt already"
-                                                  : std::string("the resync after an unclean shutdown is running; "
-                                                                "replace the member after it"));
+    return make_error(
+        errc::busy, sync_.rebuild ? "member " + std::to_string(members_.rebuilding()) +
+                                        " is being rebuilt already"
+                                  : std::string("the resync after an unclean shutdown is running; "
+                                                "replace the member after it"));
   }
   if (!members_.failed(member)) {
-    return make_error(errc::invalid_argument,
-                      "member " + std::to_string(member) + " is working: fail it before replacing it");
+    return make_error(errc::invalid_argument, "member " + std::to_string(member) +
+                                                  " is working: fail it before replacing it");
   }
   if (members_.whole_count() == 0) {
     return make_error(errc::device_failed, "no working member to copy from");
@@ -552,7 +572,8 @@ void raid1_group::start_sync() {
   sync_.started = clock_ != nullptr ? clock_->now() : device::time_point{};
   const std::uint64_t chunk_bytes = sync_chunk_blocks_ * geometry_.logical_block_size_bytes;
   if (sync_.buffer.size() != chunk_bytes) sync_.buffer = device::aligned_buffer(chunk_bytes);
-  if (clock_ != nullptr && !sync_.pacing) sync_.pacing = clock_->make_timer(executor(), [this] { sync_next(); });
+  if (clock_ != nullptr && !sync_.pacing)
+    sync_.pacing = clock_->make_timer(executor(), [this] { sync_next(); });
   // Start from the loop: the caller gets its answer first.
   boost::asio::post(executor(), [this] { sync_next(); });
 }
@@ -565,9 +586,9 @@ rebuild_progress raid1_group::rebuild_status() const {
   p.bytes_total = sync_.bytes_total;
   if (clock_ != nullptr && p.bytes_done > 0) {
     const device::duration elapsed = clock_->now() - sync_.started;
-    p.eta = device::duration(static_cast<std::int64_t>(static_cast<double>(elapsed.count()) *
-                                                        static_cast<double>(p.bytes_total - p.bytes_done) /
-                                                        static_cast<double>(p.bytes_done)));
+    p.eta = device::duration(static_cast<std::int64_t>(
+        static_cast<double>(elapsed.count()) * static_cast<double>(p.bytes_total - p.bytes_done) /
+        static_cast<double>(p.bytes_done)));
   }
   return p;
 }
@@ -590,8 +611,10 @@ void raid1_group::cancel_rebuild() {
 // Locks the next chunk: writes already over it are waited for, new ones
 // wait for its copy.
 void raid1_group::sync_next() {
-  if (!sync_.running || sync_.chunk_locked || sync_.paused) return;  // ended, paused, or a late pacing tick
-  if (sync_.error || (sync_.rebuild && members_.failed(members_.rebuilding())) || members_.group_failed()) {
+  if (!sync_.running || sync_.chunk_locked || sync_.paused)
+    return;  // ended, paused, or a late pacing tick
+  if (sync_.error || (sync_.rebuild && members_.failed(members_.rebuilding())) ||
+      members_.group_failed()) {
     end_sync(sync_.error ? sync_.error : make_error_code(errc::device_failed));
     return;
   }
@@ -607,8 +630,9 @@ void raid1_group::sync_next() {
     return;
   }
   if (clock_ != nullptr && sync_mb_per_s_ > 0) {
-    const auto allowed = sync_.started + device::duration(static_cast<std::int64_t>(
-                                             static_cast<double>(sync_.bytes_done) * 1e3 / sync_mb_per_s_));
+    const auto allowed =
+        sync_.started + device::duration(static_cast<std::int64_t>(
+                            static_cast<double>(sync_.bytes_done) * 1e3 / sync_mb_per_s_));
     if (clock_->now() < allowed) {
       sync_.pacing->arm(allowed);
       return;
@@ -616,7 +640,8 @@ void raid1_group::sync_next() {
   }
   sync_.chunk_end = std::min(next + sync_chunk_blocks_, blocks);
   if (!sync_.rebuild) {
-    sync_.chunk_end = std::min(sync_.chunk_end, (next / intent_region_blocks_ + 1) * intent_region_blocks_);
+    sync_.chunk_end =
+        std::min(sync_.chunk_end, (next / intent_region_blocks_ + 1) * intent_region_blocks_);
   }
   sync_.chunk_locked = true;
   sync_.tried.assign(members_.size(), false);
@@ -632,7 +657,8 @@ void raid1_group::copy_chunk() {
   // takes the least busy working member.
   const unsigned m = static_cast<unsigned>(members_.size());
   unsigned source = m;
-  if (!sync_.rebuild && sync_.source < m && !members_.failed(sync_.source) && !sync_.tried[sync_.source]) {
+  if (!sync_.rebuild && sync_.source < m && !members_.failed(sync_.source) &&
+      !sync_.tried[sync_.source]) {
     source = sync_.source;
   }
   for (unsigned i = 0; i < m && source == m; ++i) {
@@ -728,10 +754,10 @@ void raid1_group::end_sync(std::error_code result) {
   if (sync_.rebuild) {
     const auto resume = [](void* group, std::error_code flushed) {
       raid1_group& g = *static_cast<raid1_group*>(group);
-      g.end_sync(flushed                      ? flushed
-                 : g.sync_.error              ? g.sync_.error
+      g.end_sync(flushed                                      ? flushed
+                 : g.sync_.error                              ? g.sync_.error
                  : g.members_.failed(g.members_.rebuilding()) ? make_error_code(errc::device_failed)
-                                              : std::error_code{});
+                                                              : std::error_code{});
     };
     if (!sync_.target_steps.ready(result, *members_[members_.rebuilding()], this, resume)) return;
   }
@@ -772,23 +798,26 @@ superblock raid1_group::describe(unsigned member) const {
 void raid1_group::format(std::function<void(std::optional<error>)> done) {
   if (!intent_.enabled()) {
     boost::asio::post(executor(), [done = std::move(done)] {
-      done(make_error(errc::too_small, "the reserved area cannot hold two superblock copies and a bitmap block"));
+      done(make_error(errc::too_small,
+                      "the reserved area cannot hold two superblock copies and a bitmap block"));
     });
     return;
   }
-  check_blank(members_.devices(), [this, done = std::move(done)](std::optional<error> problem) mutable {
-    if (problem) {
-      done(std::move(problem));
-      return;
-    }
-    // A clear bitmap first (the disks may hold anything there), then the
-    // superblocks that point at it.
-    intent_.write_now([this, done = std::move(done)]() mutable {
-      members_.log().format([done = std::move(done)](std::error_code ec) {
-        done(ec ? std::optional<error>(error{ec, "the superblocks could not be written"}) : std::nullopt);
+  check_blank(
+      members_.devices(), [this, done = std::move(done)](std::optional<error> problem) mutable {
+        if (problem) {
+          done(std::move(problem));
+          return;
+        }
+        // A clear bitmap first (the disks may hold anything there), then the
+        // superblocks that point at it.
+        intent_.write_now([this, done = std::move(done)]() mutable {
+          members_.log().format([done = std::move(done)](std::error_code ec) {
+            done(ec ? std::optional<error>(error{ec, "the superblocks could not be written"})
+                    : std::nullopt);
+          });
+        });
       });
-    });
-  });
 }
 
 void raid1_group::mark_clean(std::function<void(std::error_code)> done) {
@@ -801,42 +830,45 @@ void raid1_group::mark_clean(std::function<void(std::error_code)> done) {
 void raid1_group::assemble(std::vector<block_device*> devices, const raid1_options& options,
                            std::function<void(assembled)> done) {
   auto survives = [](unsigned members) { return members - 1; };
-  plan_assembly(std::move(devices), group_level::raid1, survives,
-                [options, done = std::move(done)](std::expected<assembly_plan, error> plan) {
-                  assembled result = plan ? from_plan(std::move(*plan), options) : std::unexpected(plan.error());
-                  if (!result) {
-                    done(std::move(result));
-                    return;
-                  }
-                  raid1_group& g = **result;
-                  auto shared_result = std::make_shared<assembled>(std::move(result));
-                  g.intent_.load([shared_result, &g, done](std::vector<std::uint64_t> marked) {
-                    // With two or more working members, the marked regions
-                    // may differ between them: copy the first over the rest.
-                    const bool resync = !marked.empty() && g.members_.whole_count() > 1;
-                    if (resync) {
-                      g.sync_.regions.assign(g.intent_.regions(), false);
-                      g.sync_.bytes_total = 0;
-                      for (std::uint64_t r : marked) {
-                        g.sync_.regions[r] = true;
-                        g.intent_.begin(r);  // held marked until resynced
-                        const std::uint64_t first = r * g.intent_region_blocks_;
-                        g.sync_.bytes_total +=
-                            (std::min(g.geometry_.block_count, first + g.intent_region_blocks_) - first) *
-                            g.geometry_.logical_block_size_bytes;
-                      }
-                      for (unsigned m = 0; m < g.members_.size() && g.sync_.source == ~0u; ++m) {
-                        if (!g.members_.failed(m)) g.sync_.source = m;
-                      }
-                      g.sync_.rebuild = false;
-                      g.start_sync();
-                      g.intent_.write_now([] {});  // every member gets the union
-                    }
-                    // Recorded as an event before the group is handed out.
-                    g.members_.log().after([shared_result, done](std::error_code) { done(std::move(*shared_result)); });
-                    g.members_.log().changed();
-                  });
-                });
+  plan_assembly(
+      std::move(devices), group_level::raid1, survives,
+      [options, done = std::move(done)](std::expected<assembly_plan, error> plan) {
+        assembled result =
+            plan ? from_plan(std::move(*plan), options) : std::unexpected(plan.error());
+        if (!result) {
+          done(std::move(result));
+          return;
+        }
+        raid1_group& g = **result;
+        auto shared_result = std::make_shared<assembled>(std::move(result));
+        g.intent_.load([shared_result, &g, done](std::vector<std::uint64_t> marked) {
+          // With two or more working members, the marked regions
+          // may differ between them: copy the first over the rest.
+          const bool resync = !marked.empty() && g.members_.whole_count() > 1;
+          if (resync) {
+            g.sync_.regions.assign(g.intent_.regions(), false);
+            g.sync_.bytes_total = 0;
+            for (std::uint64_t r : marked) {
+              g.sync_.regions[r] = true;
+              g.intent_.begin(r);  // held marked until resynced
+              const std::uint64_t first = r * g.intent_region_blocks_;
+              g.sync_.bytes_total +=
+                  (std::min(g.geometry_.block_count, first + g.intent_region_blocks_) - first) *
+                  g.geometry_.logical_block_size_bytes;
+            }
+            for (unsigned m = 0; m < g.members_.size() && g.sync_.source == ~0u; ++m) {
+              if (!g.members_.failed(m)) g.sync_.source = m;
+            }
+            g.sync_.rebuild = false;
+            g.start_sync();
+            g.intent_.write_now([] {});  // every member gets the union
+          }
+          // Recorded as an event before the group is handed out.
+          g.members_.log().after(
+              [shared_result, done](std::error_code) { done(std::move(*shared_result)); });
+          g.members_.log().changed();
+        });
+      });
 }
 
 raid1_group::assembled raid1_group::from_plan(assembly_plan plan, const raid1_options& options) {
@@ -847,8 +879,8 @@ raid1_group::assembled raid1_group::from_plan(assembly_plan plan, const raid1_op
   if (!group) return std::unexpected(group.error());
   raid1_group& g = **group;
   if (g.geometry_.block_count != newest.stripes) {
-    return std::unexpected(
-        make_error(errc::invalid_argument, "the members' geometry does not match their superblocks"));
+    return std::unexpected(make_error(errc::invalid_argument,
+                                      "the members' geometry does not match their superblocks"));
   }
   if (auto problem = check_bitmap_placement(newest)) return std::unexpected(*problem);
   if (newest.bitmap_offset_blocks == 0) {

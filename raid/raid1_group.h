@@ -64,9 +64,9 @@
 #include "raid/device/aligned_buffer.h"
 #include "raid/device/block_device.h"
 #include "raid/device/clock.h"
+#include "raid/device/range_lock.h"
 #include "raid/device/request_queue.h"
 #include "raid/device/timing.h"
-#include "raid/device/range_lock.h"
 #include "raid/member_health.h"
 #include "raid/member_replacement.h"
 #include "raid/members.h"
@@ -113,14 +113,18 @@ class raid1_group final : public device::block_device, public member_replacement
   ~raid1_group() override;
 
   const device::block_geometry& geometry() const noexcept override { return geometry_; }
-  boost::asio::any_io_executor executor() const noexcept override { return members_[0]->executor(); }
+  boost::asio::any_io_executor executor() const noexcept override {
+    return members_[0]->executor();
+  }
   void submit(device::request& req) noexcept override;
 
   void fail_member(unsigned member) { members_.fail(member, member_failure::administrator); }
   unsigned member_count() const noexcept override { return members_.size(); }
   bool member_failed(unsigned member) const noexcept override { return members_.failed(member); }
   // As raid6_group::member_device.
-  const device::block_device* member_device(unsigned member) const noexcept { return members_[member]; }
+  const device::block_device* member_device(unsigned member) const noexcept {
+    return members_[member];
+  }
   // Members that hold the group's data: neither failed nor being rebuilt.
   unsigned working_members() const noexcept { return members_.whole_count(); }
   const member_health& health(unsigned member) const noexcept { return members_.health(member); }
@@ -161,8 +165,8 @@ class raid1_group final : public device::block_device, public member_replacement
     std::vector<watched_io> watches;    // one per member
     unsigned pending = 0;
     unsigned succeeded = 0;
-    unsigned abandoned = 0;             // member I/Os timed out, not yet answered
-    bool finished = false;              // done, but held for its abandoned I/Os
+    unsigned abandoned = 0;  // member I/Os timed out, not yet answered
+    bool finished = false;   // done, but held for its abandoned I/Os
     std::error_code last_error;
     bool out_of_space = false;  // a member's backing store refused a write, discard or flush
     // Reads: the range being read now -- the whole request, or one block of
@@ -170,10 +174,10 @@ class raid1_group final : public device::block_device, public member_replacement
     std::uint64_t range_lba = 0;  // of the group
     std::uint64_t range_blocks = 0;
     std::span<const iovec> range_buffers;
-    iovec block_segment{};        // the range's buffer in the retry
+    iovec block_segment{};  // the range's buffer in the retry
     std::vector<bool> tried;
-    std::vector<unsigned> bad;    // members that could not read the range
-    bool narrow = false;          // in the block-by-block retry
+    std::vector<unsigned> bad;        // members that could not read the range
+    bool narrow = false;              // in the block-by-block retry
     std::uint64_t writes_before = 0;  // writes_started_ when this read began
     // Writes: counted in the bitmap, and in the list of writes in flight.
     bool intent = false;
@@ -215,16 +219,16 @@ class raid1_group final : public device::block_device, public member_replacement
     // A finished rebuild's new member is flushed before the rebuild ends.
     new_member target_steps;  // the new member claimed first, flushed last
     bool running = false;
-    bool rebuild = false;           // else a resync
-    bool paused = false;            // a resync stopped by mark_clean: no chunk starts any more
-    unsigned source = ~0u;          // a resync's source (reads of unsynced regions go there)
-    std::vector<bool> regions;      // a resync's marked regions, not yet done
-    std::uint64_t next_lba = 0;     // everything below is in sync
-    std::uint64_t chunk_end = 0;    // the chunk [next_lba, chunk_end) being copied
+    bool rebuild = false;         // else a resync
+    bool paused = false;          // a resync stopped by mark_clean: no chunk starts any more
+    unsigned source = ~0u;        // a resync's source (reads of unsynced regions go there)
+    std::vector<bool> regions;    // a resync's marked regions, not yet done
+    std::uint64_t next_lba = 0;   // everything below is in sync
+    std::uint64_t chunk_end = 0;  // the chunk [next_lba, chunk_end) being copied
     bool chunk_locked = false;
-    unsigned chunk_waiting = 0;     // writes in flight over the chunk, to wait for
-    std::vector<bool> tried;        // sources tried for the chunk
-    unsigned reading_from = 0;      // the chunk's source now
+    unsigned chunk_waiting = 0;  // writes in flight over the chunk, to wait for
+    std::vector<bool> tried;     // sources tried for the chunk
+    unsigned reading_from = 0;   // the chunk's source now
     device::aligned_buffer buffer;
     iovec segment{};
     device::request read;

@@ -17,7 +17,8 @@ using device::request;
 
 // ---- Per stripe: the last step of each background purpose ----
 
-void raid6_group::scrub_stripe(stripe_op& o, std::span<const unsigned> lost, std::uint64_t row_bytes) {
+void raid6_group::scrub_stripe(stripe_op& o, std::span<const unsigned> lost,
+                               std::uint64_t row_bytes) {
   if (lost.empty()) {
     check_and_repair(o, o.pointers, row_bytes);
     return;
@@ -39,7 +40,8 @@ void raid6_group::write_rebuilt_strip(stripe_op& o) {
   if (--o.pending == 0) finish(o, {});
 }
 
-void raid6_group::resync_stripe(stripe_op& o, std::span<const unsigned> lost, std::uint64_t row_bytes) {
+void raid6_group::resync_stripe(stripe_op& o, std::span<const unsigned> lost,
+                                std::uint64_t row_bytes) {
   const unsigned n = layout_.data_strips();
   std::span<std::byte* const> pointers = o.pointers;
   // Lost data came from parity that a crash may have left torn.
@@ -145,21 +147,24 @@ std::optional<error> raid6_group::replace_member(unsigned member, block_device* 
     return make_error(errc::invalid_argument, "no member " + std::to_string(member));
   }
   if (!members_.failed(member)) {
-    return make_error(errc::invalid_argument,
-                      "member " + std::to_string(member) + " is working: fail it before replacing it");
+    return make_error(errc::invalid_argument, "member " + std::to_string(member) +
+                                                  " is working: fail it before replacing it");
   }
   if (group_failed()) {
-    return make_error(errc::device_failed, std::to_string(failed_members()) +
-                                               " members have failed: too few are left to rebuild from");
+    return make_error(errc::device_failed,
+                      std::to_string(failed_members()) +
+                          " members have failed: too few are left to rebuild from");
   }
   if (members_.rebuilding() != member_set::none) {
-    return make_error(errc::busy, "member " + std::to_string(members_.rebuilding()) + " is being rebuilt already");
+    return make_error(errc::busy, "member " + std::to_string(members_.rebuilding()) +
+                                      " is being rebuilt already");
   }
   if (scrub_.running) {
     return make_error(errc::busy, "a scrub is running; replace the member after it");
   }
   if (resync_.running) {
-    return make_error(errc::busy, "the resync after an unclean shutdown is running; replace the member after it");
+    return make_error(
+        errc::busy, "the resync after an unclean shutdown is running; replace the member after it");
   }
   std::vector<block_device*> check = members_.devices();
   check[member] = spare;
@@ -179,11 +184,12 @@ std::optional<error> raid6_group::replace_member(unsigned member, block_device* 
   if (clock_ != nullptr && !rebuild_.pacing) {
     rebuild_.pacing = clock_->make_timer(executor(), [this] { rebuild_next(); });
   }
-  rebuild_.member_steps.claim(*spare, layout_.data_offset_blocks, this, [](void* group, std::error_code ec) {
-    raid6_group& g = *static_cast<raid6_group*>(group);
-    if (!g.rebuild_.error) g.rebuild_.error = ec;
-    g.rebuild_next();  // ends it once its stripes in flight are done
-  });
+  rebuild_.member_steps.claim(*spare, layout_.data_offset_blocks, this,
+                              [](void* group, std::error_code ec) {
+                                raid6_group& g = *static_cast<raid6_group*>(group);
+                                if (!g.rebuild_.error) g.rebuild_.error = ec;
+                                g.rebuild_next();  // ends it once its stripes in flight are done
+                              });
   // Start from the loop: the caller gets its answer first.
   boost::asio::post(executor(), [this] { rebuild_next(); });
   return std::nullopt;
@@ -219,9 +225,9 @@ void raid6_group::rebuild_next() {
   const bool all_started = rebuild_.next_stripe == layout_.stripes;
   if (stopping || all_started) {
     if (rebuild_.idle.size() == rebuild_.reqs.size()) {
-      end_rebuild(rebuild_.error ? rebuild_.error
-                                   : members_.failed(members_.rebuilding()) ? make_error_code(errc::device_failed)
-                                                            : std::error_code{});
+      end_rebuild(rebuild_.error                           ? rebuild_.error
+                  : members_.failed(members_.rebuilding()) ? make_error_code(errc::device_failed)
+                                                           : std::error_code{});
     }
     return;
   }
@@ -230,9 +236,10 @@ void raid6_group::rebuild_next() {
     if (clock_ != nullptr && rebuild_mb_per_s_ > 0) {
       // Not ahead of the ceiling: the next stripe starts when the stripes
       // started so far would have taken at that rate.
-      const auto allowed = rebuild_.started + device::duration(static_cast<std::int64_t>(
-                                                  static_cast<double>(rebuild_.next_stripe * strip_bytes) *
-                                                  1e3 / rebuild_mb_per_s_));
+      const auto allowed =
+          rebuild_.started +
+          device::duration(static_cast<std::int64_t>(
+              static_cast<double>(rebuild_.next_stripe * strip_bytes) * 1e3 / rebuild_mb_per_s_));
       if (clock_->now() < allowed) {
         rebuild_.pacing->arm(allowed);
         return;
@@ -264,10 +271,11 @@ void raid6_group::on_rebuild_stripe(request& r) noexcept {
 void raid6_group::end_rebuild(std::error_code result) {
   const auto resume = [](void* group, std::error_code flushed) {
     raid6_group& g = *static_cast<raid6_group*>(group);
-    g.end_rebuild(flushed                          ? flushed
-                  : g.rebuild_.error               ? g.rebuild_.error
-                  : g.members_.failed(g.members_.rebuilding()) ? make_error_code(errc::device_failed)
-                                                   : std::error_code{});
+    g.end_rebuild(flushed            ? flushed
+                  : g.rebuild_.error ? g.rebuild_.error
+                  : g.members_.failed(g.members_.rebuilding())
+                      ? make_error_code(errc::device_failed)
+                      : std::error_code{});
   };
   if (!rebuild_.member_steps.ready(result, *members_[members_.rebuilding()], this, resume)) return;
   rebuild_.rebuilt.clear();
@@ -285,7 +293,8 @@ void raid6_group::begin_resync(std::vector<bool> regions, bool torn_pass) {
   for (std::uint64_t r = 0; r < resync_.regions.size(); ++r) {
     if (!resync_.regions[r]) continue;
     const std::uint64_t first = r * intent_region_stripes_;
-    resync_.progress.stripes_total += std::min(layout_.stripes, first + intent_region_stripes_) - first;
+    resync_.progress.stripes_total +=
+        std::min(layout_.stripes, first + intent_region_stripes_) - first;
   }
   resync_.next_stripe = 0;
   resync_.done_below = 0;
@@ -315,7 +324,8 @@ bool raid6_group::needs_resync(std::uint64_t stripe) const noexcept {
   if (torn_regions_ > 0 && torn_[stripe / intent_region_stripes_]) return true;
   // Not next_stripe: a stripe whose resync is queued behind a write on its
   // lock is not resynced yet.
-  return resync_.running && resync_.regions[stripe / intent_region_stripes_] && stripe >= resync_.done_below;
+  return resync_.running && resync_.regions[stripe / intent_region_stripes_] &&
+         stripe >= resync_.done_below;
 }
 
 // A torn stripe's parity may disagree with its data, as after a crash, and
@@ -347,7 +357,9 @@ void raid6_group::tear(std::uint64_t stripe) {
   if (members_.log().formatted()) intent_.begin(region);
 }
 
-resync_progress raid6_group::resync_status() const { return resync_.progress; }
+resync_progress raid6_group::resync_status() const {
+  return resync_.progress;
+}
 
 // A clean shutdown must not wait for a whole resync (hours on a large
 // group, past any service manager's stop timeout): it stops after the
@@ -427,8 +439,8 @@ void raid6_group::on_resync_stripe(request& r) noexcept {
 // a store still full is not read through again and again. The tear's own
 // pin on each region is what this pass releases as it ends the region.
 void raid6_group::resync_torn() {
-  if (torn_regions_ == 0 || !members_.log().formatted() || resync_.running || members_.rebuilding() != member_set::none ||
-      scrub_.running || group_failed()) {
+  if (torn_regions_ == 0 || !members_.log().formatted() || resync_.running ||
+      members_.rebuilding() != member_set::none || scrub_.running || group_failed()) {
     return;
   }
   if (clock_ != nullptr) {
@@ -436,7 +448,9 @@ void raid6_group::resync_torn() {
     next_torn_resync_ = clock_->now() + torn_resync_interval_;
   }
   begin_resync(torn_, true);
-  boost::asio::post(executor(), [this] { resync_next(); });  // resync_.running keeps the group from idle() till then
+  boost::asio::post(executor(), [this] {
+    resync_next();
+  });  // resync_.running keeps the group from idle() till then
 }
 
 }  // namespace strata::raid

@@ -2,14 +2,14 @@
 
 #include <algorithm>
 #include <array>
-#include <boost/asio/post.hpp>
 #include <bit>
-#include <random>
+#include <boost/asio/post.hpp>
 #include <cstring>
+#include <random>
 #include <string>
 
-#include "raid/device/buffers.h"
 #include "raid/assembly.h"
+#include "raid/device/buffers.h"
 #include "raid/members.h"
 #include "raid/superblock_io.h"
 
@@ -28,10 +28,10 @@ std::expected<std::unique_ptr<raid6_group>, error> raid6_group::create(
   const device::block_geometry& first = members[0]->geometry();
   const std::uint32_t block_size = first.logical_block_size_bytes;
   if (!std::has_single_bit(options.strip_size_bytes) || options.strip_size_bytes < block_size) {
-    return std::unexpected(make_error(
-        errc::invalid_argument, "strip size " + std::to_string(options.strip_size_bytes) +
-                                    " is not a power of two of at least one block (" +
-                                    std::to_string(block_size) + " bytes)"));
+    return std::unexpected(make_error(errc::invalid_argument,
+                                      "strip size " + std::to_string(options.strip_size_bytes) +
+                                          " is not a power of two of at least one block (" +
+                                          std::to_string(block_size) + " bytes)"));
   }
   raid6_layout layout;
   layout.members = static_cast<unsigned>(m);
@@ -39,9 +39,9 @@ std::expected<std::unique_ptr<raid6_group>, error> raid6_group::create(
   layout.data_offset_blocks = (options.reserved_bytes + block_size - 1) / block_size;
   if (first.block_count <= layout.data_offset_blocks ||
       (first.block_count - layout.data_offset_blocks) / layout.strip_blocks == 0) {
-    return std::unexpected(make_error(
-        errc::too_small, "members of " + std::to_string(first.size_bytes()) +
-                             " bytes cannot hold the reserved area and one strip"));
+    return std::unexpected(
+        make_error(errc::too_small, "members of " + std::to_string(first.size_bytes()) +
+                                        " bytes cannot hold the reserved area and one strip"));
   }
   layout.stripes = (first.block_count - layout.data_offset_blocks) / layout.strip_blocks;
   auto codec = pq_codec::create(layout.data_strips());
@@ -55,33 +55,35 @@ std::expected<std::unique_ptr<raid6_group>, error> raid6_group::create(
 
 raid6_group::raid6_group(std::vector<block_device*> members, const raid6_layout& layout,
                          pq_codec codec, const raid6_options& options)
-    : members_(std::move(members),
-               member_set_options{
-                   .budget = {.members_lost_survived = 2, .rebuilding_counts_as_lost = false},
-                   .clock = options.clock,
-                   .timeout = options.member_timeout,
-                   .read_error_limit = options.member_read_error_limit,
-                   .on_member_event = options.on_member_event,
-               },
-               member_set::hooks{.describe = [this](unsigned m) { return describe(m); }, .failed = {}}),
+    : members_(
+          std::move(members),
+          member_set_options{
+              .budget = {.members_lost_survived = 2, .rebuilding_counts_as_lost = false},
+              .clock = options.clock,
+              .timeout = options.member_timeout,
+              .read_error_limit = options.member_read_error_limit,
+              .on_member_event = options.on_member_event,
+          },
+          member_set::hooks{.describe = [this](unsigned m) { return describe(m); }, .failed = {}}),
       layout_(layout),
       codec_(std::move(codec)),
       rejected_(members_.executor()),
-      intent_(members_.executor(), members_.watchdog(),
-              write_intent::hooks{
-                  .members = &members_.devices(),
-                  .holds_metadata = [this](unsigned m) { return members_.whole(m); },
-                  .write_failed = [this](unsigned m) { members_.fail(m, member_failure::metadata); },
-                  .resume =
-                      [this](void* op) {
-                        auto& o = *static_cast<stripe_op*>(op);
-                        if (group_failed()) {
-                          finish(o, errc::device_failed);
-                        } else {
-                          run(o);
-                        }
-                      },
-              }),
+      intent_(
+          members_.executor(), members_.watchdog(),
+          write_intent::hooks{
+              .members = &members_.devices(),
+              .holds_metadata = [this](unsigned m) { return members_.whole(m); },
+              .write_failed = [this](unsigned m) { members_.fail(m, member_failure::metadata); },
+              .resume =
+                  [this](void* op) {
+                    auto& o = *static_cast<stripe_op*>(op);
+                    if (group_failed()) {
+                      finish(o, errc::device_failed);
+                    } else {
+                      run(o);
+                    }
+                  },
+          }),
       clock_(options.clock),
       rebuild_mb_per_s_(options.rebuild_mb_per_s),
       on_resync_stopped_(options.on_resync_stopped),
@@ -98,10 +100,12 @@ raid6_group::raid6_group(std::vector<block_device*> members, const raid6_layout&
   const std::uint64_t block_size = geometry_.logical_block_size_bytes;
   const std::uint64_t offset_bytes = 2 * superblock::size_bytes;
   // The bitmap's room: the reserved area up to the controller's part of it.
-  const std::uint64_t reserved_bytes = controller_area::room_before(layout_.data_offset_blocks * block_size);
+  const std::uint64_t reserved_bytes =
+      controller_area::room_before(layout_.data_offset_blocks * block_size);
   if (reserved_bytes >= offset_bytes + block_size) {
     const std::uint64_t strip_bytes = layout_.strip_blocks * block_size;
-    std::uint64_t region_stripes = std::max<std::uint64_t>(1, options.bitmap_region_bytes / strip_bytes);
+    std::uint64_t region_stripes =
+        std::max<std::uint64_t>(1, options.bitmap_region_bytes / strip_bytes);
     auto bytes = [&](std::uint64_t per_region) {
       return write_intent::bytes_for((layout_.stripes + per_region - 1) / per_region, block_size);
     };
@@ -182,7 +186,8 @@ void raid6_group::start_request(request& req) {
 raid6_group::stripe_purpose raid6_group::purpose_of(const request& req) const noexcept {
   if (&req == &scrub_.req) return stripe_purpose::scrub;
   if (&req == &resync_.req) return stripe_purpose::resync;
-  if (!rebuild_.reqs.empty() && &req >= rebuild_.reqs.data() && &req < rebuild_.reqs.data() + rebuild_.reqs.size()) {
+  if (!rebuild_.reqs.empty() && &req >= rebuild_.reqs.data() &&
+      &req < rebuild_.reqs.data() + rebuild_.reqs.size()) {
     return stripe_purpose::rebuild;
   }
   switch (req.operation) {
@@ -244,11 +249,14 @@ std::pair<std::uint64_t, std::uint64_t> raid6_group::rows_of(const stripe_op& o,
   return {std::max(o.begin, start) - start, std::min(o.end, start + layout_.strip_blocks) - start};
 }
 
-std::pair<std::uint64_t, std::uint64_t> raid6_group::touched_rows(const stripe_op& o) const noexcept {
+std::pair<std::uint64_t, std::uint64_t> raid6_group::touched_rows(
+    const stripe_op& o) const noexcept {
   const unsigned first = static_cast<unsigned>(o.begin / layout_.strip_blocks);
   const unsigned last = static_cast<unsigned>((o.end - 1) / layout_.strip_blocks);
   if (first == last) return rows_of(o, first);
-  return {0, layout_.strip_blocks};  // rows [a, end) of one strip and [0, b) of the next cover every row
+  return {
+      0,
+      layout_.strip_blocks};  // rows [a, end) of one strip and [0, b) of the next cover every row
 }
 
 void raid6_group::run(stripe_op& o) {
@@ -285,10 +293,10 @@ void raid6_group::run(stripe_op& o) {
     std::vector<std::byte*>& pointers = o.pointers;
     pointers.clear();
     for (unsigned s = 0; s < n; ++s) {
-      std::byte* caller = zeros(o) ? nullptr
-                                  : device::contiguous_at(outer.buffers,
-                                                          o.caller_offset_bytes + s * strip_bytes,
-                                                          strip_bytes);
+      std::byte* caller =
+          zeros(o) ? nullptr
+                   : device::contiguous_at(outer.buffers, o.caller_offset_bytes + s * strip_bytes,
+                                           strip_bytes);
       o.direct[s] = caller;
       if (caller == nullptr) {
         if (zeros(o)) {
@@ -327,8 +335,10 @@ void raid6_group::issue(stripe_op& o, unsigned strip, op operation, std::uint64_
   io.device = members_[member];
   const std::uint32_t block_size = geometry_.logical_block_size_bytes;
   // A full stripe's data strips are written from the caller's buffers.
-  const bool from_caller = strip < o.direct.size() && o.direct[strip] != nullptr && operation == op::write;
-  std::byte* base = from_caller ? o.direct[strip] + row_begin * block_size : strip_data(o, strip, row_begin);
+  const bool from_caller =
+      strip < o.direct.size() && o.direct[strip] != nullptr && operation == op::write;
+  std::byte* base =
+      from_caller ? o.direct[strip] + row_begin * block_size : strip_data(o, strip, row_begin);
   io.segment = {base, (row_end - row_begin) * block_size};
   io.req = request{};
   io.req.operation = operation;
@@ -441,7 +451,8 @@ void raid6_group::member_io_done(member_io& io, std::error_code result) {
     }
     if (unusable > 2) {
       g.finish(o, errc::device_failed);
-    } else if (o.out_of_space && o.purpose != stripe_purpose::read && o.purpose != stripe_purpose::scrub) {
+    } else if (o.out_of_space && o.purpose != stripe_purpose::read &&
+               o.purpose != stripe_purpose::scrub) {
       // A caller's write or a resync changed the stripe on some members
       // only. (A read's or scrub's repair that could not land left a strip
       // as it was, still unreadable or wrong: the read's data is good, and
@@ -543,9 +554,10 @@ void raid6_group::after_reads(stripe_op& o) {
       for (unsigned s = 0; s < n; ++s) {
         if (!touches(o, s)) continue;
         const auto [a, b] = rows_of(o, s);
-        device::copy_to_buffers(outer.buffers,
-                                o.caller_offset_bytes + (s * layout_.strip_blocks + a - o.begin) * block_size,
-                                strip_data(o, s, a), (b - a) * block_size);
+        device::copy_to_buffers(
+            outer.buffers,
+            o.caller_offset_bytes + (s * layout_.strip_blocks + a - o.begin) * block_size,
+            strip_data(o, s, a), (b - a) * block_size);
       }
       // The caller's data is ready, but the stripe stays locked until the
       // repair is done.
@@ -572,9 +584,10 @@ void raid6_group::after_reads(stripe_op& o) {
     if (zeros(o)) {
       std::memset(strip_data(o, s, a), 0, (b - a) * block_size);
     } else {
-      device::copy_from_buffers(outer.buffers,
-                                o.caller_offset_bytes + (s * layout_.strip_blocks + a - o.begin) * block_size,
-                                strip_data(o, s, a), (b - a) * block_size);
+      device::copy_from_buffers(
+          outer.buffers,
+          o.caller_offset_bytes + (s * layout_.strip_blocks + a - o.begin) * block_size,
+          strip_data(o, s, a), (b - a) * block_size);
     }
   }
   (void)codec_.encode(pointers, row_bytes);
@@ -611,7 +624,8 @@ void raid6_group::assemble(std::vector<block_device*> devices, const raid6_optio
   auto survives = [](unsigned) { return 2u; };
   plan_assembly(std::move(devices), group_level::raid6, survives,
                 [options, done = std::move(done)](std::expected<assembly_plan, error> plan) {
-                  assembled result = plan ? from_plan(std::move(*plan), options) : std::unexpected(plan.error());
+                  assembled result =
+                      plan ? from_plan(std::move(*plan), options) : std::unexpected(plan.error());
                   if (!result) {
                     done(std::move(result));
                     return;
@@ -624,7 +638,8 @@ void raid6_group::assemble(std::vector<block_device*> devices, const raid6_optio
                   // later assembly agrees.
                   g.read_intents([shared_result, &g, done] {
                     g.members_.log().after([shared_result, &g, done](std::error_code) {
-                      if (g.resync_.running) boost::asio::post(g.executor(), [&g] { g.resync_next(); });
+                      if (g.resync_.running)
+                        boost::asio::post(g.executor(), [&g] { g.resync_next(); });
                       done(std::move(*shared_result));
                     });
                     g.members_.log().changed();
@@ -640,8 +655,8 @@ raid6_group::assembled raid6_group::from_plan(assembly_plan plan, const raid6_op
   auto group = create(plan.members, layout_options);
   if (!group) return std::unexpected(group.error());
   if ((*group)->layout_.stripes != newest.stripes) {
-    return std::unexpected(
-        make_error(errc::invalid_argument, "the members' geometry does not match their superblocks"));
+    return std::unexpected(make_error(errc::invalid_argument,
+                                      "the members' geometry does not match their superblocks"));
   }
   raid6_group& g = **group;
   if (auto problem = check_bitmap_placement(newest)) return std::unexpected(*problem);
@@ -658,29 +673,33 @@ raid6_group::assembled raid6_group::from_plan(assembly_plan plan, const raid6_op
 void raid6_group::format(std::function<void(std::optional<error>)> done) {
   if (!intent_.enabled()) {
     boost::asio::post(executor(), [done = std::move(done)] {
-      done(make_error(errc::too_small, "the reserved area cannot hold two superblock copies and a bitmap block"));
+      done(make_error(errc::too_small,
+                      "the reserved area cannot hold two superblock copies and a bitmap block"));
     });
     return;
   }
-  check_blank(members_.devices(), [this, done = std::move(done)](std::optional<error> problem) mutable {
-    if (problem) {
-      done(std::move(problem));
-      return;
-    }
-    // A clear bitmap first (the disks may hold anything there), then the
-    // superblocks that point at it.
-    intent_.write_now([this, done = std::move(done)]() mutable {
-      members_.log().format([done = std::move(done)](std::error_code ec) {
-        done(ec ? std::optional<error>(error{ec, "the superblocks could not be written"}) : std::nullopt);
+  check_blank(
+      members_.devices(), [this, done = std::move(done)](std::optional<error> problem) mutable {
+        if (problem) {
+          done(std::move(problem));
+          return;
+        }
+        // A clear bitmap first (the disks may hold anything there), then the
+        // superblocks that point at it.
+        intent_.write_now([this, done = std::move(done)]() mutable {
+          members_.log().format([done = std::move(done)](std::error_code ec) {
+            done(ec ? std::optional<error>(error{ec, "the superblocks could not be written"})
+                    : std::nullopt);
+          });
+        });
       });
-    });
-  });
 }
 
 // ---- The write-intent bitmap (docs/raid-write-hole.md) ----
 
 bool raid6_group::await_intent(stripe_op& o) {
-  if (!intent_.enabled() || !members_.log().formatted()) return false;  // not formatted: nothing to resync after all
+  if (!intent_.enabled() || !members_.log().formatted())
+    return false;  // not formatted: nothing to resync after all
   const std::uint64_t region = o.stripe / intent_region_stripes_;
   if (!o.intent) {
     o.intent = true;
@@ -696,14 +715,15 @@ void raid6_group::mark_clean(std::function<void(std::error_code)> done) {
   intent_.mark_clean(*this, std::move(done));
 }
 
-bool raid6_group::rebuilt_verified(std::span<const unsigned> lost, std::span<std::byte* const> strips,
-                                   std::uint64_t row_bytes) {
+bool raid6_group::rebuilt_verified(std::span<const unsigned> lost,
+                                   std::span<std::byte* const> strips, std::uint64_t row_bytes) {
   const unsigned n = layout_.data_strips();
   unsigned lost_data = 0;
   for (unsigned s : lost) lost_data += s < n ? 1 : 0;
   if (lost_data == 0) return true;  // the data is as read
   // With one strip lost the other parity vouches for it; with two nothing can.
-  return lost.size() == 1 && codec_.check(strips, row_bytes).verdict == pq_check_result::kind::consistent;
+  return lost.size() == 1 &&
+         codec_.check(strips, row_bytes).verdict == pq_check_result::kind::consistent;
 }
 
 void raid6_group::write_back_repairs(stripe_op& o, std::uint64_t first, std::uint64_t last) {
@@ -724,7 +744,8 @@ void raid6_group::read_modify_write(stripe_op& o) {
     if (!touches(o, s)) continue;
     const auto [a, b] = rows_of(o, s);
     std::byte* data = strip_data(o, s, a);
-    const std::uint64_t offset = o.caller_offset_bytes + (s * layout_.strip_blocks + a - o.begin) * block_size;
+    const std::uint64_t offset =
+        o.caller_offset_bytes + (s * layout_.strip_blocks + a - o.begin) * block_size;
     const std::uint64_t bytes = (b - a) * block_size;
     // old XOR new, folded into P and Q; then the new data, to be written.
     if (!zeros(o)) device::xor_from_buffers(outer.buffers, offset, data, bytes);
@@ -773,11 +794,13 @@ void raid6_group::finish(stripe_op& o, std::error_code result) {
   if (result && !p.result) p.result = result;
   // The new member holds this stripe now: say so before the lock passes on,
   // so the next writer of the stripe writes the new member too.
-  if (o.purpose == stripe_purpose::rebuild && !result && !members_.failed(members_.rebuilding()) && !rebuild_.rebuilt[o.stripe]) {
+  if (o.purpose == stripe_purpose::rebuild && !result && !members_.failed(members_.rebuilding()) &&
+      !rebuild_.rebuilt[o.stripe]) {
     rebuild_.rebuilt[o.stripe] = true;
     ++rebuild_.rebuilt_count;
   }
-  const bool wrote = !result && (o.purpose == stripe_purpose::write || o.purpose == stripe_purpose::discard);
+  const bool wrote =
+      !result && (o.purpose == stripe_purpose::write || o.purpose == stripe_purpose::discard);
   // Hand the stripe to the next operation waiting for it.
   if (!o.unlocked) stripes_.release(o, [this](stripe_op& next) { run(next); });
   if (o.abandoned > 0) {

@@ -74,13 +74,13 @@
 #include <optional>
 #include <vector>
 
+#include "raid/assembly.h"
 #include "raid/device/aligned_buffer.h"
 #include "raid/device/block_device.h"
 #include "raid/device/clock.h"
 #include "raid/device/range_lock.h"
 #include "raid/device/request_queue.h"
 #include "raid/device/timing.h"
-#include "raid/assembly.h"
 #include "raid/member_health.h"
 #include "raid/member_replacement.h"
 #include "raid/members.h"
@@ -162,7 +162,9 @@ class raid6_group final : public device::block_device, public member_replacement
                        std::function<void(assembled)> done);
 
   const device::block_geometry& geometry() const noexcept override { return geometry_; }
-  boost::asio::any_io_executor executor() const noexcept override { return members_[0]->executor(); }
+  boost::asio::any_io_executor executor() const noexcept override {
+    return members_[0]->executor();
+  }
   void submit(device::request& req) noexcept override;
 
   const raid6_layout& layout() const noexcept { return layout_; }
@@ -173,8 +175,9 @@ class raid6_group final : public device::block_device, public member_replacement
   // I/O abandoned to a timeout counts as in flight until its device
   // answers: the device may still write into the group's buffers.
   bool idle() const noexcept {
-    return !members_.log().updating() && members_.rebuilding() == member_set::none && !scrub_.running &&
-           members_.abandoned_ios() == 0 && !(resync_.running && !resync_.paused) && !resync_.stripe_in_flight &&
+    return !members_.log().updating() && members_.rebuilding() == member_set::none &&
+           !scrub_.running && members_.abandoned_ios() == 0 &&
+           !(resync_.running && !resync_.paused) && !resync_.stripe_in_flight &&
            !intent_.writing() && !intent_.cleaning();
   }
   // A clean shutdown: flushes every member and clears every bit of the
@@ -197,7 +200,9 @@ class raid6_group final : public device::block_device, public member_replacement
   bool member_failed(unsigned member) const noexcept override { return members_.failed(member); }
   // The device in member `member`'s place: after a replacement the spare;
   // for a member missing at assembly a stand-in that fails every I/O.
-  const device::block_device* member_device(unsigned member) const noexcept { return members_[member]; }
+  const device::block_device* member_device(unsigned member) const noexcept {
+    return members_[member];
+  }
   unsigned failed_members() const noexcept { return members_.failed_count(); }
   // More members failed than the group survives.
   bool group_failed() const noexcept { return members_.group_failed(); }
@@ -283,7 +288,7 @@ class raid6_group final : public device::block_device, public member_replacement
     std::uint64_t end = 0;
     std::uint64_t caller_offset_bytes = 0;  // where the op's data sits in the caller's buffers
     stripe_purpose purpose = stripe_purpose::read;
-    bool intent = false;                    // counted as a write in its bitmap region
+    bool intent = false;          // counted as a write in its bitmap region
     bool rmw = false;             // read-modify-write: old data, P and Q only
     bool reconstructing = false;  // reading the touched rows of the surviving strips
     bool wide = false;            // ... parity included: enough to rebuild lost data
@@ -294,16 +299,17 @@ class raid6_group final : public device::block_device, public member_replacement
     bool expedited = false;
     device::range_lock_entry lock_entry;  // in stripes_
     unsigned pending = 0;
-    unsigned abandoned = 0;     // member I/Os timed out whose devices have not answered yet
-    bool finished = false;      // done, but held for its abandoned I/Os
-    std::vector<bool> lost;     // per codec strip, for this op
-    std::vector<bool> repair;   // lost to a read error on a working member: rewrite it
+    unsigned abandoned = 0;         // member I/Os timed out whose devices have not answered yet
+    bool finished = false;          // done, but held for its abandoned I/Os
+    std::vector<bool> lost;         // per codec strip, for this op
+    std::vector<bool> repair;       // lost to a read error on a working member: rewrite it
     device::aligned_buffer strips;  // (n + 2) strips of strip_blocks
     // Full-stripe writes: data strips written straight from the caller's
     // buffers (nullptr: from `strips`).
     std::vector<std::byte*> direct;
-    std::vector<member_io> ios;     // one per member
-    std::vector<std::byte*> pointers;  // strip addresses for the codec (kept: no allocation per I/O)
+    std::vector<member_io> ios;  // one per member
+    std::vector<std::byte*>
+        pointers;  // strip addresses for the codec (kept: no allocation per I/O)
   };
 
   raid6_group(std::vector<device::block_device*> members, const raid6_layout& layout,
@@ -364,7 +370,8 @@ class raid6_group final : public device::block_device, public member_replacement
   // Rows [first, last) of the strips touched by the op.
   std::pair<std::uint64_t, std::uint64_t> touched_rows(const stripe_op& op) const noexcept;
   bool touches(const stripe_op& op, unsigned data_strip) const noexcept;
-  std::pair<std::uint64_t, std::uint64_t> rows_of(const stripe_op& op, unsigned data_strip) const noexcept;
+  std::pair<std::uint64_t, std::uint64_t> rows_of(const stripe_op& op,
+                                                  unsigned data_strip) const noexcept;
   stripe_purpose purpose_of(const device::request& req) const noexcept;
   static bool background(const stripe_op& op) noexcept {
     return op.purpose == stripe_purpose::scrub || op.purpose == stripe_purpose::rebuild ||
@@ -414,7 +421,7 @@ class raid6_group final : public device::block_device, public member_replacement
   scrub_state scrub_;
   // A rebuild onto a spare; the member it rebuilds is members_.rebuilding().
   struct rebuild_state {
-    std::vector<bool> rebuilt;           // per stripe: the new member holds it
+    std::vector<bool> rebuilt;  // per stripe: the new member holds it
     std::uint64_t rebuilt_count = 0;
     std::uint64_t next_stripe = 0;       // the next to start
     std::vector<device::request> reqs;   // one per stripe in flight
@@ -437,12 +444,12 @@ class raid6_group final : public device::block_device, public member_replacement
     bool running = false;           // marked regions are left to resync
     bool paused = false;            // by mark_clean: no stripe starts any more
     bool stripe_in_flight = false;
-    bool reported = false;          // on_resync_stopped told
-    bool torn_pass = false;         // of torn regions (resync_torn), not after a crash
+    bool reported = false;   // on_resync_stopped told
+    bool torn_pass = false;  // of torn regions (resync_torn), not after a crash
     resync_progress progress;
   };
   resync_state resync_;
-  std::vector<bool> torn_;  // per bitmap region: torn by a full backing store (see tear())
+  std::vector<bool> torn_;    // per bitmap region: torn by a full backing store (see tear())
   std::vector<bool> retorn_;  // ... and torn again while resync_torn's pass was at it
   std::uint64_t torn_regions_ = 0;
   device::time_point next_torn_resync_{};

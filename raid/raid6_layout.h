@@ -29,7 +29,9 @@ struct raid6_layout {
   unsigned p_member(std::uint64_t stripe) const noexcept {
     return members - 1 - static_cast<unsigned>(stripe % members);
   }
-  unsigned q_member(std::uint64_t stripe) const noexcept { return (p_member(stripe) + 1) % members; }
+  unsigned q_member(std::uint64_t stripe) const noexcept {
+    return (p_member(stripe) + 1) % members;
+  }
   unsigned data_member(std::uint64_t stripe, unsigned data_index) const noexcept {
     return (p_member(stripe) + 2 + data_index) % members;
   }

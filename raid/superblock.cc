@@ -30,8 +30,9 @@ T get(std::span<const std::byte, superblock::size_bytes> in, std::size_t offset)
 }
 
 std::uint32_t checksum(std::span<const std::byte, superblock::size_bytes> bytes) {
-  return crc32_iscsi(const_cast<unsigned char*>(reinterpret_cast<const unsigned char*>(bytes.data())),
-                     static_cast<int>(checksum_offset), 0xffffffffu);
+  return crc32_iscsi(
+      const_cast<unsigned char*>(reinterpret_cast<const unsigned char*>(bytes.data())),
+      static_cast<int>(checksum_offset), 0xffffffffu);
 }
 
 }  // namespace
@@ -62,10 +63,12 @@ std::uint64_t superblock::bitmap_end_bytes() const noexcept {
   if (bitmap_offset_blocks == 0 || bitmap_region_stripes == 0) return 0;
   // Bits over `stripes`: a RAID-6 group's stripes, a RAID-1 group's blocks.
   const std::uint64_t regions = (stripes + bitmap_region_stripes - 1) / bitmap_region_stripes;
-  return bitmap_offset_blocks * logical_block_size_bytes + write_intent::bytes_for(regions, logical_block_size_bytes);
+  return bitmap_offset_blocks * logical_block_size_bytes +
+         write_intent::bytes_for(regions, logical_block_size_bytes);
 }
 
-std::expected<superblock, std::error_code> superblock::decode(std::span<const std::byte, size_bytes> in) {
+std::expected<superblock, std::error_code> superblock::decode(
+    std::span<const std::byte, size_bytes> in) {
   if (get<std::uint64_t>(in, 0) != magic) return std::unexpected(make_error_code(errc::not_found));
   if (get<std::uint32_t>(in, checksum_offset) != checksum(in)) {
     return std::unexpected(make_error_code(errc::media_error));

@@ -54,7 +54,8 @@ struct superblock {
   void encode(std::span<std::byte, size_bytes> out) const;
   // not_found: no Strata superblock here (wrong magic); media_error: one,
   // but corrupt (checksum); not_supported: a newer format version.
-  static std::expected<superblock, std::error_code> decode(std::span<const std::byte, size_bytes> in);
+  static std::expected<superblock, std::error_code> decode(
+      std::span<const std::byte, size_bytes> in);
 };
 
 // The last 64 KiB of a member's reserved area belong to the controller
@@ -71,7 +72,9 @@ struct controller_area {
     return reserved_bytes - size_bytes;
   }
   // The bytes of the reserved area before it: the superblocks and the bitmap's room.
-  static std::uint64_t room_before(std::uint64_t reserved_bytes) noexcept { return offset_bytes(reserved_bytes).value_or(reserved_bytes); }
+  static std::uint64_t room_before(std::uint64_t reserved_bytes) noexcept {
+    return offset_bytes(reserved_bytes).value_or(reserved_bytes);
+  }
 };
 
 }  // namespace strata::raid

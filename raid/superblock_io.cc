@@ -24,7 +24,8 @@ struct superblock_io {
   std::uint64_t blocks_per_copy() const {
     return superblock::size_bytes / member.geometry().logical_block_size_bytes;
   }
-  void submit(op operation, std::uint64_t copy_offset_bytes, std::byte* data, void (*done)(request&) noexcept) {
+  void submit(op operation, std::uint64_t copy_offset_bytes, std::byte* data,
+              void (*done)(request&) noexcept) {
     req = request{};
     req.operation = operation;
     if (operation != op::flush) {
@@ -42,7 +43,8 @@ struct superblock_io {
 
 struct reader : superblock_io {
   std::function<void(std::expected<superblock, std::error_code>)> done;
-  std::expected<superblock, std::error_code> copy_a = std::unexpected(make_error_code(errc::not_found));
+  std::expected<superblock, std::error_code> copy_a =
+      std::unexpected(make_error_code(errc::not_found));
   using superblock_io::superblock_io;
 };
 
@@ -53,7 +55,8 @@ struct writer : superblock_io {
 
 std::expected<superblock, std::error_code> decode_copy(const request& r, const std::byte* data) {
   if (r.result) return std::unexpected(r.result);
-  return superblock::decode(std::span<const std::byte, superblock::size_bytes>(data, superblock::size_bytes));
+  return superblock::decode(
+      std::span<const std::byte, superblock::size_bytes>(data, superblock::size_bytes));
 }
 
 // Each copy is read on its own, so a bad sector under one cannot hide the other.
@@ -73,8 +76,8 @@ void on_read_b(request& r) noexcept {
 void on_read_a(request& r) noexcept {
   auto* self = static_cast<reader*>(r.context);
   self->copy_a = decode_copy(r, self->buffer.data());
-  self->submit(op::read, superblock::copy_b_offset_bytes, self->buffer.data() + superblock::size_bytes,
-               &on_read_b);
+  self->submit(op::read, superblock::copy_b_offset_bytes,
+               self->buffer.data() + superblock::size_bytes, &on_read_b);
 }
 
 void on_write_step(request& r) noexcept {
@@ -144,21 +147,23 @@ void on_reserved_read(request& r) noexcept {
     self->read(std::unexpected(r.result));
     return;
   }
-  self->read(std::vector<std::byte>(self->buffer.data(), self->buffer.data() + self->buffer.size()));
+  self->read(
+      std::vector<std::byte>(self->buffer.data(), self->buffer.data() + self->buffer.size()));
 }
 
 }  // namespace
 
-void write_reserved(device::block_device& member, std::uint64_t lba, std::span<const std::byte> data,
-                    std::function<void(std::error_code)> done) {
+void write_reserved(device::block_device& member, std::uint64_t lba,
+                    std::span<const std::byte> data, std::function<void(std::error_code)> done) {
   auto* w = new reserved_io(member, data.size());
   std::memcpy(w->buffer.data(), data.data(), data.size());
   w->written = std::move(done);
   w->submit(op::write, lba, &on_reserved_written);
 }
 
-void read_reserved(device::block_device& member, std::uint64_t lba, std::size_t bytes,
-                   std::function<void(std::expected<std::vector<std::byte>, std::error_code>)> done) {
+void read_reserved(
+    device::block_device& member, std::uint64_t lba, std::size_t bytes,
+    std::function<void(std::expected<std::vector<std::byte>, std::error_code>)> done) {
   auto* r = new reserved_io(member, bytes);
   r->read = std::move(done);
   r->submit(op::read, lba, &on_reserved_read);

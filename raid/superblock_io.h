@@ -26,9 +26,10 @@ void write_superblock(device::block_device& member, const superblock& sb,
 // Other metadata in the reserved area (the write-intent bitmap): whole
 // blocks at a block offset. The write is followed by a flush, so `done`
 // means durable; it copies `data`, which the caller may reuse at once.
-void write_reserved(device::block_device& member, std::uint64_t lba, std::span<const std::byte> data,
-                    std::function<void(std::error_code)> done);
-void read_reserved(device::block_device& member, std::uint64_t lba, std::size_t bytes,
-                   std::function<void(std::expected<std::vector<std::byte>, std::error_code>)> done);
+void write_reserved(device::block_device& member, std::uint64_t lba,
+                    std::span<const std::byte> data, std::function<void(std::error_code)> done);
+void read_reserved(
+    device::block_device& member, std::uint64_t lba, std::size_t bytes,
+    std::function<void(std::expected<std::vector<std::byte>, std::error_code>)> done);
 
 }  // namespace strata::raid

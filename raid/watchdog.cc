@@ -4,9 +4,9 @@
 
 namespace strata::raid {
 
-member_watchdog::member_watchdog(device::clock* clock, device::duration timeout,
-                                 boost::asio::any_io_executor executor,
-                                 std::function<void(unsigned, const device::block_device*)> on_overdue)
+member_watchdog::member_watchdog(
+    device::clock* clock, device::duration timeout, boost::asio::any_io_executor executor,
+    std::function<void(unsigned, const device::block_device*)> on_overdue)
     : clock_(clock), timeout_(timeout), on_overdue_(std::move(on_overdue)) {
   if (clock_ != nullptr && timeout_ > device::duration::zero()) {
     timer_ = clock_->make_timer(std::move(executor), [this] { on_timer(); });
@@ -23,7 +23,9 @@ void member_watchdog::start(watched_io& io, unsigned member, const device::block
   link_last(io);
 }
 
-void member_watchdog::link_last(watched_io& io) noexcept { link_at(io, clock_->now() + timeout_); }
+void member_watchdog::link_last(watched_io& io) noexcept {
+  link_at(io, clock_->now() + timeout_);
+}
 
 void member_watchdog::link_at(watched_io& io, device::time_point deadline) noexcept {
   io.deadline = deadline;
@@ -65,7 +67,8 @@ void member_watchdog::on_timer() {
       // one sent late is timed from when it was sent. A drive that stops
       // answering is found by the I/O it has in flight.
       const device::time_point sent = io.request->dispatched_at;
-      if (io.device->holds(*io.request) || (sent != device::time_point{} && sent + timeout_ > now)) {
+      if (io.device->holds(*io.request) ||
+          (sent != device::time_point{} && sent + timeout_ > now)) {
         unlink(io);
         link_at(io, io.device->holds(*io.request) ? now + timeout_ : sent + timeout_);
         continue;

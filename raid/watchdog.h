@@ -62,7 +62,8 @@ class member_watchdog {
   // `on_overdue(member, device)` runs when an I/O on that device is overdue;
   // it must end with abandon_all(device). No clock or a zero timeout: no
   // watch at all.
-  member_watchdog(device::clock* clock, device::duration timeout, boost::asio::any_io_executor executor,
+  member_watchdog(device::clock* clock, device::duration timeout,
+                  boost::asio::any_io_executor executor,
                   std::function<void(unsigned, const device::block_device*)> on_overdue);
 
   bool enabled() const noexcept { return timer_ != nullptr; }

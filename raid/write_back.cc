@@ -15,7 +15,9 @@ namespace strata::raid {
 using device::op;
 using device::request;
 
-const char* to_string(cache_mode m) noexcept { return m == cache_mode::write_back ? "write-back" : "write-through"; }
+const char* to_string(cache_mode m) noexcept {
+  return m == cache_mode::write_back ? "write-back" : "write-through";
+}
 
 write_back_device::write_back_device(device::block_device& group, device::block_device& log,
                                      const wlog::superblock& sb, const write_back_options& options)
@@ -39,7 +41,8 @@ write_back_device::write_back_device(device::block_device& group, device::block_
   options_.max_record_blocks = static_cast<std::uint32_t>(
       std::clamp<std::uint64_t>((data_blocks_ - 1) / 4, 1, options_.max_record_blocks));
   if (options_.bypass_min_blocks == 0) {
-    options_.bypass_min_blocks = std::max<std::uint64_t>((1u << 20) / wlog::block_bytes, options_.stripe_blocks);
+    options_.bypass_min_blocks =
+        std::max<std::uint64_t>((1u << 20) / wlog::block_bytes, options_.stripe_blocks);
   }
   for (unsigned i = 0; i < std::max(1u, options_.destage_stripes_in_flight); ++i) {
     auto j = std::make_unique<destage_job>();
@@ -54,7 +57,9 @@ write_back_device::write_back_device(device::block_device& group, device::block_
   });
 }
 
-write_back_device::~write_back_device() { assert(idle()); }
+write_back_device::~write_back_device() {
+  assert(idle());
+}
 
 std::string write_back_device::write_through_reason() const {
   if (log_failed_) return "the write log cannot be written";
@@ -68,7 +73,8 @@ bool write_back_device::drained() const noexcept {
 }
 
 bool write_back_device::idle() const noexcept {
-  if (host_in_flight_ != 0 || checkpoint_in_flight_ || log_flush_in_flight_ || orphans_ != 0 || retiring_elsewhere_) {
+  if (host_in_flight_ != 0 || checkpoint_in_flight_ || log_flush_in_flight_ || orphans_ != 0 ||
+      retiring_elsewhere_) {
     return false;
   }
   if (std::ranges::any_of(jobs_, [](const auto& j) { return j->busy; })) return false;
@@ -97,7 +103,8 @@ void write_back_device::set_mode(cache_mode m) {
   requested_ = m;
   drain_announced_ = false;
   if (m == cache_mode::write_through && dirty_blocks_ > 0) {
-    note_event("write cache set to write-through: destaging " + std::to_string(dirty_blocks_ * wlog::block_bytes >> 20) +
+    note_event("write cache set to write-through: destaging " +
+               std::to_string(dirty_blocks_ * wlog::block_bytes >> 20) +
                " MiB of dirty data first");
   } else {
     note_event(std::string("write cache set to ") + to_string(m));
@@ -108,8 +115,9 @@ void write_back_device::set_mode(cache_mode m) {
 void write_back_device::set_log_degraded(bool degraded) {
   if (degraded == log_degraded_) return;
   log_degraded_ = degraded;
-  note_event(degraded ? "the write log's group lost its redundancy: writing through, destaging the log"
-                      : "the write log's group is redundant again: write-back resumes");
+  note_event(degraded
+                 ? "the write log's group lost its redundancy: writing through, destaging the log"
+                 : "the write log's group is redundant again: write-back resumes");
   maybe_destage();
 }
 
@@ -191,7 +199,9 @@ void write_back_device::start_read(host_io& h) {
     if (p->first + p->second.blocks > b) it = p;
   }
   while (b < end) {
-    while (it != index_.end() && it->first < end && (!it->second.dirty || it->first + it->second.blocks <= b)) ++it;
+    while (it != index_.end() && it->first < end &&
+           (!it->second.dirty || it->first + it->second.blocks <= b))
+      ++it;
     if (it == index_.end() || it->first >= end) {
       spans.push_back({b, end - b, 0, nullptr});
       break;
@@ -213,7 +223,9 @@ void write_back_device::start_read(host_io& h) {
     p.pinned = spans[i].rec;
     p.segments.clear();
     device::for_each_piece(outer.buffers, (spans[i].lba - outer.lba) * bs, spans[i].blocks * bs,
-                           [&](std::byte* d, std::uint64_t n) { p.segments.push_back({d, n}); });
+                           [&](std::byte* d, std::uint64_t n) {
+                             p.segments.push_back({d, n});
+                           });
     p.req = request{};
     p.req.operation = op::read;
     p.req.priority = outer.priority;
@@ -287,7 +299,8 @@ void write_back_device::log_next_records(host_io& h) {
 bool write_back_device::place_record(host_io& h) {
   const request& outer = *h.outer;
   const std::uint64_t end = outer.lba + outer.block_count;
-  const std::uint32_t n = static_cast<std::uint32_t>(std::min<std::uint64_t>(options_.max_record_blocks, end - h.next_block));
+  const std::uint32_t n = static_cast<std::uint32_t>(
+      std::min<std::uint64_t>(options_.max_record_blocks, end - h.next_block));
   const std::uint64_t need = 1 + n;
   const std::uint64_t at = wlog::place(head_, need, data_blocks_);
   // One block stays free for the marker a restart appends.
@@ -312,15 +325,18 @@ bool write_back_device::place_record(host_io& h) {
     rec.segments.push_back(zeros_.segment(0, std::uint64_t{n} * bs));
   } else {
     device::for_each_piece(outer.buffers, (h.next_block - outer.lba) * bs, std::uint64_t{n} * bs,
-                           [&](std::byte* d, std::uint64_t len) { rec.segments.push_back({d, len}); });
+                           [&](std::byte* d, std::uint64_t len) {
+                             rec.segments.push_back({d, len});
+                           });
   }
-  wlog::record_header hdr{.id = id_,
-                          .seq = rec.seq,
-                          .next_seq = rec.next_seq,
-                          .position = at,
-                          .lba = rec.lba,
-                          .data_blocks = n,
-                          .data_crc = wlog::data_crc(std::span(rec.segments).subspan(1), std::uint64_t{n} * bs)};
+  wlog::record_header hdr{
+      .id = id_,
+      .seq = rec.seq,
+      .next_seq = rec.next_seq,
+      .position = at,
+      .lba = rec.lba,
+      .data_blocks = n,
+      .data_crc = wlog::data_crc(std::span(rec.segments).subspan(1), std::uint64_t{n} * bs)};
   wlog::encode(hdr, rec.header.bytes().first<wlog::block_bytes>());
   head_ = at + need;
   h.next_block += n;
@@ -363,8 +379,11 @@ void write_back_device::on_record_written(request& r) noexcept {
 
 void write_back_device::issue_log_flush() {
   if (log_flush_in_flight_ || log_failed_) return;
-  const bool waiting = std::any_of(records_.begin() + static_cast<std::ptrdiff_t>(unacked_from_), records_.end(),
-                                   [&](const record* r) { return r->written && r->written_epoch >= durable_epoch_ && !r->acked; });
+  const bool waiting =
+      std::any_of(records_.begin() + static_cast<std::ptrdiff_t>(unacked_from_), records_.end(),
+                  [&](const record* r) {
+                    return r->written && r->written_epoch >= durable_epoch_ && !r->acked;
+                  });
   if (!waiting) return;
   ++flush_epoch_;
   log_flush_in_flight_ = true;
@@ -437,7 +456,9 @@ void write_back_device::write_direct(host_io& h, std::uint64_t from) {
     if (outer.operation == op::write) {
       device::for_each_piece(outer.buffers, (w.direct_from - outer.lba) * bs,
                              (outer.lba + outer.block_count - w.direct_from) * bs,
-                             [&](std::byte* b, std::uint64_t n) { w.direct_segments.push_back({b, n}); });
+                             [&](std::byte* b, std::uint64_t n) {
+                               w.direct_segments.push_back({b, n});
+                             });
     }
     w.direct = request{};
     w.direct.operation = outer.operation;
@@ -478,10 +499,12 @@ void write_back_device::fail_log(std::error_code why) {
   if (log_failed_) return;
   log_failed_ = true;
   note_event("the write log failed (" + why.message() + "): writing through; " +
-             std::to_string(dirty_blocks_ * wlog::block_bytes >> 20) + " MiB of dirty data to destage from it");
+             std::to_string(dirty_blocks_ * wlog::block_bytes >> 20) +
+             " MiB of dirty data to destage from it");
   // The records not yet durable leave the log's list: no replay needs
   // them, and the last checkpoint must not wait for them.
-  std::vector<record*> unacked(records_.begin() + static_cast<std::ptrdiff_t>(unacked_from_), records_.end());
+  std::vector<record*> unacked(records_.begin() + static_cast<std::ptrdiff_t>(unacked_from_),
+                               records_.end());
   records_.resize(unacked_from_);
   for (record* rec : unacked) {
     rec->orphan = true;
@@ -600,7 +623,8 @@ void write_back_device::index_cut(std::uint64_t a, std::uint64_t b) {
   }
 }
 
-void write_back_device::index_insert(record& rec, std::uint64_t lba, std::uint64_t blocks, std::uint64_t log_block) {
+void write_back_device::index_insert(record& rec, std::uint64_t lba, std::uint64_t blocks,
+                                     std::uint64_t log_block) {
   // Cut at stripe boundaries: destage takes a stripe's entries whole.
   const std::uint64_t u = options_.stripe_blocks;
   for (std::uint64_t a = lba; a < lba + blocks;) {
@@ -615,7 +639,8 @@ void write_back_device::index_insert(record& rec, std::uint64_t lba, std::uint64
 
 bool write_back_device::index_overlaps(std::uint64_t lba, std::uint64_t blocks) const {
   auto it = index_.upper_bound(lba);
-  if (it != index_.begin() && std::prev(it)->first + std::prev(it)->second.blocks > lba) return true;
+  if (it != index_.begin() && std::prev(it)->first + std::prev(it)->second.blocks > lba)
+    return true;
   return it != index_.end() && it->first < lba + blocks;
 }
 
@@ -625,7 +650,8 @@ std::uint64_t write_back_device::dirty_blocks_in(std::uint64_t lba, std::uint64_
   auto it = index_.upper_bound(lba);
   if (it != index_.begin()) --it;
   for (; it != index_.end() && it->first < end; ++it) {
-    const std::uint64_t a = std::max(it->first, lba), b = std::min(it->first + it->second.blocks, end);
+    const std::uint64_t a = std::max(it->first, lba),
+                        b = std::min(it->first + it->second.blocks, end);
     if (it->second.dirty && a < b) n += b - a;
   }
   return n;
@@ -672,7 +698,8 @@ bool write_back_device::want_destage() const noexcept {
   if (dirty_blocks_ == 0 || stopping_) return false;
   if (options_.clock->now() < destage_paused_until_) return false;
   if (mode() == cache_mode::write_through || !space_waiters_.empty()) return true;
-  if (static_cast<double>(head_ - tail_) > options_.destage_above_fraction * static_cast<double>(data_blocks_)) {
+  if (static_cast<double>(head_ - tail_) >
+      options_.destage_above_fraction * static_cast<double>(data_blocks_)) {
     return true;
   }
   const std::size_t i = first_dirty();
@@ -696,7 +723,8 @@ void write_back_device::maybe_destage() {
       const record* r = records_[i];
       if (r->dirty_blocks == 0) continue;
       ++looked;
-      for (auto it = index_.lower_bound(r->lba); it != index_.end() && it->first < r->lba + r->blocks; ++it) {
+      for (auto it = index_.lower_bound(r->lba);
+           it != index_.end() && it->first < r->lba + r->blocks; ++it) {
         if (it->second.rec != r || !it->second.dirty) continue;
         const std::uint64_t s = it->first / options_.stripe_blocks;
         if (std::ranges::find(stripes_destaging_, s) == stripes_destaging_.end()) {
@@ -712,11 +740,14 @@ void write_back_device::maybe_destage() {
     j.begin = *stripe * options_.stripe_blocks;
     j.end = std::min(j.begin + options_.stripe_blocks, geometry_.block_count);
     stripes_destaging_.push_back(*stripe);
-    j.granted = [](write_back_device& d, lock_user& u) noexcept { d.destage_locked(static_cast<destage_job&>(u)); };
+    j.granted = [](write_back_device& d, lock_user& u) noexcept {
+      d.destage_locked(static_cast<destage_job&>(u));
+    };
     lock(j, j.begin, j.end - j.begin);
   }
   // Old dirty data is destaged even with no write to prompt it.
-  if (dirty_blocks_ > 0 && !stopping_) age_timer_->arm(options_.clock->now() + options_.destage_age);
+  if (dirty_blocks_ > 0 && !stopping_)
+    age_timer_->arm(options_.clock->now() + options_.destage_age);
 }
 
 // The stripe is locked: no direct write or other destage runs over it, and
@@ -734,7 +765,8 @@ void write_back_device::destage_locked(destage_job& j) {
   j.segments.resize(j.parts.size());
   const std::uint32_t bs = geometry_.logical_block_size_bytes;
   // Behind the hosts, unless writes wait for room.
-  const device::io_class priority = space_waiters_.empty() ? device::io_class::background : device::io_class::foreground;
+  const device::io_class priority =
+      space_waiters_.empty() ? device::io_class::background : device::io_class::foreground;
   for (std::size_t i = 0; i < j.parts.size(); ++i) {
     const destage_job::part& p = j.parts[i];
     j.segments[i] = j.buffer.segment((p.lba - j.begin) * bs, p.blocks * bs);
@@ -770,7 +802,8 @@ void write_back_device::on_destage_read(request& r) noexcept {
     // holds dirty of these parts is lost.
     d.fail_log(j.error);
     for (const destage_job::part& p : j.parts) {
-      for (auto it = d.index_.lower_bound(p.lba); it != d.index_.end() && it->first < p.lba + p.blocks;) {
+      for (auto it = d.index_.lower_bound(p.lba);
+           it != d.index_.end() && it->first < p.lba + p.blocks;) {
         if (it->second.rec != p.rec || !it->second.dirty) {
           ++it;
           continue;
@@ -834,7 +867,8 @@ void write_back_device::on_gaps_read(request& r) noexcept {
   if (j.error) {
     // The group could not read its own blocks: nothing was written, the
     // data stays dirty in the log, and destage tries again later.
-    d.pause_destage("destage could not read the group (" + j.error.message() + "): the data stays in the write log");
+    d.pause_destage("destage could not read the group (" + j.error.message() +
+                    "): the data stays in the write log");
     return d.destage_done(j);
   }
   d.write_destage(j);
@@ -842,7 +876,8 @@ void write_back_device::on_gaps_read(request& r) noexcept {
 
 void write_back_device::write_destage(destage_job& j) {
   const std::uint32_t bs = geometry_.logical_block_size_bytes;
-  j.segments[0] = j.buffer.segment((j.write_begin - j.begin) * bs, (j.write_end - j.write_begin) * bs);
+  j.segments[0] =
+      j.buffer.segment((j.write_begin - j.begin) * bs, (j.write_end - j.write_begin) * bs);
   request& w = j.ios[0];
   const device::io_class priority = w.priority;
   w = request{};
@@ -866,7 +901,8 @@ void write_back_device::on_destage_written(request& r) noexcept {
   if (j.error) {
     // The group failed the write: the data stays dirty in the log (reads
     // are served from it), and destage tries again later.
-    d.pause_destage("destage to the group failed (" + j.error.message() + "): the data stays in the write log");
+    d.pause_destage("destage to the group failed (" + j.error.message() +
+                    "): the data stays in the write log");
     d.group_unwritable(j.error);
   } else {
     ++d.counters_.stripes_destaged;

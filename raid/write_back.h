@@ -107,8 +107,8 @@ struct write_back_options {
 };
 
 struct write_back_counters {
-  std::uint64_t writes_logged = 0;  // host writes acknowledged from the log
-  std::uint64_t writes_direct = 0;  // host writes sent to the group (write-through, long ones)
+  std::uint64_t writes_logged = 0;   // host writes acknowledged from the log
+  std::uint64_t writes_direct = 0;   // host writes sent to the group (write-through, long ones)
   std::uint64_t reads_from_log = 0;  // read pieces served from dirty data
   std::uint64_t log_flushes = 0;     // group commits
   std::uint64_t records = 0;
@@ -134,8 +134,8 @@ class write_back_device final : public device::forwarding_device {
   // Writes an empty log for `group` on `log` (whatever it held), synced.
   // Refused (invalid_argument): block sizes other than 4096, a log of
   // fewer than 64 blocks past its superblocks.
-  static void format(device::block_device& log, const device::block_geometry& group, const wlog::log_id& id,
-                     std::function<void(std::error_code)> done);
+  static void format(device::block_device& log, const device::block_geometry& group,
+                     const wlog::log_id& id, std::function<void(std::error_code)> done);
   // Opens the log on `log` for `group`, replays it, appends the restart
   // marker (synced), and hands over the device, serving. Errors: no valid
   // superblock, or one written for another group (invalid_argument); the
@@ -146,7 +146,8 @@ class write_back_device final : public device::forwarding_device {
 
   const device::block_geometry& geometry() const noexcept override { return geometry_; }
   // Mapped throughout: the group below has not seen the dirty blocks.
-  device::allocation_run allocation_at(std::uint64_t, std::uint64_t max_blocks) const noexcept override {
+  device::allocation_run allocation_at(std::uint64_t,
+                                       std::uint64_t max_blocks) const noexcept override {
     return {device::allocation::mapped, max_blocks};
   }
   void submit(device::request& req) noexcept override;
@@ -157,7 +158,9 @@ class write_back_device final : public device::forwarding_device {
   void set_log_degraded(bool degraded);
   cache_mode requested_mode() const noexcept { return requested_; }
   // What writes get now, and why not write-back ("" when it is).
-  cache_mode mode() const noexcept { return write_through_reason().empty() ? cache_mode::write_back : cache_mode::write_through; }
+  cache_mode mode() const noexcept {
+    return write_through_reason().empty() ? cache_mode::write_back : cache_mode::write_through;
+  }
   std::string write_through_reason() const;
   bool log_failed() const noexcept { return log_failed_; }
 
@@ -166,7 +169,9 @@ class write_back_device final : public device::forwarding_device {
   // many were lost with the log (what a volume's statistics report of the
   // extents it has here). O(log n + the index entries in the range).
   std::uint64_t dirty_blocks_in(std::uint64_t lba, std::uint64_t blocks) const;
-  std::uint64_t lost_blocks_in(std::uint64_t lba, std::uint64_t blocks) const { return lost_.count_in(lba, blocks); }
+  std::uint64_t lost_blocks_in(std::uint64_t lba, std::uint64_t blocks) const {
+    return lost_.count_in(lba, blocks);
+  }
   std::uint64_t log_capacity_blocks() const noexcept { return data_blocks_; }
   std::uint64_t log_used_blocks() const noexcept { return head_ - tail_; }
   const write_back_counters& counters() const noexcept { return counters_; }
@@ -202,8 +207,8 @@ class write_back_device final : public device::forwarding_device {
     bool dirty = true;
   };
 
-  write_back_device(device::block_device& group, device::block_device& log, const wlog::superblock& sb,
-                    const write_back_options& options);
+  write_back_device(device::block_device& group, device::block_device& log,
+                    const wlog::superblock& sb, const write_back_options& options);
   class replayer;
   friend class replayer;
 
@@ -305,14 +310,14 @@ class write_back_device final : public device::forwarding_device {
   std::uint64_t durable_epoch_ = 0;
   std::function<void(std::error_code)> marker_done_;  // open(): the restart marker is durable
   bool submitting_ = false;
-  device::aligned_buffer zeros_;  // discards are logged as writes of zeros
+  device::aligned_buffer zeros_;               // discards are logged as writes of zeros
   device::time_point destage_paused_until_{};  // the group failed a destage: retry then
 
   cache_mode requested_ = cache_mode::write_back;
   bool log_degraded_ = false;
   bool log_failed_ = false;
   bool retiring_elsewhere_ = false;
-  bool retired_ = false;  // the failed log was emptied (or could not be): nothing held
+  bool retired_ = false;       // the failed log was emptied (or could not be): nothing held
   std::uint64_t orphans_ = 0;  // records out of records_ whose I/O still runs
   std::vector<std::function<void()>> held_;  // writes over logged blocks, after the log failed
   bool stopping_ = false;

@@ -1,11 +1,10 @@
-#include "raid/write_back.h"
-
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <map>
 #include <random>
 
 #include "raid/device/invariant.h"
+#include "raid/write_back.h"
 #include "raid/write_back_parts.h"
 
 // The log's own work: reclaim (checkpoints), format, open and replay, and
@@ -16,18 +15,21 @@ using device::op;
 using device::request;
 
 std::string write_back_device::debug_state() const {
-  std::string o = "dirty " + std::to_string(dirty_blocks_) + " records " + std::to_string(records_.size()) +
-                  " unacked_from " + std::to_string(unacked_from_) + " index " + std::to_string(index_.size()) +
-                  " held " + std::to_string(held_.size()) + " waiters " + std::to_string(space_waiters_.size()) +
-                  " host " + std::to_string(host_in_flight_) + " orphans " + std::to_string(orphans_) +
-                  " failed " + std::to_string(log_failed_) + " retired " + std::to_string(retired_) +
-                  " cp " + std::to_string(checkpoint_in_flight_) + " flush " + std::to_string(log_flush_in_flight_) +
-                  " head " + std::to_string(head_) + " tail " + std::to_string(tail_);
+  std::string o =
+      "dirty " + std::to_string(dirty_blocks_) + " records " + std::to_string(records_.size()) +
+      " unacked_from " + std::to_string(unacked_from_) + " index " + std::to_string(index_.size()) +
+      " held " + std::to_string(held_.size()) + " waiters " +
+      std::to_string(space_waiters_.size()) + " host " + std::to_string(host_in_flight_) +
+      " orphans " + std::to_string(orphans_) + " failed " + std::to_string(log_failed_) +
+      " retired " + std::to_string(retired_) + " cp " + std::to_string(checkpoint_in_flight_) +
+      " flush " + std::to_string(log_flush_in_flight_) + " head " + std::to_string(head_) +
+      " tail " + std::to_string(tail_);
   for (auto& j : jobs_) o += " job" + std::to_string(j->busy);
   for (std::size_t i = 0; i < records_.size() && i < 5; ++i) {
     const record* r = records_[i];
-    o += " [seq " + std::to_string(r->seq) + " acked " + std::to_string(r->acked) + " io " + std::to_string(r->in_log_io) +
-         " dirty " + std::to_string(r->dirty_blocks) + " pins " + std::to_string(r->pins) + "]";
+    o += " [seq " + std::to_string(r->seq) + " acked " + std::to_string(r->acked) + " io " +
+         std::to_string(r->in_log_io) + " dirty " + std::to_string(r->dirty_blocks) + " pins " +
+         std::to_string(r->pins) + "]";
   }
   return o;
 }
@@ -39,8 +41,10 @@ std::string write_back_device::check_invariants() const {
   for (const auto& [lba, e] : index_) {
     if (lba < prev_end) return "overlapping entries at " + std::to_string(lba);
     prev_end = lba + e.blocks;
-    if (std::ranges::find(records_, e.rec) == records_.end()) return "entry at " + std::to_string(lba) + " names a record not in the log";
-    if (lba < e.rec->lba || lba + e.blocks > e.rec->lba + e.rec->blocks) return "entry outside its record at " + std::to_string(lba);
+    if (std::ranges::find(records_, e.rec) == records_.end())
+      return "entry at " + std::to_string(lba) + " names a record not in the log";
+    if (lba < e.rec->lba || lba + e.blocks > e.rec->lba + e.rec->blocks)
+      return "entry outside its record at " + std::to_string(lba);
     if (e.log_block != wlog::physical(e.rec->position, data_blocks_) + 1 + (lba - e.rec->lba)) {
       return "entry at " + std::to_string(lba) + " points at the wrong log block";
     }
@@ -49,14 +53,18 @@ std::string write_back_device::check_invariants() const {
       total += e.blocks;
     }
   }
-  if (total != dirty_blocks_) return "dirty_blocks_ " + std::to_string(dirty_blocks_) + " != " + std::to_string(total);
+  if (total != dirty_blocks_)
+    return "dirty_blocks_ " + std::to_string(dirty_blocks_) + " != " + std::to_string(total);
   for (const record* r : records_) {
-    if (r->dirty_blocks != dirty[r]) return "record " + std::to_string(r->seq) + " dirty count wrong";
-    if (r->position < tail_ || r->position + 1 + r->blocks > head_) return "record outside [tail, head)";
+    if (r->dirty_blocks != dirty[r])
+      return "record " + std::to_string(r->seq) + " dirty count wrong";
+    if (r->position < tail_ || r->position + 1 + r->blocks > head_)
+      return "record outside [tail, head)";
   }
   for (std::size_t i = 1; i < records_.size(); ++i) {
     if (records_[i]->seq != records_[i - 1]->next_seq) return "records out of sequence";
-    if (records_[i]->position < records_[i - 1]->position + 1 + records_[i - 1]->blocks) return "records overlap in the log";
+    if (records_[i]->position < records_[i - 1]->position + 1 + records_[i - 1]->blocks)
+      return "records overlap in the log";
   }
   if (head_ - tail_ > data_blocks_) return "log over full";
   return "";
@@ -70,9 +78,12 @@ bool write_back_device::reclaimable(const record& rec) const noexcept {
 }
 
 void write_back_device::maybe_checkpoint() {
-  if (checkpoint_in_flight_ || stopping_ || (log_failed_ && (retired_ || retiring_elsewhere_))) return;
-  if (!log_failed_ && options_.clock->now() < destage_paused_until_) return;  // the group's flush failed: later
-  while (reclaimable_ < records_.size() && reclaimable_ < unacked_from_ && reclaimable(*records_[reclaimable_])) {
+  if (checkpoint_in_flight_ || stopping_ || (log_failed_ && (retired_ || retiring_elsewhere_)))
+    return;
+  if (!log_failed_ && options_.clock->now() < destage_paused_until_)
+    return;  // the group's flush failed: later
+  while (reclaimable_ < records_.size() && reclaimable_ < unacked_from_ &&
+         reclaimable(*records_[reclaimable_])) {
     ++reclaimable_;
   }
   const std::size_t n = reclaimable_;
@@ -96,7 +107,9 @@ void write_back_device::maybe_checkpoint() {
   c.req.operation = op::flush;
   c.req.priority = device::io_class::background;
   c.req.context = this;
-  c.req.on_complete = [](request& r) noexcept { static_cast<write_back_device*>(r.context)->checkpoint_step(r.result); };
+  c.req.on_complete = [](request& r) noexcept {
+    static_cast<write_back_device*>(r.context)->checkpoint_step(r.result);
+  };
   group_.submit(c.req);
 }
 
@@ -106,7 +119,8 @@ void write_back_device::checkpoint_step(std::error_code ec) {
     checkpoint_in_flight_ = false;
     if (!c.retire) {
       if (c.at == checkpoint_io::step::group_flush) {
-        pause_destage("a flush of the group failed (" + ec.message() + "): the write log keeps its data");
+        pause_destage("a flush of the group failed (" + ec.message() +
+                      "): the write log keeps its data");
         group_unwritable(ec);
       } else {
         fail_log(ec);
@@ -118,15 +132,17 @@ void write_back_device::checkpoint_step(std::error_code ec) {
       // writes': the owner records, elsewhere, that it must not be
       // replayed, and then they go on.
       note_event(std::string("the failed write log could not be retired (") +
-                 (c.at == checkpoint_io::step::group_flush ? "the group's flush failed: " : "") + ec.message() +
-                 "): it must not be replayed");
+                 (c.at == checkpoint_io::step::group_flush ? "the group's flush failed: " : "") +
+                 ec.message() + "): it must not be replayed");
       if (c.at == checkpoint_io::step::group_flush || !options_.persist_retirement) {
         release_held();
       } else {
         retiring_elsewhere_ = true;
         options_.persist_retirement([this](std::error_code recorded) {
           retiring_elsewhere_ = false;
-          if (recorded) note_event("recording that the write log must not be replayed failed: " + recorded.message());
+          if (recorded)
+            note_event("recording that the write log must not be replayed failed: " +
+                       recorded.message());
           release_held();
           check_idle();
         });
@@ -138,7 +154,9 @@ void write_back_device::checkpoint_step(std::error_code ec) {
     c.req = request{};
     c.req.operation = o;
     c.req.context = this;
-    c.req.on_complete = [](request& r) noexcept { static_cast<write_back_device*>(r.context)->checkpoint_step(r.result); };
+    c.req.on_complete = [](request& r) noexcept {
+      static_cast<write_back_device*>(r.context)->checkpoint_step(r.result);
+    };
   };
   switch (c.at) {
     case checkpoint_io::step::group_flush: {
@@ -174,7 +192,8 @@ void write_back_device::checkpoint_step(std::error_code ec) {
   for (std::size_t i = 0; i < c.records; ++i) {
     record& rec = *records_.front();
     // Its clean index entries go: nothing a replay could bring back now.
-    for (auto it = index_.lower_bound(rec.lba); it != index_.end() && it->first < rec.lba + rec.blocks;) {
+    for (auto it = index_.lower_bound(rec.lba);
+         it != index_.end() && it->first < rec.lba + rec.blocks;) {
       it = it->second.rec == &rec ? index_.erase(it) : std::next(it);
     }
     records_.pop_front();
@@ -227,8 +246,10 @@ void write_back_device::wake_space_waiters() {
 
 namespace {
 
-std::error_code check_sizes(const device::block_geometry& log, const device::block_geometry& group) {
-  if (log.logical_block_size_bytes != wlog::block_bytes || group.logical_block_size_bytes != wlog::block_bytes ||
+std::error_code check_sizes(const device::block_geometry& log,
+                            const device::block_geometry& group) {
+  if (log.logical_block_size_bytes != wlog::block_bytes ||
+      group.logical_block_size_bytes != wlog::block_bytes ||
       log.block_count < wlog::data_start + 64) {
     return make_error_code(errc::invalid_argument);
   }
@@ -237,8 +258,8 @@ std::error_code check_sizes(const device::block_geometry& log, const device::blo
 
 }  // namespace
 
-void write_back_device::format(device::block_device& log, const device::block_geometry& group, const wlog::log_id& id,
-                               std::function<void(std::error_code)> done) {
+void write_back_device::format(device::block_device& log, const device::block_geometry& group,
+                               const wlog::log_id& id, std::function<void(std::error_code)> done) {
   // Both superblocks and a first header of zeros, then a flush.
   struct formatting {
     device::block_device* log = nullptr;
@@ -309,7 +330,8 @@ class write_back_device::replayer {
       : group_(group), log_(log), id_(id), options_(options), done_(std::move(done)) {}
 
   void read(std::uint64_t lba, std::uint64_t blocks, void (replayer::*next)()) {
-    if (buffer_.size() < blocks * wlog::block_bytes) buffer_ = device::aligned_buffer(blocks * wlog::block_bytes);
+    if (buffer_.size() < blocks * wlog::block_bytes)
+      buffer_ = device::aligned_buffer(blocks * wlog::block_bytes);
     segment_ = buffer_.segment(0, blocks * wlog::block_bytes);
     next_ = next;
     req_ = request{};
@@ -338,17 +360,22 @@ class write_back_device::replayer {
   void on_superblocks() {
     std::optional<wlog::superblock> best;
     for (std::size_t copy = 0; copy < 2; ++copy) {
-      auto sb = wlog::decode_superblock(buffer_.bytes().subspan(copy * wlog::block_bytes, wlog::block_bytes).first<wlog::block_bytes>());
+      auto sb = wlog::decode_superblock(buffer_.bytes()
+                                            .subspan(copy * wlog::block_bytes, wlog::block_bytes)
+                                            .first<wlog::block_bytes>());
       if (sb && (!best || sb->generation > best->generation)) best = sb;
     }
     const auto invalid = make_error_code(errc::invalid_argument);
     if (!best) return fail(invalid, "no write log superblock on the log device");
     if (best->id != id_) return fail(invalid, "the write log belongs to another group");
-    if (best->backing_blocks != group_.geometry().block_count || best->backing_block_bytes != wlog::block_bytes ||
-        best->data_blocks + wlog::data_start > log_.geometry().block_count || best->data_blocks < 64) {
+    if (best->backing_blocks != group_.geometry().block_count ||
+        best->backing_block_bytes != wlog::block_bytes ||
+        best->data_blocks + wlog::data_start > log_.geometry().block_count ||
+        best->data_blocks < 64) {
       return fail(invalid, "the write log was written for a group of another size");
     }
-    if (auto ec = check_sizes(log_.geometry(), group_.geometry())) return fail(ec, "block sizes other than 4096");
+    if (auto ec = check_sizes(log_.geometry(), group_.geometry()))
+      return fail(ec, "block sizes other than 4096");
     device_.reset(new write_back_device(group_, log_, *best, options_));
     expect_position_ = best->tail_position;
     expect_seq_ = best->tail_seq;
@@ -358,7 +385,8 @@ class write_back_device::replayer {
 
   void read_header() {
     const std::uint64_t d = device_->data_blocks_;
-    if (expect_position_ - device_->tail_ >= d) return finish();  // a whole lap: nothing more can be live
+    if (expect_position_ - device_->tail_ >= d)
+      return finish();  // a whole lap: nothing more can be live
     read(wlog::physical(expect_position_, d), 1, &replayer::on_header);
   }
 
@@ -375,7 +403,8 @@ class write_back_device::replayer {
     const std::uint64_t d = device_->data_blocks_;
     header_ = wlog::decode_record(buffer_.bytes().first<wlog::block_bytes>());
     const bool ours = header_ && header_->id == id_ && header_->seq == expect_seq_ &&
-                      header_->position == expect_position_ && expect_position_ % d + 1 + header_->data_blocks <= d &&
+                      header_->position == expect_position_ &&
+                      expect_position_ % d + 1 + header_->data_blocks <= d &&
                       header_->lba + header_->data_blocks <= group_.geometry().block_count;
     if (!ours) {
       if (try_next_lap()) return read_header();
@@ -410,7 +439,8 @@ class write_back_device::replayer {
     rec.acked_at = options_.clock->now();
     dv.records_.push_back(&rec);
     dv.unacked_from_ = dv.records_.size();
-    if (rec.blocks > 0) dv.index_insert(rec, rec.lba, rec.blocks, wlog::physical(rec.position, dv.data_blocks_) + 1);
+    if (rec.blocks > 0)
+      dv.index_insert(rec, rec.lba, rec.blocks, wlog::physical(rec.position, dv.data_blocks_) + 1);
     ++dv.counters_.records_replayed;
     expect_position_ = rec.position + 1 + rec.blocks;
     expect_seq_ = rec.next_seq;
@@ -463,8 +493,9 @@ class write_back_device::replayer {
   bool wrapped_ = false;
 };
 
-void write_back_device::open(device::block_device& group, device::block_device& log, const wlog::log_id& id,
-                             const write_back_options& options, std::function<void(opened)> done) {
+void write_back_device::open(device::block_device& group, device::block_device& log,
+                             const wlog::log_id& id, const write_back_options& options,
+                             std::function<void(opened)> done) {
   replayer::start(group, log, id, options, std::move(done));
 }
 
@@ -484,8 +515,9 @@ void write_back_device::append_marker() {
   rec.pins = 0;
   rec.written = rec.acked = rec.redo = false;
   rec.in_log_io = true;
-  wlog::encode(wlog::record_header{.id = id_, .seq = rec.seq, .next_seq = rec.next_seq, .position = at},
-               rec.header.bytes().first<wlog::block_bytes>());
+  wlog::encode(
+      wlog::record_header{.id = id_, .seq = rec.seq, .next_seq = rec.next_seq, .position = at},
+      rec.header.bytes().first<wlog::block_bytes>());
   rec.segments.assign(1, rec.header.segment());
   head_ = at + 1;
   records_.push_back(&rec);

@@ -16,12 +16,13 @@ namespace strata::raid {
 // One log record: in flight, or in the log until the checkpoint passes it.
 struct write_back_device::record : lock_user {
   write_back_device* dev = nullptr;
-  host_io* owner = nullptr;  // the write it logs; null once acknowledged, and for replayed records and markers
+  host_io* owner =
+      nullptr;  // the write it logs; null once acknowledged, and for replayed records and markers
   std::uint64_t seq = 0;
   std::uint64_t next_seq = 0;
   std::uint64_t position = 0;
   std::uint64_t lba = 0;
-  std::uint32_t blocks = 0;  // 0: a marker
+  std::uint32_t blocks = 0;        // 0: a marker
   std::uint64_t dirty_blocks = 0;  // index blocks still dirty that point here
   std::uint32_t pins = 0;          // reads of its data from the log in flight
   bool in_log_io = false;          // its log write is in flight
@@ -29,15 +30,16 @@ struct write_back_device::record : lock_user {
   std::uint64_t written_epoch = 0;
   bool acked = false;  // durable and in the index (or, after a log failure, written direct)
   bool redo = false;   // the log failed first: written to the group directly
-  bool orphan = false;  // out of records_ (the log failed before it was durable): freed once its I/O ends
+  bool orphan =
+      false;  // out of records_ (the log failed before it was durable): freed once its I/O ends
   // A redo's outcome, kept for the host until the record's log write, which
   // still reads the host's buffers, has ended too.
   std::error_code redo_result;
   device::time_point acked_at{};
   device::aligned_buffer header{wlog::block_bytes};
   std::vector<iovec> segments;  // the header, then the data
-  device::request req;     // to the log
-  device::request direct;  // redo: to the group
+  device::request req;          // to the log
+  device::request direct;       // redo: to the group
 };
 
 // A request from above.
@@ -46,7 +48,7 @@ struct write_back_device::host_io : lock_user {
   device::request* outer = nullptr;
   unsigned pending = 0;
   std::error_code result;
-  std::uint64_t next_block = 0;  // a logged write: the first block not yet in a record
+  std::uint64_t next_block = 0;   // a logged write: the first block not yet in a record
   std::uint64_t direct_from = 0;  // a direct write: its first block
   struct piece {
     host_io* owner = nullptr;
@@ -74,7 +76,7 @@ struct write_back_device::destage_job : lock_user {
   };
   std::vector<part> parts;
   std::vector<device::request> ios;
-  std::vector<iovec> segments;  // one per request
+  std::vector<iovec> segments;    // one per request
   std::uint64_t write_begin = 0;  // the one range written to the group
   std::uint64_t write_end = 0;
   unsigned pending = 0;

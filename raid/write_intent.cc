@@ -20,7 +20,8 @@ void set_bit(std::vector<std::byte>& bits, std::uint64_t i, bool on) noexcept {
 
 }  // namespace
 
-write_intent::write_intent(boost::asio::any_io_executor executor, member_watchdog& watchdog, hooks h)
+write_intent::write_intent(boost::asio::any_io_executor executor, member_watchdog& watchdog,
+                           hooks h)
     : executor_(std::move(executor)),
       watchdog_(watchdog),
       hooks_(std::move(h)),
@@ -38,7 +39,8 @@ std::uint64_t write_intent::bytes_for(std::uint64_t regions, std::uint64_t block
   return ((regions + 7) / 8 + block_size - 1) / block_size * block_size;
 }
 
-void write_intent::configure(std::uint64_t offset_blocks, std::uint64_t regions, std::uint64_t block_size) {
+void write_intent::configure(std::uint64_t offset_blocks, std::uint64_t regions,
+                             std::uint64_t block_size) {
   offset_blocks_ = offset_blocks;
   regions_ = regions;
   bytes_ = regions > 0 ? bytes_for(regions, block_size) : 0;
@@ -93,11 +95,13 @@ void write_intent::start_round() {
     const std::uint64_t ticket = ++tickets_issued_;
     ticket_[m] = ticket;
     watchdog_.start(watch_[m], m, members[m]);
-    write_reserved(*members[m], offset_blocks_, writing_, [self = self_, m, ticket](std::error_code ec) {
-      if (write_intent* w = *self) w->member_written(m, ticket, ec);
-    });
+    write_reserved(*members[m], offset_blocks_, writing_,
+                   [self = self_, m, ticket](std::error_code ec) {
+                     if (write_intent* w = *self) w->member_written(m, ticket, ec);
+                   });
   }
-  if (--pending_ == 0) boost::asio::post(executor_, [self = self_] {
+  if (--pending_ == 0)
+    boost::asio::post(executor_, [self = self_] {
       if (write_intent* w = *self) w->round_done();
     });
 }
@@ -114,7 +118,8 @@ void write_intent::forget(unsigned m) {
   if (m >= ticket_.size() || ticket_[m] == 0) return;
   ticket_[m] = 0;
   watchdog_.stop(watch_[m]);
-  if (--pending_ == 0) boost::asio::post(executor_, [self = self_] {
+  if (--pending_ == 0)
+    boost::asio::post(executor_, [self = self_] {
       if (write_intent* w = *self) w->round_done();
     });
 }
@@ -186,7 +191,8 @@ void write_intent::write_now(std::function<void()> then) {
   when_settled(std::move(then));
 }
 
-void write_intent::mark_clean(device::block_device& group, std::function<void(std::error_code)> done) {
+void write_intent::mark_clean(device::block_device& group,
+                              std::function<void(std::error_code)> done) {
   if (cleaning_) {
     boost::asio::post(executor_, [done = std::move(done)] { done(errc::invalid_argument); });
     return;
@@ -213,7 +219,8 @@ void write_intent::when_settled(std::function<void()> then) {
     then();
     return;
   }
-  after_round_.push_back([this, then = std::move(then)]() mutable { when_settled(std::move(then)); });
+  after_round_.push_back(
+      [this, then = std::move(then)]() mutable { when_settled(std::move(then)); });
 }
 
 void write_intent::load(std::function<void(std::vector<std::uint64_t>)> then) {
@@ -237,15 +244,16 @@ void write_intent::load(std::function<void(std::vector<std::uint64_t>)> then) {
   for (unsigned m = 0; m < members.size(); ++m) {
     if (!hooks_.holds_metadata(m)) continue;
     ++*pending;
-    read_reserved(*members[m], offset_blocks_, bytes_,
-                  [self = self_, all_read](std::expected<std::vector<std::byte>, std::error_code> bits) {
-                    write_intent* w = *self;
-                    if (w == nullptr) return;
-                    for (std::size_t i = 0; i < w->wanted_.size(); ++i) {
-                      w->wanted_[i] |= bits ? (*bits)[i] : std::byte{0xff};
-                    }
-                    all_read();
-                  });
+    read_reserved(
+        *members[m], offset_blocks_, bytes_,
+        [self = self_, all_read](std::expected<std::vector<std::byte>, std::error_code> bits) {
+          write_intent* w = *self;
+          if (w == nullptr) return;
+          for (std::size_t i = 0; i < w->wanted_.size(); ++i) {
+            w->wanted_[i] |= bits ? (*bits)[i] : std::byte{0xff};
+          }
+          all_read();
+        });
   }
   all_read();
 }

@@ -105,13 +105,14 @@ class write_intent {
   std::uint64_t offset_blocks_ = 0;
   std::uint64_t regions_ = 0;
   std::uint64_t bytes_ = 0;
-  std::vector<std::byte> wanted_;   // set before a write, cleared after a flush covered it
-  std::vector<std::byte> durable_;  // on every metadata member
-  std::vector<std::byte> writing_;  // the image being written
-  std::vector<std::uint64_t> set_;  // regions whose bit is set in wanted_
-  std::vector<std::uint32_t> writes_;         // per region: in flight
-  std::vector<std::uint64_t> started_epoch_;  // per region: flushes started when its last write began
-  std::vector<std::uint64_t> done_epoch_;     // ... and when its last write ended
+  std::vector<std::byte> wanted_;      // set before a write, cleared after a flush covered it
+  std::vector<std::byte> durable_;     // on every metadata member
+  std::vector<std::byte> writing_;     // the image being written
+  std::vector<std::uint64_t> set_;     // regions whose bit is set in wanted_
+  std::vector<std::uint32_t> writes_;  // per region: in flight
+  std::vector<std::uint64_t>
+      started_epoch_;                      // per region: flushes started when its last write began
+  std::vector<std::uint64_t> done_epoch_;  // ... and when its last write ended
   std::uint64_t flush_epoch_ = 0;
   std::vector<std::pair<std::uint64_t, void*>> waiters_;  // region, op
   std::vector<std::function<void()>> after_round_;

@@ -24,16 +24,20 @@ void put(std::span<std::byte, block_bytes> out, std::size_t offset, T value) noe
 template <class T>
 T get(std::span<const std::byte, block_bytes> in, std::size_t offset) noexcept {
   std::uint64_t value = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i) value |= static_cast<std::uint64_t>(in[offset + i]) << (8 * i);
+  for (std::size_t i = 0; i < sizeof(T); ++i)
+    value |= static_cast<std::uint64_t>(in[offset + i]) << (8 * i);
   return static_cast<T>(value);
 }
 
-std::uint32_t crc(const std::byte* bytes, std::size_t n, std::uint32_t seed = 0xffffffffu) noexcept {
-  return crc32_iscsi(const_cast<unsigned char*>(reinterpret_cast<const unsigned char*>(bytes)), static_cast<int>(n),
-                     seed);
+std::uint32_t crc(const std::byte* bytes, std::size_t n,
+                  std::uint32_t seed = 0xffffffffu) noexcept {
+  return crc32_iscsi(const_cast<unsigned char*>(reinterpret_cast<const unsigned char*>(bytes)),
+                     static_cast<int>(n), seed);
 }
 
-void seal(std::span<std::byte, block_bytes> out) noexcept { put<std::uint32_t>(out, crc_offset, crc(out.data(), crc_offset)); }
+void seal(std::span<std::byte, block_bytes> out) noexcept {
+  put<std::uint32_t>(out, crc_offset, crc(out.data(), crc_offset));
+}
 bool sealed(std::span<const std::byte, block_bytes> in) noexcept {
   return get<std::uint32_t>(in, crc_offset) == crc(in.data(), crc_offset);
 }
@@ -64,7 +68,8 @@ void encode(const superblock& s, std::span<std::byte, block_bytes> out) noexcept
 }
 
 std::optional<superblock> decode_superblock(std::span<const std::byte, block_bytes> in) noexcept {
-  if (get<std::uint64_t>(in, 0) != superblock_magic || get<std::uint32_t>(in, 8) != version || !sealed(in)) {
+  if (get<std::uint64_t>(in, 0) != superblock_magic || get<std::uint32_t>(in, 8) != version ||
+      !sealed(in)) {
     return std::nullopt;
   }
   superblock s;
@@ -93,7 +98,8 @@ void encode(const record_header& h, std::span<std::byte, block_bytes> out) noexc
 }
 
 std::optional<record_header> decode_record(std::span<const std::byte, block_bytes> in) noexcept {
-  if (get<std::uint64_t>(in, 0) != record_magic || get<std::uint32_t>(in, 8) != version || !sealed(in)) {
+  if (get<std::uint64_t>(in, 0) != record_magic || get<std::uint32_t>(in, 8) != version ||
+      !sealed(in)) {
     return std::nullopt;
   }
   record_header h;

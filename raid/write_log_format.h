@@ -64,7 +64,8 @@ std::uint32_t data_crc(std::span<const iovec> buffers, std::uint64_t bytes) noex
 
 // Where a record of `need` blocks goes when the head is at `head`: there,
 // or at the next lap's start if it would cross the area's end.
-constexpr std::uint64_t place(std::uint64_t head, std::uint64_t need, std::uint64_t data_blocks) noexcept {
+constexpr std::uint64_t place(std::uint64_t head, std::uint64_t need,
+                              std::uint64_t data_blocks) noexcept {
   return head % data_blocks + need > data_blocks ? (head / data_blocks + 1) * data_blocks : head;
 }
 constexpr std::uint64_t physical(std::uint64_t position, std::uint64_t data_blocks) noexcept {

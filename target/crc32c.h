@@ -18,7 +18,8 @@ inline void put_digest(std::uint32_t d, std::uint8_t out[4]) noexcept {
   for (int i = 0; i < 4; ++i) out[i] = static_cast<std::uint8_t>(d >> (8 * i));
 }
 inline std::uint32_t get_digest(const std::uint8_t in[4]) noexcept {
-  return std::uint32_t{in[0]} | std::uint32_t{in[1]} << 8 | std::uint32_t{in[2]} << 16 | std::uint32_t{in[3]} << 24;
+  return std::uint32_t{in[0]} | std::uint32_t{in[1]} << 8 | std::uint32_t{in[2]} << 16 |
+         std::uint32_t{in[3]} << 24;
 }
 
 }  // namespace strata

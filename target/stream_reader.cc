@@ -14,8 +14,8 @@ namespace asio = boost::asio;
 stream_reader::stream_reader(std::size_t buffer_bytes, std::size_t direct_bytes)
     : buffer_(buffer_bytes), direct_bytes_(direct_bytes) {}
 
-asio::awaitable<bool> stream_reader::read(asio::ip::tcp::socket& socket, asio::mutable_buffer a, asio::mutable_buffer b,
-                                          asio::mutable_buffer c) {
+asio::awaitable<bool> stream_reader::read(asio::ip::tcp::socket& socket, asio::mutable_buffer a,
+                                          asio::mutable_buffer b, asio::mutable_buffer c) {
   constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
   const std::array<asio::mutable_buffer, 3> all{a, b, c};
   for (const asio::mutable_buffer& into : all) {
@@ -38,7 +38,8 @@ asio::awaitable<bool> stream_reader::read(asio::ip::tcp::socket& socket, asio::m
         left = 0;
         continue;
       }
-      auto [ec, n] = co_await socket.async_read_some(asio::buffer(buffer_.data(), buffer_.size()), use_tuple);
+      auto [ec, n] =
+          co_await socket.async_read_some(asio::buffer(buffer_.data(), buffer_.size()), use_tuple);
       if (ec) co_return false;
       end_ = n;
     }

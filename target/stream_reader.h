@@ -20,12 +20,15 @@ namespace strata::target {
 
 class stream_reader {
  public:
-  explicit stream_reader(std::size_t buffer_bytes = 64 * 1024, std::size_t direct_bytes = 16 * 1024);
+  explicit stream_reader(std::size_t buffer_bytes = 64 * 1024,
+                         std::size_t direct_bytes = 16 * 1024);
 
   // Fills `a`, then `b`, then `c`, wholly: false if the stream ended or
   // failed first (what was read of them is lost with the connection).
-  boost::asio::awaitable<bool> read(boost::asio::ip::tcp::socket& socket, boost::asio::mutable_buffer a,
-                                    boost::asio::mutable_buffer b = {}, boost::asio::mutable_buffer c = {});
+  boost::asio::awaitable<bool> read(boost::asio::ip::tcp::socket& socket,
+                                    boost::asio::mutable_buffer a,
+                                    boost::asio::mutable_buffer b = {},
+                                    boost::asio::mutable_buffer c = {});
 
  private:
   std::vector<std::uint8_t> buffer_;

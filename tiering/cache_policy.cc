@@ -638,8 +638,7 @@ class second_hit_filter final : public cache_policy {
   frequency_sketch sketch_;
 };
 
-constexpr std::array<std::string_view, 5> base_names = {"lru", "arc", "s3fifo", "sieve",
-                                                        "tinylfu"};
+constexpr std::array<std::string_view, 5> base_names = {"lru", "arc", "s3fifo", "sieve", "tinylfu"};
 constexpr std::string_view filter_suffix = "+2hit";
 
 std::unique_ptr<cache_policy> make_base_policy(std::string_view name, std::size_t capacity_lines) {
@@ -653,8 +652,7 @@ std::unique_ptr<cache_policy> make_base_policy(std::string_view name, std::size_
 
 }  // namespace
 
-std::unique_ptr<cache_policy> make_cache_policy(std::string_view name,
-                                                std::size_t capacity_lines) {
+std::unique_ptr<cache_policy> make_cache_policy(std::string_view name, std::size_t capacity_lines) {
   if (capacity_lines == 0 || capacity_lines > max_policy_capacity_lines) return nullptr;
   if (name.ends_with(filter_suffix)) {
     name.remove_suffix(filter_suffix.size());
@@ -665,7 +663,9 @@ std::unique_ptr<cache_policy> make_cache_policy(std::string_view name,
   return make_base_policy(name, capacity_lines);
 }
 
-std::span<const std::string_view> cache_policy_names() { return base_names; }
+std::span<const std::string_view> cache_policy_names() {
+  return base_names;
+}
 
 std::uint64_t belady_misses(std::span<const std::uint64_t> lines, std::size_t capacity_lines) {
   if (capacity_lines == 0) return lines.size();

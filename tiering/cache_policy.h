@@ -97,8 +97,7 @@ class cache_policy {
 // The policy called `name` (see above), for a cache of capacity_lines
 // lines. nullptr for an unknown name, or capacity_lines of 0 or above
 // max_policy_capacity_lines.
-std::unique_ptr<cache_policy> make_cache_policy(std::string_view name,
-                                                std::size_t capacity_lines);
+std::unique_ptr<cache_policy> make_cache_policy(std::string_view name, std::size_t capacity_lines);
 
 // Entries are indexed with 32 bits, and ARC keeps twice its capacity.
 inline constexpr std::size_t max_policy_capacity_lines = std::size_t{1} << 30;

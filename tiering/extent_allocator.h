@@ -27,7 +27,7 @@ class extent_allocator {
  private:
   std::uint64_t extent_count_;
   std::uint64_t free_count_;
-  std::uint64_t rotor_ = 0;         // the word the next search starts at
+  std::uint64_t rotor_ = 0;          // the word the next search starts at
   std::vector<std::uint64_t> used_;  // bit set: allocated
 };
 

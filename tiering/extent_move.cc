@@ -12,8 +12,8 @@ namespace strata::tiering {
 using device::op;
 using device::request;
 
-extent_move::extent_move(volume& vol, std::uint64_t volume_extent, extent_location from, extent_location to,
-                         std::function<void(std::error_code)> done)
+extent_move::extent_move(volume& vol, std::uint64_t volume_extent, extent_location from,
+                         extent_location to, std::function<void(std::error_code)> done)
     : vol_(vol),
       pool_(vol.pool_),
       extent_(volume_extent),
@@ -26,7 +26,9 @@ extent_move::extent_move(volume& vol, std::uint64_t volume_extent, extent_locati
   dirty_ = granules_ == 64 ? ~0ull : (1ull << granules_) - 1;
 }
 
-void extent_move::start() { next_pass(); }
+void extent_move::start() {
+  next_pass();
+}
 
 void extent_move::write_landed(std::uint64_t first_block, std::uint64_t block_count) noexcept {
   STRATA_INVARIANT(block_count > 0 && first_block + block_count <= vol_.extent_blocks_);

@@ -95,8 +95,8 @@ class extent_move {
   const extent_location to_;
   const std::uint64_t granules_;        // per extent, at most 64
   const std::uint64_t granule_blocks_;  // volume blocks per granule
-  std::uint64_t dirty_ = 0;    // granules written since they were last copied
-  std::uint64_t copying_ = 0;  // granules the pass in flight still has to copy
+  std::uint64_t dirty_ = 0;             // granules written since they were last copied
+  std::uint64_t copying_ = 0;           // granules the pass in flight still has to copy
   unsigned passes_ = 0;
   bool final_pass_ = false;  // new requests are held, in-flight writes drain
   bool draining_ = false;    // the final pass waits for writes_drained()

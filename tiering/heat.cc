@@ -7,8 +7,9 @@
 
 namespace strata::tiering {
 
-heat_map::heat_map(std::uint64_t extent_count, std::uint64_t extent_blocks, std::uint32_t block_size_bytes,
-                   const heat_options& options, device::clock& clock)
+heat_map::heat_map(std::uint64_t extent_count, std::uint64_t extent_blocks,
+                   std::uint32_t block_size_bytes, const heat_options& options,
+                   device::clock& clock)
     : entries_(extent_count),
       streams_(std::max(1u, options.streams_tracked)),
       extent_blocks_(extent_blocks),
@@ -18,7 +19,8 @@ heat_map::heat_map(std::uint64_t extent_count, std::uint64_t extent_blocks, std:
       clock_(clock) {}
 
 std::uint32_t heat_map::now_seconds() const noexcept {
-  const auto s = std::chrono::duration_cast<std::chrono::seconds>(clock_.now().time_since_epoch()).count();
+  const auto s =
+      std::chrono::duration_cast<std::chrono::seconds>(clock_.now().time_since_epoch()).count();
   return static_cast<std::uint32_t>(s) & ~dirty_bit;
 }
 
@@ -62,7 +64,8 @@ bool heat_map::record(device::op operation, std::uint64_t lba, std::uint64_t blo
   const std::uint32_t now = now_seconds();
   const auto age = static_cast<std::uint32_t>(age_seconds());
   const std::uint64_t end = lba + block_count;
-  for (std::uint64_t e = lba / extent_blocks_; e * extent_blocks_ < end && e < entries_.size(); ++e) {
+  for (std::uint64_t e = lba / extent_blocks_; e * extent_blocks_ < end && e < entries_.size();
+       ++e) {
     const std::uint64_t from = std::max(lba, e * extent_blocks_);
     const std::uint64_t to = std::min(end, (e + 1) * extent_blocks_);
     const auto bytes = static_cast<float>((to - from) * block_size_bytes_);
@@ -90,12 +93,17 @@ extent_heat heat_map::heat(std::uint64_t extent) const noexcept {
   return e.values;
 }
 
-std::uint64_t heat_map::age_at(const device::clock& clock, std::int64_t age_at_clock_zero_seconds) noexcept {
-  const auto clock_seconds = std::chrono::duration_cast<std::chrono::seconds>(clock.now().time_since_epoch()).count();
-  return static_cast<std::uint64_t>(std::max<std::int64_t>(0, clock_seconds + age_at_clock_zero_seconds));
+std::uint64_t heat_map::age_at(const device::clock& clock,
+                               std::int64_t age_at_clock_zero_seconds) noexcept {
+  const auto clock_seconds =
+      std::chrono::duration_cast<std::chrono::seconds>(clock.now().time_since_epoch()).count();
+  return static_cast<std::uint64_t>(
+      std::max<std::int64_t>(0, clock_seconds + age_at_clock_zero_seconds));
 }
 
-std::uint64_t heat_map::age_seconds() const noexcept { return age_at(clock_, options_.age_at_clock_zero_seconds); }
+std::uint64_t heat_map::age_seconds() const noexcept {
+  return age_at(clock_, options_.age_at_clock_zero_seconds);
+}
 
 std::uint64_t heat_map::idle_seconds(std::uint64_t extent) const noexcept {
   const std::uint64_t age = age_seconds();

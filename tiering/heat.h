@@ -76,7 +76,8 @@ class heat_map {
   // The pool's age now, and at any moment of `clock` for a pool whose age
   // at the clock's zero is that.
   std::uint64_t age_seconds() const noexcept;
-  static std::uint64_t age_at(const device::clock& clock, std::int64_t age_at_clock_zero_seconds) noexcept;
+  static std::uint64_t age_at(const device::clock& clock,
+                              std::int64_t age_at_clock_zero_seconds) noexcept;
   // Forgets an extent's heat (it was discarded).
   void clear(std::uint64_t extent) noexcept;
 

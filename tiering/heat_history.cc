@@ -39,10 +39,12 @@ heat_snapshot heat_snapshot_builder::finish(std::int64_t taken_unix_seconds) {
   return s;
 }
 
-std::expected<heat_history, error> heat_history::open(metadata_store& store, const heat_history_options& options) {
+std::expected<heat_history, error> heat_history::open(metadata_store& store,
+                                                      const heat_history_options& options) {
   if (options.keep == 0 || options.interval <= device::duration::zero()) {
-    return std::unexpected(make_error(errc::invalid_argument,
-                                      "heat history: it must keep at least one snapshot, taken at a positive interval"));
+    return std::unexpected(make_error(
+        errc::invalid_argument,
+        "heat history: it must keep at least one snapshot, taken at a positive interval"));
   }
   heat_history h(options);
   const auto first = store.first_key(column::heat_history);
@@ -59,7 +61,8 @@ std::expected<heat_history, error> heat_history::open(metadata_store& store, con
       metadata_batch clear;
       clear.erase_range(column::heat_history, "", std::string(21, '\xff'));
       if (auto ec = store.write_now(clear)) {
-        return std::unexpected(error{ec, "heat history: cannot drop a damaged history: " + ec.message()});
+        return std::unexpected(
+            error{ec, "heat history: cannot drop a damaged history: " + ec.message()});
       }
     }
   }
@@ -70,14 +73,17 @@ metadata_batch heat_history::record(heat_snapshot& snap) {
   snap.sequence = next_++;
   metadata_batch batch;
   batch.put(column::heat_history, keys::history_snapshot(snap.sequence),
-            encode(history_header{snap.taken_unix_seconds, snap.extents_tracked, heat_map::encode(snap.total)}));
+            encode(history_header{snap.taken_unix_seconds, snap.extents_tracked,
+                                  heat_map::encode(snap.total)}));
   for (const auto& e : snap.hottest) {
-    batch.put(column::heat_history, keys::history_extent(snap.sequence, e.volume_id, e.volume_extent),
+    batch.put(column::heat_history,
+              keys::history_extent(snap.sequence, e.volume_id, e.volume_extent),
               encode(history_entry{e.where, heat_map::encode(e.heat)}));
   }
   if (next_ - first_ > options_.keep) {
     const std::uint64_t new_first = next_ - options_.keep;
-    batch.erase_range(column::heat_history, keys::history_snapshot(first_), keys::history_snapshot(new_first));
+    batch.erase_range(column::heat_history, keys::history_snapshot(first_),
+                      keys::history_snapshot(new_first));
     first_ = new_first;
   }
   return batch;
@@ -86,32 +92,37 @@ metadata_batch heat_history::record(heat_snapshot& snap) {
 std::expected<std::vector<heat_snapshot>, error> heat_history::read(const metadata_store& store) {
   std::vector<heat_snapshot> out;
   bool damaged = false;
-  const std::error_code ec = store.scan(column::heat_history, [&](std::string_view k, std::string_view v) {
-    const auto key = keys::parse_history(k);
-    if (!key) {
-      damaged = true;
-      return;
-    }
-    if (key->header) {
-      const auto h = decode_history_header(v);
-      const auto total = h ? heat_map::decode(h->total_heat) : std::nullopt;
-      if (!total) {
-        damaged = true;
-        return;
-      }
-      out.push_back({key->sequence, h->taken_unix_seconds, h->extents_tracked, *total, {}});
-      return;
-    }
-    const auto e = decode_history_entry(v);
-    const auto heat = e ? heat_map::decode(e->heat) : std::nullopt;
-    if (!heat || out.empty() || out.back().sequence != key->sequence) {
-      damaged = true;
-      return;
-    }
-    out.back().hottest.push_back({key->volume, key->volume_extent, e->where, *heat, heat_map::score(*heat)});
-  });
-  if (ec) return std::unexpected(error{ec, "heat history: cannot read the metadata store: " + ec.message()});
-  if (damaged) return std::unexpected(make_error(errc::io_error, "heat history: a record is damaged"));
+  const std::error_code ec =
+      store.scan(column::heat_history, [&](std::string_view k, std::string_view v) {
+        const auto key = keys::parse_history(k);
+        if (!key) {
+          damaged = true;
+          return;
+        }
+        if (key->header) {
+          const auto h = decode_history_header(v);
+          const auto total = h ? heat_map::decode(h->total_heat) : std::nullopt;
+          if (!total) {
+            damaged = true;
+            return;
+          }
+          out.push_back({key->sequence, h->taken_unix_seconds, h->extents_tracked, *total, {}});
+          return;
+        }
+        const auto e = decode_history_entry(v);
+        const auto heat = e ? heat_map::decode(e->heat) : std::nullopt;
+        if (!heat || out.empty() || out.back().sequence != key->sequence) {
+          damaged = true;
+          return;
+        }
+        out.back().hottest.push_back(
+            {key->volume, key->volume_extent, e->where, *heat, heat_map::score(*heat)});
+      });
+  if (ec)
+    return std::unexpected(
+        error{ec, "heat history: cannot read the metadata store: " + ec.message()});
+  if (damaged)
+    return std::unexpected(make_error(errc::io_error, "heat history: a record is damaged"));
   // Keys sort by volume within a snapshot: put each back in heat order.
   for (auto& s : out) {
     std::stable_sort(s.hottest.begin(), s.hottest.end(),

@@ -50,7 +50,8 @@ struct heat_snapshot {
 // Collects one snapshot: offer() every mapped extent, then finish().
 class heat_snapshot_builder {
  public:
-  explicit heat_snapshot_builder(std::uint32_t extents_per_snapshot) : limit_(extents_per_snapshot) {}
+  explicit heat_snapshot_builder(std::uint32_t extents_per_snapshot)
+      : limit_(extents_per_snapshot) {}
   void offer(const heat_snapshot::hot_extent& e);
   heat_snapshot finish(std::int64_t taken_unix_seconds);
 
@@ -66,7 +67,8 @@ class heat_history {
   // Finds the snapshots kept in `store`. Blocking: at the pool's open. A
   // clear error for options that keep nothing; a history whose keys are
   // damaged is dropped (it is advisory, like heat).
-  static std::expected<heat_history, error> open(metadata_store& store, const heat_history_options& options);
+  static std::expected<heat_history, error> open(metadata_store& store,
+                                                 const heat_history_options& options);
 
   const heat_history_options& options() const noexcept { return options_; }
   // Numbers `snap` and returns the batch that writes it and deletes the

@@ -1,7 +1,5 @@
 #include "tiering/metadata_store.h"
 
-#include <filesystem>
-
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <rocksdb/utilities/checkpoint.h>
@@ -9,16 +7,22 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
+#include <filesystem>
 
 namespace strata::tiering {
 
 std::string_view column_name(column c) noexcept {
   switch (c) {
-    case column::pool: return "pool";
-    case column::extent_map: return "extent_map";
-    case column::heat: return "heat";
-    case column::heat_history: return "heat_history";
-    case column::cache_index: return "cache_index";
+    case column::pool:
+      return "pool";
+    case column::extent_map:
+      return "extent_map";
+    case column::heat:
+      return "heat";
+    case column::heat_history:
+      return "heat_history";
+    case column::cache_index:
+      return "cache_index";
   }
   return "unknown";
 }
@@ -27,7 +31,9 @@ void metadata_batch::put(column c, std::string_view key, std::string_view value)
   ops_.push_back({c, kind::put, std::string(key), std::string(value)});
 }
 
-void metadata_batch::erase(column c, std::string_view key) { ops_.push_back({c, kind::erase, std::string(key), {}}); }
+void metadata_batch::erase(column c, std::string_view key) {
+  ops_.push_back({c, kind::erase, std::string(key), {}});
+}
 
 void metadata_batch::erase_range(column c, std::string_view begin, std::string_view end) {
   ops_.push_back({c, kind::erase_range, std::string(begin), std::string(end)});
@@ -42,7 +48,8 @@ void put_u32(std::string& out, std::uint32_t v) {
 std::optional<std::uint32_t> take_u32(std::string_view& in) {
   if (in.size() < 4) return std::nullopt;
   std::uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<std::uint8_t>(in[static_cast<std::size_t>(i)]);
+  for (int i = 3; i >= 0; --i)
+    v = (v << 8) | static_cast<std::uint8_t>(in[static_cast<std::size_t>(i)]);
   in.remove_prefix(4);
   return v;
 }
@@ -80,12 +87,14 @@ std::optional<metadata_batch> metadata_batch::decode(std::string_view in) {
     const auto where = static_cast<std::uint8_t>(in[0]);
     const auto what = static_cast<std::uint8_t>(in[1]);
     in.remove_prefix(2);
-    if (where >= column_count || what > static_cast<std::uint8_t>(kind::erase_range)) return std::nullopt;
+    if (where >= column_count || what > static_cast<std::uint8_t>(kind::erase_range))
+      return std::nullopt;
     auto key = take_bytes(in);
     if (!key) return std::nullopt;
     auto value = take_bytes(in);
     if (!value) return std::nullopt;
-    b.ops_.push_back({static_cast<column>(where), static_cast<kind>(what), std::move(*key), std::move(*value)});
+    b.ops_.push_back(
+        {static_cast<column>(where), static_cast<kind>(what), std::move(*key), std::move(*value)});
   }
   if (!in.empty()) return std::nullopt;
   return b;
@@ -99,16 +108,16 @@ std::vector<rocksdb::ColumnFamilyDescriptor> column_families() {
   std::vector<rocksdb::ColumnFamilyDescriptor> families;
   families.emplace_back(rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions());
   for (std::size_t i = 0; i < column_count; ++i) {
-    families.emplace_back(std::string(column_name(static_cast<column>(i))), rocksdb::ColumnFamilyOptions());
+    families.emplace_back(std::string(column_name(static_cast<column>(i))),
+                          rocksdb::ColumnFamilyOptions());
   }
   return families;
 }
 
 }  // namespace
 
-std::expected<std::unique_ptr<metadata_store>, error> metadata_store::open(const std::string& directory,
-                                                                           boost::asio::any_io_executor loop,
-                                                                           rocksdb::Env* env) {
+std::expected<std::unique_ptr<metadata_store>, error> metadata_store::open(
+    const std::string& directory, boost::asio::any_io_executor loop, rocksdb::Env* env) {
   rocksdb::DBOptions options;
   if (env != nullptr) options.env = env;
   options.create_if_missing = true;
@@ -121,36 +130,45 @@ std::expected<std::unique_ptr<metadata_store>, error> metadata_store::open(const
   rocksdb::DB* raw = nullptr;
   const rocksdb::Status s = rocksdb::DB::Open(options, directory, families, &handles, &raw);
   if (!s.ok()) {
-    return std::unexpected(
-        make_error(errc::io_error, "metadata: cannot open RocksDB at " + directory + ": " + s.ToString()));
+    return std::unexpected(make_error(
+        errc::io_error, "metadata: cannot open RocksDB at " + directory + ": " + s.ToString()));
   }
   return std::unique_ptr<metadata_store>(
       new metadata_store(std::unique_ptr<rocksdb::DB>(raw), std::move(handles), std::move(loop)));
 }
 
-std::expected<std::unique_ptr<metadata_store>, error> metadata_store::open_read_only(const std::string& directory) {
+std::expected<std::unique_ptr<metadata_store>, error> metadata_store::open_read_only(
+    const std::string& directory) {
   std::error_code ec;
   if (!std::filesystem::is_directory(directory, ec)) {
-    return std::unexpected(make_error(errc::not_found, "metadata: " + directory + " is not a directory"));
+    return std::unexpected(
+        make_error(errc::not_found, "metadata: " + directory + " is not a directory"));
   }
   rocksdb::DBOptions options;
   const std::vector<rocksdb::ColumnFamilyDescriptor> families = column_families();
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
-  const rocksdb::Status s = rocksdb::DB::OpenForReadOnly(options, directory, families, &handles, &raw);
+  const rocksdb::Status s =
+      rocksdb::DB::OpenForReadOnly(options, directory, families, &handles, &raw);
   if (!s.ok()) {
-    return std::unexpected(make_error(errc::io_error, "metadata: cannot open RocksDB at " + directory +
-                                                          " read-only (is it a pool's metadata directory?): " + s.ToString()));
+    return std::unexpected(make_error(
+        errc::io_error, "metadata: cannot open RocksDB at " + directory +
+                            " read-only (is it a pool's metadata directory?): " + s.ToString()));
   }
-  auto store = std::unique_ptr<metadata_store>(new metadata_store(std::unique_ptr<rocksdb::DB>(raw), std::move(handles), {}));
+  auto store = std::unique_ptr<metadata_store>(
+      new metadata_store(std::unique_ptr<rocksdb::DB>(raw), std::move(handles), {}));
   store->read_only_ = true;
   store->failure_ = make_error_code(errc::io_error);  // nothing is ever written through it
   return store;
 }
 
-metadata_store::metadata_store(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> handles,
+metadata_store::metadata_store(std::unique_ptr<rocksdb::DB> db,
+                               std::vector<rocksdb::ColumnFamilyHandle*> handles,
                                boost::asio::any_io_executor loop)
-    : db_(std::move(db)), handles_(std::move(handles)), loop_(std::move(loop)), thread_([this] { run(); }) {}
+    : db_(std::move(db)),
+      handles_(std::move(handles)),
+      loop_(std::move(loop)),
+      thread_([this] { run(); }) {}
 
 metadata_store::~metadata_store() {
   {
@@ -167,7 +185,8 @@ metadata_store::~metadata_store() {
   (void)db_->Close();
 }
 
-void metadata_store::write(metadata_batch batch, bool sync, std::function<void(std::error_code)> done) {
+void metadata_store::write(metadata_batch batch, bool sync,
+                           std::function<void(std::error_code)> done) {
   ++in_flight_;
   {
     std::lock_guard lock(mutex_);
@@ -206,7 +225,9 @@ void metadata_store::poke() {
 void metadata_store::run() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    wake_.wait(lock, [&] { return stopping_ || poked_ || (!queue_.empty() && (!step_mode_ || draining_)); });
+    wake_.wait(lock, [&] {
+      return stopping_ || poked_ || (!queue_.empty() && (!step_mode_ || draining_));
+    });
     metadata_copy* copy = copy_;
     if (poked_) {
       poked_ = false;
@@ -258,7 +279,8 @@ std::expected<void, error> metadata_store::checkpoint(const std::string& directo
   std::unique_ptr<rocksdb::Checkpoint> cp(raw);
   if (s.ok()) s = cp->CreateCheckpoint(directory);
   if (!s.ok()) {
-    return std::unexpected(make_error(errc::io_error, "metadata store: checkpoint into " + directory + ": " + s.ToString()));
+    return std::unexpected(make_error(
+        errc::io_error, "metadata store: checkpoint into " + directory + ": " + s.ToString()));
   }
   return {};
 }
@@ -277,9 +299,15 @@ std::error_code metadata_store::apply(const metadata_batch& j, bool sync) {
     rocksdb::ColumnFamilyHandle* h = handles_[static_cast<std::size_t>(op.where) + 1];
     rocksdb::Status s;
     switch (op.what) {
-      case metadata_batch::kind::put: s = batch.Put(h, op.key, op.value); break;
-      case metadata_batch::kind::erase: s = batch.Delete(h, op.key); break;
-      case metadata_batch::kind::erase_range: s = batch.DeleteRange(h, op.key, op.value); break;
+      case metadata_batch::kind::put:
+        s = batch.Put(h, op.key, op.value);
+        break;
+      case metadata_batch::kind::erase:
+        s = batch.Delete(h, op.key);
+        break;
+      case metadata_batch::kind::erase_range:
+        s = batch.DeleteRange(h, op.key, op.value);
+        break;
     }
     if (!s.ok()) return thread_failure_ = make_error_code(errc::io_error);
   }
@@ -290,12 +318,13 @@ std::error_code metadata_store::apply(const metadata_batch& j, bool sync) {
   return thread_failure_;
 }
 
-std::error_code metadata_store::scan(column c,
-                                     const std::function<void(std::string_view, std::string_view)>& fn) const {
+std::error_code metadata_store::scan(
+    column c, const std::function<void(std::string_view, std::string_view)>& fn) const {
   std::unique_ptr<rocksdb::Iterator> it(
       db_->NewIterator(rocksdb::ReadOptions(), handles_[static_cast<std::size_t>(c) + 1]));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    fn(std::string_view(it->key().data(), it->key().size()), std::string_view(it->value().data(), it->value().size()));
+    fn(std::string_view(it->key().data(), it->key().size()),
+       std::string_view(it->value().data(), it->value().size()));
   }
   return it->status().ok() ? std::error_code{} : make_error_code(errc::io_error);
 }
@@ -315,7 +344,8 @@ std::optional<std::string> metadata_store::edge_key(column c, bool last) const {
 std::optional<std::string> metadata_store::get(column c, std::string_view key) const {
   std::string value;
   const rocksdb::Status s =
-      db_->Get(rocksdb::ReadOptions(), handles_[static_cast<std::size_t>(c) + 1], rocksdb::Slice(key.data(), key.size()), &value);
+      db_->Get(rocksdb::ReadOptions(), handles_[static_cast<std::size_t>(c) + 1],
+               rocksdb::Slice(key.data(), key.size()), &value);
   if (!s.ok()) return std::nullopt;
   return value;
 }

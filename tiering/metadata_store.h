@@ -108,15 +108,15 @@ class metadata_store {
   // `env`: the environment RocksDB's files go through, or nullptr for the
   // default; tests pass one whose file system fails syncs. It must outlive
   // the store.
-  static std::expected<std::unique_ptr<metadata_store>, error> open(const std::string& directory,
-                                                                    boost::asio::any_io_executor loop,
-                                                                    rocksdb::Env* env = nullptr);
+  static std::expected<std::unique_ptr<metadata_store>, error> open(
+      const std::string& directory, boost::asio::any_io_executor loop, rocksdb::Env* env = nullptr);
   // Opens the database at `directory` read-only, as it was when opened:
   // for the diagnostics, on a copy a customer sent in or beside the running
   // array's own store (RocksDB lets a read-only instance share it). No
   // write() or write_now(); scan(), get() and checkpoint() work. Blocking,
   // safe on any thread.
-  static std::expected<std::unique_ptr<metadata_store>, error> open_read_only(const std::string& directory);
+  static std::expected<std::unique_ptr<metadata_store>, error> open_read_only(
+      const std::string& directory);
   metadata_store(const metadata_store&) = delete;
   metadata_store& operator=(const metadata_store&) = delete;
   // Finishes the queued writes, then closes.
@@ -144,7 +144,8 @@ class metadata_store {
   void poke();
 
   // Blocking reads, for start-up: every record of a column in key order, or one.
-  std::error_code scan(column c, const std::function<void(std::string_view key, std::string_view value)>& fn) const;
+  std::error_code scan(
+      column c, const std::function<void(std::string_view key, std::string_view value)>& fn) const;
   std::optional<std::string> get(column c, std::string_view key) const;
   // The smallest and the largest key of a column, if it has any.
   std::optional<std::string> first_key(column c) const { return edge_key(c, false); }

@@ -106,7 +106,8 @@ void migrator::plan() {
       const tier on = pool_.tier_of(where->group);
       if (on == tier::cold || (on == tier::performance && cooled(*v, e))) continue;  // plan_cold's
       if (on == tier::performance) {
-        residents.push_back({a == affinity::performance, a == affinity::archive ? archive_score : heat.score(e), v, e});
+        residents.push_back({a == affinity::performance,
+                             a == affinity::archive ? archive_score : heat.score(e), v, e});
       } else if (a == affinity::performance) {
         outsiders.push_back({true, heat.score(e), v, e});
       } else if (a == affinity::automatic) {
@@ -119,7 +120,8 @@ void migrator::plan() {
     return a.pinned != b.pinned ? b.pinned : a.score < b.score;
   };
   std::sort(residents.begin(), residents.end(), colder);
-  std::sort(outsiders.begin(), outsiders.end(), [&](const ranked& a, const ranked& b) { return colder(b, a); });
+  std::sort(outsiders.begin(), outsiders.end(),
+            [&](const ranked& a, const ranked& b) { return colder(b, a); });
 
   std::vector<planned_move> demotions, promotions;
   std::uint64_t free = pool_.free_extents(tier::performance);
@@ -130,7 +132,8 @@ void migrator::plan() {
     ++r;
     ++free;
   };
-  while (r < residents.size() && (residents[r].score == archive_score || free < reserve)) demote_next();
+  while (r < residents.size() && (residents[r].score == archive_score || free < reserve))
+    demote_next();
   for (const ranked& hot : outsiders) {
     if (free > reserve) {
       promotions.push_back({hot.vol, hot.extent, tier::capacity, tier::performance});
@@ -158,8 +161,10 @@ bool migrator::may_go_cold(const volume& v) noexcept {
 bool migrator::cooled(const volume& v, std::uint64_t extent) const noexcept {
   // Hot enough to be promoted is never cooled, however short the cooling
   // (a promoted extent must not go straight back).
-  return options_.cold_cooling > device::duration::zero() && pool_.capacity_extents(tier::cold) > 0 && may_go_cold(v) &&
-         static_cast<double>(v.heat().idle_seconds(extent)) >= std::chrono::duration<double>(options_.cold_cooling).count() &&
+  return options_.cold_cooling > device::duration::zero() &&
+         pool_.capacity_extents(tier::cold) > 0 && may_go_cold(v) &&
+         static_cast<double>(v.heat().idle_seconds(extent)) >=
+             std::chrono::duration<double>(options_.cold_cooling).count() &&
          v.heat().score(extent) < options_.promote_min_score;
 }
 
@@ -184,7 +189,8 @@ void migrator::plan_cold(std::vector<planned_move>& urgent, std::vector<planned_
       if (!where || v->moving(e) || !pool_.takes_extents(where->group)) continue;
       const tier on = pool_.tier_of(where->group);
       if (on == tier::performance) {
-        if (this->cooled(*v, e)) resting.push_back({static_cast<double>(heat.idle_seconds(e)), v, e});
+        if (this->cooled(*v, e))
+          resting.push_back({static_cast<double>(heat.idle_seconds(e)), v, e});
       } else if (on == tier::capacity && may_go && heat.score(e) < options_.promote_min_score) {
         idle.push_back({static_cast<double>(heat.idle_seconds(e)), v, e});
       } else if (on == tier::cold && !may_go) {
@@ -200,8 +206,8 @@ void migrator::plan_cold(std::vector<planned_move>& urgent, std::vector<planned_
   std::sort(back.begin(), back.end(), larger_first);
 
   const double cooling = std::chrono::duration<double>(options_.cold_cooling).count();
-  const auto low_water = static_cast<std::uint64_t>(options_.capacity_low_water *
-                                                    static_cast<double>(pool_.capacity_extents(tier::capacity)));
+  const auto low_water = static_cast<std::uint64_t>(
+      options_.capacity_low_water * static_cast<double>(pool_.capacity_extents(tier::capacity)));
   std::uint64_t cold_free = pool_.free_extents(tier::cold);
   std::uint64_t capacity_free = pool_.free_extents(tier::capacity);
   if (cooling > 0) {
@@ -243,8 +249,8 @@ bool migrator::rate_allows() noexcept {
   last_refill_ = now;
   const double extent = static_cast<double>(pool_.extent_size_bytes());
   // A burst of at most one interval's worth (and always one extent).
-  const double cap =
-      std::max(extent, options_.max_bytes_per_second * std::chrono::duration<double>(options_.interval).count());
+  const double cap = std::max(extent, options_.max_bytes_per_second *
+                                          std::chrono::duration<double>(options_.interval).count());
   rate_tokens_bytes_ = std::min(cap, rate_tokens_bytes_ + elapsed * options_.max_bytes_per_second);
   return rate_tokens_bytes_ >= extent;
 }

@@ -84,12 +84,12 @@ struct migrator_options {
 
 struct migrator_counters {
   std::uint64_t rounds = 0;
-  std::uint64_t promotions = 0;  // completed moves to the performance tier
-  std::uint64_t demotions = 0;   // ... from the performance tier to the capacity tier
+  std::uint64_t promotions = 0;       // completed moves to the performance tier
+  std::uint64_t demotions = 0;        // ... from the performance tier to the capacity tier
   std::uint64_t cold_demotions = 0;   // ... from the capacity tier to the cold tier
   std::uint64_t cold_promotions = 0;  // ... from the cold tier to the capacity tier
   std::uint64_t bytes_moved = 0;
-  std::uint64_t failed_moves = 0;  // includes moves refused because the plan went stale
+  std::uint64_t failed_moves = 0;      // includes moves refused because the plan went stale
   std::uint64_t throttled_rounds = 0;  // rounds whose latency was over budget
 };
 

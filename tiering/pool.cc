@@ -11,7 +11,9 @@ namespace strata::tiering {
 
 namespace {
 
-std::string group_name(std::size_t g) { return "group " + std::to_string(g); }
+std::string group_name(std::size_t g) {
+  return "group " + std::to_string(g);
+}
 
 }  // namespace
 
@@ -36,35 +38,39 @@ pool::~pool() {
   if (pause_timer_) pause_timer_->cancel();
 }
 
-pool::opened pool::open(boost::asio::any_io_executor loop, metadata_store& store, std::vector<pool_group> groups,
-                        const pool_options& options) {
+pool::opened pool::open(boost::asio::any_io_executor loop, metadata_store& store,
+                        std::vector<pool_group> groups, const pool_options& options) {
   const std::uint64_t extent = options.extent_size_bytes;
   if (groups.empty()) return std::unexpected(make_error(errc::invalid_argument, "pool: no groups"));
   if (groups.size() > 0x7fff) {
     return std::unexpected(make_error(errc::invalid_argument, "pool: more than 32767 groups"));
   }
   if (extent < 4096 || !std::has_single_bit(extent)) {
-    return std::unexpected(make_error(errc::invalid_argument,
-                                      "pool: the extent size must be a power of two of at least 4096 bytes, not " +
-                                          std::to_string(extent)));
+    return std::unexpected(
+        make_error(errc::invalid_argument,
+                   "pool: the extent size must be a power of two of at least 4096 bytes, not " +
+                       std::to_string(extent)));
   }
-  if (options.clock == nullptr) return std::unexpected(make_error(errc::invalid_argument, "pool: no clock"));
-  if (!(options.overcommit >= 1.0) || !(options.performance_reserve >= 0.0 && options.performance_reserve < 1.0)) {
-    return std::unexpected(make_error(errc::invalid_argument,
-                                      "pool: overcommit must be at least 1 and the performance reserve in [0, 1)"));
+  if (options.clock == nullptr)
+    return std::unexpected(make_error(errc::invalid_argument, "pool: no clock"));
+  if (!(options.overcommit >= 1.0) ||
+      !(options.performance_reserve >= 0.0 && options.performance_reserve < 1.0)) {
+    return std::unexpected(
+        make_error(errc::invalid_argument,
+                   "pool: overcommit must be at least 1 and the performance reserve in [0, 1)"));
   }
   const std::uint32_t block_size = groups[0].device->geometry().logical_block_size_bytes;
   for (std::size_t g = 0; g < groups.size(); ++g) {
     const auto& geometry = groups[g].device->geometry();
     if (geometry.logical_block_size_bytes != block_size) {
-      return std::unexpected(make_error(errc::invalid_argument,
-                                        "pool: " + group_name(g) + " has " +
-                                            std::to_string(geometry.logical_block_size_bytes) +
-                                            "-byte blocks, group 0 has " + std::to_string(block_size)));
+      return std::unexpected(make_error(
+          errc::invalid_argument, "pool: " + group_name(g) + " has " +
+                                      std::to_string(geometry.logical_block_size_bytes) +
+                                      "-byte blocks, group 0 has " + std::to_string(block_size)));
     }
     if (geometry.size_bytes() < extent) {
-      return std::unexpected(
-          make_error(errc::invalid_argument, "pool: " + group_name(g) + " is smaller than one extent"));
+      return std::unexpected(make_error(errc::invalid_argument,
+                                        "pool: " + group_name(g) + " is smaller than one extent"));
     }
   }
   // The pool's age goes on from where it was last written: extents' last
@@ -72,9 +78,11 @@ pool::opened pool::open(boost::asio::any_io_executor loop, metadata_store& store
   pool_options with_age = options;
   {
     std::uint64_t age = 0;
-    if (auto stored = store.get(column::pool, keys::pool_age())) age = decode_pool_age(*stored).value_or(0);
+    if (auto stored = store.get(column::pool, keys::pool_age()))
+      age = decode_pool_age(*stored).value_or(0);
     const auto clock_seconds =
-        std::chrono::duration_cast<std::chrono::seconds>(options.clock->now().time_since_epoch()).count();
+        std::chrono::duration_cast<std::chrono::seconds>(options.clock->now().time_since_epoch())
+            .count();
     with_age.heat.age_at_clock_zero_seconds = static_cast<std::int64_t>(age) - clock_seconds;
   }
   std::unique_ptr<pool> p(new pool(loop, store, std::move(groups), with_age));
@@ -86,11 +94,13 @@ pool::opened pool::open(boost::asio::any_io_executor loop, metadata_store& store
   }
   if (auto stored = store.get(column::pool, keys::pool())) {
     const auto recorded = decode_pool(*stored);
-    if (!recorded) return std::unexpected(make_error(errc::io_error, "pool: the pool record is damaged"));
+    if (!recorded)
+      return std::unexpected(make_error(errc::io_error, "pool: the pool record is damaged"));
     if (recorded->extent_size_bytes != extent) {
-      return std::unexpected(make_error(errc::invalid_argument,
-                                        "pool: it was created with " + std::to_string(recorded->extent_size_bytes) +
-                                            "-byte extents, not " + std::to_string(extent)));
+      return std::unexpected(
+          make_error(errc::invalid_argument, "pool: it was created with " +
+                                                 std::to_string(recorded->extent_size_bytes) +
+                                                 "-byte extents, not " + std::to_string(extent)));
     }
     // More groups given than recorded: an add_group a stop cut short
     // before its record (the owner records the group first), finished
@@ -98,17 +108,19 @@ pool::opened pool::open(boost::asio::any_io_executor loop, metadata_store& store
     if (recorded->groups.size() > record.groups.size()) {
       return std::unexpected(make_error(errc::invalid_argument,
                                         "pool: it has " + std::to_string(recorded->groups.size()) +
-                                            " groups, but " + std::to_string(record.groups.size()) + " were given"));
+                                            " groups, but " + std::to_string(record.groups.size()) +
+                                            " were given"));
     }
     for (std::size_t g = 0; g < recorded->groups.size(); ++g) {
       const auto& want = recorded->groups[g];
       const auto& got = record.groups[g];
       if (want.where != got.where || want.extent_count != got.extent_count) {
-        return std::unexpected(make_error(
-            errc::invalid_argument, "pool: " + group_name(g) + " was a " + std::string(to_string(want.where)) +
-                                        " group of " + std::to_string(want.extent_count) +
-                                        " extents; the one given is a " + std::string(to_string(got.where)) +
-                                        " group of " + std::to_string(got.extent_count)));
+        return std::unexpected(
+            make_error(errc::invalid_argument,
+                       "pool: " + group_name(g) + " was a " + std::string(to_string(want.where)) +
+                           " group of " + std::to_string(want.extent_count) +
+                           " extents; the one given is a " + std::string(to_string(got.where)) +
+                           " group of " + std::to_string(got.extent_count)));
       }
     }
     // Checked first: only groups added after the recorded ones.
@@ -153,11 +165,12 @@ pool::opened pool::open(boost::asio::any_io_executor loop, metadata_store& store
         return;
       }
       auto v = by_id.find(k->first);
-      if (v == by_id.end() || k->second >= v->second->extent_count() || l->group >= p->groups_.size() ||
-          l->extent >= p->allocators_[l->group].extent_count()) {
-        problem = make_error(errc::io_error, "pool: the extent map names an extent that does not exist (volume " +
-                                                 std::to_string(k->first) + " extent " + std::to_string(k->second) +
-                                                 ")");
+      if (v == by_id.end() || k->second >= v->second->extent_count() ||
+          l->group >= p->groups_.size() || l->extent >= p->allocators_[l->group].extent_count()) {
+        problem =
+            make_error(errc::io_error,
+                       "pool: the extent map names an extent that does not exist (volume " +
+                           std::to_string(k->first) + " extent " + std::to_string(k->second) + ")");
         return;
       }
       if (p->allocators_[l->group].used(l->extent)) {
@@ -181,14 +194,18 @@ pool::opened pool::open(boost::asio::any_io_executor loop, metadata_store& store
       v->second->heat().load(k->second, *h);
     });
   }
-  if (ec) return std::unexpected(error{ec, "pool: cannot read the metadata store: " + ec.message()});
+  if (ec)
+    return std::unexpected(error{ec, "pool: cannot read the metadata store: " + ec.message()});
   if (problem) return std::unexpected(*problem);
   if (options.read_cache_device != nullptr) {
-    if (options.read_cache.line_bytes == 0 || options.read_cache.line_bytes > options.extent_size_bytes ||
+    if (options.read_cache.line_bytes == 0 ||
+        options.read_cache.line_bytes > options.extent_size_bytes ||
         options.extent_size_bytes % options.read_cache.line_bytes != 0) {
-      return std::unexpected(make_error(errc::invalid_argument, "pool: the read cache's line size must divide the extent size"));
+      return std::unexpected(make_error(
+          errc::invalid_argument, "pool: the read cache's line size must divide the extent size"));
     }
-    auto cache = read_cache::open(loop, *options.read_cache_device, store, *options.clock, options.read_cache);
+    auto cache = read_cache::open(loop, *options.read_cache_device, store, *options.clock,
+                                  options.read_cache);
     if (!cache) return std::unexpected(cache.error());
     p->cache_ = std::move(*cache);
     for (const pool_group& g : p->groups_) {
@@ -228,7 +245,8 @@ void pool::snapshot_heat(std::function<void(std::error_code)> done) {
     }
   }
   const auto now = std::chrono::system_clock::now().time_since_epoch();
-  heat_snapshot snap = builder.finish(std::chrono::duration_cast<std::chrono::seconds>(now).count());
+  heat_snapshot snap =
+      builder.finish(std::chrono::duration_cast<std::chrono::seconds>(now).count());
   store_.write(history_->record(snap), false, std::move(done));
 }
 
@@ -257,14 +275,16 @@ device::block_geometry pool::volume_geometry(const volume_record& v) const {
   g.buffer_alignment_bytes = 0;
   g.max_segments = ~0u;
   for (const pool_group& pg : groups_) {
-    g.buffer_alignment_bytes = std::max(g.buffer_alignment_bytes, pg.device->geometry().buffer_alignment_bytes);
+    g.buffer_alignment_bytes =
+        std::max(g.buffer_alignment_bytes, pg.device->geometry().buffer_alignment_bytes);
     // Two segments of zeros may surround the data of a new extent.
     g.max_segments = std::min(g.max_segments, pg.device->geometry().max_segments - 2);
   }
   return g;
 }
 
-void pool::create_volume(const volume_spec& spec, std::function<void(std::expected<volume*, error>)> done) {
+void pool::create_volume(const volume_spec& spec,
+                         std::function<void(std::expected<volume*, error>)> done) {
   auto refuse = [&](std::string message, errc why = errc::invalid_argument) {
     boost::asio::post(loop_, [done = std::move(done), message = std::move(message), why] {
       done(std::unexpected(make_error(why, message)));
@@ -278,18 +298,22 @@ void pool::create_volume(const volume_spec& spec, std::function<void(std::expect
     return refuse("a volume named '" + spec.name + "' exists already");
   }
   if (deleting_.contains(spec.name)) {
-    return refuse("volume '" + spec.name + "' is being deleted: retry once its delete is done", errc::busy);
+    return refuse("volume '" + spec.name + "' is being deleted: retry once its delete is done",
+                  errc::busy);
   }
   if (spec.block_size_bytes != 512 && spec.block_size_bytes != 4096) {
-    return refuse("a volume's block size must be 512 or 4096 bytes, not " + std::to_string(spec.block_size_bytes));
+    return refuse("a volume's block size must be 512 or 4096 bytes, not " +
+                  std::to_string(spec.block_size_bytes));
   }
   if (spec.block_size_bytes < group_block) {
-    return refuse("the pool's groups have " + std::to_string(group_block) + "-byte blocks: a volume's blocks cannot be smaller");
+    return refuse("the pool's groups have " + std::to_string(group_block) +
+                  "-byte blocks: a volume's blocks cannot be smaller");
   }
   if (spec.block_count == 0) return refuse("a volume must have at least one block");
   const double size_bytes = static_cast<double>(spec.block_count) * spec.block_size_bytes;
   if (std::string why = overcommit_refusal(
-          size_bytes, "a volume of " + std::to_string(spec.block_count * spec.block_size_bytes) + " bytes");
+          size_bytes,
+          "a volume of " + std::to_string(spec.block_count * spec.block_size_bytes) + " bytes");
       !why.empty()) {
     return refuse(std::move(why), errc::no_space);
   }
@@ -307,7 +331,8 @@ void pool::create_volume(const volume_spec& spec, std::function<void(std::expect
     creating_.erase(record.name);
     if (ec) {
       committed_bytes_ -= record.block_count * record.block_size_bytes;
-      done(std::unexpected(error{ec, "cannot record volume '" + record.name + "': " + ec.message()}));
+      done(std::unexpected(
+          error{ec, "cannot record volume '" + record.name + "': " + ec.message()}));
       return;
     }
     auto made = std::make_unique<volume>(*this, record, volume_geometry(record));
@@ -332,40 +357,49 @@ std::string pool::overcommit_refusal(double more_bytes, const std::string& what)
          std::to_string(options_.overcommit) + "x";
 }
 
-void pool::post_result(std::function<void(std::expected<void, error>)> done, std::expected<void, error> result) {
+void pool::post_result(std::function<void(std::expected<void, error>)> done,
+                       std::expected<void, error> result) {
   boost::asio::post(loop_, [done = std::move(done), result = std::move(result)] { done(result); });
 }
 
 std::expected<volume*, error> pool::volume_to_change(std::string_view name) const {
   const std::string quoted = "volume '" + std::string(name) + "'";
-  if (deleting_.contains(name)) return std::unexpected(make_error(errc::busy, quoted + " is being deleted"));
+  if (deleting_.contains(name))
+    return std::unexpected(make_error(errc::busy, quoted + " is being deleted"));
   auto it = volumes_.find(name);
   if (it == volumes_.end()) {
     if (creating_.contains(name)) {
-      return std::unexpected(make_error(errc::busy, quoted + " is being created: retry once it is done"));
+      return std::unexpected(
+          make_error(errc::busy, quoted + " is being created: retry once it is done"));
     }
-    return std::unexpected(make_error(errc::not_found, "there is no volume named '" + std::string(name) + "'"));
+    return std::unexpected(
+        make_error(errc::not_found, "there is no volume named '" + std::string(name) + "'"));
   }
   if (changing_.contains(name)) {
     return std::unexpected(make_error(
-        errc::busy, quoted + " has a resize or placement change being recorded: retry once it is done"));
+        errc::busy,
+        quoted + " has a resize or placement change being recorded: retry once it is done"));
   }
   return it->second.get();
 }
 
 void pool::add_group(pool_group g, std::function<void(std::expected<std::uint16_t, error>)> done) {
   auto refuse = [&](const std::string& why) {
-    boost::asio::post(loop_, [done = std::move(done), e = make_error(errc::invalid_argument, "pool: the new group " + why)] {
-      done(std::unexpected(e));
-    });
+    boost::asio::post(loop_,
+                      [done = std::move(done),
+                       e = make_error(errc::invalid_argument, "pool: the new group " + why)] {
+                        done(std::unexpected(e));
+                      });
   };
   const auto& geometry = g.device->geometry();
   if (groups_.size() >= 0x7fff) return refuse("would be its 32768th");
   if (geometry.logical_block_size_bytes != groups_[0].device->geometry().logical_block_size_bytes) {
-    return refuse("has " + std::to_string(geometry.logical_block_size_bytes) + "-byte blocks, group 0 has " +
+    return refuse("has " + std::to_string(geometry.logical_block_size_bytes) +
+                  "-byte blocks, group 0 has " +
                   std::to_string(groups_[0].device->geometry().logical_block_size_bytes));
   }
-  if (geometry.size_bytes() < options_.extent_size_bytes) return refuse("is smaller than one extent");
+  if (geometry.size_bytes() < options_.extent_size_bytes)
+    return refuse("is smaller than one extent");
   // In use at once: a crash before the record below is mended by open(),
   // which the owner gives the group to (it records the group first).
   const auto index = static_cast<std::uint16_t>(groups_.size());
@@ -376,16 +410,20 @@ void pool::add_group(pool_group g, std::function<void(std::expected<std::uint16_
   group_pauses_.emplace_back();
   pool_record record;
   record.extent_size_bytes = options_.extent_size_bytes;
-  for (std::size_t i = 0; i < groups_.size(); ++i) record.groups.push_back({groups_[i].where, allocators_[i].extent_count()});
+  for (std::size_t i = 0; i < groups_.size(); ++i)
+    record.groups.push_back({groups_[i].where, allocators_[i].extent_count()});
   metadata_batch batch;
   batch.put(column::pool, keys::pool(), encode(record));
   store_.write(std::move(batch), true, [index, done = std::move(done)](std::error_code ec) {
-    if (ec) return done(std::unexpected(error{ec, "pool: the new group is in use but not recorded: " + ec.message()}));
+    if (ec)
+      return done(std::unexpected(
+          error{ec, "pool: the new group is in use but not recorded: " + ec.message()}));
     done(index);
   });
 }
 
-void pool::delete_volume(std::string_view name, std::function<void(std::expected<void, error>)> done) {
+void pool::delete_volume(std::string_view name,
+                         std::function<void(std::expected<void, error>)> done) {
   auto found = volume_to_change(name);
   if (!found) return post_result(std::move(done), std::unexpected(found.error()));
   volume& v = **found;
@@ -394,12 +432,13 @@ void pool::delete_volume(std::string_view name, std::function<void(std::expected
     // A request in flight could commit a mapping after the batch below,
     // and leave a record naming a volume that no longer exists; a move
     // would free or map extents of a deleted volume.
-    return post_result(std::move(done),
-                       std::unexpected(make_error(
-                           errc::busy, "volume '" + record.name +
-                                           "' cannot be deleted while it has I/O in flight (requests, or " +
-                                           std::to_string(v.moves_in_flight()) +
-                                           " extent moves): stop serving it, and retry once it is idle")));
+    return post_result(
+        std::move(done),
+        std::unexpected(make_error(
+            errc::busy, "volume '" + record.name +
+                            "' cannot be deleted while it has I/O in flight (requests, or " +
+                            std::to_string(v.moves_in_flight()) +
+                            " extent moves): stop serving it, and retry once it is idle")));
   }
   // Out of volumes_ from now on, so that no heat persist or snapshot, and
   // no migrator plan, sees it while its records go; and refusing every
@@ -431,10 +470,12 @@ void pool::delete_volume(std::string_view name, std::function<void(std::expected
                    // as before (its cache lines, dropped, refill).
                    gone.take_offline(status);
                    for (std::uint16_t g = 0; g < groups_.size(); ++g) {
-                     if (!group_usable(g) && gone.has_extent_on(g)) gone.take_offline(lost_group_status(g));
+                     if (!group_usable(g) && gone.has_extent_on(g))
+                       gone.take_offline(lost_group_status(g));
                    }
                    volumes_.insert(std::move(node));
-                   done(std::unexpected(error{ec, "cannot delete volume '" + record.name + "': " + ec.message()}));
+                   done(std::unexpected(
+                       error{ec, "cannot delete volume '" + record.name + "': " + ec.message()}));
                    return;
                  }
                  std::vector<extent_location> extents;
@@ -459,25 +500,28 @@ void pool::resize_volume(std::string_view name, std::uint64_t block_count,
   volume& v = **found;
   const volume_record& now = v.record();
   if (block_count < now.block_count) {
-    return post_result(std::move(done),
-                       std::unexpected(make_error(
-                           errc::invalid_argument, "shrinking would lose data: volume '" + now.name + "' has " +
-                                                       std::to_string(now.block_count) + " blocks, and " +
-                                                       std::to_string(block_count) +
-                                                       " were asked for; a volume can only grow")));
+    return post_result(std::move(done), std::unexpected(make_error(
+                                            errc::invalid_argument,
+                                            "shrinking would lose data: volume '" + now.name +
+                                                "' has " + std::to_string(now.block_count) +
+                                                " blocks, and " + std::to_string(block_count) +
+                                                " were asked for; a volume can only grow")));
   }
   if (block_count == now.block_count) return post_result(std::move(done), {});
   if (block_count > ~0ull / now.block_size_bytes) {
-    return post_result(std::move(done), std::unexpected(make_error(errc::invalid_argument,
-                                                                   std::to_string(block_count) +
-                                                                       " blocks are more bytes than 64 bits count")));
+    return post_result(std::move(done), std::unexpected(make_error(
+                                            errc::invalid_argument,
+                                            std::to_string(block_count) +
+                                                " blocks are more bytes than 64 bits count")));
   }
   const std::uint64_t growth_bytes = (block_count - now.block_count) * now.block_size_bytes;
-  if (std::string why = overcommit_refusal(static_cast<double>(growth_bytes),
-                                           "growing volume '" + now.name + "' to " +
-                                               std::to_string(block_count * now.block_size_bytes) + " bytes");
+  if (std::string why =
+          overcommit_refusal(static_cast<double>(growth_bytes),
+                             "growing volume '" + now.name + "' to " +
+                                 std::to_string(block_count * now.block_size_bytes) + " bytes");
       !why.empty()) {
-    return post_result(std::move(done), std::unexpected(make_error(errc::no_space, std::move(why))));
+    return post_result(std::move(done),
+                       std::unexpected(make_error(errc::no_space, std::move(why))));
   }
   volume_record record = now;
   record.block_count = block_count;
@@ -489,17 +533,19 @@ void pool::resize_volume(std::string_view name, std::uint64_t block_count,
   batch.put(column::pool, keys::volume(record.id), encode(record));
   // `v` cannot go away meanwhile: delete_volume refuses it while it is in
   // changing_.
-  store_.write(std::move(batch), true, [this, &v, record, growth_bytes, done = std::move(done)](std::error_code ec) {
-    changing_.erase(record.name);
-    if (ec) {
-      committed_bytes_ -= growth_bytes;
-      done(std::unexpected(error{ec, "cannot record volume '" + record.name + "' at " +
-                                         std::to_string(record.block_count) + " blocks: " + ec.message()}));
-      return;
-    }
-    v.grow(record.block_count);
-    done({});
-  });
+  store_.write(std::move(batch), true,
+               [this, &v, record, growth_bytes, done = std::move(done)](std::error_code ec) {
+                 changing_.erase(record.name);
+                 if (ec) {
+                   committed_bytes_ -= growth_bytes;
+                   done(std::unexpected(error{ec, "cannot record volume '" + record.name + "' at " +
+                                                      std::to_string(record.block_count) +
+                                                      " blocks: " + ec.message()}));
+                   return;
+                 }
+                 v.grow(record.block_count);
+                 done({});
+               });
 }
 
 void pool::set_placement(std::string_view name, affinity placement,
@@ -513,17 +559,19 @@ void pool::set_placement(std::string_view name, affinity placement,
   changing_.insert(record.name);
   metadata_batch batch;
   batch.put(column::pool, keys::volume(record.id), encode(record));
-  store_.write(std::move(batch), true, [this, &v, record, done = std::move(done)](std::error_code ec) {
-    changing_.erase(record.name);
-    if (ec) {
-      done(std::unexpected(error{ec, "cannot record volume '" + record.name + "' as " +
-                                         std::string(to_string(record.placement)) + ": " + ec.message()}));
-      return;
-    }
-    v.set_placement(record.placement);
-    ++volume_changes_;  // a plan made with the old affinity is stale
-    done({});
-  });
+  store_.write(std::move(batch), true,
+               [this, &v, record, done = std::move(done)](std::error_code ec) {
+                 changing_.erase(record.name);
+                 if (ec) {
+                   done(std::unexpected(error{ec, "cannot record volume '" + record.name + "' as " +
+                                                      std::string(to_string(record.placement)) +
+                                                      ": " + ec.message()}));
+                   return;
+                 }
+                 v.set_placement(record.placement);
+                 ++volume_changes_;  // a plan made with the old affinity is stale
+                 done({});
+               });
 }
 
 volume* pool::find_volume(std::string_view name) const noexcept {
@@ -548,7 +596,8 @@ std::uint64_t pool::capacity_extents(tier t) const noexcept {
 std::uint64_t pool::free_extents(tier t) const noexcept {
   std::uint64_t n = 0;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
-    if (groups_[g].where == t && takes_extents(static_cast<std::uint16_t>(g))) n += allocators_[g].free_count();
+    if (groups_[g].where == t && takes_extents(static_cast<std::uint16_t>(g)))
+      n += allocators_[g].free_count();
   }
   return n;
 }
@@ -557,10 +606,12 @@ std::optional<extent_location> pool::allocate_from(tier t, std::uint64_t keep_fr
   if (free_extents(t) <= keep_free) return std::nullopt;
   std::size_t best = groups_.size();
   for (std::size_t g = 0; g < groups_.size(); ++g) {
-    if (groups_[g].where != t || allocators_[g].free_count() == 0 || !takes_extents(static_cast<std::uint16_t>(g))) {
+    if (groups_[g].where != t || allocators_[g].free_count() == 0 ||
+        !takes_extents(static_cast<std::uint16_t>(g))) {
       continue;
     }
-    if (best == groups_.size() || allocators_[g].free_count() > allocators_[best].free_count()) best = g;
+    if (best == groups_.size() || allocators_[g].free_count() > allocators_[best].free_count())
+      best = g;
   }
   if (best == groups_.size()) return std::nullopt;
   const auto e = allocators_[best].allocate();
@@ -583,7 +634,8 @@ std::optional<extent_location> pool::allocate(affinity placement) {
       break;
     case affinity::automatic:
     case affinity::local:
-      if (options_.new_extents == new_extent_tier::performance_first) where = allocate_from(tier::performance, reserve);
+      if (options_.new_extents == new_extent_tier::performance_first)
+        where = allocate_from(tier::performance, reserve);
       break;
     case affinity::archive:
       break;
@@ -596,7 +648,9 @@ std::optional<extent_location> pool::allocate(affinity placement) {
   return where;
 }
 
-std::optional<extent_location> pool::allocate_on(tier t) { return allocate_from(t, 0); }
+std::optional<extent_location> pool::allocate_on(tier t) {
+  return allocate_from(t, 0);
+}
 
 std::string pool::lost_group_status(std::uint16_t g) const {
   return group_name(g) + " (" + std::string(to_string(groups_[g].where)) +
@@ -605,8 +659,9 @@ std::string pool::lost_group_status(std::uint16_t g) const {
 
 void pool::stop_writes(std::uint16_t g) {
   if (!writes_stopped_.empty()) return;
-  writes_stopped_ = "the backing store of " + std::string(to_string(tier_of(g))) +
-                    " group " + std::to_string(g) + " is full (no space left): writes fail until space is freed";
+  writes_stopped_ = "the backing store of " + std::string(to_string(tier_of(g))) + " group " +
+                    std::to_string(g) +
+                    " is full (no space left): writes fail until space is freed";
   if (options_.on_writes_stopped) options_.on_writes_stopped(writes_stopped_);
   if (!retry_writes_timer_) {
     retry_writes_timer_ = options_.clock->make_timer(loop_, [this] {

@@ -95,8 +95,8 @@ class pool {
   // before the loop serves I/O. Clear errors for: no group, a group whose
   // block size does not divide the extent, groups that differ from the
   // ones recorded, an extent map that names extents no group has.
-  static opened open(boost::asio::any_io_executor loop, metadata_store& store, std::vector<pool_group> groups,
-                     const pool_options& options);
+  static opened open(boost::asio::any_io_executor loop, metadata_store& store,
+                     std::vector<pool_group> groups, const pool_options& options);
   pool(const pool&) = delete;
   pool& operator=(const pool&) = delete;
   ~pool();
@@ -106,7 +106,8 @@ class pool {
   // block size other than 512 or 4096 or smaller than a group's, zero
   // blocks; no_space for a size that takes the pool's volumes past
   // overcommit x its capacity.
-  void create_volume(const volume_spec& spec, std::function<void(std::expected<volume*, error>)> done);
+  void create_volume(const volume_spec& spec,
+                     std::function<void(std::expected<volume*, error>)> done);
   volume* find_volume(std::string_view name) const noexcept;
   std::vector<volume*> volumes() const;
 
@@ -212,7 +213,8 @@ class pool {
     std::uint64_t ios = 0;
     device::duration total{};
     double mean_seconds() const noexcept {
-      return ios == 0 ? 0.0 : std::chrono::duration<double>(total).count() / static_cast<double>(ios);
+      return ios == 0 ? 0.0
+                      : std::chrono::duration<double>(total).count() / static_cast<double>(ios);
     }
   };
   void note_foreground_latency(device::duration d) noexcept {
@@ -245,7 +247,9 @@ class pool {
   // Why group `g` is paused, or empty.
   const std::string& group_pause(std::uint16_t g) const noexcept { return group_pauses_[g].reason; }
   // Whether extents may be allocated on, or moved to or from, group `g`.
-  bool takes_extents(std::uint16_t g) const noexcept { return group_usable(g) && group_pauses_[g].reason.empty(); }
+  bool takes_extents(std::uint16_t g) const noexcept {
+    return group_usable(g) && group_pauses_[g].reason.empty();
+  }
   // The pool's age: the seconds it has been served, over restarts (it is
   // written with the heat). Cold-tier cooling counts in it.
   std::uint64_t age_seconds() const noexcept;
@@ -292,7 +296,8 @@ class pool {
   // The volume `name` for a management operation that changes it, or the
   // error to refuse with (not_found, or busy while it is being changed).
   std::expected<volume*, error> volume_to_change(std::string_view name) const;
-  void post_result(std::function<void(std::expected<void, error>)> done, std::expected<void, error> result);
+  void post_result(std::function<void(std::expected<void, error>)> done,
+                   std::expected<void, error> result);
   void release_quarantine() noexcept;
   void resume_groups();
   void arm_timers();
@@ -311,12 +316,13 @@ class pool {
   pool_options options_;
   std::map<std::string, std::unique_ptr<volume>, std::less<>> volumes_;
   std::uint32_t next_volume_id_ = 1;
-  std::uint64_t committed_bytes_ = 0;  // sum of volume sizes, for overcommit
+  std::uint64_t committed_bytes_ = 0;            // sum of volume sizes, for overcommit
   std::set<std::string, std::less<>> creating_;  // names whose records are being written
   // Volumes whose delete is being written: out of volumes_, and back there
   // if the write fails.
   std::map<std::string, std::unique_ptr<volume>, std::less<>> deleting_;
-  std::set<std::string, std::less<>> changing_;  // volumes whose resize or placement is being written
+  std::set<std::string, std::less<>>
+      changing_;  // volumes whose resize or placement is being written
   std::uint64_t volume_changes_ = 0;
 
   // I/O epochs: io_counts_[i] counts the I/O begun in epoch first_epoch_ + i.

@@ -11,7 +11,6 @@ namespace strata::tiering {
 using device::op;
 using device::request;
 
-
 struct read_cache::fill {
   read_cache* cache = nullptr;
   line_key line = 0;
@@ -23,24 +22,29 @@ struct read_cache::fill {
   request req;
 };
 
-std::expected<std::unique_ptr<read_cache>, error> read_cache::open(boost::asio::any_io_executor loop,
-                                                                   device::block_device& device,
-                                                                   metadata_store& store, device::clock& c,
-                                                                   const read_cache_options& options) {
+std::expected<std::unique_ptr<read_cache>, error> read_cache::open(
+    boost::asio::any_io_executor loop, device::block_device& device, metadata_store& store,
+    device::clock& c, const read_cache_options& options) {
   const std::uint32_t block = device.geometry().logical_block_size_bytes;
   if (!std::has_single_bit(options.line_bytes) || options.line_bytes < block) {
-    return std::unexpected(error(errc::invalid_argument,
-                                 "read cache: the line size must be a power of two, at least the cache device's "
-                                 "block size (" + std::to_string(block) + " bytes)"));
+    return std::unexpected(
+        error(errc::invalid_argument,
+              "read cache: the line size must be a power of two, at least the cache device's "
+              "block size (" +
+                  std::to_string(block) + " bytes)"));
   }
   const std::uint64_t slots = device.geometry().block_count * block / options.line_bytes;
-  if (slots == 0) return std::unexpected(error(errc::invalid_argument, "read cache: the cache device holds no line"));
+  if (slots == 0)
+    return std::unexpected(
+        error(errc::invalid_argument, "read cache: the cache device holds no line"));
   auto policy = make_cache_policy(options.policy, slots);
   if (!policy) {
-    return std::unexpected(error(errc::invalid_argument, "read cache: unknown replacement policy '" +
-                                                             options.policy + "' (or too many lines)"));
+    return std::unexpected(error(
+        errc::invalid_argument,
+        "read cache: unknown replacement policy '" + options.policy + "' (or too many lines)"));
   }
-  std::unique_ptr<read_cache> cache(new read_cache(loop, device, store, c, options, std::move(policy)));
+  std::unique_ptr<read_cache> cache(
+      new read_cache(loop, device, store, c, options, std::move(policy)));
   // Warm start: every entry on disk names a slot with the line's current data.
   std::vector<bool> used(slots, false);
   metadata_batch stale;
@@ -48,18 +52,21 @@ std::expected<std::unique_ptr<read_cache>, error> read_cache::open(boost::asio::
     const std::uint64_t slot = decode_cache_slot(v).value_or(slots);
     const std::optional<line_key> parsed = keys::parse_cache_line(k);
     if (!parsed || slot >= slots || used[slot]) {
-      stale.erase(column::cache_index, k);  // not ours (another device, a damaged record): forget it
+      stale.erase(column::cache_index,
+                  k);  // not ours (another device, a damaged record): forget it
       return;
     }
     used[slot] = true;
     const line_key line = *parsed;
     cache->lines_[line] = {slot, true, true, 0};
     // The policy learns the line as a resident one (+2hit admits on the second read).
-    for (int i = 0; i < 3 && !cache->policy_->contains(line); ++i) cache->policy_->access(line, cache->evicted_);
+    for (int i = 0; i < 3 && !cache->policy_->contains(line); ++i)
+      cache->policy_->access(line, cache->evicted_);
   });
   if (ec) return std::unexpected(error(ec, "read cache: reading its index"));
   if (!stale.empty()) {
-    if (auto w = store.write_now(stale)) return std::unexpected(error(w, "read cache: dropping stale index entries"));
+    if (auto w = store.write_now(stale))
+      return std::unexpected(error(w, "read cache: dropping stale index entries"));
   }
   cache->evicted_.clear();
   for (std::uint64_t s = slots; s-- > 0;) {
@@ -69,8 +76,9 @@ std::expected<std::unique_ptr<read_cache>, error> read_cache::open(boost::asio::
   return cache;
 }
 
-read_cache::read_cache(boost::asio::any_io_executor loop, device::block_device& device, metadata_store& store,
-                       device::clock& c, const read_cache_options& options, std::unique_ptr<cache_policy> policy)
+read_cache::read_cache(boost::asio::any_io_executor loop, device::block_device& device,
+                       metadata_store& store, device::clock& c, const read_cache_options& options,
+                       std::unique_ptr<cache_policy> policy)
     : loop_(loop),
       device_(device),
       store_(store),
@@ -89,7 +97,8 @@ std::optional<std::uint64_t> read_cache::lookup(line_key line, std::uint64_t off
   policy_->access(line, evicted_);  // a hit: recency and frequency only
   evicted_.clear();
   ++slot_users_[it->second.slot];
-  return it->second.slot * device_blocks_per_line_ + offset_bytes / device_.geometry().logical_block_size_bytes;
+  return it->second.slot * device_blocks_per_line_ +
+         offset_bytes / device_.geometry().logical_block_size_bytes;
 }
 
 std::optional<std::uint64_t> read_cache::update_target(line_key line, std::uint64_t offset_bytes) {
@@ -97,7 +106,8 @@ std::optional<std::uint64_t> read_cache::update_target(line_key line, std::uint6
   auto it = lines_.find(line);
   if (it == lines_.end() || !it->second.valid) return std::nullopt;
   ++slot_users_[it->second.slot];
-  return it->second.slot * device_blocks_per_line_ + offset_bytes / device_.geometry().logical_block_size_bytes;
+  return it->second.slot * device_blocks_per_line_ +
+         offset_bytes / device_.geometry().logical_block_size_bytes;
 }
 
 void read_cache::slot_io_done(std::uint64_t cache_lba) {
@@ -137,7 +147,8 @@ void read_cache::note_read(line_key line, device::block_device& source, std::uin
   if (!o.admitted) return;
   if (writing_.contains(line) || fills_running_ >= options_.fills_in_flight) {
     policy_->invalidate(line);  // a write in flight would make the copy stale; or too busy
-    if (!deletes.empty()) write_deletes(std::move(deletes), std::move(free_after), [](std::error_code) {});
+    if (!deletes.empty())
+      write_deletes(std::move(deletes), std::move(free_after), [](std::error_code) {});
     return;
   }
   // The slot: a free one, or, once the evicted lines' index entries are
@@ -146,8 +157,8 @@ void read_cache::note_read(line_key line, device::block_device& source, std::uin
   auto begin = [this, line, &source, source_lba](std::error_code ec) {
     // A fill waiting for evicted lines' deletes may meet its volume's
     // deletion: the source extent may belong to another volume by now.
-    if (ec || free_slots_.empty() || failed_ || writing_.contains(line) || !policy_->contains(line) ||
-        forgotten(line)) {
+    if (ec || free_slots_.empty() || failed_ || writing_.contains(line) ||
+        !policy_->contains(line) || forgotten(line)) {
       --fills_running_;
       ++counters_.cancelled_fills;
       if (policy_->contains(line)) policy_->invalidate(line);
@@ -191,7 +202,8 @@ bool read_cache::may_be_indexed(line_key line, const line_state& s) const noexce
   return s.persisted || deleting_.contains(line);
 }
 
-void read_cache::drop(line_key line, std::vector<line_key>& deletes, std::vector<std::uint64_t>& free_after) {
+void read_cache::drop(line_key line, std::vector<line_key>& deletes,
+                      std::vector<std::uint64_t>& free_after) {
   auto it = lines_.find(line);
   if (it == lines_.end()) return;
   const line_state s = it->second;
@@ -339,7 +351,8 @@ void read_cache::end_write(line_key first, line_key last, bool written) {
       to_persist_.push_back({l, line->second.generation});
     }
   }
-  if (!deletes.empty()) write_deletes(std::move(deletes), std::move(free_after), [](std::error_code) {});
+  if (!deletes.empty())
+    write_deletes(std::move(deletes), std::move(free_after), [](std::error_code) {});
 }
 
 void read_cache::device_failed() {
@@ -347,7 +360,8 @@ void read_cache::device_failed() {
   failed_ = true;
 }
 
-std::function<void(std::error_code)> read_cache::forget_volume(std::uint32_t volume, metadata_batch& batch) {
+std::function<void(std::error_code)> read_cache::forget_volume(std::uint32_t volume,
+                                                               metadata_batch& batch) {
   forgotten_.insert(volume);
   // fill_done frees a cancelled fill's slot and forgets its line in the policy.
   for (auto& [line, f] : filling_) {
@@ -370,15 +384,16 @@ std::function<void(std::error_code)> read_cache::forget_volume(std::uint32_t vol
     batch.erase(column::cache_index, keys::cache_line(l));
     ++deleting_[l];
   }
-  return [this, deletes = std::move(deletes), free_after = std::move(free_after)](std::error_code ec) {
-    // As write_deletes: on failure the entries may still be on disk, so the
-    // lines stay "deleting" and their slots are kept.
-    if (ec) return;
-    for (line_key l : deletes) {
-      if (auto it = deleting_.find(l); --it->second == 0) deleting_.erase(it);
-    }
-    for (std::uint64_t slot : free_after) release_slot(slot);
-  };
+  return
+      [this, deletes = std::move(deletes), free_after = std::move(free_after)](std::error_code ec) {
+        // As write_deletes: on failure the entries may still be on disk, so the
+        // lines stay "deleting" and their slots are kept.
+        if (ec) return;
+        for (line_key l : deletes) {
+          if (auto it = deleting_.find(l); --it->second == 0) deleting_.erase(it);
+        }
+        for (std::uint64_t slot : free_after) release_slot(slot);
+      };
 }
 
 void read_cache::arm_persist() {
@@ -444,7 +459,8 @@ void read_cache::flushed() {
   metadata_batch puts;
   for (const pending& p : flush_.lines) {
     auto it = lines_.find(p.line);
-    if (it == lines_.end() || it->second.generation != p.generation || it->second.persisted) continue;
+    if (it == lines_.end() || it->second.generation != p.generation || it->second.persisted)
+      continue;
     it->second.persisted = true;
     puts.put(column::cache_index, keys::cache_line(p.line), encode_cache_slot(it->second.slot));
   }

@@ -99,8 +99,10 @@ class read_cache {
   // (blocking: at start-up). Clear errors for an unknown policy or a line
   // size that is not a power-of-two multiple of the device's block size.
   static std::expected<std::unique_ptr<read_cache>, error> open(boost::asio::any_io_executor loop,
-                                                                device::block_device& device, metadata_store& store,
-                                                                device::clock& c, const read_cache_options& options);
+                                                                device::block_device& device,
+                                                                metadata_store& store,
+                                                                device::clock& c,
+                                                                const read_cache_options& options);
   ~read_cache();
   read_cache(const read_cache&) = delete;
   read_cache& operator=(const read_cache&) = delete;
@@ -135,7 +137,8 @@ class read_cache {
   // write may start now; false: the index on disk names some of them, and
   // `ready` runs (from the loop) once their deletion is synced, or with
   // the store's error.
-  bool begin_write(line_key first, line_key last, bool keep, std::function<void(std::error_code)> ready);
+  bool begin_write(line_key first, line_key last, bool keep,
+                   std::function<void(std::error_code)> ready);
   // `written`: false if the write failed, and the lines must go too.
   void end_write(line_key first, line_key last, bool written);
   // A cache device I/O failed: the cache is disabled from now on.
@@ -176,8 +179,9 @@ class read_cache {
     std::uint64_t generation;
   };
   struct fill;
-  read_cache(boost::asio::any_io_executor loop, device::block_device& device, metadata_store& store, device::clock& c,
-             const read_cache_options& options, std::unique_ptr<cache_policy> policy);
+  read_cache(boost::asio::any_io_executor loop, device::block_device& device, metadata_store& store,
+             device::clock& c, const read_cache_options& options,
+             std::unique_ptr<cache_policy> policy);
   // The persist's flushes (the cache device's and the sources') are done:
   // write the entries of the lines they cover.
   void flushed();
@@ -192,10 +196,13 @@ class read_cache {
                      std::function<void(std::error_code)> done);
   // A slot no line uses any more: free once no I/O to it is in flight.
   void release_slot(std::uint64_t slot);
-  void start_fill(line_key line, std::uint64_t slot, device::block_device& source, std::uint64_t source_lba);
+  void start_fill(line_key line, std::uint64_t slot, device::block_device& source,
+                  std::uint64_t source_lba);
   void fill_done(fill& f, std::error_code ec);
   void arm_persist();
-  bool forgotten(line_key line) const noexcept { return forgotten_.contains(static_cast<std::uint32_t>(line >> 40)); }
+  bool forgotten(line_key line) const noexcept {
+    return forgotten_.contains(static_cast<std::uint32_t>(line >> 40));
+  }
 
   boost::asio::any_io_executor loop_;
   device::block_device& device_;
@@ -208,8 +215,8 @@ class read_cache {
   std::unordered_map<line_key, line_state> lines_;
   std::vector<std::uint64_t> free_slots_;
   std::unordered_map<std::uint64_t, unsigned> slot_users_;  // slot -> reads and updates in flight
-  std::unordered_set<std::uint64_t> released_while_used_;  // slots to free when those end
-  std::unordered_map<line_key, unsigned> writing_;  // lines with writes in flight
+  std::unordered_set<std::uint64_t> released_while_used_;   // slots to free when those end
+  std::unordered_map<line_key, unsigned> writing_;          // lines with writes in flight
   std::unordered_map<line_key, unsigned> deleting_;  // lines whose entry deletes are not synced yet
   std::unordered_map<line_key, fill*> filling_;
   std::vector<std::unique_ptr<fill>> fills_;  // reused

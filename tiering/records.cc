@@ -8,19 +8,26 @@ using codec::reader;
 
 std::string_view to_string(tier t) noexcept {
   switch (t) {
-    case tier::performance: return "performance";
-    case tier::capacity: return "capacity";
-    case tier::cold: return "cold";
+    case tier::performance:
+      return "performance";
+    case tier::capacity:
+      return "capacity";
+    case tier::cold:
+      return "cold";
   }
   return "unknown";
 }
 
 std::string_view to_string(affinity a) noexcept {
   switch (a) {
-    case affinity::automatic: return "auto";
-    case affinity::performance: return "performance";
-    case affinity::archive: return "archive";
-    case affinity::local: return "local";
+    case affinity::automatic:
+      return "auto";
+    case affinity::performance:
+      return "performance";
+    case affinity::archive:
+      return "archive";
+    case affinity::local:
+      return "local";
   }
   return "unknown";
 }
@@ -34,8 +41,12 @@ std::optional<affinity> parse_affinity(std::string_view name) noexcept {
 }
 
 namespace keys {
-std::string pool() { return "pool"; }
-std::string pool_age() { return "age"; }
+std::string pool() {
+  return "pool";
+}
+std::string pool_age() {
+  return "age";
+}
 std::string volume(std::uint32_t id) {
   std::string k(volume_prefix);
   put_be(k, id, 4);
@@ -64,7 +75,8 @@ std::string history_snapshot(std::uint64_t sequence) {
   put_be(k, sequence, 8);
   return k;
 }
-std::string history_extent(std::uint64_t sequence, std::uint32_t volume, std::uint64_t volume_extent) {
+std::string history_extent(std::uint64_t sequence, std::uint32_t volume,
+                           std::uint64_t volume_extent) {
   std::string k = history_snapshot(sequence);
   put_be(k, volume, 4);
   put_be(k, volume_extent, 8);

@@ -21,7 +21,9 @@ constexpr std::uint8_t tier_count = 3;
 std::string_view to_string(tier t) noexcept;
 // The read cache keeps copies of what lives on the HDDs and in the cold
 // tier; the performance tier is as fast as the cache.
-constexpr bool read_cached(tier t) noexcept { return t != tier::performance; }
+constexpr bool read_cached(tier t) noexcept {
+  return t != tier::performance;
+}
 
 // Where a volume extent lives: a group of the pool (its index in the
 // pool's group list) and an extent of that group.
@@ -76,7 +78,8 @@ struct reader {
       return 0;
     }
     std::uint64_t v = 0;
-    for (int i = 0; i < bytes; ++i) v = (v << 8) | static_cast<std::uint8_t>(in[static_cast<std::size_t>(i)]);
+    for (int i = 0; i < bytes; ++i)
+      v = (v << 8) | static_cast<std::uint8_t>(in[static_cast<std::size_t>(i)]);
     in.remove_prefix(static_cast<std::size_t>(bytes));
     return v;
   }
@@ -97,12 +100,12 @@ struct reader {
 
 namespace keys {
 // column::pool
-std::string pool();                     // "pool"
+std::string pool();  // "pool"
 // The pool's age: the seconds it has been served, written with its heat.
 // Extents' last I/O times are kept in it, so that time spent down does
 // not count towards the cold tier's cooling (as it does not decay heat).
-std::string pool_age();                 // "age"
-std::string volume(std::uint32_t id);   // "volume/" + be32(id)
+std::string pool_age();                // "age"
+std::string volume(std::uint32_t id);  // "volume/" + be32(id)
 constexpr std::string_view volume_prefix = "volume/";
 // A volume's SCSI unit state (its persistent reservations), saved by the
 // controller's unit (controller/unit_state.h), erased with the volume.
@@ -111,10 +114,13 @@ std::string unit_state(std::uint32_t volume_id);  // "unit_state/" + be32(id)
 std::string extent(std::uint32_t volume, std::uint64_t volume_extent);  // be32 + be64
 std::optional<std::pair<std::uint32_t, std::uint64_t>> parse_extent(std::string_view key);
 // column::heat: the same key as the extent map's
-inline std::string heat(std::uint32_t volume, std::uint64_t volume_extent) { return extent(volume, volume_extent); }
+inline std::string heat(std::uint32_t volume, std::uint64_t volume_extent) {
+  return extent(volume, volume_extent);
+}
 // column::heat_history: a snapshot's header, then its extents
 std::string history_snapshot(std::uint64_t sequence);  // be64
-std::string history_extent(std::uint64_t sequence, std::uint32_t volume, std::uint64_t volume_extent);  // be64 + be32 + be64
+std::string history_extent(std::uint64_t sequence, std::uint32_t volume,
+                           std::uint64_t volume_extent);  // be64 + be32 + be64
 struct history_key {
   std::uint64_t sequence = 0;
   bool header = false;  // else an extent's entry

@@ -18,13 +18,17 @@ using device::request;
 namespace {
 
 // Why the pool gives a group up when its I/O fails with device_failed.
-constexpr const char* group_gone = "its I/O fails with device_failed (more members lost than its redundancy)";
+constexpr const char* group_gone =
+    "its I/O fails with device_failed (more members lost than its redundancy)";
 
 source source_of(tier t) noexcept {
   switch (t) {
-    case tier::performance: return source::performance;
-    case tier::capacity: return source::capacity;
-    case tier::cold: return source::cold;
+    case tier::performance:
+      return source::performance;
+    case tier::capacity:
+      return source::capacity;
+    case tier::cold:
+      return source::cold;
   }
   return source::capacity;
 }
@@ -54,16 +58,22 @@ volume::volume(pool& owner, const volume_record& record, const device::block_geo
       extent_blocks_(owner.extent_size_bytes() / record.block_size_bytes),
       group_blocks_per_block_(0),
       map_((record.block_count + extent_blocks_ - 1) / extent_blocks_, 0),
-      heat_(map_.size(), extent_blocks_, record.block_size_bytes, owner.options().heat, owner.clock()),
+      heat_(map_.size(), extent_blocks_, record.block_size_bytes, owner.options().heat,
+            owner.clock()),
       deferred_(owner.executor(), [this](const request& r) { return refusal(r.operation); }) {
   // Every group's block size divides the volume's (the pool checked).
-  group_blocks_per_block_ = record.block_size_bytes / owner.group(0).geometry().logical_block_size_bytes;
+  group_blocks_per_block_ =
+      record.block_size_bytes / owner.group(0).geometry().logical_block_size_bytes;
   writes_in_flight_.assign(map_.size(), 0);
 }
 
-volume::~volume() { assert(idle()); }
+volume::~volume() {
+  assert(idle());
+}
 
-boost::asio::any_io_executor volume::executor() const noexcept { return pool_.executor(); }
+boost::asio::any_io_executor volume::executor() const noexcept {
+  return pool_.executor();
+}
 
 std::optional<extent_location> volume::location(std::uint64_t volume_extent) const noexcept {
   const std::uint64_t v = map_[volume_extent];
@@ -71,12 +81,15 @@ std::optional<extent_location> volume::location(std::uint64_t volume_extent) con
   return unpack(v);
 }
 
-device::allocation_run volume::allocation_at(std::uint64_t lba, std::uint64_t max_blocks) const noexcept {
+device::allocation_run volume::allocation_at(std::uint64_t lba,
+                                             std::uint64_t max_blocks) const noexcept {
   const bool mapped = map_[lba / extent_blocks_] != 0;
   const std::uint64_t limit = lba + max_blocks;
   std::uint64_t end = lba;
-  while (end < limit && (map_[end / extent_blocks_] != 0) == mapped) end = (end / extent_blocks_ + 1) * extent_blocks_;
-  return {mapped ? device::allocation::mapped : device::allocation::deallocated, std::min(end, limit) - lba};
+  while (end < limit && (map_[end / extent_blocks_] != 0) == mapped)
+    end = (end / extent_blocks_ + 1) * extent_blocks_;
+  return {mapped ? device::allocation::mapped : device::allocation::deallocated,
+          std::min(end, limit) - lba};
 }
 
 void volume::load_mapping(std::uint64_t volume_extent, extent_location where) noexcept {
@@ -148,13 +161,14 @@ void volume::submit(request& req) noexcept {
   submitting_ = false;
 }
 
-void volume::start_piece(outer_io& o, std::uint64_t volume_extent, std::uint64_t first_block, std::uint64_t block_count,
-                         std::uint64_t buffer_offset_bytes) {
+void volume::start_piece(outer_io& o, std::uint64_t volume_extent, std::uint64_t first_block,
+                         std::uint64_t block_count, std::uint64_t buffer_offset_bytes) {
   dispatch(new_piece(o, volume_extent, first_block, block_count, buffer_offset_bytes));
 }
 
-volume::piece& volume::new_piece(outer_io& o, std::uint64_t volume_extent, std::uint64_t first_block,
-                                 std::uint64_t block_count, std::uint64_t buffer_offset_bytes) {
+volume::piece& volume::new_piece(outer_io& o, std::uint64_t volume_extent,
+                                 std::uint64_t first_block, std::uint64_t block_count,
+                                 std::uint64_t buffer_offset_bytes) {
   piece& p = pieces_.acquire();
   p.owner = &o;
   p.vol = this;
@@ -179,7 +193,8 @@ void volume::dispatch(piece& p) {
     it->second->waiting.push_back(&p);
     return;
   }
-  if (!online()) return piece_done(p, errc::device_failed);  // it waited, and the volume went offline
+  if (!online())
+    return piece_done(p, errc::device_failed);  // it waited, and the volume went offline
   const op operation = p.owner->outer->operation;
   if (operation != op::read) {
     // After a metadata failure the extent map on disk is unknown (a synced
@@ -259,7 +274,9 @@ void volume::submit_to_group(piece& p, op operation, extent_location where, bool
     p.segments.push_back({pool_.zeros(), bytes});
   } else {
     device::for_each_piece(p.owner->outer->buffers, p.buffer_offset_bytes, bytes,
-                           [&](std::byte* b, std::uint64_t n) { p.segments.push_back({b, n}); });
+                           [&](std::byte* b, std::uint64_t n) {
+                             p.segments.push_back({b, n});
+                           });
   }
   const std::uint64_t group_extent_blocks = extent_blocks_ * group_blocks_per_block_;
   p.req = request{};
@@ -274,18 +291,21 @@ void volume::submit_to_group(piece& p, op operation, extent_location where, bool
   pool_.group(where.group).submit(p.req);
 }
 
-std::pair<std::uint64_t, std::uint64_t> volume::cache_lines(std::uint64_t volume_extent, std::uint64_t first_block,
-                                                            std::uint64_t block_count) const noexcept {
+std::pair<std::uint64_t, std::uint64_t> volume::cache_lines(
+    std::uint64_t volume_extent, std::uint64_t first_block,
+    std::uint64_t block_count) const noexcept {
   const std::uint64_t line_bytes = pool_.cache()->line_bytes();
   const std::uint64_t block_size = geometry_.logical_block_size_bytes;
   const std::uint64_t start = (volume_extent * extent_blocks_ + first_block) * block_size;
   const std::uint64_t end = start + block_count * block_size;
-  return {read_cache::key(record_.id, start / line_bytes), read_cache::key(record_.id, (end - 1) / line_bytes)};
+  return {read_cache::key(record_.id, start / line_bytes),
+          read_cache::key(record_.id, (end - 1) / line_bytes)};
 }
 
 bool volume::read_via_cache(piece& p, extent_location where) {
   read_cache* cache = pool_.cache();
-  if (cache == nullptr || p.skip_cache || !read_cached(pool_.tier_of(where.group)) || !cache->enabled()) {
+  if (cache == nullptr || p.skip_cache || !read_cached(pool_.tier_of(where.group)) ||
+      !cache->enabled()) {
     return false;
   }
   const auto [first, last] = cache_lines(p.extent, p.first_block, p.block_count);
@@ -301,7 +321,8 @@ bool volume::read_via_cache(piece& p, extent_location where) {
     const std::uint64_t end = start + p.block_count;
     const std::uint64_t first_end = std::min(end, (start / line_blocks + 1) * line_blocks);
     for (std::uint64_t b = first_end; b < end; b += line_blocks) {
-      piece& q = new_piece(*p.owner, p.extent, b - p.extent * extent_blocks_, std::min(line_blocks, end - b),
+      piece& q = new_piece(*p.owner, p.extent, b - p.extent * extent_blocks_,
+                           std::min(line_blocks, end - b),
                            p.buffer_offset_bytes + (b - start) * block_size);
       read_line_from_cache(q, first + (b - start + start % line_blocks) / line_blocks);
     }
@@ -313,11 +334,13 @@ bool volume::read_via_cache(piece& p, extent_location where) {
     // Random reads are what the cache may admit; a line is filled from
     // where the extent lives now.
     const std::uint64_t extent_start_line = p.extent * extent_blocks_ * block_size / line_bytes;
-    const std::uint64_t group_blocks_per_line = line_bytes / pool_.group(where.group).geometry().logical_block_size_bytes;
+    const std::uint64_t group_blocks_per_line =
+        line_bytes / pool_.group(where.group).geometry().logical_block_size_bytes;
     const std::uint64_t group_extent_blocks = extent_blocks_ * group_blocks_per_block_;
     for (std::uint64_t l = first; l <= last; ++l) {
       const std::uint64_t line_in_extent = (l & ((1ull << 40) - 1)) - extent_start_line;
-      cache->note_read(l, pool_.group(where.group), where.extent * group_extent_blocks + line_in_extent * group_blocks_per_line);
+      cache->note_read(l, pool_.group(where.group),
+                       where.extent * group_extent_blocks + line_in_extent * group_blocks_per_line);
     }
   }
   return false;
@@ -326,15 +349,19 @@ bool volume::read_via_cache(piece& p, extent_location where) {
 void volume::read_line_from_cache(piece& p, read_cache::line_key line) {
   read_cache& cache = *pool_.cache();
   const std::uint64_t block_size = geometry_.logical_block_size_bytes;
-  const std::uint64_t offset_in_line = ((p.extent * extent_blocks_ + p.first_block) * block_size) % cache.line_bytes();
+  const std::uint64_t offset_in_line =
+      ((p.extent * extent_blocks_ + p.first_block) * block_size) % cache.line_bytes();
   const std::optional<std::uint64_t> lba = cache.lookup(line, offset_in_line);
   assert(lba);  // holds() said so, and nothing ran since
   const std::uint64_t bytes = p.block_count * block_size;
   p.segments.clear();
   device::for_each_piece(p.owner->outer->buffers, p.buffer_offset_bytes, bytes,
-                         [&](std::byte* b, std::uint64_t n) { p.segments.push_back({b, n}); });
+                         [&](std::byte* b, std::uint64_t n) {
+                           p.segments.push_back({b, n});
+                         });
   p.from_cache = true;
-  const std::uint64_t cache_blocks_per_block = block_size / cache.device().geometry().logical_block_size_bytes;
+  const std::uint64_t cache_blocks_per_block =
+      block_size / cache.device().geometry().logical_block_size_bytes;
   p.req = request{};
   p.req.operation = op::read;
   p.req.priority = p.owner->outer->priority;
@@ -348,18 +375,20 @@ void volume::read_line_from_cache(piece& p, read_cache::line_key line) {
 
 void volume::write_capacity(piece& p, extent_location where, bool zeros) {
   read_cache* cache = pool_.cache();
-  if (cache == nullptr || !read_cached(pool_.tier_of(where.group))) return submit_to_group(p, op::write, where, zeros);
+  if (cache == nullptr || !read_cached(pool_.tier_of(where.group)))
+    return submit_to_group(p, op::write, where, zeros);
   const auto [first, last] = cache_lines(p.extent, p.first_block, p.block_count);
   p.cache_write = true;
-  const bool now = cache->begin_write(first, last, !zeros, [this, &p, where, zeros, first, last](std::error_code ec) {
-    if (ec) {
-      pool_.cache()->end_write(first, last, false);
-      p.cache_write = false;
-      return write_completed(p, ec);
-    }
-    if (!zeros) update_cache(p);
-    submit_to_group(p, op::write, where, zeros);
-  });
+  const bool now = cache->begin_write(first, last, !zeros,
+                                      [this, &p, where, zeros, first, last](std::error_code ec) {
+                                        if (ec) {
+                                          pool_.cache()->end_write(first, last, false);
+                                          p.cache_write = false;
+                                          return write_completed(p, ec);
+                                        }
+                                        if (!zeros) update_cache(p);
+                                        submit_to_group(p, op::write, where, zeros);
+                                      });
   if (!now) return;
   if (!zeros) update_cache(p);
   submit_to_group(p, op::write, where, zeros);
@@ -372,18 +401,23 @@ void volume::update_cache(piece& p) {
   const std::uint64_t start = p.extent * extent_blocks_ + p.first_block;  // in the volume
   const std::uint64_t end = start + p.block_count;
   const auto [first, last] = cache_lines(p.extent, p.first_block, p.block_count);
-  const std::uint64_t cache_blocks_per_block = block_size / cache.device().geometry().logical_block_size_bytes;
+  const std::uint64_t cache_blocks_per_block =
+      block_size / cache.device().geometry().logical_block_size_bytes;
   p.updates.clear();
   p.updates.reserve(last - first + 1);  // no reallocation once requests point into it
   for (read_cache::line_key l = first; l <= last; ++l) {
     const std::uint64_t from = std::max(start, (start / line_blocks + (l - first)) * line_blocks);
     const std::uint64_t to = std::min(end, (start / line_blocks + (l - first) + 1) * line_blocks);
-    const std::optional<std::uint64_t> lba = cache.update_target(l, (from % line_blocks) * block_size);
+    const std::optional<std::uint64_t> lba =
+        cache.update_target(l, (from % line_blocks) * block_size);
     if (!lba) continue;
     piece::cache_update& u = p.updates.emplace_back();
     u.owner = &p;
-    device::for_each_piece(p.owner->outer->buffers, p.buffer_offset_bytes + (from - start) * block_size,
-                           (to - from) * block_size, [&](std::byte* b, std::uint64_t n) { u.segments.push_back({b, n}); });
+    device::for_each_piece(p.owner->outer->buffers,
+                           p.buffer_offset_bytes + (from - start) * block_size,
+                           (to - from) * block_size, [&](std::byte* b, std::uint64_t n) {
+                             u.segments.push_back({b, n});
+                           });
     u.req.operation = op::write;
     u.req.priority = p.owner->outer->priority;
     u.req.lba = *lba;
@@ -425,7 +459,9 @@ void volume::allocate_and_write(piece& p) {
   p.segments.clear();
   if (before > 0) p.segments.push_back({pool_.zeros(), before});
   device::for_each_piece(p.owner->outer->buffers, p.buffer_offset_bytes, data,
-                         [&](std::byte* b, std::uint64_t n) { p.segments.push_back({b, n}); });
+                         [&](std::byte* b, std::uint64_t n) {
+                           p.segments.push_back({b, n});
+                         });
   if (after > 0) p.segments.push_back({pool_.zeros(), after});
   p.req = request{};
   p.req.operation = op::write;
@@ -482,7 +518,8 @@ void volume::on_group_done(request& r) noexcept {
     p.skip_cache = true;
     return v.dispatch(p);
   }
-  if ((r.operation == op::write || r.operation == op::discard) && v.pool_.tier_of(p.group) == tier::cold) {
+  if ((r.operation == op::write || r.operation == op::discard) &&
+      v.pool_.tier_of(p.group) == tier::cold) {
     if (v.cold_written_.size() <= p.group) v.cold_written_.resize(v.pool_.group_count());
     v.cold_written_[p.group] = true;
   }
@@ -529,7 +566,8 @@ void volume::on_group_done(request& r) noexcept {
       ++v.mapped_;
       ++v.mapped_on(where);
       // Lost while its mapping was committed: too late to refuse it.
-      if (!v.pool_.group_usable(where.group)) v.take_offline(v.pool_.lost_group_status(where.group));
+      if (!v.pool_.group_usable(where.group))
+        v.take_offline(v.pool_.lost_group_status(where.group));
     }
     // On failure the extent stays allocated: the mapping may be on disk.
     v.finish_transition(p.extent);
@@ -538,10 +576,13 @@ void volume::on_group_done(request& r) noexcept {
 }
 
 bool volume::has_extent_on(std::uint16_t group) const noexcept {
-  return std::ranges::any_of(map_, [group](std::uint64_t packed) { return packed != 0 && unpack(packed).group == group; });
+  return std::ranges::any_of(
+      map_, [group](std::uint64_t packed) { return packed != 0 && unpack(packed).group == group; });
 }
 
-void volume::take_offline(std::string reason) { offline_reason_ = std::move(reason); }
+void volume::take_offline(std::string reason) {
+  offline_reason_ = std::move(reason);
+}
 
 void volume::write_completed(piece& p, std::error_code result) {
   const std::uint64_t e = p.extent;
@@ -550,7 +591,8 @@ void volume::write_completed(piece& p, std::error_code result) {
   const bool drained = --writes_in_flight_[e] == 0;
   // Its data is at the old place now (all of it, or, if it failed, any
   // part): a copy that read those granules before may have missed it.
-  if (auto m = moves_.find(e); m != moves_.end()) m->second->write_landed(p.first_block, p.block_count);
+  if (auto m = moves_.find(e); m != moves_.end())
+    m->second->write_landed(p.first_block, p.block_count);
   piece_done(p, result);
   if (!drained) return;
   if (auto m = moves_.find(e); m != moves_.end()) m->second->writes_drained();
@@ -588,14 +630,17 @@ void volume::note_group_result(std::uint16_t group, std::error_code result) {
   }
 }
 
-void volume::move_extent(std::uint64_t volume_extent, tier to, std::function<void(std::error_code)> done) {
+void volume::move_extent(std::uint64_t volume_extent, tier to,
+                         std::function<void(std::error_code)> done) {
   auto refuse = [&](std::error_code ec) {
     boost::asio::post(pool_.executor(), [done = std::move(done), ec] { done(ec); });
   };
-  const std::optional<extent_location> from = volume_extent < map_.size() ? location(volume_extent) : std::nullopt;
+  const std::optional<extent_location> from =
+      volume_extent < map_.size() ? location(volume_extent) : std::nullopt;
   if (const std::error_code refused = pool_.write_refusal()) return refuse(refused);
   if (!online() || (from && !pool_.group_usable(from->group))) return refuse(errc::device_failed);
-  if (from && !pool_.takes_extents(from->group)) return refuse(errc::busy);  // paused: its store is out of reach
+  if (from && !pool_.takes_extents(from->group))
+    return refuse(errc::busy);  // paused: its store is out of reach
   if (!from || moves_.contains(volume_extent) || transitions_.contains(volume_extent) ||
       pool_.tier_of(from->group) == to) {
     return refuse(errc::invalid_argument);
@@ -655,8 +700,8 @@ void volume::piece_done(piece& p, std::error_code result) {
   outer_io& o = *p.owner;
   if (result && !o.result) o.result = result;
   if (p.read_from && !result) {
-    counters_.read_latency[static_cast<int>(*p.read_from)].add(p.block_count * geometry_.logical_block_size_bytes,
-                                                               pool_.clock().now() - p.read_sent);
+    counters_.read_latency[static_cast<int>(*p.read_from)].add(
+        p.block_count * geometry_.logical_block_size_bytes, pool_.clock().now() - p.read_sent);
   }
   p.owner = nullptr;
   pieces_.release(p);
@@ -688,7 +733,8 @@ void volume::flush_groups(outer_io& o) {
       const auto group = static_cast<std::uint16_t>(&r - fo.flushes.data());
       if (result && v.pool_.tier_of(group) == tier::cold) v.cold_written_[group] = true;
       v.note_group_result(group, result);
-      if (result == errc::device_failed && v.online()) result = {};  // the volume had nothing there to flush
+      if (result == errc::device_failed && v.online())
+        result = {};  // the volume had nothing there to flush
       if (result && !fo.result) fo.result = result;
       v.op_done(fo);
     };
@@ -712,7 +758,8 @@ void volume_counters::requests::add(std::uint64_t request_bytes, device::duratio
   bytes += request_bytes;
   latency += took;
   const double seconds = std::chrono::duration<double>(took).count();
-  const auto bound = std::lower_bound(latency_bucket_bounds_seconds.begin(), latency_bucket_bounds_seconds.end(), seconds);
+  const auto bound = std::lower_bound(latency_bucket_bounds_seconds.begin(),
+                                      latency_bucket_bounds_seconds.end(), seconds);
   ++latency_buckets[static_cast<std::size_t>(bound - latency_bucket_bounds_seconds.begin())];
 }
 
@@ -723,8 +770,8 @@ void volume::op_done(outer_io& o) {
   if (outer.operation == op::read || outer.operation == op::write) {
     const device::duration latency = pool_.clock().now() - o.started;
     pool_.note_foreground_latency(latency);
-    counters_.whole[outer.operation == op::write ? 1 : 0].add(outer.block_count * geometry_.logical_block_size_bytes,
-                                                              latency);
+    counters_.whole[outer.operation == op::write ? 1 : 0].add(
+        outer.block_count * geometry_.logical_block_size_bytes, latency);
   } else if (outer.operation == op::flush) {
     counters_.whole[2].add(0, pool_.clock().now() - o.started);
   }

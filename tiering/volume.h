@@ -92,7 +92,8 @@ class volume final : public device::block_device {
   // From the extent map in memory: an extent never written, or unmapped by
   // a whole-extent discard, is deallocated (it reads as zeros); a mapped
   // one is mapped throughout. A run goes on across extents in one state.
-  device::allocation_run allocation_at(std::uint64_t lba, std::uint64_t max_blocks) const noexcept override;
+  device::allocation_run allocation_at(std::uint64_t lba,
+                                       std::uint64_t max_blocks) const noexcept override;
 
   const volume_record& record() const noexcept { return record_; }
   std::uint64_t extent_count() const noexcept { return map_.size(); }
@@ -176,11 +177,11 @@ class volume final : public device::block_device {
     std::vector<iovec> segments;
     std::uint16_t group = 0;                   // the group its last request went to
     std::optional<extent_location> allocated;  // a new extent this piece fills
-    bool counted_write = false;                // counted in writes_in_flight_ (a write to a mapped extent)
-    bool from_cache = false;                   // a read sent to the read cache
-    bool skip_cache = false;                   // the cache failed it: read the capacity tier
-    bool cache_write = false;                  // holds the read cache's lines (end_write when done)
-    std::optional<source> read_from;           // a read: what it was last sent to, and when
+    bool counted_write = false;       // counted in writes_in_flight_ (a write to a mapped extent)
+    bool from_cache = false;          // a read sent to the read cache
+    bool skip_cache = false;          // the cache failed it: read the capacity tier
+    bool cache_write = false;         // holds the read cache's lines (end_write when done)
+    std::optional<source> read_from;  // a read: what it was last sent to, and when
     device::time_point read_sent{};
     // A capacity write's copies to the read cache's lines it updates: the
     // piece completes when the capacity write and these have.
@@ -196,11 +197,11 @@ class volume final : public device::block_device {
   struct transition;
   friend class extent_move;
 
-  void start_piece(outer_io& o, std::uint64_t volume_extent, std::uint64_t first_block, std::uint64_t block_count,
-                   std::uint64_t buffer_offset_bytes);
+  void start_piece(outer_io& o, std::uint64_t volume_extent, std::uint64_t first_block,
+                   std::uint64_t block_count, std::uint64_t buffer_offset_bytes);
   // A piece of `o`, counted in its pending, not yet dispatched.
-  piece& new_piece(outer_io& o, std::uint64_t volume_extent, std::uint64_t first_block, std::uint64_t block_count,
-                   std::uint64_t buffer_offset_bytes);
+  piece& new_piece(outer_io& o, std::uint64_t volume_extent, std::uint64_t first_block,
+                   std::uint64_t block_count, std::uint64_t buffer_offset_bytes);
   void dispatch(piece& p);
   void read_zeros(piece& p);
   void count(source s, piece& p) noexcept;
@@ -215,7 +216,8 @@ class volume final : public device::block_device {
   void update_cache(piece& p);
   static void on_cache_update_done(device::request& r) noexcept;
   // The read cache's lines of [first_block, +block_count) of an extent.
-  std::pair<std::uint64_t, std::uint64_t> cache_lines(std::uint64_t volume_extent, std::uint64_t first_block,
+  std::pair<std::uint64_t, std::uint64_t> cache_lines(std::uint64_t volume_extent,
+                                                      std::uint64_t first_block,
                                                       std::uint64_t block_count) const noexcept;
   void allocate_and_write(piece& p);
   void unmap(piece& p);
@@ -252,7 +254,7 @@ class volume final : public device::block_device {
   pool& pool_;
   volume_record record_;
   device::block_geometry geometry_;
-  std::uint64_t extent_blocks_;        // volume blocks per extent
+  std::uint64_t extent_blocks_;           // volume blocks per extent
   std::uint32_t group_blocks_per_block_;  // group blocks per volume block (1 or 8)
   // Packed extent_location per volume extent; 0: never written.
   std::vector<std::uint64_t> map_;
@@ -280,7 +282,7 @@ class volume final : public device::block_device {
   // Answers that must not be given inside submit(): refusals, and requests
   // finished there. A success is checked against refusal() on delivery.
   device::completion_queue deferred_;
-  bool submitting_ = false;  // inside submit(): completions must wait for the loop
+  bool submitting_ = false;     // inside submit(): completions must wait for the loop
   std::string offline_reason_;  // empty: online
   bool write_through_ = false;
 };

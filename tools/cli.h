@@ -24,15 +24,19 @@ namespace strata::tools {
 // --version and the defaults of the options added after this call: the
 // last value wins, and --help shows each option's default.
 inline void use_conventions(CLI::App& app) {
-  app.set_version_flag("--version", app.get_name() + " " + strata_version, "Print the version and exit");
-  app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.set_version_flag("--version", app.get_name() + " " + strata_version,
+                       "Print the version and exit");
+  app.option_defaults()->always_capture_default()->multi_option_policy(
+      CLI::MultiOptionPolicy::TakeLast);
   app.get_formatter()->column_width(34);
 }
 
 // A usage error found after parsing (one that involves several options,
 // or that only setting up what they ask for finds), in the parser's words.
-[[noreturn]] inline void usage_error(const std::string& tool, const std::string& problem, int status = 2) {
-  std::fprintf(stderr, "%s: %s\nRun with --help for more information.\n", tool.c_str(), problem.c_str());
+[[noreturn]] inline void usage_error(const std::string& tool, const std::string& problem,
+                                     int status = 2) {
+  std::fprintf(stderr, "%s: %s\nRun with --help for more information.\n", tool.c_str(),
+               problem.c_str());
   std::exit(status);
 }
 

@@ -19,7 +19,8 @@ class aligned_buffer {
   aligned_buffer() = default;
   explicit aligned_buffer(std::size_t size_bytes, std::size_t alignment_bytes = 4096)
       : size_bytes_(size_bytes) {
-    const std::size_t rounded = (size_bytes + alignment_bytes - 1) / alignment_bytes * alignment_bytes;
+    const std::size_t rounded =
+        (size_bytes + alignment_bytes - 1) / alignment_bytes * alignment_bytes;
     void* p = std::aligned_alloc(alignment_bytes, rounded == 0 ? alignment_bytes : rounded);
     if (p == nullptr) throw std::bad_alloc();
     std::memset(p, 0, rounded);

@@ -78,9 +78,7 @@ struct block_geometry {
   // Most buffer segments one request may carry.
   std::uint32_t max_segments = 64;
 
-  std::uint64_t size_bytes() const noexcept {
-    return block_count * logical_block_size_bytes;
-  }
+  std::uint64_t size_bytes() const noexcept { return block_count * logical_block_size_bytes; }
 };
 
 struct request;

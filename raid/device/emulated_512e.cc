@@ -57,7 +57,8 @@ emulated_512e::emulated_512e(block_device& inner) : inner_(inner), rejected_(inn
 }
 
 emulated_512e::~emulated_512e() {
-  assert(std::all_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->outer == nullptr; }) &&
+  assert(std::all_of(slots_.begin(), slots_.end(),
+                     [](const auto& s) { return s->outer == nullptr; }) &&
          "emulated_512e destroyed with requests in flight");
 }
 
@@ -68,11 +69,13 @@ const block_geometry& emulated_512e::geometry() const noexcept {
   return geometry_;
 }
 
-allocation_run emulated_512e::allocation_at(std::uint64_t lba, std::uint64_t max_blocks) const noexcept {
+allocation_run emulated_512e::allocation_at(std::uint64_t lba,
+                                            std::uint64_t max_blocks) const noexcept {
   const std::uint64_t first = lba / blocks_per_physical;
   const std::uint64_t end = (lba + max_blocks + blocks_per_physical - 1) / blocks_per_physical;
   const allocation_run run = inner_.allocation_at(first, end - first);
-  const std::uint64_t run_end_lba = (first + std::max<std::uint64_t>(run.block_count, 1)) * blocks_per_physical;
+  const std::uint64_t run_end_lba =
+      (first + std::max<std::uint64_t>(run.block_count, 1)) * blocks_per_physical;
   return {run.state, std::min(max_blocks, run_end_lba - lba)};
 }
 
@@ -101,12 +104,14 @@ void emulated_512e::release(slot& s) noexcept {
   s.pending = 0;
   free_.push_back(&s);
   // Its range is free: requests that waited for it may go (they only submit).
-  waiting_.admit([this](const slot& w) { return blocked(w); },
-                 [this](slot& w) { run(w); });  // only submits: nothing completes, so the queue stays as it is
+  waiting_.admit(
+      [this](const slot& w) { return blocked(w); },
+      [this](slot& w) { run(w); });  // only submits: nothing completes, so the queue stays as it is
 }
 
 void emulated_512e::submit(request& req) noexcept {
-  if (const std::error_code ec = validate(geometry(), req)) return rejected_.complete_later(req, ec);
+  if (const std::error_code ec = validate(geometry(), req))
+    return rejected_.complete_later(req, ec);
   slot* acquired = nullptr;
   try {
     acquired = &acquire();
@@ -140,7 +145,8 @@ void emulated_512e::submit(request& req) noexcept {
                                          : s.physical_count() * physical_block_bytes;
     if (s.bounce.size() < needed_bytes) {
       try {
-        s.bounce = aligned_buffer(needed_bytes, std::max<std::size_t>(physical_block_bytes, inner_alignment));
+        s.bounce = aligned_buffer(needed_bytes,
+                                  std::max<std::size_t>(physical_block_bytes, inner_alignment));
       } catch (const std::bad_alloc&) {
         s.rmw = false;  // not counted yet
         release(s);
@@ -162,7 +168,8 @@ void emulated_512e::submit(request& req) noexcept {
 // that conflicting requests run in arrival order.
 
 namespace {
-bool overlap(std::uint64_t a_first, std::uint64_t a_end, std::uint64_t b_first, std::uint64_t b_end) noexcept {
+bool overlap(std::uint64_t a_first, std::uint64_t a_end, std::uint64_t b_first,
+             std::uint64_t b_end) noexcept {
   return a_first < b_end && b_first < a_end;
 }
 }  // namespace
@@ -248,7 +255,8 @@ void emulated_512e::issue_transfer(slot& s) noexcept {
     return inner_.submit(r);
   }
   if (req.operation == op::write) {
-    if (s.bounced) return issue_inner(s, op::write, s.first_physical, s.physical_count(), s.bounce.data());
+    if (s.bounced)
+      return issue_inner(s, op::write, s.first_physical, s.physical_count(), s.bounce.data());
     request& r = s.inner[s.pending++];
     copy_io(req, r);
     r.lba = s.first_physical;
@@ -263,8 +271,8 @@ void emulated_512e::issue_transfer(slot& s) noexcept {
   const std::uint64_t end_whole = s.tail_partial ? s.end_physical - 1 : s.end_physical;
   if (s.head_partial) {
     const std::uint64_t from = req.lba % blocks_per_physical;
-    const std::uint64_t to = s.single_physical() && s.tail_partial ? end_lba % blocks_per_physical
-                                                                   : blocks_per_physical;
+    const std::uint64_t to =
+        s.single_physical() && s.tail_partial ? end_lba % blocks_per_physical : blocks_per_physical;
     std::memset(s.bounce.data() + from * logical_block_bytes, 0, (to - from) * logical_block_bytes);
     issue_inner(s, op::write, s.first_physical, 1, s.bounce.data());
   }
@@ -273,7 +281,8 @@ void emulated_512e::issue_transfer(slot& s) noexcept {
     std::memset(tail, 0, (end_lba % blocks_per_physical) * logical_block_bytes);
     issue_inner(s, op::write, s.end_physical - 1, 1, tail);
   }
-  if (first_whole < end_whole) issue_inner(s, op::discard, first_whole, end_whole - first_whole, nullptr);
+  if (first_whole < end_whole)
+    issue_inner(s, op::discard, first_whole, end_whole - first_whole, nullptr);
   assert(s.pending > 0);
 }
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <boost/asio/post.hpp>
-#include <algorithm>
 #include <cassert>
 #include <cstring>
 
@@ -14,11 +13,11 @@ constexpr std::uint64_t max_destage_run_blocks = 256;
 
 // The address of block `index` of a request's scatter-gather list. Segments
 // are whole blocks (validate() checks), so a block never straddles two.
-std::byte* block_in(std::span<const iovec> buffers, std::uint64_t index,
-                    std::uint32_t block_size) {
+std::byte* block_in(std::span<const iovec> buffers, std::uint64_t index, std::uint32_t block_size) {
   std::uint64_t offset_bytes = index * block_size;
   for (const iovec& segment : buffers) {
-    if (offset_bytes < segment.iov_len) return static_cast<std::byte*>(segment.iov_base) + offset_bytes;
+    if (offset_bytes < segment.iov_len)
+      return static_cast<std::byte*>(segment.iov_base) + offset_bytes;
     offset_bytes -= segment.iov_len;
   }
   return nullptr;
@@ -39,7 +38,8 @@ fault_device::~fault_device() {
   assert(backing_in_flight_ == 0 && "fault_device destroyed with I/O in flight");
 }
 
-allocation_run fault_device::allocation_at(std::uint64_t lba, std::uint64_t max_blocks) const noexcept {
+allocation_run fault_device::allocation_at(std::uint64_t lba,
+                                           std::uint64_t max_blocks) const noexcept {
   if (options_.volatile_write_cache) return {allocation::mapped, max_blocks};
   return forwarding_device::allocation_at(lba, max_blocks);
 }
@@ -64,7 +64,8 @@ void fault_device::submit(request& req) noexcept {
     slot& s = slots_.acquire();
     s.outer = &req;
     s.power_cycle = power_cuts_;
-    const auto hold = std::uniform_int_distribution<duration::rep>(1, std::max<duration::rep>(1, reorder_hold_max_.count()))(random_);
+    const auto hold = std::uniform_int_distribution<duration::rep>(
+        1, std::max<duration::rep>(1, reorder_hold_max_.count()))(random_);
     reordered_.push(clock_.now() + duration(hold), s);
     return;
   }
@@ -167,7 +168,8 @@ std::uint64_t fault_device::landing_lba(const request& req) {
   if (req.operation != op::write || misdirect_offset_blocks_ == 0) return req.lba;
   const std::int64_t target = static_cast<std::int64_t>(req.lba) + misdirect_offset_blocks_;
   misdirect_offset_blocks_ = 0;  // one write
-  if (target < 0 || static_cast<std::uint64_t>(target) + req.block_count > geometry().block_count) return req.lba;
+  if (target < 0 || static_cast<std::uint64_t>(target) + req.block_count > geometry().block_count)
+    return req.lba;
   ++counters_.writes_misdirected;
   return static_cast<std::uint64_t>(target);
 }
@@ -248,7 +250,9 @@ void fault_device::rot(const request& req) {
   }
 }
 
-void fault_device::corrupt(std::uint64_t lba, std::uint64_t block_count) { corrupted_.insert(lba, block_count); }
+void fault_device::corrupt(std::uint64_t lba, std::uint64_t block_count) {
+  corrupted_.insert(lba, block_count);
+}
 
 void fault_device::write_to_cache(request& req, std::uint64_t lba) {
   const std::uint32_t block_size = geometry().logical_block_size_bytes;
@@ -391,7 +395,9 @@ void fault_device::fail_writes(std::uint64_t lba, std::uint64_t block_count) {
   failing_writes_.insert(lba, block_count);
 }
 
-void fault_device::clear_write_failures() { failing_writes_.clear(); }
+void fault_device::clear_write_failures() {
+  failing_writes_.clear();
+}
 
 void fault_device::set_reorder(duration max_hold, double probability) {
   reorder_hold_max_ = max_hold;
@@ -403,7 +409,9 @@ void fault_device::set_delay(duration extra, double probability) {
   delay_probability_ = probability;
 }
 
-void fault_device::hang() { hung_ = true; }
+void fault_device::hang() {
+  hung_ = true;
+}
 
 void fault_device::resume() {
   hung_ = false;
@@ -427,8 +435,8 @@ void fault_device::apply_power_cut() {
   // Each block still only in the cache reaches the medium or does not; a
   // write of several blocks may therefore land in part.
   for (auto& [lba, block] : dirty_) {
-    const bool kept = power_loss_mode_ == power_loss::tear &&
-                      std::bernoulli_distribution(0.5)(random_);
+    const bool kept =
+        power_loss_mode_ == power_loss::tear && std::bernoulli_distribution(0.5)(random_);
     if (!kept) {
       ++counters_.blocks_lost_at_power_cut;
       continue;

@@ -64,9 +64,9 @@
 
 #include "raid/device/aligned_buffer.h"
 #include "raid/device/block_device.h"
-#include "raid/device/forwarding_device.h"
 #include "raid/device/block_range_set.h"
 #include "raid/device/clock.h"
+#include "raid/device/forwarding_device.h"
 #include "raid/device/request_queue.h"
 #include "raid/device/timing.h"
 
@@ -111,12 +111,16 @@ class fault_device final : public forwarding_device {
   void set_full(bool full) noexcept { full_ = full; }
   void corrupt(std::uint64_t lba, std::uint64_t block_count);
   // Off the device's end (or 0): the write lands where it was sent.
-  void misdirect_next_write(std::int64_t offset_blocks) noexcept { misdirect_offset_blocks_ = offset_blocks; }
+  void misdirect_next_write(std::int64_t offset_blocks) noexcept {
+    misdirect_offset_blocks_ = offset_blocks;
+  }
   // The backing store's blocks ever written (what set_full lets be
   // overwritten), from now on kept in `blocks`: a sparse file keeps its
   // blocks across power cycles, so a caller that powers new electronics
   // over the same medium passes the same set. Until then: our own, empty.
-  void keep_allocation_in(std::shared_ptr<block_range_set> blocks) noexcept { allocated_ = std::move(blocks); }
+  void keep_allocation_in(std::shared_ptr<block_range_set> blocks) noexcept {
+    allocated_ = std::move(blocks);
+  }
   // probability 0 turns delays off.
   void set_delay(duration extra, double probability);
   // probability 0 turns reordering off (requests already held stay held).
@@ -150,7 +154,7 @@ class fault_device final : public forwarding_device {
     fault_device* owner = nullptr;
     request* outer = nullptr;
     request inner;
-    std::error_code result;  // final, once known
+    std::error_code result;         // final, once known
     std::uint64_t power_cycle = 0;  // set_reorder: power_cuts_ when it was held back
   };
   struct cached_block {
@@ -195,7 +199,7 @@ class fault_device final : public forwarding_device {
   static void on_destage_flush(request& req) noexcept;
   void end_destage();
   void backing_done();
-  void fail_waiting();  // held and queued requests complete with device_failed
+  void fail_waiting();    // held and queued requests complete with device_failed
   void start_shuffled();  // the requests held for shuffling, in a random order
   void apply_power_cut();
 
@@ -213,7 +217,8 @@ class fault_device final : public forwarding_device {
   block_range_set failing_writes_;
   block_range_set corrupted_;
   std::int64_t misdirect_offset_blocks_ = 0;
-  std::shared_ptr<block_range_set> allocated_ = std::make_shared<block_range_set>();  // see keep_allocation_in
+  std::shared_ptr<block_range_set> allocated_ =
+      std::make_shared<block_range_set>();  // see keep_allocation_in
   duration delay_{};
   double delay_probability_ = 0;
   duration reorder_hold_max_{};
@@ -231,7 +236,7 @@ class fault_device final : public forwarding_device {
   // volatile_write_cache
   std::map<std::uint64_t, cached_block> dirty_;  // lba -> newest unflushed data
   std::uint64_t next_version_ = 1;
-  std::uint64_t cache_reads_in_flight_ = 0;   // reads that will overlay the cache
+  std::uint64_t cache_reads_in_flight_ = 0;  // reads that will overlay the cache
   std::vector<block_version> written_out_;   // to drop once those reads are done
   std::unique_ptr<destage> destaging_;
   request_list flushes_waiting_;  // arrived while a destage was running

@@ -106,9 +106,9 @@ std::expected<std::unique_ptr<file_device>, error> file_device::open(io_ring& ri
                                                                      const file_options& options) {
   const std::uint32_t block_size = options.logical_block_size_bytes;
   if (block_size != 512 && block_size != 4096) {
-    return std::unexpected(make_error(errc::invalid_argument,
-                                      path + ": logical block size must be 512 or 4096, not " +
-                                          std::to_string(block_size)));
+    return std::unexpected(make_error(
+        errc::invalid_argument,
+        path + ": logical block size must be 512 or 4096, not " + std::to_string(block_size)));
   }
   if (options.queue_depth == 0 || options.queue_depth > 4096) {
     return std::unexpected(make_error(
@@ -148,8 +148,8 @@ std::expected<std::unique_ptr<file_device>, error> file_device::open(io_ring& ri
     ::close(file->fd);
     const std::uint64_t needed_bytes = options.block_count == 0 ? block_size : wanted_bytes;
     return std::unexpected(make_error(
-        errc::too_small, path + " is " + std::to_string(*size_bytes) + " bytes; the geometry needs " +
-                             std::to_string(needed_bytes) + " (" +
+        errc::too_small, path + " is " + std::to_string(*size_bytes) +
+                             " bytes; the geometry needs " + std::to_string(needed_bytes) + " (" +
                              std::to_string(needed_bytes / block_size) + " blocks of " +
                              std::to_string(block_size) + " bytes)"));
   }
@@ -180,7 +180,9 @@ file_device::file_device(io_ring& ring, std::string path, int fd, bool direct,
   }
 }
 
-file_device::~file_device() { ::close(fd_); }
+file_device::~file_device() {
+  ::close(fd_);
+}
 
 void file_device::submit(request& req) noexcept {
   if (auto ec = validate(geometry_, req)) {
@@ -226,7 +228,8 @@ void file_device::issue(slot& s) noexcept {
         // One segment, or the rest of a short transfer: the segment holding
         // the next byte, from that byte on.
         const iovec next = remaining_segment(req.buffers, s.bytes_done);
-        const auto length = static_cast<unsigned>(std::min<std::uint64_t>(next.iov_len, max_call_bytes));
+        const auto length =
+            static_cast<unsigned>(std::min<std::uint64_t>(next.iov_len, max_call_bytes));
         if (reading) {
           io_uring_prep_read(sqe, fd_, next.iov_base, length, offset_bytes + s.bytes_done);
         } else {

@@ -19,7 +19,8 @@ class forwarding_device : public block_device {
  public:
   const block_geometry& geometry() const noexcept override { return backing_.geometry(); }
   boost::asio::any_io_executor executor() const noexcept override { return backing_.executor(); }
-  allocation_run allocation_at(std::uint64_t lba, std::uint64_t max_blocks) const noexcept override {
+  allocation_run allocation_at(std::uint64_t lba,
+                               std::uint64_t max_blocks) const noexcept override {
     return backing_.allocation_at(lba, max_blocks);
   }
 

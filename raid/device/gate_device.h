@@ -35,8 +35,12 @@ class gate_device final : public forwarding_device {
 
   // `allowed`: asked at each submit() while the gate is open; false holds
   // it. Empty: always allowed.
-  gate_device(block_device& backing, std::function<bool()> allowed = {}, std::function<void()> on_hold = {})
-      : forwarding_device(backing), allowed_(std::move(allowed)), on_hold_(std::move(on_hold)), rejected_(backing.executor()) {}
+  gate_device(block_device& backing, std::function<bool()> allowed = {},
+              std::function<void()> on_hold = {})
+      : forwarding_device(backing),
+        allowed_(std::move(allowed)),
+        on_hold_(std::move(on_hold)),
+        rejected_(backing.executor()) {}
 
   void submit(request& req) noexcept override {
     if (state_ == state::open && allowed_ && !allowed_()) hold();

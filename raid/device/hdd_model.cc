@@ -8,10 +8,16 @@ namespace {
 
 using std::chrono::microseconds;
 
-double to_ns(duration d) { return static_cast<double>(d.count()); }
-duration from_ns(double ns) { return duration(static_cast<std::int64_t>(ns)); }
+double to_ns(duration d) {
+  return static_cast<double>(d.count());
+}
+duration from_ns(double ns) {
+  return duration(static_cast<std::int64_t>(ns));
+}
 
-double fraction_of(double value) { return value - std::floor(value); }
+double fraction_of(double value) {
+  return value - std::floor(value);
+}
 
 }  // namespace
 
@@ -73,9 +79,9 @@ duration hdd_model::seek_time(double distance_fraction, bool write) const noexce
 double hdd_model::media_rate_bytes_per_ns(std::uint64_t lba) const noexcept {
   const double radius_fraction =
       static_cast<double>(lba) / static_cast<double>(geometry().block_count);
-  const double mb_per_s = profile_.outer_transfer_mb_per_s -
-                          (profile_.outer_transfer_mb_per_s - profile_.inner_transfer_mb_per_s) *
-                              radius_fraction;
+  const double mb_per_s =
+      profile_.outer_transfer_mb_per_s -
+      (profile_.outer_transfer_mb_per_s - profile_.inner_transfer_mb_per_s) * radius_fraction;
   return mb_per_s * 1e6 / 1e9;
 }
 
@@ -105,8 +111,8 @@ duration hdd_model::positioning_time(const slot& s, time_point start) const noex
   const double arrival_ns = to_ns(start.time_since_epoch()) + overhead_ns + seek_ns;
   const double platter_angle = fraction_of(arrival_ns / revolution_ns_);
   const double track_bytes = media_rate_bytes_per_ns(req.lba) * revolution_ns_;
-  const double sector_angle = fraction_of(
-      static_cast<double>(req.lba) * geometry().logical_block_size_bytes / track_bytes);
+  const double sector_angle =
+      fraction_of(static_cast<double>(req.lba) * geometry().logical_block_size_bytes / track_bytes);
   const double wait_ns = fraction_of(sector_angle - platter_angle) * revolution_ns_;
   return from_ns(overhead_ns + seek_ns + wait_ns);
 }

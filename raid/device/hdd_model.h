@@ -38,7 +38,7 @@ namespace strata::device {
 
 struct seek_curve {
   duration track_to_track;
-  duration average;      // over uniformly random pairs of positions
+  duration average;  // over uniformly random pairs of positions
   duration full_stroke;
 };
 

@@ -14,15 +14,16 @@
 #include <cstdlib>
 
 namespace strata::device::detail {
-[[noreturn]] inline void invariant_failed(const char* condition, const char* file, int line) noexcept {
+[[noreturn]] inline void invariant_failed(const char* condition, const char* file,
+                                          int line) noexcept {
   std::fprintf(stderr, "strata: invariant broken: %s (%s:%d)\n", condition, file, line);
   std::fflush(stderr);
   std::abort();
 }
 }  // namespace strata::device::detail
 
-#define STRATA_INVARIANT(condition)                                                           \
-  do {                                                                                        \
-    if (!(condition)) [[unlikely]]                                                            \
-      ::strata::device::detail::invariant_failed(#condition, __FILE__, __LINE__);             \
+#define STRATA_INVARIANT(condition)                                               \
+  do {                                                                            \
+    if (!(condition)) [[unlikely]]                                                \
+      ::strata::device::detail::invariant_failed(#condition, __FILE__, __LINE__); \
   } while (false)

@@ -14,7 +14,8 @@ std::expected<std::unique_ptr<io_ring>, error> io_ring::create(boost::asio::io_c
   const int event_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (event_fd < 0) {
     const int e = errno;
-    return std::unexpected(make_error(errc_from_errno(e), std::string("eventfd: ") + std::strerror(e)));
+    return std::unexpected(
+        make_error(errc_from_errno(e), std::string("eventfd: ") + std::strerror(e)));
   }
   std::unique_ptr<io_ring> ring(new io_ring(context, event_fd));
 
@@ -37,9 +38,9 @@ std::expected<std::unique_ptr<io_ring>, error> io_ring::create(boost::asio::io_c
   }
   if (rc < 0) {
     ring->ring_.ring_fd = -1;
-    return std::unexpected(make_error(
-        errc_from_errno(-rc), std::string("io_uring_queue_init: ") + std::strerror(-rc) +
-                                  " (is io_uring disabled by kernel.io_uring_disabled?)"));
+    return std::unexpected(make_error(errc_from_errno(-rc),
+                                      std::string("io_uring_queue_init: ") + std::strerror(-rc) +
+                                          " (is io_uring disabled by kernel.io_uring_disabled?)"));
   }
   rc = io_uring_register_eventfd(&ring->ring_, event_fd);
   if (rc < 0) {
@@ -93,8 +94,8 @@ void io_ring::submit_now() noexcept {
   if (unsubmitted_ == 0 && !deferred_task_run_) return;
   // With deferred task running, completions are posted only when asked
   // for, so every enter also collects them.
-  const int rc = deferred_task_run_ ? io_uring_submit_and_get_events(&ring_)
-                                    : io_uring_submit(&ring_);
+  const int rc =
+      deferred_task_run_ ? io_uring_submit_and_get_events(&ring_) : io_uring_submit(&ring_);
   if (rc >= 0) unsubmitted_ -= std::min<unsigned>(unsubmitted_, static_cast<unsigned>(rc));
   if (unsubmitted_ == 0) return;
   // A short or refused submission (-EAGAIN, -EBUSY: the kernel is short of
@@ -112,14 +113,15 @@ void io_ring::wait_for_completions() {
   // tried again before the next readiness, so each wake-up costs one
   // epoll_wait and one read. The read resets the counter before reaping: a
   // completion that lands after it signals again.
-  event_fd_.async_read_some(boost::asio::buffer(event_count_),
-                            [weak = std::weak_ptr<io_ring*>(self_)](boost::system::error_code ec, std::size_t) {
-                              auto self = weak.lock();
-                              if (!self || ec == boost::asio::error::operation_aborted) return;
-                              io_ring& ring = **self;
-                              ring.reap();
-                              ring.wait_for_completions();
-                            });
+  event_fd_.async_read_some(
+      boost::asio::buffer(event_count_),
+      [weak = std::weak_ptr<io_ring*>(self_)](boost::system::error_code ec, std::size_t) {
+        auto self = weak.lock();
+        if (!self || ec == boost::asio::error::operation_aborted) return;
+        io_ring& ring = **self;
+        ring.reap();
+        ring.wait_for_completions();
+      });
 }
 
 void io_ring::reap() noexcept {

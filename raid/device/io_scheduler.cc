@@ -30,7 +30,8 @@ void io_scheduler::submit(request& req) noexcept {
     return;
   }
   ++counters_.background;
-  const unsigned cap = quiet() ? options_.idle_background_in_flight : options_.busy_background_in_flight;
+  const unsigned cap =
+      quiet() ? options_.idle_background_in_flight : options_.busy_background_in_flight;
   if (held_.empty() && background_in_flight_ < cap) {
     ++background_in_flight_;
     dispatch(req);
@@ -100,7 +101,8 @@ void io_scheduler::on_done(request& inner) noexcept {
 
 void io_scheduler::admit() {
   while (!held_.empty()) {
-    const unsigned cap = quiet() ? options_.idle_background_in_flight : options_.busy_background_in_flight;
+    const unsigned cap =
+        quiet() ? options_.idle_background_in_flight : options_.busy_background_in_flight;
     if (background_in_flight_ >= cap) break;
     request& next = *held_.pop_front();
     ++background_in_flight_;

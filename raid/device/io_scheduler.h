@@ -49,7 +49,7 @@ struct io_scheduler_options {
 };
 
 struct io_scheduler_counters {
-  std::uint64_t foreground = 0;       // requests passed
+  std::uint64_t foreground = 0;  // requests passed
   std::uint64_t background = 0;
   std::uint64_t background_held = 0;  // background requests that had to wait
   std::uint64_t expedited = 0;        // ... of which let go early, foreground work waiting on them

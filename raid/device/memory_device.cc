@@ -12,8 +12,8 @@ std::expected<std::unique_ptr<memory_device>, error> memory_device::create(
   const std::uint32_t block_size = options.logical_block_size_bytes;
   if (block_size != 512 && block_size != 4096) {
     return std::unexpected(make_error(
-        errc::invalid_argument,
-        "memory device: logical block size must be 512 or 4096, not " + std::to_string(block_size)));
+        errc::invalid_argument, "memory device: logical block size must be 512 or 4096, not " +
+                                    std::to_string(block_size)));
   }
   if (options.block_count == 0 ||
       options.block_count > std::numeric_limits<std::uint64_t>::max() / block_size) {
@@ -83,42 +83,42 @@ void for_each_chunk(std::uint64_t offset_bytes, std::uint64_t length_bytes, Fn f
 
 void memory_device::copy_out(std::uint64_t offset_bytes, std::byte* destination,
                              std::uint64_t length_bytes) const {
-  for_each_chunk(offset_bytes, length_bytes, [&](std::uint64_t index, std::uint64_t within,
-                                                 std::uint64_t n) {
-    if (chunks_[index]) {
-      std::memcpy(destination, chunks_[index].get() + within, n);
-    } else {
-      std::memset(destination, 0, n);
-    }
-    destination += n;
-  });
+  for_each_chunk(offset_bytes, length_bytes,
+                 [&](std::uint64_t index, std::uint64_t within, std::uint64_t n) {
+                   if (chunks_[index]) {
+                     std::memcpy(destination, chunks_[index].get() + within, n);
+                   } else {
+                     std::memset(destination, 0, n);
+                   }
+                   destination += n;
+                 });
 }
 
 void memory_device::copy_in(std::uint64_t offset_bytes, const std::byte* source,
                             std::uint64_t length_bytes) {
-  for_each_chunk(offset_bytes, length_bytes, [&](std::uint64_t index, std::uint64_t within,
-                                                 std::uint64_t n) {
-    if (!chunks_[index]) {
-      // Value-initialised: a fresh chunk reads as zeros outside this write.
-      chunks_[index] = std::make_unique<std::byte[]>(chunk_size_bytes);
-      ++resident_chunks_;
-    }
-    std::memcpy(chunks_[index].get() + within, source, n);
-    source += n;
-  });
+  for_each_chunk(offset_bytes, length_bytes,
+                 [&](std::uint64_t index, std::uint64_t within, std::uint64_t n) {
+                   if (!chunks_[index]) {
+                     // Value-initialised: a fresh chunk reads as zeros outside this write.
+                     chunks_[index] = std::make_unique<std::byte[]>(chunk_size_bytes);
+                     ++resident_chunks_;
+                   }
+                   std::memcpy(chunks_[index].get() + within, source, n);
+                   source += n;
+                 });
 }
 
 void memory_device::zero(std::uint64_t offset_bytes, std::uint64_t length_bytes) {
-  for_each_chunk(offset_bytes, length_bytes, [&](std::uint64_t index, std::uint64_t within,
-                                                 std::uint64_t n) {
-    if (!chunks_[index]) return;
-    if (n == chunk_size_bytes) {
-      chunks_[index].reset();
-      --resident_chunks_;
-    } else {
-      std::memset(chunks_[index].get() + within, 0, n);
-    }
-  });
+  for_each_chunk(offset_bytes, length_bytes,
+                 [&](std::uint64_t index, std::uint64_t within, std::uint64_t n) {
+                   if (!chunks_[index]) return;
+                   if (n == chunk_size_bytes) {
+                     chunks_[index].reset();
+                     --resident_chunks_;
+                   } else {
+                     std::memset(chunks_[index].get() + within, 0, n);
+                   }
+                 });
 }
 
 }  // namespace strata::device

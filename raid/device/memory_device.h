@@ -43,7 +43,8 @@ class memory_device final : public block_device {
  private:
   memory_device(boost::asio::any_io_executor executor, const block_geometry& geometry);
   std::error_code execute(request& req);
-  void copy_out(std::uint64_t offset_bytes, std::byte* destination, std::uint64_t length_bytes) const;
+  void copy_out(std::uint64_t offset_bytes, std::byte* destination,
+                std::uint64_t length_bytes) const;
   void copy_in(std::uint64_t offset_bytes, const std::byte* source, std::uint64_t length_bytes);
   void zero(std::uint64_t offset_bytes, std::uint64_t length_bytes);
 

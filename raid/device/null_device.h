@@ -12,7 +12,8 @@ namespace strata::device {
 
 class null_device final : public block_device {
  public:
-  null_device(boost::asio::any_io_executor executor, std::uint32_t block_size_bytes, std::uint64_t block_count)
+  null_device(boost::asio::any_io_executor executor, std::uint32_t block_size_bytes,
+              std::uint64_t block_count)
       : executor_(executor), queue_(executor) {
     geometry_.logical_block_size_bytes = block_size_bytes;
     geometry_.block_count = block_count;
@@ -20,7 +21,9 @@ class null_device final : public block_device {
   }
   const block_geometry& geometry() const noexcept override { return geometry_; }
   boost::asio::any_io_executor executor() const noexcept override { return executor_; }
-  void submit(request& req) noexcept override { queue_.complete_later(req, validate(geometry_, req)); }
+  void submit(request& req) noexcept override {
+    queue_.complete_later(req, validate(geometry_, req));
+  }
 
  private:
   boost::asio::any_io_executor executor_;

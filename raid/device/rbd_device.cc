@@ -6,32 +6,40 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
-#include <iterator>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <utility>
 
 namespace strata::device {
 namespace {
 
-std::string errno_text(int negative_errno) { return std::strerror(-negative_errno); }
+std::string errno_text(int negative_errno) {
+  return std::strerror(-negative_errno);
+}
 
 // `ceph PREFIX --format json` to the monitors, its answer parsed; `key`:
 // a member every answer of its has. Blocks for a monitor round trip.
-std::expected<nlohmann::json, error> mon_command(rados_t cluster, const std::string& prefix, const char* key) {
+std::expected<nlohmann::json, error> mon_command(rados_t cluster, const std::string& prefix,
+                                                 const char* key) {
   const std::string command_text = R"({"prefix": ")" + prefix + R"(", "format": "json"})";
   const char* command[] = {command_text.c_str()};
   char* out = nullptr;
   char* status = nullptr;
   std::size_t out_len = 0, status_len = 0;
-  const int r = rados_mon_command(cluster, command, 1, nullptr, 0, &out, &out_len, &status, &status_len);
+  const int r =
+      rados_mon_command(cluster, command, 1, nullptr, 0, &out, &out_len, &status, &status_len);
   const std::string text(out != nullptr ? out : "", out_len);
   rados_buffer_free(out);
   rados_buffer_free(status);
-  if (r < 0) return std::unexpected(make_error(errc_from_errno(-r), "ceph " + prefix + ": " + errno_text(r)));
+  if (r < 0)
+    return std::unexpected(
+        make_error(errc_from_errno(-r), "ceph " + prefix + ": " + errno_text(r)));
   auto json = nlohmann::json::parse(text, nullptr, false);
   if (json.is_discarded() || !json.contains(key)) {
-    return std::unexpected(make_error(errc::io_error, "ceph " + prefix + ": an answer that is not its JSON: " + text.substr(0, 200)));
+    return std::unexpected(
+        make_error(errc::io_error,
+                   "ceph " + prefix + ": an answer that is not its JSON: " + text.substr(0, 200)));
   }
   return json;
 }
@@ -45,20 +53,24 @@ std::error_code code_of(int negative_errno) noexcept {
 
 std::expected<std::shared_ptr<ceph_cluster>, error> ceph_cluster::connect(
     const ceph_connection_options& options) {
-  if (options.monitors.empty()) return std::unexpected(make_error(errc::invalid_argument, "no Ceph monitor address given"));
-  if (options.user.empty()) return std::unexpected(make_error(errc::invalid_argument, "no cephx user given"));
+  if (options.monitors.empty())
+    return std::unexpected(make_error(errc::invalid_argument, "no Ceph monitor address given"));
+  if (options.user.empty())
+    return std::unexpected(make_error(errc::invalid_argument, "no cephx user given"));
   // Ceph would report a missing keyring as a refused authentication, after
   // its timeout: say what is wrong at once.
   if (options.keyring_path.empty()) {
     return std::unexpected(make_error(errc::invalid_argument, "no cephx keyring file given"));
   }
   if (std::ifstream probe(options.keyring_path); !probe) {
-    return std::unexpected(make_error(errc::not_found, "cannot read the cephx keyring " + options.keyring_path + ": " +
-                                                           std::strerror(errno)));
+    return std::unexpected(make_error(
+        errc::not_found,
+        "cannot read the cephx keyring " + options.keyring_path + ": " + std::strerror(errno)));
   }
   rados_t cluster = nullptr;
   if (int r = rados_create(&cluster, options.user.c_str()); r < 0) {
-    return std::unexpected(make_error(errc_from_errno(-r), "cannot create a Ceph client: " + errno_text(r)));
+    return std::unexpected(
+        make_error(errc_from_errno(-r), "cannot create a Ceph client: " + errno_text(r)));
   }
   const std::string connect_s = std::to_string(options.connect_timeout.count());
   const std::string op_s = std::to_string(options.op_timeout.count());
@@ -83,8 +95,9 @@ std::expected<std::shared_ptr<ceph_cluster>, error> ceph_cluster::connect(
   for (const auto& [key, value] : settings) {
     if (int r = rados_conf_set(cluster, key, value.c_str()); r < 0) {
       rados_shutdown(cluster);
-      return std::unexpected(make_error(errc::invalid_argument,
-                                        std::string("Ceph option ") + key + "=" + value + ": " + errno_text(r)));
+      return std::unexpected(
+          make_error(errc::invalid_argument,
+                     std::string("Ceph option ") + key + "=" + value + ": " + errno_text(r)));
     }
   }
   if (int r = rados_connect(cluster); r < 0) {
@@ -96,7 +109,8 @@ std::expected<std::shared_ptr<ceph_cluster>, error> ceph_cluster::connect(
         break;
       case EACCES:
       case EPERM:
-        why = "the monitors refused client." + options.user + "'s key (" + options.keyring_path + ")";
+        why =
+            "the monitors refused client." + options.user + "'s key (" + options.keyring_path + ")";
         break;
       case ENOENT:
         why = "no key for client." + options.user + " in " + options.keyring_path;
@@ -104,12 +118,15 @@ std::expected<std::shared_ptr<ceph_cluster>, error> ceph_cluster::connect(
       default:
         why = errno_text(r);
     }
-    return std::unexpected(make_error(errc_from_errno(-r), "cannot connect to Ceph at " + options.monitors + ": " + why));
+    return std::unexpected(make_error(
+        errc_from_errno(-r), "cannot connect to Ceph at " + options.monitors + ": " + why));
   }
   return std::shared_ptr<ceph_cluster>(new ceph_cluster(cluster, options));
 }
 
-ceph_cluster::~ceph_cluster() { rados_shutdown(cluster_); }
+ceph_cluster::~ceph_cluster() {
+  rados_shutdown(cluster_);
+}
 
 std::string ceph_cluster::fsid() const {
   std::array<char, 64> buffer{};
@@ -126,7 +143,8 @@ std::expected<ceph_health, error> ceph_cluster::health() const {
   if (auto checks = json.find("checks"); checks != json.end() && checks->is_object()) {
     for (const auto& [code, check] : checks->items()) {
       std::string message;
-      if (auto summary = check.find("summary"); summary != check.end()) message = summary->value("message", "");
+      if (auto summary = check.find("summary"); summary != check.end())
+        message = summary->value("message", "");
       health.checks.push_back({code, check.value("severity", ""), message});
     }
   }
@@ -141,11 +159,13 @@ std::expected<ceph_usage, error> ceph_cluster::usage() const {
   return ceph_usage{stat.kb * 1024, stat.kb_used * 1024, stat.kb_avail * 1024};
 }
 
-std::expected<std::uint64_t, error> ceph_cluster::pool_available_bytes(const std::string& pool) const {
+std::expected<std::uint64_t, error> ceph_cluster::pool_available_bytes(
+    const std::string& pool) const {
   auto answer = mon_command(cluster_, "df", "pools");
   if (!answer) return std::unexpected(answer.error());
   const nlohmann::json& json = *answer;
-  if (!json["pools"].is_array()) return std::unexpected(make_error(errc::io_error, "ceph df: its pools are not a list"));
+  if (!json["pools"].is_array())
+    return std::unexpected(make_error(errc::io_error, "ceph df: its pools are not a list"));
   for (const auto& p : json["pools"]) {
     if (p.value("name", "") != pool) continue;
     if (auto stats = p.find("stats"); stats != p.end() && stats->contains("max_avail")) {
@@ -158,45 +178,53 @@ std::expected<std::uint64_t, error> ceph_cluster::pool_available_bytes(const std
 std::expected<void, error> create_rbd_image(const ceph_cluster& cluster, const std::string& pool,
                                             const std::string& image, std::uint64_t size_bytes) {
   const std::string name = pool + "/" + image;
-  if (size_bytes == 0) return std::unexpected(make_error(errc::invalid_argument, name + ": a size of 0 bytes"));
+  if (size_bytes == 0)
+    return std::unexpected(make_error(errc::invalid_argument, name + ": a size of 0 bytes"));
   rados_ioctx_t ioctx = nullptr;
   if (int r = rados_ioctx_create(cluster.handle(), pool.c_str(), &ioctx); r < 0) {
-    return std::unexpected(make_error(errc_from_errno(-r), r == -ENOENT ? "the RADOS pool " + pool + " does not exist"
-                                                                        : "cannot open the RADOS pool " + pool + ": " +
-                                                                              errno_text(r)));
+    return std::unexpected(make_error(
+        errc_from_errno(-r), r == -ENOENT
+                                 ? "the RADOS pool " + pool + " does not exist"
+                                 : "cannot open the RADOS pool " + pool + ": " + errno_text(r)));
   }
   int order = 0;  // rbd's default object size (4 MiB)
   const int r = rbd_create(ioctx, image.c_str(), size_bytes, &order);
   rados_ioctx_destroy(ioctx);
-  if (r == -EEXIST) return std::unexpected(make_error(errc::invalid_argument, "the RBD image " + name + " exists already"));
-  if (r < 0) return std::unexpected(make_error(errc_from_errno(-r), "cannot create the RBD image " + name + ": " + errno_text(r)));
+  if (r == -EEXIST)
+    return std::unexpected(
+        make_error(errc::invalid_argument, "the RBD image " + name + " exists already"));
+  if (r < 0)
+    return std::unexpected(make_error(
+        errc_from_errno(-r), "cannot create the RBD image " + name + ": " + errno_text(r)));
   return {};
 }
 
-std::expected<std::unique_ptr<rbd_device>, error> rbd_device::open(boost::asio::io_context& context,
-                                                                   std::shared_ptr<ceph_cluster> cluster,
-                                                                   const std::string& pool,
-                                                                   const std::string& image,
-                                                                   const rbd_options& options) {
+std::expected<std::unique_ptr<rbd_device>, error> rbd_device::open(
+    boost::asio::io_context& context, std::shared_ptr<ceph_cluster> cluster,
+    const std::string& pool, const std::string& image, const rbd_options& options) {
   const std::string name = pool + "/" + image;
   if (options.logical_block_size_bytes != 512 && options.logical_block_size_bytes != 4096) {
-    return std::unexpected(make_error(errc::invalid_argument, name + ": block size " +
-                                                                  std::to_string(options.logical_block_size_bytes) +
-                                                                  " is not 512 or 4096"));
+    return std::unexpected(
+        make_error(errc::invalid_argument, name + ": block size " +
+                                               std::to_string(options.logical_block_size_bytes) +
+                                               " is not 512 or 4096"));
   }
-  if (options.queue_depth == 0) return std::unexpected(make_error(errc::invalid_argument, name + ": queue depth 0"));
+  if (options.queue_depth == 0)
+    return std::unexpected(make_error(errc::invalid_argument, name + ": queue depth 0"));
   rados_ioctx_t ioctx = nullptr;
   if (int r = rados_ioctx_create(cluster->handle(), pool.c_str(), &ioctx); r < 0) {
-    return std::unexpected(make_error(errc_from_errno(-r), r == -ENOENT ? "the RADOS pool " + pool + " does not exist"
-                                                                        : "cannot open the RADOS pool " + pool + ": " +
-                                                                              errno_text(r)));
+    return std::unexpected(make_error(
+        errc_from_errno(-r), r == -ENOENT
+                                 ? "the RADOS pool " + pool + " does not exist"
+                                 : "cannot open the RADOS pool " + pool + ": " + errno_text(r)));
   }
   rbd_image_t handle = nullptr;
   if (int r = rbd_open(ioctx, image.c_str(), &handle, nullptr); r < 0) {
     rados_ioctx_destroy(ioctx);
-    return std::unexpected(make_error(errc_from_errno(-r), r == -ENOENT ? "the RBD image " + name + " does not exist"
-                                                                        : "cannot open the RBD image " + name + ": " +
-                                                                              errno_text(r)));
+    return std::unexpected(make_error(
+        errc_from_errno(-r), r == -ENOENT
+                                 ? "the RBD image " + name + " does not exist"
+                                 : "cannot open the RBD image " + name + ": " + errno_text(r)));
   }
   auto fail = [&](errc e, std::string message) {
     rbd_close(handle);
@@ -209,12 +237,14 @@ std::expected<std::unique_ptr<rbd_device>, error> rbd_device::open(boost::asio::
   }
   const std::uint64_t block = options.logical_block_size_bytes;
   if (size_bytes % block != 0 || size_bytes == 0) {
-    return fail(errc::invalid_argument, name + " is " + std::to_string(size_bytes) + " bytes: not a positive multiple of " +
+    return fail(errc::invalid_argument, name + " is " + std::to_string(size_bytes) +
+                                            " bytes: not a positive multiple of " +
                                             std::to_string(block));
   }
   if (options.block_count != 0 && size_bytes != options.block_count * block) {
-    return fail(errc::invalid_argument, name + " is " + std::to_string(size_bytes) + " bytes, not the " +
-                                            std::to_string(options.block_count * block) + " expected");
+    return fail(errc::invalid_argument,
+                name + " is " + std::to_string(size_bytes) + " bytes, not the " +
+                    std::to_string(options.block_count * block) + " expected");
   }
   if (options.lock != rbd_lock::none) {
     // Whoever held the image's exclusive lock: none, this controller's own
@@ -236,35 +266,41 @@ std::expected<std::unique_ptr<rbd_device>, error> rbd_device::open(boost::asio::
         if (int b = rbd_lock_break(handle, mode, owners[i]); b < 0 && b != -ENOENT) {
           const std::string owner = owners[i];
           rbd_lock_get_owners_cleanup(owners, count);
-          return fail(errc_from_errno(-b), name + ": cannot break " + owner + "'s lock: " + errno_text(b));
+          return fail(errc_from_errno(-b),
+                      name + ": cannot break " + owner + "'s lock: " + errno_text(b));
         }
       }
       rbd_lock_get_owners_cleanup(owners, count);
     } else if (r < 0 && r != -ENOENT && r != -EOPNOTSUPP) {
       return fail(errc_from_errno(-r), name + ": cannot read its lock owners: " + errno_text(r));
     }
-    if (int a = rbd_lock_acquire(handle, RBD_LOCK_MODE_EXCLUSIVE); a < 0 && a != -EOPNOTSUPP && a != -EINVAL) {
+    if (int a = rbd_lock_acquire(handle, RBD_LOCK_MODE_EXCLUSIVE);
+        a < 0 && a != -EOPNOTSUPP && a != -EINVAL) {
       return fail(errc_from_errno(-a), name + ": cannot take its exclusive lock: " + errno_text(a));
     }
   }
   const int event_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (event_fd < 0) return fail(errc_from_errno(errno), std::string("eventfd: ") + std::strerror(errno));
+  if (event_fd < 0)
+    return fail(errc_from_errno(errno), std::string("eventfd: ") + std::strerror(errno));
   if (int r = rbd_set_image_notification(handle, event_fd, EVENT_TYPE_EVENTFD); r < 0) {
     ::close(event_fd);
-    return fail(errc_from_errno(-r), name + ": cannot set its completion notification: " + errno_text(r));
+    return fail(errc_from_errno(-r),
+                name + ": cannot set its completion notification: " + errno_text(r));
   }
   block_geometry geometry;
   geometry.logical_block_size_bytes = options.logical_block_size_bytes;
   geometry.block_count = size_bytes / block;
   geometry.buffer_alignment_bytes = options.logical_block_size_bytes;
   geometry.max_segments = 64;
-  return std::unique_ptr<rbd_device>(new rbd_device(context, std::move(cluster), ioctx, handle, event_fd, pool, image,
-                                                    geometry, options.queue_depth));
+  return std::unique_ptr<rbd_device>(new rbd_device(context, std::move(cluster), ioctx, handle,
+                                                    event_fd, pool, image, geometry,
+                                                    options.queue_depth));
 }
 
-rbd_device::rbd_device(boost::asio::io_context& context, std::shared_ptr<ceph_cluster> cluster, rados_ioctx_t ioctx,
-                       rbd_image_t image, int event_fd, std::string pool, std::string image_name,
-                       const block_geometry& geometry, std::uint32_t queue_depth)
+rbd_device::rbd_device(boost::asio::io_context& context, std::shared_ptr<ceph_cluster> cluster,
+                       rados_ioctx_t ioctx, rbd_image_t image, int event_fd, std::string pool,
+                       std::string image_name, const block_geometry& geometry,
+                       std::uint32_t queue_depth)
     : context_(context),
       cluster_(std::move(cluster)),
       ioctx_(ioctx),
@@ -329,11 +365,12 @@ void rbd_device::start(slot& s, request& req) noexcept {
   int r = 0;
   switch (req.operation) {
     case op::read:
-      r = rbd_aio_readv(image_handle_, req.buffers.data(), static_cast<int>(req.buffers.size()), offset, s.completion);
+      r = rbd_aio_readv(image_handle_, req.buffers.data(), static_cast<int>(req.buffers.size()),
+                        offset, s.completion);
       break;
     case op::write:
-      r = rbd_aio_writev(image_handle_, req.buffers.data(), static_cast<int>(req.buffers.size()), offset,
-                         s.completion);
+      r = rbd_aio_writev(image_handle_, req.buffers.data(), static_cast<int>(req.buffers.size()),
+                         offset, s.completion);
       break;
     case op::flush:
       r = rbd_aio_flush(image_handle_, s.completion);
@@ -375,12 +412,13 @@ void rbd_device::finish(slot& s, std::error_code result) noexcept {
 }
 
 void rbd_device::wait_for_events() noexcept {
-  events_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                     [weak = std::weak_ptr<rbd_device*>(self_)](const boost::system::error_code& ec) {
-                       auto self = weak.lock();
-                       if (!self || *self == nullptr || ec) return;
-                       (*self)->on_events();
-                     });
+  events_.async_wait(
+      boost::asio::posix::stream_descriptor::wait_read,
+      [weak = std::weak_ptr<rbd_device*>(self_)](const boost::system::error_code& ec) {
+        auto self = weak.lock();
+        if (!self || *self == nullptr || ec) return;
+        (*self)->on_events();
+      });
 }
 
 void rbd_device::on_events() noexcept {
@@ -393,7 +431,8 @@ void rbd_device::on_events() noexcept {
   auto alive = std::weak_ptr<rbd_device*>(self_);
   wait_for_events();
   for (;;) {
-    const int count = rbd_poll_io_events(image_handle_, polled_.data(), static_cast<int>(polled_.size()));
+    const int count =
+        rbd_poll_io_events(image_handle_, polled_.data(), static_cast<int>(polled_.size()));
     if (count <= 0) return;
     for (int i = 0; i < count; ++i) {
       rbd_completion_t c = polled_[static_cast<std::size_t>(i)];

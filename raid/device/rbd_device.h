@@ -143,17 +143,17 @@ class rbd_device final : public block_device {
   // Opens IMAGE in POOL on `context`'s loop. Blocks (a set-up call). A clear
   // error, naming it, for a pool or image that does not exist, an image of
   // the wrong size, or options that make no sense.
-  static std::expected<std::unique_ptr<rbd_device>, error> open(boost::asio::io_context& context,
-                                                                std::shared_ptr<ceph_cluster> cluster,
-                                                                const std::string& pool,
-                                                                const std::string& image,
-                                                                const rbd_options& options);
+  static std::expected<std::unique_ptr<rbd_device>, error> open(
+      boost::asio::io_context& context, std::shared_ptr<ceph_cluster> cluster,
+      const std::string& pool, const std::string& image, const rbd_options& options);
   // REQUIRES: no request in flight (the block_device contract). Closes the
   // image (blocks until librbd has let go of it).
   ~rbd_device() override;
 
   const block_geometry& geometry() const noexcept override { return geometry_; }
-  boost::asio::any_io_executor executor() const noexcept override { return context_.get_executor(); }
+  boost::asio::any_io_executor executor() const noexcept override {
+    return context_.get_executor();
+  }
   void submit(request& req) noexcept override;
 
   const std::string& pool() const noexcept { return pool_; }
@@ -167,9 +167,9 @@ class rbd_device final : public block_device {
     rbd_completion_t completion = nullptr;
   };
 
-  rbd_device(boost::asio::io_context& context, std::shared_ptr<ceph_cluster> cluster, rados_ioctx_t ioctx,
-             rbd_image_t image, int event_fd, std::string pool, std::string image_name,
-             const block_geometry& geometry, std::uint32_t queue_depth);
+  rbd_device(boost::asio::io_context& context, std::shared_ptr<ceph_cluster> cluster,
+             rados_ioctx_t ioctx, rbd_image_t image, int event_fd, std::string pool,
+             std::string image_name, const block_geometry& geometry, std::uint32_t queue_depth);
   void start(slot& s, request& req) noexcept;
   void finish(slot& s, std::error_code result) noexcept;
   void wait_for_events() noexcept;
@@ -188,7 +188,8 @@ class rbd_device final : public block_device {
   std::vector<slot*> free_slots_;
   std::vector<rbd_completion_t> polled_;  // rbd_poll_io_events' batch, sized once
   request_list waiting_;
-  completion_queue completed_later_;  // refusals and flushes: completed from the loop, never in submit
+  completion_queue
+      completed_later_;  // refusals and flushes: completed from the loop, never in submit
   // The eventfd wait's handler holds a weak reference: one that runs after
   // the device is gone does nothing.
   std::shared_ptr<rbd_device*> self_;

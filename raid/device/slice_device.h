@@ -16,12 +16,16 @@ class slice_device final : public forwarding_device {
  public:
   // REQUIRES: first_block + block_count <= device.geometry().block_count.
   slice_device(block_device& device, std::uint64_t first_block, std::uint64_t block_count)
-      : forwarding_device(device), first_block_(first_block), geometry_(device.geometry()), rejected_(device.executor()) {
+      : forwarding_device(device),
+        first_block_(first_block),
+        geometry_(device.geometry()),
+        rejected_(device.executor()) {
     geometry_.block_count = block_count;
   }
 
   const block_geometry& geometry() const noexcept override { return geometry_; }
-  allocation_run allocation_at(std::uint64_t lba, std::uint64_t max_blocks) const noexcept override {
+  allocation_run allocation_at(std::uint64_t lba,
+                               std::uint64_t max_blocks) const noexcept override {
     return backing().allocation_at(lba + first_block_, max_blocks);
   }
   void submit(request& req) noexcept override {

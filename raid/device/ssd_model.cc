@@ -48,8 +48,8 @@ time_point ssd_model::write_finish(const slot& s, time_point now) {
   duration flash_cost = at_rate(bytes, profile_.write_mb_per_s);
   if (req.lba != next_sequential_write_lba_) {
     const double pages = static_cast<double>(bytes) / 4096.0;
-    flash_cost = std::max(flash_cost, duration(static_cast<std::int64_t>(
-                                          pages * 1e9 / profile_.random_write_iops)));
+    flash_cost = std::max(
+        flash_cost, duration(static_cast<std::int64_t>(pages * 1e9 / profile_.random_write_iops)));
   }
   next_sequential_write_lba_ = req.lba + req.block_count;
   const time_point start = std::max(now, flash_write_free_ - profile_.write_latency);

@@ -45,8 +45,12 @@ std::optional<std::string_view> find(const key_values& keys, std::string_view na
   return std::nullopt;
 }
 
-std::unexpected<chap_failure> auth_failed(std::string reason) { return std::unexpected(chap_failure{false, std::move(reason)}); }
-std::unexpected<chap_failure> malformed(std::string reason) { return std::unexpected(chap_failure{true, std::move(reason)}); }
+std::unexpected<chap_failure> auth_failed(std::string reason) {
+  return std::unexpected(chap_failure{false, std::move(reason)});
+}
+std::unexpected<chap_failure> malformed(std::string reason) {
+  return std::unexpected(chap_failure{true, std::move(reason)});
+}
 
 int hex_digit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -71,19 +75,22 @@ std::optional<std::string> check_chap_secrets(const chap_credentials& initiator,
   auto check = [](const chap_credentials& c, std::string_view whose) -> std::optional<std::string> {
     if (c.user.empty()) return std::string(whose) + " CHAP user name is empty";
     if (c.secret.size() < min_chap_secret_bytes || c.secret.size() > max_chap_secret_bytes) {
-      return std::string(whose) + " CHAP secret has " + std::to_string(c.secret.size()) + " bytes; 12 to 255 are allowed";
+      return std::string(whose) + " CHAP secret has " + std::to_string(c.secret.size()) +
+             " bytes; 12 to 255 are allowed";
     }
     return std::nullopt;
   };
   if (auto bad = check(initiator, "the initiator's")) return bad;
   if (target) {
     if (auto bad = check(*target, "the target's (mutual)")) return bad;
-    if (target->secret == initiator.secret) return "the mutual CHAP secret must differ from the initiator's (RFC 7143 12.1.3)";
+    if (target->secret == initiator.secret)
+      return "the mutual CHAP secret must differ from the initiator's (RFC 7143 12.1.3)";
   }
   return std::nullopt;
 }
 
-std::vector<std::uint8_t> chap_response(chap_algorithm algorithm, std::uint8_t identifier, std::string_view secret,
+std::vector<std::uint8_t> chap_response(chap_algorithm algorithm, std::uint8_t identifier,
+                                        std::string_view secret,
                                         std::span<const std::uint8_t> challenge) {
   std::vector<std::uint8_t> out(digest_bytes(algorithm));
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
@@ -114,7 +121,8 @@ std::expected<std::vector<std::uint8_t>, std::string> decode_binary(std::string_
     for (; at < value.size(); at += 2) {
       const int hi = hex_digit(value[at]);
       const int lo = hex_digit(value[at + 1]);
-      if (hi < 0 || lo < 0) return std::unexpected("not a hex number: '" + std::string(value.substr(0, 64)) + "'");
+      if (hi < 0 || lo < 0)
+        return std::unexpected("not a hex number: '" + std::string(value.substr(0, 64)) + "'");
       out.push_back(static_cast<std::uint8_t>(hi << 4 | lo));
     }
   } else if (value.starts_with("0b") || value.starts_with("0B")) {
@@ -133,7 +141,8 @@ std::expected<std::vector<std::uint8_t>, std::string> decode_binary(std::string_
       }
     }
   } else {
-    return std::unexpected("a binary value must start with 0x or 0b: '" + std::string(value.substr(0, 64)) + "'");
+    return std::unexpected("a binary value must start with 0x or 0b: '" +
+                           std::string(value.substr(0, 64)) + "'");
   }
   if (out.empty()) return std::unexpected("an empty binary value");
   return out;
@@ -165,10 +174,13 @@ std::expected<key_values, chap_failure> chap_target::challenge(const key_values&
     if (comma == std::string_view::npos) break;
     rest.remove_prefix(comma + 1);
   }
-  if (!chosen) return auth_failed("no CHAP algorithm in common: the initiator offers CHAP_A=" + std::string(*list) + ", Strata has 5 (MD5), 6 (SHA-1), 7 (SHA-256)");
+  if (!chosen)
+    return auth_failed("no CHAP algorithm in common: the initiator offers CHAP_A=" +
+                       std::string(*list) + ", Strata has 5 (MD5), 6 (SHA-1), 7 (SHA-256)");
   algorithm_ = *chosen;
   challenge_.resize(std::max(digest_bytes(algorithm_), min_challenge_bytes));
-  if (RAND_bytes(&identifier_, 1) != 1 || RAND_bytes(challenge_.data(), static_cast<int>(challenge_.size())) != 1) {
+  if (RAND_bytes(&identifier_, 1) != 1 ||
+      RAND_bytes(challenge_.data(), static_cast<int>(challenge_.size())) != 1) {
     throw std::runtime_error("OpenSSL has no random bytes for a CHAP challenge");
   }
   return key_values{{"CHAP_A", std::to_string(static_cast<int>(algorithm_))},
@@ -185,10 +197,11 @@ std::expected<key_values, chap_failure> chap_target::verify(const key_values& of
   // Both checks run, so that timing does not tell a wrong name from a wrong secret.
   const bool user_ok = *name == initiator_.user;
   const auto expected = chap_response(algorithm_, identifier_, initiator_.secret, challenge_);
-  const bool response_ok = got->size() == expected.size() && CRYPTO_memcmp(got->data(), expected.data(), expected.size()) == 0;
+  const bool response_ok = got->size() == expected.size() &&
+                           CRYPTO_memcmp(got->data(), expected.data(), expected.size()) == 0;
   if (!user_ok || !response_ok) {
-    return auth_failed("CHAP failed for user '" + std::string(name->substr(0, 255)) + "': " +
-                       (user_ok ? "wrong response (a wrong secret)" : "unknown user name"));
+    return auth_failed("CHAP failed for user '" + std::string(name->substr(0, 255)) +
+                       "': " + (user_ok ? "wrong response (a wrong secret)" : "unknown user name"));
   }
 
   const auto mutual_id = find(offered, "CHAP_I");
@@ -206,15 +219,20 @@ std::expected<key_values, chap_failure> chap_target::verify(const key_values& of
     if (v > 255) return std::nullopt;
     return static_cast<std::uint8_t>(v);
   }();
-  if (!id) return malformed("CHAP_I is not a number 0..255: '" + std::string(mutual_id->substr(0, 16)) + "'");
+  if (!id)
+    return malformed("CHAP_I is not a number 0..255: '" + std::string(mutual_id->substr(0, 16)) +
+                     "'");
   const auto theirs = decode_binary(*mutual_challenge);
   if (!theirs) return malformed("CHAP_C: " + theirs.error());
   if (theirs->size() < min_challenge_bytes || theirs->size() > max_challenge_bytes) {
-    return auth_failed("the initiator's CHAP challenge has " + std::to_string(theirs->size()) + " bytes; 16 to 1024 are accepted");
+    return auth_failed("the initiator's CHAP challenge has " + std::to_string(theirs->size()) +
+                       " bytes; 16 to 1024 are accepted");
   }
-  if (*theirs == challenge_) return auth_failed("the initiator's CHAP challenge repeats the target's (a reflection attack)");
-  return key_values{{"CHAP_N", target_->user},
-                    {"CHAP_R", encode_hex(chap_response(algorithm_, *id, target_->secret, *theirs))}};
+  if (*theirs == challenge_)
+    return auth_failed("the initiator's CHAP challenge repeats the target's (a reflection attack)");
+  return key_values{
+      {"CHAP_N", target_->user},
+      {"CHAP_R", encode_hex(chap_response(algorithm_, *id, target_->secret, *theirs))}};
 }
 
 }  // namespace strata::iscsi

@@ -53,7 +53,8 @@ std::optional<std::string> check_chap_secrets(const chap_credentials& initiator,
 enum class chap_algorithm : std::uint8_t { md5 = 5, sha1 = 6, sha256 = 7 };
 
 // RFC 1994's response: H(identifier || secret || challenge).
-std::vector<std::uint8_t> chap_response(chap_algorithm algorithm, std::uint8_t identifier, std::string_view secret,
+std::vector<std::uint8_t> chap_response(chap_algorithm algorithm, std::uint8_t identifier,
+                                        std::string_view secret,
                                         std::span<const std::uint8_t> challenge);
 
 // A binary value (RFC 7143 6.1): "0x" and hex digits, or "0b" and base64.
@@ -62,7 +63,8 @@ std::string encode_hex(std::span<const std::uint8_t> bytes);
 
 // Why an exchange failed: the message names what the initiator got wrong.
 struct chap_failure {
-  bool initiator_error = false;  // a malformed exchange (login status 02/00); else authentication failed (02/01)
+  bool initiator_error =
+      false;  // a malformed exchange (login status 02/00); else authentication failed (02/01)
   std::string reason;
 };
 

@@ -29,7 +29,8 @@ void connection::leave_session() {
       ++it;
       continue;
     }
-    if (c.task.on_complete == nullptr) s.release(c);  // not run: its budget is free now; else when it finishes
+    if (c.task.on_complete == nullptr)
+      s.release(c);  // not run: its budget is free now; else when it finishes
     it = s.commands.erase(it);
   }
   if (s.connections.empty()) s.end();
@@ -65,7 +66,8 @@ asio::awaitable<bool> connection::read_data(const bhs& h, std::span<std::uint8_t
   const std::uint32_t pad = padded(n) - n;
   // An empty data segment has no digest (RFC 7143 11.1).
   const bool digest = data_digest_ && n > 0;
-  if (!co_await reader_.read(socket_, asio::buffer(into.data(), n), asio::buffer(tail.data(), pad + (digest ? 4 : 0)))) {
+  if (!co_await reader_.read(socket_, asio::buffer(into.data(), n),
+                             asio::buffer(tail.data(), pad + (digest ? 4 : 0)))) {
     // The initiator went away (or closed its side): nothing more will
     // come. Unlike a digest error, this ends the connection; reading on
     // would wait for good.
@@ -95,7 +97,8 @@ asio::awaitable<bool> connection::stay_or_move() {
   for (;;) {
     auto [ec] = co_await socket_.async_wait(tcp::socket::wait_read, use_tuple);
     if (ec || closed_) co_return false;  // closed: a login too slow, or the server stopping
-    const ssize_t n = ::recv(socket_.native_handle(), head.data(), head.size(), MSG_PEEK | MSG_DONTWAIT);
+    const ssize_t n =
+        ::recv(socket_.native_handle(), head.data(), head.size(), MSG_PEEK | MSG_DONTWAIT);
     if (n == 0) co_return false;  // the initiator went away
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) co_return false;
     if (n == static_cast<ssize_t>(head.size())) break;
@@ -109,7 +112,8 @@ asio::awaitable<bool> connection::stay_or_move() {
   const std::uint16_t tsih = h.u16(field::tsih);
   if (h.opcode() != opcode::login_request || tsih == 0) co_return true;
   const auto there = server_.session_loop(tsih);
-  if (!there || *there == socket_.get_executor()) co_return true;  // here, or none: the login says so
+  if (!there || *there == socket_.get_executor())
+    co_return true;  // here, or none: the login says so
   boost::system::error_code ec;
   const auto protocol = socket_.local_endpoint(ec).protocol();
   if (ec) co_return false;
@@ -177,7 +181,8 @@ asio::awaitable<void> connection::writer() {
     std::vector<asio::const_buffer>& bufs = write_buffers_;
     bufs.clear();
     const std::size_t count = std::min<std::size_t>(queue_.size(), 64);
-    write_tails_.resize(2 * count);  // per PDU: the header digest, then padding and the data digest; before any buffer points in
+    write_tails_.resize(2 * count);  // per PDU: the header digest, then padding and the data
+                                     // digest; before any buffer points in
     bool close_after = false;
     for (std::size_t i = 0; i < count; ++i) {
       outgoing& o = queue_[i];
@@ -222,7 +227,8 @@ asio::awaitable<void> connection::full_feature() {
     if (h.ahs_bytes() > 0 && h.opcode() == opcode::scsi_command) {
       // Extended CDBs and bidirectional commands: not in Strata's command set.
       if (const bool ok = co_await skip_data(h); !ok) co_return;
-      refuse_command(h, scsi::make_sense(scsi::sense_key::illegal_request, scsi::asc::invalid_command_operation_code));
+      refuse_command(h, scsi::make_sense(scsi::sense_key::illegal_request,
+                                         scsi::asc::invalid_command_operation_code));
       continue;
     }
     bool ok = true;
@@ -275,7 +281,9 @@ asio::awaitable<bool> connection::on_scsi_command(const bhs& h) {
   auto self = shared_from_this();
   if (target_ == nullptr) {  // a discovery session has no LUNs
     if (const bool ok = co_await skip_data(h); !ok) co_return false;
-    order(h, [self, h] { self->reject(h, reject_reason::protocol_error); });  // taken, or the window would stick on it
+    order(h, [self, h] {
+      self->reject(h, reject_reason::protocol_error);
+    });  // taken, or the window would stick on it
     co_return true;
   }
   auto c = std::make_shared<command>();
@@ -289,17 +297,20 @@ asio::awaitable<bool> connection::on_scsi_command(const bhs& h) {
   c->task.attribute = task_attribute_of(h.flags());
   const std::uint32_t immediate = h.data_segment_bytes();
   const std::uint32_t first_burst = params_.first_burst_bytes;
-  if ((c->writes && (immediate > c->expected_bytes || immediate > first_burst || (immediate > 0 && !params_.immediate_data))) ||
+  if ((c->writes && (immediate > c->expected_bytes || immediate > first_burst ||
+                     (immediate > 0 && !params_.immediate_data))) ||
       (!c->writes && immediate > 0)) {
     // Data the command may not carry: the command fails, its CmdSN taken.
     if (const bool ok = co_await skip_data(h); !ok) co_return false;
-    refuse_command(h, scsi::make_sense(scsi::sense_key::illegal_request, scsi::asc::invalid_field_in_command_iu));
+    refuse_command(h, scsi::make_sense(scsi::sense_key::illegal_request,
+                                       scsi::asc::invalid_field_in_command_iu));
     co_return true;
   }
   session& s = *session_;
   if (c->writes) {
     c->discard = c->expected_bytes > max_command_bytes;
-    if (!c->discard && s.held_write_bytes > 0 && s.held_write_bytes + c->expected_bytes > timing_.max_held_write_bytes) {
+    if (!c->discard && s.held_write_bytes > 0 &&
+        s.held_write_bytes + c->expected_bytes > timing_.max_held_write_bytes) {
       // An initiator that ignored the closed window: TASK SET FULL, which
       // it retries, rather than memory that other sessions need.
       if (const bool ok = co_await skip_data(h); !ok) co_return false;
@@ -310,18 +321,22 @@ asio::awaitable<bool> connection::on_scsi_command(const bhs& h) {
     c->held_bytes = c->out.size();
     s.held_write_bytes += c->held_bytes;
     if (immediate > 0) {
-      const bool ok = c->discard ? co_await skip_data(h)
-                                 : co_await read_data(h, {reinterpret_cast<std::uint8_t*>(c->out.data()), immediate});
+      const bool ok =
+          c->discard
+              ? co_await skip_data(h)
+              : co_await read_data(h, {reinterpret_cast<std::uint8_t*>(c->out.data()), immediate});
       if (!ok) {
         s.release(*c);
         co_return readable();
       }
     }
     c->received_bytes = immediate;
-    c->unsolicited_pending = !h.final() && !params_.initial_r2t && immediate < std::min(first_burst, c->expected_bytes);
+    c->unsolicited_pending =
+        !h.final() && !params_.initial_r2t && immediate < std::min(first_burst, c->expected_bytes);
   }
   const std::uint32_t sn = h.u32(field::cmd_sn);
-  if (auto it = std::ranges::find(s.cancelled_cmd_sns, sn); it != s.cancelled_cmd_sns.end() && !h.immediate()) {
+  if (auto it = std::ranges::find(s.cancelled_cmd_sns, sn);
+      it != s.cancelled_cmd_sns.end() && !h.immediate()) {
     s.cancelled_cmd_sns.erase(it);  // aborted before it came: taken, never run
     order(h, [] {});
     s.release(*c);
@@ -372,7 +387,8 @@ void connection::run_when_ready(command& c) {
 void connection::entered(command& c) {
   session& s = *session_;
   const bool was_ordered = c.task.attribute == scsi::task_attribute::ordered;
-  if (auto at = std::ranges::find_if(s.entering, [&](const auto& e) { return e.get() == &c; }); at != s.entering.end())
+  if (auto at = std::ranges::find_if(s.entering, [&](const auto& e) { return e.get() == &c; });
+      at != s.entering.end())
     s.entering.erase(at);
   while (!s.entering.empty() && !s.waiting_to_enter(*s.entering.front())) s.entering.pop_front();
   // Commands held back by this one, or by an ORDERED one, may go now.
@@ -393,7 +409,8 @@ void connection::refuse_command(const bhs& h, const std::optional<scsi::sense>& 
     bhs r;
     r.set_opcode(opcode::scsi_response);
     r.set_final(true);
-    r.set_byte(3, static_cast<std::uint8_t>(why ? scsi::status::check_condition : scsi::status::task_set_full));
+    r.set_byte(3, static_cast<std::uint8_t>(why ? scsi::status::check_condition
+                                                : scsi::status::task_set_full));
     r.set_initiator_task_tag(h.initiator_task_tag());
     self->stamp(r, true);
     self->send({r, {}, why ? sense_segment(*why) : std::vector<std::uint8_t>{}, nullptr, false});
@@ -423,8 +440,8 @@ asio::awaitable<bool> connection::on_data_out(const bhs& h) {
   const std::uint32_t offset = h.u32(field::buffer_offset);
   const std::uint32_t n = h.data_segment_bytes();
   // Data-Out go on the command's own connection (allegiance).
-  if (it == session_->commands.end() || !it->second->writes || it->second->task.on_complete != nullptr ||
-      it->second->conn.lock().get() != this) {
+  if (it == session_->commands.end() || !it->second->writes ||
+      it->second->task.on_complete != nullptr || it->second->conn.lock().get() != this) {
     if (const bool ok = co_await skip_data(h); !ok) co_return false;
     reject(h, reject_reason::invalid_pdu_field);
     co_return true;
@@ -434,9 +451,10 @@ asio::awaitable<bool> connection::on_data_out(const bhs& h) {
   // what was solicited.
   const std::uint32_t ttt = h.u32(field::target_transfer_tag);
   const bool solicited = ttt != reserved_tag;
-  const std::uint32_t limit = solicited ? c.r2t_end : std::min(params_.first_burst_bytes, c.expected_bytes);
-  if (offset != c.received_bytes || n > limit - std::min(limit, offset) || (solicited && ttt != c.ttt) ||
-      (!solicited && !c.unsolicited_pending)) {
+  const std::uint32_t limit =
+      solicited ? c.r2t_end : std::min(params_.first_burst_bytes, c.expected_bytes);
+  if (offset != c.received_bytes || n > limit - std::min(limit, offset) ||
+      (solicited && ttt != c.ttt) || (!solicited && !c.unsolicited_pending)) {
     if (const bool ok = co_await skip_data(h); !ok) co_return false;
     reject(h, reject_reason::protocol_error);
     co_return true;
@@ -447,7 +465,8 @@ asio::awaitable<bool> connection::on_data_out(const bhs& h) {
   if (h.u32(field::data_sn) != c.data_sn++) co_return false;
   auto keep = it->second;
   const bool ok = c.discard ? co_await skip_data(h)
-                            : co_await read_data(h, {reinterpret_cast<std::uint8_t*>(c.out.data()) + offset, n});
+                            : co_await read_data(
+                                  h, {reinterpret_cast<std::uint8_t*>(c.out.data()) + offset, n});
   if (!ok) co_return readable();
   c.received_bytes += n;
   if (!h.final()) co_return true;
@@ -552,7 +571,11 @@ void connection::respond(command& c) {
       if (!last) d.set_u32(field::stat_sn, 0);  // StatSN only with status
       d.set_u32(field::data_sn, data_sn++);
       d.set_u32(field::buffer_offset, offset);
-      send({d, {reinterpret_cast<const std::uint8_t*>(t.data_in.data()) + offset, n}, {}, owner, false});
+      send({d,
+            {reinterpret_cast<const std::uint8_t*>(t.data_in.data()) + offset, n},
+            {},
+            owner,
+            false});
       offset += n;
     } while (offset < to_send);
     return;
@@ -563,9 +586,8 @@ void connection::respond(command& c) {
   // What the command would have sent against what the initiator expected.
   // A failed read sends no data: all of it is residual, so that the
   // initiator counts none of it as read.
-  const std::uint32_t produced =
-      c.writes ? t.data_out_described_bytes.value_or(c.received_bytes)
-               : (t.result == scsi::status::good ? t.data_in_bytes : 0);
+  const std::uint32_t produced = c.writes ? t.data_out_described_bytes.value_or(c.received_bytes)
+                                          : (t.result == scsi::status::good ? t.data_in_bytes : 0);
   if (produced > edtl) {
     flags |= data_in_flags::residual_overflow;
     r.set_u32(field::residual_count, produced - edtl);
@@ -612,7 +634,8 @@ void connection::answer_text(const bhs& h, std::vector<std::uint8_t> data) {
     send_text_response(h);
     return;
   }
-  const bool continued = ttt != reserved_tag && ttt == text_in_ttt_ && h.initiator_task_tag() == text_in_itt_;
+  const bool continued =
+      ttt != reserved_tag && ttt == text_in_ttt_ && h.initiator_task_tag() == text_in_itt_;
   if (ttt != reserved_tag && !continued) {
     reject(h, reject_reason::protocol_error);
     return;
@@ -660,12 +683,16 @@ void connection::answer_text(const bhs& h, std::vector<std::uint8_t> data) {
       boost::system::error_code ec;
       const auto here = socket_.local_endpoint(ec);
       if (ec) break;
-      addresses.push_back((here.address().is_v6() ? "[" + here.address().to_string() + "]" : here.address().to_string()) + ":" +
-                          std::to_string(here.port()) + tag);
+      addresses.push_back((here.address().is_v6() ? "[" + here.address().to_string() + "]"
+                                                  : here.address().to_string()) +
+                          ":" + std::to_string(here.port()) + tag);
     }
     for (const auto& t : server_.targets()) {
-      if (v != "All" && v != t->name && !(v.empty() && target_ != nullptr && t->name == target_->name)) continue;
-      if (t->access_for(params_.initiator_name) == nullptr) continue;  // masked: it does not exist for this initiator
+      if (v != "All" && v != t->name &&
+          !(v.empty() && target_ != nullptr && t->name == target_->name))
+        continue;
+      if (t->access_for(params_.initiator_name) == nullptr)
+        continue;  // masked: it does not exist for this initiator
       answers.emplace_back("TargetName", t->name);
       for (const std::string& address : addresses) answers.emplace_back("TargetAddress", address);
     }
@@ -709,25 +736,31 @@ asio::awaitable<void> connection::watchdog() {
   // timer wake-up per connection per second.
   constexpr auto tick = std::chrono::seconds(1);
   while (!closed_) {
-    watch_.expires_after(timing_.ping_interval.count() > 0 ? std::min<steady_clock::duration>(tick, timing_.ping_interval) : tick);
+    watch_.expires_after(timing_.ping_interval.count() > 0
+                             ? std::min<steady_clock::duration>(tick, timing_.ping_interval)
+                             : tick);
     co_await watch_.async_wait(use_tuple);
     if (closed_) co_return;
     const auto now = steady_clock::now();
     if (!logged_in_) {
       if (now - started_ >= timing_.login_timeout) {
-        log("iscsi: a login from " + peer_ + " did not finish within " + std::to_string(timing_.login_timeout.count()) + " s; connection closed");
+        log("iscsi: a login from " + peer_ + " did not finish within " +
+            std::to_string(timing_.login_timeout.count()) + " s; connection closed");
         close();
       }
       continue;
     }
     if (logout_deadline_ && now >= *logout_deadline_) {
-      log("iscsi: initiator " + params_.initiator_name + " did not log out when asked; connection closed");
+      log("iscsi: initiator " + params_.initiator_name +
+          " did not log out when asked; connection closed");
       close();
     } else if (ping_outstanding_ && now - ping_sent_ >= timing_.ping_timeout) {
-      log("iscsi: initiator " + params_.initiator_name + " at " + peer_ + " did not answer a NOP-In within " +
-          std::to_string(timing_.ping_timeout.count()) + " s; presumed dead, connection closed");
+      log("iscsi: initiator " + params_.initiator_name + " at " + peer_ +
+          " did not answer a NOP-In within " + std::to_string(timing_.ping_timeout.count()) +
+          " s; presumed dead, connection closed");
       close();
-    } else if (!ping_outstanding_ && timing_.ping_interval.count() > 0 && now - last_heard_ >= timing_.ping_interval) {
+    } else if (!ping_outstanding_ && timing_.ping_interval.count() > 0 &&
+               now - last_heard_ >= timing_.ping_interval) {
       // A NOP-In that asks for an answer (RFC 7143 11.19): a target
       // transfer tag, no initiator task tag; StatSN not advanced.
       bhs p;
@@ -751,7 +784,8 @@ void connection::request_logout(std::chrono::seconds within) {
   a.set_final(true);
   a.set_initiator_task_tag(reserved_tag);
   a.set_byte(field::async_event, async_event::logout_requested);
-  a.set_u16(field::async_parameter3, static_cast<std::uint16_t>(std::min<std::int64_t>(within.count(), 3600)));
+  a.set_u16(field::async_parameter3,
+            static_cast<std::uint16_t>(std::min<std::int64_t>(within.count(), 3600)));
   stamp(a, true);
   send({a, {}, {}, nullptr, false});
   logout_deadline_ = std::chrono::steady_clock::now() + within;
@@ -762,7 +796,8 @@ void connection::log(const std::string& what) const {
 }
 
 void connection::on_logout(const bhs& h) {
-  order(h, [self = shared_from_this(), h] { self->log_out(h); }, true);
+  order(
+      h, [self = shared_from_this(), h] { self->log_out(h); }, true);
 }
 
 void connection::log_out(const bhs& h) {

@@ -7,6 +7,8 @@
 // aborted tasks). Internal to target/iscsi: nothing outside includes it.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -17,8 +19,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <cstring>
 #include <deque>
@@ -85,7 +85,8 @@ constexpr std::uint16_t invalid_during_login = 0x020b;
 // lower case).
 inline bool same_name(std::string_view a, std::string_view b) {
   return std::ranges::equal(a, b, [](char x, char y) {
-    return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+    return std::tolower(static_cast<unsigned char>(x)) ==
+           std::tolower(static_cast<unsigned char>(y));
   });
 }
 
@@ -93,7 +94,8 @@ inline bool same_name(std::string_view a, std::string_view b) {
 // single-level) reaches no unit: the map answers LOGICAL UNIT NOT SUPPORTED.
 inline std::uint64_t lun_of(std::uint64_t lun_field) {
   std::array<std::uint8_t, 8> bytes;
-  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>(lun_field >> (56 - 8 * i));
+  for (std::size_t i = 0; i < bytes.size(); ++i)
+    bytes[i] = static_cast<std::uint8_t>(lun_field >> (56 - 8 * i));
   return scsi::decode_lun(bytes).value_or(scsi::unaddressable_lun);
 }
 
@@ -132,8 +134,9 @@ struct pending_tmf {
   bhs response;
   std::weak_ptr<connection> conn;  // where the response goes
   std::size_t tasks = 0;
-  std::function<void()> then;  // after the response is queued: a reset's unit attentions, a cold reset's closing
-  bool close_after = false;    // a cold reset's: the connection ends once the response is written
+  std::function<void()>
+      then;  // after the response is queued: a reset's unit attentions, a cold reset's closing
+  bool close_after = false;  // a cold reset's: the connection ends once the response is written
 };
 
 // A SCSI command in flight: its task, and the write data it gathers.
@@ -150,13 +153,13 @@ struct command : std::enable_shared_from_this<command> {
   bool in_turn = false;
   bool ready = false;
   std::uint32_t expected_bytes = 0;
-  device::aligned_buffer out;     // the write data, expected_bytes long
+  device::aligned_buffer out;  // the write data, expected_bytes long
   std::uint32_t received_bytes = 0;
   bool unsolicited_pending = false;  // unsolicited Data-Out still to come
   // Longer than Strata holds for one command: the data is read and
   // dropped, and the unit, given none, fails the command.
   bool discard = false;
-  std::uint32_t data_sn = 0;  // the next Data-Out's, within its sequence
+  std::uint32_t data_sn = 0;         // the next Data-Out's, within its sequence
   std::uint32_t ttt = reserved_tag;  // of the R2T outstanding
   std::uint32_t r2t_sn = 0;
   std::uint32_t r2t_end = 0;  // the outstanding R2T asks up to here
@@ -168,7 +171,7 @@ struct command : std::enable_shared_from_this<command> {
   // function's response waits for it, and it has none of its own.
   std::shared_ptr<pending_tmf> aborted_by;
   std::shared_ptr<const std::string> port;  // the initiator port name task.nexus points into
-  std::size_t held_bytes = 0;  // of the session's write-data budget
+  std::size_t held_bytes = 0;               // of the session's write-data budget
 };
 
 // What RFC 7143 keeps per session, shared by the session's connections
@@ -194,8 +197,8 @@ class session : public std::enable_shared_from_this<session> {
   std::weak_ptr<void> server_alive_;
   const asio::any_io_executor loop;
   std::shared_ptr<const target_node> target;  // null: a discovery session
-  const initiator_access* access = nullptr;    // within *target
-  session_params params;  // as negotiated on the leading connection
+  const initiator_access* access = nullptr;   // within *target
+  session_params params;                      // as negotiated on the leading connection
   std::array<std::uint8_t, 6> isid{};
   std::uint16_t tsih = 0;
   // The SCSI initiator port name (RFC 7143 13.6.1: name, ",i,0x", ISID),
@@ -231,7 +234,8 @@ class session : public std::enable_shared_from_this<session> {
   // within the window is held until the PDUs before it arrive, on any
   // connection. False (the PDU is ignored) outside the window or for a
   // CmdSN already taken, unless `even_outside`: then `at_turn` runs now.
-  bool order(const bhs& h, std::uint32_t window, std::function<void()> at_turn, bool even_outside = false) {
+  bool order(const bhs& h, std::uint32_t window, std::function<void()> at_turn,
+             bool even_outside = false) {
     const std::uint32_t sn = h.u32(field::cmd_sn);
     if (h.immediate()) {
       at_turn();
@@ -247,7 +251,8 @@ class session : public std::enable_shared_from_this<session> {
     }
     ++exp_cmd_sn;
     at_turn();
-    for (auto next = ahead_.find(exp_cmd_sn); next != ahead_.end() && !ended; next = ahead_.find(exp_cmd_sn)) {
+    for (auto next = ahead_.find(exp_cmd_sn); next != ahead_.end() && !ended;
+         next = ahead_.find(exp_cmd_sn)) {
       auto f = std::move(next->second);
       ahead_.erase(next);
       ++exp_cmd_sn;
@@ -262,14 +267,16 @@ class session : public std::enable_shared_from_this<session> {
     for (const auto& older : entering) {
       if (older.get() == &c) return true;
       if (!waiting_to_enter(*older)) continue;  // aborted, or its connection gone
-      if (c.task.attribute == scsi::task_attribute::ordered || older->task.attribute == scsi::task_attribute::ordered)
+      if (c.task.attribute == scsi::task_attribute::ordered ||
+          older->task.attribute == scsi::task_attribute::ordered)
         return false;
     }
     return true;
   }
   bool waiting_to_enter(const command& c) const {
     const auto it = commands.find(c.itt);
-    return it != commands.end() && it->second.get() == &c && c.task.on_complete == nullptr && !c.conn.expired();
+    return it != commands.end() && it->second.get() == &c && c.task.on_complete == nullptr &&
+           !c.conn.expired();
   }
   // Gives back the write-data budget a command held.
   void release(command& c) noexcept {
@@ -277,9 +284,12 @@ class session : public std::enable_shared_from_this<session> {
     c.held_bytes = 0;
   }
   // Targets are compared by name: set_target() may have replaced the node.
-  bool is(std::string_view name, const std::array<std::uint8_t, 6>& id, const target_node* t, session_type type) const {
-    const bool same_target = target == nullptr ? t == nullptr : t != nullptr && t->name == target->name;
-    return same_target && params.type == type && id == isid && same_name(params.initiator_name, name);
+  bool is(std::string_view name, const std::array<std::uint8_t, 6>& id, const target_node* t,
+          session_type type) const {
+    const bool same_target =
+        target == nullptr ? t == nullptr : t != nullptr && t->name == target->name;
+    return same_target && params.type == type && id == isid &&
+           same_name(params.initiator_name, name);
   }
   connection* connection_with(std::uint16_t cid) const;
   // Tells the units its I_T nexus exists, on their loop (after the login
@@ -287,17 +297,21 @@ class session : public std::enable_shared_from_this<session> {
   void announce_nexus() {
     if (target == nullptr) return;
     scsi::lun_map* luns = access->luns;
-    to_units([self = shared_from_this(), luns] {
-      for (const std::uint16_t l : luns->luns()) {
-        scsi::unit_interface* unit = luns->find(l);
-        unit->nexus_created(self->nexus());
-        self->announced_.push_back(unit);
-      }
-      self->nexus_announced_ = true;
-    }, /*at_once=*/true);
+    to_units(
+        [self = shared_from_this(), luns] {
+          for (const std::uint16_t l : luns->luns()) {
+            scsi::unit_interface* unit = luns->find(l);
+            unit->nexus_created(self->nexus());
+            self->announced_.push_back(unit);
+          }
+          self->nexus_announced_ = true;
+        },
+        /*at_once=*/true);
   }
   // This session's I_T nexus: its initiator port, the server's target port.
-  scsi::i_t_nexus nexus() const { return scsi::i_t_nexus{*initiator_port, server_.options().relative_target_port}; }
+  scsi::i_t_nexus nexus() const {
+    return scsi::i_t_nexus{*initiator_port, server_.options().relative_target_port};
+  }
   // The units behind access->luns changed (server::luns_changed). On the
   // units' loop.
   void reannounce_nexus(bool inventory_changed) {
@@ -310,7 +324,8 @@ class session : public std::enable_shared_from_this<session> {
     }
     for (scsi::unit_interface* unit : now) {
       if (std::ranges::find(announced_, unit) == announced_.end()) unit->nexus_created(nexus);
-      if (inventory_changed) unit->establish_unit_attention(nexus, scsi::asc::reported_luns_data_has_changed);
+      if (inventory_changed)
+        unit->establish_unit_attention(nexus, scsi::asc::reported_luns_data_has_changed);
     }
     announced_ = std::move(now);
   }
@@ -330,14 +345,16 @@ class session : public std::enable_shared_from_this<session> {
       units_released = true;
       return;
     }
-    to_units([self = shared_from_this()] {
-      if (self->nexus_announced_) {
-        self->nexus_announced_ = false;
-        for (scsi::unit_interface* unit : self->announced_) unit->nexus_lost(self->nexus());
-        self->announced_.clear();
-      }
-      self->units_released = true;
-    }, /*at_once=*/true);
+    to_units(
+        [self = shared_from_this()] {
+          if (self->nexus_announced_) {
+            self->nexus_announced_ = false;
+            for (scsi::unit_interface* unit : self->announced_) unit->nexus_lost(self->nexus());
+            self->announced_.clear();
+          }
+          self->units_released = true;
+        },
+        /*at_once=*/true);
   }
 
   // Runs `work` on the units' loop: at once where that is this session's,
@@ -409,15 +426,19 @@ class connection : public std::enable_shared_from_this<connection> {
     write_wake_.expires_at(asio::steady_timer::time_point::max());
     boost::system::error_code ec;
     const auto peer = socket_.remote_endpoint(ec);
-    peer_ = ec ? "an unknown address" : peer.address().to_string() + ":" + std::to_string(peer.port());
+    peer_ =
+        ec ? "an unknown address" : peer.address().to_string() + ":" + std::to_string(peer.port());
   }
 
   asio::any_io_executor executor() { return socket_.get_executor(); }
   void start() {
     auto self = shared_from_this();
-    asio::co_spawn(socket_.get_executor(), [self]() { return self->run(); }, asio::detached);
-    asio::co_spawn(socket_.get_executor(), [self]() { return self->writer(); }, asio::detached);
-    asio::co_spawn(socket_.get_executor(), [self]() { return self->watchdog(); }, asio::detached);
+    asio::co_spawn(
+        socket_.get_executor(), [self]() { return self->run(); }, asio::detached);
+    asio::co_spawn(
+        socket_.get_executor(), [self]() { return self->writer(); }, asio::detached);
+    asio::co_spawn(
+        socket_.get_executor(), [self]() { return self->watchdog(); }, asio::detached);
   }
   void close() {
     if (closed_) return;
@@ -434,7 +455,9 @@ class connection : public std::enable_shared_from_this<connection> {
   bool in_full_feature() const noexcept { return logged_in_ && !closed_; }
   // Whether the reader may go on: not closed, and no read has failed.
   bool readable() const noexcept { return !closed_ && !read_failed_; }
-  bool serves(std::string_view target) const noexcept { return target_ != nullptr && target_->name == target; }
+  bool serves(std::string_view target) const noexcept {
+    return target_ != nullptr && target_->name == target;
+  }
   const session* joined_session() const noexcept { return session_.get(); }
   std::uint16_t cid() const noexcept { return cid_; }
   // Leaves its session, once: the commands with allegiance to this
@@ -547,7 +570,8 @@ class connection : public std::enable_shared_from_this<connection> {
   std::vector<std::uint8_t> text_rest_;
   std::size_t text_rest_sent_ = 0;
   std::uint32_t text_rest_ttt_ = reserved_tag;
-  session_params params_;  // the session's, with this connection's own keys (digests, segment lengths)
+  session_params
+      params_;  // the session's, with this connection's own keys (digests, segment lengths)
   std::shared_ptr<const target_node> target_;
   // What the initiator may do, set by the first login PDU: for a normal
   // session, its entry in the target's list; for discovery, the server's.
@@ -559,7 +583,7 @@ class connection : public std::enable_shared_from_this<connection> {
   // The session: joined at the end of login (for a connection joining an
   // existing session, found at its first PDU).
   std::shared_ptr<session> session_;
-  bool joined_ = false;  // in session_->connections
+  bool joined_ = false;                 // in session_->connections
   std::uint32_t login_exp_cmd_sn_ = 0;  // a new session's ExpCmdSN while it logs in
   std::uint32_t stat_sn_ = 0;
   std::uint32_t next_ttt_ = 1;

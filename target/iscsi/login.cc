@@ -21,14 +21,19 @@ asio::awaitable<bool> connection::login() {
       r.set_byte(field::status_detail, static_cast<std::uint8_t>(status));
       stamp(r, true);
       send({r, {}, {}, nullptr, true});
-      log("iscsi: login of " + (params_.initiator_name.empty() ? "an initiator" : "initiator " + params_.initiator_name) +
+      log("iscsi: login of " +
+          (params_.initiator_name.empty() ? "an initiator"
+                                          : "initiator " + params_.initiator_name) +
           " from " + peer_ + " refused: " + why);
       return false;
     };
-    if (h.opcode() != opcode::login_request) co_return fail(login_status::invalid_during_login, "a PDU other than Login Request during login");
+    if (h.opcode() != opcode::login_request)
+      co_return fail(login_status::invalid_during_login,
+                     "a PDU other than Login Request during login");
     if (!session_) login_exp_cmd_sn_ = h.u32(field::cmd_sn);
     stat_sn_ = h.u32(field::exp_stat_sn);
-    if (h.byte(3) > 0) co_return fail(login_status::unsupported_version, "iSCSI version-min above 0");
+    if (h.byte(3) > 0)
+      co_return fail(login_status::unsupported_version, "iSCSI version-min above 0");
     const std::uint16_t tsih = h.u16(field::tsih);
     if (first) {
       std::memcpy(isid_.data(), h.wire().data() + field::isid, isid_.size());
@@ -37,14 +42,19 @@ asio::awaitable<bool> connection::login() {
     const unsigned csg = login_flags::csg(h.flags());
     const unsigned nsg = login_flags::nsg(h.flags());
     bool transit = (h.flags() & login_flags::transit) != 0;
-    if (csg != security_negotiation && csg != operational_negotiation) co_return fail(login_status::initiator_error, "login stage " + std::to_string(csg));
-    if (transit && (nsg == 2 || nsg <= csg)) co_return fail(login_status::initiator_error, "a transit to reserved or earlier stage " + std::to_string(nsg));
+    if (csg != security_negotiation && csg != operational_negotiation)
+      co_return fail(login_status::initiator_error, "login stage " + std::to_string(csg));
+    if (transit && (nsg == 2 || nsg <= csg))
+      co_return fail(login_status::initiator_error,
+                     "a transit to reserved or earlier stage " + std::to_string(nsg));
     // Keys continued in the next PDU (C bit): each such PDU gets an empty
     // response, and the keys are read once they are whole.
     text_in_.insert(text_in_.end(), data.begin(), data.end());
-    if (text_in_.size() > max_text_bytes) co_return fail(login_status::initiator_error, "login keys over 64 KiB");
+    if (text_in_.size() > max_text_bytes)
+      co_return fail(login_status::initiator_error, "login keys over 64 KiB");
     if ((h.flags() & login_flags::continue_) != 0) {
-      if (transit) co_return fail(login_status::initiator_error, "a Login Request with both C and T set");
+      if (transit)
+        co_return fail(login_status::initiator_error, "a Login Request with both C and T set");
       r.set_flags(login_flags::make(false, csg, csg));
       stamp(r, true);
       send({r, {}, {}, nullptr, false});
@@ -55,31 +65,40 @@ asio::awaitable<bool> connection::login() {
     if (!keys) co_return fail(login_status::initiator_error, keys.error());
     for (const auto& [k, v] : *keys) {
       if (k == "SessionType" && v != "Normal" && v != "Discovery") {
-        co_return fail(login_status::session_type_not_supported, "SessionType=" + v.substr(0, 64) + " is not supported");
+        co_return fail(login_status::session_type_not_supported,
+                       "SessionType=" + v.substr(0, 64) + " is not supported");
       }
       // A connection joining a session runs with what the session's first
       // connection negotiated (SessionType, declarative, may repeat it).
       if (tsih != 0 && is_leading_only_key(k) && k != "SessionType") {
-        co_return fail(login_status::initiator_error, k + " on a connection joining a session; only the session's first connection negotiates it");
+        co_return fail(login_status::initiator_error,
+                       k + " on a connection joining a session; only the session's first "
+                           "connection negotiates it");
       }
     }
     // The names come in the first PDU, in whichever stage it is.
     key_values answers = negotiate(*keys, server_.options().offer, params_);
     if (first) {
       first = false;
-      if (params_.initiator_name.empty()) co_return fail(login_status::missing_parameter, "no InitiatorName");
+      if (params_.initiator_name.empty())
+        co_return fail(login_status::missing_parameter, "no InitiatorName");
       if (params_.type == session_type::normal) {
-        if (params_.target_name.empty()) co_return fail(login_status::missing_parameter, "no TargetName");
+        if (params_.target_name.empty())
+          co_return fail(login_status::missing_parameter, "no TargetName");
         target_ = server_.find_target(params_.target_name);
-        if (target_ == nullptr) co_return fail(login_status::not_found, "no target " + params_.target_name);
+        if (target_ == nullptr)
+          co_return fail(login_status::not_found, "no target " + params_.target_name);
         access_ = target_->access_for(params_.initiator_name);
-        if (access_ == nullptr) co_return fail(login_status::not_authorized, "not allowed to log in to " + target_->name);
+        if (access_ == nullptr)
+          co_return fail(login_status::not_authorized, "not allowed to log in to " + target_->name);
       } else {
         access_ = &server_.options().discovery;
       }
       if (tsih != 0) {
         std::string why;
-        if (const std::uint16_t status = find_session_to_join(tsih, why); status != login_status::success) co_return fail(status, why);
+        if (const std::uint16_t status = find_session_to_join(tsih, why);
+            status != login_status::success)
+          co_return fail(status, why);
       }
       auth_ = access_->chap ? auth_step::method : auth_step::done;
     }
@@ -88,16 +107,21 @@ asio::awaitable<bool> connection::login() {
       const std::uint16_t status = authenticate(*keys, answers, why);
       if (status != login_status::success) co_return fail(status, why);
       if (auth_ == auth_step::method && transit) {
-        co_return fail(login_status::authentication_failed, "leaving the security stage without AuthMethod; this initiator must use CHAP");
+        co_return fail(
+            login_status::authentication_failed,
+            "leaving the security stage without AuthMethod; this initiator must use CHAP");
       }
       // The target stays in the security stage until the exchange is done
       // (RFC 7143 6.2: it may refuse the transit).
       if (auth_ != auth_step::done) transit = false;
     } else if (auth_ != auth_step::done) {
-      co_return fail(login_status::authentication_failed, "the operational stage before CHAP; this initiator must authenticate");
+      co_return fail(login_status::authentication_failed,
+                     "the operational stage before CHAP; this initiator must authenticate");
     }
     if (!portal_group_sent_ && params_.type == session_type::normal) {
-      answers.emplace_back("TargetPortalGroupTag", std::to_string(server_.options().relative_target_port));  // in the first response only
+      answers.emplace_back(
+          "TargetPortalGroupTag",
+          std::to_string(server_.options().relative_target_port));  // in the first response only
       portal_group_sent_ = true;
     }
     const bool entering = transit && nsg == full_feature_phase;
@@ -128,7 +152,8 @@ std::uint16_t connection::find_session_to_join(std::uint16_t tsih, std::string& 
     std::lock_guard hold(server_.mutex_);
     for (const auto& [raw, weak] : server_.sessions_) {
       auto s = weak.lock();
-      if (s && s->tsih == tsih && s->is(params_.initiator_name, isid_, target_.get(), params_.type)) found = std::move(s);
+      if (s && s->tsih == tsih && s->is(params_.initiator_name, isid_, target_.get(), params_.type))
+        found = std::move(s);
     }
   }
   if (found == nullptr) {
@@ -172,14 +197,15 @@ asio::awaitable<std::uint16_t> connection::enter_session(bhs& response, std::str
     }
     connection* older = s.connection_with(cid_);
     if (older == nullptr && s.connections.size() >= s.params.max_connections) {
-      why = "the session has its " + std::to_string(s.params.max_connections) + " connection(s) (MaxConnections)";
+      why = "the session has its " + std::to_string(s.params.max_connections) +
+            " connection(s) (MaxConnections)";
       co_return login_status::too_many_connections;
     }
     s.connections.push_back(this);  // first: the session lives on while the older connection leaves
     joined_ = true;
     if (older != nullptr) {
-      log("iscsi: initiator " + params_.initiator_name + " logged in connection " + std::to_string(cid_) + " again from " + peer_ +
-          "; the older connection ends");
+      log("iscsi: initiator " + params_.initiator_name + " logged in connection " +
+          std::to_string(cid_) + " again from " + peer_ + "; the older connection ends");
       auto keep = older->shared_from_this();
       older->close();
       older->leave_session();
@@ -202,7 +228,8 @@ asio::awaitable<std::uint16_t> connection::enter_session(bhs& response, std::str
       std::lock_guard hold(server_.mutex_);
       for (const auto& [raw, weak] : server_.sessions_) {
         auto s = weak.lock();
-        if (s && s->is(params_.initiator_name, isid_, target_.get(), params_.type)) older.push_back(std::move(s));
+        if (s && s->is(params_.initiator_name, isid_, target_.get(), params_.type))
+          older.push_back(std::move(s));
       }
       if (older.empty()) {
         // None (left): the new session is listed in the same step, so that
@@ -213,7 +240,8 @@ asio::awaitable<std::uint16_t> connection::enter_session(bhs& response, std::str
         s->params = params_;
         s->isid = isid_;
         s->tsih = server_.next_tsih_locked();
-        s->initiator_port = std::make_shared<const std::string>(params_.initiator_name + ",i,0x" + encode_hex(isid_).substr(2));
+        s->initiator_port = std::make_shared<const std::string>(params_.initiator_name + ",i,0x" +
+                                                                encode_hex(isid_).substr(2));
         s->exp_cmd_sn = login_exp_cmd_sn_;
         s->connections.push_back(this);
         server_.sessions_.emplace(s.get(), s);
@@ -222,7 +250,8 @@ asio::awaitable<std::uint16_t> connection::enter_session(bhs& response, std::str
       }
     }
     for (const auto& s : older) {
-      log("iscsi: initiator " + params_.initiator_name + " logged in again from " + peer_ + "; its older session ends");
+      log("iscsi: initiator " + params_.initiator_name + " logged in again from " + peer_ +
+          "; its older session ends");
       asio::dispatch(s->loop, [s] {
         for (connection* c : std::vector<connection*>(s->connections)) c->close();
         s->end();  // now, before the new session announces the same nexus
@@ -244,7 +273,8 @@ asio::awaitable<std::uint16_t> connection::enter_session(bhs& response, std::str
   co_return login_status::success;
 }
 
-std::uint16_t connection::authenticate(const key_values& keys, key_values& answers, std::string& why) {
+std::uint16_t connection::authenticate(const key_values& keys, key_values& answers,
+                                       std::string& why) {
   auto find = [&](std::string_view name) -> const std::string* {
     for (const auto& [k, v] : keys) {
       if (k == name) return &v;
@@ -275,7 +305,8 @@ std::uint16_t connection::authenticate(const key_values& keys, key_values& answe
       chap_.emplace(*access_->chap, access_->mutual_chap);
     } else {
       if (!none) {
-        why = "AuthMethod=" + methods->substr(0, 64) + " offered, and no CHAP secret is configured for this initiator";
+        why = "AuthMethod=" + methods->substr(0, 64) +
+              " offered, and no CHAP secret is configured for this initiator";
         return login_status::authentication_failed;
       }
       answers.emplace_back("AuthMethod", "None");
@@ -292,7 +323,8 @@ std::uint16_t connection::authenticate(const key_values& keys, key_values& answe
     auto step = algorithm ? chap_->challenge(keys) : chap_->verify(keys);
     if (!step) {
       why = step.error().reason;
-      return step.error().initiator_error ? login_status::initiator_error : login_status::authentication_failed;
+      return step.error().initiator_error ? login_status::initiator_error
+                                          : login_status::authentication_failed;
     }
     answers.insert(answers.end(), step->begin(), step->end());
     auth_ = algorithm ? auth_step::response : auth_step::done;

@@ -61,7 +61,9 @@ constexpr std::uint32_t reserved_tag = 0xffffffff;
 class bhs {
  public:
   bhs() { bytes_.fill(0); }
-  explicit bhs(std::span<const std::uint8_t, bhs_bytes> wire) { std::copy(wire.begin(), wire.end(), bytes_.begin()); }
+  explicit bhs(std::span<const std::uint8_t, bhs_bytes> wire) {
+    std::copy(wire.begin(), wire.end(), bytes_.begin());
+  }
 
   std::span<std::uint8_t, bhs_bytes> wire() noexcept { return bytes_; }
   std::span<const std::uint8_t, bhs_bytes> wire() const noexcept { return bytes_; }
@@ -89,7 +91,9 @@ class bhs {
   void set_byte(std::size_t i, std::uint8_t v) noexcept { bytes_[i] = v; }
   std::uint32_t u32(std::size_t offset) const noexcept { return be(offset, 4); }
   void set_u32(std::size_t offset, std::uint32_t v) noexcept { put(offset, 4, v); }
-  std::uint16_t u16(std::size_t offset) const noexcept { return static_cast<std::uint16_t>(be(offset, 2)); }
+  std::uint16_t u16(std::size_t offset) const noexcept {
+    return static_cast<std::uint16_t>(be(offset, 2));
+  }
   void set_u16(std::size_t offset, std::uint16_t v) noexcept { put(offset, 2, v); }
 
  private:
@@ -99,7 +103,8 @@ class bhs {
     return v;
   }
   void put(std::size_t offset, int n, std::uint32_t v) noexcept {
-    for (int i = n - 1; i >= 0; --i, v >>= 8) bytes_[offset + static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(v);
+    for (int i = n - 1; i >= 0; --i, v >>= 8)
+      bytes_[offset + static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(v);
   }
   std::uint64_t be64(std::size_t offset) const noexcept {
     return (std::uint64_t{be(offset, 4)} << 32) | be(offset + 4, 4);
@@ -127,9 +132,9 @@ constexpr std::size_t buffer_offset = 40;             // Data-In, Data-Out, R2T
 constexpr std::size_t residual_count = 44;            // SCSI Response, Data-In
 constexpr std::size_t desired_transfer_length = 44;   // R2T
 // Login
-constexpr std::size_t isid = 8;    // 6 bytes
-constexpr std::size_t tsih = 14;   // 2 bytes
-constexpr std::size_t cid = 20;    // 2 bytes (Login, Logout)
+constexpr std::size_t isid = 8;   // 6 bytes
+constexpr std::size_t tsih = 14;  // 2 bytes
+constexpr std::size_t cid = 20;   // 2 bytes (Login, Logout)
 constexpr std::size_t status_class = 36;
 constexpr std::size_t status_detail = 37;
 // Task Management Function Request
@@ -179,8 +184,12 @@ constexpr std::uint8_t logout_requested = 1;
 namespace login_flags {
 constexpr std::uint8_t transit = 0x80;
 constexpr std::uint8_t continue_ = 0x40;
-inline unsigned csg(std::uint8_t f) noexcept { return (f >> 2) & 3; }
-inline unsigned nsg(std::uint8_t f) noexcept { return f & 3; }
+inline unsigned csg(std::uint8_t f) noexcept {
+  return (f >> 2) & 3;
+}
+inline unsigned nsg(std::uint8_t f) noexcept {
+  return f & 3;
+}
 inline std::uint8_t make(bool t, unsigned csg, unsigned nsg) noexcept {
   return static_cast<std::uint8_t>((t ? transit : 0) | (csg << 2) | (t ? nsg : 0));
 }
@@ -206,12 +215,16 @@ constexpr std::uint8_t status = 0x01;
 }  // namespace data_in_flags
 
 // Padding of a data segment to a multiple of 4 bytes.
-constexpr std::uint32_t padded(std::uint32_t n) noexcept { return (n + 3) & ~3u; }
+constexpr std::uint32_t padded(std::uint32_t n) noexcept {
+  return (n + 3) & ~3u;
+}
 
 // Serial number arithmetic (RFC 1982, 32 bits), for CmdSN windows.
 constexpr bool sn_less(std::uint32_t a, std::uint32_t b) noexcept {
   return a != b && static_cast<std::int32_t>(a - b) < 0;
 }
-constexpr bool sn_less_equal(std::uint32_t a, std::uint32_t b) noexcept { return a == b || sn_less(a, b); }
+constexpr bool sn_less_equal(std::uint32_t a, std::uint32_t b) noexcept {
+  return a == b || sn_less(a, b);
+}
 
 }  // namespace strata::iscsi

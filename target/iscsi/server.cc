@@ -4,9 +4,11 @@
 
 namespace strata::iscsi {
 
-server::server(asio::any_io_executor loop, std::vector<target_node> targets, const server_options& options)
+server::server(asio::any_io_executor loop, std::vector<target_node> targets,
+               const server_options& options)
     : loop_(std::move(loop)), options_(options), acceptor_(loop_) {
-  for (target_node& t : targets) targets_.push_back(std::make_shared<const target_node>(std::move(t)));
+  for (target_node& t : targets)
+    targets_.push_back(std::make_shared<const target_node>(std::move(t)));
 }
 
 server::~server() {
@@ -26,20 +28,24 @@ std::expected<void, error> server::listen(const tcp::endpoint& at) {
   if (!ec) acceptor_.bind(at, ec);
   if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
-    return std::unexpected(make_error(errc::io_error, "iscsi: cannot listen on " + at.address().to_string() + ":" +
-                                                          std::to_string(at.port()) + ": " + ec.message()));
+    return std::unexpected(
+        make_error(errc::io_error, "iscsi: cannot listen on " + at.address().to_string() + ":" +
+                                       std::to_string(at.port()) + ": " + ec.message()));
   }
   accept();
   return {};
 }
 
-tcp::endpoint server::local_endpoint() const { return acceptor_.local_endpoint(); }
+tcp::endpoint server::local_endpoint() const {
+  return acceptor_.local_endpoint();
+}
 
 void server::accept() {
   // The socket is made on the loop the connection will live on.
   const auto& loops = options_.connection_loops;
   const asio::any_io_executor on = loops.empty() ? loop_ : loops[next_loop_++ % loops.size()];
-  acceptor_.async_accept(on, [this, alive = std::weak_ptr<void>(alive_)](boost::system::error_code ec, tcp::socket socket) {
+  acceptor_.async_accept(on, [this, alive = std::weak_ptr<void>(alive_)](
+                                 boost::system::error_code ec, tcp::socket socket) {
     if (ec || alive.expired() || !acceptor_.is_open()) return;  // stopped
     socket.set_option(tcp::no_delay(true), ec);
     start_connection(std::move(socket));
@@ -60,7 +66,8 @@ void server::connection_ended(std::shared_ptr<connection> c) {
 }
 
 void server::request_logout(std::chrono::seconds within) {
-  for (const auto& c : live_) asio::dispatch(c->executor(), [c, within] { c->request_logout(within); });
+  for (const auto& c : live_)
+    asio::dispatch(c->executor(), [c, within] { c->request_logout(within); });
 }
 
 void server::close_sessions_of(std::string_view target, const connection* except) {
@@ -86,11 +93,14 @@ const initiator_access* target_node::access_for(std::string_view initiator) cons
 }
 
 std::optional<std::string> check_target(const target_node& target) {
-  auto check = [&](const std::string& who, const initiator_access& a) -> std::optional<std::string> {
+  auto check = [&](const std::string& who,
+                   const initiator_access& a) -> std::optional<std::string> {
     if (a.luns == nullptr) return "target " + target.name + ": " + who + " has no LUN map";
-    if (a.mutual_chap && !a.chap) return "target " + target.name + ": " + who + " has mutual CHAP without CHAP";
+    if (a.mutual_chap && !a.chap)
+      return "target " + target.name + ": " + who + " has mutual CHAP without CHAP";
     if (a.chap) {
-      if (auto bad = check_chap_secrets(*a.chap, a.mutual_chap)) return "target " + target.name + ": " + who + ": " + *bad;
+      if (auto bad = check_chap_secrets(*a.chap, a.mutual_chap))
+        return "target " + target.name + ": " + who + ": " + *bad;
     }
     return std::nullopt;
   };
@@ -118,7 +128,8 @@ void server::set_target(target_node target) {
   auto node = std::make_shared<const target_node>(std::move(target));
   {
     std::lock_guard hold(mutex_);
-    auto same = std::ranges::find_if(targets_, [&](const auto& t) { return t->name == node->name; });
+    auto same =
+        std::ranges::find_if(targets_, [&](const auto& t) { return t->name == node->name; });
     if (same == targets_.end()) {
       targets_.push_back(node);
       return;
@@ -142,7 +153,8 @@ void server::luns_changed(const scsi::lun_map& luns, bool inventory_changed) {
     std::lock_guard hold(mutex_);
     for (const auto& [raw, weak] : sessions_) {
       // A session's access is set before it is listed, and never changes.
-      if (auto s = weak.lock(); s && s->access != nullptr && s->access->luns == &luns) affected.push_back(std::move(s));
+      if (auto s = weak.lock(); s && s->access != nullptr && s->access->luns == &luns)
+        affected.push_back(std::move(s));
     }
   }
   // What the units were told is kept on their loop, this one.

@@ -128,7 +128,8 @@ class session;
 
 class server {
  public:
-  server(boost::asio::any_io_executor loop, std::vector<target_node> targets, const server_options& options);
+  server(boost::asio::any_io_executor loop, std::vector<target_node> targets,
+         const server_options& options);
   // REQUIRES: connections() == 0 where connections run on loops other
   // than the server's (stop(), then run the loop until they have ended).
   ~server();

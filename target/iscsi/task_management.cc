@@ -9,10 +9,12 @@ namespace strata::iscsi {
 void connection::on_task_management(const bhs& h) {
   auto self = shared_from_this();
   if (target_ == nullptr) {  // a discovery session has no tasks and no LUNs
-    order(h, [self, h] { self->reject(h, reject_reason::protocol_error); }, true);
+    order(
+        h, [self, h] { self->reject(h, reject_reason::protocol_error); }, true);
     return;
   }
-  order(h, [self, h] { self->manage_tasks(h); }, true);
+  order(
+      h, [self, h] { self->manage_tasks(h); }, true);
 }
 
 void connection::manage_tasks(const bhs& h) {
@@ -55,7 +57,8 @@ void connection::manage_tasks(const bhs& h) {
       // before this request), it is taken as received and never run.
       const std::uint32_t ref = h.u32(field::ref_cmd_sn);
       const std::uint32_t max = s.exp_cmd_sn + timing_.command_window - 1;
-      if (!sn_less(ref, s.exp_cmd_sn) && sn_less_equal(ref, max) && sn_less(ref, h.u32(field::cmd_sn))) {
+      if (!sn_less(ref, s.exp_cmd_sn) && sn_less_equal(ref, max) &&
+          sn_less(ref, h.u32(field::cmd_sn))) {
         if (s.cancelled_cmd_sns.size() < timing_.command_window) s.cancelled_cmd_sns.push_back(ref);
         return respond_now(tmf::function_complete);
       }
@@ -78,28 +81,37 @@ void connection::manage_tasks(const bhs& h) {
       abort_all([&](const command& c) { return c.lun_field == lun_field; });
       // The unit is looked up again when the reset runs: the one there now
       // (a takeover may have swapped it, and retired the old one).
-      tmf->then = [luns = access_->luns, lun = lun_of(lun_field), port = s.initiator_port, at = server_.options().relative_target_port,
-                   sess = session_]() {
-        sess->to_units([=] {
-          if (scsi::unit_interface* now = luns->find(lun)) now->reset(scsi::i_t_nexus{*port, at});
-        }, /*at_once=*/true);
+      tmf->then = [luns = access_->luns, lun = lun_of(lun_field), port = s.initiator_port,
+                   at = server_.options().relative_target_port, sess = session_]() {
+        sess->to_units(
+            [=] {
+              if (scsi::unit_interface* now = luns->find(lun))
+                now->reset(scsi::i_t_nexus{*port, at});
+            },
+            /*at_once=*/true);
       };
       break;
     case tmf::target_warm_reset:
     case tmf::target_cold_reset: {
-      if (function == tmf::target_cold_reset && !timing_.allow_target_cold_reset) return respond_now(tmf::authorization_failed);
+      if (function == tmf::target_cold_reset && !timing_.allow_target_cold_reset)
+        return respond_now(tmf::authorization_failed);
       abort_all([](const command&) { return true; });
       // A cold reset ends every session of the target (RFC 7143 11.5.1),
       // this connection once its response is written. The units are looked
       // up when the reset runs (a takeover may have swapped some).
       tmf->close_after = function == tmf::target_cold_reset;
       // On the units' loop, which is also the server's.
-      tmf->then = [luns = access_->luns, port = s.initiator_port, at = server_.options().relative_target_port, cold = tmf->close_after,
-                   srv = &server_, alive = server_alive_, target = target_->name, except = weak_from_this(), sess = session_]() {
-        sess->to_units([=] {
-          for (const std::uint16_t l : luns->luns()) luns->find(l)->reset(scsi::i_t_nexus{*port, at});
-          if (cold && !alive.expired()) srv->close_sessions_of(target, except.lock().get());
-        }, /*at_once=*/true);
+      tmf->then = [luns = access_->luns, port = s.initiator_port,
+                   at = server_.options().relative_target_port, cold = tmf->close_after,
+                   srv = &server_, alive = server_alive_, target = target_->name,
+                   except = weak_from_this(), sess = session_]() {
+        sess->to_units(
+            [=] {
+              for (const std::uint16_t l : luns->luns())
+                luns->find(l)->reset(scsi::i_t_nexus{*port, at});
+              if (cold && !alive.expired()) srv->close_sessions_of(target, except.lock().get());
+            },
+            /*at_once=*/true);
       };
       break;
     }

@@ -31,7 +31,9 @@ std::optional<bool> boolean(std::string_view v) {
   return std::nullopt;
 }
 
-const char* yes_no(bool b) { return b ? "Yes" : "No"; }
+const char* yes_no(bool b) {
+  return b ? "Yes" : "No";
+}
 
 // A list value's items, in the initiator's order of preference.
 std::vector<std::string_view> items(std::string_view v) {
@@ -56,11 +58,15 @@ std::expected<key_values, std::string> parse_text(std::span<const std::uint8_t> 
     rest.remove_prefix(nul == std::string_view::npos ? rest.size() : nul + 1);
     if (pair.empty()) continue;  // padding
     const auto eq = pair.find('=');
-    if (eq == std::string_view::npos) return std::unexpected("text key without '=': '" + std::string(pair.substr(0, 64)) + "'");
+    if (eq == std::string_view::npos)
+      return std::unexpected("text key without '=': '" + std::string(pair.substr(0, 64)) + "'");
     const std::string_view key = pair.substr(0, eq);
     const std::string_view value = pair.substr(eq + 1);
-    if (key.empty() || key.size() > max_key_bytes) return std::unexpected("text key of " + std::to_string(key.size()) + " bytes (1 to 63 allowed)");
-    if (value.size() > max_value_bytes) return std::unexpected("value of " + std::string(key) + " longer than 8192 bytes");
+    if (key.empty() || key.size() > max_key_bytes)
+      return std::unexpected("text key of " + std::to_string(key.size()) +
+                             " bytes (1 to 63 allowed)");
+    if (value.size() > max_value_bytes)
+      return std::unexpected("value of " + std::string(key) + " longer than 8192 bytes");
     out.emplace_back(std::string(key), std::string(value));
   }
   return out;
@@ -83,16 +89,18 @@ bool is_security_key(std::string_view key) noexcept {
 
 bool is_leading_only_key(std::string_view key) noexcept {
   static constexpr std::string_view leading_only[] = {
-      "SessionType",       "MaxConnections",      "InitialR2T",         "ImmediateData",
-      "MaxBurstLength",    "FirstBurstLength",    "DefaultTime2Wait",   "DefaultTime2Retain",
-      "MaxOutstandingR2T", "DataPDUInOrder",      "DataSequenceInOrder", "ErrorRecoveryLevel",
+      "SessionType",       "MaxConnections",    "InitialR2T",          "ImmediateData",
+      "MaxBurstLength",    "FirstBurstLength",  "DefaultTime2Wait",    "DefaultTime2Retain",
+      "MaxOutstandingR2T", "DataPDUInOrder",    "DataSequenceInOrder", "ErrorRecoveryLevel",
       "TaskReporting",     "iSCSIProtocolLevel"};
   return std::ranges::find(leading_only, key) != std::end(leading_only);
 }
 
 key_values negotiate(const key_values& offered, const target_offer& offer, session_params& p) {
   key_values answers;
-  auto answer = [&](const std::string& key, std::string value) { answers.emplace_back(key, std::move(value)); };
+  auto answer = [&](const std::string& key, std::string value) {
+    answers.emplace_back(key, std::move(value));
+  };
   for (const auto& [key, value] : offered) {
     if (is_security_key(key)) continue;
     // Declarative names: nothing to answer.
@@ -127,7 +135,8 @@ key_values negotiate(const key_values& offered, const target_offer& offer, sessi
           break;
         }
       }
-      if (chosen != "Reject") (key == "HeaderDigest" ? p.header_digest : p.data_digest) = chosen == "CRC32C";
+      if (chosen != "Reject")
+        (key == "HeaderDigest" ? p.header_digest : p.data_digest) = chosen == "CRC32C";
       answer(key, chosen);
       continue;
     }
@@ -150,7 +159,8 @@ key_values negotiate(const key_values& offered, const target_offer& offer, sessi
         continue;
       }
       const bool max = key == "MaxBurstLength";
-      const auto v = static_cast<std::uint32_t>(std::min<std::uint64_t>(*n, max ? offer.max_burst_bytes : offer.first_burst_bytes));
+      const auto v = static_cast<std::uint32_t>(
+          std::min<std::uint64_t>(*n, max ? offer.max_burst_bytes : offer.first_burst_bytes));
       (max ? p.max_burst_bytes : p.first_burst_bytes) = v;
       answer(key, std::to_string(v));
       continue;

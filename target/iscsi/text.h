@@ -61,7 +61,7 @@ struct target_offer {
   std::uint32_t max_recv_data_segment_bytes = 262144;
   std::uint32_t max_burst_bytes = 1u << 20;
   std::uint32_t first_burst_bytes = 65536;
-  bool initial_r2t = false;   // unsolicited data welcome
+  bool initial_r2t = false;  // unsolicited data welcome
   bool immediate_data = true;
   std::uint32_t max_outstanding_r2t = 1;
   // Connections one session may have (MC/S, RFC 7143 6.3.2).

@@ -20,7 +20,9 @@ constexpr std::uint8_t cns_io_command_set_controller = 0x06;
 // NN and MNAN: the highest NSID a host may be given.
 constexpr std::uint32_t max_namespaces = 1024;
 
-std::vector<std::uint8_t> as_vector(const identify_data& d) { return {d.begin(), d.end()}; }
+std::vector<std::uint8_t> as_vector(const identify_data& d) {
+  return {d.begin(), d.end()};
+}
 
 }  // namespace
 
@@ -34,13 +36,15 @@ void connection::on_admin(slot& s) {
       return get_log_page(s);
     case opcode::get_features: {
       std::unique_lock hold(ctrl_->mutex);
-      const auto v = ctrl_->features.get(static_cast<std::uint8_t>(c.cdw(10)), static_cast<std::uint8_t>((c.cdw(10) >> 8) & 0x7));
+      const auto v = ctrl_->features.get(static_cast<std::uint8_t>(c.cdw(10)),
+                                         static_cast<std::uint8_t>((c.cdw(10) >> 8) & 0x7));
       if (!v) return finish(s, v.error());
       return finish(s, success, *v);
     }
     case opcode::set_features: {
       std::unique_lock hold(ctrl_->mutex);
-      const auto v = ctrl_->features.set(static_cast<std::uint8_t>(c.cdw(10)), c.cdw(11), (c.cdw(10) & 0x80000000u) != 0);
+      const auto v = ctrl_->features.set(static_cast<std::uint8_t>(c.cdw(10)), c.cdw(11),
+                                         (c.cdw(10) & 0x80000000u) != 0);
       if (!v) return finish(s, v.error());
       return finish(s, success, *v);
     }
@@ -86,12 +90,14 @@ void connection::identify(slot& s) {
     s.to_host = as_vector(identify_controller(id));
     return finish(s, success);
   }
-  if (subsys == nullptr) return finish(s, generic(code::invalid_field));  // a discovery controller has no namespaces
+  if (subsys == nullptr)
+    return finish(s, generic(code::invalid_field));  // a discovery controller has no namespaces
   switch (cns) {
     case cns::namespace_data: {
       // Past NN, or the broadcast value: no such NSID. Within NN but not
       // attached to this host: an inactive NSID, answered with zeros.
-      if (c.nsid() == 0 || c.nsid() > max_namespaces) return finish(s, generic(code::invalid_namespace));
+      if (c.nsid() == 0 || c.nsid() > max_namespaces)
+        return finish(s, generic(code::invalid_namespace));
       const namespace_config* ns = subsys->find(ctrl_->host.host_nqn, c.nsid());
       if (ns == nullptr) {
         s.to_host.assign(identify_bytes, 0);  // an inactive NSID: zeros
@@ -102,18 +108,21 @@ void connection::identify(slot& s) {
     case cns::active_namespaces: {
       if (c.nsid() >= 0xfffffffe) return finish(s, generic(code::invalid_namespace));
       std::vector<std::uint32_t> nsids;
-      for (const namespace_config& ns : subsys->namespaces_of(ctrl_->host.host_nqn)) nsids.push_back(ns.nsid);
+      for (const namespace_config& ns : subsys->namespaces_of(ctrl_->host.host_nqn))
+        nsids.push_back(ns.nsid);
       s.to_host = as_vector(active_namespace_list(nsids, c.nsid()));
       return finish(s, success);
     }
     case cns::namespace_descriptors: {
       const namespace_config* ns = subsys->find(ctrl_->host.host_nqn, c.nsid());
       if (ns == nullptr) return finish(s, generic(code::invalid_namespace));
-      s.to_host = as_vector(namespace_descriptors(namespace_nguid(ns->serial), namespace_uuid(ns->serial)));
+      s.to_host =
+          as_vector(namespace_descriptors(namespace_nguid(ns->serial), namespace_uuid(ns->serial)));
       return finish(s, success);
     }
     case cns_io_command_set_controller:
-      if (((c.cdw(11) >> 24) & 0xff) != 0) return finish(s, generic(code::invalid_field));  // CSI: NVM only
+      if (((c.cdw(11) >> 24) & 0xff) != 0)
+        return finish(s, generic(code::invalid_field));  // CSI: NVM only
       s.to_host.assign(identify_bytes, 0);
       return finish(s, success);
     default:
@@ -149,7 +158,8 @@ void connection::identify_namespace(slot& s, const namespace_config& ns) {
 
 void connection::namespace_capacity_read(slot& s) {
   scsi::task& t = s.task;
-  if (t.result == scsi::status::check_condition && t.sense_data.key == scsi::sense_key::unit_attention) {
+  if (t.result == scsi::status::check_condition &&
+      t.sense_data.key == scsi::sense_key::unit_attention) {
     return identify_namespace(s, *s.ns);  // reported, so cleared: ask again
   }
   const namespace_config& ns = *s.ns;
@@ -171,7 +181,8 @@ void connection::namespace_capacity_read(slot& s) {
     // serves the pool, failed its rescan with the path error).
     const status why = status_of(t.result, t.sense_data);
     auto known = server_alive_.expired() ? server::capacity{} : server_.known_capacity(ns.serial);
-    if (known.blocks == 0) known = {ns.recorded_bytes / ns.block_bytes, true};  // never asked here: the record's (thin)
+    if (known.blocks == 0)
+      known = {ns.recorded_bytes / ns.block_bytes, true};  // never asked here: the record's (thin)
     if (why.type != status_type::path || known.blocks == 0) return finish(s, why);
     id.blocks = known.blocks;
     id.thin = known.thin;
@@ -192,8 +203,10 @@ void connection::get_log_page(slot& s) {
   std::vector<std::uint8_t> page;
   switch (r.id) {
     case log_page::discovery: {
-      if (subsys != nullptr) return finish(s, {status_type::command_specific, code::invalid_log_page, true});
-      page = discovery_log(server_.discovery_generation(), server_.discovery_entries(ctrl_->host.host_nqn, local_address_));
+      if (subsys != nullptr)
+        return finish(s, {status_type::command_specific, code::invalid_log_page, true});
+      page = discovery_log(server_.discovery_generation(),
+                           server_.discovery_entries(ctrl_->host.host_nqn, local_address_));
       break;
     }
     case log_page::error:
@@ -206,14 +219,16 @@ void connection::get_log_page(slot& s) {
       page = firmware_slot_log(server_.options().firmware);
       break;
     case log_page::changed_namespaces: {
-      if (subsys == nullptr) return finish(s, {status_type::command_specific, code::invalid_log_page, true});
+      if (subsys == nullptr)
+        return finish(s, {status_type::command_specific, code::invalid_log_page, true});
       std::lock_guard hold(ctrl_->mutex);
       page = changed_namespace_log(ctrl_->changed_namespaces);
       if (!r.retain_event) ctrl_->changed_namespaces.clear();
       break;
     }
     case log_page::ana: {
-      if (subsys == nullptr) return finish(s, {status_type::command_specific, code::invalid_log_page, true});
+      if (subsys == nullptr)
+        return finish(s, {status_type::command_specific, code::invalid_log_page, true});
       std::vector<ana_group> groups;
       for (std::uint32_t g = 1; g <= server_.options().ana_groups; ++g) {
         ana_group group{g, server_.ana_state_of(g), server_.ana_change_count(), {}};

@@ -12,11 +12,14 @@ constexpr std::size_t nqn_field_bytes = 256;
 
 // The NUL-terminated NQN at `at`; NVMe Base 2.0 4.5: at most 223 bytes,
 // "nqn." first (the discovery subsystem's is such an NQN too).
-std::expected<std::string, connect_refusal> nqn_at(std::span<const std::uint8_t> data, std::size_t at) {
+std::expected<std::string, connect_refusal> nqn_at(std::span<const std::uint8_t> data,
+                                                   std::size_t at) {
   const auto field = data.subspan(at, nqn_field_bytes);
   const auto end = std::ranges::find(field, std::uint8_t{0});
   const auto refuse = [at] {
-    return std::unexpected(connect_refusal{{status_type::command_specific, code::connect_invalid_parameters, true}, static_cast<std::uint16_t>(at)});
+    return std::unexpected(
+        connect_refusal{{status_type::command_specific, code::connect_invalid_parameters, true},
+                        static_cast<std::uint16_t>(at)});
   };
   if (end == field.end()) return refuse();
   std::string nqn(field.begin(), end);
@@ -35,7 +38,8 @@ connect_command parse_connect(const command_view& c) noexcept {
   return r;
 }
 
-std::expected<connect_data, connect_refusal> parse_connect_data(std::span<const std::uint8_t> data) {
+std::expected<connect_data, connect_refusal> parse_connect_data(
+    std::span<const std::uint8_t> data) {
   if (data.size() < connect_data_bytes) {
     // Short data is a transfer the host got wrong, not a field in error.
     return std::unexpected(connect_refusal{generic(code::invalid_field), 0});

@@ -81,8 +81,9 @@ class command_view {
 };
 
 namespace sgl {
-constexpr std::uint8_t data_block = 0x0;            // with subtype offset: in-capsule data
-constexpr std::uint8_t transport_data_block = 0x5;  // with subtype transport: R2T/H2CData or C2HData
+constexpr std::uint8_t data_block = 0x0;  // with subtype offset: in-capsule data
+constexpr std::uint8_t transport_data_block =
+    0x5;  // with subtype transport: R2T/H2CData or C2HData
 constexpr std::uint8_t subtype_address = 0x0;
 constexpr std::uint8_t subtype_offset = 0x1;
 constexpr std::uint8_t subtype_transport = 0xa;
@@ -100,7 +101,8 @@ connect_command parse_connect(const command_view& c) noexcept;
 // The Connect command's 1024 bytes of data.
 struct connect_data {
   std::array<std::uint8_t, 16> host_id{};  // HOSTID
-  std::uint16_t controller_id = 0;         // CNTLID: 0xffff asks for a dynamic one (admin queue); an I/O queue names its controller's
+  std::uint16_t controller_id = 0;  // CNTLID: 0xffff asks for a dynamic one (admin queue); an I/O
+                                    // queue names its controller's
   std::string subsystem_nqn;
   std::string host_nqn;
 };
@@ -121,7 +123,9 @@ std::expected<connect_data, connect_refusal> parse_connect_data(std::span<const 
 constexpr std::uint32_t connect_invalid_parameter_result(std::uint16_t data_offset) noexcept {
   return 1u << 16 | data_offset;
 }
-constexpr std::uint32_t connect_invalid_command_field_result(std::uint16_t sqe_offset) noexcept { return sqe_offset; }
+constexpr std::uint32_t connect_invalid_command_field_result(std::uint16_t sqe_offset) noexcept {
+  return sqe_offset;
+}
 
 // Property Get and Set (Fabrics 1.1, 3.4 and 3.5).
 struct property_access {

@@ -3,9 +3,9 @@
 // response capsule.
 #include "target/nvme/connection.h"
 
+#include <algorithm>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
-#include <algorithm>
 #include <cstring>
 
 #include "target/crc32c.h"
@@ -22,7 +22,8 @@ connection::connection(server& s, tcp::socket socket)
   write_wake_.expires_at(asio::steady_timer::time_point::max());
   boost::system::error_code ec;
   const auto peer = socket_.remote_endpoint(ec);
-  peer_ = ec ? "an unknown address" : peer.address().to_string() + ":" + std::to_string(peer.port());
+  peer_ =
+      ec ? "an unknown address" : peer.address().to_string() + ":" + std::to_string(peer.port());
   const auto local = socket_.local_endpoint(ec);
   local_address_ = ec ? "127.0.0.1" : local.address().to_string();
   socket_.set_option(tcp::no_delay(true), ec);  // a response waits for nothing
@@ -32,9 +33,12 @@ connection::connection(server& s, tcp::socket socket)
 
 void connection::start() {
   auto self = shared_from_this();
-  asio::co_spawn(socket_.get_executor(), [self] { return self->run(); }, asio::detached);
-  asio::co_spawn(socket_.get_executor(), [self] { return self->writer(); }, asio::detached);
-  asio::co_spawn(socket_.get_executor(), [self] { return self->connect_watchdog(); }, asio::detached);
+  asio::co_spawn(
+      socket_.get_executor(), [self] { return self->run(); }, asio::detached);
+  asio::co_spawn(
+      socket_.get_executor(), [self] { return self->writer(); }, asio::detached);
+  asio::co_spawn(
+      socket_.get_executor(), [self] { return self->connect_watchdog(); }, asio::detached);
 }
 
 void connection::close() {
@@ -57,7 +61,8 @@ asio::awaitable<void> connection::connect_watchdog() {
   connect_timer_.expires_after(server_.options().connect_timeout);
   auto [ec] = co_await connect_timer_.async_wait(use_tuple);
   if (ec || closed_ || ctrl_ != nullptr) co_return;
-  log("closed: no Connect within " + std::to_string(server_.options().connect_timeout.count()) + " s");
+  log("closed: no Connect within " + std::to_string(server_.options().connect_timeout.count()) +
+      " s");
   close();
 }
 
@@ -65,19 +70,22 @@ asio::awaitable<bool> connection::read(std::span<std::uint8_t> into) {
   co_return co_await reader_.read(socket_, asio::buffer(into.data(), into.size()));
 }
 
-asio::awaitable<bool> connection::read_data(const pdu_layout& l, std::span<std::uint8_t> into, bool& digest_failed) {
+asio::awaitable<bool> connection::read_data(const pdu_layout& l, std::span<std::uint8_t> into,
+                                            bool& digest_failed) {
   std::array<std::uint8_t, 256> pad{};
   const std::uint32_t pad_bytes = l.pad_bytes();  // PDO is at most 255
   std::array<std::uint8_t, digest_bytes> digest{};
-  if (!co_await reader_.read(socket_, asio::buffer(pad.data(), pad_bytes), asio::buffer(into.data(), into.size()),
-                                       asio::buffer(digest.data(), l.data_digest ? digest_bytes : 0)))
+  if (!co_await reader_.read(socket_, asio::buffer(pad.data(), pad_bytes),
+                             asio::buffer(into.data(), into.size()),
+                             asio::buffer(digest.data(), l.data_digest ? digest_bytes : 0)))
     co_return false;
   if (l.data_digest && get_digest(digest.data()) != crc32c(into)) digest_failed = true;
   co_return true;
 }
 
 void connection::terminate(const fatal& why, std::span<const std::uint8_t> offending) {
-  log("terminated: fatal error " + std::to_string(static_cast<int>(why.status)) + " at " + std::to_string(why.information));
+  log("terminated: fatal error " + std::to_string(static_cast<int>(why.status)) + " at " +
+      std::to_string(why.information));
   outgoing o;
   o.header = c2h_term_req(why, offending);
   o.close_after = true;
@@ -90,13 +98,18 @@ asio::awaitable<void> connection::run() {
   std::array<std::uint8_t, 256> header{};
   while (!closed_ && !closing_) {
     if (!co_await read(std::span(header).first(common_header_bytes))) break;
-    const auto layout = check_common_header(std::span<const std::uint8_t, common_header_bytes>(header.data(), common_header_bytes), terms_);
+    const auto layout = check_common_header(
+        std::span<const std::uint8_t, common_header_bytes>(header.data(), common_header_bytes),
+        terms_);
     if (!layout) {
       terminate(layout.error(), std::span(header).first(common_header_bytes));
       break;
     }
-    const std::uint32_t header_end = layout->header_bytes + (layout->header_digest ? digest_bytes : 0);
-    if (!co_await read(std::span(header).subspan(common_header_bytes, header_end - common_header_bytes))) break;
+    const std::uint32_t header_end =
+        layout->header_bytes + (layout->header_digest ? digest_bytes : 0);
+    if (!co_await read(
+            std::span(header).subspan(common_header_bytes, header_end - common_header_bytes)))
+      break;
     const auto whole = std::span<const std::uint8_t>(header).first(header_end);
     if (auto ok = check_header_digest(whole, *layout); !ok) {
       terminate(ok.error(), whole.first(layout->header_bytes));
@@ -115,7 +128,8 @@ asio::awaitable<void> connection::run() {
         break;
       case pdu_type::h2c_term_req:
       default:
-        log("the host ended the connection (H2CTermReq, status " + std::to_string(get16(whole, 8)) + ")");
+        log("the host ended the connection (H2CTermReq, status " + std::to_string(get16(whole, 8)) +
+            ")");
         going = false;
         break;
     }
@@ -147,7 +161,8 @@ asio::awaitable<void> connection::run() {
     } else {
       std::lock_guard hold(ctrl_->mutex);
       const auto it = ctrl_->io_queues.find(qid_);
-      if (it != ctrl_->io_queues.end() && it->second.lock().get() == this) ctrl_->io_queues.erase(it);
+      if (it != ctrl_->io_queues.end() && it->second.lock().get() == this)
+        ctrl_->io_queues.erase(it);
     }
   }
   if (!server_alive_.expired()) server_.connection_ended(shared_from_this());
@@ -199,13 +214,15 @@ void connection::release(slot& s) {
   s.hold.reset();  // last: it may hold this connection's last reference
 }
 
-asio::awaitable<bool> connection::on_capsule(const pdu_layout& l, std::span<const std::uint8_t> header) {
+asio::awaitable<bool> connection::on_capsule(const pdu_layout& l,
+                                             std::span<const std::uint8_t> header) {
   slot* s = free_slot();
   std::array<std::uint8_t, sqe_bytes> sqe{};
   std::memcpy(sqe.data(), header.data() + common_header_bytes, sqe_bytes);
   const command_view c(std::span<const std::uint8_t, sqe_bytes>(sqe.data(), sqe_bytes));
   if (ctrl_ != nullptr) ctrl_->heard();
-  if (sq_flow_control_ && ctrl_ != nullptr) sq_head_ = static_cast<std::uint16_t>((sq_head_ + 1) % queue_entries_);
+  if (sq_flow_control_ && ctrl_ != nullptr)
+    sq_head_ = static_cast<std::uint16_t>((sq_head_ + 1) % queue_entries_);
   if (s == nullptr) {
     // More commands than the queue holds: the host broke its own flow
     // control. Nothing is kept for it; its data, if any, is read and dropped.
@@ -230,7 +247,7 @@ asio::awaitable<bool> connection::on_capsule(const pdu_layout& l, std::span<cons
       finish(orphan, generic(code::aborted_missing_fused));
     } else {
       orphan.result = generic(code::aborted_missing_fused);  // answered once its data is in
-      orphan.fused_with = &orphan;  // marks it orphaned
+      orphan.fused_with = &orphan;                           // marks it orphaned
     }
   }
   const auto needed = data_needed(c);
@@ -299,9 +316,11 @@ std::expected<std::uint32_t, status> connection::data_needed(const command_view&
   if (c.opcode() == opcode::fabrics) {
     if (c.fabrics_type() == fctype::connect) to_controller = connect_data_bytes;
   } else if (ctrl_ == nullptr) {
-    return std::unexpected(generic(code::command_sequence_error));  // nothing but Connect before Connect
+    return std::unexpected(
+        generic(code::command_sequence_error));  // nothing but Connect before Connect
   } else if (qid_ != 0) {
-    const namespace_config* ns = subsys_ == nullptr ? nullptr : subsys_->find(ctrl_->host.host_nqn, c.nsid());
+    const namespace_config* ns =
+        subsys_ == nullptr ? nullptr : subsys_->find(ctrl_->host.host_nqn, c.nsid());
     if (ns == nullptr) {
       if (c.opcode() == opcode::flush && c.nsid() == 0xffffffff) return 0u;  // every namespace
       return std::unexpected(generic(code::invalid_namespace));
@@ -310,12 +329,14 @@ std::expected<std::uint32_t, status> connection::data_needed(const command_view&
     if (!t) return std::unexpected(t.error());
     to_controller = t->to_controller_bytes;
     to_host = t->to_host_bytes;
-    if (c.sgl_length() > to_controller && c.sgl_length() <= t->to_controller_most_bytes) to_controller = c.sgl_length();
+    if (c.sgl_length() > to_controller && c.sgl_length() <= t->to_controller_most_bytes)
+      to_controller = c.sgl_length();
   }
   // The data pointer: a Data Block in the capsule, or the Transport SGL
   // Data Block (R2T for what the host sends, C2HData for what it gets).
   const bool in_capsule = c.sgl_type() == sgl::data_block && c.sgl_subtype() == sgl::subtype_offset;
-  const bool transport = c.sgl_type() == sgl::transport_data_block && c.sgl_subtype() == sgl::subtype_transport;
+  const bool transport =
+      c.sgl_type() == sgl::transport_data_block && c.sgl_subtype() == sgl::subtype_transport;
   if (!in_capsule && !transport) return std::unexpected(generic(code::sgl_descriptor_type_invalid));
   if (to_controller > 0) {
     if (c.sgl_length() != to_controller || (in_capsule && c.sgl_address() != 0))
@@ -328,7 +349,8 @@ std::expected<std::uint32_t, status> connection::data_needed(const command_view&
   return to_controller;
 }
 
-asio::awaitable<bool> connection::on_h2c_data(const pdu_layout& l, std::span<const std::uint8_t> header) {
+asio::awaitable<bool> connection::on_h2c_data(const pdu_layout& l,
+                                              std::span<const std::uint8_t> header) {
   const auto d = parse_h2c_data(header, l, terms_);
   if (!d) {
     terminate(d.error(), header.first(l.header_bytes));
@@ -345,7 +367,8 @@ asio::awaitable<bool> connection::on_h2c_data(const pdu_layout& l, std::span<con
     terminate({fatal_error::data_out_of_range, 0}, header.first(l.header_bytes));
     co_return false;
   }
-  auto into = std::span(reinterpret_cast<std::uint8_t*>(s->data.data()) + d->data_offset, d->data_bytes);
+  auto into =
+      std::span(reinterpret_cast<std::uint8_t*>(s->data.data()) + d->data_offset, d->data_bytes);
   if (!co_await read_data(l, into, s->digest_failed)) co_return false;
   s->received_bytes += d->data_bytes;
   if (s->received_bytes == s->data_bytes) {
@@ -362,7 +385,8 @@ void connection::data_arrived(slot& s) {
   s.data_ready = true;
   if (s.digest_failed) {
     // Not fatal: the host sends the command again (NVMe/TCP 1.0, 3.6.2.7).
-    if (s.fused_with != nullptr && s.fused_with != &s) s.fused_with->result = generic(code::aborted_failed_fused);
+    if (s.fused_with != nullptr && s.fused_with != &s)
+      s.fused_with->result = generic(code::aborted_failed_fused);
     return finish(s, generic(code::transient_transport_error, false));
   }
   if (s.fused_with == &s) return finish(s, s.result);  // a fused half whose other half never came
@@ -403,8 +427,9 @@ void connection::respond(slot& s) {
     // The response capsule follows (its SQHD is the host's flow control),
     // so C2HData's SUCCESS flag is used only without it.
     const bool success_flag = !sq_flow_control_;
-    data.header = c2h_data(s.cid, 0, static_cast<std::uint32_t>(data.data.size()), true, success_flag,
-                           terms_.header_digest, terms_.data_digest, host_pdu_data_alignment_);
+    data.header =
+        c2h_data(s.cid, 0, static_cast<std::uint32_t>(data.data.size()), true, success_flag,
+                 terms_.header_digest, terms_.data_digest, host_pdu_data_alignment_);
     data.data_digest = terms_.data_digest;
     if (success_flag) {
       data.release = &s;
@@ -422,7 +447,8 @@ void connection::respond(slot& s) {
 
 void connection::complete_async_event(const async_completion& done) {
   for (auto& s : slots_) {
-    if (s->busy && s->cid == done.command_id && s->command().opcode() == opcode::async_event_request) {
+    if (s->busy && s->cid == done.command_id &&
+        s->command().opcode() == opcode::async_event_request) {
       return finish(*s, success, done.result);
     }
   }

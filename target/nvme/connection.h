@@ -7,20 +7,20 @@
 // to target/nvme: nothing outside includes it.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
-#include <atomic>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -56,7 +56,9 @@ struct slot {
   std::uint16_t index = 0;
   bool busy = false;
   std::array<std::uint8_t, sqe_bytes> sqe{};
-  command_view command() const noexcept { return command_view(std::span<const std::uint8_t, sqe_bytes>(sqe)); }
+  command_view command() const noexcept {
+    return command_view(std::span<const std::uint8_t, sqe_bytes>(sqe));
+  }
   std::uint16_t cid = 0;
   std::uint16_t sq_head = 0;  // SQHD as of its capsule
 
@@ -78,7 +80,7 @@ struct slot {
   scsi::task task;
   // While a unit runs it (or it is written): its connection stays.
   std::shared_ptr<connection> hold;
-  bool on_unit = false;  // a unit runs its task: it cannot be taken back
+  bool on_unit = false;     // a unit runs its task: it cannot be taken back
   bool responding = false;  // its response is queued: the writer frees it once written
 
   // The answer.
@@ -129,7 +131,8 @@ class connection : public std::enable_shared_from_this<connection> {
   asio::awaitable<bool> read(std::span<std::uint8_t> into);
   // Reads a PDU's data part: the pad, `into`, the digest; false if the
   // host went away. A digest that does not match sets `digest_failed`.
-  asio::awaitable<bool> read_data(const pdu_layout& l, std::span<std::uint8_t> into, bool& digest_failed);
+  asio::awaitable<bool> read_data(const pdu_layout& l, std::span<std::uint8_t> into,
+                                  bool& digest_failed);
   void terminate(const fatal& why, std::span<const std::uint8_t> offending);
   asio::awaitable<bool> on_ic_req(std::span<const std::uint8_t> header);
   asio::awaitable<bool> on_capsule(const pdu_layout& l, std::span<const std::uint8_t> header);
@@ -205,8 +208,8 @@ class connection : public std::enable_shared_from_this<connection> {
 // nothing of it but heard(), which is atomic.
 class controller : public std::enable_shared_from_this<controller> {
  public:
-  controller(server& s, asio::any_io_executor loop, std::shared_ptr<const subsystem> subsys, std::uint16_t id,
-             connect_data host, std::uint32_t keep_alive_ms);
+  controller(server& s, asio::any_io_executor loop, std::shared_ptr<const subsystem> subsys,
+             std::uint16_t id, connect_data host, std::uint32_t keep_alive_ms);
   // Starts the keep alive watch.
   void start();
   // Closes every queue's connection, and leaves the server. From any loop.
@@ -221,7 +224,8 @@ class controller : public std::enable_shared_from_this<controller> {
   // Its subsystem changed (`changed`: the namespaces this host sees that
   // were added, went, or moved): each queue gets the new one, and the host
   // a namespace attribute notice. From any loop.
-  void subsystem_changed(std::shared_ptr<const subsystem> fresh, const std::vector<std::uint32_t>& changed);
+  void subsystem_changed(std::shared_ptr<const subsystem> fresh,
+                         const std::vector<std::uint32_t>& changed);
   bool discovery() const noexcept { return discovery_; }
   const std::string& subsystem_nqn() const noexcept { return subsystem_nqn_; }
 
@@ -245,7 +249,9 @@ class controller : public std::enable_shared_from_this<controller> {
 
  private:
   static std::int64_t now_ns() noexcept {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
   }
   asio::awaitable<void> keep_alive_watch();
   void end_here(const std::string& why);

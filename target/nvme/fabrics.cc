@@ -15,8 +15,12 @@ namespace {
 
 // Connect's "invalid parameters" for a field of the command itself
 // (IATTR 0) at byte `at` of the SQE.
-status invalid_connect_parameter() noexcept { return {status_type::command_specific, code::connect_invalid_parameters, true}; }
-std::uint64_t command_field(std::uint16_t at) noexcept { return connect_invalid_command_field_result(at); }
+status invalid_connect_parameter() noexcept {
+  return {status_type::command_specific, code::connect_invalid_parameters, true};
+}
+std::uint64_t command_field(std::uint16_t at) noexcept {
+  return connect_invalid_command_field_result(at);
+}
 
 std::string hex(std::span<const std::uint8_t> bytes) {
   std::string out;
@@ -58,24 +62,30 @@ void connection::on_fabrics(slot& s) {
 
 void connection::on_connect(slot& s) {
   const command_view c = s.command();
-  if (ctrl_ != nullptr) return finish(s, generic(code::command_sequence_error));  // one Connect per queue
+  if (ctrl_ != nullptr)
+    return finish(s, generic(code::command_sequence_error));  // one Connect per queue
   const connect_command cmd = parse_connect(c);
   if (cmd.record_format != 0) {
     return finish(s, {status_type::command_specific, code::connect_incompatible_format, true});
   }
-  auto data = parse_connect_data(std::span(reinterpret_cast<const std::uint8_t*>(s.data.data()), s.data_bytes));
+  auto data = parse_connect_data(
+      std::span(reinterpret_cast<const std::uint8_t*>(s.data.data()), s.data_bytes));
   if (!data) {
-    log("Connect refused: malformed NQN at byte " + std::to_string(data.error().data_offset) + " of its data");
+    log("Connect refused: malformed NQN at byte " + std::to_string(data.error().data_offset) +
+        " of its data");
     return finish(s, data.error().why, connect_invalid_parameter_result(data.error().data_offset));
   }
-  constexpr std::uint16_t subsystem_nqn_at = 256, controller_id_at = 16, queue_id_at = 42, queue_size_at = 44;
+  constexpr std::uint16_t subsystem_nqn_at = 256, controller_id_at = 16, queue_id_at = 42,
+                          queue_size_at = 44;
   const bool discovery = data->subsystem_nqn == discovery_nqn;
   std::shared_ptr<const subsystem> subsys;
   if (!discovery) {
     subsys = server_.find_subsystem(data->subsystem_nqn);
     if (subsys == nullptr) {
-      log("Connect refused: no subsystem " + data->subsystem_nqn + " (host " + data->host_nqn + ")");
-      return finish(s, invalid_connect_parameter(), connect_invalid_parameter_result(subsystem_nqn_at));
+      log("Connect refused: no subsystem " + data->subsystem_nqn + " (host " + data->host_nqn +
+          ")");
+      return finish(s, invalid_connect_parameter(),
+                    connect_invalid_parameter_result(subsystem_nqn_at));
     }
     if (!subsys->allows(data->host_nqn)) {
       log("Connect refused: host " + data->host_nqn + " is not allowed in " + data->subsystem_nqn);
@@ -91,10 +101,12 @@ void connection::on_connect(slot& s) {
     // It lives on this connection's loop.
     std::shared_ptr<controller> made;
     const std::uint16_t id = server_.add_controller([&](std::uint16_t fresh) {
-      made = std::make_shared<controller>(server_, executor_, subsys, fresh, *data, cmd.keep_alive_ms);
+      made =
+          std::make_shared<controller>(server_, executor_, subsys, fresh, *data, cmd.keep_alive_ms);
       return made;
     });
-    if (id == 0) return finish(s, {status_type::command_specific, code::connect_controller_busy, false});
+    if (id == 0)
+      return finish(s, {status_type::command_specific, code::connect_controller_busy, false});
     ctrl_ = made;
     subsys_ = subsys;
     {
@@ -109,14 +121,16 @@ void connection::on_connect(slot& s) {
     if (joined == nullptr || joined->ended() || joined->discovery() || discovery ||
         joined->host.host_nqn != data->host_nqn || joined->host.host_id != data->host_id ||
         joined->subsystem_nqn() != data->subsystem_nqn) {
-      log("Connect refused: host " + data->host_nqn + " named controller " + std::to_string(data->controller_id) +
-          ", which is not its");
-      return finish(s, invalid_connect_parameter(), connect_invalid_parameter_result(controller_id_at));
+      log("Connect refused: host " + data->host_nqn + " named controller " +
+          std::to_string(data->controller_id) + ", which is not its");
+      return finish(s, invalid_connect_parameter(),
+                    connect_invalid_parameter_result(controller_id_at));
     }
     std::unique_lock hold(joined->mutex);
     if (!joined->registers.ready()) return finish(s, generic(code::command_sequence_error));
     const auto taken = joined->io_queues.find(cmd.queue_id);
-    if (cmd.queue_id > joined->features.io_queues() || (taken != joined->io_queues.end() && !taken->second.expired())) {
+    if (cmd.queue_id > joined->features.io_queues() ||
+        (taken != joined->io_queues.end() && !taken->second.expired())) {
       return finish(s, invalid_connect_parameter(), command_field(queue_id_at));
     }
     joined->io_queues[cmd.queue_id] = weak_from_this();
@@ -145,7 +159,8 @@ void connection::on_property(slot& s, bool set) {
   const auto changed = ctrl_->registers.set(p.offset, p.size_bytes, p.value);
   if (!changed) return finish(s, changed.error());
   hold.unlock();
-  if (*changed == controller_registers::change::reset || *changed == controller_registers::change::shut_down) {
+  if (*changed == controller_registers::change::reset ||
+      *changed == controller_registers::change::shut_down) {
     // A reset or shutdown ends the I/O queues (NVMe Base 2.0, 3.7.2).
     ctrl_->drop_io_queues();
   }
@@ -155,8 +170,9 @@ void connection::on_property(slot& s, bool set) {
 // ---------------------------------------------------------------------------
 // The controller
 
-controller::controller(server& s, asio::any_io_executor loop, std::shared_ptr<const subsystem> subsystem_now,
-                       std::uint16_t controller_id, connect_data connecting, std::uint32_t keep_alive_ms)
+controller::controller(server& s, asio::any_io_executor loop,
+                       std::shared_ptr<const subsystem> subsystem_now, std::uint16_t controller_id,
+                       connect_data connecting, std::uint32_t keep_alive_ms)
     : server_(s),
       server_alive_(s.alive_),
       id(controller_id),
@@ -173,7 +189,8 @@ controller::controller(server& s, asio::any_io_executor loop, std::shared_ptr<co
 
 void controller::start() {
   auto self = shared_from_this();
-  asio::co_spawn(loop_, [self] { return self->keep_alive_watch(); }, asio::detached);
+  asio::co_spawn(
+      loop_, [self] { return self->keep_alive_watch(); }, asio::detached);
 }
 
 asio::awaitable<void> controller::keep_alive_watch() {
@@ -195,8 +212,10 @@ asio::awaitable<void> controller::keep_alive_watch() {
     if (kato_ms == 0) continue;
     // Any command on any of its queues counts (traffic-based keep alive,
     // as Linux's nvmet counts it); silence for a whole KATO ends it.
-    if (now_ns() - last_heard_ns_.load(std::memory_order_relaxed) >= std::int64_t{kato_ms} * 1000000) {
-      end_here("its host " + host.host_nqn + " sent nothing for " + std::to_string(kato_ms) + " ms (keep alive)");
+    if (now_ns() - last_heard_ns_.load(std::memory_order_relaxed) >=
+        std::int64_t{kato_ms} * 1000000) {
+      end_here("its host " + host.host_nqn + " sent nothing for " + std::to_string(kato_ms) +
+               " ms (keep alive)");
     }
   }
 }
@@ -209,7 +228,8 @@ void controller::end_here(const std::string& why) {
   if (ended_.exchange(true)) return;
   keep_alive_.cancel();
   if (!server_alive_.expired()) {
-    server_.log("NVMe controller " + std::to_string(id) + " of " + host.host_nqn + " ended: " + why);
+    server_.log("NVMe controller " + std::to_string(id) + " of " + host.host_nqn +
+                " ended: " + why);
     server_.remove_controller(id);
   }
   // Each queue closes on its own loop; its reader then leaves this controller.
@@ -244,16 +264,19 @@ void controller::raise(const async_event& e) {
     done = events.raise(e, features.async_events_enabled());
     if (done) to = admin.lock();
   }
-  if (done && to != nullptr) asio::post(to->executor(), [to, d = *done] { to->complete_async_event(d); });
+  if (done && to != nullptr)
+    asio::post(to->executor(), [to, d = *done] { to->complete_async_event(d); });
 }
 
-void controller::subsystem_changed(std::shared_ptr<const subsystem> fresh, const std::vector<std::uint32_t>& changed) {
+void controller::subsystem_changed(std::shared_ptr<const subsystem> fresh,
+                                   const std::vector<std::uint32_t>& changed) {
   std::vector<std::shared_ptr<connection>> queues;
   {
     std::lock_guard hold(mutex);
     subsys = fresh;
     for (const std::uint32_t nsid : changed) {
-      if (std::ranges::find(changed_namespaces, nsid) == changed_namespaces.end()) changed_namespaces.push_back(nsid);
+      if (std::ranges::find(changed_namespaces, nsid) == changed_namespaces.end())
+        changed_namespaces.push_back(nsid);
     }
     for (auto& [qid, q] : io_queues) {
       if (auto c = q.lock()) queues.push_back(std::move(c));

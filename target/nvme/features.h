@@ -35,17 +35,21 @@ class controller_features {
  public:
   // `max_io_queues`: what Number of Queues grants at most; `keep_alive_ms`:
   // the Connect's KATO.
-  controller_features(std::uint16_t max_io_queues, std::uint32_t keep_alive_ms, bool volatile_write_cache) noexcept;
+  controller_features(std::uint16_t max_io_queues, std::uint32_t keep_alive_ms,
+                      bool volatile_write_cache) noexcept;
 
   // Set Features: the result dword (Number of Queues: those granted), or
   // why not: an unknown feature or a bad value (invalid field), saving
   // asked for (not saveable).
-  std::expected<std::uint32_t, status> set(std::uint8_t fid, std::uint32_t cdw11, bool save) noexcept;
+  std::expected<std::uint32_t, status> set(std::uint8_t fid, std::uint32_t cdw11,
+                                           bool save) noexcept;
   // Get Features, SEL 0 (current), 1 (default) or 3 (capabilities); 2 (saved)
   // answers as default, nothing being saveable.
   std::expected<std::uint32_t, status> get(std::uint8_t fid, std::uint8_t select) const noexcept;
 
-  std::uint16_t io_queues() const noexcept { return io_queues_; }  // granted (1 until the host asks)
+  std::uint16_t io_queues() const noexcept {
+    return io_queues_;
+  }  // granted (1 until the host asks)
   std::uint32_t keep_alive_ms() const noexcept { return keep_alive_ms_; }
   bool write_cache() const noexcept { return write_cache_; }
   std::uint32_t async_events_enabled() const noexcept { return async_config_; }
@@ -67,7 +71,9 @@ struct async_event {
   std::uint8_t type = 2;  // 2: a notice
   std::uint8_t info = 0;  // for a notice: 0x00 namespace attribute changed, 0x03 ANA change
   std::uint8_t log_page = 0;
-  std::uint32_t result() const noexcept { return type | std::uint32_t{info} << 8 | std::uint32_t{log_page} << 16; }
+  std::uint32_t result() const noexcept {
+    return type | std::uint32_t{info} << 8 | std::uint32_t{log_page} << 16;
+  }
   friend bool operator==(const async_event&, const async_event&) = default;
 };
 async_event namespace_attribute_changed() noexcept;  // page 0x04

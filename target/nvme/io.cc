@@ -1,7 +1,6 @@
 // The NVM commands of an I/O queue, run on their namespace's unit
 // (nvm.h), and the fused Compare and Write.
 #include <boost/asio/dispatch.hpp>
-
 #include <boost/asio/post.hpp>
 
 #include "target/nvme/connection.h"
@@ -33,12 +32,13 @@ void connection::execute_fused(slot& compare) {
   const command_view cc = compare.command();
   const command_view wc = write.command();
   compare.subsys = subsys_;
-  compare.ns = compare.subsys == nullptr ? nullptr : compare.subsys->find(ctrl_->host.host_nqn, cc.nsid());
+  compare.ns =
+      compare.subsys == nullptr ? nullptr : compare.subsys->find(ctrl_->host.host_nqn, cc.nsid());
   // The pair must name the same blocks of one namespace (NVMe Base 2.0,
   // 3.4.2): otherwise neither runs.
-  const bool same = cc.nsid() == wc.nsid() && cc.cdw(10) == wc.cdw(10) && cc.cdw(11) == wc.cdw(11) &&
-                    (cc.cdw(12) & 0xffff) == (wc.cdw(12) & 0xffff) && cc.opcode() == opcode::compare &&
-                    wc.opcode() == opcode::write;
+  const bool same = cc.nsid() == wc.nsid() && cc.cdw(10) == wc.cdw(10) &&
+                    cc.cdw(11) == wc.cdw(11) && (cc.cdw(12) & 0xffff) == (wc.cdw(12) & 0xffff) &&
+                    cc.opcode() == opcode::compare && wc.opcode() == opcode::write;
   const auto fail_both = [&](status why) {
     compare.ns = nullptr;
     write.fused_with = nullptr;
@@ -59,8 +59,9 @@ void connection::execute_fused(slot& compare) {
   } catch (const std::bad_alloc&) {
     return fail_both(generic(code::command_interrupted, false));
   }
-  if (auto answer = compare.nvm.start(cc, *compare.ns, compare.data.bytes().first(2 * std::size_t{half}), compare.task,
-                                      /*compare_and_write=*/true)) {
+  if (auto answer = compare.nvm.start(
+          cc, *compare.ns, compare.data.bytes().first(2 * std::size_t{half}), compare.task,
+          /*compare_and_write=*/true)) {
     return fail_both(*answer);
   }
   run_on_unit(compare);
@@ -94,11 +95,14 @@ void connection::hand_to_unit(slot& s) {
   asio::post(server_.loop_, [self = shared_from_this(), &s] {
     const auto current = self->server_.subsystem_here(s.subsys->nqn);
     if (current.get() != s.subsys.get()) {
-      const namespace_config* ns = current == nullptr ? nullptr : current->find(self->ctrl_->host.host_nqn, s.command().nsid());
+      const namespace_config* ns =
+          current == nullptr ? nullptr
+                             : current->find(self->ctrl_->host.host_nqn, s.command().nsid());
       if (ns == nullptr || ns->block_bytes != s.ns->block_bytes) {
         // Gone from under it: the host retries, on this path or another.
         s.task.result = scsi::status::check_condition;
-        s.task.sense_data = scsi::make_sense(scsi::sense_key::not_ready, scsi::asc::asymmetric_access_state_transition);
+        s.task.sense_data = scsi::make_sense(scsi::sense_key::not_ready,
+                                             scsi::asc::asymmetric_access_state_transition);
         return s.task.on_complete(s.task);  // its own completion: an I/O command's, or Identify's
       }
       s.subsys = current;

@@ -2,9 +2,9 @@
 // with spaces (never NUL).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
 #include <cstring>
 #include <span>
 #include <string_view>
@@ -15,7 +15,8 @@ inline std::uint16_t get16(std::span<const std::uint8_t> b, std::size_t at) noex
   return static_cast<std::uint16_t>(b[at] | b[at + 1] << 8);
 }
 inline std::uint32_t get32(std::span<const std::uint8_t> b, std::size_t at) noexcept {
-  return std::uint32_t{b[at]} | std::uint32_t{b[at + 1]} << 8 | std::uint32_t{b[at + 2]} << 16 | std::uint32_t{b[at + 3]} << 24;
+  return std::uint32_t{b[at]} | std::uint32_t{b[at + 1]} << 8 | std::uint32_t{b[at + 2]} << 16 |
+         std::uint32_t{b[at + 3]} << 24;
 }
 inline std::uint64_t get64(std::span<const std::uint8_t> b, std::size_t at) noexcept {
   return get32(b, at) | std::uint64_t{get32(b, at + 4)} << 32;

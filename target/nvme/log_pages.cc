@@ -19,10 +19,12 @@ log_page_request parse_get_log_page(const command_view& c) noexcept {
   return r;
 }
 
-std::expected<std::vector<std::uint8_t>, status> piece(std::span<const std::uint8_t> page, const log_page_request& r,
+std::expected<std::vector<std::uint8_t>, status> piece(std::span<const std::uint8_t> page,
+                                                       const log_page_request& r,
                                                        std::uint64_t max_transfer_bytes) {
   // Checked before anything is allocated: NUMD may ask for 16 GiB.
-  if (r.bytes > max_transfer_bytes || r.offset_bytes % 4 != 0) return std::unexpected(generic(code::invalid_field));
+  if (r.bytes > max_transfer_bytes || r.offset_bytes % 4 != 0)
+    return std::unexpected(generic(code::invalid_field));
   std::vector<std::uint8_t> out(r.bytes, 0);
   if (r.offset_bytes < page.size()) {
     const std::size_t n = std::min<std::uint64_t>(r.bytes, page.size() - r.offset_bytes);
@@ -31,7 +33,8 @@ std::expected<std::vector<std::uint8_t>, status> piece(std::span<const std::uint
   return out;
 }
 
-std::vector<std::uint8_t> ana_log(std::uint64_t change_count, std::span<const ana_group> groups, bool groups_only) {
+std::vector<std::uint8_t> ana_log(std::uint64_t change_count, std::span<const ana_group> groups,
+                                  bool groups_only) {
   std::size_t size = 16;
   for (const ana_group& g : groups) size += 32 + (groups_only ? 0 : 4 * g.nsids.size());
   std::vector<std::uint8_t> d(size, 0);
@@ -53,28 +56,29 @@ std::vector<std::uint8_t> ana_log(std::uint64_t change_count, std::span<const an
   return d;
 }
 
-std::vector<std::uint8_t> discovery_log(std::uint64_t generation, std::span<const discovery_entry> entries) {
+std::vector<std::uint8_t> discovery_log(std::uint64_t generation,
+                                        std::span<const discovery_entry> entries) {
   std::vector<std::uint8_t> d(1024 * (1 + entries.size()), 0);
   put64(d.data() + 0, generation);      // GENCTR
   put64(d.data() + 8, entries.size());  // NUMREC
   put16(d.data() + 16, 0);              // RECFMT
   std::size_t at = 1024;
   for (const discovery_entry& e : entries) {
-    d[at + 0] = 3;                       // TRTYPE: TCP
-    d[at + 1] = e.ipv6 ? 2 : 1;          // ADRFAM
+    d[at + 0] = 3;                              // TRTYPE: TCP
+    d[at + 1] = e.ipv6 ? 2 : 1;                 // ADRFAM
     d[at + 2] = e.discovery_subsystem ? 3 : 2;  // SUBTYPE
     // TREQ 0, "not specified" (a host assumes no secure channel), as Linux's
     // nvmet reports a port without TLS: libnvme takes "not required" (2)
     // for "TLS offered", and its connect-all then asks a 6.1 kernel for TLS.
     d[at + 3] = 0;
     put16(d.data() + at + 4, e.port_id);
-    put16(d.data() + at + 6, 0xffff);            // CNTLID: the dynamic controller model
-    put16(d.data() + at + 8, 32);                // ASQSZ: the admin queue's entries
+    put16(d.data() + at + 6, 0xffff);  // CNTLID: the dynamic controller model
+    put16(d.data() + at + 8, 32);      // ASQSZ: the admin queue's entries
     put_ascii(d.data() + at + 32, 32, e.service);
     const std::size_t nqn = std::min<std::size_t>(e.subsystem_nqn.size(), 255);
     std::memcpy(d.data() + at + 256, e.subsystem_nqn.data(), nqn);
     put_ascii(d.data() + at + 512, 256, e.address);
-    d[at + 768] = 0;                     // TSAS: SECTYPE none
+    d[at + 768] = 0;  // TSAS: SECTYPE none
     at += 1024;
   }
   return d;
@@ -82,10 +86,10 @@ std::vector<std::uint8_t> discovery_log(std::uint64_t generation, std::span<cons
 
 std::vector<std::uint8_t> health_log(const health_counters& h) {
   std::vector<std::uint8_t> d(512, 0);
-  d[0] = h.degraded ? 0x04 : 0;  // critical warning: reliability degraded
-  put16(d.data() + 1, 273 + 25);         // composite temperature, kelvin (the array has no sensor here)
-  d[3] = 100;                    // available spare
-  d[4] = 10;                     // its threshold
+  d[0] = h.degraded ? 0x04 : 0;   // critical warning: reliability degraded
+  put16(d.data() + 1, 273 + 25);  // composite temperature, kelvin (the array has no sensor here)
+  d[3] = 100;                     // available spare
+  d[4] = 10;                      // its threshold
   // Data units: thousands of 512-byte units, rounded up.
   put64(d.data() + 32, (h.bytes_read / 512 + 999) / 1000);
   put64(d.data() + 48, (h.bytes_written / 512 + 999) / 1000);

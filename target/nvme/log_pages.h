@@ -17,19 +17,19 @@ namespace strata::nvme {
 
 namespace log_page {
 constexpr std::uint8_t error = 0x01;
-constexpr std::uint8_t health = 0x02;          // SMART / health information
+constexpr std::uint8_t health = 0x02;  // SMART / health information
 constexpr std::uint8_t firmware_slot = 0x03;
 constexpr std::uint8_t changed_namespaces = 0x04;
-constexpr std::uint8_t ana = 0x0c;             // asymmetric namespace access
+constexpr std::uint8_t ana = 0x0c;  // asymmetric namespace access
 constexpr std::uint8_t discovery = 0x70;
 }  // namespace log_page
 
 // Get Log Page's fields (CDW10 to CDW13).
 struct log_page_request {
-  std::uint8_t id = 0;           // LID
-  std::uint8_t specific = 0;     // LSP: for the ANA page, bit 0 "groups only" (RGO)
-  bool retain_event = false;     // RAE: an asynchronous event it answers stays pending
-  std::uint64_t bytes = 0;       // (NUMD + 1) dwords
+  std::uint8_t id = 0;             // LID
+  std::uint8_t specific = 0;       // LSP: for the ANA page, bit 0 "groups only" (RGO)
+  bool retain_event = false;       // RAE: an asynchronous event it answers stays pending
+  std::uint64_t bytes = 0;         // (NUMD + 1) dwords
   std::uint64_t offset_bytes = 0;  // LPO
 };
 log_page_request parse_get_log_page(const command_view& c) noexcept;
@@ -37,7 +37,8 @@ log_page_request parse_get_log_page(const command_view& c) noexcept;
 // The piece of `page` the request asks for (past the end reads as zeros,
 // as a controller answers), or invalid field: more than
 // `max_transfer_bytes` (MDTS) at once, or an offset not on a dword.
-std::expected<std::vector<std::uint8_t>, status> piece(std::span<const std::uint8_t> page, const log_page_request& r,
+std::expected<std::vector<std::uint8_t>, status> piece(std::span<const std::uint8_t> page,
+                                                       const log_page_request& r,
                                                        std::uint64_t max_transfer_bytes);
 
 // An ANA group's state, as the log page says it.
@@ -56,18 +57,21 @@ struct ana_group {
 };
 // The ANA page: its change count, and each group with its namespaces
 // (none if `groups_only`).
-std::vector<std::uint8_t> ana_log(std::uint64_t change_count, std::span<const ana_group> groups, bool groups_only);
+std::vector<std::uint8_t> ana_log(std::uint64_t change_count, std::span<const ana_group> groups,
+                                  bool groups_only);
 
 // One entry of the discovery log page: a subsystem reachable at a port.
 struct discovery_entry {
-  bool discovery_subsystem = false;  // SUBTYPE 3 (the current discovery subsystem), else 2 (an NVMe subsystem)
+  bool discovery_subsystem =
+      false;  // SUBTYPE 3 (the current discovery subsystem), else 2 (an NVMe subsystem)
   std::uint16_t port_id = 0;
   std::string subsystem_nqn;
-  std::string address;       // TRADDR: "127.0.0.1"
+  std::string address;           // TRADDR: "127.0.0.1"
   std::string service = "4420";  // TRSVCID: the TCP port
   bool ipv6 = false;
 };
-std::vector<std::uint8_t> discovery_log(std::uint64_t generation, std::span<const discovery_entry> entries);
+std::vector<std::uint8_t> discovery_log(std::uint64_t generation,
+                                        std::span<const discovery_entry> entries);
 
 // SMART / health for the controller (NSID 0xffffffff: the whole subsystem).
 struct health_counters {

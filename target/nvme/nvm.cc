@@ -24,7 +24,8 @@ constexpr std::uint8_t unmap = 0x42;
 using scsi::put_be;  // CDBs and SCSI parameter lists are big-endian
 
 // A 16-byte CDB of the READ(16) shape: opcode, flags, LBA, blocks.
-std::array<std::uint8_t, 16> cdb16(std::uint8_t op, std::uint8_t flags, std::uint64_t lba, std::uint32_t blocks) noexcept {
+std::array<std::uint8_t, 16> cdb16(std::uint8_t op, std::uint8_t flags, std::uint64_t lba,
+                                   std::uint32_t blocks) noexcept {
   std::array<std::uint8_t, 16> c{};
   c[0] = op;
   c[1] = flags;
@@ -36,9 +37,15 @@ std::array<std::uint8_t, 16> cdb16(std::uint8_t op, std::uint8_t flags, std::uin
 constexpr std::uint8_t fua_bit = 0x08;  // READ(16)/WRITE(16)/COMPARE AND WRITE byte 1
 
 // NLB, 0's based.
-std::uint32_t blocks_of(const command_view& c) noexcept { return (c.cdw(12) & 0xffff) + 1; }
-std::uint64_t lba_of(const command_view& c) noexcept { return c.cdw(10) | std::uint64_t{c.cdw(11)} << 32; }
-bool fua_of(const command_view& c) noexcept { return (c.cdw(12) & (1u << 30)) != 0; }
+std::uint32_t blocks_of(const command_view& c) noexcept {
+  return (c.cdw(12) & 0xffff) + 1;
+}
+std::uint64_t lba_of(const command_view& c) noexcept {
+  return c.cdw(10) | std::uint64_t{c.cdw(11)} << 32;
+}
+bool fua_of(const command_view& c) noexcept {
+  return (c.cdw(12) & (1u << 30)) != 0;
+}
 
 // FNV-1a over the serial, seeded, twice: 16 bytes that differ per volume.
 std::array<std::uint8_t, 16> hashed(std::string_view serial, std::uint64_t seed) noexcept {
@@ -63,7 +70,9 @@ constexpr std::size_t unmap_descriptor_bytes = 16;
 
 }  // namespace
 
-std::array<std::uint8_t, 16> namespace_nguid(std::string_view serial) noexcept { return hashed(serial, 0x4e475549); }
+std::array<std::uint8_t, 16> namespace_nguid(std::string_view serial) noexcept {
+  return hashed(serial, 0x4e475549);
+}
 
 std::array<std::uint8_t, 16> namespace_uuid(std::string_view serial) noexcept {
   auto u = hashed(serial, 0x55554944);
@@ -72,7 +81,8 @@ std::array<std::uint8_t, 16> namespace_uuid(std::string_view serial) noexcept {
   return u;
 }
 
-std::expected<nvm_transfer, status> nvm_transfer_of(const command_view& c, std::uint32_t block_bytes,
+std::expected<nvm_transfer, status> nvm_transfer_of(const command_view& c,
+                                                    std::uint32_t block_bytes,
                                                     std::uint32_t max_transfer_bytes) noexcept {
   const auto within = [&](std::uint64_t bytes) -> std::expected<nvm_transfer, status> {
     if (bytes > max_transfer_bytes) return std::unexpected(generic(code::invalid_field));
@@ -97,7 +107,8 @@ std::expected<nvm_transfer, status> nvm_transfer_of(const command_view& c, std::
       return nvm_transfer{};
     case opcode::dataset_management: {
       const std::uint32_t ranges = (c.cdw(10) & 0xff) + 1;
-      return nvm_transfer{static_cast<std::uint32_t>(ranges * dsm_range_bytes), 0, 256 * dsm_range_bytes};
+      return nvm_transfer{static_cast<std::uint32_t>(ranges * dsm_range_bytes), 0,
+                          256 * dsm_range_bytes};
     }
     case opcode::reservation_register:
     case opcode::reservation_acquire:
@@ -115,8 +126,9 @@ std::expected<nvm_transfer, status> nvm_transfer_of(const command_view& c, std::
   }
 }
 
-std::optional<status> nvm_command::start(const command_view& c, const namespace_config& ns, std::span<std::byte> data,
-                                         scsi::task& t, bool compare_and_write) noexcept {
+std::optional<status> nvm_command::start(const command_view& c, const namespace_config& ns,
+                                         std::span<std::byte> data, scsi::task& t,
+                                         bool compare_and_write) noexcept {
   opcode_ = c.opcode();
   compare_and_write_ = compare_and_write;
   block_bytes_ = ns.block_bytes;
@@ -148,7 +160,8 @@ std::optional<status> nvm_command::start(const command_view& c, const namespace_
     case opcode::compare:
       if (compare_and_write) {
         // COMPARE AND WRITE's NUMBER OF LOGICAL BLOCKS is one byte.
-        if (blocks > scsi::logical_unit::max_compare_and_write_blocks) return generic(code::invalid_field);
+        if (blocks > scsi::logical_unit::max_compare_and_write_blocks)
+          return generic(code::invalid_field);
         t.cdb = cdb16(cdb_op::compare_and_write, fua, lba, 0);
         t.cdb[10] = t.cdb[11] = t.cdb[12] = 0;
         t.cdb[13] = static_cast<std::uint8_t>(blocks);
@@ -198,7 +211,8 @@ bool nvm_command::prepare(scsi::task& t) noexcept {
     const auto n = static_cast<std::uint32_t>(std::min(blocks_left_, most));
     // NDOB: no data, zeros; UNMAP (DEAC): the blocks may be deallocated,
     // which a thin volume does, and they read as zeros either way.
-    t.cdb = cdb16(cdb_op::write_same16, static_cast<std::uint8_t>(0x01 | (deallocate_ ? 0x08 : 0)), lba_, n);
+    t.cdb = cdb16(cdb_op::write_same16, static_cast<std::uint8_t>(0x01 | (deallocate_ ? 0x08 : 0)),
+                  lba_, n);
     lba_ += n;
     blocks_left_ -= n;
     return true;
@@ -212,7 +226,8 @@ bool nvm_command::prepare(scsi::task& t) noexcept {
   std::uint32_t descriptors = 0;
   while (ranges_done_ < range_count_ && descriptors < most_descriptors && blocks < most_blocks) {
     const std::span<const std::uint8_t> range(
-        reinterpret_cast<const std::uint8_t*>(data_.data()) + ranges_done_ * dsm_range_bytes, dsm_range_bytes);
+        reinterpret_cast<const std::uint8_t*>(data_.data()) + ranges_done_ * dsm_range_bytes,
+        dsm_range_bytes);
     const std::uint64_t range_lba = get64(range, 8) + range_sent_blocks_;
     const std::uint64_t range_blocks = get32(range, 4) - range_sent_blocks_;
     const std::uint64_t n = std::min(range_blocks, most_blocks - blocks);
@@ -233,7 +248,7 @@ bool nvm_command::prepare(scsi::task& t) noexcept {
   }
   if (descriptors == 0) return false;
   const std::size_t list = parameters_.size();
-  put_be(parameters_.data(), list - 2, 2);                    // UNMAP DATA LENGTH
+  put_be(parameters_.data(), list - 2, 2);                       // UNMAP DATA LENGTH
   put_be(parameters_.data() + 2, list - unmap_header_bytes, 2);  // BLOCK DESCRIPTOR DATA LENGTH
   t.cdb = {};
   t.cdb[0] = cdb_op::unmap;
@@ -245,7 +260,8 @@ bool nvm_command::prepare(scsi::task& t) noexcept {
 
 bool nvm_command::next(scsi::task& t) noexcept {
   attention_.reset();
-  if (t.result == scsi::status::check_condition && t.sense_data.key == scsi::sense_key::unit_attention) {
+  if (t.result == scsi::status::check_condition &&
+      t.sense_data.key == scsi::sense_key::unit_attention) {
     // Reporting it cleared it: the same command again meets the next one,
     // or runs. The unit keeps at most 8 per nexus.
     attention_ = t.sense_data;
@@ -297,7 +313,8 @@ status status_of(scsi::status result, const scsi::sense& s) noexcept {
       return generic(code::invalid_field);  // 24/00, 26/xx, 0E/03, 1A/00: what the host sent
     case sense_key::medium_error:
       // 11/xx: the blocks could not be read; 0C/xx: nor written.
-      return {status_type::media, s.asc == 0x11 ? code::unrecovered_read_error : code::write_fault, true};
+      return {status_type::media, s.asc == 0x11 ? code::unrecovered_read_error : code::write_fault,
+              true};
     case sense_key::miscompare:
       return {status_type::media, code::compare_failure, true};
     case sense_key::data_protect:
@@ -307,7 +324,8 @@ status status_of(scsi::status result, const scsi::sense& s) noexcept {
       // The path's ALUA state (04/0A transitioning, 04/0B standby, 04/0C
       // unavailable): ANA's, so that the host tries another path.
       if (s.asc == 0x04 && s.ascq == 0x0a) return {status_type::path, code::ana_transition, false};
-      if (s.asc == 0x04 && (s.ascq == 0x0b || s.ascq == 0x0c)) return {status_type::path, code::ana_inaccessible, false};
+      if (s.asc == 0x04 && (s.ascq == 0x0b || s.ascq == 0x0c))
+        return {status_type::path, code::ana_inaccessible, false};
       return generic(code::namespace_not_ready, false);
     case sense_key::aborted_command:
       return generic(code::command_interrupted, false);

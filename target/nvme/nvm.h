@@ -85,7 +85,8 @@ struct nvm_transfer {
 // The transfer, or the status to answer at once: an opcode Strata does
 // not know, a length past `max_transfer_bytes` (MDTS), fields the
 // command may not carry.
-std::expected<nvm_transfer, status> nvm_transfer_of(const command_view& c, std::uint32_t block_bytes,
+std::expected<nvm_transfer, status> nvm_transfer_of(const command_view& c,
+                                                    std::uint32_t block_bytes,
                                                     std::uint32_t max_transfer_bytes) noexcept;
 
 // One NVM command on its way through a unit.
@@ -97,8 +98,9 @@ class nvm_command {
   // data follows its own in `data` (2N blocks). Or the status to answer
   // at once.
   // REQUIRES: nvm_transfer_of(c) succeeded.
-  std::optional<status> start(const command_view& c, const namespace_config& ns, std::span<std::byte> data,
-                              scsi::task& t, bool compare_and_write = false) noexcept;
+  std::optional<status> start(const command_view& c, const namespace_config& ns,
+                              std::span<std::byte> data, scsi::task& t,
+                              bool compare_and_write = false) noexcept;
 
   // The unit finished `t`. True: `t` holds the next unit command (or the
   // same again, after a unit attention); run it. False: the command is
@@ -135,7 +137,7 @@ class nvm_command {
   std::span<std::byte> data_;
   std::size_t ranges_done_ = 0;  // Dataset Management: ranges sent whole
   std::size_t range_count_ = 0;
-  std::uint64_t range_sent_blocks_ = 0;  // of the range cut between two UNMAPs
+  std::uint64_t range_sent_blocks_ = 0;   // of the range cut between two UNMAPs
   std::vector<std::uint8_t> parameters_;  // an UNMAP's parameter list
   unsigned retries_ = 0;
   status result_ = success;

@@ -22,8 +22,9 @@ namespace {
 constexpr std::uint8_t persistent_reserve_in = 0x5e;
 constexpr std::uint8_t persistent_reserve_out = 0x5f;
 // PERSISTENT RESERVE OUT service actions.
-constexpr std::uint8_t pr_register = 0x00, pr_reserve = 0x01, pr_release = 0x02, pr_clear = 0x03, pr_preempt = 0x04,
-                       pr_preempt_and_abort = 0x05, pr_register_and_ignore = 0x06;
+constexpr std::uint8_t pr_register = 0x00, pr_reserve = 0x01, pr_release = 0x02, pr_clear = 0x03,
+                       pr_preempt = 0x04, pr_preempt_and_abort = 0x05,
+                       pr_register_and_ignore = 0x06;
 // PERSISTENT RESERVE IN service actions.
 constexpr std::uint8_t pr_report_capabilities = 0x02, pr_read_full_status = 0x03;
 constexpr std::size_t pr_out_parameter_bytes = 24;
@@ -64,7 +65,8 @@ std::array<std::uint8_t, 16> host_id_in(std::string_view port) noexcept {
 
 }  // namespace
 
-std::optional<status> nvm_command::start_reservation(const command_view& c, scsi::task& t) noexcept {
+std::optional<status> nvm_command::start_reservation(const command_view& c,
+                                                     scsi::task& t) noexcept {
   const std::uint32_t cdw10 = c.cdw(10);
   const std::uint8_t action = cdw10 & 0x7;
   const bool ignore_key = (cdw10 & 0x8) != 0;
@@ -93,7 +95,8 @@ std::optional<status> nvm_command::start_reservation(const command_view& c, scsi
     service_action = ignore_key ? pr_register_and_ignore : pr_register;
     if (action == 0) key = 0;  // not registered yet: no current key
     service_key = action == 1 ? 0 : key_at(8);
-    flags = static_cast<std::uint8_t>(all_target_ports | ((cdw10 >> 30) == 3 ? activate_persist_through_power_loss : 0));
+    flags = static_cast<std::uint8_t>(
+        all_target_ports | ((cdw10 >> 30) == 3 ? activate_persist_through_power_loss : 0));
   } else if (opcode_ == opcode::reservation_acquire) {
     // RACQA: 0 acquire, 1 preempt, 2 preempt and abort (nothing aborts).
     if (action > 2 || type == 0 || type >= scsi_type_of.size()) return generic(code::invalid_field);
@@ -102,7 +105,8 @@ std::optional<status> nvm_command::start_reservation(const command_view& c, scsi
     if (action != 0) service_key = key_at(8);
   } else {
     // RRELA: 0 release, 1 clear.
-    if (action > 1 || (action == 0 && (type == 0 || type >= scsi_type_of.size()))) return generic(code::invalid_field);
+    if (action > 1 || (action == 0 && (type == 0 || type >= scsi_type_of.size())))
+      return generic(code::invalid_field);
     service_action = action == 0 ? pr_release : pr_clear;
     scsi_type = action == 0 ? scsi_type_of[type] : 0;
   }

@@ -36,9 +36,11 @@ class controller_registers {
 
   // Property Get: the value, or invalid field (an unknown offset, or a size
   // the register does not have).
-  std::expected<std::uint64_t, status> get(std::uint32_t offset, unsigned size_bytes) const noexcept;
+  std::expected<std::uint64_t, status> get(std::uint32_t offset,
+                                           unsigned size_bytes) const noexcept;
   // Property Set: only CC is writable, four bytes.
-  std::expected<change, status> set(std::uint32_t offset, unsigned size_bytes, std::uint64_t value) noexcept;
+  std::expected<change, status> set(std::uint32_t offset, unsigned size_bytes,
+                                    std::uint64_t value) noexcept;
 
   bool ready() const noexcept { return (csts_ & csts_ready) != 0; }
   std::uint64_t cap() const noexcept { return cap_; }

@@ -8,20 +8,23 @@
 
 namespace strata::nvme {
 
-std::span<const namespace_config> subsystem::namespaces_of(std::string_view host_nqn) const noexcept {
+std::span<const namespace_config> subsystem::namespaces_of(
+    std::string_view host_nqn) const noexcept {
   if (const auto it = hosts.find(host_nqn); it != hosts.end()) return it->second;
   if (anyone) return *anyone;
   return {};
 }
 
-const namespace_config* subsystem::find(std::string_view host_nqn, std::uint32_t nsid) const noexcept {
+const namespace_config* subsystem::find(std::string_view host_nqn,
+                                        std::uint32_t nsid) const noexcept {
   for (const namespace_config& ns : namespaces_of(host_nqn)) {
     if (ns.nsid == nsid) return &ns;
   }
   return nullptr;
 }
 
-server::server(boost::asio::any_io_executor loop, std::vector<subsystem> subsystems, server_options options)
+server::server(boost::asio::any_io_executor loop, std::vector<subsystem> subsystems,
+               server_options options)
     : loop_(loop), options_(std::move(options)), acceptor_(loop) {
   for (subsystem& s : subsystems) {
     const std::string nqn = s.nqn;
@@ -29,7 +32,9 @@ server::server(boost::asio::any_io_executor loop, std::vector<subsystem> subsyst
   }
 }
 
-server::~server() { stop(); }
+server::~server() {
+  stop();
+}
 
 void server::log(const std::string& what) const {
   if (!options_.log) return;
@@ -45,8 +50,9 @@ std::expected<void, error> server::listen(const boost::asio::ip::tcp::endpoint& 
   if (!ec) acceptor_.bind(at, ec);
   if (!ec) acceptor_.listen(tcp::socket::max_listen_connections, ec);
   if (ec) {
-    return std::unexpected(make_error(errc::io_error, "NVMe/TCP cannot listen at " + at.address().to_string() + ":" +
-                                                          std::to_string(at.port()) + ": " + ec.message()));
+    return std::unexpected(
+        make_error(errc::io_error, "NVMe/TCP cannot listen at " + at.address().to_string() + ":" +
+                                       std::to_string(at.port()) + ": " + ec.message()));
   }
   listening_port_ = acceptor_.local_endpoint(ec).port();
   accept();
@@ -61,8 +67,10 @@ boost::asio::ip::tcp::endpoint server::local_endpoint() const {
 void server::accept() {
   // The socket is made on the loop the connection will live on.
   const auto& loops = options_.connection_loops;
-  const boost::asio::any_io_executor on = loops.empty() ? loop_ : loops[next_loop_++ % loops.size()];
-  acceptor_.async_accept(on, [this, alive = std::weak_ptr<void>(alive_)](const boost::system::error_code& ec, tcp::socket socket) {
+  const boost::asio::any_io_executor on =
+      loops.empty() ? loop_ : loops[next_loop_++ % loops.size()];
+  acceptor_.async_accept(on, [this, alive = std::weak_ptr<void>(alive_)](
+                                 const boost::system::error_code& ec, tcp::socket socket) {
     if (alive.expired() || !acceptor_.is_open()) return;
     if (!ec) {
       auto c = std::make_shared<connection>(*this, std::move(socket));
@@ -85,13 +93,15 @@ void server::connection_ended(std::shared_ptr<connection> c) {
   });
 }
 
-std::uint16_t server::add_controller(const std::function<std::shared_ptr<controller>(std::uint16_t id)>& make) {
+std::uint16_t server::add_controller(
+    const std::function<std::shared_ptr<controller>(std::uint16_t id)>& make) {
   std::lock_guard hold(mutex_);
   // port_id << 12 | n, n from 1 to FEFh: unique across the two controllers'
   // ports, and never FFFFh (which asks for a dynamic one) or 0.
   for (int tries = 0; tries < 0xfef; ++tries) {
     controller_counter_ = static_cast<std::uint16_t>(controller_counter_ % 0xfef + 1);
-    const auto id = static_cast<std::uint16_t>((options_.port_id & 0xf) << 12 | controller_counter_);
+    const auto id =
+        static_cast<std::uint16_t>((options_.port_id & 0xf) << 12 | controller_counter_);
     if (controllers_.contains(id)) continue;
     controllers_[id] = make(id);
     return id;
@@ -177,12 +187,14 @@ void server::set_subsystem(subsystem s) {
   std::vector<std::shared_ptr<controller>> theirs;
   {
     std::lock_guard hold(mutex_);
-    if (const auto old = subsystems_.find(fresh->nqn); old != subsystems_.end()) before = old->second;
+    if (const auto old = subsystems_.find(fresh->nqn); old != subsystems_.end())
+      before = old->second;
     subsystems_[fresh->nqn] = fresh;
     ++discovery_generation_;
     for (auto& [id, weak] : controllers_) {
       auto c = weak.lock();
-      if (c != nullptr && !c->discovery() && c->subsystem_nqn() == fresh->nqn) theirs.push_back(std::move(c));
+      if (c != nullptr && !c->discovery() && c->subsystem_nqn() == fresh->nqn)
+        theirs.push_back(std::move(c));
     }
   }
   bool groups_moved = false;
@@ -197,7 +209,8 @@ void server::set_subsystem(subsystem s) {
     std::vector<std::uint32_t> changed;
     for (const namespace_config& ns : fresh->namespaces_of(host)) {
       const namespace_config* was = before == nullptr ? nullptr : before->find(host, ns.nsid);
-      if (was == nullptr || was->unit != ns.unit || was->ana_group != ns.ana_group) changed.push_back(ns.nsid);
+      if (was == nullptr || was->unit != ns.unit || was->ana_group != ns.ana_group)
+        changed.push_back(ns.nsid);
       if (was != nullptr && was->ana_group != ns.ana_group) groups_moved = true;
     }
     if (before != nullptr) {
@@ -217,7 +230,8 @@ void server::set_subsystem(subsystem s) {
   }
 }
 
-std::vector<discovery_entry> server::discovery_entries(std::string_view host_nqn, const std::string& local_address) const {
+std::vector<discovery_entry> server::discovery_entries(std::string_view host_nqn,
+                                                       const std::string& local_address) const {
   // This port as its referrals name it, or as the host came in.
   std::vector<referral> here;
   for (const referral& r : options_.referrals) {
@@ -225,7 +239,12 @@ std::vector<discovery_entry> server::discovery_entries(std::string_view host_nqn
   }
   if (here.empty()) here.push_back({local_address, listening_port_, options_.port_id});
   const auto entry = [](bool discovery, const referral& r, const std::string& nqn) {
-    return discovery_entry{discovery, r.port_id, nqn, r.address, std::to_string(r.port), r.address.find(':') != std::string::npos};
+    return discovery_entry{discovery,
+                           r.port_id,
+                           nqn,
+                           r.address,
+                           std::to_string(r.port),
+                           r.address.find(':') != std::string::npos};
   };
   std::vector<discovery_entry> out;
   for (const referral& r : here) out.push_back(entry(true, r, std::string(discovery_nqn)));

@@ -25,19 +25,19 @@
 // admin commands and the configuration take short locks.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <chrono>
 #include <cstdint>
-#include <atomic>
 #include <expected>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <span>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,7 +61,9 @@ struct subsystem {
   // What any other host sees; none: other hosts are refused.
   std::optional<std::vector<namespace_config>> anyone;
 
-  bool allows(std::string_view host_nqn) const { return anyone.has_value() || hosts.contains(host_nqn); }
+  bool allows(std::string_view host_nqn) const {
+    return anyone.has_value() || hosts.contains(host_nqn);
+  }
   // The namespaces `host_nqn` sees (none if it is not allowed).
   std::span<const namespace_config> namespaces_of(std::string_view host_nqn) const noexcept;
   const namespace_config* find(std::string_view host_nqn, std::uint32_t nsid) const noexcept;
@@ -115,7 +117,8 @@ class controller;
 
 class server {
  public:
-  server(boost::asio::any_io_executor loop, std::vector<subsystem> subsystems, server_options options);
+  server(boost::asio::any_io_executor loop, std::vector<subsystem> subsystems,
+         server_options options);
   // REQUIRES: connections() == 0, or the connections' loops still run (a
   // connection closes on its own loop): stop(), and let the server's loop
   // run until connections() is 0, before their loops stop.
@@ -147,7 +150,8 @@ class server {
   // The discovery log's entries for `host_nqn`, which came in at
   // `local_address`: the discovery subsystem itself, then each subsystem
   // that allows the host, here and at each referral.
-  std::vector<discovery_entry> discovery_entries(std::string_view host_nqn, const std::string& local_address) const;
+  std::vector<discovery_entry> discovery_entries(std::string_view host_nqn,
+                                                 const std::string& local_address) const;
   std::uint64_t discovery_generation() const;
   health_counters health() const noexcept;
   // On the server's loop.
@@ -160,7 +164,8 @@ class server {
   void accept();
   // A new controller's ID, unique among this port's live ones (0: none
   // left), and the controller registered under it.
-  std::uint16_t add_controller(const std::function<std::shared_ptr<controller>(std::uint16_t id)>& make);
+  std::uint16_t add_controller(
+      const std::function<std::shared_ptr<controller>(std::uint16_t id)>& make);
   std::shared_ptr<controller> find_controller(std::uint16_t id) const;
   void remove_controller(std::uint16_t id);
   // The subsystem as it is now, read without the lock: on loop_ only

@@ -11,7 +11,9 @@ status status_for(std::error_code ec, device::op operation) noexcept {
   switch (static_cast<errc>(ec.value())) {
     case errc::media_error:
       // Retrying reads the same bad blocks again.
-      return {status_type::media, operation == device::op::read ? code::unrecovered_read_error : code::write_fault, true};
+      return {status_type::media,
+              operation == device::op::read ? code::unrecovered_read_error : code::write_fault,
+              true};
     case errc::device_failed:
       // A generic error, not a path error: the volume is gone for good and
       // no other path reaches it (target/scsi/sense.cc says why: a path
@@ -42,8 +44,8 @@ status status_for(std::error_code ec, device::op operation) noexcept {
   return generic(code::internal_error);
 }
 
-std::array<std::uint8_t, 16> completion(std::uint16_t command_id, status s, std::uint16_t sq_head, std::uint16_t sq_id,
-                                        std::uint64_t result) noexcept {
+std::array<std::uint8_t, 16> completion(std::uint16_t command_id, status s, std::uint16_t sq_head,
+                                        std::uint16_t sq_id, std::uint64_t result) noexcept {
   std::array<std::uint8_t, 16> e{};
   put64(e.data(), result);
   put16(e.data() + 8, sq_head);

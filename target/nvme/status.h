@@ -36,10 +36,11 @@ constexpr std::uint8_t invalid_namespace = 0x0b;
 constexpr std::uint8_t command_sequence_error = 0x0c;
 constexpr std::uint8_t namespace_write_protected = 0x20;
 constexpr std::uint8_t keep_alive_expired = 0x19;
-constexpr std::uint8_t command_interrupted = 0x21;       // the host retries it
-constexpr std::uint8_t transient_transport_error = 0x22; // a data digest failed: the host retries it
+constexpr std::uint8_t command_interrupted = 0x21;  // the host retries it
+constexpr std::uint8_t transient_transport_error =
+    0x22;  // a data digest failed: the host retries it
 constexpr std::uint8_t lba_out_of_range = 0x80;
-constexpr std::uint8_t capacity_exceeded = 0x81;         // a thin namespace that cannot allocate
+constexpr std::uint8_t capacity_exceeded = 0x81;  // a thin namespace that cannot allocate
 constexpr std::uint8_t namespace_not_ready = 0x82;
 constexpr std::uint8_t reservation_conflict = 0x83;
 // command specific: Fabrics Connect
@@ -66,17 +67,23 @@ struct status {
   std::uint8_t code = code::success;
   bool do_not_retry = false;  // DNR: the same command would fail again
 
-  constexpr bool ok() const noexcept { return type == status_type::generic && code == code::success; }
+  constexpr bool ok() const noexcept {
+    return type == status_type::generic && code == code::success;
+  }
   // The completion's 16-bit status field, phase tag 0 (a fabrics
   // controller's completions carry none): DNR bit 15, SCT bits 11:9, SC bits 8:1.
   constexpr std::uint16_t field() const noexcept {
-    return static_cast<std::uint16_t>((do_not_retry ? 0x8000 : 0) | (static_cast<unsigned>(type) & 7u) << 9 | unsigned{code} << 1);
+    return static_cast<std::uint16_t>((do_not_retry ? 0x8000 : 0) |
+                                      (static_cast<unsigned>(type) & 7u) << 9 |
+                                      unsigned{code} << 1);
   }
   friend constexpr bool operator==(const status&, const status&) = default;
 };
 
 constexpr status success{};
-constexpr status generic(std::uint8_t c, bool do_not_retry = true) noexcept { return {status_type::generic, c, do_not_retry}; }
+constexpr status generic(std::uint8_t c, bool do_not_retry = true) noexcept {
+  return {status_type::generic, c, do_not_retry};
+}
 
 // The status of a command a volume answered with `ec` for `operation` (a
 // read's media error is an unrecovered read error, a write's a write fault).
@@ -85,7 +92,7 @@ status status_for(std::error_code ec, device::op operation) noexcept;
 // A completion queue entry: `result` in dwords 0 and 1 (a command's
 // answer, such as Connect's controller ID), the submission queue's head and
 // ID, the command's ID and its status.
-std::array<std::uint8_t, 16> completion(std::uint16_t command_id, status s, std::uint16_t sq_head, std::uint16_t sq_id,
-                                        std::uint64_t result = 0) noexcept;
+std::array<std::uint8_t, 16> completion(std::uint16_t command_id, status s, std::uint16_t sq_head,
+                                        std::uint16_t sq_id, std::uint64_t result = 0) noexcept;
 
 }  // namespace strata::nvme

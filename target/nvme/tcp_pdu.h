@@ -43,7 +43,8 @@ namespace pdu_flag {
 constexpr std::uint8_t header_digest = 0x01;  // HDGSTF: a header digest follows the header
 constexpr std::uint8_t data_digest = 0x02;    // DDGSTF: a data digest follows the data
 constexpr std::uint8_t last_pdu = 0x04;       // H2CData and C2HData: the command's last data PDU
-constexpr std::uint8_t success = 0x08;        // C2HData: the command succeeded; no response capsule follows
+constexpr std::uint8_t success =
+    0x08;  // C2HData: the command succeeded; no response capsule follows
 }  // namespace pdu_flag
 
 constexpr std::size_t common_header_bytes = 8;
@@ -61,14 +62,18 @@ constexpr std::uint32_t min_max_h2c_data_bytes = 4096;
 constexpr std::uint8_t header_length(pdu_type t) noexcept {
   switch (t) {
     case pdu_type::ic_req:
-    case pdu_type::ic_resp: return 128;
-    case pdu_type::capsule_cmd: return common_header_bytes + sqe_bytes;
-    case pdu_type::capsule_resp: return common_header_bytes + cqe_bytes;
+    case pdu_type::ic_resp:
+      return 128;
+    case pdu_type::capsule_cmd:
+      return common_header_bytes + sqe_bytes;
+    case pdu_type::capsule_resp:
+      return common_header_bytes + cqe_bytes;
     case pdu_type::h2c_term_req:
     case pdu_type::c2h_term_req:
     case pdu_type::h2c_data:
     case pdu_type::c2h_data:
-    case pdu_type::r2t: return 24;
+    case pdu_type::r2t:
+      return 24;
   }
   return 0;
 }
@@ -78,9 +83,9 @@ enum class fatal_error : std::uint16_t {
   invalid_header_field = 0x01,  // FEI: the byte offset of the field in the PDU header
   pdu_sequence_error = 0x02,    // a PDU out of its place (anything before ICReq, a second ICReq)
   header_digest_error = 0x03,
-  data_out_of_range = 0x04,     // data past what the command or its R2T allows
-  data_limit_exceeded = 0x05,   // more data in one PDU than negotiated (MAXH2CDATA, in-capsule data)
-  unsupported_parameter = 0x06, // FEI: the byte offset of the parameter
+  data_out_of_range = 0x04,    // data past what the command or its R2T allows
+  data_limit_exceeded = 0x05,  // more data in one PDU than negotiated (MAXH2CDATA, in-capsule data)
+  unsupported_parameter = 0x06,  // FEI: the byte offset of the parameter
 };
 
 // Why the connection must end: what the C2HTermReq says.
@@ -107,27 +112,31 @@ struct pdu_layout {
   bool header_digest = false;      // a digest follows the header
   std::uint32_t data_offset = 0;   // from the PDU's first byte (PDO); the pad before it is ignored
   std::uint32_t data_bytes = 0;
-  bool data_digest = false;        // a digest follows the data
-  std::uint32_t total_bytes = 0;   // PLEN
+  bool data_digest = false;       // a digest follows the data
+  std::uint32_t total_bytes = 0;  // PLEN
   // The bytes after the header (and its digest) up to the data: the pad.
-  std::uint32_t pad_bytes() const noexcept { return data_bytes == 0 ? 0 : data_offset - header_bytes - (header_digest ? digest_bytes : 0); }
+  std::uint32_t pad_bytes() const noexcept {
+    return data_bytes == 0 ? 0 : data_offset - header_bytes - (header_digest ? digest_bytes : 0);
+  }
 };
 
 // Checks the common header of a PDU from the host against the spec and
 // the connection's terms: a type a host sends, in its place (the ICReq
 // first and once), the header length its type has, digests as
 // negotiated, the data offset and length within PLEN, and the limits.
-std::expected<pdu_layout, fatal> check_common_header(std::span<const std::uint8_t, common_header_bytes> common,
-                                                     const connection_terms& terms);
+std::expected<pdu_layout, fatal> check_common_header(
+    std::span<const std::uint8_t, common_header_bytes> common, const connection_terms& terms);
 
 // Checks the header digest of a PDU whose header (`header`: HLEN bytes
 // and the digest after them) has been read.
-std::expected<void, fatal> check_header_digest(std::span<const std::uint8_t> header, const pdu_layout& layout);
+std::expected<void, fatal> check_header_digest(std::span<const std::uint8_t> header,
+                                               const pdu_layout& layout);
 
 // An ICReq's fields (its HLEN bytes).
 struct ic_req {
   std::uint16_t pdu_format_version = 0;  // PFV: 0
-  std::uint8_t host_pdu_data_alignment = 0;  // HPDA: C2HData's data at a multiple of (hpda + 1) * 4 bytes
+  std::uint8_t host_pdu_data_alignment =
+      0;                       // HPDA: C2HData's data at a multiple of (hpda + 1) * 4 bytes
   bool header_digest = false;  // DGST bit 0: the host asks for header digests
   bool data_digest = false;    // DGST bit 1
   std::uint32_t max_r2t = 0;   // MAXR2T: R2Ts outstanding per command, 0's based
@@ -144,10 +153,11 @@ struct h2c_data {
   std::uint16_t command_id = 0;    // CCCID
   std::uint16_t transfer_tag = 0;  // TTAG: the R2T's
   bool last = false;
-  std::uint32_t data_offset = 0;   // DATAO: within the command's data
-  std::uint32_t data_bytes = 0;    // DATAL
+  std::uint32_t data_offset = 0;  // DATAO: within the command's data
+  std::uint32_t data_bytes = 0;   // DATAL
 };
-std::expected<h2c_data, fatal> parse_h2c_data(std::span<const std::uint8_t> header, const pdu_layout& layout,
+std::expected<h2c_data, fatal> parse_h2c_data(std::span<const std::uint8_t> header,
+                                              const pdu_layout& layout,
                                               const connection_terms& terms);
 
 // A header the controller sends: its bytes, then its digest if enabled,
@@ -165,11 +175,12 @@ outgoing_header capsule_resp(std::span<const std::uint8_t, cqe_bytes> cqe, bool 
 // A C2HData header for `data_bytes` at `data_offset` of command `command_id`'s
 // data; `success`: the command's last data, and it succeeded (no response
 // capsule follows). The caller sends the data, then its digest if enabled.
-outgoing_header c2h_data(std::uint16_t command_id, std::uint32_t data_offset, std::uint32_t data_bytes, bool last,
-                         bool success, bool header_digest, bool data_digest, std::uint8_t host_pdu_data_alignment);
+outgoing_header c2h_data(std::uint16_t command_id, std::uint32_t data_offset,
+                         std::uint32_t data_bytes, bool last, bool success, bool header_digest,
+                         bool data_digest, std::uint8_t host_pdu_data_alignment);
 // An R2T: the host may send `bytes` of command `command_id`'s data from `offset`.
-outgoing_header r2t(std::uint16_t command_id, std::uint16_t transfer_tag, std::uint32_t offset, std::uint32_t bytes,
-                    bool header_digest);
+outgoing_header r2t(std::uint16_t command_id, std::uint16_t transfer_tag, std::uint32_t offset,
+                    std::uint32_t bytes, bool header_digest);
 // A C2HTermReq for `why`, carrying as much of the offending PDU's header
 // (`offending`) as fits. Never digested.
 outgoing_header c2h_term_req(const fatal& why, std::span<const std::uint8_t> offending);

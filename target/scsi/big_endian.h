@@ -29,7 +29,9 @@ struct be_writer {
   void zeros(std::size_t n) { bytes.resize(bytes.size() + n, 0); }
   void append(std::string_view s) { bytes.insert(bytes.end(), s.begin(), s.end()); }
   // Overwrites a field written before (a length known only at the end).
-  void patch(std::size_t at, std::uint64_t v, int length_bytes) noexcept { put_be(bytes.data() + at, v, length_bytes); }
+  void patch(std::size_t at, std::uint64_t v, int length_bytes) noexcept {
+    put_be(bytes.data() + at, v, length_bytes);
+  }
 };
 
 }  // namespace strata::scsi

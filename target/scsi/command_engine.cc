@@ -1,8 +1,6 @@
 // The engine under the block commands: per-command state reused, the
 // range interlock, and the pieces each command moves to and from the
 // volume (what Linux-IO keeps in target_core_transport.c).
-#include "target/scsi/logical_unit.h"
-
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <cassert>
@@ -13,6 +11,7 @@
 #include "raid/device/aligned_buffer.h"
 #include "raid/device/status.h"
 #include "target/scsi/big_endian.h"
+#include "target/scsi/logical_unit.h"
 #include "target/scsi/unit_internal.h"
 
 namespace strata::scsi {
@@ -65,7 +64,9 @@ void logical_unit::release(command& c) noexcept {
   --in_flight_;
   // Its range is free: commands that waited for it may go.
   waiting_.admit([this](const command& w) { return blocked(w); },
-                 [this](command& w) { run(w); });  // only submits: nothing completes, so the queue stays as it is
+                 [this](command& w) {
+                   run(w);
+                 });  // only submits: nothing completes, so the queue stays as it is
 }
 
 // ---------------------------------------------------------------------------
@@ -292,8 +293,8 @@ void logical_unit::finish(command& c) noexcept {
     t.data_in_bytes =
         c.returns_data ? static_cast<std::uint32_t>(c.steps[0].single.block_count * bs) : 0;
     if (c.miscompare_offset) {
-      set_check_condition(t, make_sense(sense_key::miscompare, asc::miscompare_during_verify,
-                                        c.miscompare_offset));
+      set_check_condition(
+          t, make_sense(sense_key::miscompare, asc::miscompare_during_verify, c.miscompare_offset));
     }
     if (c.compare != command::comparison::none) {
       // The first byte that differs, as an offset into the verified data

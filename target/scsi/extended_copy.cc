@@ -27,7 +27,6 @@ namespace strata::scsi {
 
 namespace {
 
-
 std::unexpected<sense> refuse(additional_sense code) noexcept {
   return std::unexpected(illegal_request(code));
 }
@@ -56,8 +55,7 @@ std::expected<cscd_descriptor, sense> parse_cscd(const std::uint8_t* d) {
   c.designator_type = d[5] & 0x0f;
   c.designator_bytes = d[7];
   // The DESIGNATOR field is 20 bytes (bytes 8 to 27).
-  if (c.designator_bytes > c.designator.size())
-    return refuse(asc::invalid_field_in_parameter_list);
+  if (c.designator_bytes > c.designator.size()) return refuse(asc::invalid_field_in_parameter_list);
   std::memcpy(c.designator.data(), d + 8, c.designator_bytes);
   c.disk_block_bytes = static_cast<std::uint32_t>(get_be(d + 29, 3));
   return c;
@@ -164,8 +162,8 @@ std::uint8_t log2_bytes(std::uint32_t bytes) noexcept {
 
 std::vector<std::uint8_t> copy_operating_parameters(std::uint32_t block_size_bytes) {
   be_writer w;
-  w.be(0, 4);   // AVAILABLE DATA, patched below
-  w.u8(0x01);   // SNLID: LIST ID USAGE 11b is supported
+  w.be(0, 4);  // AVAILABLE DATA, patched below
+  w.u8(0x01);  // SNLID: LIST ID USAGE 11b is supported
   w.zeros(3);
   w.be(copy_limits::max_cscd_descriptors, 2);
   w.be(copy_limits::max_segment_descriptors, 2);
@@ -226,7 +224,7 @@ std::vector<std::uint8_t> third_party_copy_descriptors(std::uint32_t block_size_
     w.be(2, 2);
     w.be(cscd_id_copy_manager, 2);
   });
-  descriptor(0x8001, [&] {  // General Copy Operations
+  descriptor(0x8001, [&] {           // General Copy Operations
     w.be(max_concurrent_copies, 4);  // TOTAL CONCURRENT COPIES
     w.be(max_concurrent_copies, 4);  // MAXIMUM IDENTIFIED CONCURRENT COPIES
     w.be(copy_limits::max_segment_bytes, 4);
@@ -277,7 +275,7 @@ struct logical_unit::copy_operation {
   logical_unit* owner = nullptr;
   task* t = nullptr;  // the EXTENDED COPY
   copy_list list;
-  std::size_t segment = 0;               // the segment being processed; before it, all done
+  std::size_t segment = 0;                // the segment being processed; before it, all done
   std::uint64_t segment_done_blocks = 0;  // of it, copied
   std::uint64_t transferred_bytes = 0;
   // The piece in flight: read into read.data_in, then written from there.
@@ -374,8 +372,8 @@ void logical_unit::advance(copy_operation& op) noexcept {
 }
 
 std::expected<logical_unit*, sense> logical_unit::copy_unit(const copy_operation& op,
-                                                           std::uint16_t cscd_id,
-                                                           std::uint16_t field_at) {
+                                                            std::uint16_t cscd_id,
+                                                            std::uint16_t field_at) {
   const block_segment& s = op.current();
   auto aborted = [&](additional_sense code) {
     return std::unexpected(copy_aborted(code, s.offset_bytes, field_at));
@@ -437,15 +435,15 @@ void logical_unit::start_piece(copy_operation& op) {
           copy_aborted(asc::no_additional_sense, s.offset_bytes, segment_source_lba_at));
     }
     if (!in_range(s.destination_lba, s.block_count, to.block_count())) {
-      return finish_copy(op, status::check_condition,
-                         copy_aborted(asc::no_additional_sense, s.offset_bytes,
-                                      segment_destination_lba_at));
+      return finish_copy(
+          op, status::check_condition,
+          copy_aborted(asc::no_additional_sense, s.offset_bytes, segment_destination_lba_at));
     }
   }
 
   const std::uint64_t remaining = s.block_count - op.segment_done_blocks;
-  const std::uint64_t n = std::min<std::uint64_t>(
-      {remaining, from.max_transfer_blocks(), to.max_transfer_blocks()});
+  const std::uint64_t n =
+      std::min<std::uint64_t>({remaining, from.max_transfer_blocks(), to.max_transfer_blocks()});
   // Within one unit, a destination that starts inside the source is copied
   // from the end, so that no piece reads what an earlier piece wrote (as
   // memmove does).

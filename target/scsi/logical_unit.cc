@@ -89,12 +89,19 @@ namespace {
 // only read this unit: the copy's WRITE(16) to it is refused instead.
 bool modifies_medium(std::uint8_t opcode) noexcept {
   switch (opcode) {
-    case 0x0a: case 0x2a: case 0xaa: case 0x8a:  // WRITE(6/10/12/16)
-    case 0x2e: case 0xae: case 0x8e:             // WRITE AND VERIFY(10/12/16)
-    case 0x41: case 0x93:                        // WRITE SAME(10/16)
-    case 0x42:                                   // UNMAP
-    case 0x89: case 0x8b:                        // COMPARE AND WRITE, ORWRITE
-    case 0x9c:                                   // WRITE ATOMIC(16)
+    case 0x0a:
+    case 0x2a:
+    case 0xaa:
+    case 0x8a:  // WRITE(6/10/12/16)
+    case 0x2e:
+    case 0xae:
+    case 0x8e:  // WRITE AND VERIFY(10/12/16)
+    case 0x41:
+    case 0x93:  // WRITE SAME(10/16)
+    case 0x42:  // UNMAP
+    case 0x89:
+    case 0x8b:  // COMPARE AND WRITE, ORWRITE
+    case 0x9c:  // WRITE ATOMIC(16)
       return true;
     default:
       return false;
@@ -210,8 +217,8 @@ void logical_unit::dispatch(task& t) {
       return complete_later(t);
     case 0x5f:
       return reservations_.persistent_reserve_out(t);  // completes after saving
-    case 0x16:  // RESERVE(6)
-    case 0x56:  // RESERVE(10)
+    case 0x16:                                         // RESERVE(6)
+    case 0x56:                                         // RESERVE(10)
       reservations_.reserve(t);
       return complete_later(t);
     case 0x17:  // RELEASE(6)

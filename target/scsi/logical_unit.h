@@ -85,8 +85,8 @@
 #include "target/scsi/sense.h"
 #include "target/scsi/task.h"
 #include "target/scsi/task_set.h"
-#include "target/scsi/unit_interface.h"
 #include "target/scsi/unit_attentions.h"
+#include "target/scsi/unit_interface.h"
 #include "target/scsi/unit_state_store.h"
 
 namespace strata::scsi {
@@ -293,8 +293,12 @@ class logical_unit final : public unit_interface {
   }
   // A condition the transport reports for nexus `n` (3F/0E REPORTED LUNS
   // DATA HAS CHANGED when its LUN map changed): unit_attentions.h.
-  void establish_unit_attention(const i_t_nexus& n, additional_sense code) override { attentions_.establish(n, code); }
-  void clear_unit_attention(const i_t_nexus& n, additional_sense code) override { attentions_.clear(n, code); }
+  void establish_unit_attention(const i_t_nexus& n, additional_sense code) override {
+    attentions_.establish(n, code);
+  }
+  void clear_unit_attention(const i_t_nexus& n, additional_sense code) override {
+    attentions_.clear(n, code);
+  }
   // LOGICAL UNIT RESET, received on nexus `by`: releases the RESERVE(6)
   // reservation (persistent ones stay) and establishes 29/03 for every
   // nexus, `by` included (SAM-5 6.3.3: "every I_T nexus"; libiscsi's
@@ -322,7 +326,7 @@ class logical_unit final : public unit_interface {
   const copy_results& held_copy_results() const noexcept { return copy_results_; }
 
  private:
-  struct command;  // per-command state of commands that do device I/O (unit_internal.h)
+  struct command;         // per-command state of commands that do device I/O (unit_internal.h)
   struct copy_operation;  // one EXTENDED COPY in flight (extended_copy.cc)
   // Lets copies_ hold a type complete only in extended_copy.cc.
   struct copy_operation_deleter {
@@ -351,7 +355,8 @@ class logical_unit final : public unit_interface {
   void report_target_port_groups(task& t);
   // The relative target port a command came through and its group: the
   // identity's one port and group unless port_groups names the port.
-  std::pair<std::uint16_t, std::uint16_t> port_and_group(std::uint16_t relative_port) const noexcept;
+  std::pair<std::uint16_t, std::uint16_t> port_and_group(
+      std::uint16_t relative_port) const noexcept;
   void read_write(task& t, bool write, std::uint64_t lba, std::uint64_t blocks, bool fua);
   // The blocks of a write that lie within t.expected_transfer_bytes (all
   // of them, unless the initiator expects less than the CDB describes);

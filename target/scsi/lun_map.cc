@@ -59,7 +59,8 @@ bool lun_map::remove(std::uint16_t lun) {
 }
 
 bool lun_map::mapped(std::uint64_t lun) const noexcept {
-  return lun < lun_count && (mapped_[lun / 64].load(std::memory_order_acquire) >> (lun % 64) & 1) != 0;
+  return lun < lun_count &&
+         (mapped_[lun / 64].load(std::memory_order_acquire) >> (lun % 64) & 1) != 0;
 }
 
 unit_interface* lun_map::replace(std::uint16_t lun, unit_interface& by) {
@@ -116,7 +117,8 @@ void lun_map::report_luns(task& t) {
   // HAS CHANGED is cleared on every unit it sees (SPC-4 6.33).
   for (const auto& [lun, unit] : units_) {
     // The port's name is copied: a posted clear may outlive the task.
-    boost::asio::dispatch(unit->executor(), [unit, port = std::string(t.nexus.initiator_port), at = t.nexus.relative_target_port] {
+    boost::asio::dispatch(unit->executor(), [unit, port = std::string(t.nexus.initiator_port),
+                                             at = t.nexus.relative_target_port] {
       unit->clear_unit_attention(i_t_nexus{port, at}, asc::reported_luns_data_has_changed);
     });
   }

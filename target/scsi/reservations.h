@@ -52,13 +52,12 @@
 // RELEASE behavior" (CRH=1): RESERVE or RELEASE from the persistent
 // reservation holder, or from a registered nexus under a registrants-only
 // or all-registrants reservation, is GOOD and changes nothing; otherwise,
-// while any registration exists, it is RESERVATION CONFLICT. Without registrations: SPC-2. While one nexus holds the unit,
-// the others may run only INQUIRY, REQUEST SENSE, REPORT LUNS, RELEASE (GOOD,
-// nothing happens) and REPORT TARGET PORT GROUPS (not in SPC-2, which
-// predates ALUA; a multipath path checker must not see a reserved path as
-// failed); every PERSISTENT RESERVE IN/OUT is RESERVATION CONFLICT (SPC-2
-// 5.5.1). A LOGICAL UNIT RESET and the holder's I_T nexus loss release it;
-// it is not saved.
+// while any registration exists, it is RESERVATION CONFLICT. Without registrations: SPC-2. While
+// one nexus holds the unit, the others may run only INQUIRY, REQUEST SENSE, REPORT LUNS, RELEASE
+// (GOOD, nothing happens) and REPORT TARGET PORT GROUPS (not in SPC-2, which predates ALUA; a
+// multipath path checker must not see a reserved path as failed); every PERSISTENT RESERVE IN/OUT
+// is RESERVATION CONFLICT (SPC-2 5.5.1). A LOGICAL UNIT RESET and the holder's I_T nexus loss
+// release it; it is not saved.
 //
 // Persistence. After every PERSISTENT RESERVE OUT that changes the state,
 // the whole state is encoded (encode_reservation_state) and saved before the

@@ -2,8 +2,6 @@
 // reads and writes, VERIFY, WRITE SAME, UNMAP, COMPARE AND WRITE, ORWRITE,
 // WRITE ATOMIC, PRE-FETCH, GET LBA STATUS, ... Each builds a command
 // (unit_internal.h) and hands it to the engine (command_engine.cc).
-#include "target/scsi/logical_unit.h"
-
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <cassert>
@@ -14,6 +12,7 @@
 #include "raid/device/aligned_buffer.h"
 #include "raid/device/status.h"
 #include "target/scsi/big_endian.h"
+#include "target/scsi/logical_unit.h"
 #include "target/scsi/unit_internal.h"
 
 namespace strata::scsi {
@@ -37,12 +36,13 @@ void logical_unit::read_capacity_16(task& t) {
   put_be(data.data() + 8, block_size_bytes(), 4);
   // Byte 13: P_I_EXPONENT 0, LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT.
   // LOWEST ALIGNED LOGICAL BLOCK ADDRESS 0: volumes start on a physical block.
-  for (std::uint32_t per = identity_.physical_block_bytes / block_size_bytes(); per > 1 && data[13] < 15; per >>= 1) ++data[13];
+  for (std::uint32_t per = identity_.physical_block_bytes / block_size_bytes();
+       per > 1 && data[13] < 15; per >>= 1)
+    ++data[13];
   if (identity_.thin_provisioned) data[14] = 0x80 | 0x40;  // LBPME, LBPRZ
   if (!set_data_in(t, data, get32(t.cdb.data() + 10))) t.result = status::busy;
   complete_later(t);
 }
-
 
 void logical_unit::start_stop_unit(task& t) {
   // A volume has no motor and no medium: START and the power conditions
@@ -109,8 +109,8 @@ bool aligned(const void* p, std::size_t alignment) noexcept {
 
 // The first `bytes` of `data_out`, where the volume can write from: in
 // place when aligned for it, else copied into `bounce`.
-std::byte* writable_source(std::span<std::byte> data_out, std::size_t bytes, const device::block_device& volume,
-                           device::aligned_buffer& bounce) {
+std::byte* writable_source(std::span<std::byte> data_out, std::size_t bytes,
+                           const device::block_device& volume, device::aligned_buffer& bounce) {
   std::byte* source = data_out.data();
   if (aligned(source, volume.geometry().buffer_alignment_bytes)) return source;
   bounce = device::aligned_buffer(bytes, buffer_alignment(volume));
@@ -189,7 +189,8 @@ void logical_unit::verify(task& t, bool write, std::uint64_t lba, std::uint64_t 
     return fail_later(t, illegal_request(asc::invalid_field_in_command_iu));
 
   device::aligned_buffer bounce;
-  std::byte* source = write ? writable_source(t.data_out, bytes, volume_, bounce) : t.data_out.data();
+  std::byte* source =
+      write ? writable_source(t.data_out, bytes, volume_, bounce) : t.data_out.data();
   // Medium verification reads the blocks back: that is what finds a latent
   // error, which "check the range" alone would not.
   device::aligned_buffer scratch(bytes, alignment);
@@ -449,7 +450,8 @@ void logical_unit::write_atomic(task& t) {
     return fail_later(t, illegal_request(asc::lba_out_of_range));
   if (blocks == 0) return complete_later(t);  // SBC-4: no blocks, not an error
   const std::uint32_t unit_blocks = max_atomic_transfer_blocks();
-  if (unit_blocks == 0 || blocks > unit_blocks || blocks % unit_blocks != 0 || lba % unit_blocks != 0)
+  if (unit_blocks == 0 || blocks > unit_blocks || blocks % unit_blocks != 0 ||
+      lba % unit_blocks != 0)
     return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
   const std::size_t bytes = std::size_t{blocks} * block_size_bytes();
   // All of it or nothing: unlike WRITE, no prefix is written when less
@@ -499,9 +501,8 @@ void logical_unit::get_lba_status(task& t) {
   if (start_lba >= block_count()) return fail_later(t, illegal_request(asc::lba_out_of_range));
   // As many descriptors as the allocation length holds, and at least one:
   // the PARAMETER DATA LENGTH then tells a short buffer how much there is.
-  const std::size_t wanted =
-      std::clamp<std::size_t>(allocation_length > 8 ? (allocation_length - 8) / 16 : 0, 1,
-                              max_lba_status_descriptors);
+  const std::size_t wanted = std::clamp<std::size_t>(
+      allocation_length > 8 ? (allocation_length - 8) / 16 : 0, 1, max_lba_status_descriptors);
   // Queries per command, in all: a device that answers in small runs (one
   // extent at a time) gets fewer descriptors back, never a long scan.
   std::size_t queries_left = 32 * max_lba_status_descriptors;

@@ -171,8 +171,9 @@ void unit_attentions::clear(const i_t_nexus& n, additional_sense code) {
   const auto it = records_.find(n);
   if (it == records_.end()) return;
   update(it->second, [&](record& r) {
-    auto* end = std::remove_if(r.queue.begin(), r.queue.begin() + r.count,
-                               [&](const additional_sense& c) { return c.asc == code.asc && c.ascq == code.ascq; });
+    auto* end = std::remove_if(
+        r.queue.begin(), r.queue.begin() + r.count,
+        [&](const additional_sense& c) { return c.asc == code.asc && c.ascq == code.ascq; });
     r.count = static_cast<std::size_t>(end - r.queue.begin());
   });
 }

@@ -60,7 +60,8 @@ inline bool all_zero(std::span<const std::byte> bytes) noexcept {
   return std::all_of(bytes.begin(), bytes.end(), [](std::byte b) { return b == std::byte{0}; });
 }
 
-inline bool in_range(std::uint64_t lba, std::uint64_t blocks, std::uint64_t capacity_blocks) noexcept {
+inline bool in_range(std::uint64_t lba, std::uint64_t blocks,
+                     std::uint64_t capacity_blocks) noexcept {
   // Written so that a huge lba or count cannot overflow the sum.
   return lba <= capacity_blocks && blocks <= capacity_blocks - lba;
 }

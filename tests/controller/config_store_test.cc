@@ -9,7 +9,8 @@ using strata::controller::config_batch;
 using strata::controller::config_store;
 using strata::device::testing::temp_dir;
 
-TEST_CASE("config store: a committed batch is read back, in key order, and survives a reopen", "[controller]") {
+TEST_CASE("config store: a committed batch is read back, in key order, and survives a reopen",
+          "[controller]") {
   temp_dir dir;
   const std::string path = (dir.path() / "config").string();
   {
@@ -64,7 +65,8 @@ TEST_CASE("config store: lists page by the last key of the page before", "[contr
   CHECK((*store)->list("hosts/", "a-key-before-the-prefix", 3).size() == 3);
 }
 
-TEST_CASE("config store: a second open of the same database is refused with its reason", "[controller]") {
+TEST_CASE("config store: a second open of the same database is refused with its reason",
+          "[controller]") {
   temp_dir dir;
   const std::string path = (dir.path() / "config").string();
   auto first = config_store::open(path);

@@ -20,7 +20,8 @@ std::unique_ptr<config_store> store(const device::testing::temp_dir& dir, const 
 
 }  // namespace
 
-TEST_CASE("config sync: array-wide records, encoded and decoded; bad bytes refused", "[controller][config_sync]") {
+TEST_CASE("config sync: array-wide records, encoded and decoded; bad bytes refused",
+          "[controller][config_sync]") {
   CHECK(array_wide("hosts/h1"));
   CHECK(array_wide("pools/p1/volumes/v1"));
   CHECK(array_wide("array/identity"));
@@ -39,7 +40,8 @@ TEST_CASE("config sync: array-wide records, encoded and decoded; bad bytes refus
   bytes.push_back(0);
   CHECK_FALSE(decode_records(bytes));  // trailing bytes
 
-  const config_change change = {{"hosts/h2", "x"}, {"mappings/m1", std::nullopt}, {"array/generation", "7"}};
+  const config_change change = {
+      {"hosts/h2", "x"}, {"mappings/m1", std::nullopt}, {"array/generation", "7"}};
   auto decoded = decode_change(encode_change(change));
   REQUIRE(decoded);
   CHECK(*decoded == change);
@@ -52,7 +54,10 @@ TEST_CASE("config sync: array-wide records, encoded and decoded; bad bytes refus
   CHECK_FALSE(decode_change(cut));
 }
 
-TEST_CASE("config sync: generations bump with each change; a snapshot replaces the array-wide records only", "[controller][config_sync]") {
+TEST_CASE(
+    "config sync: generations bump with each change; a snapshot replaces the array-wide records "
+    "only",
+    "[controller][config_sync]") {
   device::testing::temp_dir dir;
   auto newer = store(dir, "newer");
   auto older = store(dir, "older");

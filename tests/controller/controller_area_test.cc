@@ -21,15 +21,20 @@ namespace {
 array_identity identity() {
   array_identity a;
   for (std::size_t i = 0; i < a.id.size(); ++i) a.id[i] = static_cast<std::uint8_t>(0x10 + i);
-  for (std::size_t i = 0; i < a.link_key.size(); ++i) a.link_key[i] = static_cast<std::uint8_t>(0xa0 ^ i);
+  for (std::size_t i = 0; i < a.link_key.size(); ++i)
+    a.link_key[i] = static_cast<std::uint8_t>(0xa0 ^ i);
   a.created_unix_ms = 1'790'000'000'000;
   return a;
 }
 
-std::vector<std::byte> blank_area() { return std::vector<std::byte>(area::slots * area::slot_bytes); }
+std::vector<std::byte> blank_area() {
+  return std::vector<std::byte>(area::slots * area::slot_bytes);
+}
 
-void put(std::vector<std::byte>& area_bytes, std::size_t slot, const std::vector<std::byte>& record) {
-  std::copy(record.begin(), record.end(), area_bytes.begin() + static_cast<std::ptrdiff_t>(slot * area::slot_bytes));
+void put(std::vector<std::byte>& area_bytes, std::size_t slot,
+         const std::vector<std::byte>& record) {
+  std::copy(record.begin(), record.end(),
+            area_bytes.begin() + static_cast<std::ptrdiff_t>(slot * area::slot_bytes));
 }
 
 std::uint64_t locate(test_loop& loop, device::block_device& member) {
@@ -48,7 +53,8 @@ area_contents read_area(test_loop& loop, device::block_device& member, std::uint
   return **got;
 }
 
-void wait_written(test_loop& loop, std::function<void(std::function<void(std::error_code)>)> start) {
+void wait_written(test_loop& loop,
+                  std::function<void(std::function<void(std::error_code)>)> start) {
   std::optional<std::error_code> done;
   start([&](std::error_code e) { done = e; });
   loop.run_until([&] { return done.has_value(); });
@@ -57,7 +63,10 @@ void wait_written(test_loop& loop, std::function<void(std::function<void(std::er
 
 }  // namespace
 
-TEST_CASE("controller area: records round-trip, the newer copy wins, a corrupt copy falls back to the other", "[controller][area]") {
+TEST_CASE(
+    "controller area: records round-trip, the newer copy wins, a corrupt copy falls back to the "
+    "other",
+    "[controller][area]") {
   auto bytes = blank_area();
   CHECK(area::decode(bytes).error() == errc::not_found);  // blank: no area records
 
@@ -69,8 +78,9 @@ TEST_CASE("controller area: records round-trip, the newer copy wins, a corrupt c
   put(bytes, area::array_slot + 1, area::encode(identity(), 1));
   put(bytes, area::heartbeat_a_slot, area::encode(a, 41));
   put(bytes, area::heartbeat_b_slot, area::encode(b, 9));
-  put(bytes, area::ownership_slot, area::encode(new_owner, 2));      // a takeover wrote copy one...
-  put(bytes, area::ownership_slot + 1, area::encode(old_owner, 1));  // ...and was cut before copy two
+  put(bytes, area::ownership_slot, area::encode(new_owner, 2));  // a takeover wrote copy one...
+  put(bytes, area::ownership_slot + 1,
+      area::encode(old_owner, 1));  // ...and was cut before copy two
   auto c = area::decode(bytes);
   REQUIRE(c);
   CHECK(c->array == identity());
@@ -103,12 +113,16 @@ TEST_CASE("controller area: records round-trip, the newer copy wins, a corrupt c
   CHECK_FALSE(area::heartbeat_slot("c"));
 }
 
-TEST_CASE("controller area: on group members after the bitmap, kept apart from superblocks, bitmap and data across a restart",
-          "[controller][area]") {
+TEST_CASE(
+    "controller area: on group members after the bitmap, kept apart from superblocks, bitmap and "
+    "data across a restart",
+    "[controller][area]") {
   temp_dir dir;
   std::vector<drive_spec> specs;
-  for (int i = 0; i < 6; ++i) specs.push_back({"hdd-0" + std::to_string(i), drive_kind::hdd, 256ull << 20});
-  for (int i = 0; i < 2; ++i) specs.push_back({"ssd-0" + std::to_string(i), drive_kind::ssd, 128ull << 20});
+  for (int i = 0; i < 6; ++i)
+    specs.push_back({"hdd-0" + std::to_string(i), drive_kind::hdd, 256ull << 20});
+  for (int i = 0; i < 2; ++i)
+    specs.push_back({"ssd-0" + std::to_string(i), drive_kind::ssd, 128ull << 20});
   const auto data = pattern(64 * 4096, test_seed());
   group_id raid6_id{}, raid1_id{};
   std::vector<std::uint64_t> where;
@@ -134,9 +148,18 @@ TEST_CASE("controller area: on group members after the bitmap, kept apart from s
       // The last 64 KiB of the 1 MiB reserved area, after the bitmap.
       CHECK(at == (1u << 20) - raid::controller_area::size_bytes);
       where.push_back(at);
-      wait_written(loop, [&](auto done) { area::write_both(*d, at, area::array_slot, area::encode(identity(), 1), done); });
-      wait_written(loop, [&](auto done) { area::write(*d, at, area::heartbeat_a_slot, area::encode(drive_heartbeat{"a", 1, 0, controller_state::running, 1}, 1), done); });
-      wait_written(loop, [&](auto done) { area::write_both(*d, at, area::ownership_slot, area::encode(pool_ownership{"pools/p1", "a", 1, 0}, 1), done); });
+      wait_written(loop, [&](auto done) {
+        area::write_both(*d, at, area::array_slot, area::encode(identity(), 1), done);
+      });
+      wait_written(loop, [&](auto done) {
+        area::write(*d, at, area::heartbeat_a_slot,
+                    area::encode(drive_heartbeat{"a", 1, 0, controller_state::running, 1}, 1),
+                    done);
+      });
+      wait_written(loop, [&](auto done) {
+        area::write_both(*d, at, area::ownership_slot,
+                         area::encode(pool_ownership{"pools/p1", "a", 1, 0}, 1), done);
+      });
     }
     // Data through both groups, with the bitmap marking and clearing regions.
     write_blocks(loop, (**r6)->device(), 0, data);
@@ -171,7 +194,8 @@ TEST_CASE("controller area: on group members after the bitmap, kept apart from s
   REQUIRE(*r6);
   REQUIRE(*r1);
   CHECK(read_blocks(loop, (**r6)->device(), 0, 64) == data);
-  CHECK(read_blocks(loop, (**r6)->device(), (**r6)->device().geometry().block_count - 64, 64) == data);
+  CHECK(read_blocks(loop, (**r6)->device(), (**r6)->device().geometry().block_count - 64, 64) ==
+        data);
   CHECK(read_blocks(loop, (**r1)->device(), 0, 64) == data);
   for (std::size_t i = 0; i < all.size(); ++i) {
     CHECK(locate(loop, *all[i]) == where[i]);
@@ -184,7 +208,8 @@ TEST_CASE("controller area: on group members after the bitmap, kept apart from s
   }
 }
 
-TEST_CASE("controller area: none on a blank drive, nor where the reserved area is too small", "[controller][area]") {
+TEST_CASE("controller area: none on a blank drive, nor where the reserved area is too small",
+          "[controller][area]") {
   test_loop loop;
   auto blank = device::memory_device::create(loop.context.get_executor(), {4096, 1024});
   REQUIRE(blank);

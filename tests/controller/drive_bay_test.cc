@@ -18,11 +18,13 @@ using namespace strata;
 using namespace strata::controller;
 using namespace strata::device::testing;
 
-TEST_CASE("drive bay: a degraded resync's unverifiable stripes reach an event and the DiskGroup resource",
-          "[controller]") {
+TEST_CASE(
+    "drive bay: a degraded resync's unverifiable stripes reach an event and the DiskGroup resource",
+    "[controller]") {
   temp_dir dir;
   std::vector<drive_spec> specs;
-  for (int i = 0; i < 6; ++i) specs.push_back({"hdd-0" + std::to_string(i), drive_kind::hdd, 64ull << 20});
+  for (int i = 0; i < 6; ++i)
+    specs.push_back({"hdd-0" + std::to_string(i), drive_kind::hdd, 64ull << 20});
   test_loop loop;
   auto s = shelf::open(*loop.ring, loop.clock, dir.path() / "shelf", specs);
   REQUIRE(s);
@@ -34,7 +36,8 @@ TEST_CASE("drive bay: a degraded resync's unverifiable stripes reach an event an
   group_id id{};
   {
     std::optional<std::expected<std::unique_ptr<disk_group>, error>> made;
-    create_group(group_kind::raid6, all, {&loop.clock, {}, {}, {}}, [&](auto r) { made = std::move(r); });
+    create_group(group_kind::raid6, all, {&loop.clock, {}, {}, {}},
+                 [&](auto r) { made = std::move(r); });
     loop.run_until([&] { return made.has_value(); });
     REQUIRE(*made);
     disk_group& g = ***made;
@@ -47,8 +50,8 @@ TEST_CASE("drive bay: a degraded resync's unverifiable stripes reach an event an
   // the restart the drive holding data strip 1 is gone.
   raid::raid6_layout layout;
   layout.members = 6;
-  layout.strip_blocks = 16;          // 64 KiB of 4 KiB blocks, the default
-  layout.data_offset_blocks = 256;   // 1 MiB reserved, the default
+  layout.strip_blocks = 16;         // 64 KiB of 4 KiB blocks, the default
+  layout.data_offset_blocks = 256;  // 1 MiB reserved, the default
   write_blocks(loop, *all[layout.member_of(0, 0)], layout.member_lba(0, 0), pattern(64 * 1024, 2));
   std::vector<device::block_device*> present = all;
   present.erase(present.begin() + layout.member_of(0, 1));
@@ -59,7 +62,8 @@ TEST_CASE("drive bay: a degraded resync's unverifiable stripes reach an event an
   operation_log operations(**config);
   std::vector<std::unique_ptr<disk_group>> groups;
   const std::vector<std::string> names{"groups/g1"};
-  drive_bay bay(loop.context.get_executor(), loop.clock, **s, groups, names, **config, events, operations);
+  drive_bay bay(loop.context.get_executor(), loop.clock, **s, groups, names, **config, events,
+                operations);
   group_options options{&loop.clock, {}, {}, {}};
   options.on_resync_stopped = [&](const raid::resync_progress& p) { bay.resync_stopped(0, p); };
   std::optional<std::expected<std::unique_ptr<disk_group>, error>> found;
@@ -90,7 +94,8 @@ TEST_CASE("drive bay: a degraded resync's unverifiable stripes reach an event an
           return m.find("1 stripes could not be verified") != std::string::npos;
         }) == 1);
   CHECK(std::ranges::count_if(messages, [](const std::string& m) {
-          return m.find("resync of the regions marked in the write-intent bitmap finished") != std::string::npos;
+          return m.find("resync of the regions marked in the write-intent bitmap finished") !=
+                 std::string::npos;
         }) == 1);
 
   bay.stop();

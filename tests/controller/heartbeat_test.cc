@@ -30,7 +30,8 @@ struct shelf_of_three {
       auto m = device::memory_device::create(loop.context.get_executor(), {4096, 64});
       REQUIRE(m);
       drives.push_back(std::move(*m));
-      faults.push_back(std::make_unique<device::fault_device>(*drives.back(), loop.clock, device::fault_options{}));
+      faults.push_back(std::make_unique<device::fault_device>(*drives.back(), loop.clock,
+                                                              device::fault_options{}));
     }
   }
   std::vector<heartbeat_drive> heartbeat_drives() {
@@ -50,7 +51,9 @@ struct controller_beat {
   std::vector<partner_state> seen;
   int renewals = 0;
   controller_beat(shelf_of_three& s, const std::string& self, const std::string& partner)
-      : own(s.loop.clock, 1s), beats(s.loop.clock, s.loop.context.get_executor(), self, partner, s.heartbeat_drives(), own) {
+      : own(s.loop.clock, 1s),
+        beats(s.loop.clock, s.loop.context.get_executor(), self, partner, s.heartbeat_drives(),
+              own) {
     beats.on_partner = [this](partner_state p) { seen.push_back(p); };
     beats.on_renewed = [this] { ++renewals; };
   }
@@ -58,7 +61,8 @@ struct controller_beat {
 
 }  // namespace
 
-TEST_CASE("heartbeat: a and b see each other beat, and each beat renews the lease", "[controller][heartbeat]") {
+TEST_CASE("heartbeat: a and b see each other beat, and each beat renews the lease",
+          "[controller][heartbeat]") {
   shelf_of_three s;
   controller_beat a(s, "a", "b"), b(s, "b", "a");
   CHECK_FALSE(a.own.valid());  // no lease before the first beat reaches a drive
@@ -82,7 +86,9 @@ TEST_CASE("heartbeat: a and b see each other beat, and each beat renews the leas
   s.loop.run_until([&] { return stopped; });
 }
 
-TEST_CASE("heartbeat: a partner killed goes silent after the silence limit, long after its lease lapsed", "[controller][heartbeat]") {
+TEST_CASE(
+    "heartbeat: a partner killed goes silent after the silence limit, long after its lease lapsed",
+    "[controller][heartbeat]") {
   shelf_of_three s;
   controller_beat a(s, "a", "b");
   auto b = std::make_unique<controller_beat>(s, "b", "a");
@@ -104,7 +110,8 @@ TEST_CASE("heartbeat: a partner killed goes silent after the silence limit, long
   a.beats.stop(false, [] {});
 }
 
-TEST_CASE("heartbeat: a partner stopped cleanly is stopped, not silent; started again, it beats", "[controller][heartbeat]") {
+TEST_CASE("heartbeat: a partner stopped cleanly is stopped, not silent; started again, it beats",
+          "[controller][heartbeat]") {
   shelf_of_three s;
   controller_beat a(s, "a", "b");
   auto b = std::make_unique<controller_beat>(s, "b", "a");
@@ -122,12 +129,16 @@ TEST_CASE("heartbeat: a partner stopped cleanly is stopped, not silent; started 
   b->beats.start();
   s.run_for(1s);
   CHECK(a.beats.partner() == partner_state::beating);
-  CHECK(a.seen == std::vector<partner_state>{partner_state::beating, partner_state::stopped, partner_state::beating});
+  CHECK(a.seen == std::vector<partner_state>{partner_state::beating, partner_state::stopped,
+                                             partner_state::beating});
   a.beats.stop(false, [] {});
   b->beats.stop(false, [] {});
 }
 
-TEST_CASE("heartbeat: one drive that takes the beat is enough; with none the lease lapses and comes back with the drives", "[controller][heartbeat]") {
+TEST_CASE(
+    "heartbeat: one drive that takes the beat is enough; with none the lease lapses and comes back "
+    "with the drives",
+    "[controller][heartbeat]") {
   shelf_of_three s;
   controller_beat a(s, "a", "b"), b(s, "b", "a");
   a.beats.start();
@@ -150,7 +161,10 @@ TEST_CASE("heartbeat: one drive that takes the beat is enough; with none the lea
   b.beats.stop(false, [] {});
 }
 
-TEST_CASE("heartbeat: a restarted partner counts past its old beats, even where a drive kept an old count", "[controller][heartbeat]") {
+TEST_CASE(
+    "heartbeat: a restarted partner counts past its old beats, even where a drive kept an old "
+    "count",
+    "[controller][heartbeat]") {
   shelf_of_three s;
   controller_beat a(s, "a", "b");
   auto b = std::make_unique<controller_beat>(s, "b", "a");
@@ -159,14 +173,16 @@ TEST_CASE("heartbeat: a restarted partner counts past its old beats, even where 
   s.run_for(10s);  // 40 beats: in virtual time they count faster than the wall clock's ms
   REQUIRE(a.beats.partner() == partner_state::beating);
   const std::uint64_t old_count = b->beats.beats();
-  b.reset();  // killed
+  b.reset();                        // killed
   s.faults[0]->fail_writes(0, 64);  // drive 0 keeps b's old count: the new b's beats miss it
-  std::this_thread::sleep_for(200ms);  // real beats are 250 ms apart: let the wall clock pass the old count
+  std::this_thread::sleep_for(
+      200ms);  // real beats are 250 ms apart: let the wall clock pass the old count
   b = std::make_unique<controller_beat>(s, "b", "a");
   b->beats.start();
   s.run_for(3s);
   CHECK(b->beats.beats() > old_count);
-  CHECK(a.beats.partner() == partner_state::beating);  // not silent: its count moves past the old one
+  CHECK(a.beats.partner() ==
+        partner_state::beating);  // not silent: its count moves past the old one
   CHECK(a.beats.partner_beat()->counter == b->beats.beats());
   a.beats.stop(false, [] {});
   b->beats.stop(false, [] {});

@@ -17,20 +17,25 @@ TEST_CASE("config store: list_backward pages newest first, within the prefix", "
   auto store = controller::config_store::open((dir.path() / "config").string());
   REQUIRE(store);
   controller::config_batch b;
-  for (const char* k : {"events/1", "events/2", "events/3", "eventsx/9", "event/0", "hosts/a"}) b.put(k, k);
+  for (const char* k : {"events/1", "events/2", "events/3", "eventsx/9", "event/0", "hosts/a"})
+    b.put(k, k);
   REQUIRE((*store)->commit(b));
   auto keys = [](const auto& records) {
     std::vector<std::string> out;
     for (const auto& [k, v] : records) out.push_back(k);
     return out;
   };
-  CHECK(keys((*store)->list_backward("events/")) == std::vector<std::string>{"events/3", "events/2", "events/1"});
-  CHECK(keys((*store)->list_backward("events/", {}, 2)) == std::vector<std::string>{"events/3", "events/2"});
-  CHECK(keys((*store)->list_backward("events/", "events/2", 5)) == std::vector<std::string>{"events/1"});
+  CHECK(keys((*store)->list_backward("events/")) ==
+        std::vector<std::string>{"events/3", "events/2", "events/1"});
+  CHECK(keys((*store)->list_backward("events/", {}, 2)) ==
+        std::vector<std::string>{"events/3", "events/2"});
+  CHECK(keys((*store)->list_backward("events/", "events/2", 5)) ==
+        std::vector<std::string>{"events/1"});
   CHECK((*store)->list_backward("nothing/").empty());
 }
 
-TEST_CASE("event log: events are numbered in order, kept, and numbered on after a reopen", "[controller]") {
+TEST_CASE("event log: events are numbered in order, kept, and numbered on after a reopen",
+          "[controller]") {
   temp_dir dir;
   const std::string path = (dir.path() / "config").string();
   std::vector<std::string> echoed;
@@ -52,7 +57,8 @@ TEST_CASE("event log: events are numbered in order, kept, and numbered on after 
     CHECK(e.resource() == "pools/p1/volumes/v1");
     CHECK(e.time_unix_ms() > 0);
   }
-  CHECK(echoed == std::vector<std::string>{"info pools/p1/volumes/v1: created", "warning a fan is slow"});
+  CHECK(echoed ==
+        std::vector<std::string>{"info pools/p1/volumes/v1: created", "warning a fan is slow"});
   auto store = controller::config_store::open(path);
   REQUIRE(store);
   {
@@ -64,7 +70,10 @@ TEST_CASE("event log: events are numbered in order, kept, and numbered on after 
   CHECK(newest[0].first == "events/00000000000000000003");
 }
 
-TEST_CASE("operations: each ends with its outcome; cancel reaches the work; a stop's leftovers are listed", "[controller]") {
+TEST_CASE(
+    "operations: each ends with its outcome; cancel reaches the work; a stop's leftovers are "
+    "listed",
+    "[controller]") {
   temp_dir dir;
   const std::string path = (dir.path() / "config").string();
   auto store = controller::config_store::open(path);
@@ -85,7 +94,8 @@ TEST_CASE("operations: each ends with its outcome; cancel reaches the work; a st
     ops.finish(failed.name(), std::unexpected(make_error(errc::io_error, "member hdd-03 failed")));
     CHECK(ops.get(failed.name())->state() == v1::Operation::FAILED);
     CHECK(ops.get(failed.name())->error().message() == "member hdd-03 failed");
-    CHECK(ops.get(failed.name())->end_time_unix_ms() >= ops.get(failed.name())->create_time_unix_ms());
+    CHECK(ops.get(failed.name())->end_time_unix_ms() >=
+          ops.get(failed.name())->create_time_unix_ms());
 
     bool asked = false;
     const v1::Operation stoppable = ops.start("group.scrub", "groups/g2", [&] { asked = true; });
@@ -94,7 +104,8 @@ TEST_CASE("operations: each ends with its outcome; cancel reaches the work; a st
     CHECK(asked);
     ops.finish(stoppable.name(), {}, true);
     CHECK(ops.get(stoppable.name())->state() == v1::Operation::CANCELLED);
-    CHECK(ops.cancel(stoppable.name()).error().code == make_error_code(errc::invalid_argument));  // ended
+    CHECK(ops.cancel(stoppable.name()).error().code ==
+          make_error_code(errc::invalid_argument));  // ended
     CHECK(ops.cancel("operations/op-999999").error().code == make_error_code(errc::not_found));
     const v1::Operation unstoppable = ops.start("volume.delete", "pools/p1/volumes/v3");
     const auto refused = ops.cancel(unstoppable.name());
@@ -106,7 +117,8 @@ TEST_CASE("operations: each ends with its outcome; cancel reaches the work; a st
   const auto left = again.interrupted();
   REQUIRE(left.size() == 1);
   CHECK(left[0].name() == cut_short);
-  again.finish(cut_short, std::unexpected(make_error(errc::io_error, "the controller stopped while it ran")));
+  again.finish(cut_short,
+               std::unexpected(make_error(errc::io_error, "the controller stopped while it ran")));
   CHECK(again.interrupted().empty());
   CHECK(again.get(cut_short)->state() == v1::Operation::FAILED);
   CHECK(again.start("x", "y").name() == "operations/op-000005");  // numbering goes on

@@ -5,7 +5,6 @@
 // goes down makes the next synced write wait until the drives are told
 // the copy is behind; a link back makes the whole copy anew.
 #include "controller/metadata_mirror.h"
-#include "tests/controller/within.h"
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -17,6 +16,8 @@
 #include <mutex>
 #include <random>
 #include <thread>
+
+#include "tests/controller/within.h"
 
 using namespace strata;
 using strata::test::within;
@@ -30,7 +31,8 @@ namespace {
 struct temp_dir {
   std::filesystem::path path;
   temp_dir() {
-    path = std::filesystem::temp_directory_path() / ("strata-mirror-" + std::to_string(std::random_device{}()));
+    path = std::filesystem::temp_directory_path() /
+           ("strata-mirror-" + std::to_string(std::random_device{}()));
     std::filesystem::create_directories(path);
   }
   ~temp_dir() { std::filesystem::remove_all(path); }
@@ -62,7 +64,8 @@ std::map<std::string, std::string> contents(const tiering::metadata_store& s, co
 // A metadata frame for pools/p1 as the owner sends it
 // (docs/partner-link.md): a begin (no flags), or a batch putting KEY =
 // VALUE in the extent map, with FLAGS.
-controller::link_bytes frame(std::optional<std::uint8_t> flags, const std::string& key = "v1/0", const std::string& value = "x") {
+controller::link_bytes frame(std::optional<std::uint8_t> flags, const std::string& key = "v1/0",
+                             const std::string& value = "x") {
   const std::string pool = "pools/p1";
   controller::link_bytes out{static_cast<std::uint8_t>(pool.size())};
   out.insert(out.end(), pool.begin(), pool.end());
@@ -97,7 +100,9 @@ TEST_CASE("metadata batches encode and decode; bytes they did not make are refus
   CHECK_FALSE(controller::pool_directory("hosts/h1"));
 }
 
-TEST_CASE("a pool's metadata mirrored over the partner link: every synced batch before its write is acknowledged") {
+TEST_CASE(
+    "a pool's metadata mirrored over the partner link: every synced batch before its write is "
+    "acknowledged") {
   temp_dir dir;
   loop_thread a, b;
   controller::partner_link_options o;
@@ -111,30 +116,35 @@ TEST_CASE("a pool's metadata mirrored over the partner link: every synced batch 
   o.self = "a";
   o.partner = "b";
   auto link_a = std::make_unique<controller::partner_link>(a.io.get_executor(), o);
-  auto replicas = std::make_unique<controller::metadata_replicas>(b.io.get_executor(), dir.path / "b", link_b);
+  auto replicas =
+      std::make_unique<controller::metadata_replicas>(b.io.get_executor(), dir.path / "b", link_b);
 
   std::mutex m;
   std::vector<bool> records;  // what a's drives were told, in order
-  std::function<void(bool, std::function<void(std::error_code)>)> record = [&](bool current, std::function<void(std::error_code)> done) {
-    {
-      std::lock_guard hold(m);
-      records.push_back(current);
-    }
-    done({});
-  };
+  std::function<void(bool, std::function<void(std::error_code)>)> record =
+      [&](bool current, std::function<void(std::error_code)> done) {
+        {
+          std::lock_guard hold(m);
+          records.push_back(current);
+        }
+        done({});
+      };
   auto records_now = [&] {
     std::lock_guard hold(m);
     return records;
   };
   controller::pool_mirror mirror(
       a.io.get_executor(), "pools/p1",
-      [&](std::uint16_t type, controller::link_bytes payload, controller::link_reply done) { link_a->call(type, std::move(payload), std::move(done)); },
+      [&](std::uint16_t type, controller::link_bytes payload, controller::link_reply done) {
+        link_a->call(type, std::move(payload), std::move(done));
+      },
       record);
   auto store = tiering::metadata_store::open((dir.path / "a").string(), a.io.get_executor());
   REQUIRE(store);
   // Something in the store before the copy exists: the whole-store copy brings it.
   tiering::metadata_batch before;
-  for (int i = 0; i < 3000; ++i) before.put(column::extent_map, "v1/" + std::to_string(i), std::string(300, char('a' + i % 26)));
+  for (int i = 0; i < 3000; ++i)
+    before.put(column::extent_map, "v1/" + std::to_string(i), std::string(300, char('a' + i % 26)));
   REQUIRE(!(*store)->write_now(before));
   (*store)->set_copy(&mirror);
   // Starts a's link; at each link-up, as the array does, a whole copy.
@@ -158,7 +168,9 @@ TEST_CASE("a pool's metadata mirrored over the partner link: every synced batch 
   auto write = [&](tiering::metadata_batch batch, bool sync) {
     std::promise<std::error_code> done;
     auto got = done.get_future();
-    asio::post(a.io, [&] { (*store)->write(std::move(batch), sync, [&](std::error_code e) { done.set_value(e); }); });
+    asio::post(a.io, [&] {
+      (*store)->write(std::move(batch), sync, [&](std::error_code e) { done.set_value(e); });
+    });
     return got.get();
   };
   for (int i = 0; i < 50; ++i) {
@@ -172,9 +184,11 @@ TEST_CASE("a pool's metadata mirrored over the partner link: every synced batch 
   auto check_copy = [&](std::initializer_list<column> columns) {
     std::promise<bool> taken;
     auto got = taken.get_future();
-    asio::post(b.io, [&] { replicas->take("pools/p1", [&](bool copied) { taken.set_value(copied); }); });
+    asio::post(b.io,
+               [&] { replicas->take("pools/p1", [&](bool copied) { taken.set_value(copied); }); });
     REQUIRE(got.get());
-    auto copy = tiering::metadata_store::open((dir.path / "b" / "p1").string(), b.io.get_executor());
+    auto copy =
+        tiering::metadata_store::open((dir.path / "b" / "p1").string(), b.io.get_executor());
     REQUIRE(copy);
     for (column c : columns) CHECK(contents(**copy, c) == contents(**store, c));
   };
@@ -209,9 +223,11 @@ TEST_CASE("a pool's metadata mirrored over the partner link: every synced batch 
   CHECK_FALSE(mirror.current());
   CHECK(records_now().size() == 3);  // no "current" said for a copy refused
   {
-    auto copy = tiering::metadata_store::open((dir.path / "b" / "p1").string(), b.io.get_executor());
+    auto copy =
+        tiering::metadata_store::open((dir.path / "b" / "p1").string(), b.io.get_executor());
     REQUIRE(copy);
-    CHECK(contents(**copy, column::extent_map) == contents(**store, column::extent_map));  // left as it was
+    CHECK(contents(**copy, column::extent_map) ==
+          contents(**store, column::extent_map));  // left as it was
   }
   mirror.stop();
   a.run([&] { link_a->stop(); });
@@ -221,7 +237,9 @@ TEST_CASE("a pool's metadata mirrored over the partner link: every synced batch 
   a.run([&] { link_a.reset(); });
 }
 
-TEST_CASE("a copy begun anew counts only once its whole-store copy ended: a takeover never opens half of one") {
+TEST_CASE(
+    "a copy begun anew counts only once its whole-store copy ended: a takeover never opens half of "
+    "one") {
   temp_dir dir;
   loop_thread b;
   controller::metadata_replicas replicas(b.io.get_executor(), dir.path / "b");
@@ -241,12 +259,15 @@ TEST_CASE("a copy begun anew counts only once its whole-store copy ended: a take
   CHECK_FALSE(replicas.take_now("pools/p1"));
 }
 
-TEST_CASE("a copy begun anew keeps the last whole one until it ends: a takeover opens that one, never half of the new") {
+TEST_CASE(
+    "a copy begun anew keeps the last whole one until it ends: a takeover opens that one, never "
+    "half of the new") {
   temp_dir dir;
   loop_thread b;
   controller::metadata_replicas replicas(b.io.get_executor(), dir.path / "b");
   auto taken = [&] {  // the pool's store as a takeover opens it
-    auto store = tiering::metadata_store::open((dir.path / "b" / "p1").string(), b.io.get_executor());
+    auto store =
+        tiering::metadata_store::open((dir.path / "b" / "p1").string(), b.io.get_executor());
     REQUIRE(store);
     auto out = contents(**store, column::extent_map);
     b.run([&] { store->reset(); });
@@ -256,9 +277,9 @@ TEST_CASE("a copy begun anew keeps the last whole one until it ends: a takeover 
   using controller::link_type::metadata_begin;
   using kv = std::map<std::string, std::string>;
   REQUIRE(replicas.answer(metadata_begin, frame(std::nullopt)));
-  REQUIRE(replicas.answer(metadata_batch, frame(3, "v1/0", "old")));  // whole
+  REQUIRE(replicas.answer(metadata_batch, frame(3, "v1/0", "old")));    // whole
   REQUIRE(replicas.answer(metadata_batch, frame(1, "v1/1", "later")));  // mirrored after
-  REQUIRE(replicas.answer(metadata_begin, frame(std::nullopt)));  // a reconnect: made anew
+  REQUIRE(replicas.answer(metadata_begin, frame(std::nullopt)));        // a reconnect: made anew
   REQUIRE(replicas.answer(metadata_batch, frame(0, "v1/0", "new")));
   // Its owner died midway: the last whole copy is taken, whole, and the half one is gone.
   CHECK(replicas.take_now("pools/p1"));

@@ -4,9 +4,6 @@
 // answered out of order, a wrong key, strangers, a partner frozen (its loop
 // blocked, as by SIGSTOP) and back.
 #include "controller/partner_link.h"
-#include "tests/controller/within.h"
-
-#include "target/crc32c.h"
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -17,6 +14,9 @@
 #include <mutex>
 #include <thread>
 
+#include "target/crc32c.h"
+#include "tests/controller/within.h"
+
 using namespace strata;
 using strata::test::within;
 using namespace std::chrono_literals;
@@ -26,7 +26,8 @@ using asio::ip::tcp;
 namespace {
 
 constexpr std::uint16_t echo = controller::partner_link::first_user_type;
-constexpr std::uint16_t later = echo + 1;  // answered after the time its payload's first byte says, in ms
+constexpr std::uint16_t later =
+    echo + 1;  // answered after the time its payload's first byte says, in ms
 constexpr std::uint16_t refused_type = echo + 2;
 
 controller::link_key key_of(std::uint8_t seed) {
@@ -45,7 +46,8 @@ struct side {
   int ups = 0, downs = 0;
   std::vector<std::string> refusals, down_reasons;
 
-  side(const std::string& self, const std::string& partner, tcp::endpoint listen_at, controller::link_key key) {
+  side(const std::string& self, const std::string& partner, tcp::endpoint listen_at,
+       controller::link_key key) {
     controller::partner_link_options o;
     o.self = self;
     o.partner = partner;
@@ -62,7 +64,8 @@ struct side {
       std::lock_guard hold(m);
       refusals.push_back(what);
     };
-    link->handle(echo, [](controller::link_bytes p, controller::link_reply reply) { reply(std::move(p)); });
+    link->handle(
+        echo, [](controller::link_bytes p, controller::link_reply reply) { reply(std::move(p)); });
     link->handle(later, [this](controller::link_bytes p, controller::link_reply reply) {
       auto t = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(p.at(0)));
       t->async_wait([t, p, reply](boost::system::error_code) { reply(p); });
@@ -87,10 +90,13 @@ struct side {
     asio::post(io, [&task] { task(); });
     return done.get();
   }
-  std::expected<controller::link_bytes, error> call(std::uint16_t type, controller::link_bytes payload) {
+  std::expected<controller::link_bytes, error> call(std::uint16_t type,
+                                                    controller::link_bytes payload) {
     std::promise<std::expected<controller::link_bytes, error>> answer;
     auto got = answer.get_future();
-    asio::post(io, [&] { link->call(type, std::move(payload), [&](auto r) { answer.set_value(std::move(r)); }); });
+    asio::post(io, [&] {
+      link->call(type, std::move(payload), [&](auto r) { answer.set_value(std::move(r)); });
+    });
     return got.get();
   }
   bool up() {
@@ -125,7 +131,8 @@ const tcp::endpoint b_any_port(asio::ip::make_address("127.0.0.2"), 0);
 struct pair_of_controllers {
   side b;
   side a;
-  explicit pair_of_controllers(controller::link_key a_key = key_of(1), controller::link_key b_key = key_of(1))
+  explicit pair_of_controllers(controller::link_key a_key = key_of(1),
+                               controller::link_key b_key = key_of(1))
       : b("b", "a", b_any_port, b_key), a("a", "b", listening(b), a_key) {
     REQUIRE(a.run([this] { return a.link->start(); }));
   }
@@ -157,7 +164,10 @@ struct stranger {
 
 }  // namespace
 
-TEST_CASE("partner link: A and B prove the key to each other; calls go both ways and are answered out of order", "[controller][link]") {
+TEST_CASE(
+    "partner link: A and B prove the key to each other; calls go both ways and are answered out of "
+    "order",
+    "[controller][link]") {
   pair_of_controllers c;
   REQUIRE(within(3s, [&] { return c.a.up() && c.b.up(); }));
   CHECK(c.a.count(&side::ups) == 1);
@@ -175,8 +185,10 @@ TEST_CASE("partner link: A and B prove the key to each other; calls go both ways
   // A slow answer and a quick one in flight at once: each reaches its caller.
   std::promise<controller::link_bytes> slow, quick;
   c.a.run([&] {
-    c.a.link->call(later, {200}, [&](auto got) { slow.set_value(got.value_or(controller::link_bytes{})); });
-    c.a.link->call(later, {1}, [&](auto got) { quick.set_value(got.value_or(controller::link_bytes{})); });
+    c.a.link->call(later, {200},
+                   [&](auto got) { slow.set_value(got.value_or(controller::link_bytes{})); });
+    c.a.link->call(later, {1},
+                   [&](auto got) { quick.set_value(got.value_or(controller::link_bytes{})); });
     return 0;
   });
   auto quick_answer = quick.get_future();
@@ -201,7 +213,10 @@ TEST_CASE("partner link: A and B prove the key to each other; calls go both ways
   CHECK(c.a.call(echo, {5}).value_or(controller::link_bytes{}) == controller::link_bytes{5});
 }
 
-TEST_CASE("partner link: a partner with another key is refused with the reason on both sides, and no link comes up", "[controller][link]") {
+TEST_CASE(
+    "partner link: a partner with another key is refused with the reason on both sides, and no "
+    "link comes up",
+    "[controller][link]") {
   pair_of_controllers c(key_of(1), key_of(2));
   REQUIRE(within(3s, [&] { return !c.a.refused().empty() && !c.b.refused().empty(); }));
   std::this_thread::sleep_for(1s);  // redials meanwhile, backing off
@@ -219,7 +234,8 @@ TEST_CASE("partner link: a partner with another key is refused with the reason o
   CHECK(r.error().code == errc::canceled);
 }
 
-TEST_CASE("partner link: strangers get a clear refusal and are closed; the partner still links", "[controller][link]") {
+TEST_CASE("partner link: strangers get a clear refusal and are closed; the partner still links",
+          "[controller][link]") {
   side b("b", "a", b_any_port, key_of(1));
   const auto at = pair_of_controllers::listening(b);
 
@@ -266,7 +282,10 @@ TEST_CASE("partner link: strangers get a clear refusal and are closed; the partn
   CHECK(within(3s, [&] { return a.up() && b.up(); }));
 }
 
-TEST_CASE("partner link: a frozen partner is detected within the silence limit; it links again when it thaws", "[controller][link]") {
+TEST_CASE(
+    "partner link: a frozen partner is detected within the silence limit; it links again when it "
+    "thaws",
+    "[controller][link]") {
   pair_of_controllers c;
   REQUIRE(within(3s, [&] { return c.a.up() && c.b.up(); }));
   // A call B will answer only after it thaws: A fails it when the link goes down.
@@ -281,7 +300,8 @@ TEST_CASE("partner link: a frozen partner is detected within the silence limit; 
   });
   REQUIRE(within(3s, [&] { return c.a.count(&side::downs) == 1; }));
   const auto detected = std::chrono::steady_clock::now() - t0;
-  CHECK(detected >= 700ms);  // the silence limit is 1 s, from the last heartbeat heard (200 ms apart)
+  CHECK(detected >=
+        700ms);  // the silence limit is 1 s, from the last heartbeat heard (200 ms apart)
   CHECK(detected < 1600ms);
   {
     std::lock_guard hold(c.a.m);
@@ -297,7 +317,10 @@ TEST_CASE("partner link: a frozen partner is detected within the silence limit; 
   CHECK(*r == controller::link_bytes{9});
 }
 
-TEST_CASE("partner link: when the partner stops, the link goes down at once, and comes back when it returns", "[controller][link]") {
+TEST_CASE(
+    "partner link: when the partner stops, the link goes down at once, and comes back when it "
+    "returns",
+    "[controller][link]") {
   auto b = std::make_unique<side>("b", "a", b_any_port, key_of(1));
   const auto at = pair_of_controllers::listening(*b);
   side a("a", "b", at, key_of(1));

@@ -1,17 +1,20 @@
 #include "controller/shelf.h"
 
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
-#include <sys/stat.h>
 
 #include "tests/raid/device/harness.h"
 
 using namespace strata::controller;
 using namespace strata::device::testing;
 
-TEST_CASE("shelf: drives are sparse files behind models; reopened, they hold what was written", "[controller]") {
+TEST_CASE("shelf: drives are sparse files behind models; reopened, they hold what was written",
+          "[controller]") {
   temp_dir dir;
-  const std::vector<drive_spec> drives{{"hdd-00", drive_kind::hdd, 64ull << 30}, {"ssd-00", drive_kind::ssd, 1ull << 30}};
+  const std::vector<drive_spec> drives{{"hdd-00", drive_kind::hdd, 64ull << 30},
+                                       {"ssd-00", drive_kind::ssd, 1ull << 30}};
   const auto data = pattern(8 * 4096, test_seed());
   {
     test_loop loop;
@@ -38,15 +41,18 @@ TEST_CASE("shelf: drives are sparse files behind models; reopened, they hold wha
   CHECK(read_blocks(loop, (*s)->drive(1), 7, 8) == data);
 }
 
-TEST_CASE("shelf: with volatile write caches, what was not flushed is lost with the process", "[controller]") {
+TEST_CASE("shelf: with volatile write caches, what was not flushed is lost with the process",
+          "[controller]") {
   temp_dir dir;
-  const std::vector<drive_spec> drives{{"hdd-00", drive_kind::hdd, 1ull << 30}, {"ssd-00", drive_kind::ssd, 1ull << 30}};
+  const std::vector<drive_spec> drives{{"hdd-00", drive_kind::hdd, 1ull << 30},
+                                       {"ssd-00", drive_kind::ssd, 1ull << 30}};
   const auto flushed = pattern(4 * 4096, test_seed());
   const auto unflushed = pattern(4 * 4096, test_seed() + 1);
   const std::vector<std::byte> zeros(4 * 4096);
   {
     test_loop loop;
-    auto s = shelf::open(*loop.ring, loop.clock, dir.path() / "shelf", drives, {.volatile_write_caches = true});
+    auto s = shelf::open(*loop.ring, loop.clock, dir.path() / "shelf", drives,
+                         {.volatile_write_caches = true});
     REQUIRE(s);
     for (std::size_t i = 0; i < 2; ++i) {
       write_blocks(loop, (*s)->drive(i), 100, flushed);
@@ -66,7 +72,8 @@ TEST_CASE("shelf: with volatile write caches, what was not flushed is lost with 
   }
 }
 
-TEST_CASE("shelf: a drive size that is not whole 4 KiB blocks is refused, naming the drive", "[controller]") {
+TEST_CASE("shelf: a drive size that is not whole 4 KiB blocks is refused, naming the drive",
+          "[controller]") {
   temp_dir dir;
   test_loop loop;
   auto s = shelf::open(*loop.ring, loop.clock, dir.path(), {{"hdd-07", drive_kind::hdd, 4097}});
@@ -74,10 +81,13 @@ TEST_CASE("shelf: a drive size that is not whole 4 KiB blocks is refused, naming
   CHECK(s.error().message.find("hdd-07") != std::string::npos);
 }
 
-TEST_CASE("shelf: the embedded default is 20 HDDs and 5 SSDs, the read-cache and write-log SSDs small", "[controller]") {
+TEST_CASE(
+    "shelf: the embedded default is 20 HDDs and 5 SSDs, the read-cache and write-log SSDs small",
+    "[controller]") {
   const auto d = default_shelf();
   REQUIRE(d.size() == 25);
-  CHECK(std::count_if(d.begin(), d.end(), [](const drive_spec& x) { return x.kind == drive_kind::hdd; }) == 20);
+  CHECK(std::count_if(d.begin(), d.end(),
+                      [](const drive_spec& x) { return x.kind == drive_kind::hdd; }) == 20);
   CHECK(d[20].bytes == d[21].bytes);
   CHECK(d[22].bytes < d[21].bytes);
   CHECK(d[23].bytes == d[24].bytes);

@@ -12,9 +12,11 @@ using namespace strata::controller;
 using strata::device::testing::temp_dir;
 namespace tiering = strata::tiering;
 
-TEST_CASE("unit state: kept in the pool's metadata; a save is durable before done, which runs on the loop; a reopen loads it; "
-          "a state only in the config store is loaded from there",
-          "[controller]") {
+TEST_CASE(
+    "unit state: kept in the pool's metadata; a save is durable before done, which runs on the "
+    "loop; a reopen loads it; "
+    "a state only in the config store is loaded from there",
+    "[controller]") {
   temp_dir dir;
   const std::string pool_path = (dir.path() / "pool").string();
   auto config = config_store::open((dir.path() / "config").string());
@@ -28,7 +30,8 @@ TEST_CASE("unit state: kept in the pool's metadata; a save is durable before don
     boost::asio::io_context loop;
     auto store = tiering::metadata_store::open(pool_path, loop.get_executor());
     REQUIRE(store);
-    pool_unit_state_store units(**store, tiering::keys::unit_state(1), **config, "reservations/pools/p1/volumes/v1");
+    pool_unit_state_store units(**store, tiering::keys::unit_state(1), **config,
+                                "reservations/pools/p1/volumes/v1");
     CHECK(units.load().empty());
     std::optional<std::error_code> outcome;
     std::thread::id ran_on;
@@ -49,10 +52,13 @@ TEST_CASE("unit state: kept in the pool's metadata; a save is durable before don
   auto store = tiering::metadata_store::open(pool_path, loop.get_executor());
   REQUIRE(store);
   CHECK((*store)->get(tiering::column::pool, tiering::keys::unit_state(1)).has_value());
-  pool_unit_state_store again(**store, tiering::keys::unit_state(1), **config, "reservations/pools/p1/volumes/v1");
+  pool_unit_state_store again(**store, tiering::keys::unit_state(1), **config,
+                              "reservations/pools/p1/volumes/v1");
   CHECK(again.load() == state);
-  pool_unit_state_store older(**store, tiering::keys::unit_state(2), **config, "reservations/pools/p1/volumes/v2");
+  pool_unit_state_store older(**store, tiering::keys::unit_state(2), **config,
+                              "reservations/pools/p1/volumes/v2");
   CHECK(older.load() == earlier);
-  pool_unit_state_store none(**store, tiering::keys::unit_state(3), **config, "reservations/pools/p1/volumes/v3");
+  pool_unit_state_store none(**store, tiering::keys::unit_state(3), **config,
+                             "reservations/pools/p1/volumes/v3");
   CHECK(none.load().empty());
 }

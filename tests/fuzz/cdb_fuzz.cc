@@ -113,9 +113,10 @@ bool defined_sense_key(scsi::sense_key k) {
 void on_complete(scsi::task& t) noexcept {
   auto& c = *static_cast<command*>(t.context);
   if (trace) {  // first: a violation below is then explained
-    std::fprintf(stderr, "opcode %02x LUN %llu: status %02x sense %x/%02x/%02x data_in %u bytes\n", t.cdb[0],
-                 static_cast<unsigned long long>(t.lun), static_cast<unsigned>(t.result),
-                 static_cast<unsigned>(t.sense_data.key), t.sense_data.asc, t.sense_data.ascq, t.data_in_bytes);
+    std::fprintf(stderr, "opcode %02x LUN %llu: status %02x sense %x/%02x/%02x data_in %u bytes\n",
+                 t.cdb[0], static_cast<unsigned long long>(t.lun), static_cast<unsigned>(t.result),
+                 static_cast<unsigned>(t.sense_data.key), t.sense_data.asc, t.sense_data.ascq,
+                 t.data_in_bytes);
   }
   FUZZ_REQUIRE(!inside_execute, "a task never completes inside execute()");
   FUZZ_REQUIRE(++c.completions == 1, "on_complete is called once per command");
@@ -124,7 +125,8 @@ void on_complete(scsi::task& t) noexcept {
                    t.result == scsi::status::busy || t.result == scsi::status::reservation_conflict,
                "the status is GOOD, CHECK CONDITION, BUSY or RESERVATION CONFLICT");
   if (t.result == scsi::status::check_condition) {
-    FUZZ_REQUIRE(defined_sense_key(t.sense_data.key), "CHECK CONDITION carries a defined sense key");
+    FUZZ_REQUIRE(defined_sense_key(t.sense_data.key),
+                 "CHECK CONDITION carries a defined sense key");
     // A read failed part-way returns the good blocks before the bad one;
     // READ DEFECT DATA returns a list header with RECOVERED ERROR 1C/00.
     FUZZ_REQUIRE(t.data_in_bytes == 0 || t.sense_data.key == scsi::sense_key::medium_error ||
@@ -133,15 +135,18 @@ void on_complete(scsi::task& t) noexcept {
   } else {
     const scsi::sense none{};
     FUZZ_REQUIRE(t.sense_data.key == none.key && t.sense_data.asc == none.asc &&
-                     t.sense_data.ascq == none.ascq && !t.sense_data.information && !t.sense_data.key_specific,
+                     t.sense_data.ascq == none.ascq && !t.sense_data.information &&
+                     !t.sense_data.key_specific,
                  "sense data only with CHECK CONDITION");
   }
   if (t.result == scsi::status::busy || t.result == scsi::status::reservation_conflict)
     FUZZ_REQUIRE(t.data_in_bytes == 0, "BUSY and RESERVATION CONFLICT return no data");
 }
 
-std::unique_ptr<device::memory_device> volume(boost::asio::io_context& loop, std::uint32_t block_bytes) {
-  auto d = device::memory_device::create(loop.get_executor(), {block_bytes, volume_bytes / block_bytes});
+std::unique_ptr<device::memory_device> volume(boost::asio::io_context& loop,
+                                              std::uint32_t block_bytes) {
+  auto d =
+      device::memory_device::create(loop.get_executor(), {block_bytes, volume_bytes / block_bytes});
   FUZZ_REQUIRE(d.has_value(), "a memory volume can be created");
   return std::move(*d);
 }
@@ -166,7 +171,8 @@ void unit_event(scsi::logical_unit& unit, unsigned event, const scsi::i_t_nexus&
     case 4:
       return unit.capacity_changed();
     case 5:
-      return unit.set_port_groups({{1, scsi::alua_state::active_optimized, {1}}, {2, scsi::alua_state::active_non_optimized, {2}}});
+      return unit.set_port_groups({{1, scsi::alua_state::active_optimized, {1}},
+                                   {2, scsi::alua_state::active_non_optimized, {2}}});
     default:
       return;
   }
@@ -251,16 +257,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::memcpy(c->t.cdb.data(), cdb.data(), cdb.size());
     c->t.lun = lun;
     c->t.nexus = nexuses[control >> 6];
-    if (auto* unit = dynamic_cast<scsi::logical_unit*>(map.find(lun))) unit_event(*unit, cdb_control >> 5, c->t.nexus);
+    if (auto* unit = dynamic_cast<scsi::logical_unit*>(map.find(lun)))
+      unit_event(*unit, cdb_control >> 5, c->t.nexus);
     c->t.expected_transfer_bytes = static_cast<std::uint32_t>(in.be(4));
-    const auto out_bytes = static_cast<std::uint32_t>(std::min<std::uint64_t>(in.be(3), max_data_out_bytes));
+    const auto out_bytes =
+        static_cast<std::uint32_t>(std::min<std::uint64_t>(in.be(3), max_data_out_bytes));
     const auto pattern = in.take(in.be(2));
     const std::size_t skew_bytes = (control & 0x20) != 0 ? 1 : 0;
     c->out = device::aligned_buffer(out_bytes + skew_bytes);
     auto* out = reinterpret_cast<std::uint8_t*>(c->out.data()) + skew_bytes;
     if (!pattern.empty()) {
       for (std::size_t at = 0; at < out_bytes; at += pattern.size())
-        std::memcpy(out + at, pattern.data(), std::min<std::size_t>(pattern.size(), out_bytes - at));
+        std::memcpy(out + at, pattern.data(),
+                    std::min<std::size_t>(pattern.size(), out_bytes - at));
     }
     c->t.data_out = c->out.bytes().subspan(skew_bytes, out_bytes);
     c->t.on_complete = &on_complete;
@@ -292,8 +301,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_REQUIRE(scsi::decode_reservation_state(scsi::encode_reservation_state(live)) == live,
                "the reservation state encodes and decodes to itself");
   scsi::logical_unit successor(*thin_volume, thin_id, &store);
-  FUZZ_REQUIRE(successor.restore_state(scsi::state_origin::failover).has_value(), "a successor restores the state");
-  FUZZ_REQUIRE(successor.persistent_reservations().state() == live, "a successor has the reservations the unit had");
+  FUZZ_REQUIRE(successor.restore_state(scsi::state_origin::failover).has_value(),
+               "a successor restores the state");
+  FUZZ_REQUIRE(successor.persistent_reservations().state() == live,
+               "a successor has the reservations the unit had");
   loop.restart();
   loop.run();  // what the restore may have posted (a save)
   FUZZ_REQUIRE(successor.commands_in_flight() == 0, "a restore leaves nothing in flight");

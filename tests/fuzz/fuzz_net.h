@@ -7,10 +7,10 @@
 // Threads: the fuzzer's one thread, which runs the loop too.
 #pragma once
 
+#include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
-#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -30,7 +30,8 @@ using namespace std::chrono_literals;
 inline constexpr auto wait_bound = 3s;
 
 // Runs the loop until `done` or `bound` passes; whether `done` came true.
-inline bool run_until(boost::asio::io_context& loop, std::chrono::steady_clock::duration bound, const std::function<bool()>& done) {
+inline bool run_until(boost::asio::io_context& loop, std::chrono::steady_clock::duration bound,
+                      const std::function<bool()>& done) {
   const auto deadline = std::chrono::steady_clock::now() + bound;
   while (!done()) {
     const auto now = std::chrono::steady_clock::now();
@@ -69,11 +70,13 @@ class stream_client : public std::enable_shared_from_this<stream_client> {
     socket_.async_connect(at, [&result](boost::system::error_code ec) { result = ec; });
     run_until(loop, wait_bound, [&] { return result.has_value(); });
     if (!result || *result) {
-      std::fprintf(stderr, "fuzz: connect to %s:%u: %s\n", at.address().to_string().c_str(), at.port(),
-                   result ? result->message().c_str() : "timed out");
+      std::fprintf(stderr, "fuzz: connect to %s:%u: %s\n", at.address().to_string().c_str(),
+                   at.port(), result ? result->message().c_str() : "timed out");
       boost::system::error_code ignored;
       socket_.close(ignored);
-      if (!result) run_until(loop, wait_bound, [&] { return result.has_value(); });  // the handler refers to `result`
+      if (!result)
+        run_until(loop, wait_bound,
+                  [&] { return result.has_value(); });  // the handler refers to `result`
       return false;
     }
     boost::system::error_code ignored;
@@ -106,30 +109,36 @@ class stream_client : public std::enable_shared_from_this<stream_client> {
 
  private:
   void read_more() {
-    socket_.async_read_some(boost::asio::buffer(chunk_), [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
-      self->received_.insert(self->received_.end(), self->chunk_.begin(), self->chunk_.begin() + static_cast<std::ptrdiff_t>(n));
-      const std::size_t taken = self->frame(self->received_);
-      self->received_.erase(self->received_.begin(), self->received_.begin() + static_cast<std::ptrdiff_t>(taken));
-      if (ec) {
-        self->ended_ = true;
-        return;
-      }
-      self->read_more();
-    });
+    socket_.async_read_some(
+        boost::asio::buffer(chunk_),
+        [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
+          self->received_.insert(self->received_.end(), self->chunk_.begin(),
+                                 self->chunk_.begin() + static_cast<std::ptrdiff_t>(n));
+          const std::size_t taken = self->frame(self->received_);
+          self->received_.erase(self->received_.begin(),
+                                self->received_.begin() + static_cast<std::ptrdiff_t>(taken));
+          if (ec) {
+            self->ended_ = true;
+            return;
+          }
+          self->read_more();
+        });
   }
   void write_front() {
-    boost::asio::async_write(socket_, boost::asio::buffer(outbox_.front()), [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
-      if (ec) {
-        self->outbox_.clear();  // the target closed first: nothing more goes out
-        return;
-      }
-      self->outbox_.pop_front();
-      if (!self->outbox_.empty()) {
-        self->write_front();
-      } else if (self->half_close_) {
-        self->shutdown_send();
-      }
-    });
+    boost::asio::async_write(
+        socket_, boost::asio::buffer(outbox_.front()),
+        [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
+          if (ec) {
+            self->outbox_.clear();  // the target closed first: nothing more goes out
+            return;
+          }
+          self->outbox_.pop_front();
+          if (!self->outbox_.empty()) {
+            self->write_front();
+          } else if (self->half_close_) {
+            self->shutdown_send();
+          }
+        });
   }
   void shutdown_send() {
     boost::system::error_code ignored;

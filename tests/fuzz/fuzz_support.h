@@ -63,7 +63,7 @@ class input {
 }  // namespace strata::fuzz
 
 // `what` says the property in words, for whoever reads the crash report.
-#define FUZZ_REQUIRE(condition, what)                                      \
-  do {                                                                     \
-    if (!(condition)) ::strata::fuzz::fail(__FILE__, __LINE__, (what));    \
+#define FUZZ_REQUIRE(condition, what)                                   \
+  do {                                                                  \
+    if (!(condition)) ::strata::fuzz::fail(__FILE__, __LINE__, (what)); \
   } while (false)

@@ -43,10 +43,10 @@
 //
 // Threads: libFuzzer's thread runs the server's loop; every wait is
 // bounded. The world is built on the first input and never destroyed.
+#include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
-#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -104,7 +104,8 @@ class client : public fuzz::stream_client {
       FUZZ_REQUIRE(plen >= 8 && plen <= (16u << 20), "a PDU from the target has a sane PLEN");
       if (received.size() - at < plen) break;
       pdu p;
-      p.whole.assign(received.begin() + static_cast<std::ptrdiff_t>(at), received.begin() + static_cast<std::ptrdiff_t>(at + plen));
+      p.whole.assign(received.begin() + static_cast<std::ptrdiff_t>(at),
+                     received.begin() + static_cast<std::ptrdiff_t>(at + plen));
       const std::uint8_t flags = p.whole[1], hlen = p.whole[2], pdo = p.whole[3];
       if ((flags & 0x01) != 0 && p.whole.size() >= hlen + 4u) {
         p.digests_ok = get_digest(p.whole.data() + hlen) == crc32c({p.whole.data(), hlen});
@@ -129,14 +130,16 @@ bytes ic_req(bool digests) {
 }
 
 // A capsule PDU around `sqe` and in-capsule `data`.
-bytes capsule(std::span<const std::uint8_t, 64> sqe, std::span<const std::uint8_t> data, bool digests, unsigned corrupt = 0) {
+bytes capsule(std::span<const std::uint8_t, 64> sqe, std::span<const std::uint8_t> data,
+              bool digests, unsigned corrupt = 0) {
   const std::size_t header_end = 72 + (digests ? 4 : 0);
   bytes b(header_end, 0);
   b[0] = 0x04;
   b[1] = static_cast<std::uint8_t>((digests ? 0x01 : 0) | (digests && !data.empty() ? 0x02 : 0));
   b[2] = 72;
   b[3] = data.empty() ? 0 : static_cast<std::uint8_t>(header_end);
-  nvme::put32(b.data() + 4, static_cast<std::uint32_t>(header_end + data.size() + (digests && !data.empty() ? 4 : 0)));
+  nvme::put32(b.data() + 4, static_cast<std::uint32_t>(header_end + data.size() +
+                                                       (digests && !data.empty() ? 4 : 0)));
   std::memcpy(b.data() + 8, sqe.data(), 64);
   if (digests) put_digest(crc32c({b.data(), 72}) ^ ((corrupt & 1) != 0 ? 1u : 0u), b.data() + 72);
   b.insert(b.end(), data.begin(), data.end());
@@ -190,8 +193,12 @@ std::array<std::uint8_t, 64> number_of_queues() {
   return s;
 }
 
-bool controller_type(std::uint8_t t) { return t == 0x01 || t == 0x03 || t == 0x05 || t == 0x07 || t == 0x09; }
-std::uint8_t hlen_of(std::uint8_t t) { return t == 0x01 ? 128 : t == 0x05 ? 24 : 24; }
+bool controller_type(std::uint8_t t) {
+  return t == 0x01 || t == 0x03 || t == 0x05 || t == 0x07 || t == 0x09;
+}
+std::uint8_t hlen_of(std::uint8_t t) {
+  return t == 0x01 ? 128 : t == 0x05 ? 24 : 24;
+}
 
 // A connection the harness drives itself: a controller's admin queue, or
 // an I/O queue; it waits for each response in turn.
@@ -217,10 +224,13 @@ std::optional<pdu> await_response(asio::io_context& loop, driven& d, std::uint16
   });
   return found;
 }
-std::uint16_t status_of(const pdu& p) { return static_cast<std::uint16_t>(nvme::get16(p.whole, 8 + 14) >> 1); }
+std::uint16_t status_of(const pdu& p) {
+  return static_cast<std::uint16_t>(nvme::get16(p.whole, 8 + 14) >> 1);
+}
 
 // A controller of `host`: its admin queue connected and enabled, three I/O queues granted.
-driven make_controller(asio::io_context& loop, const tcp::endpoint& at, const std::string& host, std::uint16_t& cntlid) {
+driven make_controller(asio::io_context& loop, const tcp::endpoint& at, const std::string& host,
+                       std::uint16_t& cntlid) {
   driven d{std::make_shared<client>(loop)};
   FUZZ_REQUIRE(d.c->connect(loop, at), "the harness connects");
   d.listen();
@@ -251,7 +261,8 @@ struct world {
 };
 
 std::unique_ptr<device::memory_device> volume(world& w, std::uint32_t block_bytes) {
-  auto d = device::memory_device::create(w.loop.get_executor(), {block_bytes, (8u << 20) / block_bytes});
+  auto d =
+      device::memory_device::create(w.loop.get_executor(), {block_bytes, (8u << 20) / block_bytes});
   FUZZ_REQUIRE(d.has_value(), "a memory volume can be created");
   return std::move(*d);
 }
@@ -259,7 +270,8 @@ std::unique_ptr<device::memory_device> volume(world& w, std::uint32_t block_byte
 world& the_world() {
   static world* w = [] {
     auto* nw = new world;  // never destroyed
-    if (const char* every = std::getenv("STRATA_FUZZ_CHECK_EVERY")) nw->check_every = std::max(1ul, std::strtoul(every, nullptr, 10));
+    if (const char* every = std::getenv("STRATA_FUZZ_CHECK_EVERY"))
+      nw->check_every = std::max(1ul, std::strtoul(every, nullptr, 10));
     nw->trace = std::getenv("STRATA_FUZZ_TRACE") != nullptr;
     nw->volume0 = volume(*nw, 4096);
     nw->volume1 = volume(*nw, 512);
@@ -272,19 +284,25 @@ world& the_world() {
     nw->unit1 = std::make_unique<scsi::logical_unit>(*nw->volume1, id1);
     nvme::subsystem s;
     s.nqn = subsystem_nqn;
-    s.anyone = std::vector<nvme::namespace_config>{{1, nw->unit0.get(), 4096, "FUZZ0", 1}, {2, nw->unit1.get(), 512, "FUZZ1", 1}};
+    s.anyone = std::vector<nvme::namespace_config>{{1, nw->unit0.get(), 4096, "FUZZ0", 1},
+                                                   {2, nw->unit1.get(), 512, "FUZZ1", 1}};
     nvme::server_options options;
     options.ana_groups = 1;
-    nw->server = std::make_unique<nvme::server>(nw->loop.get_executor(), std::vector{std::move(s)}, options);
-    FUZZ_REQUIRE(nw->server->listen({asio::ip::make_address("127.0.0.1"), 0}).has_value(), "the server listens");
+    nw->server =
+        std::make_unique<nvme::server>(nw->loop.get_executor(), std::vector{std::move(s)}, options);
+    FUZZ_REQUIRE(nw->server->listen({asio::ip::make_address("127.0.0.1"), 0}).has_value(),
+                 "the server listens");
     nw->at = nw->server->local_endpoint();
     std::uint16_t cntlid = 0;
-    nw->bystander_admin = make_controller(nw->loop, nw->at, "nqn.2026-11.io.strata:bystander", cntlid);
+    nw->bystander_admin =
+        make_controller(nw->loop, nw->at, "nqn.2026-11.io.strata:bystander", cntlid);
     nw->bystander_io = driven{std::make_shared<client>(nw->loop)};
-    FUZZ_REQUIRE(nw->bystander_io.c->connect(nw->loop, nw->at), "the bystander's I/O queue connects");
+    FUZZ_REQUIRE(nw->bystander_io.c->connect(nw->loop, nw->at),
+                 "the bystander's I/O queue connects");
     nw->bystander_io.listen();
     nw->bystander_io.c->send(ic_req(false));
-    nw->bystander_io.c->send(capsule(connect_sqe(1), connect_data("nqn.2026-11.io.strata:bystander", cntlid), false));
+    nw->bystander_io.c->send(
+        capsule(connect_sqe(1), connect_data("nqn.2026-11.io.strata:bystander", cntlid), false));
     auto r = await_response(nw->loop, nw->bystander_io, 0xfff0);
     FUZZ_REQUIRE(r && status_of(*r) == 0, "the bystander's I/O queue Connect succeeds");
     return nw;
@@ -294,7 +312,8 @@ world& the_world() {
 
 // The bystander's controller answers Identify, and its I/O queue a read.
 void check_bystander(world& w) {
-  FUZZ_REQUIRE(!w.bystander_admin.c->ended() && !w.bystander_io.c->ended(), "no input ends another controller's queues");
+  FUZZ_REQUIRE(!w.bystander_admin.c->ended() && !w.bystander_io.c->ended(),
+               "no input ends another controller's queues");
   std::array<std::uint8_t, 64> ident{};
   ident[0] = 0x06;
   ident[1] = 0x40;
@@ -315,12 +334,13 @@ void check_bystander(world& w) {
   w.bystander_io.c->send(capsule(read, {}, false));
   const auto r = await_response(w.loop, w.bystander_io, 0x0202);
   // A reservation an input left may refuse it: that is no fault.
-  FUZZ_REQUIRE(r && (status_of(*r) == 0 || status_of(*r) == 0x83), "the bystander's read completes");
+  FUZZ_REQUIRE(r && (status_of(*r) == 0 || status_of(*r) == 0x83),
+               "the bystander's read completes");
 }
 
 void trace(const pdu& p) {
-  std::fprintf(stderr, "target: type %02x flags %02x hlen %u plen %zu%s\n", p.type(), p.whole[1], p.hlen(), p.whole.size(),
-               p.digests_ok ? "" : " (bad digest)");
+  std::fprintf(stderr, "target: type %02x flags %02x hlen %u plen %zu%s\n", p.type(), p.whole[1],
+               p.hlen(), p.whole.size(), p.digests_ok ? "" : " (bad digest)");
 }
 
 }  // namespace
@@ -378,8 +398,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_REQUIRE(!terminated, "nothing follows a C2HTermReq");
     FUZZ_REQUIRE(controller_type(p.type()), "the target sends only the PDUs a controller sends");
     FUZZ_REQUIRE(p.type() != 0x01 || first, "the ICResp comes first, and once");
-    FUZZ_REQUIRE(setup == 0 || !first || p.type() == 0x01, "the canned ICReq is answered by an ICResp");
-    FUZZ_REQUIRE(p.type() == 0x03 || p.hlen() == hlen_of(p.type()), "each PDU has its type's header length");
+    FUZZ_REQUIRE(setup == 0 || !first || p.type() == 0x01,
+                 "the canned ICReq is answered by an ICResp");
+    FUZZ_REQUIRE(p.type() == 0x03 || p.hlen() == hlen_of(p.type()),
+                 "each PDU has its type's header length");
     if (p.type() == 0x03) {
       terminated = true;
       FUZZ_REQUIRE(p.whole.size() <= 152, "a C2HTermReq is at most 152 bytes");
@@ -392,7 +414,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     first = false;
     if (p.type() == 0x09 && answer_r2t) {
       // H2CData for all the R2T asks, in one PDU (at most 128 KiB: MAXH2CDATA).
-      const std::uint32_t offset = nvme::get32(p.whole, 12), length = std::min<std::uint32_t>(nvme::get32(p.whole, 16), 128u << 10);
+      const std::uint32_t offset = nvme::get32(p.whole, 12),
+                          length = std::min<std::uint32_t>(nvme::get32(p.whole, 16), 128u << 10);
       bytes h(24 + (digests ? 4 : 0), 0);
       h[0] = 0x06;
       h[1] = static_cast<std::uint8_t>((digests ? 0x03 : 0) | 0x04);
@@ -416,19 +439,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   c->send(std::move(stream));
   run_until(w.loop, wait_bound, [&] { return c->ended() || (c->sent() && idle(w.loop)); });
   c->half_close_when_sent();
-  FUZZ_REQUIRE(run_until(w.loop, wait_bound, [&] { return c->ended(); }), "the target closes the connection within 3 s of the host's FIN");
+  FUZZ_REQUIRE(run_until(w.loop, wait_bound, [&] { return c->ended(); }),
+               "the target closes the connection within 3 s of the host's FIN");
   c->close();
   c->on_pdu = nullptr;
   if (owner) {
     owner->c->close();
     owner->c->on_pdu = nullptr;
   }
-  FUZZ_REQUIRE(run_until(w.loop, wait_bound, [&] { return w.server->connections() == connections_before; }),
-               "the target's connection count goes back once the connection is closed");
-  FUZZ_REQUIRE(run_until(w.loop, wait_bound, [&] { return w.server->controllers() == controllers_before; }),
-               "a controller ends with its admin queue");
-  FUZZ_REQUIRE(run_until(w.loop, wait_bound, [&] { return w.unit0->commands_in_flight() == 0 && w.unit1->commands_in_flight() == 0; }),
-               "every command of a closed connection finishes");
+  FUZZ_REQUIRE(
+      run_until(w.loop, wait_bound, [&] { return w.server->connections() == connections_before; }),
+      "the target's connection count goes back once the connection is closed");
+  FUZZ_REQUIRE(
+      run_until(w.loop, wait_bound, [&] { return w.server->controllers() == controllers_before; }),
+      "a controller ends with its admin queue");
+  FUZZ_REQUIRE(
+      run_until(
+          w.loop, wait_bound,
+          [&] { return w.unit0->commands_in_flight() == 0 && w.unit1->commands_in_flight() == 0; }),
+      "every command of a closed connection finishes");
   if (w.inputs++ % w.check_every == 0) check_bystander(w);
   return 0;
 }

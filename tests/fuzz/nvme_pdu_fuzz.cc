@@ -39,11 +39,14 @@ using namespace strata::nvme;
 void check_term_req(const fatal& why, std::span<const std::uint8_t> offending) {
   const auto s = static_cast<std::uint16_t>(why.status);
   FUZZ_REQUIRE(s >= 1 && s <= 6, "a fatal error status the spec defines");
-  if (why.status == fatal_error::invalid_header_field) FUZZ_REQUIRE(why.information < 128, "an invalid field is a byte of the header");
+  if (why.status == fatal_error::invalid_header_field)
+    FUZZ_REQUIRE(why.information < 128, "an invalid field is a byte of the header");
   const outgoing_header t = c2h_term_req(why, offending);
-  FUZZ_REQUIRE(t.size >= term_req_header_bytes && t.size <= max_term_req_bytes, "a C2HTermReq is 24 to 152 bytes");
+  FUZZ_REQUIRE(t.size >= term_req_header_bytes && t.size <= max_term_req_bytes,
+               "a C2HTermReq is 24 to 152 bytes");
   FUZZ_REQUIRE(get32(t.wire(), 4) == t.size, "a C2HTermReq's PLEN is its size");
-  FUZZ_REQUIRE(get16(t.wire(), 8) == s && get32(t.wire(), 10) == why.information, "a C2HTermReq says the status and information");
+  FUZZ_REQUIRE(get16(t.wire(), 8) == s && get32(t.wire(), 10) == why.information,
+               "a C2HTermReq says the status and information");
 }
 
 void check_layout(const pdu_layout& l, const connection_terms& terms) {
@@ -56,22 +59,32 @@ void check_layout(const pdu_layout& l, const connection_terms& terms) {
     return;
   }
   FUZZ_REQUIRE(l.data_offset >= header_end, "the data lies after the header and its digest");
-  FUZZ_REQUIRE(std::uint64_t{l.data_offset} + l.data_bytes + (l.data_digest ? digest_bytes : 0) == l.total_bytes,
+  FUZZ_REQUIRE(std::uint64_t{l.data_offset} + l.data_bytes + (l.data_digest ? digest_bytes : 0) ==
+                   l.total_bytes,
                "the data and its digest end at PLEN");
-  if (l.type == pdu_type::capsule_cmd) FUZZ_REQUIRE(l.data_bytes <= terms.max_in_capsule_data_bytes, "in-capsule data within the limit");
-  if (l.type == pdu_type::h2c_data) FUZZ_REQUIRE(l.data_bytes <= terms.max_h2c_data_bytes, "H2CData within MAXH2CDATA");
-  if (l.type == pdu_type::h2c_term_req) FUZZ_REQUIRE(l.total_bytes <= max_term_req_bytes, "a terminate request within 152 bytes");
-  if (terms.cpda != 0 && l.type != pdu_type::h2c_term_req) FUZZ_REQUIRE(l.data_offset % ((terms.cpda + 1u) * 4u) == 0, "PDO at CPDA");
+  if (l.type == pdu_type::capsule_cmd)
+    FUZZ_REQUIRE(l.data_bytes <= terms.max_in_capsule_data_bytes,
+                 "in-capsule data within the limit");
+  if (l.type == pdu_type::h2c_data)
+    FUZZ_REQUIRE(l.data_bytes <= terms.max_h2c_data_bytes, "H2CData within MAXH2CDATA");
+  if (l.type == pdu_type::h2c_term_req)
+    FUZZ_REQUIRE(l.total_bytes <= max_term_req_bytes, "a terminate request within 152 bytes");
+  if (terms.cpda != 0 && l.type != pdu_type::h2c_term_req)
+    FUZZ_REQUIRE(l.data_offset % ((terms.cpda + 1u) * 4u) == 0, "PDO at CPDA");
 }
 
 void check_c2h_data(std::uint8_t hpda, const connection_terms& terms, std::uint32_t bytes) {
-  const outgoing_header d = c2h_data(1, 0, bytes, (bytes & 1) != 0, (bytes & 2) != 0, terms.header_digest, terms.data_digest, hpda);
+  const outgoing_header d = c2h_data(1, 0, bytes, (bytes & 1) != 0, (bytes & 2) != 0,
+                                     terms.header_digest, terms.data_digest, hpda);
   const std::uint32_t alignment = (std::min<std::uint32_t>(hpda, 31) + 1) * 4;
   const std::uint8_t pdo = d.bytes[3];
   FUZZ_REQUIRE(pdo == d.size && pdo % alignment == 0, "C2HData's data at the host's alignment");
-  FUZZ_REQUIRE(pdo >= 24 + (terms.header_digest ? digest_bytes : 0), "C2HData's data after its header");
-  FUZZ_REQUIRE(get32(d.wire(), 4) == pdo + bytes + (terms.data_digest ? digest_bytes : 0), "C2HData's PLEN is its parts");
-  FUZZ_REQUIRE((d.bytes[1] & pdu_flag::success) == 0 || (d.bytes[1] & pdu_flag::last_pdu) != 0, "SUCCESS only with LAST");
+  FUZZ_REQUIRE(pdo >= 24 + (terms.header_digest ? digest_bytes : 0),
+               "C2HData's data after its header");
+  FUZZ_REQUIRE(get32(d.wire(), 4) == pdo + bytes + (terms.data_digest ? digest_bytes : 0),
+               "C2HData's PLEN is its parts");
+  FUZZ_REQUIRE((d.bytes[1] & pdu_flag::success) == 0 || (d.bytes[1] & pdu_flag::last_pdu) != 0,
+               "SUCCESS only with LAST");
 }
 
 }  // namespace
@@ -95,7 +108,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (stream.size() < layout->total_bytes) break;  // the rest never came
     pdu.assign(stream.begin(), stream.begin() + layout->total_bytes);
     stream = stream.subspan(layout->total_bytes);
-    if (fix_digests && layout->header_digest) put_digest(crc32c({pdu.data(), layout->header_bytes}), pdu.data() + layout->header_bytes);
+    if (fix_digests && layout->header_digest)
+      put_digest(crc32c({pdu.data(), layout->header_bytes}), pdu.data() + layout->header_bytes);
     if (auto digest = check_header_digest(pdu, *layout); !digest) {
       FUZZ_REQUIRE(!fix_digests, "a header digest the harness wrote right passes");
       check_term_req(digest.error(), {pdu.data(), layout->header_bytes});
@@ -113,8 +127,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       terms.data_digest = r->data_digest && (options & 0x02) != 0;
       const outgoing_header resp = ic_resp(terms);
       FUZZ_REQUIRE(resp.size == 128 && get32(resp.wire(), 4) == 128, "an ICResp is 128 bytes");
-      FUZZ_REQUIRE(resp.bytes[10] == terms.cpda && get32(resp.wire(), 12) == terms.max_h2c_data_bytes, "the ICResp offers the terms");
-      FUZZ_REQUIRE(((resp.bytes[11] & 1) != 0) == terms.header_digest && ((resp.bytes[11] & 2) != 0) == terms.data_digest,
+      FUZZ_REQUIRE(
+          resp.bytes[10] == terms.cpda && get32(resp.wire(), 12) == terms.max_h2c_data_bytes,
+          "the ICResp offers the terms");
+      FUZZ_REQUIRE(((resp.bytes[11] & 1) != 0) == terms.header_digest &&
+                       ((resp.bytes[11] & 2) != 0) == terms.data_digest,
                    "the ICResp's digests are the terms'");
       check_c2h_data(r->host_pdu_data_alignment, terms, r->max_r2t % 65536);
     } else if (layout->type == pdu_type::h2c_data) {

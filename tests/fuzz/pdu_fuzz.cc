@@ -47,10 +47,10 @@
 // destroyed: the process ends with connections open). What inputs do to
 // the LUNs (data, reservations, unit attentions) carries over to the next
 // input; connections do not.
+#include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
-#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -66,8 +66,8 @@
 #include <vector>
 
 #include "raid/device/memory_device.h"
-#include "target/iscsi/chap.h"
 #include "target/crc32c.h"
+#include "target/iscsi/chap.h"
 #include "target/iscsi/pdu.h"
 #include "target/iscsi/server.h"
 #include "target/iscsi/text.h"
@@ -84,9 +84,9 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 using bytes = std::vector<std::uint8_t>;
 
-using fuzz::wait_bound;
-using fuzz::run_until;
 using fuzz::idle;
+using fuzz::run_until;
+using fuzz::wait_bound;
 
 const std::string fuzz_target = "iqn.2026-11.io.strata:fuzz";
 const std::string chap_target = "iqn.2026-11.io.strata:chap";
@@ -116,7 +116,10 @@ class client : public fuzz::stream_client {
   std::size_t frame(std::span<const std::uint8_t> received) override {
     std::size_t at = 0;
     while (received.size() - at >= iscsi::bhs_bytes) {
-      pdu p{iscsi::bhs(std::span<const std::uint8_t, iscsi::bhs_bytes>(received.data() + at, iscsi::bhs_bytes)), {}, true};
+      pdu p{iscsi::bhs(std::span<const std::uint8_t, iscsi::bhs_bytes>(received.data() + at,
+                                                                       iscsi::bhs_bytes)),
+            {},
+            true};
       const std::uint32_t n = p.header.data_segment_bytes();
       const std::size_t header_end = at + iscsi::bhs_bytes + p.header.ahs_bytes();
       const std::size_t data_at = header_end + (digests ? 4 : 0);
@@ -127,10 +130,12 @@ class client : public fuzz::stream_client {
         p.digests_ok = get_digest(received.data() + header_end) == want;
         if (n > 0) {
           const std::uint32_t data_want = crc32c({received.data() + data_at, iscsi::padded(n)});
-          p.digests_ok = p.digests_ok && get_digest(received.data() + data_at + iscsi::padded(n)) == data_want;
+          p.digests_ok =
+              p.digests_ok && get_digest(received.data() + data_at + iscsi::padded(n)) == data_want;
         }
       }
-      p.data.assign(received.begin() + static_cast<std::ptrdiff_t>(data_at), received.begin() + static_cast<std::ptrdiff_t>(data_at + n));
+      p.data.assign(received.begin() + static_cast<std::ptrdiff_t>(data_at),
+                    received.begin() + static_cast<std::ptrdiff_t>(data_at + n));
       at = end;
       if (on_pdu) on_pdu(p);
     }
@@ -140,8 +145,8 @@ class client : public fuzz::stream_client {
 
 // A PDU as an initiator sends it: header, data segment, padding; with
 // digests when `digests` (corrupted as `corrupt` says: bit 0 header, bit 1 data).
-bytes wire(const iscsi::bhs& h, std::span<const std::uint8_t> ahs, std::span<const std::uint8_t> data, bool digests,
-           unsigned corrupt = 0) {
+bytes wire(const iscsi::bhs& h, std::span<const std::uint8_t> ahs,
+           std::span<const std::uint8_t> data, bool digests, unsigned corrupt = 0) {
   bytes out(h.wire().begin(), h.wire().end());
   out.insert(out.end(), ahs.begin(), ahs.end());
   std::uint8_t d[4];
@@ -153,7 +158,8 @@ bytes wire(const iscsi::bhs& h, std::span<const std::uint8_t> ahs, std::span<con
   out.insert(out.end(), data.begin(), data.end());
   out.resize(data_at + iscsi::padded(static_cast<std::uint32_t>(data.size())), 0);
   if (digests && !data.empty()) {
-    put_digest(crc32c({out.data() + data_at, out.size() - data_at}) ^ ((corrupt & 2) != 0 ? 1u : 0u), d);
+    put_digest(
+        crc32c({out.data() + data_at, out.size() - data_at}) ^ ((corrupt & 2) != 0 ? 1u : 0u), d);
     out.insert(out.end(), d, d + 4);
   }
   return out;
@@ -162,8 +168,9 @@ bytes wire(const iscsi::bhs& h, std::span<const std::uint8_t> ahs, std::span<con
 constexpr std::array<std::uint8_t, 6> fuzz_isid{0x80, 0x00, 0x00, 0x00, 0x00, 0x01};
 constexpr std::array<std::uint8_t, 6> bystander_isid{0x80, 0x00, 0x00, 0x00, 0x00, 0x02};
 
-bytes login_request(unsigned csg, unsigned nsg, bool transit, const iscsi::key_values& keys, std::span<const std::uint8_t, 6> isid,
-                    std::uint32_t cmd_sn, std::uint32_t exp_stat_sn) {
+bytes login_request(unsigned csg, unsigned nsg, bool transit, const iscsi::key_values& keys,
+                    std::span<const std::uint8_t, 6> isid, std::uint32_t cmd_sn,
+                    std::uint32_t exp_stat_sn) {
   iscsi::bhs h;
   h.set_opcode(iscsi::opcode::login_request);
   h.set_byte(0, h.byte(0) | 0x40);  // Login Requests are immediate
@@ -203,15 +210,18 @@ bytes canned_login(const canned& c) {
                            {"FirstBurstLength", "65536"},
                            {"ErrorRecoveryLevel", "0"}});
   // Straight to the operational stage: this target asks for no authentication.
-  return login_request(iscsi::operational_negotiation, iscsi::full_feature_phase, true, keys, fuzz_isid, 1, 0);
+  return login_request(iscsi::operational_negotiation, iscsi::full_feature_phase, true, keys,
+                       fuzz_isid, 1, 0);
 }
 
 std::uint16_t login_status(const iscsi::bhs& h) {
-  return static_cast<std::uint16_t>(h.byte(iscsi::field::status_class) << 8 | h.byte(iscsi::field::status_detail));
+  return static_cast<std::uint16_t>(h.byte(iscsi::field::status_class) << 8 |
+                                    h.byte(iscsi::field::status_detail));
 }
 bool logged_in(const iscsi::bhs& h) {
   return h.opcode() == iscsi::opcode::login_response && login_status(h) == 0 &&
-         (h.flags() & iscsi::login_flags::transit) != 0 && iscsi::login_flags::nsg(h.flags()) == iscsi::full_feature_phase;
+         (h.flags() & iscsi::login_flags::transit) != 0 &&
+         iscsi::login_flags::nsg(h.flags()) == iscsi::full_feature_phase;
 }
 
 bool target_opcode(iscsi::opcode o) {
@@ -253,8 +263,9 @@ void check_after_canned_login(client& c, const canned& asked, bool& first, const
   }
   if (h.opcode() == iscsi::opcode::scsi_response && h.byte(2) == 0 &&
       h.byte(3) == static_cast<std::uint8_t>(scsi::status::check_condition)) {
-    FUZZ_REQUIRE(p.data.size() >= 2 && 2u + (p.data[0] << 8 | p.data[1]) <= p.data.size() && p.data[1] > 0,
-                 "CHECK CONDITION comes with its sense data");
+    FUZZ_REQUIRE(
+        p.data.size() >= 2 && 2u + (p.data[0] << 8 | p.data[1]) <= p.data.size() && p.data[1] > 0,
+        "CHECK CONDITION comes with its sense data");
   }
 }
 
@@ -271,8 +282,8 @@ struct bystander {
 
 // Waits for the next PDU in `inbox` that `wanted` accepts; pings are
 // answered by on_pdu and never wanted.
-std::optional<pdu> await_pdu(asio::io_context& loop, std::deque<pdu>& inbox, const std::function<bool(const pdu&)>& wanted,
-                             const client& c) {
+std::optional<pdu> await_pdu(asio::io_context& loop, std::deque<pdu>& inbox,
+                             const std::function<bool(const pdu&)>& wanted, const client& c) {
   std::optional<pdu> found;
   run_until(loop, wait_bound, [&] {
     while (!inbox.empty()) {
@@ -301,21 +312,26 @@ struct world {
   std::unique_ptr<device::memory_device> volume1;
   std::unique_ptr<scsi::logical_unit> unit0;
   std::unique_ptr<scsi::logical_unit> unit1;
-  std::unique_ptr<scsi::lun_map> fuzz_luns;  // LUN 0: unit0 (4096-byte blocks), LUN 1: unit1 (512-byte blocks)
+  std::unique_ptr<scsi::lun_map>
+      fuzz_luns;  // LUN 0: unit0 (4096-byte blocks), LUN 1: unit1 (512-byte blocks)
   std::unique_ptr<scsi::lun_map> chap_luns;  // LUN 0: unit1
   std::unique_ptr<iscsi::server> server;
   tcp::endpoint at;
   bystander by;
   std::uint64_t inputs = 0;
   std::uint64_t check_every = 16;
-  bool trace = false;  // STRATA_FUZZ_TRACE: print each PDU the target sends on the fuzzed connection
+  bool trace =
+      false;  // STRATA_FUZZ_TRACE: print each PDU the target sends on the fuzzed connection
 };
 
 void trace(const pdu& p) {
   const iscsi::bhs& h = p.header;
-  std::fprintf(stderr, "target: opcode %02x flags %02x bytes 2-3 %02x %02x bytes 36-37 %02x %02x ITT %08x data %u bytes%s\n",
-               static_cast<unsigned>(h.opcode()), h.flags(), h.byte(2), h.byte(3), h.byte(36), h.byte(37),
-               h.initiator_task_tag(), h.data_segment_bytes(), p.digests_ok ? "" : " (bad digest)");
+  std::fprintf(stderr,
+               "target: opcode %02x flags %02x bytes 2-3 %02x %02x bytes 36-37 %02x %02x ITT %08x "
+               "data %u bytes%s\n",
+               static_cast<unsigned>(h.opcode()), h.flags(), h.byte(2), h.byte(3), h.byte(36),
+               h.byte(37), h.initiator_task_tag(), h.data_segment_bytes(),
+               p.digests_ok ? "" : " (bad digest)");
 }
 
 // The bystander's login: security stage with mutual CHAP (MD5), then the
@@ -326,9 +342,11 @@ void log_in_bystander(world& w) {
   FUZZ_REQUIRE(b.c->connect(w.loop, w.at), "the bystander connects");
   b.c->on_pdu = [&b, c = b.c.get()](const pdu& p) {
     b.exp_cmd_sn = p.header.u32(iscsi::field::exp_cmd_sn);
-    if (p.header.opcode() != iscsi::opcode::data_in || (p.header.flags() & iscsi::data_in_flags::status) != 0)
+    if (p.header.opcode() != iscsi::opcode::data_in ||
+        (p.header.flags() & iscsi::data_in_flags::status) != 0)
       b.exp_stat_sn = p.header.u32(iscsi::field::stat_sn) + 1;
-    if (p.header.opcode() == iscsi::opcode::nop_in && p.header.u32(iscsi::field::target_transfer_tag) != iscsi::reserved_tag) {
+    if (p.header.opcode() == iscsi::opcode::nop_in &&
+        p.header.u32(iscsi::field::target_transfer_tag) != iscsi::reserved_tag) {
       // A ping from the target: answer it, or the session is taken for dead.
       iscsi::bhs h;
       h.set_opcode(iscsi::opcode::nop_out);
@@ -344,26 +362,36 @@ void log_in_bystander(world& w) {
     }
     b.inbox.push_back(p);
   };
-  auto step = [&](unsigned csg, unsigned nsg, bool transit, const iscsi::key_values& keys, const char* what) {
+  auto step = [&](unsigned csg, unsigned nsg, bool transit, const iscsi::key_values& keys,
+                  const char* what) {
     b.c->send(login_request(csg, nsg, transit, keys, bystander_isid, 1, b.exp_stat_sn));
-    auto r = await_pdu(w.loop, b.inbox, [](const pdu& p) { return p.header.opcode() == iscsi::opcode::login_response; }, *b.c);
+    auto r = await_pdu(
+        w.loop, b.inbox,
+        [](const pdu& p) { return p.header.opcode() == iscsi::opcode::login_response; }, *b.c);
     FUZZ_REQUIRE(r && login_status(r->header) == 0, what);
     auto kv = iscsi::parse_text(r->data);
     FUZZ_REQUIRE(kv.has_value(), "a login response's keys parse");
     return std::make_pair(r->header, *kv);
   };
   step(iscsi::security_negotiation, 0, false,
-       {{"InitiatorName", bystander_initiator}, {"TargetName", chap_target}, {"SessionType", "Normal"}, {"AuthMethod", "CHAP,None"}},
+       {{"InitiatorName", bystander_initiator},
+        {"TargetName", chap_target},
+        {"SessionType", "Normal"},
+        {"AuthMethod", "CHAP,None"}},
        "the bystander's AuthMethod=CHAP is accepted");
-  const auto [h2, challenge] = step(iscsi::security_negotiation, 0, false, {{"CHAP_A", "5"}}, "the target sends a CHAP challenge");
+  const auto [h2, challenge] = step(iscsi::security_negotiation, 0, false, {{"CHAP_A", "5"}},
+                                    "the target sends a CHAP challenge");
   const auto id = value_of(challenge, "CHAP_I");
   const auto c_value = value_of(challenge, "CHAP_C");
-  FUZZ_REQUIRE(id && c_value && value_of(challenge, "CHAP_A") == "5", "the challenge has CHAP_A=5, CHAP_I, CHAP_C");
+  FUZZ_REQUIRE(id && c_value && value_of(challenge, "CHAP_A") == "5",
+               "the challenge has CHAP_A=5, CHAP_I, CHAP_C");
   const auto target_challenge = iscsi::decode_binary(*c_value);
   FUZZ_REQUIRE(target_challenge.has_value(), "the target's CHAP_C decodes");
   const auto identifier = static_cast<std::uint8_t>(std::stoul(*id));
-  const bytes response = iscsi::chap_response(iscsi::chap_algorithm::md5, identifier, bystander_chap.secret, *target_challenge);
-  const bytes my_challenge{0x5a, 0x17, 0x93, 0x0c, 0xe1, 0x42, 0x7b, 0x88, 0x2d, 0xf0, 0x61, 0x39, 0xa4, 0x0e, 0xc7, 0x55};
+  const bytes response = iscsi::chap_response(iscsi::chap_algorithm::md5, identifier,
+                                              bystander_chap.secret, *target_challenge);
+  const bytes my_challenge{0x5a, 0x17, 0x93, 0x0c, 0xe1, 0x42, 0x7b, 0x88,
+                           0x2d, 0xf0, 0x61, 0x39, 0xa4, 0x0e, 0xc7, 0x55};
   const std::uint8_t my_id = 77;
   const auto [h3, proof] = step(iscsi::security_negotiation, iscsi::operational_negotiation, true,
                                 {{"CHAP_N", bystander_chap.user},
@@ -371,13 +399,17 @@ void log_in_bystander(world& w) {
                                  {"CHAP_I", std::to_string(my_id)},
                                  {"CHAP_C", iscsi::encode_hex(my_challenge)}},
                                 "the bystander's CHAP response is accepted");
-  const bytes expected = iscsi::chap_response(iscsi::chap_algorithm::md5, my_id, target_chap.secret, my_challenge);
-  FUZZ_REQUIRE(value_of(proof, "CHAP_N") == target_chap.user && value_of(proof, "CHAP_R") == iscsi::encode_hex(expected),
+  const bytes expected =
+      iscsi::chap_response(iscsi::chap_algorithm::md5, my_id, target_chap.secret, my_challenge);
+  FUZZ_REQUIRE(value_of(proof, "CHAP_N") == target_chap.user &&
+                   value_of(proof, "CHAP_R") == iscsi::encode_hex(expected),
                "the target proves its mutual CHAP secret");
-  const auto [h4, answers] = step(iscsi::operational_negotiation, iscsi::full_feature_phase, true,
-                                  {{"HeaderDigest", "None"}, {"DataDigest", "None"}, {"MaxRecvDataSegmentLength", "8192"}},
-                                  "the bystander reaches the full feature phase");
-  FUZZ_REQUIRE(logged_in(h4), "the bystander's last login response moves to the full feature phase");
+  const auto [h4, answers] =
+      step(iscsi::operational_negotiation, iscsi::full_feature_phase, true,
+           {{"HeaderDigest", "None"}, {"DataDigest", "None"}, {"MaxRecvDataSegmentLength", "8192"}},
+           "the bystander reaches the full feature phase");
+  FUZZ_REQUIRE(logged_in(h4),
+               "the bystander's last login response moves to the full feature phase");
 }
 
 // The bystander answers a NOP-Out and an INQUIRY. INQUIRY, because no unit
@@ -409,16 +441,25 @@ void check_bystander(world& w) {
   const std::uint8_t cdb[6] = {0x12, 0, 0, 0, 96, 0};
   std::memcpy(inq.wire().data() + iscsi::field::cdb, cdb, sizeof cdb);
   b.c->send(wire(inq, {}, {}, false));
-  const auto pong = await_pdu(w.loop, b.inbox, [&](const pdu& p) {
-    return p.header.opcode() == iscsi::opcode::nop_in && p.header.initiator_task_tag() == ping_itt;
-  }, *b.c);
-  FUZZ_REQUIRE(pong && pong->data == ping_data, "the bystander's NOP-Out is answered with its data");
-  const auto status = await_pdu(w.loop, b.inbox, [&](const pdu& p) {
-    const auto o = p.header.opcode();
-    return p.header.initiator_task_tag() == inquiry_itt &&
-           (o == iscsi::opcode::scsi_response ||
-            (o == iscsi::opcode::data_in && (p.header.flags() & iscsi::data_in_flags::status) != 0));
-  }, *b.c);
+  const auto pong = await_pdu(
+      w.loop, b.inbox,
+      [&](const pdu& p) {
+        return p.header.opcode() == iscsi::opcode::nop_in &&
+               p.header.initiator_task_tag() == ping_itt;
+      },
+      *b.c);
+  FUZZ_REQUIRE(pong && pong->data == ping_data,
+               "the bystander's NOP-Out is answered with its data");
+  const auto status = await_pdu(
+      w.loop, b.inbox,
+      [&](const pdu& p) {
+        const auto o = p.header.opcode();
+        return p.header.initiator_task_tag() == inquiry_itt &&
+               (o == iscsi::opcode::scsi_response ||
+                (o == iscsi::opcode::data_in &&
+                 (p.header.flags() & iscsi::data_in_flags::status) != 0));
+      },
+      *b.c);
   FUZZ_REQUIRE(status && status->header.byte(3) == static_cast<std::uint8_t>(scsi::status::good),
                "the bystander's INQUIRY ends in GOOD");
 }
@@ -430,7 +471,8 @@ void check_fresh_login(world& w) {
   std::deque<pdu> inbox;
   c->on_pdu = [&inbox](const pdu& p) { inbox.push_back(p); };
   c->send(canned_login({}));
-  const auto login = await_pdu(w.loop, inbox, [](const pdu&) { return true; }, *c);
+  const auto login = await_pdu(
+      w.loop, inbox, [](const pdu&) { return true; }, *c);
   FUZZ_REQUIRE(login && logged_in(login->header), "a fresh connection logs in");
   iscsi::bhs logout;
   logout.set_opcode(iscsi::opcode::logout_request);
@@ -440,16 +482,20 @@ void check_fresh_login(world& w) {
   logout.set_u32(iscsi::field::cmd_sn, login->header.u32(iscsi::field::exp_cmd_sn));
   logout.set_u32(iscsi::field::exp_stat_sn, login->header.u32(iscsi::field::stat_sn) + 1);
   c->send(wire(logout, {}, {}, false));
-  const auto bye = await_pdu(w.loop, inbox, [](const pdu&) { return true; }, *c);
-  FUZZ_REQUIRE(bye && bye->header.opcode() == iscsi::opcode::logout_response && bye->header.byte(2) == 0,
-               "the fresh connection logs out");
-  FUZZ_REQUIRE(run_until(w.loop, wait_bound, [&] { return c->ended(); }), "the target closes after a logout");
+  const auto bye = await_pdu(
+      w.loop, inbox, [](const pdu&) { return true; }, *c);
+  FUZZ_REQUIRE(
+      bye && bye->header.opcode() == iscsi::opcode::logout_response && bye->header.byte(2) == 0,
+      "the fresh connection logs out");
+  FUZZ_REQUIRE(run_until(w.loop, wait_bound, [&] { return c->ended(); }),
+               "the target closes after a logout");
   c->close();
   c->on_pdu = nullptr;  // it refers to `inbox`; the client lives on until its handlers have run
 }
 
 std::unique_ptr<device::memory_device> volume(world& w, std::uint32_t block_bytes) {
-  auto d = device::memory_device::create(w.loop.get_executor(), {block_bytes, (8u << 20) / block_bytes});
+  auto d =
+      device::memory_device::create(w.loop.get_executor(), {block_bytes, (8u << 20) / block_bytes});
   FUZZ_REQUIRE(d.has_value(), "a memory volume can be created");
   return std::move(*d);
 }
@@ -457,7 +503,8 @@ std::unique_ptr<device::memory_device> volume(world& w, std::uint32_t block_byte
 world& the_world() {
   static world* w = [] {
     auto* nw = new world;  // never destroyed: see the header
-    if (const char* every = std::getenv("STRATA_FUZZ_CHECK_EVERY")) nw->check_every = std::max(1ul, std::strtoul(every, nullptr, 10));
+    if (const char* every = std::getenv("STRATA_FUZZ_CHECK_EVERY"))
+      nw->check_every = std::max(1ul, std::strtoul(every, nullptr, 10));
     nw->trace = std::getenv("STRATA_FUZZ_TRACE") != nullptr;
     nw->volume0 = volume(*nw, 4096);
     nw->volume1 = volume(*nw, 512);
@@ -470,18 +517,23 @@ world& the_world() {
     nw->unit1 = std::make_unique<scsi::logical_unit>(*nw->volume1, id1);
     nw->fuzz_luns = std::make_unique<scsi::lun_map>(nw->loop.get_executor());
     nw->chap_luns = std::make_unique<scsi::lun_map>(nw->loop.get_executor());
-    FUZZ_REQUIRE(!nw->fuzz_luns->add(0, *nw->unit0) && !nw->fuzz_luns->add(1, *nw->unit1) && !nw->chap_luns->add(0, *nw->unit1),
+    FUZZ_REQUIRE(!nw->fuzz_luns->add(0, *nw->unit0) && !nw->fuzz_luns->add(1, *nw->unit1) &&
+                     !nw->chap_luns->add(0, *nw->unit1),
                  "the LUN maps take their units");
     iscsi::target_node open;
     open.name = fuzz_target;
     open.anyone = iscsi::initiator_access{nw->fuzz_luns.get(), std::nullopt, std::nullopt};
     iscsi::target_node guarded;
     guarded.name = chap_target;
-    guarded.initiators[bystander_initiator] = iscsi::initiator_access{nw->chap_luns.get(), bystander_chap, target_chap};
-    FUZZ_REQUIRE(!iscsi::check_target(open) && !iscsi::check_target(guarded), "the targets are configured right");
+    guarded.initiators[bystander_initiator] =
+        iscsi::initiator_access{nw->chap_luns.get(), bystander_chap, target_chap};
+    FUZZ_REQUIRE(!iscsi::check_target(open) && !iscsi::check_target(guarded),
+                 "the targets are configured right");
     iscsi::server_options options;  // the defaults: what the daemon runs with
-    nw->server = std::make_unique<iscsi::server>(nw->loop.get_executor(), std::vector{open, guarded}, options);
-    FUZZ_REQUIRE(nw->server->listen({asio::ip::make_address("127.0.0.1"), 0}).has_value(), "the server listens");
+    nw->server = std::make_unique<iscsi::server>(nw->loop.get_executor(),
+                                                 std::vector{open, guarded}, options);
+    FUZZ_REQUIRE(nw->server->listen({asio::ip::make_address("127.0.0.1"), 0}).has_value(),
+                 "the server listens");
     nw->at = nw->server->local_endpoint();
     log_in_bystander(*nw);
     return nw;
@@ -542,17 +594,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                "the target closes the connection within 3 s of the initiator's FIN");
   c->close();
   c->on_pdu = nullptr;
-  FUZZ_REQUIRE(run_until(w.loop, wait_bound, [&] { return w.server->connections() == connections_before; }),
-               "the target's connection count goes back once the connection is closed");
-  FUZZ_REQUIRE(run_until(w.loop, wait_bound, [&] {
-                 return w.unit0->commands_in_flight() == 0 && w.unit1->commands_in_flight() == 0 &&
-                        w.fuzz_luns->answers_in_flight() == 0;
-               }),
+  FUZZ_REQUIRE(
+      run_until(w.loop, wait_bound, [&] { return w.server->connections() == connections_before; }),
+      "the target's connection count goes back once the connection is closed");
+  FUZZ_REQUIRE(run_until(w.loop, wait_bound,
+                         [&] {
+                           return w.unit0->commands_in_flight() == 0 &&
+                                  w.unit1->commands_in_flight() == 0 &&
+                                  w.fuzz_luns->answers_in_flight() == 0;
+                         }),
                "every task of a closed connection finishes");
   if (w.inputs++ % w.check_every == 0) {
     check_bystander(w);
     check_fresh_login(w);
-    FUZZ_REQUIRE(run_until(w.loop, wait_bound, [&] { return w.server->connections() == connections_before; }),
+    FUZZ_REQUIRE(run_until(w.loop, wait_bound,
+                           [&] { return w.server->connections() == connections_before; }),
                  "the fresh connection is gone once closed");
   }
   return 0;

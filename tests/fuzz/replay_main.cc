@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
   for (const fs::path& p : inputs) {
     std::fprintf(stderr, "replay: %s\n", p.c_str());
     std::ifstream in(p, std::ios::binary);
-    const std::vector<std::uint8_t> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    const std::vector<std::uint8_t> bytes{std::istreambuf_iterator<char>(in),
+                                          std::istreambuf_iterator<char>()};
     LLVMFuzzerTestOneInput(bytes.data(), bytes.size());
   }
   std::fprintf(stderr, "replay: %zu inputs, every property held\n", inputs.size());

@@ -32,13 +32,14 @@ namespace {
 using namespace strata;
 
 bool is_decimal(std::string_view v) {
-  return !v.empty() && v.size() <= 10 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+  return !v.empty() && v.size() <= 10 &&
+         std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 // A value the target may put in an answer: what it chose, or a verdict.
 bool answerable(std::string_view v) {
-  return is_decimal(v) || v == "Yes" || v == "No" || v == "CRC32C" || v == "None" || v == "Reject" ||
-         v == "NotUnderstood" || v == "Irrelevant";
+  return is_decimal(v) || v == "Yes" || v == "No" || v == "CRC32C" || v == "None" ||
+         v == "Reject" || v == "NotUnderstood" || v == "Irrelevant";
 }
 
 bool declarative(std::string_view key) {
@@ -61,8 +62,8 @@ void check_negotiation(const iscsi::key_values& offered) {
   const iscsi::key_values answers = iscsi::negotiate(offered, offer, p);
   FUZZ_REQUIRE(answers.size() <= offered.size(), "at most one answer per offered key");
   for (const auto& [k, v] : answers) {
-    const bool was_offered =
-        std::any_of(offered.begin(), offered.end(), [&k](const auto& pair) { return pair.first == k; });
+    const bool was_offered = std::any_of(offered.begin(), offered.end(),
+                                         [&k](const auto& pair) { return pair.first == k; });
     FUZZ_REQUIRE(was_offered, "negotiate answers only keys that were offered");
     FUZZ_REQUIRE(!iscsi::is_security_key(k), "negotiate leaves security keys to the login code");
     FUZZ_REQUIRE(!declarative(k), "declarative names get no answer");
@@ -73,12 +74,16 @@ void check_negotiation(const iscsi::key_values& offered) {
   const auto back = iscsi::parse_text(wire);
   FUZZ_REQUIRE(back && *back == answers, "the answers format and parse back");
 
-  FUZZ_REQUIRE(p.initiator_max_recv_data_segment_bytes >= 512 && p.initiator_max_recv_data_segment_bytes <= 16777215,
+  FUZZ_REQUIRE(p.initiator_max_recv_data_segment_bytes >= 512 &&
+                   p.initiator_max_recv_data_segment_bytes <= 16777215,
                "the initiator's MaxRecvDataSegmentLength is within 512..2^24-1");
   FUZZ_REQUIRE(p.target_max_recv_data_segment_bytes == offer.max_recv_data_segment_bytes ||
-                   p.target_max_recv_data_segment_bytes == iscsi::session_params{}.target_max_recv_data_segment_bytes,
+                   p.target_max_recv_data_segment_bytes ==
+                       iscsi::session_params{}.target_max_recv_data_segment_bytes,
                "the target's MaxRecvDataSegmentLength is what it declared");
-  FUZZ_REQUIRE(p.max_burst_bytes >= 512 && p.max_burst_bytes <= std::max(offer.max_burst_bytes, iscsi::session_params{}.max_burst_bytes),
+  FUZZ_REQUIRE(p.max_burst_bytes >= 512 &&
+                   p.max_burst_bytes <=
+                       std::max(offer.max_burst_bytes, iscsi::session_params{}.max_burst_bytes),
                "MaxBurstLength is within 512 and Strata's offer");
   FUZZ_REQUIRE(p.first_burst_bytes >= 512 && p.first_burst_bytes <= p.max_burst_bytes,
                "FirstBurstLength is at least 512 and at most MaxBurstLength");
@@ -90,7 +95,8 @@ void check_negotiation(const iscsi::key_values& offered) {
   FUZZ_REQUIRE(p.data_pdu_in_order && p.data_sequence_in_order, "data in order, as Strata insists");
   FUZZ_REQUIRE(!p.immediate_data || offer.immediate_data, "ImmediateData is the AND of both sides");
   FUZZ_REQUIRE(p.initial_r2t || !offer.initial_r2t, "InitialR2T is the OR of both sides");
-  FUZZ_REQUIRE(p.default_time2wait_s <= 3600 && p.default_time2retain_s <= 3600, "time values within 0..3600");
+  FUZZ_REQUIRE(p.default_time2wait_s <= 3600 && p.default_time2retain_s <= 3600,
+               "time values within 0..3600");
 
   iscsi::session_params q;
   FUZZ_REQUIRE(iscsi::negotiate(offered, offer, q) == answers, "negotiate is deterministic");
@@ -104,7 +110,8 @@ void check_binary(const std::string& value) {
   }
   const std::string hex = iscsi::encode_hex(*decoded);
   const auto again = iscsi::decode_binary(hex);
-  FUZZ_REQUIRE(again && *again == *decoded, "a binary value's hex encoding decodes to the same bytes");
+  FUZZ_REQUIRE(again && *again == *decoded,
+               "a binary value's hex encoding decodes to the same bytes");
 }
 
 }  // namespace

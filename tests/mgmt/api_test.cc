@@ -41,11 +41,16 @@ struct tls_files {
 
   tls_files() {
     // An EC key: quicker to make than RSA, and gRPC takes either.
-    const std::string command = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=localhost"
-                                " -addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout '" +
-                                key.string() + "' -out '" + cert.string() + "' > '" + (dir.path() / "openssl.log").string() + "' 2>&1";
+    const std::string command =
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj "
+        "/CN=localhost"
+        " -addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout '" +
+        key.string() + "' -out '" + cert.string() + "' > '" +
+        (dir.path() / "openssl.log").string() + "' 2>&1";
     const int status = std::system(command.c_str());
-    INFO("the openssl command makes the test certificate: " << command << "\n" << read_file(dir.path() / "openssl.log"));
+    INFO("the openssl command makes the test certificate: "
+         << command << "\n"
+         << read_file(dir.path() / "openssl.log"));
     REQUIRE(status == 0);
     write_file(token, good_token + "\n");
   }
@@ -55,7 +60,8 @@ struct tls_files {
 struct api {
   temp_dir dir;
   std::unique_ptr<controller::config_store> config;
-  std::unique_ptr<controller::management> manage;  // over no array: every check answers, changes are UNAVAILABLE
+  std::unique_ptr<controller::management>
+      manage;  // over no array: every check answers, changes are UNAVAILABLE
   std::unique_ptr<mgmt::management_server> server;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Array::Stub> stub;
@@ -86,7 +92,8 @@ struct api {
     }
     REQUIRE(config->commit(b));
     manage = std::make_unique<controller::management>(*config, nullptr);
-    auto s = mgmt::management_server::start(*manage, "127.0.0.1:0", tls ? tls->options() : mgmt::security_options{});
+    auto s = mgmt::management_server::start(*manage, "127.0.0.1:0",
+                                            tls ? tls->options() : mgmt::security_options{});
     if (!s) FAIL(s.error().message);
     server = std::move(*s);
     auto credentials = grpc::InsecureChannelCredentials();
@@ -119,17 +126,20 @@ struct api {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     if (!authorization.empty()) context.AddMetadata("authorization", authorization);
-    const char list_services_request[] = {0x3a, 0x00};  // ServerReflectionRequest{list_services: ""}
+    const char list_services_request[] = {0x3a,
+                                          0x00};  // ServerReflectionRequest{list_services: ""}
     grpc::Slice slice(list_services_request, sizeof list_services_request);
     grpc::ByteBuffer in(&slice, 1), out;
     std::promise<grpc::Status> done;
-    generic.UnaryCall(&context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", grpc::StubOptions(), &in, &out,
+    generic.UnaryCall(&context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+                      grpc::StubOptions(), &in, &out,
                       [&](grpc::Status s) { done.set_value(std::move(s)); });
     const grpc::Status status = done.get_future().get();
     services.clear();
     std::vector<grpc::Slice> slices;
     if (status.ok() && out.Dump(&slices).ok()) {
-      for (const auto& s : slices) services.append(reinterpret_cast<const char*>(s.begin()), s.size());
+      for (const auto& s : slices)
+        services.append(reinterpret_cast<const char*>(s.begin()), s.size());
     }
     return status;
   }
@@ -159,7 +169,8 @@ TEST_CASE("api: lists page by token until the last page, which has none", "[mgmt
     ++pages;
   } while (!token.empty() && pages < 10);
   CHECK(pages == 3);
-  CHECK(seen == std::vector<std::string>{"disks/hdd-00", "disks/hdd-01", "disks/hdd-02", "disks/hdd-03", "disks/hdd-04"});
+  CHECK(seen == std::vector<std::string>{"disks/hdd-00", "disks/hdd-01", "disks/hdd-02",
+                                         "disks/hdd-03", "disks/hdd-04"});
 
   v1::ListPoolsResponse pools;
   REQUIRE(a.call(&v1::Array::Stub::ListPools, page(0), pools).ok());
@@ -203,7 +214,8 @@ TEST_CASE("api: each bad request gets its status code and names the field", "[mg
   CHECK(s.error_message().starts_with("parent:"));
   s = a.call(&v1::Array::Stub::ListVolumes, page(0, {}, "pools/p9"), volumes);
   CHECK(s.error_code() == grpc::StatusCode::NOT_FOUND);
-  s = a.call(&v1::Array::Stub::ListVolumes, page(0, {}, "pools/p1/volumes/v1"), volumes);  // a volume, not a pool
+  s = a.call(&v1::Array::Stub::ListVolumes, page(0, {}, "pools/p1/volumes/v1"),
+             volumes);  // a volume, not a pool
   CHECK(s.error_code() == grpc::StatusCode::NOT_FOUND);
   CHECK(s.error_message() == "parent: pools/p1/volumes/v1 is not a pool");
   v1::CreateVolumeRequest nested;
@@ -232,7 +244,8 @@ TEST_CASE("api: off loopback the server refuses to start, saying why", "[mgmt]")
   CHECK(s.error().message.find("bearer token") != std::string::npos);
 }
 
-TEST_CASE("api: with TLS and the right bearer token, calls are served, reflection's too", "[mgmt]") {
+TEST_CASE("api: with TLS and the right bearer token, calls are served, reflection's too",
+          "[mgmt]") {
   tls_files tls;
   api a(&tls);
   v1::ListDisksResponse disks;
@@ -248,7 +261,10 @@ TEST_CASE("api: with TLS and the right bearer token, calls are served, reflectio
   CHECK(a.call(&v1::Array::Stub::ListDisks, page(0), disks).ok());
 }
 
-TEST_CASE("api: with TLS on, a call without the token or with a wrong one is UNAUTHENTICATED, reflection's too", "[mgmt]") {
+TEST_CASE(
+    "api: with TLS on, a call without the token or with a wrong one is UNAUTHENTICATED, "
+    "reflection's too",
+    "[mgmt]") {
   tls_files tls;
   api a(&tls);
   v1::ListDisksResponse disks;
@@ -256,9 +272,10 @@ TEST_CASE("api: with TLS on, a call without the token or with a wrong one is UNA
   auto unauthenticated = [&](const std::string& says) {
     const auto s = a.call(&v1::Array::Stub::ListDisks, page(0), disks);
     const auto r = a.list_services(services);
-    INFO("with \"" << a.authorization << "\": " << s.error_code() << " " << s.error_message() << "; reflection " << r.error_code() << " "
-                    << r.error_message());
-    return s.error_code() == grpc::StatusCode::UNAUTHENTICATED && s.error_message().find(says) != std::string::npos &&
+    INFO("with \"" << a.authorization << "\": " << s.error_code() << " " << s.error_message()
+                   << "; reflection " << r.error_code() << " " << r.error_message());
+    return s.error_code() == grpc::StatusCode::UNAUTHENTICATED &&
+           s.error_message().find(says) != std::string::npos &&
            r.error_code() == grpc::StatusCode::UNAUTHENTICATED;
   };
   a.authorization.clear();
@@ -278,7 +295,8 @@ TEST_CASE("api: with TLS on, a plaintext client cannot connect", "[mgmt]") {
   api a(&tls);
   a.stub = v1::Array::NewStub(grpc::CreateChannel(a.target(), grpc::InsecureChannelCredentials()));
   v1::ListDisksResponse disks;
-  const auto s = a.call(&v1::Array::Stub::ListDisks, page(0), disks);  // with the token: it is TLS that is missing
+  const auto s = a.call(&v1::Array::Stub::ListDisks, page(0),
+                        disks);  // with the token: it is TLS that is missing
   INFO(s.error_message());
   CHECK(s.error_code() == grpc::StatusCode::UNAVAILABLE);
 }
@@ -300,7 +318,8 @@ struct empty_store {
     config = std::move(*c);
     manage = std::make_unique<controller::management>(*config, nullptr);
   }
-  started start(const mgmt::security_options& security, const std::string& address = "127.0.0.1:0") {
+  started start(const mgmt::security_options& security,
+                const std::string& address = "127.0.0.1:0") {
     return mgmt::management_server::start(*manage, address, security);
   }
 };
@@ -316,7 +335,8 @@ bool refused_saying(const started& s, const std::string& says) {
 
 }  // namespace
 
-TEST_CASE("api: a missing, unreadable or wrong TLS file refuses the start, naming the file", "[mgmt]") {
+TEST_CASE("api: a missing, unreadable or wrong TLS file refuses the start, naming the file",
+          "[mgmt]") {
   tls_files tls;
   empty_store store;
   auto o = tls.options();
@@ -334,16 +354,20 @@ TEST_CASE("api: a missing, unreadable or wrong TLS file refuses the start, namin
 
   o = tls.options();
   o.tls_cert = tls.key;  // a key where the certificate should be
-  CHECK(refused_saying(store.start(o), "the TLS certificate " + tls.key.string() + " holds no PEM certificate"));
+  CHECK(refused_saying(store.start(o),
+                       "the TLS certificate " + tls.key.string() + " holds no PEM certificate"));
   o = tls.options();
   o.tls_key = tls.cert;
-  CHECK(refused_saying(store.start(o), "the TLS key " + tls.cert.string() + " holds no PEM private key"));
+  CHECK(refused_saying(store.start(o),
+                       "the TLS key " + tls.cert.string() + " holds no PEM private key"));
 
   // Another pair's key: gRPC would only fail to handshake later.
   tls_files other;
   o = tls.options();
   o.tls_key = other.key;
-  CHECK(refused_saying(store.start(o), "the TLS key " + other.key.string() + " is not the key of the certificate in " + tls.cert.string()));
+  CHECK(refused_saying(store.start(o), "the TLS key " + other.key.string() +
+                                           " is not the key of the certificate in " +
+                                           tls.cert.string()));
 }
 
 TEST_CASE("api: a bearer token shorter than 32 characters refuses the start", "[mgmt]") {
@@ -351,7 +375,8 @@ TEST_CASE("api: a bearer token shorter than 32 characters refuses the start", "[
   empty_store store;
   write_file(tls.token, good_token.substr(0, 31) + "\n");
   auto s = store.start(tls.options());
-  CHECK(refused_saying(s, "the token in " + tls.token.string() + " is 31 characters long; it needs at least 32"));
+  CHECK(refused_saying(
+      s, "the token in " + tls.token.string() + " is 31 characters long; it needs at least 32"));
   CHECK_FALSE(refused_saying(s, good_token.substr(0, 31)));  // never the token itself
 
   write_file(tls.token, "");
@@ -367,9 +392,11 @@ TEST_CASE("api: a bearer token shorter than 32 characters refuses the start", "[
 TEST_CASE("api: the TLS certificate, key and token file go together", "[mgmt]") {
   tls_files tls;
   empty_store store;
-  CHECK(refused_saying(store.start({tls.cert, {}, {}}), "the TLS key and the token file are missing"));
+  CHECK(refused_saying(store.start({tls.cert, {}, {}}),
+                       "the TLS key and the token file are missing"));
   CHECK(refused_saying(store.start({{}, tls.key, tls.token}), "the TLS certificate is missing"));
-  CHECK(refused_saying(store.start({tls.cert, tls.key, {}}, "0.0.0.0:0"), "the token file is missing"));
+  CHECK(refused_saying(store.start({tls.cert, tls.key, {}}, "0.0.0.0:0"),
+                       "the token file is missing"));
 }
 
 TEST_CASE("api: off loopback the server starts once it has TLS and a token", "[mgmt]") {
@@ -387,7 +414,8 @@ TEST_CASE("api: off loopback the server starts once it has TLS and a token", "[m
   CHECK((*s)->port() > 0);
   grpc::SslCredentialsOptions trust;
   trust.pem_root_certs = read_file(tls.cert);
-  auto stub = v1::Array::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string((*s)->port()), grpc::SslCredentials(trust)));
+  auto stub = v1::Array::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string((*s)->port()),
+                                                     grpc::SslCredentials(trust)));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   context.AddMetadata("authorization", "Bearer " + good_token);
@@ -398,8 +426,10 @@ TEST_CASE("api: off loopback the server starts once it has TLS and a token", "[m
   (*s)->stop();
 }
 
-TEST_CASE("api: creating a volume or a mapping checks every field first, and a failed request changes nothing",
-          "[mgmt]") {
+TEST_CASE(
+    "api: creating a volume or a mapping checks every field first, and a failed request changes "
+    "nothing",
+    "[mgmt]") {
   api a;
   v1::Volume volume;
   v1::CreateVolumeRequest cv;
@@ -411,16 +441,20 @@ TEST_CASE("api: creating a volume or a mapping checks every field first, and a f
     return a.call(&v1::Array::Stub::CreateVolume, cv, volume);
   };
   auto s = create("", "v3", 1u << 30);
-  CHECK((s.error_code() == grpc::StatusCode::INVALID_ARGUMENT && s.error_message().starts_with("parent:")));
+  CHECK((s.error_code() == grpc::StatusCode::INVALID_ARGUMENT &&
+         s.error_message().starts_with("parent:")));
   s = create("pools/p1", "V3!", 1u << 30);
-  CHECK((s.error_code() == grpc::StatusCode::INVALID_ARGUMENT && s.error_message().starts_with("volume_id:")));
+  CHECK((s.error_code() == grpc::StatusCode::INVALID_ARGUMENT &&
+         s.error_message().starts_with("volume_id:")));
   s = create("pools/p1", "v3", 1000);
-  CHECK((s.error_code() == grpc::StatusCode::INVALID_ARGUMENT && s.error_message().starts_with("volume.size_bytes:")));
+  CHECK((s.error_code() == grpc::StatusCode::INVALID_ARGUMENT &&
+         s.error_message().starts_with("volume.size_bytes:")));
   // The block size: 512 (512e, the default when 0) or 4096 (4Kn), nothing else.
   for (const std::uint32_t bad : {1u, 1024u, 2048u, 8192u}) {
     cv.mutable_volume()->set_block_size_bytes(bad);
     s = create("pools/p1", "v3", 1u << 30);
-    CHECK((s.error_code() == grpc::StatusCode::INVALID_ARGUMENT && s.error_message().starts_with("volume.block_size_bytes:")));
+    CHECK((s.error_code() == grpc::StatusCode::INVALID_ARGUMENT &&
+           s.error_message().starts_with("volume.block_size_bytes:")));
   }
   for (const std::uint32_t good : {0u, 512u, 4096u}) {
     cv.mutable_volume()->set_block_size_bytes(good);
@@ -429,9 +463,11 @@ TEST_CASE("api: creating a volume or a mapping checks every field first, and a f
   }
   cv.mutable_volume()->set_block_size_bytes(0);
   s = create("pools/p9", "v3", 1u << 30);
-  CHECK((s.error_code() == grpc::StatusCode::NOT_FOUND && s.error_message().starts_with("parent:")));
+  CHECK(
+      (s.error_code() == grpc::StatusCode::NOT_FOUND && s.error_message().starts_with("parent:")));
   s = create("pools/p1", "v1", 1u << 30);
-  CHECK((s.error_code() == grpc::StatusCode::ALREADY_EXISTS && s.error_message().starts_with("volume_id:")));
+  CHECK((s.error_code() == grpc::StatusCode::ALREADY_EXISTS &&
+         s.error_message().starts_with("volume_id:")));
   s = create("pools/p1", "v3", 1u << 30);  // valid, but no array behind this server
   CHECK(s.error_code() == grpc::StatusCode::UNAVAILABLE);
   CHECK_FALSE(a.config->get("pools/p1/volumes/v3"));
@@ -446,13 +482,17 @@ TEST_CASE("api: creating a volume or a mapping checks every field first, and a f
     return a.call(&v1::Array::Stub::CreateMapping, cm, mapping);
   };
   s = map("m2", "pools/p1/volumes/v9", "hosts/all", 1);
-  CHECK((s.error_code() == grpc::StatusCode::NOT_FOUND && s.error_message().starts_with("mapping.volume:")));
+  CHECK((s.error_code() == grpc::StatusCode::NOT_FOUND &&
+         s.error_message().starts_with("mapping.volume:")));
   s = map("m2", "pools/p1/volumes/v1", "hosts/nobody", 1);
-  CHECK((s.error_code() == grpc::StatusCode::NOT_FOUND && s.error_message().starts_with("mapping.host:")));
+  CHECK((s.error_code() == grpc::StatusCode::NOT_FOUND &&
+         s.error_message().starts_with("mapping.host:")));
   s = map("m2", "pools/p1/volumes/v1", "hosts/all", 20000);
-  CHECK((s.error_code() == grpc::StatusCode::INVALID_ARGUMENT && s.error_message().starts_with("mapping.lun:")));
+  CHECK((s.error_code() == grpc::StatusCode::INVALID_ARGUMENT &&
+         s.error_message().starts_with("mapping.lun:")));
   s = map("", "pools/p1/volumes/v1", "hosts/all", 1);
-  CHECK((s.error_code() == grpc::StatusCode::INVALID_ARGUMENT && s.error_message().starts_with("mapping_id:")));
+  CHECK((s.error_code() == grpc::StatusCode::INVALID_ARGUMENT &&
+         s.error_message().starts_with("mapping_id:")));
   CHECK(a.config->list("mappings/").empty());
 }
 
@@ -462,13 +502,17 @@ namespace {
 v1::ErrorInfo info_of(const grpc::Status& s) {
   v1::Status rich;
   v1::ErrorInfo info;
-  if (rich.ParseFromString(s.error_details()) && rich.details_size() == 1) (void)rich.details(0).UnpackTo(&info);
+  if (rich.ParseFromString(s.error_details()) && rich.details_size() == 1)
+    (void)rich.details(0).UnpackTo(&info);
   return info;
 }
 
 bool refused(const grpc::Status& s, grpc::StatusCode code, const std::string& field) {
-  const bool ok = s.error_code() == code && s.error_message().starts_with(field + ":") && info_of(s).field() == field;
-  if (!ok) UNSCOPED_INFO("got " << s.error_code() << " \"" << s.error_message() << "\", field \"" << info_of(s).field() << "\"");
+  const bool ok = s.error_code() == code && s.error_message().starts_with(field + ":") &&
+                  info_of(s).field() == field;
+  if (!ok)
+    UNSCOPED_INFO("got " << s.error_code() << " \"" << s.error_message() << "\", field \""
+                         << info_of(s).field() << "\"");
   return ok;
 }
 
@@ -490,31 +534,43 @@ TEST_CASE("api: updates name their fields in a mask, and volumes only grow", "[m
   v1::Volume out;
   in.mutable_volume()->set_name("pools/p1/volumes/v1");
   in.mutable_volume()->set_size_bytes(2u << 30);
-  CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::INVALID_ARGUMENT, "update_mask"));
+  CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::INVALID_ARGUMENT,
+                "update_mask"));
   in.mutable_update_mask()->add_paths("serial");
-  CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::INVALID_ARGUMENT, "update_mask"));
+  CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::INVALID_ARGUMENT,
+                "update_mask"));
   in.mutable_update_mask()->set_paths(0, "size_bytes");
   in.mutable_volume()->set_size_bytes(1u << 20);
-  CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::INVALID_ARGUMENT, "volume.size_bytes"));
+  CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::INVALID_ARGUMENT,
+                "volume.size_bytes"));
   in.mutable_volume()->set_size_bytes((1u << 30) + 1);
-  CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::INVALID_ARGUMENT, "volume.size_bytes"));
+  CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::INVALID_ARGUMENT,
+                "volume.size_bytes"));
   in.mutable_update_mask()->set_paths(0, "affinity");
-  CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::INVALID_ARGUMENT, "volume.affinity"));
+  CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::INVALID_ARGUMENT,
+                "volume.affinity"));
   in.mutable_update_mask()->set_paths(0, "write_cache");
-  CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::INVALID_ARGUMENT, "volume.write_cache"));
-  in.mutable_volume()->set_write_cache(v1::WRITE_THROUGH);  // p1 has no write log: it writes through already
-  CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::FAILED_PRECONDITION, "volume.write_cache"));
+  CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::INVALID_ARGUMENT,
+                "volume.write_cache"));
+  in.mutable_volume()->set_write_cache(
+      v1::WRITE_THROUGH);  // p1 has no write log: it writes through already
+  CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out),
+                grpc::StatusCode::FAILED_PRECONDITION, "volume.write_cache"));
   v1::CreateVolumeRequest create;
   create.set_parent("pools/p1");
   create.set_volume_id("v3");
   create.mutable_volume()->set_size_bytes(1u << 30);
   create.mutable_volume()->set_write_cache(v1::WRITE_THROUGH);
-  CHECK(refused(a.call(&v1::Array::Stub::CreateVolume, create, out), grpc::StatusCode::FAILED_PRECONDITION, "volume.write_cache"));
+  CHECK(refused(a.call(&v1::Array::Stub::CreateVolume, create, out),
+                grpc::StatusCode::FAILED_PRECONDITION, "volume.write_cache"));
   in.mutable_volume()->set_name("pools/p1/volumes/v9");
-  CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::NOT_FOUND, "volume.name"));
+  CHECK(refused(a.call(&v1::Array::Stub::UpdateVolume, in, out), grpc::StatusCode::NOT_FOUND,
+                "volume.name"));
 }
 
-TEST_CASE("api: hosts are checked field by field, and one host's IQN or any_initiator is not another's", "[mgmt]") {
+TEST_CASE(
+    "api: hosts are checked field by field, and one host's IQN or any_initiator is not another's",
+    "[mgmt]") {
   api a;
   controller::config_batch b;
   v1::Host all;
@@ -540,14 +596,22 @@ TEST_CASE("api: hosts are checked field by field, and one host's IQN or any_init
     fill(*in.mutable_host());
     return a.call(&v1::Array::Stub::CreateHost, in, out);
   };
-  CHECK(refused(create("H!", [](v1::Host& h) { h.add_iqns("iqn.2026-11.test:x"); }), grpc::StatusCode::INVALID_ARGUMENT, "host_id"));
-  CHECK(refused(create("db", [](v1::Host& h) { h.add_iqns("iqn.2026-11.test:x"); }), grpc::StatusCode::ALREADY_EXISTS, "host_id"));
+  CHECK(refused(create("H!", [](v1::Host& h) { h.add_iqns("iqn.2026-11.test:x"); }),
+                grpc::StatusCode::INVALID_ARGUMENT, "host_id"));
+  CHECK(refused(create("db", [](v1::Host& h) { h.add_iqns("iqn.2026-11.test:x"); }),
+                grpc::StatusCode::ALREADY_EXISTS, "host_id"));
   CHECK(refused(create("x", [](v1::Host&) {}), grpc::StatusCode::INVALID_ARGUMENT, "host.iqns"));
-  CHECK(refused(create("x", [](v1::Host& h) { h.add_iqns("db-server"); }), grpc::StatusCode::INVALID_ARGUMENT, "host.iqns"));
-  CHECK(refused(create("x", [](v1::Host& h) { h.add_iqns("iqn.2026-11.test:x"), h.add_iqns("IQN.2026-11.test:X"); }),
+  CHECK(refused(create("x", [](v1::Host& h) { h.add_iqns("db-server"); }),
                 grpc::StatusCode::INVALID_ARGUMENT, "host.iqns"));
-  CHECK(refused(create("x", [](v1::Host& h) { h.add_iqns("IQN.2026-11.TEST:DB"); }), grpc::StatusCode::ALREADY_EXISTS, "host.iqns"));
-  CHECK(refused(create("x", [](v1::Host& h) { h.set_any_initiator(true); }), grpc::StatusCode::ALREADY_EXISTS, "host.any_initiator"));
+  CHECK(refused(create("x",
+                       [](v1::Host& h) {
+                         h.add_iqns("iqn.2026-11.test:x"), h.add_iqns("IQN.2026-11.test:X");
+                       }),
+                grpc::StatusCode::INVALID_ARGUMENT, "host.iqns"));
+  CHECK(refused(create("x", [](v1::Host& h) { h.add_iqns("IQN.2026-11.TEST:DB"); }),
+                grpc::StatusCode::ALREADY_EXISTS, "host.iqns"));
+  CHECK(refused(create("x", [](v1::Host& h) { h.set_any_initiator(true); }),
+                grpc::StatusCode::ALREADY_EXISTS, "host.any_initiator"));
   auto with_chap = [](std::string secret, std::string mutual_user, std::string mutual_secret) {
     return [=](v1::Host& h) {
       h.add_iqns("iqn.2026-11.test:x");
@@ -557,39 +621,51 @@ TEST_CASE("api: hosts are checked field by field, and one host's IQN or any_init
       h.set_mutual_chap_secret(mutual_secret);
     };
   };
-  CHECK(refused(create("x", with_chap("", "", "")), grpc::StatusCode::INVALID_ARGUMENT, "host.chap_secret"));
-  CHECK(refused(create("x", with_chap("short", "", "")), grpc::StatusCode::INVALID_ARGUMENT, "host.chap_secret"));
-  CHECK(refused(create("x", with_chap("long-enough-secret", "t", "")), grpc::StatusCode::INVALID_ARGUMENT, "host.mutual_chap_secret"));
-  CHECK(refused(create("x", with_chap("long-enough-secret", "t", "long-enough-secret")), grpc::StatusCode::INVALID_ARGUMENT,
-                "host.mutual_chap_secret"));
-  CHECK(create("x", with_chap("long-enough-secret", "t", "another-long-secret")).error_code() == grpc::StatusCode::UNAVAILABLE);
+  CHECK(refused(create("x", with_chap("", "", "")), grpc::StatusCode::INVALID_ARGUMENT,
+                "host.chap_secret"));
+  CHECK(refused(create("x", with_chap("short", "", "")), grpc::StatusCode::INVALID_ARGUMENT,
+                "host.chap_secret"));
+  CHECK(refused(create("x", with_chap("long-enough-secret", "t", "")),
+                grpc::StatusCode::INVALID_ARGUMENT, "host.mutual_chap_secret"));
+  CHECK(refused(create("x", with_chap("long-enough-secret", "t", "long-enough-secret")),
+                grpc::StatusCode::INVALID_ARGUMENT, "host.mutual_chap_secret"));
+  CHECK(create("x", with_chap("long-enough-secret", "t", "another-long-secret")).error_code() ==
+        grpc::StatusCode::UNAVAILABLE);
   CHECK_FALSE(a.config->get("hosts/x"));
 
   v1::UpdateHostRequest update;
   update.mutable_host()->set_name("hosts/nobody");
   update.mutable_update_mask()->add_paths("iqns");
-  CHECK(refused(a.call(&v1::Array::Stub::UpdateHost, update, out), grpc::StatusCode::NOT_FOUND, "host.name"));
+  CHECK(refused(a.call(&v1::Array::Stub::UpdateHost, update, out), grpc::StatusCode::NOT_FOUND,
+                "host.name"));
   update.mutable_host()->set_name("hosts/db");
   update.mutable_update_mask()->set_paths(0, "name");
-  CHECK(refused(a.call(&v1::Array::Stub::UpdateHost, update, out), grpc::StatusCode::INVALID_ARGUMENT, "update_mask"));
+  CHECK(refused(a.call(&v1::Array::Stub::UpdateHost, update, out),
+                grpc::StatusCode::INVALID_ARGUMENT, "update_mask"));
   update.mutable_update_mask()->set_paths(0, "any_initiator");
   update.mutable_host()->set_any_initiator(true);
-  CHECK(refused(a.call(&v1::Array::Stub::UpdateHost, update, out), grpc::StatusCode::ALREADY_EXISTS, "host.any_initiator"));
+  CHECK(refused(a.call(&v1::Array::Stub::UpdateHost, update, out), grpc::StatusCode::ALREADY_EXISTS,
+                "host.any_initiator"));
 
   google::protobuf::Empty none;
   v1::DeleteRequest del;
   del.set_name("hosts/db");
-  CHECK(refused(a.call(&v1::Array::Stub::DeleteHost, del, none), grpc::StatusCode::FAILED_PRECONDITION, "name"));
+  CHECK(refused(a.call(&v1::Array::Stub::DeleteHost, del, none),
+                grpc::StatusCode::FAILED_PRECONDITION, "name"));
   del.set_name("hosts/nobody");
-  CHECK(refused(a.call(&v1::Array::Stub::DeleteHost, del, none), grpc::StatusCode::NOT_FOUND, "name"));
+  CHECK(refused(a.call(&v1::Array::Stub::DeleteHost, del, none), grpc::StatusCode::NOT_FOUND,
+                "name"));
   del.set_name("mappings/m9");
-  CHECK(refused(a.call(&v1::Array::Stub::DeleteMapping, del, none), grpc::StatusCode::NOT_FOUND, "name"));
+  CHECK(refused(a.call(&v1::Array::Stub::DeleteMapping, del, none), grpc::StatusCode::NOT_FOUND,
+                "name"));
 
   v1::Operation op;
   del.set_name("pools/p1/volumes/v1");
-  CHECK(refused(a.call(&v1::Array::Stub::DeleteVolume, del, op), grpc::StatusCode::FAILED_PRECONDITION, "name"));
+  CHECK(refused(a.call(&v1::Array::Stub::DeleteVolume, del, op),
+                grpc::StatusCode::FAILED_PRECONDITION, "name"));
   del.set_name("pools/p1/volumes/v9");
-  CHECK(refused(a.call(&v1::Array::Stub::DeleteVolume, del, op), grpc::StatusCode::NOT_FOUND, "name"));
+  CHECK(refused(a.call(&v1::Array::Stub::DeleteVolume, del, op), grpc::StatusCode::NOT_FOUND,
+                "name"));
   CHECK(a.config->get("pools/p1/volumes/v1"));
 
   v1::ListHostsResponse hosts;
@@ -620,7 +696,8 @@ TEST_CASE("api: the event log lists newest first, paged", "[mgmt]") {
     for (const auto& e : out.events()) rest.push_back(e.message());
   }
   CHECK(rest == std::vector<std::string>{"event 3", "event 2", "event 1"});
-  CHECK(refused(a.call(&v1::Array::Stub::ListEvents, page(2, "hosts/x"), out), grpc::StatusCode::INVALID_ARGUMENT, "page_token"));
+  CHECK(refused(a.call(&v1::Array::Stub::ListEvents, page(2, "hosts/x"), out),
+                grpc::StatusCode::INVALID_ARGUMENT, "page_token"));
 }
 
 TEST_CASE("api: disk and group commands check the names and the mask before the array", "[mgmt]") {

@@ -39,8 +39,8 @@ TEST_CASE("proto: a gRPC server on loopback answers GetVersion", "[proto]") {
   REQUIRE(server);
   REQUIRE(port > 0);
 
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
   auto stub = strata::v1::Array::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));

@@ -1,12 +1,13 @@
 // Hot spares, as scripts: members fail, spares step in with no command, and
 // the data stays whole.
+#include "raid/hot_spares.h"
+
 #include <boost/asio/post.hpp>
 #include <cstring>
 #include <optional>
 
 #include "raid/device/fault_device.h"
 #include "raid/device/memory_device.h"
-#include "raid/hot_spares.h"
 #include "raid/raid1_group.h"
 #include "raid/raid6_group.h"
 #include "tests/raid/device/harness.h"
@@ -35,7 +36,8 @@ struct shelf {
   std::vector<block_device*> claimed;
   hot_spares spares;
 
-  explicit shelf(bool with_claims = false) : spares(loop.context.get_executor(), pool_options(with_claims)) {}
+  explicit shelf(bool with_claims = false)
+      : spares(loop.context.get_executor(), pool_options(with_claims)) {}
 
   hot_spare_options pool_options(bool with_claims) {
     hot_spare_options o;
@@ -98,14 +100,16 @@ struct raid6_rig {
     REQUIRE(read_blocks(s.loop, *group, 0, group->geometry().block_count) == reference);
   }
   void wait_rebuilds() {
-    s.loop.run_until([&] { return s.spares.rebuilding() == 0 && !group->rebuild_status().running; });
+    s.loop.run_until(
+        [&] { return s.spares.rebuilding() == 0 && !group->rebuild_status().running; });
   }
 };
 
 using kind = spare_event::kind;
 
-TEST_CASE("hot spares: fail member 2, a spare rebuilds it; fail 4 and 5, the second waits for the first",
-          "[raid][spares]") {
+TEST_CASE(
+    "hot spares: fail member 2, a spare rebuilds it; fail 4 and 5, the second waits for the first",
+    "[raid][spares]") {
   shelf s;
   raid6_rig r(s, 6);
   s.spares.add(s.disk());
@@ -133,8 +137,10 @@ TEST_CASE("hot spares: fail member 2, a spare rebuilds it; fail 4 and 5, the sec
   CHECK(s.events.size() == 6);
 }
 
-TEST_CASE("hot spares shared with a partner: each is claimed first; one it took is dropped, one it cannot answer for waits",
-          "[raid][spares]") {
+TEST_CASE(
+    "hot spares shared with a partner: each is claimed first; one it took is dropped, one it "
+    "cannot answer for waits",
+    "[raid][spares]") {
   shelf s(true);
   raid6_rig r(s, 6);
   fault_device& taken = s.disk();
@@ -179,7 +185,8 @@ TEST_CASE("hot spares: a spare being claimed is neither held nor given twice", "
   CHECK(first.group->failed_members() + second.group->failed_members() == 1);
 }
 
-TEST_CASE("hot spares: a member failed with no spare is covered when one is added", "[raid][spares]") {
+TEST_CASE("hot spares: a member failed with no spare is covered when one is added",
+          "[raid][spares]") {
   shelf s;
   raid6_rig r(s, 5);
   r.group->fail_member(3);
@@ -191,7 +198,8 @@ TEST_CASE("hot spares: a member failed with no spare is covered when one is adde
   r.verify(0, 4);
 }
 
-TEST_CASE("hot spares: a spare too small is refused and kept for a group it fits", "[raid][spares]") {
+TEST_CASE("hot spares: a spare too small is refused and kept for a group it fits",
+          "[raid][spares]") {
   shelf s;
   raid6_rig r(s, 5);
   fault_device& small = s.disk(member_blocks / 2);
@@ -227,7 +235,8 @@ TEST_CASE("hot spares: a group busy with an administrator's rebuild gets its spa
   r.verify(0, 5);
 }
 
-TEST_CASE("hot spares: a spare that fails its rebuild is dropped and the next one used", "[raid][spares]") {
+TEST_CASE("hot spares: a spare that fails its rebuild is dropped and the next one used",
+          "[raid][spares]") {
   shelf s;
   raid6_rig r(s, 5);
   fault_device& bad = s.disk();
@@ -237,7 +246,8 @@ TEST_CASE("hot spares: a spare that fails its rebuild is dropped and the next on
   r.group->fail_member(0);
   s.loop.run_until([&] { return s.events.size() == 4; });
   r.wait_rebuilds();
-  CHECK(s.kinds() == std::vector{kind::rebuild_started, kind::rebuild_failed, kind::rebuild_started, kind::rebuilt});
+  CHECK(s.kinds() == std::vector{kind::rebuild_started, kind::rebuild_failed, kind::rebuild_started,
+                                 kind::rebuilt});
   CHECK(s.events[0].spare == &bad);
   CHECK(s.events[1].result);
   CHECK(s.events[2].spare != &bad);

@@ -41,15 +41,20 @@ TEST_CASE("io priority: a host write behind a scrub's stripe gets the scrub's he
   // scheduler: expediting must reach through it (it once did not).
   bool gated = false;
   SECTION("members straight on their schedulers") {}
-  SECTION("members behind a gate, as the shelf stacks them") { gated = true; }
+  SECTION("members behind a gate, as the shelf stacks them") {
+    gated = true;
+  }
   for (int i = 0; i < 6; ++i) {
-    auto m = memory_device::create(loop.context.get_executor(), {block_size, 8 + stripes * strip_blocks});
+    auto m = memory_device::create(loop.context.get_executor(),
+                                   {block_size, 8 + stripes * strip_blocks});
     REQUIRE(m);
     platters.push_back(std::move(*m));
-    models.push_back(std::make_unique<hdd_model>(*platters.back(), loop.clock, hdd_profile::sas_10k()));
+    models.push_back(
+        std::make_unique<hdd_model>(*platters.back(), loop.clock, hdd_profile::sas_10k()));
     schedulers.push_back(std::make_unique<io_scheduler>(*models.back(), loop.clock));
     gates.push_back(std::make_unique<gate_device>(*schedulers.back()));
-    members.push_back(gated ? static_cast<block_device*>(gates.back().get()) : schedulers.back().get());
+    members.push_back(gated ? static_cast<block_device*>(gates.back().get())
+                            : schedulers.back().get());
   }
   raid6_options options;
   options.strip_size_bytes = strip_blocks * block_size;
@@ -93,27 +98,34 @@ TEST_CASE("io priority: a host write behind a scrub's stripe gets the scrub's he
   CHECK(report->stripes_repaired == 0);
   CHECK(read_blocks(loop, group, 0, stripe_blocks / 4) == data);
   loop.run_until([&] {
-    for (auto& x : host_reads) if (x->completions == 0) return false;
-    for (auto& x : fillers) if (x->completions == 0) return false;
+    for (auto& x : host_reads)
+      if (x->completions == 0) return false;
+    for (auto& x : fillers)
+      if (x->completions == 0) return false;
     return true;
   });
 }
 
-TEST_CASE("io priority: background reads held behind busy drives past the member timeout fail no member; a hung drive is failed",
-          "[raid][io_priority][timeout]") {
+TEST_CASE(
+    "io priority: background reads held behind busy drives past the member timeout fail no member; "
+    "a hung drive is failed",
+    "[raid][io_priority][timeout]") {
   test_loop loop;
   const duration timeout = std::chrono::seconds(2);
-  const duration answer = std::chrono::milliseconds(1500);  // every I/O: slow, but inside the timeout
+  const duration answer =
+      std::chrono::milliseconds(1500);  // every I/O: slow, but inside the timeout
   std::vector<std::unique_ptr<memory_device>> platters;
   std::vector<std::unique_ptr<fault_device>> drives;
   std::vector<std::unique_ptr<io_scheduler>> schedulers;
   std::vector<std::unique_ptr<gate_device>> gates;
   std::vector<block_device*> members;
   for (int i = 0; i < 6; ++i) {
-    auto m = memory_device::create(loop.context.get_executor(), {block_size, 8 + stripes * strip_blocks});
+    auto m = memory_device::create(loop.context.get_executor(),
+                                   {block_size, 8 + stripes * strip_blocks});
     REQUIRE(m);
     platters.push_back(std::move(*m));
-    drives.push_back(std::make_unique<fault_device>(*platters.back(), loop.clock, fault_options{.seed = test_seed() + i}));
+    drives.push_back(std::make_unique<fault_device>(*platters.back(), loop.clock,
+                                                    fault_options{.seed = test_seed() + i}));
     drives.back()->set_delay(answer, 1.0);
     schedulers.push_back(std::make_unique<io_scheduler>(*drives.back(), loop.clock));
     gates.push_back(std::make_unique<gate_device>(*schedulers.back()));
@@ -153,7 +165,8 @@ TEST_CASE("io priority: background reads held behind busy drives past the member
   }
   loop.run_until([&] {
     keep_busy();
-    for (auto& b : background) if (b->completions == 0) return false;
+    for (auto& b : background)
+      if (b->completions == 0) return false;
     return true;
   });
   std::uint64_t held = 0;
@@ -163,7 +176,8 @@ TEST_CASE("io priority: background reads held behind busy drives past the member
   for (auto& b : background) CHECK(b->req.result == std::error_code{});
   loop.run_until([&] {
     keep_busy();
-    for (auto& h : host) if (h->completions == 0) return false;
+    for (auto& h : host)
+      if (h->completions == 0) return false;
     return true;
   });
 
@@ -177,7 +191,8 @@ TEST_CASE("io priority: background reads held behind busy drives past the member
     group.submit(background.back()->req);
   }
   loop.run_until([&] {
-    for (auto& b : background) if (b->completions == 0) return false;
+    for (auto& b : background)
+      if (b->completions == 0) return false;
     return true;
   });
   CHECK(group.member_failed(3));

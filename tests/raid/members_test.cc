@@ -1,12 +1,13 @@
 // The member set both group kinds share: the failure budget as data, what
 // a member's error says of it, the flush of every member, and
 // acknowledgements held while a membership change is recorded.
+#include "raid/members.h"
+
 #include <memory>
 #include <vector>
 
 #include "raid/device/fault_device.h"
 #include "raid/device/memory_device.h"
-#include "raid/members.h"
 #include "tests/raid/device/harness.h"
 
 namespace strata::raid {
@@ -30,16 +31,18 @@ struct members_fixture {
       auto m = memory_device::create(loop.context.get_executor(), {block_size, 512});
       REQUIRE(m);
       disks.push_back(std::move(*m));
-      faults.push_back(std::make_unique<fault_device>(*disks.back(), loop.clock, fault_options{.seed = i + 1}));
+      faults.push_back(
+          std::make_unique<fault_device>(*disks.back(), loop.clock, fault_options{.seed = i + 1}));
       list.push_back(faults.back().get());
     }
     set = std::make_unique<member_set>(
         list,
-        member_set_options{.budget = budget,
-                           .clock = &loop.clock,
-                           .timeout = std::chrono::seconds(5),
-                           .read_error_limit = 2,
-                           .on_member_event = [this](const member_event& e) { events.push_back(e); }},
+        member_set_options{
+            .budget = budget,
+            .clock = &loop.clock,
+            .timeout = std::chrono::seconds(5),
+            .read_error_limit = 2,
+            .on_member_event = [this](const member_event& e) { events.push_back(e); }},
         member_set::hooks{.describe = [](unsigned) { return superblock{}; }, .failed = {}});
   }
 
@@ -88,7 +91,8 @@ TEST_CASE("member set: RAID-1's budget is all but one, and a member being rebuil
   m.loop.settle();
   CHECK(told == errc::device_failed);
   CHECK(m.set->rebuilding() == member_set::none);
-  CHECK(m.set->health(0).failure == member_failure::rebuild);  // failed anew, as only partly rebuilt
+  CHECK(m.set->health(0).failure ==
+        member_failure::rebuild);  // failed anew, as only partly rebuilt
 }
 
 TEST_CASE("member set: what a member's error says of it", "[raid][members]") {
@@ -117,9 +121,10 @@ TEST_CASE("member set: what a member's error says of it", "[raid][members]") {
   CHECK(m.set->health(3).failure == member_failure::flush_error);
 }
 
-TEST_CASE("member set: a flush goes to every working member; one that fails it is failed out, "
-          "and past the budget the flush fails",
-          "[raid][members]") {
+TEST_CASE(
+    "member set: a flush goes to every working member; one that fails it is failed out, "
+    "and past the budget the flush fails",
+    "[raid][members]") {
   members_fixture m(4, {.members_lost_survived = 2, .rebuilding_counts_as_lost = false});
   CHECK_FALSE(m.flush_all());
   m.set->fail(0, member_failure::administrator);

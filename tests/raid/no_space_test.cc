@@ -22,7 +22,8 @@ constexpr std::uint32_t block_size = 512;
 constexpr std::uint64_t strip_blocks = 8;
 constexpr std::uint64_t stripes = 32;
 constexpr std::uint64_t reserved_blocks = 64;  // 32 KiB: superblocks and the bitmap
-constexpr std::uint64_t data_blocks = stripes * 4 * strip_blocks;  // RAID-6 4+2; the mirror's size too
+constexpr std::uint64_t data_blocks =
+    stripes * 4 * strip_blocks;  // RAID-6 4+2; the mirror's size too
 
 const std::error_code no_space = make_error_code(errc::no_space);
 
@@ -69,7 +70,8 @@ struct shelf {
     faults.clear();
     std::vector<block_device*> list;
     for (std::size_t i = 0; i < disks.size(); ++i) {
-      faults.push_back(std::make_unique<fault_device>(*disks[i], loop.clock, fault_options{.seed = i + 1}));
+      faults.push_back(
+          std::make_unique<fault_device>(*disks[i], loop.clock, fault_options{.seed = i + 1}));
       list.push_back(faults.back().get());
     }
     return list;
@@ -84,7 +86,8 @@ struct shelf {
   template <typename Group, typename Options>
   std::unique_ptr<Group> assemble(const Options& options) {
     std::optional<typename Group::assembled> result;
-    Group::assemble(power_up(), options, [&](typename Group::assembled r) { result = std::move(r); });
+    Group::assemble(power_up(), options,
+                    [&](typename Group::assembled r) { result = std::move(r); });
     loop.run_until([&] { return result.has_value(); });
     REQUIRE(*result);
     return std::move(**result);
@@ -98,8 +101,10 @@ struct shelf {
 
 }  // namespace
 
-TEST_CASE("raid6: a full backing store fails writes, never members; the next assembly resyncs the torn stripes",
-          "[raid][raid6][no_space]") {
+TEST_CASE(
+    "raid6: a full backing store fails writes, never members; the next assembly resyncs the torn "
+    "stripes",
+    "[raid][raid6][no_space]") {
   shelf s(6, reserved_blocks + stripes * strip_blocks);
   auto g = raid6_group::create(s.power_up(), raid6_opts());
   REQUIRE(g);
@@ -170,8 +175,9 @@ TEST_CASE("raid6: a full backing store fails writes, never members; the next ass
   CHECK(read_blocks(s.loop, *group, lbas[2], counts[2]) == again);
 }
 
-TEST_CASE("raid6: every member's store full: every write fails, the group stays whole and assembles",
-          "[raid][raid6][no_space]") {
+TEST_CASE(
+    "raid6: every member's store full: every write fails, the group stays whole and assembles",
+    "[raid][raid6][no_space]") {
   shelf s(6, reserved_blocks + stripes * strip_blocks);
   auto g = raid6_group::create(s.power_up(), raid6_opts());
   REQUIRE(g);
@@ -183,7 +189,8 @@ TEST_CASE("raid6: every member's store full: every write fails, the group stays 
     writes.push_back(io::make(op::write, i * 37 % data_blocks, 9, block_size));
     group->submit(writes.back()->req);
   }
-  s.loop.run_until([&] { return std::ranges::all_of(writes, [](auto& w) { return w->completions == 1; }); });
+  s.loop.run_until(
+      [&] { return std::ranges::all_of(writes, [](auto& w) { return w->completions == 1; }); });
   for (auto& w : writes) CHECK(w->req.result == no_space);
   CHECK(group->failed_members() == 0);
   CHECK_FALSE(group->group_failed());
@@ -192,8 +199,10 @@ TEST_CASE("raid6: every member's store full: every write fails, the group stays 
   CHECK(group->failed_members() == 0);
 }
 
-TEST_CASE("raid6: torn stripes are resynced once a write lands again, and stay torn while the store is full",
-          "[raid][raid6][no_space]") {
+TEST_CASE(
+    "raid6: torn stripes are resynced once a write lands again, and stay torn while the store is "
+    "full",
+    "[raid][raid6][no_space]") {
   shelf s(6, reserved_blocks + stripes * strip_blocks);
   auto g = raid6_group::create(s.power_up(), raid6_opts());
   REQUIRE(g);
@@ -259,12 +268,15 @@ TEST_CASE("raid6: a rebuild over a stripe a full store tore while degraded count
   REQUIRE_FALSE(group->replace_member(0, spare, [&](std::error_code ec) { rebuilt = ec; }));
   s.loop.run_until([&] { return rebuilt.has_value() && group->idle(); });
   REQUIRE_FALSE(*rebuilt);
-  CHECK(group->rebuild_unverifiable() == 1);  // stripe 20; the stripes no tear touched are verified or whole
+  CHECK(group->rebuild_unverifiable() ==
+        1);  // stripe 20; the stripes no tear touched are verified or whole
   CHECK(read_blocks(s.loop, *group, 0, 4 * per_stripe) == pattern(4 * per_stripe * block_size, 1));
 }
 
-TEST_CASE("raid6: a new member's metadata blocks are claimed as its rebuild starts: its store filling later fails no member",
-          "[raid][raid6][no_space]") {
+TEST_CASE(
+    "raid6: a new member's metadata blocks are claimed as its rebuild starts: its store filling "
+    "later fails no member",
+    "[raid][raid6][no_space]") {
   // Found by the simulation (seed 544): a spare was rebuilt, its store
   // filled, and the next bitmap write -- to blocks its store had never
   // held -- failed it out as a member that cannot keep metadata.
@@ -306,8 +318,10 @@ TEST_CASE("raid6: a spare whose store cannot take its metadata fails the rebuild
   CHECK(read_blocks(s.loop, *group, 0, data_blocks) == pattern(data_blocks * block_size, 1));
 }
 
-TEST_CASE("raid1: a full member fails the write, stays, and the torn region reads from one member until resynced",
-          "[raid][raid1][no_space]") {
+TEST_CASE(
+    "raid1: a full member fails the write, stays, and the torn region reads from one member until "
+    "resynced",
+    "[raid][raid1][no_space]") {
   shelf s(2, reserved_blocks + data_blocks);
   auto g = raid1_group::create(s.power_up(), raid1_opts());
   REQUIRE(g);
@@ -345,7 +359,6 @@ TEST_CASE("raid1: a full member fails the write, stays, and the torn region read
   CHECK(images[0] == images[1]);
 }
 
-
 TEST_CASE("raid1: a full member's refusal is the write's answer when the other fails meanwhile",
           "[raid][raid1][no_space]") {
   // Found by the simulation (seed 1143): member 0's store was full, member
@@ -362,8 +375,8 @@ TEST_CASE("raid1: a full member's refusal is the write's answer when the other f
   s.faults[1]->hang();
   auto x = io::make(op::write, 704, 8, block_size);
   group->submit(x->req);
-  s.loop.settle();       // member 0 refused it
-  s.faults[1]->fail();   // member 1 is gone
+  s.loop.settle();      // member 0 refused it
+  s.faults[1]->fail();  // member 1 is gone
   s.loop.run_until([&] { return x->completions == 1; });
   CHECK(x->req.result == no_space);
   CHECK(group->working_members() == 1);

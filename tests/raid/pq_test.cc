@@ -1,10 +1,11 @@
 // RAID-6 arithmetic: P and Q as Linux md defines them (checked against a
 // byte-at-a-time reference), every single and pair of lost strips rebuilt
 // for 4- to 8-member stripes, and single corrupted strips located.
+#include "raid/pq.h"
+
 #include <cstring>
 #include <random>
 
-#include "raid/pq.h"
 #include "tests/raid/device/harness.h"
 
 namespace strata::raid {
@@ -81,8 +82,8 @@ TEST_CASE("pq: every single and every pair of lost strips is rebuilt (4 to 8 mem
       for (unsigned l : lost) std::memset(s.strips[l], 0xa5, s.length);  // garbage, not zeros
       REQUIRE_FALSE(codec->rebuild(s.strips, lost, s.length));
       for (unsigned i = 0; i < members; ++i) {
-        INFO(members << " members, lost " << lost[0] << (lost.size() > 1 ? "," + std::to_string(lost[1]) : "")
-                     << ", strip " << i);
+        INFO(members << " members, lost " << lost[0]
+                     << (lost.size() > 1 ? "," + std::to_string(lost[1]) : "") << ", strip " << i);
         REQUIRE(s.copy(i) == good[i]);
       }
     };
@@ -134,8 +135,7 @@ TEST_CASE("pq: a single corrupted strip is located; two are reported as such", "
   }
 }
 
-TEST_CASE("pq: read-modify-write updates give the same parity as encoding afresh",
-          "[raid][pq]") {
+TEST_CASE("pq: read-modify-write updates give the same parity as encoding afresh", "[raid][pq]") {
   const std::uint64_t seed = test_seed();
   INFO("seed " << seed);
   std::mt19937_64 random(seed);

@@ -1,12 +1,13 @@
 // RAID-1 mirrors and single-disk groups: reads spread over the members, a
 // failed member costs nothing, an unreadable block is read elsewhere and
 // written back, and with no member left every request fails cleanly.
+#include "raid/raid1_group.h"
+
 #include <cstring>
 #include <random>
 
 #include "raid/device/fault_device.h"
 #include "raid/device/memory_device.h"
-#include "raid/raid1_group.h"
 #include "tests/raid/device/harness.h"
 
 namespace strata::raid {
@@ -32,7 +33,8 @@ struct mirror {
       auto m = memory_device::create(loop.context.get_executor(), {block_size, member_blocks});
       REQUIRE(m);
       disks.push_back(std::move(*m));
-      faults.push_back(std::make_unique<fault_device>(*disks.back(), loop.clock, fault_options{.seed = seed + i}));
+      faults.push_back(std::make_unique<fault_device>(*disks.back(), loop.clock,
+                                                      fault_options{.seed = seed + i}));
       list.push_back(faults.back().get());
     }
     auto g = raid1_group::create(list, {});
@@ -51,7 +53,9 @@ TEST_CASE("raid1: reads are spread over the mirrors", "[raid][raid1]") {
   std::vector<std::unique_ptr<io>> reads;
   for (std::uint64_t i = 0; i < 64; ++i) reads.push_back(io::make(op::read, i, 1, block_size));
   for (auto& r : reads) m.group->submit(r->req);
-  m.loop.run_until([&] { return std::all_of(reads.begin(), reads.end(), [](auto& r) { return r->completions == 1; }); });
+  m.loop.run_until([&] {
+    return std::all_of(reads.begin(), reads.end(), [](auto& r) { return r->completions == 1; });
+  });
   CHECK(m.group->reads_served(0) == 32);
   CHECK(m.group->reads_served(1) == 32);
 }
@@ -153,8 +157,10 @@ TEST_CASE("raid1: bad member lists are refused with a clear error", "[raid][raid
   CHECK(message_of(raid1_group::create({}, {})).find("1 to 255 members") != std::string::npos);
   block_device* a = disk(4096, 2048);
   CHECK(message_of(raid1_group::create({a, a}, {})).find("again") != std::string::npos);
-  CHECK(message_of(raid1_group::create({a, disk(4096, 4096)}, {})).find("same size") != std::string::npos);
-  CHECK(message_of(raid1_group::create({disk(4096, 100)}, {})).find("cannot hold") != std::string::npos);
+  CHECK(message_of(raid1_group::create({a, disk(4096, 4096)}, {})).find("same size") !=
+        std::string::npos);
+  CHECK(message_of(raid1_group::create({disk(4096, 100)}, {})).find("cannot hold") !=
+        std::string::npos);
   CHECK(raid1_group::create({a, disk(4096, 2048)}, {}));
 }
 
@@ -191,7 +197,8 @@ TEST_CASE("raid1: overlapping writes land in the same order on both mirrors", "[
     for (int i = 0; i < 24; ++i) {
       ordered_write w;
       w.lba = std::uniform_int_distribution<std::uint64_t>(0, area_blocks - 1)(random);
-      w.blocks = std::uniform_int_distribution<std::uint64_t>(1, std::min<std::uint64_t>(8, area_blocks - w.lba))(random);
+      w.blocks = std::uniform_int_distribution<std::uint64_t>(
+          1, std::min<std::uint64_t>(8, area_blocks - w.lba))(random);
       w.data = pattern(w.blocks * block_size, random());
       w.x = io::make(op::write, w.lba, w.blocks, block_size);
       std::memcpy(w.x->buffer.data(), w.data.data(), w.data.size());

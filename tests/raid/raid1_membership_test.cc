@@ -43,7 +43,8 @@ struct shelf {
     for (unsigned i = 0; i < members; ++i) disks.push_back(blank());
   }
   std::unique_ptr<memory_device> blank() {
-    auto m = memory_device::create(loop.context.get_executor(), {block_size, reserved_blocks + data_blocks});
+    auto m = memory_device::create(loop.context.get_executor(),
+                                   {block_size, reserved_blocks + data_blocks});
     REQUIRE(m);
     return std::move(*m);
   }
@@ -70,10 +71,12 @@ struct shelf {
     loop.run_until([&] { return formatted.has_value(); });
     REQUIRE_FALSE(*formatted);
   }
-  raid1_group::assembled assemble(std::vector<block_device*> devices, const raid1_options& options) {
+  raid1_group::assembled assemble(std::vector<block_device*> devices,
+                                  const raid1_options& options) {
     group.reset();
     std::optional<raid1_group::assembled> result;
-    raid1_group::assemble(std::move(devices), options, [&](raid1_group::assembled r) { result = std::move(r); });
+    raid1_group::assemble(std::move(devices), options,
+                          [&](raid1_group::assembled r) { result = std::move(r); });
     loop.run_until([&] { return result.has_value(); });
     return std::move(*result);
   }
@@ -83,7 +86,9 @@ struct shelf {
   }
 };
 
-std::string message_of(const raid1_group::assembled& r) { return r ? std::string() : r.error().message; }
+std::string message_of(const raid1_group::assembled& r) {
+  return r ? std::string() : r.error().message;
+}
 
 }  // namespace
 
@@ -125,7 +130,8 @@ TEST_CASE("raid1: devices without a group are refused clearly", "[raid][raid1][s
   CHECK(none.error().code == errc::invalid_argument);
 }
 
-TEST_CASE("raid1: a failed member is rebuilt onto a spare while writes go on", "[raid][raid1][rebuild]") {
+TEST_CASE("raid1: a failed member is rebuilt onto a spare while writes go on",
+          "[raid][raid1][rebuild]") {
   shelf s(2, test_seed());
   raid1_options options = group_options(&s.loop.clock);
   options.sync_mb_per_s = 1;  // slow: writes land before, inside and after the copy
@@ -137,7 +143,8 @@ TEST_CASE("raid1: a failed member is rebuilt onto a spare while writes go on", "
   auto spare = std::make_unique<fault_device>(*s.disks.back(), s.loop.clock, fault_options{});
   std::optional<std::error_code> done;
   REQUIRE_FALSE(s.group->replace_member(1, spare.get(), [&](std::error_code ec) { done = ec; }));
-  CHECK(s.group->replace_member(1, spare.get(), nullptr)->message.find("being rebuilt") != std::string::npos);
+  CHECK(s.group->replace_member(1, spare.get(), nullptr)->message.find("being rebuilt") !=
+        std::string::npos);
   std::mt19937_64 random(test_seed());
   // Writes all over the group while the copy runs, each checked at once.
   for (int i = 0; i < 40 && !done; ++i) {
@@ -174,7 +181,8 @@ TEST_CASE("raid1: power cuts mid-write; assembly and resync leave the mirrors id
     // now and then; the power cut at a random moment.
     std::vector<std::unique_ptr<io>> writes;
     std::vector<std::pair<std::uint64_t, std::vector<std::byte>>> data;
-    std::vector<std::uint32_t> stable(data_blocks, 0);  // per block: the write a completed flush made durable
+    std::vector<std::uint32_t> stable(data_blocks,
+                                      0);  // per block: the write a completed flush made durable
     std::vector<std::vector<std::uint32_t>> later(data_blocks);
     std::vector<std::uint64_t> acked_at;  // per write: acknowledgement order, 0 none
     std::uint64_t acked = 0, flush_covers = 0;
@@ -185,13 +193,15 @@ TEST_CASE("raid1: power cuts mid-write; assembly and resync leave the mirrors id
     const int steps = 30 + static_cast<int>(random() % 300);
     for (int step = 0; step < steps; ++step) {
       unsigned in_flight = 0;
-      for (std::size_t i = 1; i < writes.size(); ++i) in_flight += writes[i]->completions == 0 ? 1 : 0;
+      for (std::size_t i = 1; i < writes.size(); ++i)
+        in_flight += writes[i]->completions == 0 ? 1 : 0;
       if (in_flight < 6) {
         const std::uint64_t count = 1 + random() % 48;
         const std::uint64_t lba = random() % (data_blocks - count);
         bool overlap = false;
         for (std::size_t i = 1; i < writes.size(); ++i) {
-          overlap |= writes[i]->completions == 0 && lba < data[i].first + data[i].second.size() / block_size &&
+          overlap |= writes[i]->completions == 0 &&
+                     lba < data[i].first + data[i].second.size() / block_size &&
                      data[i].first < lba + count;
         }
         if (!overlap) {
@@ -225,7 +235,8 @@ TEST_CASE("raid1: power cuts mid-write; assembly and resync leave the mirrors id
         REQUIRE_FALSE(flush_io->req.result);
         for (std::size_t i = 1; i < writes.size(); ++i) {
           if (acked_at[i] == 0 || acked_at[i] > flush_covers) continue;
-          for (std::uint64_t b = data[i].first; b < data[i].first + data[i].second.size() / block_size; ++b) {
+          for (std::uint64_t b = data[i].first;
+               b < data[i].first + data[i].second.size() / block_size; ++b) {
             if (stable[b] >= i) continue;
             stable[b] = static_cast<std::uint32_t>(i);
             std::erase_if(later[b], [&](std::uint32_t v) { return v <= i; });
@@ -235,9 +246,11 @@ TEST_CASE("raid1: power cuts mid-write; assembly and resync leave the mirrors id
       }
     }
     unsigned settled = 0;
-    for (auto& f : s.faults) f->power_cut(random() % 2 ? power_loss::tear : power_loss::drop, [&] { ++settled; });
+    for (auto& f : s.faults)
+      f->power_cut(random() % 2 ? power_loss::tear : power_loss::drop, [&] { ++settled; });
     s.loop.run_until([&] {
-      bool all = settled == s.faults.size() && s.group->idle() && (!flush_io || flush_io->completions);
+      bool all =
+          settled == s.faults.size() && s.group->idle() && (!flush_io || flush_io->completions);
       for (std::size_t i = 1; i < writes.size(); ++i) all = all && writes[i]->completions;
       return all;
     });
@@ -256,8 +269,9 @@ TEST_CASE("raid1: power cuts mid-write; assembly and resync leave the mirrors id
         const auto* p = data[id].second.data() + (b - data[id].first) * block_size;
         return std::vector<std::byte>(p, p + block_size);
       };
-      const std::vector<std::byte> here(got.begin() + static_cast<std::ptrdiff_t>(b * block_size),
-                                        got.begin() + static_cast<std::ptrdiff_t>((b + 1) * block_size));
+      const std::vector<std::byte> here(
+          got.begin() + static_cast<std::ptrdiff_t>(b * block_size),
+          got.begin() + static_cast<std::ptrdiff_t>((b + 1) * block_size));
       bool ok = here == version(stable[b]);
       for (std::uint32_t v : later[b]) ok = ok || here == version(v);
       INFO("block " << b);
@@ -275,7 +289,8 @@ TEST_CASE("raid1: a member that stops answering a write is failed out after the 
   std::vector<member_event> events;
   options.on_member_event = [&](const member_event& e) { events.push_back(e); };
   s.create_and_format(options);
-  write_blocks(s.loop, *s.group, 32, pattern(8 * block_size, 8));  // the region's bit is set already
+  write_blocks(s.loop, *s.group, 32,
+               pattern(8 * block_size, 8));  // the region's bit is set already
   s.faults[0]->hang();
   const time_point hung_at = s.loop.clock.now();
   const auto data = pattern(8 * block_size, 9);
@@ -304,7 +319,8 @@ TEST_CASE("raid1: a member that stops answering a write is failed out after the 
 
 namespace strata::raid {
 
-TEST_CASE("raid1: a write only the half-rebuilt spare took is not a success", "[raid][raid1][rebuild]") {
+TEST_CASE("raid1: a write only the half-rebuilt spare took is not a success",
+          "[raid][raid1][rebuild]") {
   shelf s(2, test_seed());
   raid1_options options = group_options(&s.loop.clock);
   options.sync_mb_per_s = 0.001;  // the copy barely moves
@@ -315,14 +331,15 @@ TEST_CASE("raid1: a write only the half-rebuilt spare took is not a success", "[
   std::optional<std::error_code> done;
   REQUIRE_FALSE(s.group->replace_member(1, spare.get(), [&](std::error_code ec) { done = ec; }));
   write_blocks(s.loop, *s.group, 300, pattern(4 * block_size, 1));  // its bitmap bit is on disk now
-  s.faults[0]->fail();  // the last in-sync member goes
+  s.faults[0]->fail();                                              // the last in-sync member goes
   auto x = io::make(op::write, 300, 4, block_size);
   CHECK(run(s.loop, *s.group, *x) == make_error_code(errc::device_failed));
   s.loop.run_until([&] { return done.has_value() && s.group->idle(); });
   CHECK(*done);  // the rebuild cannot finish without a source
 }
 
-TEST_CASE("raid1: a rebuild whose superblocks never land is not reported done", "[raid][raid1][rebuild]") {
+TEST_CASE("raid1: a rebuild whose superblocks never land is not reported done",
+          "[raid][raid1][rebuild]") {
   // Found by the simulation (seed 106): a power cut as the rebuild was
   // being recorded; the rebuild was reported done, but after the restart
   // the new member held no superblock and was absent. An administrator
@@ -345,8 +362,9 @@ TEST_CASE("raid1: a rebuild whose superblocks never land is not reported done", 
   s.loop.run_until([&] { return s.group->idle(); });
 }
 
-TEST_CASE("raid1: once every member was replaced in turn, the bitmap still names the regions written",
-          "[raid][raid1][rebuild]") {
+TEST_CASE(
+    "raid1: once every member was replaced in turn, the bitmap still names the regions written",
+    "[raid][raid1][rebuild]") {
   // Found by the simulation (seed 869): both disks of a mirror were
   // replaced, one after the other. A region's bit, set before, counted as
   // on disk -- but only the replaced disks had held it, and the new ones
@@ -360,10 +378,12 @@ TEST_CASE("raid1: once every member was replaced in turn, the bitmap still names
   for (unsigned member : {1u, 0u}) {
     s.group->fail_member(member);
     s.disks.push_back(s.blank());
-    spares.push_back(std::make_unique<fault_device>(*s.disks.back(), s.loop.clock,
-                                                    fault_options{.seed = 40 + member, .volatile_write_cache = true}));
+    spares.push_back(std::make_unique<fault_device>(
+        *s.disks.back(), s.loop.clock,
+        fault_options{.seed = 40 + member, .volatile_write_cache = true}));
     std::optional<std::error_code> done;
-    REQUIRE_FALSE(s.group->replace_member(member, spares.back().get(), [&](std::error_code ec) { done = ec; }));
+    REQUIRE_FALSE(s.group->replace_member(member, spares.back().get(),
+                                          [&](std::error_code ec) { done = ec; }));
     s.loop.run_until([&] { return done.has_value() && s.group->idle(); });
     REQUIRE_FALSE(*done);
   }
@@ -385,7 +405,8 @@ TEST_CASE("raid1: once every member was replaced in turn, the bitmap still names
         read_blocks(s.loop, *after[1], reserved_blocks, data_blocks));
 }
 
-TEST_CASE("raid1: a late read error from a replaced disk does not fail its replacement", "[raid][raid1][rebuild]") {
+TEST_CASE("raid1: a late read error from a replaced disk does not fail its replacement",
+          "[raid][raid1][rebuild]") {
   // Found by the simulation (seed 1551): a read held by a dying disk
   // answered device_failed after a spare had taken its place and been
   // rebuilt; the group failed the spare for it, and with the other disk's

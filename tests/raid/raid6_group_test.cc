@@ -1,12 +1,13 @@
 // The RAID-6 group: every single and every pair of failed members of 4- to
 // 8-member groups, data verified against a reference; a third failure; read
 // errors reconstructed; bad geometry refused with nothing touched.
+#include "raid/raid6_group.h"
+
 #include <cstring>
 #include <optional>
 
 #include "raid/device/fault_device.h"
 #include "raid/device/memory_device.h"
-#include "raid/raid6_group.h"
 #include "tests/raid/device/harness.h"
 
 namespace strata::raid {
@@ -40,7 +41,8 @@ struct array {
     options.rebuild_mb_per_s = rebuild_mb_per_s;
     std::vector<block_device*> members_list;
     for (unsigned i = 0; i < members; ++i) {
-      auto m = memory_device::create(loop.context.get_executor(), {block_size, 8 + stripes * strip_blocks});
+      auto m = memory_device::create(loop.context.get_executor(),
+                                     {block_size, 8 + stripes * strip_blocks});
       REQUIRE(m);
       disks.push_back(std::move(*m));
       fault_options fo;
@@ -67,11 +69,11 @@ struct array {
   // across strip and stripe boundaries.
   void write_mix(std::uint64_t seed) {
     const std::uint64_t per_stripe = group->layout().stripe_data_blocks();
-    write(0, per_stripe * 2, seed);                        // two full stripes
-    write(per_stripe * 2 + 3, 2, seed + 1);                // inside one strip
-    write(per_stripe * 3 + strip_blocks - 2, 5, seed + 2); // across a strip boundary
-    write(per_stripe * 5 - 3, per_stripe + 6, seed + 3);   // across stripes
-    write(group->geometry().block_count - 1, 1, seed + 4); // the last block
+    write(0, per_stripe * 2, seed);                         // two full stripes
+    write(per_stripe * 2 + 3, 2, seed + 1);                 // inside one strip
+    write(per_stripe * 3 + strip_blocks - 2, 5, seed + 2);  // across a strip boundary
+    write(per_stripe * 5 - 3, per_stripe + 6, seed + 3);    // across stripes
+    write(group->geometry().block_count - 1, 1, seed + 4);  // the last block
   }
 };
 
@@ -92,8 +94,8 @@ TEST_CASE("raid6: every single and pair of failed members, 4 to 8 members", "[ra
       r.write_mix(seed);
       r.group->fail_member(a);
       r.group->fail_member(b);
-      r.verify_all();             // degraded reads reconstruct
-      r.write_mix(seed + 100);    // degraded writes go on
+      r.verify_all();           // degraded reads reconstruct
+      r.write_mix(seed + 100);  // degraded writes go on
       r.verify_all();
       CHECK_FALSE(r.group->group_failed());
     }
@@ -137,7 +139,8 @@ struct held_stripe {
   // The parity read answers: the write ends, and the reference takes it.
   void release(const io* also = nullptr) {
     r.faults[parity_member]->resume();
-    r.loop.run_until([&] { return w->completions == 1 && (also == nullptr || also->completions == 1); });
+    r.loop.run_until(
+        [&] { return w->completions == 1 && (also == nullptr || also->completions == 1); });
     REQUIRE_FALSE(w->req.result);
     std::memcpy(r.reference.data() + (base + 1) * block_size, data.data(), data.size());
   }
@@ -168,15 +171,16 @@ TEST_CASE("raid6: a healthy read does not wait for a write holding its stripe", 
   r.verify_all();
 }
 
-TEST_CASE("raid6: a healthy read that meets a read error waits for its stripe and rebuilds the strip",
-          "[raid][raid6]") {
+TEST_CASE(
+    "raid6: a healthy read that meets a read error waits for its stripe and rebuilds the strip",
+    "[raid][raid6]") {
   const std::uint64_t seed = test_seed();
   INFO("seed " << seed);
   array r(6, seed);
   r.write_mix(seed);
   const raid6_layout& layout = r.group->layout();
-  r.faults[layout.data_member(held_stripe::stripe, 2)]->add_latent_error(layout.member_lba(held_stripe::stripe, 0),
-                                                                         strip_blocks);
+  r.faults[layout.data_member(held_stripe::stripe, 2)]->add_latent_error(
+      layout.member_lba(held_stripe::stripe, 0), strip_blocks);
   // The read fails while the write holds the stripe, and must queue: it
   // completes only after the write.
   held_stripe held(r, seed);
@@ -210,8 +214,10 @@ TEST_CASE("raid6: a scrub finds and repairs silent corruption and a misdirected 
   r.faults[rotten]->corrupt(layout.member_lba(3, 0), strip_blocks);
   const std::uint64_t strip_lba = 3 * per_stripe + strip_blocks;
   CHECK(read_blocks(r.loop, *r.group, strip_lba, strip_blocks) !=
-        std::vector<std::byte>(r.reference.begin() + static_cast<std::ptrdiff_t>(strip_lba * block_size),
-                               r.reference.begin() + static_cast<std::ptrdiff_t>((strip_lba + strip_blocks) * block_size)));
+        std::vector<std::byte>(
+            r.reference.begin() + static_cast<std::ptrdiff_t>(strip_lba * block_size),
+            r.reference.begin() +
+                static_cast<std::ptrdiff_t>((strip_lba + strip_blocks) * block_size)));
   scrub_report found = scrub();
   CHECK(found.stripes_repaired == 1);
   CHECK(found.stripes_unrecoverable == 0);
@@ -231,8 +237,7 @@ TEST_CASE("raid6: a scrub finds and repairs silent corruption and a misdirected 
   r.verify_all();
 }
 
-TEST_CASE("raid6: a third failure fails the group, never returning wrong data",
-          "[raid][raid6]") {
+TEST_CASE("raid6: a third failure fails the group, never returning wrong data", "[raid][raid6]") {
   array r(6);
   r.write_mix(test_seed());
   r.group->fail_member(1);
@@ -267,8 +272,7 @@ TEST_CASE("raid6: a member's read error is answered from the others", "[raid][ra
   r.verify_all();
 }
 
-TEST_CASE("raid6: a member that fails mid-flight leaves the group; I/O goes on",
-          "[raid][raid6]") {
+TEST_CASE("raid6: a member that fails mid-flight leaves the group; I/O goes on", "[raid][raid6]") {
   array r(6);
   r.write_mix(test_seed());
   r.faults[2]->fail();
@@ -408,8 +412,8 @@ TEST_CASE("raid6: randomized reads and writes with failures and latent errors, a
         return std::all_of(ios.begin(), ios.end(), [](auto& x) { return x->completions == 1; });
       });
       for (auto& x : ios) {
-        INFO("step " << step << ": " << (x->req.operation == op::write ? "write" : "read") << " lba "
-                     << x->req.lba << " blocks " << x->req.block_count);
+        INFO("step " << step << ": " << (x->req.operation == op::write ? "write" : "read")
+                     << " lba " << x->req.lba << " blocks " << x->req.block_count);
         REQUIRE_FALSE(x->req.result);
         if (x->req.operation == op::read) {
           REQUIRE(std::memcmp(x->buffer.data(), r.reference.data() + x->req.lba * block_size,
@@ -487,7 +491,9 @@ TEST_CASE("raid6: a scrub and foreground writes interleave safely", "[raid][raid
   std::optional<scrub_report> report;
   r.group->scrub([&](const scrub_report& done) { report = done; });
   // Writes while the scrub walks the stripes, then wait for both.
-  for (int i = 0; i < 10; ++i) r.write(static_cast<std::uint64_t>(i) * 37 % 500, 9, test_seed() + 50 + static_cast<std::uint64_t>(i));
+  for (int i = 0; i < 10; ++i)
+    r.write(static_cast<std::uint64_t>(i) * 37 % 500, 9,
+            test_seed() + 50 + static_cast<std::uint64_t>(i));
   r.loop.run_until([&] { return report.has_value(); });
   CHECK(report->stripes_repaired == 0);
   CHECK(report->stripes_unrecoverable == 0);
@@ -500,10 +506,12 @@ namespace {
 
 // A fresh disk the size of the others, behind its own fault device.
 fault_device& add_spare(array& r) {
-  auto m = memory_device::create(r.loop.context.get_executor(), {block_size, 8 + stripes * strip_blocks});
+  auto m = memory_device::create(r.loop.context.get_executor(),
+                                 {block_size, 8 + stripes * strip_blocks});
   REQUIRE(m);
   r.disks.push_back(std::move(*m));
-  r.faults.push_back(std::make_unique<fault_device>(*r.disks.back(), r.loop.clock, fault_options{}));
+  r.faults.push_back(
+      std::make_unique<fault_device>(*r.disks.back(), r.loop.clock, fault_options{}));
   return *r.faults.back();
 }
 
@@ -517,7 +525,8 @@ TEST_CASE("raid6: a failed member is rebuilt onto a spare", "[raid][raid6][rebui
     r.group->fail_member(1);
     r.write_mix(test_seed() + 1);  // degraded writes: member 1 misses them
     std::optional<std::error_code> done;
-    REQUIRE_FALSE(r.group->replace_member(1, &add_spare(r), [&](std::error_code ec) { done = ec; }));
+    REQUIRE_FALSE(
+        r.group->replace_member(1, &add_spare(r), [&](std::error_code ec) { done = ec; }));
     CHECK(r.group->rebuild_status().running);
     r.loop.run_until([&] { return done.has_value(); });
     CHECK_FALSE(*done);
@@ -553,8 +562,9 @@ TEST_CASE("raid6: foreground I/O during a paced rebuild stays correct on both si
     const std::uint64_t lba = random() % (blocks - count);
     r.write(lba, count, random());
     CHECK(read_blocks(r.loop, *r.group, lba, count) ==
-          std::vector<std::byte>(r.reference.begin() + static_cast<std::ptrdiff_t>(lba * block_size),
-                                 r.reference.begin() + static_cast<std::ptrdiff_t>((lba + count) * block_size)));
+          std::vector<std::byte>(
+              r.reference.begin() + static_cast<std::ptrdiff_t>(lba * block_size),
+              r.reference.begin() + static_cast<std::ptrdiff_t>((lba + count) * block_size)));
     r.loop.clock.advance_by(std::chrono::milliseconds(1));
     r.loop.settle();
   }
@@ -586,7 +596,8 @@ TEST_CASE("raid6: a write queued behind the rebuild of its stripe lands on the n
   // behind it.
   unsigned spare_strip = 0;
   while (r.group->layout().data_member(3, spare_strip) != 4) ++spare_strip;
-  const std::uint64_t lba = 3 * r.group->layout().stripe_data_blocks() + spare_strip * strip_blocks + 2;
+  const std::uint64_t lba =
+      3 * r.group->layout().stripe_data_blocks() + spare_strip * strip_blocks + 2;
   auto w = io::make(op::write, lba, 3, block_size);
   const auto data = pattern(3 * block_size, seed + 99);
   std::memcpy(w->buffer.data(), data.data(), data.size());
@@ -601,14 +612,16 @@ TEST_CASE("raid6: a write queued behind the rebuild of its stripe lands on the n
   r.verify_all();
 }
 
-TEST_CASE("raid6: a paced rebuild that stops early leaves no timer behind", "[raid][raid6][rebuild]") {
+TEST_CASE("raid6: a paced rebuild that stops early leaves no timer behind",
+          "[raid][raid6][rebuild]") {
   array r(6, test_seed(), 1.0);
   r.write_mix(test_seed());
   r.group->fail_member(2);
   fault_device& spare = add_spare(r);
   std::optional<std::error_code> done;
   REQUIRE_FALSE(r.group->replace_member(2, &spare, [&](std::error_code ec) { done = ec; }));
-  r.loop.run_until([&] { return r.group->rebuild_status().bytes_done >= 2 * strip_blocks * block_size; });
+  r.loop.run_until(
+      [&] { return r.group->rebuild_status().bytes_done >= 2 * strip_blocks * block_size; });
   spare.fail();  // the new member dies mid-rebuild
   r.loop.run_until([&] { return done.has_value(); });
   CHECK(*done);
@@ -643,8 +656,9 @@ TEST_CASE("raid6: a late error from a replaced disk does not fail its replacemen
   r.verify_all();
 }
 
-TEST_CASE("raid6: a write that must read again after a member was replaced treats the new member as lost",
-          "[raid][raid6][rebuild]") {
+TEST_CASE(
+    "raid6: a write that must read again after a member was replaced treats the new member as lost",
+    "[raid][raid6][rebuild]") {
   // Found by the simulation (seed 643): a reconstruct-write read the data
   // strips; one read failed on a latent error, so it read every strip again
   // to rebuild that one -- but meanwhile another member had failed and a
@@ -658,7 +672,7 @@ TEST_CASE("raid6: a write that must read again after a member was replaced treat
   const raid6_layout& layout = r.group->layout();
   const std::uint64_t stripe = 1;
   const unsigned unreadable = layout.data_member(stripe, 2);  // read in the first pass, fails
-  const unsigned replaced = layout.data_member(stripe, 3);    // read in the first pass, then replaced
+  const unsigned replaced = layout.data_member(stripe, 3);  // read in the first pass, then replaced
   r.faults[unreadable]->add_latent_error(layout.member_lba(stripe, 0), strip_blocks);
   r.faults[unreadable]->hang();
   // Strips 0 and 1 of the stripe: a reconstruct-write (two of four data strips).
@@ -671,7 +685,8 @@ TEST_CASE("raid6: a write that must read again after a member was replaced treat
   r.loop.settle();  // every first-pass read but the hung one answered
   r.group->fail_member(replaced);
   std::optional<std::error_code> done;
-  REQUIRE_FALSE(r.group->replace_member(replaced, &add_spare(r), [&](std::error_code ec) { done = ec; }));
+  REQUIRE_FALSE(
+      r.group->replace_member(replaced, &add_spare(r), [&](std::error_code ec) { done = ec; }));
   r.faults[unreadable]->resume();  // media_error: the write reads again, wide
   r.loop.run_until([&] { return w->completions == 1 && done.has_value(); });
   REQUIRE_FALSE(w->req.result);
@@ -696,7 +711,8 @@ TEST_CASE("raid6: replacing a member while a scrub runs is refused", "[raid][rai
   CHECK(report->error == make_error_code(errc::not_supported));  // degraded mid-scrub: it stops
 }
 
-TEST_CASE("raid6: replacing a working member, or with a misfit, is refused", "[raid][raid6][rebuild]") {
+TEST_CASE("raid6: replacing a working member, or with a misfit, is refused",
+          "[raid][raid6][rebuild]") {
   array r(6);
   auto none = [](std::error_code) {};
   auto working = r.group->replace_member(2, &add_spare(r), none);

@@ -66,13 +66,16 @@ struct shelf {
   raid6_group::assembled assemble(std::vector<block_device*> devices) {
     group.reset();
     std::optional<raid6_group::assembled> result;
-    raid6_group::assemble(devices, options(), [&](raid6_group::assembled r) { result = std::move(r); });
+    raid6_group::assemble(devices, options(),
+                          [&](raid6_group::assembled r) { result = std::move(r); });
     loop.run_until([&] { return result.has_value(); });
     return std::move(*result);
   }
 };
 
-std::string message_of(const raid6_group::assembled& r) { return r ? std::string() : r.error().message; }
+std::string message_of(const raid6_group::assembled& r) {
+  return r ? std::string() : r.error().message;
+}
 
 }  // namespace
 
@@ -147,8 +150,10 @@ TEST_CASE("superblock: a member failed before the restart stays failed, its stal
   CHECK(read_blocks(s.loop, **g, 0, blocks) == newer);
 }
 
-TEST_CASE("superblock: a member rebuilt in place stays failed across a crash until its rebuild is recorded",
-          "[raid][superblock][rebuild]") {
+TEST_CASE(
+    "superblock: a member rebuilt in place stays failed across a crash until its rebuild is "
+    "recorded",
+    "[raid][superblock][rebuild]") {
   // A disk failed out and rebuilt in place keeps its old superblock. Were
   // a membership change during its rebuild to record it working, a crash
   // would leave it looking merely behind in events: trusted, with data it
@@ -160,7 +165,7 @@ TEST_CASE("superblock: a member rebuilt in place stays failed across a crash unt
   s.group->fail_member(2);
   const auto newer = pattern(blocks * block_size, 2);
   write_blocks(s.loop, *s.group, 0, newer);  // member 2 misses it
-  s.faults[2]->hang();  // the rebuild in place stalls on it
+  s.faults[2]->hang();                       // the rebuild in place stalls on it
   REQUIRE_FALSE(s.group->replace_member(2, s.faults[2].get(), [](std::error_code) {}));
   s.group->fail_member(4);  // recorded on the others while member 2 rebuilds
   s.loop.settle();
@@ -224,7 +229,8 @@ TEST_CASE("superblock: too few members, or two groups, are refused clearly", "[r
   CHECK(message_of(few).find("missing: 1, 3, 4") != std::string::npos);
 
   // A blank device in the list is no member, and no obstacle.
-  auto blank = memory_device::create(s.loop.context.get_executor(), {block_size, reserved_blocks + data_blocks_per_member});
+  auto blank = memory_device::create(s.loop.context.get_executor(),
+                                     {block_size, reserved_blocks + data_blocks_per_member});
   REQUIRE(blank);
   devices = s.power_up();
   devices.push_back(blank->get());
@@ -262,7 +268,8 @@ TEST_CASE("superblock: a group from its members rebuilds onto a spare and rememb
   const auto data = pattern(blocks * block_size, 4);
   write_blocks(s.loop, *s.group, 0, data);
   s.group->fail_member(1);
-  auto spare = memory_device::create(s.loop.context.get_executor(), {block_size, reserved_blocks + data_blocks_per_member});
+  auto spare = memory_device::create(s.loop.context.get_executor(),
+                                     {block_size, reserved_blocks + data_blocks_per_member});
   REQUIRE(spare);
   std::optional<std::error_code> done;
   bool idle_when_done = false;
@@ -320,8 +327,9 @@ TEST_CASE("superblock: formatting over a member of another group is refused, not
   s.loop.run_until([&] { return refused.has_value(); });
   REQUIRE(*refused);
   CHECK((*refused)->code == errc::invalid_argument);
-  CHECK((*refused)->message == "member 0 already belongs to a RAID-6 group (member 2 of 4); "
-                               "remove it from that group and wipe it first");
+  CHECK((*refused)->message ==
+        "member 0 already belongs to a RAID-6 group (member 2 of 4); "
+        "remove it from that group and wipe it first");
   // The same for a mirror.
   refused.reset();
   auto g1 = raid1_group::create({members[1], members[0]}, {});

@@ -3,6 +3,8 @@
 // replay after power cuts at any moment, and write-through when the log
 // degrades, fails or is turned off -- with overlapping requests in flight
 // over disks that reorder their queues and keep volatile write caches.
+#include "raid/write_back.h"
+
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <cstring>
@@ -12,7 +14,6 @@
 #include "raid/device/fault_device.h"
 #include "raid/device/memory_device.h"
 #include "raid/raid1_group.h"
-#include "raid/write_back.h"
 #include "tests/raid/device/harness.h"
 #include "tests/sim/model.h"
 
@@ -31,7 +32,8 @@ struct rig {
   test_loop loop;
   std::unique_ptr<memory_device> group_mem;
   std::unique_ptr<memory_device> log_mem;
-  std::unique_ptr<fault_device> group;  // volatile write caches: power cuts lose what was not flushed
+  std::unique_ptr<fault_device>
+      group;  // volatile write caches: power cuts lose what was not flushed
   std::unique_ptr<fault_device> log;
   std::unique_ptr<write_back_device> wb;
   std::vector<std::string> events;
@@ -40,8 +42,10 @@ struct rig {
   explicit rig(std::uint64_t seed, std::uint64_t log_blocks = 2 + 200) {
     group_mem = std::move(*memory_device::create(loop.context.get_executor(), {bs, group_blocks}));
     log_mem = std::move(*memory_device::create(loop.context.get_executor(), {bs, log_blocks}));
-    group = std::make_unique<fault_device>(*group_mem, loop.clock, fault_options{.seed = seed, .volatile_write_cache = true});
-    log = std::make_unique<fault_device>(*log_mem, loop.clock, fault_options{.seed = seed + 1, .volatile_write_cache = true});
+    group = std::make_unique<fault_device>(
+        *group_mem, loop.clock, fault_options{.seed = seed, .volatile_write_cache = true});
+    log = std::make_unique<fault_device>(
+        *log_mem, loop.clock, fault_options{.seed = seed + 1, .volatile_write_cache = true});
     options.clock = &loop.clock;
     options.stripe_blocks = stripe;
     options.max_record_blocks = 16;
@@ -52,10 +56,11 @@ struct rig {
   }
   void format(block_device* log_device = nullptr) {
     bool done = false;
-    write_back_device::format(log_device ? *log_device : *log, group->geometry(), test_id, [&](std::error_code ec) {
-      REQUIRE_FALSE(ec);
-      done = true;
-    });
+    write_back_device::format(log_device ? *log_device : *log, group->geometry(), test_id,
+                              [&](std::error_code ec) {
+                                REQUIRE_FALSE(ec);
+                                done = true;
+                              });
     loop.run_until([&] { return done; });
   }
   void open(block_device* log_device = nullptr) {
@@ -81,14 +86,17 @@ struct rig {
 
 std::vector<std::byte> stamped(std::uint64_t lba, std::uint64_t blocks, std::uint64_t seq) {
   std::vector<std::byte> data(blocks * bs);
-  for (std::uint64_t i = 0; i < blocks; ++i) sim::fill_block(std::span(data).subspan(i * bs, bs), lba + i, seq);
+  for (std::uint64_t i = 0; i < blocks; ++i)
+    sim::fill_block(std::span(data).subspan(i * bs, bs), lba + i, seq);
   return data;
 }
 
 }  // namespace
 
-TEST_CASE("write-back: writes are acknowledged from the log and read back newest; destage fills the group",
-          "[raid][write_back]") {
+TEST_CASE(
+    "write-back: writes are acknowledged from the log and read back newest; destage fills the "
+    "group",
+    "[raid][write_back]") {
   rig r(1);
   write_blocks(r.loop, *r.wb, 10, stamped(10, 4, 1));
   write_blocks(r.loop, *r.wb, 12, stamped(12, 4, 2));  // overlaps the first
@@ -108,7 +116,8 @@ TEST_CASE("write-back: writes are acknowledged from the log and read back newest
   CHECK(r.wb->counters().checkpoints >= 1);
 }
 
-TEST_CASE("write-back: a stripe written whole is destaged as one full-stripe write", "[raid][write_back]") {
+TEST_CASE("write-back: a stripe written whole is destaged as one full-stripe write",
+          "[raid][write_back]") {
   rig r(2);
   // Two writes that together cover stripe 3, and a few blocks of stripe 5.
   write_blocks(r.loop, *r.wb, 3 * stripe, stamped(3 * stripe, 5, 1));
@@ -119,7 +128,8 @@ TEST_CASE("write-back: a stripe written whole is destaged as one full-stripe wri
   CHECK(r.wb->counters().full_stripe_writes == 1);
 }
 
-TEST_CASE("write-back: a full log slows writes to the destage rate, never fails them", "[raid][write_back]") {
+TEST_CASE("write-back: a full log slows writes to the destage rate, never fails them",
+          "[raid][write_back]") {
   rig r(3, 2 + 64);  // room for a few records only
   std::vector<std::unique_ptr<io>> writes;
   for (std::uint64_t i = 0; i < 60; ++i) {
@@ -129,7 +139,8 @@ TEST_CASE("write-back: a full log slows writes to the destage rate, never fails 
     writes.push_back(std::move(w));
   }
   for (auto& w : writes) r.wb->submit(w->req);
-  r.loop.run_until([&] { return std::ranges::all_of(writes, [](auto& w) { return w->completions == 1; }); });
+  r.loop.run_until(
+      [&] { return std::ranges::all_of(writes, [](auto& w) { return w->completions == 1; }); });
   for (auto& w : writes) CHECK_FALSE(w->req.result);
   CHECK(r.wb->counters().writes_waited_for_space > 0);
   // The last writer of each block wins, in submission order.
@@ -149,40 +160,47 @@ TEST_CASE("write-back: bad input gets a clear error", "[raid][write_back]") {
   std::optional<write_back_device::opened> result;
   wlog::log_id other = test_id;
   other[0] = 99;
-  write_back_device::open(*r.group, *r.log, other, r.options, [&](write_back_device::opened o) { result = std::move(o); });
+  write_back_device::open(*r.group, *r.log, other, r.options,
+                          [&](write_back_device::opened o) { result = std::move(o); });
   r.loop.run_until([&] { return result.has_value(); });
   REQUIRE_FALSE(result->has_value());
   CHECK(result->error().message.find("another group") != std::string::npos);
 
   auto blank = std::move(*memory_device::create(r.loop.context.get_executor(), {bs, 100}));
   result.reset();
-  write_back_device::open(*r.group, *blank, test_id, r.options, [&](write_back_device::opened o) { result = std::move(o); });
+  write_back_device::open(*r.group, *blank, test_id, r.options,
+                          [&](write_back_device::opened o) { result = std::move(o); });
   r.loop.run_until([&] { return result.has_value(); });
   REQUIRE_FALSE(result->has_value());
   CHECK(result->error().message.find("no write log superblock") != std::string::npos);
 
   auto tiny = std::move(*memory_device::create(r.loop.context.get_executor(), {bs, 20}));
   std::optional<std::error_code> formatted;
-  write_back_device::format(*tiny, r.group->geometry(), test_id, [&](std::error_code ec) { formatted = ec; });
+  write_back_device::format(*tiny, r.group->geometry(), test_id,
+                            [&](std::error_code ec) { formatted = ec; });
   r.loop.run_until([&] { return formatted.has_value(); });
   CHECK(*formatted == make_error_code(errc::invalid_argument));
 }
 
-TEST_CASE("write-back: a mirrored log that loses a member writes through and loses nothing", "[raid][write_back]") {
+TEST_CASE("write-back: a mirrored log that loses a member writes through and loses nothing",
+          "[raid][write_back]") {
   rig r(5);
   r.stop();
   std::vector<std::unique_ptr<memory_device>> mems;
   std::vector<std::unique_ptr<fault_device>> members;
   std::vector<block_device*> list;
   for (int i = 0; i < 2; ++i) {
-    mems.push_back(std::move(*memory_device::create(r.loop.context.get_executor(), {bs, 256 + 300})));
-    members.push_back(std::make_unique<fault_device>(*mems.back(), r.loop.clock, fault_options{.seed = 50u + i}));
+    mems.push_back(
+        std::move(*memory_device::create(r.loop.context.get_executor(), {bs, 256 + 300})));
+    members.push_back(
+        std::make_unique<fault_device>(*mems.back(), r.loop.clock, fault_options{.seed = 50u + i}));
     list.push_back(members.back().get());
   }
   auto mirror = std::move(*raid1_group::create(list, {}));
   r.format(mirror.get());
   r.open(mirror.get());
-  for (std::uint64_t i = 0; i < 20; ++i) write_blocks(r.loop, *r.wb, i * 9, stamped(i * 9, 3, i + 1));
+  for (std::uint64_t i = 0; i < 20; ++i)
+    write_blocks(r.loop, *r.wb, i * 9, stamped(i * 9, 3, i + 1));
   members[0]->fail();
   r.wb->set_log_degraded(true);  // what the controller does on the group's event
   CHECK(r.wb->mode() == cache_mode::write_through);
@@ -192,16 +210,22 @@ TEST_CASE("write-back: a mirrored log that loses a member writes through and los
   CHECK(r.wb->counters().blocks_lost == 0);
   CHECK(read_blocks(r.loop, *r.group, 9, 1) == stamped(9, 1, 101));
   CHECK(read_blocks(r.loop, *r.group, 500, 4) == stamped(500, 4, 100));
-  for (std::uint64_t i = 2; i < 20; ++i) CHECK(read_blocks(r.loop, *r.wb, i * 9, 3) == stamped(i * 9, 3, i + 1));
-  CHECK(std::ranges::any_of(r.events, [](auto& e) { return e.find("lost its redundancy") != std::string::npos; }));
+  for (std::uint64_t i = 2; i < 20; ++i)
+    CHECK(read_blocks(r.loop, *r.wb, i * 9, 3) == stamped(i * 9, 3, i + 1));
+  CHECK(std::ranges::any_of(
+      r.events, [](auto& e) { return e.find("lost its redundancy") != std::string::npos; }));
   r.stop();
 }
 
-TEST_CASE("write-back: a log gone with dirty data: its blocks are reported lost and read as errors, not stale",
-          "[raid][write_back]") {
+TEST_CASE(
+    "write-back: a log gone with dirty data: its blocks are reported lost and read as errors, not "
+    "stale",
+    "[raid][write_back]") {
   rig r(6);
   std::optional<std::uint64_t> persisted_lost;  // the owner's copy: blocks in the last set given
-  r.options.persist_lost = [&](const block_range_set& lost) { persisted_lost = lost.block_count(); };
+  r.options.persist_lost = [&](const block_range_set& lost) {
+    persisted_lost = lost.block_count();
+  };
   r.stop();
   r.open();
   write_blocks(r.loop, *r.wb, 100, stamped(100, 4, 1));
@@ -223,7 +247,8 @@ TEST_CASE("write-back: a log gone with dirty data: its blocks are reported lost 
   write_blocks(r.loop, *r.wb, 100, stamped(100, 2, 3));
   CHECK(read_blocks(r.loop, *r.wb, 100, 2) == stamped(100, 2, 3));
   CHECK(persisted_lost == 0);
-  CHECK(std::ranges::any_of(r.events, [](auto& e) { return e.find("dirty data lost") != std::string::npos; }));
+  CHECK(std::ranges::any_of(
+      r.events, [](auto& e) { return e.find("dirty data lost") != std::string::npos; }));
   r.stop();
 }
 
@@ -251,9 +276,11 @@ struct holding_gate final : block_device {
 
 }  // namespace
 
-TEST_CASE("write-back: a write whose log record is still being written when the log fails is answered only after that "
-          "log write ends (it reads the host's buffers)",
-          "[raid][write_back]") {
+TEST_CASE(
+    "write-back: a write whose log record is still being written when the log fails is answered "
+    "only after that "
+    "log write ends (it reads the host's buffers)",
+    "[raid][write_back]") {
   rig r(11);
   r.stop();
   holding_gate gate(*r.log);
@@ -272,7 +299,7 @@ TEST_CASE("write-back: a write whose log record is still being written when the 
   CHECK(run(r.loop, *r.wb, *b) == std::error_code{});
   r.loop.run_until([&] { return r.wb->log_failed() && r.wb->counters().writes_direct >= 2; });
   for (int i = 0; i < 200; ++i) r.loop.step();  // A's direct write ends meanwhile
-  CHECK(a->completions == 0);  // its log write still reads its buffer
+  CHECK(a->completions == 0);                   // its log write still reads its buffer
   gate.release();
   r.loop.run_until([&] { return a->completions == 1; });
   CHECK(a->req.result == std::error_code{});
@@ -280,8 +307,10 @@ TEST_CASE("write-back: a write whose log record is still being written when the 
   r.stop();
 }
 
-TEST_CASE("write-back: a write its volume wants written through goes to the group, unless the log has its blocks",
-          "[raid][write_back]") {
+TEST_CASE(
+    "write-back: a write its volume wants written through goes to the group, unless the log has "
+    "its blocks",
+    "[raid][write_back]") {
   rig r(7);
   write_blocks(r.loop, *r.wb, 40, stamped(40, 4, 1));  // logged: dirty
   auto through = [&](std::uint64_t lba, std::uint64_t blocks, std::uint64_t seq) {
@@ -320,11 +349,14 @@ TEST_CASE("write-back: a write its volume wants written through goes to the grou
 // durable until a group flush that follows them completes. Found by
 // strata-torture while the write log's SSD was being rebuilt (every write
 // went to the group directly).
-TEST_CASE("write-back: a flush is answered only after a group flush that covers the direct writes before it",
-          "[raid][write_back]") {
+TEST_CASE(
+    "write-back: a flush is answered only after a group flush that covers the direct writes before "
+    "it",
+    "[raid][write_back]") {
   rig r(9);
   r.wb->set_mode(cache_mode::write_through);
-  write_blocks(r.loop, *r.wb, 300, stamped(300, 2, 1));  // straight to the group, in its volatile cache
+  write_blocks(r.loop, *r.wb, 300,
+               stamped(300, 2, 1));  // straight to the group, in its volatile cache
   CHECK(r.wb->counters().writes_direct == 1);
   r.group->hang();  // the group's flushes are on their way, not done
   auto first = io::flush();
@@ -354,7 +386,8 @@ TEST_CASE("write-back: a flush is answered only after a group flush that covers 
 // marker, and with nothing reclaimed between restarts the markers fill the
 // log; a restart that found no room for its marker stopped the controller
 // (an invariant). Here nothing is destaged, so nothing is reclaimed.
-TEST_CASE("write-back: restart after restart with a full log replays it and loses nothing", "[raid][write_back]") {
+TEST_CASE("write-back: restart after restart with a full log replays it and loses nothing",
+          "[raid][write_back]") {
   rig r(10, 2 + 64);
   r.options.destage_above_fraction = 2.0;  // no destage before the restarts
   r.options.destage_age = std::chrono::hours(1);
@@ -390,7 +423,8 @@ TEST_CASE("write-back: restart after restart with a full log replays it and lose
     r.group->power_on();
     r.log->power_on();
     r.open();  // replays the log: its marker takes a block, until none is left
-    for (std::uint64_t i = 0; i < acknowledged; ++i) CHECK(read_blocks(r.loop, *r.wb, i * 16, 16) == stamped(i * 16, 16, i + 1));
+    for (std::uint64_t i = 0; i < acknowledged; ++i)
+      CHECK(read_blocks(r.loop, *r.wb, i * 16, 16) == stamped(i * 16, 16, i + 1));
   }
   r.options.destage_above_fraction = 0.10;
   r.stop();
@@ -398,7 +432,8 @@ TEST_CASE("write-back: restart after restart with a full log replays it and lose
   r.drain();  // and it destages, reclaims and takes writes again
   write_blocks(r.loop, *r.wb, 900, stamped(900, 4, 99));
   CHECK(read_blocks(r.loop, *r.wb, 900, 4) == stamped(900, 4, 99));
-  for (std::uint64_t i = 0; i < acknowledged; ++i) CHECK(read_blocks(r.loop, *r.wb, i * 16, 16) == stamped(i * 16, 16, i + 1));
+  for (std::uint64_t i = 0; i < acknowledged; ++i)
+    CHECK(read_blocks(r.loop, *r.wb, i * 16, 16) == stamped(i * 16, 16, i + 1));
   r.stop();
 }
 
@@ -410,12 +445,15 @@ TEST_CASE("write-back: blocks lost with an earlier log stay lost across a restar
   // What the owner kept of the last log's losses, given back at the open.
   r.options.lost_at_open.insert(100, 2);
   std::optional<std::uint64_t> persisted_lost;
-  r.options.persist_lost = [&](const block_range_set& lost) { persisted_lost = lost.block_count(); };
+  r.options.persist_lost = [&](const block_range_set& lost) {
+    persisted_lost = lost.block_count();
+  };
   r.stop();
   r.open();
   CHECK(r.wb->lost_blocks_in(0, group_blocks) == 2);
   auto x = io::make(op::read, 99, 3, bs);
-  CHECK(run(r.loop, *r.wb, *x) == make_error_code(errc::media_error));  // never the group's older data
+  CHECK(run(r.loop, *r.wb, *x) ==
+        make_error_code(errc::media_error));  // never the group's older data
   CHECK(read_blocks(r.loop, *r.wb, 102, 2) == stamped(102, 2, 1));
   write_blocks(r.loop, *r.wb, 101, stamped(101, 1, 2));
   CHECK(persisted_lost == 1);
@@ -436,8 +474,9 @@ TEST_CASE("write-back: blocks lost with an earlier log stay lost across a restar
 // tears what it had not flushed) and a new device replays the log, as a
 // controller taking the pool over would; sometimes the log starts failing
 // its writes, and the cache must write through without losing anything.
-TEST_CASE("write-back: overlapping I/O, reordering disks, power cuts and log write failures lose nothing",
-          "[raid][write_back][crash]") {
+TEST_CASE(
+    "write-back: overlapping I/O, reordering disks, power cuts and log write failures lose nothing",
+    "[raid][write_back][crash]") {
   const std::uint64_t base = test_seed();
   std::uint64_t log_failures_survived = 0;
   for (std::uint64_t s = 0; s < 40; ++s) {
@@ -452,12 +491,15 @@ TEST_CASE("write-back: overlapping I/O, reordering disks, power cuts and log wri
     r.options.persist_retirement = [&](std::function<void(std::error_code)> done) {
       // The controller's own store dies with the power.
       if (!crashed) retired_elsewhere = true;
-      boost::asio::post(r.loop.context, [done, ok = !crashed] { done(ok ? std::error_code{} : make_error_code(errc::io_error)); });
+      boost::asio::post(r.loop.context, [done, ok = !crashed] {
+        done(ok ? std::error_code{} : make_error_code(errc::io_error));
+      });
     };
     r.group->set_reorder(std::chrono::milliseconds(3), 0.3);
     r.log->set_reorder(std::chrono::milliseconds(1), 0.3);
     r.options.destage_age = std::chrono::milliseconds(1 + rng() % 20);
-    r.options.bypass_min_blocks = rng() % 2 == 0 ? 8 + rng() % 12 : 0;  // some long writes go straight to the group
+    r.options.bypass_min_blocks =
+        rng() % 2 == 0 ? 8 + rng() % 12 : 0;  // some long writes go straight to the group
     r.stop();
     r.open();  // with the options above
     const std::uint64_t hot = 64 + rng() % 512;
@@ -490,11 +532,13 @@ TEST_CASE("write-back: overlapping I/O, reordering disks, power cuts and log wri
         auto data = stamped(lba, blocks, seq);
         std::memcpy(c.x->buffer.data(), data.data(), data.size());
         c.model_id = model.submitted(lba, blocks, seq, c.began);
-        trace[seq] = "submitted " + std::to_string(c.began) + " lba " + std::to_string(lba) + "+" + std::to_string(blocks);
+        trace[seq] = "submitted " + std::to_string(c.began) + " lba " + std::to_string(lba) + "+" +
+                     std::to_string(blocks);
       } else if (kind < 6) {
         c.x = io::discard(lba, blocks);
         c.model_id = model.submitted(lba, blocks, 0, c.began);
-        trace[1000000 + c.model_id] = "discard submitted " + std::to_string(c.began) + " lba " + std::to_string(lba) + "+" + std::to_string(blocks);
+        trace[1000000 + c.model_id] = "discard submitted " + std::to_string(c.began) + " lba " +
+                                      std::to_string(lba) + "+" + std::to_string(blocks);
       } else if (kind < 9) {
         c.x = io::make(op::read, lba, blocks, bs);
       } else {
@@ -511,7 +555,9 @@ TEST_CASE("write-back: overlapping I/O, reordering disks, power cuts and log wri
         case op::write:
         case op::discard:
           model.completed(c.model_id, !q.result, at);
-          if (q.operation == op::discard) trace[1000000 + c.model_id] += " completed " + std::to_string(at) + (q.result ? " failed" : "");
+          if (q.operation == op::discard)
+            trace[1000000 + c.model_id] +=
+                " completed " + std::to_string(at) + (q.result ? " failed" : "");
           if (q.operation == op::write) {
             trace[sim::decode_block(c.x->buffer.bytes().subspan(0, bs), q.lba).value_or(0)] +=
                 " completed " + std::to_string(at) + (q.result ? " failed" : "");
@@ -529,8 +575,9 @@ TEST_CASE("write-back: overlapping I/O, reordering disks, power cuts and log wri
             INFO("block " << q.lba + b);
             if (why) {
               for (auto& [k, t] : trace) UNSCOPED_INFO(k << ": " << t);
-              FAIL(*why << " read " << q.lba << "+" << q.block_count << " began " << c.began << " log failed at "
-                        << log_failed_time << " failing " << log_writes_failing << " " << r.wb->debug_state());
+              FAIL(*why << " read " << q.lba << "+" << q.block_count << " began " << c.began
+                        << " log failed at " << log_failed_time << " failing " << log_writes_failing
+                        << " " << r.wb->debug_state());
             }
           }
           break;
@@ -555,7 +602,8 @@ TEST_CASE("write-back: overlapping I/O, reordering disks, power cuts and log wri
           log_writes_failing = true;
         }
         if (!r.loop.step()) break;
-        if (auto bad = r.wb->check_invariants(); !bad.empty()) FAIL(bad << " at " << now << " " << r.wb->debug_state());
+        if (auto bad = r.wb->check_invariants(); !bad.empty())
+          FAIL(bad << " at " << now << " " << r.wb->debug_state());
       }
       CHECK(failures_before_cut == 0);
       if (r.wb->log_failed() && log_writes_failing) ++log_failures_survived;
@@ -571,7 +619,8 @@ TEST_CASE("write-back: overlapping I/O, reordering disks, power cuts and log wri
       for (client& c : clients) {
         if (!c.busy) continue;
         while (c.x->completions != 1) {
-          if (!r.loop.step()) FAIL("stuck: op " << int(c.x->req.operation) << " " << r.wb->debug_state());
+          if (!r.loop.step())
+            FAIL("stuck: op " << int(c.x->req.operation) << " " << r.wb->debug_state());
         }
         finish(c);
       }
@@ -593,12 +642,13 @@ TEST_CASE("write-back: overlapping I/O, reordering disks, power cuts and log wri
         auto v = sim::decode_block(read_blocks(r.loop, *r.wb, b, 1), b);
         std::string events;
         for (auto& e : r.events) events += e + "; ";
-        INFO("after the power cut, block " << b << "; log failing " << fail_log_at << "/" << steps << "; events: " << events);
+        INFO("after the power cut, block " << b << "; log failing " << fail_log_at << "/" << steps
+                                           << "; events: " << events);
         if (auto why = model.check_after_crash(b, v)) {
           for (auto& [k, t] : trace) UNSCOPED_INFO(k << ": " << t);
           const auto& k = r.wb->counters();
-          FAIL(*why << " log failed at " << log_failed_time << " epoch " << epoch << " now " << now << " replayed "
-                    << k.records_replayed << " checkpoints " << k.checkpoints);
+          FAIL(*why << " log failed at " << log_failed_time << " epoch " << epoch << " now " << now
+                    << " replayed " << k.records_replayed << " checkpoints " << k.checkpoints);
         }
         model.settle_after_crash(b, v);
       }

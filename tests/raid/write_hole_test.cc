@@ -88,8 +88,9 @@ struct block_state {
 
 }  // namespace
 
-TEST_CASE("raid6: power cuts mid-write; assembly and resync keep flushed writes and consistent parity",
-          "[raid][raid6][crash]") {
+TEST_CASE(
+    "raid6: power cuts mid-write; assembly and resync keep flushed writes and consistent parity",
+    "[raid][raid6][crash]") {
   const std::uint64_t seed = test_seed();
   std::mt19937_64 random(seed);
   for (int round = 0; round < 25; ++round) {
@@ -109,7 +110,8 @@ TEST_CASE("raid6: power cuts mid-write; assembly and resync keep flushed writes 
 
     auto overlaps_in_flight = [&](std::uint64_t lba, std::uint64_t count) {
       for (const auto& w : writes) {
-        if (w.x && w.x->completions == 0 && lba < w.lba + w.data.size() / block_size && w.lba < lba + count) {
+        if (w.x && w.x->completions == 0 && lba < w.lba + w.data.size() / block_size &&
+            w.lba < lba + count) {
           return true;
         }
       }
@@ -178,14 +180,17 @@ TEST_CASE("raid6: power cuts mid-write; assembly and resync keep flushed writes 
     }
     // The old group fails everything still in flight; let it wind down.
     s.loop.run_until([&] {
-      return settled == s.faults.size() && s.group->idle() && (!flush_in_flight || flush_io->completions) &&
-             std::all_of(writes.begin() + 1, writes.end(), [](const write_record& w) { return w.x->completions; });
+      return settled == s.faults.size() && s.group->idle() &&
+             (!flush_in_flight || flush_io->completions) &&
+             std::all_of(writes.begin() + 1, writes.end(),
+                         [](const write_record& w) { return w.x->completions; });
     });
     s.group.reset();
 
     // Restart: assemble, let the resync finish, then check.
     std::optional<raid6_group::assembled> result;
-    raid6_group::assemble(s.power_up(), group_options(), [&](raid6_group::assembled r) { result = std::move(r); });
+    raid6_group::assemble(s.power_up(), group_options(),
+                          [&](raid6_group::assembled r) { result = std::move(r); });
     s.loop.run_until([&] { return result.has_value(); });
     REQUIRE(*result);
     s.group = std::move(**result);
@@ -203,8 +208,9 @@ TEST_CASE("raid6: power cuts mid-write; assembly and resync keep flushed writes 
         const auto* p = w.data.data() + (b - w.lba) * block_size;
         return {p, p + block_size};
       };
-      const std::vector<std::byte> here(got.begin() + static_cast<std::ptrdiff_t>(b * block_size),
-                                        got.begin() + static_cast<std::ptrdiff_t>((b + 1) * block_size));
+      const std::vector<std::byte> here(
+          got.begin() + static_cast<std::ptrdiff_t>(b * block_size),
+          got.begin() + static_cast<std::ptrdiff_t>((b + 1) * block_size));
       bool ok = here == version_data(state[b].stable);
       for (std::uint32_t v : state[b].later) ok = ok || here == version_data(v);
       INFO("block " << b << ": stable version " << state[b].stable << ", " << state[b].later.size()
@@ -237,7 +243,8 @@ TEST_CASE("raid6: a clean shutdown leaves nothing to resync", "[raid][raid6][cra
   s.group.reset();
 
   std::optional<raid6_group::assembled> result;
-  raid6_group::assemble(s.power_up(), group_options(), [&](raid6_group::assembled r) { result = std::move(r); });
+  raid6_group::assemble(s.power_up(), group_options(),
+                        [&](raid6_group::assembled r) { result = std::move(r); });
   s.loop.run_until([&] { return result.has_value(); });
   REQUIRE(*result);
   CHECK_FALSE((**result)->resync_status().running);
@@ -245,7 +252,8 @@ TEST_CASE("raid6: a clean shutdown leaves nothing to resync", "[raid][raid6][cra
   CHECK(read_blocks(s.loop, ***result, 0, (**result)->geometry().block_count) == data);
 }
 
-TEST_CASE("raid6: an unclean shutdown resyncs only the regions being written", "[raid][raid6][crash]") {
+TEST_CASE("raid6: an unclean shutdown resyncs only the regions being written",
+          "[raid][raid6][crash]") {
   shelf s(5, test_seed());
   s.create_and_format();
   const std::uint64_t per_stripe = s.group->layout().stripe_data_blocks();
@@ -260,10 +268,11 @@ TEST_CASE("raid6: an unclean shutdown resyncs only the regions being written", "
   flush(s.loop, *s.group);
   s.loop.run_until([&] { return s.group->idle(); });
   CHECK(s.group->intent_regions_set() == 1);  // region 2 written since; region 0 idle
-  s.group.reset();  // a crash: no mark_clean
+  s.group.reset();                            // a crash: no mark_clean
 
   std::optional<raid6_group::assembled> result;
-  raid6_group::assemble(s.power_up(), group_options(), [&](raid6_group::assembled r) { result = std::move(r); });
+  raid6_group::assemble(s.power_up(), group_options(),
+                        [&](raid6_group::assembled r) { result = std::move(r); });
   s.loop.run_until([&] { return result.has_value(); });
   REQUIRE(*result);
   CHECK((**result)->resync_status().stripes_total == 4);  // one region of four stripes
@@ -275,7 +284,8 @@ namespace {
 
 // Assembles the shelf's members after a restart, leaving out member
 // `missing` (none: every member there).
-std::unique_ptr<raid6_group> restart(shelf& s, const raid6_options& options, unsigned missing = ~0u) {
+std::unique_ptr<raid6_group> restart(shelf& s, const raid6_options& options,
+                                     unsigned missing = ~0u) {
   std::vector<block_device*> devices = s.power_up();
   if (missing < devices.size()) devices.erase(devices.begin() + missing);
   std::optional<raid6_group::assembled> result;
@@ -308,7 +318,8 @@ TEST_CASE("raid6: a clean shutdown pauses the resync promptly; the next assembly
   s.group.reset();  // a crash
   // The last stripe's P was torn: only its resync puts it right.
   const unsigned p_member = layout.member_of(stripes - 1, layout.data_strips());
-  write_blocks(s.loop, *s.disks[p_member], layout.member_lba(stripes - 1, 0), pattern(strip_blocks * block_size, 5));
+  write_blocks(s.loop, *s.disks[p_member], layout.member_lba(stripes - 1, 0),
+               pattern(strip_blocks * block_size, 5));
 
   std::vector<resync_progress> reported;
   raid6_options options = group_options();
@@ -337,7 +348,8 @@ TEST_CASE("raid6: a clean shutdown pauses the resync promptly; the next assembly
   const resync_progress resumed = s.group->resync_status();
   CHECK(resumed.running);
   CHECK(resumed.stripes_total > 0);
-  CHECK(resumed.stripes_total <= stripes - paused.stripes_done + 3);  // the region it stopped in, again
+  CHECK(resumed.stripes_total <=
+        stripes - paused.stripes_done + 3);  // the region it stopped in, again
   s.loop.run_until([&] { return s.group->idle(); });
   CHECK_FALSE(s.group->resync_status().running);
   REQUIRE(reported.size() == 1);
@@ -347,11 +359,14 @@ TEST_CASE("raid6: a clean shutdown pauses the resync promptly; the next assembly
   CHECK(report.stripes_repaired == 0);  // the torn P was resynced
   CHECK(report.stripes_unrecoverable == 0);
   const auto written = pattern(s.group->geometry().size_bytes(), 4);
-  CHECK(read_blocks(s.loop, *s.group, 0, per_stripe) == std::vector<std::byte>(written.begin(), written.begin() + static_cast<std::ptrdiff_t>(per_stripe * block_size)));
+  CHECK(read_blocks(s.loop, *s.group, 0, per_stripe) ==
+        std::vector<std::byte>(written.begin(), written.begin() + static_cast<std::ptrdiff_t>(
+                                                                      per_stripe * block_size)));
 }
 
-TEST_CASE("raid6: a degraded read before the resync reaches a torn stripe returns nothing unverified",
-          "[raid][raid6][crash]") {
+TEST_CASE(
+    "raid6: a degraded read before the resync reaches a torn stripe returns nothing unverified",
+    "[raid][raid6][crash]") {
   shelf s(6, test_seed());  // 4 + 2
   s.create_and_format();
   const raid6_layout layout = s.group->layout();
@@ -364,7 +379,8 @@ TEST_CASE("raid6: a degraded read before the resync reaches a torn stripe return
   s.group.reset();  // a crash
   // Stripe 3 was being rewritten: data strip 0 landed, P and Q did not.
   constexpr std::uint64_t torn = 3;
-  write_blocks(s.loop, *s.disks[layout.member_of(torn, 0)], layout.member_lba(torn, 0), pattern(strip_bytes, 7));
+  write_blocks(s.loop, *s.disks[layout.member_of(torn, 0)], layout.member_lba(torn, 0),
+               pattern(strip_bytes, 7));
   // The restart finds the member holding data strip 1 of stripe 3 gone.
   const unsigned missing = layout.member_of(torn, 1);
   std::vector<resync_progress> reported;
@@ -389,8 +405,9 @@ TEST_CASE("raid6: a degraded read before the resync reaches a torn stripe return
   s.loop.run_until([&] { return clean_read->completions == 1 && torn_read->completions == 1; });
   // The stripe that P and Q agree on reads as it was written.
   REQUIRE_FALSE(clean_read->req.result);
-  CHECK(std::vector<std::byte>(clean_read->buffer.data(), clean_read->buffer.data() + strip_bytes) ==
-        expected(clean_lba, strip_blocks));
+  CHECK(
+      std::vector<std::byte>(clean_read->buffer.data(), clean_read->buffer.data() + strip_bytes) ==
+      expected(clean_lba, strip_blocks));
   // The torn one: P rebuilds something that is neither the old data nor a
   // write's; Q disagrees. The read says so instead of returning it.
   CHECK(torn_read->req.result == make_error_code(errc::media_error));
@@ -399,7 +416,8 @@ TEST_CASE("raid6: a degraded read before the resync reaches a torn stripe return
   CHECK(s.group->resync_status().unverifiable == 1);
   REQUIRE(reported.size() == 1);
   CHECK(reported[0].unverifiable == 1);
-  CHECK(read_blocks(s.loop, *s.group, clean_lba, strip_blocks) == expected(clean_lba, strip_blocks));
+  CHECK(read_blocks(s.loop, *s.group, clean_lba, strip_blocks) ==
+        expected(clean_lba, strip_blocks));
 }
 
 }  // namespace strata::raid

@@ -20,8 +20,10 @@ void fill_block(std::span<std::byte> block, std::uint64_t block_index, std::uint
   std::memcpy(block.data() + 8, &seq, 8);
 }
 
-std::optional<std::uint64_t> decode_block(std::span<const std::byte> block, std::uint64_t block_index) {
-  if (std::all_of(block.begin(), block.end(), [](std::byte b) { return b == std::byte{0}; })) return 0;
+std::optional<std::uint64_t> decode_block(std::span<const std::byte> block,
+                                          std::uint64_t block_index) {
+  if (std::all_of(block.begin(), block.end(), [](std::byte b) { return b == std::byte{0}; }))
+    return 0;
   std::uint64_t index = 0, seq = 0;
   std::memcpy(&index, block.data(), 8);
   std::memcpy(&seq, block.data() + 8, 8);
@@ -32,15 +34,18 @@ std::optional<std::uint64_t> decode_block(std::span<const std::byte> block, std:
   return seq;
 }
 
-block_model::block_model(std::uint64_t block_count) : blocks_(block_count), anything_(block_count, false) {
+block_model::block_model(std::uint64_t block_count)
+    : blocks_(block_count), anything_(block_count, false) {
   ops_.push_back({0, block_count, 0, true});  // id 0: the zeros every block starts with
   for (auto& b : blocks_) b.push_back({0, 0, 0, 0, true, true});
 }
 
-std::uint64_t block_model::submitted(std::uint64_t first, std::uint64_t count, std::uint64_t seq, sim_time now) {
+std::uint64_t block_model::submitted(std::uint64_t first, std::uint64_t count, std::uint64_t seq,
+                                     sim_time now) {
   const std::uint64_t id = ops_.size();
   ops_.push_back({first, count, never, false});
-  for (std::uint64_t b = first; b < first + count; ++b) blocks_[b].push_back({id, seq, now, never, false, false});
+  for (std::uint64_t b = first; b < first + count; ++b)
+    blocks_[b].push_back({id, seq, now, never, false, false});
   return id;
 }
 
@@ -58,7 +63,9 @@ void block_model::completed(std::uint64_t id, bool ok, sim_time now) {
   if (ok) not_durable_.push_back(id);
 }
 
-bool block_model::in_flight(std::uint64_t id) const { return ops_[id].completed == never; }
+bool block_model::in_flight(std::uint64_t id) const {
+  return ops_[id].completed == never;
+}
 
 void block_model::flush_completed(sim_time submitted_at) {
   std::erase_if(not_durable_, [&](std::uint64_t id) {
@@ -88,7 +95,8 @@ std::optional<std::string> block_model::check(std::uint64_t block, std::optional
   const auto& history = blocks_[block];
   for (const write& w : history) {
     // Forgiven: anything goes here until a durable write replaces it.
-    if (w.seq == garbage && !overwritten(history, w, after_crash ? never : read_began, after_crash)) {
+    if (w.seq == garbage &&
+        !overwritten(history, w, after_crash ? never : read_began, after_crash)) {
       return std::nullopt;
     }
   }
@@ -97,26 +105,35 @@ std::optional<std::string> block_model::check(std::uint64_t block, std::optional
   for (const write& w : history) {
     if (w.seq != value) continue;
     known = true;
-    if (!overwritten(history, w, after_crash ? never : read_began, after_crash)) return std::nullopt;
+    if (!overwritten(history, w, after_crash ? never : read_began, after_crash))
+      return std::nullopt;
   }
-  if (!seq && !known) return "block " + std::to_string(block) + " holds data no write put there (garbage or another block's)";
+  if (!seq && !known)
+    return "block " + std::to_string(block) +
+           " holds data no write put there (garbage or another block's)";
   std::string why = "block " + std::to_string(block) + " holds write " + std::to_string(value) +
-                    (known ? ", which a later write had certainly replaced" : ", which the model no longer allows") +
+                    (known ? ", which a later write had certainly replaced"
+                           : ", which the model no longer allows") +
                     (after_crash ? " (after a crash, by a durable write)" : "") + "; possible:";
   for (const write& w : history) {
     if (!overwritten(history, w, after_crash ? never : read_began, after_crash)) {
-      why += " " + std::to_string(w.seq) + (w.durable ? "(durable)" : w.completed == never ? "(in flight)" : "");
+      why += " " + std::to_string(w.seq) +
+             (w.durable              ? "(durable)"
+              : w.completed == never ? "(in flight)"
+                                     : "");
     }
   }
   return why;
 }
 
-std::optional<std::string> block_model::check_read(std::uint64_t block, std::optional<std::uint64_t> seq,
+std::optional<std::string> block_model::check_read(std::uint64_t block,
+                                                   std::optional<std::uint64_t> seq,
                                                    sim_time read_began) const {
   return check(block, seq, read_began, false);
 }
 
-std::optional<std::string> block_model::check_after_crash(std::uint64_t block, std::optional<std::uint64_t> seq) const {
+std::optional<std::string> block_model::check_after_crash(std::uint64_t block,
+                                                          std::optional<std::uint64_t> seq) const {
   return check(block, seq, never, true);
 }
 

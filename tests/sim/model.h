@@ -36,7 +36,8 @@ constexpr std::uint64_t garbage = std::numeric_limits<std::uint64_t>::max();
 void fill_block(std::span<std::byte> block, std::uint64_t block_index, std::uint64_t seq);
 // The write a block's contents came from: its sequence number (0: zeros),
 // or nothing if no write could have left it (garbage, another block's data).
-std::optional<std::uint64_t> decode_block(std::span<const std::byte> block, std::uint64_t block_index);
+std::optional<std::uint64_t> decode_block(std::span<const std::byte> block,
+                                          std::uint64_t block_index);
 
 class block_model {
  public:
@@ -44,7 +45,8 @@ class block_model {
 
   // A write (seq > 0) or a discard (zeros) of [first, first + count).
   // Returns its id for completed().
-  std::uint64_t submitted(std::uint64_t first, std::uint64_t count, std::uint64_t seq, sim_time now);
+  std::uint64_t submitted(std::uint64_t first, std::uint64_t count, std::uint64_t seq,
+                          sim_time now);
   void completed(std::uint64_t id, bool ok, sim_time now);
   // A flush submitted at `submitted_at` completed: every write that had
   // completed successfully by then is durable.
@@ -55,7 +57,8 @@ class block_model {
   std::optional<std::string> check_read(std::uint64_t block, std::optional<std::uint64_t> seq,
                                         sim_time read_began) const;
   // The same for the first read after a crash.
-  std::optional<std::string> check_after_crash(std::uint64_t block, std::optional<std::uint64_t> seq) const;
+  std::optional<std::string> check_after_crash(std::uint64_t block,
+                                               std::optional<std::uint64_t> seq) const;
   // After a crash, the block holds what was read: that value alone,
   // durable. Nothing: a block the test forgave (the degraded write hole),
   // which may then read as anything until a durable write replaces it --
@@ -83,14 +86,16 @@ class block_model {
     sim_time completed = never;
     bool ok = false;
   };
-  bool overwritten(const std::vector<write>& history, const write& w, sim_time before, bool durable_only) const;
-  std::optional<std::string> check(std::uint64_t block, std::optional<std::uint64_t> seq, sim_time read_began,
-                                   bool after_crash) const;
+  bool overwritten(const std::vector<write>& history, const write& w, sim_time before,
+                   bool durable_only) const;
+  std::optional<std::string> check(std::uint64_t block, std::optional<std::uint64_t> seq,
+                                   sim_time read_began, bool after_crash) const;
 
   std::vector<std::vector<write>> blocks_;
   std::vector<bool> anything_;  // per block: forgiven, and no durable write since
-  std::vector<op> ops_;  // by id
-  std::vector<std::uint64_t> not_durable_;  // ids of ops that completed successfully, not yet durable
+  std::vector<op> ops_;         // by id
+  std::vector<std::uint64_t>
+      not_durable_;  // ids of ops that completed successfully, not yet durable
 };
 
 }  // namespace strata::sim

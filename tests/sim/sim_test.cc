@@ -10,8 +10,8 @@
 //   sim_tests --minutes M          seeds until M minutes have passed
 //   sim_tests --seed S             one seed (what a failure prints)
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <array>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -33,7 +33,8 @@ struct run_options {
 };
 run_options options;
 std::uint64_t known_limit_hits = 0;  // crashes that hit the degraded write hole
-std::uint64_t takeovers = 0, takeovers_refused = 0, hand_overs = 0, link_calls_lost = 0;  // summed over the seeds
+std::uint64_t takeovers = 0, takeovers_refused = 0, hand_overs = 0,
+              link_calls_lost = 0;  // summed over the seeds
 
 constexpr unsigned clients = 12;
 constexpr std::uint64_t max_blocks_per_io = 8;
@@ -105,7 +106,9 @@ class simulation {
   void note(const std::string& what) {
     log_ += "  [t=" + std::to_string(now_) + "] " + what + "\n";
     // STRATA_SIM_TRACE=1: as it happens too (for a run a check aborts).
-    if (std::getenv("STRATA_SIM_TRACE") != nullptr) std::fprintf(stderr, "sim: [t=%llu] %s\n", static_cast<unsigned long long>(now_), what.c_str());
+    if (std::getenv("STRATA_SIM_TRACE") != nullptr)
+      std::fprintf(stderr, "sim: [t=%llu] %s\n", static_cast<unsigned long long>(now_),
+                   what.c_str());
   }
   void fail(const std::string& what) {
     if (failure_.empty()) failure_ = "seed " + std::to_string(seed_) + ": " + what;
@@ -142,7 +145,8 @@ class simulation {
     const std::uint64_t volume_blocks = model.block_count();
     // Hot spots: most requests land in a few extents, so they overlap.
     const std::uint64_t hot = (random_() % 3) * extent_blocks;
-    const std::uint64_t lba = random_() % 4 == 0 ? random_() % volume_blocks : hot + random_() % extent_blocks;
+    const std::uint64_t lba =
+        random_() % 4 == 0 ? random_() % volume_blocks : hot + random_() % extent_blocks;
     c.lba = std::min(lba, volume_blocks - 1);
     c.blocks = std::min<std::uint64_t>(1 + random_() % max_blocks_per_io, volume_blocks - c.lba);
     c.began = ++now_;
@@ -176,11 +180,14 @@ class simulation {
   void finish(client& c) {
     const sim_time done = ++now_;
     if (trace_steps_) {
-      std::fprintf(stderr, "step %llu: client %zu op %d %s %llu+%llu (t=%llu..%llu, write %llu) -> %s\n", static_cast<unsigned long long>(steps_),
-                   static_cast<std::size_t>(&c - clients_.data()), static_cast<int>(c.what), volumes_[c.volume].name.c_str(),
-                   static_cast<unsigned long long>(c.lba), static_cast<unsigned long long>(c.blocks),
-                   static_cast<unsigned long long>(c.began), static_cast<unsigned long long>(done),
-                   static_cast<unsigned long long>(c.what == client::write ? c.seq : 0), c.x->req.result.message().c_str());
+      std::fprintf(
+          stderr, "step %llu: client %zu op %d %s %llu+%llu (t=%llu..%llu, write %llu) -> %s\n",
+          static_cast<unsigned long long>(steps_), static_cast<std::size_t>(&c - clients_.data()),
+          static_cast<int>(c.what), volumes_[c.volume].name.c_str(),
+          static_cast<unsigned long long>(c.lba), static_cast<unsigned long long>(c.blocks),
+          static_cast<unsigned long long>(c.began), static_cast<unsigned long long>(done),
+          static_cast<unsigned long long>(c.what == client::write ? c.seq : 0),
+          c.x->req.result.message().c_str());
     }
     const std::error_code ec = c.x->req.result;
     block_model& model = volumes_[c.volume].model;
@@ -193,18 +200,21 @@ class simulation {
           break;
         }
         if (ec) {
-          fail("read " + volumes_[c.volume].name + " " + std::to_string(c.lba) + "+" + std::to_string(c.blocks) +
-               " failed: " + ec.message());
+          fail("read " + volumes_[c.volume].name + " " + std::to_string(c.lba) + "+" +
+               std::to_string(c.blocks) + " failed: " + ec.message());
           break;
         }
         for (std::uint64_t b = 0; b < c.blocks; ++b) {
-          const auto seq = decode_block(std::span(c.x->buffer.data() + b * block_size, block_size), c.lba + b);
+          const auto seq =
+              decode_block(std::span(c.x->buffer.data() + b * block_size, block_size), c.lba + b);
           if (auto why = model.check_read(c.lba + b, seq, c.began)) {
-            if (rebuild_hole() && on_capacity(c.volume, c.lba + b)) continue;  // forgiven: see rebuild_hole()
+            if (rebuild_hole() && on_capacity(c.volume, c.lba + b))
+              continue;  // forgiven: see rebuild_hole()
             const auto where = vol(c.volume).location((c.lba + b) / extent_blocks);
-            fail("volume " + volumes_[c.volume].name + ": a read begun at t=" + std::to_string(c.began) + ": " + *why +
-                 " (its extent now " +
-                 (where ? "on group " + std::to_string(where->group) + " extent " + std::to_string(where->extent)
+            fail("volume " + volumes_[c.volume].name + ": a read begun at t=" +
+                 std::to_string(c.began) + ": " + *why + " (its extent now " +
+                 (where ? "on group " + std::to_string(where->group) + " extent " +
+                              std::to_string(where->extent)
                         : std::string("unmapped")) +
                  ")");
           }
@@ -215,7 +225,8 @@ class simulation {
         // Certain only if the failure was known before the step in which
         // the write completed (one handler may learn the failure after
         // completing it).
-        if (!ec && failure_known_before_step_) fail("a write was acknowledged after a metadata failure");
+        if (!ec && failure_known_before_step_)
+          fail("a write was acknowledged after a metadata failure");
         if (ec && ec != errc::no_space && !(ec == errc::io_error && w_.pool->metadata_failed())) {
           fail("a write failed: " + ec.message());
         }
@@ -249,7 +260,8 @@ class simulation {
         // cold tiers each move to and from both others.
         const tiering::tier from = w_.pool->tier_of(where->group);
         std::vector<tiering::tier> others;
-        for (const tiering::tier t : {tiering::tier::performance, tiering::tier::capacity, tiering::tier::cold}) {
+        for (const tiering::tier t :
+             {tiering::tier::performance, tiering::tier::capacity, tiering::tier::cold}) {
           if (t != from) others.push_back(t);
         }
         const tiering::tier to = others[random_() % others.size()];
@@ -265,10 +277,11 @@ class simulation {
           --moves_;
           if (trace_steps_) {
             const auto now_at = v.location(e);
-            std::fprintf(stderr, "step %llu: move of extent %llu ended: %s; now group %d extent %lld\n",
-                         static_cast<unsigned long long>(steps_), static_cast<unsigned long long>(e),
-                         ec.message().c_str(), now_at ? static_cast<int>(now_at->group) : -1,
-                         now_at ? static_cast<long long>(now_at->extent) : -1LL);
+            std::fprintf(
+                stderr, "step %llu: move of extent %llu ended: %s; now group %d extent %lld\n",
+                static_cast<unsigned long long>(steps_), static_cast<unsigned long long>(e),
+                ec.message().c_str(), now_at ? static_cast<int>(now_at->group) : -1,
+                now_at ? static_cast<long long>(now_at->extent) : -1LL);
           }
         });
       }
@@ -278,13 +291,16 @@ class simulation {
     } else if (roll < 63) {
       const std::size_t d = random_() % 2;
       if (w_.fail_performance_disk(d)) note("performance disk " + std::to_string(d) + " fails");
-      if (random_() % 2 == 0 && w_.fail_log_disk(d)) note("write log disk " + std::to_string(d) + " fails");
+      if (random_() % 2 == 0 && w_.fail_log_disk(d))
+        note("write log disk " + std::to_string(d) + " fails");
     } else if (roll < 70) {
       const std::size_t d = random_() % w_.capacity_disks.size();
       const std::uint64_t blocks = w_.capacity_disks[d].platters->geometry().block_count;
-      const std::uint64_t lba = reserved_bytes / block_size + random_() % (blocks - reserved_bytes / block_size);
+      const std::uint64_t lba =
+          reserved_bytes / block_size + random_() % (blocks - reserved_bytes / block_size);
       if (w_.add_latent_error(d, lba, 1)) ++latent_errors_;
-    } else if (roll < 71 && !w_.metadata.fs->failing() && !draining_) {  // (a failed store is never handed over)
+    } else if (roll < 71 && !w_.metadata.fs->failing() &&
+               !draining_) {  // (a failed store is never handed over)
       note("the metadata store's syncs start failing");
       w_.metadata.fs->fail_syncs();
     } else if (roll < 72) {
@@ -324,12 +340,14 @@ class simulation {
       const bool restarts = random_() % 3 == 0;
       w_.link_down(restarts);
       link_back_at_step_ = steps_ + 20 + random_() % 400;
-      note(std::string("the partner link goes down") + (restarts ? "; controller " + world::controller_name(1 - w_.owner) + " restarts" : ""));
+      note(std::string("the partner link goes down") +
+           (restarts ? "; controller " + world::controller_name(1 - w_.owner) + " restarts" : ""));
     } else if (link_roll < 30 && !w_.link.down && !link_lossy_) {
       link_lossy_ = true;
       w_.link.loss_percent = 2 + random_() % 15;
       link_back_at_step_ = steps_ + 20 + random_() % 300;
-      note("the partner link breaks at " + std::to_string(w_.link.loss_percent) + "% of its requests and answers (and connects again)");
+      note("the partner link breaks at " + std::to_string(w_.link.loss_percent) +
+           "% of its requests and answers (and connects again)");
     } else if (link_roll < 31 && random_() % 4 == 0) {
       w_.link.records_fail = true;
       note("the pool's ownership records cannot be written (the next time)");
@@ -362,7 +380,8 @@ class simulation {
   // powered): every block reads as a read begun now may return.
   void hand_over() {
     const bool receiver_dies = random_() % 3 == 0;
-    note("a planned move of the pool from controller " + world::controller_name(w_.owner) + (receiver_dies ? ", whose receiver dies before it serves it" : ""));
+    note("a planned move of the pool from controller " + world::controller_name(w_.owner) +
+         (receiver_dies ? ", whose receiver dies before it serves it" : ""));
     cold_answers();  // the hosts' requests there end too
     draining_ = true;
     auto busy = [&] {
@@ -384,7 +403,8 @@ class simulation {
     if (!not_served.empty()) return fail(not_served);
     if (w_.link.down) w_.link_back();
     for (std::size_t i = 0; i < volumes_.size() && failure_.empty(); ++i) {
-      if (w_.pool->find_volume(volumes_[i].name) == nullptr) return fail("volume " + volumes_[i].name + " is gone after the hand-over");
+      if (w_.pool->find_volume(volumes_[i].name) == nullptr)
+        return fail("volume " + volumes_[i].name + " is gone after the hand-over");
       const std::uint64_t blocks = volumes_[i].model.block_count();
       for (std::uint64_t lba = 0; lba < blocks && failure_.empty(); lba += max_blocks_per_io) {
         client c;  // a read of every block, checked as any host's read
@@ -412,8 +432,8 @@ class simulation {
   }
 
   void crash(bool torn, bool takeover) {
-    note(std::string("power cut (") + (torn ? "torn" : "drop") + ") of controller " + world::controller_name(w_.owner) +
-         (takeover ? ", which stays down" : ""));
+    note(std::string("power cut (") + (torn ? "torn" : "drop") + ") of controller " +
+         world::controller_name(w_.owner) + (takeover ? ", which stays down" : ""));
     bool capacity_degraded = false;
     for (const disk& d : w_.capacity_disks) capacity_degraded |= d.dead;
     const bool rebuilt_from_torn = rebuild_hole();  // the group that counted it goes with the crash
@@ -439,7 +459,8 @@ class simulation {
     if (w_.link.down) w_.link_back();
     in_flight.clear();
     for (const volume_under_test& v : volumes_) {
-      if (w_.pool->find_volume(v.name) == nullptr) return fail("volume " + v.name + " is gone after the restart");
+      if (w_.pool->find_volume(v.name) == nullptr)
+        return fail("volume " + v.name + " is gone after the restart");
     }
     // Every block holds its last durable value or a later one. One known
     // exception (docs/raid-write-hole.md, "Limits"): a torn stripe of a
@@ -459,12 +480,13 @@ class simulation {
           // A degraded RAID-6 group refuses to return a lost strip it
           // cannot verify before its resync passes the stripe.
           if (forgivable && ec == errc::media_error) {
-            degraded_hole.push_back("volume " + volumes_[i].name + " block " + std::to_string(b) + " unreadable");
+            degraded_hole.push_back("volume " + volumes_[i].name + " block " + std::to_string(b) +
+                                    " unreadable");
             forgiven.emplace_back(i, b);
             continue;
           }
-          fail("volume " + volumes_[i].name + " block " + std::to_string(b) + " unreadable after the restart: " +
-               ec.message());
+          fail("volume " + volumes_[i].name + " block " + std::to_string(b) +
+               " unreadable after the restart: " + ec.message());
           return;
         }
         const auto seq = decode_block(std::span(x->buffer.data(), block_size), b);
@@ -475,7 +497,8 @@ class simulation {
             continue;
           }
           fail("volume " + volumes_[i].name + " after a power cut: " + *why + " (its extent " +
-               (where ? "on group " + std::to_string(where->group) + " extent " + std::to_string(where->extent)
+               (where ? "on group " + std::to_string(where->group) + " extent " +
+                            std::to_string(where->extent)
                       : std::string("unmapped")) +
                ")");
         } else {
@@ -490,21 +513,25 @@ class simulation {
       for (std::uint64_t e = 0; e < v->extent_count(); ++e) {
         if (auto where = v->location(e)) {
           ++mapped_count;
-          if (!mapped.emplace(where->group, where->extent).second) fail("an extent is mapped twice");
+          if (!mapped.emplace(where->group, where->extent).second)
+            fail("an extent is mapped twice");
         }
       }
     }
     std::uint64_t used = 0;
-    for (const tiering::tier t : {tiering::tier::performance, tiering::tier::capacity, tiering::tier::cold}) {
+    for (const tiering::tier t :
+         {tiering::tier::performance, tiering::tier::capacity, tiering::tier::cold}) {
       used += w_.pool->capacity_extents(t) - w_.pool->free_extents(t);
     }
-    if (used != mapped_count) fail("extents used " + std::to_string(used) + " != mapped " + std::to_string(mapped_count));
+    if (used != mapped_count)
+      fail("extents used " + std::to_string(used) + " != mapped " + std::to_string(mapped_count));
     // Once the resync is done, the redundancy is whole.
     w_.loop.run_until([&] { return w_.groups_idle(); });
     if (!degraded_hole.empty()) {
       const std::uint64_t unverifiable = w_.capacity->resync_status().unverifiable;
       if (unverifiable == 0 && !rebuilt_from_torn) {
-        fail(degraded_hole.front() + " (a degraded RAID-6 group, but its resync found no unverifiable stripe)");
+        fail(degraded_hole.front() +
+             " (a degraded RAID-6 group, but its resync found no unverifiable stripe)");
       } else {
         note(std::to_string(degraded_hole.size()) + " block(s) lost to the degraded write hole (" +
              std::to_string(unverifiable) + " unverifiable stripe(s) reported)");
@@ -518,7 +545,8 @@ class simulation {
       for (std::size_t i = 0; i < volumes_.size(); ++i) {
         for (std::uint64_t b = 0; b < volumes_[i].model.block_count(); ++b) {
           const auto where = vol(i).location(b / extent_blocks);
-          if (where && w_.pool->tier_of(where->group) == tiering::tier::capacity) forgiven.emplace_back(i, b);
+          if (where && w_.pool->tier_of(where->group) == tiering::tier::capacity)
+            forgiven.emplace_back(i, b);
         }
       }
     }
@@ -552,13 +580,17 @@ class simulation {
   bool cold_hung_ = false;  // the cold tier's device holds its requests
   std::uint64_t cold_back_at_step_ = 0;
   std::uint64_t rebuilds_seen_ = 0;
-  device::fault_device* full_drive_ = nullptr;  // a drive whose backing store is full, until full_until_step_
+  device::fault_device* full_drive_ =
+      nullptr;  // a drive whose backing store is full, until full_until_step_
   std::uint64_t full_until_step_ = 0;
-  bool hole_window_ = false;  // the last crash hit the degraded write hole: unverifiable reads may fail
+  bool hole_window_ =
+      false;  // the last crash hit the degraded write hole: unverifiable reads may fail
   bool link_lossy_ = false;
   std::uint64_t link_back_at_step_ = 0;
-  bool failure_known_before_step_ = false;  // the pool knew of a metadata failure when the last step began
-  bool trace_steps_ = std::getenv("STRATA_SIM_TRACE_STEPS") != nullptr;  // every completion, for finding where two runs part
+  bool failure_known_before_step_ =
+      false;  // the pool knew of a metadata failure when the last step began
+  bool trace_steps_ = std::getenv("STRATA_SIM_TRACE_STEPS") !=
+                      nullptr;    // every completion, for finding where two runs part
   std::uint64_t generation_ = 0;  // bumped at each crash: the old pool's callbacks are ignored
   std::string failure_;
   std::string log_;
@@ -566,7 +598,8 @@ class simulation {
 
 }  // namespace
 
-TEST_CASE("sim: seeded whole-stack runs lose no acknowledged write and return no stale data", "[sim]") {
+TEST_CASE("sim: seeded whole-stack runs lose no acknowledged write and return no stale data",
+          "[sim]") {
   const auto started = std::chrono::steady_clock::now();
   std::vector<std::uint64_t> seeds;
   if (options.one_seed) seeds.push_back(*options.one_seed);
@@ -574,7 +607,8 @@ TEST_CASE("sim: seeded whole-stack runs lose no acknowledged write and return no
   auto more = [&] {
     if (options.one_seed) return ran == 0;
     if (options.minutes > 0) {
-      return std::chrono::steady_clock::now() - started < std::chrono::duration<double, std::ratio<60>>(options.minutes);
+      return std::chrono::steady_clock::now() - started <
+             std::chrono::duration<double, std::ratio<60>>(options.minutes);
     }
     return ran < options.seeds;
   };
@@ -588,21 +622,31 @@ TEST_CASE("sim: seeded whole-stack runs lose no acknowledged write and return no
       CHECK(failure.empty());
     }
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const raid::write_back_counters& wb = write_back_totals();
-  std::fprintf(stderr,
-               "sim: %llu seed(s) from %llu, %llu failed, %.1f s; %llu crash(es) hit the degraded write hole; write-back: "
-               "%llu writes logged, %llu direct, %llu records replayed, %llu full-stripe destages, %llu writes waited for "
-               "log space, %llu blocks lost; two controllers: %llu takeover(s), %llu refused (copy behind or none), %llu "
-               "planned hand-over(s), %llu link call(s) lost\n",
-               static_cast<unsigned long long>(ran),
-               static_cast<unsigned long long>(options.one_seed ? *options.one_seed : options.first_seed),
-               static_cast<unsigned long long>(failed), seconds, static_cast<unsigned long long>(known_limit_hits),
-               static_cast<unsigned long long>(wb.writes_logged), static_cast<unsigned long long>(wb.writes_direct),
-               static_cast<unsigned long long>(wb.records_replayed), static_cast<unsigned long long>(wb.full_stripe_writes),
-               static_cast<unsigned long long>(wb.writes_waited_for_space), static_cast<unsigned long long>(wb.blocks_lost),
-               static_cast<unsigned long long>(takeovers), static_cast<unsigned long long>(takeovers_refused),
-               static_cast<unsigned long long>(hand_overs), static_cast<unsigned long long>(link_calls_lost));
+  std::fprintf(
+      stderr,
+      "sim: %llu seed(s) from %llu, %llu failed, %.1f s; %llu crash(es) hit the degraded write "
+      "hole; write-back: "
+      "%llu writes logged, %llu direct, %llu records replayed, %llu full-stripe destages, %llu "
+      "writes waited for "
+      "log space, %llu blocks lost; two controllers: %llu takeover(s), %llu refused (copy behind "
+      "or none), %llu "
+      "planned hand-over(s), %llu link call(s) lost\n",
+      static_cast<unsigned long long>(ran),
+      static_cast<unsigned long long>(options.one_seed ? *options.one_seed : options.first_seed),
+      static_cast<unsigned long long>(failed), seconds,
+      static_cast<unsigned long long>(known_limit_hits),
+      static_cast<unsigned long long>(wb.writes_logged),
+      static_cast<unsigned long long>(wb.writes_direct),
+      static_cast<unsigned long long>(wb.records_replayed),
+      static_cast<unsigned long long>(wb.full_stripe_writes),
+      static_cast<unsigned long long>(wb.writes_waited_for_space),
+      static_cast<unsigned long long>(wb.blocks_lost), static_cast<unsigned long long>(takeovers),
+      static_cast<unsigned long long>(takeovers_refused),
+      static_cast<unsigned long long>(hand_overs),
+      static_cast<unsigned long long>(link_calls_lost));
 }
 
 }  // namespace strata::sim

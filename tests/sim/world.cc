@@ -1,7 +1,7 @@
 #include "tests/sim/world.h"
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -20,7 +20,7 @@ constexpr std::uint64_t cache_lines = 24;
 constexpr std::uint64_t cold_extents = 16;
 constexpr std::uint64_t cache_line_bytes = 16 * 1024;
 constexpr std::uint64_t strip_bytes = 16 * 1024;  // 4+2: a stripe of data is one extent
-constexpr std::uint64_t log_blocks = 2 + 96;      // a small log: it wraps, fills and pushes back often
+constexpr std::uint64_t log_blocks = 2 + 96;  // a small log: it wraps, fills and pushes back often
 
 raid::raid1_options mirror_options(clock& c) {
   raid::raid1_options o;
@@ -37,7 +37,8 @@ raid::raid6_options parity_options(clock& c) {
   o.reserved_bytes = reserved_bytes;
   o.clock = &c;
   o.bitmap_region_bytes = 2 * strip_bytes;  // two stripes a bit
-  o.torn_resync_interval = std::chrono::milliseconds(20);  // torn regions resynced often, as the run's time goes
+  o.torn_resync_interval =
+      std::chrono::milliseconds(20);  // torn regions resynced often, as the run's time goes
   return o;
 }
 
@@ -57,8 +58,8 @@ std::unique_ptr<Group> make_group(test_loop& loop, std::vector<disk>& disks, con
 // Nothing, with `why` set, if the group cannot be assembled (a failure of
 // the run, not of the test binary: the other seeds go on).
 template <class Group>
-std::unique_ptr<Group> assemble_group(test_loop& loop, std::vector<disk>& disks, const auto& options,
-                                      std::string& why) {
+std::unique_ptr<Group> assemble_group(test_loop& loop, std::vector<disk>& disks,
+                                      const auto& options, std::string& why) {
   std::vector<block_device*> members;
   for (disk& d : disks) members.push_back(d.scheduler.get());
   std::optional<typename Group::assembled> result;
@@ -78,20 +79,26 @@ raid::write_back_counters& write_back_totals() {
   return totals;
 }
 
-world::world(std::uint64_t seed) : random(seed), fault_seed(seed * 7919 + 1), link(seed * 104729 + 3) {
+world::world(std::uint64_t seed)
+    : random(seed), fault_seed(seed * 7919 + 1), link(seed * 104729 + 3) {
   loop.before_step = [this] {
     if (store) store->drain();
   };
   std::filesystem::create_directories(state_dir(0) / "pools");
   std::filesystem::create_directories(state_dir(1) / "pools");
-  replicas = std::make_unique<controller::metadata_replicas>(loop.context.get_executor(), state_dir(1) / "pools");
-  make_disks(performance_disks, 2, (reserved_bytes + performance_extents * extent_bytes) / block_size);
-  make_disks(capacity_disks, 6, (reserved_bytes + capacity_extents / 4 * extent_bytes) / block_size);
+  replicas = std::make_unique<controller::metadata_replicas>(loop.context.get_executor(),
+                                                             state_dir(1) / "pools");
+  make_disks(performance_disks, 2,
+             (reserved_bytes + performance_extents * extent_bytes) / block_size);
+  make_disks(capacity_disks, 6,
+             (reserved_bytes + capacity_extents / 4 * extent_bytes) / block_size);
   make_disks(cache_disks, 1, (reserved_bytes + cache_lines * cache_line_bytes) / block_size);
   make_disks(log_disks, 2, reserved_bytes / block_size + log_blocks);
   make_disks(cold_disks, 1, cold_extents * extent_bytes / block_size);
   cold_disks[0].durable = true;
-  bypass_min_blocks = random() % 2 == 0 ? extent_blocks : 1u << 20;  // allocations' whole extents past the log, or logged
+  bypass_min_blocks = random() % 2 == 0
+                          ? extent_blocks
+                          : 1u << 20;  // allocations' whole extents past the log, or logged
   start(true);
 }
 
@@ -100,7 +107,9 @@ world::~world() {
   replicas.reset();
 }
 
-std::filesystem::path world::state_dir(unsigned controller) const { return dir.path() / controller_name(controller); }
+std::filesystem::path world::state_dir(unsigned controller) const {
+  return dir.path() / controller_name(controller);
+}
 
 void world::attach_mirror() {
   // The link's calls and the ownership records, as the array makes them
@@ -119,14 +128,21 @@ void world::attach_mirror() {
           return true;
         };
         if (link.die_after_calls > 0 && --link.die_after_calls == 0) link.owner_dead = true;
-        if (link.owner_dead) return done(std::unexpected(make_error(errc::io_error, "this controller's power is failing")));
-        if (link.down || lost()) return done(std::unexpected(make_error(errc::io_error, "the partner link is down")));
-        auto answer = replicas ? replicas->answer(type, payload) : std::unexpected(make_error(errc::io_error, "no partner"));
-        if (answer && lost()) return done(std::unexpected(make_error(errc::io_error, "the answer was lost with the link")));
+        if (link.owner_dead)
+          return done(
+              std::unexpected(make_error(errc::io_error, "this controller's power is failing")));
+        if (link.down || lost())
+          return done(std::unexpected(make_error(errc::io_error, "the partner link is down")));
+        auto answer = replicas ? replicas->answer(type, payload)
+                               : std::unexpected(make_error(errc::io_error, "no partner"));
+        if (answer && lost())
+          return done(
+              std::unexpected(make_error(errc::io_error, "the answer was lost with the link")));
         done(std::move(answer));
       },
       [this](bool current, std::function<void(std::error_code)> done) {
-        if (link.owner_dead || std::exchange(link.records_fail, false)) return done(make_error_code(errc::io_error));
+        if (link.owner_dead || std::exchange(link.records_fail, false))
+          return done(make_error_code(errc::io_error));
         link.drives_say_current = current;
         ++link.records_written;
         done({});
@@ -142,7 +158,8 @@ void world::link_down(bool partner_restarts) {
   link.down = true;
   if (partner_restarts) {
     replicas.reset();
-    replicas = std::make_unique<controller::metadata_replicas>(loop.context.get_executor(), state_dir(1 - owner) / "pools");
+    replicas = std::make_unique<controller::metadata_replicas>(loop.context.get_executor(),
+                                                               state_dir(1 - owner) / "pools");
   }
 }
 
@@ -172,7 +189,8 @@ void world::power_up() {
 }
 
 void world::power_up(disk& d) {
-  d.drive = std::make_unique<fault_device>(*d.platters, loop.clock, fault_options{fault_seed++, !d.durable});
+  d.drive = std::make_unique<fault_device>(*d.platters, loop.clock,
+                                           fault_options{fault_seed++, !d.durable});
   d.drive->keep_allocation_in(d.allocation);
   // A queueing disk: a third of its requests are overtaken by later ones.
   d.drive->set_reorder(std::chrono::microseconds(50 + random() % 3000), 0.3);
@@ -210,14 +228,15 @@ void world::replace(std::vector<disk>& slots, raid::member_replacement& group) {
     r->spare.platters = std::move(*platters);
     power_up(r->spare);
     rebuild* started = r.get();
-    const auto refused = group.replace_member(static_cast<unsigned>(m), r->spare.scheduler.get(), [this, started](std::error_code ec) {
-      started->running = false;
-      if (ec) return;  // the spare is dropped with the old controller's objects
-      std::vector<disk>& in = *started->slots;
-      replaced_.push_back(std::move(in[started->member]));
-      in[started->member] = std::move(started->spare);
-      ++rebuilds_done;
-    });
+    const auto refused = group.replace_member(
+        static_cast<unsigned>(m), r->spare.scheduler.get(), [this, started](std::error_code ec) {
+          started->running = false;
+          if (ec) return;  // the spare is dropped with the old controller's objects
+          std::vector<disk>& in = *started->slots;
+          replaced_.push_back(std::move(in[started->member]));
+          in[started->member] = std::move(started->spare);
+          ++rebuilds_done;
+        });
     if (refused) continue;  // busy (a resync runs): the next call tries again
     rebuilds_.push_back(std::move(r));
   }
@@ -226,20 +245,27 @@ void world::replace(std::vector<disk>& slots, raid::member_replacement& group) {
 std::string world::start(bool first_time) {
   power_up();
   if (first_time) {
-    performance = make_group<raid::raid1_group>(loop, performance_disks, mirror_options(loop.clock));
+    performance =
+        make_group<raid::raid1_group>(loop, performance_disks, mirror_options(loop.clock));
     capacity = make_group<raid::raid6_group>(loop, capacity_disks, parity_options(loop.clock));
     cache = make_group<raid::raid1_group>(loop, cache_disks, mirror_options(loop.clock));
     log = make_group<raid::raid1_group>(loop, log_disks, mirror_options(loop.clock));
     std::optional<std::error_code> formatted;
-    raid::write_back_device::format(*log, capacity->geometry(), {7}, [&](std::error_code ec) { formatted = ec; });
+    raid::write_back_device::format(*log, capacity->geometry(), {7},
+                                    [&](std::error_code ec) { formatted = ec; });
     loop.run_until([&] { return formatted.has_value(); });
     REQUIRE_FALSE(*formatted);
   } else {
     std::string why;
-    performance = assemble_group<raid::raid1_group>(loop, performance_disks, mirror_options(loop.clock), why);
-    if (performance) capacity = assemble_group<raid::raid6_group>(loop, capacity_disks, parity_options(loop.clock), why);
-    if (capacity) cache = assemble_group<raid::raid1_group>(loop, cache_disks, mirror_options(loop.clock), why);
-    if (cache) log = assemble_group<raid::raid1_group>(loop, log_disks, mirror_options(loop.clock), why);
+    performance =
+        assemble_group<raid::raid1_group>(loop, performance_disks, mirror_options(loop.clock), why);
+    if (performance)
+      capacity =
+          assemble_group<raid::raid6_group>(loop, capacity_disks, parity_options(loop.clock), why);
+    if (capacity)
+      cache = assemble_group<raid::raid1_group>(loop, cache_disks, mirror_options(loop.clock), why);
+    if (cache)
+      log = assemble_group<raid::raid1_group>(loop, log_disks, mirror_options(loop.clock), why);
     if (!log) {
       performance.reset();
       capacity.reset();
@@ -267,16 +293,20 @@ std::string world::start(bool first_time) {
     if (!lost_at_cut_) lost_blocks = lost;
   };
   if (std::getenv("STRATA_SIM_TRACE") != nullptr) {
-    wo.on_event = [](const std::string& e) { std::fprintf(stderr, "sim: write cache: %s\n", e.c_str()); };
+    wo.on_event = [](const std::string& e) {
+      std::fprintf(stderr, "sim: write cache: %s\n", e.c_str());
+    };
   }
   std::optional<raid::write_back_device::opened> opened;
-  raid::write_back_device::open(*capacity, *log, {7}, wo, [&](raid::write_back_device::opened r) { opened = std::move(r); });
+  raid::write_back_device::open(*capacity, *log, {7}, wo,
+                                [&](raid::write_back_device::opened r) { opened = std::move(r); });
   loop.run_until([&] { return opened.has_value(); });
   if (!*opened) return "the write log could not be opened: " + opened->error().message;
   write_back = std::move(**opened);
   write_back->set_log_degraded(log->working_members() < 2);
   std::filesystem::create_directories(store_dir());
-  auto s = tiering::metadata_store::open(store_dir().string(), loop.context.get_executor(), metadata.env.get());
+  auto s = tiering::metadata_store::open(store_dir().string(), loop.context.get_executor(),
+                                         metadata.env.get());
   INFO((s ? std::string() : s.error().message));
   REQUIRE(s);
   store = std::move(*s);
@@ -292,7 +322,8 @@ std::string world::start(bool first_time) {
   o.read_cache.line_bytes = cache_line_bytes;
   o.read_cache.persist_interval = std::chrono::milliseconds(20);  // the index is written often
   o.heat_persist_interval = std::chrono::milliseconds(50);
-  o.no_space_retry_interval = std::chrono::milliseconds(20);  // a full store stops writes for a short while
+  o.no_space_retry_interval =
+      std::chrono::milliseconds(20);  // a full store stops writes for a short while
   auto p = tiering::pool::open(loop.context.get_executor(), *store,
                                {{performance.get(), tiering::tier::performance},
                                 {write_back.get(), tiering::tier::capacity},
@@ -313,7 +344,8 @@ std::string world::start(bool first_time) {
 }
 
 bool world::groups_idle() const {
-  return performance->idle() && capacity->idle() && cache->idle() && log->idle() && (!write_back || write_back->idle());
+  return performance->idle() && capacity->idle() && cache->idle() && log->idle() &&
+         (!write_back || write_back->idle());
 }
 
 void world::quiesce() {
@@ -354,11 +386,10 @@ void world::wind_down(bool clean) {
     std::vector<disk*> disks = all_disks();
     for (auto& r : rebuilds_) disks.push_back(&r->spare);
     for (disk& d : replaced_) disks.push_back(&d);
-    return std::none_of(disks.begin(), disks.end(),
-                        [](disk* d) {
-                          return (d->drive && d->drive->requests_pending() > 0) ||
-                                 (d->scheduler && d->scheduler->background_waiting() > 0);
-                        });
+    return std::none_of(disks.begin(), disks.end(), [](disk* d) {
+      return (d->drive && d->drive->requests_pending() > 0) ||
+             (d->scheduler && d->scheduler->background_waiting() > 0);
+    });
   };
   loop.run_until([&] { return groups_idle() && drives_quiet(); });
   if (clean) {
@@ -404,7 +435,8 @@ std::string world::crash_and_restart(bool torn, bool takeover, std::string& what
     if (r->spare.drive) disks.push_back(&r->spare);
   }
   lost_at_cut_ = write_back->counters().blocks_lost;
-  for (disk* d : disks) d->drive->power_cut(torn ? power_loss::tear : power_loss::drop, [&] { ++settled; });
+  for (disk* d : disks)
+    d->drive->power_cut(torn ? power_loss::tear : power_loss::drop, [&] { ++settled; });
   loop.run_until([&] { return settled == disks.size(); });
   metadata.fs->fail_syncs(false);
   wind_down();
@@ -413,12 +445,14 @@ std::string world::crash_and_restart(bool torn, bool takeover, std::string& what
   const std::string partner = controller_name(1 - owner);
   bool taken = false;
   if (takeover && !link.drives_say_current) {
-    what = "controller " + partner + " does not take the pool over: the drives say its copy is behind";
+    what =
+        "controller " + partner + " does not take the pool over: the drives say its copy is behind";
     ++takeovers_refused;
   } else if (takeover) {
     taken = replicas->take_now("pools/sim");
     if (!taken) {
-      what = "controller " + partner + " does not take the pool over: it holds no whole copy made since it started";
+      what = "controller " + partner +
+             " does not take the pool over: it holds no whole copy made since it started";
       ++takeovers_refused;
     }
   }
@@ -429,7 +463,8 @@ std::string world::crash_and_restart(bool torn, bool takeover, std::string& what
     link.drives_say_current = false;
     owner = 1 - owner;
     replicas.reset();
-    replicas = std::make_unique<controller::metadata_replicas>(loop.context.get_executor(), state_dir(1 - owner) / "pools");
+    replicas = std::make_unique<controller::metadata_replicas>(loop.context.get_executor(),
+                                                               state_dir(1 - owner) / "pools");
     std::filesystem::remove_all(image);
     what = "controller " + partner + " takes the pool over from its copy";
     ++takeovers;
@@ -451,29 +486,35 @@ std::string world::hand_over(bool receiver_dies, std::string& what) {
   wind_down(true);
   if (!current) {
     link.drives_say_current = false;  // the giver's new epoch, its partner's copy behind
-    what = "controller " + giver + " takes the pool back: controller " + receiver + "'s copy is not current";
+    what = "controller " + giver + " takes the pool back: controller " + receiver +
+           "'s copy is not current";
     return start(false);
   }
   ++hand_overs;
   // The giver's store, closed with every batch in the receiver's copy
   // too: its copy from now on, which the hand-over's record vouches for.
-  auto kept = std::make_unique<controller::metadata_replicas>(loop.context.get_executor(), state_dir(owner) / "pools");
+  auto kept = std::make_unique<controller::metadata_replicas>(loop.context.get_executor(),
+                                                              state_dir(owner) / "pools");
   kept->adopt_now("pools/sim");
   link.drives_say_current = true;
   if (receiver_dies) {
     // Its copy is gone with it (it restarts empty); the giver, whose
     // drives name the dead receiver, takes the pool over from what it kept.
-    replicas = std::make_unique<controller::metadata_replicas>(loop.context.get_executor(), state_dir(1 - owner) / "pools");
+    replicas = std::make_unique<controller::metadata_replicas>(loop.context.get_executor(),
+                                                               state_dir(1 - owner) / "pools");
     if (!kept->take_now("pools/sim")) {
-      return "controller " + receiver + " died before it served the pool handed to it, and controller " + giver +
+      return "controller " + receiver +
+             " died before it served the pool handed to it, and controller " + giver +
              ", alive, holds no copy it may take it over from: the pool is unserved";
     }
     link.drives_say_current = false;  // the giver's new epoch
     ++takeovers;
-    what = "controller " + giver + " hands the pool over to controller " + receiver + ", which dies before it serves it; controller " +
-           giver + " takes it over from the store it kept";
+    what = "controller " + giver + " hands the pool over to controller " + receiver +
+           ", which dies before it serves it; controller " + giver +
+           " takes it over from the store it kept";
   } else {
-    if (!replicas->take_now("pools/sim")) return "controller " + receiver + "'s copy was current, but it holds no whole one";
+    if (!replicas->take_now("pools/sim"))
+      return "controller " + receiver + "'s copy was current, but it holds no whole one";
     owner = 1 - owner;
     replicas = std::move(kept);
     what = "controller " + giver + " hands the pool over to controller " + receiver;
@@ -530,8 +571,8 @@ std::string world::check_redundancy() {
     for (unsigned m = 0; m < group.member_count(); ++m) {
       const raid::member_failure why = group.health(m).failure;
       if (!group.member_failed(m) || disks[m].dead || disks[m].latent_errors) continue;
-      wrong += std::string(name) + " member " + std::to_string(m) + " failed (" + std::string(raid::to_string(why)) +
-               ") though its disk works; ";
+      wrong += std::string(name) + " member " + std::to_string(m) + " failed (" +
+               std::string(raid::to_string(why)) + ") though its disk works; ";
     }
   };
   check_members("RAID-1", *performance, performance_disks);
@@ -558,8 +599,9 @@ std::string world::check_redundancy() {
     capacity->scrub([&](const raid::scrub_report& r) { report = r; });
     loop.run_until([&] { return report.has_value(); });
     if (report->stripes_repaired + report->stripes_unrecoverable > 0 || report->error) {
-      wrong += "RAID-6 scrub found " + std::to_string(report->stripes_repaired) + " stripe(s) to repair and " +
-               std::to_string(report->stripes_unrecoverable) + " unrecoverable" +
+      wrong += "RAID-6 scrub found " + std::to_string(report->stripes_repaired) +
+               " stripe(s) to repair and " + std::to_string(report->stripes_unrecoverable) +
+               " unrecoverable" +
                (report->error ? " (" + report->error.message() + ")" : std::string()) + "; ";
     }
   }

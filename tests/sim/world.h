@@ -30,22 +30,20 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "controller/metadata_mirror.h"
-
 #include "raid/device/fault_device.h"
+#include "raid/device/io_scheduler.h"
 #include "raid/device/memory_device.h"
 #include "raid/raid1_group.h"
 #include "raid/raid6_group.h"
 #include "raid/write_back.h"
 #include "tests/raid/device/harness.h"
 #include "tests/tiering/fault_fs.h"
-#include <optional>
-
-#include "raid/device/io_scheduler.h"
 #include "tiering/pool.h"
 #include "tiering/volume.h"
 
@@ -66,7 +64,7 @@ struct disk {
   // Writes are on the medium once they complete (no volatile cache): the
   // cold tier's Ceph image, whose OSDs acknowledge what they journaled.
   bool durable = false;
-  bool dead = false;  // failed for good: stays failed across restarts
+  bool dead = false;           // failed for good: stays failed across restarts
   bool latent_errors = false;  // has had latent sector errors injected
   // The blocks its backing store holds (a sparse file's): what a full
   // store still lets be overwritten, across power cycles too.
@@ -91,11 +89,16 @@ struct inline_executor {
     std::forward<F>(f)();
   }
   bool operator==(const inline_executor&) const noexcept = default;
-  boost::asio::execution_context& query(boost::asio::execution::context_t) const noexcept { return *context; }
-  static constexpr boost::asio::execution::blocking_t query(boost::asio::execution::blocking_t) noexcept {
+  boost::asio::execution_context& query(boost::asio::execution::context_t) const noexcept {
+    return *context;
+  }
+  static constexpr boost::asio::execution::blocking_t query(
+      boost::asio::execution::blocking_t) noexcept {
     return boost::asio::execution::blocking.never;
   }
-  inline_executor require(boost::asio::execution::blocking_t::never_t) const noexcept { return *this; }
+  inline_executor require(boost::asio::execution::blocking_t::never_t) const noexcept {
+    return *this;
+  }
 };
 
 // The partner link as the mirror sees it, and what the pool's drives say
@@ -105,7 +108,7 @@ struct sim_link {
   boost::asio::any_io_executor executor() { return inline_executor{&context}; }
 
   boost::asio::io_context context;  // never run: the executor's context
-  std::mt19937_64 random;  // drawn from on the store's thread only
+  std::mt19937_64 random;           // drawn from on the store's thread only
   // Set between steps, read on the store's thread.
   bool down = false;
   unsigned loss_percent = 0;  // each request or its answer lost at random
@@ -237,7 +240,8 @@ struct world {
     bool running = true;
   };
   std::vector<std::unique_ptr<rebuild>> rebuilds_;
-  std::vector<disk> replaced_;  // dead disks a spare took over from: their drives live until wind-down
+  std::vector<disk>
+      replaced_;  // dead disks a spare took over from: their drives live until wind-down
   // Blocks the write-back cache had lost when the power went: what it
   // "loses" after (its log unreadable, powered off) is the dead controller's view.
   std::optional<std::uint64_t> lost_at_cut_;

@@ -4,6 +4,8 @@
 // while the segments run (COPY ABORTED with a segment pointer), RECEIVE
 // COPY RESULTS, and what INQUIRY says about it. Units over memory volumes
 // on the test loop; the composer's lookup is a map by NAA designator.
+#include "target/scsi/extended_copy.h"
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -15,7 +17,6 @@
 
 #include "raid/device/fault_device.h"
 #include "raid/device/memory_device.h"
-#include "target/scsi/extended_copy.h"
 #include "target/scsi/logical_unit.h"
 #include "target/scsi/sense.h"
 #include "tests/raid/device/harness.h"
@@ -74,9 +75,8 @@ struct copy_list_builder {
     return *this;
   }
   // A block to block descriptor (02h).
-  copy_list_builder& segment(std::uint16_t source, std::uint16_t destination,
-                             std::uint16_t blocks, std::uint64_t source_lba,
-                             std::uint64_t destination_lba) {
+  copy_list_builder& segment(std::uint16_t source, std::uint16_t destination, std::uint16_t blocks,
+                             std::uint64_t source_lba, std::uint64_t destination_lba) {
     std::array<std::uint8_t, 28> d{};
     d[0] = 0x02;
     put(d, 2, 0x18, 2);
@@ -121,15 +121,15 @@ struct copy_rig {
   logical_unit& add(const std::string& serial, between kind = between::none,
                     std::uint32_t block_size_bytes = block_size, bool write_protected = false) {
     auto m = std::make_unique<member>();
-    auto memory = memory_device::create(loop.context.get_executor(),
-                                        {block_size_bytes, volume_blocks});
+    auto memory =
+        memory_device::create(loop.context.get_executor(), {block_size_bytes, volume_blocks});
     REQUIRE(memory);
     m->memory = std::move(*memory);
     block_device* volume = m->memory.get();
     if (kind == between::gate) volume = (m->gate = std::make_unique<gate_device>(*volume)).get();
     if (kind == between::faults)
-      volume = (m->faults = std::make_unique<fault_device>(*volume, loop.clock, fault_options{}))
-                   .get();
+      volume =
+          (m->faults = std::make_unique<fault_device>(*volume, loop.clock, fault_options{})).get();
     unit_identity id;
     id.serial = serial;
     id.write_protected = write_protected;
@@ -608,10 +608,10 @@ TEST_CASE("receive copy results: copy status and failed segment details, per nex
   require_good(*status);
   auto d = status->data();
   REQUIRE(d.size() == 12);
-  CHECK(get(d, 0, 4) == 8);           // AVAILABLE DATA
-  CHECK(d[4] == 0x01);                // completed, no error
-  CHECK(get(d, 5, 2) == 2);           // SEGMENTS PROCESSED
-  CHECK(d[7] == 0x00);                // TRANSFER COUNT in bytes
+  CHECK(get(d, 0, 4) == 8);  // AVAILABLE DATA
+  CHECK(d[4] == 0x01);       // completed, no error
+  CHECK(get(d, 5, 2) == 2);  // SEGMENTS PROCESSED
+  CHECK(d[7] == 0x00);       // TRANSFER COUNT in bytes
   CHECK(get(d, 8, 4) == 12 * block_size);
   // Told: forgotten.
   require_sense(*status_of(1, first), sense_key::illegal_request, asc::invalid_field_in_cdb);
@@ -843,7 +843,7 @@ TEST_CASE("scsi sense: COMMAND-SPECIFIC INFORMATION and the segment pointer of C
   const std::size_t n = encode_descriptor_sense(s, out);
   REQUIRE(n == 8 + 12 + 12 + 8);
   CHECK(out[7] == n - 8);
-  CHECK(out[8] == 0x00);  // information
+  CHECK(out[8] == 0x00);   // information
   CHECK(out[20] == 0x01);  // command-specific information
   CHECK(out[21] == 0x0a);
   CHECK(get(out, 24, 8) == 76);

@@ -32,7 +32,8 @@ key_values answer(const key_values& challenge, const chap_credentials& who) {
   const auto id = static_cast<std::uint8_t>(std::stoi(value_of(challenge, "CHAP_I")));
   const auto c = decode_binary(value_of(challenge, "CHAP_C"));
   REQUIRE(c);
-  return {{"CHAP_N", who.user}, {"CHAP_R", encode_hex(chap_response(algorithm, id, who.secret, *c))}};
+  return {{"CHAP_N", who.user},
+          {"CHAP_R", encode_hex(chap_response(algorithm, id, who.secret, *c))}};
 }
 
 TEST_CASE("chap: responses match independently computed digests", "[target][iscsi][chap]") {
@@ -56,9 +57,11 @@ TEST_CASE("chap: binary values in hex and base64", "[target][iscsi][chap]") {
 
 TEST_CASE("chap: secrets are checked when configured", "[target][iscsi][chap]") {
   CHECK_FALSE(check_chap_secrets(alice, array));
-  CHECK(check_chap_secrets({"alice", "short"}, std::nullopt)->find("12 to 255") != std::string::npos);
+  CHECK(check_chap_secrets({"alice", "short"}, std::nullopt)->find("12 to 255") !=
+        std::string::npos);
   CHECK(check_chap_secrets({"", "alicesecret12"}, std::nullopt));
-  CHECK(check_chap_secrets(alice, chap_credentials{"array", alice.secret})->find("differ") != std::string::npos);
+  CHECK(check_chap_secrets(alice, chap_credentials{"array", alice.secret})->find("differ") !=
+        std::string::npos);
 }
 
 TEST_CASE("chap: one-way exchange, with each algorithm", "[target][iscsi][chap]") {
@@ -136,7 +139,8 @@ TEST_CASE("chap: mutual exchange answers the initiator's challenge", "[target][i
   const auto v = t.verify(a);
   REQUIRE(v);
   CHECK(value_of(*v, "CHAP_N") == "array");
-  CHECK(value_of(*v, "CHAP_R") == encode_hex(chap_response(chap_algorithm::sha256, 42, array.secret, mine)));
+  CHECK(value_of(*v, "CHAP_R") ==
+        encode_hex(chap_response(chap_algorithm::sha256, 42, array.secret, mine)));
 
   SECTION("a reflected challenge is refused") {
     chap_target r(alice, array);

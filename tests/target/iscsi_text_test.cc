@@ -20,7 +20,9 @@
 namespace strata::iscsi {
 namespace {
 
-std::vector<std::uint8_t> bytes(std::string_view s) { return {s.begin(), s.end()}; }
+std::vector<std::uint8_t> bytes(std::string_view s) {
+  return {s.begin(), s.end()};
+}
 
 std::string value_of(const key_values& kv, std::string_view key) {
   for (const auto& [k, v] : kv) {
@@ -79,7 +81,8 @@ TEST_CASE("iscsi negotiation: each key by its RFC rule", "[target][iscsi]") {
   CHECK(value_of(answers, "HeaderDigest") == "CRC32C");
   CHECK(p.header_digest);
   CHECK_FALSE(p.data_digest);
-  CHECK(value_of(answers, "MaxRecvDataSegmentLength") == std::to_string(offer.max_recv_data_segment_bytes));
+  CHECK(value_of(answers, "MaxRecvDataSegmentLength") ==
+        std::to_string(offer.max_recv_data_segment_bytes));
   CHECK(p.initiator_max_recv_data_segment_bytes == 65536);
   CHECK(p.max_burst_bytes == offer.max_burst_bytes);
   CHECK(p.first_burst_bytes == offer.first_burst_bytes);
@@ -87,7 +90,8 @@ TEST_CASE("iscsi negotiation: each key by its RFC rule", "[target][iscsi]") {
   CHECK(value_of(answers, "ImmediateData") == "Yes");
   CHECK(value_of(answers, "MaxOutstandingR2T") == "1");
   CHECK(value_of(answers, "ErrorRecoveryLevel") == "0");
-  CHECK(value_of(answers, "MaxConnections") == std::to_string(offer.max_connections));  // the minimum
+  CHECK(value_of(answers, "MaxConnections") ==
+        std::to_string(offer.max_connections));  // the minimum
   CHECK(value_of(answers, "DefaultTime2Wait") == "5");
   CHECK(value_of(answers, "DefaultTime2Retain") == "0");
   CHECK(value_of(answers, "IFMarker") == "No");
@@ -99,16 +103,20 @@ TEST_CASE("iscsi negotiation: each key by its RFC rule", "[target][iscsi]") {
 
 TEST_CASE("iscsi negotiation: a digest Strata cannot do is rejected", "[target][iscsi]") {
   session_params p;
-  const auto answers = negotiate({{"HeaderDigest", "MD5"}, {"SessionType", "Bogus"}}, target_offer{}, p);
+  const auto answers =
+      negotiate({{"HeaderDigest", "MD5"}, {"SessionType", "Bogus"}}, target_offer{}, p);
   CHECK(value_of(answers, "HeaderDigest") == "Reject");
   CHECK(value_of(answers, "SessionType") == "Reject");
 }
 
-TEST_CASE("iscsi negotiation: the keys only a session's first connection negotiates", "[target][iscsi]") {
-  for (const char* key : {"MaxConnections", "ImmediateData", "MaxBurstLength", "ErrorRecoveryLevel", "SessionType"}) {
+TEST_CASE("iscsi negotiation: the keys only a session's first connection negotiates",
+          "[target][iscsi]") {
+  for (const char* key :
+       {"MaxConnections", "ImmediateData", "MaxBurstLength", "ErrorRecoveryLevel", "SessionType"}) {
     CHECK(is_leading_only_key(key));
   }
-  for (const char* key : {"HeaderDigest", "DataDigest", "MaxRecvDataSegmentLength", "InitiatorName", "TargetName"}) {
+  for (const char* key :
+       {"HeaderDigest", "DataDigest", "MaxRecvDataSegmentLength", "InitiatorName", "TargetName"}) {
     CHECK_FALSE(is_leading_only_key(key));
   }
 }
@@ -178,7 +186,7 @@ std::expected<key_values, std::string> send_targets(std::uint16_t port) {
     auto login = [&](unsigned current, unsigned next, const key_values& keys) {
       bhs h;
       h.set_byte(0, 0x40 | static_cast<std::uint8_t>(opcode::login_request));  // immediate
-      h.set_flags(static_cast<std::uint8_t>(0x80 | (current << 2) | next));     // transit
+      h.set_flags(static_cast<std::uint8_t>(0x80 | (current << 2) | next));    // transit
       const std::uint8_t isid[6] = {0x80, 0, 0, 0, 0, 1};
       for (std::size_t i = 0; i < 6; ++i) h.set_byte(field::isid + i, isid[i]);
       h.set_initiator_task_tag(1);
@@ -187,7 +195,9 @@ std::expected<key_values, std::string> send_targets(std::uint16_t port) {
       stat_sn = response.u32(field::stat_sn);
       return response.byte(field::status_class) == 0;
     };
-    if (!login(0, 1, {{"InitiatorName", "iqn.x:i"}, {"SessionType", "Discovery"}, {"AuthMethod", "None"}})) {
+    if (!login(
+            0, 1,
+            {{"InitiatorName", "iqn.x:i"}, {"SessionType", "Discovery"}, {"AuthMethod", "None"}})) {
       return std::unexpected("the security stage was refused");
     }
     if (!login(1, 3, {})) return std::unexpected("the operational stage was refused");
@@ -199,7 +209,8 @@ std::expected<key_values, std::string> send_targets(std::uint16_t port) {
     text.set_u32(field::cmd_sn, 1);
     text.set_u32(field::exp_stat_sn, stat_sn + 1);
     auto [response, keys] = exchange(text, {{"SendTargets", "All"}});
-    if (response.opcode() != opcode::text_response || !response.final()) return std::unexpected("not one final Text Response");
+    if (response.opcode() != opcode::text_response || !response.final())
+      return std::unexpected("not one final Text Response");
     return keys;
   } catch (const boost::system::system_error& e) {
     return std::unexpected(std::string(e.what()));
@@ -208,12 +219,15 @@ std::expected<key_values, std::string> send_targets(std::uint16_t port) {
 
 // Runs a server of one target open to anyone, advertising `portals`, and
 // returns what SendTargets=All answers, and where the server listened.
-std::pair<std::expected<key_values, std::string>, boost::asio::ip::tcp::endpoint> discover(std::vector<std::string> portals) {
+std::pair<std::expected<key_values, std::string>, boost::asio::ip::tcp::endpoint> discover(
+    std::vector<std::string> portals) {
   boost::asio::io_context loop;
   scsi::lun_map luns(loop.get_executor());
   server_options options;
   options.portals = std::move(portals);
-  server target(loop.get_executor(), {target_node{"iqn.x:t", {}, initiator_access{&luns, std::nullopt, std::nullopt}}}, options);
+  server target(loop.get_executor(),
+                {target_node{"iqn.x:t", {}, initiator_access{&luns, std::nullopt, std::nullopt}}},
+                options);
   REQUIRE(target.listen({boost::asio::ip::make_address("127.0.0.1"), 0}));
   const auto at = target.local_endpoint();
   std::atomic<bool> done = false;
@@ -225,7 +239,8 @@ std::pair<std::expected<key_values, std::string>, boost::asio::ip::tcp::endpoint
   // A server that never answers: stop() closes the connection, and the
   // initiator's read fails instead of hanging the test.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!done && std::chrono::steady_clock::now() < deadline) loop.run_one_for(std::chrono::milliseconds(10));
+  while (!done && std::chrono::steady_clock::now() < deadline)
+    loop.run_one_for(std::chrono::milliseconds(10));
   target.stop();
   while (!done) loop.run_one_for(std::chrono::milliseconds(10));
   initiator.join();
@@ -233,10 +248,12 @@ std::pair<std::expected<key_values, std::string>, boost::asio::ip::tcp::endpoint
   return {keys, at};
 }
 
-TEST_CASE("iscsi SendTargets: names the address the initiator came in on, unless portals are given", "[target][iscsi]") {
+TEST_CASE("iscsi SendTargets: names the address the initiator came in on, unless portals are given",
+          "[target][iscsi]") {
   const auto [plain, at] = discover({});
   REQUIRE(plain.has_value());
-  CHECK(*plain == key_values{{"TargetName", "iqn.x:t"}, {"TargetAddress", "127.0.0.1:" + std::to_string(at.port()) + ",1"}});
+  CHECK(*plain == key_values{{"TargetName", "iqn.x:t"},
+                             {"TargetAddress", "127.0.0.1:" + std::to_string(at.port()) + ",1"}});
   // Advertised portals (NAT, a service address, several interfaces): each
   // in portal group 1, in the order given, instead of the listening address.
   const auto [advertised, unused] = discover({"array1.example.com:3260", "[2001:db8::1]:3260"});

@@ -7,7 +7,10 @@
 
 namespace strata::nvme {
 namespace {
-std::string text(const identify_data& d, std::size_t at, std::size_t n) { return {d.begin() + static_cast<std::ptrdiff_t>(at), d.begin() + static_cast<std::ptrdiff_t>(at + n)}; }
+std::string text(const identify_data& d, std::size_t at, std::size_t n) {
+  return {d.begin() + static_cast<std::ptrdiff_t>(at),
+          d.begin() + static_cast<std::ptrdiff_t>(at + n)};
+}
 }  // namespace
 
 TEST_CASE("nvme identify: the controller, as a Linux host reads it") {
@@ -22,14 +25,14 @@ TEST_CASE("nvme identify: the controller, as a Linux host reads it") {
   const identify_data d = identify_controller(c);
   CHECK(text(d, 4, 20) == "a1b2c3              ");  // space-padded, never NUL
   CHECK(text(d, 24, 13) == "STRATA VOLUME");
-  CHECK(d[76] == 0x0b);   // CMIC: multi-port, multi-controller, ANA
-  CHECK(d[77] == 8);      // MDTS: 1 MiB in 4 KiB pages
+  CHECK(d[76] == 0x0b);  // CMIC: multi-port, multi-controller, ANA
+  CHECK(d[77] == 8);     // MDTS: 1 MiB in 4 KiB pages
   CHECK(get16(d, 78) == 5);
   CHECK(get32(d, 80) == 0x00020000);
   CHECK(get32(d, 92) == (1u << 8 | 1u << 11));  // OAES
-  CHECK(d[111] == 1);     // an I/O controller
-  CHECK(get16(d, 320) == 10);  // KAS: 1 s in 100 ms units
-  CHECK(d[342] == 10);    // ANATT
+  CHECK(d[111] == 1);                           // an I/O controller
+  CHECK(get16(d, 320) == 10);                   // KAS: 1 s in 100 ms units
+  CHECK(d[342] == 10);                          // ANATT
   CHECK((d[343] & 0x1f) == 0x1f);
   CHECK(get32(d, 344) == 2);
   CHECK(get32(d, 348) == 2);
@@ -76,7 +79,9 @@ TEST_CASE("nvme identify: a thin namespace of 4 KiB blocks in ANA group 2") {
   CHECK(get32(identify_namespace(n), 128) == 9u << 16);
 }
 
-TEST_CASE("nvme identify: the active namespace list starts past the NSID asked for; descriptors carry NGUID and UUID") {
+TEST_CASE(
+    "nvme identify: the active namespace list starts past the NSID asked for; descriptors carry "
+    "NGUID and UUID") {
   const std::vector<std::uint32_t> ids{7, 3, 9, 3, 1};
   const identify_data all = active_namespace_list(ids, 0);
   CHECK(get32(all, 0) == 1);

@@ -7,7 +7,9 @@
 
 namespace strata::nvme {
 
-TEST_CASE("nvme log pages: Get Log Page's fields, and the piece asked for, checked before anything is allocated") {
+TEST_CASE(
+    "nvme log pages: Get Log Page's fields, and the piece asked for, checked before anything is "
+    "allocated") {
   std::array<std::uint8_t, 64> s{};
   s[0] = opcode::get_log_page;
   // LID 0x0c, LSP 1 (groups only), RAE, NUMDL 0x3ff (4 KiB), offset 8.
@@ -26,15 +28,17 @@ TEST_CASE("nvme log pages: Get Log Page's fields, and the piece asked for, check
   CHECK(p->size() == 4096);
   CHECK((*p)[0] == 9);
   CHECK((*p)[4] == 0);  // past the page: zeros
-  s[44] = 0xff;  // NUMDU: 16 GiB asked for
+  s[44] = 0xff;         // NUMDU: 16 GiB asked for
   s[45] = 0xff;
-  CHECK(piece(page, parse_get_log_page(command_view(s)), 1 << 20).error() == generic(code::invalid_field));
+  CHECK(piece(page, parse_get_log_page(command_view(s)), 1 << 20).error() ==
+        generic(code::invalid_field));
   r.offset_bytes = 6;
   CHECK(piece(page, r, 1 << 20).error() == generic(code::invalid_field));
 }
 
 TEST_CASE("nvme log pages: the ANA page, with and without its namespaces") {
-  const std::vector<ana_group> groups{{1, ana_state::optimized, 3, {1, 2}}, {2, ana_state::non_optimized, 4, {5}}};
+  const std::vector<ana_group> groups{{1, ana_state::optimized, 3, {1, 2}},
+                                      {2, ana_state::non_optimized, 4, {5}}};
   const auto d = ana_log(7, groups, false);
   REQUIRE(d.size() == 16 + 32 + 8 + 32 + 4);
   CHECK(get64(d, 0) == 7);
@@ -54,19 +58,21 @@ TEST_CASE("nvme log pages: the ANA page, with and without its namespaces") {
 }
 
 TEST_CASE("nvme log pages: discovery, health, firmware slot, changed namespaces") {
-  const std::vector<discovery_entry> e{{false, 1, "nqn.2026-11.io.strata:array", "127.0.0.1", "4420", false},
-                                       {true, 1, "nqn.2014-08.org.nvmexpress.discovery", "127.0.0.2", "4420", false}};
+  const std::vector<discovery_entry> e{
+      {false, 1, "nqn.2026-11.io.strata:array", "127.0.0.1", "4420", false},
+      {true, 1, "nqn.2014-08.org.nvmexpress.discovery", "127.0.0.2", "4420", false}};
   const auto d = discovery_log(5, e);
   REQUIRE(d.size() == 3 * 1024);
   CHECK(get64(d, 0) == 5);
   CHECK(get64(d, 8) == 2);
-  CHECK(d[1024] == 3);     // TCP
-  CHECK(d[1025] == 1);     // IPv4
-  CHECK(d[1026] == 2);     // an NVMe subsystem
+  CHECK(d[1024] == 3);  // TCP
+  CHECK(d[1025] == 1);  // IPv4
+  CHECK(d[1026] == 2);  // an NVMe subsystem
   CHECK(get16(d, 1024 + 6) == 0xffff);
   CHECK(std::string(d.begin() + 1024 + 32, d.begin() + 1024 + 36) == "4420");
   CHECK(d[1024 + 36] == ' ');
-  CHECK(std::string(d.begin() + 1024 + 256, d.begin() + 1024 + 283) == "nqn.2026-11.io.strata:array");
+  CHECK(std::string(d.begin() + 1024 + 256, d.begin() + 1024 + 283) ==
+        "nqn.2026-11.io.strata:array");
   CHECK(std::string(d.begin() + 1024 + 512, d.begin() + 1024 + 521) == "127.0.0.1");
   CHECK(d[2048 + 2] == 3);  // the discovery subsystem itself
 

@@ -13,12 +13,14 @@ namespace {
 // A PDU as a host would send it: its common header, HLEN bytes of
 // header (the rest zeros), the header digest if `digest`, zeros up to
 // `pdo`, then `data` and its digest if `data_digest`.
-std::vector<std::uint8_t> host_pdu(pdu_type type, std::vector<std::uint8_t> data = {}, bool digest = false,
-                                   bool data_digest = false, std::uint8_t pdo = 0, std::uint8_t extra_flags = 0) {
+std::vector<std::uint8_t> host_pdu(pdu_type type, std::vector<std::uint8_t> data = {},
+                                   bool digest = false, bool data_digest = false,
+                                   std::uint8_t pdo = 0, std::uint8_t extra_flags = 0) {
   const std::uint8_t hlen = header_length(type);
   std::vector<std::uint8_t> p(hlen, 0);
   p[0] = static_cast<std::uint8_t>(type);
-  p[1] = static_cast<std::uint8_t>((digest ? pdu_flag::header_digest : 0) | (data_digest && !data.empty() ? pdu_flag::data_digest : 0) |
+  p[1] = static_cast<std::uint8_t>((digest ? pdu_flag::header_digest : 0) |
+                                   (data_digest && !data.empty() ? pdu_flag::data_digest : 0) |
                                    extra_flags);
   p[2] = hlen;
   if (digest) {
@@ -40,8 +42,10 @@ std::vector<std::uint8_t> host_pdu(pdu_type type, std::vector<std::uint8_t> data
   return p;
 }
 
-std::expected<pdu_layout, fatal> check(const std::vector<std::uint8_t>& pdu, const connection_terms& terms) {
-  return check_common_header(std::span<const std::uint8_t, common_header_bytes>(pdu.data(), common_header_bytes), terms);
+std::expected<pdu_layout, fatal> check(const std::vector<std::uint8_t>& pdu,
+                                       const connection_terms& terms) {
+  return check_common_header(
+      std::span<const std::uint8_t, common_header_bytes>(pdu.data(), common_header_bytes), terms);
 }
 
 connection_terms running(bool digests = false) {
@@ -89,8 +93,11 @@ TEST_CASE("nvme/tcp: the ICReq comes first and once; nothing else before it") {
   CHECK(parse_ic_req(fields).error().information == 10);
 }
 
-TEST_CASE("nvme/tcp: a type the host never sends, or the wrong header length, is an invalid header field, naming its byte") {
-  for (const pdu_type t : {pdu_type::ic_resp, pdu_type::c2h_term_req, pdu_type::capsule_resp, pdu_type::c2h_data, pdu_type::r2t}) {
+TEST_CASE(
+    "nvme/tcp: a type the host never sends, or the wrong header length, is an invalid header "
+    "field, naming its byte") {
+  for (const pdu_type t : {pdu_type::ic_resp, pdu_type::c2h_term_req, pdu_type::capsule_resp,
+                           pdu_type::c2h_data, pdu_type::r2t}) {
     auto p = host_pdu(pdu_type::capsule_cmd);
     p[0] = static_cast<std::uint8_t>(t);
     const auto l = check(p, running());
@@ -186,7 +193,9 @@ TEST_CASE("nvme/tcp: an H2CData PDU's DATAL is the data it carries, within MAXH2
   CHECK(check(host_pdu(pdu_type::h2c_data), running()).error().information == 4);
 }
 
-TEST_CASE("nvme/tcp: a host's terminate request carries at most 128 bytes of the header it found in error") {
+TEST_CASE(
+    "nvme/tcp: a host's terminate request carries at most 128 bytes of the header it found in "
+    "error") {
   auto term = host_pdu(pdu_type::h2c_term_req);
   term.resize(24 + 72);
   term[4] = 96;
@@ -198,7 +207,9 @@ TEST_CASE("nvme/tcp: a host's terminate request carries at most 128 bytes of the
   CHECK(check(term, running()).error().information == 4);
 }
 
-TEST_CASE("nvme/tcp: the controller's headers: ICResp, response capsule, C2HData at the host's alignment, R2T, C2HTermReq") {
+TEST_CASE(
+    "nvme/tcp: the controller's headers: ICResp, response capsule, C2HData at the host's "
+    "alignment, R2T, C2HTermReq") {
   connection_terms t;
   t.cpda = 0;
   t.header_digest = true;
@@ -221,7 +232,8 @@ TEST_CASE("nvme/tcp: the controller's headers: ICResp, response capsule, C2HData
   // HPDA 3: the data at a multiple of 16 bytes past the 24-byte header and its digest.
   const auto data = c2h_data(0x21, 8192, 4096, true, true, true, true, 3);
   REQUIRE(data.size == 32);
-  CHECK(data.bytes[1] == (pdu_flag::header_digest | pdu_flag::data_digest | pdu_flag::last_pdu | pdu_flag::success));
+  CHECK(data.bytes[1] ==
+        (pdu_flag::header_digest | pdu_flag::data_digest | pdu_flag::last_pdu | pdu_flag::success));
   CHECK(data.bytes[3] == 32);
   CHECK(get32(data.wire(), 4) == 32 + 4096 + 4);
   CHECK(get32(data.wire(), 12) == 8192);

@@ -113,7 +113,9 @@ cdb_bytes cdb6(std::uint8_t op, std::uint8_t byte1 = 0, std::uint8_t byte4 = 0) 
   return c;
 }
 
-bool conflicted(const command& x) { return x.t.result == status::reservation_conflict; }
+bool conflicted(const command& x) {
+  return x.t.result == status::reservation_conflict;
+}
 void require_conflict(const command& x) {
   INFO(describe(x));
   REQUIRE(x.t.result == status::reservation_conflict);
@@ -1085,7 +1087,8 @@ TEST_CASE("unit attentions: reset, capacity, ALUA, mode parameters", "[target][s
   }
   SECTION("capacity and ALUA state: every nexus, oldest first") {
     r.unit->capacity_changed();
-    r.unit->set_port_groups({{1, alua_state::active_non_optimized, {1}}, {2, alua_state::active_optimized, {2}}});
+    r.unit->set_port_groups(
+        {{1, alua_state::active_non_optimized, {1}}, {2, alua_state::active_optimized, {2}}});
     r.unit->capacity_changed();  // pending already: once
     for (const i_t_nexus& n : {node_a, node_b}) {
       require_attention(*r.read(n), asc::capacity_data_has_changed);

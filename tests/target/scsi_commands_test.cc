@@ -173,8 +173,8 @@ struct rig {
   std::unique_ptr<fault_device> faults;
   std::unique_ptr<logical_unit> unit;
 
-  explicit rig(between kind = between::none, bool thin_provisioned = true,
-               std::uint64_t seed = 1, std::uint64_t blocks = volume_blocks) {
+  explicit rig(between kind = between::none, bool thin_provisioned = true, std::uint64_t seed = 1,
+               std::uint64_t blocks = volume_blocks) {
     auto m = memory_device::create(loop.context.get_executor(), {block_size, blocks});
     REQUIRE(m);
     memory = std::move(*m);
@@ -316,9 +316,10 @@ TEST_CASE("scsi compare and write: fields, ranges and Data-Out sizes", "[target]
   CHECK(r.read(1000, longest) == after);
 }
 
-TEST_CASE("scsi compare and write: FUA leaves nothing in the write cache; a read error writes "
-          "nothing",
-          "[target][scsi][caw]") {
+TEST_CASE(
+    "scsi compare and write: FUA leaves nothing in the write cache; a read error writes "
+    "nothing",
+    "[target][scsi][caw]") {
   rig r(between::faults);
   const auto old_data = pattern(2 * block_size, test_seed());
   const auto new_data = pattern(2 * block_size, test_seed() + 1);
@@ -428,8 +429,8 @@ TEST_CASE("scsi compare and write: overlapping writes wait for it, and it for th
   CHECK(held(op::read, 31) == 1);
   // WRITE SAME and UNMAP wait for it too.
   auto same = r.send(cdb16(0x93, 31, 1), y);
-  const std::vector<std::uint8_t> list = {0, 22, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 31,
-                                          0, 0,  0, 1,  0, 0, 0, 0};
+  const std::vector<std::uint8_t> list = {0, 22, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0,
+                                          0, 0,  0, 31, 0, 0, 0, 1, 0, 0, 0, 0};
   auto unmap = r.send(cdb10(0x42, 0, static_cast<std::uint16_t>(list.size())),
                       std::as_bytes(std::span(list)));
   r.loop.settle();
@@ -523,8 +524,10 @@ TEST_CASE("scsi compare and write: concurrent with writes, atomic and serializab
       p.lba = uniform(0, region_blocks - 1);
       p.blocks = std::min<std::uint64_t>(uniform(1, 4), region_blocks - p.lba);
       const std::uint64_t roll = uniform(0, 99);
-      p.what = roll < 35 ? kind::write : roll < 45 ? kind::write_same : roll < 85 ? kind::caw
-                                                                               : kind::orwrite;
+      p.what = roll < 35   ? kind::write
+               : roll < 45 ? kind::write_same
+               : roll < 85 ? kind::caw
+                           : kind::orwrite;
       if (p.what == kind::orwrite && next_or_bit == or_bytes * 8) p.what = kind::write;
       const std::uint32_t n = static_cast<std::uint32_t>(p.blocks);
       switch (p.what) {
@@ -676,10 +679,10 @@ TEST_CASE("scsi write atomic: the block limits promise only what survives a powe
   REQUIRE(d.size() == 64);
   const std::uint32_t longest = 1;
   CHECK(r.unit->max_atomic_transfer_blocks() == longest);
-  CHECK(get(d, 44, 4) == longest);       // MAXIMUM ATOMIC TRANSFER LENGTH
-  CHECK(get(d, 48, 4) == 1);             // ATOMIC ALIGNMENT: any block
-  CHECK(get(d, 52, 4) == 1);             // ATOMIC TRANSFER LENGTH GRANULARITY
-  CHECK(get(d, 56, 4) == 0);             // no atomic boundaries
+  CHECK(get(d, 44, 4) == longest);  // MAXIMUM ATOMIC TRANSFER LENGTH
+  CHECK(get(d, 48, 4) == 1);        // ATOMIC ALIGNMENT: any block
+  CHECK(get(d, 52, 4) == 1);        // ATOMIC TRANSFER LENGTH GRANULARITY
+  CHECK(get(d, 56, 4) == 0);        // no atomic boundaries
   CHECK(get(d, 60, 4) == 0);
 
   // One block at the start and at the end of the volume lands byte for byte.
@@ -784,9 +787,10 @@ TEST_CASE("scsi write atomic: on 512-byte blocks, one aligned 4 KiB block and no
   require_good(*run(write_atomic_cdb(16, 8), four_k));
   require_good(*run(write_atomic_cdb(16, 0)));  // 0 blocks: nothing, not an error
   // Not aligned, not a whole 4 KiB, or more than one: INVALID FIELD IN CDB.
-  require_sense(*run(write_atomic_cdb(17, 8), four_k), sense_key::illegal_request, asc::invalid_field_in_cdb);
-  require_sense(*run(write_atomic_cdb(16, 4), std::span(four_k).first(2048)), sense_key::illegal_request,
+  require_sense(*run(write_atomic_cdb(17, 8), four_k), sense_key::illegal_request,
                 asc::invalid_field_in_cdb);
+  require_sense(*run(write_atomic_cdb(16, 4), std::span(four_k).first(2048)),
+                sense_key::illegal_request, asc::invalid_field_in_cdb);
   require_sense(*run(write_atomic_cdb(16, 16), pattern(8192, 22)), sense_key::illegal_request,
                 asc::invalid_field_in_cdb);
   // READ CAPACITY(16): LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT 3.
@@ -876,7 +880,8 @@ TEST_CASE("scsi write atomic: one device request, and nothing overlapping runs w
   require_good(*reader);
   require_good(*writer);
   require_good(*elsewhere);
-  CHECK(all_zero(std::span<const std::byte>(reader->data_bytes()).first(3 * block_size)));  // it ran before B
+  CHECK(all_zero(
+      std::span<const std::byte>(reader->data_bytes()).first(3 * block_size)));  // it ran before B
   REQUIRE(r.gate->held().size() == 1);
   CHECK(held(op::write, 603, 1) == 1);
   CHECK(late_reader->completions == 0);
@@ -998,7 +1003,7 @@ TEST_CASE("scsi get lba status: mapped and deallocated runs from the volume",
   require_good(*c);
   const auto d = descriptors(*c);
   const auto rest = static_cast<std::uint32_t>(volume_blocks - 351);
-  const std::vector<lba_status> expected = {{0, 100, 1},  {100, 50, 0}, {150, 10, 1},
+  const std::vector<lba_status> expected = {{0, 100, 1},   {100, 50, 0}, {150, 10, 1},
                                             {160, 140, 0}, {300, 50, 1}, {350, 1, 0},
                                             {351, rest, 1}};
   CHECK(d == expected);  // runs that the device reports extent by extent are joined
@@ -1024,8 +1029,8 @@ TEST_CASE("scsi get lba status: mapped and deallocated runs from the volume",
   auto last = r.run(get_lba_status_cdb(volume_blocks - 1, 24));
   require_good(*last);
   CHECK(descriptors(*last) == std::vector<lba_status>{{volume_blocks - 1, 1, 1}});
-  for (const std::uint64_t lba : {volume_blocks, volume_blocks + 1, std::uint64_t{1} << 63,
-                                  ~std::uint64_t{0}}) {
+  for (const std::uint64_t lba :
+       {volume_blocks, volume_blocks + 1, std::uint64_t{1} << 63, ~std::uint64_t{0}}) {
     INFO("lba " << lba);
     require_sense(*r.run(get_lba_status_cdb(lba, 24)), sense_key::illegal_request,
                   asc::lba_out_of_range);
@@ -1057,8 +1062,7 @@ TEST_CASE("scsi get lba status: a device answering block by block costs a bounde
   auto c = r.run(get_lba_status_cdb(0, 1024));
   require_good(*c);
   // The queries ran out inside the first run: one descriptor, true as far as it goes.
-  CHECK(descriptors(*c) ==
-        std::vector<lba_status>{{0, static_cast<std::uint32_t>(budget), 0}});
+  CHECK(descriptors(*c) == std::vector<lba_status>{{0, static_cast<std::uint32_t>(budget), 0}});
   CHECK(r.thin->queries == budget);
 }
 
@@ -1123,8 +1127,8 @@ TEST_CASE("scsi read defect data: an empty list in the format asked", "[target][
     return c;
   };
   for (std::uint8_t format = 0; format <= 5; ++format) {
-    for (const std::uint8_t lists : {std::uint8_t{0x00}, std::uint8_t{0x10}, std::uint8_t{0x08},
-                                     std::uint8_t{0x18}}) {
+    for (const std::uint8_t lists :
+         {std::uint8_t{0x00}, std::uint8_t{0x10}, std::uint8_t{0x08}, std::uint8_t{0x18}}) {
       INFO("format " << int{format} << " lists " << int{lists});
       auto ten = r.run(rdd10(lists | format, 32));
       require_good(*ten);
@@ -1233,8 +1237,8 @@ TEST_CASE("scsi write same: 0 blocks writes to the last LBA, within MAXIMUM WRIT
   CHECK(blocks_of(r.read(volume_blocks - longest, 1), block3));
 
   // The LBA must exist: at the end, past it, 2^31, 2^63, -1.
-  for (const std::uint64_t lba : {volume_blocks, volume_blocks + 1, std::uint64_t{1} << 63,
-                                  ~std::uint64_t{0}}) {
+  for (const std::uint64_t lba :
+       {volume_blocks, volume_blocks + 1, std::uint64_t{1} << 63, ~std::uint64_t{0}}) {
     INFO("lba " << lba);
     require_sense(*r.run(cdb16(0x93, lba, 0), block4), sense_key::illegal_request,
                   asc::lba_out_of_range);
@@ -1273,20 +1277,24 @@ TEST_CASE("scsi report supported operation codes: the new commands and their CDB
   };
   const expected_usage table[] = {
       {0x89, {}, {0x89, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0xff, 0, 0}},
-      {0x8b, {}, {0x8b, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-                  0xff, 0, 0}},
+      {0x8b,
+       {},
+       {0x8b, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0}},
       {0x34, {}, {0x34, 0x02, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0}},
-      {0x90, {}, {0x90, 0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-                  0xff, 0, 0}},
-      {0x9e, 0x12, {0x9e, 0x12, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-                    0xff, 0, 0}},
+      {0x90,
+       {},
+       {0x90, 0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0}},
+      {0x9e,
+       0x12,
+       {0x9e, 0x12, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0}},
       {0xae, {}, {0xae, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0}},
       {0x37, {}, {0x37, 0, 0x1f, 0, 0, 0, 0, 0xff, 0xff, 0}},
       {0xb7, {}, {0xb7, 0x1f, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0}},
       {0x1b, {}, {0x1b, 0, 0, 0, 0xf2, 0}},
       // WRITE ATOMIC(16): DPO and FUA among the bits looked at (libiscsi's DpoFua checks).
-      {0x9c, {}, {0x9c, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-                  0xff, 0, 0}},
+      {0x9c,
+       {},
+       {0x9c, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0}},
       {0x83, 0x00, {0x83, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0}},
       {0x84, 0x00, {0x84, 0x00, 0xff, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0}},
       {0x84, 0x01, {0x84, 0x01, 0xff, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0}},

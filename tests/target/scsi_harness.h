@@ -87,7 +87,7 @@ inline cdb_bytes rsoc(std::uint8_t options, std::uint8_t opcode, std::uint16_t s
 struct command {
   task t;
   device::aligned_buffer out;  // the Data-Out t.data_out points into
-  std::string port;    // the initiator port name t.nexus points into (set_nexus)
+  std::string port;            // the initiator port name t.nexus points into (set_nexus)
   int completions = 0;
 
   command() {

@@ -361,9 +361,9 @@ TEST_CASE("scsi write protect: a write-protected unit refuses every change", "[t
   o.identity.write_protected = true;
   rig r(o);
   const auto block = pattern(block_size, 7);
-  const std::vector<cdb_bytes> changes = {
-      cdb10(0x2a, 0, 1), cdb12(0xaa, 0, 1), cdb16(0x8a, 0, 1), cdb10(0x2e, 0, 1), cdb16(0x8e, 0, 1),
-      cdb10(0x41, 0, 1), cdb16(0x93, 0, 1)};
+  const std::vector<cdb_bytes> changes = {cdb10(0x2a, 0, 1), cdb12(0xaa, 0, 1), cdb16(0x8a, 0, 1),
+                                          cdb10(0x2e, 0, 1), cdb16(0x8e, 0, 1), cdb10(0x41, 0, 1),
+                                          cdb16(0x93, 0, 1)};
   for (const cdb_bytes& cdb : changes) {
     INFO("opcode " << int(cdb[0]));
     require_sense(*r.run(cdb, block), sense_key::data_protect, asc::write_protected);
@@ -900,19 +900,24 @@ TEST_CASE("scsi report target port groups: one group, active/optimized, this por
   CHECK(get(d, 18, 2) == 7);  // relative port
 }
 
-TEST_CASE("scsi ALUA over two controllers' ports: VPD 83h names the port a command came through and its group; "
-          "REPORT TARGET PORT GROUPS lists both groups with their states; a change of states is 2A/06",
-          "[target][scsi]") {
+TEST_CASE(
+    "scsi ALUA over two controllers' ports: VPD 83h names the port a command came through and its "
+    "group; "
+    "REPORT TARGET PORT GROUPS lists both groups with their states; a change of states is 2A/06",
+    "[target][scsi]") {
   rig_options o;
   o.identity.relative_port = 1;
   o.identity.port_group = 1;
-  o.identity.port_groups = {{1, alua_state::active_optimized, {1}}, {2, alua_state::active_non_optimized, {2}}};
+  o.identity.port_groups = {{1, alua_state::active_optimized, {1}},
+                            {2, alua_state::active_non_optimized, {2}}};
   rig r(o);
   auto on_port = [&](std::uint16_t port, const cdb_bytes& c) {
-    return r.run_with([&](task& t) {
-      t.nexus = i_t_nexus{"iqn.x:host,i,0x000000000001", port};
-      r.unit->execute(t);
-    }, c);
+    return r.run_with(
+        [&](task& t) {
+          t.nexus = i_t_nexus{"iqn.x:host,i,0x000000000001", port};
+          r.unit->execute(t);
+        },
+        c);
   };
   auto vpd83 = [&](std::uint16_t port) {
     auto answer = on_port(port, inquiry_cdb(true, 0x83));
@@ -928,7 +933,8 @@ TEST_CASE("scsi ALUA over two controllers' ports: VPD 83h names the port a comma
   };
   CHECK(vpd83(1) == std::pair<std::uint64_t, std::uint64_t>{1, 1});
   CHECK(vpd83(2) == std::pair<std::uint64_t, std::uint64_t>{2, 2});
-  CHECK(vpd83(9) == std::pair<std::uint64_t, std::uint64_t>{1, 1});  // a port no group names: the identity's own
+  CHECK(vpd83(9) == std::pair<std::uint64_t, std::uint64_t>{
+                        1, 1});  // a port no group names: the identity's own
 
   cdb_bytes c{};
   c[0] = 0xa3;
@@ -941,7 +947,8 @@ TEST_CASE("scsi ALUA over two controllers' ports: VPD 83h names the port a comma
     REQUIRE(d.size() == 8 + 2 * 12);
     CHECK(get(d, 0, 4) == d.size() - 4);
     CHECK(d[5] == logical_unit::implicit_transition_seconds);
-    std::vector<std::tuple<std::uint64_t, int, std::uint64_t>> groups;  // (group, state, its one port)
+    std::vector<std::tuple<std::uint64_t, int, std::uint64_t>>
+        groups;  // (group, state, its one port)
     for (std::size_t at = 8; at < d.size(); at += 12) {
       CHECK(d[at + 1] == 0x8b);  // T_SUP, U_SUP, AN_SUP, AO_SUP
       REQUIRE(d[at + 7] == 1);
@@ -957,7 +964,8 @@ TEST_CASE("scsi ALUA over two controllers' ports: VPD 83h names the port a comma
   r.unit->nexus_created(i_t_nexus{"iqn.x:host,i,0x000000000001", 2});
   require_sense(*on_port(2, cdb_bytes{}), sense_key::unit_attention, asc::power_on_reset_occurred);
   // ... and the other controller serves the volume now: its group is the optimized one.
-  r.unit->set_port_groups({{1, alua_state::active_non_optimized, {1}}, {2, alua_state::active_optimized, {2}}});
+  r.unit->set_port_groups(
+      {{1, alua_state::active_non_optimized, {1}}, {2, alua_state::active_optimized, {2}}});
   auto tur = on_port(2, cdb_bytes{});
   require_sense(*tur, sense_key::unit_attention, asc::asymmetric_access_state_changed);
   const std::vector<std::tuple<std::uint64_t, int, std::uint64_t>> after{{1, 1, 1}, {2, 0, 2}};

@@ -55,7 +55,8 @@ struct gated_unit {
     return c;
   }
   bool issued(op operation, std::uint64_t lba) const {
-    return std::ranges::any_of(gate->held(), [&](const request* r) { return r->operation == operation && r->lba == lba; });
+    return std::ranges::any_of(
+        gate->held(), [&](const request* r) { return r->operation == operation && r->lba == lba; });
   }
   void let_through() {
     gate->release_all();
@@ -65,7 +66,8 @@ struct gated_unit {
 
 }  // namespace
 
-TEST_CASE("scsi task attributes: VPD 86h advertises SIMPLE, ORDERED and HEAD OF QUEUE", "[target][scsi][task_attributes]") {
+TEST_CASE("scsi task attributes: VPD 86h advertises SIMPLE, ORDERED and HEAD OF QUEUE",
+          "[target][scsi][task_attributes]") {
   gated_unit g;
   auto c = g.send(task_attribute::simple, inquiry_cdb(true, 0x86, 64));
   finish(g.loop, *c);
@@ -73,8 +75,10 @@ TEST_CASE("scsi task attributes: VPD 86h advertises SIMPLE, ORDERED and HEAD OF 
   CHECK((c->data()[5] & 0x07) == 0x07);  // HEADSUP, ORDSUP, SIMPSUP
 }
 
-TEST_CASE("scsi task attributes: ORDERED waits for the older tasks and holds back the newer; HEAD OF QUEUE goes at once",
-          "[target][scsi][task_attributes]") {
+TEST_CASE(
+    "scsi task attributes: ORDERED waits for the older tasks and holds back the newer; HEAD OF "
+    "QUEUE goes at once",
+    "[target][scsi][task_attributes]") {
   gated_unit g;
   g.gate->close();
   const auto block = pattern(block_size, 1);
@@ -115,8 +119,9 @@ TEST_CASE("scsi task attributes: ORDERED waits for the older tasks and holds bac
   require_good(*e);
 }
 
-TEST_CASE("scsi task attributes: two ORDERED tasks run one after the other, HEAD OF QUEUE between them",
-          "[target][scsi][task_attributes]") {
+TEST_CASE(
+    "scsi task attributes: two ORDERED tasks run one after the other, HEAD OF QUEUE between them",
+    "[target][scsi][task_attributes]") {
   gated_unit g;
   g.gate->close();
   const auto x = pattern(block_size, 2);
@@ -143,7 +148,8 @@ TEST_CASE("scsi task attributes: two ORDERED tasks run one after the other, HEAD
 // Many tasks with random attributes in flight at once over a device that
 // completes a seeded fraction of requests late (out of order), checked
 // against what SAM-5 allows (below).
-TEST_CASE("scsi task attributes: many tasks out of order keep SAM-5's order", "[target][scsi][task_attributes]") {
+TEST_CASE("scsi task attributes: many tasks out of order keep SAM-5's order",
+          "[target][scsi][task_attributes]") {
   const std::uint64_t seed = test_seed();
   INFO("seed " << seed);
   test_loop loop;
@@ -166,7 +172,9 @@ TEST_CASE("scsi task attributes: many tasks out of order keep SAM-5's order", "[
   const auto block = pattern(block_size, 4);
   for (int i = 0; i < 200; ++i) {
     const unsigned r = random() % 10;
-    const task_attribute a = r < 6 ? task_attribute::simple : r < 9 ? task_attribute::ordered : task_attribute::head_of_queue;
+    const task_attribute a = r < 6   ? task_attribute::simple
+                             : r < 9 ? task_attribute::ordered
+                                     : task_attribute::head_of_queue;
     auto c = std::make_unique<command>();
     c->t.cdb = random() % 2 ? cdb16(0x8a, random() % 1024, 1) : cdb16(0x88, random() % 1024, 1);
     if (c->t.cdb[0] == 0x8a) c->set_data_out(block);
@@ -188,7 +196,8 @@ TEST_CASE("scsi task attributes: many tasks out of order keep SAM-5's order", "[
     if (tasks[i].attribute != task_attribute::ordered) continue;
     INFO("ORDERED task " << i);
     for (std::size_t j = 0; j < i; ++j) {
-      if (tasks[j].attribute == task_attribute::head_of_queue) continue;  // may have run before anything older
+      if (tasks[j].attribute == task_attribute::head_of_queue)
+        continue;  // may have run before anything older
       REQUIRE(tasks[j].completed_at < tasks[i].completed_at);
     }
     for (std::size_t j = i + 1; j < tasks.size(); ++j) {

@@ -3,6 +3,8 @@
 // in a script; scan resistance; frequency admission; S3-FIFO forgetting an
 // invalidated line's ghost; Belady's MIN against exhaustive search and as a
 // bound on every policy.
+#include "tiering/cache_policy.h"
+
 #include <algorithm>
 #include <bit>
 #include <catch2/catch.hpp>
@@ -14,7 +16,6 @@
 #include <vector>
 
 #include "tests/raid/device/harness.h"
-#include "tiering/cache_policy.h"
 
 namespace strata::tiering {
 namespace {
@@ -30,7 +31,9 @@ std::vector<std::string> all_policy_names() {
   return names;
 }
 
-bool filters_admission(const std::string& name) { return name.ends_with("+2hit"); }
+bool filters_admission(const std::string& name) {
+  return name.ends_with("+2hit");
+}
 
 std::unique_ptr<cache_policy> make(const std::string& name, std::size_t capacity_lines) {
   auto policy = make_cache_policy(name, capacity_lines);
@@ -382,9 +385,9 @@ TEST_CASE("cache policy: memory per line counts ghosts and sketches", "[tiering]
     CHECK(bytes[name] >= 24);  // an entry per line at least
     CHECK(bytes[name] < 200);
   }
-  CHECK(bytes["arc"] > bytes["lru"]);      // ghosts: twice the entries
+  CHECK(bytes["arc"] > bytes["lru"]);       // ghosts: twice the entries
   CHECK(bytes["s3fifo"] > bytes["sieve"]);  // a ghost for 90% of capacity
-  CHECK(bytes["tinylfu"] > bytes["lru"]);  // the sketch
+  CHECK(bytes["tinylfu"] > bytes["lru"]);   // the sketch
   CHECK(bytes["sieve+2hit"] > bytes["sieve"]);
 }
 

@@ -38,8 +38,9 @@ migrator_options cooling(device::duration d) {
 
 constexpr std::uint16_t cold_group = 3;  // after the performance group and two capacity groups
 
-TEST_CASE("cold tier: extents idle for the cooling time go there and read back; heated, they come back",
-          "[tiering][cold]") {
+TEST_CASE(
+    "cold tier: extents idle for the cooling time go there and read back; heated, they come back",
+    "[tiering][cold]") {
   rig r(with_cold());
   REQUIRE(r.p->tier_of(cold_group) == tier::cold);
   volume& v = r.create("db", 8 * extent_blocks);
@@ -48,7 +49,8 @@ TEST_CASE("cold tier: extents idle for the cooling time go there and read back; 
   r.loop.clock.advance_by(minutes(50));
   heat_up(r, v, 5, 1);  // extent 5 is read now: its cooling starts again
   settle(r, m);
-  for (std::uint64_t e = 0; e < 8; ++e) CHECK(tier_of(r, v, e) == tier::capacity);  // 50 minutes: not yet
+  for (std::uint64_t e = 0; e < 8; ++e)
+    CHECK(tier_of(r, v, e) == tier::capacity);  // 50 minutes: not yet
 
   r.loop.clock.advance_by(minutes(20));
   settle(r, m);
@@ -61,7 +63,8 @@ TEST_CASE("cold tier: extents idle for the cooling time go there and read back; 
   CHECK(v.mapped_extents_on(tier::cold) == 7);
   for (std::uint64_t e = 0; e < 8; ++e) CHECK(holds(r, v, e));
   CHECK(v.counters().reads(source::cold).ios == 7);
-  CHECK(v.counters().read_latency[static_cast<int>(source::cold)].count == 7);  // each read timed, as Ceph's
+  CHECK(v.counters().read_latency[static_cast<int>(source::cold)].count ==
+        7);  // each read timed, as Ceph's
 
   // One read each (just now) is not heat enough to bring them back.
   settle(r, m);
@@ -84,8 +87,10 @@ TEST_CASE("cold tier: extents idle for the cooling time go there and read back; 
   CHECK(m.counters().bytes_moved == moved);
 }
 
-TEST_CASE("cold tier: the cooling changed on a running migrator: off holds everything, on again moves what cooled",
-          "[tiering][cold]") {
+TEST_CASE(
+    "cold tier: the cooling changed on a running migrator: off holds everything, on again moves "
+    "what cooled",
+    "[tiering][cold]") {
   rig r(with_cold());
   volume& v = r.create("db", 4 * extent_blocks);
   fill(r, v, 0, 4);
@@ -104,7 +109,8 @@ TEST_CASE("cold tier: the cooling changed on a running migrator: off holds every
   for (std::uint64_t e = 0; e < 4; ++e) CHECK(holds(r, v, e));
 }
 
-TEST_CASE("cold tier: extents that cooled on the performance tier go straight there", "[tiering][cold]") {
+TEST_CASE("cold tier: extents that cooled on the performance tier go straight there",
+          "[tiering][cold]") {
   rig_shape shape = with_cold();
   shape.new_extents = new_extent_tier::performance_first;
   rig r(shape);
@@ -152,7 +158,8 @@ TEST_CASE("cold tier: local and performance volumes never go there; one pinned l
   CHECK(holds(r, archive, 1));
 }
 
-TEST_CASE("cold tier: below the capacity tier's low water, the longest idle extents go early", "[tiering][cold]") {
+TEST_CASE("cold tier: below the capacity tier's low water, the longest idle extents go early",
+          "[tiering][cold]") {
   rig r(with_cold());  // 32 capacity extents: the low water (10%) is 3
   volume& v = r.create("db", 40 * extent_blocks);
   for (std::uint64_t e = 0; e < 31; ++e) {
@@ -207,8 +214,10 @@ TEST_CASE("cold tier: cooling counts pool age, which a restart keeps and time do
   CHECK(holds(r, *v, 0));
 }
 
-TEST_CASE("cold tier: a failed cold group fails its extents' I/O only; the volume serves the rest, moves pause",
-          "[tiering][cold]") {
+TEST_CASE(
+    "cold tier: a failed cold group fails its extents' I/O only; the volume serves the rest, moves "
+    "pause",
+    "[tiering][cold]") {
   rig r(with_cold());
   std::vector<std::string> pauses;
   r.p.reset();
@@ -233,14 +242,15 @@ TEST_CASE("cold tier: a failed cold group fails its extents' I/O only; the volum
   CHECK(!r.p->group_pause(cold_group).empty());
   REQUIRE(pauses.size() == 1);
   CHECK(pauses[0].starts_with("3: its I/O failed"));
-  CHECK(holds(r, v, 4));                                // the capacity tier serves
+  CHECK(holds(r, v, 4));                                               // the capacity tier serves
   write_blocks(r.loop, v, 6 * extent_blocks, pattern(block_size, 7));  // and takes new extents
   CHECK(holds(r, v, 6));
   CHECK(r.p->free_extents(tier::cold) == 0);  // paused: no moves to it
 
   // Extent 4 cools meanwhile, and extent 1 heats: neither moves while paused.
   for (int i = 0; i < 10; ++i) {  // these reads fail, but are heat all the same
-    CHECK(r.io(v, io::make(op::read, extent_blocks + (i % 2 == 0 ? 3 : 9), 1, block_size)) == errc::device_failed);
+    CHECK(r.io(v, io::make(op::read, extent_blocks + (i % 2 == 0 ? 3 : 9), 1, block_size)) ==
+          errc::device_failed);
   }
   r.loop.clock.advance_by(seconds(10));
   settle(r, m);
@@ -254,7 +264,8 @@ TEST_CASE("cold tier: a failed cold group fails its extents' I/O only; the volum
   CHECK(pauses[1] == "3: resumed");
 }
 
-TEST_CASE("cold tier: a hung cluster stalls no flush of a volume that wrote nothing there", "[tiering][cold]") {
+TEST_CASE("cold tier: a hung cluster stalls no flush of a volume that wrote nothing there",
+          "[tiering][cold]") {
   rig r(with_cold());
   volume& v = r.create("db", 8 * extent_blocks);
   fill(r, v, 0, 2);
@@ -281,7 +292,8 @@ TEST_CASE("cold tier: a hung cluster stalls no flush of a volume that wrote noth
   r.faults.back()->hang();
   auto g = io::flush();
   v.submit(g->req);
-  r.loop.run_until([&] { return g->completions > 0 || r.loop.clock.now().time_since_epoch() > hours(3); });
+  r.loop.run_until(
+      [&] { return g->completions > 0 || r.loop.clock.now().time_since_epoch() > hours(3); });
   CHECK(g->completions == 0);  // held by the hung cold group
   r.faults.back()->resume();
   r.loop.run_until([&] { return g->completions > 0; });

@@ -51,10 +51,11 @@ std::optional<std::uint64_t> decode(std::uint64_t block, std::span<const std::by
 
 // What the host did, and so what each block may hold after a crash.
 struct host_model {
-  std::vector<std::uint64_t> completed;      // per block: the last write that completed
-  std::vector<std::uint64_t> durable;        // per block: the last write a completed flush covered
-  std::vector<std::vector<std::uint64_t>> may_hold;  // per block: every value written since `durable`
-  std::vector<std::uint64_t> flushing;       // `completed` when the flush in flight began
+  std::vector<std::uint64_t> completed;  // per block: the last write that completed
+  std::vector<std::uint64_t> durable;    // per block: the last write a completed flush covered
+  std::vector<std::vector<std::uint64_t>>
+      may_hold;                         // per block: every value written since `durable`
+  std::vector<std::uint64_t> flushing;  // `completed` when the flush in flight began
 
   host_model() : completed(volume_blocks, 0), durable(volume_blocks, 0), may_hold(volume_blocks) {}
   void written_before(std::uint64_t first, std::uint64_t n, std::uint64_t seq) {
@@ -77,7 +78,8 @@ struct host_model {
     }
   }
   bool allowed(std::uint64_t block, std::uint64_t seq) const {
-    return seq == durable[block] || std::ranges::find(may_hold[block], seq) != may_hold[block].end();
+    return seq == durable[block] ||
+           std::ranges::find(may_hold[block], seq) != may_hold[block].end();
   }
 };
 
@@ -91,7 +93,8 @@ std::vector<host_op> scenario_ops(std::uint64_t seed) {
   std::mt19937_64 random(seed);
   std::vector<host_op> ops;
   for (int i = 0; i < 14; ++i) {
-    if (i == 5) ops.push_back({host_op::write, extent_blocks + 2, 3});  // the first write to extent 1
+    if (i == 5)
+      ops.push_back({host_op::write, extent_blocks + 2, 3});  // the first write to extent 1
     if (i == 8) ops.push_back({host_op::discard, 2 * extent_blocks, extent_blocks});
     if (i % 4 == 3) ops.push_back({host_op::flush});
     const std::uint64_t n = 1 + random() % 3;
@@ -105,10 +108,14 @@ std::vector<host_op> scenario_ops(std::uint64_t seed) {
 enum class move_kind { promotion, demotion, to_cold, from_cold };
 const char* name(move_kind k) {
   switch (k) {
-    case move_kind::promotion: return "promotion (capacity to performance)";
-    case move_kind::demotion: return "demotion (performance to capacity)";
-    case move_kind::to_cold: return "to the cold tier (capacity to cold)";
-    case move_kind::from_cold: return "back from the cold tier (cold to capacity)";
+    case move_kind::promotion:
+      return "promotion (capacity to performance)";
+    case move_kind::demotion:
+      return "demotion (performance to capacity)";
+    case move_kind::to_cold:
+      return "to the cold tier (capacity to cold)";
+    case move_kind::from_cold:
+      return "back from the cold tier (cold to capacity)";
   }
   return "?";
 }
@@ -122,7 +129,7 @@ struct scenario {
   std::unique_ptr<io> current;
   host_op current_op{};
   std::uint64_t seq = 1;
-  tier from = tier::capacity;  // where extent 0 starts
+  tier from = tier::capacity;   // where extent 0 starts
   tier to = tier::performance;  // where it moves
   bool move_done = false;
   std::error_code move_result;
@@ -169,7 +176,8 @@ struct scenario {
       if (current_op.what == host_op::flush) {
         model.flush_completed();
       } else {
-        model.completed_write(current_op.first, current_op.count, current_op.what == host_op::discard ? 0 : seq);
+        model.completed_write(current_op.first, current_op.count,
+                              current_op.what == host_op::discard ? 0 : seq);
       }
       current.reset();
     }
@@ -231,32 +239,38 @@ void check_after_crash(rig& r, const host_model& model, tier from, outcomes& see
   const auto got = read_blocks(r.loop, v, 0, volume_blocks);
   for (std::uint64_t b = 0; b < volume_blocks; ++b) {
     const auto seq = decode(b, std::span(got).subspan(b * block_size, block_size));
-    INFO("block " << b << " (extent " << b / extent_blocks << "): durable value " << model.durable[b]);
+    INFO("block " << b << " (extent " << b / extent_blocks << "): durable value "
+                  << model.durable[b]);
     REQUIRE(seq.has_value());  // never garbage, never another extent's data
     INFO("holds value " << *seq);
     REQUIRE(model.allowed(b, *seq));
   }
   // Every extent is mapped once or free: nothing leaked, nothing shared.
   std::uint64_t used = 0;
-  for (tier t : {tier::performance, tier::capacity, tier::cold}) used += r.p->capacity_extents(t) - r.p->free_extents(t);
+  for (tier t : {tier::performance, tier::capacity, tier::cold})
+    used += r.p->capacity_extents(t) - r.p->free_extents(t);
   REQUIRE(used == v.mapped_extents());
   REQUIRE(v.location(0).has_value());
   (r.p->tier_of(v.location(0)->group) != from ? seen.moved : seen.not_moved)++;
   (v.location(1).has_value() ? seen.allocated : seen.not_allocated)++;
 }
 
-TEST_CASE("crash: every step of a move, with host writes, flushes and a discard around it, loses no flushed write",
-          "[tiering][crash]") {
+TEST_CASE(
+    "crash: every step of a move, with host writes, flushes and a discard around it, loses no "
+    "flushed write",
+    "[tiering][crash]") {
   const std::uint64_t seed = test_seed();
   INFO("seed " << seed);
-  const auto kind = GENERATE(move_kind::promotion, move_kind::demotion, move_kind::to_cold, move_kind::from_cold);
+  const auto kind =
+      GENERATE(move_kind::promotion, move_kind::demotion, move_kind::to_cold, move_kind::from_cold);
   INFO(name(kind));
   // New extents on the performance tier first for a demotion; on the
   // capacity tier for the others.
   const rig_shape shape{.performance_extents = 4,
                         .capacity_extents = 8,
-                        .new_extents = kind == move_kind::demotion ? new_extent_tier::performance_first
-                                                                    : new_extent_tier::capacity,
+                        .new_extents = kind == move_kind::demotion
+                                           ? new_extent_tier::performance_first
+                                           : new_extent_tier::capacity,
                         .volatile_write_caches = true,
                         .seed = seed,
                         .cold_extents = 8};

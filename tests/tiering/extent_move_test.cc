@@ -37,7 +37,8 @@ void stop_holding(rig& r) {
 
 }  // namespace
 
-TEST_CASE("move: a write in flight when the move starts reaches the new place", "[tiering][migration]") {
+TEST_CASE("move: a write in flight when the move starts reaches the new place",
+          "[tiering][migration]") {
   rig r(4, 8);
   volume& v = r.create("db", 2 * extent_blocks, affinity::archive);
   write_blocks(r.loop, v, 0, pattern(extent_bytes, 1));
@@ -55,7 +56,8 @@ TEST_CASE("move: a write in flight when the move starts reaches the new place", 
   CHECK(read_blocks(r.loop, v, 3, 1) == fresh);
 }
 
-TEST_CASE("move: a write that lands after a copy pass re-read its granule is copied again", "[tiering][migration]") {
+TEST_CASE("move: a write that lands after a copy pass re-read its granule is copied again",
+          "[tiering][migration]") {
   rig r(4, 8);
   volume& v = r.create("db", 2 * extent_blocks, affinity::archive);
   write_blocks(r.loop, v, 0, pattern(extent_bytes, 1));
@@ -126,7 +128,8 @@ TEST_CASE("move: overlapping writes over reordering disks and a RAID-1 source ar
     v.move_extent(0, to, [&](std::error_code ec) { moved = ec; });
     write_some(1 + static_cast<int>(random() % 6));
     r.loop.run_until([&] {
-      return moved.has_value() && std::all_of(racing.begin(), racing.end(), [](auto& w) { return w->completions == 1; });
+      return moved.has_value() &&
+             std::all_of(racing.begin(), racing.end(), [](auto& w) { return w->completions == 1; });
     });
     REQUIRE_FALSE(*moved);
     for (auto& w : racing) REQUIRE_FALSE(w->req.result);
@@ -142,8 +145,9 @@ TEST_CASE("move: overlapping writes over reordering disks and a RAID-1 source ar
   }
 }
 
-TEST_CASE("metadata failure: writes waiting on a failed unmap are refused, not sent to the old extent",
-          "[tiering][metadata]") {
+TEST_CASE(
+    "metadata failure: writes waiting on a failed unmap are refused, not sent to the old extent",
+    "[tiering][metadata]") {
   rig r(4, 8);
   volume& v = r.create("db", 2 * extent_blocks, affinity::archive);
   write_blocks(r.loop, v, 0, pattern(2 * extent_bytes, 1));
@@ -159,8 +163,10 @@ TEST_CASE("metadata failure: writes waiting on a failed unmap are refused, not s
   CHECK(w->req.result == make_error_code(errc::io_error));
 }
 
-TEST_CASE("metadata failure: writes held by a move whose commit failed are refused, and so is every write in flight",
-          "[tiering][metadata][migration]") {
+TEST_CASE(
+    "metadata failure: writes held by a move whose commit failed are refused, and so is every "
+    "write in flight",
+    "[tiering][metadata][migration]") {
   rig r(4, 8);
   volume& v = r.create("db", 2 * extent_blocks, affinity::archive);
   write_blocks(r.loop, v, 0, pattern(2 * extent_bytes, 1));
@@ -177,10 +183,12 @@ TEST_CASE("metadata failure: writes held by a move whose commit failed are refus
   auto held = make_write(4, pattern(block_size, 5));
   v.submit(held->req);
   hold_next_capacity_request(r, milliseconds(50));
-  auto elsewhere = make_write(extent_blocks + 1, pattern(block_size, 6));  // extent 1: in flight at the failure
+  auto elsewhere =
+      make_write(extent_blocks + 1, pattern(block_size, 6));  // extent 1: in flight at the failure
   v.submit(elsewhere->req);
   stop_holding(r);
-  r.loop.run_until([&] { return moved.has_value() && held->completions == 1 && elsewhere->completions == 1; });
+  r.loop.run_until(
+      [&] { return moved.has_value() && held->completions == 1 && elsewhere->completions == 1; });
   CHECK(*moved);
   CHECK(r.p->metadata_failed());
   CHECK(held->req.result == make_error_code(errc::io_error));
@@ -189,8 +197,10 @@ TEST_CASE("metadata failure: writes held by a move whose commit failed are refus
   CHECK(r.io(v, make_write(7, pattern(block_size, 7))) == make_error_code(errc::io_error));
 }
 
-TEST_CASE("metadata failure: a write that completed before the failure was known is refused if answered after it",
-          "[tiering][metadata]") {
+TEST_CASE(
+    "metadata failure: a write that completed before the failure was known is refused if answered "
+    "after it",
+    "[tiering][metadata]") {
   rig r(4, 8);
   volume& v = r.create("db", 2 * extent_blocks, affinity::archive);
   write_blocks(r.loop, v, 0, pattern(extent_bytes, 1));

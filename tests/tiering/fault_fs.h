@@ -9,12 +9,12 @@
 // one. The data may or may not be in the file: exactly the unknown outcome.
 #pragma once
 
+#include <rocksdb/env.h>
+#include <rocksdb/file_system.h>
+
 #include <atomic>
 #include <memory>
 #include <string>
-
-#include <rocksdb/env.h>
-#include <rocksdb/file_system.h>
 
 namespace strata::tiering::testing {
 

@@ -8,7 +8,9 @@ namespace strata::tiering {
 namespace {
 using namespace testing;
 
-std::error_code read_one(rig& r, volume& v, std::uint64_t block) { return r.io(v, io::make(op::read, block, 1, block_size)); }
+std::error_code read_one(rig& r, volume& v, std::uint64_t block) {
+  return r.io(v, io::make(op::read, block, 1, block_size));
+}
 
 TEST_CASE("group loss: a lost performance group takes only the volumes with extents there offline",
           "[tiering][group_loss]") {
@@ -26,7 +28,8 @@ TEST_CASE("group loss: a lost performance group takes only the volumes with exte
   REQUIRE_FALSE(r.io(cold, io::flush()));
   CHECK(cold.online());
   CHECK_FALSE(hot.online());
-  CHECK(hot.offline_reason().find("group 0 (performance tier) is lost beyond its redundancy") != std::string::npos);
+  CHECK(hot.offline_reason().find("group 0 (performance tier) is lost beyond its redundancy") !=
+        std::string::npos);
   CHECK_FALSE(r.p->group_usable(0));
   CHECK(fresh.online());
 

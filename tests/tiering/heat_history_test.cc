@@ -10,7 +10,8 @@ using namespace testing;
 
 // `reads` random reads of extent `e` (alternating blocks: never a stream).
 void heat_up(rig& r, volume& v, std::uint64_t e, int reads) {
-  for (int i = 0; i < reads; ++i) read_blocks(r.loop, v, e * extent_blocks + (i % 2 == 0 ? 1 : 7), 1);
+  for (int i = 0; i < reads; ++i)
+    read_blocks(r.loop, v, e * extent_blocks + (i % 2 == 0 ? 1 : 7), 1);
 }
 
 // A minute passes: the timers fire, and their writes land.
@@ -27,7 +28,8 @@ std::vector<heat_snapshot> history(rig& r) {
   return *h;
 }
 
-TEST_CASE("heat history: the hottest extents, every interval, the newest kept", "[tiering][heat_history]") {
+TEST_CASE("heat history: the hottest extents, every interval, the newest kept",
+          "[tiering][heat_history]") {
   rig r(4, 16);
   r.options.heat_history = {std::chrono::minutes(1), 3, 2};  // every minute, keep 3, 2 extents each
   r.restart();
@@ -50,7 +52,8 @@ TEST_CASE("heat history: the hottest extents, every interval, the newest kept", 
   CHECK(s.hottest[1].volume_extent == 4);
   CHECK(s.hottest[1].where == r.p->tier_of(v.location(4)->group));
   CHECK(s.hottest[0].score > s.hottest[1].score);
-  CHECK(s.total.read_ios > s.hottest[0].heat.read_ios + s.hottest[1].heat.read_ios);  // extent 2 counts here
+  CHECK(s.total.read_ios >
+        s.hottest[0].heat.read_ios + s.hottest[1].heat.read_ios);  // extent 2 counts here
 
   // Five more minutes: only the newest three are kept, numbered in a run.
   for (int i = 0; i < 5; ++i) one_minute(r);

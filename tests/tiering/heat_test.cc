@@ -1,10 +1,11 @@
 // Heat: decay arithmetic in virtual time, sequential streams that do not
 // heat, and what an extent costs in memory.
+#include "tiering/heat.h"
+
 #include <catch2/catch.hpp>
 #include <chrono>
 
 #include "raid/device/clock.h"
-#include "tiering/heat.h"
 
 namespace strata::tiering {
 namespace {
@@ -53,7 +54,7 @@ TEST_CASE("heat: a sequential scan heats nothing past its first megabyte", "[tie
   // Random reads between the scan's requests still count.
   heat_map mixed(16, extent_blocks, block_size, t.options, t.clock);
   for (std::uint64_t i = 0; i < 200; ++i) {
-    mixed.record(op::read, 4 * extent_blocks + i * 32, 32);     // a scan of extents 4..
+    mixed.record(op::read, 4 * extent_blocks + i * 32, 32);  // a scan of extents 4..
     mixed.record(op::read, 10 * extent_blocks + (i * 7919) % extent_blocks, 1);  // random in 10
   }
   CHECK(mixed.score(10) == Approx(200));
@@ -71,7 +72,10 @@ TEST_CASE("heat: interleaved scans each keep their own stream", "[tiering][heat]
   CHECK(total == Approx(4 * 4));  // each stream's first 1 MiB: four 256 KiB reads
 }
 
-TEST_CASE("heat: 24 bytes an extent (with its last I/O time), so a 1 PiB pool's heat and map fit 128 GiB with room", "[tiering][heat]") {
+TEST_CASE(
+    "heat: 24 bytes an extent (with its last I/O time), so a 1 PiB pool's heat and map fit 128 GiB "
+    "with room",
+    "[tiering][heat]") {
   CHECK(heat_map::bytes_per_extent() == 24);
   const double extents = static_cast<double>(1ull << 50) / (4 << 20);  // 268 M
   const double bytes = extents * (heat_map::bytes_per_extent() + 8 /* the extent map's entry */);

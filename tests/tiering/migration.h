@@ -16,10 +16,13 @@ inline void heat_up(rig& r, volume& v, std::uint64_t extent, int reads) {
 
 // Writes a block to each extent [first, first + n), with data that names it.
 inline void fill(rig& r, volume& v, std::uint64_t first, std::uint64_t n) {
-  for (std::uint64_t e = first; e < first + n; ++e) write_blocks(r.loop, v, e * extent_blocks, pattern(block_size, e + 1));
+  for (std::uint64_t e = first; e < first + n; ++e)
+    write_blocks(r.loop, v, e * extent_blocks, pattern(block_size, e + 1));
 }
 
-inline tier tier_of(rig& r, volume& v, std::uint64_t extent) { return r.p->tier_of(v.location(extent)->group); }
+inline tier tier_of(rig& r, volume& v, std::uint64_t extent) {
+  return r.p->tier_of(v.location(extent)->group);
+}
 
 // Rounds until the migrator has nothing planned or in flight.
 inline void settle(rig& r, migrator& m) {

@@ -17,7 +17,8 @@ migrator_options quick() {
   return o;
 }
 
-TEST_CASE("migrator: hot capacity extents are promoted, and the data stays", "[tiering][migrator]") {
+TEST_CASE("migrator: hot capacity extents are promoted, and the data stays",
+          "[tiering][migrator]") {
   rig r(4, 16, new_extent_tier::capacity);
   volume& v = r.create("db", 8 * extent_blocks);
   fill(r, v, 0, 8);
@@ -30,11 +31,13 @@ TEST_CASE("migrator: hot capacity extents are promoted, and the data stays", "[t
   CHECK(tier_of(r, v, 5) == tier::performance);
   CHECK(tier_of(r, v, 6) == tier::capacity);
   CHECK(m.counters().promotions == 2);
-  for (std::uint64_t e = 0; e < 8; ++e) CHECK(read_blocks(r.loop, v, e * extent_blocks, 1) == pattern(block_size, e + 1));
+  for (std::uint64_t e = 0; e < 8; ++e)
+    CHECK(read_blocks(r.loop, v, e * extent_blocks, 1) == pattern(block_size, e + 1));
 }
 
-TEST_CASE("migrator: a full tier trades a resident only for an extent hotter by the hysteresis factor",
-          "[tiering][migrator]") {
+TEST_CASE(
+    "migrator: a full tier trades a resident only for an extent hotter by the hysteresis factor",
+    "[tiering][migrator]") {
   rig r(2, 16, new_extent_tier::capacity);
   volume& v = r.create("db", 8 * extent_blocks);
   fill(r, v, 0, 8);
@@ -69,7 +72,8 @@ TEST_CASE("migrator: a full tier trades a resident only for an extent hotter by 
     settle(r, m);
   }
   CHECK(m.counters().promotions + m.counters().demotions == moves);
-  for (std::uint64_t e = 0; e < 8; ++e) CHECK(read_blocks(r.loop, v, e * extent_blocks, 1) == pattern(block_size, e + 1));
+  for (std::uint64_t e = 0; e < 8; ++e)
+    CHECK(read_blocks(r.loop, v, e * extent_blocks, 1) == pattern(block_size, e + 1));
 }
 
 TEST_CASE("migrator: promotions leave the reserve free for new writes, and demotions restore it",
@@ -89,8 +93,9 @@ TEST_CASE("migrator: promotions leave the reserve free for new writes, and demot
   CHECK(m.counters().demotions == 4);
 }
 
-TEST_CASE("migrator: archive volumes are never promoted and leave the tier; performance volumes stay",
-          "[tiering][migrator]") {
+TEST_CASE(
+    "migrator: archive volumes are never promoted and leave the tier; performance volumes stay",
+    "[tiering][migrator]") {
   rig r(4, 16, new_extent_tier::capacity);
   volume& hot_archive = r.create("archive", 4 * extent_blocks, affinity::archive);
   volume& pinned = r.create("pinned", 4 * extent_blocks, affinity::performance);
@@ -150,8 +155,10 @@ TEST_CASE("migrator: moves stop while foreground latency is over budget", "[tier
   CHECK(m.allowed_in_flight() < before);
 }
 
-TEST_CASE("migrator: a plan naming a deleted volume is dropped, not carried out; a placement change steers it",
-          "[tiering][migrator][delete]") {
+TEST_CASE(
+    "migrator: a plan naming a deleted volume is dropped, not carried out; a placement change "
+    "steers it",
+    "[tiering][migrator][delete]") {
   rig r(4, 16, new_extent_tier::capacity);
   volume& keep = r.create("keep", 4 * extent_blocks);
   volume& doomed = r.create("doomed", 4 * extent_blocks);

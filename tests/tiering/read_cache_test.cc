@@ -43,7 +43,8 @@ TEST_CASE("read cache: a line read is filled and then served from the cache", "[
   const auto before = v.counters().reads(source::cache).ios;
   const auto got = read_blocks(r.loop, v, 4, line_blocks);  // the whole line of block 5
   CHECK(v.counters().reads(source::cache).ios == before + 1);
-  CHECK(got == std::vector<std::byte>(data.begin() + 4 * block_size, data.begin() + 8 * block_size));
+  CHECK(got ==
+        std::vector<std::byte>(data.begin() + 4 * block_size, data.begin() + 8 * block_size));
 }
 
 TEST_CASE("read cache: lines read once do not displace lines read often", "[tiering][cache]") {
@@ -56,7 +57,8 @@ TEST_CASE("read cache: lines read once do not displace lines read often", "[tier
   };
   // Three hot lines, read in turn (never a stream), into the main cache.
   for (int round = 0; round < 4; ++round) {
-    for (std::uint64_t l = 0; l < 3; ++l) read_one(l * line_blocks + 1 + static_cast<std::uint64_t>(round % 2));
+    for (std::uint64_t l = 0; l < 3; ++l)
+      read_one(l * line_blocks + 1 + static_cast<std::uint64_t>(round % 2));
   }
   // Twelve cold lines, each read once.
   for (std::uint64_t l = 0; l < 12; ++l) read_one((8 + 2 * l) * line_blocks + 2);
@@ -85,13 +87,15 @@ TEST_CASE("read cache: a write over a cached line updates it; a discard drops it
   CHECK(v.counters().reads(source::cache).ios == hits);
 }
 
-TEST_CASE("read cache: two overlapping writes in flight never leave the older data in the cached line",
-          "[tiering][cache]") {
+TEST_CASE(
+    "read cache: two overlapping writes in flight never leave the older data in the cached line",
+    "[tiering][cache]") {
   rig r(2, 16, new_extent_tier::capacity, 64);
   volume& v = r.create("db", 8 * extent_blocks);
   write_blocks(r.loop, v, 0, pattern(extent_bytes, 1));
   read_twice_randomly(r, v, 5);
-  REQUIRE(r.p->cache()->holds(read_cache::key(v.record().id, 1), read_cache::key(v.record().id, 1)));
+  REQUIRE(
+      r.p->cache()->holds(read_cache::key(v.record().id, 1), read_cache::key(v.record().id, 1)));
   const auto older = pattern(block_size, 2), newer = pattern(block_size, 3);
   // The capacity tier applies the two in order; the cache SSD serves the
   // first one's copy last (a queueing SSD may).
@@ -112,7 +116,8 @@ TEST_CASE("read cache: two overlapping writes in flight never leave the older da
   CHECK(read_blocks(r.loop, *r.p->find_volume("db"), 5, 1) == newer);
 }
 
-TEST_CASE("read cache: random reads, writes, discards and moves match a reference", "[tiering][cache]") {
+TEST_CASE("read cache: random reads, writes, discards and moves match a reference",
+          "[tiering][cache]") {
   const auto seed = test_seed();
   INFO("seed " << seed);
   rig r(4, 16, new_extent_tier::capacity, 16);  // a small cache: evictions and slot reuse
@@ -123,7 +128,8 @@ TEST_CASE("read cache: random reads, writes, discards and moves match a referenc
   for (int step = 0; step < 1500; ++step) {
     const int what = static_cast<int>(random() % 100);
     // Hot spots: most I/O lands on a few lines, so the cache fills.
-    const std::uint64_t lba = (random() % 4 == 0) ? random() % blocks : (random() % 6) * extent_blocks + random() % 8;
+    const std::uint64_t lba =
+        (random() % 4 == 0) ? random() % blocks : (random() % 6) * extent_blocks + random() % 8;
     const std::uint64_t n = std::min<std::uint64_t>(1 + random() % 6, blocks - lba);
     if (what < 60) {
       const auto got = read_blocks(r.loop, v, lba, n);
@@ -139,12 +145,14 @@ TEST_CASE("read cache: random reads, writes, discards and moves match a referenc
     } else {
       const std::uint64_t e = random() % 6;
       if (const auto where = v.location(e)) {
-        const tier to = r.p->tier_of(where->group) == tier::capacity ? tier::performance : tier::capacity;
+        const tier to =
+            r.p->tier_of(where->group) == tier::capacity ? tier::performance : tier::capacity;
         std::optional<std::error_code> moved;
         v.move_extent(e, to, [&](std::error_code ec) { moved = ec; });
         // Reads during the move.
         const auto got = read_blocks(r.loop, v, e * extent_blocks, extent_blocks);
-        REQUIRE(std::memcmp(got.data(), model.data() + e * extent_blocks * block_size, got.size()) == 0);
+        REQUIRE(std::memcmp(got.data(), model.data() + e * extent_blocks * block_size,
+                            got.size()) == 0);
         r.loop.run_until([&] { return moved.has_value(); });
       }
     }
@@ -172,7 +180,8 @@ TEST_CASE("read cache: its index survives a restart, and a write made before it 
   CHECK(r.p->cache()->size_lines() == 1);  // the line of block 5, warm
   const auto before = v.counters().reads(source::cache).ios;
   const auto want = pattern(extent_bytes, 1);
-  CHECK(read_blocks(r.loop, v, 5, 1) == std::vector<std::byte>(want.begin() + 5 * block_size, want.begin() + 6 * block_size));
+  CHECK(read_blocks(r.loop, v, 5, 1) ==
+        std::vector<std::byte>(want.begin() + 5 * block_size, want.begin() + 6 * block_size));
   CHECK(v.counters().reads(source::cache).ios == before + 1);
   CHECK(read_blocks(r.loop, v, 9, 1) == pattern(block_size, 3));
 }
@@ -195,7 +204,8 @@ TEST_CASE("read cache: a write to a line whose index entry is being deleted wait
   std::optional<std::size_t> store_writes_unseen_at_w2;
   while (w1->completions == 0 || w2->completions == 0) {
     REQUIRE(r.loop.step());
-    if (w2->completions == 1 && !store_writes_unseen_at_w2) store_writes_unseen_at_w2 = r.store->in_flight();
+    if (w2->completions == 1 && !store_writes_unseen_at_w2)
+      store_writes_unseen_at_w2 = r.store->in_flight();
   }
   REQUIRE_FALSE(w1->req.result);
   REQUIRE_FALSE(w2->req.result);
@@ -217,11 +227,14 @@ TEST_CASE("read cache: a failed write drops the lines it updated", "[tiering][ca
   CHECK(r.p->cache()->counters().invalidations == 1);
   const auto hits = v.counters().reads(source::cache).ios;
   read_blocks(r.loop, v, 5, 1);
-  CHECK(v.counters().reads(source::cache).ios == hits);  // from the capacity tier, whatever it holds
+  CHECK(v.counters().reads(source::cache).ios ==
+        hits);  // from the capacity tier, whatever it holds
 }
 
-TEST_CASE("read cache: an updated line is indexed again after a persist, and restarts warm with the new data",
-          "[tiering][cache]") {
+TEST_CASE(
+    "read cache: an updated line is indexed again after a persist, and restarts warm with the new "
+    "data",
+    "[tiering][cache]") {
   rig r(2, 16, new_extent_tier::capacity, 64);
   {
     volume& v = r.create("db", 8 * extent_blocks);
@@ -276,8 +289,9 @@ TEST_CASE("read cache: an entry is written only once the capacity tier holds its
   r.open();
   volume& v = *r.p->find_volume("db");
   const auto first = read_blocks(r.loop, v, 5, 1);  // the cache answers, if it kept the line
-  CHECK((first == pattern(block_size, 7) || first == std::vector<std::byte>(pattern(extent_bytes, 1).begin() + 5 * block_size,
-                                                                             pattern(extent_bytes, 1).begin() + 6 * block_size)));
+  CHECK((first == pattern(block_size, 7) ||
+         first == std::vector<std::byte>(pattern(extent_bytes, 1).begin() + 5 * block_size,
+                                         pattern(extent_bytes, 1).begin() + 6 * block_size)));
   // What the capacity tier holds must be what the cache answered: moved
   // to the performance tier, the extent is copied from there.
   std::optional<std::error_code> moved;
@@ -297,7 +311,8 @@ TEST_CASE("read cache: a failed cache device disables the cache and reads go on 
   REQUIRE(r.p->cache()->size_lines() >= 1);
   r.cache_fault->fail();
   // The read meets the failed device, and is served from the capacity tier.
-  CHECK(read_blocks(r.loop, v, 5, 1) == std::vector<std::byte>(data.begin() + 5 * block_size, data.begin() + 6 * block_size));
+  CHECK(read_blocks(r.loop, v, 5, 1) ==
+        std::vector<std::byte>(data.begin() + 5 * block_size, data.begin() + 6 * block_size));
   CHECK_FALSE(r.p->cache()->enabled());
   CHECK(r.p->cache()->counters().device_errors == 1);
   // Writes and reads go on.
@@ -311,7 +326,8 @@ TEST_CASE("read cache: sequential streams are not admitted", "[tiering][cache]")
   write_blocks(r.loop, v, 0, pattern(64 * extent_bytes, 6));
   // A 4 MiB scan, twice, in 64 KiB reads: 256 lines, each read twice.
   for (int pass = 0; pass < 2; ++pass) {
-    for (std::uint64_t lba = 0; lba < 64 * extent_blocks; lba += 16) read_blocks(r.loop, v, lba, 16);
+    for (std::uint64_t lba = 0; lba < 64 * extent_blocks; lba += 16)
+      read_blocks(r.loop, v, lba, 16);
   }
   r.loop.run_until([&] { return r.p->cache()->idle(); });
   // Only each pass's first MiB, before the stream is recognised, may count.
@@ -323,7 +339,8 @@ TEST_CASE("read cache: bad settings get a clear error", "[tiering][cache]") {
   rig r(2, 16, new_extent_tier::capacity, 64);
   r.close();
   r.options.read_cache.policy = "mru";
-  auto s = metadata_store::open((r.dir.path() / "metadata").string(), r.loop.context.get_executor());
+  auto s =
+      metadata_store::open((r.dir.path() / "metadata").string(), r.loop.context.get_executor());
   REQUIRE(s);
   auto opened = pool::open(r.loop.context.get_executor(), **s, r.groups, r.options);
   REQUIRE_FALSE(opened);
@@ -335,8 +352,10 @@ TEST_CASE("read cache: bad settings get a clear error", "[tiering][cache]") {
   CHECK(opened.error().message.find("line size") != std::string::npos);
 }
 
-TEST_CASE("read cache: a deleted volume's lines are dropped, and a volume given its id after a restart does not read them",
-          "[tiering][cache][delete]") {
+TEST_CASE(
+    "read cache: a deleted volume's lines are dropped, and a volume given its id after a restart "
+    "does not read them",
+    "[tiering][cache][delete]") {
   rig r(2, 16, new_extent_tier::capacity, 64);
   volume& old = r.create("old", 8 * extent_blocks);
   const std::uint32_t id = old.record().id;

@@ -1,6 +1,6 @@
 // The tiering tests' pool: one performance group and two capacity groups
-// (and, when asked, a cold-tier group) over memory devices (behind fault devices), with a real RocksDB store in
-// a temporary directory, on a test loop in virtual time.
+// (and, when asked, a cold-tier group) over memory devices (behind fault devices), with a real
+// RocksDB store in a temporary directory, on a test loop in virtual time.
 #pragma once
 
 #include <memory>
@@ -43,7 +43,6 @@ struct rig_shape {
   std::uint64_t cold_extents = 0;
 };
 
-
 // A pool of one performance group and two capacity groups over memory
 // devices (behind fault devices), with its store in a temporary directory.
 struct rig {
@@ -59,7 +58,8 @@ struct rig {
   faulty_metadata metadata;
 
   explicit rig(std::uint64_t performance_extents = 8, std::uint64_t capacity_extents = 16,
-               new_extent_tier new_extents = new_extent_tier::performance_first, std::uint64_t cache_lines = 0)
+               new_extent_tier new_extents = new_extent_tier::performance_first,
+               std::uint64_t cache_lines = 0)
       : rig(rig_shape{performance_extents, capacity_extents, new_extents, cache_lines}) {}
   explicit rig(const rig_shape& s) : shape(s) {
     options.extent_size_bytes = extent_bytes;
@@ -74,7 +74,8 @@ struct rig {
     add_group(tier::capacity, s.capacity_extents);
     if (s.cold_extents > 0) add_group(tier::cold, s.cold_extents);
     if (s.cache_lines > 0) {
-      auto m = memory_device::create(loop.context.get_executor(), {block_size, s.cache_lines * cache_line_blocks});
+      auto m = memory_device::create(loop.context.get_executor(),
+                                     {block_size, s.cache_lines * cache_line_blocks});
       REQUIRE(m);
       cache_disk = std::move(*m);
       cache_fault = std::make_unique<fault_device>(*cache_disk, loop.clock, fault_options{});
@@ -89,14 +90,16 @@ struct rig {
   ~rig() { close(); }
 
   void add_group(tier t, std::uint64_t extents) {
-    auto m = memory_device::create(loop.context.get_executor(), {block_size, extents * extent_blocks});
+    auto m =
+        memory_device::create(loop.context.get_executor(), {block_size, extents * extent_blocks});
     REQUIRE(m);
     disks.push_back(std::move(*m));
     // Garbage everywhere: a new extent must not show what was there before.
     const auto junk = pattern(extents * extent_bytes, 0xdead + disks.size());
     write_blocks(loop, *disks.back(), 0, junk);
     faults.push_back(std::make_unique<fault_device>(
-        *disks.back(), loop.clock, fault_options{shape.seed + disks.size(), shape.volatile_write_caches}));
+        *disks.back(), loop.clock,
+        fault_options{shape.seed + disks.size(), shape.volatile_write_caches}));
     groups.push_back({faults.back().get(), t});
   }
   std::string store_path() const { return (dir.path() / "metadata").string(); }
@@ -107,8 +110,9 @@ struct rig {
     o.reserved_bytes = 1 << 20;
     std::vector<block_device*> members;
     for (int m = 0; m < 2; ++m) {
-      auto d = memory_device::create(loop.context.get_executor(),
-                                     {block_size, (extents * extent_bytes + o.reserved_bytes) / block_size});
+      auto d = memory_device::create(
+          loop.context.get_executor(),
+          {block_size, (extents * extent_bytes + o.reserved_bytes) / block_size});
       REQUIRE(d);
       disks.push_back(std::move(*d));
       faults.push_back(std::make_unique<fault_device>(*disks.back(), loop.clock, fault_options{}));
@@ -160,7 +164,9 @@ struct rig {
     REQUIRE(v);
     return **v;
   }
-  std::error_code io(block_device& d, std::unique_ptr<device::testing::io> x) { return run(loop, d, *x); }
+  std::error_code io(block_device& d, std::unique_ptr<device::testing::io> x) {
+    return run(loop, d, *x);
+  }
 
   // The pool's management operations, run to their outcome.
   using outcome = std::expected<void, error>;

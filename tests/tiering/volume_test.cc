@@ -1,6 +1,8 @@
 // Thin volumes over a pool with a real RocksDB store: allocation on first
 // write, zeros for what was never written, discard, restart, and the bad
 // input a pool must refuse.
+#include "tiering/volume.h"
+
 #include <cstring>
 #include <map>
 #include <optional>
@@ -11,7 +13,6 @@
 #include "tests/raid/device/harness.h"
 #include "tests/tiering/rig.h"
 #include "tiering/pool.h"
-#include "tiering/volume.h"
 
 namespace strata::tiering {
 namespace {
@@ -20,7 +21,8 @@ using namespace testing;
 using namespace device;
 using namespace device::testing;
 
-TEST_CASE("volume: a never-written extent reads as zeros without touching a disk", "[tiering][volume]") {
+TEST_CASE("volume: a never-written extent reads as zeros without touching a disk",
+          "[tiering][volume]") {
   rig r;
   volume& v = r.create("db", 8 * extent_blocks);
   for (auto& f : r.faults) f->fail();  // any disk I/O now fails
@@ -28,14 +30,17 @@ TEST_CASE("volume: a never-written extent reads as zeros without touching a disk
   CHECK(got == std::vector<std::byte>(got.size(), std::byte{0}));
 }
 
-TEST_CASE("volume: the first write allocates its extent, zeros around the data", "[tiering][volume]") {
+TEST_CASE("volume: the first write allocates its extent, zeros around the data",
+          "[tiering][volume]") {
   rig r;
   volume& v = r.create("db", 8 * extent_blocks);
-  const std::uint64_t free_before = r.p->free_extents(tier::performance) + r.p->free_extents(tier::capacity);
+  const std::uint64_t free_before =
+      r.p->free_extents(tier::performance) + r.p->free_extents(tier::capacity);
   const auto data = pattern(2 * block_size, test_seed());
   write_blocks(r.loop, v, 3 * extent_blocks + 5, data);
   CHECK(v.mapped_extents() == 1);
-  CHECK(r.p->free_extents(tier::performance) + r.p->free_extents(tier::capacity) == free_before - 1);
+  CHECK(r.p->free_extents(tier::performance) + r.p->free_extents(tier::capacity) ==
+        free_before - 1);
   auto got = read_blocks(r.loop, v, 3 * extent_blocks, extent_blocks);
   std::vector<std::byte> want(extent_bytes, std::byte{0});
   std::memcpy(want.data() + 5 * block_size, data.data(), data.size());
@@ -60,7 +65,9 @@ TEST_CASE("volume: concurrent first writes to one extent allocate it once", "[ti
   CHECK(v.mapped_extents() == 1);
   const auto got = read_blocks(r.loop, v, extent_blocks, extent_blocks);
   for (std::uint64_t blk = 0; blk < extent_blocks; ++blk) {
-    const std::byte want = blk == 1 ? std::byte{0xaa} : (blk == 9 || blk == 10) ? std::byte{0xbb} : std::byte{0};
+    const std::byte want = blk == 1                  ? std::byte{0xaa}
+                           : (blk == 9 || blk == 10) ? std::byte{0xbb}
+                                                     : std::byte{0};
     INFO("block " << blk);
     CHECK(got[blk * block_size] == want);
   }
@@ -71,11 +78,13 @@ TEST_CASE("volume: discarding whole extents returns them; a partial discard read
   rig r;
   volume& v = r.create("db", 8 * extent_blocks);
   write_blocks(r.loop, v, 0, pattern(3 * extent_bytes, test_seed()));
-  const std::uint64_t free_before = r.p->free_extents(tier::performance) + r.p->free_extents(tier::capacity);
+  const std::uint64_t free_before =
+      r.p->free_extents(tier::performance) + r.p->free_extents(tier::capacity);
   // Extent 0 whole, and the first half of extent 1.
   REQUIRE_FALSE(r.io(v, io::discard(0, extent_blocks + extent_blocks / 2)));
   CHECK(v.mapped_extents() == 2);
-  CHECK(r.p->free_extents(tier::performance) + r.p->free_extents(tier::capacity) == free_before + 1);
+  CHECK(r.p->free_extents(tier::performance) + r.p->free_extents(tier::capacity) ==
+        free_before + 1);
   const auto got = read_blocks(r.loop, v, 0, extent_blocks + extent_blocks / 2);
   CHECK(got == std::vector<std::byte>(got.size(), std::byte{0}));
 }
@@ -90,9 +99,11 @@ TEST_CASE("volume: allocation_at reports never-written and unmapped extents deal
   CHECK(run(0, 6 * extent_blocks).block_count == 6 * extent_blocks);  // one run: the whole volume
   write_blocks(r.loop, v, 2 * extent_blocks + 3, pattern(block_size, 1));
   write_blocks(r.loop, v, 3 * extent_blocks, pattern(block_size, 2));
-  CHECK(run(1, 6 * extent_blocks - 1).block_count == 2 * extent_blocks - 1);  // to the first mapped extent
+  CHECK(run(1, 6 * extent_blocks - 1).block_count ==
+        2 * extent_blocks - 1);  // to the first mapped extent
   CHECK(run(2 * extent_blocks + 5, 4 * extent_blocks - 5).state == allocation::mapped);
-  CHECK(run(2 * extent_blocks + 5, 4 * extent_blocks - 5).block_count == 2 * extent_blocks - 5);  // extents 2 and 3
+  CHECK(run(2 * extent_blocks + 5, 4 * extent_blocks - 5).block_count ==
+        2 * extent_blocks - 5);                       // extents 2 and 3
   CHECK(run(2 * extent_blocks, 3).block_count == 3);  // never past max_blocks
   // A whole-extent discard unmaps; a partial one leaves the extent mapped.
   REQUIRE_FALSE(r.io(v, io::discard(2 * extent_blocks, extent_blocks)));
@@ -101,7 +112,8 @@ TEST_CASE("volume: allocation_at reports never-written and unmapped extents deal
   CHECK(run(3 * extent_blocks, extent_blocks).state == allocation::mapped);
 }
 
-TEST_CASE("volume: a read in flight keeps a discarded extent from being reused", "[tiering][volume]") {
+TEST_CASE("volume: a read in flight keeps a discarded extent from being reused",
+          "[tiering][volume]") {
   rig r(1, 4);
   volume& v = r.create("db", 2 * extent_blocks, affinity::archive);
   write_blocks(r.loop, v, 0, pattern(extent_bytes, test_seed()));
@@ -112,7 +124,7 @@ TEST_CASE("volume: a read in flight keeps a discarded extent from being reused",
   v.submit(discard->req);
   r.loop.run_until([&] { return discard->completions == 1; });
   REQUIRE_FALSE(discard->req.result);
-  REQUIRE(read->completions == 0);  // delayed 50 ms; the discard needed no disk I/O
+  REQUIRE(read->completions == 0);         // delayed 50 ms; the discard needed no disk I/O
   CHECK(r.p->quarantined_extents() == 1);  // the read may still be reading it
   r.loop.run_until([&] { return read->completions == 1; });
   CHECK(r.p->quarantined_extents() == 0);
@@ -130,7 +142,8 @@ TEST_CASE("volume: random reads, writes and discards match a reference, across a
   for (int round = 0; round < 2; ++round) {
     volume& v = *r.p->find_volume("db");
     for (int i = 0; i < 150; ++i) {
-      const std::uint64_t n = std::uniform_int_distribution<std::uint64_t>(1, 3 * extent_blocks)(random);
+      const std::uint64_t n =
+          std::uniform_int_distribution<std::uint64_t>(1, 3 * extent_blocks)(random);
       const std::uint64_t lba = std::uniform_int_distribution<std::uint64_t>(0, blocks - n)(random);
       switch (random() % 4) {
         case 0:
@@ -153,8 +166,9 @@ TEST_CASE("volume: random reads, writes and discards match a reference, across a
     flush(r.loop, v);
     REQUIRE(read_blocks(r.loop, v, 0, blocks) == reference);
     const std::uint64_t mapped = v.mapped_extents();
-    const std::uint64_t used = r.p->capacity_extents(tier::performance) + r.p->capacity_extents(tier::capacity) -
-                               r.p->free_extents(tier::performance) - r.p->free_extents(tier::capacity);
+    const std::uint64_t used =
+        r.p->capacity_extents(tier::performance) + r.p->capacity_extents(tier::capacity) -
+        r.p->free_extents(tier::performance) - r.p->free_extents(tier::capacity);
     CHECK(used == mapped);
     r.restart();
     volume& again = *r.p->find_volume("db");
@@ -167,7 +181,8 @@ TEST_CASE("volume: new extents go to the performance tier above its reserve, arc
           "[tiering][volume]") {
   rig r(10, 16);  // reserve 10%: one performance extent stays free
   volume& hot = r.create("hot", 16 * extent_blocks);
-  for (std::uint64_t e = 0; e < 12; ++e) write_blocks(r.loop, hot, e * extent_blocks, pattern(block_size, e));
+  for (std::uint64_t e = 0; e < 12; ++e)
+    write_blocks(r.loop, hot, e * extent_blocks, pattern(block_size, e));
   std::uint64_t on_performance = 0;
   for (std::uint64_t e = 0; e < 12; ++e) {
     on_performance += r.p->tier_of(hot.location(e)->group) == tier::performance ? 1 : 0;
@@ -195,8 +210,10 @@ TEST_CASE("volume: a full pool fails the write with no_space and keeps every wri
   CHECK(read_blocks(r.loop, v, 0, 5 * extent_blocks) == data);
 }
 
-TEST_CASE("volume: a full backing store stops the pool's writes, fails no group, and writes resume once space is back",
-          "[tiering][volume][no_space]") {
+TEST_CASE(
+    "volume: a full backing store stops the pool's writes, fails no group, and writes resume once "
+    "space is back",
+    "[tiering][volume][no_space]") {
   rig r;
   std::vector<std::string> stops;  // the events: a reason, or empty when writes resume
   r.options.on_writes_stopped = [&](const std::string& why) { stops.push_back(why); };
@@ -210,12 +227,14 @@ TEST_CASE("volume: a full backing store stops the pool's writes, fails no group,
   // store never gave) fails with no_space, and the pool stops taking
   // writes, to every extent, before they reach any disk.
   r.faults[g]->set_full(true);
-  CHECK(r.io(v, io::make(op::write, extent_blocks + 1, 1, block_size)) == make_error_code(errc::no_space));
+  CHECK(r.io(v, io::make(op::write, extent_blocks + 1, 1, block_size)) ==
+        make_error_code(errc::no_space));
   REQUIRE(stops.size() == 1);
   CHECK(stops[0].find("full") != std::string::npos);
   CHECK(r.p->writes_stopped() == stops[0]);
   const auto refused = r.faults[g]->counters().writes_refused_full;
-  CHECK(r.io(v, io::make(op::write, 5 * extent_blocks, 1, block_size)) == make_error_code(errc::no_space));
+  CHECK(r.io(v, io::make(op::write, 5 * extent_blocks, 1, block_size)) ==
+        make_error_code(errc::no_space));
   CHECK(r.io(v, io::discard(2, 1)) == make_error_code(errc::no_space));
   CHECK(r.faults[g]->counters().writes_refused_full == refused);
   // Nothing is given up: reads and flushes go on, the volume stays online.
@@ -234,7 +253,8 @@ TEST_CASE("volume: a full backing store stops the pool's writes, fails no group,
   r.loop.settle();
   REQUIRE(stops.size() == 2);
   CHECK(stops[1].empty());
-  CHECK(r.io(v, io::make(op::write, extent_blocks + 1, 1, block_size)) == make_error_code(errc::no_space));
+  CHECK(r.io(v, io::make(op::write, extent_blocks + 1, 1, block_size)) ==
+        make_error_code(errc::no_space));
   CHECK(stops.size() == 3);
   // Space is freed: after the next interval, writes succeed.
   r.faults[g]->set_full(false);
@@ -256,11 +276,14 @@ TEST_CASE("volume: bad input gets a clear error", "[tiering][volume]") {
     return v.error().message;
   };
   // Past the overcommit limit the pool is out of space (the API's RESOURCE_EXHAUSTED).
-  CHECK(message({"big", block_size, 400, affinity::automatic}, errc::no_space).find("overcommit") != std::string::npos);
+  CHECK(message({"big", block_size, 400, affinity::automatic}, errc::no_space).find("overcommit") !=
+        std::string::npos);
   CHECK(message({"", block_size, 1, affinity::automatic}).find("name") != std::string::npos);
   CHECK(message({"odd", 1024, 1, affinity::automatic}).find("512 or 4096") != std::string::npos);
-  CHECK(message({"small", 512, 8, affinity::automatic}).find("cannot be smaller") != std::string::npos);
-  CHECK(message({"none", block_size, 0, affinity::automatic}).find("at least one") != std::string::npos);
+  CHECK(message({"small", 512, 8, affinity::automatic}).find("cannot be smaller") !=
+        std::string::npos);
+  CHECK(message({"none", block_size, 0, affinity::automatic}).find("at least one") !=
+        std::string::npos);
   volume& v = r.create("db", 16);
   CHECK(message({"db", block_size, 16, affinity::automatic}).find("exists") != std::string::npos);
   CHECK_FALSE(parse_affinity("warm"));
@@ -270,10 +293,12 @@ TEST_CASE("volume: bad input gets a clear error", "[tiering][volume]") {
   CHECK(r.io(v, io::make(op::read, 16, 1, block_size)) == make_error_code(errc::out_of_range));
 }
 
-TEST_CASE("volume: heat survives a restart once persisted; a discard clears it", "[tiering][volume][heat]") {
+TEST_CASE("volume: heat survives a restart once persisted; a discard clears it",
+          "[tiering][volume][heat]") {
   rig r;
   volume& v = r.create("db", 8 * extent_blocks);
-  for (int i = 0; i < 6; ++i) write_blocks(r.loop, v, 2 * extent_blocks + i, pattern(block_size, i));
+  for (int i = 0; i < 6; ++i)
+    write_blocks(r.loop, v, 2 * extent_blocks + i, pattern(block_size, i));
   for (int i = 0; i < 3; ++i) read_blocks(r.loop, v, 5 * extent_blocks + 2 * i, 1);
   CHECK(v.heat().score(2) == Approx(6));
   std::optional<std::error_code> persisted;
@@ -322,10 +347,12 @@ TEST_CASE("migration: refusals change nothing", "[tiering][migration]") {
   rig r(1, 4);
   volume& v = r.create("db", 8 * extent_blocks, affinity::archive);
   write_blocks(r.loop, v, 0, pattern(3 * extent_bytes, 1));
-  CHECK(move(r, v, 5, tier::performance) == make_error_code(errc::invalid_argument));  // never written
-  CHECK(move(r, v, 0, tier::capacity) == make_error_code(errc::invalid_argument));     // there already
+  CHECK(move(r, v, 5, tier::performance) ==
+        make_error_code(errc::invalid_argument));                                   // never written
+  CHECK(move(r, v, 0, tier::capacity) == make_error_code(errc::invalid_argument));  // there already
   REQUIRE_FALSE(move(r, v, 0, tier::performance));
-  CHECK(move(r, v, 1, tier::performance) == make_error_code(errc::no_space));  // its one extent is taken
+  CHECK(move(r, v, 1, tier::performance) ==
+        make_error_code(errc::no_space));  // its one extent is taken
   CHECK(r.p->tier_of(v.location(1)->group) == tier::capacity);
 }
 
@@ -361,7 +388,8 @@ TEST_CASE("migration: writes and discards during a move are not lost", "[tiering
       }
     }
     r.loop.run_until([&] {
-      return moved.has_value() && std::all_of(writes.begin(), writes.end(), [](auto& w) { return w->completions == 1; });
+      return moved.has_value() &&
+             std::all_of(writes.begin(), writes.end(), [](auto& w) { return w->completions == 1; });
     });
     REQUIRE_FALSE(*moved);
     for (auto& w : writes) REQUIRE_FALSE(w->req.result);
@@ -379,13 +407,15 @@ TEST_CASE("migration: writes and discards during a move are not lost", "[tiering
   }
 }
 
-TEST_CASE("pool: reopened over different groups, it refuses with the difference", "[tiering][pool]") {
+TEST_CASE("pool: reopened over different groups, it refuses with the difference",
+          "[tiering][pool]") {
   rig r;
   r.create("db", 16);
   r.close();
   const auto original = r.groups;
   r.groups.pop_back();
-  auto s = metadata_store::open((r.dir.path() / "metadata").string(), r.loop.context.get_executor());
+  auto s =
+      metadata_store::open((r.dir.path() / "metadata").string(), r.loop.context.get_executor());
   REQUIRE(s);
   auto opened = pool::open(r.loop.context.get_executor(), **s, r.groups, r.options);
   REQUIRE_FALSE(opened);
@@ -397,9 +427,9 @@ TEST_CASE("pool: reopened over different groups, it refuses with the difference"
   CHECK(opened.error().message.find("group 0 was a performance group") != std::string::npos);
   // More groups than recorded (an add finished at open), but a recorded
   // one differs: refused, and the record is left as it was.
-  auto wrong = original;           // performance, capacity, capacity
-  std::swap(wrong[0], wrong[1]);   // group 0 differs
-  wrong.push_back(original[1]);    // and a fourth
+  auto wrong = original;          // performance, capacity, capacity
+  std::swap(wrong[0], wrong[1]);  // group 0 differs
+  wrong.push_back(original[1]);   // and a fourth
   opened = pool::open(r.loop.context.get_executor(), **s, wrong, r.options);
   REQUIRE_FALSE(opened);
   CHECK(opened.error().message.find("group 0 was a performance group") != std::string::npos);
@@ -408,17 +438,22 @@ TEST_CASE("pool: reopened over different groups, it refuses with the difference"
   CHECK(opened);
 }
 
-std::uint64_t free_total(rig& r) { return r.p->free_extents(tier::performance) + r.p->free_extents(tier::capacity); }
+std::uint64_t free_total(rig& r) {
+  return r.p->free_extents(tier::performance) + r.p->free_extents(tier::capacity);
+}
 
-TEST_CASE("pool: a deleted volume's extents are freed once the I/O in flight drains, and its records are gone",
-          "[tiering][pool][delete]") {
+TEST_CASE(
+    "pool: a deleted volume's extents are freed once the I/O in flight drains, and its records are "
+    "gone",
+    "[tiering][pool][delete]") {
   rig r(2, 4);  // 10 extents: 640 KiB; overcommit 2x allows 20 extents of volumes
   volume& keep = r.create("keep", 2 * extent_blocks, affinity::archive);
   volume& doomed = r.create("doomed", 16 * extent_blocks);
   const std::uint32_t id = doomed.record().id;
   const auto kept = pattern(extent_bytes, 1);
   write_blocks(r.loop, keep, 0, kept);
-  for (std::uint64_t e = 0; e < 4; ++e) write_blocks(r.loop, doomed, e * 3 * extent_blocks, pattern(block_size, e + 2));
+  for (std::uint64_t e = 0; e < 4; ++e)
+    write_blocks(r.loop, doomed, e * 3 * extent_blocks, pattern(block_size, e + 2));
   read_blocks(r.loop, doomed, extent_blocks + 5, 1);  // heat on an extent never written, too
   std::optional<std::error_code> persisted;
   r.p->persist_heat([&](std::error_code ec) { persisted = ec; });
@@ -469,7 +504,8 @@ TEST_CASE("pool: a deleted volume's extents are freed once the I/O in flight dra
   CHECK(r.keys_of_volume(column::extent_map, r.p->find_volume("keep")->record().id) == 1);
 }
 
-TEST_CASE("pool: a new volume on a deleted volume's extents reads zeros, not its data", "[tiering][pool][delete]") {
+TEST_CASE("pool: a new volume on a deleted volume's extents reads zeros, not its data",
+          "[tiering][pool][delete]") {
   rig r(1, 2);  // 5 extents in all
   volume& old = r.create("old", 5 * extent_blocks);
   write_blocks(r.loop, old, 0, pattern(5 * extent_bytes, test_seed()));
@@ -550,7 +586,8 @@ TEST_CASE("pool: a delete is refused, changing nothing, for no such volume or on
   auto late = io::make(op::write, 0, 1, block_size);
   v.submit(late->req);
   auto same_name = r.try_create({"db", block_size, extent_blocks, affinity::automatic});
-  r.loop.run_until([&] { return first.has_value() && second.has_value() && late->completions == 1; });
+  r.loop.run_until(
+      [&] { return first.has_value() && second.has_value() && late->completions == 1; });
   REQUIRE(*first);
   REQUIRE_FALSE(*second);
   CHECK(second->error().code == make_error_code(errc::busy));
@@ -562,8 +599,10 @@ TEST_CASE("pool: a delete is refused, changing nothing, for no such volume or on
   CHECK(r.p->volumes().empty());
 }
 
-TEST_CASE("pool: a volume grows, keeps its data, reads zeros past the old end, and keeps its size across a restart",
-          "[tiering][pool][resize]") {
+TEST_CASE(
+    "pool: a volume grows, keeps its data, reads zeros past the old end, and keeps its size across "
+    "a restart",
+    "[tiering][pool][resize]") {
   rig r(2, 4);  // 10 extents; overcommit 2x allows 20 extents of volumes
   const std::uint64_t old_blocks = extent_blocks + extent_blocks / 2;
   volume& v = r.create("db", old_blocks);
@@ -609,13 +648,15 @@ TEST_CASE("pool: a volume grows, keeps its data, reads zeros past the old end, a
   r.create("other", 16 * extent_blocks);
 }
 
-TEST_CASE("pool: a placement change is durable and steers new extents at once", "[tiering][pool][placement]") {
+TEST_CASE("pool: a placement change is durable and steers new extents at once",
+          "[tiering][pool][placement]") {
   rig r(4, 8);
   volume& v = r.create("db", 4 * extent_blocks);
   REQUIRE(r.set_placement("db", affinity::archive));
   CHECK(v.record().placement == affinity::archive);
   write_blocks(r.loop, v, 0, pattern(block_size, 1));
-  CHECK(r.p->tier_of(v.location(0)->group) == tier::capacity);  // the performance tier has room, but not for it
+  CHECK(r.p->tier_of(v.location(0)->group) ==
+        tier::capacity);  // the performance tier has room, but not for it
   auto missing = r.set_placement("nope", affinity::archive);
   REQUIRE_FALSE(missing);
   CHECK(missing.error().code == make_error_code(errc::not_found));
@@ -631,8 +672,9 @@ TEST_CASE("pool: a placement change is durable and steers new extents at once", 
   CHECK(r.p->find_volume("db")->record().placement == affinity::performance);
 }
 
-TEST_CASE("volume: mapped extents are counted per tier through writes, moves, discards and a restart",
-          "[tiering][volume]") {
+TEST_CASE(
+    "volume: mapped extents are counted per tier through writes, moves, discards and a restart",
+    "[tiering][volume]") {
   rig r(4, 8);
   volume& v = r.create("db", 6 * extent_blocks, affinity::archive);
   write_blocks(r.loop, v, 0, pattern(3 * extent_bytes, 1));
@@ -653,13 +695,15 @@ TEST_CASE("volume: mapped extents are counted per tier through writes, moves, di
   CHECK(again.mapped_extents() == 3);
 }
 
-TEST_CASE("pool: a group added while it runs takes new extents at once, and the pool reopens with it",
-          "[tiering][pool][grow]") {
+TEST_CASE(
+    "pool: a group added while it runs takes new extents at once, and the pool reopens with it",
+    "[tiering][pool][grow]") {
   rig r(2, 4);  // 2 performance extents, 2 × 4 capacity
   const std::uint64_t before = r.p->capacity_extents(tier::capacity);
   r.add_group(tier::capacity, 8);  // a new RAID-6 group, as the controller forms it
   std::optional<std::expected<std::uint16_t, error>> added;
-  r.p->add_group(r.groups.back(), [&](std::expected<std::uint16_t, error> x) { added = std::move(x); });
+  r.p->add_group(r.groups.back(),
+                 [&](std::expected<std::uint16_t, error> x) { added = std::move(x); });
   r.loop.run_until([&] { return added.has_value(); });
   REQUIRE(*added);
   CHECK(**added == 3);
@@ -679,8 +723,10 @@ TEST_CASE("pool: a group added while it runs takes new extents at once, and the 
   CHECK(r.p->capacity_extents(tier::capacity) == before + 8);
 }
 
-TEST_CASE("pool: an add a crash cut short before the pool record is finished at open; refusals change nothing",
-          "[tiering][pool][grow]") {
+TEST_CASE(
+    "pool: an add a crash cut short before the pool record is finished at open; refusals change "
+    "nothing",
+    "[tiering][pool][grow]") {
   rig r(2, 4);
   r.close();
   r.add_group(tier::capacity, 8);  // recorded by the controller, not yet by the pool
@@ -693,14 +739,16 @@ TEST_CASE("pool: an add a crash cut short before the pool record is finished at 
   auto tiny = memory_device::create(r.loop.context.get_executor(), {block_size, extent_blocks / 2});
   REQUIRE(tiny);
   std::optional<std::expected<std::uint16_t, error>> added;
-  r.p->add_group({tiny->get(), tier::capacity}, [&](std::expected<std::uint16_t, error> x) { added = std::move(x); });
+  r.p->add_group({tiny->get(), tier::capacity},
+                 [&](std::expected<std::uint16_t, error> x) { added = std::move(x); });
   r.loop.run_until([&] { return added.has_value(); });
   REQUIRE_FALSE(*added);
   CHECK(added->error().message == "pool: the new group is smaller than one extent");
   auto odd = memory_device::create(r.loop.context.get_executor(), {512, 8 * extent_bytes / 512});
   REQUIRE(odd);
   added.reset();
-  r.p->add_group({odd->get(), tier::capacity}, [&](std::expected<std::uint16_t, error> x) { added = std::move(x); });
+  r.p->add_group({odd->get(), tier::capacity},
+                 [&](std::expected<std::uint16_t, error> x) { added = std::move(x); });
   r.loop.run_until([&] { return added.has_value(); });
   REQUIRE_FALSE(*added);
   CHECK(added->error().message == "pool: the new group has 512-byte blocks, group 0 has 4096");

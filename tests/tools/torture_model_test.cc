@@ -1,9 +1,9 @@
 // strata-torture's oracle (tools/torture/model.h): which writes a crash may
 // lose, and which blocks are garbage.
-#include "tools/torture/model.h"
-
 #include <catch2/catch.hpp>
 #include <vector>
+
+#include "tools/torture/model.h"
 
 using namespace strata::torture;
 
@@ -13,7 +13,8 @@ std::vector<std::optional<block_value>> holding(std::initializer_list<block_valu
 }
 }  // namespace
 
-TEST_CASE("torture model: a block names the write that put it there; anything else is garbage", "[torture]") {
+TEST_CASE("torture model: a block names the write that put it there; anything else is garbage",
+          "[torture]") {
   std::vector<std::byte> block(block_bytes);
   CHECK(decode_block(block, 7) == block_value{0});
   fill_block(block, 42, 7);
@@ -60,7 +61,8 @@ TEST_CASE("torture model: a flush sent before a write completed does not cover i
   CHECK(m.verify(holding({0})).writes_lost == 1);
 }
 
-TEST_CASE("torture model: overlapping writes in flight together may land in either order", "[torture]") {
+TEST_CASE("torture model: overlapping writes in flight together may land in either order",
+          "[torture]") {
   round_model m({0}, 1);
   const auto a = m.write_sent(0, 1, false);
   const auto b = m.write_sent(0, 1, false);

@@ -21,8 +21,9 @@ namespace strata::tools {
 struct cold_part_options {
   std::string ceph_env;  // the env file tools/ceph/single-node.sh wrote
   std::string pool = "strata-bench";
-  int repeat = 3;             // demotion/promotion rounds, alternating with rbd bench; medians compared
-  std::uint64_t extents = 256;  // 4 MiB extents moved each way (1 GiB: the ramp and the tail are a small part)
+  int repeat = 3;  // demotion/promotion rounds, alternating with rbd bench; medians compared
+  std::uint64_t extents =
+      256;  // 4 MiB extents moved each way (1 GiB: the ramp and the tail are a small part)
   unsigned moves_in_flight = 16;
 };
 

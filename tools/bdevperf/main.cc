@@ -77,29 +77,36 @@ std::vector<std::string> split_dirs(const std::string& list) {
 
 options parse(int argc, char** argv) {
   options o;
-  CLI::App app{"The block-device benchmark: Strata's io_uring file device against fio on the same files, "
-               "and the HDD and SSD models in real time.",
-               "strata-bdevperf"};
+  CLI::App app{
+      "The block-device benchmark: Strata's io_uring file device against fio on the same files, "
+      "and the HDD and SSD models in real time.",
+      "strata-bdevperf"};
   tools::use_conventions(app);
-  app.add_option("--part", o.part, "What to run: file (file device vs fio), models (drive models), all, rbd (the RBD device vs rbd bench) or cold (moves to and from Ceph vs rbd bench)")
+  app.add_option("--part", o.part,
+                 "What to run: file (file device vs fio), models (drive models), all, rbd (the RBD "
+                 "device vs rbd bench) or cold (moves to and from Ceph vs rbd bench)")
       ->check(CLI::IsMember({"file", "models", "all", "rbd", "cold"}));
   app.add_option("--seconds", o.seconds, "Length of each file-device and fio run, in seconds")
       ->type_name("S")
       ->check(tools::positive);
-  app.add_option("--repeat", o.repeat, "Runs of each (alternating strata and fio); the median is reported")
+  app.add_option("--repeat", o.repeat,
+                 "Runs of each (alternating strata and fio); the median is reported")
       ->type_name("N")
       ->check(tools::positive);
   app.add_option("--model-seconds", o.model_seconds, "Length of each drive-model row, in seconds")
       ->type_name("S")
       ->check(tools::positive);
-  app.add_option("--file-size-mib", o.file_size_mib, "Size of the file read in each directory, in MiB")
+  app.add_option("--file-size-mib", o.file_size_mib,
+                 "Size of the file read in each directory, in MiB")
       ->type_name("M")
       ->check(tools::positive);
   std::string dirs = "/tmp,/dev/shm";
-  app.add_option("--dirs", dirs, "Directories to lay the file out in, comma-separated (one row each)")
+  app.add_option("--dirs", dirs,
+                 "Directories to lay the file out in, comma-separated (one row each)")
       ->type_name("D1,D2");
-  app.add_option("--ceph-env", o.ceph_env,
-                 "--part rbd and cold: the cluster, as the env file tools/ceph/single-node.sh writes")
+  app.add_option(
+         "--ceph-env", o.ceph_env,
+         "--part rbd and cold: the cluster, as the env file tools/ceph/single-node.sh writes")
       ->type_name("FILE");
   tools::parse_or_exit(app, argc, argv);
   o.dirs = split_dirs(dirs);
@@ -116,7 +123,9 @@ duration seconds_to_duration(double s) {
 double cpu_seconds(int who) {
   rusage usage{};
   ::getrusage(who, &usage);
-  auto to_s = [](timeval t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  auto to_s = [](timeval t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
   return to_s(usage.ru_utime) + to_s(usage.ru_stime);
 }
 
@@ -229,7 +238,8 @@ std::optional<measurement> run_fio(const std::string& path, std::uint64_t size_b
 
 int file_part(const options& o) {
   if (std::system("fio --version > /dev/null 2>&1") != 0) {
-    fmt::print(stderr, "strata-bdevperf: fio is not installed (tools/install-deps.sh installs it)\n");
+    fmt::print(stderr,
+               "strata-bdevperf: fio is not installed (tools/install-deps.sh installs it)\n");
     return 1;
   }
   fmt::print("== file device vs fio: 4 KiB random reads, O_DIRECT, {} s per run, median of {} ==\n",
@@ -240,7 +250,8 @@ int file_part(const options& o) {
              "IOPS", "per io", "mean", "IOPS", "per io", "mean", "ratio", "ratio");
   int failures = 0;
   for (const std::string& dir : o.dirs) {
-    const std::filesystem::path work = std::filesystem::path(dir) / fmt::format("strata-bdevperf-{}", ::getpid());
+    const std::filesystem::path work =
+        std::filesystem::path(dir) / fmt::format("strata-bdevperf-{}", ::getpid());
     std::error_code ec;
     std::filesystem::create_directories(work, ec);
     const std::string path = (work / "bench.img").string();
@@ -283,13 +294,17 @@ int file_part(const options& o) {
         continue;
       }
       const double si = median(s_iops), sc = median(s_cpu), fi = median(f_iops), fc = median(f_cpu);
-      fmt::print("{:<10} {:>3} | {:>10.0f} {:>8.2f} {:>8.1f} | {:>10.0f} {:>8.2f} {:>8.1f} | {:>6.2f} {:>6.2f}{}\n",
-                 dir, qd, si, sc, median(s_lat), fi, fc, median(f_lat), si / fi, sc / fc,
-                 direct ? "" : "  (strata: buffered, O_DIRECT refused)");
+      fmt::print(
+          "{:<10} {:>3} | {:>10.0f} {:>8.2f} {:>8.1f} | {:>10.0f} {:>8.2f} {:>8.1f} | {:>6.2f} "
+          "{:>6.2f}{}\n",
+          dir, qd, si, sc, median(s_lat), fi, fc, median(f_lat), si / fi, sc / fc,
+          direct ? "" : "  (strata: buffered, O_DIRECT refused)");
     }
     std::filesystem::remove_all(work, ec);
   }
-  fmt::print("IOPS ratio = strata / fio (goal at QD32: >= 0.90); cpu ratio = strata / fio (lower is better)\n\n");
+  fmt::print(
+      "IOPS ratio = strata / fio (goal at QD32: >= 0.90); cpu ratio = strata / fio (lower is "
+      "better)\n\n");
   return failures == 0 ? 0 : 1;
 }
 
@@ -337,8 +352,8 @@ bool model_rows(const Profile& profile, const options& o, bool writes_too,
       if (!run_to_end(context, w)) return false;
       const workload_result r = w.finish();
       auto ms = [](duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
-      fmt::print("{:<44} {:<6} {:>3} | {:>9.0f} | {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f}\n", profile.name,
-                 operation == op::read ? "read" : "write", qd, r.iops(), ms(r.mean()),
+      fmt::print("{:<44} {:<6} {:>3} | {:>9.0f} | {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f}\n",
+                 profile.name, operation == op::read ? "read" : "write", qd, r.iops(), ms(r.mean()),
                  ms(r.percentile(50)), ms(r.percentile(99)), ms(r.percentile(100)));
       std::fflush(stdout);
     }
@@ -353,11 +368,14 @@ int models_part(const options& o) {
   bool ok = model_rows<hdd_model>(hdd_profile::sas_10k(), o, false,
                                   hdd_profile::sas_10k().capacity_bytes);
   ok = model_rows<hdd_model>(hdd_profile::nl_sas_7k2(), o, false,
-                             hdd_profile::nl_sas_7k2().capacity_bytes) && ok;
+                             hdd_profile::nl_sas_7k2().capacity_bytes) &&
+       ok;
   ok = model_rows<ssd_model>(ssd_profile::sas_12g(), o, true, std::uint64_t{1} << 30) && ok;
-  fmt::print("datasheet expectations (docs/device-models.md): 10K QD1 ~7.0 ms (~140 IOPS); 7.2K QD1\n"
-             "~11.8 ms (~85 IOPS); reordering at QD32 ~2-3x QD1; SSD QD1 read ~92 us, peak ~400K read,\n"
-             "~50K write IOPS (a real-time run is bounded by this machine's timers and CPU, not the model)\n\n");
+  fmt::print(
+      "datasheet expectations (docs/device-models.md): 10K QD1 ~7.0 ms (~140 IOPS); 7.2K QD1\n"
+      "~11.8 ms (~85 IOPS); reordering at QD32 ~2-3x QD1; SSD QD1 read ~92 us, peak ~400K read,\n"
+      "~50K write IOPS (a real-time run is bounded by this machine's timers and CPU, not the "
+      "model)\n\n");
   return ok ? 0 : 1;
 }
 
@@ -373,7 +391,8 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "strata-bdevperf: --part {} needs --ceph-env\n", o.part);
       return 2;
     }
-    if (o.part == "rbd") status |= tools::rbd_part({o.ceph_env, "strata-bench", o.seconds, o.repeat});
+    if (o.part == "rbd")
+      status |= tools::rbd_part({o.ceph_env, "strata-bench", o.seconds, o.repeat});
     if (o.part == "cold") status |= tools::cold_part({o.ceph_env, "strata-bench", o.repeat});
   }
   return status;

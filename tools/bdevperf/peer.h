@@ -22,7 +22,8 @@ inline std::optional<command_output> run_command(const std::string& command) {
   if (pipe == nullptr) return std::nullopt;
   command_output result;
   char buffer[4096];
-  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) result.output.append(buffer, n);
+  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe))
+    result.output.append(buffer, n);
   result.status = ::pclose(pipe);
   return result;
 }

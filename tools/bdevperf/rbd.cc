@@ -30,8 +30,8 @@ struct row {
 };
 
 // One run of Strata's device: MB/s (or IOPS for 4 KiB) over `seconds`.
-std::optional<workload_result> run_device(rbd_device& device, boost::asio::io_context& context, const row& r,
-                                          double seconds) {
+std::optional<workload_result> run_device(rbd_device& device, boost::asio::io_context& context,
+                                          const row& r, double seconds) {
   real_clock clock;
   workload_spec spec;
   spec.operation = r.operation;
@@ -51,7 +51,8 @@ std::optional<workload_result> run_device(rbd_device& device, boost::asio::io_co
   }
   workload_result result = w.finish();
   if (result.errors > 0) {
-    fmt::print(stderr, "  strata: {} errors, first: {}\n", result.errors, result.first_error.message());
+    fmt::print(stderr, "  strata: {} errors, first: {}\n", result.errors,
+               result.first_error.message());
     return std::nullopt;
   }
   return result;
@@ -71,29 +72,38 @@ std::map<std::string, std::string> read_ceph_env(const std::string& path) {
 }
 
 // Its last line: "elapsed: S ops: N ops/sec: X bytes/sec: ...".
-std::optional<double> rbd_bench(const std::map<std::string, std::string>& env, const std::string& image, bool write,
-                                bool random, std::uint32_t io_bytes, std::uint32_t threads, std::uint64_t total_bytes) {
+std::optional<double> rbd_bench(const std::map<std::string, std::string>& env,
+                                const std::string& image, bool write, bool random,
+                                std::uint32_t io_bytes, std::uint32_t threads,
+                                std::uint64_t total_bytes) {
   const std::string command = fmt::format(
-      "timeout 600 rbd -c '{}' --keyring '{}' bench --io-type {} --io-size {} --io-threads {} --io-total {} "
-      "--io-pattern {} '{}' 2>&1", env.at("CEPH_CONF"), env.at("CEPH_KEYRING"), write ? "write" : "read", io_bytes,
-      threads, total_bytes, random ? "rand" : "seq", image);
+      "timeout 600 rbd -c '{}' --keyring '{}' bench --io-type {} --io-size {} --io-threads {} "
+      "--io-total {} "
+      "--io-pattern {} '{}' 2>&1",
+      env.at("CEPH_CONF"), env.at("CEPH_KEYRING"), write ? "write" : "read", io_bytes, threads,
+      total_bytes, random ? "rand" : "seq", image);
   const auto run = run_command(command);
   if (!run) return std::nullopt;
   const auto& [status, output] = *run;
   std::smatch m;
   static const std::regex last(R"(elapsed:\s*([0-9.]+)\s+ops:\s*([0-9]+)\s+ops/sec:\s*([0-9.]+))");
   if (status != 0 || !std::regex_search(output, m, last)) {
-    fmt::print(stderr, "  rbd bench failed:\n{}\n", output.substr(output.size() > 800 ? output.size() - 800 : 0));
+    fmt::print(stderr, "  rbd bench failed:\n{}\n",
+               output.substr(output.size() > 800 ? output.size() - 800 : 0));
     return std::nullopt;
   }
   return std::stod(m[3].str());
 }
 
-std::expected<bench_cluster, int> connect_bench_cluster(const std::string& env_path, const std::string& pool) {
+std::expected<bench_cluster, int> connect_bench_cluster(const std::string& env_path,
+                                                        const std::string& pool) {
   bench_cluster b;
   b.env = read_ceph_env(env_path);
-  if (!b.env.contains("CEPH_MON") || !b.env.contains("CEPH_KEYRING") || !b.env.contains("CEPH_CONF")) {
-    fmt::print(stderr, "strata-bdevperf: {} does not name a cluster (tools/ceph/single-node.sh start DIR writes DIR/env)\n",
+  if (!b.env.contains("CEPH_MON") || !b.env.contains("CEPH_KEYRING") ||
+      !b.env.contains("CEPH_CONF")) {
+    fmt::print(stderr,
+               "strata-bdevperf: {} does not name a cluster (tools/ceph/single-node.sh start DIR "
+               "writes DIR/env)\n",
                env_path);
     return std::unexpected(2);
   }
@@ -141,8 +151,10 @@ int rbd_part(const rbd_part_options& o) {
     return 1;
   }
   const std::string their_spec = o.pool + "/" + theirs;
-  fmt::print("rbd part: Strata's RBD device vs rbd bench, Ceph cluster {} at {}, pool {}, images of {} MiB\n",
-             cluster->fsid(), env.at("CEPH_MON"), o.pool, o.image_mib);
+  fmt::print(
+      "rbd part: Strata's RBD device vs rbd bench, Ceph cluster {} at {}, pool {}, images of {} "
+      "MiB\n",
+      cluster->fsid(), env.at("CEPH_MON"), o.pool, o.image_mib);
   // Fill both (sequential 4 MiB writes) so reads find data.
   const row fill{"fill", op::write, false, 4 << 20, 16};
   run_device(**device, context, fill, static_cast<double>(o.image_mib) / 100.0 + 5);
@@ -155,7 +167,8 @@ int rbd_part(const rbd_part_options& o) {
       {"4 KiB random reads, QD 1 (Ceph's latency)", op::read, true, 4096, 1},
   };
   int failures = 0;
-  fmt::print("\n{:<62} {:>14} {:>14} {:>7}   {}\n", "workload", "strata", "rbd bench", "ratio", "strata p50 / p99");
+  fmt::print("\n{:<62} {:>14} {:>14} {:>7}   {}\n", "workload", "strata", "rbd bench", "ratio",
+             "strata p50 / p99");
   for (const row& r : rows) {
     std::vector<double> strata_ops, bench_ops, p50, p99;
     for (int i = 0; i < o.repeat; ++i) {
@@ -170,7 +183,8 @@ int rbd_part(const rbd_part_options& o) {
       } else {
         ++failures;
       }
-      if (auto b = rbd_bench(env, their_spec, r.operation == op::write, r.random, r.io_bytes, r.queue_depth, std::min(total, bytes))) {
+      if (auto b = rbd_bench(env, their_spec, r.operation == op::write, r.random, r.io_bytes,
+                             r.queue_depth, std::min(total, bytes))) {
         bench_ops.push_back(*b);
       } else {
         ++failures;
@@ -178,11 +192,12 @@ int rbd_part(const rbd_part_options& o) {
     }
     const bool large = r.io_bytes >= (1 << 20);
     auto show = [&](double ops) {
-      return large ? fmt::format("{:.0f} MB/s", ops * r.io_bytes / 1e6) : fmt::format("{:.0f} IOPS", ops);
+      return large ? fmt::format("{:.0f} MB/s", ops * r.io_bytes / 1e6)
+                   : fmt::format("{:.0f} IOPS", ops);
     };
     const double s = median(strata_ops), b = median(bench_ops);
-    fmt::print("{:<62} {:>14} {:>14} {:>7.2f}   {:.2f} / {:.2f} ms\n", r.name, show(s), show(b), b > 0 ? s / b : 0,
-               median(p50), median(p99));
+    fmt::print("{:<62} {:>14} {:>14} {:>7.2f}   {:.2f} / {:.2f} ms\n", r.name, show(s), show(b),
+               b > 0 ? s / b : 0, median(p50), median(p99));
   }
   fmt::print("(medians of {} alternating runs of {} s each)\n", o.repeat, o.seconds);
   device->reset();

@@ -14,10 +14,11 @@
 namespace strata::tools {
 
 struct rbd_part_options {
-  std::string ceph_env;     // the env file tools/ceph/single-node.sh wrote (CEPH_MON, CEPH_KEYRING, CEPH_CONF)
+  std::string
+      ceph_env;  // the env file tools/ceph/single-node.sh wrote (CEPH_MON, CEPH_KEYRING, CEPH_CONF)
   std::string pool = "strata-bench";
-  double seconds = 5;       // each run
-  int repeat = 3;           // runs of each, alternating; medians compared
+  double seconds = 5;  // each run
+  int repeat = 3;      // runs of each, alternating; medians compared
   std::uint64_t image_mib = 2048;
 };
 
@@ -35,8 +36,11 @@ struct bench_cluster {
   std::shared_ptr<device::ceph_cluster> cluster;
   rados_ioctx_t io = nullptr;  // the caller destroys it
 };
-std::expected<bench_cluster, int> connect_bench_cluster(const std::string& env_path, const std::string& pool);
-std::optional<double> rbd_bench(const std::map<std::string, std::string>& env, const std::string& image, bool write,
-                                bool random, std::uint32_t io_bytes, std::uint32_t threads, std::uint64_t total_bytes);
+std::expected<bench_cluster, int> connect_bench_cluster(const std::string& env_path,
+                                                        const std::string& pool);
+std::optional<double> rbd_bench(const std::map<std::string, std::string>& env,
+                                const std::string& image, bool write, bool random,
+                                std::uint32_t io_bytes, std::uint32_t threads,
+                                std::uint64_t total_bytes);
 
 }  // namespace strata::tools

@@ -18,7 +18,8 @@ double workload_result::mb_per_s(std::uint64_t bytes_per_io) const {
 
 device::duration workload_result::percentile(double p) const {
   if (latencies.empty()) return {};
-  const auto rank = static_cast<std::size_t>(p / 100.0 * static_cast<double>(latencies.size() - 1) + 0.5);
+  const auto rank =
+      static_cast<std::size_t>(p / 100.0 * static_cast<double>(latencies.size() - 1) + 0.5);
   return latencies[std::min(rank, latencies.size() - 1)];
 }
 
@@ -30,13 +31,15 @@ device::duration workload_result::mean() const {
 
 device::duration workload_result::write_percentile(double p) const {
   if (write_latencies.empty()) return {};
-  const auto rank = static_cast<std::size_t>(p / 100.0 * static_cast<double>(write_latencies.size() - 1) + 0.5);
+  const auto rank =
+      static_cast<std::size_t>(p / 100.0 * static_cast<double>(write_latencies.size() - 1) + 0.5);
   return write_latencies[std::min(rank, write_latencies.size() - 1)];
 }
 
 device::duration workload_result::write_mean() const {
   if (write_latencies.empty()) return {};
-  const auto total = std::accumulate(write_latencies.begin(), write_latencies.end(), device::duration::zero());
+  const auto total =
+      std::accumulate(write_latencies.begin(), write_latencies.end(), device::duration::zero());
   return total / static_cast<std::int64_t>(write_latencies.size());
 }
 
@@ -54,12 +57,14 @@ workload::workload(device::block_device& target, device::clock& clock, const wor
   if (spec.zipf_theta > 0) {
     zipf_cdf_.resize(span_ios_);
     double sum = 0;
-    for (std::uint64_t i = 0; i < span_ios_; ++i) zipf_cdf_[i] = sum += 1.0 / std::pow(static_cast<double>(i + 1), spec.zipf_theta);
+    for (std::uint64_t i = 0; i < span_ios_; ++i)
+      zipf_cdf_[i] = sum += 1.0 / std::pow(static_cast<double>(i + 1), spec.zipf_theta);
     for (double& c : zipf_cdf_) c /= sum;
   }
-  const std::uint64_t io_bytes = std::uint64_t{spec.io_blocks} * target.geometry().logical_block_size_bytes;
-  const std::uint64_t buffer_count =
-      std::max<std::uint64_t>(spec.queue_depth, io_bytes > 0 ? spec.buffer_pool_bytes / io_bytes : 0);
+  const std::uint64_t io_bytes =
+      std::uint64_t{spec.io_blocks} * target.geometry().logical_block_size_bytes;
+  const std::uint64_t buffer_count = std::max<std::uint64_t>(
+      spec.queue_depth, io_bytes > 0 ? spec.buffer_pool_bytes / io_bytes : 0);
   for (std::uint64_t i = 0; i < buffer_count; ++i) {
     buffers_.emplace_back(io_bytes);
     // Touched, so that every page is a page of its own in DRAM.
@@ -108,7 +113,8 @@ void workload::issue(slot& s) {
   std::uint64_t index;
   if (spec_.random && !zipf_cdf_.empty()) {
     const double u = std::uniform_real_distribution<double>(0, 1)(random_);
-    const std::uint64_t rank = static_cast<std::uint64_t>(std::lower_bound(zipf_cdf_.begin(), zipf_cdf_.end(), u) - zipf_cdf_.begin());
+    const std::uint64_t rank = static_cast<std::uint64_t>(
+        std::lower_bound(zipf_cdf_.begin(), zipf_cdf_.end(), u) - zipf_cdf_.begin());
     // Rank r's place, by a fixed multiplicative hash: hot ranks land far
     // apart (two ranks may share a place, which only merges hot spots).
     index = (std::min(rank, span_ios_ - 1) * 0x9E3779B97F4A7C15ull) % span_ios_;
@@ -119,7 +125,8 @@ void workload::issue(slot& s) {
   }
   s.req.lba = index * spec_.io_blocks;
   if (spec_.write_percent > 0) {
-    const bool write = std::uniform_int_distribution<unsigned>(0, 99)(random_) < spec_.write_percent;
+    const bool write =
+        std::uniform_int_distribution<unsigned>(0, 99)(random_) < spec_.write_percent;
     s.req.operation = write ? device::op::write : spec_.operation;
   }
   s.segment = buffers_[next_buffer_].segment();

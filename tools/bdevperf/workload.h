@@ -20,11 +20,11 @@ namespace strata::tools {
 
 struct workload_spec {
   device::op operation = device::op::read;
-  bool random = true;               // false: sequential from block 0
-  std::uint32_t io_blocks = 1;      // blocks per request
+  bool random = true;           // false: sequential from block 0
+  std::uint32_t io_blocks = 1;  // blocks per request
   std::uint32_t queue_depth = 1;
-  std::uint64_t io_count = 0;       // stop after this many completions (0: no limit)
-  device::duration run_time{};      // stop issuing after this long (0: no limit)
+  std::uint64_t io_count = 0;   // stop after this many completions (0: no limit)
+  device::duration run_time{};  // stop issuing after this long (0: no limit)
   std::uint64_t seed = 1;
   // 0: each slot reuses its own buffer, which stays in the CPU's caches.
   // Else the requests cycle through buffers of this many bytes in all, so
@@ -48,7 +48,7 @@ struct workload_result {
   std::uint64_t errors = 0;
   std::error_code first_error;
   device::duration elapsed{};
-  std::vector<device::duration> latencies;  // sorted
+  std::vector<device::duration> latencies;        // sorted
   std::vector<device::duration> write_latencies;  // of a mixed load's writes, sorted
 
   double iops() const;
@@ -85,7 +85,7 @@ class workload {
   device::clock& clock_;
   workload_spec spec_;
   std::mt19937_64 random_;
-  std::uint64_t span_ios_;       // how many io-sized pieces the device holds
+  std::uint64_t span_ios_;        // how many io-sized pieces the device holds
   std::vector<double> zipf_cdf_;  // zipf_theta > 0: P(rank <= i)
   std::uint64_t next_sequential_ = 0;
   std::uint64_t issued_ = 0;

@@ -38,17 +38,17 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "raid/device/memory_device.h"
 #include "raid/device/loop_threads.h"
+#include "raid/device/memory_device.h"
 #include "raid/device/run_loop.h"
 #include "target/iscsi/server.h"
 #include "target/nvme/server.h"
@@ -62,7 +62,9 @@ using strata::iscsi::chap_credentials;
 
 constexpr const char* tool = "strata-iscsi-target";
 
-[[noreturn]] void usage(const std::string& problem) { strata::tools::usage_error(tool, problem); }
+[[noreturn]] void usage(const std::string& problem) {
+  strata::tools::usage_error(tool, problem);
+}
 
 // A check for CLI11 from a parser that throws std::invalid_argument saying
 // what is wrong: the value is checked as it is parsed, and parsed again
@@ -122,7 +124,8 @@ acl_entry parse_acl(const std::string& arg) {
     const std::string pair = rest.substr(0, comma);
     rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
     const auto colon = pair.find(':');
-    if (colon == std::string::npos) throw std::invalid_argument("pairs are LUN:UNIT, not '" + pair + "'");
+    if (colon == std::string::npos)
+      throw std::invalid_argument("pairs are LUN:UNIT, not '" + pair + "'");
     e.luns.emplace_back(static_cast<std::uint16_t>(number(pair.substr(0, colon))),
                         static_cast<unsigned>(number(pair.substr(colon + 1))));
   }
@@ -152,10 +155,13 @@ struct settings {
 
 settings parse(int argc, char** argv) {
   settings s;
-  CLI::App app{"Strata's iSCSI target over memory-backed LUNs, and with --nvme-listen its NVMe/TCP target over "
-               "the same units (unit N is namespace N + 1). Prints \"listening on ADDR:PORT\" once it accepts "
-               "connections; runs until SIGINT or SIGTERM; SIGUSR1 asks every initiator to log out.",
-               tool};
+  CLI::App app{
+      "Strata's iSCSI target over memory-backed LUNs, and with --nvme-listen its NVMe/TCP target "
+      "over "
+      "the same units (unit N is namespace N + 1). Prints \"listening on ADDR:PORT\" once it "
+      "accepts "
+      "connections; runs until SIGINT or SIGTERM; SIGUSR1 asks every initiator to log out.",
+      tool};
   strata::tools::use_conventions(app);
   app.add_option("--listen", s.listen, "iSCSI portal to listen on (port 0 picks a free one)")
       ->type_name("ADDR:PORT")
@@ -164,40 +170,50 @@ settings parse(int argc, char** argv) {
   app.add_option("--luns", s.luns, "Memory-backed units to serve (LUN N is unit N)")
       ->type_name("N")
       ->check(CLI::Range(1u, 256u));
-  app.add_option("--lun-mib", s.lun_mib, "Size of each unit, in MiB")->type_name("M")->check(strata::tools::positive);
-  app.add_option("--block-size", s.block_size, "Logical block size of each unit, in bytes: 512 or 4096")
+  app.add_option("--lun-mib", s.lun_mib, "Size of each unit, in MiB")
+      ->type_name("M")
+      ->check(strata::tools::positive);
+  app.add_option("--block-size", s.block_size,
+                 "Logical block size of each unit, in bytes: 512 or 4096")
       ->type_name("BYTES")
       ->check(CLI::IsMember({512u, 4096u}));
   std::string chap, mutual_chap, discovery_chap;
   app.add_option("--chap", chap, "Every initiator must prove this CHAP secret")
       ->type_name("USER:SECRET")
       ->check(check_with(credentials));
-  app.add_option("--mutual-chap", mutual_chap, "The target proves this to initiators that ask (with --chap)")
+  app.add_option("--mutual-chap", mutual_chap,
+                 "The target proves this to initiators that ask (with --chap)")
       ->type_name("USER:SECRET")
       ->check(check_with(credentials));
   app.add_option("--discovery-chap", discovery_chap, "CHAP secret for discovery sessions")
       ->type_name("USER:SECRET")
       ->check(check_with(credentials));
   std::vector<std::string> acls;
-  app.add_option("--acl", acls,
-                 "Only the initiators named may log in (repeat for each), each seeing the units listed under the "
-                 "LUN numbers given, or all units as LUN N if none are listed (default: anyone sees all)")
+  app.add_option(
+         "--acl", acls,
+         "Only the initiators named may log in (repeat for each), each seeing the units listed "
+         "under the "
+         "LUN numbers given, or all units as LUN N if none are listed (default: anyone sees all)")
       ->type_name("IQN[=LUN:UNIT,...]")
       ->default_str("")
       ->allow_extra_args(false)
       ->check(check_with(parse_acl));
   unsigned long ping_seconds = static_cast<unsigned long>(s.options.ping_interval.count());
   app.add_option("--ping-seconds", ping_seconds,
-                 "How long an initiator may be silent before a NOP-In, and how long it has to answer, in seconds "
+                 "How long an initiator may be silent before a NOP-In, and how long it has to "
+                 "answer, in seconds "
                  "(0: no pings)")
       ->type_name("S");
   unsigned long login_timeout_seconds = static_cast<unsigned long>(s.options.login_timeout.count());
-  app.add_option("--login-timeout-seconds", login_timeout_seconds, "How long a login may take, in seconds")
+  app.add_option("--login-timeout-seconds", login_timeout_seconds,
+                 "How long a login may take, in seconds")
       ->type_name("S");
   std::string immediate_data = s.options.offer.immediate_data ? "yes" : "no";
-  app.add_option("--immediate-data", immediate_data, "Offer ImmediateData")->check(CLI::IsMember({"yes", "no"}));
+  app.add_option("--immediate-data", immediate_data, "Offer ImmediateData")
+      ->check(CLI::IsMember({"yes", "no"}));
   app.add_option("--physical-block-bytes", s.physical_block,
-                 "Physical block size the units report, in bytes: a power of two (0: the logical block size)")
+                 "Physical block size the units report, in bytes: a power of two (0: the logical "
+                 "block size)")
       ->type_name("N")
       ->check(check_with([](const std::string& text) {
         const unsigned long n = number(text);
@@ -209,19 +225,23 @@ settings parse(int argc, char** argv) {
       ->type_name("M");
   app.add_flag("--read-only", s.read_only, "Serve the units write-protected");
   unsigned long poll_us = static_cast<unsigned long>(s.poll.count());
-  app.add_option("--poll-microseconds", poll_us,
-                 "How long the loop spins for more work before it sleeps, in microseconds (0: none)")
+  app.add_option(
+         "--poll-microseconds", poll_us,
+         "How long the loop spins for more work before it sleeps, in microseconds (0: none)")
       ->type_name("U");
   app.add_option("--nvme-listen", s.nvme_listen, "Also serve the units over NVMe/TCP here")
       ->type_name("ADDR:PORT")
       ->check(check_with(endpoint));
-  app.add_option("--nqn", s.nqn, "The NVMe subsystem's name (with --nvme-listen)")->type_name("NQN");
-  app.add_option("--nvme-host", s.nvme_hosts, "Only the NVMe hosts named may connect (repeat for each; default: any)")
+  app.add_option("--nqn", s.nqn, "The NVMe subsystem's name (with --nvme-listen)")
+      ->type_name("NQN");
+  app.add_option("--nvme-host", s.nvme_hosts,
+                 "Only the NVMe hosts named may connect (repeat for each; default: any)")
       ->type_name("HOSTNQN")
       ->default_str("")
       ->allow_extra_args(false);
   app.add_option("--loops", s.loops,
-                 "Event loops: the units and both listeners on the first, connections of both protocols spread "
+                 "Event loops: the units and both listeners on the first, connections of both "
+                 "protocols spread "
                  "over all")
       ->type_name("N");
   strata::tools::parse_or_exit(app, argc, argv);
@@ -252,7 +272,8 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<scsi::logical_unit>> units;
   scsi::lun_map all(loop.get_executor());
   for (unsigned l = 0; l < luns; ++l) {
-    auto d = device::memory_device::create(loop.get_executor(), {block_size, (s.lun_mib << 20) / block_size});
+    auto d = device::memory_device::create(loop.get_executor(),
+                                           {block_size, (s.lun_mib << 20) / block_size});
     if (!d) usage(d.error().message);
     disks.push_back(std::move(*d));
     scsi::unit_identity id;
@@ -260,7 +281,8 @@ int main(int argc, char** argv) {
     id.physical_block_bytes = s.physical_block;
     id.write_protected = s.read_only;
     units.push_back(std::make_unique<scsi::logical_unit>(*disks.back(), id));
-    if (auto e = all.add(static_cast<std::uint16_t>(l), *units.back())) usage("lun " + std::to_string(l) + ": " + e.message());
+    if (auto e = all.add(static_cast<std::uint16_t>(l), *units.back()))
+      usage("lun " + std::to_string(l) + ": " + e.message());
   }
   // EXTENDED COPY between any two of the units (all on this loop).
   for (const auto& u : units) {
@@ -279,8 +301,10 @@ int main(int argc, char** argv) {
     if (!e.luns.empty()) {
       views.push_back(std::make_unique<scsi::lun_map>(loop.get_executor()));
       for (const auto& [lun, unit] : e.luns) {
-        if (unit >= units.size()) usage("--acl " + e.initiator + ": no unit " + std::to_string(unit));
-        if (auto err = views.back()->add(lun, *units[unit])) usage("--acl " + e.initiator + ": lun " + std::to_string(lun) + ": " + err.message());
+        if (unit >= units.size())
+          usage("--acl " + e.initiator + ": no unit " + std::to_string(unit));
+        if (auto err = views.back()->add(lun, *units[unit]))
+          usage("--acl " + e.initiator + ": lun " + std::to_string(lun) + ": " + err.message());
       }
       access.luns = views.back().get();
     }
@@ -289,7 +313,8 @@ int main(int argc, char** argv) {
   if (s.acls.empty()) target.anyone = everything;
   if (auto bad = iscsi::check_target(target)) usage(*bad);
   if (s.discovery_chap) {
-    if (auto bad = iscsi::check_chap_secrets(*s.discovery_chap, std::nullopt)) usage("--discovery-chap: " + *bad);
+    if (auto bad = iscsi::check_chap_secrets(*s.discovery_chap, std::nullopt))
+      usage("--discovery-chap: " + *bad);
     options.discovery.chap = s.discovery_chap;
   }
   options.log = [](std::string_view why) {
@@ -310,7 +335,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   const auto here = server.local_endpoint();
-  std::printf("listening on %s:%u target %s\n", here.address().to_string().c_str(), here.port(), s.name.c_str());
+  std::printf("listening on %s:%u target %s\n", here.address().to_string().c_str(), here.port(),
+              s.name.c_str());
   std::fflush(stdout);
   std::optional<nvme::server> nvme_server;
   if (!s.nvme_listen.empty()) {
@@ -335,7 +361,8 @@ int main(int argc, char** argv) {
       return 1;
     }
     const auto there = nvme_server->local_endpoint();
-    std::printf("nvme listening on %s:%u subsystem %s\n", there.address().to_string().c_str(), there.port(), nqn.c_str());
+    std::printf("nvme listening on %s:%u subsystem %s\n", there.address().to_string().c_str(),
+                there.port(), nqn.c_str());
     std::fflush(stdout);
   }
   boost::asio::signal_set signals(loop, SIGINT, SIGTERM);
@@ -345,7 +372,8 @@ int main(int argc, char** argv) {
   boost::asio::steady_timer draining(loop);
   int drain_rounds = 0;
   std::function<void()> drain = [&] {
-    const bool drained = server.connections() == 0 && (!nvme_server || nvme_server->connections() == 0);
+    const bool drained =
+        server.connections() == 0 && (!nvme_server || nvme_server->connections() == 0);
     if (drained || ++drain_rounds > 500) return loop.stop();
     draining.expires_after(std::chrono::milliseconds(10));
     draining.async_wait([&](const boost::system::error_code&) { drain(); });

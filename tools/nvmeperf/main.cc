@@ -88,8 +88,10 @@ class queue_connection {
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<std::uint16_t>(o.port));
-    if (::inet_pton(AF_INET, o.address.c_str(), &a.sin_addr) != 1) fail("bad --address " + o.address);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) fail("cannot connect to " + o.address + ":" + std::to_string(o.port));
+    if (::inet_pton(AF_INET, o.address.c_str(), &a.sin_addr) != 1)
+      fail("bad --address " + o.address);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+      fail("cannot connect to " + o.address + ":" + std::to_string(o.port));
     int one = 1;
     ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     // ICReq: PFV 0, HPDA 0, digests, MAXR2T 0.
@@ -147,13 +149,15 @@ class queue_connection {
   }
 
   // A command capsule, with `data` in the capsule if given.
-  void send_capsule(const std::array<std::uint8_t, 64>& sqe, std::span<const std::uint8_t> data = {}) {
+  void send_capsule(const std::array<std::uint8_t, 64>& sqe,
+                    std::span<const std::uint8_t> data = {}) {
     std::array<std::uint8_t, 72 + 4 + 128> h{};
     const std::size_t header_end = 72 + (digests_ ? 4 : 0);
     const std::size_t alignment = (cpda_ + 1u) * 4u;
     const std::size_t pdo = data.empty() ? 0 : (header_end + alignment - 1) / alignment * alignment;
     h[0] = 0x04;
-    h[1] = static_cast<std::uint8_t>((digests_ ? 0x01 : 0) | (digests_ && !data.empty() ? 0x02 : 0));
+    h[1] =
+        static_cast<std::uint8_t>((digests_ ? 0x01 : 0) | (digests_ && !data.empty() ? 0x02 : 0));
     h[2] = 72;
     h[3] = static_cast<std::uint8_t>(pdo);
     const std::size_t plen = data.empty() ? header_end : pdo + data.size() + (digests_ ? 4 : 0);
@@ -172,7 +176,8 @@ class queue_connection {
   }
 
   // H2CData PDUs for an R2T: `bytes` of `data` from `offset`.
-  void send_h2c(std::uint16_t cid, std::uint16_t ttag, std::span<const std::uint8_t> data, std::uint32_t offset, std::uint32_t bytes) {
+  void send_h2c(std::uint16_t cid, std::uint16_t ttag, std::span<const std::uint8_t> data,
+                std::uint32_t offset, std::uint32_t bytes) {
     for (std::uint32_t done = 0; done < bytes;) {
       const std::uint32_t n = std::min(bytes - done, max_h2c_);
       std::array<std::uint8_t, 24 + 4 + 128> h{};
@@ -219,9 +224,12 @@ class queue_connection {
     std::uint8_t digest[4];
     if (hd) {
       recv_all(digest, 4);
-      if (get_digest(digest) != crc32c({p.header.data(), hlen})) fail("a header digest from the controller does not match");
+      if (get_digest(digest) != crc32c({p.header.data(), hlen}))
+        fail("a header digest from the controller does not match");
     }
-    if (p.type == 0x03) fail("the controller ended the connection (C2HTermReq, status " + std::to_string(get16(p.header, 8)) + ")");
+    if (p.type == 0x03)
+      fail("the controller ended the connection (C2HTermReq, status " +
+           std::to_string(get16(p.header, 8)) + ")");
     if (p.type == 0x07) {  // C2HData
       const std::uint32_t header_end = hlen + (hd ? 4u : 0u);
       std::uint8_t pad[256];
@@ -231,7 +239,8 @@ class queue_connection {
       recv_all(into, bytes);
       if (dd) {
         recv_all(digest, 4);
-        if (get_digest(digest) != crc32c({into, bytes})) fail("a data digest from the controller does not match");
+        if (get_digest(digest) != crc32c({into, bytes}))
+          fail("a data digest from the controller does not match");
       }
       (void)plen;
     }
@@ -239,7 +248,8 @@ class queue_connection {
   }
 
   // A command and its completion, one at a time (set-up only).
-  std::pair<std::uint16_t, std::uint64_t> command(std::array<std::uint8_t, 64> sqe, std::span<const std::uint8_t> data = {},
+  std::pair<std::uint16_t, std::uint64_t> command(std::array<std::uint8_t, 64> sqe,
+                                                  std::span<const std::uint8_t> data = {},
                                                   std::vector<std::uint8_t>* into = nullptr) {
     put16(sqe.data() + 2, 0x7ffe);
     send_capsule(sqe, data);
@@ -249,7 +259,8 @@ class queue_connection {
         into->resize(std::max<std::size_t>(into->size(), offset + bytes));
         return into->data() + offset;
       });
-      if (p.type == 0x05) return {static_cast<std::uint16_t>(get16(p.header, 8 + 14) >> 1), nvme::get64(p.header, 8)};
+      if (p.type == 0x05)
+        return {static_cast<std::uint16_t>(get16(p.header, 8 + 14) >> 1), nvme::get64(p.header, 8)};
     }
   }
 
@@ -275,7 +286,9 @@ void sgl(std::array<std::uint8_t, 64>& s, std::uint32_t bytes, bool in_capsule) 
   put32(s.data() + 32, bytes);
   s[39] = in_capsule ? 0x01 : 0x5a;
 }
-void cdw(std::array<std::uint8_t, 64>& s, int n, std::uint32_t v) { put32(s.data() + 40 + 4 * (n - 10), v); }
+void cdw(std::array<std::uint8_t, 64>& s, int n, std::uint32_t v) {
+  put32(s.data() + 40 + 4 * (n - 10), v);
+}
 
 std::array<std::uint8_t, 64> connect_sqe(std::uint16_t qid, std::uint16_t sqsize) {
   auto s = sqe_of(0x7f);
@@ -313,10 +326,13 @@ struct queue_result {
 // A bad command line exits 1, as every other failure of this tool does.
 options parse(int argc, char** argv) {
   options o;
-  CLI::App app{"An NVMe/TCP initiator in the spirit of SPDK's perf: keeps --depth commands in flight on each of "
-               "--queues I/O queues and prints one line: IOPS, MiB/s, latency percentiles, errors. With --verify, "
-               "writes a pattern over the region and reads it all back instead.",
-               "strata-nvme-perf"};
+  CLI::App app{
+      "An NVMe/TCP initiator in the spirit of SPDK's perf: keeps --depth commands in flight on "
+      "each of "
+      "--queues I/O queues and prints one line: IOPS, MiB/s, latency percentiles, errors. With "
+      "--verify, "
+      "writes a pattern over the region and reads it all back instead.",
+      "strata-nvme-perf"};
   tools::use_conventions(app);
   app.add_option("--address", o.address, "The target's address")->type_name("ADDR");
   app.add_option("--port", o.port, "The target's NVMe/TCP port")->type_name("PORT");
@@ -326,20 +342,29 @@ options parse(int argc, char** argv) {
   app.add_option("--queues", o.queues, "I/O queues, one connection and one thread each")
       ->type_name("Q")
       ->check(CLI::Range(1u, 64u));
-  app.add_option("--depth", o.depth, "Commands in flight on each queue")->type_name("D")->check(CLI::Range(1u, 127u));
+  app.add_option("--depth", o.depth, "Commands in flight on each queue")
+      ->type_name("D")
+      ->check(CLI::Range(1u, 127u));
   app.add_option("--seconds", o.seconds, "Length of the run, in seconds")->type_name("S");
-  app.add_option("--bs", o.bs, "Size of each I/O, in bytes (a multiple of the namespace's block size)")
+  app.add_option("--bs", o.bs,
+                 "Size of each I/O, in bytes (a multiple of the namespace's block size)")
       ->type_name("BYTES");
-  auto* rw = app.add_option("--rw", "The mix: randread (100% reads), randwrite (0%) or randrw (50%)")
-                 ->type_name("MIX")
-                 ->check(CLI::IsMember({"randread", "randwrite", "randrw"}));
-  auto* read_percent = app.add_option("--read-percent", o.read_percent, "Reads among the I/Os, in percent")
-                           ->type_name("P");
-  app.add_option("--region-mib", o.region_mib, "Region of the namespace used, from its start, in MiB (0: all of it)")
+  auto* rw =
+      app.add_option("--rw", "The mix: randread (100% reads), randwrite (0%) or randrw (50%)")
+          ->type_name("MIX")
+          ->check(CLI::IsMember({"randread", "randwrite", "randrw"}));
+  auto* read_percent =
+      app.add_option("--read-percent", o.read_percent, "Reads among the I/Os, in percent")
+          ->type_name("P");
+  app.add_option("--region-mib", o.region_mib,
+                 "Region of the namespace used, from its start, in MiB (0: all of it)")
       ->type_name("M");
   app.add_flag("--digests", o.digests, "Header and data digests (CRC32C) on every connection");
-  app.add_flag("--verify", o.verify, "Write every block of the region with a pattern, then read it all back and check it");
-  app.add_option("--seed", o.seed, "Seed of the random offsets and of --verify's pattern")->type_name("N");
+  app.add_flag(
+      "--verify", o.verify,
+      "Write every block of the region with a pattern, then read it all back and check it");
+  app.add_option("--seed", o.seed, "Seed of the random offsets and of --verify's pattern")
+      ->type_name("N");
   tools::parse_or_exit(app, argc, argv, 1);
   // --rw sets the read percentage as --read-percent does: the later of the two wins.
   const auto& order = app.parse_order();
@@ -395,13 +420,17 @@ int main(int argc, char** argv) {
   cdw(id_ns, 10, 0);
   sgl(id_ns, 4096, false);
   ident.clear();
-  if (admin.command(id_ns, {}, &ident).first != 0 || ident.size() < 4096) fail("Identify Namespace failed");
+  if (admin.command(id_ns, {}, &ident).first != 0 || ident.size() < 4096)
+    fail("Identify Namespace failed");
   const std::uint64_t ns_blocks = nvme::get64(ident, 0);
   const std::uint32_t block_bytes = 1u << ident[130];
   if (ns_blocks == 0) fail("namespace " + std::to_string(o.nsid) + " is not there");
-  if (o.bs % block_bytes != 0) fail("--bs is not a multiple of the namespace's " + std::to_string(block_bytes) + "-byte blocks");
+  if (o.bs % block_bytes != 0)
+    fail("--bs is not a multiple of the namespace's " + std::to_string(block_bytes) +
+         "-byte blocks");
   const std::uint32_t io_blocks = o.bs / block_bytes;
-  const std::uint64_t region_blocks = o.region_mib == 0 ? ns_blocks : std::min(ns_blocks, (o.region_mib << 20) / block_bytes);
+  const std::uint64_t region_blocks =
+      o.region_mib == 0 ? ns_blocks : std::min(ns_blocks, (o.region_mib << 20) / block_bytes);
   const std::uint64_t slots = region_blocks / io_blocks;  // places an I/O may go
   if (slots == 0) fail("the region is smaller than one I/O");
   if (slots >= 1ull << 40) fail("the region is too large (2^40 I/Os)");
@@ -414,104 +443,118 @@ int main(int argc, char** argv) {
   std::uint64_t stride = 1000003;
   while (std::gcd(stride, slots) != 1) stride += 2;
   const int phases = o.verify ? 2 : 1;
-  std::barrier between_phases(static_cast<std::ptrdiff_t>(o.queues), [&]() noexcept { next_slot = 0; });
+  std::barrier between_phases(static_cast<std::ptrdiff_t>(o.queues),
+                              [&]() noexcept { next_slot = 0; });
   auto run_queue = [&](unsigned q) {
     queue_connection c(o, o.digests);
-    auto [cs, cr] = c.command(connect_sqe(static_cast<std::uint16_t>(q + 1), 127), connect_data(o, cntlid));
+    auto [cs, cr] =
+        c.command(connect_sqe(static_cast<std::uint16_t>(q + 1), 127), connect_data(o, cntlid));
     if (cs != 0) fail("I/O queue Connect refused, status " + std::to_string(cs));
     (void)cr;
     for (int phase = 0; phase < phases; ++phase) {
-    if (phase > 0) between_phases.arrive_and_wait();
-    queue_result& r = results[q];
-    std::mt19937_64 rng(o.seed * 1000003 + q + static_cast<std::uint64_t>(phase) * 7919);
-    struct slot_state {
-      bool busy = false;
-      bool read = false;
-      std::uint64_t lba = 0;
-      clock_type::time_point issued;
-      std::vector<std::uint8_t> buf;
-    };
-    std::vector<slot_state> s(o.depth);
-    for (auto& x : s) x.buf.resize(o.bs);
-    const auto deadline = clock_type::now() + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(o.seconds));
-    unsigned busy = 0;
-    auto issue = [&](std::uint16_t cid) -> bool {
-      slot_state& x = s[cid];
-      std::uint64_t place;
-      if (o.verify) {
-        place = next_slot.fetch_add(1);
-        if (place >= slots) return false;
-        if (phase == 1) place = place * stride % slots;  // no overflow: slots < 2^40, stride < 2^21
-        x.read = phase == 1;
-      } else {
-        if (stop.load(std::memory_order_relaxed) || clock_type::now() >= deadline) return false;
-        place = rng() % slots;
-        x.read = static_cast<int>(rng() % 100) < o.read_percent;
-      }
-      x.lba = place * io_blocks;
-      auto e = sqe_of(x.read ? 0x02 : 0x01, o.nsid);
-      put16(e.data() + 2, cid);
-      cdw(e, 10, static_cast<std::uint32_t>(x.lba));
-      cdw(e, 11, static_cast<std::uint32_t>(x.lba >> 32));
-      cdw(e, 12, io_blocks - 1);
-      x.busy = true;
-      ++busy;
-      x.issued = clock_type::now();
-      if (x.read) {
-        sgl(e, o.bs, false);
-        c.send_capsule(e);
-      } else {
-        if (o.verify) pattern(x.buf.data(), o.bs, x.lba, o.seed);
-        const bool inline_data = o.bs <= in_capsule_bytes;
-        sgl(e, o.bs, inline_data);
-        c.send_capsule(e, inline_data ? std::span<const std::uint8_t>(x.buf) : std::span<const std::uint8_t>{});
-      }
-      return true;
-    };
-    for (unsigned i = 0; i < o.depth; ++i) {
-      if (!issue(static_cast<std::uint16_t>(i))) break;
-    }
-    std::vector<std::uint8_t> expected(o.bs);
-    while (busy > 0) {
-      auto p = c.receive([&](std::uint16_t cid, std::uint32_t offset, std::uint32_t bytes) -> std::uint8_t* {
-        if (cid >= s.size() || !s[cid].busy || offset + bytes > o.bs) fail("C2HData for no command of ours");
-        return s[cid].buf.data() + offset;
-      });
-      if (p.type == 0x09) {  // R2T
-        const std::uint16_t cid = get16(p.header, 8);
-        if (cid >= s.size() || !s[cid].busy) fail("R2T for no command of ours");
-        c.send_h2c(cid, get16(p.header, 10), s[cid].buf, get32(p.header, 12), get32(p.header, 16));
-        continue;
-      }
-      bool done = false;
-      std::uint16_t cid = 0;
-      std::uint16_t status_field = 0;
-      if (p.type == 0x05) {
-        cid = get16(p.header, 8 + 12);
-        status_field = static_cast<std::uint16_t>(get16(p.header, 8 + 14) >> 1);
-        done = true;
-      } else if (p.type == 0x07 && (p.header[1] & 0x08) != 0) {  // C2HData with SUCCESS: no response follows
-        cid = get16(p.header, 8);
-        done = true;
-      }
-      if (!done) continue;
-      if (cid >= s.size() || !s[cid].busy) fail("a completion for no command of ours");
-      slot_state& x = s[cid];
-      x.busy = false;
-      --busy;
-      ++r.ios;
-      r.latency_ns.push_back(static_cast<std::uint32_t>(
-          std::min<std::int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - x.issued).count(), UINT32_MAX)));
-      if (status_field != 0) {
-        if (r.errors++ < 5) std::fprintf(stderr, "strata-nvme-perf: LBA %llu: status %#x\n", static_cast<unsigned long long>(x.lba), status_field);
-      } else if (o.verify && x.read) {
-        pattern(expected.data(), o.bs, x.lba, o.seed);
-        if (std::memcmp(expected.data(), x.buf.data(), o.bs) != 0 && r.mismatches++ < 5) {
-          std::fprintf(stderr, "strata-nvme-perf: LBA %llu does not hold what was written\n", static_cast<unsigned long long>(x.lba));
+      if (phase > 0) between_phases.arrive_and_wait();
+      queue_result& r = results[q];
+      std::mt19937_64 rng(o.seed * 1000003 + q + static_cast<std::uint64_t>(phase) * 7919);
+      struct slot_state {
+        bool busy = false;
+        bool read = false;
+        std::uint64_t lba = 0;
+        clock_type::time_point issued;
+        std::vector<std::uint8_t> buf;
+      };
+      std::vector<slot_state> s(o.depth);
+      for (auto& x : s) x.buf.resize(o.bs);
+      const auto deadline = clock_type::now() + std::chrono::duration_cast<clock_type::duration>(
+                                                    std::chrono::duration<double>(o.seconds));
+      unsigned busy = 0;
+      auto issue = [&](std::uint16_t cid) -> bool {
+        slot_state& x = s[cid];
+        std::uint64_t place;
+        if (o.verify) {
+          place = next_slot.fetch_add(1);
+          if (place >= slots) return false;
+          if (phase == 1)
+            place = place * stride % slots;  // no overflow: slots < 2^40, stride < 2^21
+          x.read = phase == 1;
+        } else {
+          if (stop.load(std::memory_order_relaxed) || clock_type::now() >= deadline) return false;
+          place = rng() % slots;
+          x.read = static_cast<int>(rng() % 100) < o.read_percent;
         }
+        x.lba = place * io_blocks;
+        auto e = sqe_of(x.read ? 0x02 : 0x01, o.nsid);
+        put16(e.data() + 2, cid);
+        cdw(e, 10, static_cast<std::uint32_t>(x.lba));
+        cdw(e, 11, static_cast<std::uint32_t>(x.lba >> 32));
+        cdw(e, 12, io_blocks - 1);
+        x.busy = true;
+        ++busy;
+        x.issued = clock_type::now();
+        if (x.read) {
+          sgl(e, o.bs, false);
+          c.send_capsule(e);
+        } else {
+          if (o.verify) pattern(x.buf.data(), o.bs, x.lba, o.seed);
+          const bool inline_data = o.bs <= in_capsule_bytes;
+          sgl(e, o.bs, inline_data);
+          c.send_capsule(e, inline_data ? std::span<const std::uint8_t>(x.buf)
+                                        : std::span<const std::uint8_t>{});
+        }
+        return true;
+      };
+      for (unsigned i = 0; i < o.depth; ++i) {
+        if (!issue(static_cast<std::uint16_t>(i))) break;
       }
-      issue(cid);
-    }
+      std::vector<std::uint8_t> expected(o.bs);
+      while (busy > 0) {
+        auto p = c.receive(
+            [&](std::uint16_t cid, std::uint32_t offset, std::uint32_t bytes) -> std::uint8_t* {
+              if (cid >= s.size() || !s[cid].busy || offset + bytes > o.bs)
+                fail("C2HData for no command of ours");
+              return s[cid].buf.data() + offset;
+            });
+        if (p.type == 0x09) {  // R2T
+          const std::uint16_t cid = get16(p.header, 8);
+          if (cid >= s.size() || !s[cid].busy) fail("R2T for no command of ours");
+          c.send_h2c(cid, get16(p.header, 10), s[cid].buf, get32(p.header, 12),
+                     get32(p.header, 16));
+          continue;
+        }
+        bool done = false;
+        std::uint16_t cid = 0;
+        std::uint16_t status_field = 0;
+        if (p.type == 0x05) {
+          cid = get16(p.header, 8 + 12);
+          status_field = static_cast<std::uint16_t>(get16(p.header, 8 + 14) >> 1);
+          done = true;
+        } else if (p.type == 0x07 &&
+                   (p.header[1] & 0x08) != 0) {  // C2HData with SUCCESS: no response follows
+          cid = get16(p.header, 8);
+          done = true;
+        }
+        if (!done) continue;
+        if (cid >= s.size() || !s[cid].busy) fail("a completion for no command of ours");
+        slot_state& x = s[cid];
+        x.busy = false;
+        --busy;
+        ++r.ios;
+        r.latency_ns.push_back(static_cast<std::uint32_t>(std::min<std::int64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - x.issued)
+                .count(),
+            UINT32_MAX)));
+        if (status_field != 0) {
+          if (r.errors++ < 5)
+            std::fprintf(stderr, "strata-nvme-perf: LBA %llu: status %#x\n",
+                         static_cast<unsigned long long>(x.lba), status_field);
+        } else if (o.verify && x.read) {
+          pattern(expected.data(), o.bs, x.lba, o.seed);
+          if (std::memcmp(expected.data(), x.buf.data(), o.bs) != 0 && r.mismatches++ < 5) {
+            std::fprintf(stderr, "strata-nvme-perf: LBA %llu does not hold what was written\n",
+                         static_cast<unsigned long long>(x.lba));
+          }
+        }
+        issue(cid);
+      }
     }
   };
   const auto started = clock_type::now();
@@ -528,15 +571,25 @@ int main(int argc, char** argv) {
     all.insert(all.end(), r.latency_ns.begin(), r.latency_ns.end());
   }
   std::sort(all.begin(), all.end());
-  const auto pct = [&](double p) { return all.empty() ? 0.0 : all[std::min(all.size() - 1, static_cast<std::size_t>(p * all.size()))] / 1000.0; };
-  const char* rw = o.verify ? "verify" : o.read_percent == 100 ? "randread" : o.read_percent == 0 ? "randwrite" : "randrw";
-  std::printf("nvme-perf rw=%s bs=%u qd=%u queues=%u seconds=%.2f ios=%llu iops=%.0f mib_s=%.1f lat_us_p50=%.1f p99=%.1f p999=%.1f errors=%llu mismatches=%llu\n",
-              rw, o.bs, o.depth, o.queues, elapsed, static_cast<unsigned long long>(ios), ios / elapsed,
-              ios * static_cast<double>(o.bs) / elapsed / (1 << 20), pct(0.5), pct(0.99), pct(0.999),
-              static_cast<unsigned long long>(errors), static_cast<unsigned long long>(mismatches));
+  const auto pct = [&](double p) {
+    return all.empty()
+               ? 0.0
+               : all[std::min(all.size() - 1, static_cast<std::size_t>(p * all.size()))] / 1000.0;
+  };
+  const char* rw = o.verify                ? "verify"
+                   : o.read_percent == 100 ? "randread"
+                   : o.read_percent == 0   ? "randwrite"
+                                           : "randrw";
+  std::printf(
+      "nvme-perf rw=%s bs=%u qd=%u queues=%u seconds=%.2f ios=%llu iops=%.0f mib_s=%.1f "
+      "lat_us_p50=%.1f p99=%.1f p999=%.1f errors=%llu mismatches=%llu\n",
+      rw, o.bs, o.depth, o.queues, elapsed, static_cast<unsigned long long>(ios), ios / elapsed,
+      ios * static_cast<double>(o.bs) / elapsed / (1 << 20), pct(0.5), pct(0.99), pct(0.999),
+      static_cast<unsigned long long>(errors), static_cast<unsigned long long>(mismatches));
   if (o.verify) {
     std::printf("verify: %llu blocks of %u bytes written and read back, %llu did not match\n",
-                static_cast<unsigned long long>(slots), o.bs, static_cast<unsigned long long>(mismatches));
+                static_cast<unsigned long long>(slots), o.bs,
+                static_cast<unsigned long long>(mismatches));
   }
   return errors == 0 && mismatches == 0 ? 0 : 1;
 }

@@ -60,7 +60,9 @@ tools::workload_spec oltp_spec() {
   return oltp;
 }
 
-double ms(device::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double ms(device::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -88,7 +90,8 @@ double raw_pq_rate(double seconds) {
       bytes += data_strips * strip_bytes;
     }
   }
-  return static_cast<double>(bytes) / std::chrono::duration<double>(clock_type::now() - start).count() / 1e9;
+  return static_cast<double>(bytes) /
+         std::chrono::duration<double>(clock_type::now() - start).count() / 1e9;
 }
 
 enum class backing { memory, null, hdd_model };
@@ -114,7 +117,8 @@ double device_copy_rate(double seconds) {
       bytes += data_strips * strip_bytes;
     }
   }
-  return static_cast<double>(bytes) / std::chrono::duration<double>(clock_type::now() - start).count() / 1e9;
+  return static_cast<double>(bytes) /
+         std::chrono::duration<double>(clock_type::now() - start).count() / 1e9;
 }
 
 // A 10+2 group over memory devices, null devices, or 10K HDD models over
@@ -136,9 +140,11 @@ struct group_rig {
     member_blocks = (options.reserved_bytes + stripe_count * strip_bytes) / block_size;
     for (unsigned i = 0; i < data_strips + 3; ++i) {  // the last one is a spare
       if (kind == backing::null) {
-        disks.push_back(std::make_unique<null_device>(context.get_executor(), block_size, member_blocks));
+        disks.push_back(
+            std::make_unique<null_device>(context.get_executor(), block_size, member_blocks));
       } else {
-        disks.push_back(std::move(*memory_device::create(context.get_executor(), {block_size, member_blocks})));
+        disks.push_back(
+            std::move(*memory_device::create(context.get_executor(), {block_size, member_blocks})));
       }
       block_device* member = disks.back().get();
       if (kind == backing::hdd_model) {
@@ -274,7 +280,8 @@ double sequential_pass_rate(std::uint64_t block_count) {
   while (!pass.done()) {
     if (context.run_one() == 0) throw std::runtime_error("the loop ran dry");
   }
-  if (pass.failure()) throw std::runtime_error("sequential pass failed: " + pass.failure().message());
+  if (pass.failure())
+    throw std::runtime_error("sequential pass failed: " + pass.failure().message());
   const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
   return static_cast<double>(block_count * block_size) / seconds / 1e6;
 }
@@ -284,11 +291,14 @@ double sequential_pass_rate(std::uint64_t block_count) {
 int main(int argc, char** argv) {
   double seconds = 2;
   int repeat = 3;
-  CLI::App app{"RAID-6 benchmarks: full-stripe writes against raw ISA-L, reads healthy and degraded, "
-               "rebuild over memory and HDD models, 4 KiB random writes on HDD models.",
-               "strata-raidperf"};
+  CLI::App app{
+      "RAID-6 benchmarks: full-stripe writes against raw ISA-L, reads healthy and degraded, "
+      "rebuild over memory and HDD models, 4 KiB random writes on HDD models.",
+      "strata-raidperf"};
   strata::tools::use_conventions(app);
-  app.add_option("--seconds", seconds, "Length of each timed run, in seconds")->type_name("S")->check(strata::tools::positive);
+  app.add_option("--seconds", seconds, "Length of each timed run, in seconds")
+      ->type_name("S")
+      ->check(strata::tools::positive);
   app.add_option("--repeat", repeat, "Runs of each measurement; the median is reported")
       ->type_name("N")
       ->check(strata::tools::positive);
@@ -315,18 +325,28 @@ int main(int argc, char** argv) {
       const double serial = 1 / (1 / r + 1 / c);
       fmt::print("== RAID-6 10+2, 64 KiB strips, over memory devices, median of {} ==\n", repeat);
       fmt::print("raw ISA-L pq_gen               {:6.2f} GB/s of data\n", r);
-      fmt::print("full-stripe writes             {:6.2f} GB/s of data   ratio {:.2f} (goal >= 0.80)\n", g, g / r);
-      fmt::print("  over null devices            {:6.2f} GB/s of data   ratio {:.2f}: the engine alone\n", e, e / r);
-      fmt::print("  memcpy of 12 strips alone    {:6.2f} GB/s of data   (the memory devices' own work)\n", c);
-      fmt::print("  pq_gen then memcpy, 1 core   {:6.2f} GB/s of data   group over memory devices = {:.2f}x this\n",
-                 serial, g / serial);
+      fmt::print(
+          "full-stripe writes             {:6.2f} GB/s of data   ratio {:.2f} (goal >= 0.80)\n", g,
+          g / r);
+      fmt::print(
+          "  over null devices            {:6.2f} GB/s of data   ratio {:.2f}: the engine alone\n",
+          e, e / r);
+      fmt::print(
+          "  memcpy of 12 strips alone    {:6.2f} GB/s of data   (the memory devices' own work)\n",
+          c);
+      fmt::print(
+          "  pq_gen then memcpy, 1 core   {:6.2f} GB/s of data   group over memory devices = "
+          "{:.2f}x this\n",
+          serial, g / serial);
       fmt::print("sequential reads, healthy      {:6.2f} GB/s\n", h);
-      fmt::print("sequential reads, 2 failed     {:6.2f} GB/s           ratio {:.2f} of healthy\n", d, d / h);
+      fmt::print("sequential reads, 2 failed     {:6.2f} GB/s           ratio {:.2f} of healthy\n",
+                 d, d / h);
     }
     {
       group_rig rig(stripes, backing::memory);
       rig.full_stripe_rate(0.5);
-      fmt::print("rebuild of one member          {:6.2f} GB/s of the new member\n", rig.rebuild_rate() / 1e3);
+      fmt::print("rebuild of one member          {:6.2f} GB/s of the new member\n",
+                 rig.rebuild_rate() / 1e3);
     }
     {
       // 10K HDD models over 128 MiB members: a rebuild reads and writes them
@@ -337,8 +357,11 @@ int main(int argc, char** argv) {
       const double media = sequential_pass_rate(rig.member_blocks);
       fmt::print("== RAID-6 10+2 over 10K SAS HDD models ==\n");
       fmt::print("rebuild, idle group            {:6.1f} MB/s of the new member\n", rebuild);
-      fmt::print("  member's sequential write    {:6.1f} MB/s, one pass over the whole disk   ratio {:.2f} "
-                 "(goal >= 0.90)\n", media, rebuild / media);
+      fmt::print(
+          "  member's sequential write    {:6.1f} MB/s, one pass over the whole disk   ratio "
+          "{:.2f} "
+          "(goal >= 0.90)\n",
+          media, rebuild / media);
       tools::workload_spec random_writes;
       random_writes.operation = op::write;
       random_writes.random = true;
@@ -348,10 +371,15 @@ int main(int argc, char** argv) {
       rig.group->fail_member(2);
       rig.group->fail_member(9);
       const auto degraded = rig.run(random_writes, seconds);
-      fmt::print("4 KiB random writes, QD32      healthy {:6.0f} IOPS (p99 {:.1f} ms), 2 failed {:6.0f} IOPS (p99 {:.1f} ms)\n",
-                 healthy.iops(), std::chrono::duration<double, std::milli>(healthy.percentile(99)).count(),
-                 degraded.iops(), std::chrono::duration<double, std::milli>(degraded.percentile(99)).count());
-      fmt::print("  (a 10K drive does ~145 random IOPS alone; a RAID-6 small write costs 3 reads + 3 writes)\n");
+      fmt::print(
+          "4 KiB random writes, QD32      healthy {:6.0f} IOPS (p99 {:.1f} ms), 2 failed {:6.0f} "
+          "IOPS (p99 {:.1f} ms)\n",
+          healthy.iops(), std::chrono::duration<double, std::milli>(healthy.percentile(99)).count(),
+          degraded.iops(),
+          std::chrono::duration<double, std::milli>(degraded.percentile(99)).count());
+      fmt::print(
+          "  (a 10K drive does ~145 random IOPS alone; a RAID-6 small write costs 3 reads + 3 "
+          "writes)\n");
     }
     {
       // OLTP on the HDDs: 8 KiB, 95% reads, 90 in flight, the hot blocks
@@ -364,12 +392,16 @@ int main(int argc, char** argv) {
       const auto spread = rig.run(oltp, seconds);
       oltp.span_blocks = 4 * rig.group->layout().stripe_data_blocks();
       const auto clustered = rig.run(oltp, seconds);
-      fmt::print("8 KiB OLTP, 95% reads, QD90    spread: {:5.0f} IOPS, reads {:5.1f} ms (p99 {:5.1f}), writes {:6.1f} ms\n",
-                 spread.iops(), ms(spread.mean()), ms(spread.percentile(99)), ms(spread.write_mean()));
-      fmt::print("  hot blocks in 4 stripes      {:5.0f} IOPS, reads {:5.1f} ms (p99 {:5.1f}), writes {:6.1f} ms   "
-                 "reads {:.2f}x spread\n",
-                 clustered.iops(), ms(clustered.mean()), ms(clustered.percentile(99)), ms(clustered.write_mean()),
-                 ms(clustered.mean()) / ms(spread.mean()));
+      fmt::print(
+          "8 KiB OLTP, 95% reads, QD90    spread: {:5.0f} IOPS, reads {:5.1f} ms (p99 {:5.1f}), "
+          "writes {:6.1f} ms\n",
+          spread.iops(), ms(spread.mean()), ms(spread.percentile(99)), ms(spread.write_mean()));
+      fmt::print(
+          "  hot blocks in 4 stripes      {:5.0f} IOPS, reads {:5.1f} ms (p99 {:5.1f}), writes "
+          "{:6.1f} ms   "
+          "reads {:.2f}x spread\n",
+          clustered.iops(), ms(clustered.mean()), ms(clustered.percentile(99)),
+          ms(clustered.write_mean()), ms(clustered.mean()) / ms(spread.mean()));
     }
     {
       // The same OLTP load (spread) while background work runs, the members
@@ -380,8 +412,9 @@ int main(int argc, char** argv) {
       // run is cancelled.
       fmt::print("8 KiB OLTP, QD90, spread, beside background work:\n");
       enum class work { rebuild, scrub };
-      for (const auto& [kind, scheduled] : {std::pair{work::rebuild, true}, std::pair{work::scrub, false},
-                                            std::pair{work::scrub, true}}) {
+      for (const auto& [kind, scheduled] :
+           {std::pair{work::rebuild, true}, std::pair{work::scrub, false},
+            std::pair{work::scrub, true}}) {
         group_rig rig(oltp_stripes, backing::hdd_model, scheduled);
         const tools::workload_spec oltp = oltp_spec();
         const auto idle = rig.run(oltp, seconds);
@@ -399,21 +432,28 @@ int main(int argc, char** argv) {
         const auto busy = rig.run(oltp, seconds);
         const double elapsed = std::chrono::duration<double>(clock_type::now() - start).count();
         const bool finished = done;
-        const std::uint64_t stripes_done = finished                 ? oltp_stripes
-                                           : kind == work::rebuild ? rig.group->rebuild_status().bytes_done / strip_bytes
-                                                                   : rig.group->scrub_stripes_done();
+        const std::uint64_t stripes_done =
+            finished                ? oltp_stripes
+            : kind == work::rebuild ? rig.group->rebuild_status().bytes_done / strip_bytes
+                                    : rig.group->scrub_stripes_done();
         // MB/s of one member's share (a strip per stripe), as the rebuild rows count.
         const double pace = static_cast<double>(stripes_done * strip_bytes) / 1e6 / elapsed;
-        if (!finished) kind == work::rebuild ? rig.group->cancel_rebuild() : rig.group->cancel_scrub();
+        if (!finished)
+          kind == work::rebuild ? rig.group->cancel_rebuild() : rig.group->cancel_scrub();
         rig.context.restart();
         while (!done) {
           if (rig.context.run_one() == 0) throw std::runtime_error("the loop ran dry");
         }
-        if (result && result != errc::canceled) throw std::runtime_error("background work failed: " + result.message());
-        fmt::print("  {} reads p99 {:5.1f} ms idle, {:5.1f} ms beside it ({:4.0f} IOPS); its pace {:5.1f} MB/s a member{}\n",
-                   kind == work::rebuild ? "rebuild:              " : scheduled ? "scrub, scheduled:     " : "scrub, not scheduled: ",
-                   ms(idle.percentile(99)), ms(busy.percentile(99)), busy.iops(), pace,
-                   finished ? " (finished within the run: at least)" : "");
+        if (result && result != errc::canceled)
+          throw std::runtime_error("background work failed: " + result.message());
+        fmt::print(
+            "  {} reads p99 {:5.1f} ms idle, {:5.1f} ms beside it ({:4.0f} IOPS); its pace {:5.1f} "
+            "MB/s a member{}\n",
+            kind == work::rebuild ? "rebuild:              "
+            : scheduled           ? "scrub, scheduled:     "
+                                  : "scrub, not scheduled: ",
+            ms(idle.percentile(99)), ms(busy.percentile(99)), busy.iops(), pace,
+            finished ? " (finished within the run: at least)" : "");
       }
     }
   } catch (const std::exception& e) {

@@ -4,9 +4,9 @@
 // at a time on main's thread.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -37,7 +37,8 @@ constexpr int exit_unreachable = 3;  // the array cannot be reached
 // main prints "strata: WHAT" and exits 2. `command` is the subcommand whose
 // --help to point at (null: the top level).
 struct usage_error : std::runtime_error {
-  usage_error(const std::string& what, const CLI::App* where = nullptr) : std::runtime_error(what), command(where) {}
+  usage_error(const std::string& what, const CLI::App* where = nullptr)
+      : std::runtime_error(what), command(where) {}
   const CLI::App* command;
 };
 
@@ -50,7 +51,8 @@ std::string size(std::uint64_t bytes);  // "1.0 GiB"
 std::string fixed(double v, int decimals);
 std::string when(std::int64_t unix_ms);  // local time, "2026-11-28 03:24:36"
 std::string joined(const google::protobuf::RepeatedPtrField<std::string>& items);
-void table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
+void table(const std::vector<std::string>& header,
+           const std::vector<std::vector<std::string>>& rows);
 std::vector<std::string> row(const v1::Controller& c);
 std::vector<std::string> row(const v1::Disk& d);
 std::vector<std::string> row(const v1::DiskGroup& g);
@@ -85,7 +87,8 @@ struct client {
 
   // Every page of a list, printed as one table or one JSON array.
   template <class Response, class Method, class Items>
-  int list(Method method, Items items, const std::vector<std::string>& header, const std::string& parent = {}) {
+  int list(Method method, Items items, const std::vector<std::string>& header,
+           const std::string& parent = {}) {
     v1::ListRequest in;
     in.set_page_size(1000);
     in.set_parent(parent);
@@ -164,10 +167,10 @@ class context {
 };
 
 // The commands, by group; each adds its subcommands to `app`.
-void add_resource_commands(CLI::App& app, context& ctx);  // resources.cc
-void add_heat_commands(CLI::App& app, context& ctx);      // heat.cc
+void add_resource_commands(CLI::App& app, context& ctx);     // resources.cc
+void add_heat_commands(CLI::App& app, context& ctx);         // heat.cc
 void add_heat_table_commands(CLI::App* heat, context& ctx);  // resources.cc: heat top, heat list
-void add_system_commands(CLI::App& app, context& ctx);    // system.cc: the appliance's boot slots
+void add_system_commands(CLI::App& app, context& ctx);  // system.cc: the appliance's boot slots
 // The hidden `completion bash` command (completion.cc).
 void add_completion_command(CLI::App& app, context& ctx);
 std::string bash_completion(const CLI::App& app);

@@ -26,7 +26,9 @@ std::string printf_string(const char* format, auto... args) {
   return buf;
 }
 
-std::string short_volume(const std::string& volume) { return volume.substr(volume.rfind('/') + 1); }
+std::string short_volume(const std::string& volume) {
+  return volume.substr(volume.rfind('/') + 1);
+}
 
 std::string tier_word(v1::Tier t) {
   return t == v1::TIER_PERFORMANCE ? "SSD"
@@ -58,40 +60,65 @@ struct rgb {
 
 // ColorBrewer's YlOrRd: light for cool, dark red for hot, ordered in
 // lightness (so it reads in grey too); white is left for "not listed".
-constexpr std::array<rgb, 9> ramp{{{255, 255, 204}, {255, 237, 160}, {254, 217, 118}, {254, 178, 76}, {253, 141, 60},
-                                   {252, 78, 42}, {227, 26, 28}, {189, 0, 38}, {128, 0, 38}}};
-constexpr rgb absent_colour{246, 246, 246}, ssd_colour{31, 120, 180}, hdd_colour{150, 150, 150}, promoted_colour{26, 152, 80},
-    demoted_colour{106, 61, 154}, ink{40, 40, 40}, paper{255, 255, 255};
+constexpr std::array<rgb, 9> ramp{{{255, 255, 204},
+                                   {255, 237, 160},
+                                   {254, 217, 118},
+                                   {254, 178, 76},
+                                   {253, 141, 60},
+                                   {252, 78, 42},
+                                   {227, 26, 28},
+                                   {189, 0, 38},
+                                   {128, 0, 38}}};
+constexpr rgb absent_colour{246, 246, 246}, ssd_colour{31, 120, 180}, hdd_colour{150, 150, 150},
+    promoted_colour{26, 152, 80}, demoted_colour{106, 61, 154}, ink{40, 40, 40},
+    paper{255, 255, 255};
 
 rgb ramp_at(double x) {
   x = std::clamp(x, 0.0, 1.0) * static_cast<double>(ramp.size() - 1);
   const std::size_t i = std::min(static_cast<std::size_t>(x), ramp.size() - 2);
   const double f = x - static_cast<double>(i);
-  auto mix = [f](std::uint8_t a, std::uint8_t b) { return static_cast<std::uint8_t>(std::lround(a + (b - a) * f)); };
-  return {mix(ramp[i].r, ramp[i + 1].r), mix(ramp[i].g, ramp[i + 1].g), mix(ramp[i].b, ramp[i + 1].b)};
+  auto mix = [f](std::uint8_t a, std::uint8_t b) {
+    return static_cast<std::uint8_t>(std::lround(a + (b - a) * f));
+  };
+  return {mix(ramp[i].r, ramp[i + 1].r), mix(ramp[i].g, ramp[i + 1].g),
+          mix(ramp[i].b, ramp[i + 1].b)};
 }
 
-std::string hex(rgb c) { return printf_string("#%02x%02x%02x", c.r, c.g, c.b); }
+std::string hex(rgb c) {
+  return printf_string("#%02x%02x%02x", c.r, c.g, c.b);
+}
 
 std::string xml_escaped(const std::string& s) {
   std::string out;
   for (char ch : s) {
     switch (ch) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += ch;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += ch;
     }
   }
   return out;
 }
 
-double snapshot_heat(const v1::HeatSnapshot& s) { return s.total_reads() + s.total_writes(); }
+double snapshot_heat(const v1::HeatSnapshot& s) {
+  return s.total_reads() + s.total_writes();
+}
 
 // Every column gets a label if there is room, else every k-th.
 std::size_t label_every(std::size_t columns, std::size_t cell_width, std::size_t label_width) {
-  const std::size_t per = std::max<std::size_t>(1, (label_width + cell_width - 1) / std::max<std::size_t>(1, cell_width));
+  const std::size_t per = std::max<std::size_t>(
+      1, (label_width + cell_width - 1) / std::max<std::size_t>(1, cell_width));
   return columns == 0 ? 1 : per;
 }
 
@@ -115,7 +142,8 @@ std::string span(double seconds) {
 
 grid grid_of(const history& h) {
   grid g;
-  std::map<std::pair<std::string, std::uint64_t>, std::size_t> index;  // (volume, extent) → row, in order
+  std::map<std::pair<std::string, std::uint64_t>, std::size_t>
+      index;  // (volume, extent) → row, in order
   for (const v1::HeatSnapshot& s : h.response.snapshots()) {
     for (const auto& e : s.extents()) index.emplace(std::make_pair(e.volume(), e.extent()), 0);
   }
@@ -137,8 +165,10 @@ grid grid_of(const history& h) {
       x.tier = e.tier();
       const v1::Tier before = last_tier[r];
       if (before != v1::TIER_UNSPECIFIED && before != e.tier()) {
-        if (e.tier() == v1::TIER_PERFORMANCE && before == v1::TIER_CAPACITY) x.moved = move::promoted;
-        if (e.tier() == v1::TIER_CAPACITY && before == v1::TIER_PERFORMANCE) x.moved = move::demoted;
+        if (e.tier() == v1::TIER_PERFORMANCE && before == v1::TIER_CAPACITY)
+          x.moved = move::promoted;
+        if (e.tier() == v1::TIER_CAPACITY && before == v1::TIER_PERFORMANCE)
+          x.moved = move::demoted;
       }
       last_tier[r] = e.tier();
       g.rows[r].peak = std::max(g.rows[r].peak, e.score());
@@ -161,7 +191,8 @@ grid reduced(const grid& g, std::size_t columns, std::size_t rows) {
   std::vector<std::size_t> keep(g.rows.size());
   for (std::size_t i = 0; i < keep.size(); ++i) keep[i] = i;
   if (rows != 0 && keep.size() > rows) {
-    std::stable_sort(keep.begin(), keep.end(), [&](std::size_t a, std::size_t b) { return g.rows[a].peak > g.rows[b].peak; });
+    std::stable_sort(keep.begin(), keep.end(),
+                     [&](std::size_t a, std::size_t b) { return g.rows[a].peak > g.rows[b].peak; });
     keep.resize(rows);
     std::sort(keep.begin(), keep.end());
   }
@@ -188,7 +219,9 @@ grid reduced(const grid& g, std::size_t columns, std::size_t rows) {
 double level(const grid& g, double score) {
   if (score <= 0 || g.max_score <= 0) return 0;
   if (g.max_score <= g.min_score) return 1;
-  return std::clamp((std::log(score) - std::log(g.min_score)) / (std::log(g.max_score) - std::log(g.min_score)), 0.0, 1.0);
+  return std::clamp(
+      (std::log(score) - std::log(g.min_score)) / (std::log(g.max_score) - std::log(g.min_score)),
+      0.0, 1.0);
 }
 
 // ---------------------------------------------------------------- text map
@@ -201,14 +234,18 @@ std::string header(const history& h, const char* what) {
   const auto& r = h.response;
   std::string out = printf_string("%s of %s (%s)\n", what, h.subject.c_str(), h.source.c_str());
   if (r.snapshots_size() == 0) {
-    out += "no heat snapshots" + (h.since_unix_seconds > 0 ? " since " + utc(h.since_unix_seconds) : std::string()) +
+    out += "no heat snapshots" +
+           (h.since_unix_seconds > 0 ? " since " + utc(h.since_unix_seconds) : std::string()) +
            ": the pool takes one every interval (stratad's heat_history_interval_s)\n";
     return out;
   }
-  const std::int64_t first = r.snapshots(0).taken_unix_seconds(), last = r.snapshots(r.snapshots_size() - 1).taken_unix_seconds();
-  out += printf_string("%d snapshots from %s to %s, one every %s; each lists the pool's %u hottest extents at most (extent: %s)\n",
-                       r.snapshots_size(), utc(first).c_str(), utc(last).c_str(), span(r.interval_seconds()).c_str(),
-                       r.extents_per_snapshot(), (std::to_string(r.extent_bytes() >> 20) + " MiB").c_str());
+  const std::int64_t first = r.snapshots(0).taken_unix_seconds(),
+                     last = r.snapshots(r.snapshots_size() - 1).taken_unix_seconds();
+  out += printf_string(
+      "%d snapshots from %s to %s, one every %s; each lists the pool's %u hottest extents at most "
+      "(extent: %s)\n",
+      r.snapshots_size(), utc(first).c_str(), utc(last).c_str(), span(r.interval_seconds()).c_str(),
+      r.extents_per_snapshot(), (std::to_string(r.extent_bytes() >> 20) + " MiB").c_str());
   return out;
 }
 
@@ -220,12 +257,19 @@ std::string text_map(const history& h, std::size_t columns, std::size_t rows) {
   if (full.times.empty()) return out;
   const grid g = reduced(full, columns, rows);
   const std::size_t per = (full.times.size() + g.times.size() - 1) / g.times.size();
-  out += printf_string("each cell: heat (log scale, score %s to %s: ' ' not listed %s) then tier (S SSD, H HDD; ^ promoted to SSD, v demoted to HDD)\n",
-                       score_text(g.min_score).c_str(), score_text(g.max_score).c_str(),
-                       (std::string(heat_chars.substr(0, 1)) + " cool .. " + std::string(heat_chars.substr(heat_chars.size() - 1)) + " hot").c_str());
-  if (per > 1) out += printf_string("each column: %zu snapshots (the highest score, the last tier)\n", per);
+  out += printf_string(
+      "each cell: heat (log scale, score %s to %s: ' ' not listed %s) then tier (S SSD, H HDD; ^ "
+      "promoted to SSD, v demoted to HDD)\n",
+      score_text(g.min_score).c_str(), score_text(g.max_score).c_str(),
+      (std::string(heat_chars.substr(0, 1)) + " cool .. " +
+       std::string(heat_chars.substr(heat_chars.size() - 1)) + " hot")
+          .c_str());
+  if (per > 1)
+    out += printf_string("each column: %zu snapshots (the highest score, the last tier)\n", per);
   if (g.rows.size() < full.rows.size()) {
-    out += printf_string("%zu of %zu extents shown: those with the highest peak (--rows to change)\n", g.rows.size(), full.rows.size());
+    out +=
+        printf_string("%zu of %zu extents shown: those with the highest peak (--rows to change)\n",
+                      g.rows.size(), full.rows.size());
   }
   // Labels: "v1 " then the extent, right-aligned.
   std::size_t volume_width = 6, extent_width = 6;
@@ -245,23 +289,31 @@ std::string text_map(const history& h, std::size_t columns, std::size_t rows) {
       ticks += '|';
     }
   }
-  out += printf_string("%-*s %*s %s\n", static_cast<int>(volume_width), "VOLUME", static_cast<int>(extent_width), "EXTENT",
-                       "time (UTC) ->");
+  out += printf_string("%-*s %*s %s\n", static_cast<int>(volume_width), "VOLUME",
+                       static_cast<int>(extent_width), "EXTENT", "time (UTC) ->");
   out += axis + "\n" + ticks + "\n";
   std::string volume;
   for (const row& r : g.rows) {
     const std::string name = short_volume(r.volume);
-    std::string line = printf_string("%-*s %*llu ", static_cast<int>(volume_width), r.volume == volume ? "" : name.c_str(),
-                                     static_cast<int>(extent_width), static_cast<unsigned long long>(r.extent));
+    std::string line = printf_string(
+        "%-*s %*llu ", static_cast<int>(volume_width), r.volume == volume ? "" : name.c_str(),
+        static_cast<int>(extent_width), static_cast<unsigned long long>(r.extent));
     volume = r.volume;
     for (const cell& x : r.cells) {
       if (!x.present) {
         line += "  ";
         continue;
       }
-      const std::size_t i = std::min(heat_chars.size() - 1, static_cast<std::size_t>(level(g, x.score) * static_cast<double>(heat_chars.size())));
+      const std::size_t i = std::min(
+          heat_chars.size() - 1,
+          static_cast<std::size_t>(level(g, x.score) * static_cast<double>(heat_chars.size())));
       line += heat_chars[i];
-      line += x.moved == move::promoted ? '^' : x.moved == move::demoted ? 'v' : x.tier == v1::TIER_PERFORMANCE ? 'S' : x.tier == v1::TIER_CAPACITY ? 'H' : x.tier == v1::TIER_COLD ? 'C' : '?';
+      line += x.moved == move::promoted        ? '^'
+              : x.moved == move::demoted       ? 'v'
+              : x.tier == v1::TIER_PERFORMANCE ? 'S'
+              : x.tier == v1::TIER_CAPACITY    ? 'H'
+              : x.tier == v1::TIER_COLD        ? 'C'
+                                               : '?';
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";
@@ -275,11 +327,16 @@ std::string report(const history& h, std::size_t hottest) {
   const auto& r = h.response;
   std::string out = header(h, "heat report");
   out +=
-      "What this can show: each snapshot lists only the pool's hottest extents then (by score: random reads and writes per\n"
-      "half-life, decayed, as the migrator ranks them), with the tier each lived on. An extent missing from a snapshot was\n"
-      "cooler than every extent listed; its heat then is unknown. Moves are seen as a tier that differs from the one the\n"
-      "extent had in the last snapshot listing it, so a move and its undoing between two snapshots is not seen, and every\n"
-      "time (waits, moves) is known to within one interval. A move may also be an administrator's (volume move, affinity).\n";
+      "What this can show: each snapshot lists only the pool's hottest extents then (by score: "
+      "random reads and writes per\n"
+      "half-life, decayed, as the migrator ranks them), with the tier each lived on. An extent "
+      "missing from a snapshot was\n"
+      "cooler than every extent listed; its heat then is unknown. Moves are seen as a tier that "
+      "differs from the one the\n"
+      "extent had in the last snapshot listing it, so a move and its undoing between two snapshots "
+      "is not seen, and every\n"
+      "time (waits, moves) is known to within one interval. A move may also be an administrator's "
+      "(volume move, affinity).\n";
   if (r.snapshots_size() == 0) return out;
   const grid g = grid_of(h);
   std::ostringstream o;
@@ -287,12 +344,15 @@ std::string report(const history& h, std::size_t hottest) {
   // The hottest extents now: live from ListHeat, offline the last snapshot.
   {
     o << "\nHOTTEST EXTENTS NOW";
-    std::vector<std::tuple<std::string, std::uint64_t, double, double, double, v1::Tier, std::string>> items;
+    std::vector<
+        std::tuple<std::string, std::uint64_t, double, double, double, v1::Tier, std::string>>
+        items;
     if (!h.now.empty()) {
       o << " (the array's current heat)\n";
       for (std::size_t i = 0; i < h.now.size() && items.size() < hottest; ++i) {
         const auto& e = h.now[i];
-        items.emplace_back(e.volume(), e.extent(), e.score(), e.reads(), e.writes(), e.tier(), i < h.now_groups.size() ? h.now_groups[i] : "-");
+        items.emplace_back(e.volume(), e.extent(), e.score(), e.reads(), e.writes(), e.tier(),
+                           i < h.now_groups.size() ? h.now_groups[i] : "-");
       }
     } else {
       const v1::HeatSnapshot& last = r.snapshots(r.snapshots_size() - 1);
@@ -302,11 +362,14 @@ std::string report(const history& h, std::size_t hottest) {
         items.emplace_back(e.volume(), e.extent(), e.score(), e.reads(), e.writes(), e.tier(), "-");
       }
     }
-    o << printf_string("%-24s %8s %10s %10s %10s %10s  %s\n", "VOLUME", "EXTENT", "OFFSET", "SCORE", "READS", "WRITES", "TIER");
+    o << printf_string("%-24s %8s %10s %10s %10s %10s  %s\n", "VOLUME", "EXTENT", "OFFSET", "SCORE",
+                       "READS", "WRITES", "TIER");
     for (const auto& [volume, extent, score, reads, writes, tier, group] : items) {
-      o << printf_string("%-24s %8llu %10s %10s %10s %10s  %s%s\n", short_volume(volume).c_str(), static_cast<unsigned long long>(extent),
-                         (std::to_string(extent * r.extent_bytes() >> 20) + " MiB").c_str(), score_text(score).c_str(),
-                         score_text(reads).c_str(), score_text(writes).c_str(), tier_word(tier).c_str(),
+      o << printf_string("%-24s %8llu %10s %10s %10s %10s  %s%s\n", short_volume(volume).c_str(),
+                         static_cast<unsigned long long>(extent),
+                         (std::to_string(extent * r.extent_bytes() >> 20) + " MiB").c_str(),
+                         score_text(score).c_str(), score_text(reads).c_str(),
+                         score_text(writes).c_str(), tier_word(tier).c_str(),
                          group == "-" ? "" : (" (" + group + ")").c_str());
     }
     if (items.empty()) o << "(none)\n";
@@ -343,7 +406,9 @@ std::string report(const history& h, std::size_t hottest) {
   std::vector<double> waits;
   o << "\nMOVES (tier changes between snapshots)\n";
   if (moves.empty()) o << "(none seen)\n";
-  if (!moves.empty()) o << printf_string("%-21s %-16s %8s  %-26s %s\n", "SNAPSHOT", "VOLUME", "EXTENT", "MOVE", "WHY");
+  if (!moves.empty())
+    o << printf_string("%-21s %-16s %8s  %-26s %s\n", "SNAPSHOT", "VOLUME", "EXTENT", "MOVE",
+                       "WHY");
   for (const move_seen& m : moves) {
     const row& w = g.rows[m.row];
     const cell& x = w.cells[m.column];
@@ -364,19 +429,28 @@ std::string report(const history& h, std::size_t hottest) {
         const cell& y = w.cells[c];
         if (!y.present) continue;
         if (y.tier != v1::TIER_CAPACITY) break;
-        const auto hotter = static_cast<std::size_t>(std::upper_bound(ranked[c].begin(), ranked[c].end(), y.score, std::greater<>()) -
-                                                     ranked[c].begin()) - 1;  // those listed above it
+        const auto hotter =
+            static_cast<std::size_t>(
+                std::upper_bound(ranked[c].begin(), ranked[c].end(), y.score, std::greater<>()) -
+                ranked[c].begin()) -
+            1;  // those listed above it
         if (hotter < k) from = c;
       }
       const double waited = static_cast<double>(g.times[m.column] - g.times[from]);
       waits.push_back(waited);
       what = "promoted HDD->SSD";
       const double coolest = listed_before ? coolest_ssd[before - 1] : -1;
-      why = "score " + (listed_before ? score_text(then) + " -> " : std::string()) + score_text(x.score) +
+      why = "score " + (listed_before ? score_text(then) + " -> " : std::string()) +
+            score_text(x.score) +
             (coolest < 0 ? ": the SSD tier listed no resident (it had room)"
-             : x.score > coolest ? " ranked above the SSD tier's coolest resident (" + score_text(coolest) + ")"
-                                 : ": the SSD tier had room (its coolest resident, " + score_text(coolest) + ", stayed)") +
-            "; waited " + (from == m.column ? "under one interval" : span(waited) + " (in the hottest set since " + clock_of(g.times[from]) + ")");
+             : x.score > coolest
+                 ? " ranked above the SSD tier's coolest resident (" + score_text(coolest) + ")"
+                 : ": the SSD tier had room (its coolest resident, " + score_text(coolest) +
+                       ", stayed)") +
+            "; waited " +
+            (from == m.column
+                 ? "under one interval"
+                 : span(waited) + " (in the hottest set since " + clock_of(g.times[from]) + ")");
     } else {
       what = "demoted SSD->HDD";
       // An extent that did not cool was moved for another reason: to make
@@ -386,23 +460,32 @@ std::string report(const history& h, std::size_t hottest) {
       const bool cooled = listed_before && x.score < then * 0.9;
       double promoted_then = -1;
       for (const move_seen& other : moves) {
-        if (other.column == m.column && other.kind == move::promoted) promoted_then = std::max(promoted_then, g.rows[other.row].cells[m.column].score);
+        if (other.column == m.column && other.kind == move::promoted)
+          promoted_then = std::max(promoted_then, g.rows[other.row].cells[m.column].score);
       }
-      why = cooled                       ? "cooled: score " + score_text(then) + " -> " + score_text(x.score)
-            : promoted_then > x.score    ? "made room for hotter extents (score " + score_text(x.score) + "; promoted then: up to " + score_text(promoted_then) + ")"
-            : !listed_before             ? "score " + score_text(x.score) + " (not listed before: its heat then unknown)"
-                                         : "not for heat (score " + score_text(then) + " -> " + score_text(x.score) +
-                                             ", none hotter promoted then): room kept free for new writes, or an administrator's move or affinity";
+      why = cooled ? "cooled: score " + score_text(then) + " -> " + score_text(x.score)
+            : promoted_then > x.score
+                ? "made room for hotter extents (score " + score_text(x.score) +
+                      "; promoted then: up to " + score_text(promoted_then) + ")"
+            : !listed_before
+                ? "score " + score_text(x.score) + " (not listed before: its heat then unknown)"
+                : "not for heat (score " + score_text(then) + " -> " + score_text(x.score) +
+                      ", none hotter promoted then): room kept free for new writes, or an "
+                      "administrator's move or affinity";
     }
-    o << printf_string("%-21s %-16s %8llu  %-26s %s\n", utc(g.times[m.column]).c_str(), short_volume(w.volume).c_str(),
-                       static_cast<unsigned long long>(w.extent), what.c_str(), why.c_str());
+    o << printf_string("%-21s %-16s %8llu  %-26s %s\n", utc(g.times[m.column]).c_str(),
+                       short_volume(w.volume).c_str(), static_cast<unsigned long long>(w.extent),
+                       what.c_str(), why.c_str());
   }
 
   // The SSD tier's share of the heat, per snapshot (merged to 48 rows).
   o << "\nSSD TIER HIT RATIO OVER TIME (the share of the heat on the SSD tier)\n"
-       "  of listed: the listed extents' scores on SSD over all listed; of pool: over the pool's whole heat then\n"
-       "  (reads+writes of every mapped extent; a lower bound, since unlisted extents on SSD are not counted)\n";
-  o << printf_string("%-21s %7s %7s %10s %10s\n", "SNAPSHOT", "LISTED", "ON SSD", "OF LISTED", "OF POOL");
+       "  of listed: the listed extents' scores on SSD over all listed; of pool: over the pool's "
+       "whole heat then\n"
+       "  (reads+writes of every mapped extent; a lower bound, since unlisted extents on SSD are "
+       "not counted)\n";
+  o << printf_string("%-21s %7s %7s %10s %10s\n", "SNAPSHOT", "LISTED", "ON SSD", "OF LISTED",
+                     "OF POOL");
   const std::size_t n = static_cast<std::size_t>(r.snapshots_size());
   const std::size_t per = n <= 48 ? 1 : (n + 47) / 48;
   if (per > 1) o << printf_string("  (each row: %zu snapshots summed)\n", per);
@@ -425,9 +508,12 @@ std::string report(const history& h, std::size_t hottest) {
     all_ssd += ssd;
     all_listed += listed;
     const std::string of_listed = listed > 0 ? printf_string("%.1f%%", 100 * ssd / listed) : "-";
-    const std::string of_pool = pool > 0 ? printf_string("%.1f%%", 100 * std::min(1.0, ssd / pool)) : "-";
-    o << printf_string("%-21s %7zu %7zu %10s %10s\n", utc(r.snapshots(static_cast<int>(std::min(n, c + per) - 1)).taken_unix_seconds()).c_str(),
-                       count / per, ssd_count / per, of_listed.c_str(), of_pool.c_str());
+    const std::string of_pool =
+        pool > 0 ? printf_string("%.1f%%", 100 * std::min(1.0, ssd / pool)) : "-";
+    o << printf_string(
+        "%-21s %7zu %7zu %10s %10s\n",
+        utc(r.snapshots(static_cast<int>(std::min(n, c + per) - 1)).taken_unix_seconds()).c_str(),
+        count / per, ssd_count / per, of_listed.c_str(), of_pool.c_str());
   }
 
   // Totals.
@@ -435,16 +521,20 @@ std::string report(const history& h, std::size_t hottest) {
   for (const move_seen& m : moves) (m.kind == move::promoted ? promoted : demoted)++;
   std::sort(waits.begin(), waits.end());
   o << "\nTOTALS\n";
-  o << printf_string("  snapshots %d over %s; %zu extents listed at least once\n", r.snapshots_size(),
-                     span(static_cast<double>(g.times.back() - g.times.front())).c_str(), g.rows.size());
-  o << printf_string("  promotions %zu, demotions %zu: %s moved\n", promoted, demoted,
-                     (std::to_string(((promoted + demoted) * r.extent_bytes()) >> 20) + " MiB").c_str());
+  o << printf_string(
+      "  snapshots %d over %s; %zu extents listed at least once\n", r.snapshots_size(),
+      span(static_cast<double>(g.times.back() - g.times.front())).c_str(), g.rows.size());
+  o << printf_string(
+      "  promotions %zu, demotions %zu: %s moved\n", promoted, demoted,
+      (std::to_string(((promoted + demoted) * r.extent_bytes()) >> 20) + " MiB").c_str());
   if (!waits.empty()) {
     auto wait_text = [](double w) { return w == 0 ? std::string("under one interval") : span(w); };
-    o << printf_string("  wait for promotion: median %s, longest %s\n", wait_text(waits[waits.size() / 2]).c_str(),
-                       wait_text(waits.back()).c_str());
+    o << printf_string("  wait for promotion: median %s, longest %s\n",
+                       wait_text(waits[waits.size() / 2]).c_str(), wait_text(waits.back()).c_str());
   }
-  if (all_listed > 0) o << printf_string("  SSD share of the listed heat, over every snapshot: %.1f%%\n", 100 * all_ssd / all_listed);
+  if (all_listed > 0)
+    o << printf_string("  SSD share of the listed heat, over every snapshot: %.1f%%\n",
+                       100 * all_ssd / all_listed);
   return out + o.str();
 }
 
@@ -459,7 +549,8 @@ struct layout {
 
 layout layout_of(const grid& g) {
   layout l{};
-  const std::size_t columns = std::max<std::size_t>(1, g.times.size()), rows = std::max<std::size_t>(1, g.rows.size());
+  const std::size_t columns = std::max<std::size_t>(1, g.times.size()),
+                    rows = std::max<std::size_t>(1, g.rows.size());
   l.cell_w = std::clamp<std::size_t>(960 / columns, 2, 24);
   l.cell_h = std::clamp<std::size_t>(720 / rows, 3, 16);
   l.left = 150;
@@ -474,8 +565,9 @@ std::string title_of(const history& h) {
   const auto& r = h.response;
   std::string t = "heat map of " + h.subject;
   if (r.snapshots_size() > 0) {
-    t += ", " + utc(r.snapshots(0).taken_unix_seconds()) + " to " + utc(r.snapshots(r.snapshots_size() - 1).taken_unix_seconds()) +
-         ", every " + span(r.interval_seconds());
+    t += ", " + utc(r.snapshots(0).taken_unix_seconds()) + " to " +
+         utc(r.snapshots(r.snapshots_size() - 1).taken_unix_seconds()) + ", every " +
+         span(r.interval_seconds());
   }
   return t;
 }
@@ -487,16 +579,21 @@ grid picture_grid(const history& h, std::string& note) {
   const grid full = grid_of(h);
   grid g = reduced(full, 720, 2000);
   if (g.times.size() < full.times.size()) {
-    note += "; each column " + std::to_string((full.times.size() + g.times.size() - 1) / g.times.size()) + " snapshots (their highest score)";
+    note += "; each column " +
+            std::to_string((full.times.size() + g.times.size() - 1) / g.times.size()) +
+            " snapshots (their highest score)";
   }
   if (g.rows.size() < full.rows.size()) {
-    note += "; " + std::to_string(g.rows.size()) + " of " + std::to_string(full.rows.size()) + " extents, the hottest at their peak";
+    note += "; " + std::to_string(g.rows.size()) + " of " + std::to_string(full.rows.size()) +
+            " extents, the hottest at their peak";
   }
   return g;
 }
 
 // The rows where a volume's group starts (for labels and separators).
-bool starts_volume(const grid& g, std::size_t i) { return i == 0 || g.rows[i].volume != g.rows[i - 1].volume; }
+bool starts_volume(const grid& g, std::size_t i) {
+  return i == 0 || g.rows[i].volume != g.rows[i - 1].volume;
+}
 
 }  // namespace
 
@@ -508,15 +605,18 @@ std::string svg(const history& h) {
   const layout l = layout_of(g);
   std::ostringstream o;
   o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << l.width << "\" height=\"" << l.height << "\" viewBox=\"0 0 " << l.width
-    << " " << l.height << "\" font-family=\"sans-serif\" font-size=\"11\">\n";
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << l.width << "\" height=\"" << l.height
+    << "\" viewBox=\"0 0 " << l.width << " " << l.height
+    << "\" font-family=\"sans-serif\" font-size=\"11\">\n";
   o << "<title>" << xml_escaped(title_of(h)) << "</title>\n";
   o << "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
-  o << "<text x=\"" << l.left << "\" y=\"18\" font-size=\"14\" font-weight=\"bold\">" << xml_escaped(title_of(h)) << "</text>\n";
-  o << "<text x=\"" << l.left << "\" y=\"34\" fill=\"#555\">" << xml_escaped(h.source) << "; y: extents by volume, x: snapshots (UTC)" << xml_escaped(note) << "</text>\n";
+  o << "<text x=\"" << l.left << "\" y=\"18\" font-size=\"14\" font-weight=\"bold\">"
+    << xml_escaped(title_of(h)) << "</text>\n";
+  o << "<text x=\"" << l.left << "\" y=\"34\" fill=\"#555\">" << xml_escaped(h.source)
+    << "; y: extents by volume, x: snapshots (UTC)" << xml_escaped(note) << "</text>\n";
   const std::size_t grid_w = g.times.size() * l.cell_w, grid_h = g.rows.size() * l.cell_h;
-  o << "<rect x=\"" << l.left << "\" y=\"" << l.top << "\" width=\"" << grid_w << "\" height=\"" << grid_h << "\" fill=\""
-    << hex(absent_colour) << "\"/>\n";
+  o << "<rect x=\"" << l.left << "\" y=\"" << l.top << "\" width=\"" << grid_w << "\" height=\""
+    << grid_h << "\" fill=\"" << hex(absent_colour) << "\"/>\n";
   const std::size_t stripe = std::max<std::size_t>(1, l.cell_h / 3);
   o << "<g id=\"cells\">\n";
   for (std::size_t i = 0; i < g.rows.size(); ++i) {
@@ -525,16 +625,23 @@ std::string svg(const history& h) {
       const cell& x = w.cells[c];
       if (!x.present) continue;
       const std::size_t px = l.left + c * l.cell_w, py = l.top + i * l.cell_h;
-      o << "<rect class=\"cell\" x=\"" << px << "\" y=\"" << py << "\" width=\"" << l.cell_w << "\" height=\"" << l.cell_h << "\" fill=\""
-        << hex(ramp_at(level(g, x.score))) << "\"><title>" << xml_escaped(short_volume(w.volume)) << " extent " << w.extent << " at "
+      o << "<rect class=\"cell\" x=\"" << px << "\" y=\"" << py << "\" width=\"" << l.cell_w
+        << "\" height=\"" << l.cell_h << "\" fill=\"" << hex(ramp_at(level(g, x.score)))
+        << "\"><title>" << xml_escaped(short_volume(w.volume)) << " extent " << w.extent << " at "
         << utc(g.times[c]) << ": score " << score_text(x.score) << ", " << tier_word(x.tier)
-        << (x.moved == move::promoted ? ", promoted" : x.moved == move::demoted ? ", demoted" : "") << "</title></rect>";
-      o << "<rect class=\"tier\" x=\"" << px << "\" y=\"" << py + l.cell_h - stripe << "\" width=\"" << l.cell_w << "\" height=\"" << stripe
-        << "\" fill=\"" << hex(x.tier == v1::TIER_PERFORMANCE ? ssd_colour : hdd_colour) << "\"/>";
+        << (x.moved == move::promoted  ? ", promoted"
+            : x.moved == move::demoted ? ", demoted"
+                                       : "")
+        << "</title></rect>";
+      o << "<rect class=\"tier\" x=\"" << px << "\" y=\"" << py + l.cell_h - stripe << "\" width=\""
+        << l.cell_w << "\" height=\"" << stripe << "\" fill=\""
+        << hex(x.tier == v1::TIER_PERFORMANCE ? ssd_colour : hdd_colour) << "\"/>";
       if (x.moved != move::none) {
-        o << "<rect class=\"" << (x.moved == move::promoted ? "promoted" : "demoted") << "\" x=\"" << px + 0.5 << "\" y=\"" << py + 0.5
-          << "\" width=\"" << l.cell_w - 1 << "\" height=\"" << l.cell_h - 1 << "\" fill=\"none\" stroke=\""
-          << hex(x.moved == move::promoted ? promoted_colour : demoted_colour) << "\" stroke-width=\"1.5\"/>";
+        o << "<rect class=\"" << (x.moved == move::promoted ? "promoted" : "demoted") << "\" x=\""
+          << px + 0.5 << "\" y=\"" << py + 0.5 << "\" width=\"" << l.cell_w - 1 << "\" height=\""
+          << l.cell_h - 1 << "\" fill=\"none\" stroke=\""
+          << hex(x.moved == move::promoted ? promoted_colour : demoted_colour)
+          << "\" stroke-width=\"1.5\"/>";
       }
       o << "\n";
     }
@@ -547,42 +654,50 @@ std::string svg(const history& h) {
   for (std::size_t i = 0; i < g.rows.size(); ++i) {
     const std::size_t py = l.top + i * l.cell_h;
     if (starts_volume(g, i)) {
-      o << "<line x1=\"" << l.left - 146 << "\" x2=\"" << l.left + grid_w << "\" y1=\"" << py << "\" y2=\"" << py
-        << "\" stroke=\"#333\" stroke-width=\"1\"/>\n";
-      o << "<text x=\"" << l.left - 146 << "\" y=\"" << py + 11 << "\" font-weight=\"bold\">" << xml_escaped(short_volume(g.rows[i].volume))
-        << "</text>\n";
+      o << "<line x1=\"" << l.left - 146 << "\" x2=\"" << l.left + grid_w << "\" y1=\"" << py
+        << "\" y2=\"" << py << "\" stroke=\"#333\" stroke-width=\"1\"/>\n";
+      o << "<text x=\"" << l.left - 146 << "\" y=\"" << py + 11 << "\" font-weight=\"bold\">"
+        << xml_escaped(short_volume(g.rows[i].volume)) << "</text>\n";
     }
     if (i == 0 || starts_volume(g, i) || i >= last_label + label_rows) {
-      o << "<text x=\"" << l.left - 4 << "\" y=\"" << py + std::min<std::size_t>(l.cell_h, 10) << "\" text-anchor=\"end\" font-size=\"9\">"
-        << g.rows[i].extent << "</text>\n";
+      o << "<text x=\"" << l.left - 4 << "\" y=\"" << py + std::min<std::size_t>(l.cell_h, 10)
+        << "\" text-anchor=\"end\" font-size=\"9\">" << g.rows[i].extent << "</text>\n";
       last_label = i;
     }
   }
-  o << "<text x=\"" << l.left - 4 << "\" y=\"" << l.top - 4 << "\" text-anchor=\"end\" font-size=\"9\">extent</text>\n";
+  o << "<text x=\"" << l.left - 4 << "\" y=\"" << l.top - 4
+    << "\" text-anchor=\"end\" font-size=\"9\">extent</text>\n";
   // The x axis: times.
   const std::size_t every = label_every(g.times.size(), l.cell_w, 56);
   for (std::size_t c = 0; c < g.times.size(); c += every) {
     const std::size_t px = l.left + c * l.cell_w;
-    o << "<line x1=\"" << px << "\" x2=\"" << px << "\" y1=\"" << l.top + grid_h << "\" y2=\"" << l.top + grid_h + 4 << "\" stroke=\"#333\"/>";
-    o << "<text x=\"" << px << "\" y=\"" << l.top + grid_h + 16 << "\" font-size=\"9\">" << clock_of(g.times[c]) << "</text>\n";
+    o << "<line x1=\"" << px << "\" x2=\"" << px << "\" y1=\"" << l.top + grid_h << "\" y2=\""
+      << l.top + grid_h + 4 << "\" stroke=\"#333\"/>";
+    o << "<text x=\"" << px << "\" y=\"" << l.top + grid_h + 16 << "\" font-size=\"9\">"
+      << clock_of(g.times[c]) << "</text>\n";
   }
-  o << "<text x=\"" << l.left << "\" y=\"" << l.top + grid_h + 32 << "\">time (UTC), one column per snapshot</text>\n";
+  o << "<text x=\"" << l.left << "\" y=\"" << l.top + grid_h + 32
+    << "\">time (UTC), one column per snapshot</text>\n";
   // The legend.
   std::size_t y = l.top;
-  o << "<g id=\"legend\">\n<text x=\"" << l.legend_x << "\" y=\"" << y + 10 << "\" font-weight=\"bold\">heat score (log scale)</text>\n";
+  o << "<g id=\"legend\">\n<text x=\"" << l.legend_x << "\" y=\"" << y + 10
+    << "\" font-weight=\"bold\">heat score (log scale)</text>\n";
   y += 18;
   for (int k = 0; k < 9; ++k) {
-    o << "<rect x=\"" << l.legend_x + static_cast<std::size_t>(k) * 20 << "\" y=\"" << y << "\" width=\"20\" height=\"12\" fill=\""
-      << hex(ramp_at(k / 8.0)) << "\"/>";
+    o << "<rect x=\"" << l.legend_x + static_cast<std::size_t>(k) * 20 << "\" y=\"" << y
+      << "\" width=\"20\" height=\"12\" fill=\"" << hex(ramp_at(k / 8.0)) << "\"/>";
   }
-  o << "\n<text x=\"" << l.legend_x << "\" y=\"" << y + 26 << "\" font-size=\"9\">" << score_text(g.min_score) << "</text>";
-  o << "<text x=\"" << l.legend_x + 180 << "\" y=\"" << y + 26 << "\" font-size=\"9\" text-anchor=\"end\">" << score_text(g.max_score)
-    << "</text>\n";
+  o << "\n<text x=\"" << l.legend_x << "\" y=\"" << y + 26 << "\" font-size=\"9\">"
+    << score_text(g.min_score) << "</text>";
+  o << "<text x=\"" << l.legend_x + 180 << "\" y=\"" << y + 26
+    << "\" font-size=\"9\" text-anchor=\"end\">" << score_text(g.max_score) << "</text>\n";
   y += 44;
   auto swatch = [&](rgb fill, rgb stroke, bool outline, const std::string& label) {
-    o << "<rect x=\"" << l.legend_x << "\" y=\"" << y << "\" width=\"14\" height=\"12\" fill=\"" << hex(fill) << "\""
-      << (outline ? " stroke=\"" + hex(stroke) + "\" stroke-width=\"2\"" : std::string()) << "/><text x=\"" << l.legend_x + 20 << "\" y=\""
-      << y + 10 << "\">" << xml_escaped(label) << "</text>\n";
+    o << "<rect x=\"" << l.legend_x << "\" y=\"" << y << "\" width=\"14\" height=\"12\" fill=\""
+      << hex(fill) << "\""
+      << (outline ? " stroke=\"" + hex(stroke) + "\" stroke-width=\"2\"" : std::string())
+      << "/><text x=\"" << l.legend_x + 20 << "\" y=\"" << y + 10 << "\">" << xml_escaped(label)
+      << "</text>\n";
     y += 18;
   };
   swatch(absent_colour, ink, false, "not among the hottest listed");
@@ -590,7 +705,8 @@ std::string svg(const history& h) {
   swatch(hdd_colour, ink, false, "bottom stripe: on the HDD tier");
   swatch(paper, promoted_colour, true, "promoted to SSD since before");
   swatch(paper, demoted_colour, true, "demoted to HDD since before");
-  o << "<text x=\"" << l.legend_x << "\" y=\"" << y + 10 << "\" font-size=\"9\">score: random I/Os per half-life</text>\n";
+  o << "<text x=\"" << l.legend_x << "\" y=\"" << y + 10
+    << "\" font-size=\"9\">score: random I/Os per half-life</text>\n";
   o << "</g>\n</svg>\n";
   return o.str();
 }
@@ -603,28 +719,36 @@ namespace {
 // rows of three bits, the top row first. Lower case is drawn as capitals.
 std::uint16_t glyph(char ch) {
   static const std::map<char, std::array<std::uint8_t, 5>> font{
-      {'0', {7, 5, 5, 5, 7}}, {'1', {2, 6, 2, 2, 7}}, {'2', {7, 1, 7, 4, 7}}, {'3', {7, 1, 3, 1, 7}}, {'4', {5, 5, 7, 1, 1}},
-      {'5', {7, 4, 7, 1, 7}}, {'6', {7, 4, 7, 5, 7}}, {'7', {7, 1, 1, 2, 2}}, {'8', {7, 5, 7, 5, 7}}, {'9', {7, 5, 7, 1, 7}},
-      {'A', {2, 5, 7, 5, 5}}, {'B', {6, 5, 6, 5, 6}}, {'C', {3, 4, 4, 4, 3}}, {'D', {6, 5, 5, 5, 6}}, {'E', {7, 4, 6, 4, 7}},
-      {'F', {7, 4, 6, 4, 4}}, {'G', {3, 4, 5, 5, 3}}, {'H', {5, 5, 7, 5, 5}}, {'I', {7, 2, 2, 2, 7}}, {'J', {1, 1, 1, 5, 2}},
-      {'K', {5, 5, 6, 5, 5}}, {'L', {4, 4, 4, 4, 7}}, {'M', {5, 7, 7, 5, 5}}, {'N', {6, 5, 5, 5, 5}}, {'O', {2, 5, 5, 5, 2}},
-      {'P', {6, 5, 6, 4, 4}}, {'Q', {2, 5, 5, 6, 3}}, {'R', {6, 5, 6, 5, 5}}, {'S', {3, 4, 2, 1, 6}}, {'T', {7, 2, 2, 2, 2}},
-      {'U', {5, 5, 5, 5, 7}}, {'V', {5, 5, 5, 5, 2}}, {'W', {5, 5, 7, 7, 5}}, {'X', {5, 5, 2, 5, 5}}, {'Y', {5, 5, 2, 2, 2}},
-      {'Z', {7, 1, 2, 4, 7}}, {':', {0, 2, 0, 2, 0}}, {'-', {0, 0, 7, 0, 0}}, {'.', {0, 0, 0, 0, 2}}, {'/', {1, 1, 2, 4, 4}},
-      {'_', {0, 0, 0, 0, 7}}, {',', {0, 0, 0, 2, 4}}, {'(', {1, 2, 2, 2, 1}}, {')', {4, 2, 2, 2, 4}}, {'>', {4, 2, 1, 2, 4}},
+      {'0', {7, 5, 5, 5, 7}}, {'1', {2, 6, 2, 2, 7}}, {'2', {7, 1, 7, 4, 7}},
+      {'3', {7, 1, 3, 1, 7}}, {'4', {5, 5, 7, 1, 1}}, {'5', {7, 4, 7, 1, 7}},
+      {'6', {7, 4, 7, 5, 7}}, {'7', {7, 1, 1, 2, 2}}, {'8', {7, 5, 7, 5, 7}},
+      {'9', {7, 5, 7, 1, 7}}, {'A', {2, 5, 7, 5, 5}}, {'B', {6, 5, 6, 5, 6}},
+      {'C', {3, 4, 4, 4, 3}}, {'D', {6, 5, 5, 5, 6}}, {'E', {7, 4, 6, 4, 7}},
+      {'F', {7, 4, 6, 4, 4}}, {'G', {3, 4, 5, 5, 3}}, {'H', {5, 5, 7, 5, 5}},
+      {'I', {7, 2, 2, 2, 7}}, {'J', {1, 1, 1, 5, 2}}, {'K', {5, 5, 6, 5, 5}},
+      {'L', {4, 4, 4, 4, 7}}, {'M', {5, 7, 7, 5, 5}}, {'N', {6, 5, 5, 5, 5}},
+      {'O', {2, 5, 5, 5, 2}}, {'P', {6, 5, 6, 4, 4}}, {'Q', {2, 5, 5, 6, 3}},
+      {'R', {6, 5, 6, 5, 5}}, {'S', {3, 4, 2, 1, 6}}, {'T', {7, 2, 2, 2, 2}},
+      {'U', {5, 5, 5, 5, 7}}, {'V', {5, 5, 5, 5, 2}}, {'W', {5, 5, 7, 7, 5}},
+      {'X', {5, 5, 2, 5, 5}}, {'Y', {5, 5, 2, 2, 2}}, {'Z', {7, 1, 2, 4, 7}},
+      {':', {0, 2, 0, 2, 0}}, {'-', {0, 0, 7, 0, 0}}, {'.', {0, 0, 0, 0, 2}},
+      {'/', {1, 1, 2, 4, 4}}, {'_', {0, 0, 0, 0, 7}}, {',', {0, 0, 0, 2, 4}},
+      {'(', {1, 2, 2, 2, 1}}, {')', {4, 2, 2, 2, 4}}, {'>', {4, 2, 1, 2, 4}},
       {'#', {5, 7, 5, 7, 5}}};
   if (ch >= 'a' && ch <= 'z') ch = static_cast<char>(ch - 'a' + 'A');
   const auto it = font.find(ch);
   if (it == font.end()) return 0;
   std::uint16_t bits = 0;
-  for (std::uint8_t row_bits : it->second) bits = static_cast<std::uint16_t>((bits << 3) | row_bits);
+  for (std::uint8_t row_bits : it->second)
+    bits = static_cast<std::uint16_t>((bits << 3) | row_bits);
   return bits;
 }
 
 struct canvas {
   std::size_t w, h;
   std::vector<std::uint8_t> pixels;  // RGB
-  canvas(std::size_t width, std::size_t height) : w(width), h(height), pixels(width * height * 3, 255) {}
+  canvas(std::size_t width, std::size_t height)
+      : w(width), h(height), pixels(width * height * 3, 255) {}
   void fill(std::size_t x, std::size_t y, std::size_t fw, std::size_t fh, rgb c) {
     for (std::size_t j = y; j < std::min(h, y + fh); ++j) {
       for (std::size_t i = x; i < std::min(w, x + fw); ++i) {
@@ -635,20 +759,24 @@ struct canvas {
       }
     }
   }
-  void frame(std::size_t x, std::size_t y, std::size_t fw, std::size_t fh, rgb c, std::size_t t = 1) {
+  void frame(std::size_t x, std::size_t y, std::size_t fw, std::size_t fh, rgb c,
+             std::size_t t = 1) {
     fill(x, y, fw, t, c);
     fill(x, y + fh - t, fw, t, c);
     fill(x, y, t, fh, c);
     fill(x + fw - t, y, t, fh, c);
   }
   // Text at scale `s` (each font pixel s x s); returns the width drawn.
-  std::size_t text(std::size_t x, std::size_t y, const std::string& s, rgb c, std::size_t scale = 1) {
+  std::size_t text(std::size_t x, std::size_t y, const std::string& s, rgb c,
+                   std::size_t scale = 1) {
     std::size_t cx = x;
     for (char ch : s) {
       const std::uint16_t bits = glyph(ch);
       for (int j = 0; j < 5; ++j) {
         for (int i = 0; i < 3; ++i) {
-          if (bits & (1u << (14 - (j * 3 + i)))) fill(cx + static_cast<std::size_t>(i) * scale, y + static_cast<std::size_t>(j) * scale, scale, scale, c);
+          if (bits & (1u << (14 - (j * 3 + i))))
+            fill(cx + static_cast<std::size_t>(i) * scale, y + static_cast<std::size_t>(j) * scale,
+                 scale, scale, c);
         }
       }
       cx += 4 * scale;
@@ -664,7 +792,8 @@ void chunk(std::string& out, const char* type, const std::string& data) {
   be32(static_cast<std::uint32_t>(data.size()));
   const std::string typed = std::string(type, 4) + data;
   out += typed;
-  be32(static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(typed.data()), static_cast<uInt>(typed.size()))));
+  be32(static_cast<std::uint32_t>(
+      crc32(0, reinterpret_cast<const Bytef*>(typed.data()), static_cast<uInt>(typed.size()))));
 }
 
 std::string encode_png(const canvas& c) {
@@ -676,8 +805,9 @@ std::string encode_png(const canvas& c) {
   }
   uLongf size = compressBound(static_cast<uLong>(raw.size()));
   std::string packed(size, '\0');
-  if (compress2(reinterpret_cast<Bytef*>(packed.data()), &size, reinterpret_cast<const Bytef*>(raw.data()), static_cast<uLong>(raw.size()), 9) !=
-      Z_OK) {
+  if (compress2(reinterpret_cast<Bytef*>(packed.data()), &size,
+                reinterpret_cast<const Bytef*>(raw.data()), static_cast<uLong>(raw.size()),
+                9) != Z_OK) {
     return {};
   }
   packed.resize(size);
@@ -686,7 +816,8 @@ std::string encode_png(const canvas& c) {
   for (std::uint32_t v : {static_cast<std::uint32_t>(c.w), static_cast<std::uint32_t>(c.h)}) {
     for (int shift = 24; shift >= 0; shift -= 8) ihdr += static_cast<char>((v >> shift) & 0xff);
   }
-  ihdr += std::string("\x08\x02\x00\x00\x00", 5);  // 8 bits, RGB, deflate, no filter method, no interlace
+  ihdr += std::string("\x08\x02\x00\x00\x00",
+                      5);  // 8 bits, RGB, deflate, no filter method, no interlace
   chunk(out, "IHDR", ihdr);
   chunk(out, "IDAT", packed);
   chunk(out, "IEND", "");
@@ -712,10 +843,13 @@ std::string png(const history& h, std::uint32_t* width, std::uint32_t* height) {
       if (!x.present) continue;
       const std::size_t px = l.left + k * l.cell_w, py = l.top + i * l.cell_h;
       c.fill(px, py, l.cell_w, l.cell_h, ramp_at(level(g, x.score)));
-      c.fill(px, py + l.cell_h - stripe, l.cell_w, stripe, x.tier == v1::TIER_PERFORMANCE ? ssd_colour : hdd_colour);
+      c.fill(px, py + l.cell_h - stripe, l.cell_w, stripe,
+             x.tier == v1::TIER_PERFORMANCE ? ssd_colour : hdd_colour);
       if (x.moved != move::none) {
-        const std::size_t thick = std::max<std::size_t>(1, std::min(l.cell_w, l.cell_h) / 6);  // visible on dark cells
-        c.frame(px, py, l.cell_w, l.cell_h, x.moved == move::promoted ? promoted_colour : demoted_colour, thick);
+        const std::size_t thick =
+            std::max<std::size_t>(1, std::min(l.cell_w, l.cell_h) / 6);  // visible on dark cells
+        c.frame(px, py, l.cell_w, l.cell_h,
+                x.moved == move::promoted ? promoted_colour : demoted_colour, thick);
       }
     }
   }
@@ -743,7 +877,8 @@ std::string png(const history& h, std::uint32_t* width, std::uint32_t* height) {
   std::size_t y = l.top;
   c.text(l.legend_x, y, "HEAT SCORE (LOG)", ink);
   y += 10;
-  for (std::size_t k = 0; k < 9; ++k) c.fill(l.legend_x + k * 20, y, 20, 12, ramp_at(static_cast<double>(k) / 8.0));
+  for (std::size_t k = 0; k < 9; ++k)
+    c.fill(l.legend_x + k * 20, y, 20, 12, ramp_at(static_cast<double>(k) / 8.0));
   c.text(l.legend_x, y + 16, score_text(g.min_score), ink);
   const std::string top_score = score_text(g.max_score);
   c.text(l.legend_x + 180 - 4 * top_score.size(), y + 16, top_score, ink);

@@ -24,12 +24,13 @@ namespace v1 = strata::v1;
 
 // What was fetched, and from where (for the headers).
 struct history {
-  std::string subject;                       // "pools/p1" or "pools/p1/volumes/v1"
-  std::string source;                        // "live, through 127.0.0.1:50051" / "offline, from DIR (read-only)"
-  std::int64_t since_unix_seconds = 0;       // what --since asked for
-  v1::ListHeatHistoryResponse response;      // every page's snapshots, oldest first
-  std::vector<v1::HeatSnapshot::Extent> now;  // the current heat, hottest first (live: ListHeat); empty offline
-  std::vector<std::string> now_groups;       // beside `now`: each extent's disk group
+  std::string subject;  // "pools/p1" or "pools/p1/volumes/v1"
+  std::string source;   // "live, through 127.0.0.1:50051" / "offline, from DIR (read-only)"
+  std::int64_t since_unix_seconds = 0;   // what --since asked for
+  v1::ListHeatHistoryResponse response;  // every page's snapshots, oldest first
+  std::vector<v1::HeatSnapshot::Extent>
+      now;  // the current heat, hottest first (live: ListHeat); empty offline
+  std::vector<std::string> now_groups;  // beside `now`: each extent's disk group
 };
 
 enum class move { none, promoted, demoted };
@@ -49,8 +50,8 @@ struct row {
 };
 
 struct grid {
-  std::vector<std::int64_t> times;  // each column's snapshot, unix seconds
-  std::vector<row> rows;            // by volume, then extent
+  std::vector<std::int64_t> times;      // each column's snapshot, unix seconds
+  std::vector<row> rows;                // by volume, then extent
   double min_score = 0, max_score = 0;  // over present cells with a score > 0
 };
 

@@ -93,7 +93,8 @@ struct opened_pool {
 
 std::unique_ptr<opened_pool> open_pool(const std::filesystem::path& directory) {
   if (!std::filesystem::is_directory(directory)) {
-    fail(directory.string() + " is not a directory: has stratad created the pool in this state directory?");
+    fail(directory.string() +
+         " is not a directory: has stratad created the pool in this state directory?");
   }
   auto p = std::make_unique<opened_pool>();
   auto store = tiering::metadata_store::open(directory.string(), p->loop.get_executor());
@@ -109,8 +110,9 @@ std::unique_ptr<opened_pool> open_pool(const std::filesystem::path& directory) {
   constexpr std::uint32_t block_bytes = 512;
   std::vector<tiering::pool_group> members;
   for (const auto& g : record->groups) {
-    p->groups.push_back(std::make_unique<device::null_device>(p->loop.get_executor(), block_bytes,
-                                                              g.extent_count * (record->extent_size_bytes / block_bytes)));
+    p->groups.push_back(std::make_unique<device::null_device>(
+        p->loop.get_executor(), block_bytes,
+        g.extent_count * (record->extent_size_bytes / block_bytes)));
     members.push_back({p->groups.back().get(), g.where});
   }
   // controller/array.cc's open_pool: the defaults (new extents on the
@@ -133,18 +135,23 @@ struct mapping {
 
 settings parse(int argc, char** argv) {
   settings s;
-  CLI::App app{"Maps the first K extents of each volume of a stopped stratad's pool without writing their data, "
-               "for the start-up benchmark (stratad-bench.sh). Run it while stratad is stopped.",
-               "strata-fill-extents"};
+  CLI::App app{
+      "Maps the first K extents of each volume of a stopped stratad's pool without writing their "
+      "data, "
+      "for the start-up benchmark (stratad-bench.sh). Run it while stratad is stopped.",
+      "strata-fill-extents"};
   strata::tools::use_conventions(app);
-  app.add_option("--state-dir", s.state_dir, "stratad's state directory")->type_name("DIR")->required();
+  app.add_option("--state-dir", s.state_dir, "stratad's state directory")
+      ->type_name("DIR")
+      ->required();
   app.add_option("--extents", s.extents_per_volume, "Extents to map from the start of each volume")
       ->type_name("K")
       ->default_str("")
       ->required()
       ->check(strata::tools::positive);
   app.add_option("--pool", s.pool_name, "The pool")->type_name("NAME");
-  app.add_option("--prefix", s.prefix, "Only the volumes whose names start with this")->type_name("P");
+  app.add_option("--prefix", s.prefix, "Only the volumes whose names start with this")
+      ->type_name("P");
   app.add_option("--volumes", s.volume_limit, "Only the first N of those volumes, in name order")
       ->type_name("N")
       ->default_str("all");
@@ -160,26 +167,30 @@ settings parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   const settings s = parse(argc, argv);
 
-  if (!std::filesystem::is_directory(s.state_dir)) fail(s.state_dir.string() + " is not a directory");
+  if (!std::filesystem::is_directory(s.state_dir))
+    fail(s.state_dir.string() + " is not a directory");
   // One writer per state directory, as stratad takes it (controller/stratad.cc).
   const std::string lock_path = (s.state_dir / "stratad.lock").string();
   const int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (lock < 0) fail("cannot open " + lock_path + ": " + std::strerror(errno));
-  if (::flock(lock, LOCK_EX | LOCK_NB) != 0) fail("stratad runs on " + s.state_dir.string() + ": stop it first");
+  if (::flock(lock, LOCK_EX | LOCK_NB) != 0)
+    fail("stratad runs on " + s.state_dir.string() + ": stop it first");
 
   const std::filesystem::path directory = s.state_dir / "pools" / s.pool_name;
   auto t0 = std::chrono::steady_clock::now();
   auto p = open_pool(directory);
-  std::printf("opened pool %s in %.2f s: %zu volumes, extent size: %llu bytes\n", s.pool_name.c_str(), seconds_since(t0),
-              p->pool->volumes().size(), static_cast<unsigned long long>(p->pool->extent_size_bytes()));
+  std::printf("opened pool %s in %.2f s: %zu volumes, extent size: %llu bytes\n",
+              s.pool_name.c_str(), seconds_since(t0), p->pool->volumes().size(),
+              static_cast<unsigned long long>(p->pool->extent_size_bytes()));
 
   std::vector<tiering::volume*> chosen;
   for (tiering::volume* v : p->pool->volumes()) {  // in name order
     if (chosen.size() == s.volume_limit) break;
     if (!v->record().name.starts_with(s.prefix)) continue;
     if (v->extent_count() < s.extents_per_volume) {
-      fail("volume " + v->record().name + " has " + std::to_string(v->extent_count()) + " extents, fewer than " +
-           std::to_string(s.extents_per_volume) + ": grow it first (strata volume update NAME --size SIZE)");
+      fail("volume " + v->record().name + " has " + std::to_string(v->extent_count()) +
+           " extents, fewer than " + std::to_string(s.extents_per_volume) +
+           ": grow it first (strata volume update NAME --size SIZE)");
     }
     chosen.push_back(v);
   }
@@ -197,8 +208,8 @@ int main(int argc, char** argv) {
       if (v->location(e)) continue;  // mapped already: a second run adds only what is missing
       const auto where = p->pool->allocate(v->record().placement);
       if (!where) {
-        fail("the pool is full after " + std::to_string(mappings.size()) + " new extents (volume " + v->record().name +
-             " extent " + std::to_string(e) + "): nothing was written");
+        fail("the pool is full after " + std::to_string(mappings.size()) + " new extents (volume " +
+             v->record().name + " extent " + std::to_string(e) + "): nothing was written");
       }
       v->load_mapping(e, *where);
       mappings.push_back({v->record().id, e, *where});
@@ -215,14 +226,17 @@ int main(int argc, char** argv) {
     batch = {};
   };
   for (const mapping& m : mappings) {
-    batch.put(tiering::column::extent_map, tiering::keys::extent(m.volume_id, m.volume_extent), tiering::encode(m.where));
+    batch.put(tiering::column::extent_map, tiering::keys::extent(m.volume_id, m.volume_extent),
+              tiering::encode(m.where));
     if (batch.size() >= s.batch_records) commit();
   }
   commit();
-  std::printf("mapped %zu new extents over %zu volumes (%llu performance, %llu capacity): allocated in %.2f s, "
-              "written in %.2f s\n",
-              mappings.size(), chosen.size(), static_cast<unsigned long long>(on_tier[0]),
-              static_cast<unsigned long long>(on_tier[1]), allocate_s, seconds_since(t0));
+  std::printf(
+      "mapped %zu new extents over %zu volumes (%llu performance, %llu capacity): allocated in "
+      "%.2f s, "
+      "written in %.2f s\n",
+      mappings.size(), chosen.size(), static_cast<unsigned long long>(on_tier[0]),
+      static_cast<unsigned long long>(on_tier[1]), allocate_s, seconds_since(t0));
   std::vector<std::string> names;
   for (tiering::volume* v : chosen) names.push_back(v->record().name);
   chosen.clear();
@@ -239,18 +253,21 @@ int main(int argc, char** argv) {
     std::uint64_t first = 0;
     while (first < s.extents_per_volume && v->location(first)) ++first;
     if (first < s.extents_per_volume) {
-      fail("volume " + name + ": extent " + std::to_string(first) + " is unmapped after the reopen");
+      fail("volume " + name + ": extent " + std::to_string(first) +
+           " is unmapped after the reopen");
     }
     total += v->mapped_extents();
   }
   const tiering::pool& pool = *p->pool;
-  std::printf("reopened in %.2f s: the %zu volumes map %llu extents; free extents: performance %llu of %llu, "
-              "capacity %llu of %llu\n",
-              reopen_s, names.size(), static_cast<unsigned long long>(total),
-              static_cast<unsigned long long>(pool.free_extents(tiering::tier::performance)),
-              static_cast<unsigned long long>(pool.capacity_extents(tiering::tier::performance)),
-              static_cast<unsigned long long>(pool.free_extents(tiering::tier::capacity)),
-              static_cast<unsigned long long>(pool.capacity_extents(tiering::tier::capacity)));
+  std::printf(
+      "reopened in %.2f s: the %zu volumes map %llu extents; free extents: performance %llu of "
+      "%llu, "
+      "capacity %llu of %llu\n",
+      reopen_s, names.size(), static_cast<unsigned long long>(total),
+      static_cast<unsigned long long>(pool.free_extents(tiering::tier::performance)),
+      static_cast<unsigned long long>(pool.capacity_extents(tiering::tier::performance)),
+      static_cast<unsigned long long>(pool.free_extents(tiering::tier::capacity)),
+      static_cast<unsigned long long>(pool.capacity_extents(tiering::tier::capacity)));
   p.reset();
   ::close(lock);
   return 0;

@@ -70,10 +70,14 @@ constexpr std::uint64_t reserved_bytes = 1 << 20;  // the RAID groups' superbloc
 enum class placement { adaptive, oracle, lookahead, none };
 std::string_view name(placement p) {
   switch (p) {
-    case placement::adaptive: return "adaptive";
-    case placement::oracle: return "oracle";
-    case placement::lookahead: return "lookahead";
-    case placement::none: return "none";
+    case placement::adaptive:
+      return "adaptive";
+    case placement::oracle:
+      return "oracle";
+    case placement::lookahead:
+      return "lookahead";
+    case placement::none:
+      return "none";
   }
   return "?";
 }
@@ -147,12 +151,13 @@ class rig {
     pool_ = std::move(*p);
     for (std::size_t v = 0; v < t.volume_extents.size(); ++v) {
       bool created = false;
-      pool_->create_volume({fmt::format("v{}", v), block_size, t.volume_extents[v] * (extent_bytes / block_size)},
-                           [&](std::expected<tiering::volume*, error> r) {
-                             if (!r) throw std::runtime_error(r.error().message);
-                             volumes_.push_back(*r);
-                             created = true;
-                           });
+      pool_->create_volume(
+          {fmt::format("v{}", v), block_size, t.volume_extents[v] * (extent_bytes / block_size)},
+          [&](std::expected<tiering::volume*, error> r) {
+            if (!r) throw std::runtime_error(r.error().message);
+            volumes_.push_back(*r);
+            created = true;
+          });
       run_until([&] { return created; });
     }
   }
@@ -160,8 +165,10 @@ class rig {
   ~rig() {
     if (migrator_) migrator_->stop();
     run_until([&] {
-      return (!migrator_ || migrator_->moves_in_flight() == 0) && (!pool_->cache() || pool_->cache()->idle()) &&
-             std::all_of(volumes_.begin(), volumes_.end(), [](tiering::volume* v) { return v->idle(); });
+      return (!migrator_ || migrator_->moves_in_flight() == 0) &&
+             (!pool_->cache() || pool_->cache()->idle()) &&
+             std::all_of(volumes_.begin(), volumes_.end(),
+                         [](tiering::volume* v) { return v->idle(); });
     });
     migrator_.reset();
     pool_.reset();
@@ -191,7 +198,8 @@ class rig {
   // records are in time order).
   extent_counts count_ios(std::uint64_t from_us, std::uint64_t to_us) const {
     auto arrival = [](const trace_record& r, std::uint64_t us) { return r.time_us < us; };
-    const auto first = std::lower_bound(trace_.records.begin(), trace_.records.end(), from_us, arrival);
+    const auto first =
+        std::lower_bound(trace_.records.begin(), trace_.records.end(), from_us, arrival);
     const auto end = std::lower_bound(first, trace_.records.end(), to_us, arrival);
     extent_counts ios;
     for (const trace_record& r : std::span(first, end)) {
@@ -240,9 +248,11 @@ class rig {
       return it == ios.end() ? std::uint64_t{0} : it->second;
     };
     std::vector<extent_key> leaving(lookahead_.residents.begin(), lookahead_.residents.end());
-    std::sort(leaving.begin(), leaving.end(), [&](const extent_key& a, const extent_key& b) { return count(a) < count(b); });
+    std::sort(leaving.begin(), leaving.end(),
+              [&](const extent_key& a, const extent_key& b) { return count(a) < count(b); });
     lookahead_.plan.clear();
-    std::uint64_t room = config.tier_extents - std::min<std::uint64_t>(config.tier_extents, lookahead_.residents.size());
+    std::uint64_t room = config.tier_extents -
+                         std::min<std::uint64_t>(config.tier_extents, lookahead_.residents.size());
     std::size_t out = 0;
     for (const extent_key& k : hottest(ios, config.tier_extents)) {
       if (lookahead_.residents.contains(k)) continue;
@@ -263,12 +273,14 @@ class rig {
   // Starts planned moves while the budget allows: the migrator's moves in
   // flight and copy rate; a promotion waits for the demotion before it.
   void move_lookahead(const run_config& config) {
-    while (!lookahead_.plan.empty() && lookahead_.in_flight < config.migration.max_moves_in_flight &&
+    while (!lookahead_.plan.empty() &&
+           lookahead_.in_flight < config.migration.max_moves_in_flight &&
            lookahead_.allowance_bytes >= static_cast<double>(extent_bytes)) {
       const auto [k, to] = lookahead_.plan.front();
       tiering::volume& v = *volumes_[k.first];
       if (v.moving(k.second)) return;
-      if (to == tiering::tier::performance && pool_->free_extents(tiering::tier::performance) == 0) return;
+      if (to == tiering::tier::performance && pool_->free_extents(tiering::tier::performance) == 0)
+        return;
       lookahead_.plan.pop_front();
       lookahead_.allowance_bytes -= static_cast<double>(extent_bytes);
       ++lookahead_.in_flight;
@@ -302,7 +314,8 @@ class rig {
     device::time_point window_end = start + config.window;
     while (next < trace_.records.size() || in_flight_ > 0 || lookahead_.in_flight > 0) {
       if (config.mode == placement::lookahead) {
-        if (next < trace_.records.size() && clock_.now() >= start + std::chrono::microseconds(next_plan_us)) {
+        if (next < trace_.records.size() &&
+            clock_.now() >= start + std::chrono::microseconds(next_plan_us)) {
           plan_lookahead(config, next_plan_us, next_plan_us + lookahead_us);
           next_plan_us += lookahead_us;
         }
@@ -315,17 +328,19 @@ class rig {
         const trace_record& r = trace_.records[next++];
         const device::time_point issued = start + std::chrono::microseconds(r.time_us);
         submit(r.volume, r.write ? op::write : op::read, r.offset_bytes, r.size_bytes, [&, issued] {
-          latencies_ms.push_back(static_cast<float>(std::chrono::duration<double, std::milli>(clock_.now() - issued).count()));
+          latencies_ms.push_back(static_cast<float>(
+              std::chrono::duration<double, std::milli>(clock_.now() - issued).count()));
         });
       }
       if (config.window.count() > 0 && clock_.now() >= window_end) {
         const auto now_served = served();
-        fmt::print("  {:>9} t={:>6.0f} s  SSD I/Os {:.3f} of {:>6}  promoted so far {:>5}\n", name(config.mode),
-                   std::chrono::duration<double>(clock_.now() - start).count(),
-                   static_cast<double>(now_served.ssd_ios - window_start.ssd_ios) /
-                       static_cast<double>(std::max<std::uint64_t>(1, now_served.ios - window_start.ios)),
-                   now_served.ios - window_start.ios,
-                   migrator_ ? migrator_->counters().promotions : lookahead_.promotions);
+        fmt::print(
+            "  {:>9} t={:>6.0f} s  SSD I/Os {:.3f} of {:>6}  promoted so far {:>5}\n",
+            name(config.mode), std::chrono::duration<double>(clock_.now() - start).count(),
+            static_cast<double>(now_served.ssd_ios - window_start.ssd_ios) /
+                static_cast<double>(std::max<std::uint64_t>(1, now_served.ios - window_start.ios)),
+            now_served.ios - window_start.ios,
+            migrator_ ? migrator_->counters().promotions : lookahead_.promotions);
         window_start = now_served;
         window_end += config.window;
       }
@@ -377,20 +392,23 @@ class rig {
 
  private:
   struct totals {
-    std::uint64_t ios = 0, ssd_ios = 0, bytes = 0, ssd_bytes = 0, capacity_reads = 0, cache_reads = 0;
+    std::uint64_t ios = 0, ssd_ios = 0, bytes = 0, ssd_bytes = 0, capacity_reads = 0,
+                  cache_reads = 0;
   };
   totals served() const {
     totals t;
     for (const tiering::volume* v : volumes_) {
       const auto& c = v->counters();
-      t.capacity_reads += c.reads(tiering::source::capacity).ios + c.reads(tiering::source::cache).ios;
+      t.capacity_reads +=
+          c.reads(tiering::source::capacity).ios + c.reads(tiering::source::cache).ios;
       t.cache_reads += c.reads(tiering::source::cache).ios;
       for (int s = 0; s < tiering::source_count; ++s) {
         for (int w = 0; w < 2; ++w) {
           const auto& x = c.by_source[s][w];
           t.ios += x.ios;
           t.bytes += x.bytes;
-          if (s == static_cast<int>(tiering::source::performance) || s == static_cast<int>(tiering::source::cache)) {
+          if (s == static_cast<int>(tiering::source::performance) ||
+              s == static_cast<int>(tiering::source::cache)) {
             t.ssd_ios += x.ios;
             t.ssd_bytes += x.bytes;
           }
@@ -407,7 +425,8 @@ class rig {
     std::function<void()> done;
   };
 
-  void submit(std::uint32_t v, op operation, std::uint64_t offset, std::uint32_t size, std::function<void()> done) {
+  void submit(std::uint32_t v, op operation, std::uint64_t offset, std::uint32_t size,
+              std::function<void()> done) {
     if (buffer_.size() < size) {
       // The replayer's one buffer: the null devices never touch data.
       if (in_flight_ != 0) throw std::runtime_error("buffer grown under I/O");
@@ -459,9 +478,11 @@ class rig {
   device::block_device* drive(device::block_device& model, bool hdd) {
     schedulers_.push_back(std::make_unique<device::io_scheduler>(
         model, clock_,
-        hdd ? device::io_scheduler_options{.busy_background_in_flight = 1, .idle_background_in_flight = 8,
+        hdd ? device::io_scheduler_options{.busy_background_in_flight = 1,
+                                           .idle_background_in_flight = 8,
                                            .idle_wait = std::chrono::milliseconds(10)}
-            : device::io_scheduler_options{.busy_background_in_flight = 4, .idle_background_in_flight = 32,
+            : device::io_scheduler_options{.busy_background_in_flight = 4,
+                                           .idle_background_in_flight = 32,
                                            .idle_wait = std::chrono::milliseconds(1)}));
     return schedulers_.back().get();
   }
@@ -469,9 +490,11 @@ class rig {
   void build_shelf(std::uint64_t tier_extents, std::uint64_t cache_lines) {
     if (cache_lines > 0) {
       // The read cache: one SSD (a one-member RAID-1).
-      nulls_.push_back(std::make_unique<device::null_device>(context_.get_executor(), block_size,
-                                                             (cache_lines * line_bytes + reserved_bytes) / block_size));
-      ssds_.push_back(std::make_unique<device::ssd_model>(*nulls_.back(), clock_, device::ssd_profile::sas_12g()));
+      nulls_.push_back(std::make_unique<device::null_device>(
+          context_.get_executor(), block_size,
+          (cache_lines * line_bytes + reserved_bytes) / block_size));
+      ssds_.push_back(std::make_unique<device::ssd_model>(*nulls_.back(), clock_,
+                                                          device::ssd_profile::sas_12g()));
       raid::raid1_options options;
       options.clock = &clock_;
       options.reserved_bytes = reserved_bytes;
@@ -484,8 +507,8 @@ class rig {
     for (int g = 0; g < 2; ++g) {
       std::vector<device::block_device*> members;
       for (int m = 0; m < 10; ++m) {
-        nulls_.push_back(
-            std::make_unique<device::null_device>(context_.get_executor(), block_size, hdd.capacity_bytes / block_size));
+        nulls_.push_back(std::make_unique<device::null_device>(context_.get_executor(), block_size,
+                                                               hdd.capacity_bytes / block_size));
         hdds_.push_back(std::make_unique<device::hdd_model>(*nulls_.back(), clock_, hdd));
         members.push_back(drive(*hdds_.back(), true));
       }
@@ -499,8 +522,9 @@ class rig {
     }
     std::vector<device::block_device*> members;
     for (int m = 0; m < 2; ++m) {
-      nulls_.push_back(std::make_unique<device::null_device>(context_.get_executor(), block_size,
-                                                             (tier_extents * extent_bytes + reserved_bytes) / block_size));
+      nulls_.push_back(std::make_unique<device::null_device>(
+          context_.get_executor(), block_size,
+          (tier_extents * extent_bytes + reserved_bytes) / block_size));
       ssds_.push_back(std::make_unique<device::ssd_model>(*nulls_.back(), clock_, ssd));
       members.push_back(drive(*ssds_.back(), false));
     }
@@ -516,7 +540,8 @@ class rig {
   static std::string make_temp_dir() {
     const std::string base = std::filesystem::exists("/dev/shm") ? "/dev/shm" : "/tmp";
     std::string pattern = base + "/strata-tierreplay-XXXXXX";
-    if (!mkdtemp(pattern.data())) throw std::runtime_error("cannot make a temporary directory in " + base);
+    if (!mkdtemp(pattern.data()))
+      throw std::runtime_error("cannot make a temporary directory in " + base);
     return pattern;
   }
 
@@ -561,7 +586,8 @@ double belady_miss_ratio(const trace& t, std::uint64_t lines) {
   std::unordered_map<std::uint64_t, std::uint64_t> version;
   std::vector<std::uint64_t> reads;
   for (const trace_record& r : t.records) {
-    const std::uint64_t first = r.offset_bytes / line_bytes, last = (r.offset_bytes + r.size_bytes - 1) / line_bytes;
+    const std::uint64_t first = r.offset_bytes / line_bytes,
+                        last = (r.offset_bytes + r.size_bytes - 1) / line_bytes;
     for (std::uint64_t l = first; l <= last; ++l) {
       const std::uint64_t key = (std::uint64_t{r.volume} << 40) | l;
       if (r.write) {
@@ -572,7 +598,8 @@ double belady_miss_ratio(const trace& t, std::uint64_t lines) {
     }
   }
   if (reads.empty()) return 0;
-  return static_cast<double>(tiering::belady_misses(reads, lines)) / static_cast<double>(reads.size());
+  return static_cast<double>(tiering::belady_misses(reads, lines)) /
+         static_cast<double>(reads.size());
 }
 
 std::vector<std::string> split(std::string_view s) {
@@ -604,19 +631,23 @@ struct command_line {
 
 command_line parse(int argc, char** argv) {
   command_line c;
-  CLI::App app{"Replays block traces through the real tiering engine over a modelled shelf in virtual time, "
-               "beside a fixed oracle and a look-ahead oracle (tier) or Belady's MIN (--cache).",
-               "strata-tierreplay"};
+  CLI::App app{
+      "Replays block traces through the real tiering engine over a modelled shelf in virtual time, "
+      "beside a fixed oracle and a look-ahead oracle (tier) or Belady's MIN (--cache).",
+      "strata-tierreplay"};
   use_conventions(app);
   std::string tier_list = "0.05,0.10";
   // The baselines the issue names, then the engine's default.
   std::string policy_list = "lru,arc,s3fifo," + tiering::read_cache_options{}.policy;
-  std::int64_t half_life_s = std::chrono::duration_cast<std::chrono::seconds>(c.base.half_life).count();
+  std::int64_t half_life_s =
+      std::chrono::duration_cast<std::chrono::seconds>(c.base.half_life).count();
   double lookahead_s = std::chrono::duration<double>(c.base.lookahead).count();
   double window_s = 0;
-  std::int64_t interval_ms = std::chrono::duration_cast<std::chrono::milliseconds>(c.base.migration.interval).count();
+  std::int64_t interval_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(c.base.migration.interval).count();
   std::int64_t latency_budget_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(c.base.migration.latency_budget).count();
+      std::chrono::duration_cast<std::chrono::milliseconds>(c.base.migration.latency_budget)
+          .count();
   std::uint64_t sequential_kib = c.base.sequential_threshold_bytes >> 10;
   const auto number_list = [](const std::string& text) -> std::string {
     try {
@@ -627,13 +658,17 @@ command_line parse(int argc, char** argv) {
     }
   };
   app.add_option("--tier", tier_list,
-                 "Performance-tier sizes to run, as fractions of the trace's extent footprint, comma-separated")
+                 "Performance-tier sizes to run, as fractions of the trace's extent footprint, "
+                 "comma-separated")
       ->type_name("F1,F2")
       ->check(number_list);
-  app.add_flag("--cache", c.cache_table,
-               "A read cache of each size instead of the tier, one run per --policies, beside Belady's MIN");
-  app.add_option("--half-life-s", half_life_s, "Half-life of the extents' heat, in seconds")->type_name("S");
-  app.add_option("--interval-ms", interval_ms, "The migrator's round interval, in milliseconds")->type_name("M");
+  app.add_flag(
+      "--cache", c.cache_table,
+      "A read cache of each size instead of the tier, one run per --policies, beside Belady's MIN");
+  app.add_option("--half-life-s", half_life_s, "Half-life of the extents' heat, in seconds")
+      ->type_name("S");
+  app.add_option("--interval-ms", interval_ms, "The migrator's round interval, in milliseconds")
+      ->type_name("M");
   app.add_option("--min-score", c.base.migration.promote_min_score,
                  "Lowest heat an extent is promoted with (random I/Os per half-life)")
       ->type_name("X");
@@ -643,21 +678,31 @@ command_line parse(int argc, char** argv) {
   app.add_option("--sequential-kib", sequential_kib,
                  "Sequential streams heat only while shorter than this, in KiB")
       ->type_name("K");
-  app.add_option("--latency-budget-ms", latency_budget_ms,
-                 "How far migration may push the mean host latency over its baseline, in milliseconds")
+  app.add_option(
+         "--latency-budget-ms", latency_budget_ms,
+         "How far migration may push the mean host latency over its baseline, in milliseconds")
       ->type_name("M");
-  app.add_option("--max-moves", c.base.migration.max_moves_in_flight, "Extent moves in flight at most")->type_name("N");
-  app.add_option("--lookahead-s", lookahead_s, "The look-ahead oracle's interval, in seconds")->type_name("S");
-  app.add_option("--window-s", window_s, "Also print each placement's SSD share per window of this many seconds (0: none)")
-      ->type_name("S");
-  app.add_option("--queue-depth", c.base.queue_depth, "I/Os the hosts keep in flight at most, all volumes together")
+  app.add_option("--max-moves", c.base.migration.max_moves_in_flight,
+                 "Extent moves in flight at most")
       ->type_name("N");
-  app.add_option("--fills", c.base.fills_in_flight, "Read-cache fills in flight at most (--cache)")->type_name("N");
-  app.add_option("--policies", policy_list, "Read-cache policies to run with --cache, comma-separated")
+  app.add_option("--lookahead-s", lookahead_s, "The look-ahead oracle's interval, in seconds")
+      ->type_name("S");
+  app.add_option("--window-s", window_s,
+                 "Also print each placement's SSD share per window of this many seconds (0: none)")
+      ->type_name("S");
+  app.add_option("--queue-depth", c.base.queue_depth,
+                 "I/Os the hosts keep in flight at most, all volumes together")
+      ->type_name("N");
+  app.add_option("--fills", c.base.fills_in_flight, "Read-cache fills in flight at most (--cache)")
+      ->type_name("N");
+  app.add_option("--policies", policy_list,
+                 "Read-cache policies to run with --cache, comma-separated")
       ->type_name("P1,P2");
-  app.add_option("--limit", c.limit, "Records read from each trace at most (0: all)")->type_name("N");
+  app.add_option("--limit", c.limit, "Records read from each trace at most (0: all)")
+      ->type_name("N");
   app.add_option("TRACE", c.paths,
-                 "Traces: the project's CSV (ts_us,vol,offset,size,op), SNIA/MSR Cambridge CSV, or page references "
+                 "Traces: the project's CSV (ts_us,vol,offset,size,op), SNIA/MSR Cambridge CSV, or "
+                 "page references "
                  "(*.u32be), each optionally .gz")
       ->type_name("FILE")
       ->default_str("")
@@ -691,52 +736,63 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "strata-tierreplay: {}\n", t.error());
       return 1;
     }
-    fmt::print("{}: {} I/Os over {:.0f} s, {} volumes, {} extents of 4 MiB touched, host moved {:.1f} MB, "
-               "{:.0f}% reads\n",
-               t->name, t->records.size(), static_cast<double>(t->records.back().time_us) / 1e6,
-               t->volume_extents.size(), t->footprint_extents, static_cast<double>(t->host_bytes) / 1e6,
-               100 * t->read_fraction);
-    fmt::print("{:>6} {:>9} {:>8} {:>9} {:>10} {:>9} {:>10} {:>9} {:>9} {:>9}\n", "tier", "placement", "SSD I/Os",
-               "SSD bytes", "mean ms", "p99 ms", "moved MB", "promoted", "demoted", "throttled");
+    fmt::print(
+        "{}: {} I/Os over {:.0f} s, {} volumes, {} extents of 4 MiB touched, host moved {:.1f} MB, "
+        "{:.0f}% reads\n",
+        t->name, t->records.size(), static_cast<double>(t->records.back().time_us) / 1e6,
+        t->volume_extents.size(), t->footprint_extents, static_cast<double>(t->host_bytes) / 1e6,
+        100 * t->read_fraction);
+    fmt::print("{:>6} {:>9} {:>8} {:>9} {:>10} {:>9} {:>10} {:>9} {:>9} {:>9}\n", "tier",
+               "placement", "SSD I/Os", "SSD bytes", "mean ms", "p99 ms", "moved MB", "promoted",
+               "demoted", "throttled");
     for (double fraction : tiers) {
       run_config config = base;
       if (cache_table) {
         config.mode = placement::none;
         config.tier_extents = 1;
         config.cache_lines = std::max<std::uint64_t>(
-            1, static_cast<std::uint64_t>(fraction * static_cast<double>(t->footprint_extents)) * (extent_bytes / line_bytes));
+            1, static_cast<std::uint64_t>(fraction * static_cast<double>(t->footprint_extents)) *
+                   (extent_bytes / line_bytes));
         const double belady = belady_miss_ratio(*t, config.cache_lines);
-        fmt::print("{:>5.0f}% read cache of {} lines; Belady (MIN, every random read, no bypass) miss ratio {:.3f}\n",
-                   100 * fraction, config.cache_lines, belady);
+        fmt::print(
+            "{:>5.0f}% read cache of {} lines; Belady (MIN, every random read, no bypass) miss "
+            "ratio {:.3f}\n",
+            100 * fraction, config.cache_lines, belady);
         for (const std::string& policy : policies) {
           config.cache_policy = policy;
           const run_result r = run(*t, config);
-          fmt::print("       {:<12} miss ratio {:.3f}  fills {:>7}  mean {:>8.2f} ms  p99 {:>8.2f} ms\n", policy,
-                     1.0 - static_cast<double>(r.cache_reads) / static_cast<double>(std::max<std::uint64_t>(1, r.capacity_reads)),
-                     r.cache_fills, r.mean_latency_ms, r.p99_latency_ms);
+          fmt::print(
+              "       {:<12} miss ratio {:.3f}  fills {:>7}  mean {:>8.2f} ms  p99 {:>8.2f} ms\n",
+              policy,
+              1.0 - static_cast<double>(r.cache_reads) /
+                        static_cast<double>(std::max<std::uint64_t>(1, r.capacity_reads)),
+              r.cache_fills, r.mean_latency_ms, r.p99_latency_ms);
         }
         continue;
       }
-      config.tier_extents = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(
-                                                           fraction * static_cast<double>(t->footprint_extents)));
+      config.tier_extents = std::max<std::uint64_t>(
+          1, static_cast<std::uint64_t>(fraction * static_cast<double>(t->footprint_extents)));
       std::map<placement, run_result> results;
       for (placement mode : {placement::oracle, placement::lookahead, placement::adaptive}) {
         config.mode = mode;
         const run_result& r = results[mode] = run(*t, config);
-        fmt::print("{:>5.0f}% {:>9} {:>8.3f} {:>9.3f} {:>10.2f} {:>9.2f} {:>10.1f} {:>9} {:>9} {:>9}\n", 100 * fraction,
-                   name(mode), static_cast<double>(r.ssd_ios) / static_cast<double>(r.ios),
-                   static_cast<double>(r.ssd_bytes) / static_cast<double>(r.bytes), r.mean_latency_ms,
-                   r.p99_latency_ms, static_cast<double>(r.moved_bytes) / 1e6, r.promotions, r.demotions, r.throttled_rounds);
+        fmt::print(
+            "{:>5.0f}% {:>9} {:>8.3f} {:>9.3f} {:>10.2f} {:>9.2f} {:>10.1f} {:>9} {:>9} {:>9}\n",
+            100 * fraction, name(mode), static_cast<double>(r.ssd_ios) / static_cast<double>(r.ios),
+            static_cast<double>(r.ssd_bytes) / static_cast<double>(r.bytes), r.mean_latency_ms,
+            r.p99_latency_ms, static_cast<double>(r.moved_bytes) / 1e6, r.promotions, r.demotions,
+            r.throttled_rounds);
       }
       const run_result& adaptive = results[placement::adaptive];
       auto ssd_ratio = [&](placement yardstick) {
         return static_cast<double>(adaptive.ssd_ios) /
                static_cast<double>(std::max<std::uint64_t>(1, results[yardstick].ssd_ios));
       };
-      fmt::print("       adaptive/oracle SSD I/Os {:.3f} (goal >= 1); adaptive/lookahead {:.3f}; "
-                 "moved/host bytes {:.3f} (goal < 1)\n",
-                 ssd_ratio(placement::oracle), ssd_ratio(placement::lookahead),
-                 static_cast<double>(adaptive.moved_bytes) / static_cast<double>(t->host_bytes));
+      fmt::print(
+          "       adaptive/oracle SSD I/Os {:.3f} (goal >= 1); adaptive/lookahead {:.3f}; "
+          "moved/host bytes {:.3f} (goal < 1)\n",
+          ssd_ratio(placement::oracle), ssd_ratio(placement::lookahead),
+          static_cast<double>(adaptive.moved_bytes) / static_cast<double>(t->host_bytes));
     }
   }
   return 0;

@@ -18,7 +18,8 @@ std::vector<std::string_view> split(std::string_view line) {
   std::size_t start = 0;
   while (true) {
     const std::size_t comma = line.find(',', start);
-    fields.push_back(line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
+    fields.push_back(line.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
     if (comma == std::string_view::npos) return fields;
     start = comma + 1;
   }
@@ -43,19 +44,23 @@ struct raw_record {
 // id - 1 (the ids are numbered from 1 in order of first reference, so an
 // extent holds pages first touched together), the references spread
 // evenly over `span_us`.
-std::expected<std::vector<raw_record>, std::string> read_page_ids(FILE* file, const std::string& path,
-                                                                  std::uint64_t span_us, std::uint64_t limit) {
+std::expected<std::vector<raw_record>, std::string> read_page_ids(FILE* file,
+                                                                  const std::string& path,
+                                                                  std::uint64_t span_us,
+                                                                  std::uint64_t limit) {
   std::vector<std::uint32_t> ids;
   unsigned char b[4];
   std::size_t got = 0;  // bytes of the id being read
   while ((limit == 0 || ids.size() < limit) && (got = std::fread(b, 1, 4, file)) == 4) {
-    const std::uint32_t id = (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) | (std::uint32_t{b[2]} << 8) | b[3];
+    const std::uint32_t id = (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) |
+                             (std::uint32_t{b[2]} << 8) | b[3];
     if (id == 0) return std::unexpected(path + ": page id 0 (the ids start at 1)");
     ids.push_back(id);
     got = 0;
   }
   if (got != 0) {
-    return std::unexpected(path + ": ends in " + std::to_string(got) + " byte(s) of a page id (4 bytes each)");
+    return std::unexpected(path + ": ends in " + std::to_string(got) +
+                           " byte(s) of a page id (4 bytes each)");
   }
   constexpr std::uint64_t page_bytes = 4096;
   std::vector<raw_record> raw;
@@ -68,13 +73,14 @@ std::expected<std::vector<raw_record>, std::string> read_page_ids(FILE* file, co
 
 }  // namespace
 
-std::expected<trace, std::string> load_trace(const std::string& path, std::uint64_t extent_size_bytes,
-                                             std::uint64_t limit) {
+std::expected<trace, std::string> load_trace(const std::string& path,
+                                             std::uint64_t extent_size_bytes, std::uint64_t limit) {
   const bool gz = path.ends_with(".gz");
   const std::string command = "gzip -dc '" + path + "'";
   using closer = int (*)(FILE*);
-  std::unique_ptr<FILE, closer> file(gz ? popen(command.c_str(), "r") : std::fopen(path.c_str(), "r"),
-                                     gz ? &pclose : &std::fclose);
+  std::unique_ptr<FILE, closer> file(
+      gz ? popen(command.c_str(), "r") : std::fopen(path.c_str(), "r"),
+      gz ? &pclose : &std::fclose);
   if (!file) return std::unexpected(path + ": cannot open");
 
   std::vector<raw_record> raw;
@@ -110,7 +116,8 @@ std::expected<trace, std::string> load_trace(const std::string& path, std::uint6
       if (fields.size() == 7) {
         kind = format::msr;  // timestamp,hostname,disk,type,offset,size,response: no header
       } else {
-        return std::unexpected(path + ": neither the ts_us,vol,offset,size,op CSV nor the MSR Cambridge CSV");
+        return std::unexpected(
+            path + ": neither the ts_us,vol,offset,size,op CSV nor the MSR Cambridge CSV");
       }
     }
     raw_record r{};
@@ -131,17 +138,20 @@ std::expected<trace, std::string> load_trace(const std::string& path, std::uint6
         std::string key(fields[1]);
         key += ',';
         key += fields[2];
-        auto [it, inserted] = volume_ids.try_emplace(key, static_cast<std::uint32_t>(volume_ids.size()));
+        auto [it, inserted] =
+            volume_ids.try_emplace(key, static_cast<std::uint32_t>(volume_ids.size()));
         r.volume = it->second;
         r.write = fields[3] == "Write";
       }
     }
     if (!ok) {
-      return std::unexpected(path + ":" + std::to_string(line_number) + ": malformed record: " + std::string(line));
+      return std::unexpected(path + ":" + std::to_string(line_number) +
+                             ": malformed record: " + std::string(line));
     }
     if (offset % 512 != 0 || size % 512 != 0 || size > (64u << 20)) {
-      return std::unexpected(path + ":" + std::to_string(line_number) +
-                             ": offset and size must be multiples of 512 bytes, size at most 64 MiB");
+      return std::unexpected(
+          path + ":" + std::to_string(line_number) +
+          ": offset and size must be multiples of 512 bytes, size at most 64 MiB");
     }
     if (size == 0) continue;
     r.offset_bytes = offset;
@@ -151,14 +161,17 @@ std::expected<trace, std::string> load_trace(const std::string& path, std::uint6
   }
   if (raw.empty()) return std::unexpected(path + ": no records");
   // Some traces (Tencent's) are not in time order.
-  std::stable_sort(raw.begin(), raw.end(), [](const raw_record& a, const raw_record& b) { return a.time_us < b.time_us; });
+  std::stable_sort(raw.begin(), raw.end(),
+                   [](const raw_record& a, const raw_record& b) { return a.time_us < b.time_us; });
 
   // Dense volumes and extents, each in address order.
-  std::map<std::uint32_t, std::map<std::uint64_t, std::uint64_t>> touched;  // volume -> extent -> dense
+  std::map<std::uint32_t, std::map<std::uint64_t, std::uint64_t>>
+      touched;  // volume -> extent -> dense
   for (const raw_record& r : raw) {
     auto& extents = touched[r.volume];
     const std::uint64_t last = (r.offset_bytes + r.size_bytes - 1) / extent_size_bytes;
-    for (std::uint64_t e = r.offset_bytes / extent_size_bytes; e <= last; ++e) extents.emplace(e, 0);
+    for (std::uint64_t e = r.offset_bytes / extent_size_bytes; e <= last; ++e)
+      extents.emplace(e, 0);
   }
   trace t;
   t.name = path.substr(path.find_last_of('/') + 1);
@@ -179,9 +192,11 @@ std::expected<trace, std::string> load_trace(const std::string& path, std::uint6
     const std::uint64_t dense_first = extents.at(first);
     // A record across extents that are not neighbours in the dense space
     // cannot happen: both were touched, and nothing lies between them.
-    if (extents.at(last) != dense_first + (last - first)) return std::unexpected(path + ": internal: dense gap");
+    if (extents.at(last) != dense_first + (last - first))
+      return std::unexpected(path + ": internal: dense gap");
     t.records.push_back({r.time_us, dense_volume[r.volume],
-                         dense_first * extent_size_bytes + r.offset_bytes % extent_size_bytes, r.size_bytes, r.write});
+                         dense_first * extent_size_bytes + r.offset_bytes % extent_size_bytes,
+                         r.size_bytes, r.write});
     t.host_bytes += r.size_bytes;
     if (!r.write) ++reads;
   }

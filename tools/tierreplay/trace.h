@@ -16,8 +16,8 @@
 namespace strata::tools {
 
 struct trace_record {
-  std::uint64_t time_us;  // since the first record
-  std::uint32_t volume;   // dense volume index
+  std::uint64_t time_us;       // since the first record
+  std::uint32_t volume;        // dense volume index
   std::uint64_t offset_bytes;  // in the dense address space
   std::uint32_t size_bytes;
   bool write;
@@ -38,9 +38,9 @@ constexpr std::uint64_t page_trace_span_us = 3'600'000'000;
 
 // Reads `path` (gzip-compressed if it ends in .gz): a page-reference trace
 // if its name ends in .u32be (big-endian 32-bit page ids, each a 4 KiB
-// read), else either CSV format, found from its first line. Offsets and sizes must be multiples of 512 bytes;
-// records of size 0 are dropped. At most `limit` records (0: all).
-std::expected<trace, std::string> load_trace(const std::string& path, std::uint64_t extent_size_bytes,
-                                             std::uint64_t limit);
+// read), else either CSV format, found from its first line. Offsets and sizes must be multiples of
+// 512 bytes; records of size 0 are dropped. At most `limit` records (0: all).
+std::expected<trace, std::string> load_trace(const std::string& path,
+                                             std::uint64_t extent_size_bytes, std::uint64_t limit);
 
 }  // namespace strata::tools

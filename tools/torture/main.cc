@@ -39,8 +39,8 @@
 #include <vector>
 
 #include "tools/cli.h"
-#include "tools/torture/stratad_process.h"
 #include "tools/torture/model.h"
+#include "tools/torture/stratad_process.h"
 
 namespace {
 
@@ -50,18 +50,21 @@ using clock_type = std::chrono::steady_clock;
 volatile sig_atomic_t interrupted = 0;
 
 constexpr std::uint64_t area_blocks = 8192;  // 32 MiB: 8 of the pool's 4 MiB extents
-constexpr int lun = 0;                        // the small shelf's v1 (1 GiB)
+constexpr int lun = 0;                       // the small shelf's v1 (1 GiB)
 constexpr std::uint32_t max_write_blocks = 16;
 constexpr std::uint32_t verify_read_blocks = 64;
 
 constexpr const char* tool = "strata-torture";
 
-double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
+double seconds_since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
 
 // One SCSI command in flight, and what came back.
 struct command {
   enum class kind { write, read, flush };
-  explicit command(kind k, std::uint64_t first_lba = 0, std::uint32_t blocks = 0) : what(k), lba(first_lba), block_count(blocks) {}
+  explicit command(kind k, std::uint64_t first_lba = 0, std::uint32_t blocks = 0)
+      : what(k), lba(first_lba), block_count(blocks) {}
   kind what;
   std::uint64_t lba = 0;
   std::uint32_t block_count = 0;
@@ -77,7 +80,8 @@ struct command {
 // A libiscsi session to the LUN, driven with its asynchronous API.
 class initiator {
  public:
-  static std::unique_ptr<initiator> connect(const std::string& portal, const std::string& target, std::string& why) {
+  static std::unique_ptr<initiator> connect(const std::string& portal, const std::string& target,
+                                            std::string& why) {
     std::unique_ptr<initiator> i(new initiator);
     i->ctx_ = iscsi_create_context("iqn.2026-11.io.strata:torture");
     if (i->ctx_ == nullptr) {
@@ -87,7 +91,8 @@ class initiator {
     iscsi_set_targetname(i->ctx_, target.c_str());
     iscsi_set_session_type(i->ctx_, ISCSI_SESSION_NORMAL);
     iscsi_set_header_digest(i->ctx_, ISCSI_HEADER_DIGEST_NONE_CRC32C);
-    iscsi_set_noautoreconnect(i->ctx_, 1);  // a lost session is the crash: nothing may be resent behind our back
+    iscsi_set_noautoreconnect(
+        i->ctx_, 1);  // a lost session is the crash: nothing may be resent behind our back
     if (iscsi_full_connect_sync(i->ctx_, portal.c_str(), lun) != 0) {
       why = std::string("login to ") + portal + ": " + iscsi_get_error(i->ctx_);
       return nullptr;
@@ -128,13 +133,14 @@ class initiator {
     scsi_task* t = nullptr;
     switch (c.what) {
       case command::kind::write:
-        t = iscsi_write16_task(ctx_, lun, lun_lba(c.lba), reinterpret_cast<unsigned char*>(c.data.data()),
-                               static_cast<std::uint32_t>(c.data.size()), static_cast<int>(lun_block_bytes_), 0, 0,
-                               c.fua ? 1 : 0, 0, 0, on_done, this);
+        t = iscsi_write16_task(
+            ctx_, lun, lun_lba(c.lba), reinterpret_cast<unsigned char*>(c.data.data()),
+            static_cast<std::uint32_t>(c.data.size()), static_cast<int>(lun_block_bytes_), 0, 0,
+            c.fua ? 1 : 0, 0, 0, on_done, this);
         break;
       case command::kind::read:
-        t = iscsi_read16_task(ctx_, lun, lun_lba(c.lba), c.block_count * block_bytes, static_cast<int>(lun_block_bytes_), 0, 0,
-                              0, 0, 0, on_done, this);
+        t = iscsi_read16_task(ctx_, lun, lun_lba(c.lba), c.block_count * block_bytes,
+                              static_cast<int>(lun_block_bytes_), 0, 0, 0, 0, 0, on_done, this);
         break;
       case command::kind::flush:
         t = iscsi_synchronizecache10_task(ctx_, lun, 0, 0, 0, 0, on_done, this);
@@ -169,10 +175,13 @@ class initiator {
     auto* c = static_cast<command*>(scsi_get_task_private_ptr(t));
     if (c != nullptr && !self->dead_) {
       c->good = status == SCSI_STATUS_GOOD;
-      c->unit_attention = status == SCSI_STATUS_CHECK_CONDITION && t->sense.key == SCSI_SENSE_UNIT_ATTENTION;
+      c->unit_attention =
+          status == SCSI_STATUS_CHECK_CONDITION && t->sense.key == SCSI_SENSE_UNIT_ATTENTION;
       if (c->good && c->what == command::kind::read) {
         const auto* from = reinterpret_cast<const std::byte*>(t->datain.data);
-        c->data.assign(from, from + std::min<std::size_t>(static_cast<std::size_t>(std::max(t->datain.size, 0)), c->block_count * block_bytes));
+        c->data.assign(from, from + std::min<std::size_t>(
+                                        static_cast<std::size_t>(std::max(t->datain.size, 0)),
+                                        c->block_count * block_bytes));
         if (c->data.size() != c->block_count * block_bytes) c->good = false;
       }
       c->done = true;
@@ -182,18 +191,25 @@ class initiator {
   iscsi_context* ctx_ = nullptr;
   std::uint32_t lun_block_bytes_ = block_bytes;  // the LUN's logical block: 512 (512e) or 4096
   // The LUN address of torture block `block` (4 KiB).
-  std::uint64_t lun_lba(std::uint64_t block) const noexcept { return block * (block_bytes / lun_block_bytes_); }
+  std::uint64_t lun_lba(std::uint64_t block) const noexcept {
+    return block * (block_bytes / lun_block_bytes_);
+  }
   bool dead_ = false;
 };
 
 enum class scenario { plain, resync, migration, rebuild, cache_fill };
 const char* name_of(scenario s) {
   switch (s) {
-    case scenario::plain: return "plain";
-    case scenario::resync: return "resync";
-    case scenario::migration: return "migration";
-    case scenario::rebuild: return "rebuild";
-    case scenario::cache_fill: return "cache-fill";
+    case scenario::plain:
+      return "plain";
+    case scenario::resync:
+      return "resync";
+    case scenario::migration:
+      return "migration";
+    case scenario::rebuild:
+      return "rebuild";
+    case scenario::cache_fill:
+      return "cache-fill";
   }
   return "?";
 }
@@ -216,39 +232,49 @@ struct settings {
   std::uint64_t seed = 0;
   bool keep = false;
   bool raid6_rebuilds = false;
-  bool takeover = false;  // two controllers, kills of the owner and takeovers
+  bool takeover = false;    // two controllers, kills of the owner and takeovers
   bool seed_given = false;  // else the seed is random, and printed for a replay
 };
 
 settings parse(int argc, char** argv) {
   settings s;
   s.seed = std::random_device{}();
-  CLI::App app{"The daemon-level crash torture: stratad with volatile drive caches, writers and flushes over "
-               "iSCSI, kill -9 at random moments, every block checked after each restart. Exit status: 0 no "
-               "write lost and no garbage; 1 a loss, garbage, or a stratad that crashed or did not come back; "
-               "2 usage.",
-               tool};
+  CLI::App app{
+      "The daemon-level crash torture: stratad with volatile drive caches, writers and flushes "
+      "over "
+      "iSCSI, kill -9 at random moments, every block checked after each restart. Exit status: 0 no "
+      "write lost and no garbage; 1 a loss, garbage, or a stratad that crashed or did not come "
+      "back; "
+      "2 usage.",
+      tool};
   strata::tools::use_conventions(app);
   app.add_option("--stratad", s.stratad, "The stratad to torture")->type_name("PATH")->required();
   app.add_option("--cli", s.cli, "The strata CLI, to drive it")->type_name("PATH")->required();
-  auto* rounds = app.add_option("--rounds", s.rounds, "Rounds: each a kill -9 and a restart, then a full check")
+  auto* rounds = app.add_option("--rounds", s.rounds,
+                                "Rounds: each a kill -9 and a restart, then a full check")
                      ->type_name("N")
                      ->check(strata::tools::positive);
-  auto* bench = app.add_flag("--bench")->description("1,000 rounds (the benchmark; the later of --rounds and --bench wins)");
-  app.add_option("--seed", s.seed, "Seed of every random choice, to replay a run (the seed used is printed)")
+  auto* bench = app.add_flag("--bench")->description(
+      "1,000 rounds (the benchmark; the later of --rounds and --bench wins)");
+  app.add_option("--seed", s.seed,
+                 "Seed of every random choice, to replay a run (the seed used is printed)")
       ->type_name("S")
       ->default_str("random");
-  app.add_option("--work-dir", s.work_dir, "Where the state and logs go (default: a new /var/tmp/strata-torture.XXXXXX)")
+  app.add_option("--work-dir", s.work_dir,
+                 "Where the state and logs go (default: a new /var/tmp/strata-torture.XXXXXX)")
       ->type_name("DIR");
   app.add_flag("--keep", s.keep, "Keep the work directory at the end");
-  app.add_flag("--raid6-rebuilds", s.raid6_rebuilds, "Rebuild rounds fail RAID-6 members too, not only the SSDs'");
+  app.add_flag("--raid6-rebuilds", s.raid6_rebuilds,
+               "Rebuild rounds fail RAID-6 members too, not only the SSDs'");
   app.add_flag("--takeover", s.takeover,
-               "Two controllers over one shelf: the owner killed and its pool taken over, or the partner killed "
+               "Two controllers over one shelf: the owner killed and its pool taken over, or the "
+               "partner killed "
                "under forwarded writes");
   strata::tools::parse_or_exit(app, argc, argv);
   s.seed_given = app.count("--seed") > 0;
   const auto& order = app.parse_order();
-  const auto last = std::find_if(order.rbegin(), order.rend(), [&](const CLI::Option* o) { return o == rounds || o == bench; });
+  const auto last = std::find_if(order.rbegin(), order.rend(),
+                                 [&](const CLI::Option* o) { return o == rounds || o == bench; });
   if (last != order.rend() && *last == bench) s.rounds = 1000;
   return s;
 }
@@ -263,15 +289,20 @@ class torture {
   bool run(totals& t) {
     std::string why;
     if (!daemon_.start(std::chrono::seconds(180), why)) return fail("the first start: " + why);
-    if (partner_ != nullptr && !partner_->start(std::chrono::seconds(180), why)) return fail("the first start of b: " + why);
+    if (partner_ != nullptr && !partner_->start(std::chrono::seconds(180), why))
+      return fail("the first start of b: " + why);
     for (std::uint64_t round = 1; round <= s_.rounds && !interrupted; ++round) {
       if (!one_round(round, t)) return false;
     }
     if (partner_ != nullptr) {
-      std::printf("strata-torture: %llu of %llu rounds killed the owner and had b take the pool over; %llu cut a planned move short "
-                  "(in %llu the survivor refused p1 until the killed one restarted: its copy behind, or its configuration)\n",
-                  static_cast<unsigned long long>(takeovers_), static_cast<unsigned long long>(t.rounds),
-                  static_cast<unsigned long long>(moves_cut_), static_cast<unsigned long long>(moves_refused_));
+      std::printf(
+          "strata-torture: %llu of %llu rounds killed the owner and had b take the pool over; %llu "
+          "cut a planned move short "
+          "(in %llu the survivor refused p1 until the killed one restarted: its copy behind, or "
+          "its configuration)\n",
+          static_cast<unsigned long long>(takeovers_), static_cast<unsigned long long>(t.rounds),
+          static_cast<unsigned long long>(moves_cut_),
+          static_cast<unsigned long long>(moves_refused_));
       if (!partner_->stop(why)) return fail("the last stop of b: " + why);
     }
     if (!daemon_.stop(why)) return fail("the last stop: " + why);
@@ -284,8 +315,12 @@ class torture {
     std::fflush(stdout);
     return false;
   }
-  std::uint64_t uniform(std::uint64_t lo, std::uint64_t hi) { return std::uniform_int_distribution<std::uint64_t>(lo, hi)(random_); }
-  double uniform_real(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(random_); }
+  std::uint64_t uniform(std::uint64_t lo, std::uint64_t hi) {
+    return std::uniform_int_distribution<std::uint64_t>(lo, hi)(random_);
+  }
+  double uniform_real(double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(random_);
+  }
 
   // Background work to be under way at the kill; returns what it set off.
   std::string set_off(scenario& sc) {
@@ -294,7 +329,8 @@ class torture {
       case scenario::migration: {
         const char* to = moves_++ % 2 == 0 ? "capacity" : "performance";
         const int rc = daemon_.cli({"volume", "move", "v1", "--to", to}, out);
-        return rc == 0 ? std::string("volume move --to ") + to : std::string("volume move refused: ") + first_line(out);
+        return rc == 0 ? std::string("volume move --to ") + to
+                       : std::string("volume move refused: ") + first_line(out);
       }
       case scenario::cache_fill: {
         // Random reads fill the cache from the capacity tier only.
@@ -302,7 +338,9 @@ class torture {
         return rc == 0 ? "volume move --to capacity" : "";
       }
       case scenario::rebuild: {
-        if (daemon_.cli({"disk", "list"}, out) != 0 || out.find("REBUILDING") != std::string::npos || out.find("FAILED") != std::string::npos) {
+        if (daemon_.cli({"disk", "list"}, out) != 0 ||
+            out.find("REBUILDING") != std::string::npos ||
+            out.find("FAILED") != std::string::npos) {
           sc = scenario::plain;
           return "no rebuild: one is under way or a disk is failed";
         }
@@ -314,10 +352,13 @@ class torture {
         // journal).
         const bool raid6 = s_.raid6_rebuilds && uniform(0, 1) == 0;
         constexpr int raid1_ssds[] = {0, 1, 3, 4};
-        const std::string disk = raid6 ? "hdd-0" + std::to_string(uniform(0, 9)) : "ssd-0" + std::to_string(raid1_ssds[uniform(0, 3)]);
+        const std::string disk = raid6 ? "hdd-0" + std::to_string(uniform(0, 9))
+                                       : "ssd-0" + std::to_string(raid1_ssds[uniform(0, 3)]);
         std::string ignored;
-        if (daemon_.cli({"disk", "fail", disk}, out) != 0) return "disk fail " + disk + " refused: " + first_line(out);
-        if (daemon_.cli({"disk", "replace", disk, "--with", disk}, ignored) != 0) return "disk replace " + disk + " refused: " + first_line(ignored);
+        if (daemon_.cli({"disk", "fail", disk}, out) != 0)
+          return "disk fail " + disk + " refused: " + first_line(out);
+        if (daemon_.cli({"disk", "replace", disk, "--with", disk}, ignored) != 0)
+          return "disk replace " + disk + " refused: " + first_line(ignored);
         return "rebuilding " + disk + " in place";
       }
       default:
@@ -336,7 +377,8 @@ class torture {
       const std::size_t line = out.rfind('\n', at) + 1;
       const std::string disk = out.substr(line, out.find(' ', line) - line);
       std::string ignored;
-      if (daemon_.cli({"disk", "replace", disk, "--with", disk}, ignored) == 0) done += " rebuild " + disk;
+      if (daemon_.cli({"disk", "replace", disk, "--with", disk}, ignored) == 0)
+        done += " rebuild " + disk;
       at = out.find('\n', at);
       if (at == std::string::npos) break;
     }
@@ -354,7 +396,8 @@ class torture {
   // Overlapping writers, readers and flushes over `session` in a random
   // hot window, for `kill_after_s`; `model` records what was sent and
   // acknowledged, and reads are checked as they come.
-  workload_result run_workload(initiator& session, round_model& model, double kill_after_s, std::uint32_t writers, std::uint32_t readers) {
+  workload_result run_workload(initiator& session, round_model& model, double kill_after_s,
+                               std::uint32_t writers, std::uint32_t readers) {
     // The round's hot window: overlapping writes land in it.
     const std::uint64_t window_blocks = uniform(16, 2048);
     const std::uint64_t window_lba = uniform(0, area_blocks - window_blocks);
@@ -369,14 +412,18 @@ class torture {
     const auto workload_start = clock_type::now();
     while (seconds_since(workload_start) < kill_after_s && !interrupted) {
       while (writes_out < writers) {
-        const auto blocks = static_cast<std::uint32_t>(uniform(1, 8) == 1 ? uniform(1, max_write_blocks) : uniform(1, 4));
-        const std::uint64_t lba = window_lba + uniform(0, window_blocks - std::min<std::uint64_t>(blocks, window_blocks));
-        const std::uint32_t count = static_cast<std::uint32_t>(std::min<std::uint64_t>(blocks, window_blocks));
+        const auto blocks = static_cast<std::uint32_t>(
+            uniform(1, 8) == 1 ? uniform(1, max_write_blocks) : uniform(1, 4));
+        const std::uint64_t lba =
+            window_lba + uniform(0, window_blocks - std::min<std::uint64_t>(blocks, window_blocks));
+        const std::uint32_t count =
+            static_cast<std::uint32_t>(std::min<std::uint64_t>(blocks, window_blocks));
         auto c = std::make_unique<command>(command::kind::write, lba, count);
         c->seq = model.next_seq();
         c->fua = uniform(0, 15) == 0;  // durable once acknowledged
         c->data.resize(std::size_t{count} * block_bytes);
-        for (std::uint32_t i = 0; i < count; ++i) fill_block({c->data.data() + std::size_t{i} * block_bytes, block_bytes}, c->seq, lba + i);
+        for (std::uint32_t i = 0; i < count; ++i)
+          fill_block({c->data.data() + std::size_t{i} * block_bytes, block_bytes}, c->seq, lba + i);
         model.write_sent(lba, count, c->fua);
         if (!send(std::move(c))) break;
         ++writes_out;
@@ -384,9 +431,14 @@ class torture {
       while (reads_out < readers) {
         const auto count = static_cast<std::uint32_t>(uniform(1, 16));
         const bool in_window = uniform(0, 3) != 0;
-        const std::uint64_t lba = in_window ? window_lba + uniform(0, window_blocks - std::min<std::uint64_t>(count, window_blocks))
-                                            : uniform(0, area_blocks - count);
-        auto c = std::make_unique<command>(command::kind::read, lba, in_window ? std::min<std::uint32_t>(count, static_cast<std::uint32_t>(window_blocks)) : count);
+        const std::uint64_t lba =
+            in_window ? window_lba + uniform(0, window_blocks -
+                                                    std::min<std::uint64_t>(count, window_blocks))
+                      : uniform(0, area_blocks - count);
+        auto c = std::make_unique<command>(
+            command::kind::read, lba,
+            in_window ? std::min<std::uint32_t>(count, static_cast<std::uint32_t>(window_blocks))
+                      : count);
         if (!send(std::move(c))) break;
         ++reads_out;
       }
@@ -416,13 +468,17 @@ class torture {
             if (!c->good) break;
             for (std::uint32_t i = 0; i < c->block_count; ++i) {
               const std::uint64_t lba = c->lba + i;
-              const auto value = decode_block({c->data.data() + std::size_t{i} * block_bytes, block_bytes}, lba);
+              const auto value =
+                  decode_block({c->data.data() + std::size_t{i} * block_bytes, block_bytes}, lba);
               ++r.reads_checked;
               if (!value || !model.plausible(lba, *value)) {
                 ++r.bad_reads;
                 if (r.bad_read_lines.size() < 10) {
-                  const std::span<const std::byte> block{c->data.data() + std::size_t{i} * block_bytes, block_bytes};
-                  r.bad_read_lines.push_back("a read during the round found " + (value ? "write " + std::to_string(*value) : "garbage (" + describe_block(block) + ")") +
+                  const std::span<const std::byte> block{
+                      c->data.data() + std::size_t{i} * block_bytes, block_bytes};
+                  r.bad_read_lines.push_back("a read during the round found " +
+                                             (value ? "write " + std::to_string(*value)
+                                                    : "garbage (" + describe_block(block) + ")") +
                                              " at block " + std::to_string(lba));
                 }
               }
@@ -440,20 +496,24 @@ class torture {
   // The crash: kill -9 of `victim` after the workload `w` over `session`
   // (closed here). Whatever was not acknowledged by now never was. False
   // if the victim had died by itself, or the session before the kill.
-  bool crash(std::uint64_t round, stratad_process& victim, std::unique_ptr<initiator>& session, const round_model& model, const workload_result& w) {
+  bool crash(std::uint64_t round, stratad_process& victim, std::unique_ptr<initiator>& session,
+             const round_model& model, const workload_result& w) {
     std::string why;
     const bool died_by_itself = !victim.kill_hard(why);
     session.reset();
     next_seq_ = model.next_seq();
     if (died_by_itself) return fail("round " + std::to_string(round) + ": " + why);
-    if (w.session_lost) return fail("round " + std::to_string(round) + ": the iSCSI session was lost before the kill");
+    if (w.session_lost)
+      return fail("round " + std::to_string(round) +
+                  ": the iSCSI session was lost before the kill");
     return true;
   }
 
   // Logs in through `through`'s portal, reads the area back, checks it
   // against the model, counts and prints the round; false on garbage.
-  bool verdict(std::uint64_t round, const std::string& what, stratad_process& through, round_model& model, const workload_result& w,
-               double restart_s, clock_type::time_point round_start, const std::string& repaired, totals& t) {
+  bool verdict(std::uint64_t round, const std::string& what, stratad_process& through,
+               round_model& model, const workload_result& w, double restart_s,
+               clock_type::time_point round_start, const std::string& repaired, totals& t) {
     std::string why;
     // libiscsi's login ends with a TEST UNIT READY, and fails on NOT READY:
     // a pool a moment from being served here (ALUA transitioning, 04/0A)
@@ -466,9 +526,12 @@ class torture {
       }
       reader = initiator::connect(through.portal(), daemon_.target_name(), why);
     }
-    if (!reader) return fail("round " + std::to_string(round) + ": after the kill (" + what + "): " + why + (partner_ != nullptr ? two_controllers_now() : ""));
+    if (!reader)
+      return fail("round " + std::to_string(round) + ": after the kill (" + what + "): " + why +
+                  (partner_ != nullptr ? two_controllers_now() : ""));
     std::vector<std::optional<block_value>> found(area_blocks);
-    if (!read_area(*reader, found, why)) return fail("round " + std::to_string(round) + ": reading back: " + why);
+    if (!read_area(*reader, found, why))
+      return fail("round " + std::to_string(round) + ": reading back: " + why);
     const round_verdict v = model.verify(found);
     ++t.rounds;
     t.writes_sent += v.writes_sent;
@@ -479,20 +542,29 @@ class torture {
     t.garbage_blocks += v.garbage_blocks + w.bad_reads;
     t.reads_checked += w.reads_checked;
     t.command_errors += w.errors;
-    std::printf("round %llu/%llu %s kill at %.2f s: writes %llu sent, %llu acked, %llu durable, %llu verified, %llu lost; "
-                "%llu flushes; %llu acked-unflushed not found; %llu blocks read in flight; %llu errors; garbage %llu; restart %.1f s, round %.1f s\n",
-                static_cast<unsigned long long>(round), static_cast<unsigned long long>(s_.rounds), what.c_str(), w.killed_at_s,
-                static_cast<unsigned long long>(v.writes_sent), static_cast<unsigned long long>(v.writes_acknowledged),
-                static_cast<unsigned long long>(v.writes_durable), static_cast<unsigned long long>(v.writes_verified),
-                static_cast<unsigned long long>(v.writes_lost), static_cast<unsigned long long>(v.flushes_completed),
-                static_cast<unsigned long long>(v.unflushed_not_found), static_cast<unsigned long long>(w.reads_checked),
-                static_cast<unsigned long long>(w.errors), static_cast<unsigned long long>(v.garbage_blocks + w.bad_reads), restart_s,
-                seconds_since(round_start));
+    std::printf(
+        "round %llu/%llu %s kill at %.2f s: writes %llu sent, %llu acked, %llu durable, %llu "
+        "verified, %llu lost; "
+        "%llu flushes; %llu acked-unflushed not found; %llu blocks read in flight; %llu errors; "
+        "garbage %llu; restart %.1f s, round %.1f s\n",
+        static_cast<unsigned long long>(round), static_cast<unsigned long long>(s_.rounds),
+        what.c_str(), w.killed_at_s, static_cast<unsigned long long>(v.writes_sent),
+        static_cast<unsigned long long>(v.writes_acknowledged),
+        static_cast<unsigned long long>(v.writes_durable),
+        static_cast<unsigned long long>(v.writes_verified),
+        static_cast<unsigned long long>(v.writes_lost),
+        static_cast<unsigned long long>(v.flushes_completed),
+        static_cast<unsigned long long>(v.unflushed_not_found),
+        static_cast<unsigned long long>(w.reads_checked), static_cast<unsigned long long>(w.errors),
+        static_cast<unsigned long long>(v.garbage_blocks + w.bad_reads), restart_s,
+        seconds_since(round_start));
     if (!repaired.empty()) std::printf("  at the round's start:%s\n", repaired.c_str());
     for (const std::string& p : v.problems) std::printf("  %s\n", p.c_str());
     for (const std::string& p : w.bad_read_lines) std::printf("  %s\n", p.c_str());
     std::fflush(stdout);
-    if (v.garbage_blocks > 0 || w.bad_reads > 0) return fail("round " + std::to_string(round) + ": garbage read back (seed " + std::to_string(s_.seed) + ")");
+    if (v.garbage_blocks > 0 || w.bad_reads > 0)
+      return fail("round " + std::to_string(round) + ": garbage read back (seed " +
+                  std::to_string(s_.seed) + ")");
     // What the blocks hold now is the next round's start.
     for (std::uint64_t b = 0; b < area_blocks; ++b) base_[b] = *found[b];
     return true;
@@ -511,10 +583,18 @@ class torture {
     double kill_after_s = 0;
     std::uint32_t writers = 8, readers = 2;
     switch (sc) {
-      case scenario::resync: kill_after_s = uniform_real(0.0, 0.3); break;  // the restart's resync is still running
-      case scenario::plain: kill_after_s = uniform_real(0.05, 1.5); break;
-      case scenario::migration: kill_after_s = uniform_real(0.3, 3.0); break;
-      case scenario::rebuild: kill_after_s = uniform_real(0.3, 3.0); break;
+      case scenario::resync:
+        kill_after_s = uniform_real(0.0, 0.3);
+        break;  // the restart's resync is still running
+      case scenario::plain:
+        kill_after_s = uniform_real(0.05, 1.5);
+        break;
+      case scenario::migration:
+        kill_after_s = uniform_real(0.3, 3.0);
+        break;
+      case scenario::rebuild:
+        kill_after_s = uniform_real(0.3, 3.0);
+        break;
       case scenario::cache_fill:
         kill_after_s = uniform_real(0.3, 2.5);
         writers = 2;
@@ -526,11 +606,13 @@ class torture {
     if (!crash(round, daemon_, session, model, w)) return false;
 
     const auto restart_start = clock_type::now();
-    if (!daemon_.start(std::chrono::seconds(180), why)) return fail("round " + std::to_string(round) + ": the restart after the kill: " + why);
+    if (!daemon_.start(std::chrono::seconds(180), why))
+      return fail("round " + std::to_string(round) + ": the restart after the kill: " + why);
     const double restart_s = seconds_since(restart_start);
     char what[64];
     std::snprintf(what, sizeof what, "%-10s", name_of(sc));
-    return verdict(round, std::string(what) + (background.empty() ? "" : " (" + background + ")"), daemon_, model, w, restart_s, round_start, repaired, t);
+    return verdict(round, std::string(what) + (background.empty() ? "" : " (" + background + ")"),
+                   daemon_, model, w, restart_s, round_start, repaired, t);
   }
 
   // Two controllers (--takeover): a owns pool p1 (LUN 0) at the round's
@@ -569,7 +651,8 @@ class torture {
           // One round in three: a starts again, and b is killed in turn
           // while it hands p1 back (or before, or just after): whoever
           // holds p1 at the end must hold every durable write.
-          if (!a.start(std::chrono::seconds(180), why)) return fail("round " + std::to_string(round) + ": the restart of a: " + why);
+          if (!a.start(std::chrono::seconds(180), why))
+            return fail("round " + std::to_string(round) + ": the restart of a: " + why);
           const double after_s = uniform_real(0.0, 4.0);
           std::this_thread::sleep_for(std::chrono::duration<double>(after_s));
           if (!b.kill_hard(why)) return fail("round " + std::to_string(round) + ": " + why);
@@ -580,19 +663,23 @@ class torture {
             outcome += ", a serves p1";
           } else {
             // b died before a's copy was current: p1 waits for b.
-            if (!b.start(std::chrono::seconds(180), why)) return fail("round " + std::to_string(round) + ": the restart of b: " + why);
+            if (!b.start(std::chrono::seconds(180), why))
+              return fail("round " + std::to_string(round) + ": the restart of b: " + why);
             outcome += ", b restarted first";
           }
           read_through = serves(a, "a", 30) ? &a : &b;
         }
       } else {
         outcome += ", b did not take p1 over (its copy was behind): a restarted first";
-        if (!a.start(std::chrono::seconds(180), why)) return fail("round " + std::to_string(round) + ": the restart of a: " + why);
+        if (!a.start(std::chrono::seconds(180), why))
+          return fail("round " + std::to_string(round) + ": the restart of a: " + why);
         read_through = &a;
       }
     }
     const double restart_s = seconds_since(restart_start);
-    const bool good = verdict(round, outcome + (through_b ? ", writes through b" : ", writes through a"), *read_through, model, w, restart_s, round_start, "", t);
+    const bool good =
+        verdict(round, outcome + (through_b ? ", writes through b" : ", writes through a"),
+                *read_through, model, w, restart_s, round_start, "", t);
     return restart_killed(round) && good;
   }
 
@@ -612,9 +699,12 @@ class torture {
     // Half of them a planned failover of controller a (every pool a owns
     // moves to b, and a is marked failed over until failback).
     const bool failover = uniform(0, 1) == 0;
-    const std::vector<std::string> move = failover ? std::vector<std::string>{"controller", "failover", "a"}
-                                                   : std::vector<std::string>{"pool", "move", "p1", "--to", "b"};
-    if (a.cli(move, out) != 0) return fail("round " + std::to_string(round) + ": " + move[0] + " " + move[1] + " refused: " + first_line(out));
+    const std::vector<std::string> move =
+        failover ? std::vector<std::string>{"controller", "failover", "a"}
+                 : std::vector<std::string>{"pool", "move", "p1", "--to", "b"};
+    if (a.cli(move, out) != 0)
+      return fail("round " + std::to_string(round) + ": " + move[0] + " " + move[1] +
+                  " refused: " + first_line(out));
     const workload_result w = run_workload(*session, model, uniform_real(0.05, 0.8), 8, 2);
     const bool kill_a = uniform(0, 1) == 0;
     stratad_process& victim = kill_a ? a : b;
@@ -622,7 +712,8 @@ class torture {
     const std::string other_name = kill_a ? "b" : "a";
     if (!crash(round, victim, session, model, w)) return false;
     const auto restart_start = clock_type::now();
-    std::string outcome = std::string(failover ? "controller failover a" : "pool move p1 --to b") + ", kill " + (kill_a ? "a" : "b");
+    std::string outcome = std::string(failover ? "controller failover a" : "pool move p1 --to b") +
+                          ", kill " + (kill_a ? "a" : "b");
     stratad_process* read_through = nullptr;
     if (serves(other, other_name, 30)) {
       read_through = &other;
@@ -637,30 +728,39 @@ class torture {
       const std::string refusal = takeover_refusal(other);
       if (refusal.find("copy of its metadata is behind") == std::string::npos &&
           refusal.find("configuration (generation") == std::string::npos) {
-        return fail("round " + std::to_string(round) + ": " + outcome + ": " + other_name + ", alive, does not serve p1 (" +
-                    (refusal.empty() ? std::string("it gave no reason") : refusal) + ")" + two_controllers_now());
+        return fail("round " + std::to_string(round) + ": " + outcome + ": " + other_name +
+                    ", alive, does not serve p1 (" +
+                    (refusal.empty() ? std::string("it gave no reason") : refusal) + ")" +
+                    two_controllers_now());
       }
       ++moves_refused_;
-      if (!victim.start(std::chrono::seconds(180), why)) return fail("round " + std::to_string(round) + ": the restart: " + why);
-      outcome += ", " + other_name + " does not serve p1 (" + refusal + "): the killed one restarted";
+      if (!victim.start(std::chrono::seconds(180), why))
+        return fail("round " + std::to_string(round) + ": the restart: " + why);
+      outcome +=
+          ", " + other_name + " does not serve p1 (" + refusal + "): the killed one restarted";
       read_through = serves(a, "a", 30) ? &a : serves(b, "b", 30) ? &b : nullptr;
       if (read_through == nullptr) {
-        return fail("round " + std::to_string(round) + ": " + outcome + ": no controller serves p1 after the restart" + two_controllers_now());
+        return fail("round " + std::to_string(round) + ": " + outcome +
+                    ": no controller serves p1 after the restart" + two_controllers_now());
       }
     }
     ++moves_cut_;
     const double restart_s = seconds_since(restart_start);
-    const bool good = verdict(round, outcome + (through_b ? ", writes through b" : ", writes through a"), *read_through, model, w, restart_s, round_start, "", t);
+    const bool good =
+        verdict(round, outcome + (through_b ? ", writes through b" : ", writes through a"),
+                *read_through, model, w, restart_s, round_start, "", t);
     if (!restart_killed(round)) return false;
     // p1's home is b now (the move was recorded first), or a is failed
     // over (marked first): back to a.
-    const std::vector<std::string> back = failover ? std::vector<std::string>{"controller", "failback", "a", "--wait"}
-                                                   : std::vector<std::string>{"pool", "move", "p1", "--to", "a", "--wait"};
+    const std::vector<std::string> back =
+        failover ? std::vector<std::string>{"controller", "failback", "a", "--wait"}
+                 : std::vector<std::string>{"pool", "move", "p1", "--to", "a", "--wait"};
     for (int tries = 0; tries < 60; ++tries) {
       if (a.cli(back, out) == 0 && serves(a, "a", 10)) return good;
       std::this_thread::sleep_for(std::chrono::seconds(1));
     }
-    return fail("round " + std::to_string(round) + ": p1 could not be moved back to a: " + first_line(out));
+    return fail("round " + std::to_string(round) +
+                ": p1 could not be moved back to a: " + first_line(out));
   }
 
   // Why `d` refused p1 in this round: the newest event about p1 in its log,
@@ -688,7 +788,8 @@ class torture {
       std::string list, events;
       d->cli({"controller", "list"}, list);
       d->cli({"events", "--limit", "25"}, events);
-      out += "\n--- " + d->name() + ": controller list\n" + list + "--- its newest events\n" + events;
+      out +=
+          "\n--- " + d->name() + ": controller list\n" + list + "--- its newest events\n" + events;
     }
     return out;
   }
@@ -698,7 +799,8 @@ class torture {
     std::string why;
     for (stratad_process* d : {&daemon_, partner_}) {
       if (!d->running() && !d->start(std::chrono::seconds(180), why)) {
-        return fail("round " + std::to_string(round) + ": the restart of a killed controller: " + why);
+        return fail("round " + std::to_string(round) +
+                    ": the restart of a killed controller: " + why);
       }
     }
     return true;
@@ -717,7 +819,8 @@ class torture {
       if (d.cli({"--json", "controller", "list"}, out) == 0) {
         const auto at = out.find(mine);
         const auto end = at == std::string::npos ? at : out.find('}', at);
-        if (at != std::string::npos && out.substr(at, end - at).find("\"pools/p1\"") != std::string::npos &&
+        if (at != std::string::npos &&
+            out.substr(at, end - at).find("\"pools/p1\"") != std::string::npos &&
             initiator::connect(d.portal(), daemon_.target_name(), why) != nullptr) {
           return true;
         }
@@ -735,23 +838,29 @@ class torture {
     while (clock_type::now() < until && !interrupted) {
       std::string list, events;
       const bool listed = daemon_.cli({"--json", "controller", "list"}, list) == 0;
-      const bool both_active = listed && list.find("\"state\":\"CONTROLLER_ACTIVE\"") != std::string::npos &&
-                               list.find("\"state\":\"CONTROLLER_ACTIVE\"", list.find("\"state\":\"CONTROLLER_ACTIVE\"") + 1) != std::string::npos;
-      if (both_active && serves(daemon_, "a", 0) && daemon_.cli({"events", "--limit", "200"}, events) == 0) {
+      const bool both_active =
+          listed && list.find("\"state\":\"CONTROLLER_ACTIVE\"") != std::string::npos &&
+          list.find("\"state\":\"CONTROLLER_ACTIVE\"",
+                    list.find("\"state\":\"CONTROLLER_ACTIVE\"") + 1) != std::string::npos;
+      if (both_active && serves(daemon_, "a", 0) &&
+          daemon_.cli({"events", "--limit", "200"}, events) == 0) {
         // Newest first: the first word on b's copy is the one that holds.
         const auto current = events.find("controller b holds a current copy of its metadata");
         const auto behind = events.find("controller b's copy of its metadata is behind");
-        if (current != std::string::npos && (behind == std::string::npos || current < behind)) return true;
+        if (current != std::string::npos && (behind == std::string::npos || current < behind))
+          return true;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
-    why = "the two controllers did not settle (a serving p1, both ACTIVE, b's copy current) in 90 s";
+    why =
+        "the two controllers did not settle (a serving p1, both ACTIVE, b's copy current) in 90 s";
     return false;
   }
 
   // Every block of the area, a few reads in flight; a read that fails is
   // retried (unit attentions, a resync's first moments).
-  bool read_area(initiator& session, std::vector<std::optional<block_value>>& found, std::string& why) {
+  bool read_area(initiator& session, std::vector<std::optional<block_value>>& found,
+                 std::string& why) {
     for (std::uint64_t lba = 0; lba < area_blocks; lba += verify_read_blocks) {
       command c(command::kind::read, lba, verify_read_blocks);
       bool good = false;
@@ -766,13 +875,17 @@ class torture {
         good = c.good;
       }
       if (!good) {
-        why = "READ(16) of blocks " + std::to_string(lba) + "+" + std::to_string(verify_read_blocks) + " failed 20 times";
+        why = "READ(16) of blocks " + std::to_string(lba) + "+" +
+              std::to_string(verify_read_blocks) + " failed 20 times";
         return false;
       }
       for (std::uint32_t i = 0; i < verify_read_blocks; ++i) {
-        const std::span<const std::byte> block{c.data.data() + std::size_t{i} * block_bytes, block_bytes};
+        const std::span<const std::byte> block{c.data.data() + std::size_t{i} * block_bytes,
+                                               block_bytes};
         found[lba + i] = decode_block(block, lba + i);
-        if (!found[lba + i]) std::printf("  block %llu as read back: %s\n", static_cast<unsigned long long>(lba + i), describe_block(block).c_str());
+        if (!found[lba + i])
+          std::printf("  block %llu as read back: %s\n", static_cast<unsigned long long>(lba + i),
+                      describe_block(block).c_str());
       }
     }
     return true;
@@ -794,7 +907,7 @@ class torture {
 
 int main(int argc, char** argv) {
   settings s = parse(argc, argv);
-  struct sigaction on_signal{};
+  struct sigaction on_signal {};
   on_signal.sa_handler = [](int) { interrupted = 1; };
   sigaction(SIGINT, &on_signal, nullptr);
   sigaction(SIGTERM, &on_signal, nullptr);
@@ -804,21 +917,25 @@ int main(int argc, char** argv) {
   bool made_work_dir = false;
   if (s.work_dir.empty()) {
     char pattern[] = "/var/tmp/strata-torture.XXXXXX";
-    if (::mkdtemp(pattern) == nullptr) strata::tools::usage_error(tool, std::string("cannot make a work directory: ") + std::strerror(errno));
+    if (::mkdtemp(pattern) == nullptr)
+      strata::tools::usage_error(
+          tool, std::string("cannot make a work directory: ") + std::strerror(errno));
     s.work_dir = pattern;
     made_work_dir = true;
   }
   const std::filesystem::path state = s.work_dir / "state";
   std::filesystem::remove_all(state, ec);
   std::filesystem::create_directories(state, ec);
-  std::printf("strata-torture: seed %llu%s, %llu rounds, work directory %s\n", static_cast<unsigned long long>(s.seed),
-              s.seed_given ? "" : " (replay with --seed)", static_cast<unsigned long long>(s.rounds), s.work_dir.c_str());
+  std::printf("strata-torture: seed %llu%s, %llu rounds, work directory %s\n",
+              static_cast<unsigned long long>(s.seed), s.seed_given ? "" : " (replay with --seed)",
+              static_cast<unsigned long long>(s.rounds), s.work_dir.c_str());
   std::fflush(stdout);
 
   std::mt19937_64 ports(s.seed ^ static_cast<std::uint64_t>(::getpid()));
   // Below Linux's ephemeral ports (32768 and up): an outgoing connection
   // of another process could hold one of those when stratad restarts on it.
-  const int iscsi_port = 20000 + static_cast<int>(ports() % 12000);  // the API on the port two above
+  const int iscsi_port =
+      20000 + static_cast<int>(ports() % 12000);  // the API on the port two above
   totals t;
   bool ok = false;
   if (s.takeover) {
@@ -827,9 +944,13 @@ int main(int argc, char** argv) {
     const std::string link = "127.0.0.2:" + std::to_string(iscsi_port + 5);
     const std::filesystem::path shelf = state / "shelf";
     stratad_process a({s.stratad, s.cli, state / "a", s.work_dir}, iscsi_port, iscsi_port + 2,
-                      {"127.0.0.1", {"--small-shelf", "--shelf", shelf.string(), "--partner-link", link}, "stratad-a"});
+                      {"127.0.0.1",
+                       {"--small-shelf", "--shelf", shelf.string(), "--partner-link", link},
+                       "stratad-a"});
     stratad_process b({s.stratad, s.cli, state / "b", s.work_dir}, iscsi_port, iscsi_port + 2,
-                      {"127.0.0.2", {"--controller", "b", "--shelf", shelf.string(), "--partner-link", link}, "stratad-b"});
+                      {"127.0.0.2",
+                       {"--controller", "b", "--shelf", shelf.string(), "--partner-link", link},
+                       "stratad-b"});
     torture run(s, a, &b);
     ok = run.run(t);
   } else {
@@ -838,13 +959,20 @@ int main(int argc, char** argv) {
     ok = run.run(t);
   }  // any stratad still running is killed here
   if (interrupted) ok = false;
-  std::printf("strata-torture: %llu rounds, %llu writes sent, %llu acknowledged, %llu durable, %llu writes verified, %llu writes lost, "
-              "%llu garbage blocks, %llu blocks read in flight checked, %llu command errors (seed %llu)%s\n",
-              static_cast<unsigned long long>(t.rounds), static_cast<unsigned long long>(t.writes_sent),
-              static_cast<unsigned long long>(t.writes_acknowledged), static_cast<unsigned long long>(t.writes_durable),
-              static_cast<unsigned long long>(t.writes_verified), static_cast<unsigned long long>(t.writes_lost),
-              static_cast<unsigned long long>(t.garbage_blocks), static_cast<unsigned long long>(t.reads_checked),
-              static_cast<unsigned long long>(t.command_errors), static_cast<unsigned long long>(s.seed), interrupted ? " (interrupted)" : "");
+  std::printf(
+      "strata-torture: %llu rounds, %llu writes sent, %llu acknowledged, %llu durable, %llu writes "
+      "verified, %llu writes lost, "
+      "%llu garbage blocks, %llu blocks read in flight checked, %llu command errors (seed "
+      "%llu)%s\n",
+      static_cast<unsigned long long>(t.rounds), static_cast<unsigned long long>(t.writes_sent),
+      static_cast<unsigned long long>(t.writes_acknowledged),
+      static_cast<unsigned long long>(t.writes_durable),
+      static_cast<unsigned long long>(t.writes_verified),
+      static_cast<unsigned long long>(t.writes_lost),
+      static_cast<unsigned long long>(t.garbage_blocks),
+      static_cast<unsigned long long>(t.reads_checked),
+      static_cast<unsigned long long>(t.command_errors), static_cast<unsigned long long>(s.seed),
+      interrupted ? " (interrupted)" : "");
   ok = ok && t.writes_lost == 0 && t.garbage_blocks == 0;
   if (s.keep) {
     std::printf("strata-torture: kept %s\n", s.work_dir.c_str());

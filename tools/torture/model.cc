@@ -8,7 +8,8 @@ namespace strata::torture {
 
 namespace {
 
-constexpr std::uint64_t magic = 0x5354524154544f52ull;  // "STRATTOR"; words 0-3: magic, seq, lba, ~seq
+constexpr std::uint64_t magic =
+    0x5354524154544f52ull;  // "STRATTOR"; words 0-3: magic, seq, lba, ~seq
 
 std::uint64_t mix(std::uint64_t x) {  // splitmix64's finalizer
   x += 0x9e3779b97f4a7c15ull;
@@ -19,11 +20,16 @@ std::uint64_t mix(std::uint64_t x) {  // splitmix64's finalizer
 
 std::uint64_t word_at(std::uint64_t seq, std::uint64_t lba, std::size_t i) {
   switch (i) {
-    case 0: return magic;
-    case 1: return seq;
-    case 2: return lba;
-    case 3: return ~seq;
-    default: return mix(seq * 0x100000001b3ull ^ mix(lba) ^ i);
+    case 0:
+      return magic;
+    case 1:
+      return seq;
+    case 2:
+      return lba;
+    case 3:
+      return ~seq;
+    default:
+      return mix(seq * 0x100000001b3ull ^ mix(lba) ^ i);
   }
 }
 
@@ -44,7 +50,8 @@ void fill_block(std::span<std::byte> block, std::uint64_t seq, std::uint64_t lba
 
 std::optional<block_value> decode_block(std::span<const std::byte> block, std::uint64_t lba) {
   if (block.size() != block_bytes) return std::nullopt;
-  if (std::all_of(block.begin(), block.end(), [](std::byte b) { return b == std::byte{0}; })) return 0;
+  if (std::all_of(block.begin(), block.end(), [](std::byte b) { return b == std::byte{0}; }))
+    return 0;
   const std::uint64_t seq = load(block.data() + 8);
   if (seq == 0) return std::nullopt;
   for (std::size_t i = 0; i < block_bytes / 8; ++i) {
@@ -57,7 +64,9 @@ std::string describe_block(std::span<const std::byte> block) {
   if (block.size() != block_bytes) return "a block of " + std::to_string(block.size()) + " bytes";
   const std::uint64_t seq = load(block.data() + 8);
   const std::uint64_t lba = load(block.data() + 16);
-  std::string s = load(block.data()) == magic ? "header: write " + std::to_string(seq) + " to block " + std::to_string(lba) : "no header";
+  std::string s = load(block.data()) == magic
+                      ? "header: write " + std::to_string(seq) + " to block " + std::to_string(lba)
+                      : "no header";
   s += "; sectors ";
   for (std::size_t sector = 0; sector < block_bytes / 512; ++sector) {
     bool zeros = true, ours = true;
@@ -71,7 +80,8 @@ std::string describe_block(std::span<const std::byte> block) {
   return s;
 }
 
-round_model::round_model(std::vector<block_value> base, std::uint64_t first_seq) : base_(std::move(base)), first_seq_(first_seq) {}
+round_model::round_model(std::vector<block_value> base, std::uint64_t first_seq)
+    : base_(std::move(base)), first_seq_(first_seq) {}
 
 std::uint64_t round_model::write_sent(std::uint64_t lba, std::uint32_t block_count, bool fua) {
   const std::uint64_t seq = next_seq();
@@ -99,7 +109,8 @@ bool round_model::plausible(std::uint64_t lba, block_value value) const {
   if (lba >= base_.size()) return false;
   if (value == base_[lba]) return true;
   const auto c = covering_.find(lba);
-  return c != covering_.end() && std::find(c->second.begin(), c->second.end(), value) != c->second.end();
+  return c != covering_.end() &&
+         std::find(c->second.begin(), c->second.end(), value) != c->second.end();
 }
 
 round_verdict round_model::verify(std::span<const std::optional<block_value>> found) const {
@@ -113,9 +124,11 @@ round_verdict round_model::verify(std::span<const std::optional<block_value>> fo
       last_flush_sent = std::max(last_flush_sent, f.sent_tick);
     }
   }
-  auto durable = [&](const write_record& w) { return w.done_tick != never && (w.fua || w.done_tick < last_flush_sent); };
-  std::set<std::uint64_t> lost;       // durable writes with a block holding older data
-  std::set<std::uint64_t> seen;       // writes found on at least one of their blocks
+  auto durable = [&](const write_record& w) {
+    return w.done_tick != never && (w.fua || w.done_tick < last_flush_sent);
+  };
+  std::set<std::uint64_t> lost;  // durable writes with a block holding older data
+  std::set<std::uint64_t> seen;  // writes found on at least one of their blocks
   auto problem = [&](std::string line) {
     if (v.problems.size() < 20) v.problems.push_back(std::move(line));
   };
@@ -130,8 +143,9 @@ round_verdict round_model::verify(std::span<const std::optional<block_value>> fo
     if (c == covering_.end()) {
       if (value != base_[lba]) {
         ++v.garbage_blocks;
-        problem("block " + std::to_string(lba) + ": changed with no write to it (write " + std::to_string(base_[lba]) + " expected, write " +
-                std::to_string(value) + " found)");
+        problem("block " + std::to_string(lba) + ": changed with no write to it (write " +
+                std::to_string(base_[lba]) + " expected, write " + std::to_string(value) +
+                " found)");
       }
       continue;
     }
@@ -139,7 +153,8 @@ round_verdict round_model::verify(std::span<const std::optional<block_value>> fo
     const bool from_round = std::find(seqs.begin(), seqs.end(), value) != seqs.end();
     if (!from_round && value != base_[lba]) {
       ++v.garbage_blocks;
-      problem("block " + std::to_string(lba) + ": holds write " + std::to_string(value) + ", which never wrote it in this round");
+      problem("block " + std::to_string(lba) + ": holds write " + std::to_string(value) +
+              ", which never wrote it in this round");
       continue;
     }
     if (from_round) seen.insert(value);
@@ -149,9 +164,12 @@ round_verdict round_model::verify(std::span<const std::optional<block_value>> fo
       if (!durable(dw) || d == value) continue;
       const bool older = !from_round || write(value).done_tick < dw.sent_tick;
       if (older && lost.insert(d).second) {
-        problem("write " + std::to_string(d) + " (blocks " + std::to_string(dw.lba) + "+" + std::to_string(dw.block_count) +
-                (dw.fua ? ", FUA" : "") + ") acknowledged and flushed, lost: block " + std::to_string(lba) + " holds " +
-                (from_round ? "the older write " + std::to_string(value) : "what it held before the round (write " + std::to_string(value) + ")"));
+        problem("write " + std::to_string(d) + " (blocks " + std::to_string(dw.lba) + "+" +
+                std::to_string(dw.block_count) + (dw.fua ? ", FUA" : "") +
+                ") acknowledged and flushed, lost: block " + std::to_string(lba) + " holds " +
+                (from_round
+                     ? "the older write " + std::to_string(value)
+                     : "what it held before the round (write " + std::to_string(value) + ")"));
       }
     }
   }

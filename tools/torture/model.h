@@ -51,7 +51,8 @@ struct round_verdict {
   std::uint64_t writes_durable = 0;   // acknowledged, then covered by a completed flush (or FUA)
   std::uint64_t writes_verified = 0;  // durable, and every block of it holds it or a newer write
   std::uint64_t writes_lost = 0;      // durable, and some block holds older data
-  std::uint64_t unflushed_not_found = 0;  // acknowledged, not durable, on none of its blocks (lost or overwritten): allowed
+  std::uint64_t unflushed_not_found =
+      0;  // acknowledged, not durable, on none of its blocks (lost or overwritten): allowed
   std::uint64_t garbage_blocks = 0;   // no write's data for that block, or changed with no write
   std::vector<std::string> problems;  // one line per lost write or bad block (the first few)
   bool ok() const noexcept { return writes_lost == 0 && garbage_blocks == 0; }
@@ -64,7 +65,8 @@ class round_model {
   round_model(std::vector<block_value> base, std::uint64_t first_seq);
 
   // Events, as the initiator sees them, in order.
-  std::uint64_t write_sent(std::uint64_t lba, std::uint32_t block_count, bool fua);  // its sequence number
+  std::uint64_t write_sent(std::uint64_t lba, std::uint32_t block_count,
+                           bool fua);  // its sequence number
   void write_done(std::uint64_t seq, bool acknowledged);
   std::size_t flush_sent();  // its index
   void flush_done(std::size_t flush, bool completed);
@@ -100,7 +102,8 @@ class round_model {
   std::uint64_t tick_ = 0;
   std::vector<write_record> writes_;  // by seq - first_seq_
   std::vector<flush_record> flushes_;
-  std::unordered_map<std::uint64_t, std::vector<std::uint64_t>> covering_;  // lba -> seqs of writes to it, in send order
+  std::unordered_map<std::uint64_t, std::vector<std::uint64_t>>
+      covering_;  // lba -> seqs of writes to it, in send order
 };
 
 }  // namespace strata::torture

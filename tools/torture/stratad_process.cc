@@ -46,7 +46,10 @@ std::string read_file(const std::filesystem::path& file) {
 }  // namespace
 
 stratad_process::stratad_process(daemon_paths paths, int iscsi_port, int api_port, daemon_role role)
-    : paths_(std::move(paths)), iscsi_port_(iscsi_port), api_port_(api_port), role_(std::move(role)) {}
+    : paths_(std::move(paths)),
+      iscsi_port_(iscsi_port),
+      api_port_(api_port),
+      role_(std::move(role)) {}
 
 stratad_process::~stratad_process() {
   if (pid_ > 0) {
@@ -65,8 +68,14 @@ bool stratad_process::start(std::chrono::seconds timeout, std::string& why) {
   // Two starts' logs are kept: this one and the one before (the crash's).
   const auto out = paths_.logs / (role_.name + "-" + std::to_string(starts_ % 2) + ".out");
   const auto err = paths_.logs / (role_.name + "-" + std::to_string(starts_ % 2) + ".err");
-  std::vector<std::string> argv{paths_.stratad.string(), "--state-dir", paths_.state.string(), "--iscsi", portal(),
-                                "--grpc", role_.host + ":" + std::to_string(api_port_), "--volatile-drive-caches"};
+  std::vector<std::string> argv{paths_.stratad.string(),
+                                "--state-dir",
+                                paths_.state.string(),
+                                "--iscsi",
+                                portal(),
+                                "--grpc",
+                                role_.host + ":" + std::to_string(api_port_),
+                                "--volatile-drive-caches"};
   argv.insert(argv.end(), role_.args.begin(), role_.args.end());
   // The last start but one's logs go first: their ready line is not this start's.
   std::error_code ignored;
@@ -109,12 +118,14 @@ bool stratad_process::start(std::chrono::seconds timeout, std::string& why) {
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      why = "stratad " + describe_status(status) + " before it was ready; its stderr:\n" + log_tail(err);
+      why = "stratad " + describe_status(status) + " before it was ready; its stderr:\n" +
+            log_tail(err);
       return false;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  why = "stratad was not ready in " + std::to_string(timeout.count()) + " s; its stderr:\n" + log_tail(err);
+  why = "stratad was not ready in " + std::to_string(timeout.count()) + " s; its stderr:\n" +
+        log_tail(err);
   return false;
 }
 
@@ -156,7 +167,8 @@ bool stratad_process::stop(std::string& why) {
 int stratad_process::cli(const std::vector<std::string>& args, std::string& out) const {
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return -1;
-  std::vector<std::string> argv{paths_.cli.string(), "--api", role_.host + ":" + std::to_string(api_port_)};
+  std::vector<std::string> argv{paths_.cli.string(), "--api",
+                                role_.host + ":" + std::to_string(api_port_)};
   argv.insert(argv.end(), args.begin(), args.end());
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();

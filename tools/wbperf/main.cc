@@ -46,7 +46,9 @@ constexpr std::uint64_t strip_bytes = 64 * 1024;
 constexpr unsigned data_strips = 10;
 constexpr std::uint64_t stripes = 2048;  // 1.25 GiB of data, 128 MiB members
 
-double ms(duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double ms(duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -63,7 +65,8 @@ struct rig {
 
   explicit rig(std::uint64_t log_mib) {
     auto drive = [&](std::uint64_t blocks, bool hdd) -> block_device* {
-      layers.push_back(std::move(*memory_device::create(context.get_executor(), {block_size, blocks})));
+      layers.push_back(
+          std::move(*memory_device::create(context.get_executor(), {block_size, blocks})));
       block_device* d = layers.back().get();
       if (hdd) {
         layers.push_back(std::make_unique<hdd_model>(*d, clock, hdd_profile::sas_10k()));
@@ -74,9 +77,11 @@ struct rig {
       // As controller/shelf.cc schedules its drives.
       layers.push_back(std::make_unique<io_scheduler>(
           *d, clock,
-          hdd ? io_scheduler_options{.busy_background_in_flight = 1, .idle_background_in_flight = 8,
+          hdd ? io_scheduler_options{.busy_background_in_flight = 1,
+                                     .idle_background_in_flight = 8,
                                      .idle_wait = std::chrono::milliseconds(10)}
-              : io_scheduler_options{.busy_background_in_flight = 4, .idle_background_in_flight = 32,
+              : io_scheduler_options{.busy_background_in_flight = 4,
+                                     .idle_background_in_flight = 32,
                                      .idle_wait = std::chrono::milliseconds(1)}));
       return layers.back().get();
     };
@@ -84,19 +89,22 @@ struct rig {
     r6.strip_size_bytes = strip_bytes;
     r6.clock = &clock;
     std::vector<block_device*> members;
-    for (unsigned i = 0; i < data_strips + 2; ++i) members.push_back(drive((r6.reserved_bytes + stripes * strip_bytes) / block_size, true));
+    for (unsigned i = 0; i < data_strips + 2; ++i)
+      members.push_back(drive((r6.reserved_bytes + stripes * strip_bytes) / block_size, true));
     auto g = raid::raid6_group::create(members, r6);
     if (!g) throw std::runtime_error(g.error().message);
     group = std::move(*g);
     raid::raid1_options r1;
     r1.clock = &clock;
     std::vector<block_device*> mirrors;
-    for (int i = 0; i < 2; ++i) mirrors.push_back(drive((r1.reserved_bytes + (log_mib << 20)) / block_size, false));
+    for (int i = 0; i < 2; ++i)
+      mirrors.push_back(drive((r1.reserved_bytes + (log_mib << 20)) / block_size, false));
     auto l = raid::raid1_group::create(mirrors, r1);
     if (!l) throw std::runtime_error(l.error().message);
     log = std::move(*l);
     std::optional<std::error_code> formatted;
-    raid::write_back_device::format(*log, group->geometry(), {1}, [&](std::error_code ec) { formatted = ec; });
+    raid::write_back_device::format(*log, group->geometry(), {1},
+                                    [&](std::error_code ec) { formatted = ec; });
     drive_until([&] { return formatted.has_value(); });
     if (*formatted) throw std::runtime_error("format: " + formatted->message());
     raid::write_back_options o;
@@ -104,7 +112,8 @@ struct rig {
     o.stripe_blocks = group->layout().stripe_data_blocks();
     o.max_record_blocks = static_cast<std::uint32_t>(o.stripe_blocks);
     std::optional<raid::write_back_device::opened> opened;
-    raid::write_back_device::open(*group, *log, {1}, o, [&](raid::write_back_device::opened r) { opened = std::move(r); });
+    raid::write_back_device::open(
+        *group, *log, {1}, o, [&](raid::write_back_device::opened r) { opened = std::move(r); });
     drive_until([&] { return opened.has_value(); });
     if (!*opened) throw std::runtime_error("open: " + opened->error().message);
     cache = std::move(**opened);
@@ -121,7 +130,8 @@ struct rig {
     while (!done()) {
       // Nothing for a minute: a request lost somewhere; say where things stand.
       if (context.run_one_for(std::chrono::seconds(60)) == 0) {
-        throw std::runtime_error("nothing happened for a minute; the cache: " + (cache ? cache->debug_state() : std::string("-")));
+        throw std::runtime_error("nothing happened for a minute; the cache: " +
+                                 (cache ? cache->debug_state() : std::string("-")));
       }
     }
   }
@@ -133,8 +143,10 @@ struct rig {
     cache->set_mode(raid::cache_mode::write_through);
     drive_until([&] { return cache->drained(); });
     cache->set_mode(raid::cache_mode::write_back);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return static_cast<double>(cache->counters().stripes_destaged - before) / std::max(seconds, 1e-3);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return static_cast<double>(cache->counters().stripes_destaged - before) /
+           std::max(seconds, 1e-3);
   }
 
   tools::workload_result run(block_device& target, tools::workload_spec spec, double seconds) {
@@ -171,12 +183,16 @@ int main(int argc, char** argv) {
   double seconds = 3;
   int repeat = 3;
   std::uint64_t log_mib = 256;
-  CLI::App app{"The write-back cache against writing through, on HDD and SSD models as on stratad's shelf: "
-               "OLTP, 4 KiB random writes, 1 MiB sequential writes.",
-               "strata-wbperf"};
+  CLI::App app{
+      "The write-back cache against writing through, on HDD and SSD models as on stratad's shelf: "
+      "OLTP, 4 KiB random writes, 1 MiB sequential writes.",
+      "strata-wbperf"};
   strata::tools::use_conventions(app);
-  app.add_option("--seconds", seconds, "Length of each run, in seconds")->type_name("S")->check(strata::tools::positive);
-  app.add_option("--repeat", repeat, "Runs of each row (write-through and write-back alternating); medians")
+  app.add_option("--seconds", seconds, "Length of each run, in seconds")
+      ->type_name("S")
+      ->check(strata::tools::positive);
+  app.add_option("--repeat", repeat,
+                 "Runs of each row (write-through and write-back alternating); medians")
       ->type_name("N")
       ->check(strata::tools::positive);
   app.add_option("--log-mib", log_mib, "Size of the write log (the RAID-1 SSD pair), in MiB")
@@ -185,9 +201,11 @@ int main(int argc, char** argv) {
   strata::tools::parse_or_exit(app, argc, argv);
   try {
     rig r(log_mib);
-    fmt::print("== write-back (log: RAID-1 of 2 SAS SSD models, {} MiB) against write-through, RAID-6 10+2 of 10K SAS "
-               "HDD models; {} s runs, median of {} ==\n",
-               log_mib, seconds, repeat);
+    fmt::print(
+        "== write-back (log: RAID-1 of 2 SAS SSD models, {} MiB) against write-through, RAID-6 "
+        "10+2 of 10K SAS "
+        "HDD models; {} s runs, median of {} ==\n",
+        log_mib, seconds, repeat);
     std::fflush(stdout);
     struct row {
       const char* name;
@@ -229,11 +247,15 @@ int main(int argc, char** argv) {
       const double bytes = static_cast<double>(w.spec.io_blocks) * block_size;
       auto line = [&](const char* mode, const figures& f) {
         if (w.mixed) {
-          fmt::print("  {:13} {:6.0f} IOPS  reads {:6.2f} ms (p99 {:6.1f})  writes {:6.2f} ms (p99 {:6.1f})\n", mode,
-                     median(f.iops), median(f.read_mean), median(f.read_p99), median(f.write_mean), median(f.write_p99));
+          fmt::print(
+              "  {:13} {:6.0f} IOPS  reads {:6.2f} ms (p99 {:6.1f})  writes {:6.2f} ms (p99 "
+              "{:6.1f})\n",
+              mode, median(f.iops), median(f.read_mean), median(f.read_p99), median(f.write_mean),
+              median(f.write_p99));
         } else {
-          fmt::print("  {:13} {:6.0f} IOPS {:7.1f} MB/s  p50 {:6.2f} ms  p99 {:6.1f} ms\n", mode, median(f.iops),
-                     median(f.iops) * bytes / 1e6, median(f.p50), median(f.write_p99));
+          fmt::print("  {:13} {:6.0f} IOPS {:7.1f} MB/s  p50 {:6.2f} ms  p99 {:6.1f} ms\n", mode,
+                     median(f.iops), median(f.iops) * bytes / 1e6, median(f.p50),
+                     median(f.write_p99));
         }
       };
       fmt::print("{}\n", w.name);
@@ -241,15 +263,19 @@ int main(int argc, char** argv) {
       line("write-back", back);
       fmt::print("  ratio          {:5.2f}x IOPS", median(back.iops) / median(through.iops));
       fmt::print(", then drained at {:.0f} stripes/s", median(destage_rates));
-      if (w.mixed) fmt::print(", writes {:5.1f}x faster", median(through.write_mean) / median(back.write_mean));
+      if (w.mixed)
+        fmt::print(", writes {:5.1f}x faster",
+                   median(through.write_mean) / median(back.write_mean));
       fmt::print("\n");
       std::fflush(stdout);
     }
     const raid::write_back_counters& k = r.cache->counters();
-    fmt::print("cache: {} writes logged, {} direct, {} group commits, {} stripes destaged ({} full-stripe writes), {} "
-               "writes waited for log space\n",
-               k.writes_logged, k.writes_direct, k.log_flushes, k.stripes_destaged, k.full_stripe_writes,
-               k.writes_waited_for_space);
+    fmt::print(
+        "cache: {} writes logged, {} direct, {} group commits, {} stripes destaged ({} full-stripe "
+        "writes), {} "
+        "writes waited for log space\n",
+        k.writes_logged, k.writes_direct, k.log_flushes, k.stripes_destaged, k.full_stripe_writes,
+        k.writes_waited_for_space);
   } catch (const std::exception& e) {
     fmt::print(stderr, "strata-wbperf: {}\n", e.what());
     return 1;

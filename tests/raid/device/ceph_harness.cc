@@ -2,8 +2,8 @@
 
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>

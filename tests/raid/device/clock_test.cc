@@ -6,8 +6,7 @@ namespace strata::device::testing {
 
 using std::chrono::milliseconds;
 
-TEST_CASE("virtual clock: timers fire in deadline order when time is advanced",
-          "[device][clock]") {
+TEST_CASE("virtual clock: timers fire in deadline order when time is advanced", "[device][clock]") {
   test_loop loop;
   std::vector<int> fired;
   auto a = loop.clock.make_timer(loop.context.get_executor(), [&] { fired.push_back(1); });
@@ -33,8 +32,7 @@ TEST_CASE("virtual clock: timers fire in deadline order when time is advanced",
   CHECK_FALSE(loop.clock.next_deadline());
 }
 
-TEST_CASE("virtual clock: a destroyed timer never fires, even if already due",
-          "[device][clock]") {
+TEST_CASE("virtual clock: a destroyed timer never fires, even if already due", "[device][clock]") {
   test_loop loop;
   int fired = 0;
   auto t = loop.clock.make_timer(loop.context.get_executor(), [&] { ++fired; });

@@ -140,40 +140,42 @@ std::vector<implementation> implementations() {
                  }});
   auto file_kind = [](std::string name, std::filesystem::path parent, direct_io direct,
                       std::uint32_t queue_depth) {
-    return implementation{
-        name, [=](test_loop& loop, std::uint32_t bs, const temp_dir& dir) {
-          const auto path = (parent.empty() ? dir.path() : parent) /
-                            ("conformance-" + std::to_string(::getpid()) + ".img");
-          std::filesystem::remove(path);
-          stack s;
-          if (!parent.empty()) {
-            s.remove_backing = std::shared_ptr<void>(nullptr, [path](void*) {
-              std::error_code ignored;
-              std::filesystem::remove(path, ignored);
-            });
-          }
-          s.layers.push_back(file(loop, path, bs, direct, queue_depth));
-          s.restart = [=](stack& st, test_loop& l) {
-            st.layers.clear();
-            st.layers.push_back(file(l, path, bs, direct, queue_depth));
-          };
-          return s;
-        }};
+    return implementation{name, [=](test_loop& loop, std::uint32_t bs, const temp_dir& dir) {
+                            const auto path =
+                                (parent.empty() ? dir.path() : parent) /
+                                ("conformance-" + std::to_string(::getpid()) + ".img");
+                            std::filesystem::remove(path);
+                            stack s;
+                            if (!parent.empty()) {
+                              s.remove_backing = std::shared_ptr<void>(nullptr, [path](void*) {
+                                std::error_code ignored;
+                                std::filesystem::remove(path, ignored);
+                              });
+                            }
+                            s.layers.push_back(file(loop, path, bs, direct, queue_depth));
+                            s.restart = [=](stack& st, test_loop& l) {
+                              st.layers.clear();
+                              st.layers.push_back(file(l, path, bs, direct, queue_depth));
+                            };
+                            return s;
+                          }};
   };
   all.push_back(file_kind("file on /tmp, O_DIRECT", {}, direct_io::when_possible, 128));
   all.push_back(file_kind("file on /tmp, buffered", {}, direct_io::never, 128));
-  all.push_back(file_kind("file on /dev/shm, queue depth 4", "/dev/shm", direct_io::when_possible, 4));
-  all.push_back({"hdd model (10K) over memory", [](test_loop& loop, std::uint32_t bs, const temp_dir&) {
-                   auto add = [](stack& st, test_loop& l) {
-                     st.layers.push_back(std::make_unique<hdd_model>(*st.layers[0], l.clock,
-                                                                     hdd_profile::sas_10k()));
-                   };
-                   stack s;
-                   s.layers.push_back(memory(loop, bs));
-                   add(s, loop);
-                   s.restart = rebuild_above_bottom(add);
-                   return s;
-                 }});
+  all.push_back(
+      file_kind("file on /dev/shm, queue depth 4", "/dev/shm", direct_io::when_possible, 4));
+  all.push_back(
+      {"hdd model (10K) over memory", [](test_loop& loop, std::uint32_t bs, const temp_dir&) {
+         auto add = [](stack& st, test_loop& l) {
+           st.layers.push_back(
+               std::make_unique<hdd_model>(*st.layers[0], l.clock, hdd_profile::sas_10k()));
+         };
+         stack s;
+         s.layers.push_back(memory(loop, bs));
+         add(s, loop);
+         s.restart = rebuild_above_bottom(add);
+         return s;
+       }});
   all.push_back({"ssd model over memory", [](test_loop& loop, std::uint32_t bs, const temp_dir&) {
                    auto add = [](stack& st, test_loop& l) {
                      st.layers.push_back(std::make_unique<ssd_model>(*st.layers[0], l.clock,
@@ -295,113 +297,118 @@ std::vector<implementation> implementations() {
   }
   // The deepest stack: a drive model over a volatile-cache drive over a
   // file; a restart is a real power cut (unflushed writes dropped).
-  all.push_back({"hdd model over fault device (volatile cache) over file",
-                 [](test_loop& loop, std::uint32_t bs, const temp_dir& dir) {
-                   auto add = [](stack& st, test_loop& l) {
-                     fault_options options;
-                     options.seed = test_seed();
-                     options.volatile_write_cache = true;
-                     st.layers.push_back(
-                         std::make_unique<fault_device>(*st.layers[0], l.clock, options));
-                     st.layers.push_back(std::make_unique<hdd_model>(*st.layers[1], l.clock,
-                                                                     hdd_profile::nl_sas_7k2()));
-                   };
-                   stack s;
-                   s.layers.push_back(file(loop, dir.path() / "deep.img", bs, direct_io::when_possible));
-                   add(s, loop);
-                   s.restart = [add](stack& st, test_loop& l) {
-                     auto& fault = static_cast<fault_device&>(*st.layers[1]);
-                     bool settled = false;
-                     fault.power_cut(power_loss::drop, [&] { settled = true; });
-                     l.run_until([&] { return settled; });
-                     st.layers.resize(1);
-                     add(st, l);
-                   };
-                   return s;
-                 }});
+  all.push_back(
+      {"hdd model over fault device (volatile cache) over file",
+       [](test_loop& loop, std::uint32_t bs, const temp_dir& dir) {
+         auto add = [](stack& st, test_loop& l) {
+           fault_options options;
+           options.seed = test_seed();
+           options.volatile_write_cache = true;
+           st.layers.push_back(std::make_unique<fault_device>(*st.layers[0], l.clock, options));
+           st.layers.push_back(
+               std::make_unique<hdd_model>(*st.layers[1], l.clock, hdd_profile::nl_sas_7k2()));
+         };
+         stack s;
+         s.layers.push_back(file(loop, dir.path() / "deep.img", bs, direct_io::when_possible));
+         add(s, loop);
+         s.restart = [add](stack& st, test_loop& l) {
+           auto& fault = static_cast<fault_device&>(*st.layers[1]);
+           bool settled = false;
+           fault.power_cut(power_loss::drop, [&] { settled = true; });
+           l.run_until([&] { return settled; });
+           st.layers.resize(1);
+           add(st, l);
+         };
+         return s;
+       }});
   // 512e over a 4096-byte device: partial 4 KiB blocks are read, modified
   // and written back. Over a volatile-cache drive that completes a seeded
   // fraction of requests late, so the suite's many overlapping requests
   // complete out of order; a restart is a power cut.
-  all.push_back({"512e over fault device (volatile cache, delays) over memory",
-                 [](test_loop& loop, std::uint32_t, const temp_dir&) {
-                   auto add = [](stack& st, test_loop& l) {
-                     fault_options options;
-                     options.seed = test_seed();
-                     options.volatile_write_cache = true;
-                     auto fault = std::make_unique<fault_device>(*st.layers[0], l.clock, options);
-                     fault->set_delay(std::chrono::microseconds(200), 0.3);
-                     st.layers.push_back(std::move(fault));
-                     st.layers.push_back(std::make_unique<emulated_512e>(*st.layers[1]));
-                   };
-                   stack s;
-                   // The suite's device_blocks of 512 bytes: an eighth as many below.
-                   auto m = memory_device::create(loop.context.get_executor(), {4096, device_blocks / 8});
-                   REQUIRE(m);
-                   s.layers.push_back(std::move(*m));
-                   add(s, loop);
-                   s.restart = [add](stack& st, test_loop& l) {
-                     auto& fault = static_cast<fault_device&>(*st.layers[1]);
-                     bool settled = false;
-                     fault.power_cut(power_loss::drop, [&] { settled = true; });
-                     l.run_until([&] { return settled; });
-                     st.layers.resize(1);
-                     add(st, l);
-                   };
-                   return s;
-                 },
-                 {512}});
+  all.push_back(
+      {"512e over fault device (volatile cache, delays) over memory",
+       [](test_loop& loop, std::uint32_t, const temp_dir&) {
+         auto add = [](stack& st, test_loop& l) {
+           fault_options options;
+           options.seed = test_seed();
+           options.volatile_write_cache = true;
+           auto fault = std::make_unique<fault_device>(*st.layers[0], l.clock, options);
+           fault->set_delay(std::chrono::microseconds(200), 0.3);
+           st.layers.push_back(std::move(fault));
+           st.layers.push_back(std::make_unique<emulated_512e>(*st.layers[1]));
+         };
+         stack s;
+         // The suite's device_blocks of 512 bytes: an eighth as many below.
+         auto m = memory_device::create(loop.context.get_executor(), {4096, device_blocks / 8});
+         REQUIRE(m);
+         s.layers.push_back(std::move(*m));
+         add(s, loop);
+         s.restart = [add](stack& st, test_loop& l) {
+           auto& fault = static_cast<fault_device&>(*st.layers[1]);
+           bool settled = false;
+           fault.power_cut(power_loss::drop, [&] { settled = true; });
+           l.run_until([&] { return settled; });
+           st.layers.resize(1);
+           add(st, l);
+         };
+         return s;
+       },
+       {512}});
   // A thin volume over the tiers: the pool maps extents on first write
   // (performance tier first, then capacity), unmaps whole-extent discards;
   // a restart reopens the pool from its store.
-  all.push_back({"thin volume over a pool of memory groups", [](test_loop& loop, std::uint32_t bs, const temp_dir& dir) {
-                   stack s;
-                   // The capacity tier holds the whole volume, the performance tier a quarter.
-                   for (int i = 0; i < 2; ++i) {
-                     auto m = memory_device::create(loop.context.get_executor(),
-                                                    {bs, i == 0 ? device_blocks / 4 : device_blocks});
-                     REQUIRE(m);
-                     s.layers.push_back(std::move(*m));
-                   }
-                   auto groups = [&s] {
-                     return std::vector<tiering::pool_group>{{s.layers[0].get(), tiering::tier::performance},
-                                                             {s.layers[1].get(), tiering::tier::capacity}};
-                   };
-                   const auto where = dir.path() / "metadata";
-                   s.layers.push_back(std::make_unique<volume_device>(loop, where, groups(), bs, true));
-                   s.restart = [where, groups](stack& st, test_loop& l) {
-                     st.layers.back().reset();  // closed once idle
-                     st.layers.back() = std::make_unique<volume_device>(l, where, groups(), 0, false);
-                   };
-                   return s;
-                 }});
+  all.push_back(
+      {"thin volume over a pool of memory groups",
+       [](test_loop& loop, std::uint32_t bs, const temp_dir& dir) {
+         stack s;
+         // The capacity tier holds the whole volume, the performance tier a quarter.
+         for (int i = 0; i < 2; ++i) {
+           auto m = memory_device::create(loop.context.get_executor(),
+                                          {bs, i == 0 ? device_blocks / 4 : device_blocks});
+           REQUIRE(m);
+           s.layers.push_back(std::move(*m));
+         }
+         auto groups = [&s] {
+           return std::vector<tiering::pool_group>{{s.layers[0].get(), tiering::tier::performance},
+                                                   {s.layers[1].get(), tiering::tier::capacity}};
+         };
+         const auto where = dir.path() / "metadata";
+         s.layers.push_back(std::make_unique<volume_device>(loop, where, groups(), bs, true));
+         s.restart = [where, groups](stack& st, test_loop& l) {
+           st.layers.back().reset();  // closed once idle
+           st.layers.back() = std::make_unique<volume_device>(l, where, groups(), 0, false);
+         };
+         return s;
+       }});
   // An RBD image in a real Ceph cluster, when the run names one
   // (STRATA_TEST_CEPH; ctest's rbd_conformance starts a single-node
   // cluster). librbd completes on its own threads: the loop waits for them
   // as work elsewhere. A restart closes the image and opens it again; Ceph
   // has every write that completed (no client cache), flushed or not.
   if (ceph_test_cluster()) {
-    all.push_back({"rbd image in a single-node Ceph", [](test_loop& loop, std::uint32_t bs, const temp_dir&) {
-                     const std::string name = make_test_image(device_blocks * bs);
-                     auto open = [name, bs](stack& st, test_loop& l) {
-                       auto d = rbd_device::open(l.context, ceph_test_connection(), ceph_test_pool, name,
-                                                 {bs, device_blocks, 16});
-                       INFO((d ? "" : d.error().message));
-                       REQUIRE(d);
-                       rbd_device* raw = d->get();
-                       l.elsewhere = [raw] { return raw->in_flight(); };
-                       st.layers.clear();
-                       st.layers.push_back(std::move(*d));
-                     };
-                     stack s;
-                     s.remove_backing = std::shared_ptr<void>(nullptr, [name](void*) { remove_test_image(name); });
-                     open(s, loop);
-                     s.restart = [open](stack& st, test_loop& l) {
-                       l.elsewhere = nullptr;
-                       open(st, l);
-                     };
-                     return s;
-                   }});
+    all.push_back(
+        {"rbd image in a single-node Ceph", [](test_loop& loop, std::uint32_t bs, const temp_dir&) {
+           const std::string name = make_test_image(device_blocks * bs);
+           auto open = [name, bs](stack& st, test_loop& l) {
+             auto d = rbd_device::open(l.context, ceph_test_connection(), ceph_test_pool, name,
+                                       {bs, device_blocks, 16});
+             INFO((d ? "" : d.error().message));
+             REQUIRE(d);
+             rbd_device* raw = d->get();
+             l.elsewhere = [raw] { return raw->in_flight(); };
+             st.layers.clear();
+             st.layers.push_back(std::move(*d));
+           };
+           stack s;
+           s.remove_backing =
+               std::shared_ptr<void>(nullptr, [name](void*) { remove_test_image(name); });
+           open(s, loop);
+           s.restart = [open](stack& st, test_loop& l) {
+             l.elsewhere = nullptr;
+             open(st, l);
+           };
+           return s;
+         }});
   }
   return all;
 }
@@ -460,9 +467,9 @@ TEST_CASE("conformance: what is written reads back, at the edges and across segm
     const auto middle = pattern(8 * block_size, seed + 2);
     aligned_buffer out(8 * block_size);
     std::memcpy(out.data(), middle.data(), middle.size());
-    const iovec out_segments[] = {out.segment(0, block_size), out.segment(block_size, 3 * block_size),
-                                  out.segment(4 * block_size, block_size),
-                                  out.segment(5 * block_size, 3 * block_size)};
+    const iovec out_segments[] = {
+        out.segment(0, block_size), out.segment(block_size, 3 * block_size),
+        out.segment(4 * block_size, block_size), out.segment(5 * block_size, 3 * block_size)};
     io w;
     w.req.operation = op::write;
     w.req.lba = 100;
@@ -471,7 +478,8 @@ TEST_CASE("conformance: what is written reads back, at the edges and across segm
     REQUIRE(!run(loop, d, w));
 
     aligned_buffer in(10 * block_size);
-    const iovec in_segments[] = {in.segment(0, 2 * block_size), in.segment(2 * block_size, 7 * block_size),
+    const iovec in_segments[] = {in.segment(0, 2 * block_size),
+                                 in.segment(2 * block_size, 7 * block_size),
                                  in.segment(9 * block_size, block_size)};
     io r;
     r.req.operation = op::read;
@@ -480,7 +488,8 @@ TEST_CASE("conformance: what is written reads back, at the edges and across segm
     r.req.buffers = in_segments;
     REQUIRE(!run(loop, d, r));
     CHECK(std::memcmp(in.data() + block_size, middle.data(), middle.size()) == 0);
-    CHECK(std::all_of(in.data(), in.data() + block_size, [](std::byte b) { return b == std::byte{0}; }));
+    CHECK(std::all_of(in.data(), in.data() + block_size,
+                      [](std::byte b) { return b == std::byte{0}; }));
   });
 }
 

@@ -3,10 +3,11 @@
 // 4 KiB blocks read, written and discarded, what reaches the device below,
 // and many overlapping unaligned writes in flight over a device that
 // completes out of order, checked against a model.
+#include "raid/device/emulated_512e.h"
+
 #include <cstring>
 #include <map>
 
-#include "raid/device/emulated_512e.h"
 #include "raid/device/fault_device.h"
 #include "raid/device/memory_device.h"
 #include "tests/raid/device/harness.h"
@@ -44,7 +45,8 @@ std::vector<std::byte> sectors_of(std::uint64_t blocks, std::uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("512e: the geometry is 512-byte blocks, eight per block below, and follows it", "[device][512e]") {
+TEST_CASE("512e: the geometry is 512-byte blocks, eight per block below, and follows it",
+          "[device][512e]") {
   stack_512e s;
   CHECK(s.device->geometry().logical_block_size_bytes == 512);
   CHECK(s.device->geometry().block_count == device_sectors);
@@ -68,7 +70,8 @@ TEST_CASE("512e: a write inside one 4 KiB block keeps the rest of it", "[device]
   std::memcpy(expected.data() + 5 * sector, middle.data(), 11 * sector);
   CHECK(std::memcmp(read_back.data(), expected.data(), 16 * sector) == 0);
   CHECK(std::memcmp(read_back.data() + 16 * sector, middle.data() + 11 * sector, 2 * sector) == 0);
-  CHECK(std::all_of(read_back.begin() + 18 * sector, read_back.end(), [](std::byte b) { return b == std::byte{0}; }));
+  CHECK(std::all_of(read_back.begin() + 18 * sector, read_back.end(),
+                    [](std::byte b) { return b == std::byte{0}; }));
 }
 
 TEST_CASE("512e: aligned I/O goes to the device below as it is", "[device][512e]") {
@@ -84,18 +87,21 @@ TEST_CASE("512e: a discard reads back as zeros, partial 4 KiB blocks included", 
   stack_512e s;
   const auto data = sectors_of(40, 11);
   write_blocks(s.loop, *s.device, 0, data);
-  for (const auto& [lba, blocks] : {std::pair<std::uint64_t, std::uint64_t>{2, 3}, {6, 20}, {30, 2}, {32, 8}}) {
+  for (const auto& [lba, blocks] :
+       {std::pair<std::uint64_t, std::uint64_t>{2, 3}, {6, 20}, {30, 2}, {32, 8}}) {
     INFO("discard " << lba << " +" << blocks);
     auto x = io::discard(lba, blocks);
     REQUIRE_FALSE(run(s.loop, *s.device, *x));
   }
   std::vector<std::byte> expected = data;
-  for (const auto& [lba, blocks] : {std::pair<std::uint64_t, std::uint64_t>{2, 3}, {6, 20}, {30, 2}, {32, 8}})
+  for (const auto& [lba, blocks] :
+       {std::pair<std::uint64_t, std::uint64_t>{2, 3}, {6, 20}, {30, 2}, {32, 8}})
     std::memset(expected.data() + lba * sector, 0, blocks * sector);
   CHECK(s.read(0, 40) == expected);
 }
 
-TEST_CASE("512e: a read of part of a 4 KiB block, into buffers of 512-byte alignment", "[device][512e]") {
+TEST_CASE("512e: a read of part of a 4 KiB block, into buffers of 512-byte alignment",
+          "[device][512e]") {
   stack_512e s;
   const auto data = sectors_of(16, 5);
   write_blocks(s.loop, *s.device, 0, data);
@@ -122,7 +128,8 @@ TEST_CASE("512e: a device error below reaches the caller", "[device][512e]") {
 // touched keep their old contents: a read-modify-write that raced another
 // would put back stale data. Round 2: the ranges overlap; in-flight order is
 // free, so each block must hold what one of the requests covering it wrote.
-TEST_CASE("512e: overlapping unaligned writes in flight, out of order, lose nothing", "[device][512e]") {
+TEST_CASE("512e: overlapping unaligned writes in flight, out of order, lose nothing",
+          "[device][512e]") {
   const std::uint64_t seed = test_seed();
   INFO("seed " << seed);
   stack_512e s(seed);
@@ -204,7 +211,8 @@ TEST_CASE("512e: overlapping unaligned writes in flight, out of order, lose noth
       const io& w = *batch[i];
       from_a_writer |= std::memcmp(got, w.buffer.data() + (b - w.req.lba) * sector, sector) == 0;
     }
-    if (writers[b].empty()) from_a_writer = std::memcmp(got, after_round_1.data() + b * sector, sector) == 0;
+    if (writers[b].empty())
+      from_a_writer = std::memcmp(got, after_round_1.data() + b * sector, sector) == 0;
     REQUIRE(from_a_writer);
   }
 }

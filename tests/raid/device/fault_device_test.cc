@@ -1,9 +1,10 @@
 // Fault injection, fault by fault, then a randomized power-loss test against
 // a reference model of what must survive.
+#include "raid/device/fault_device.h"
+
 #include <cstring>
 #include <map>
 
-#include "raid/device/fault_device.h"
 #include "raid/device/forwarding_device.h"
 #include "raid/device/memory_device.h"
 #include "raid/device/ssd_model.h"
@@ -56,7 +57,8 @@ class half_thin final : public forwarding_device {
  public:
   explicit half_thin(block_device& below) : forwarding_device(below) {}
   void submit(request& req) noexcept override { backing().submit(req); }
-  allocation_run allocation_at(std::uint64_t lba, std::uint64_t max_blocks) const noexcept override {
+  allocation_run allocation_at(std::uint64_t lba,
+                               std::uint64_t max_blocks) const noexcept override {
     const std::uint64_t half = geometry().block_count / 2;
     if (lba < half) return {allocation::deallocated, std::min(max_blocks, half - lba)};
     return {allocation::mapped, max_blocks};
@@ -86,11 +88,13 @@ TEST_CASE("fault device: silent corruption returns wrong data without an error, 
     const auto data = pattern(8 * block_size, 1);
     REQUIRE_FALSE(f.write(100, data));
     f.device->corrupt(102, 2);
-    CHECK(read_blocks(f.loop, *f.device, 100, 2) == std::vector<std::byte>(data.begin(), data.begin() + 2 * block_size));
+    CHECK(read_blocks(f.loop, *f.device, 100, 2) ==
+          std::vector<std::byte>(data.begin(), data.begin() + 2 * block_size));
     const auto rotten = read_blocks(f.loop, *f.device, 100, 8);  // no error
     CHECK(rotten != data);
     for (std::uint64_t b = 0; b < 8; ++b) {
-      const bool same = std::memcmp(rotten.data() + b * block_size, data.data() + b * block_size, block_size) == 0;
+      const bool same = std::memcmp(rotten.data() + b * block_size, data.data() + b * block_size,
+                                    block_size) == 0;
       CHECK(same == (b < 2 || b >= 4));
     }
     CHECK(f.device->counters().corrupt_blocks_read == 2);
@@ -213,8 +217,7 @@ TEST_CASE("fault device: a request held back across a power cut fails and never 
   CHECK(read_blocks(f.loop, *f.device, 3, 1) == std::vector<std::byte>(block_size, std::byte{0}));
 }
 
-TEST_CASE("fault device: a hung device holds requests until resumed or failed",
-          "[device][fault]") {
+TEST_CASE("fault device: a hung device holds requests until resumed or failed", "[device][fault]") {
   faulty f;
   f.device->hang();
   auto held = io::make(op::read, 0, 1, block_size);
@@ -242,8 +245,8 @@ TEST_CASE("fault device: power loss keeps flushed writes and drops the rest",
   const auto unflushed = pattern(8 * block_size, 2);
   REQUIRE_FALSE(f.write(0, flushed));
   flush(f.loop, *f.device);
-  REQUIRE_FALSE(f.write(0, unflushed));      // overwrites flushed data
-  REQUIRE_FALSE(f.write(100, unflushed));    // new data
+  REQUIRE_FALSE(f.write(0, unflushed));                      // overwrites flushed data
+  REQUIRE_FALSE(f.write(100, unflushed));                    // new data
   CHECK(read_blocks(f.loop, *f.device, 0, 8) == unflushed);  // the cache serves reads
   CHECK(f.device->dirty_blocks() == 16);
 
@@ -374,10 +377,11 @@ TEST_CASE("fault device: randomized writes, flushes and a torn power cut against
     const auto image = read_blocks(f.loop, *f.device, 0, span_blocks);
     for (std::uint64_t lba = 0; lba < span_blocks; ++lba) {
       INFO("round " << round << ", block " << lba << (tear ? ", torn" : ", dropped"));
-      const std::vector<std::byte> got(image.begin() + static_cast<std::ptrdiff_t>(lba * block_size),
-                                       image.begin() + static_cast<std::ptrdiff_t>((lba + 1) * block_size));
-      const std::vector<std::byte> old = durable.contains(lba) ? block_with(durable[lba])
-                                                               : std::vector<std::byte>(block_size);
+      const std::vector<std::byte> got(
+          image.begin() + static_cast<std::ptrdiff_t>(lba * block_size),
+          image.begin() + static_cast<std::ptrdiff_t>((lba + 1) * block_size));
+      const std::vector<std::byte> old =
+          durable.contains(lba) ? block_with(durable[lba]) : std::vector<std::byte>(block_size);
       if (!tear || !newest.contains(lba)) {
         CHECK(got == old);  // flushed data survives; unflushed is gone
       } else {

@@ -1,13 +1,14 @@
 // The file device's own behaviour beyond the conformance suite: bad input at
 // open gets a clear error naming the path, and a file that shrinks under a
 // running device gives an I/O error, not a hang or garbage.
+#include "raid/device/file_device.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
 
-#include "raid/device/file_device.h"
 #include "tests/raid/device/harness.h"
 
 namespace strata::device::testing {
@@ -100,8 +101,7 @@ TEST_CASE("file device: nonsense options are invalid_argument", "[device][file]"
   CHECK(contains(no_size.error().message, "block count"));
 }
 
-TEST_CASE("file device: the whole file by default, a sparse file when created",
-          "[device][file]") {
+TEST_CASE("file device: the whole file by default, a sparse file when created", "[device][file]") {
   test_loop loop;
   temp_dir dir;
   const auto path = dir.path() / "disk.img";

@@ -24,7 +24,8 @@ struct gated {
     auto m = memory_device::create(loop.context.get_executor(), {block_size, 256});
     REQUIRE(m);
     drive = std::move(*m);
-    gate = std::make_unique<gate_device>(*drive, [this] { return lease_valid; }, [this] { ++holds; });
+    gate = std::make_unique<gate_device>(
+        *drive, [this] { return lease_valid; }, [this] { ++holds; });
   }
   std::unique_ptr<io> start_write(std::uint64_t lba, std::byte fill) {
     auto x = io::make(op::write, lba, 1, block_size);
@@ -36,7 +37,8 @@ struct gated {
 
 }  // namespace
 
-TEST_CASE("gate: held requests, reads too, wait in arrival order and go on when it opens", "[device][gate]") {
+TEST_CASE("gate: held requests, reads too, wait in arrival order and go on when it opens",
+          "[device][gate]") {
   gated g;
   write_blocks(g.loop, *g.gate, 0, pattern(block_size, 1));  // open: straight through
   g.gate->hold();
@@ -53,10 +55,13 @@ TEST_CASE("gate: held requests, reads too, wait in arrival order and go on when 
   CHECK(read->completions == 0);
   CHECK(flush->completions == 0);
   CHECK(g.gate->held() == 4);
-  CHECK(read_blocks(g.loop, *g.drive, 5, 1) == std::vector<std::byte>(block_size));  // the drive saw nothing
+  CHECK(read_blocks(g.loop, *g.drive, 5, 1) ==
+        std::vector<std::byte>(block_size));  // the drive saw nothing
 
   g.gate->open();
-  g.loop.run_until([&] { return first->completions && second->completions && read->completions && flush->completions; });
+  g.loop.run_until([&] {
+    return first->completions && second->completions && read->completions && flush->completions;
+  });
   CHECK_FALSE(first->req.result);
   CHECK_FALSE(read->req.result);
   CHECK(std::memcmp(read->buffer.data(), pattern(block_size, 1).data(), block_size) == 0);
@@ -64,7 +69,8 @@ TEST_CASE("gate: held requests, reads too, wait in arrival order and go on when 
   CHECK(g.gate->current() == gate_device::state::open);
 }
 
-TEST_CASE("gate: the lease's check stops the first request after it lapses, and holds the rest", "[device][gate]") {
+TEST_CASE("gate: the lease's check stops the first request after it lapses, and holds the rest",
+          "[device][gate]") {
   gated g;
   auto before = g.start_write(1, std::byte{1});
   g.loop.run_until([&] { return before->completions == 1; });
@@ -83,7 +89,10 @@ TEST_CASE("gate: the lease's check stops the first request after it lapses, and 
   CHECK(read_blocks(g.loop, *g.drive, 3, 1) == std::vector<std::byte>(block_size, std::byte{3}));
 }
 
-TEST_CASE("gate: shut fails the held requests and every later one, never inside submit, and the drive sees none", "[device][gate]") {
+TEST_CASE(
+    "gate: shut fails the held requests and every later one, never inside submit, and the drive "
+    "sees none",
+    "[device][gate]") {
   gated g;
   g.gate->hold();
   auto held = g.start_write(7, std::byte{7});

@@ -1,13 +1,14 @@
 // The I/O scheduler: background I/O yields to foreground I/O on a busy
 // drive, keeps going, and takes the drive once it is quiet; on an HDD model
 // a host's latency under a background stream stays near its idle latency.
+#include "raid/device/io_scheduler.h"
+
 #include <algorithm>
 #include <memory>
 #include <random>
 #include <vector>
 
 #include "raid/device/hdd_model.h"
-#include "raid/device/io_scheduler.h"
 #include "raid/device/memory_device.h"
 #include "tests/raid/device/harness.h"
 
@@ -43,8 +44,9 @@ std::unique_ptr<io> background_read(std::uint64_t lba, std::uint64_t blocks) {
 
 }  // namespace
 
-TEST_CASE("io scheduler: background waits behind foreground one at a time, then takes the quiet drive",
-          "[device][io_scheduler]") {
+TEST_CASE(
+    "io scheduler: background waits behind foreground one at a time, then takes the quiet drive",
+    "[device][io_scheduler]") {
   drive d(true);
   auto host = io::make(op::read, 500000, 2, block_size);
   d.top().submit(host->req);
@@ -56,7 +58,9 @@ TEST_CASE("io scheduler: background waits behind foreground one at a time, then 
   CHECK(host->req.result == std::error_code{});
   // Right after the host's read, still one at a time: the host may send its next.
   CHECK(d.scheduler->background_waiting() >= 9);
-  d.loop.run_until([&] { return std::all_of(work.begin(), work.end(), [](auto& w) { return w->completions == 1; }); });
+  d.loop.run_until([&] {
+    return std::all_of(work.begin(), work.end(), [](auto& w) { return w->completions == 1; });
+  });
   for (auto& w : work) CHECK(w->req.result == std::error_code{});
   CHECK(d.scheduler->counters().background == 12);
   CHECK(d.scheduler->counters().background_held == 11);
@@ -78,13 +82,16 @@ TEST_CASE("io scheduler: an expedited background request goes at once, beside th
   d.scheduler->expedite(second->req);
   CHECK(d.scheduler->background_waiting() == 0);
   CHECK(d.scheduler->counters().expedited == 1);
-  d.loop.run_until([&] { return host->completions == 1 && first->completions == 1 && second->completions == 1; });
+  d.loop.run_until([&] {
+    return host->completions == 1 && first->completions == 1 && second->completions == 1;
+  });
   CHECK(second->req.result == std::error_code{});
 }
 
-TEST_CASE("io scheduler: a host's random reads beside a background stream on an HDD keep near their idle "
-          "latency, and the stream still moves",
-          "[device][io_scheduler]") {
+TEST_CASE(
+    "io scheduler: a host's random reads beside a background stream on an HDD keep near their idle "
+    "latency, and the stream still moves",
+    "[device][io_scheduler]") {
   const auto seed = test_seed();
   INFO("seed " << seed);
   struct outcome {
@@ -128,7 +135,8 @@ TEST_CASE("io scheduler: a host's random reads beside a background stream on an 
       for (unsigned i = 0; i < host_depth; ++i) {
         if (!host[i] || host[i]->completions == 0) continue;
         REQUIRE(host[i]->req.result == std::error_code{});
-        const double ms = std::chrono::duration<double, std::milli>(d.loop.clock.now() - started[i]).count();
+        const double ms =
+            std::chrono::duration<double, std::milli>(d.loop.clock.now() - started[i]).count();
         total_ms += ms;
         max_ms = std::max(max_ms, ms);
         ++host_done;
@@ -143,19 +151,22 @@ TEST_CASE("io scheduler: a host's random reads beside a background stream on an 
     }
     // Let what is left in flight end before the drive goes.
     d.loop.run_until([&] {
-      return std::all_of(host.begin(), host.end(), [](auto& h) { return !h || h->completions == 1; }) &&
-             std::all_of(stream.begin(), stream.end(), [](auto& s) { return !s || s->completions == 1; });
+      return std::all_of(host.begin(), host.end(),
+                         [](auto& h) { return !h || h->completions == 1; }) &&
+             std::all_of(stream.begin(), stream.end(),
+                         [](auto& s) { return !s || s->completions == 1; });
     });
     return outcome{total_ms / host_total, max_ms, stream_blocks_done * block_size >> 20};
   };
   const outcome idle = measure(false, false);
   const outcome unscheduled = measure(false, true);
   const outcome scheduled = measure(true, true);
-  INFO("host mean/max ms: idle " << idle.host_mean_ms << "/" << idle.host_max_ms << ", beside the stream "
-                                  << unscheduled.host_mean_ms << "/" << unscheduled.host_max_ms << " unscheduled, "
-                                  << scheduled.host_mean_ms << "/" << scheduled.host_max_ms
-                                  << " scheduled; stream MiB " << unscheduled.background_mib << " unscheduled, "
-                                  << scheduled.background_mib << " scheduled");
+  INFO("host mean/max ms: idle " << idle.host_mean_ms << "/" << idle.host_max_ms
+                                 << ", beside the stream " << unscheduled.host_mean_ms << "/"
+                                 << unscheduled.host_max_ms << " unscheduled, "
+                                 << scheduled.host_mean_ms << "/" << scheduled.host_max_ms
+                                 << " scheduled; stream MiB " << unscheduled.background_mib
+                                 << " unscheduled, " << scheduled.background_mib << " scheduled");
   CHECK(scheduled.host_mean_ms < 0.6 * unscheduled.host_mean_ms);
   CHECK(scheduled.host_mean_ms < 2.0 * idle.host_mean_ms);
   CHECK(scheduled.background_mib > 0);

@@ -1,6 +1,7 @@
 // The memory device is sparse: RAM is taken on first write and given back
 // when a whole chunk is discarded.
 #include "raid/device/memory_device.h"
+
 #include "tests/raid/device/harness.h"
 
 namespace strata::device::testing {

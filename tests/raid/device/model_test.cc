@@ -15,7 +15,9 @@ using std::chrono::duration_cast;
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
 
-double ms(duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double ms(duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
 
 // A model over a sparse memory device, by default the size of the real drive
 // (the HDD model's seeks depend on it; the SSD model's timing does not).
@@ -90,7 +92,7 @@ TEST_CASE("hdd model: a 4 KiB random read at QD1 takes milliseconds", "[device][
     double low_ms, high_ms;
   };
   for (const auto& [profile, low_ms, high_ms] :
-       {expectation{hdd_profile::sas_10k(), 6.0, 8.0},      // 0.2 + 3.8 + 3.0 + 0.03 = 7.0
+       {expectation{hdd_profile::sas_10k(), 6.0, 8.0},          // 0.2 + 3.8 + 3.0 + 0.03 = 7.0
         expectation{hdd_profile::nl_sas_7k2(), 10.5, 13.0}}) {  // 0.2 + 7.4 + 4.2 + 0.02 = 11.8
     auto drive = modelled_drive::make<hdd_model>(profile);
     const auto r = drive->run(random_4k_reads(1, 2000));
@@ -101,8 +103,7 @@ TEST_CASE("hdd model: a 4 KiB random read at QD1 takes milliseconds", "[device][
   }
 }
 
-TEST_CASE("hdd model: queueing lets the drive reorder, and nothing starves",
-          "[device][model]") {
+TEST_CASE("hdd model: queueing lets the drive reorder, and nothing starves", "[device][model]") {
   INFO("seed " << test_seed());
   auto drive = modelled_drive::make<hdd_model>(hdd_profile::sas_10k());
   const auto qd1 = drive->run(random_4k_reads(1, 1000));
@@ -119,8 +120,10 @@ TEST_CASE("hdd model: queueing lets the drive reorder, and nothing starves",
   // transfer). The bound was limit + 20 ms, which a seed broke
   // (12811387096641307196: 525.9 ms, two such services past the limit).
   const hdd_profile p = hdd_profile::sas_10k();
-  const auto revolution = std::chrono::duration_cast<duration>(std::chrono::duration<double>(60.0 / p.rpm));
-  const duration worst_service = p.command_overhead + p.read_seek.full_stroke + revolution + milliseconds(1);
+  const auto revolution =
+      std::chrono::duration_cast<duration>(std::chrono::duration<double>(60.0 / p.rpm));
+  const duration worst_service =
+      p.command_overhead + p.read_seek.full_stroke + revolution + milliseconds(1);
   CHECK(qd32.percentile(100) < p.starvation_limit + 2 * worst_service);
 }
 

@@ -1,22 +1,22 @@
 // The range lock's one rule: overlapping requests (unless both shared) run
 // one at a time, in arrival order; nothing else waits.
-#include <catch2/catch.hpp>
+#include "raid/device/range_lock.h"
 
-#include <cstdint>
 #include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <random>
 #include <vector>
-
-#include "raid/device/range_lock.h"
 
 namespace strata::device::testing {
 
 namespace {
 
 struct req {
-  req(int i, std::uint64_t b, std::uint64_t e, bool s = false) : id(i), begin(b), end(e), shared(s) {}
+  req(int i, std::uint64_t b, std::uint64_t e, bool s = false)
+      : id(i), begin(b), end(e), shared(s) {}
   int id = 0;
   std::uint64_t begin = 0;
   std::uint64_t end = 0;
@@ -33,7 +33,8 @@ bool overlap(const req& a, const req& b) {
 
 }  // namespace
 
-TEST_CASE("range lock: an overlapping request waits, a disjoint one does not", "[device][range_lock]") {
+TEST_CASE("range lock: an overlapping request waits, a disjoint one does not",
+          "[device][range_lock]") {
   lock_type lock;
   req a{1, 0, 10};
   req b{2, 5, 15};
@@ -49,8 +50,9 @@ TEST_CASE("range lock: an overlapping request waits, a disjoint one does not", "
   CHECK(lock.holds(b));
 }
 
-TEST_CASE("range lock: a newcomer waits behind an older waiter it overlaps, even if no holder blocks it",
-          "[device][range_lock]") {
+TEST_CASE(
+    "range lock: a newcomer waits behind an older waiter it overlaps, even if no holder blocks it",
+    "[device][range_lock]") {
   lock_type lock;
   req a{1, 0, 10};
   req b{2, 5, 20};   // waits for a
@@ -65,7 +67,8 @@ TEST_CASE("range lock: a newcomer waits behind an older waiter it overlaps, even
   CHECK(ran == std::vector<int>{2, 3});
 }
 
-TEST_CASE("range lock: shared requests share, an exclusive one waits for them all", "[device][range_lock]") {
+TEST_CASE("range lock: shared requests share, an exclusive one waits for them all",
+          "[device][range_lock]") {
   lock_type lock;
   req r1{1, 0, 10, true};
   req r2{2, 5, 15, true};
@@ -111,9 +114,10 @@ TEST_CASE("range lock: buckets by granule keep each granule's order", "[device][
   CHECK(ran == std::vector<int>{6, 7, 8, 9, 10, 11});
 }
 
-TEST_CASE("range lock: random requests never run beside one they overlap, and each runs after every "
-          "older one it overlaps has ended",
-          "[device][range_lock]") {
+TEST_CASE(
+    "range lock: random requests never run beside one they overlap, and each runs after every "
+    "older one it overlaps has ended",
+    "[device][range_lock]") {
   const auto seed = std::random_device{}();
   INFO("seed " << seed);
   std::mt19937 rng(seed);

@@ -34,15 +34,16 @@ std::string connect_error(const ceph_connection_options& o) {
 void single_node(const std::string& verb, const std::string& osd) {
   auto env = ceph_test_cluster();
   REQUIRE(env);
-  const std::string command =
-      std::string(STRATA_SOURCE_DIR) + "/tools/ceph/single-node.sh " + verb + " " + env->dir + " " + osd;
+  const std::string command = std::string(STRATA_SOURCE_DIR) + "/tools/ceph/single-node.sh " +
+                              verb + " " + env->dir + " " + osd;
   INFO(command);
   REQUIRE(std::system(command.c_str()) == 0);
 }
 
 }  // namespace
 
-TEST_CASE("rbd device: a cluster connected with bad input is refused, naming what is wrong", "[.rbd]") {
+TEST_CASE("rbd device: a cluster connected with bad input is refused, naming what is wrong",
+          "[.rbd]") {
   const ceph_connection_options good = test_options();
   temp_dir dir;
 
@@ -50,17 +51,20 @@ TEST_CASE("rbd device: a cluster connected with bad input is refused, naming wha
     auto o = good;
     o.keyring_path = (dir.path() / "missing.keyring").string();
     const std::string m = connect_error(o);
-    CHECK_THAT(m, Catch::Contains("cannot read the cephx keyring") && Catch::Contains("missing.keyring"));
+    CHECK_THAT(
+        m, Catch::Contains("cannot read the cephx keyring") && Catch::Contains("missing.keyring"));
   }
   SECTION("a wrong key") {
     auto o = good;
     o.keyring_path = (dir.path() / "wrong.keyring").string();
     // A well-formed key that is not client.admin's.
-    std::ofstream(o.keyring_path) << "[client.admin]\n\tkey = AQBsF0RlAAAAABAAbm90LXRoZS1yaWdodC1rZXkxMg==\n";
+    std::ofstream(o.keyring_path)
+        << "[client.admin]\n\tkey = AQBsF0RlAAAAABAAbm90LXRoZS1yaWdodC1rZXkxMg==\n";
     o.connect_timeout = std::chrono::seconds(10);
     const std::string m = connect_error(o);
     CHECK_THAT(m, Catch::Contains("cannot connect to Ceph at"));
-    CHECK_THAT(m, Catch::Contains("refused client.admin's key") || Catch::Contains("Permission denied") ||
+    CHECK_THAT(m, Catch::Contains("refused client.admin's key") ||
+                      Catch::Contains("Permission denied") ||
                       Catch::Contains("Operation not permitted"));
   }
   SECTION("no monitor at the address") {
@@ -69,7 +73,8 @@ TEST_CASE("rbd device: a cluster connected with bad input is refused, naming wha
     o.connect_timeout = std::chrono::seconds(3);
     const auto started = std::chrono::steady_clock::now();
     const std::string m = connect_error(o);
-    CHECK_THAT(m, Catch::Contains("no monitor answered within 3 s") && Catch::Contains("127.0.0.1:13391"));
+    CHECK_THAT(
+        m, Catch::Contains("no monitor answered within 3 s") && Catch::Contains("127.0.0.1:13391"));
     CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(20));
   }
   SECTION("no monitor address at all") {
@@ -87,14 +92,16 @@ TEST_CASE("rbd device: a cluster connected with bad input is refused, naming wha
 
     auto image = rbd_device::open(loop.context, cluster, ceph_test_pool, "no-such-image", {});
     REQUIRE(!image);
-    CHECK(image.error().message == std::string("the RBD image ") + ceph_test_pool + "/no-such-image does not exist");
+    CHECK(image.error().message ==
+          std::string("the RBD image ") + ceph_test_pool + "/no-such-image does not exist");
 
     const std::string name = make_test_image(8 << 20);
     rbd_options wrong;
     wrong.block_count = 1024;  // 4 MiB of 4 KiB blocks, the image is 8 MiB
     auto sized = rbd_device::open(loop.context, cluster, ceph_test_pool, name, wrong);
     REQUIRE(!sized);
-    CHECK_THAT(sized.error().message, Catch::Contains("is 8388608 bytes, not the 4194304 expected"));
+    CHECK_THAT(sized.error().message,
+               Catch::Contains("is 8388608 bytes, not the 4194304 expected"));
 
     const std::string odd = make_test_image((8 << 20) + 512);
     auto odd_size = rbd_device::open(loop.context, cluster, ceph_test_pool, odd, {});
@@ -108,8 +115,10 @@ TEST_CASE("rbd device: a cluster connected with bad input is refused, naming wha
   }
 }
 
-TEST_CASE("rbd device: an OSD outage shows in Ceph's health and fails the image's I/O with timed_out; I/O resumes after",
-          "[.rbd]") {
+TEST_CASE(
+    "rbd device: an OSD outage shows in Ceph's health and fails the image's I/O with timed_out; "
+    "I/O resumes after",
+    "[.rbd]") {
   auto o = test_options();
   o.op_timeout = std::chrono::seconds(5);
   auto c = ceph_cluster::connect(o);
@@ -145,8 +154,9 @@ TEST_CASE("rbd device: an OSD outage shows in Ceph's health and fails the image'
   const auto started = std::chrono::steady_clock::now();
   const std::error_code failed = run(loop, dev, *w);
   const auto waited = std::chrono::steady_clock::now() - started;
-  INFO("the write failed with " << failed.message() << " after "
-                                << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count() << " ms");
+  INFO("the write failed with "
+       << failed.message() << " after "
+       << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count() << " ms");
   CHECK(failed == errc::timed_out);
   CHECK(waited < std::chrono::seconds(30));
   CHECK(w->completions == 1);

@@ -38,7 +38,9 @@ TEST_CASE("spin advisor: spinning stops after a run of long gaps and comes back 
   }
 }
 
-TEST_CASE("run_loop: work posted from another thread, close together and far apart, all runs; stop ends it") {
+TEST_CASE(
+    "run_loop: work posted from another thread, close together and far apart, all runs; stop ends "
+    "it") {
   boost::asio::io_context loop(1);
   auto guard = boost::asio::make_work_guard(loop);
   std::atomic<int> ran = 0;
@@ -50,7 +52,8 @@ TEST_CASE("run_loop: work posted from another thread, close together and far apa
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
     const int before = ran.load();
     boost::asio::post(loop, [&] { ++ran; });
-    for (int w = 0; w < 2000 && ran.load() == before; ++w) std::this_thread::sleep_for(std::chrono::microseconds(500));
+    for (int w = 0; w < 2000 && ran.load() == before; ++w)
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
     REQUIRE(ran.load() == before + 1);
   }
   boost::asio::post(loop, [&] { loop.stop(); });

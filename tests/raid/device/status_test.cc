@@ -1,7 +1,8 @@
 // errno is interpreted in one place; each code has a message a person can read.
+#include "raid/device/status.h"
+
 #include <cerrno>
 
-#include "raid/device/status.h"
 #include "tests/raid/device/harness.h"
 
 namespace strata {
