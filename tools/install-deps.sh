@@ -8,6 +8,8 @@ set -euo pipefail
 packages=(
   # toolchain
   g++ cmake ninja-build pkg-config
+  ccache             # the compiler cache both presets build through (README: "The compiler cache")
+  clang-format       # .ci/run fails on unformatted sources (tools/check-format.sh)
   # the fuzz targets (tests/fuzz/run.sh): clang with libFuzzer, and libc++ for its <expected>
   clang-16 libclang-rt-16-dev libc++-16-dev libc++abi-16-dev
   # libraries

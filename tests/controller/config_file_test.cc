@@ -13,10 +13,10 @@ using namespace strata::controller;
 
 namespace {
 
-// The example as shipped, from the source tree (STRATA_SOURCE_DIR, from
-// CMake: __FILE__ is relative under ccache's base_dir).
+// The example as shipped, from the source tree (__FILE__ is relative under
+// ccache's base_dir).
 std::string example_text() {
-  const auto path = std::filesystem::path(STRATA_SOURCE_DIR) / "controller" / "strata.example.toml";
+  const auto path = strata::device::testing::source_dir() / "controller" / "strata.example.toml";
   std::ifstream in(path);
   REQUIRE(in);
   std::ostringstream text;

@@ -42,6 +42,10 @@ skip() {
 }
 cxx=clang++-16
 command -v "$cxx" > /dev/null || skip "$cxx is not installed"
+# Through the compiler cache when it is here, as the presets compile
+# (README: "The compiler cache"); the line tables name the tree as ".".
+compiler=("$cxx")
+command -v ccache > /dev/null && compiler=(env CCACHE_BASEDIR="$PWD" ccache "$cxx")
 [[ -f "$("$cxx" -print-runtime-dir)/libclang_rt.fuzzer-x86_64.a" ]] || skip "libFuzzer (libclang-rt-16-dev) is not installed"
 echo '#include <expected>
 int main() { return std::expected<int, int>(0).value(); }' | "$cxx" -std=c++2b -stdlib=libc++ -x c++ - -o /dev/null 2> /dev/null ||
@@ -57,7 +61,7 @@ sanitize=(-fsanitize=address,undefined -fno-sanitize-recover=all)
 # own sources: clang warns about things GCC does not, and a clang-only
 # warning in the project should show, not stop the fuzzing.
 warnings=(-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wcast-align -Woverloaded-virtual -Wimplicit-fallthrough)
-common=("${std_flags[@]}" -DBOOST_ASIO_NO_DEPRECATED -I. -O1 -g -fno-omit-frame-pointer "${sanitize[@]}" "${warnings[@]}")
+common=("${std_flags[@]}" -DBOOST_ASIO_NO_DEPRECATED -I. -O1 -g -fdebug-prefix-map="$PWD"=. -fno-omit-frame-pointer "${sanitize[@]}" "${warnings[@]}")
 libs=(-lisal -luring -lcrypto -l:libstdc++.so.6 -lpthread)
 # What the targets need: the SCSI layer, the iSCSI target and the NVMe/TCP framing whole, and of
 # raid/device only the memory volume (the rest needs std::chrono's <=>,
@@ -91,7 +95,7 @@ compile() {
   if stale "$compiled" "${compiled%.o}.d"; then
     recompiled=1
     echo "run.sh: compiling $source"
-    if ! "$cxx" "${common[@]}" "$@" -MMD -MF "${compiled%.o}.d" -c "$source" -o "$compiled"; then
+    if ! "${compiler[@]}" "${common[@]}" "$@" -MMD -MF "${compiled%.o}.d" -c "$source" -o "$compiled"; then
       echo "run.sh: cannot compile $source" >&2
       exit 2
     fi

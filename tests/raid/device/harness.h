@@ -21,6 +21,12 @@ namespace strata::device::testing {
 // with every test that uses it, so a failure can be replayed.
 std::uint64_t test_seed();
 
+// The source tree (tests read shipped files and call its scripts). Compiled
+// into one small file of its own (source_dir.cc), so that the absolute path
+// keeps no other object out of a clone's compiler cache (README: "The
+// compiler cache").
+std::filesystem::path source_dir();
+
 // A temporary directory, removed with everything in it.
 class temp_dir {
  public:

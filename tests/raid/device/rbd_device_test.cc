@@ -34,8 +34,8 @@ std::string connect_error(const ceph_connection_options& o) {
 void single_node(const std::string& verb, const std::string& osd) {
   auto env = ceph_test_cluster();
   REQUIRE(env);
-  const std::string command = std::string(STRATA_SOURCE_DIR) + "/tools/ceph/single-node.sh " +
-                              verb + " " + env->dir + " " + osd;
+  const std::string command = (source_dir() / "tools/ceph/single-node.sh").string() + " " + verb +
+                              " " + env->dir + " " + osd;
   INFO(command);
   REQUIRE(std::system(command.c_str()) == 0);
 }
