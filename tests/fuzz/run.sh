@@ -61,7 +61,9 @@ sanitize=(-fsanitize=address,undefined -fno-sanitize-recover=all)
 # own sources: clang warns about things GCC does not, and a clang-only
 # warning in the project should show, not stop the fuzzing.
 warnings=(-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wcast-align -Woverloaded-virtual -Wimplicit-fallthrough)
-common=("${std_flags[@]}" -DBOOST_ASIO_NO_DEPRECATED -I. -O1 -g -fdebug-prefix-map="$PWD"=. -fno-omit-frame-pointer "${sanitize[@]}" "${warnings[@]}")
+# Line tables only (-g1), as the presets: a crash's stack names files and
+# lines, and a file compiles about a third faster than with -g.
+common=("${std_flags[@]}" -DBOOST_ASIO_NO_DEPRECATED -I. -O1 -g1 -fdebug-prefix-map="$PWD"=. -fno-omit-frame-pointer "${sanitize[@]}" "${warnings[@]}")
 libs=(-lisal -luring -lcrypto -l:libstdc++.so.6 -lpthread)
 # What the targets need: the SCSI layer, the iSCSI target and the NVMe/TCP framing whole, and of
 # raid/device only the memory volume (the rest needs std::chrono's <=>,
