@@ -19,7 +19,7 @@ quick=false
 case "${1:-}" in
   "") ;;
   --quick) quick=true ;;
-  -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
   *) echo "test.sh: unknown argument $1 (--quick, or none)" >&2; exit 2 ;;
 esac
 
@@ -69,7 +69,7 @@ print_phases() {
   ((compiles == 0)) || rate=$((100 * hits / compiles))
   if $quick; then
     budget=$budget_quick_s kind="--quick"
-  elif ((compiles > 0 && rate >= 95)); then
+  elif ((compiles == 0 || rate >= 95)); then  # nothing to compile: warmer still
     budget=$budget_warm_s kind="warm: ${rate}% of the compiles hit the cache"
   else
     budget=$budget_cold_s kind="cold: ${rate}% of the compiles hit the cache"
