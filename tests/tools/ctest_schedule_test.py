@@ -57,7 +57,7 @@ for t in tests:
         two.append(t)
 
 release = any(t["name"] == "fuzz" for t in tests)  # the optimized build runs the guests
-check("the guest tests are found (%d)" % len(guests), len(guests) == 4 if release else len(guests) == 0,
+check("the guest tests are found (%d)" % len(guests), len(guests) >= 4 if release else len(guests) == 0,
       [t["name"] for t in guests])
 check("the two-controller tests are found (%d)" % len(two), len(two) >= 8, [t["name"] for t in two])
 for t in guests:
