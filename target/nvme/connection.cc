@@ -18,7 +18,8 @@ connection::connection(server& s, tcp::socket socket)
       executor_(socket_.get_executor()),
       server_alive_(s.alive_),
       write_wake_(socket_.get_executor()),
-      connect_timer_(socket_.get_executor()) {
+      connect_timer_(socket_.get_executor()),
+      data_timer_(socket_.get_executor()) {
   write_wake_.expires_at(asio::steady_timer::time_point::max());
   boost::system::error_code ec;
   const auto peer = socket_.remote_endpoint(ec);
@@ -39,6 +40,8 @@ void connection::start() {
       socket_.get_executor(), [self] { return self->writer(); }, asio::detached);
   asio::co_spawn(
       socket_.get_executor(), [self] { return self->connect_watchdog(); }, asio::detached);
+  asio::co_spawn(
+      socket_.get_executor(), [self] { return self->data_watch(); }, asio::detached);
 }
 
 void connection::close() {
@@ -49,6 +52,7 @@ void connection::close() {
   socket_.close(ignored);
   write_wake_.cancel();
   connect_timer_.cancel();
+  data_timer_.cancel();
 }
 
 void connection::log(const std::string& what) const {
@@ -150,6 +154,8 @@ asio::awaitable<void> connection::run() {
   // for its data. (Each holds this connection: kept, they would keep it
   // for ever.) Those a unit runs finish into nothing, and free themselves.
   fused_compare_ = nullptr;
+  waiting_for_buffer_.clear();
+  for (auto& s : slots_) s->waiting_for_buffer = false;
   for (auto& s : slots_) {
     if (s->busy && !s->on_unit && !s->responding) release(*s);
   }
@@ -201,7 +207,24 @@ slot* connection::free_slot() {
 void connection::release(slot& s) {
   s.busy = false;
   s.responding = false;
+  // Nothing of a fused pair outlives its slot.
+  if (s.fused_with != nullptr && s.fused_with->fused_with == &s) s.fused_with->fused_with = nullptr;
   s.fused_with = nullptr;
+  s.fused_failed = false;
+  if (fused_compare_ == &s) fused_compare_ = nullptr;
+  if (s.waiting_for_buffer) {
+    std::erase(waiting_for_buffer_, &s);
+    s.waiting_for_buffer = false;
+  }
+  if (s.reserved_bytes > 0) {
+    // Its write buffer goes back to the queue and the host, and its memory
+    // with it (a slot keeps no more than in-capsule data needs).
+    reserved_bytes_ -= s.reserved_bytes;
+    if (ctrl_ != nullptr && ctrl_->budget != nullptr) ctrl_->budget->give_back(s.reserved_bytes);
+    s.reserved_bytes = 0;
+    if (s.data.size() > terms_.max_in_capsule_data_bytes) s.data = device::aligned_buffer();
+    grant_buffers_soon();
+  }
   s.ns = nullptr;
   s.subsys.reset();
   s.to_host.clear();
@@ -240,79 +263,149 @@ asio::awaitable<bool> connection::on_capsule(const pdu_layout& l,
   s->hold = shared_from_this();
   // A fused Compare's Write must come next (NVMe Base 2.0, 3.4.2): anything
   // else leaves the Compare without its half.
-  if (fused_compare_ != nullptr && !(c.fuse() == 2 && fused_compare_->fused_with == nullptr)) {
-    slot& orphan = *fused_compare_;
-    fused_compare_ = nullptr;
-    if (orphan.data_ready) {
-      finish(orphan, generic(code::aborted_missing_fused));
-    } else {
-      orphan.result = generic(code::aborted_missing_fused);  // answered once its data is in
-      orphan.fused_with = &orphan;                           // marks it orphaned
-    }
-  }
+  const bool second_of_pair = c.fuse() == 2 && fused_compare_ != nullptr;
+  if (fused_compare_ != nullptr && !second_of_pair)
+    fail_fused(*fused_compare_, generic(code::aborted_missing_fused));
+  const bool after_failed_first = std::exchange(failed_fused_first_, false);
+  // A command refused before it holds a buffer: its data, if any, is read
+  // and dropped. A refused fused half fails its pair.
+  const auto refuse = [&](status why) -> asio::awaitable<bool> {
+    if (second_of_pair) fail_fused(*fused_compare_, generic(code::aborted_failed_fused));
+    if (c.fuse() == 1) failed_fused_first_ = true;
+    std::vector<std::uint8_t> sink(l.data_bytes);
+    bool ignored = false;
+    if (l.data_bytes > 0 && !co_await read_data(l, sink, ignored)) co_return false;
+    finish(*s, why);
+    co_return true;
+  };
   const auto needed = data_needed(c);
-  if (!needed) {
-    if (c.fuse() == 2 && fused_compare_ != nullptr) {
-      // Its Compare does not run without it.
-      slot& compare = *fused_compare_;
-      fused_compare_ = nullptr;
-      compare.result = generic(code::aborted_failed_fused);
-      compare.fused_with = &compare;
-      if (compare.data_ready) finish(compare, compare.result);
-    }
-    std::vector<std::uint8_t> sink(l.data_bytes);
-    bool ignored = false;
-    if (l.data_bytes > 0 && !co_await read_data(l, sink, ignored)) co_return false;
-    finish(*s, needed.error());
-    co_return true;
-  }
+  if (!needed) co_return co_await refuse(needed.error());
   s->data_bytes = *needed;
-  bool no_memory = false;
-  try {
-    if (s->data.size() < s->data_bytes) s->data = device::aligned_buffer(s->data_bytes);
-  } catch (const std::bad_alloc&) {
-    no_memory = true;
-  }
-  if (no_memory) {
-    std::vector<std::uint8_t> sink(l.data_bytes);
-    bool ignored = false;
-    if (l.data_bytes > 0 && !co_await read_data(l, sink, ignored)) co_return false;
-    finish(*s, generic(code::command_interrupted, false));
-    co_return true;
+  const bool in_capsule = l.data_bytes > 0;
+  if (in_capsule || s->data_bytes == 0) {
+    // In-capsule data (at most IOCCSZ) goes into the slot's own buffer,
+    // kept from command to command; write data on an R2T waits below for
+    // a reservation before its buffer is made.
+    bool no_memory = false;
+    try {
+      if (s->data.size() < s->data_bytes) s->data = device::aligned_buffer(s->data_bytes);
+    } catch (const std::bad_alloc&) {
+      no_memory = true;
+    }
+    if (no_memory) co_return co_await refuse(generic(code::command_interrupted, false));
   }
   if (c.fuse() == 1) {
     fused_compare_ = s;
   } else if (c.fuse() == 2) {
-    if (fused_compare_ != nullptr) {
+    if (second_of_pair) {
       fused_compare_->fused_with = s;
       s->fused_with = fused_compare_;
       fused_compare_ = nullptr;
     } else {
-      s->fused_with = s;  // no Compare before it
-      s->result = generic(code::aborted_missing_fused);
+      // No Compare before it, or one refused at once.
+      s->fused_failed = true;
+      s->result =
+          generic(after_failed_first ? code::aborted_failed_fused : code::aborted_missing_fused);
     }
   }
-  if (l.data_bytes > 0) {
+  if (in_capsule) {
     // In-capsule data: all of the command's.
     auto into = std::span(reinterpret_cast<std::uint8_t*>(s->data.data()), s->data_bytes);
     if (!co_await read_data(l, into, s->digest_failed)) co_return false;
     s->received_bytes = s->data_bytes;
     data_arrived(*s);
   } else if (s->data_bytes > 0) {
-    // One R2T for the whole: the host cuts it into H2CData of MAXH2CDATA.
-    outgoing o;
-    o.header = r2t(s->cid, s->index, 0, s->data_bytes, terms_.header_digest);
-    send(std::move(o));
+    // One R2T for the whole (the host cuts it into H2CData of MAXH2CDATA),
+    // once the queue's and the host's budgets hold its buffer.
+    s->waiting_for_buffer = true;
+    waiting_for_buffer_.push_back(s);
+    grant_buffers();
   } else {
     data_arrived(*s);
   }
   co_return true;
 }
 
+void connection::grant_buffers() {
+  grant_posted_ = false;
+  const std::uint64_t queue_capacity = std::max<std::uint64_t>(
+      server_.options().write_buffer_bytes_per_queue, server_.options().max_transfer_bytes);
+  while (!waiting_for_buffer_.empty() && !closed_ && !closing_) {
+    slot& s = *waiting_for_buffer_.front();
+    if (reserved_bytes_ + s.data_bytes > queue_capacity) return;  // a release here grants again
+    write_budget* budget = ctrl_ == nullptr ? nullptr : ctrl_->budget.get();  // none before Connect
+    if (budget != nullptr &&
+        !budget->take(s.data_bytes, [weak = weak_from_this(), loop = executor_] {
+          asio::post(loop, [weak] {
+            if (auto self = weak.lock()) self->grant_buffers();
+          });
+        })) {
+      return;  // the host's other queues hold it: woken when they give some back
+    }
+    waiting_for_buffer_.pop_front();
+    s.waiting_for_buffer = false;
+    s.reserved_bytes = s.data_bytes;
+    reserved_bytes_ += s.data_bytes;
+    try {
+      if (s.data.size() < s.data_bytes) s.data = device::aligned_buffer(s.data_bytes);
+    } catch (const std::bad_alloc&) {
+      // No data will come for it: answered now (the host retries), and its
+      // reservation goes with its slot.
+      s.data_ready = true;
+      if (s.command().fuse() != 0) {
+        fail_fused(s, generic(code::command_interrupted, false));
+      } else {
+        finish(s, generic(code::command_interrupted, false));
+      }
+      continue;
+    }
+    s.data_moved_at = std::chrono::steady_clock::now();
+    outgoing o;
+    o.header = r2t(s.cid, s.index, 0, s.data_bytes, terms_.header_digest);
+    send(std::move(o));
+  }
+}
+
+void connection::grant_buffers_soon() {
+  if (grant_posted_ || waiting_for_buffer_.empty()) return;
+  grant_posted_ = true;
+  asio::post(executor_, [self = shared_from_this()] { self->grant_buffers(); });
+}
+
+asio::awaitable<void> connection::data_watch() {
+  auto self = shared_from_this();
+  const auto timeout = server_.options().h2c_data_timeout;
+  const auto period =
+      std::max<std::chrono::milliseconds>(timeout / 4, std::chrono::milliseconds(10));
+  while (!closed_ && !closing_) {
+    data_timer_.expires_after(period);
+    auto [ec] = co_await data_timer_.async_wait(use_tuple);
+    if (ec || closed_ || closing_) co_return;
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& s : slots_) {
+      if (!s->busy || s->reserved_bytes == 0 || s->data_ready || now - s->data_moved_at < timeout)
+        continue;
+      log("terminated: command " + std::to_string(s->cid) + " had " +
+          std::to_string(s->received_bytes) + " of the " + std::to_string(s->data_bytes) +
+          " bytes its R2T asked for, and no more came for " + std::to_string(timeout.count()) +
+          " ms");
+      terminate({fatal_error::pdu_sequence_error, 0}, {});
+      // A host that reads nothing more gets 2 s for the C2HTermReq.
+      data_timer_.expires_after(std::chrono::seconds(2));
+      auto [late] = co_await data_timer_.async_wait(use_tuple);
+      if (!late) close();
+      co_return;
+    }
+  }
+}
+
 std::expected<std::uint32_t, status> connection::data_needed(const command_view& c) {
   // What the command moves, by its kind.
   std::uint32_t to_controller = 0;
   std::optional<std::uint32_t> to_host;  // none: what the SGL says (admin data)
+  // FUSE 11b is reserved, and only NVM commands fuse (NVMe Base 2.0, 3.4.2).
+  if (c.fuse() == 3 || (c.fuse() != 0 && (qid_ == 0 || c.opcode() == opcode::fabrics)))
+    return std::unexpected(generic(code::invalid_field));
   if (c.opcode() == opcode::fabrics) {
     if (c.fabrics_type() == fctype::connect) to_controller = connect_data_bytes;
   } else if (ctrl_ == nullptr) {
@@ -359,7 +452,8 @@ asio::awaitable<bool> connection::on_h2c_data(const pdu_layout& l,
   // The R2T's tag is the slot's index; it must be waiting for this data,
   // from where the last H2CData ended.
   slot* s = d->transfer_tag < slots_.size() ? slots_[d->transfer_tag].get() : nullptr;
-  if (s == nullptr || !s->busy || s->cid != d->command_id || s->data_ready || s->data_bytes == 0) {
+  if (s == nullptr || !s->busy || s->cid != d->command_id || s->data_ready || s->data_bytes == 0 ||
+      s->reserved_bytes == 0) {
     terminate({fatal_error::invalid_header_field, 10}, header.first(l.header_bytes));
     co_return false;
   }
@@ -371,6 +465,7 @@ asio::awaitable<bool> connection::on_h2c_data(const pdu_layout& l,
       std::span(reinterpret_cast<std::uint8_t*>(s->data.data()) + d->data_offset, d->data_bytes);
   if (!co_await read_data(l, into, s->digest_failed)) co_return false;
   s->received_bytes += d->data_bytes;
+  s->data_moved_at = std::chrono::steady_clock::now();
   if (s->received_bytes == s->data_bytes) {
     data_arrived(*s);
   } else if (d->last) {
@@ -383,21 +478,41 @@ asio::awaitable<bool> connection::on_h2c_data(const pdu_layout& l,
 
 void connection::data_arrived(slot& s) {
   s.data_ready = true;
-  if (s.digest_failed) {
-    // Not fatal: the host sends the command again (NVMe/TCP 1.0, 3.6.2.7).
-    if (s.fused_with != nullptr && s.fused_with != &s)
-      s.fused_with->result = generic(code::aborted_failed_fused);
-    return finish(s, generic(code::transient_transport_error, false));
-  }
-  if (s.fused_with == &s) return finish(s, s.result);  // a fused half whose other half never came
-  if (s.fused_with != nullptr) {
-    slot& compare = s.command().fuse() == 1 ? s : *s.fused_with;
-    slot& write = *compare.fused_with;
-    if (compare.data_ready && write.data_ready) execute_fused(compare);
+  // A data digest error is not fatal: the host sends the command again
+  // (NVMe/TCP 1.0, 3.6.2.7). Of a fused pair, it fails both halves.
+  const status transient = generic(code::transient_transport_error, false);
+  const std::uint8_t fuse = s.command().fuse();
+  if (fuse == 0) return s.digest_failed ? finish(s, transient) : execute(s);
+  if (s.fused_failed) return finish(s, s.digest_failed ? transient : s.result);
+  if (s.fused_with == nullptr) return;  // a Compare waiting for its Write's capsule
+  slot& compare = fuse == 1 ? s : *s.fused_with;
+  slot& write = *compare.fused_with;
+  if (!compare.data_ready || !write.data_ready) return;  // the other half's data is to come
+  if (compare.digest_failed || write.digest_failed) {
+    compare.fused_with = write.fused_with = nullptr;
+    const status failed_fused = generic(code::aborted_failed_fused);
+    finish(compare, compare.digest_failed ? transient : failed_fused);
+    finish(write, write.digest_failed ? transient : failed_fused);
     return;
   }
-  if (s.command().fuse() == 1) return;  // waits for its Write's capsule
-  execute(s);
+  execute_fused(compare);
+}
+
+void connection::fail_fused(slot& half, status why) {
+  if (fused_compare_ == &half) fused_compare_ = nullptr;
+  if (half.command().fuse() == 0) return;
+  if (slot* other = std::exchange(half.fused_with, nullptr); other != nullptr) {
+    // Its other half fails with it (a pair is answered together).
+    other->fused_with = nullptr;
+    other->fused_failed = true;
+    other->result = generic(code::aborted_failed_fused);
+    if (other->data_ready) finish(*other, other->result);
+  }
+  half.fused_failed = true;
+  half.result = why;
+  if (half.data_ready) {
+    finish(half, half.digest_failed ? generic(code::transient_transport_error, false) : why);
+  }
 }
 
 void connection::execute(slot& s) {

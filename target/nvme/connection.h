@@ -69,9 +69,23 @@ struct slot {
   bool data_ready = false;
   bool digest_failed = false;  // a data digest did not match: the command fails, transiently
 
-  // A fused Compare and Write: the other half (the compare's is the write,
-  // and the write's the compare), until both have their data.
+  // A fused Compare and Write (NVMe Base 2.0, 3.4.2): the other half (the
+  // compare's is the write, and the write's the compare), from the
+  // Write's capsule until the pair is answered. Neither half is answered
+  // before the other's capsule and data are in, so that neither outlives
+  // the other's slot.
   slot* fused_with = nullptr;
+  // A fused half that never runs (its other half is missing or failed):
+  // answered with `result` (or Transient Transport Error, if its own data
+  // digest failed) once its data is in.
+  bool fused_failed = false;
+
+  // Write data the host sends on an R2T: the bytes reserved for it in the
+  // queue's and the host's budgets (0: none; in-capsule data takes none),
+  // and when its data last moved (the R2T, or an H2CData).
+  bool waiting_for_buffer = false;  // queued for a reservation: no R2T yet
+  std::uint32_t reserved_bytes = 0;
+  std::chrono::steady_clock::time_point data_moved_at{};
 
   // The NVM command, as the unit runs it.
   const namespace_config* ns = nullptr;
@@ -141,6 +155,15 @@ class connection : public std::enable_shared_from_this<connection> {
   std::expected<std::uint32_t, status> data_needed(const command_view& c);
   // Runs `s` once its data is here (or pairs a fused command first).
   void data_arrived(slot& s);
+  // A fused half that cannot run: answered now if its data is in, else
+  // once it is.
+  void fail_fused(slot& half, status why);
+  // Reserves write buffers for the commands waiting for them, in order,
+  // and sends each its R2T; stops at the first that does not fit.
+  void grant_buffers();
+  void grant_buffers_soon();
+  // Ends the connection when a host leaves an R2T unanswered.
+  asio::awaitable<void> data_watch();
   void execute(slot& s);
   void execute_io(slot& s);
   void execute_fused(slot& compare);
@@ -188,11 +211,20 @@ class connection : public std::enable_shared_from_this<connection> {
   std::vector<std::unique_ptr<slot>> slots_;
   // A fused Compare waiting for its Write's capsule.
   slot* fused_compare_ = nullptr;
+  // The last capsule was a fused Compare refused at once: a Write fused to
+  // it is aborted as the second half of a failed fused command.
+  bool failed_fused_first_ = false;
+  // Write buffers (server_options::write_buffer_bytes_per_queue): reserved
+  // by this queue's commands, and the commands waiting for one, in order.
+  std::uint64_t reserved_bytes_ = 0;
+  std::deque<slot*> waiting_for_buffer_;
+  bool grant_posted_ = false;
   std::deque<outgoing> queue_;
   std::vector<asio::const_buffer> write_buffers_;  // the writer's gather list
   std::vector<std::array<std::uint8_t, digest_bytes>> write_digests_;
   asio::steady_timer write_wake_;
   asio::steady_timer connect_timer_;
+  asio::steady_timer data_timer_;  // data_watch()
   bool closed_ = false;
   bool closing_ = false;  // a last PDU is queued; nothing is read or sent after it
 };
@@ -246,6 +278,10 @@ class controller : public std::enable_shared_from_this<controller> {
   std::vector<std::uint32_t> changed_namespaces;  // since the host last read the page
   std::weak_ptr<connection> admin;
   std::map<std::uint16_t, std::weak_ptr<connection>> io_queues;
+
+  // Its host's write budget, shared with the host's other controllers at
+  // this port (set at its Connect, before any I/O queue can join it).
+  std::shared_ptr<write_budget> budget;
 
  private:
   static std::int64_t now_ns() noexcept {

@@ -99,6 +99,12 @@ void connection::on_connect(slot& s) {
     // The admin queue: a new controller (the dynamic model: the host asks
     // for FFFFh, or names none it may have).
     // It lives on this connection's loop.
+    if (server_.controllers_of(data->host_nqn) >= server_.options().max_controllers_per_host) {
+      log("Connect refused: host " + data->host_nqn + " has " +
+          std::to_string(server_.options().max_controllers_per_host) +
+          " controllers at this port already");
+      return finish(s, {status_type::command_specific, code::connect_controller_busy, false});
+    }
     std::shared_ptr<controller> made;
     const std::uint16_t id = server_.add_controller([&](std::uint16_t fresh) {
       made =
@@ -107,6 +113,7 @@ void connection::on_connect(slot& s) {
     });
     if (id == 0)
       return finish(s, {status_type::command_specific, code::connect_controller_busy, false});
+    made->budget = server_.write_budget_of(data->host_nqn);
     ctrl_ = made;
     subsys_ = subsys;
     {

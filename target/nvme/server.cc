@@ -120,6 +120,28 @@ void server::remove_controller(std::uint16_t id) {
   controllers_.erase(id);
 }
 
+std::shared_ptr<write_budget> server::write_budget_of(const std::string& host_nqn) {
+  std::lock_guard hold(mutex_);
+  for (auto it = write_budgets_.begin(); it != write_budgets_.end();) {
+    it = it->second.expired() ? write_budgets_.erase(it) : std::next(it);
+  }
+  if (auto there = write_budgets_[host_nqn].lock()) return there;
+  auto made = std::make_shared<write_budget>(
+      std::max<std::uint64_t>(options_.write_buffer_bytes_per_host, options_.max_transfer_bytes));
+  write_budgets_[host_nqn] = made;
+  return made;
+}
+
+std::size_t server::controllers_of(std::string_view host_nqn) const {
+  std::lock_guard hold(mutex_);
+  std::size_t n = 0;
+  for (const auto& [id, weak] : controllers_) {
+    const auto c = weak.lock();
+    if (c != nullptr && !c->ended() && c->host.host_nqn == host_nqn) ++n;
+  }
+  return n;
+}
+
 std::size_t server::controllers() const {
   std::lock_guard hold(mutex_);
   return controllers_.size();

@@ -45,6 +45,7 @@
 #include "raid/device/status.h"
 #include "target/nvme/log_pages.h"
 #include "target/nvme/nvm.h"
+#include "target/nvme/write_budget.h"
 
 namespace strata::nvme {
 
@@ -101,6 +102,20 @@ struct server_options {
   std::uint32_t ana_groups = 2;
   // A connection that has sent no ICReq, or no Connect, by then is closed.
   std::chrono::seconds connect_timeout{15};
+  // Write data waiting for its command to run (what R2Ts ask for; each
+  // write's buffer is allocated when its R2T goes out): the most one queue,
+  // and one host across all its controllers and queues, may hold. A write
+  // past them waits for its R2T until others finish. Each at least
+  // max_transfer_bytes (a smaller one is raised to it).
+  std::uint64_t write_buffer_bytes_per_queue = 8u << 20;
+  std::uint64_t write_buffer_bytes_per_host = 64u << 20;
+  // An R2T whose data stops coming for this long ends its connection
+  // (C2HTermReq, PDU Sequence Error): its buffer is not held for ever.
+  std::chrono::milliseconds h2c_data_timeout{30000};
+  // The controllers one host may have at this port at once (each has up to
+  // max_io_queues queues of in-capsule buffers): a Connect past it is
+  // refused as Controller Busy.
+  std::size_t max_controllers_per_host = 16;
   // Told, in words for an administrator, why a Connect was refused and
   // why a connection or controller ended. Called on the server's loop.
   std::function<void(std::string_view)> log;
@@ -167,6 +182,10 @@ class server {
   std::uint16_t add_controller(
       const std::function<std::shared_ptr<controller>(std::uint16_t id)>& make);
   std::shared_ptr<controller> find_controller(std::uint16_t id) const;
+  // The write budget of the host `host_nqn`, shared by its controllers.
+  std::shared_ptr<write_budget> write_budget_of(const std::string& host_nqn);
+  // How many live controllers the host `host_nqn` has at this port.
+  std::size_t controllers_of(std::string_view host_nqn) const;
   void remove_controller(std::uint16_t id);
   // The subsystem as it is now, read without the lock: on loop_ only
   // (where it changes).
@@ -198,6 +217,7 @@ class server {
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<const subsystem>, std::less<>> subsystems_;
   std::map<std::uint16_t, std::weak_ptr<controller>> controllers_;
+  std::map<std::string, std::weak_ptr<write_budget>, std::less<>> write_budgets_;
   std::uint16_t controller_counter_ = 0;
   std::map<std::uint32_t, ana_state> ana_states_;
   std::uint64_t ana_change_count_ = 1;

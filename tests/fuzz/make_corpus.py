@@ -293,6 +293,24 @@ def nvme_connection_seeds():
           zeroes + dsm + register + acquire + report + release + flush)
     write("nvme_connection_fuzz", "digests", bytes([3 | 4]) + identify + record(sqe(0x06, 6, 0, (2,), 4096), flags=1) +
           record(sqe(0x7F, 7, 0, (0, 0, 0x1C), 0), b""))
+    # Fused pairs whose halves fail: a data digest error on the Compare, then
+    # on the Write; a Write with no Compare; a Compare and then an unfused
+    # command; a pair split over two queues; a pair cut off by the end of
+    # the connection (its Write's data still to come by R2T).
+    def compare_(cid, flags=0, in_capsule=True):
+        return record(sqe(0x05, cid, 1, (8, 0, 0), 4096, in_capsule, fuse=1), b"\x5a" * 4096 if in_capsule else b"",
+                      flags)
+    def fused_write_(cid, flags=0, in_capsule=True):
+        return record(sqe(0x01, cid, 1, (8, 0, 0), 4096, in_capsule, fuse=2), b"\x77" * 4096 if in_capsule else b"",
+                      flags)
+    write("nvme_connection_fuzz", "fused_digests", bytes([2 | 4 | 8]) + write_in_capsule + compare_(30, 2) +
+          fused_write_(31) + compare_(32) + fused_write_(33, 2) + compare_(34, 0, False) + fused_write_(35, 2) + read)
+    write("nvme_connection_fuzz", "fused_sequences", bytes([2 | 4]) + fused_write_(40) + compare_(41) + read +
+          compare_(42) + compare_(43) + fused_write_(44) + record(sqe(0x01, 45, 1, (8, 0, 0), 4096, True, fuse=3),
+                                                                  b"\x11" * 4096) + read)
+    write("nvme_connection_fuzz", "fused_split", bytes([2 | 4]) + compare_(50) + fused_write_(51, 8) + read +
+          compare_(52, 8) + fused_write_(53))
+    write("nvme_connection_fuzz", "fused_cut", bytes([2]) + compare_(60) + fused_write_(61, 0, False))
     disconnect = bytearray(sqe(0x7F, 22))
     disconnect[4] = 0x08
     write("nvme_connection_fuzz", "raw", bytes([0]) + nvme_pdu(0, struct.pack("<HBBI", 0, 0, 0, 0)) +

@@ -15,11 +15,15 @@
 //                       3 as 1, with header and data digests
 //             bit 2     the harness answers R2Ts with H2CData (a pattern),
 //                       so that writes by R2T run
+//             bit 3     mode 2 with header and data digests
 //   records, until the input runs out:
 //           byte     flags: bit 0 corrupt the header digest, bit 1 the
 //                    data digest (when digests are on); bit 2 a raw
 //                    record: a 16-bit length, then that many bytes as
-//                    they are
+//                    they are; bit 3 (mode 2) the capsule goes on a
+//                    second I/O queue of the same controller instead,
+//                    without digests (a fused pair split over two
+//                    queues); nothing on it is checked but the counts
 //           64 bytes a submission queue entry (its command ID, SGL and
 //                    fields as the fuzzer wrote them)
 //           2 bytes  in-capsule data length (at most 9000), then the data
@@ -350,7 +354,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fuzz::input in({data, size});
   const std::uint8_t mode = in.u8();
   const unsigned setup = mode & 0x03;
-  const bool digests = setup == 3;
+  const bool digests = setup == 3 || (setup == 2 && (mode & 0x08) != 0);
   const bool answer_r2t = (mode & 0x04) != 0;
   const std::size_t connections_before = w.server->connections();
   const std::size_t controllers_before = w.server->controllers();
@@ -360,6 +364,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::uint16_t cntlid = 0;
   const std::string host = "nqn.2026-11.io.strata:fuzzer";
   if (setup == 2) owner = make_controller(w.loop, w.at, host, cntlid);
+  // Mode 2's second I/O queue, for the records flagged to go there.
+  std::shared_ptr<client> side;
+  bytes side_stream;
 
   auto c = std::make_shared<client>(w.loop);
   FUZZ_REQUIRE(c->connect(w.loop, w.at), "the target accepts a connection");
@@ -384,6 +391,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const auto s = in.take(64);
       std::copy(s.begin(), s.end(), sqe.begin());
       const auto d = in.take(std::min<std::uint64_t>(in.be(2), 9000));
+      if (setup == 2 && (flags & 0x08) != 0) {
+        if (side_stream.empty()) {
+          side_stream = ic_req(false);
+          const bytes side_connect = capsule(connect_sqe(2), connect_data(host, cntlid), false);
+          side_stream.insert(side_stream.end(), side_connect.begin(), side_connect.end());
+        }
+        const bytes pdu_bytes = capsule(sqe, d, false);
+        side_stream.insert(side_stream.end(), pdu_bytes.begin(), pdu_bytes.end());
+        continue;
+      }
       bytes pdu_bytes = capsule(sqe, d, digests, flags & 0x03);
       stream.insert(stream.end(), pdu_bytes.begin(), pdu_bytes.end());
     }
@@ -437,7 +454,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   };
   c->send(std::move(stream));
-  run_until(w.loop, wait_bound, [&] { return c->ended() || (c->sent() && idle(w.loop)); });
+  if (!side_stream.empty()) {
+    side = std::make_shared<client>(w.loop);
+    FUZZ_REQUIRE(side->connect(w.loop, w.at), "the target accepts the second I/O queue");
+    side->send(std::move(side_stream));
+  }
+  run_until(w.loop, wait_bound, [&] {
+    return (c->ended() || (c->sent() && idle(w.loop))) && (side == nullptr || side->sent());
+  });
+  if (side != nullptr) side->close();
   c->half_close_when_sent();
   FUZZ_REQUIRE(run_until(w.loop, wait_bound, [&] { return c->ended(); }),
                "the target closes the connection within 3 s of the host's FIN");

@@ -9,13 +9,13 @@ Disconnect, one unit seen through both protocols, and its one
 reservation state, which NVMe hosts and iSCSI initiators share; all of it at 512-
 and 4096-byte blocks.
    nvme_target_test.py PATH/TO/strata-iscsi-target"""
-import math, os, random, struct, sys, time, traceback
+import math, os, random, socket, struct, sys, time, traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import iscsi_raw
-from nvme_raw import (ASYNC_EVENT, CAP, COMPARE, CSTS, DISCONNECT, DISCOVERY_NQN, FLUSH, FUSE_FIRST, FUSE_SECOND,
-                      IC_REQ, READ, VS, WRITE, Host, Queue, check, connect_data, connect_sqe, dsm_ranges, dsm_sqe,
-                      fabrics_sqe, failures, get_features_sqe, invalid_parameter, rw_sqe, set_features_sqe, sqe,
-                      start, stop, write_zeroes_sqe)
+from nvme_raw import (ASYNC_EVENT, C2H_TERM_REQ, CAP, COMPARE, CSTS, DISCONNECT, DISCOVERY_NQN, FLUSH, FUSE_FIRST,
+                      FUSE_SECOND, H2C_DATA, IC_REQ, R2T, READ, VS, WRITE, Host, ProtocolError, Queue, TermReq, check,
+                      connect_data, connect_sqe, dsm_ranges, dsm_sqe, fabrics_sqe, failures, get_features_sqe,
+                      invalid_parameter, rw_sqe, set_features_sqe, sqe, start, stop, write_zeroes_sqe)
 
 NQN = "nqn.2026-11.io.strata:test"
 HOST = Host("nqn.2026-11.io.strata:host-a")
@@ -343,6 +343,97 @@ def test_fused(t):
     check("... and the data is unchanged", q.read(1, lba, n, bs).data == new)
 
 
+class Corked:
+    """A queue's socket whose sends are held until uncorked, so that several
+    PDUs leave in one TCP send."""
+    def __init__(self, q):
+        self.q, self.real, self.held = q, q.s, bytearray()
+        q.s = self
+
+    def sendall(self, data):
+        self.held += data
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def uncork(self):
+        self.q.s = self.real
+        self.real.sendall(bytes(self.held))
+
+def test_fused_failures(t):
+    """Fused Compare and Write whose halves fail: the pair is answered
+    together, the Write never runs when its Compare fails, and nothing of
+    the pair outlives its slots (NVMe Base 2.0, 3.4.2)."""
+    _, (q, q2) = controller(t, 2, data_digest=True)
+    bs, lba = t.block, t.blocks // 4 + 64
+    n = max(1, 4096 // bs)
+    old = RNG.randbytes(n * bs)
+    q.write(1, lba, old, bs)
+    TRANSIENT, FAILED_FUSED, MISSING_FUSED = (0, 0x22), (0, 0x09), (0, 0x0a)
+    def pair(first_kw, second_kw, one_send=False, first_in_capsule=True):
+        cork = Corked(q) if one_send else None
+        first = q.submit(rw_sqe(COMPARE, 1, lba, n, fuse=FUSE_FIRST), old, in_capsule=first_in_capsule,
+                         **first_kw)
+        second = q.submit(rw_sqe(WRITE, 1, lba, n, fuse=FUSE_SECOND), RNG.randbytes(n * bs), in_capsule=True,
+                          **second_kw)
+        if cork:
+            cork.uncork()
+        return q.wait_all([first, second])
+    def unchanged():
+        r = q.read(1, lba, n, bs)
+        return r.ok and r.data == old
+    for how, one_send in (("each in its own TCP send", False), ("both in one TCP send", True)):
+        results = [pair(dict(bad_data_digest=True), {}, one_send) for _ in range(20)]
+        bad = [(c, w) for c, w in results if not (is_status(c, *TRANSIENT) and is_status(w, *FAILED_FUSED))]
+        check("20 fused pairs whose Compare fails its data digest, %s: the Compare is a Transient Transport "
+              "Error, the Write Aborted due to Failed Fused Command (SC 0x09)" % how, not bad,
+              "%d wrong, first %r" % (len(bad), bad[:1]))
+        check("... and the blocks keep their old data", unchanged())
+    c, w = pair({}, dict(bad_data_digest=True))
+    check("a fused pair whose Write fails its data digest: the Write a Transient Transport Error, the Compare "
+          "Aborted due to Failed Fused Command; nothing written", is_status(w, *TRANSIENT) and
+          is_status(c, *FAILED_FUSED) and unchanged(), "%r, %r" % (c, w))
+    c, w = pair(dict(bad_h2c_digest=True), {}, first_in_capsule=False)
+    check("a fused Compare whose data comes on R2T with a bad digest: Transient; its Write Failed Fused; "
+          "nothing written", is_status(c, *TRANSIENT) and is_status(w, *FAILED_FUSED) and unchanged(),
+          "%r, %r" % (c, w))
+    w = q.command(rw_sqe(WRITE, 1, lba, n, fuse=FUSE_SECOND), RNG.randbytes(n * bs), in_capsule=True)
+    check("a fused Write with no Compare before it: Aborted due to Missing Fused Command (SC 0x0a), not written",
+          is_status(w, *MISSING_FUSED) and unchanged(), repr(w))
+    first = q.submit(rw_sqe(COMPARE, 1, lba, n, fuse=FUSE_FIRST), old, in_capsule=True)
+    plain = q.submit(rw_sqe(READ, 1, lba, n), read_bytes=n * bs)
+    c, r = q.wait_all([first, plain])
+    check("a fused Compare followed by an unfused command: the Compare Missing Fused, the other runs",
+          is_status(c, *MISSING_FUSED) and r.ok and r.data == old, "%r, %r" % (c, r))
+    first = q.submit(rw_sqe(COMPARE, 1, lba, n, fuse=FUSE_FIRST), old, in_capsule=True)
+    w = q2.command(rw_sqe(WRITE, 1, lba, n, fuse=FUSE_SECOND), RNG.randbytes(n * bs), in_capsule=True)
+    r = q.read(1, lba, n, bs)
+    c = q.wait(first)
+    check("a pair split over two queues: the Write Missing Fused on its queue, the Compare Missing Fused when "
+          "its own queue's next command comes; nothing written", is_status(w, *MISSING_FUSED) and
+          is_status(c, *MISSING_FUSED) and r.ok and r.data == old, "%r, %r, %r" % (c, w, r))
+    first = q.submit(rw_sqe(COMPARE, 9, lba, n, fuse=FUSE_FIRST), old, in_capsule=True)
+    second = q.submit(rw_sqe(WRITE, 1, lba, n, fuse=FUSE_SECOND), RNG.randbytes(n * bs), in_capsule=True)
+    c, w = q.wait_all([first, second])
+    check("a fused Compare refused at once (an inactive namespace): its Write Failed Fused, not written",
+          not c.ok and is_status(w, *FAILED_FUSED) and unchanged(), "%r, %r" % (c, w))
+    c = q.command(rw_sqe(WRITE, 1, lba, n, fuse=3), RNG.randbytes(n * bs), in_capsule=True)
+    check("FUSE 11b (reserved): Invalid Field, not written", is_status(c, 0, 0x02) and unchanged(), repr(c))
+    # Disconnects mid-pair: a Compare alone, then a Compare with its Write's
+    # data still to come on R2T; the target goes on.
+    q.submit(rw_sqe(COMPARE, 1, lba, n, fuse=FUSE_FIRST), old, in_capsule=True)
+    q.close()
+    _, (q,) = controller(t, 1, data_digest=True)
+    q.submit(rw_sqe(COMPARE, 1, lba, n, fuse=FUSE_FIRST), old, in_capsule=True)
+    q.submit(rw_sqe(WRITE, 1, lba, n, fuse=FUSE_SECOND), RNG.randbytes(n * bs), in_capsule=False)
+    q.close()
+    _, (q,) = controller(t, 1)
+    new = RNG.randbytes(n * bs)
+    c, w = fused(q, lba, n, old, new)
+    check("after disconnects mid-pair, the target serves a fused pair again, and it lands",
+          c.ok and w.ok and q.read(1, lba, n, bs).data == new, "%r, %r" % (c, w))
+
+
 # --- Errors -------------------------------------------------------------------------
 
 def test_command_errors(t):
@@ -523,9 +614,111 @@ def test_reservations(t):
     check("an acquire of type 7 is an invalid field", is_status(acquire(a, 0xA, 7), 0, 0x02))
 
 
+# --- Write buffers: bounded, and timed out -------------------------------------------
+
+BUFFER_ARGS = ("--nvme-write-buffer-bytes-per-queue", str(1 << 20), "--nvme-write-buffer-bytes-per-host",
+               str(2 << 20), "--nvme-h2c-data-timeout-ms", "3000")
+
+def r2ts_within(queues, seconds):
+    """The R2Ts the queues get within `seconds`, unanswered: (queue, PDU) pairs."""
+    got, end = [], time.monotonic() + seconds
+    for q in queues:
+        while True:
+            try:
+                p = q.recv_pdu(max(end - time.monotonic(), 0.05))
+            except (socket.timeout, TimeoutError):
+                break
+            if p.type != R2T:
+                raise ProtocolError("a PDU of type %d while R2Ts were awaited" % p.type)
+            got.append((q, p))
+    return got
+
+def answer(q, p):
+    cid = p.u16(8)
+    q.answer_r2t(cid, q.pending[cid], p.u16(10), p.u32(12), p.u32(16))
+
+def test_write_buffers(t):
+    """Run against a target of 1 MiB per queue and 2 MiB per host (BUFFER_ARGS):
+    R2Ts go out only as buffers are free, every write lands, and an R2T left
+    unanswered for 3 s ends its connection."""
+    admin = HOST.admin(t.port, NQN)
+    refused = None
+    others = [HOST.admin(t.port, NQN) for _ in range(15)]
+    try:
+        HOST.admin(t.port, NQN)
+    except ProtocolError as e:
+        refused = str(e)
+    check("a host's 17th controller at the port is refused (Connect: Controller Busy, SCT 1 SC 0x81)",
+          refused is not None and "SCT 1 SC 0x81" in refused, refused or "accepted")
+    for o in others + [admin]:
+        o.close()
+    end = time.monotonic() + 5
+    while True:  # the controllers end as their admin queues close
+        try:
+            _, queues = controller(t, 3)
+            break
+        except ProtocolError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.1)
+    bs, size = t.block, 256 << 10
+    base = t.blocks // 2
+    writes = {}
+    for i in range(8):
+        data = RNG.randbytes(size)
+        cid = queues[0].submit(rw_sqe(WRITE, 1, base + i * size // bs, size // bs), data, in_capsule=False)
+        writes[(0, cid)] = (base + i * size // bs, data)
+    got = r2ts_within(queues[:1], 0.5)
+    check("8 writes of 256 KiB on one queue of 1 MiB: 4 R2Ts, the others wait", len(got) == 4, "%d R2Ts" % len(got))
+    answer(*got[0])
+    done = queues[0].wait(got[0][1].u16(8))
+    more = r2ts_within(queues[:1], 0.5)
+    check("... one answered and done: one more R2T", done.ok and len(more) == 1, "%r, %d" % (done, len(more)))
+    for i, q in enumerate(queues[1:], 1):
+        for j in range(4):
+            data = RNG.randbytes(size)
+            lba = base + (8 + 4 * i + j) * size // bs
+            writes[(i, q.submit(rw_sqe(WRITE, 1, lba, size // bs), data, in_capsule=False))] = (lba, data)
+    extra = r2ts_within(queues[1:], 0.5)
+    check("... 8 more on two other queues of the host (2 MiB in all): R2Ts only as far as the host's 2 MiB "
+          "(4 held on the first queue, 4 more)", len(extra) == 4, "%d R2Ts" % len(extra))
+    for q, p in got[1:] + more + extra:
+        answer(q, p)
+    end = time.monotonic() + 30
+    while any(q.pending for q in queues) and time.monotonic() < end:
+        for q in queues:  # every queue served at once: R2Ts answered as they come
+            if q.pending:
+                try:
+                    q.step(0.05)
+                except (socket.timeout, TimeoutError):
+                    pass
+    bad = [c for q in queues for c in q.done.values() if not c.ok] + [cid for q in queues for cid in q.pending]
+    for q in queues:
+        q.done.clear()
+    check("... and as buffers come back every write gets its R2T and succeeds", not bad, repr(bad[:1]))
+    wrong = [lba for lba, data in writes.values() if queues[0].read(1, lba, size // bs, bs).data != data]
+    check("... and every write reads back", not wrong, "%d wrong" % len(wrong))
+    q = queues[0]
+    q.submit(rw_sqe(WRITE, 1, base, size // bs), RNG.randbytes(size), in_capsule=False)
+    began = time.monotonic()
+    got = r2ts_within([q], 0.5)
+    closed, term = q.ending(8)
+    check("an R2T never answered for 3 s: C2HTermReq FES 2 within 3-4 s, then the connection closes (%.1f s)"
+          % (time.monotonic() - began), len(got) == 1 and closed and term and term.fes == 2 and
+          2.9 < time.monotonic() - began < 5.5, "closed %s, %s" % (closed, term))
+    q = queues[1]
+    cid = q.submit(rw_sqe(WRITE, 1, base, size // bs), RNG.randbytes(size), in_capsule=False)
+    (_, p), = r2ts_within([q], 0.5)
+    q.send_pdu(H2C_DATA, struct.pack('<HHII4x', cid, p.u16(10), 0, 4096), bytes(4096))
+    closed, term = q.ending(8)
+    check("an R2T answered in part, then nothing: C2HTermReq FES 2, closed", closed and term and term.fes == 2,
+          "closed %s, %s" % (closed, term))
+    check("... while the host's last queue goes on", queues[2].read(1, base, 1, bs).ok)
+
+
 TESTS = [test_icreq, test_discovery, test_admin_connect, test_properties, test_identify_controller,
          test_identify_namespaces, test_features, test_io_connect, test_data, test_zeroes_and_deallocate,
-         test_compare, test_fused, test_command_errors, test_header_digest_error, test_data_digest_errors,
+         test_compare, test_fused, test_fused_failures, test_command_errors, test_header_digest_error, test_data_digest_errors,
          test_fatal_errors, test_keep_alive, test_disconnect, test_both_protocols, test_reservations]
 
 def run(test, t):
@@ -552,6 +745,9 @@ for block in (512, 4096):
     stop(target.process)
     target = Target(sys.argv[1], block, "--nvme-host", HOST.nqn, *loops)
     run(test_host_access, target)
+    stop(target.process)
+    target = Target(sys.argv[1], block, *BUFFER_ARGS, *loops)
+    run(test_write_buffers, target)
     stop(target.process)
 print("%d failed: %s" % (len(failures), "; ".join(failures)) if failures else "all passed", flush=True)
 sys.exit(1 if failures else 0)

@@ -14,6 +14,8 @@
 //                       [--immediate-data yes|no] [--physical-block-bytes N]
 //                       [--max-held-write-mib M] [--read-only] [--poll-microseconds U]
 //                       [--nvme-listen ADDR:PORT [--nqn NQN] [--nvme-host HOSTNQN]...] [--loops N]
+//                       [--nvme-write-buffer-bytes-per-queue BYTES]
+//                       [--nvme-write-buffer-bytes-per-host BYTES] [--nvme-h2c-data-timeout-ms MS]
 //
 // Without --acl any initiator may log in and sees unit N as LUN N. With
 // --acl only the initiators named may, each seeing the units listed under
@@ -26,7 +28,10 @@
 // --poll-microseconds (default 100; 0: none) is how long the loop spins
 // for more work before it sleeps (raid/device/run_loop.h).
 //
-// --nvme-host limits the NVMe hosts to those named (default: any).
+// --nvme-host limits the NVMe hosts to those named (default: any). The
+// --nvme-write-buffer-* options bound the write data waiting for its
+// command (R2T buffers) per queue and per host, and --nvme-h2c-data-timeout-ms
+// is how long an R2T may go unanswered (target/nvme/server.h's defaults).
 // --loops N (default 1) runs N loops: the units and both listeners on the
 // first, and the iSCSI and NVMe/TCP connections spread over all N
 // (raid/device/loop_threads.h).
@@ -150,6 +155,8 @@ struct settings {
   std::string nvme_listen;
   std::string nqn = "nqn.2026-11.io.strata:target";
   std::vector<std::string> nvme_hosts;
+  strata::nvme::server_options nvme_options;
+  std::uint64_t nvme_h2c_data_timeout_ms = 30000;
   unsigned loops = 1;
 };
 
@@ -239,6 +246,15 @@ settings parse(int argc, char** argv) {
       ->type_name("HOSTNQN")
       ->default_str("")
       ->allow_extra_args(false);
+  app.add_option("--nvme-write-buffer-bytes-per-queue", s.nvme_options.write_buffer_bytes_per_queue,
+                 "Write data (R2T buffers) one NVMe/TCP queue may hold")
+      ->type_name("BYTES");
+  app.add_option("--nvme-write-buffer-bytes-per-host", s.nvme_options.write_buffer_bytes_per_host,
+                 "Write data (R2T buffers) one NVMe host may hold across its queues")
+      ->type_name("BYTES");
+  app.add_option("--nvme-h2c-data-timeout-ms", s.nvme_h2c_data_timeout_ms,
+                 "How long an R2T may go unanswered before its connection ends")
+      ->type_name("MS");
   app.add_option("--loops", s.loops,
                  "Event loops: the units and both listeners on the first, connections of both "
                  "protocols spread "
@@ -348,7 +364,8 @@ int main(int argc, char** argv) {
     nvme::subsystem nvme_subsystem{s.nqn, {}, {}};
     for (const std::string& h : s.nvme_hosts) nvme_subsystem.hosts[h] = namespaces;
     if (s.nvme_hosts.empty()) nvme_subsystem.anyone = namespaces;
-    nvme::server_options nvme_options;
+    nvme::server_options nvme_options = s.nvme_options;
+    nvme_options.h2c_data_timeout = std::chrono::milliseconds(s.nvme_h2c_data_timeout_ms);
     nvme_options.ana_groups = 1;
     nvme_options.connection_loops = options.connection_loops;
     nvme_options.log = [](std::string_view why) {
