@@ -1000,6 +1000,10 @@ void array::close() {
     p.pool.reset();
     p.write_cache.reset();
     wait([&] { return p.metadata->in_flight() == 0; });
+    // A full file system (or a failed disk) under the state directory
+    // leaves RocksDB in its background-error state: the store closes
+    // without its last flush, and says so (tiering/metadata_store.h).
+    if (const auto how = p.metadata->close()) log(name + ": " + *how);
     p.metadata.reset();
   }
   pools_.clear();

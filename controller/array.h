@@ -274,6 +274,14 @@ class array {
     const served_pool* p = pool_named(name);
     return p != nullptr && !p->lost && !handing_over_.contains(name);
   }
+  // The pools this controller stepped down from (the partner took them
+  // over while it was frozen) since it started. On the loop.
+  std::vector<std::string> stepped_down_from() const {
+    std::vector<std::string> out;
+    for (const auto& [name, p] : pools_)
+      if (p.lost) out.push_back(name);
+    return out;
+  }
   // The array this controller belongs to (controller/identity.h).
   const array_identity& identity() const noexcept { return identity_; }
   // The partner controller, if one is configured (partner.h).

@@ -4,6 +4,8 @@
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
+#include "tiering/rocksdb_log.h"
+
 namespace strata::controller {
 
 std::expected<std::unique_ptr<config_store>, error> config_store::open(
@@ -13,6 +15,9 @@ std::expected<std::unique_ptr<config_store>, error> config_store::open(
   // A few kilobytes per resource, written a handful of times a minute at
   // most: one background job is plenty, and the loops keep the cores.
   options.max_background_jobs = 1;
+  // RocksDB 7.8's own LOG aborts the process on a full file system
+  // (tiering/rocksdb_log.h).
+  options.info_log = tiering::rocksdb_info_log(directory);
   rocksdb::DB* raw = nullptr;
   const rocksdb::Status s = rocksdb::DB::Open(options, directory, &raw);
   if (!s.ok()) {

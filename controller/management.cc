@@ -958,9 +958,11 @@ std::vector<v1::Controller> management::controllers() const {
     // What it is doing with pools, and its partner's state: the loop's.
     array::moving now = array::moving::none;
     std::size_t iscsi_connections = 0, nvme_connections = 0;
+    bool stepped_down = false;
     (void)on_loop(*array_, [&](auto done) {
       if (array_->partner() != nullptr) seen = array_->partner()->state();
       now = array_->pools_moving();
+      stepped_down = !array_->stepped_down_from().empty();
       iscsi_connections = array_->iscsi_connections();
       nvme_connections = array_->nvme_connections();
       done({});
@@ -975,7 +977,8 @@ std::vector<v1::Controller> management::controllers() const {
       port->set_address(nvme->address().to_string() + ":" + std::to_string(nvme->port()));
       port->set_connections(static_cast<std::uint32_t>(nvme_connections));
     }
-    c.set_state(now == array::moving::taking_over    ? v1::CONTROLLER_TAKING_OVER
+    c.set_state(stepped_down                         ? v1::CONTROLLER_STEPPED_DOWN
+                : now == array::moving::taking_over  ? v1::CONTROLLER_TAKING_OVER
                 : now == array::moving::handing_over ? v1::CONTROLLER_HANDING_OVER
                 : c.failed_over()                    ? v1::CONTROLLER_FAILED_OVER
                                                      : v1::CONTROLLER_ACTIVE);

@@ -720,6 +720,9 @@ void array::step_down(const std::string& name, const pool_ownership& newer,
   // Its LUNs forward to the new owner from now on; the commands the old
   // units hold (stopped at the gates, never applied) wait until close().
   present_pool(name, false, true);
+  // The pool's record says who owns it now, as the drives and the partner
+  // do: GetPool, ListControllers, the console and /metrics read it.
+  note_owner(name, newer.owner, newer.epoch);
   const std::string why = "controller " + newer.owner + " took it over (epoch " +
                           std::to_string(newer.epoch) +
                           ") while this controller was frozen: it stepped down. Nothing it held "

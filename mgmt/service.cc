@@ -86,16 +86,39 @@ std::vector<std::string> fields_of(const google::protobuf::FieldMask& mask) {
   return {mask.paths().begin(), mask.paths().end()};
 }
 
-// One page of the records directly under `collection` ("disks/"): not
-// those further down ("pools/p1/volumes/…" under "pools/").
+// Whether `rest`, a key past its collection ("hdd-00" of "disks/hdd-00"),
+// is a record of the collection itself: not one further down
+// ("p1/volumes/v1" under "pools/").
+bool direct(std::string_view rest) {
+  return rest.find('/') == std::string_view::npos;
+}
+
+// Whether `rest`, a key past "pools/", is a volume's: POOL/volumes/NAME.
+bool volume_key(std::string_view rest) {
+  constexpr std::string_view middle = "/volumes/";
+  const auto slash = rest.find('/');
+  if (slash == 0 || slash == std::string_view::npos) return false;
+  rest.remove_prefix(slash);
+  return rest.starts_with(middle) && rest.size() > middle.size() &&
+         rest.find('/', middle.size()) == std::string_view::npos;
+}
+
+// One page of the records under `collection` ("disks/") that `keep`
+// takes (by default those directly under it: not those further down,
+// "pools/p1/volumes/…" under "pools/"), in key order, which is their
+// names' order. A page token is the last name of the page before, so it
+// must be one `keep` takes.
 template <class Message, class Response>
 grpc::Status list(const controller::config_store& config, const std::string& collection,
-                  const v1::ListRequest& in, Response* out, Message* (Response::*add)()) {
+                  const v1::ListRequest& in, Response* out, Message* (Response::*add)(),
+                  bool (*keep)(std::string_view) = direct) {
   if (in.page_size() < 0 || in.page_size() > max_page_size) {
     return invalid("page_size", std::to_string(in.page_size()) + " is outside 0 to " +
                                     std::to_string(max_page_size));
   }
-  if (!in.page_token().empty() && !std::string_view(in.page_token()).starts_with(collection)) {
+  if (const std::string_view token = in.page_token();
+      !token.empty() &&
+      (!token.starts_with(collection) || !keep(token.substr(collection.size())))) {
     return invalid("page_token", "\"" + in.page_token() + "\" is not a token of this list");
   }
   const std::size_t page =
@@ -107,8 +130,7 @@ grpc::Status list(const controller::config_store& config, const std::string& col
     const auto records = config.list(collection, after, page + 1);
     for (const auto& [key, bytes] : records) {
       after = key;
-      if (std::string_view(key).substr(collection.size()).find('/') != std::string_view::npos)
-        continue;  // nested
+      if (!keep(std::string_view(key).substr(collection.size()))) continue;  // nested
       if (picked.size() == page) {
         more = true;
         break;
@@ -417,7 +439,15 @@ grpc::Status array_service::GetPool(grpc::ServerContext*, const v1::GetRequest* 
 grpc::Status array_service::ListVolumes(grpc::ServerContext*, const v1::ListRequest* in,
                                         v1::ListVolumesResponse* out) {
   if (in->parent().empty())
-    return invalid("parent", "the pool whose volumes to list, e.g. pools/p1");
+    return invalid("parent", "the pool whose volumes to list, e.g. pools/p1 (pools/-: every pool)");
+  // Every pool's volumes (AIP-159, "reading across collections"), each
+  // named with its own pool, in name order and paged across the pools.
+  // This controller's copy of the configuration holds every pool's
+  // records, the partner's pools' too (it is replicated: config_sync.h),
+  // so the list asks the partner nothing and no pool is ever unreachable:
+  // it is whole with the partner down.
+  if (in->parent() == "pools/-")
+    return list(config_, "pools/", *in, out, &v1::ListVolumesResponse::add_volumes, volume_key);
   if (!controller::is_pool_name(in->parent()) || !config_.get(in->parent())) {
     return fail(grpc::StatusCode::NOT_FOUND, "parent", in->parent() + " is not a pool");
   }

@@ -1,6 +1,7 @@
 #include "tiering/metadata_store.h"
 
 #include <rocksdb/db.h>
+#include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/write_batch.h>
@@ -9,7 +10,43 @@
 #include <boost/asio/post.hpp>
 #include <filesystem>
 
+#include "tiering/rocksdb_log.h"
+
 namespace strata::tiering {
+
+namespace detail {
+
+// RocksDB's background error while it stands: set when RocksDB reports one
+// (a failed WAL write, flush, compaction or MANIFEST write; it stops taking
+// writes for the severe ones), cleared when its recovery ends well (the
+// SstFileManager retries every 5 s once the file system has room again).
+// Called on RocksDB's threads.
+class background_errors final : public rocksdb::EventListener {
+ public:
+  void OnBackgroundError(rocksdb::BackgroundErrorReason, rocksdb::Status* error) override {
+    if (error == nullptr || error->ok()) return;
+    std::lock_guard lock(mutex_);
+    if (!error_) error_ = error->ToString();
+  }
+  void OnErrorRecoveryEnd(const rocksdb::BackgroundErrorRecoveryInfo& info) override {
+    std::lock_guard lock(mutex_);
+    if (info.new_bg_error.ok()) {
+      error_.reset();
+    } else {
+      error_ = info.new_bg_error.ToString();
+    }
+  }
+  std::optional<std::string> current() const {
+    std::lock_guard lock(mutex_);
+    return error_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::optional<std::string> error_;
+};
+
+}  // namespace detail
 
 std::string_view column_name(column c) noexcept {
   switch (c) {
@@ -125,6 +162,11 @@ std::expected<std::unique_ptr<metadata_store>, error> metadata_store::open(
   // The pool's metadata is small and written in small batches: keep the
   // background threads few, as the loops own the cores.
   options.max_background_jobs = 2;
+  // RocksDB 7.8's own LOG aborts the process on a full file system
+  // (tiering/rocksdb_log.h).
+  options.info_log = rocksdb_info_log(directory);
+  auto errors = std::make_shared<detail::background_errors>();
+  options.listeners.push_back(errors);
   const std::vector<rocksdb::ColumnFamilyDescriptor> families = column_families();
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
@@ -133,8 +175,8 @@ std::expected<std::unique_ptr<metadata_store>, error> metadata_store::open(
     return std::unexpected(make_error(
         errc::io_error, "metadata: cannot open RocksDB at " + directory + ": " + s.ToString()));
   }
-  return std::unique_ptr<metadata_store>(
-      new metadata_store(std::unique_ptr<rocksdb::DB>(raw), std::move(handles), std::move(loop)));
+  return std::unique_ptr<metadata_store>(new metadata_store(
+      std::unique_ptr<rocksdb::DB>(raw), std::move(handles), std::move(errors), std::move(loop)));
 }
 
 std::expected<std::unique_ptr<metadata_store>, error> metadata_store::open_read_only(
@@ -156,7 +198,7 @@ std::expected<std::unique_ptr<metadata_store>, error> metadata_store::open_read_
                             " read-only (is it a pool's metadata directory?): " + s.ToString()));
   }
   auto store = std::unique_ptr<metadata_store>(
-      new metadata_store(std::unique_ptr<rocksdb::DB>(raw), std::move(handles), {}));
+      new metadata_store(std::unique_ptr<rocksdb::DB>(raw), std::move(handles), nullptr, {}));
   store->read_only_ = true;
   store->failure_ = make_error_code(errc::io_error);  // nothing is ever written through it
   return store;
@@ -164,25 +206,65 @@ std::expected<std::unique_ptr<metadata_store>, error> metadata_store::open_read_
 
 metadata_store::metadata_store(std::unique_ptr<rocksdb::DB> db,
                                std::vector<rocksdb::ColumnFamilyHandle*> handles,
+                               std::shared_ptr<detail::background_errors> errors,
                                boost::asio::any_io_executor loop)
     : db_(std::move(db)),
       handles_(std::move(handles)),
+      errors_(std::move(errors)),
       loop_(std::move(loop)),
       thread_([this] { run(); }) {}
 
 metadata_store::~metadata_store() {
+  (void)close();
+}
+
+std::optional<std::string> metadata_store::background_error() const {
+  if (errors_ == nullptr) return std::nullopt;
+  return errors_->current();
+}
+
+std::optional<std::string> metadata_store::close() {
+  if (closed_) return std::nullopt;
+  closed_ = true;
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_all();
   thread_.join();
-  // Out of the log into table files now, at a clean stop: otherwise the
-  // next open replays the whole memtable (seconds with a million extent
-  // mappings in it). A crash still leaves the log to replay, as it must.
-  if (!read_only_) (void)db_->Flush(rocksdb::FlushOptions{}, handles_);
+  std::optional<std::string> outcome;
+  if (!read_only_) {
+    // Out of the log into table files now, at a clean stop: otherwise the
+    // next open replays the whole memtable (seconds with a million extent
+    // mappings in it). A crash still leaves the log to replay, as it must,
+    // and so does a stop in the background-error state: RocksDB takes no
+    // flush then (it would only fail again, with the same error).
+    std::optional<std::string> stuck = background_error();
+    std::optional<std::string> failed;
+    if (!stuck) {
+      const rocksdb::Status flushed = db_->Flush(rocksdb::FlushOptions{}, handles_);
+      if (!flushed.ok()) {
+        stuck = background_error();  // the flush's own failure, on a full file system
+        if (!stuck) failed = flushed.ToString();
+      }
+    }
+    const char* safe =
+        "every write it acknowledged is in its table files or its write-ahead log, which the "
+        "next start replays";
+    if (stuck) {
+      outcome = "the metadata store is in its background-error state (" + *stuck +
+                "): closed without its last flush; " + safe;
+    } else if (failed) {
+      outcome = "the metadata store's last flush failed (" + *failed + "); " + safe;
+    }
+  }
   for (auto* h : handles_) (void)db_->DestroyColumnFamilyHandle(h);
-  (void)db_->Close();
+  // In the background-error state RocksDB's close says so again (a log
+  // writer that saw the error leaves its unwritten bytes: those of the
+  // write that failed, which was never acknowledged).
+  const rocksdb::Status closed = db_->Close();
+  if (!closed.ok() && !outcome) outcome = "the metadata store's close failed: " + closed.ToString();
+  return outcome;
 }
 
 void metadata_store::write(metadata_batch batch, bool sync,

@@ -34,6 +34,10 @@ class Env;
 class ColumnFamilyHandle;
 }  // namespace rocksdb
 
+namespace strata::tiering::detail {
+class background_errors;
+}  // namespace strata::tiering::detail
+
 namespace strata::tiering {
 
 enum class column : std::uint8_t {
@@ -119,9 +123,25 @@ class metadata_store {
       const std::string& directory);
   metadata_store(const metadata_store&) = delete;
   metadata_store& operator=(const metadata_store&) = delete;
-  // Finishes the queued writes, then closes.
-  // REQUIRES: in_flight() == 0 (every outcome has reached the loop).
+  // close(), if it was not called.
   ~metadata_store();
+
+  // Finishes the queued writes, then closes the database. At a clean stop
+  // its memtables are flushed into table files first, so that the next
+  // open need not replay the log. Not in RocksDB's background-error state
+  // (a write or a flush failed: a full file system, an I/O error), where
+  // no flush can succeed and none is tried. Nothing acknowledged depends on
+  // that flush: a write() whose outcome was success is in a table file or
+  // in the write-ahead log (synced there if `sync`; written there before
+  // its outcome in any case), and the next open replays the log. A write
+  // that failed was not acknowledged. The answer: nullopt after a clean
+  // close; else, for the log, how the store closed and why. Blocking; once
+  // only (later calls: nullopt); after it, nothing but the destructor.
+  // REQUIRES: in_flight() == 0 (every outcome has reached the loop).
+  std::optional<std::string> close();
+  // RocksDB's background error, while it is in that state (it stops taking
+  // writes then, and may clear it once the file system has room again).
+  std::optional<std::string> background_error() const;
 
   // Applies `batch` atomically on the store's thread. `sync`: durable (the
   // WAL synced) before `done` is called. `done` runs on the loop.
@@ -171,6 +191,7 @@ class metadata_store {
 
  private:
   metadata_store(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> handles,
+                 std::shared_ptr<detail::background_errors> errors,
                  boost::asio::any_io_executor loop);
   struct job {
     metadata_batch batch;
@@ -183,10 +204,14 @@ class metadata_store {
 
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+  // RocksDB's listener (DBOptions::listeners) for its background errors;
+  // null for a read-only store.
+  std::shared_ptr<detail::background_errors> errors_;
   boost::asio::any_io_executor loop_;
   std::size_t in_flight_ = 0;
   std::error_code failure_;
   bool read_only_ = false;  // open_read_only's
+  bool closed_ = false;
 
   // Shared with the store's thread.
   std::mutex mutex_;

@@ -1,8 +1,9 @@
 // Dashboard: the controllers, the pools' space per tier, what needs an
 // admin (alerts), and the live I/O, refreshed every 2 s.
 //   ListControllers; ListPools + GetPoolStatistics per pool; ListDiskGroups,
-//   ListDisks, ListOperations (alerts); ListVolumes + GetVolumeStatistics
-//   per volume (latency: the mean over the volumes, weighted by IOPS).
+//   ListDisks, ListOperations (alerts); ListVolumes (pools/-: every pool's)
+//   + GetVolumeStatistics per volume (latency: the mean over the volumes,
+//   weighted by IOPS).
 import { call, list_all, num } from './api.js';
 import { badge, bytes, clear, fixed, h, progress, short, state_name, table, time } from './ui.js';
 
@@ -25,7 +26,7 @@ export async function render(root, scope) {
       list_all('ListDisks', {}, 'disks'),
       list_all('ListOperations', {}, 'operations'),
     ]);
-    const volumes = (await Promise.all(pool_list.map((p) => list_all('ListVolumes', { parent: p.name }, 'volumes')))).flat();
+    const volumes = await list_all('ListVolumes', { parent: 'pools/-' }, 'volumes');
     const [pool_stats, volume_stats] = await Promise.all([
       Promise.all(pool_list.map((p) => call('GetPoolStatistics', { name: p.name }))),
       Promise.all(volumes.map((v) => call('GetVolumeStatistics', { name: v.name }))),

@@ -25,7 +25,7 @@ const since_choices = [['3600', 'the last hour'], ['21600', 'the last 6 hours'],
 
 export async function render(root, scope, path) {
   const pools = await list_all('ListPools', {}, 'pools');
-  const volumes = (await Promise.all(pools.map((p) => list_all('ListVolumes', { parent: p.name }, 'volumes')))).flat();
+  const volumes = await list_all('ListVolumes', { parent: 'pools/-' }, 'volumes');
   const targets = pools.flatMap((p) => [[p.name, `${p.name} (every volume)`],
     ...volumes.filter((v) => v.name.startsWith(`${p.name}/`)).map((v) => [v.name, v.name])]);
   const wanted = path.join('/');

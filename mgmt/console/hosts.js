@@ -1,7 +1,7 @@
 // Hosts and LUN maps: the initiator hosts and what each sees; add a host
 // (with CHAP), map a volume to a host as a LUN, unmap.
-//   ListHosts, ListMappings, ListPools + ListVolumes (the map form's
-//   choices); CreateHost, CreateMapping, DeleteMapping.
+//   ListHosts, ListMappings, ListVolumes of every pool (pools/-: the map
+//   form's choices); CreateHost, CreateMapping, DeleteMapping.
 import { call, list_all } from './api.js';
 import { action, api_form, clear, h, short, show_notice, table } from './ui.js';
 
@@ -72,12 +72,11 @@ export async function render(root, scope) {
   };
 
   const refresh = async () => {
-    const [hosts, mappings, pools] = await Promise.all([
+    const [hosts, mappings, volumes] = await Promise.all([
       list_all('ListHosts', {}, 'hosts'),
       list_all('ListMappings', {}, 'mappings'),
-      list_all('ListPools', {}, 'pools'),
+      list_all('ListVolumes', { parent: 'pools/-' }, 'volumes'),
     ]);
-    const volumes = (await Promise.all(pools.map((p) => list_all('ListVolumes', { parent: p.name }, 'volumes')))).flat();
     if (!scope.alive) return;
     clear(hosts_section, h('h2', {}, 'Hosts'), table(['Host', 'Initiators', 'CHAP', 'Mutual CHAP', 'LUNs'],
       hosts.map((x) => ({

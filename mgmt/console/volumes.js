@@ -1,7 +1,8 @@
 // Volumes: each volume's size, where its data lies (SSD, HDD and Ceph
 // tier), read-cache hits and latency (and per tier), refreshed every 2 s; create, resize, move
 // between tiers, delete.
-//   ListPools, ListVolumes per pool, GetVolumeStatistics per volume;
+//   ListPools (the create form's choices), ListVolumes of every pool
+//   (parent pools/-), GetVolumeStatistics per volume;
 //   CreateVolume, UpdateVolume (update_mask "size_bytes"), MoveVolume,
 //   DeleteVolume.
 import { ApiError, call, list_all, num } from './api.js';
@@ -63,7 +64,7 @@ export async function render(root, scope) {
 
   let names = '';
   const refresh = async () => {
-    const volumes = (await Promise.all(pools.map((p) => list_all('ListVolumes', { parent: p.name }, 'volumes')))).flat();
+    const volumes = await list_all('ListVolumes', { parent: 'pools/-' }, 'volumes');
     const stats = await Promise.all(volumes.map((v) => call('GetVolumeStatistics', { name: v.name })));
     if (!scope.alive) return;
     draw_volumes(list_section, volumes, stats, refresh);

@@ -434,7 +434,9 @@ void logical_unit::write_atomic(task& t) {
   //   LENGTH GRANULARITY). A database relies on this to skip its
   //   torn-page protection; promising more would lose its data. The
   //   blocks go down as ONE request. With FUA, a flush follows, as for
-  //   WRITE.
+  //   WRITE. (libiscsi 1.19's WriteAtomic16.Simple sends up to 256
+  //   granules whatever the maximum, and so fails here as against any
+  //   target that promises less: tests/target/iscsi_clients_test.sh.)
   const std::uint8_t* cdb = t.cdb.data();
   if ((cdb[1] >> 5) != 0)  // WRPROTECT: no protection information here
     return fail_later(t, illegal_request(asc::invalid_field_in_cdb));
@@ -491,10 +493,14 @@ void logical_unit::pre_fetch(task& t, std::uint64_t lba, std::uint64_t blocks) {
 }
 
 void logical_unit::get_lba_status(task& t) {
-  // SBC-3 5.20: descriptors of runs of blocks in one provisioning state,
-  // the first starting at STARTING LBA. The volume says what is allocated
-  // (block_device::allocation_at); a fully provisioned unit reports
-  // everything mapped, whatever the volume does below it.
+  // SBC-3 5.20: descriptors of runs of blocks in one provisioning state.
+  // The first starts at STARTING LBA itself, aligned to a physical block or
+  // an extent or not, and runs to the end of that state; each next one
+  // starts where the one before ends (SBC-4, LBA status descriptor
+  // relationships). libiscsi 1.19's GetLBAStatus.UnmapSingle wants another
+  // start on 512e (tests/target/iscsi_clients_test.sh). The volume says
+  // what is allocated (block_device::allocation_at); a fully provisioned
+  // unit reports everything mapped, whatever the volume does below it.
   const std::uint8_t* cdb = t.cdb.data();
   const std::uint64_t start_lba = get64(cdb + 2);
   const std::uint32_t allocation_length = get32(cdb + 10);

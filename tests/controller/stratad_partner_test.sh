@@ -4,7 +4,8 @@
 # b, on an empty state directory of its own, finds the array's identity and
 # link key on the shared drives, links to a (proving the key both ways),
 # and copies the array-wide configuration; each controller's API lists
-# both, with the pools each owns; b sees a go DOWN when a stops, and a
+# both, with the pools each owns, and every pool's volumes (`volume list`
+# with no pool: ListVolumes of pools/-); b sees a go DOWN when a stops, and a
 # restarted b links again. Without a, and without a shelf holding an array,
 # b says why it cannot join.
 #   stratad_partner_test.sh PATH/TO/stratad PATH/TO/strata
@@ -58,6 +59,12 @@ check "b says a owns pools/p1" bash -c "'$cli' --api $api_b controller list | gr
 check "both controllers report one array id" test "$(a --json controller show a | sed -n 's/.*"array_id": *"\([0-9a-f]*\)".*/\1/p')" = \
   "$(b --json controller show b | sed -n 's/.*"array_id": *"\([0-9a-f]*\)".*/\1/p')"
 check "b's API shows the array's volumes" bash -c "'$cli' --api $api_b volume list p1 | grep -q pools/p1/volumes/v1"
+# volume list with no pool: every pool's (ListVolumes of pools/-), b's p2 on a's API too.
+check "a's volume list: a's v1 and b's v2, each with its pool" bash -c \
+  "'$cli' --api $api_a volume list | grep -q '^pools/p1/volumes/v1 ' && '$cli' --api $api_a volume list | grep -q '^pools/p2/volumes/v2 '"
+check "b's volume list: the same" test "$(b volume list)" = "$(a volume list)"
+a volume list --pool p1 >"$dir/p1-volumes"
+check "volume list --pool p1: p1's only" bash -c "grep -q pools/p1/volumes/v1 '$dir/p1-volumes' && ! grep -q pools/p2/ '$dir/p1-volumes'"
 check "b's API shows the array's hosts" test "$(b host list | tail -n +2)" = "$(a host list | tail -n +2)"
 check "b's event log: the link came up" bash -c "'$cli' --api $api_b events | grep -q 'the partner link is up'"
 check "a refuses b's name for itself" bash -c "! '$cli' --api $api_a controller show c 2>/dev/null"

@@ -171,6 +171,22 @@ sleep 1
 check "what b wrote since stands: the frozen a's queued write never landed" holds "$on_b" 0xd1 0 4
 check "every earlier acknowledged write is there too" holds "$on_b" 0xb1 4 4
 kill -9 "$stale" 2>/dev/null; wait "$stale" 2>/dev/null; stale=
+# Every view of ownership agrees, on either controller (issue 47): p1 is
+# b's in GetPool and in ListControllers, and a says it stepped down.
+# owner_on API POOL: the pool's owner as that controller's API says
+owner_on() { "$cli" --api "$1" --json pool list | grep -o "\"name\":\"pools/$2\"[^}]*\"owner\":\"[^\"]*\"" | sed 's/.*"owner":"//; s/"$//'; }
+# holders API POOL: the controllers whose pools include POOL in that API's controller list
+holders() { "$cli" --api "$1" --json controller list | python3 -c '
+import json, sys
+print(" ".join(sorted(c["name"] for c in json.load(sys.stdin) if sys.argv[1] in c.get("pools", []))))' "pools/$2"; }
+state_on() { "$cli" --api "$1" --json controller list | python3 -c '
+import json, sys
+print([c["state"] for c in json.load(sys.stdin) if c["name"] == sys.argv[1]][0])' "controllers/$2"; }
+for api in "$api_a" "$api_b"; do
+  check "GetPool on $api: p1's owner is controllers/b ($(owner_on "$api" p1))" test "$(owner_on "$api" p1)" = controllers/b
+  check "ListControllers on $api: p1 is b's pool alone ($(holders "$api" p1))" test "$(holders "$api" p1)" = controllers/b
+  check "ListControllers on $api: a says it stepped down ($(state_on "$api" a))" test "$(state_on "$api" a)" = CONTROLLER_STEPPED_DOWN
+done
 check "b's event log shows every transition" bash -c "'$cli' --api $api_b events --limit 1000 | grep -q 'controller a is DOWN: taking the pool over'"
 
 kill -TERM "$pid"; wait "$pid"

@@ -182,6 +182,73 @@ TEST_CASE("api: lists page by token until the last page, which has none", "[mgmt
   CHECK(volumes.next_page_token().empty());
 }
 
+TEST_CASE("api: ListVolumes of pools/- lists every pool's volumes, paged across the pools",
+          "[mgmt]") {
+  api a;
+  // Two pools more, one before p1 and one after (on two controllers, the
+  // partner's pools are in this copy of the configuration too).
+  controller::config_batch b;
+  for (const char* name : {"pools/p0", "pools/p2"}) {
+    v1::Pool p;
+    p.set_name(name);
+    b.put(p.name(), p.SerializeAsString());
+  }
+  for (const char* name : {"pools/p0/volumes/a", "pools/p2/volumes/v2", "pools/p2/volumes/v3"}) {
+    v1::Volume v;
+    v.set_name(name);
+    v.set_size_bytes(1u << 30);
+    b.put(v.name(), v.SerializeAsString());
+  }
+  REQUIRE(a.config->commit(b));
+  const std::vector<std::string> every{"pools/p0/volumes/a", "pools/p1/volumes/v1",
+                                       "pools/p1/volumes/v2", "pools/p2/volumes/v2",
+                                       "pools/p2/volumes/v3"};
+
+  v1::ListVolumesResponse all;
+  REQUIRE(a.call(&v1::Array::Stub::ListVolumes, page(0, {}, "pools/-"), all).ok());
+  std::vector<std::string> names;
+  for (const auto& v : all.volumes()) names.push_back(v.name());
+  CHECK(names == every);  // each with its own pool, in name order; no pool among them
+  CHECK(all.next_page_token().empty());
+
+  // Pages of two: the pages run on from one pool into the next.
+  names.clear();
+  std::vector<std::string> tokens;
+  std::string token;
+  do {
+    v1::ListVolumesResponse out;
+    const auto s = a.call(&v1::Array::Stub::ListVolumes, page(2, token, "pools/-"), out);
+    INFO(s.error_message());
+    REQUIRE(s.ok());
+    for (const auto& v : out.volumes()) names.push_back(v.name());
+    token = out.next_page_token();
+    if (!token.empty()) tokens.push_back(token);
+  } while (!token.empty() && tokens.size() < 10);
+  CHECK(names == every);
+  CHECK(tokens == std::vector<std::string>{"pools/p1/volumes/v1", "pools/p2/volumes/v2"});
+
+  // One pool's list is still that pool's.
+  v1::ListVolumesResponse p2;
+  REQUIRE(a.call(&v1::Array::Stub::ListVolumes, page(0, {}, "pools/p2"), p2).ok());
+  REQUIRE(p2.volumes_size() == 2);
+  CHECK(p2.volumes(0).name() == "pools/p2/volumes/v2");
+  v1::ListPoolsResponse pools;
+  REQUIRE(a.call(&v1::Array::Stub::ListPools, page(0), pools).ok());
+  CHECK(pools.pools_size() == 3);
+
+  // A token must be a volume's name.
+  v1::ListVolumesResponse bad;
+  auto s = a.call(&v1::Array::Stub::ListVolumes, page(2, "pools/p1", "pools/-"), bad);
+  CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(s.error_message().starts_with("page_token:"));
+  s = a.call(&v1::Array::Stub::ListVolumes, page(2, "disks/hdd-00", "pools/-"), bad);
+  CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  s = a.call(&v1::Array::Stub::ListVolumes, page(2, "pools/p2/volumes/v2", "pools/p1"), bad);
+  CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);  // another pool's: not this list's
+  s = a.call(&v1::Array::Stub::ListVolumes, page(0, {}, "pools/-/volumes"), bad);
+  CHECK(s.error_code() == grpc::StatusCode::NOT_FOUND);
+}
+
 TEST_CASE("api: each bad request gets its status code and names the field", "[mgmt]") {
   api a;
   v1::ListDisksResponse disks;

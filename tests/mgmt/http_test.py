@@ -64,6 +64,9 @@ status, answer, _ = call(web, "CreateVolume", {"parent": "pools/p1", "volumeId":
 check("CreateVolume through JSON: 200, the volume back", status == 200 and answer.get("name") == "pools/p1/volumes/web1")
 listed = strata(grpc, "volume", "list")
 check("... and `strata volume list` (gRPC) shows it", "web1" in listed.stdout)
+status, answer, _ = call(web, "ListVolumes", {"parent": "pools/-"})
+check("ListVolumes of pools/- (every pool's): 200, each volume named with its pool",
+      status == 200 and [v["name"] for v in answer.get("volumes", [])] == ["pools/p1/volumes/v1", "pools/p1/volumes/web1"])
 
 status, answer, _ = call(web, "CreateVolume", {"parent": "pools/p1", "volumeId": "bad", "volume": {"sizeBytes": "1000"}})
 grpc_said = subprocess.run(["grpcurl", "-plaintext", "-d", '{"parent":"pools/p1","volume_id":"bad","volume":{"size_bytes":1000}}',

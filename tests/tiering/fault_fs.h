@@ -7,6 +7,13 @@
 // manifest, table files) fails from now on, with an IOError, as a failed
 // fsync does; RocksDB then fails the write that needed it and every later
 // one. The data may or may not be in the file: exactly the unknown outcome.
+//
+// fail_no_space(): every write to a writable file fails with ENOSPC from
+// now on (IOStatus::NoSpace), as on a full file system, and the file
+// system says it has no free space left (RocksDB's SstFileManager polls
+// that before it tries to recover). RocksDB's own info log, were the store
+// to let RocksDB make one, goes through this file system too: RocksDB 7.8's
+// aborts on a full one (tiering/rocksdb_log.h).
 #pragma once
 
 #include <rocksdb/env.h>
@@ -27,6 +34,22 @@ class fault_fs final : public rocksdb::FileSystemWrapper {
   void fail_syncs(bool on = true) noexcept { failing_.store(on); }
   bool failing() const noexcept { return failing_.load(); }
   std::uint64_t syncs_failed() const noexcept { return failed_.load(); }
+  void fail_no_space(bool on = true) noexcept { full_.store(on); }
+  bool full() const noexcept { return full_.load(); }
+
+  rocksdb::IOStatus GetFreeSpace(const std::string& path, const rocksdb::IOOptions& options,
+                                 std::uint64_t* bytes, rocksdb::IODebugContext* dbg) override {
+    if (!full()) return target()->GetFreeSpace(path, options, bytes, dbg);
+    *bytes = 0;
+    return rocksdb::IOStatus::OK();
+  }
+  // FileSystem's own, which opens the file through this file system (the
+  // wrapper's asks the wrapped one, which would open it past us).
+  rocksdb::IOStatus NewLogger(const std::string& name, const rocksdb::IOOptions& options,
+                              std::shared_ptr<rocksdb::Logger>* result,
+                              rocksdb::IODebugContext* dbg) override {
+    return rocksdb::FileSystem::NewLogger(name, options, result, dbg);
+  }
 
   rocksdb::IOStatus NewWritableFile(const std::string& name, const rocksdb::FileOptions& options,
                                     std::unique_ptr<rocksdb::FSWritableFile>* result,
@@ -60,8 +83,31 @@ class fault_fs final : public rocksdb::FileSystemWrapper {
                                 rocksdb::IODebugContext* d) override {
       return fs_.failing() ? fs_.injected() : target()->RangeSync(offset, n, o, d);
     }
+    rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& o,
+                             rocksdb::IODebugContext* d) override {
+      return fs_.full() ? no_space() : target()->Append(data, o, d);
+    }
+    rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& o,
+                             const rocksdb::DataVerificationInfo& v,
+                             rocksdb::IODebugContext* d) override {
+      return fs_.full() ? no_space() : target()->Append(data, o, v, d);
+    }
+    rocksdb::IOStatus PositionedAppend(const rocksdb::Slice& data, std::uint64_t offset,
+                                       const rocksdb::IOOptions& o,
+                                       rocksdb::IODebugContext* d) override {
+      return fs_.full() ? no_space() : target()->PositionedAppend(data, offset, o, d);
+    }
+    rocksdb::IOStatus PositionedAppend(const rocksdb::Slice& data, std::uint64_t offset,
+                                       const rocksdb::IOOptions& o,
+                                       const rocksdb::DataVerificationInfo& v,
+                                       rocksdb::IODebugContext* d) override {
+      return fs_.full() ? no_space() : target()->PositionedAppend(data, offset, o, v, d);
+    }
 
    private:
+    static rocksdb::IOStatus no_space() {
+      return rocksdb::IOStatus::NoSpace("fault_fs: injected", "No space left on device");
+    }
     fault_fs& fs_;
   };
 
@@ -75,6 +121,7 @@ class fault_fs final : public rocksdb::FileSystemWrapper {
   }
 
   std::atomic<bool> failing_{false};
+  std::atomic<bool> full_{false};
   std::atomic<std::uint64_t> failed_{0};
 };
 

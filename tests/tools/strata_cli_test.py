@@ -30,6 +30,9 @@ r = strata("volume", "create", "--help")
 check("strata volume create --help: its options with their values", r.returncode == 0 and
       all(w in r.stdout for w in ["--size SIZE", "REQUIRED", "--pool", "--affinity auto|performance|capacity", "--block-size 512|4096",
                                   "--write-cache write-back|write-through", "NAME"]), r.stdout)
+r = strata("volume", "list", "--help")
+check("strata volume list --help: every pool's volumes, or one pool's (POOL or --pool POOL)", r.returncode == 0 and
+      all(w in r.stdout for w in ["every pool", "POOL", "--pool POOL"]) and "default p1" not in r.stdout, r.stdout)
 r = strata("heat", "map", "--help")
 check("strata heat map --help: --since, --png, --svg, --metadata", r.returncode == 0 and
       all(w in r.stdout for w in ["--since", "--png", "--svg", "--metadata DIR", "24h"]), r.stdout)
@@ -50,6 +53,7 @@ refused(["volume", "create", "v1"], "--size", "a missing option")
 refused(["volume", "create", "v1", "--size", "12Q"], "--size", "a size that is not one")
 refused(["volume", "create", "v1", "--size", "1G", "--block-size", "1024"], "--block-size 1024 is not 512 or 4096", "a block size")
 refused(["disk", "show"], "NAME", "a missing NAME")
+refused(["volume", "list", "p1", "--pool", "p2"], "--pool p2", "volume list with POOL and --pool naming two pools")
 refused(["events", "--limit", "0"], "--limit", "a limit out of range")
 refused(["heat", "map", "pools/p1", "--since", "yesterday"], "--since", "a --since that is not a time")
 refused(["heat", "report", "pools/p1", "--since", "2026-13-01"], "--since", "a date that is not one")

@@ -413,12 +413,23 @@ void add_resource_commands(CLI::App& app, context& ctx) {
   CLI::App* volume =
       noun(app, "volume", "the volumes: size, block size, tier affinity, write cache");
   {
-    CLI::App* list = volume->add_subcommand("list", "a pool's volumes");
-    list->add_option("POOL", v->name, "the pool (default p1)")->type_name("");
-    ctx.on(list, [c, v] {
+    // Every pool's volumes (the API's "pools/-"), each named with its
+    // pool, or one pool's.
+    CLI::App* list = volume->add_subcommand(
+        "list", "the volumes of every pool (NAME says the pool), or of one pool");
+    list->add_option("POOL", v->name, "only this pool's (p2 or pools/p2); the same as --pool")
+        ->type_name("");
+    list->add_option("--pool", v->pool, "only this pool's volumes")->type_name("POOL");
+    ctx.on(list, [c, v, list] {
+      if (!v->name.empty() && given(list, "--pool") &&
+          resource("pools/", v->name) != resource("pools/", v->pool))
+        throw usage_error(
+            "volume list: POOL " + v->name + " and --pool " + v->pool + " name two pools: give one",
+            list);
+      const std::string one = given(list, "--pool") ? v->pool : v->name;
       return c().list<v1::ListVolumesResponse>(
           &S::ListVolumes, [](auto& r) { return r.volumes(); }, volume_h,
-          resource("pools/", v->name.empty() ? "p1" : v->name));
+          one.empty() ? "pools/-" : resource("pools/", one));
     });
     CLI::App* show = volume->add_subcommand("show", "one volume");
     name_of(show, *v, "the volume: v1 (in p1) or pools/p2/volumes/v1");
