@@ -216,13 +216,15 @@ void connection::release(slot& s) {
     std::erase(waiting_for_buffer_, &s);
     s.waiting_for_buffer = false;
   }
+  // Its write buffer's memory goes (a slot keeps no more than in-capsule
+  // data needs), and its reservation back to the queue and the host.
+  if (s.data.size() > terms_.max_in_capsule_data_bytes) s.data = device::aligned_buffer();
   if (s.reserved_bytes > 0) {
-    // Its write buffer goes back to the queue and the host, and its memory
-    // with it (a slot keeps no more than in-capsule data needs).
     reserved_bytes_ -= s.reserved_bytes;
-    if (ctrl_ != nullptr && ctrl_->budget != nullptr) ctrl_->budget->give_back(s.reserved_bytes);
+    if (s.reserved_from_host && ctrl_ != nullptr && ctrl_->budget != nullptr)
+      ctrl_->budget->give_back(s.reserved_bytes);
     s.reserved_bytes = 0;
-    if (s.data.size() > terms_.max_in_capsule_data_bytes) s.data = device::aligned_buffer();
+    s.reserved_from_host = false;
     grant_buffers_soon();
   }
   s.ns = nullptr;
@@ -280,6 +282,14 @@ asio::awaitable<bool> connection::on_capsule(const pdu_layout& l,
   };
   const auto needed = data_needed(c);
   if (!needed) co_return co_await refuse(needed.error());
+  // The capsule carries the command's data exactly when its SGL says so,
+  // and all of it: a capsule that disagrees is refused (its data read and
+  // dropped, so that the stream stays in step), and no buffer is made
+  // from the SGL's length that the PDU does not carry.
+  const bool sgl_in_capsule =
+      c.sgl_type() == sgl::data_block && c.sgl_subtype() == sgl::subtype_offset;
+  if (l.data_bytes != (sgl_in_capsule ? *needed : 0))
+    co_return co_await refuse(generic(code::data_sgl_length_invalid));
   s->data_bytes = *needed;
   const bool in_capsule = l.data_bytes > 0;
   if (in_capsule || s->data_bytes == 0) {
@@ -301,6 +311,9 @@ asio::awaitable<bool> connection::on_capsule(const pdu_layout& l,
       fused_compare_->fused_with = s;
       s->fused_with = fused_compare_;
       fused_compare_ = nullptr;
+      // A Compare whose data comes by R2T waited for this capsule; a Write
+      // by R2T too is reserved with it below.
+      if (s->fused_with->waiting_for_buffer && in_capsule) grant_buffers();
     } else {
       // No Compare before it, or one refused at once.
       s->fused_failed = true;
@@ -328,41 +341,72 @@ asio::awaitable<bool> connection::on_capsule(const pdu_layout& l,
 
 void connection::grant_buffers() {
   grant_posted_ = false;
-  const std::uint64_t queue_capacity = std::max<std::uint64_t>(
-      server_.options().write_buffer_bytes_per_queue, server_.options().max_transfer_bytes);
-  while (!waiting_for_buffer_.empty() && !closed_ && !closing_) {
+  if (closed_ || closing_ || server_alive_.expired()) return;
+  const std::uint64_t queue_capacity =
+      std::max<std::uint64_t>(server_.options().write_buffer_bytes_per_queue,
+                              2 * std::uint64_t{server_.options().max_transfer_bytes});
+  write_budget* budget = ctrl_ == nullptr ? nullptr : ctrl_->budget.get();  // none before Connect
+  while (!waiting_for_buffer_.empty()) {
     slot& s = *waiting_for_buffer_.front();
-    if (reserved_bytes_ + s.data_bytes > queue_capacity) return;  // a release here grants again
-    write_budget* budget = ctrl_ == nullptr ? nullptr : ctrl_->budget.get();  // none before Connect
-    if (budget != nullptr &&
-        !budget->take(s.data_bytes, [weak = weak_from_this(), loop = executor_] {
-          asio::post(loop, [weak] {
-            if (auto self = weak.lock()) self->grant_buffers();
-          });
-        })) {
-      return;  // the host's other queues hold it: woken when they give some back
-    }
-    waiting_for_buffer_.pop_front();
-    s.waiting_for_buffer = false;
-    s.reserved_bytes = s.data_bytes;
-    reserved_bytes_ += s.data_bytes;
-    try {
-      if (s.data.size() < s.data_bytes) s.data = device::aligned_buffer(s.data_bytes);
-    } catch (const std::bad_alloc&) {
-      // No data will come for it: answered now (the host retries), and its
-      // reservation goes with its slot.
-      s.data_ready = true;
-      if (s.command().fuse() != 0) {
-        fail_fused(s, generic(code::command_interrupted, false));
-      } else {
-        finish(s, generic(code::command_interrupted, false));
+    // A fused Compare's buffer waits for its Write's capsule, and the pair's
+    // buffers are then reserved together: a Compare holding its buffer
+    // while its Write waits for one behind it could wait for ever.
+    if (&s == fused_compare_) return;
+    slot* write =
+        s.command().fuse() == 1 && s.fused_with != nullptr && s.fused_with->waiting_for_buffer
+            ? s.fused_with
+            : nullptr;
+    const std::uint64_t bytes = s.data_bytes + (write != nullptr ? write->data_bytes : 0);
+    if (reserved_bytes_ + bytes > queue_capacity) return;  // a release here grants again
+    if (budget != nullptr) {
+      std::function<void()> wake;  // one per queue at a time
+      if (!host_wake_kept_) {
+        wake = [weak = weak_from_this()] {
+          if (auto self = weak.lock()) {
+            asio::post(self->executor_, [self] {
+              self->host_wake_kept_ = false;
+              self->grant_buffers();
+            });
+          }
+        };
       }
+      if (!budget->take(bytes, std::move(wake))) {
+        host_wake_kept_ = true;
+        return;  // the host's other queues hold it: woken when they give some back
+      }
+    }
+    bool no_memory = false;
+    for (slot* each : {&s, write}) {
+      if (each == nullptr) continue;
+      std::erase(waiting_for_buffer_, each);
+      each->waiting_for_buffer = false;
+      each->reserved_bytes = each->data_bytes;
+      each->reserved_from_host = budget != nullptr;
+      reserved_bytes_ += each->data_bytes;
+      try {
+        if (each->data.size() < each->data_bytes)
+          each->data = device::aligned_buffer(each->data_bytes);
+      } catch (const std::bad_alloc&) {
+        no_memory = true;
+      }
+    }
+    if (no_memory) {
+      // No data will come: answered now (the host retries), the pair
+      // together; the reservations go with the slots.
+      if (write != nullptr) {
+        s.fused_with = write->fused_with = nullptr;
+        finish(*write, generic(code::aborted_failed_fused));
+      }
+      finish(s, generic(code::command_interrupted, false));
       continue;
     }
-    s.data_moved_at = std::chrono::steady_clock::now();
-    outgoing o;
-    o.header = r2t(s.cid, s.index, 0, s.data_bytes, terms_.header_digest);
-    send(std::move(o));
+    for (slot* each : {&s, write}) {
+      if (each == nullptr) continue;
+      each->data_moved_at = std::chrono::steady_clock::now();
+      outgoing o;
+      o.header = r2t(each->cid, each->index, 0, each->data_bytes, terms_.header_digest);
+      send(std::move(o));
+    }
   }
 }
 
@@ -375,6 +419,7 @@ void connection::grant_buffers_soon() {
 asio::awaitable<void> connection::data_watch() {
   auto self = shared_from_this();
   const auto timeout = server_.options().h2c_data_timeout;
+  if (timeout.count() <= 0) co_return;  // never
   const auto period =
       std::max<std::chrono::milliseconds>(timeout / 4, std::chrono::milliseconds(10));
   while (!closed_ && !closing_) {
@@ -501,18 +546,28 @@ void connection::data_arrived(slot& s) {
 void connection::fail_fused(slot& half, status why) {
   if (fused_compare_ == &half) fused_compare_ = nullptr;
   if (half.command().fuse() == 0) return;
+  // A half answered once its data is in, or at once if its R2T has not
+  // gone out (no data will come for it then).
+  const auto answer_when_due = [this](slot& h, status st) {
+    if (h.waiting_for_buffer) {
+      std::erase(waiting_for_buffer_, &h);
+      h.waiting_for_buffer = false;
+      h.data_ready = true;
+      grant_buffers_soon();  // those behind it
+    }
+    if (h.data_ready)
+      finish(h, h.digest_failed ? generic(code::transient_transport_error, false) : st);
+  };
   if (slot* other = std::exchange(half.fused_with, nullptr); other != nullptr) {
     // Its other half fails with it (a pair is answered together).
     other->fused_with = nullptr;
     other->fused_failed = true;
     other->result = generic(code::aborted_failed_fused);
-    if (other->data_ready) finish(*other, other->result);
+    answer_when_due(*other, other->result);
   }
   half.fused_failed = true;
   half.result = why;
-  if (half.data_ready) {
-    finish(half, half.digest_failed ? generic(code::transient_transport_error, false) : why);
-  }
+  answer_when_due(half, why);
 }
 
 void connection::execute(slot& s) {

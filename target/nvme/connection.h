@@ -85,6 +85,7 @@ struct slot {
   // and when its data last moved (the R2T, or an H2CData).
   bool waiting_for_buffer = false;  // queued for a reservation: no R2T yet
   std::uint32_t reserved_bytes = 0;
+  bool reserved_from_host = false;  // the host's budget holds them too (none before Connect)
   std::chrono::steady_clock::time_point data_moved_at{};
 
   // The NVM command, as the unit runs it.
@@ -219,6 +220,9 @@ class connection : public std::enable_shared_from_this<connection> {
   std::uint64_t reserved_bytes_ = 0;
   std::deque<slot*> waiting_for_buffer_;
   bool grant_posted_ = false;
+  bool host_wake_kept_ = false;  // the host's budget holds a wake for this queue
+  // Reserves `s`'s write buffer and sends its R2T (false: it did not fit).
+  bool grant(slot& s);
   std::deque<outgoing> queue_;
   std::vector<asio::const_buffer> write_buffers_;  // the writer's gather list
   std::vector<std::array<std::uint8_t, digest_bytes>> write_digests_;

@@ -126,8 +126,8 @@ std::shared_ptr<write_budget> server::write_budget_of(const std::string& host_nq
     it = it->second.expired() ? write_budgets_.erase(it) : std::next(it);
   }
   if (auto there = write_budgets_[host_nqn].lock()) return there;
-  auto made = std::make_shared<write_budget>(
-      std::max<std::uint64_t>(options_.write_buffer_bytes_per_host, options_.max_transfer_bytes));
+  auto made = std::make_shared<write_budget>(std::max<std::uint64_t>(
+      options_.write_buffer_bytes_per_host, 2 * std::uint64_t{options_.max_transfer_bytes}));
   write_budgets_[host_nqn] = made;
   return made;
 }

@@ -105,12 +105,14 @@ struct server_options {
   // Write data waiting for its command to run (what R2Ts ask for; each
   // write's buffer is allocated when its R2T goes out): the most one queue,
   // and one host across all its controllers and queues, may hold. A write
-  // past them waits for its R2T until others finish. Each at least
-  // max_transfer_bytes (a smaller one is raised to it).
+  // past them waits for its R2T until others finish. Each at least twice
+  // max_transfer_bytes (a smaller one is raised to it): a fused Compare and
+  // Write by R2T reserves both halves at once.
   std::uint64_t write_buffer_bytes_per_queue = 8u << 20;
   std::uint64_t write_buffer_bytes_per_host = 64u << 20;
   // An R2T whose data stops coming for this long ends its connection
-  // (C2HTermReq, PDU Sequence Error): its buffer is not held for ever.
+  // (C2HTermReq, PDU Sequence Error): its buffer is not held for ever. 0:
+  // never.
   std::chrono::milliseconds h2c_data_timeout{30000};
   // The controllers one host may have at this port at once (each has up to
   // max_io_queues queues of in-capsule buffers): a Connect past it is

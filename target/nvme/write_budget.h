@@ -20,15 +20,16 @@ class write_budget {
  public:
   explicit write_budget(std::uint64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
 
-  // Takes `bytes` if they are free, and says so; if not, `wake` is kept,
-  // and called (once, on the loop that gives bytes back) when some are.
+  // Takes `bytes` if they are free, and says so; if not, `wake` (unless
+  // empty) is kept, and called once, on the thread that gives bytes back,
+  // when some are. A queue keeps at most one wake here at a time.
   bool take(std::uint64_t bytes, std::function<void()> wake) {
     std::lock_guard hold(mutex_);
     if (used_bytes_ + bytes <= capacity_bytes_) {
       used_bytes_ += bytes;
       return true;
     }
-    waiting_.push_back(std::move(wake));
+    if (wake) waiting_.push_back(std::move(wake));
     return false;
   }
   void give_back(std::uint64_t bytes) {

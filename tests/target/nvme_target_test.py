@@ -15,7 +15,8 @@ import iscsi_raw
 from nvme_raw import (ASYNC_EVENT, C2H_TERM_REQ, CAP, COMPARE, CSTS, DISCONNECT, DISCOVERY_NQN, FLUSH, FUSE_FIRST,
                       FUSE_SECOND, H2C_DATA, IC_REQ, R2T, READ, VS, WRITE, Host, ProtocolError, Queue, TermReq, check,
                       connect_data, connect_sqe, dsm_ranges, dsm_sqe, fabrics_sqe, failures, get_features_sqe,
-                      invalid_parameter, rw_sqe, set_features_sqe, sqe, start, stop, write_zeroes_sqe)
+                      invalid_parameter, rw_sqe, set_features_sqe, set_sgl, sqe, start, stop,
+                      write_zeroes_sqe, _Command, CAPSULE_CMD)
 
 NQN = "nqn.2026-11.io.strata:test"
 HOST = Host("nqn.2026-11.io.strata:host-a")
@@ -616,8 +617,9 @@ def test_reservations(t):
 
 # --- Write buffers: bounded, and timed out -------------------------------------------
 
-BUFFER_ARGS = ("--nvme-write-buffer-bytes-per-queue", str(1 << 20), "--nvme-write-buffer-bytes-per-host",
-               str(2 << 20), "--nvme-h2c-data-timeout-ms", "3000")
+# The least each may be: twice the most one command moves (MDTS, 1 MiB).
+BUFFER_ARGS = ("--nvme-write-buffer-bytes-per-queue", str(2 << 20), "--nvme-write-buffer-bytes-per-host",
+               str(4 << 20), "--nvme-h2c-data-timeout-ms", "3000")
 
 def r2ts_within(queues, seconds):
     """The R2Ts the queues get within `seconds`, unanswered: (queue, PDU) pairs."""
@@ -638,7 +640,7 @@ def answer(q, p):
     q.answer_r2t(cid, q.pending[cid], p.u16(10), p.u32(12), p.u32(16))
 
 def test_write_buffers(t):
-    """Run against a target of 1 MiB per queue and 2 MiB per host (BUFFER_ARGS):
+    """Run against a target of 2 MiB per queue and 4 MiB per host (BUFFER_ARGS):
     R2Ts go out only as buffers are free, every write lands, and an R2T left
     unanswered for 3 s ends its connection."""
     admin = HOST.admin(t.port, NQN)
@@ -663,25 +665,57 @@ def test_write_buffers(t):
             time.sleep(0.1)
     bs, size = t.block, 256 << 10
     base = t.blocks // 2
+    q = queues[0]
+    # A fused Compare and Write, both by R2T: the Compare's R2T waits for
+    # its Write's capsule, and the pair's buffers are reserved together (a
+    # Compare holding its own while its Write waited behind it for one
+    # could hang the queue).
+    n = (64 << 10) // bs
+    old, new = RNG.randbytes(n * bs), RNG.randbytes(n * bs)
+    w = q.write(1, base, old, bs, in_capsule=False)
+    first = q.submit(rw_sqe(COMPARE, 1, base, n, fuse=FUSE_FIRST), old, in_capsule=False)
+    early = r2ts_within([q], 0.3)
+    second = q.submit(rw_sqe(WRITE, 1, base, n, fuse=FUSE_SECOND), new, in_capsule=False)
+    pair_r2ts = r2ts_within([q], 0.5)
+    check("a fused Compare by R2T: no R2T until its Write's capsule, then both halves' R2Ts",
+          not early and len(pair_r2ts) == 2, "%d early, %d after" % (len(early), len(pair_r2ts)))
+    for got_on, p in pair_r2ts:
+        answer(got_on, p)
+    c, w2 = q.wait_all([first, second], timeout=10)
+    check("... and both succeed, and the write lands", w.ok and c.ok and w2.ok and q.read(1, base, n, bs).data == new,
+          "%r, %r, %r" % (w, c, w2))
+    # A capsule whose data disagrees with its SGL (R2T's, with data in the
+    # capsule): refused, its data dropped, and the queue goes on in step.
+    cid = q.next_cid()
+    entry = bytearray(rw_sqe(WRITE, 1, base, 1))
+    struct.pack_into('<H', entry, 2, cid)
+    set_sgl(entry, bs, False)
+    q.pending[cid] = _Command(b"", 0, False)
+    q.send_pdu(CAPSULE_CMD, entry, bytes(bs))
+    c = q.wait(cid)
+    r = q.read(1, base, n, bs)
+    check("a capsule carrying data its SGL says comes by R2T: Data SGL Length Invalid (0x0f), nothing written, "
+          "the queue goes on", is_status(c, 0, 0x0f) and r.ok and r.data == new, "%r, %r" % (c, r))
     writes = {}
-    for i in range(8):
+    for i in range(10):
         data = RNG.randbytes(size)
         cid = queues[0].submit(rw_sqe(WRITE, 1, base + i * size // bs, size // bs), data, in_capsule=False)
         writes[(0, cid)] = (base + i * size // bs, data)
     got = r2ts_within(queues[:1], 0.5)
-    check("8 writes of 256 KiB on one queue of 1 MiB: 4 R2Ts, the others wait", len(got) == 4, "%d R2Ts" % len(got))
+    check("10 writes of 256 KiB on one queue of 2 MiB: 8 R2Ts, the others wait", len(got) == 8,
+          "%d R2Ts" % len(got))
     answer(*got[0])
     done = queues[0].wait(got[0][1].u16(8))
     more = r2ts_within(queues[:1], 0.5)
     check("... one answered and done: one more R2T", done.ok and len(more) == 1, "%r, %d" % (done, len(more)))
     for i, q in enumerate(queues[1:], 1):
-        for j in range(4):
+        for j in range(6):
             data = RNG.randbytes(size)
-            lba = base + (8 + 4 * i + j) * size // bs
+            lba = base + (10 + 6 * i + j) * size // bs
             writes[(i, q.submit(rw_sqe(WRITE, 1, lba, size // bs), data, in_capsule=False))] = (lba, data)
     extra = r2ts_within(queues[1:], 0.5)
-    check("... 8 more on two other queues of the host (2 MiB in all): R2Ts only as far as the host's 2 MiB "
-          "(4 held on the first queue, 4 more)", len(extra) == 4, "%d R2Ts" % len(extra))
+    check("... 12 more on two other queues of the host (4 MiB in all): R2Ts only as far as the host's 4 MiB "
+          "(8 held on the first queue, 8 more)", len(extra) == 8, "%d R2Ts" % len(extra))
     for q, p in got[1:] + more + extra:
         answer(q, p)
     end = time.monotonic() + 30

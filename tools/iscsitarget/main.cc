@@ -253,8 +253,9 @@ settings parse(int argc, char** argv) {
                  "Write data (R2T buffers) one NVMe host may hold across its queues")
       ->type_name("BYTES");
   app.add_option("--nvme-h2c-data-timeout-ms", s.nvme_h2c_data_timeout_ms,
-                 "How long an R2T may go unanswered before its connection ends")
-      ->type_name("MS");
+                 "How long an R2T may go unanswered before its connection ends (0: never)")
+      ->type_name("MS")
+      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{86'400'000}));
   app.add_option("--loops", s.loops,
                  "Event loops: the units and both listeners on the first, connections of both "
                  "protocols spread "
