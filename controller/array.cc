@@ -135,6 +135,17 @@ std::expected<array::served_pool, error> array::load_pool(const v1::Pool& record
   if (pools_.contains(record.name()))
     return std::unexpected(make_error(errc::invalid_argument, record.name() + " is open already"));
   served_pool p;
+  // A pool whose open fails after its write cache opened (the log replayed,
+  // destage perhaps under way) stops the cache before it goes: destroyed
+  // with destage I/O in flight, its requests would complete into freed
+  // memory.
+  struct stop_cache_on_failure {
+    array& a;
+    served_pool& pool;
+    ~stop_cache_on_failure() {
+      if (pool.write_cache) pool.write_cache->stop([this](const auto& ready) { a.wait(ready); });
+    }
+  } stop_cache{*this, p};
   p.ownership = {record.name(),
                  record.owner().empty() ? options_.controller : short_name(record.owner()),
                  std::max<std::uint64_t>(1, record.ownership_epoch()), unix_ms_now()};
@@ -239,7 +250,7 @@ std::expected<array::served_pool, error> array::load_pool(const v1::Pool& record
     return std::unexpected(opened.error());
   }
   p.groups.assign(record.groups().begin(), record.groups().end());
-  return p;
+  return p;  // moved out (the implicit move): the guard finds no cache to stop
 }
 
 void array::adopt_pool(const std::string& name, served_pool p) {

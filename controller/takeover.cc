@@ -282,6 +282,14 @@ std::expected<void, error> array::take_over_now(const v1::Pool& record, const po
   if (!loaded) return std::unexpected(loaded.error());
   loaded->ownership = o;
   adopt_pool(record.name(), std::move(*loaded));
+  // Each volume's own write cache mode (and a delete the last owner's stop
+  // cut short), as at start-up: a volume recorded write-through writes
+  // through on every owner.
+  if (auto reconciled = reconcile_volumes(record.name()); !reconciled) {
+    events_->record(severity::error, record.name(),
+                    "its volumes' records were not applied after the change of owner: " +
+                        reconciled.error().message);
+  }
   // The LUNs this controller's ports forwarded are served here now; any
   // mapping not yet presented (made while the link was down) is added.
   present_pool(record.name(), true);

@@ -102,6 +102,15 @@ std::expected<std::unique_ptr<write_cache>, error> write_cache::open(
     disk_group& log, const std::string& log_name, const std::vector<cached_group>& groups,
     const write_cache_options& options, const waiter& wait) {
   std::unique_ptr<write_cache> w(new write_cache(log, options));
+  // The groups' logs opened before a later one fails are stopped (their
+  // destage may be under way) before they go.
+  struct stop_on_failure {
+    std::unique_ptr<write_cache>& cache;
+    const waiter& wait;
+    ~stop_on_failure() {
+      if (cache) cache->stop(wait);
+    }
+  } stop_opened{w, wait};
   const std::uint64_t slice_blocks = log.device().geometry().block_count / slices;
   unsigned next_slice = 0;
   for (const cached_group& g : groups) {
@@ -168,7 +177,7 @@ std::expected<std::unique_ptr<write_cache>, error> write_cache::open(
     w->cached_.push_back(std::move(c));
   }
   w->redundancy_changed();
-  return w;
+  return w;  // moved out (the implicit move): nothing for the guard to stop
 }
 
 write_cache::~write_cache() = default;

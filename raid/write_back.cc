@@ -58,7 +58,9 @@ write_back_device::write_back_device(device::block_device& group, device::block_
 }
 
 write_back_device::~write_back_device() {
-  assert(idle());
+  // In every build: a device destroyed with log or destage I/O in flight
+  // would be written into after it is freed (stop() it, and wait).
+  STRATA_INVARIANT(idle());
 }
 
 std::string write_back_device::write_through_reason() const {
@@ -336,7 +338,8 @@ bool write_back_device::place_record(host_io& h) {
       .position = at,
       .lba = rec.lba,
       .data_blocks = n,
-      .data_crc = wlog::data_crc(std::span(rec.segments).subspan(1), std::uint64_t{n} * bs)};
+      .data_crc = wlog::data_crc(std::span(rec.segments).subspan(1), std::uint64_t{n} * bs),
+      .acked_below = acked_below_};
   wlog::encode(hdr, rec.header.bytes().first<wlog::block_bytes>());
   head_ = at + need;
   h.next_block += n;
@@ -419,6 +422,7 @@ void write_back_device::acknowledge_durable() {
     ++unacked_from_;
     rec.acked = true;
     rec.acked_at = now;
+    acked_below_ = std::max(acked_below_, rec.seq + 1);
     if (rec.blocks > 0) {
       index_insert(rec, rec.lba, rec.blocks, wlog::physical(rec.position, data_blocks_) + 1);
       forget_lost(rec.lba, rec.blocks);

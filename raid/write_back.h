@@ -119,6 +119,9 @@ struct write_back_counters {
   std::uint64_t writes_waited_for_space = 0;
   std::uint64_t blocks_lost = 0;  // dirty blocks the failed log could not give back
   std::uint64_t records_replayed = 0;
+  // Records whose data failed its checksum with whole records after them
+  // (media damage): their blocks are lost, the records after them replayed.
+  std::uint64_t records_damaged = 0;
 };
 
 class write_back_device final : public device::forwarding_device {
@@ -277,6 +280,9 @@ class write_back_device final : public device::forwarding_device {
   std::uint64_t head_ = 0;
   std::uint64_t tail_ = 0;
   std::uint64_t next_seq_ = 0;
+  // Every record below this seq is acknowledged (or was read back whole at
+  // open): written into each header (wlog::record_header::acked_below).
+  std::uint64_t acked_below_ = 0;
   std::deque<record*> records_;
   device::slot_pool<record> record_slots_;
   std::map<std::uint64_t, extent> index_;

@@ -386,7 +386,7 @@ class write_back_device::replayer {
   void read_header() {
     const std::uint64_t d = device_->data_blocks_;
     if (expect_position_ - device_->tail_ >= d)
-      return finish();  // a whole lap: nothing more can be live
+      return end_of_log();  // a whole lap: nothing more can be live
     read(wlog::physical(expect_position_, d), 1, &replayer::on_header);
   }
 
@@ -408,29 +408,80 @@ class write_back_device::replayer {
                       header_->lba + header_->data_blocks <= group_.geometry().block_count;
     if (!ours) {
       if (try_next_lap()) return read_header();
-      return finish();
+      return end_of_log();
     }
-    if (header_->data_blocks == 0) return accept();
+    // A whole record written after the suspect one was acknowledged: that
+    // one is damaged, not torn (records are acknowledged in order, and a
+    // torn one never was).
+    if (suspect_ && header_->acked_below > suspect_->seq) {
+      accept_damaged();
+      for (const wlog::record_header& h : pending_) record_whole(h);
+      pending_.clear();
+    }
+    if (header_->data_blocks == 0) return taken();
     read(wlog::physical(expect_position_, d) + 1, header_->data_blocks, &replayer::on_data);
+  }
+
+  // The record just read is whole: replayed, or, while a suspect record's
+  // fate is open, kept until it is known.
+  void taken() {
+    if (suspect_) {
+      pending_.push_back(*header_);
+    } else {
+      record_whole(*header_);
+    }
+    advance_past(*header_);
+    read_header();
+  }
+
+  void advance_past(const wlog::record_header& h) {
+    expect_position_ = h.position + 1 + h.data_blocks;
+    expect_seq_ = h.next_seq;
+    wrapped_ = false;
   }
 
   void on_data() {
     const iovec data = buffer_.segment(0, std::uint64_t{header_->data_blocks} * wlog::block_bytes);
-    // Torn: written, never acknowledged. The log ends here.
-    if (wlog::data_crc(std::span(&data, 1), data.iov_len) != header_->data_crc) return finish();
-    accept();
+    if (wlog::data_crc(std::span(&data, 1), data.iov_len) != header_->data_crc) {
+      // Torn (written, never acknowledged: the log ends here) or damaged
+      // (acknowledged since): a whole record after it whose header says
+      // it was acknowledged tells which. A second bad record before that
+      // ends the log at the first.
+      if (suspect_) return end_of_log();
+      suspect_ = header_;
+      advance_past(*header_);
+      return read_header();
+    }
+    taken();
   }
 
-  void accept() {
+  // The log ends at the suspect record, if there is one (it was torn), or
+  // where the next record was expected.
+  void end_of_log() {
+    if (suspect_) {
+      expect_position_ = suspect_->position;
+      expect_seq_ = suspect_->seq;
+      suspect_.reset();
+      pending_.clear();  // never acknowledged either: after the torn one
+    }
+    finish();
+  }
+
+  // The suspect record was acknowledged and its data is damaged: its
+  // place in the log is kept (so is the evidence: no marker overwrites
+  // it), nothing of it is replayed, and its blocks read as media errors
+  // until written again, as blocks of a log that cannot be read do.
+  void accept_damaged() {
+    const wlog::record_header h = *std::exchange(suspect_, std::nullopt);
     write_back_device& dv = *device_;
     record& rec = dv.record_slots_.acquire();
     rec.dev = &dv;
     rec.owner = nullptr;
-    rec.seq = header_->seq;
-    rec.next_seq = header_->next_seq;
-    rec.position = header_->position;
-    rec.lba = header_->lba;
-    rec.blocks = header_->data_blocks;
+    rec.seq = h.seq;
+    rec.next_seq = h.next_seq;
+    rec.position = h.position;
+    rec.lba = h.lba;
+    rec.blocks = h.data_blocks;
     rec.dirty_blocks = 0;
     rec.pins = 0;
     rec.in_log_io = false;
@@ -439,14 +490,45 @@ class write_back_device::replayer {
     rec.acked_at = options_.clock->now();
     dv.records_.push_back(&rec);
     dv.unacked_from_ = dv.records_.size();
-    if (rec.blocks > 0)
+    dv.head_ = rec.position + 1 + rec.blocks;
+    ++dv.counters_.records_damaged;
+    damaged_.insert(h.lba, h.data_blocks);
+    dv.lose(h.lba, h.data_blocks,
+            "a record of the write log failed its checksum, and whole records follow it: "
+            "media damage, not a torn tail (seq " +
+                std::to_string(h.seq) + ")");
+  }
+
+  // A whole record, replayed: its blocks are dirty in the log again.
+  void record_whole(const wlog::record_header& h) {
+    write_back_device& dv = *device_;
+    record& rec = dv.record_slots_.acquire();
+    rec.dev = &dv;
+    rec.owner = nullptr;
+    rec.seq = h.seq;
+    rec.next_seq = h.next_seq;
+    rec.position = h.position;
+    rec.lba = h.lba;
+    rec.blocks = h.data_blocks;
+    rec.dirty_blocks = 0;
+    rec.pins = 0;
+    rec.in_log_io = false;
+    rec.written = rec.acked = true;
+    rec.redo = false;
+    rec.acked_at = options_.clock->now();
+    dv.records_.push_back(&rec);
+    dv.unacked_from_ = dv.records_.size();
+    if (rec.blocks > 0) {
       dv.index_insert(rec, rec.lba, rec.blocks, wlog::physical(rec.position, dv.data_blocks_) + 1);
+      // Blocks of a damaged record written again by a later one are whole.
+      for (std::uint64_t b = rec.lba; !damaged_.empty() && b < rec.lba + rec.blocks; ++b) {
+        if (damaged_.count_in(b, 1) == 0) continue;
+        damaged_.erase(b, 1);
+        dv.forget_lost(b, 1);
+      }
+    }
     ++dv.counters_.records_replayed;
-    expect_position_ = rec.position + 1 + rec.blocks;
-    expect_seq_ = rec.next_seq;
-    wrapped_ = false;
-    dv.head_ = expect_position_;
-    read_header();
+    dv.head_ = rec.position + 1 + rec.blocks;
   }
 
   // The log ends here. A marker goes where the next record would: its
@@ -488,6 +570,11 @@ class write_back_device::replayer {
   request req_;
   void (replayer::*next_)() = nullptr;
   std::optional<wlog::record_header> header_;
+  // A record whose data failed its checksum, until the next header says
+  // whether it was torn or damaged.
+  std::optional<wlog::record_header> suspect_;
+  std::vector<wlog::record_header> pending_;  // whole records after the suspect, until it is known
+  device::block_range_set damaged_;  // the blocks of damaged records not written again since
   std::uint64_t expect_position_ = 0;
   std::uint64_t expect_seq_ = 0;
   bool wrapped_ = false;
@@ -515,9 +602,14 @@ void write_back_device::append_marker() {
   rec.pins = 0;
   rec.written = rec.acked = rec.redo = false;
   rec.in_log_io = true;
-  wlog::encode(
-      wlog::record_header{.id = id_, .seq = rec.seq, .next_seq = rec.next_seq, .position = at},
-      rec.header.bytes().first<wlog::block_bytes>());
+  // Every record before it was read back whole, or acknowledged.
+  acked_below_ = std::max(acked_below_, rec.seq);
+  wlog::encode(wlog::record_header{.id = id_,
+                                   .seq = rec.seq,
+                                   .next_seq = rec.next_seq,
+                                   .position = at,
+                                   .acked_below = acked_below_},
+               rec.header.bytes().first<wlog::block_bytes>());
   rec.segments.assign(1, rec.header.segment());
   head_ = at + 1;
   records_.push_back(&rec);

@@ -94,6 +94,7 @@ void encode(const record_header& h, std::span<std::byte, block_bytes> out) noexc
   put<std::uint64_t>(out, 56, h.lba);
   put<std::uint32_t>(out, 64, h.data_blocks);
   put<std::uint32_t>(out, 68, h.data_crc);
+  put<std::uint64_t>(out, 72, h.acked_below);
   seal(out);
 }
 
@@ -110,6 +111,7 @@ std::optional<record_header> decode_record(std::span<const std::byte, block_byte
   h.lba = get<std::uint64_t>(in, 56);
   h.data_blocks = get<std::uint32_t>(in, 64);
   h.data_crc = get<std::uint32_t>(in, 68);
+  h.acked_below = get<std::uint64_t>(in, 72);
   return h;
 }
 

@@ -52,6 +52,11 @@ struct record_header {
   std::uint64_t lba = 0;          // where the data goes on the backing device
   std::uint32_t data_blocks = 0;  // 0: a marker
   std::uint32_t data_crc = 0;     // CRC-32C of the data blocks
+  // Every record of a lower seq had been acknowledged (made durable) when
+  // this header was written; 0 in logs written before the field. A record
+  // whose data fails its checksum below a later header's acked_below was
+  // acknowledged, so it is damage, not a tear (docs/write-log.md).
+  std::uint64_t acked_below = 0;
 };
 
 void encode(const superblock& s, std::span<std::byte, block_bytes> out) noexcept;

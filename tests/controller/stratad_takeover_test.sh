@@ -141,7 +141,15 @@ check "both controllers' records say a owns it, epoch 3" bash -c \
   "'$cli' --api $api_a controller list | grep controllers/a | grep -q pools/p1 && '$cli' --api $api_b controller list | grep controllers/a | grep -q pools/p1"
 
 # A planned failover through b's API (b hands the change to a), and back through a's.
+# v1 writes through (its own mode, its pool writing back): so it must on
+# whichever controller serves it (issue 48, finding 9: the mode was
+# applied at start-up only, and lost at a change of owner).
+wcache_of() { "$cli" --api "$1" --json volume stats v1 | python3 -c "import json,sys; print(json.load(sys.stdin).get('write_cache', ''))"; }
+check "v1 set to write-through on a" quiet "$cli" --api "$api_a" volume update v1 --write-cache write-through
+check "... its statistics on a say so" test "$(wcache_of "$api_a")" = write-through
 check "strata pool move p1 --to b --wait: the operation ends once b serves it" bash -c "'$cli' --api $api_b pool move p1 --to b --wait | grep -q SUCCEEDED"
+check "... v1 writes through on b too ($(wcache_of "$api_b"))" test "$(wcache_of "$api_b")" = write-through
+check "... and back to write-back" quiet "$cli" --api "$api_b" volume update v1 --write-cache write-back
 check "... and both controllers' records say b owns it" bash -c \
   "'$cli' --api $api_a controller list | grep controllers/b | grep -q pools/p1 && '$cli' --api $api_b controller list | grep controllers/b | grep -q pools/p1"
 check "b serves it, with every write" bash -c "$(declare -f holds); dir=$dir; holds $on_b 0xa2 16 4 && holds $on_b 0xb1 4 4"
