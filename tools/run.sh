@@ -11,9 +11,9 @@
 # As an appliance's watchdog does, a controller that dies on its own (a
 # crash, kill -9) is left down until its partner has taken its pools over
 # (the LUNs stay served through the partner's portal; at most 60 s), and
-# is then started again: it rejoins, and its pools fail back to it. A
-# controller that dies five times within ten minutes is left down, and
-# run.sh stops both; so it does when both are down.
+# is then started again: it rejoins, and its pools fail back to it. At
+# the fifth death within ten minutes run.sh stops both, and exits 1; so
+# it does when both are down.
 #
 #   tools/run.sh [--state-dir DIR] [STRATAD ARGS...]
 #   tools/run.sh --single [STRATAD ARGS...]   one controller, as before:
@@ -46,7 +46,8 @@ fi
 
 mkdir -p "$state"
 cli=build/release/tools/strata
-declare -A pid=() address=([a]=127.0.0.1 [b]=127.0.0.2) partner=([a]=b [b]=a) deaths=()
+declare -A pid=() address=([a]=127.0.0.1 [b]=127.0.0.2) partner=([a]=b [b]=a)
+deaths=()  # when a controller died, in seconds (an indexed array: the guard counts them)
 # start NAME: starts controller NAME in the background.
 start() {
   local name=$1
@@ -94,7 +95,7 @@ while true; do
   recent=0
   for t in "${deaths[@]}"; do ((now - t < 600)) && recent=$((recent + 1)); done
   if ((recent >= 5)); then
-    echo "run.sh: controller $dead stopped (status $status), its fifth time in ten minutes: stopping both" >&2
+    echo "run.sh: controller $dead stopped (status $status), the fifth death in ten minutes: stopping both" >&2
     stop
     exit 1
   fi

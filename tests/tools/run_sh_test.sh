@@ -4,7 +4,9 @@
 # A write through a's portal (LUN 0, pool p1: a's), kill -9 of controller
 # a: the data reads back through b's portal within 10 s, run.sh restarts
 # a once b has taken p1 over, and p1 fails back to a, whose portal serves
-# the data again. Ctrl-C (SIGINT) of run.sh then stops both, cleanly.
+# the data again. Four more kills: at the fifth death run.sh stops both and
+# exits 1. Started again, the same array comes up, and Ctrl-C (SIGINT) of
+# run.sh stops both, cleanly.
 #   run_sh_test.sh PATH/TO/strata
 set -uo pipefail
 source "$(dirname "$0")/../controller/lib.sh"
@@ -47,6 +49,27 @@ check "run.sh restarts a (within 90 s of the kill)" within 90 restarted
 check "... and says why" grep -q "controller a stopped (status 137): b takes its pools over" "$dir/run.err"
 check "p1 fails back to a (within 180 s)" within 180 owned_by p1 a
 check "... and a's portal serves what was written before the kill" within 20 holds "$on_a" 0x5c
+# A controller that keeps dying: at the fifth death in ten minutes run.sh
+# stops both and exits 1, rather than restart it for ever.
+for n in 2 3 4 5; do
+  pid_a=$(a_pid)
+  [[ -n "$pid_a" ]] || break
+  kill -9 "$pid_a"
+  ((n == 5)) && break
+  within 90 restarted || break
+done
+for _ in $(seq 600); do kill -0 "$run" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$run" 2>/dev/null; then status=running; else wait "$run"; status=$?; fi
+check "a killed five times in all: run.sh stops both and exits 1 (got $status)" test "$status" = 1
+check "... saying why" grep -q "the fifth death in ten minutes: stopping both" "$dir/run.err"
+check "... and no stratad of this state directory is left" bash -c "! pgrep -f 'stratad[ ].*--state-dir $dir/' >/dev/null"
+# Started again on the same state directory: the same array, and Ctrl-C.
+set -m
+"$root/tools/run.sh" --state-dir "$dir" >"$dir/run2.out" 2>"$dir/run2.err" &
+run=$!
+set +m
+check "run.sh started again on the same state: p1 is a's, p2 b's (within 240 s)" within 240 bash -c "$(declare -f owner owned_by); cli=$cli; owned_by p1 a && owned_by p2 b"
+check "... and a's portal serves what was written" within 20 holds "$on_a" 0x5c
 kill -INT "$run"
 for _ in $(seq 600); do kill -0 "$run" 2>/dev/null || break; sleep 0.1; done
 if kill -0 "$run" 2>/dev/null; then
