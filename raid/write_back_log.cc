@@ -474,23 +474,7 @@ class write_back_device::replayer {
   void accept_damaged() {
     const wlog::record_header h = *std::exchange(suspect_, std::nullopt);
     write_back_device& dv = *device_;
-    record& rec = dv.record_slots_.acquire();
-    rec.dev = &dv;
-    rec.owner = nullptr;
-    rec.seq = h.seq;
-    rec.next_seq = h.next_seq;
-    rec.position = h.position;
-    rec.lba = h.lba;
-    rec.blocks = h.data_blocks;
-    rec.dirty_blocks = 0;
-    rec.pins = 0;
-    rec.in_log_io = false;
-    rec.written = rec.acked = true;
-    rec.redo = false;
-    rec.acked_at = options_.clock->now();
-    dv.records_.push_back(&rec);
-    dv.unacked_from_ = dv.records_.size();
-    dv.head_ = rec.position + 1 + rec.blocks;
+    logged(h);
     ++dv.counters_.records_damaged;
     damaged_.insert(h.lba, h.data_blocks);
     dv.lose(h.lba, h.data_blocks,
@@ -499,8 +483,9 @@ class write_back_device::replayer {
                 std::to_string(h.seq) + ")");
   }
 
-  // A whole record, replayed: its blocks are dirty in the log again.
-  void record_whole(const wlog::record_header& h) {
+  // A record read from the log, in its place: acknowledged (it is on the
+  // log), clean until its blocks go into the index; the head past it.
+  record& logged(const wlog::record_header& h) {
     write_back_device& dv = *device_;
     record& rec = dv.record_slots_.acquire();
     rec.dev = &dv;
@@ -518,6 +503,14 @@ class write_back_device::replayer {
     rec.acked_at = options_.clock->now();
     dv.records_.push_back(&rec);
     dv.unacked_from_ = dv.records_.size();
+    dv.head_ = rec.position + 1 + rec.blocks;
+    return rec;
+  }
+
+  // A whole record, replayed: its blocks are dirty in the log again.
+  void record_whole(const wlog::record_header& h) {
+    write_back_device& dv = *device_;
+    record& rec = logged(h);
     if (rec.blocks > 0) {
       dv.index_insert(rec, rec.lba, rec.blocks, wlog::physical(rec.position, dv.data_blocks_) + 1);
       // Blocks of a damaged record written again by a later one are whole.
@@ -528,7 +521,6 @@ class write_back_device::replayer {
       }
     }
     ++dv.counters_.records_replayed;
-    dv.head_ = rec.position + 1 + rec.blocks;
   }
 
   // The log ends here. A marker goes where the next record would: its
