@@ -98,6 +98,11 @@ struct array_options {
   // Controller a dials here instead (a relay to partner_link; tests cut
   // the link with it).
   std::optional<boost::asio::ip::tcp::endpoint> partner_dial;
+  // Test hooks, off in service (stratad reads STRATA_TEST_HOOKS, a comma
+  // list of their names). stamps-after-partner-beats: a takeover writes
+  // its epoch only once the partner it checked DOWN beats again (the thaw
+  // race made: tests/controller/stratad_partner_test.sh).
+  bool test_stamps_after_partner_beats = false;
   boost::asio::ip::tcp::endpoint iscsi{boost::asio::ip::make_address("127.0.0.1"), 3260};
   // The NVMe/TCP port (none: NVMe/TCP is not served). Its subsystem's NQN
   // is the target name's, "iqn." made "nqn.".
@@ -462,6 +467,7 @@ class array {
   struct ownership_found {
     std::optional<pool_ownership> newest;
     std::vector<area_stamp> members;  // drive and area, nothing to write yet
+    std::vector<std::size_t> drives;  // the members' shelf indexes
   };
   void read_ownership(const std::string& pool, std::function<void(ownership_found)> done);
   // read_areas and write_stamps, counted: close() waits for the drives to
@@ -471,6 +477,10 @@ class array {
                         std::function<void(std::vector<drive_area>)> done);
   void write_drive_stamps(std::vector<area_stamp> stamps,
                           std::function<void(std::error_code)> done);
+  // A takeover's epoch, written right after its last "partner DOWN"
+  // check, under `claim` (partner::claim) until it is on the drives.
+  void stamp_after_check(std::vector<area_stamp> stamps, std::shared_ptr<void> claim,
+                         std::function<void(std::error_code)> done);
   std::size_t area_io_in_flight_ = 0;
   // Failback: pool `name`, served here away from its home controller (the
   // partner), goes back once the partner is ACTIVE and holds a current

@@ -170,6 +170,7 @@ std::vector<std::byte> encode(const drive_heartbeat& h, std::uint64_t sequence) 
   w.u64(static_cast<std::uint64_t>(h.unix_ms));
   w.u32(static_cast<std::uint32_t>(h.state));
   w.u64(h.config_generation);
+  w.u64(h.partner_counter_seen);
   return seal(std::move(out), w.at());
 }
 
@@ -219,6 +220,7 @@ std::expected<area_contents, std::error_code> decode(std::span<const std::byte> 
         h.unix_ms = static_cast<std::int64_t>(r.u64());
         h.state = static_cast<controller_state>(r.u32());
         h.config_generation = r.u64();
+        if (r.remaining() >= 8) h.partner_counter_seen = r.u64();  // 0 in older beats: no echo
         if (!r.ok() || heartbeat_slot(h.controller) != i) break;
         if (h.controller == "a") {
           keep_newer(c.heartbeat_a, a_seq, h, slot->sequence);

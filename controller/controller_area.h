@@ -51,6 +51,11 @@ struct drive_heartbeat {
   std::int64_t unix_ms = 0;  // the writer's clock: for people; liveness is the counter moving
   controller_state state = controller_state::running;
   std::uint64_t config_generation = 0;  // the newest configuration change it holds
+  // The echo: the partner's newest counter this controller had read at a
+  // moment when no ownership record it began writing before that read was
+  // still unwritten (heartbeat.h, claims). A thawed controller confirms its
+  // pools only once its partner echoes a beat it wrote after the thaw.
+  std::uint64_t partner_counter_seen = 0;
   bool operator==(const drive_heartbeat&) const = default;
 };
 

@@ -66,7 +66,8 @@ void drive_heartbeats::tick() {
   const device::time_point started = clock_.now();
   const std::int64_t wall_ms = unix_ms_now();
   next_count(wall_ms);
-  const drive_heartbeat h{self_, counter_, wall_ms, controller_state::running, config_generation_};
+  const drive_heartbeat h{self_, counter_, wall_ms, controller_state::running, config_generation_,
+                          echo_};
   const auto record = area::encode(h, counter_);
   auto left = std::make_shared<std::size_t>(drives_.size());
   auto reached = std::make_shared<unsigned>(0);
@@ -125,16 +126,26 @@ void drive_heartbeats::read_back(std::vector<area_contents> found) {
   } else if (now - partner_moved_ >= options_.partner_silence) {
     set_partner(partner_state::silent);
   }
+  if (partner_beat_ && claims_ == 0) echo_ = partner_beat_->counter;
   if (final_beat_) write_final();
+}
+
+std::shared_ptr<void> drive_heartbeats::claim() {
+  ++claims_;
+  return std::shared_ptr<void>(nullptr, [this, alive = std::weak_ptr<int>(alive_)](void*) {
+    if (alive.expired() || --claims_ > 0) return;
+    if (partner_beat_) echo_ = partner_beat_->counter;  // read before the claim ended
+  });
 }
 
 void drive_heartbeats::write_final() {
   in_flight_ = true;
   const std::int64_t wall_ms = unix_ms_now();
   next_count(wall_ms);
-  const auto record = area::encode(
-      drive_heartbeat{self_, counter_, wall_ms, controller_state::stopped, config_generation_},
-      counter_);
+  const auto record =
+      area::encode(drive_heartbeat{self_, counter_, wall_ms, controller_state::stopped,
+                                   config_generation_, echo_},
+                   counter_);
   auto left = std::make_shared<std::size_t>(drives_.size());
   for (const heartbeat_drive& d : drives_) {
     area::write(*d.drive, d.area_offset_bytes, *area::heartbeat_slot(self_), record,

@@ -15,6 +15,15 @@
 // The beats go to the drives themselves, not through the gates the pools
 // use: a controller whose lease lapsed must still be able to renew it.
 //
+// The echo: each beat also carries the partner's newest counter read
+// here, but only as of a moment when no claim was open (claim(): a
+// takeover between its last "partner down" check and its ownership
+// records landing). So a partner that finds its own post-thaw counter
+// echoed knows that any takeover begun here before its thaw was heard has
+// its records on the drives, and any begun later saw it beating and gave
+// up: only then does it read the records and confirm its pools
+// (takeover.cc, confirm_ownership; docs/controller-area.md).
+//
 // Threads: the loop's (the drives'). Lifetime: stop() before destroying;
 // the drives outlive it.
 #pragma once
@@ -71,6 +80,15 @@ class drive_heartbeats {
   // Written with every beat: the newest configuration change held here.
   void set_config_generation(std::uint64_t g) noexcept { config_generation_ = g; }
 
+  // Opens a claim: until the returned token is dropped, beats echo no
+  // partner counter read after this call.
+  std::shared_ptr<void> claim();
+  // The partner's echo of this controller's counter (0: none, or a
+  // partner whose beats carry none).
+  std::uint64_t echoed() const noexcept {
+    return partner_beat_ ? partner_beat_->partner_counter_seen : 0;
+  }
+
   partner_state partner() const noexcept { return partner_; }
   // The partner's newest beat read, if any.
   const std::optional<drive_heartbeat>& partner_beat() const noexcept { return partner_beat_; }
@@ -101,6 +119,8 @@ class drive_heartbeats {
   std::unique_ptr<device::timer> timer_;
   std::uint64_t counter_ = 0;
   std::uint64_t config_generation_ = 0;
+  std::uint64_t echo_ = 0;  // written with every beat
+  unsigned claims_ = 0;     // open claims: echo_ waits
   bool running_ = false;
   bool in_flight_ = false;  // a beat is still being written or read: the next tick skips
   unsigned failed_in_a_row_ = 0;

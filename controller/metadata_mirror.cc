@@ -357,12 +357,17 @@ void metadata_replicas::release(const std::string& pool) {
 bool metadata_replicas::take_now(const std::string& pool) {
   const bool whole = whole_.erase(pool) > 0;
   const bool copied = copies_.erase(pool) > 0 && whole;  // closed: flushed, its lock released
-  if (copied) return true;
-  // A copy made anew that never ended: the last whole one, in the whole
-  // directory, is what the drives' record vouches for.
-  if (kept_.erase(pool) == 0) return false;
-  std::error_code ec;
-  std::filesystem::remove_all(next_directory(pool), ec);
+  if (!copied) {
+    // A copy made anew that never ended: the last whole one, in the whole
+    // directory, is what the drives' record vouches for.
+    if (kept_.erase(pool) == 0) return false;
+    std::error_code ec;
+    std::filesystem::remove_all(next_directory(pool), ec);
+  }
+  // Opened here next: the partner, thawed or reconnected meanwhile, must
+  // not begin a copy of it again in the directory the pool opens (the
+  // caller releases it if the open fails).
+  hold(pool);
   return true;
 }
 

@@ -128,7 +128,9 @@ class metadata_replicas {
   // since this process started (a copy on disk from before may lack
   // batches). A copy begun anew is whole once its last batch is in; until
   // then the last whole copy is kept, and taken.
-  // `done` on the loop, once the frames before have been applied.
+  // `done` on the loop, once the frames before have been applied. A pool
+  // taken is held from then on (hold()): the caller release()s it if it
+  // does not open it after all.
   void take(const std::string& pool, std::function<void(bool)> done);
   // This controller closed `pool`'s store, current, to hand the pool over:
   // from now on it is the partner's whole copy (the hand-over's record on

@@ -61,6 +61,17 @@ class partner {
     return heartbeats_->partner_beat()->config_generation;
   }
   liveness state() const noexcept;
+  // The drive heartbeat's echo (heartbeat.h): a claim held from a
+  // takeover's last "partner down" check until its ownership records are
+  // written; this controller's newest beat; the partner's echo of it.
+  // Without drive heartbeats: no claim, 0, 0.
+  std::shared_ptr<void> claim() { return heartbeats_ ? heartbeats_->claim() : nullptr; }
+  std::uint64_t own_beat() const noexcept { return heartbeats_ ? heartbeats_->beats() : 0; }
+  std::uint64_t echoed() const noexcept { return heartbeats_ ? heartbeats_->echoed() : 0; }
+  // The partner's drive heartbeat has stood still (or it stopped).
+  bool beats_silent() const noexcept {
+    return heartbeats_ && heartbeats_->partner() != partner_state::beating;
+  }
   static const char* to_string(liveness l) noexcept;
   // Starts this controller's drive heartbeat on `drives` (heartbeat.h),
   // renewing `own`, carrying configuration `generation`, and watching the

@@ -406,6 +406,12 @@ int main(int argc, char** argv) {
   options.nvme_portals = nvme_portals;
   options.target_name = settings.target_name;
   options.volatile_drive_caches = volatile_drive_caches;
+  if (const char* hooks = std::getenv("STRATA_TEST_HOOKS"); hooks && *hooks) {
+    const std::string list = std::string(",") + hooks + ",";
+    options.test_stamps_after_partner_beats =
+        list.find(",stamps-after-partner-beats,") != std::string::npos;
+    say("warning", std::string("test hooks on (STRATA_TEST_HOOKS=") + hooks + "): not for service");
+  }
   options.heat_history_interval = settings.heat_history_interval;
   if (config.plan) {
     options.plan = std::move(*config.plan);

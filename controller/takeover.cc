@@ -60,6 +60,36 @@ void array::write_drive_stamps(std::vector<area_stamp> stamps,
   });
 }
 
+void array::stamp_after_check(std::vector<area_stamp> stamps, std::shared_ptr<void> claim,
+                              std::function<void(std::error_code)> done) {
+  auto write = [this, stamps = std::move(stamps), claim = std::move(claim),
+                done = std::move(done)]() mutable {
+    write_drive_stamps(std::move(stamps), [claim = std::move(claim),
+                                           done = std::move(done)](std::error_code e) mutable {
+      claim.reset();  // written: the echo may move on
+      done(e);
+    });
+  };
+  if (!options_.test_stamps_after_partner_beats) return write();
+  // The test hook (STRATA_TEST_HOOKS=stamps-after-partner-beats): the
+  // thaw race made, not waited for. The epoch is written only once the
+  // partner, checked DOWN a moment ago, beats again (or after 3 s).
+  auto timer = std::make_shared<boost::asio::steady_timer>(loop_);
+  auto poll = std::make_shared<std::function<void(int)>>();
+  *poll = [this, timer, poll, write = std::move(write)](int left) mutable {
+    if (closed_) return;
+    if (left == 0 || !partner_->beats_silent()) {
+      log("test hook: the takeover's epoch is written now, after its check");
+      auto now = std::move(write);
+      *poll = nullptr;  // the cycle ends (this lambda with it: only locals from here)
+      return now();
+    }
+    timer->expires_after(std::chrono::milliseconds(10));
+    timer->async_wait([poll, left](boost::system::error_code) { (*poll)(left - 1); });
+  };
+  (*poll)(300);
+}
+
 void array::read_ownership(const std::string& pool, std::function<void(ownership_found)> done) {
   std::vector<device::block_device*> drives;
   for (std::size_t i = 0; i < shelf_->size(); ++i) drives.push_back(&shelf_->drive(i));
@@ -69,6 +99,7 @@ void array::read_ownership(const std::string& pool, std::function<void(ownership
       const auto& o = a.contents.ownership;
       if (!o || o->pool != pool) continue;
       f.members.push_back({drives[a.drive], a.offset_bytes, std::nullopt, std::nullopt});
+      f.drives.push_back(a.drive);
       if (!f.newest || o->sequence() > f.newest->sequence()) f.newest = *o;
     }
     done(std::move(f));
@@ -102,6 +133,9 @@ void array::record_copy(const std::string& name, bool current,
                       "its drives say controller " + f.newest->owner + " owns it (epoch " +
                           std::to_string(f.newest->epoch) +
                           "): this controller no longer writes to them");
+      // Not only this batch: a controller that finds its pool taken over
+      // steps down, whatever way it learnt it.
+      if (!p->lost) step_down(name, *f.newest, f.drives);
       return done(fenced);
     }
     if (lease_ && lease_->fenced())
@@ -172,6 +206,7 @@ void array::take_over(const v1::Pool& record) {
   const auto started = clock_.now();
   auto fail = [this, name](const std::string& why) {
     taking_over_.erase(name);
+    if (replicas_) replicas_->release(name);  // copies of it may be made here again
     events_->record(severity::critical, name, "not taken over: " + why);
     log(name + ": not taken over: " + why);
   };
@@ -233,32 +268,40 @@ void array::take_over(const v1::Pool& record) {
       // (array::reclaim_pools), and is heard by now.
       if (partner_->state() != partner::liveness::down)
         return fail("controller " + partner_->name() + " is back");
+      if (lease_ && !lease_->usable())
+        return fail("this controller's own lease lapsed (it was frozen itself)");
       // Fenced from here on: the old owner, if it only froze, finds the
-      // higher epoch before it writes again (its lease lapsed already).
+      // higher epoch before it writes again (its lease lapsed already, and
+      // it confirms only once this controller echoes a beat it wrote after
+      // thawing: the claim holds the echo until the epoch is written).
       pool_ownership o{name, options_.controller, f.newest->epoch + 1, unix_ms_now(), 0, false};
       std::vector<area_stamp> stamps = f.members;
       for (area_stamp& s : stamps) s.ownership = o;
-      write_drive_stamps(std::move(stamps), [this, record, name, fail, started,
-                                             o](std::error_code e) {
-        if (closed_) return;
-        if (e)
-          return fail("the new ownership epoch could not be written to its drives: " + e.message());
-        // Out of the drive's completion first: opening the pool drives the
-        // loop, whose ring takes completions again only after this one.
-        one_at_a_time([this, record, name, fail, started, o] {
-          if (closed_) return;
-          if (auto served = take_over_now(record, o); !served) return fail(served.error().message);
-          taking_over_.erase(name);
-          const auto ms =
-              std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - started).count();
-          events_->record(severity::warning, name,
-                          "taken over from controller " + partner_->name() + " (epoch " +
-                              std::to_string(o.epoch) + ") in " + std::to_string(ms) +
-                              " ms: served here");
-          log(name + ": taken over from controller " + partner_->name() + " in " +
-              std::to_string(ms) + " ms");
-        });
-      });
+      stamp_after_check(
+          std::move(stamps), partner_->claim(),
+          [this, record, name, fail, started, o](std::error_code e) {
+            if (closed_) return;
+            if (e)
+              return fail("the new ownership epoch could not be written to its drives: " +
+                          e.message());
+            // Out of the drive's completion first: opening the pool drives the
+            // loop, whose ring takes completions again only after this one.
+            one_at_a_time([this, record, name, fail, started, o] {
+              if (closed_) return;
+              if (auto served = take_over_now(record, o); !served)
+                return fail(served.error().message);
+              taking_over_.erase(name);
+              const auto ms =
+                  std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - started)
+                      .count();
+              events_->record(severity::warning, name,
+                              "taken over from controller " + partner_->name() + " (epoch " +
+                                  std::to_string(o.epoch) + ") in " + std::to_string(ms) +
+                                  " ms: served here");
+              log(name + ": taken over from controller " + partner_->name() + " in " +
+                  std::to_string(ms) + " ms");
+            });
+          });
     });
   });
 }
@@ -633,6 +676,7 @@ void array::receive_pool(const std::string& name, link_reply reply) {
         name, [this, record, name, o = *f.newest, reply = std::move(reply)](bool copied) mutable {
           if (!copied) {
             taking_over_.erase(name);
+            replicas_->release(name);
             return reply(std::unexpected(
                 make_error(errc::not_found, "controller " + options_.controller +
                                                 " holds no copy of " + name + "'s metadata")));
@@ -641,7 +685,10 @@ void array::receive_pool(const std::string& name, link_reply reply) {
             if (closed_) return reply(std::unexpected(make_error(errc::canceled, "stopping")));
             auto served = take_over_now(record, o);
             taking_over_.erase(name);
-            if (!served) return reply(std::unexpected(served.error()));
+            if (!served) {
+              replicas_->release(name);
+              return reply(std::unexpected(served.error()));
+            }
             events_->record(severity::info, record.name(),
                             "handed over by controller " + partner_->name() + " (epoch " +
                                 std::to_string(o.epoch) + "): served here");
@@ -659,22 +706,41 @@ void array::confirm_ownership() {
                   "heartbeat stalled): its I/O to the "
                   "shared drives is held until the drives say it still owns its pools");
   confirm_timer_ = std::make_unique<boost::asio::steady_timer>(loop_);
-  // Polls for the renewed lease (the next drive beat), then reads.
+  // Polls for the renewed lease (the next drive beat), then for the
+  // partner's echo of a beat written since (heartbeat.h): a takeover the
+  // partner began before it heard this controller again has its records
+  // on the drives by then, and one it begins later finds this controller
+  // beating and gives up. Reading the records any earlier could miss a
+  // takeover that has checked "DOWN" and not yet written its epoch: both
+  // would serve the pool (the thaw race). A partner that is silent itself
+  // takes nothing over; one whose beats carry no echo (an older version)
+  // gets the 2 s that reclaim_pools gives at start-up.
   auto poll = std::make_shared<std::function<void()>>();
-  *poll = [this, poll] {
+  auto since = std::make_shared<std::optional<std::pair<std::uint64_t, device::time_point>>>();
+  *poll = [this, poll, since] {
     if (closed_) return;
-    if (!lease_->valid()) {
+    auto again = [this, poll] {
       confirm_timer_->expires_after(std::chrono::milliseconds(20));
       confirm_timer_->async_wait([poll](boost::system::error_code ec) {
         if (!ec) (*poll)();
       });
-      return;
-    }
+    };
+    if (!lease_->valid()) return again();
+    if (!*since) *since = std::pair{partner_->own_beat(), clock_.now()};
+    const auto [mark, valid_at] = **since;
+    const bool heard =
+        partner_->echoed() >= mark || partner_->beats_silent() ||
+        (partner_->echoed() == 0 && clock_.now() - valid_at >= std::chrono::seconds(2));
+    if (!heard) return again();
     std::vector<device::block_device*> raw;
     for (std::size_t i = 0; i < shelf_->size(); ++i) raw.push_back(&shelf_->raw_drive(i));
     read_drive_areas(raw, [this, poll](std::vector<drive_area> areas) {
       *poll = nullptr;  // the cycle ends
       if (closed_) return;
+      if (!lease_->valid()) {  // lapsed again while reading: what was read may be old already
+        confirming_ = false;
+        return confirm_ownership();
+      }
       std::map<std::string, std::pair<pool_ownership, std::vector<std::size_t>>>
           newest;  // by pool: its newest record, its drives
       for (const drive_area& a : areas) {

@@ -187,3 +187,34 @@ TEST_CASE(
   a.beats.stop(false, [] {});
   b->beats.stop(false, [] {});
 }
+
+TEST_CASE(
+    "heartbeat: the echo carries the partner's newest counter, but not while a claim is open "
+    "(a takeover's epoch not yet on the drives)",
+    "[controller][heartbeat]") {
+  shelf_of_three s;
+  controller_beat a(s, "a", "b"), b(s, "b", "a");
+  a.beats.start();
+  b.beats.start();
+  s.run_for(1s);
+  // Each echoes the other within a beat or two.
+  const std::uint64_t a_then = a.beats.beats();
+  s.run_for(600ms);
+  CHECK(a.beats.echoed() >= a_then);
+  // b opens a claim (its takeover checked "a DOWN"): a's later beats are
+  // read, but not echoed, until the claim is dropped.
+  auto claim = b.beats.claim();
+  s.run_for(300ms);
+  const std::uint64_t a_after_claim = a.beats.beats();
+  s.run_for(1s);
+  REQUIRE(b.beats.partner_beat());
+  CHECK(b.beats.partner_beat()->counter >= a_after_claim);  // read
+  CHECK(a.beats.echoed() < a_after_claim);                  // not echoed
+  claim.reset();                                            // the epoch landed
+  s.run_for(600ms);
+  CHECK(a.beats.echoed() >= a_after_claim);
+  bool stopped = false;
+  a.beats.stop(true, [&] { stopped = true; });
+  b.beats.stop(true, [&] {});
+  s.loop.run_until([&] { return stopped; });
+}

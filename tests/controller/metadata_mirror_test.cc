@@ -191,6 +191,7 @@ TEST_CASE(
         tiering::metadata_store::open((dir.path / "b" / "p1").string(), b.io.get_executor());
     REQUIRE(copy);
     for (column c : columns) CHECK(contents(**copy, c) == contents(**store, c));
+    replicas->release("pools/p1");  // not opened as the pool's store: copies go on
   };
   // A synced batch is in the copy before its write is acknowledged.
   tiering::metadata_batch last;
@@ -254,6 +255,11 @@ TEST_CASE(
   REQUIRE(replicas.answer(metadata_batch, frame(3)));  // synced, and the whole store's last
   REQUIRE(replicas.answer(metadata_batch, frame(1)));  // and a batch after it
   CHECK(replicas.take_now("pools/p1"));
+  // Taken, it is held: its owner's copy begun anew is refused until the
+  // takeover gives up (a thawed owner must not reopen the directory the
+  // pool opens in).
+  CHECK_FALSE(replicas.answer(metadata_begin, frame(std::nullopt)));
+  replicas.release("pools/p1");
   // Begun anew: not whole again until its last batch.
   REQUIRE(replicas.answer(metadata_begin, frame(std::nullopt)));
   CHECK_FALSE(replicas.take_now("pools/p1"));
@@ -285,6 +291,7 @@ TEST_CASE(
   CHECK(replicas.take_now("pools/p1"));
   CHECK(taken() == kv{{"v1/0", "old"}, {"v1/1", "later"}});
   CHECK_FALSE(std::filesystem::exists(dir.path / "b" / "p1.next"));
+  replicas.release("pools/p1");  // the takeover gave up: copies are made here again
 
   // Made anew to its end: the new copy replaces the kept one, and takes the batches after it.
   REQUIRE(replicas.answer(metadata_begin, frame(std::nullopt)));
@@ -296,6 +303,7 @@ TEST_CASE(
   CHECK(replicas.take_now("pools/p1"));
   CHECK(taken() == kv{{"v1/2", "new"}, {"v1/3", "new"}, {"v1/4", "after"}});
   CHECK_FALSE(std::filesystem::exists(dir.path / "b" / "p1.next"));
+  replicas.release("pools/p1");
 
   // Taken, nothing is kept: half a copy made after it is no copy.
   REQUIRE(replicas.answer(metadata_begin, frame(std::nullopt)));

@@ -113,7 +113,7 @@ wait_ready "$dir/a.out" "$dir/a.err"
 check "a, alone and behind b, refuses a change, saying why" bash -c \
   "'$cli' --api $api_a host add h3 --iqn iqn.2026-11.test:h3 2>&1 | grep -q 'UNAVAILABLE: this controller.s configuration (generation [0-9]*) is older than controller b.s'"
 start_b_bg() {
-  "$stratad" --controller b --state-dir "$dir/b" --shelf "$dir/shelf" --iscsi 127.0.0.2:$port --grpc "$api_b" \
+  STRATA_TEST_HOOKS="${b_hooks:-}" "$stratad" --controller b --state-dir "$dir/b" --shelf "$dir/shelf" --iscsi 127.0.0.2:$port --grpc "$api_b" \
     --partner-link "$link" >"$dir/b.out" 2>"$dir/b.err" &
   pid_b=$!
 }
@@ -130,6 +130,9 @@ kill -TERM "$pid_b"; wait "$pid_b"; pid_b=
 for _ in $(seq 30); do [[ "$(state_of "$api_a" controllers/b)" = DOWN ]] && break; sleep 0.1; done
 quiet a host add h3 --iqn iqn.2026-11.test:h3
 check "a, alone, takes the change and says b is behind" bash -c "'$cli' --api $api_a events | grep -q 'was not copied to controller b'"
+# This b makes the thaw race below (issue 48, finding 1): its takeover
+# writes its epoch only once the partner it checked DOWN beats again.
+b_hooks=stamps-after-partner-beats
 start_b_bg
 saved=$pid; pid=$pid_b; wait_ready "$dir/b.out" "$dir/b.err"; pid=$saved; saved=
 linked=
@@ -170,7 +173,11 @@ kill -STOP "$pid"
 took=$(until_state "$api_b" controllers/a DOWN 6) && echo "b saw a frozen a DOWN after $took ms"
 check "b sees a frozen a DOWN within 3 s" test -n "$took" -a "${took:-99999}" -le 3000
 check "b's event log: DOWN, both heartbeats silent" bash -c "'$cli' --api $api_b events | grep -q 'DOWN: its link and its drive heartbeat are silent'"
+a_lines=$(wc -l <"$dir/a.err")
 kill -CONT "$pid"
+# b checked a DOWN before a thawed and writes its epoch only after a beats
+# again: a must not confirm p1 from drives b has not stamped yet (it waits
+# for b to echo a beat a wrote after thawing), or both serve p1.
 # Back, a tells b what it is now: it stepped down from p1 (a restart makes
 # it a partner that can take p1 back), not ACTIVE.
 took=$(until_state "$api_b" controllers/a STEPPED_DOWN 10) && echo "b saw the thawed a STEPPED_DOWN after $took ms"
@@ -180,6 +187,9 @@ stepped=
 for _ in $(seq 50); do grep -q "pools/p1: controller b took it over (epoch [0-9]*) while this controller was frozen: it stepped down" "$dir/a.err" && { stepped=1; break; }; sleep 0.1; done
 check "a, thawed with no I/O queued, stepped down from p1 within 5 s" test -n "$stepped"
 check "and says so in its controller list: b owns p1" bash -c "'$cli' --api $api_a controller list | grep controllers/b | grep -q pools/p1"
+check "b wrote its epoch after the thawed a beat again (the race was made)" grep -q "test hook: the takeover's epoch is written now" "$dir/b.err"
+check "a never confirmed p1 after the thaw (both would have served it)" bash -c "! tail -n +$((a_lines + 1)) '$dir/a.err' | grep -q 'still owns pools/p1'"
+check "a waited for b's echo: its confirm read the drives after b's epoch" bash -c "! '$cli' --api $api_a controller list | grep controllers/a | grep -q pools/p1"
 # a killed: its socket closes at once (the drive heartbeat still looks fresh: UNREACHABLE), then DOWN.
 kill -9 "$pid"; wait "$pid" 2>/dev/null; pid=
 took=$(until_state "$api_b" controllers/a DOWN 6) && echo "b saw a killed a DOWN after $took ms"
