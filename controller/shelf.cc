@@ -131,16 +131,26 @@ std::expected<std::size_t, error> shelf::add(const drive_spec& spec) {
         error{file.error().code, "shelf: drive " + d.name + ": " + file.error().message});
   const device::block_geometry& g = (*file)->geometry();
   d.bytes = g.block_count * g.logical_block_size_bytes;
+  // The fence where a request is handed to the kernel: whatever waited in
+  // this process's queues above it (the scheduler's held background
+  // writes, the model's queue, the volatile cache) is asked again here, so
+  // a controller frozen with I/O queued and thawed after its partner took
+  // the pool over writes none of it (gate_device.h; issue 48, finding 2).
+  auto dispatch = std::make_unique<device::gate_device>(
+      **file, [this] { return !fence_allowed_ || fence_allowed_(); },
+      [this] {
+        if (fence_on_hold_) fence_on_hold_();
+      });
   std::unique_ptr<device::block_device> front;
   if (model != nullptr && model->kind == drive_kind::hdd) {
-    front = std::make_unique<device::hdd_model>(**file, clock_,
+    front = std::make_unique<device::hdd_model>(*dispatch, clock_,
                                                 model->name == "sas_10k"
                                                     ? device::hdd_profile::sas_10k()
                                                     : device::hdd_profile::nl_sas_7k2());
   } else if (model != nullptr) {
-    front = std::make_unique<device::ssd_model>(**file, clock_, device::ssd_profile::sas_12g());
+    front = std::make_unique<device::ssd_model>(*dispatch, clock_, device::ssd_profile::sas_12g());
   }
-  device::block_device& beneath = front ? *front : **file;
+  device::block_device& beneath = front ? *front : *dispatch;
   std::unique_ptr<device::block_device> cache;
   if (options_.volatile_write_caches) {
     // The seed only drives faults this mode never injects (delays, reordering, tears).
@@ -166,11 +176,14 @@ std::expected<std::size_t, error> shelf::add(const drive_spec& spec) {
       [this] {
         if (fence_on_hold_) fence_on_hold_();
       });
+  auto raw = std::make_unique<device::fence_exempt_device>(*scheduler);
   drives_.push_back(gate.get());
-  raw_.push_back(scheduler.get());
+  raw_.push_back(raw.get());
+  raws_.push_back(std::move(raw));
   gates_.push_back(std::move(gate));
   specs_.push_back(std::move(d));
   files_.push_back(std::move(*file));
+  dispatch_gates_.push_back(std::move(dispatch));
   models_.push_back(std::move(front));
   caches_.push_back(std::move(cache));
   schedulers_.push_back(std::move(scheduler));
@@ -184,26 +197,38 @@ void shelf::fence(std::function<bool()> allowed, std::function<void()> on_hold) 
 
 void shelf::open_gates() {
   for (std::size_t i = 0; i < gates_.size(); ++i) {
-    if (!lost_.contains(i)) gates_[i]->open();
+    if (lost_.contains(i)) continue;
+    dispatch_gates_[i]->open();  // what waited below first, in the order it came
+    gates_[i]->open();
   }
 }
 
 void shelf::hold_for_good(std::size_t i) {
   lost_.insert(i);
   gates_[i]->hold();
+  dispatch_gates_[i]->hold();
 }
 
 void shelf::shut_lost(std::error_code why) {
-  for (std::size_t i : lost_) gates_[i]->shut(why);
+  for (std::size_t i : lost_) {
+    gates_[i]->shut(why);
+    dispatch_gates_[i]->shut(why);
+  }
+}
+
+std::size_t shelf::held_below(std::size_t i) const noexcept {
+  return dispatch_gates_[i]->held();
 }
 
 shelf::~shelf() {
   drives_.clear();
   raw_.clear();
+  raws_.clear();
   gates_.clear();  // each layer before the one it sits on
   schedulers_.clear();
   caches_.clear();
   models_.clear();
+  dispatch_gates_.clear();
   files_.clear();
 }
 

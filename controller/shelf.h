@@ -119,11 +119,13 @@ class shelf {
   // The drive as the layers above see it: the model over the file, or the
   // file itself (with volatile_write_caches, behind its cache), behind the
   // scheduler that puts background I/O after the hosts' (io_scheduler.h).
-  // Behind its gate (raid/device/gate_device.h): held while fence()'s
-  // test fails, until open_gates().
+  // Behind its gates (raid/device/gate_device.h): one on top, one at the
+  // bottom, right above the file, where a request is handed to the kernel;
+  // both held while fence()'s test fails, until open_gates().
   device::block_device& drive(std::size_t i) const noexcept { return *drives_[i]; }
-  // The same drive past its gate: for the drive heartbeat and for reading
-  // the ownership records, which a fenced controller must still do.
+  // The same drive past its gates (its requests marked fence_exempt): for
+  // the drive heartbeat and for reading the ownership records, which a
+  // fenced controller must still do.
   device::block_device& raw_drive(std::size_t i) const noexcept { return *raw_[i]; }
   // Fencing (controller/lease.h): each drive's gate asks `allowed` at
   // every request, and holds when it fails, calling `on_hold`; a held gate
@@ -135,6 +137,9 @@ class shelf {
   void open_gates();
   void hold_for_good(std::size_t i);
   void shut_lost(std::error_code why);
+  // Requests held at drive i's bottom gate: admitted above before a lapse,
+  // stopped on their way to the kernel.
+  std::size_t held_below(std::size_t i) const noexcept;
 
  private:
   shelf(device::io_ring& ring, device::clock& clock, std::filesystem::path directory,
@@ -146,14 +151,16 @@ class shelf {
   shelf_options options_;
   std::vector<drive_spec> specs_;
   std::vector<std::unique_ptr<device::block_device>> files_;
+  std::vector<std::unique_ptr<device::gate_device>> dispatch_gates_;  // over files_
   std::vector<std::unique_ptr<device::block_device>>
-      models_;  // over files_; null for a drive with no model
+      models_;  // over dispatch_gates_; null for a drive with no model
   std::vector<std::unique_ptr<device::block_device>>
-      caches_;  // over models_ or files_; null without volatile_write_caches
+      caches_;  // over models_ or dispatch_gates_; null without volatile_write_caches
   std::vector<std::unique_ptr<device::block_device>>
       schedulers_;                                           // over caches_, models_ or files_
   std::vector<std::unique_ptr<device::gate_device>> gates_;  // over schedulers_
-  std::vector<device::block_device*> raw_;                   // schedulers_[i]
+  std::vector<std::unique_ptr<device::block_device>> raws_;  // over schedulers_: fence-exempt
+  std::vector<device::block_device*> raw_;                   // raws_[i]
   std::vector<device::block_device*> drives_;                // gates_[i]: the topmost
   std::set<std::size_t> lost_;                               // held for good
   std::function<bool()> fence_allowed_;

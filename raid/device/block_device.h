@@ -95,6 +95,11 @@ struct request {
   // it on rather than logging it, unless the blocks are in its log already
   // (raid/write_back.h). Other devices ignore it.
   bool write_through = false;
+  // The controller's own records on a shared drive (its drive heartbeat,
+  // the ownership areas read at a confirm): they renew or consult the
+  // lease that fences the rest, so no fence holds them
+  // (gate_device.h, controller/shelf.h). Set by the layer that sends them.
+  bool fence_exempt = false;
   std::uint64_t lba = 0;
   std::uint64_t block_count = 0;
   // Scatter-gather list: each segment aligned to buffer_alignment_bytes and a
@@ -190,6 +195,7 @@ inline void copy_io(const request& from, request& to) noexcept {
   to.operation = from.operation;
   to.priority = from.priority;
   to.write_through = from.write_through;
+  to.fence_exempt = from.fence_exempt;
   to.lba = from.lba;
   to.block_count = from.block_count;
   to.buffers = from.buffers;

@@ -141,7 +141,12 @@ void fault_device::start(request& req) {
         allocated_->erase(landing, req.block_count);
       }
       corrupted_.erase(landing, req.block_count);  // rewritten: whole again
-      if (options_.volatile_write_cache) {
+      if (options_.volatile_write_cache && req.fence_exempt) {
+        // The controller's own records (its drive heartbeat) go past the
+        // cache, written through: its flush must not wait for the cache's
+        // other blocks, which a fence below may hold (gate_device.h).
+        for (std::uint64_t i = 0; i < req.block_count; ++i) dirty_.erase(landing + i);
+      } else if (options_.volatile_write_cache) {
         write_to_cache(req, landing);
         latent_errors_.erase(landing, req.block_count);
         finish(req, {});
@@ -151,7 +156,7 @@ void fault_device::start(request& req) {
       return;
     }
     case op::flush:
-      if (!options_.volatile_write_cache) {
+      if (!options_.volatile_write_cache || req.fence_exempt) {  // exempt: its writes went through
         forward(req);
       } else if (destaging_) {
         flushes_waiting_.push_back(req);  // needs writes the running destage did not take

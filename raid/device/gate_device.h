@@ -14,9 +14,16 @@
 // is gone). Reads are held as well because a controller that lost a pool
 // may hold stale maps of it.
 //
-// Requests already passed to the device below are not called back: a
-// frozen process's submitted I/O completes while it is frozen, long before
-// the partner's takeover (which waits out the lease).
+// Requests already passed to the device below are not called back. A
+// frozen process's I/O inside the kernel completes while it is frozen
+// (io-wq workers are not stopped), but I/O queued in user space below a
+// gate (a scheduler's held background writes, a drive model's queue, a
+// volatile cache) freezes with the process and would go on after the
+// thaw: so the controller puts a second gate at the bottom of each
+// drive's stack, right above the file, asking the same question when a
+// request is handed to the kernel (controller/shelf.h). A request marked
+// fence_exempt (the controller's own heartbeat and ownership records) is
+// never held, shut or not: it is what renews and checks the lease.
 //
 // Threads, lifetime: as block_device. The device below outlives the gate.
 #pragma once
@@ -43,6 +50,7 @@ class gate_device final : public forwarding_device {
         rejected_(backing.executor()) {}
 
   void submit(request& req) noexcept override {
+    if (req.fence_exempt) return backing().submit(req);
     if (state_ == state::open && allowed_ && !allowed_()) hold();
     switch (state_) {
       case state::open:
@@ -92,6 +100,19 @@ class gate_device final : public forwarding_device {
   std::error_code why_;
   request_list held_;
   completion_queue rejected_;
+};
+
+// Marks every request through it fence_exempt: the way past the gates
+// for the controller's own records (controller/shelf.h raw_drive).
+class fence_exempt_device final : public forwarding_device {
+ public:
+  explicit fence_exempt_device(block_device& backing) : forwarding_device(backing) {}
+  void submit(request& req) noexcept override {
+    req.fence_exempt = true;
+    backing().submit(req);
+  }
+  void expedite(request& req) noexcept override { backing().expedite(req); }
+  bool holds(const request& req) const noexcept override { return backing().holds(req); }
 };
 
 }  // namespace strata::device
