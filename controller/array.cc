@@ -988,9 +988,15 @@ void array::close() {
   pool_move_timer_.reset();
   reclaim_timer_.reset();
   for (auto& [name, served] : pools_) {
-    if (!served.lost)
-      quiesce_pool(
-          served);  // a lost pool's drives are the partner's now: nothing more goes to them
+    if (!served.lost) {
+      quiesce_pool(served);
+    } else if (served.write_cache) {
+      // A lost pool's drives are the partner's now: nothing more goes to
+      // them (its gates are shut, above), but its logs' destage may still
+      // be failing there: stopped before they go (a device destroyed
+      // with I/O in flight stops the process).
+      served.write_cache->stop([this](const std::function<bool()>& ready) { wait(ready); });
+    }
   }
   // The pools' last metadata reached the partner's copies (or the drives
   // say the copies are behind): they stop; then the last drive beat says

@@ -670,6 +670,9 @@ class array {
   void take_samples();
   bool closed_ = false;
   bool started_ = false;  // open() finished: close() then records a clean stop
+  // Expired once the array is gone: for callbacks the servers post to the
+  // loop after it may have been destroyed (step_down's connection reset).
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 
 }  // namespace strata::controller

@@ -788,12 +788,50 @@ void array::step_down(const std::string& name, const pool_ownership& newer,
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     if (std::ranges::find(groups, group_names_[g]) != groups.end()) lost_groups_.insert(g);
   }
-  for (std::size_t d : drives) shelf_->hold_for_good(d);
+  // Every drive of every group of the pool, not only those whose areas
+  // said so: a member without the pool's ownership record (a group made
+  // or a member replaced since) must not let what waited for it through.
+  std::set<std::size_t> held(drives.begin(), drives.end());
+  for (std::size_t g : lost_groups_) {
+    for (unsigned m = 0; m < groups_[g]->member_count(); ++m) {
+      const device::block_device* member = groups_[g]->member_device(m);
+      for (std::size_t i = 0; i < shelf_->size(); ++i) {
+        if (member == &shelf_->drive(i)) held.insert(i);
+      }
+    }
+  }
+  for (std::size_t d : held) shelf_->hold_for_good(d);
+  log(name + ": " + std::to_string(held.size()) + " drives held for good (" +
+      std::to_string(drives.size()) + " hold its ownership record)");
+  if (p.write_cache) p.write_cache->abandon();
   if (p.mirror) p.mirror->stop();
   p.migrator->stop();
-  // Its LUNs forward to the new owner from now on; the commands the old
-  // units hold (stopped at the gates, never applied) wait until close().
-  present_pool(name, false, true);
+  // Its LUNs forward to the new owner, but only once every host
+  // connection this controller had is closed, and what their sockets held
+  // unread with it: commands the hosts sent before or during the freeze
+  // must never run now, after the writes they made since through the new
+  // owner (a host that timed out such a write sent it again there, and
+  // wrote over it; forwarding the old one late would revert that: the
+  // freeze torture found it). Until then the old units hold them, as they
+  // hold the commands stopped at the gates, until close(). The hosts log
+  // in again, as to a controller that restarted.
+  auto forward = [this, name, alive = std::weak_ptr<int>(alive_)] {
+    if (!alive.expired() && !closed_) present_pool(name, false, true);
+  };
+  const auto both = std::make_shared<int>(0);
+  auto closed = [both, forward] {
+    if (++*both == 2) forward();
+  };
+  if (server_) {
+    server_->close_connections(closed);
+  } else {
+    closed();
+  }
+  if (nvme_) {
+    nvme_->close_connections(closed);
+  } else {
+    closed();
+  }
   // The pool's record says who owns it now, as the drives and the partner
   // do: GetPool, ListControllers, the console and /metrics read it.
   note_owner(name, newer.owner, newer.epoch);
@@ -802,8 +840,8 @@ void array::step_down(const std::string& name, const pool_ownership& newer,
                           ") while this controller was frozen: it stepped down. Nothing it held "
                           "was written to the pool's drives "
                           "after its lease lapsed; the commands it held wait for good (hosts time "
-                          "out and send them again), its ports "
-                          "forward the pool's LUNs to controller " +
+                          "out and send them again), its hosts' connections are reset, and its "
+                          "ports forward the pool's LUNs to controller " +
                           newer.owner + ", and a restart makes it a partner again";
   events_->record(severity::critical, name, why);
   log(name + ": " + why);

@@ -61,12 +61,19 @@ raid::write_back_options write_cache::device_options(const cached& c) {
   // destaged whole.
   o.max_record_blocks = static_cast<std::uint32_t>(std::max<std::uint64_t>(256, o.stripe_blocks));
   const std::string subject = c.name;
-  o.on_event = [events = options_.events, subject](const std::string& what) {
+  o.on_event = [events = options_.events, subject,
+                abandoned = abandoned_](const std::string& what) {
+    if (*abandoned) return;
     const bool lost = what.find("lost") != std::string::npos;
     events->record(lost ? severity::critical : severity::warning, subject, "write cache: " + what);
   };
   o.persist_retirement = [config = options_.config, writer = options_.writer, loop = options_.loop,
-                          key = retired_key(c.name)](std::function<void(std::error_code)> done) {
+                          key = retired_key(c.name),
+                          abandoned = abandoned_](std::function<void(std::error_code)> done) {
+    if (*abandoned) {
+      // Not this controller's to record: the held writes fail at the gates.
+      return boost::asio::post(loop, [done] { done(make_error_code(errc::permission_denied)); });
+    }
     boost::asio::post(writer, [config, loop, key, done = std::move(done)] {
       config_batch b;
       b.put(key, "1");
@@ -78,7 +85,9 @@ raid::write_back_options write_cache::device_options(const cached& c) {
   if (const auto lost = options_.config->get(lost_key(c.name)))
     o.lost_at_open = decode_ranges(*lost);
   o.persist_lost = [config = options_.config, writer = options_.writer, events = options_.events,
-                    subject = c.name, key = lost_key(c.name)](const device::block_range_set& lost) {
+                    subject = c.name, key = lost_key(c.name),
+                    abandoned = abandoned_](const device::block_range_set& lost) {
+    if (*abandoned) return;  // the new owner's list is the pool's
     // Encoded on the loop; written in call order by the one writer thread.
     boost::asio::post(writer, [config, events, subject, key, text = encode_ranges(lost)] {
       config_batch b;

@@ -74,6 +74,12 @@ class write_cache {
   void redundancy_changed();
   // Stops destaging (what is dirty stays in the log for the next start).
   void stop(const waiter& wait);
+  // The pool is the partner's now (this controller stepped down): what
+  // its logs still do here (failing at the gates held for good) is not
+  // the pool's news. Nothing is recorded from now on (no lost blocks, no
+  // retirement: the new owner's log and lists are the pool's) and no
+  // event is raised. stop() still runs before it goes.
+  void abandon() noexcept { *abandoned_ = true; }
   // Takes a sample of the destage rate over the last `seconds`.
   void sample(double seconds);
   // Adds the cache's figures to a pool's statistics.
@@ -94,6 +100,7 @@ class write_cache {
   write_cache_options options_;
   std::vector<std::unique_ptr<cached>> cached_;
   double destage_mb_per_second_ = 0;
+  std::shared_ptr<bool> abandoned_ = std::make_shared<bool>(false);  // read by the devices' hooks
 };
 
 }  // namespace strata::controller

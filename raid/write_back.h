@@ -318,6 +318,8 @@ class write_back_device final : public device::forwarding_device {
   bool submitting_ = false;
   device::aligned_buffer zeros_;               // discards are logged as writes of zeros
   device::time_point destage_paused_until_{};  // the group failed a destage: retry then
+  device::time_point
+      retire_retry_at_{};  // a failed log's last checkpoint could not flush the group
 
   cache_mode requested_ = cache_mode::write_back;
   bool log_degraded_ = false;

@@ -82,6 +82,8 @@ void write_back_device::maybe_checkpoint() {
     return;
   if (!log_failed_ && options_.clock->now() < destage_paused_until_)
     return;  // the group's flush failed: later
+  if (log_failed_ && options_.clock->now() < retire_retry_at_)
+    return;  // the last checkpoint's group flush failed: later
   while (reclaimable_ < records_.size() && reclaimable_ < unacked_from_ &&
          reclaimable(*records_[reclaimable_])) {
     ++reclaimable_;
@@ -126,6 +128,17 @@ void write_back_device::checkpoint_step(std::error_code ec) {
         fail_log(ec);
       }
       maybe_checkpoint();  // a failed log's last one, if it is due
+    } else if (c.at == checkpoint_io::step::group_flush && ec != errc::device_failed) {
+      // The destaged data is not known to be on the group (a full backing
+      // store, say): the log, which may still read, holds the only sure
+      // copy. Neither retired nor the held writes let go, which a replay
+      // would then revert: tried again later, as an ordinary checkpoint is
+      // (issue 48, finding 7). A group that failed fails the held writes
+      // as a write to it would (below).
+      retire_retry_at_ = options_.clock->now() + std::chrono::seconds(5);
+      age_timer_->arm(retire_retry_at_);
+      note_event("the failed write log's last checkpoint could not flush the group (" +
+                 ec.message() + "): tried again in 5 s; the writes waiting for it wait");
     } else {
       // The failed log cannot even be emptied. Should it read again at the
       // next start, its replay would bring back data older than the held

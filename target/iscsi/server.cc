@@ -1,5 +1,8 @@
 #include "target/iscsi/server.h"
 
+#include <atomic>
+#include <boost/asio/post.hpp>
+
 #include "target/iscsi/connection.h"
 
 namespace strata::iscsi {
@@ -75,6 +78,18 @@ void server::close_sessions_of(std::string_view target, const connection* except
     if (c.get() == except) continue;
     asio::dispatch(c->executor(), [c, target = std::string(target)] {
       if (c->serves(target)) c->close();
+    });
+  }
+}
+
+void server::close_connections(std::function<void()> done) {
+  if (live_.empty()) return boost::asio::post(loop_, std::move(done));
+  auto left = std::make_shared<std::atomic<std::size_t>>(live_.size());
+  auto finish = std::make_shared<std::function<void()>>(std::move(done));
+  for (const auto& c : live_) {
+    boost::asio::post(c->executor(), [c, left, finish, loop = loop_] {
+      c->close();
+      if (left->fetch_sub(1) == 1) boost::asio::post(loop, [finish] { (*finish)(); });
     });
   }
 }

@@ -141,6 +141,12 @@ class server {
   boost::asio::ip::tcp::endpoint local_endpoint() const;
   // Stops accepting and closes every connection; their tasks finish in the background.
   void stop();
+  // Closes every connection (it goes on accepting), discarding what their
+  // sockets hold unread; `done` on the server's loop once each is closed
+  // on its own loop: every command they passed on before was posted ahead
+  // of it. A controller that was frozen and lost pools meanwhile resets
+  // its hosts' connections this way, as a rebooted one would.
+  void close_connections(std::function<void()> done);
   // Asks every initiator in the full feature phase to log out within
   // `within` (Asynchronous Message, event 1), as before a planned
   // shutdown or failover; connections still there after that are closed.

@@ -149,6 +149,11 @@ class server {
   // Stops accepting and closes every connection; commands the units run
   // finish into nothing.
   void stop();
+  // Closes every connection (it goes on accepting), discarding what their
+  // sockets hold unread; `done` on the server's loop once each is closed
+  // on its own loop: every command they posted before is ahead of it
+  // there (controller/README.md, "Fencing after a freeze").
+  void close_connections(std::function<void()> done);
 
   // Replaces the subsystem of that NQN, or adds it. Controllers of hosts
   // no longer allowed are ended; the others see the new namespaces, and

@@ -63,9 +63,11 @@ struct rig {
                               });
     loop.run_until([&] { return done; });
   }
+  block_device* group_front = nullptr;  // in front of `group`, if a test puts one there
   void open(block_device* log_device = nullptr) {
     std::optional<write_back_device::opened> result;
-    write_back_device::open(*group, log_device ? *log_device : *log, test_id, options,
+    write_back_device::open(group_front ? *group_front : *group, log_device ? *log_device : *log,
+                            test_id, options,
                             [&](write_back_device::opened r) { result = std::move(r); });
     loop.run_until([&] { return result.has_value(); });
     REQUIRE(result->has_value());
@@ -736,6 +738,78 @@ TEST_CASE(
     }
     r.stop();
   }
+}
+
+namespace {
+
+// Fails the group's flushes with no_space while `failing`: a member whose
+// backing store cannot write its cache (fdatasync on a full file system).
+struct flush_failing final : block_device {
+  explicit flush_failing(block_device& group) : below(group), failed(group.executor()) {}
+  block_device& below;
+  bool failing = false;
+  completion_queue failed;
+  const block_geometry& geometry() const noexcept override { return below.geometry(); }
+  boost::asio::any_io_executor executor() const noexcept override { return below.executor(); }
+  void submit(request& req) noexcept override {
+    if (failing && req.operation == op::flush)
+      return failed.complete_later(req, make_error_code(errc::no_space));
+    below.submit(req);
+  }
+};
+
+}  // namespace
+
+// Issue 48, finding 7: a failed log's last checkpoint whose group flush
+// failed let the writes waiting for it go on (acknowledged) without
+// recording that the log must not be replayed: the next start replayed
+// the older records over them.
+TEST_CASE(
+    "write-back: a failed log's last checkpoint whose group flush fails keeps the waiting writes "
+    "waiting and retries; they go on only once the log is emptied or its retirement recorded",
+    "[raid][write_back]") {
+  rig r(test_seed());
+  flush_failing front(*r.group);
+  r.group_front = &front;
+  bool retired = false;
+  r.options.persist_retirement = [&](std::function<void(std::error_code)> done) {
+    retired = true;
+    boost::asio::post(r.loop.context, [done] { done({}); });
+  };
+  r.stop();
+  r.open();
+  auto run_for = [&](device::duration d) {
+    const auto until = r.loop.clock.now() + d;
+    while (r.loop.clock.now() < until && r.loop.step()) {
+    }
+  };
+  write_blocks(r.loop, *r.wb, 100, stamped(100, 4, 1));  // in the log, dirty
+  // The log's writes fail from now on, and the group's flushes too.
+  r.log->fail_writes(0, r.log->geometry().block_count);
+  front.failing = true;
+  auto trigger = io::make(op::write, 300, 1, bs);  // its record fails: the log fails
+  const auto t = stamped(300, 1, 1);
+  std::memcpy(trigger->buffer.data(), t.data(), t.size());
+  r.wb->submit(trigger->req);
+  auto held = io::make(op::write, 100, 4, bs);  // over logged blocks: waits for the retirement
+  const auto second = stamped(100, 4, 2);
+  std::memcpy(held->buffer.data(), second.data(), second.size());
+  r.wb->submit(held->req);
+  run_for(std::chrono::seconds(3));
+  INFO("events: " << [&] {
+    std::string all;
+    for (const auto& e : r.events) all += e + "; ";
+    return all;
+  }());
+  CHECK(held->completions == 0);  // not acknowledged: a replay would revert it
+  CHECK_FALSE(retired);
+  // The group takes flushes again: the retry empties the log or records its retirement.
+  front.failing = false;
+  r.loop.run_until([&] { return held->completions == 1; });
+  CHECK_FALSE(held->req.result);
+  CHECK(retired);  // the superblock write fails too: recorded elsewhere
+  CHECK(read_blocks(r.loop, *r.wb, 100, 4) == second);
+  r.stop();
 }
 
 }  // namespace strata::raid

@@ -1,7 +1,7 @@
 // strata-torture: the daemon-level crash torture (README.md).
 //
 //   strata-torture --stratad PATH --cli PATH [--rounds N | --bench] [--seed S]
-//                  [--work-dir DIR] [--keep] [--raid6-rebuilds] [--takeover]
+//                  [--work-dir DIR] [--keep] [--raid6-rebuilds] [--takeover | --freeze]
 //
 // Starts stratad on a fresh state directory with its drives' volatile write
 // caches in its own memory (--volatile-drive-caches), and runs rounds: over
@@ -14,7 +14,11 @@
 // (README.md: the degraded RAID-6 write hole loses data there).
 // --takeover: two controllers over one shelf, the owner killed and its
 // pool taken over by the partner (its write log replayed), or the partner
-// killed under forwarded writes.
+// killed under forwarded writes. --freeze: two controllers, the owner
+// frozen (SIGSTOP) under writes with destage and a volume move running,
+// its pool taken over and written through the partner, then thawed with
+// its queues as they were; at the end every RAID-6 group is scrubbed and
+// must repair nothing.
 //
 // Exit status: 0 no write lost and no garbage; 1 a loss, garbage, or a
 // stratad that crashed by itself or did not come back; 2 usage.
@@ -233,6 +237,7 @@ struct settings {
   bool keep = false;
   bool raid6_rebuilds = false;
   bool takeover = false;    // two controllers, kills of the owner and takeovers
+  bool freeze = false;      // two controllers, the owner frozen and thawed (implies takeover)
   bool seed_given = false;  // else the seed is random, and printed for a replay
 };
 
@@ -270,7 +275,14 @@ settings parse(int argc, char** argv) {
                "Two controllers over one shelf: the owner killed and its pool taken over, or the "
                "partner killed "
                "under forwarded writes");
+  app.add_flag(
+      "--freeze", s.freeze,
+      "Two controllers (as --takeover): the owner frozen (SIGSTOP) under a write load with "
+      "destage and a volume move running, its pool taken over and written through the "
+      "partner, then thawed; every acknowledged write checked, and at the end every "
+      "RAID-6 group scrubbed, repairing nothing");
   strata::tools::parse_or_exit(app, argc, argv);
+  if (s.freeze) s.takeover = true;
   s.seed_given = app.count("--seed") > 0;
   const auto& order = app.parse_order();
   const auto last = std::find_if(order.rbegin(), order.rend(),
@@ -294,6 +306,7 @@ class torture {
     for (std::uint64_t round = 1; round <= s_.rounds && !interrupted; ++round) {
       if (!one_round(round, t)) return false;
     }
+    if (s_.freeze && !interrupted && !scrub_all()) return false;
     if (partner_ != nullptr) {
       std::printf(
           "strata-torture: %llu of %llu rounds killed the owner and had b take the pool over; %llu "
@@ -396,8 +409,11 @@ class torture {
   // Overlapping writers, readers and flushes over `session` in a random
   // hot window, for `kill_after_s`; `model` records what was sent and
   // acknowledged, and reads are checked as they come.
+  // With `drain`, it then waits for every command sent, and ends with a
+  // flush that completes (what was acknowledged is durable: the model
+  // checks all of it).
   workload_result run_workload(initiator& session, round_model& model, double kill_after_s,
-                               std::uint32_t writers, std::uint32_t readers) {
+                               std::uint32_t writers, std::uint32_t readers, bool drain = false) {
     // The round's hot window: overlapping writes land in it.
     const std::uint64_t window_blocks = uniform(16, 2048);
     const std::uint64_t window_lba = uniform(0, area_blocks - window_blocks);
@@ -410,8 +426,21 @@ class torture {
       return true;
     };
     const auto workload_start = clock_type::now();
-    while (seconds_since(workload_start) < kill_after_s && !interrupted) {
-      while (writes_out < writers) {
+    bool draining = false, flushed = false;
+    while (!interrupted) {
+      if (seconds_since(workload_start) >= kill_after_s) {
+        if (!drain) break;
+        draining = true;
+      }
+      if (draining && in_flight.empty()) {
+        if (flushed) break;
+        // After every write: it covers them all.
+        auto c = std::make_unique<command>(command::kind::flush);
+        c->flush_index = model.flush_sent();
+        if (!send(std::move(c))) break;
+        flushed = true;
+      }
+      while (!draining && writes_out < writers) {
         const auto blocks = static_cast<std::uint32_t>(
             uniform(1, 8) == 1 ? uniform(1, max_write_blocks) : uniform(1, 4));
         const std::uint64_t lba =
@@ -428,7 +457,7 @@ class torture {
         if (!send(std::move(c))) break;
         ++writes_out;
       }
-      while (reads_out < readers) {
+      while (!draining && reads_out < readers) {
         const auto count = static_cast<std::uint32_t>(uniform(1, 16));
         const bool in_window = uniform(0, 3) != 0;
         const std::uint64_t lba =
@@ -442,7 +471,7 @@ class torture {
         if (!send(std::move(c))) break;
         ++reads_out;
       }
-      if (flushes_out < 2 && uniform(0, 5) == 0) {
+      if (!draining && flushes_out < 2 && uniform(0, 5) == 0) {
         auto c = std::make_unique<command>(command::kind::flush);
         c->flush_index = model.flush_sent();
         if (send(std::move(c))) ++flushes_out;
@@ -626,6 +655,7 @@ class torture {
     const auto round_start = clock_type::now();
     std::string why;
     if (!settle(why)) return fail("round " + std::to_string(round) + ": " + why);
+    if (s_.freeze) return freeze_round(round, t, round_start);
     if (uniform(0, 4) == 0) return move_round(round, t, round_start);
     stratad_process& a = daemon_;
     stratad_process& b = *partner_;
@@ -681,6 +711,120 @@ class torture {
         verdict(round, outcome + (through_b ? ", writes through b" : ", writes through a"),
                 *read_through, model, w, restart_s, round_start, "", t);
     return restart_killed(round) && good;
+  }
+
+  // --freeze: a, the owner, frozen (SIGSTOP) under writes through its own
+  // port, with destage and a volume move (migration) running, so that
+  // whatever it had admitted waits in its queues; b takes p1 over, takes
+  // writes of its own over the same window, drains them and flushes; then
+  // a thaws (SIGCONT) with its queues as they were. A thawed owner that
+  // wrote anything it held over b's acknowledged writes shows here as a
+  // lost write or garbage (and in the scrub at the end as a repaired
+  // stripe). a, stepped down, is stopped and started again; p1 fails back
+  // before the next round.
+  bool freeze_round(std::uint64_t round, totals& t, clock_type::time_point round_start) {
+    stratad_process& a = daemon_;
+    stratad_process& b = *partner_;
+    std::string why;
+    scenario sc = scenario::migration;
+    const std::string background = set_off(sc);
+    auto session = initiator::connect(a.portal(), a.target_name(), why);
+    if (!session) return fail("round " + std::to_string(round) + ": " + why);
+    round_model model(base_, next_seq_);
+    const workload_result w = run_workload(*session, model, uniform_real(0.3, 2.0), 8, 2);
+    if (!a.freeze()) return fail("round " + std::to_string(round) + ": a is not running");
+    const auto frozen_at = clock_type::now();
+    // a's session stays open: its commands wait inside the frozen a.
+    if (!serves(b, "b", 30)) {
+      a.thaw();
+      return fail("round " + std::to_string(round) + ": b did not take p1 over from the frozen a" +
+                  two_controllers_now());
+    }
+    const double took_s = seconds_since(frozen_at);
+    ++takeovers_;
+    auto through_b = initiator::connect(b.portal(), a.target_name(), why);
+    if (!through_b) {
+      a.thaw();
+      return fail("round " + std::to_string(round) + ": a login through b: " + why);
+    }
+    const workload_result wb =
+        run_workload(*through_b, model, uniform_real(0.3, 1.5), 8, 2, /*drain=*/true);
+    if (wb.session_lost) {
+      a.thaw();
+      return fail("round " + std::to_string(round) + ": the session through b was lost");
+    }
+    a.thaw();
+    // Time for whatever the thawed a held to reach the drives, if it could.
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    session.reset();
+    through_b.reset();
+    next_seq_ = model.next_seq();
+    workload_result both = wb;
+    both.errors += w.errors;
+    both.bad_reads += w.bad_reads;
+    both.reads_checked += w.reads_checked;
+    both.bad_read_lines.insert(both.bad_read_lines.end(), w.bad_read_lines.begin(),
+                               w.bad_read_lines.end());
+    both.killed_at_s = w.killed_at_s;
+    char what[160];
+    std::snprintf(what, sizeof what, "freeze a (%s), b took p1 over in %.1f s and wrote, a thawed",
+                  background.c_str(), took_s);
+    const bool good = verdict(round, what, b, model, both, took_s, round_start, "", t);
+    // a stepped down from p1: a restart makes it a partner again.
+    if (!a.stop(why))
+      return fail("round " + std::to_string(round) + ": the stop of the thawed a: " + why);
+    return restart_killed(round) && good;
+  }
+
+  // Every RAID-6 group scrubbed through a (which serves p1 once settled):
+  // false if a scrub repaired a stripe, found one it could not, or failed.
+  bool scrub_all() {
+    std::string why, list;
+    if (!settle(why)) return fail("before the scrub: " + why);
+    if (daemon_.cli({"group", "list"}, list) != 0) return fail("group list: " + first_line(list));
+    std::size_t at = 0;
+    int scrubbed = 0;
+    while ((at = list.find("groups/", at)) != std::string::npos) {
+      const std::size_t end = list.find_first_of(" \t\n", at);
+      const std::string name = list.substr(at + 7, end - at - 7);
+      const std::size_t line_end = list.find('\n', at);
+      const std::string line = list.substr(at, line_end - at);
+      at = end;
+      if (line.find("RAID-6") == std::string::npos && line.find("RAID6") == std::string::npos &&
+          line.find("raid6") == std::string::npos)
+        continue;
+      std::string out, events;
+      const int rc = daemon_.cli({"group", "scrub", name, "--wait"}, out);
+      // Its owner's event log says how it ended (b's groups are scrubbed there).
+      std::string theirs;
+      daemon_.cli({"events", "--limit", "50"}, events);
+      partner_->cli({"events", "--limit", "50"}, theirs);
+      events += "\n" + theirs;
+      // The event log's newest line on the group's scrub (a table: the
+      // subject and the message in their columns).
+      std::size_t found = std::string::npos;
+      for (std::size_t l = 0; l < events.size();) {
+        const std::size_t e = std::min(events.find('\n', l), events.size());
+        const std::string event = events.substr(l, e - l);
+        if (event.find("groups/" + name + " ") != std::string::npos &&
+            event.find("scrub finished: ") != std::string::npos) {
+          found = l + event.find("scrub finished: ");
+          break;
+        }
+        l = e + 1;
+      }
+      const std::string said = found == std::string::npos
+                                   ? first_line(out)
+                                   : events.substr(found, events.find('\n', found) - found);
+      std::printf("scrub %s: %s\n", name.c_str(), said.c_str());
+      std::fflush(stdout);
+      if (rc != 0 || found == std::string::npos ||
+          said.find(" checked, 0 repaired, 0 unrecoverable") == std::string::npos)
+        return fail("the scrub of " + name + " repaired or refused something: " + said);
+      ++scrubbed;
+    }
+    if (scrubbed == 0) return fail("no RAID-6 group to scrub in: " + first_line(list));
+    return true;
   }
 
   // A planned move cut short (one takeover round in five): `strata pool

@@ -143,6 +143,14 @@ bool stratad_process::kill_hard(std::string& why) {
   return true;
 }
 
+bool stratad_process::freeze() {
+  return pid_ > 0 && ::kill(pid_, SIGSTOP) == 0;
+}
+
+bool stratad_process::thaw() {
+  return pid_ > 0 && ::kill(pid_, SIGCONT) == 0;
+}
+
 bool stratad_process::stop(std::string& why) {
   if (pid_ <= 0) return false;
   ::kill(pid_, SIGTERM);

@@ -47,6 +47,11 @@ class stratad_process {
   bool kill_hard(std::string& why);
   // SIGTERM, and its exit status 0 expected.
   bool stop(std::string& why);
+  // SIGSTOP and SIGCONT: frozen with whatever it holds queued, and thawed
+  // (a hypervisor's stall, as far as a process can be made one). False if
+  // it is not running.
+  bool freeze();
+  bool thaw();
   bool running() const noexcept { return pid_ > 0; }
 
   std::string portal() const { return role_.host + ":" + std::to_string(iscsi_port_); }
