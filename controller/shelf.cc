@@ -116,6 +116,10 @@ std::expected<std::size_t, error> shelf::add(const drive_spec& spec) {
   device::file_options options;
   options.logical_block_size_bytes = drive_block_bytes;
   options.block_count = d.bytes / drive_block_bytes;  // 0 (a drive at a path): all of it
+  // The bottom gate's check and the kernel's submission in one call: a
+  // process stopped in between (a submission left for the loop's next
+  // turn) would write after its thaw what it checked before its freeze.
+  options.submit_at_once = true;
   if (simulated) {
     std::error_code ec;
     std::filesystem::create_directories(directory_, ec);

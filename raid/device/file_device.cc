@@ -159,8 +159,10 @@ std::expected<std::unique_ptr<file_device>, error> file_device::open(io_ring& ri
   geometry.block_count = options.block_count == 0 ? available_blocks : options.block_count;
   geometry.buffer_alignment_bytes = block_size;
   geometry.max_segments = max_segments;
-  return std::unique_ptr<file_device>(
+  std::unique_ptr<file_device> device(
       new file_device(ring, path, file->fd, file->direct, geometry, options.queue_depth));
+  device->submit_at_once_ = options.submit_at_once;
+  return device;
 }
 
 file_device::file_device(io_ring& ring, std::string path, int fd, bool direct,
@@ -247,6 +249,7 @@ void file_device::issue(slot& s) noexcept {
                               static_cast<off_t>(transfer_bytes(geometry_, req)));
       break;
   }
+  if (submit_at_once_) ring_.submit_prepared();
 }
 
 void file_device::on_cqe(slot& s, int result) noexcept {

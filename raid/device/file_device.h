@@ -35,6 +35,10 @@ struct file_options {
   bool create = false;
   direct_io direct = direct_io::when_possible;
   std::uint32_t queue_depth = 128;  // requests in the ring at once
+  // Each request handed to the kernel as it is prepared (io_ring::
+  // submit_prepared), not batched to the loop turn's end: for drives
+  // behind a fence, checked right above this device (controller/shelf.h).
+  bool submit_at_once = false;
 };
 
 class file_device final : public block_device {
@@ -80,6 +84,7 @@ class file_device final : public block_device {
   bool direct_;
   block_geometry geometry_;
   std::vector<slot> slots_;
+  bool submit_at_once_ = false;  // file_options::submit_at_once
   std::vector<slot*> free_slots_;
   request_list waiting_;        // submitted, no slot yet
   std::vector<slot*> stalled_;  // have a slot, found the ring full; retried from the loop

@@ -51,6 +51,14 @@ class io_ring {
   // caller retries from a later completion). Fill it with io_uring_prep_*;
   // do not touch user_data.
   io_uring_sqe* prepare(operation& op) noexcept;
+  // Submits what was prepared now, not at the end of the loop turn (inside
+  // a batch of completions: at its end, as always). For devices whose
+  // requests were checked against a fence just before (controller/shelf.h):
+  // a process stopped between the check and a submission deferred to the
+  // loop's next turn would hand them to the kernel after it thawed.
+  void submit_prepared() noexcept {
+    if (!reaping_) submit_now();
+  }
 
   boost::asio::io_context& context() const noexcept { return context_; }
   std::uint64_t in_flight() const noexcept { return in_flight_; }

@@ -61,6 +61,30 @@ TEST_CASE("torture model: a flush sent before a write completed does not cover i
   CHECK(m.verify(holding({0})).writes_lost == 1);
 }
 
+TEST_CASE(
+    "torture model: after the owner's cut (a freeze), a flush through the partner covers only the "
+    "writes acknowledged since; the owner's own flushes still count",
+    "[torture]") {
+  round_model m({0, 0, 0}, 1);
+  const auto a = m.write_sent(0, 1, false);
+  m.write_done(a, true);
+  const auto f = m.flush_sent();  // the owner's flush: a is durable
+  m.flush_done(f, true);
+  const auto b = m.write_sent(1, 1, false);  // acknowledged by the owner, never flushed by it
+  m.write_done(b, true);
+  m.owner_cut();
+  const auto c = m.write_sent(2, 1, false);  // through the partner
+  m.write_done(c, true);
+  const auto g = m.flush_sent();
+  m.flush_done(g, true);
+  auto v = m.verify(holding({a, 0, c}));  // b gone with the owner's caches: allowed
+  CHECK(v.ok());
+  CHECK(v.writes_durable == 2);
+  CHECK(v.unflushed_not_found == 1);
+  CHECK(m.verify(holding({0, 0, c})).writes_lost == 1);  // a was flushed by the owner
+  CHECK(m.verify(holding({a, b, 0})).writes_lost == 1);  // c, flushed through the partner
+}
+
 TEST_CASE("torture model: overlapping writes in flight together may land in either order",
           "[torture]") {
   round_model m({0}, 1);

@@ -562,6 +562,20 @@ class torture {
     if (!read_area(*reader, found, why))
       return fail("round " + std::to_string(round) + ": reading back: " + why);
     const round_verdict v = model.verify(found);
+    if (v.writes_lost > 0 || v.garbage_blocks > 0) {
+      // Read once more, after a pause: blocks that read differently now
+      // point at the read path (members that disagree, a cache), blocks
+      // that read the same at what the drives hold.
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      std::vector<std::optional<block_value>> again(area_blocks);
+      std::string ignored;
+      if (read_area(*reader, again, ignored)) {
+        std::uint64_t differ = 0;
+        for (std::uint64_t b = 0; b < area_blocks; ++b) differ += again[b] != found[b] ? 1 : 0;
+        std::printf("  read again 1 s later: %llu blocks read differently\n",
+                    static_cast<unsigned long long>(differ));
+      }
+    }
     ++t.rounds;
     t.writes_sent += v.writes_sent;
     t.writes_acknowledged += v.writes_acknowledged;
@@ -733,6 +747,8 @@ class torture {
     round_model model(base_, next_seq_);
     const workload_result w = run_workload(*session, model, uniform_real(0.3, 2.0), 8, 2);
     if (!a.freeze()) return fail("round " + std::to_string(round) + ": a is not running");
+    model.owner_cut();  // a's simulated drive caches are out of b's reach (model.h)
+    const std::uint64_t first_through_b = model.next_seq();
     const auto frozen_at = clock_type::now();
     // a's session stays open: its commands wait inside the frozen a.
     if (!serves(b, "b", 30)) {
@@ -767,8 +783,9 @@ class torture {
                                w.bad_read_lines.end());
     both.killed_at_s = w.killed_at_s;
     char what[160];
-    std::snprintf(what, sizeof what, "freeze a (%s), b took p1 over in %.1f s and wrote, a thawed",
-                  background.c_str(), took_s);
+    std::snprintf(what, sizeof what,
+                  "freeze a (%s), b took p1 over in %.1f s and wrote (writes from %llu), a thawed",
+                  background.c_str(), took_s, static_cast<unsigned long long>(first_through_b));
     const bool good = verdict(round, what, b, model, both, took_s, round_start, "", t);
     // a stepped down from p1: a restart makes it a partner again.
     if (!a.stop(why))

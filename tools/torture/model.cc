@@ -95,6 +95,10 @@ void round_model::write_done(std::uint64_t seq, bool acknowledged) {
   if (acknowledged) writes_[seq - first_seq_].done_tick = tick_;
 }
 
+void round_model::owner_cut() {
+  cut_tick_ = ++tick_;
+}
+
 std::size_t round_model::flush_sent() {
   flushes_.push_back({++tick_, false});
   return flushes_.size() - 1;
@@ -117,15 +121,21 @@ round_verdict round_model::verify(std::span<const std::optional<block_value>> fo
   round_verdict v;
   // A write is durable if a flush sent after its acknowledgement completed:
   // the latest such flush's send tick decides for all.
-  std::uint64_t last_flush_sent = 0;
+  std::uint64_t last_flush_sent = 0, last_before_cut = 0;
   for (const flush_record& f : flushes_) {
     if (f.completed) {
       ++v.flushes_completed;
       last_flush_sent = std::max(last_flush_sent, f.sent_tick);
+      if (cut_tick_ == 0 || f.sent_tick < cut_tick_)
+        last_before_cut = std::max(last_before_cut, f.sent_tick);
     }
   }
   auto durable = [&](const write_record& w) {
-    return w.done_tick != never && (w.fua || w.done_tick < last_flush_sent);
+    if (w.done_tick == never) return false;
+    if (w.fua) return true;
+    // Acknowledged by the owner that was cut: only its own flushes count.
+    if (cut_tick_ != 0 && w.done_tick < cut_tick_) return w.done_tick < last_before_cut;
+    return w.done_tick < last_flush_sent;
   };
   std::set<std::uint64_t> lost;  // durable writes with a block holding older data
   std::set<std::uint64_t> seen;  // writes found on at least one of their blocks

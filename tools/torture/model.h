@@ -70,6 +70,13 @@ class round_model {
   void write_done(std::uint64_t seq, bool acknowledged);
   std::size_t flush_sent();  // its index
   void flush_done(std::size_t flush, bool completed);
+  // The controller that acknowledged the writes so far froze (--freeze):
+  // with --volatile-drive-caches each stratad's drive caches live in its
+  // own memory, so what it held there unflushed is out of every other
+  // controller's reach, as at a kill or a power cut. A flush sent after
+  // this (through the partner) covers only writes acknowledged after it;
+  // those before are durable only through a flush sent before it, or FUA.
+  void owner_cut();
 
   // A read during the round found `value` at `lba`: is it the block's
   // value at the start or a write to it already sent?
@@ -96,6 +103,7 @@ class round_model {
     bool completed = false;
   };
   const write_record& write(std::uint64_t seq) const { return writes_[seq - first_seq_]; }
+  std::uint64_t cut_tick_ = 0;  // owner_cut()'s; 0: none
 
   std::vector<block_value> base_;
   std::uint64_t first_seq_;
