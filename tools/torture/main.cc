@@ -307,7 +307,13 @@ class torture {
       if (!one_round(round, t)) return false;
     }
     if (s_.freeze && !interrupted && !scrub_all()) return false;
-    if (partner_ != nullptr) {
+    if (s_.freeze && partner_ != nullptr) {
+      std::printf(
+          "strata-torture: %llu of %llu rounds froze the owner under writes, had b take the pool "
+          "over and write, and thawed it\n",
+          static_cast<unsigned long long>(takeovers_), static_cast<unsigned long long>(t.rounds));
+      if (!partner_->stop(why)) return fail("the last stop of b: " + why);
+    } else if (partner_ != nullptr) {
       std::printf(
           "strata-torture: %llu of %llu rounds killed the owner and had b take the pool over; %llu "
           "cut a planned move short "
