@@ -1,10 +1,10 @@
 #include "target/nvme/server.h"
 
 #include <algorithm>
-#include <atomic>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 
+#include "target/close_connections.h"
 #include "target/nvme/connection.h"
 
 namespace strata::nvme {
@@ -83,15 +83,7 @@ void server::accept() {
 }
 
 void server::close_connections(std::function<void()> done) {
-  if (live_.empty()) return boost::asio::post(loop_, std::move(done));
-  auto left = std::make_shared<std::atomic<std::size_t>>(live_.size());
-  auto finish = std::make_shared<std::function<void()>>(std::move(done));
-  for (const auto& c : live_) {
-    boost::asio::post(c->executor(), [c, left, finish, loop = loop_] {
-      c->close();
-      if (left->fetch_sub(1) == 1) boost::asio::post(loop, [finish] { (*finish)(); });
-    });
-  }
+  target::close_connections(live_, loop_, std::move(done));
 }
 
 void server::stop() {
