@@ -1,6 +1,9 @@
 #include "controller/ceph_group.h"
 
 #include <boost/asio/post.hpp>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 namespace strata::controller {
 
@@ -14,15 +17,45 @@ bool full_check(const std::string& code) {
          code == "POOL_NEARFULL" || code == "OSD_BACKFILLFULL" || code == "POOL_BACKFILLFULL";
 }
 
+// The threads that outlive their image: status threads inside a query,
+// and closes. wait_for_threads counts them.
+struct thread_count {
+  std::mutex mutex;
+  std::condition_variable changed;
+  unsigned running = 0;
+};
+thread_count& threads() {
+  static thread_count* t =
+      new thread_count;  // never destroyed: threads may end after exit's destructors
+  return *t;
+}
+
 }  // namespace
 
+struct ceph_image::watch_state {
+  watch_state(boost::asio::io_context& l, ceph_group_spec s, const options& o)
+      : loop(l), spec(std::move(s)), options(o) {}
+  boost::asio::io_context& loop;
+  ceph_group_spec spec;  // the thread's (open_now sets its fsid)
+  const ceph_image::options options;
+  std::shared_ptr<device::ceph_cluster> cluster;  // the thread's, once connected
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool stopping = false;  // under mutex
+  ceph_status status;     // under mutex
+  void set_status(const std::function<void(ceph_status&)>& change) {
+    std::lock_guard lock(mutex);
+    change(status);
+  }
+};
+
 ceph_image::ceph_image(boost::asio::io_context& loop, ceph_group_spec spec, const options& o)
-    : loop_(loop), spec_(std::move(spec)), options_(o) {
+    : loop_(loop), spec_(spec), state_(std::make_shared<watch_state>(loop, std::move(spec), o)) {
   geometry_.logical_block_size_bytes = block_bytes;
   geometry_.block_count = spec_.size_bytes / block_bytes;
   geometry_.buffer_alignment_bytes = 0;
   geometry_.max_segments = 1024;  // rbd_aio_readv/writev take iovecs
-  status_.status = "not connected yet";
+  state_->status.status = "not connected yet";
 }
 
 std::expected<std::unique_ptr<ceph_image>, error> ceph_image::connect(boost::asio::io_context& loop,
@@ -35,115 +68,165 @@ std::expected<std::unique_ptr<ceph_image>, error> ceph_image::connect(boost::asi
                                                " is not a positive multiple of 4096 bytes"));
   }
   std::unique_ptr<ceph_image> g(new ceph_image(loop, std::move(spec), o));
-  auto opened = g->open_now(create);
+  auto opened = open_now(*g->state_, create);  // no thread yet: the state is this one's
   if (!opened) return std::unexpected(opened.error());
   g->device_ = std::move(*opened);
-  g->set_status([](ceph_status& s) {
+  g->spec_ = g->state_->spec;
+  g->state_->set_status([](ceph_status& s) {
     s.connected = true;
     s.status.clear();
   });
-  g->thread_ = std::thread([raw = g.get()] { raw->watch(); });
+  g->start_watching();
   return g;
 }
 
 std::unique_ptr<ceph_image> ceph_image::open_later(boost::asio::io_context& loop,
                                                    ceph_group_spec spec, const options& o) {
   std::unique_ptr<ceph_image> g(new ceph_image(loop, std::move(spec), o));
-  g->thread_ = std::thread([raw = g.get()] { raw->watch(); });
+  g->start_watching();
   return g;
 }
 
 ceph_image::~ceph_image() {
-  release();
+  if (!*alive_) return;  // released
+  stop_watching();
+  *alive_ = false;
+  if (device_) spawn(device::rbd_device::release(std::move(device_)));
 }
 
-void ceph_image::release() {
+void ceph_image::spawn(std::function<void()> work) {
+  thread_count& t = threads();
   {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
+    std::lock_guard lock(t.mutex);
+    ++t.running;
   }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  std::thread([work = std::move(work), &t]() mutable {
+    work();
+    work =
+        nullptr;  // what it holds goes too (a cluster's handle shuts down) before it counts as done
+    std::lock_guard lock(t.mutex);
+    --t.running;
+    t.changed.notify_all();
+  }).detach();
+}
+
+bool ceph_image::wait_for_threads(std::chrono::milliseconds limit) {
+  thread_count& t = threads();
+  std::unique_lock lock(t.mutex);
+  return t.changed.wait_for(lock, limit, [&] { return t.running == 0; });
+}
+
+void ceph_image::start_watching() {
+  watching_ = true;
+  spawn([state = state_, image = this, alive = alive_] { watch(state, image, alive); });
+}
+
+void ceph_image::stop_watching() {
+  if (!watching_) return;
+  watching_ = false;
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->stopping = true;
+  }
+  state_->wake.notify_all();
+}
+
+void ceph_image::release(std::function<void()> closed) {
+  stop_watching();
   *alive_ = false;
-  if (!device_) return;
-  device_.reset();
-  set_status([](ceph_status& s) {
+  state_->set_status([](ceph_status& s) {
     s.connected = false;
     s.status = "closed here: its pool is served by the partner";
   });
+  if (!device_) return boost::asio::post(loop_, std::move(closed));
+  spawn([close = device::rbd_device::release(std::move(device_)), closed = std::move(closed),
+         &loop = loop_] {
+    close();
+    boost::asio::post(loop, closed);
+  });
 }
 
-std::expected<std::unique_ptr<device::rbd_device>, error> ceph_image::open_now(bool create) {
-  auto cluster = device::ceph_cluster::connect(spec_.connection);
+std::expected<std::unique_ptr<device::rbd_device>, error> ceph_image::open_now(watch_state& state,
+                                                                               bool create) {
+  ceph_group_spec& spec = state.spec;
+  auto cluster = device::ceph_cluster::connect(spec.connection);
   if (!cluster) return std::unexpected(cluster.error());
   const std::string fsid = (*cluster)->fsid();
-  if (!spec_.fsid.empty() && fsid != spec_.fsid) {
+  if (!spec.fsid.empty() && fsid != spec.fsid) {
     return std::unexpected(make_error(
-        errc::invalid_argument, "the cluster at " + spec_.connection.monitors + " is " + fsid +
-                                    ", not " + spec_.fsid + " where the group's image was made"));
+        errc::invalid_argument, "the cluster at " + spec.connection.monitors + " is " + fsid +
+                                    ", not " + spec.fsid + " where the group's image was made"));
   }
   if (create) {
     if (auto made =
-            device::create_rbd_image(**cluster, spec_.rados_pool, spec_.image, spec_.size_bytes);
+            device::create_rbd_image(**cluster, spec.rados_pool, spec.image, spec.size_bytes);
         !made) {
       return std::unexpected(made.error());
     }
   }
   device::rbd_options o;
   o.logical_block_size_bytes = block_bytes;
-  o.block_count = spec_.size_bytes / block_bytes;
+  o.block_count = spec.size_bytes / block_bytes;
   // A new group's image must be no one's; an existing group's is this
   // controller's now (its pool's owner), whoever held it before.
   o.lock =
-      create || spec_.fsid.empty() ? device::rbd_lock::take_if_free : device::rbd_lock::take_over;
-  auto opened = device::rbd_device::open(loop_, *cluster, spec_.rados_pool, spec_.image, o);
+      create || spec.fsid.empty() ? device::rbd_lock::take_if_free : device::rbd_lock::take_over;
+  auto opened = device::rbd_device::open(state.loop, *cluster, spec.rados_pool, spec.image, o);
   if (!opened) return std::unexpected(opened.error());
-  spec_.fsid = fsid;
-  cluster_ = std::move(*cluster);
+  spec.fsid = fsid;
+  state.cluster = std::move(*cluster);
   return opened;
 }
 
-void ceph_image::set_status(const std::function<void(ceph_status&)>& change) {
-  std::lock_guard lock(mutex_);
-  change(status_);
-}
-
 ceph_status ceph_image::status() const {
-  std::lock_guard lock(mutex_);
-  return status_;
+  std::lock_guard lock(state_->mutex);
+  return state_->status;
 }
 
-void ceph_image::watch() {
-  std::unique_lock lock(mutex_);
-  while (!stopping_) {
-    const bool open = cluster_ != nullptr;
+void ceph_image::watch(std::shared_ptr<watch_state> state, ceph_image* image,
+                       std::shared_ptr<bool> alive) {
+  watch_state& w = *state;
+  std::unique_lock lock(w.mutex);
+  while (!w.stopping) {
+    const bool open = w.cluster != nullptr;
     lock.unlock();
     if (!open) {
-      auto opened = open_now(false);
+      auto opened = open_now(w, false);
       if (opened) {
-        // Handed to the loop, which serves with it from its next turn.
+        // Handed to the loop, which serves with it from its next turn; an
+        // image gone meanwhile has it closed off the loop.
         auto opened_device =
             std::make_shared<std::unique_ptr<device::rbd_device>>(std::move(*opened));
-        boost::asio::post(loop_, [this, alive = alive_, opened_device] {
-          if (*alive) device_ = std::move(*opened_device);
+        boost::asio::post(w.loop, [image, alive, opened_device, fsid = w.spec.fsid] {
+          if (!*alive) return spawn(device::rbd_device::release(std::move(*opened_device)));
+          image->device_ = std::move(*opened_device);
+          image->spec_.fsid = fsid;
         });
-        set_status([](ceph_status& s) {
+        w.set_status([](ceph_status& s) {
           s.connected = true;
           s.status.clear();
         });
         lock.lock();
         continue;  // its health and room at once, not a status interval later
       } else {
-        set_status([&](ceph_status& s) {
+        w.set_status([&](ceph_status& s) {
           s.connected = false;
           s.status = opened.error().message;
         });
       }
     } else {
-      auto health = cluster_->health();
-      auto usage = cluster_->usage();
-      auto pool_available = cluster_->pool_available_bytes(spec_.rados_pool);
-      set_status([&](ceph_status& s) {
+      // Each a monitor round trip (up to op_timeout when they are gone):
+      // a stop asked meanwhile is heard between them.
+      auto stopping = [&] {
+        std::lock_guard stop(w.mutex);
+        return w.stopping;
+      };
+      auto health = w.cluster->health();
+      if (stopping()) break;
+      auto usage = w.cluster->usage();
+      if (stopping()) break;
+      auto pool_available = w.cluster->pool_available_bytes(w.spec.rados_pool);
+      w.set_status([&](ceph_status& s) {
         s.pool_available_bytes = pool_available ? std::optional(*pool_available) : std::nullopt;
         s.status.clear();
         if (health) {
@@ -161,8 +244,8 @@ void ceph_image::watch() {
       });
     }
     lock.lock();
-    wake_.wait_for(lock, open ? options_.status_interval : options_.retry_interval,
-                   [this] { return stopping_; });
+    w.wake.wait_for(lock, open ? w.options.status_interval : w.options.retry_interval,
+                    [&] { return w.stopping; });
   }
 }
 

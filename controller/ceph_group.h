@@ -18,19 +18,20 @@
 //   - Every status_interval the thread asks the monitors for the
 //     cluster's health and totals (status(), for the API; blocking calls,
 //     never on the loop).
+//   - Letting go (release(), the destructor) never waits on the loop
+//     either: the thread may be inside a query for up to op_timeout, and
+//     the image's close is a round trip to the OSDs.
 //
 // Threads: the block_device side on the loop; status() from any thread.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <expected>
+#include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "raid/device/rbd_device.h"
@@ -83,8 +84,9 @@ class ceph_image final : public device::block_device, public raid::member_replac
   // fails here. Requests fail with busy until the image is open.
   static std::unique_ptr<ceph_image> open_later(boost::asio::io_context& loop, ceph_group_spec spec,
                                                 const options& o);
-  // REQUIRES: idle(). Stops the thread (waits for a query in flight, up to
-  // op_timeout), then closes the image.
+  // REQUIRES: idle(). Never blocks: the status thread stops at its own
+  // pace (a monitor query in flight takes up to op_timeout), and the image
+  // closes on a thread of its own (wait_for_threads, at the process's end).
   ~ceph_image() override;
   ceph_image(const ceph_image&) = delete;
   ceph_image& operator=(const ceph_image&) = delete;
@@ -100,9 +102,17 @@ class ceph_image final : public device::block_device, public raid::member_replac
   void mark_clean(std::function<void(std::error_code)> done);
   // REQUIRES: idle(), after mark_clean. Its pool went to the partner: the
   // thread stops and the image closes, so that its exclusive lock is
-  // released (the partner takes it without blocklisting this client). It
-  // takes no more I/O; a takeover back opens the group anew.
-  void release();
+  // released (the partner takes it without blocklisting this client).
+  // `closed` runs on the loop once it is. Neither blocks the loop: a
+  // cluster whose monitors are partitioned holds a status query up to
+  // op_timeout, and the close a round trip to the OSDs, while the loop
+  // must go on beating (a loop held that long is a frozen controller,
+  // whose partner takes every pool over). It takes no more I/O; a
+  // takeover back opens the group anew.
+  void release(std::function<void()> closed);
+  // At the process's end, off the loop: waits up to `limit` for the status
+  // and closing threads of the images gone (true: none is left).
+  static bool wait_for_threads(std::chrono::milliseconds limit);
 
   // The group-wide calls a RAID group answers, answered for a group
   // without members.
@@ -118,29 +128,34 @@ class ceph_image final : public device::block_device, public raid::member_replac
   std::uint64_t repaired_blocks() const noexcept { return 0; }
 
  private:
+  // What the status thread shares with the image: it outlives the image
+  // when a query holds the thread past the image's end.
+  struct watch_state;
+
   ceph_image(boost::asio::io_context& loop, ceph_group_spec spec, const options& o);
   // The group's thread: opens while closed, then asks for the status.
-  void watch();
-  // Blocking: connect, check the fsid, open (or create and open).
-  std::expected<std::unique_ptr<device::rbd_device>, error> open_now(bool create);
-  void set_status(const std::function<void(ceph_status&)>& change);
+  static void watch(std::shared_ptr<watch_state> state, ceph_image* image,
+                    std::shared_ptr<bool> alive);
+  // Blocking: connect, check the fsid, open (or create and open). Sets
+  // spec.fsid and the state's cluster.
+  static std::expected<std::unique_ptr<device::rbd_device>, error> open_now(watch_state& state,
+                                                                            bool create);
+  // Starts `work` on a thread that wait_for_threads counts.
+  static void spawn(std::function<void()> work);
+  void start_watching();
+  // Tells the thread to stop, and lets it go.
+  void stop_watching();
   // A request while the image is not open: fails, from the loop.
   void refuse(device::request& req) noexcept;
 
   boost::asio::io_context& loop_;
-  ceph_group_spec spec_;
-  options options_;
+  ceph_group_spec spec_;  // the loop's: its fsid once the image opened
   device::block_geometry geometry_;
   std::unique_ptr<device::rbd_device> device_;  // loop thread; null until open
   unsigned refusing_ = 0;                       // refused requests not yet completed
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for what the thread posts
-
-  std::shared_ptr<device::ceph_cluster> cluster_;  // the thread's, once connected
-  mutable std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;  // under mutex_
-  ceph_status status_;     // under mutex_
-  std::thread thread_;
+  std::shared_ptr<watch_state> state_;
+  bool watching_ = false;  // the thread runs, and has not been told to stop
 };
 
 }  // namespace strata::controller

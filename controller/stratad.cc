@@ -125,6 +125,7 @@
 #include <thread>
 
 #include "controller/array.h"
+#include "controller/ceph_group.h"
 #include "controller/config_file.h"
 #include "controller/remote_management.h"
 #include "mgmt/http_server.h"
@@ -587,6 +588,13 @@ int main(int argc, char** argv) {
   (*array)->close();
   connection_loops.reset();  // joined before the array (and its NVMe/TCP port) goes
   array->reset();
+  // Ceph images close off the loop, and a status query may hold its thread
+  // up to op_timeout: waited for here, while the loop they post to stands.
+  if (!strata::controller::ceph_image::wait_for_threads(std::chrono::seconds(60))) {
+    say("warning", "a Ceph cluster did not answer within 60 s: its images' threads are left");
+    ::close(lock);
+    std::_Exit(0);
+  }
   say("info", "stopped cleanly");
   ::close(lock);
   return 0;

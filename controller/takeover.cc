@@ -568,7 +568,19 @@ void array::hand_over_now(const std::string& name) {
     std::optional<std::error_code> clean;
     groups_[g]->mark_clean([&](std::error_code ec) { clean = ec; });
     wait([&] { return clean.has_value() && groups_[g]->idle(); });
-    if (ceph_image* image = groups_[g]->ceph()) image->release();  // its lock, for the partner
+    if (ceph_image* image = groups_[g]->ceph()) {
+      // Its lock, for the partner. Closed off the loop, which goes on
+      // meanwhile (a partitioned cluster holds the close for seconds).
+      bool closed = false;
+      const auto closing = clock_.now();
+      image->release([&closed] { closed = true; });
+      wait([&] { return closed; });
+      log(group_names_[g] + ": its Ceph image closed, its lock released, in " +
+          std::to_string(
+              std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - closing)
+                  .count()) +
+          " ms");
+    }
     lost_groups_.insert(g);  // the partner's from now on: assembled anew if the pool comes back
   }
   if (!copied) return take_back(*record, "its last metadata did not reach controller " + to);

@@ -320,11 +320,29 @@ rbd_device::rbd_device(boost::asio::io_context& context, std::shared_ptr<ceph_cl
 
 rbd_device::~rbd_device() {
   *self_ = nullptr;
+  if (image_handle_ == nullptr) return;  // released: closed on another thread
   boost::system::error_code ignored;
   events_.cancel(ignored);
   rbd_close(image_handle_);
   rados_ioctx_destroy(ioctx_);
   events_.close(ignored);
+}
+
+std::function<void()> rbd_device::release(std::unique_ptr<rbd_device> device) {
+  rbd_device& d = *device;
+  *d.self_ = nullptr;
+  boost::system::error_code ignored;
+  d.events_.cancel(ignored);
+  // Out of the reactor, still open: librbd may write to it until rbd_close.
+  const int event_fd = d.events_.release();
+  auto close = [image = std::exchange(d.image_handle_, nullptr),
+                ioctx = std::exchange(d.ioctx_, nullptr), cluster = d.cluster_, event_fd] {
+    rbd_close(image);
+    rados_ioctx_destroy(ioctx);
+    if (event_fd >= 0) ::close(event_fd);
+  };
+  device.reset();
+  return close;
 }
 
 void rbd_device::submit(request& req) noexcept {

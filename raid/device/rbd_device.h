@@ -29,6 +29,7 @@
 #include <chrono>
 #include <cstdint>
 #include <expected>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -149,6 +150,12 @@ class rbd_device final : public block_device {
   // REQUIRES: no request in flight (the block_device contract). Closes the
   // image (blocks until librbd has let go of it).
   ~rbd_device() override;
+  // REQUIRES: no request in flight; on the loop. Lets go of the loop's part
+  // now (the completion eventfd's wait) and returns the rest of the close
+  // for a thread that may block: rbd_close, which releases the image's
+  // exclusive lock in a round trip to the OSDs (a partitioned cluster holds
+  // it up to op_timeout), then the eventfd librbd wrote to until then.
+  static std::function<void()> release(std::unique_ptr<rbd_device> device);
 
   const block_geometry& geometry() const noexcept override { return geometry_; }
   boost::asio::any_io_executor executor() const noexcept override {

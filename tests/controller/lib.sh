@@ -19,9 +19,18 @@ logs_if_failed() {
     echo "---- the last 80 lines of $f"
     tail -n 80 "$f"
   done
-  ((${#failures[@]})) || return 0
-  echo "---- what failed"
-  printf 'FAIL: %s\n' "${failures[@]}"
+  if ((${#failures[@]})); then
+    echo "---- what failed"
+    printf 'FAIL: %s\n' "${failures[@]}"
+  fi
+  # Last of all, where CI's shortened output keeps it: how a controller
+  # that died went (a sanitizer's report, a broken invariant, a signal).
+  for f in "$@"; do
+    [[ -s "$f" ]] || continue
+    grep -m 12 -E "ERROR: AddressSanitizer|runtime error|SUMMARY: |invariant|Assertion|terminate called|Segmentation|Aborted|#[0-9] 0x" "$f" |
+      sed "s|^|$(basename "$f"): |"
+  done
+  return 0
 }
 # kill_all PID...: kills (-9) each daemon named, skipping empty names, for
 # the exit trap. Scripts that point `pid` at controller b for wait_ready

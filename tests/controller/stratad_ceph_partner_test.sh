@@ -25,7 +25,8 @@ dir=$(mktemp -d)
 pid=
 pid_b=
 image=partner-$$
-trap 'logs_if_failed "$dir/a.err" "$dir/b.err"; kill_all "$pid" "$pid_b"; rbd -c "$CEPH_CONF" rm strata-e2e/$image >/dev/null 2>&1; rm -rf "$dir"' EXIT
+mon_pid=
+trap '[[ -n "$mon_pid" ]] && kill -CONT "$mon_pid"; logs_if_failed "$dir/a.err" "$dir/b.err"; kill_all "$pid" "$pid_b"; rbd -c "$CEPH_CONF" rm strata-e2e/$image >/dev/null 2>&1; [[ -n "${KEEP:-}" ]] || rm -rf "$dir"' EXIT
 port=$((20000 + RANDOM % 12000))
 api_a=127.0.0.1:$((port + 2))
 api_b=127.0.0.2:$((port + 2))
@@ -106,8 +107,38 @@ check "a's c1 is OPTIMAL: the lock taken over" within 30 bash -c "'$cli' --api $
 check "b's client is blocklisted (fenced at the OSDs)" test "$(blocklisted)" -gt "$fenced_before"
 check "everything reads back through a" verify "$on_a"
 check "writes to extents in Ceph go through a" bash -c "qemu-io -f raw -c 'write -P 0x5a $((9 << 22)) 4k' -c flush '$on_a' 2>&1 | grep -q 'wrote 4096/4096'"
+check "... and read back" bash -c "qemu-io -f raw -c 'read -P 0x5a $((9 << 22)) 4k' '$on_a' 2>&1 | grep -q 'read 4096/4096'"
+check "... and the extent's own pattern again" bash -c "qemu-io -f raw -c 'write -P $(pattern $((9 << 22))) $((9 << 22)) 4k' -c flush '$on_a' 2>&1 | grep -q 'wrote 4096/4096'"
 
+echo "== 4. the monitor partitioned while a's status thread asks it: p1 handed back to b"
+# p1's home is b since the move above: restarted, b gets it back from a
+# once its copy is current. The monitor is stopped first, and a's status
+# thread asks it every 10 s: by 11 s, its query waits (up to op_timeout,
+# 30 s), when a lets go of the image.
+mon_pid=$(cat "$CEPH_DIR"/run/mon.*.pid 2>/dev/null | head -1)
+check "the monitor's pid is known" test -n "$mon_pid"
+[[ -n "$mon_pid" ]] && kill -STOP "$mon_pid"
+sleep 11
+# handed: how long each of a's hand-overs of p1 to b paused it (ms), a line each
+handed() { "$cli" --api "$api_a" events --limit 1000 2>/dev/null | sed -n 's/.*pools\/p1 .*handed over to controller b, its home, in \([0-9]*\) ms.*/\1/p' | sort; }
+before=$(handed)
+start_b
+handed_again() { [[ $(handed | wc -l) -gt $(grep -c . <<<"$before") ]]; }
+check "a hands p1 back to b, its home, the monitor stopped" within 60 handed_again
+took=$(comm -13 <(echo "$before") <(handed) | head -1)  # the new one
+echo "the hand-over paused p1 for ${took:-?} ms with the monitor stopped"
+check "... under 2 s: a's loop never waited for the status query" test "${took:-99999}" -le 2000
+check "b never found a DOWN: a beat throughout" bash -c "! '$cli' --api $api_b events --limit 1000 | grep -q 'controller a is DOWN'"
+check "a's API answers while its status thread still waits" timeout 5 "$cli" --api "$api_a" controller list
+[[ -n "$mon_pid" ]] && kill -CONT "$mon_pid"
+mon_pid=
+check "the monitor back, b's c1 is OPTIMAL (it opened the image a let go)" within 60 bash -c "'$cli' --api $api_b group show c1 | grep -qE 'CEPH +OPTIMAL'"
+check "everything reads back through b" verify "$on_b"
+
+kill -TERM "$pid_b"; wait "$pid_b"
+check "b stops cleanly" test $? = 0
+pid_b=
 kill -TERM "$pid"; wait "$pid"
-check "a stops cleanly" test $? = 0
+check "a stops cleanly (its status thread let go: it stops within the test's time)" test $? = 0
 pid=
 exit $failed
