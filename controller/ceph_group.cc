@@ -25,8 +25,9 @@ struct thread_count {
   unsigned running = 0;
 };
 thread_count& threads() {
-  static thread_count* t =
-      new thread_count;  // never destroyed: threads may end after exit's destructors
+  // Never destroyed: a thread left at the stop may end after exit's
+  // destructors.
+  static thread_count* t = new thread_count;
   return *t;
 }
 
@@ -102,8 +103,9 @@ void ceph_image::spawn(std::function<void()> work) {
   }
   std::thread([work = std::move(work), &t]() mutable {
     work();
-    work =
-        nullptr;  // what it holds goes too (a cluster's handle shuts down) before it counts as done
+    // What it holds goes too (a cluster's handle shuts down) before it
+    // counts as done.
+    work = nullptr;
     std::lock_guard lock(t.mutex);
     --t.running;
     t.changed.notify_all();
@@ -226,6 +228,7 @@ void ceph_image::watch(std::shared_ptr<watch_state> state, ceph_image* image,
       auto usage = w.cluster->usage();
       if (stopping()) break;
       auto pool_available = w.cluster->pool_available_bytes(w.spec.rados_pool);
+      if (stopping()) break;  // released meanwhile: its status says so, and stays
       w.set_status([&](ceph_status& s) {
         s.pool_available_bytes = pool_available ? std::optional(*pool_available) : std::nullopt;
         s.status.clear();
