@@ -144,11 +144,46 @@ std::expected<array::served_pool, error> array::load_pool(const v1::Pool& record
     served_pool& pool;
     ~stop_cache_on_failure() {
       if (pool.write_cache) pool.write_cache->stop([this](const auto& ready) { a.wait(ready); });
+      // Its last writes to the pool's store (lost blocks) reach the loop
+      // before the store closes.
+      if (pool.metadata) a.wait([this] { return pool.metadata->in_flight() == 0; });
     }
   } stop_cache{*this, p};
   p.ownership = {record.name(),
                  record.owner().empty() ? options_.controller : short_name(record.owner()),
                  std::max<std::uint64_t>(1, record.ownership_epoch()), unix_ms_now()};
+  // RocksDB's open and the pool's read of its records block for as long as
+  // the store takes to open (seconds on a slow machine). On the loop, they
+  // run on a thread of their own while the loop goes on: its drive
+  // heartbeat must beat meanwhile, or the partner takes this controller's
+  // pools over (it did, under AddressSanitizer, as a pool came back).
+  auto off_loop = [&](const std::function<std::expected<void, error>()>& work) {
+    if (!on_loop) return work();
+    std::expected<void, error> result;
+    std::atomic<bool> done = false;
+    std::thread worker([&] {
+      result = work();
+      done = true;
+      boost::asio::post(loop_, [] {});  // wakes the wait
+    });
+    wait([&] { return done.load(); });
+    worker.join();
+    return result;
+  };
+  // The store first: the write cache keeps its logs' retirement and lost
+  // blocks there (the pool's, so the partner's copy has them too).
+  const std::filesystem::path directory = options_.state_dir / "pools" / short_name(record.name());
+  std::error_code ec;
+  std::filesystem::create_directories(directory, ec);
+  if (auto opened = off_loop([&]() -> std::expected<void, error> {
+        auto store = tiering::metadata_store::open(directory.string(), loop_.get_executor());
+        if (!store) return std::unexpected(store.error());
+        p.metadata = std::move(*store);
+        return {};
+      });
+      !opened) {
+    return std::unexpected(opened.error());
+  }
   std::vector<write_cache::cached_group> cached;
   for (const std::string& name : record.groups()) {
     disk_group* g = group_named(name);
@@ -166,9 +201,9 @@ std::expected<array::served_pool, error> array::load_pool(const v1::Pool& record
       return std::unexpected(make_error(
           errc::not_supported, record.name() + ": a write log is opened at start-up only"));
     write_cache_options wo{.clock = &clock_,
+                           .pool_store = p.metadata.get(),
                            .config = config_.get(),
                            .loop = loop_.get_executor(),
-                           .writer = state_writer_.get_executor(),
                            .events = events_.get()};
     auto opened = write_cache::open(*log_group, record.write_log_group(), cached, wo,
                                     [this](const std::function<bool()>& ready) { wait(ready); });
@@ -218,35 +253,13 @@ std::expected<array::served_pool, error> array::load_pool(const v1::Pool& record
           errc::not_found, record.name() + ": its read cache group is not in the config"));
     options.read_cache_device = &cache->device();
   }
-  const std::filesystem::path directory = options_.state_dir / "pools" / short_name(record.name());
-  std::error_code ec;
-  std::filesystem::create_directories(directory, ec);
-  // RocksDB's open and the pool's read of its records block for as long as
-  // the store takes to open (seconds on a slow machine). On the loop, they
-  // run on a thread of their own while the loop goes on: its drive
-  // heartbeat must beat meanwhile, or the partner takes this controller's
-  // pools over (it did, under AddressSanitizer, as a pool came back).
-  auto open_store = [&]() -> std::expected<void, error> {
-    auto store = tiering::metadata_store::open(directory.string(), loop_.get_executor());
-    if (!store) return std::unexpected(store.error());
-    p.metadata = std::move(*store);
-    auto opened = tiering::pool::open(loop_.get_executor(), *p.metadata, members, options);
-    if (!opened) return std::unexpected(opened.error());
-    p.pool = std::move(*opened);
-    return {};
-  };
-  if (on_loop) {
-    std::expected<void, error> opened;
-    std::atomic<bool> done = false;
-    std::thread opener([&] {
-      opened = open_store();
-      done = true;
-      boost::asio::post(loop_, [] {});  // wakes the wait
-    });
-    wait([&] { return done.load(); });
-    opener.join();
-    if (!opened) return std::unexpected(opened.error());
-  } else if (auto opened = open_store(); !opened) {
+  if (auto opened = off_loop([&]() -> std::expected<void, error> {
+        auto made = tiering::pool::open(loop_.get_executor(), *p.metadata, members, options);
+        if (!made) return std::unexpected(made.error());
+        p.pool = std::move(*made);
+        return {};
+      });
+      !opened) {
     return std::unexpected(opened.error());
   }
   p.groups.assign(record.groups().begin(), record.groups().end());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <boost/asio/post.hpp>
+#include <charconv>
 #include <exception>
 #include <optional>
 
@@ -11,16 +12,25 @@ namespace strata::controller {
 
 namespace {
 
-// Where the config store remembers that a group's failed log must not be
-// replayed (write_back_options::persist_retirement).
-std::string retired_key(const std::string& group_name) {
-  return "write_logs/" + group_name.substr(group_name.rfind('/') + 1) + "/retired";
+// The pool's metadata store's keys (column pool) for a group's log:
+// "write_log/g1/retired" holds the generation of the newest superblock the
+// failed log wrote (decimal); "write_log/g1/lost" the blocks lost with a
+// failed log, "LBA+COUNT" ranges, comma-separated (docs/write-log.md).
+std::string short_group(const std::string& group_name) {
+  return group_name.substr(group_name.rfind('/') + 1);
 }
-
-// Where it keeps the group's blocks lost with a failed log
-// (write_back_options::persist_lost): "LBA+COUNT" ranges, comma-separated.
+std::string retired_key(const std::string& group_name) {
+  return "write_log/" + short_group(group_name) + "/retired";
+}
 std::string lost_key(const std::string& group_name) {
-  return "write_logs/" + group_name.substr(group_name.rfind('/') + 1) + "/lost";
+  return "write_log/" + short_group(group_name) + "/lost";
+}
+// Where an older version kept them: the controller's own config store.
+std::string legacy_retired_key(const std::string& group_name) {
+  return "write_logs/" + short_group(group_name) + "/retired";
+}
+std::string legacy_lost_key(const std::string& group_name) {
+  return "write_logs/" + short_group(group_name) + "/lost";
 }
 
 std::string encode_ranges(const device::block_range_set& set) {
@@ -51,6 +61,43 @@ device::block_range_set decode_ranges(const std::string& text) {
   return set;
 }
 
+// An older version kept a log's retirement and lost blocks in the
+// controller's own config store, where only that controller saw them:
+// moved into the pool's store (synced there first), then erased. A
+// retirement recorded there said no generation: the log's newest now is
+// the one it was recorded against (it was erased once the log was
+// formatted).
+std::expected<void, error> move_legacy_records(
+    config_store& config, const tiering::metadata_store& store, const std::string& group_name,
+    const std::function<std::expected<void, error>(tiering::metadata_batch)>& commit,
+    const std::function<std::expected<std::uint64_t, error>()>& newest_generation) {
+  const auto retired = config.get(legacy_retired_key(group_name));
+  const auto lost = config.get(legacy_lost_key(group_name));
+  if (!retired && !lost) return {};
+  tiering::metadata_batch b;
+  if (retired) {
+    const auto newest = newest_generation();
+    // Unreadable: a record no generation matches, so the log is formatted.
+    b.put(tiering::column::pool, retired_key(group_name),
+          newest ? std::to_string(*newest) : std::string("unknown"));
+  }
+  if (lost) {
+    // With what the pool's store lists already (a move half done before).
+    device::block_range_set set = decode_ranges(*lost);
+    if (const auto listed = store.get(tiering::column::pool, lost_key(group_name))) {
+      decode_ranges(*listed).for_each(
+          [&](std::uint64_t lba, std::uint64_t count) { set.insert(lba, count); });
+    }
+    b.put(tiering::column::pool, lost_key(group_name), encode_ranges(set));
+  }
+  if (auto done = commit(std::move(b)); !done) return done;
+  config_batch erase;
+  erase.erase(legacy_retired_key(group_name));
+  erase.erase(legacy_lost_key(group_name));
+  if (auto done = config.commit(erase); !done) return std::unexpected(done.error());
+  return {};
+}
+
 }  // namespace
 
 raid::write_back_options write_cache::device_options(const cached& c) {
@@ -67,41 +114,39 @@ raid::write_back_options write_cache::device_options(const cached& c) {
     const bool lost = what.find("lost") != std::string::npos;
     events->record(lost ? severity::critical : severity::warning, subject, "write cache: " + what);
   };
-  o.persist_retirement = [config = options_.config, writer = options_.writer, loop = options_.loop,
-                          key = retired_key(c.name),
-                          abandoned = abandoned_](std::function<void(std::error_code)> done) {
+  o.persist_retirement = [store = options_.pool_store, loop = options_.loop,
+                          key = retired_key(c.name), abandoned = abandoned_](
+                             std::uint64_t generation, std::function<void(std::error_code)> done) {
     if (*abandoned) {
       // Not this controller's to record: the held writes fail at the gates.
       return boost::asio::post(loop, [done] { done(make_error_code(errc::permission_denied)); });
     }
-    boost::asio::post(writer, [config, loop, key, done = std::move(done)] {
-      config_batch b;
-      b.put(key, "1");
-      auto committed = config->commit(b);
-      const std::error_code ec = committed ? std::error_code{} : committed.error().code;
-      boost::asio::post(loop, [done, ec] { done(ec); });
-    });
+    // Synced: in the partner's copy too before the held writes go on, so
+    // that a takeover formats this log rather than replay it.
+    tiering::metadata_batch b;
+    b.put(tiering::column::pool, key, std::to_string(generation));
+    store->write(std::move(b), true, std::move(done));
   };
-  if (const auto lost = options_.config->get(lost_key(c.name)))
+  if (const auto lost = options_.pool_store->get(tiering::column::pool, lost_key(c.name)))
     o.lost_at_open = decode_ranges(*lost);
-  o.persist_lost = [config = options_.config, writer = options_.writer, events = options_.events,
-                    subject = c.name, key = lost_key(c.name),
+  o.persist_lost = [store = options_.pool_store, events = options_.events, subject = c.name,
+                    key = lost_key(c.name),
                     abandoned = abandoned_](const device::block_range_set& lost) {
     if (*abandoned) return;  // the new owner's list is the pool's
-    // Encoded on the loop; written in call order by the one writer thread.
-    boost::asio::post(writer, [config, events, subject, key, text = encode_ranges(lost)] {
-      config_batch b;
-      if (text.empty()) {
-        b.erase(key);
-      } else {
-        b.put(key, text);
-      }
-      if (auto committed = config->commit(b); !committed) {
-        events->record(severity::error, subject,
-                       "write cache: its list of lost blocks could not be saved (" +
-                           committed.error().message +
-                           "): after a restart they would read as the group's older data");
-      }
+    // Applied in call order by the store's one thread.
+    tiering::metadata_batch b;
+    const std::string text = encode_ranges(lost);
+    if (text.empty()) {
+      b.erase(tiering::column::pool, key);
+    } else {
+      b.put(tiering::column::pool, key, text);
+    }
+    store->write(std::move(b), true, [events, subject](std::error_code ec) {
+      if (!ec) return;
+      events->record(severity::error, subject,
+                     "write cache: its list of lost blocks could not be saved (" + ec.message() +
+                         "): after a restart or a change of owner they would read as the "
+                         "group's older data");
     });
   };
   return o;
@@ -137,25 +182,71 @@ std::expected<std::unique_ptr<write_cache>, error> write_cache::open(
                                                       slice_blocks);
     ++next_slice;
     const raid::wlog::log_id id = g.group->id();
-    const std::string retired = retired_key(g.name);
-    const bool fresh_after_retirement = options.config->get(retired).has_value();
-    auto format = [&]() -> std::expected<void, error> {
+    auto format = [&](std::uint64_t after_generation) -> std::expected<void, error> {
       std::optional<std::error_code> formatted;
-      raid::write_back_device::format(*c->slice, g.group->device().geometry(), id,
-                                      [&](std::error_code ec) { formatted = ec; });
+      raid::write_back_device::format(
+          *c->slice, g.group->device().geometry(), id, [&](std::error_code ec) { formatted = ec; },
+          after_generation);
       wait([&] { return formatted.has_value(); });
       if (*formatted)
         return std::unexpected(
             error{*formatted, g.name + ": formatting its write log on " + log_name + " failed"});
       return {};
     };
-    if (fresh_after_retirement) {
-      if (auto f = format(); !f) return std::unexpected(f.error());
-      config_batch b;
-      b.erase(retired);
-      if (auto done = options.config->commit(b); !done) return std::unexpected(done.error());
-      options.events->record(severity::warning, g.name,
-                             "write cache: its retired write log was formatted anew");
+    auto newest_generation = [&]() -> std::expected<std::uint64_t, error> {
+      std::optional<std::expected<std::uint64_t, std::error_code>> read;
+      raid::write_back_device::newest_generation(
+          *c->slice, id, [&](std::expected<std::uint64_t, std::error_code> r) { read = r; });
+      wait([&] { return read.has_value(); });
+      if (!*read)
+        return std::unexpected(
+            error{read->error(), g.name + ": its write log on " + log_name + " could not be read"});
+      return **read;
+    };
+    // A synced batch in the pool's store (the partner's copy holds it
+    // once it is done), waited for.
+    auto commit = [&](tiering::metadata_batch b) -> std::expected<void, error> {
+      std::optional<std::error_code> done;
+      options.pool_store->write(std::move(b), true, [&](std::error_code ec) { done = ec; });
+      wait([&] { return done.has_value(); });
+      if (*done)
+        return std::unexpected(error{*done, g.name + ": its write log's records could not be "
+                                                     "written to the pool's metadata"});
+      return {};
+    };
+    if (options.config != nullptr) {
+      if (auto moved = move_legacy_records(*options.config, *options.pool_store, g.name, commit,
+                                           newest_generation);
+          !moved) {
+        return std::unexpected(moved.error());
+      }
+    }
+    // A retired log is formatted anew, never replayed: its records are
+    // older than the writes that went to the group once it failed. Only
+    // the log it was recorded against, though: one whose superblocks are
+    // newer than the record's generation (plus the one checkpoint that
+    // may have landed) was formatted since, and may hold the partner's
+    // acknowledged writes (a failback after a takeover).
+    if (const auto retired = options.pool_store->get(tiering::column::pool, retired_key(g.name))) {
+      std::uint64_t at = 0;
+      const bool known =
+          std::from_chars(retired->data(), retired->data() + retired->size(), at).ec == std::errc{};
+      const auto newest = newest_generation();
+      if (!known || !newest || *newest <= at + 1) {
+        if (auto f = format(std::max(at, newest.value_or(0)) + 1); !f)
+          return std::unexpected(f.error());
+        options.events->record(severity::warning, g.name,
+                               "write cache: its retired write log was formatted anew");
+      } else {
+        options.events->record(severity::info, g.name,
+                               "write cache: its write log was retired at generation " +
+                                   std::to_string(at) + " and formatted since (generation " +
+                                   std::to_string(*newest) +
+                                   " now): it is opened, the retirement record dropped");
+      }
+      tiering::metadata_batch b;
+      b.erase(tiering::column::pool, retired_key(g.name));
+      if (auto done = commit(std::move(b)); !done) return std::unexpected(done.error());
     }
     std::optional<raid::write_back_device::opened> opened;
     auto try_open = [&] {
@@ -169,7 +260,7 @@ std::expected<std::unique_ptr<write_cache>, error> write_cache::open(
     if (!*opened && opened->error().message.find("no write log superblock") != std::string::npos) {
       // Blank: the first start with this log (a new array, or a log group
       // added to the pool).
-      if (auto f = format(); !f) return std::unexpected(f.error());
+      if (auto f = format(0); !f) return std::unexpected(f.error());
       try_open();
     }
     if (!*opened)

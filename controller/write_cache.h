@@ -7,9 +7,11 @@
 // raid::write_back_device on its slice stands in for the group: the pool
 // reads and writes it, not the group. Opening it replays the slice's log
 // -- after a crash, or for a controller taking the pool over: nothing but
-// the drives is needed. A blank slice is formatted. A slice whose log
-// failed and was retired elsewhere (its record `write_logs/GROUP` in the
-// config store) is formatted anew rather than replayed.
+// the drives and the pool's metadata is needed. A blank slice is
+// formatted. A slice whose log failed and was retired (its record in the
+// pool's metadata store, which the partner's copy holds too) is formatted
+// anew rather than replayed; the blocks lost with a failed log are listed
+// there as well (docs/write-log.md, "Retirement").
 //
 // The cache writes through, with an event, while the log group is
 // degraded (redundancy_changed), after the log failed, or when asked to
@@ -31,6 +33,7 @@
 #include "controller/event_log.h"
 #include "raid/device/slice_device.h"
 #include "raid/write_back.h"
+#include "tiering/metadata_store.h"
 
 namespace strata::v1 {
 class PoolStatistics;
@@ -40,9 +43,14 @@ namespace strata::controller {
 
 struct write_cache_options {
   device::clock* clock = nullptr;
+  // The pool's metadata store: its logs' retirement and lost blocks, synced
+  // there (so mirrored to the partner) before the writes waiting on them
+  // go on. Whichever controller serves the pool reads them.
+  tiering::metadata_store* pool_store = nullptr;
+  // This controller's own store, where an older version kept them
+  // (write_logs/GROUP/...): moved into the pool's store at open.
   config_store* config = nullptr;
   boost::asio::any_io_executor loop;
-  boost::asio::any_io_executor writer;  // a thread that may block: the config store's synced writes
   event_log* events = nullptr;
 };
 

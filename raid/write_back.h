@@ -88,11 +88,15 @@ struct write_back_options {
   std::uint64_t bypass_min_blocks = 0;
   // The log failed and its last checkpoint could not be written: the
   // owner records durably, elsewhere, that this log must not be replayed
-  // (and formats it anew rather than open it), then calls back. Writes
-  // over blocks the log holds wait until then. None: they go on at once,
-  // and a log that reads again at the next start could bring older data
-  // back over them.
-  std::function<void(std::function<void(std::error_code)>)> persist_retirement;
+  // (and formats it anew rather than open it), then calls back. The
+  // generation given is the newest superblock's the log wrote: a log
+  // whose superblocks are still at most one past it (a checkpoint may
+  // have landed on one mirror) is the retired one; a newer one was
+  // formatted since (format's after_generation). Writes over blocks the
+  // log holds wait until then. None: they go on at once, and a log that
+  // reads again at the next start could bring older data back over them.
+  std::function<void(std::uint64_t generation, std::function<void(std::error_code)>)>
+      persist_retirement;
   // Blocks lost with an earlier log (persist_lost's last set): they read
   // as media errors until written, as blocks lost here do.
   device::block_range_set lost_at_open;
@@ -137,8 +141,16 @@ class write_back_device final : public device::forwarding_device {
   // Writes an empty log for `group` on `log` (whatever it held), synced.
   // Refused (invalid_argument): block sizes other than 4096, a log of
   // fewer than 64 blocks past its superblocks.
+  // Its superblocks' generations are after_generation + 1 and + 2: a log
+  // formatted over a retired one is told from it by them.
   static void format(device::block_device& log, const device::block_geometry& group,
-                     const wlog::log_id& id, std::function<void(std::error_code)> done);
+                     const wlog::log_id& id, std::function<void(std::error_code)> done,
+                     std::uint64_t after_generation = 0);
+  // The newest valid superblock's generation on `log` for the group `id`
+  // (0: none), or the read's error.
+  static void newest_generation(
+      device::block_device& log, const wlog::log_id& id,
+      std::function<void(std::expected<std::uint64_t, std::error_code>)> done);
   // Opens the log on `log` for `group`, replays it, appends the restart
   // marker (synced), and hands over the device, serving. Errors: no valid
   // superblock, or one written for another group (invalid_argument); the

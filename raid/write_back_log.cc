@@ -151,8 +151,22 @@ void write_back_device::checkpoint_step(std::error_code ec) {
         release_held();
       } else {
         retiring_elsewhere_ = true;
-        options_.persist_retirement([this](std::error_code recorded) {
+        options_.persist_retirement(sb_generation_, [this](std::error_code recorded) {
           retiring_elsewhere_ = false;
+          if (recorded && recorded != errc::permission_denied && !stopping_) {
+            // Not recorded (the owner's store failed a write): letting
+            // the waiting writes go would leave a log whose replay reverts
+            // them. They wait; the checkpoint, and its record, are tried
+            // again in 5 s, as after a failed group flush.
+            retire_retry_at_ = options_.clock->now() + std::chrono::seconds(5);
+            age_timer_->arm(retire_retry_at_);
+            note_event("recording that the failed write log must not be replayed failed (" +
+                       recorded.message() +
+                       "): tried again in 5 s; the writes waiting for it wait");
+            return check_idle();
+          }
+          // permission_denied: the pool is not this controller's to record
+          // for (it stepped down), and the held writes fail at its gates.
           if (recorded)
             note_event("recording that the write log must not be replayed failed: " +
                        recorded.message());
@@ -272,7 +286,8 @@ std::error_code check_sizes(const device::block_geometry& log,
 }  // namespace
 
 void write_back_device::format(device::block_device& log, const device::block_geometry& group,
-                               const wlog::log_id& id, std::function<void(std::error_code)> done) {
+                               const wlog::log_id& id, std::function<void(std::error_code)> done,
+                               std::uint64_t after_generation) {
   // Both superblocks and a first header of zeros, then a flush.
   struct formatting {
     device::block_device* log = nullptr;
@@ -294,16 +309,19 @@ void write_back_device::format(device::block_device& log, const device::block_ge
   std::random_device entropy;
   const std::uint64_t first_seq = ((std::uint64_t{entropy()} << 32) | entropy()) >> 8;
   wlog::superblock sb{.id = id,
-                      .generation = 2,
+                      .generation = 0,
                       .data_blocks = log.geometry().block_count - wlog::data_start,
                       .backing_blocks = group.block_count,
                       .backing_block_bytes = group.logical_block_size_bytes,
                       .tail_position = 0,
                       .tail_seq = first_seq};
   auto all = f->blocks.bytes();
-  wlog::encode(sb, all.subspan(0, wlog::block_bytes).first<wlog::block_bytes>());
-  sb.generation = 1;
-  wlog::encode(sb, all.subspan(wlog::block_bytes, wlog::block_bytes).first<wlog::block_bytes>());
+  // Generation g at block g % 2, where the checkpoints write it.
+  for (std::uint64_t g = after_generation + 1; g <= after_generation + 2; ++g) {
+    sb.generation = g;
+    wlog::encode(
+        sb, all.subspan((g % 2) * wlog::block_bytes, wlog::block_bytes).first<wlog::block_bytes>());
+  }
   f->segment = f->blocks.segment();
   f->req.operation = op::write;
   f->req.lba = 0;
@@ -324,6 +342,43 @@ void write_back_device::format(device::block_device& log, const device::block_ge
     fm->done(r.result);
   };
   log.submit(f->req);
+}
+
+void write_back_device::newest_generation(
+    device::block_device& log, const wlog::log_id& id,
+    std::function<void(std::expected<std::uint64_t, std::error_code>)> done) {
+  struct reading {
+    std::shared_ptr<reading> self;  // alive until done
+    device::aligned_buffer blocks{2 * wlog::block_bytes};
+    iovec segment{};
+    request req;
+    wlog::log_id id;
+    std::function<void(std::expected<std::uint64_t, std::error_code>)> done;
+  };
+  auto r = std::make_shared<reading>();
+  r->self = r;
+  r->id = id;
+  r->done = std::move(done);
+  r->segment = r->blocks.segment();
+  r->req.operation = op::read;
+  r->req.lba = 0;
+  r->req.block_count = 2;
+  r->req.buffers = std::span(&r->segment, 1);
+  r->req.context = r.get();
+  r->req.on_complete = [](request& q) noexcept {
+    auto* rd = static_cast<reading*>(q.context);
+    auto keep = std::move(rd->self);
+    if (q.result) return rd->done(std::unexpected(q.result));
+    std::uint64_t newest = 0;
+    for (std::size_t copy = 0; copy < 2; ++copy) {
+      auto sb = wlog::decode_superblock(rd->blocks.bytes()
+                                            .subspan(copy * wlog::block_bytes, wlog::block_bytes)
+                                            .first<wlog::block_bytes>());
+      if (sb && sb->id == rd->id) newest = std::max(newest, sb->generation);
+    }
+    rd->done(newest);
+  };
+  log.submit(r->req);
 }
 
 // Reads the superblocks, then the records from the checkpoint on, one

@@ -490,7 +490,7 @@ TEST_CASE(
     // replayed (and format it anew at the next start).
     bool retired_elsewhere = false;
     bool crashed = false;
-    r.options.persist_retirement = [&](std::function<void(std::error_code)> done) {
+    r.options.persist_retirement = [&](std::uint64_t, std::function<void(std::error_code)> done) {
       // The controller's own store dies with the power.
       if (!crashed) retired_elsewhere = true;
       boost::asio::post(r.loop.context, [done, ok = !crashed] {
@@ -772,7 +772,7 @@ TEST_CASE(
   flush_failing front(*r.group);
   r.group_front = &front;
   bool retired = false;
-  r.options.persist_retirement = [&](std::function<void(std::error_code)> done) {
+  r.options.persist_retirement = [&](std::uint64_t, std::function<void(std::error_code)> done) {
     retired = true;
     boost::asio::post(r.loop.context, [done] { done({}); });
   };
@@ -808,6 +808,58 @@ TEST_CASE(
   r.loop.run_until([&] { return held->completions == 1; });
   CHECK_FALSE(held->req.result);
   CHECK(retired);  // the superblock write fails too: recorded elsewhere
+  CHECK(read_blocks(r.loop, *r.wb, 100, 4) == second);
+  r.stop();
+}
+
+// Issue 48, finding 6 (the review's #7, its second half): a retirement
+// whose record failed let the waiting writes go on all the same; the next
+// open, finding no record, replayed the log over them.
+TEST_CASE(
+    "write-back: a failed log's retirement that cannot be recorded keeps the waiting writes "
+    "waiting, and is recorded on a retry before they go on",
+    "[raid][write_back]") {
+  rig r(test_seed());
+  int attempts = 0;
+  bool store_fails = true;
+  std::uint64_t recorded_generation = 0;
+  r.options.persist_retirement = [&](std::uint64_t generation,
+                                     std::function<void(std::error_code)> done) {
+    ++attempts;
+    if (!store_fails) recorded_generation = generation;
+    boost::asio::post(r.loop.context, [done, fails = store_fails] {
+      done(fails ? make_error_code(errc::io_error) : std::error_code{});
+    });
+  };
+  r.stop();
+  r.open();
+  auto run_for = [&](device::duration d) {
+    const auto until = r.loop.clock.now() + d;
+    while (r.loop.clock.now() < until && r.loop.step()) {
+    }
+  };
+  write_blocks(r.loop, *r.wb, 100, stamped(100, 4, 1));  // in the log, dirty
+  r.log->fail_writes(0, r.log->geometry().block_count);  // records and superblocks fail
+  auto trigger = io::make(op::write, 300, 1, bs);        // its record fails: the log fails
+  const auto t = stamped(300, 1, 1);
+  std::memcpy(trigger->buffer.data(), t.data(), t.size());
+  r.wb->submit(trigger->req);
+  auto held = io::make(op::write, 100, 4, bs);  // over logged blocks: waits for the retirement
+  const auto second = stamped(100, 4, 2);
+  std::memcpy(held->buffer.data(), second.data(), second.size());
+  r.wb->submit(held->req);
+  run_for(std::chrono::seconds(12));
+  INFO("events: " << [&] {
+    std::string all;
+    for (const auto& e : r.events) all += e + "; ";
+    return all;
+  }());
+  CHECK(attempts >= 2);           // tried again, every 5 s
+  CHECK(held->completions == 0);  // not acknowledged: a replay would revert it
+  store_fails = false;
+  r.loop.run_until([&] { return held->completions == 1; });
+  CHECK_FALSE(held->req.result);
+  CHECK(recorded_generation >= 2);  // a formatted log's first superblocks are 1 and 2
   CHECK(read_blocks(r.loop, *r.wb, 100, 4) == second);
   r.stop();
 }
