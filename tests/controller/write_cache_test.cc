@@ -39,6 +39,13 @@ std::vector<device::block_device*> drives(const shelf& s, std::size_t from, std:
   return out;
 }
 
+// Stops a group cleanly: nothing of it in flight when it goes.
+void clean(test_loop& loop, disk_group& g) {
+  std::optional<std::error_code> done;
+  g.mark_clean([&](std::error_code ec) { done = ec; });
+  loop.run_until([&] { return done.has_value() && g.idle(); });
+}
+
 std::unique_ptr<disk_group> ready(test_loop& loop, std::function<void(group_done)> start) {
   std::optional<std::expected<std::unique_ptr<disk_group>, error>> got;
   start([&](auto r) { got = std::move(r); });
@@ -110,6 +117,13 @@ struct controller_view {
     if (cache) stop();
     loop.run_until([&] { return pool_store->in_flight() == 0; });
     pool_store->close();
+    clean(loop, *data);
+    clean(loop, *log);
+    // A failed path's requests still at the drive end before it goes.
+    loop.run_until([&] {
+      return std::ranges::all_of(log_paths,
+                                 [](const auto& f) { return f->requests_pending() == 0; });
+    });
   }
 
   void open() {
@@ -339,4 +353,5 @@ TEST_CASE(
   (*again)->stop(wait);
   loop.run_until([&] { return (*store)->in_flight() == 0; });
   (*store)->close();
+  for (disk_group* g : {g1.get(), g2.get(), g3.get(), log.get()}) clean(loop, *g);
 }
