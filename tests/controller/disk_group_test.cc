@@ -3,28 +3,19 @@
 #include <catch2/catch.hpp>
 
 #include "controller/shelf.h"
+#include "tests/controller/shelf_helpers.h"
 #include "tests/raid/device/harness.h"
 
 using namespace strata;
 using namespace strata::controller;
 using namespace strata::device::testing;
+using strata::controller::testing::drives;
 
 namespace {
 
 // 6 HDDs (a RAID-6 4+2), 2 SSDs (RAID-1), 1 SSD (the read cache), small.
 std::vector<drive_spec> small_shelf() {
-  std::vector<drive_spec> d;
-  for (int i = 0; i < 6; ++i)
-    d.push_back({"hdd-0" + std::to_string(i), drive_kind::hdd, 256ull << 20});
-  for (int i = 0; i < 3; ++i)
-    d.push_back({"ssd-0" + std::to_string(i), drive_kind::ssd, 128ull << 20});
-  return d;
-}
-
-std::vector<device::block_device*> drives(const shelf& s, std::size_t from, std::size_t count) {
-  std::vector<device::block_device*> out;
-  for (std::size_t i = from; i < from + count; ++i) out.push_back(&s.drive(i));
-  return out;
+  return strata::controller::testing::small_shelf(6, 3);
 }
 
 // Virtual time over real files: no member watchdog, which would fire

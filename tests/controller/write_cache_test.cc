@@ -12,12 +12,14 @@
 #include "controller/config_store.h"
 #include "controller/shelf.h"
 #include "raid/device/fault_device.h"
+#include "tests/controller/shelf_helpers.h"
 #include "tests/raid/device/harness.h"
 #include "tiering/metadata_store.h"
 
 using namespace strata;
 using namespace strata::controller;
 using namespace strata::device::testing;
+using strata::controller::testing::drives;
 
 namespace {
 
@@ -25,18 +27,7 @@ constexpr std::uint32_t block_bytes = 4096;
 
 // 6 HDDs (a RAID-6 4+2) and 2 SSDs (the mirrored write log), small.
 std::vector<drive_spec> small_shelf() {
-  std::vector<drive_spec> d;
-  for (int i = 0; i < 6; ++i)
-    d.push_back({"hdd-0" + std::to_string(i), drive_kind::hdd, 256ull << 20});
-  for (int i = 0; i < 2; ++i)
-    d.push_back({"ssd-0" + std::to_string(i), drive_kind::ssd, 128ull << 20});
-  return d;
-}
-
-std::vector<device::block_device*> drives(const shelf& s, std::size_t from, std::size_t count) {
-  std::vector<device::block_device*> out;
-  for (std::size_t i = from; i < from + count; ++i) out.push_back(&s.drive(i));
-  return out;
+  return strata::controller::testing::small_shelf(6, 2);
 }
 
 // Stops a group cleanly: nothing of it in flight when it goes.
@@ -291,12 +282,8 @@ TEST_CASE(
   // process in every build).
   temp_dir dir;
   test_loop loop;
-  std::vector<drive_spec> specs;
-  for (int i = 0; i < 18; ++i)
-    specs.push_back({"hdd-" + std::to_string(i), drive_kind::hdd, 256ull << 20});
-  for (int i = 0; i < 2; ++i)
-    specs.push_back({"ssd-0" + std::to_string(i), drive_kind::ssd, 128ull << 20});
-  auto s = shelf::open(*loop.ring, loop.clock, dir.path() / "shelf", specs);
+  auto s = shelf::open(*loop.ring, loop.clock, dir.path() / "shelf",
+                       strata::controller::testing::small_shelf(18, 2));
   REQUIRE(s);
   const group_options go{&loop.clock, {}, {}, {}};
   auto make = [&](group_kind kind, std::size_t from, std::size_t count) {

@@ -758,6 +758,42 @@ struct flush_failing final : block_device {
   }
 };
 
+void run_for(rig& r, device::duration d) {
+  const auto until = r.loop.clock.now() + d;
+  while (r.loop.clock.now() < until && r.loop.step()) {
+  }
+}
+
+std::string events_of(const rig& r) {
+  std::string all;
+  for (const auto& e : r.events) all += e + "; ";
+  return all;
+}
+
+// A failed log with a write waiting for its retirement: blocks 100-103
+// logged (dirty), then the log's writes fail (and `also` fails whatever
+// else the case needs), a write whose record fails (the log fails), and a
+// write over the logged blocks, which must wait until the failed log is
+// emptied or its retirement recorded. The waiting write holds `second`.
+struct waiting_write {
+  std::unique_ptr<io> trigger, held;
+  std::vector<std::byte> second = stamped(100, 4, 2);
+};
+waiting_write fail_log_under_a_write(rig& r, const std::function<void()>& also = {}) {
+  write_blocks(r.loop, *r.wb, 100, stamped(100, 4, 1));
+  r.log->fail_writes(0, r.log->geometry().block_count);
+  if (also) also();
+  waiting_write w;
+  w.trigger = io::make(op::write, 300, 1, bs);
+  const auto t = stamped(300, 1, 1);
+  std::memcpy(w.trigger->buffer.data(), t.data(), t.size());
+  r.wb->submit(w.trigger->req);
+  w.held = io::make(op::write, 100, 4, bs);
+  std::memcpy(w.held->buffer.data(), w.second.data(), w.second.size());
+  r.wb->submit(w.held->req);
+  return w;
+}
+
 }  // namespace
 
 // Issue 48, finding 7: a failed log's last checkpoint whose group flush
@@ -778,37 +814,18 @@ TEST_CASE(
   };
   r.stop();
   r.open();
-  auto run_for = [&](device::duration d) {
-    const auto until = r.loop.clock.now() + d;
-    while (r.loop.clock.now() < until && r.loop.step()) {
-    }
-  };
-  write_blocks(r.loop, *r.wb, 100, stamped(100, 4, 1));  // in the log, dirty
-  // The log's writes fail from now on, and the group's flushes too.
-  r.log->fail_writes(0, r.log->geometry().block_count);
-  front.failing = true;
-  auto trigger = io::make(op::write, 300, 1, bs);  // its record fails: the log fails
-  const auto t = stamped(300, 1, 1);
-  std::memcpy(trigger->buffer.data(), t.data(), t.size());
-  r.wb->submit(trigger->req);
-  auto held = io::make(op::write, 100, 4, bs);  // over logged blocks: waits for the retirement
-  const auto second = stamped(100, 4, 2);
-  std::memcpy(held->buffer.data(), second.data(), second.size());
-  r.wb->submit(held->req);
-  run_for(std::chrono::seconds(3));
-  INFO("events: " << [&] {
-    std::string all;
-    for (const auto& e : r.events) all += e + "; ";
-    return all;
-  }());
-  CHECK(held->completions == 0);  // not acknowledged: a replay would revert it
+  // The group's flushes fail too.
+  auto w = fail_log_under_a_write(r, [&] { front.failing = true; });
+  run_for(r, std::chrono::seconds(3));
+  INFO("events: " << events_of(r));
+  CHECK(w.held->completions == 0);  // not acknowledged: a replay would revert it
   CHECK_FALSE(retired);
   // The group takes flushes again: the retry empties the log or records its retirement.
   front.failing = false;
-  r.loop.run_until([&] { return held->completions == 1; });
-  CHECK_FALSE(held->req.result);
+  r.loop.run_until([&] { return w.held->completions == 1; });
+  CHECK_FALSE(w.held->req.result);
   CHECK(retired);  // the superblock write fails too: recorded elsewhere
-  CHECK(read_blocks(r.loop, *r.wb, 100, 4) == second);
+  CHECK(read_blocks(r.loop, *r.wb, 100, 4) == w.second);
   r.stop();
 }
 
@@ -833,34 +850,16 @@ TEST_CASE(
   };
   r.stop();
   r.open();
-  auto run_for = [&](device::duration d) {
-    const auto until = r.loop.clock.now() + d;
-    while (r.loop.clock.now() < until && r.loop.step()) {
-    }
-  };
-  write_blocks(r.loop, *r.wb, 100, stamped(100, 4, 1));  // in the log, dirty
-  r.log->fail_writes(0, r.log->geometry().block_count);  // records and superblocks fail
-  auto trigger = io::make(op::write, 300, 1, bs);        // its record fails: the log fails
-  const auto t = stamped(300, 1, 1);
-  std::memcpy(trigger->buffer.data(), t.data(), t.size());
-  r.wb->submit(trigger->req);
-  auto held = io::make(op::write, 100, 4, bs);  // over logged blocks: waits for the retirement
-  const auto second = stamped(100, 4, 2);
-  std::memcpy(held->buffer.data(), second.data(), second.size());
-  r.wb->submit(held->req);
-  run_for(std::chrono::seconds(12));
-  INFO("events: " << [&] {
-    std::string all;
-    for (const auto& e : r.events) all += e + "; ";
-    return all;
-  }());
-  CHECK(attempts >= 2);           // tried again, every 5 s
-  CHECK(held->completions == 0);  // not acknowledged: a replay would revert it
+  auto w = fail_log_under_a_write(r);
+  run_for(r, std::chrono::seconds(12));
+  INFO("events: " << events_of(r));
+  CHECK(attempts >= 2);             // tried again, every 5 s
+  CHECK(w.held->completions == 0);  // not acknowledged: a replay would revert it
   store_fails = false;
-  r.loop.run_until([&] { return held->completions == 1; });
-  CHECK_FALSE(held->req.result);
+  r.loop.run_until([&] { return w.held->completions == 1; });
+  CHECK_FALSE(w.held->req.result);
   CHECK(recorded_generation >= 2);  // a formatted log's first superblocks are 1 and 2
-  CHECK(read_blocks(r.loop, *r.wb, 100, 4) == second);
+  CHECK(read_blocks(r.loop, *r.wb, 100, 4) == w.second);
   r.stop();
 }
 
