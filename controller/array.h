@@ -479,6 +479,11 @@ class array {
                           std::function<void(std::error_code)> done);
   // A takeover's epoch, written right after its last "partner DOWN"
   // check, under `claim` (partner::claim) until it is on the drives.
+  // A takeover's last steps, once the partner's key is off the pool's
+  // drives: its epoch written (within the claim), the pool opened.
+  void take_over_stamped(const v1::Pool& record, std::vector<area_stamp> stamps,
+                         std::shared_ptr<void> claim, std::function<void(const std::string&)> fail,
+                         device::time_point started, const pool_ownership& o);
   void stamp_after_check(std::vector<area_stamp> stamps, std::shared_ptr<void> claim,
                          std::function<void(std::error_code)> done);
   std::size_t area_io_in_flight_ = 0;
@@ -564,6 +569,19 @@ class array {
   void step_down(const std::string& pool, const pool_ownership& newer,
                  const std::vector<std::size_t>& drives);
   bool confirming_ = false;
+  // Persistent reservations (raid/device/reservations.h): this
+  // controller's key and its partner's, derived from the array's id; the
+  // drives of a pool (every member of its groups by the configuration,
+  // and those holding its ownership record), whose partner's key a
+  // takeover removes before it writes its epoch; and this controller's
+  // key registered again (after a confirm, or a heartbeat a drive refused
+  // while the lease was fenced, when nothing but the controller's own
+  // records reaches a drive).
+  std::uint64_t reservation_key_of(const std::string& controller) const;
+  std::set<std::size_t> drives_of_pool(const std::string& pool,
+                                       const std::vector<std::size_t>& recorded) const;
+  void register_again(const std::string& why, std::function<void()> then = {});
+  bool registering_ = false;
   std::set<std::size_t> lost_groups_;  // indexes into groups_ of the pools stepped down from: their
                                        // member events are ignored
   std::unique_ptr<boost::asio::steady_timer> confirm_timer_;

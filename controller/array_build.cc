@@ -610,6 +610,10 @@ void array::start_drive_heartbeats() {
   // its pools (takeover.cc, confirm_ownership).
   shelf_->fence([this] { return !lease_->fenced(); },
                 [this] { boost::asio::post(loop_, [this] { confirm_ownership(); }); });
+  // The fence on the medium: this controller's key on every drive; the
+  // partner's takeover removes it from a pool's drives before it writes
+  // its epoch, and they refuse what this controller still had queued.
+  log(shelf_->register_key(reservation_key_of(options_.controller)));
   // A beat that renewed a lapsed lease (the controller thawed) reads the
   // records at once, rather than at the next drive request held at a gate:
   // a thawed owner with no I/O queued must not go on presenting, as
@@ -618,8 +622,15 @@ void array::start_drive_heartbeats() {
     if (lease_->fenced() && !pools_.empty())
       boost::asio::post(loop_, [this] { confirm_ownership(); });
   };
-  partner_->start_heartbeats(clock_, std::move(drives), *lease_, generation_of(*config_),
-                             renewed);  // start-up: the store may be read here
+  // A drive that refused a beat says the partner preempted this
+  // controller there: once fenced (nothing but its own records reaches a
+  // drive), it registers again, or it could never renew its lease and
+  // learn from the records what it lost.
+  auto refused = [this] {
+    if (lease_->fenced()) register_again("a drive refused its heartbeat while it was fenced");
+  };
+  partner_->start_heartbeats(clock_, std::move(drives), *lease_, generation_of(*config_), renewed,
+                             refused);  // start-up: the store may be read here
   log("drive heartbeat on " +
       (names.empty() ? std::string("no drive (none has a controller area)") : names));
 }

@@ -77,6 +77,7 @@ void drive_heartbeats::tick() {
         [this, alive = std::weak_ptr<int>(alive_), started, left, reached](std::error_code e) {
           if (alive.expired()) return;
           if (!e) ++*reached;
+          if (e == errc::reservation_conflict && on_refused) on_refused();
           if (--*left == 0) written(started, *reached);
         });
   }

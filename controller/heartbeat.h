@@ -101,6 +101,10 @@ class drive_heartbeats {
   std::function<void(partner_state)> on_partner;
   // A beat reached the drives and renewed the lease.
   std::function<void()> on_renewed;
+  // A drive refused a beat for its persistent reservation: the partner
+  // removed this controller's key there, as it does when it takes a pool
+  // over (raid/device/reservations.h).
+  std::function<void()> on_refused;
 
  private:
   void tick();

@@ -198,12 +198,13 @@ void partner::note_state() {
 }
 
 void partner::start_heartbeats(device::clock& clock, std::vector<heartbeat_drive> drives,
-                               lease& own, std::uint64_t generation,
-                               std::function<void()> renewed) {
+                               lease& own, std::uint64_t generation, std::function<void()> renewed,
+                               std::function<void()> refused) {
   heartbeats_ = std::make_unique<drive_heartbeats>(clock, loop_, options_.self, options_.partner,
                                                    std::move(drives), own);
   heartbeats_->set_config_generation(generation);
   heartbeats_->on_renewed = std::move(renewed);
+  heartbeats_->on_refused = std::move(refused);
   heartbeats_->on_partner = [this](partner_state) { note_state(); };
   heartbeats_->start();
 }

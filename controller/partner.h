@@ -75,9 +75,11 @@ class partner {
   static const char* to_string(liveness l) noexcept;
   // Starts this controller's drive heartbeat on `drives` (heartbeat.h),
   // renewing `own`, carrying configuration `generation`, and watching the
-  // partner's; `renewed` runs on the loop after each beat that renewed `own`.
+  // partner's; `renewed` runs on the loop after each beat that renewed `own`,
+  // `refused` after each drive that refused one for its reservation.
   void start_heartbeats(device::clock& clock, std::vector<heartbeat_drive> drives, lease& own,
-                        std::uint64_t generation, std::function<void()> renewed);
+                        std::uint64_t generation, std::function<void()> renewed,
+                        std::function<void()> refused = {});
   // Stops it; with `clean`, a last beat says this controller stopped.
   void stop_heartbeats(bool clean, std::function<void()> done);
   // The newest configuration generation held here, for the drive

@@ -1,5 +1,6 @@
 #include "controller/shelf.h"
 
+#include <boost/asio/post.hpp>
 #include <cstdio>
 
 #include "raid/device/fault_device.h"
@@ -116,10 +117,6 @@ std::expected<std::size_t, error> shelf::add(const drive_spec& spec) {
   device::file_options options;
   options.logical_block_size_bytes = drive_block_bytes;
   options.block_count = d.bytes / drive_block_bytes;  // 0 (a drive at a path): all of it
-  // The bottom gate's check and the kernel's submission in one call: a
-  // process stopped in between (a submission left for the loop's next
-  // turn) would write after its thaw what it checked before its freeze.
-  options.submit_at_once = true;
   if (simulated) {
     std::error_code ec;
     std::filesystem::create_directories(directory_, ec);
@@ -133,6 +130,18 @@ std::expected<std::size_t, error> shelf::add(const drive_spec& spec) {
   if (!file)
     return std::unexpected(
         error{file.error().code, "shelf: drive " + d.name + ": " + file.error().message});
+  // Its persistent reservations: a simulated drive's beside its file; a
+  // block device's its driver's; none for a regular file at a path.
+  std::unique_ptr<device::reservations> pr;
+  if (simulated) {
+    auto modelled = device::file_reservations::open(directory_ / (d.name + ".pr"));
+    if (!modelled)
+      return std::unexpected(
+          error{modelled.error().code, "shelf: drive " + d.name + ": " + modelled.error().message});
+    pr = std::move(*modelled);
+  } else if (auto real = device::block_reservations(d.path.string())) {
+    pr = std::move(*real);
+  }
   const device::block_geometry& g = (*file)->geometry();
   d.bytes = g.block_count * g.logical_block_size_bytes;
   // The fence where a request is handed to the kernel: whatever waited in
@@ -186,12 +195,101 @@ std::expected<std::size_t, error> shelf::add(const drive_spec& spec) {
   raws_.push_back(std::move(raw));
   gates_.push_back(std::move(gate));
   specs_.push_back(std::move(d));
+  file_devices_.push_back(file->get());
   files_.push_back(std::move(*file));
+  reservations_.push_back(std::move(pr));
   dispatch_gates_.push_back(std::move(dispatch));
   models_.push_back(std::move(front));
   caches_.push_back(std::move(cache));
   schedulers_.push_back(std::move(scheduler));
-  return drives_.size() - 1;
+  const std::size_t i = drives_.size() - 1;
+  // A drive added while the array runs takes part in the fence at once.
+  if (auto& r = reservations_[i]; key_ != 0 && r && r->register_key(key_)) r.reset();
+  fence_file(i);
+  return i;
+}
+
+void shelf::fence_file(std::size_t i) {
+  file_devices_[i]->fence({
+      .allowed = [this] { return !fence_allowed_ || fence_allowed_(); },
+      .model = key_ == 0 ? nullptr
+                         : dynamic_cast<const device::file_reservations*>(reservations_[i].get()),
+      .key = key_,
+      .refused = [gate = dispatch_gates_[i].get()](device::request& r) { gate->refused(r); },
+  });
+}
+
+std::string shelf::register_key(std::uint64_t key) {
+  key_ = key;
+  std::size_t fenced = 0;
+  std::string without;
+  for (std::size_t i = 0; i < size(); ++i) {
+    auto& r = reservations_[i];
+    std::error_code e = r ? r->register_key(key) : make_error_code(errc::not_supported);
+    // Held by the partner already: under Write Exclusive, Registrants
+    // Only, every registrant writes.
+    if (!e) e = r->reserve(key);
+    if (e == errc::reservation_conflict) e = {};
+    if (!e) {
+      ++fenced;
+    } else {
+      without += (without.empty() ? "" : ", ") + specs_[i].name + " (" + e.message() + ")";
+      r.reset();
+    }
+    fence_file(i);
+  }
+  char hex[20];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(key));
+  return "persistent reservations: key " + std::string(hex) + " registered on " +
+         std::to_string(fenced) + " of " + std::to_string(size()) + " drives" +
+         (without.empty() ? std::string() : "; fenced by the lease alone: " + without);
+}
+
+void shelf::run(std::vector<std::size_t> drives,
+                std::function<std::error_code(device::reservations&)> op,
+                std::function<void(std::error_code)> done) {
+  std::vector<device::reservations*> targets;
+  bool blocks = false;
+  for (std::size_t i : drives) {
+    if (!reservations_[i]) continue;
+    targets.push_back(reservations_[i].get());
+    blocks |= dynamic_cast<device::file_reservations*>(targets.back()) == nullptr;
+  }
+  auto job = [targets = std::move(targets), op = std::move(op)] {
+    std::error_code first;
+    for (device::reservations* r : targets) {
+      if (std::error_code e = op(*r); e && !first) first = e;
+    }
+    return first;
+  };
+  auto finish = [this, done = std::move(done),
+                 alive = std::weak_ptr<int>(alive_)](std::error_code e) {
+    boost::asio::post(ring_.context(), [done, e, alive] {
+      if (!alive.expired()) done(e);
+    });
+  };
+  if (!blocks) return finish(job());
+  // The objects live until the destructor, which joins this thread first.
+  jobs_.emplace_back([job = std::move(job), finish = std::move(finish)] { finish(job()); });
+}
+
+void shelf::preempt(std::vector<std::size_t> drives, std::uint64_t victim,
+                    std::function<void(std::error_code)> done) {
+  run(
+      std::move(drives),
+      [key = key_, victim](device::reservations& r) {
+        std::error_code e = r.register_key(key);
+        return e ? e : r.preempt(key, victim);
+      },
+      std::move(done));
+}
+
+void shelf::register_again(std::function<void(std::error_code)> done) {
+  std::vector<std::size_t> all(size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  run(
+      std::move(all), [key = key_](device::reservations& r) { return r.register_key(key); },
+      std::move(done));
 }
 
 void shelf::fence(std::function<bool()> allowed, std::function<void()> on_hold) {
@@ -225,6 +323,7 @@ std::size_t shelf::held_below(std::size_t i) const noexcept {
 }
 
 shelf::~shelf() {
+  for (std::thread& t : jobs_) t.join();
   drives_.clear();
   raw_.clear();
   raws_.clear();

@@ -24,12 +24,15 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "raid/device/block_device.h"
 #include "raid/device/clock.h"
+#include "raid/device/file_device.h"
 #include "raid/device/gate_device.h"
 #include "raid/device/io_ring.h"
+#include "raid/device/reservations.h"
 #include "raid/device/status.h"
 
 namespace strata::controller {
@@ -141,7 +144,37 @@ class shelf {
   // stopped on their way to the kernel.
   std::size_t held_below(std::size_t i) const noexcept;
 
+  // Persistent reservations, the fence on the medium (raid/device/
+  // reservations.h): a simulated drive's in NAME.pr beside its file, a
+  // block device's its driver's; a regular file at a path, or a driver
+  // without them, has none and is fenced by the lease alone. A write the
+  // drive refuses for its reservation is held at the bottom gate, as a
+  // lapse holds it (gate_device::refused).
+  //
+  // Registers `key` on every drive, and takes the reservation where none
+  // is held; from then on a simulated drive checks every write against
+  // it. Blocks (ioctls): call it at start-up. Returns what the log says.
+  std::string register_key(std::uint64_t key);
+  // Removes `victim`'s key from drives `drives` (PREEMPT AND ABORT), this
+  // controller's registered again there first. `done` on the loop, with
+  // the first error; on a thread of its own when a real drive is among
+  // them (the ioctls block), inline otherwise.
+  void preempt(std::vector<std::size_t> drives, std::uint64_t victim,
+               std::function<void(std::error_code)> done);
+  // Registers this controller's key on every drive again: after it read
+  // the records and holds every drive of a pool it lost (a preempted
+  // controller may then write its heartbeat, and later take a pool back).
+  void register_again(std::function<void(std::error_code)> done);
+  // Drive i's reservations (null: none), for tests and diagnostics.
+  device::reservations* reservations(std::size_t i) const noexcept {
+    return reservations_[i].get();
+  }
+
  private:
+  void fence_file(std::size_t i);
+  void run(std::vector<std::size_t> drives,
+           std::function<std::error_code(device::reservations&)> op,
+           std::function<void(std::error_code)> done);
   shelf(device::io_ring& ring, device::clock& clock, std::filesystem::path directory,
         const shelf_options& options)
       : ring_(ring), clock_(clock), directory_(std::move(directory)), options_(options) {}
@@ -163,6 +196,11 @@ class shelf {
   std::vector<device::block_device*> raw_;                   // raws_[i]
   std::vector<device::block_device*> drives_;                // gates_[i]: the topmost
   std::set<std::size_t> lost_;                               // held for good
+  std::vector<std::unique_ptr<device::reservations>> reservations_;  // null: none
+  std::vector<device::file_device*> file_devices_;                   // files_[i]
+  std::uint64_t key_ = 0;                                            // register_key's
+  std::vector<std::thread> jobs_;                                    // preempts on real drives
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
   std::function<bool()> fence_allowed_;
   std::function<void()> fence_on_hold_;
 };

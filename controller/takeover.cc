@@ -277,33 +277,58 @@ void array::take_over(const v1::Pool& record) {
       pool_ownership o{name, options_.controller, f.newest->epoch + 1, unix_ms_now(), 0, false};
       std::vector<area_stamp> stamps = f.members;
       for (area_stamp& s : stamps) s.ownership = o;
-      stamp_after_check(
-          std::move(stamps), partner_->claim(),
-          [this, record, name, fail, started, o](std::error_code e) {
+      // The partner's key off the pool's drives first, within the claim:
+      // they refuse its writes from here on, those it queued before it
+      // froze too (raid/device/reservations.h).
+      auto claim = partner_->claim();
+      const std::set<std::size_t> drives = drives_of_pool(name, f.drives);
+      shelf_->preempt(
+          {drives.begin(), drives.end()}, reservation_key_of(partner_->name()),
+          [this, name, count = drives.size(), stamps = std::move(stamps), claim = std::move(claim),
+           record, fail, started, o](std::error_code preempted) mutable {
             if (closed_) return;
-            if (e)
-              return fail("the new ownership epoch could not be written to its drives: " +
-                          e.message());
-            // Out of the drive's completion first: opening the pool drives the
-            // loop, whose ring takes completions again only after this one.
-            one_at_a_time([this, record, name, fail, started, o] {
-              if (closed_) return;
-              if (auto served = take_over_now(record, o); !served)
-                return fail(served.error().message);
-              taking_over_.erase(name);
-              const auto ms =
-                  std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - started)
-                      .count();
+            if (preempted) {
               events_->record(severity::warning, name,
-                              "taken over from controller " + partner_->name() + " (epoch " +
-                                  std::to_string(o.epoch) + ") in " + std::to_string(ms) +
-                                  " ms: served here");
-              log(name + ": taken over from controller " + partner_->name() + " in " +
-                  std::to_string(ms) + " ms");
-            });
+                              "controller " + partner_->name() +
+                                  "'s reservation key could not be removed from every drive (" +
+                                  preempted.message() + "): it is fenced by its lease alone");
+            } else {
+              log(name + ": controller " + partner_->name() + "'s reservation key removed from " +
+                  std::to_string(count) + " drives");
+            }
+            take_over_stamped(record, std::move(stamps), std::move(claim), fail, started, o);
           });
     });
   });
+}
+
+void array::take_over_stamped(const v1::Pool& record, std::vector<area_stamp> stamps,
+                              std::shared_ptr<void> claim,
+                              std::function<void(const std::string&)> fail,
+                              device::time_point started, const pool_ownership& o) {
+  const std::string name = record.name();
+  stamp_after_check(
+      std::move(stamps), std::move(claim),
+      [this, record, name, fail, started, o](std::error_code e) {
+        if (closed_) return;
+        if (e)
+          return fail("the new ownership epoch could not be written to its drives: " + e.message());
+        // Out of the drive's completion first: opening the pool drives the
+        // loop, whose ring takes completions again only after this one.
+        one_at_a_time([this, record, name, fail, started, o] {
+          if (closed_) return;
+          if (auto served = take_over_now(record, o); !served) return fail(served.error().message);
+          taking_over_.erase(name);
+          const auto ms =
+              std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - started).count();
+          events_->record(severity::warning, name,
+                          "taken over from controller " + partner_->name() + " (epoch " +
+                              std::to_string(o.epoch) + ") in " + std::to_string(ms) +
+                              " ms: served here");
+          log(name + ": taken over from controller " + partner_->name() + " in " +
+              std::to_string(ms) + " ms");
+        });
+      });
 }
 
 std::expected<void, error> array::take_over_now(const v1::Pool& record, const pool_ownership& o) {
@@ -771,16 +796,23 @@ void array::confirm_ownership() {
         if (o.owner != options_.controller && o.sequence() > p.ownership.sequence())
           step_down(name, o, found->second.second);
       }
-      shelf_->open_gates();  // those of lost pools stay held
-      confirming_ = false;
-      std::string kept;
-      for (const auto& [name, p] : pools_) {
-        if (!p.lost) kept += (kept.empty() ? "" : ", ") + name;
-      }
-      events_->record(severity::info, "",
-                      kept.empty() ? std::string("the drives say this controller owns no pool now")
-                                   : "the drives say this controller still owns " + kept +
-                                         ": their I/O goes on");
+      // This controller's key on every drive again before the gates open:
+      // a takeover that preempted it and died before its epoch landed left
+      // the pools this controller's, and their drives refusing it. Those
+      // of pools it lost stay held for good at both gates.
+      register_again("its ownership confirmed", [this] {
+        shelf_->open_gates();  // those of lost pools stay held
+        confirming_ = false;
+        std::string kept;
+        for (const auto& [name, p] : pools_) {
+          if (!p.lost) kept += (kept.empty() ? "" : ", ") + name;
+        }
+        events_->record(
+            severity::info, "",
+            kept.empty()
+                ? std::string("the drives say this controller owns no pool now")
+                : "the drives say this controller still owns " + kept + ": their I/O goes on");
+      });
     });
   };
   (*poll)();
@@ -857,6 +889,49 @@ void array::step_down(const std::string& name, const pool_ownership& newer,
                           newer.owner + ", and a restart makes it a partner again";
   events_->record(severity::critical, name, why);
   log(name + ": " + why);
+}
+
+std::uint64_t array::reservation_key_of(const std::string& controller) const {
+  return device::reservation_key(identity_.id, controller.empty() ? '?' : controller[0]);
+}
+
+std::set<std::size_t> array::drives_of_pool(const std::string& pool,
+                                            const std::vector<std::size_t>& recorded) const {
+  std::set<std::size_t> drives(recorded.begin(), recorded.end());
+  const auto bytes = config_->get(pool);
+  if (!bytes) return drives;
+  const auto record = decode<v1::Pool>(pool, *bytes);
+  if (!record) return drives;
+  std::vector<std::string> groups(record->groups().begin(), record->groups().end());
+  groups.push_back(record->read_cache_group());
+  groups.push_back(record->write_log_group());
+  for (const std::string& g : groups) {
+    const auto group_bytes = g.empty() ? std::nullopt : config_->get(g);
+    if (!group_bytes) continue;
+    const auto group = decode<v1::DiskGroup>(g, *group_bytes);
+    if (!group) continue;
+    for (const std::string& member : group->members()) {
+      for (std::size_t i = 0; i < shelf_->size(); ++i) {
+        if (shelf_->spec(i).name == short_name(member)) drives.insert(i);
+      }
+    }
+  }
+  return drives;
+}
+
+void array::register_again(const std::string& why, std::function<void()> then) {
+  if (registering_ && !then) return;
+  registering_ = true;
+  shelf_->register_again([this, why, then = std::move(then)](std::error_code e) {
+    registering_ = false;
+    if (closed_) return;
+    if (e) {
+      log("persistent reservations: registering again (" + why + ") failed: " + e.message());
+    } else if (!then) {
+      log("persistent reservations: this controller's key registered again (" + why + ")");
+    }
+    if (then) then();
+  });
 }
 
 }  // namespace strata::controller

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <boost/asio/post.hpp>
+#include <cerrno>
 #include <cstring>
 
 namespace strata::device {
@@ -161,7 +162,6 @@ std::expected<std::unique_ptr<file_device>, error> file_device::open(io_ring& ri
   geometry.max_segments = max_segments;
   std::unique_ptr<file_device> device(
       new file_device(ring, path, file->fd, file->direct, geometry, options.queue_depth));
-  device->submit_at_once_ = options.submit_at_once;
   return device;
 }
 
@@ -204,6 +204,17 @@ void file_device::start(slot& s, request& req) noexcept {
   s.req = &req;
   s.bytes_done = 0;
   issue(s);
+}
+
+void file_device::fence(fence_checks checks) {
+  fence_ = std::move(checks);
+  ring_.checks_at_submit();
+}
+
+bool file_device::refuses(const request& req) const noexcept {
+  if (!req.fence_exempt && fence_.allowed && !fence_.allowed()) return true;
+  return fence_.model != nullptr && (req.operation == op::write || req.operation == op::discard) &&
+         !fence_.model->admits_write(fence_.key);
 }
 
 void file_device::issue(slot& s) noexcept {
@@ -249,12 +260,20 @@ void file_device::issue(slot& s) noexcept {
                               static_cast<off_t>(transfer_bytes(geometry_, req)));
       break;
   }
-  if (submit_at_once_) ring_.submit_prepared();
 }
 
 void file_device::on_cqe(slot& s, int result) noexcept {
+  if (s.refused) {  // a no-op in its place: the fence refused it at submission
+    s.refused = false;
+    refuse(s);
+    return;
+  }
   if (result == -EAGAIN || result == -EINTR) {
     issue(s);
+    return;
+  }
+  if (result == -EBADE) {
+    refuse(s);
     return;
   }
   if (result < 0) {
@@ -288,6 +307,19 @@ void file_device::finish(slot& s, std::error_code result) noexcept {
     free_slots_.push_back(&s);
   }
   complete(done, result);
+}
+
+void file_device::refuse(slot& s) noexcept {
+  request& refused = *s.req;
+  if (request* next = waiting_.pop_front()) {
+    start(s, *next);
+  } else {
+    s.req = nullptr;
+    free_slots_.push_back(&s);
+  }
+  // Later, not now: this may run inside submit().
+  if (!fence_.refused) return rejected_.complete_later(refused, errc::reservation_conflict);
+  fence_.refused(refused);
 }
 
 void file_device::retry_later() noexcept {

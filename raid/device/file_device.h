@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <expected>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "raid/device/block_device.h"
 #include "raid/device/io_ring.h"
 #include "raid/device/request_queue.h"
+#include "raid/device/reservations.h"
 
 namespace strata::device {
 
@@ -35,10 +37,6 @@ struct file_options {
   bool create = false;
   direct_io direct = direct_io::when_possible;
   std::uint32_t queue_depth = 128;  // requests in the ring at once
-  // Each request handed to the kernel as it is prepared (io_ring::
-  // submit_prepared), not batched to the loop turn's end: for drives
-  // behind a fence, checked right above this device (controller/shelf.h).
-  bool submit_at_once = false;
 };
 
 class file_device final : public block_device {
@@ -59,6 +57,25 @@ class file_device final : public block_device {
   }
   void submit(request& req) noexcept override;
 
+  // The fence's last check, made as each request is handed to the kernel
+  // (io_ring::operation::refuse_at_submit: inside the io_uring_enter's
+  // caller, after every queue of this process), and where a request it
+  // refuses goes instead of completing (controller/shelf.h: the bottom
+  // gate, which holds it). A request is refused when
+  // - `allowed` says no (the lease), unless it is fence_exempt;
+  // - it writes or discards and `model`, a simulated drive's persistent
+  //   reservations, does not admit `key` (a real drive checks its own:
+  //   model null);
+  // - the drive refused it for its reservation (EBADE).
+  // Without `refused`, it completes with reservation_conflict.
+  struct fence_checks {
+    std::function<bool()> allowed;
+    const file_reservations* model = nullptr;
+    std::uint64_t key = 0;
+    std::function<void(request&)> refused;
+  };
+  void fence(fence_checks checks);
+
   bool uses_direct_io() const noexcept { return direct_; }
   const std::string& path() const noexcept { return path_; }
 
@@ -67,7 +84,12 @@ class file_device final : public block_device {
     file_device* device = nullptr;
     request* req = nullptr;
     std::uint64_t bytes_done = 0;  // of the request's transfer, for short transfers
+    bool refused = false;          // turned into a no-op at submission: its completion is a refusal
     void on_cqe(int result) noexcept override { device->on_cqe(*this, result); }
+    bool refuse_at_submit() noexcept override {
+      // Once a no-op, always: its completion must not pass for the write's.
+      return refused = refused || (req != nullptr && device->refuses(*req));
+    }
   };
 
   file_device(io_ring& ring, std::string path, int fd, bool direct, const block_geometry& geometry,
@@ -76,6 +98,8 @@ class file_device final : public block_device {
   void issue(slot& s) noexcept;
   void on_cqe(slot& s, int result) noexcept;
   void finish(slot& s, std::error_code result) noexcept;
+  void refuse(slot& s) noexcept;
+  bool refuses(const request& req) const noexcept;
   void retry_later() noexcept;
 
   io_ring& ring_;
@@ -84,12 +108,12 @@ class file_device final : public block_device {
   bool direct_;
   block_geometry geometry_;
   std::vector<slot> slots_;
-  bool submit_at_once_ = false;  // file_options::submit_at_once
   std::vector<slot*> free_slots_;
   request_list waiting_;        // submitted, no slot yet
   std::vector<slot*> stalled_;  // have a slot, found the ring full; retried from the loop
   completion_queue rejected_;
   bool retry_posted_ = false;
+  fence_checks fence_;
 };
 
 }  // namespace strata::device

@@ -84,6 +84,17 @@ class gate_device final : public forwarding_device {
     request_list waiting = held_.take_all();
     while (request* r = waiting.pop_front()) rejected_.complete_later(*r, why_);
   }
+  // A request the device below refused for its persistent reservation
+  // (reservations.h: the drive fenced this host): held as if this gate had
+  // stopped it, which calls on_hold. The controller's own records fail
+  // instead, with reservation_conflict: they are how it learns whether it
+  // is still the owner, and must not wait for that answer.
+  void refused(request& req) noexcept {
+    if (req.fence_exempt) return rejected_.complete_later(req, errc::reservation_conflict);
+    hold();
+    if (state_ == state::shut) return rejected_.complete_later(req, why_);
+    held_.push_back(req);
+  }
   // Both reach the device below, which has the caller's own request. A
   // request the gate holds is not the drive's wait either, but a fenced
   // controller's: the watchdog counts it, as before (it is short, and a

@@ -90,8 +90,21 @@ void io_ring::schedule_submit() noexcept {
   });
 }
 
+void io_ring::check_before_submit() noexcept {
+  // The entries prepared since the last enter: liburing's own, between
+  // its local head and tail, not yet published to the kernel.
+  for (unsigned i = ring_.sq.sqe_head; i != ring_.sq.sqe_tail; ++i) {
+    io_uring_sqe* sqe = &ring_.sq.sqes[i & ring_.sq.ring_mask];
+    auto* op = reinterpret_cast<operation*>(static_cast<std::uintptr_t>(sqe->user_data));
+    if (op == nullptr || !op->refuse_at_submit()) continue;
+    io_uring_prep_nop(sqe);
+    io_uring_sqe_set_data(sqe, op);
+  }
+}
+
 void io_ring::submit_now() noexcept {
   if (unsubmitted_ == 0 && !deferred_task_run_) return;
+  if (checks_at_submit_ && unsubmitted_ > 0) check_before_submit();
   // With deferred task running, completions are posted only when asked
   // for, so every enter also collects them.
   const int rc =

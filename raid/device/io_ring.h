@@ -34,6 +34,14 @@ class io_ring {
    public:
     // `result` is the completion's res: bytes moved, 0, or -errno.
     virtual void on_cqe(int result) noexcept = 0;
+    // Asked of every prepared entry right before the io_uring_enter that
+    // hands it to the kernel (once some device asked for it: checks_at_
+    // submit): true turns it into a no-op, whose completion the operation
+    // then takes for a refusal. A fence's last check (file_device.h): a
+    // request checked when it was prepared, inside a batch of completions,
+    // reaches the kernel only at the batch's end, and a process stopped in
+    // between would hand it over after its thaw.
+    virtual bool refuse_at_submit() noexcept { return false; }
 
    protected:
     ~operation() = default;
@@ -51,14 +59,9 @@ class io_ring {
   // caller retries from a later completion). Fill it with io_uring_prep_*;
   // do not touch user_data.
   io_uring_sqe* prepare(operation& op) noexcept;
-  // Submits what was prepared now, not at the end of the loop turn (inside
-  // a batch of completions: at its end, as always). For devices whose
-  // requests were checked against a fence just before (controller/shelf.h):
-  // a process stopped between the check and a submission deferred to the
-  // loop's next turn would hand them to the kernel after it thawed.
-  void submit_prepared() noexcept {
-    if (!reaping_) submit_now();
-  }
+
+  // From now on, operation::refuse_at_submit is asked of each entry.
+  void checks_at_submit() noexcept { checks_at_submit_ = true; }
 
   boost::asio::io_context& context() const noexcept { return context_; }
   std::uint64_t in_flight() const noexcept { return in_flight_; }
@@ -81,6 +84,8 @@ class io_ring {
   bool reaping_ = false;
   bool deferred_task_run_ = false;  // IORING_SETUP_DEFER_TASKRUN in force
   bool submit_posted_ = false;
+  bool checks_at_submit_ = false;
+  void check_before_submit() noexcept;
   // Handlers queued in the io_context hold a weak reference, so one that
   // runs after the ring is gone does nothing.
   std::shared_ptr<io_ring*> self_;

@@ -39,6 +39,8 @@ class category final : public std::error_category {
         return "I/O error";
       case errc::busy:
         return "busy with other work";
+      case errc::reservation_conflict:
+        return "reservation conflict: the drive's persistent reservation refused this host";
     }
     return "unknown strata error " + std::to_string(value);
   }
@@ -74,6 +76,8 @@ errc errc_from_errno(int errno_value) noexcept {
     case ENOENT:
     case ENOTDIR:
       return errc::not_found;
+    case EBADE:  // the block layer's answer for RESERVATION CONFLICT
+      return errc::reservation_conflict;
     case EACCES:
     case EPERM:
     case EROFS:

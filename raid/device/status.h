@@ -30,6 +30,7 @@ enum class errc : int {
   too_small,             // a backing store smaller than the geometry declared for it
   io_error,              // any other failure the OS reported
   busy,                  // other work on the object runs; try again after it
+  reservation_conflict,  // a persistent reservation refused it: another host fenced this one
 };
 
 const std::error_category& strata_category() noexcept;

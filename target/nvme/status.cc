@@ -30,6 +30,9 @@ status status_for(std::error_code ec, device::op operation) noexcept {
       return generic(code::invalid_opcode);
     case errc::timed_out:
     case errc::busy:
+    // A drive fenced this controller (its partner took the pool over): the
+    // host retries, and finds the pool on the other path.
+    case errc::reservation_conflict:
       return generic(code::command_interrupted, false);  // the host retries it
     case errc::canceled:
       return generic(code::aborted_by_request, false);

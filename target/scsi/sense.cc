@@ -115,6 +115,9 @@ sense sense_for(std::error_code ec, device::op operation,
       // ABORTED COMMAND: the initiator retries it, which suits a slow answer.
       return make_sense(sense_key::aborted_command, asc::lu_communication_timeout);
     case errc::canceled:
+    // A drive fenced this controller (its partner took the pool over): the
+    // initiator retries, and multipath finds the pool on the other path.
+    case errc::reservation_conflict:
       return make_sense(sense_key::aborted_command, asc::no_additional_sense);
     case errc::busy:
       // status_for() says BUSY, which carries no sense; if sense is sent
