@@ -20,8 +20,10 @@
 // gate (a scheduler's held background writes, a drive model's queue, a
 // volatile cache) freezes with the process and would go on after the
 // thaw: so the controller puts a second gate at the bottom of each
-// drive's stack, right above the file, asking the same question when a
-// request is handed to the kernel (controller/shelf.h). A request marked
+// drive's stack, right above the file, and the file device asks the same
+// question once more right before the io_uring_enter that hands a request
+// to the kernel, handing what it refuses back to that gate (refused();
+// file_device.h, controller/shelf.h). A request marked
 // fence_exempt (the controller's own heartbeat and ownership records) is
 // never held, shut or not: it is what renews and checks the lease.
 //

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/pr.h>
+#include <scsi/sg.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -18,6 +19,7 @@ namespace {
 // A SCSI status the sd driver hands back from a PR ioctl (a positive
 // return), and the NVMe driver's answer for the same refusal.
 constexpr int scsi_reservation_conflict = 0x18;
+constexpr int scsi_check_condition = 0x02;
 
 class block final : public reservations {
  public:
@@ -29,7 +31,14 @@ class block final : public reservations {
     r.old_key = 0;
     r.new_key = key;
     r.flags = PR_FL_IGNORE_KEY;
-    return call(IOC_PR_REGISTER, &r);
+    const int status = ioctl_status(IOC_PR_REGISTER, &r);
+    // Linux's SCSI disk driver registers with APTPL set (persist through
+    // power loss), which some targets refuse (tgt: ILLEGAL REQUEST, INVALID
+    // FIELD IN PARAMETER LIST): then the same REGISTER AND IGNORE EXISTING
+    // KEY without it, through SG_IO, as fence_scsi's sg_persist sends it.
+    // The controllers register again at every start anyway.
+    if (status == scsi_check_condition) return register_by_sg_io(key);
+    return from_status(status);
   }
   std::error_code reserve(std::uint64_t key) override {
     pr_reservation r{};
@@ -42,7 +51,13 @@ class block final : public reservations {
     p.old_key = key;     // PERSISTENT RESERVE OUT's RESERVATION KEY: ours
     p.new_key = victim;  // its SERVICE ACTION RESERVATION KEY: the one removed
     p.type = PR_WRITE_EXCLUSIVE_REG_ONLY;
-    const std::error_code e = call(IOC_PR_PREEMPT_ABORT, &p);
+    int status = ioctl_status(IOC_PR_PREEMPT_ABORT, &p);
+    // A target without PREEMPT AND ABORT (tgt answers ILLEGAL REQUEST):
+    // PREEMPT. The key is gone all the same, and every later command of
+    // the old owner refused; what it had queued in the target runs, as on
+    // the simulated drives (the lease and the taker's wait cover it).
+    if (status == scsi_check_condition) status = ioctl_status(IOC_PR_PREEMPT, &p);
+    const std::error_code e = from_status(status);
     // The drive refuses a preempt of a key it does not hold with the same
     // status as any other refusal; this host registered itself first (the
     // takeover's order), so that refusal means the victim's key is gone.
@@ -52,16 +67,48 @@ class block final : public reservations {
   const char* kind() const noexcept override { return "block (SCSI/NVMe)"; }
 
  private:
-  std::error_code call(unsigned long what, void* argument) {
+  // The ioctl's answer: 0, a SCSI status (positive), or -errno. The SCSI
+  // disk driver returns its whole result word: the status is its low
+  // byte, a transport failure its host byte (bits 16-23).
+  int ioctl_status(unsigned long what, void* argument) {
     const int r = ::ioctl(fd_, what, argument);
-    if (r == 0) return {};
-    if (r < 0) {
-      const int e = errno;
-      if (e == ENOTTY || e == EOPNOTSUPP) return errc::not_supported;
-      return errc_from_errno(e);
+    if (r < 0) return -errno;
+    if ((r >> 16 & 0xff) != 0) return -EIO;
+    return r & 0xff;
+  }
+  static std::error_code from_status(int status) {
+    if (status == 0) return {};
+    if (status < 0) {
+      if (status == -ENOTTY || status == -EOPNOTSUPP) return errc::not_supported;
+      return errc_from_errno(-status);
     }
-    return r == scsi_reservation_conflict ? make_error_code(errc::reservation_conflict)
-                                          : make_error_code(errc::io_error);
+    return status == scsi_reservation_conflict ? make_error_code(errc::reservation_conflict)
+                                               : make_error_code(errc::io_error);
+  }
+  std::error_code call(unsigned long what, void* argument) {
+    return from_status(ioctl_status(what, argument));
+  }
+  std::error_code register_by_sg_io(std::uint64_t key) {
+    // PERSISTENT RESERVE OUT, REGISTER AND IGNORE EXISTING KEY (SPC-4
+    // 6.16): a 24-byte parameter list with the new key at bytes 8-15 and
+    // every flag (APTPL among them) clear.
+    std::uint8_t cdb[10] = {0x5f, 0x06, 0, 0, 0, 0, 0, 0, 24, 0};
+    std::uint8_t parameters[24] = {};
+    for (int i = 0; i < 8; ++i) parameters[8 + i] = static_cast<std::uint8_t>(key >> (56 - 8 * i));
+    std::uint8_t sense[32] = {};
+    sg_io_hdr_t io{};
+    io.interface_id = 'S';
+    io.dxfer_direction = SG_DXFER_TO_DEV;
+    io.cmd_len = sizeof cdb;
+    io.cmdp = cdb;
+    io.dxfer_len = sizeof parameters;
+    io.dxferp = parameters;
+    io.mx_sb_len = sizeof sense;
+    io.sbp = sense;
+    io.timeout = 30000;  // ms
+    if (::ioctl(fd_, SG_IO, &io) != 0) return errc_from_errno(errno);
+    if (io.host_status != 0 || (io.driver_status & 0x0f) != 0) return errc::io_error;
+    return from_status(io.status);
   }
   int fd_;
   std::string path_;
@@ -73,10 +120,10 @@ std::expected<std::unique_ptr<reservations>, error> block_reservations(const std
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int e = errno;
-    return std::unexpected(make_error(errc_from_errno(e), "cannot open " + path + ": " +
-                                                              std::strerror(e)));
+    return std::unexpected(
+        make_error(errc_from_errno(e), "cannot open " + path + ": " + std::strerror(e)));
   }
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISBLK(st.st_mode)) {
     ::close(fd);
     return std::unexpected(
@@ -115,8 +162,8 @@ std::expected<std::unique_ptr<file_reservations>, error> file_reservations::open
                 "shared between processes: only lock-free atomics are");
   auto failed = [&](const char* what) {
     const int e = errno;
-    return std::unexpected(make_error(errc_from_errno(e), std::string(what) + " " + path.string() +
-                                                              ": " + std::strerror(e)));
+    return std::unexpected(make_error(
+        errc_from_errno(e), std::string(what) + " " + path.string() + ": " + std::strerror(e)));
   };
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return failed("cannot open");

@@ -35,7 +35,7 @@ TEST_CASE("reservations: the model is one state for every opener, as a drive's i
   auto a = open_model(path);  // controller a's view
   auto b = open_model(path);  // controller b's, as another process maps it
 
-  CHECK(a->admits_write(key_a));  // no reservation: anyone writes
+  CHECK(a->admits_write(key_a));                           // no reservation: anyone writes
   CHECK(a->reserve(key_a) == errc::reservation_conflict);  // not registered
   REQUIRE_FALSE(a->register_key(key_a));
   REQUIRE_FALSE(a->register_key(key_a));  // idempotent
@@ -194,7 +194,8 @@ TEST_CASE(
   REQUIRE(partner);  // the partner's view of the drive, unfenced
   bool lease_valid = true;
   int holds = 0;
-  gate_device bottom(**file, [&] { return lease_valid; }, [&] { ++holds; });
+  gate_device bottom(
+      **file, [&] { return lease_valid; }, [&] { ++holds; });
   file_device::fence_checks checks;
   checks.allowed = [&] { return lease_valid; };
   checks.refused = [&](request& r) { bottom.refused(r); };
