@@ -582,6 +582,12 @@ class array {
                                        const std::vector<std::size_t>& recorded) const;
   void register_again(const std::string& why, std::function<void()> then = {});
   bool registering_ = false;
+  // The fence on the medium from the start: this controller's key on every
+  // drive as soon as the array's id is known, before its first write (the
+  // partner's takeover removes it from a pool's drives before it writes
+  // its epoch, and they refuse what this controller still had queued).
+  void register_reservations();
+  bool reservations_registered_ = false;
   std::set<std::size_t> lost_groups_;  // indexes into groups_ of the pools stepped down from: their
                                        // member events are ignored
   std::unique_ptr<boost::asio::steady_timer> confirm_timer_;

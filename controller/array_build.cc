@@ -29,6 +29,7 @@ std::expected<void, error> array::build_default() {
   auto fresh_identity = make_identity();
   if (!fresh_identity) return std::unexpected(fresh_identity.error());
   identity_ = *fresh_identity;
+  register_reservations();
   config_batch records;
   std::map<std::string, std::size_t> slot_of;  // drive name -> shelf index
   for (std::size_t i = 0; i < shelf_->size(); ++i) {
@@ -208,6 +209,9 @@ std::expected<void, error> array::assemble() {
           make_error(errc::invalid_argument, "config: the record array/identity is corrupt"));
     identity_ = *decoded->array;
     stamped = true;
+    // Before any write (assembly writes superblocks): the partner may have
+    // removed this controller's key while it was down.
+    register_reservations();
   }
   const auto areas = read_shelf_areas();
   if (auto mine = check_shelf(areas, !stamped); !mine) return mine;
@@ -267,6 +271,7 @@ std::expected<void, error> array::assemble() {
           std::string(reinterpret_cast<const char*>(identity_bytes.data()), identity_bytes.size()));
     if (auto done = config_->commit(b); !done) return std::unexpected(done.error());
     log("the array had no id on its drives: it is " + id_text(identity_) + " from now on");
+    register_reservations();
   }
   for (const auto& [pool, o] : drive_owners_)
     note_owner(pool, o.owner, o.epoch);  // taken over or handed back while this controller was away
@@ -610,10 +615,7 @@ void array::start_drive_heartbeats() {
   // its pools (takeover.cc, confirm_ownership).
   shelf_->fence([this] { return !lease_->fenced(); },
                 [this] { boost::asio::post(loop_, [this] { confirm_ownership(); }); });
-  // The fence on the medium: this controller's key on every drive; the
-  // partner's takeover removes it from a pool's drives before it writes
-  // its epoch, and they refuse what this controller still had queued.
-  log(shelf_->register_key(reservation_key_of(options_.controller)));
+  register_reservations();
   // A beat that renewed a lapsed lease (the controller thawed) reads the
   // records at once, rather than at the next drive request held at a gate:
   // a thawed owner with no I/O queued must not go on presenting, as
@@ -633,6 +635,14 @@ void array::start_drive_heartbeats() {
                              refused);  // start-up: the store may be read here
   log("drive heartbeat on " +
       (names.empty() ? std::string("no drive (none has a controller area)") : names));
+}
+
+void array::register_reservations() {
+  // With a partner only (a lone controller fences nobody), once. A new
+  // process has nothing queued from before: registering at once is safe.
+  if (!options_.partner_link || reservations_registered_) return;
+  reservations_registered_ = true;
+  log(shelf_->register_key(reservation_key_of(options_.controller)));
 }
 
 std::expected<void, error> array::join() {
