@@ -72,8 +72,7 @@ struct world {
   std::unique_ptr<io_ring> ring;
   // Runs the loop until `done` or `seconds` pass; whether `done` held.
   bool run_until(const std::function<bool()>& done, double seconds = 10) {
-    const auto until =
-        std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
     while (!done() && std::chrono::steady_clock::now() < until) {
       context.restart();
       context.run_for(std::chrono::milliseconds(20));
@@ -117,9 +116,9 @@ int main(int argc, char** argv) {
   auto owner_pr = block_reservations(owner_path);
   auto taker_pr = block_reservations(taker_path);
   if (!owner || !taker || !owner_pr || !taker_pr) {
-    for (const auto* e : {owner ? nullptr : &owner.error(), taker ? nullptr : &taker.error(),
-                          owner_pr ? nullptr : &owner_pr.error(),
-                          taker_pr ? nullptr : &taker_pr.error()}) {
+    for (const auto* e :
+         {owner ? nullptr : &owner.error(), taker ? nullptr : &taker.error(),
+          owner_pr ? nullptr : &owner_pr.error(), taker_pr ? nullptr : &taker_pr.error()}) {
       if (e != nullptr) std::fprintf(stderr, "%s\n", e->message.c_str());
     }
     return 2;
@@ -150,7 +149,10 @@ int main(int argc, char** argv) {
   check(!e, "the taker, registered, writes too", text(e));
 
   e = (*taker_pr)->preempt(taker_key, owner_key);
-  check(!e, "the taker preempts the owner's key (PREEMPT AND ABORT; PREEMPT where the target has no abort, as tgt)", text(e));
+  check(!e,
+        "the taker preempts the owner's key (PREEMPT AND ABORT; PREEMPT where the target has no "
+        "abort, as tgt)",
+        text(e));
   e = (*taker_pr)->preempt(taker_key, owner_key);
   check(!e, "a second preempt of the gone key is taken for done", text(e));
 
