@@ -297,7 +297,7 @@ void file_device::on_cqe(slot& s, int result) noexcept {
   finish(s, {});
 }
 
-void file_device::finish(slot& s, std::error_code result) noexcept {
+request& file_device::release(slot& s) noexcept {
   request& done = *s.req;
   // Hand the slot straight to the oldest waiting request.
   if (request* next = waiting_.pop_front()) {
@@ -306,17 +306,15 @@ void file_device::finish(slot& s, std::error_code result) noexcept {
     s.req = nullptr;
     free_slots_.push_back(&s);
   }
-  complete(done, result);
+  return done;
+}
+
+void file_device::finish(slot& s, std::error_code result) noexcept {
+  complete(release(s), result);
 }
 
 void file_device::refuse(slot& s) noexcept {
-  request& refused = *s.req;
-  if (request* next = waiting_.pop_front()) {
-    start(s, *next);
-  } else {
-    s.req = nullptr;
-    free_slots_.push_back(&s);
-  }
+  request& refused = release(s);
   // Later, not now: this may run inside submit().
   if (!fence_.refused) return rejected_.complete_later(refused, errc::reservation_conflict);
   fence_.refused(refused);

@@ -97,6 +97,9 @@ class file_device final : public block_device {
   void start(slot& s, request& req) noexcept;
   void issue(slot& s) noexcept;
   void on_cqe(slot& s, int result) noexcept;
+  // Gives the slot to the oldest waiting request (or frees it); returns
+  // the request that had it.
+  request& release(slot& s) noexcept;
   void finish(slot& s, std::error_code result) noexcept;
   void refuse(slot& s) noexcept;
   bool refuses(const request& req) const noexcept;
